@@ -1,0 +1,3 @@
+from ftrun.cli import main
+
+main()

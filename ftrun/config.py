@@ -1,0 +1,201 @@
+"""Run configuration: presets, TOML file, flag overrides, and validation before anything spawns.
+
+Precedence: preset (``mode``) < ``--config`` TOML < command-line flags. Every key of the TOML
+file is a field of ``RunConfig`` (dashes or underscores). Validation applies torchft's
+``DiLoCo`` rules (via ``ftrun.schedule.validate``) plus ftrun's own, and fails with one line
+naming the flag, the value and the rule. Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ftrun.errors import BadInput
+from ftrun.schedule import Schedule, ScheduleError, validate
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Streaming DiLoCo: 2 fragments, each sent tau=5 steps before it is needed.
+    "streaming": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+    # Plain DiLoCo: the whole model sent and waited for in the same step.
+    "baseline": {"fragments": 1, "sync_every": 20, "fragment_sync_delay": 0},
+}
+
+MODELS = ("mlp", "transformer")
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl")
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs; ``resolved()`` gives the manifest form."""
+
+    mode: str = "streaming"
+    replicas: int = 2
+    nproc_per_replica: int = 1
+    fragments: int = 2
+    sync_every: int = 20
+    fragment_sync_delay: int = 5
+    fragment_update_alpha: float = 0.0
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    inner_lr: float = 1e-3
+    quantize: bool = False
+    bucketize: bool = False
+    steps: int = 60
+    model: str = "mlp"
+    blocks: int = 4
+    width: int = 256
+    seq_len: int = 64
+    batch_size: int = 16
+    vocab: int = 256
+    data: str = "synthetic"
+    backend: str = "auto"
+    min_replicas: int = 1
+    seed: int = 0
+    profile: str = "auto"
+    out: str = "profiles"
+    run_name: str = ""
+    lighthouse: str = ""
+    link: str = ""
+    step_sleep_ms: float = 0.0
+    timeout_s: float = 60.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule(self.fragments, self.sync_every, self.fragment_sync_delay)
+
+    def profile_window(self) -> tuple[int, int] | None:
+        """The profiled step window [A, B] (inclusive), or None for ``--profile none``."""
+        if self.profile == "none":
+            return None
+        if self.profile == "auto":
+            return self.schedule.auto_window(self.steps)
+        a, b = (int(x) for x in self.profile.split(":"))
+        return (a, b)
+
+    def resolved(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("extra")
+        return d
+
+
+FIELD_NAMES = {f.name for f in fields(RunConfig)} - {"extra"}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a config file; errors name the file and, for syntax errors, the line."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise BadInput(f"config file {p}: not found")
+    except OSError as e:
+        raise BadInput(f"config file {p}: cannot read ({e.strerror})")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"config file {p}: invalid TOML: {e}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in FIELD_NAMES:
+            raise BadInput(f"config file {p}: unknown key '{key}' (known: {', '.join(sorted(FIELD_NAMES))})")
+        out[name] = value
+    return out
+
+
+def build(preset: str = "streaming", file_values: dict[str, Any] | None = None, **flags: Any) -> RunConfig:
+    """Preset < file < flags (``None`` flags are unset). Validates before returning."""
+    values: dict[str, Any] = {}
+    file_values = dict(file_values or {})
+    mode = flags.get("mode") or file_values.get("mode") or preset
+    if mode not in PRESETS:
+        raise BadInput(f"--mode {mode}: unknown preset (choose from {', '.join(PRESETS)})")
+    values.update(PRESETS[mode])
+    values.update(file_values)
+    values.update({k: v for k, v in flags.items() if v is not None})
+    values["mode"] = mode
+    cfg = RunConfig()
+    for name, value in values.items():
+        if name not in FIELD_NAMES:
+            raise BadInput(f"{flag(name)}: unknown option")
+        expected = type(getattr(cfg, name))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise BadInput(f"{flag(name)} {value!r}: must be {expected.__name__}")
+        setattr(cfg, name, value)
+    validate_config(cfg)
+    return cfg
+
+
+_PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
+_RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _bad(name: str, value: object, rule: str) -> BadInput:
+    return BadInput(f"{flag(name)} {value}: {rule}")
+
+
+def validate_config(cfg: RunConfig) -> None:
+    """All checks that need no torch, in the order a user reads the flags."""
+    try:
+        validate(cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay, cfg.fragment_update_alpha)
+    except ScheduleError as e:
+        raise _bad(e.field, e.value, e.rule) from None
+    for name in ("replicas", "nproc_per_replica", "steps", "blocks", "width", "seq_len", "batch_size"):
+        if getattr(cfg, name) < 1:
+            raise _bad(name, getattr(cfg, name), "must be at least 1")
+    if cfg.fragments > cfg.blocks:
+        raise _bad("fragments", cfg.fragments, f"must be <= the model's blocks ({cfg.blocks}); each fragment is a group of whole blocks")
+    if cfg.model not in MODELS:
+        raise _bad("model", cfg.model, f"choose from {', '.join(MODELS)}")
+    if cfg.backend not in BACKENDS:
+        raise _bad("backend", cfg.backend, f"choose from {', '.join(BACKENDS)}")
+    if not 1 <= cfg.min_replicas <= cfg.replicas:
+        raise _bad("min_replicas", cfg.min_replicas, f"must be between 1 and --replicas ({cfg.replicas})")
+    if cfg.inner_lr <= 0 or cfg.outer_lr <= 0:
+        raise _bad("inner_lr" if cfg.inner_lr <= 0 else "outer_lr", min(cfg.inner_lr, cfg.outer_lr), "must be > 0")
+    if not 0.0 <= cfg.outer_momentum < 1.0:
+        raise _bad("outer_momentum", cfg.outer_momentum, "must be in [0, 1)")
+    if cfg.vocab < 2 or cfg.vocab > 256 and cfg.data != "synthetic":
+        raise _bad("vocab", cfg.vocab, "must be 2..256 for byte-level text data")
+    if cfg.data != "synthetic":
+        p = Path(cfg.data)
+        if not p.is_file():
+            raise _bad("data", cfg.data, "not a file (use 'synthetic' or a path to a text file)")
+        if p.stat().st_size < cfg.seq_len + 2:
+            raise _bad("data", cfg.data, f"file too small for --seq-len {cfg.seq_len}")
+    if cfg.profile not in ("auto", "none"):
+        m = _PROFILE_RE.match(cfg.profile)
+        if not m:
+            raise _bad("profile", cfg.profile, "use auto, none or A:B (profile steps A..B)")
+        a, b = int(m[1]), int(m[2])
+        if not 1 <= a <= b <= cfg.steps:
+            raise _bad("profile", cfg.profile, f"need 1 <= A <= B <= --steps ({cfg.steps})")
+    elif cfg.profile == "auto" and cfg.steps < cfg.sync_every:
+        raise _bad("steps", cfg.steps, f"profiling needs at least one full cycle of --sync-every {cfg.sync_every} steps (or --profile none)")
+    if cfg.run_name and not _RUN_NAME_RE.match(cfg.run_name):
+        raise _bad("run_name", cfg.run_name, "use letters, digits, '.', '_' or '-'")
+    if cfg.lighthouse and not re.match(r"^https?://[^/:]+(:\d+)?/?$", cfg.lighthouse):
+        raise _bad("lighthouse", cfg.lighthouse, "expected http://HOST:PORT")
+    if cfg.link:
+        from ftrun.link_spec import parse_link
+
+        parse_link(cfg.link)
+    if cfg.timeout_s <= 0:
+        raise _bad("timeout_s", cfg.timeout_s, "must be > 0")
+    out = Path(cfg.out)
+    probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        raise _bad("out", cfg.out, "output directory is not writable")

@@ -1,0 +1,45 @@
+"""Parse ``--link BANDWIDTH[,LATENCY]`` (e.g. ``1gbit,20ms``). Torch-free."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ftrun.errors import BadInput
+
+_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
+_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*(\d+(?:\.\d+)?)\s*(ms|s|us)?\s*)?$", re.I)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """An emulated link: each collective completes no earlier than latency + bytes*8/bandwidth."""
+
+    bandwidth_bps: float
+    latency_s: float = 0.0
+
+    def hold_s(self, nbytes: int) -> float:
+        return self.latency_s + nbytes * 8.0 / self.bandwidth_bps
+
+    def describe(self) -> str:
+        bw = self.bandwidth_bps
+        for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+            if bw >= scale:
+                return f"{bw / scale:g} {unit}, {self.latency_s * 1e3:g} ms"
+        return f"{bw:g} bit/s, {self.latency_s * 1e3:g} ms"
+
+    def as_flag(self) -> str:
+        return f"{self.bandwidth_bps:g},{self.latency_s * 1e3:g}ms"
+
+
+def parse_link(text: str) -> LinkSpec:
+    m = _RE.match(text or "")
+    if not m:
+        raise BadInput(f"--link {text!r}: expected BANDWIDTH[,LATENCY], e.g. 1gbit,20ms")
+    bw = float(m[1]) * _UNITS[m[2].lower()]
+    if bw <= 0:
+        raise BadInput(f"--link {text!r}: bandwidth must be > 0")
+    lat = float(m[3] or 0.0)
+    unit = (m[4] or "ms").lower()
+    lat_s = lat / 1e3 if unit == "ms" else lat / 1e6 if unit == "us" else lat
+    return LinkSpec(bw, lat_s)
