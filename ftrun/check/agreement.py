@@ -1,0 +1,41 @@
+"""Did all replicas hold the same synced fragment after every commit? Torch-free.
+
+Each rank logs, at a committed sync, a fingerprint of the fragment's new global parameters
+(keyed by the manager step the commit produced). Ranks that took part in the same commit
+must agree bit for bit: torchft averages with one allreduce, so every participant applies
+the same outer update. Ranks that missed a commit (dead, healing) simply have no entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Agreement:
+    commits_checked: int = 0
+    disagreements: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.disagreements
+
+
+def check_agreement(logs: dict[tuple[int, int], list[dict]]) -> Agreement:
+    """``logs``: (replica, rank) -> event records. Compares fingerprints per (rank, manager step)."""
+    by_key: dict[tuple[int, int], dict[int, tuple[str, int]]] = {}
+    for (replica, rank), records in logs.items():
+        for rec in records:
+            if rec.get("commit") and rec.get("fingerprint"):
+                key = (rank, rec["manager_step_after"])
+                by_key.setdefault(key, {})[replica] = (rec["fingerprint"], rec["synced"])
+    out = Agreement()
+    for (rank, mstep), seen in sorted(by_key.items()):
+        if len(seen) < 2:
+            continue
+        out.commits_checked += 1
+        if len(set(seen.values())) > 1:
+            out.disagreements.append(
+                {"rank": rank, "manager_step": mstep, "replicas": {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}}
+            )
+    return out

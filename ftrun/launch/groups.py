@@ -1,0 +1,90 @@
+"""Launch the torchft lighthouse and one elastic-launcher job per replica group.
+
+Lighthouse: torchft's own ``lighthouse_main`` (the ``torchft_lighthouse`` binary) in a child,
+bound to loopback on a free port. Replica group r: ``python -m torch.distributed.run
+--standalone --nproc-per-node G -m ftrun.worker.main SPEC`` — torchrun's standalone rendezvous
+picks the group's own free master port — with the env torchft's examples use.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftrun import layout
+from ftrun.launch.procs import spawn
+
+LIGHTHOUSE_ENTRY = str(Path(__file__).with_name("lighthouse_entry.py"))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Lighthouse:
+    proc: subprocess.Popen
+    url: str
+    log: Path
+
+
+def start_lighthouse(run_dir: Path, min_replicas: int, host: str = "127.0.0.1", port: int = 0,
+                     join_timeout_ms: int = 10000, quorum_tick_ms: int = 100, heartbeat_timeout_ms: int = 5000) -> Lighthouse:
+    port = port or free_port(host)
+    log_path = run_dir / layout.LOGS / "lighthouse.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable, LIGHTHOUSE_ENTRY,
+        "--min_replicas", str(min_replicas),
+        "--bind", f"{host}:{port}",
+        "--join_timeout_ms", str(join_timeout_ms),
+        "--quorum_tick_ms", str(quorum_tick_ms),
+        "--heartbeat_timeout_ms", str(heartbeat_timeout_ms),
+    ]
+    with log_path.open("wb") as log:
+        proc = spawn(argv, dict(os.environ), log)
+    return Lighthouse(proc, f"http://{host}:{port}", log_path)
+
+
+@dataclass
+class Group:
+    replica: int
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    exit_codes: list[int] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.proc = spawn(self.argv, self.env, log)
+
+
+def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, nproc: int, lighthouse_url: str,
+               backend: str, threads: int, master: tuple[str, int] | None = None) -> Group:
+    env = dict(os.environ)
+    env.update(
+        REPLICA_GROUP_ID=str(replica),
+        NUM_REPLICA_GROUPS=str(replicas),
+        TORCHFT_LIGHTHOUSE=lighthouse_url,
+        OMP_NUM_THREADS=str(threads),
+        PYTHONUNBUFFERED="1",
+    )
+    if backend in ("auto", "nccl", "baby-nccl"):
+        # several groups on one GPU host: NCCL must not see two ranks of one "host" on one device
+        env["NCCL_HOSTID"] = f"ftrun_replica{replica}"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0"]
+    if master is None:
+        argv.append("--standalone")
+    else:
+        argv += ["--master-addr", master[0], "--master-port", str(master[1])]
+    argv += ["-m", "ftrun.worker.main", str(spec_path)]
+    return Group(replica, argv, env, layout.group_log(run_dir, replica))

@@ -1,0 +1,12 @@
+"""Run torchft's lighthouse (``torchft_lighthouse``) from this Python; run by path, not -m.
+
+torchft's ``lighthouse_main`` parses the process's real argv minus argv[0], so this file must be
+the interpreter's first argument for the flags to be read correctly.
+"""
+
+import sys
+
+from torchft._torchft import lighthouse_main
+
+if __name__ == "__main__":
+    sys.exit(lighthouse_main())

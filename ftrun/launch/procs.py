@@ -1,0 +1,116 @@
+"""Child processes that die with us: spawn with a parent-death signal, stop whole trees.
+
+torchrun starts its ranks in new sessions, so killing a launcher's process group does not
+reach them. We therefore (1) give every direct child PR_SET_PDEATHSIG, (2) have each rank set
+its own (``ftrun.worker.main.die_with_parent``), and (3) on stop, collect the full descendant
+tree from /proc before signalling, then SIGTERM, wait, SIGKILL what is left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Sequence
+
+
+def _pdeathsig(sig: int):
+    def preexec() -> None:
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)
+        except OSError:
+            pass
+
+    return preexec
+
+
+def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM) -> subprocess.Popen:
+    """Start ``argv`` in its own process group; it receives ``sig`` if this process dies."""
+    return subprocess.Popen(
+        list(argv),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_pdeathsig(sig),
+    )
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (children first seen, then theirs)."""
+    kids = _children_map()
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def signal_tree(proc: subprocess.Popen, sig: int) -> list[int]:
+    """Send ``sig`` to ``proc`` and every descendant; returns the pids signalled."""
+    pids = [proc.pid, *descendants(proc.pid)]
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def stop_tree(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """SIGTERM the tree, wait up to ``grace_s``, SIGKILL survivors, reap ``proc``."""
+    if proc.poll() is not None and not descendants(proc.pid):
+        return
+    pids = signal_tree(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not any(alive(p) for p in pids):
+            break
+        time.sleep(0.05)
+    for pid in pids + descendants(proc.pid):
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL a whole tree at once (fault injection: the group dies without warning)."""
+    signal_tree(proc, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass

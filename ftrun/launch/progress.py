@@ -1,0 +1,68 @@
+"""Follow the per-rank event logs while a run is going (what the live view and watchdog read)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class GroupProgress:
+    """What rank 0 of one replica group has reported so far."""
+
+    replica: int
+    step: int = 0
+    manager_step: int = 0
+    loss: float | None = None
+    commits: int = 0
+    failed_commits: int = 0
+    last_sync: str = "-"
+    participants: int | None = None
+    records: list[dict] = field(default_factory=list)
+
+
+class EventTail:
+    """Incrementally reads one JSONL event log (complete lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._pos = 0
+        self._buf = b""
+
+    def read_new(self) -> list[dict]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._pos)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        self._pos += len(chunk)
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        out = []
+        for line in lines:
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+        return out
+
+
+def update(progress: GroupProgress, records: list[dict]) -> None:
+    for rec in records:
+        progress.records.append(rec)
+        progress.step = rec["step"]
+        progress.manager_step = rec.get("manager_step_after", progress.manager_step)
+        progress.loss = rec.get("loss")
+        progress.participants = rec.get("participants")
+        if rec.get("synced") is not None:
+            ok = rec.get("commit")
+            progress.commits += bool(ok)
+            progress.failed_commits += ok is False
+            progress.last_sync = f"frag {rec['synced']} @ {rec['step']} {'ok' if ok else 'FAILED'}"
+
+
+def read_all(path: Path) -> list[dict]:
+    return EventTail(path).read_new()

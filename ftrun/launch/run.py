@@ -1,0 +1,279 @@
+"""``ftrun train``: prepare the run dir, start lighthouse and groups, watch, stop, summarise.
+
+Every child is reaped on success, failure, Ctrl-C and SIGTERM (see ``ftrun.launch.procs``).
+A group that exits non-zero fails the run (naming the group and its log) unless a restart
+is allowed; a run whose replicas disagree after a commit fails too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftrun import __version__, layout
+from ftrun.check.agreement import check_agreement
+from ftrun.config import RunConfig
+from ftrun.errors import BadInput, RunFailed
+from ftrun.launch.groups import Group, Lighthouse, make_group, start_lighthouse
+from ftrun.launch.procs import stop_tree
+from ftrun.launch.progress import EventTail, GroupProgress, read_all, update
+
+
+class Stopped(Exception):
+    """SIGTERM/SIGINT received by the parent."""
+
+
+def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> Path:
+    """``<out>/<run-name>``; an existing dir is refused unless ``overwrite`` (never silently)."""
+    root = Path(cfg.out)
+    if not cfg.run_name:
+        base = f"{cfg.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name, n = base, 1
+        while (root / name).exists():
+            n += 1
+            name = f"{base}-{n}"
+        cfg.run_name = name
+    run_dir = root / cfg.run_name
+    if run_dir.exists():
+        if not overwrite:
+            raise BadInput(f"--run-name {cfg.run_name}: {run_dir} already exists (pass --overwrite to replace it, or pick another name)")
+        if not (run_dir / layout.MANIFEST).exists() and not (run_dir / "spec.json").exists() and any(run_dir.iterdir()):
+            raise BadInput(f"--overwrite: {run_dir} is not an ftrun run dir; refusing to delete it")
+        shutil.rmtree(run_dir)
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as e:
+        raise BadInput(f"--out {cfg.out}: cannot create {run_dir} ({e.strerror})")
+    return run_dir
+
+
+@dataclass
+class RunState:
+    cfg: RunConfig
+    run_dir: Path
+    job_id: str
+    groups: list[Group] = field(default_factory=list)
+    lighthouse: Lighthouse | None = None
+    progress: dict[int, GroupProgress] = field(default_factory=dict)
+    tails: dict[int, EventTail] = field(default_factory=dict)
+    started: float = 0.0
+    ended: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+
+def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
+    cfg = state.cfg
+    spec = {
+        "config": cfg.resolved(),
+        "run_dir": str(state.run_dir.resolve()),
+        "job_id": state.job_id,
+        "profile_window": list(window) if window else None,
+        "threads": threads,
+        "link": link,
+        "faults": [],
+        "start_barrier": cfg.replicas * cfg.nproc_per_replica,
+    }
+    path = state.run_dir / "spec.json"
+    path.write_text(json.dumps(spec, indent=1))
+    return path
+
+
+def _install_signal_handlers() -> dict:
+    def on_term(signum, frame):
+        raise Stopped(signal.Signals(signum).name)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    return old
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    errs = [ln for ln in lines if "Error" in ln or "error" in ln]
+    return (errs or lines or [""])[-1].strip()[:300]
+
+
+def supervise(state: RunState, on_tick) -> None:
+    """Wait for every group; fail fast (stopping the rest) when one exits non-zero."""
+    pending = {g.replica: g for g in state.groups}
+    while pending:
+        for r, tail in state.tails.items():
+            update(state.progress[r], tail.read_new())
+        on_tick(state)
+        if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
+            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}; see {state.lighthouse.log}")
+            return
+        for r, g in list(pending.items()):
+            code = g.proc.poll()
+            if code is None:
+                continue
+            g.exit_codes.append(code)
+            del pending[r]
+            if code != 0:
+                state.failures.append(f"replica group {r} exited with code {code} at step {state.progress[r].step}; see {g.log}: {_last_line(g.log)}")
+                return
+        time.sleep(0.2)
+
+
+def stop_all(state: RunState) -> None:
+    for g in state.groups:
+        if g.proc is not None:
+            stop_tree(g.proc)
+    if state.lighthouse is not None:
+        stop_tree(state.lighthouse.proc, grace_s=1.0)
+
+
+def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
+    cfg, run_dir = state.cfg, state.run_dir
+    metas = []
+    for r in range(cfg.replicas):
+        for g in range(cfg.nproc_per_replica):
+            p = layout.meta_file(run_dir, r, g)
+            if p.exists():
+                metas.append(json.loads(p.read_text()))
+    first = metas[0] if metas else {}
+    manifest = {
+        "ftrun_version": __version__,
+        "job_id": state.job_id,
+        "run_name": cfg.run_name,
+        "config": cfg.resolved(),
+        "versions": first.get("versions", {"python": sys.version.split()[0], "ftrun": __version__}),
+        "backend": first.get("backend", cfg.backend),
+        "replicas": cfg.replicas,
+        "nproc_per_replica": cfg.nproc_per_replica,
+        "schedule": {
+            "fragments": cfg.fragments,
+            "sync_every": cfg.sync_every,
+            "fragment_sync_delay": cfg.fragment_sync_delay,
+            "steps": cfg.steps,
+        },
+        "fragments": first.get("fragments", []),
+        "expected": [e.__dict__ for e in cfg.schedule.events(cfg.steps)],
+        "profile_windows": [list(window)] if window else [],
+        "traces": [
+            {"replica": m["replica"], "rank": m["rank"], "path": f"{layout.TRACES}/{t}", "window": m.get("profile_window")}
+            for m in metas
+            for t in m.get("traces", [])
+        ],
+        "event_logs": [
+            {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
+            for r in range(cfg.replicas)
+            for g in range(cfg.nproc_per_replica)
+        ],
+        "link": link,
+        "wall_s": round(state.ended - state.started, 3),
+    }
+    (run_dir / layout.MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def summarise(state: RunState, manifest: dict) -> dict:
+    cfg, run_dir = state.cfg, state.run_dir
+    logs = {
+        (r, g): read_all(layout.event_log(run_dir, r, g))
+        for r in range(cfg.replicas)
+        for g in range(cfg.nproc_per_replica)
+    }
+    agreement = check_agreement(logs)
+    wall = state.ended - state.started
+    per_replica = []
+    for r in range(cfg.replicas):
+        recs = logs.get((r, 0), [])
+        train_time = sum(x["step_time_s"] for x in recs)
+        per_replica.append(
+            {
+                "replica": r,
+                "steps": len(recs),
+                "steps_per_s": round(len(recs) / train_time, 3) if train_time else None,
+                "commits": sum(1 for x in recs if x.get("commit")),
+                "failed_commits": sum(1 for x in recs if x.get("commit") is False),
+                "final_loss": recs[-1]["loss"] if recs else None,
+                "final_manager_step": recs[-1]["manager_step_after"] if recs else None,
+            }
+        )
+    ok = not state.failures and agreement.ok and all(p["steps"] == cfg.steps for p in per_replica)
+    return {
+        "run_dir": str(run_dir),
+        "ok": ok,
+        "wall_s": round(wall, 3),
+        "mode": cfg.mode,
+        "schedule": manifest["schedule"],
+        "backend": manifest["backend"],
+        "link": manifest["link"],
+        "replicas": per_replica,
+        "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
+        "failures": state.failures,
+        "traces": [str(run_dir / t["path"]) for t in manifest["traces"]],
+        "manifest": str(run_dir / layout.MANIFEST),
+    }
+
+
+def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
+    """Run one training job; returns the exit code (0 ok, 1 failed run)."""
+    from ftrun.report.train_view import LiveView, print_summary
+
+    window = cfg.profile_window()
+    link = None
+    if cfg.link:
+        from ftrun.link_spec import parse_link
+
+        spec = parse_link(cfg.link)
+        link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
+    run_dir = prepare_run_dir(cfg, overwrite)
+    state = RunState(cfg, run_dir, job_id=uuid.uuid4().hex[:12])
+    ranks = cfg.replicas * cfg.nproc_per_replica
+    threads = max(1, (os.cpu_count() or 1) // ranks)
+    spec_path = write_spec(state, window, threads, link)
+    old_handlers = _install_signal_handlers()
+    view = LiveView(state, enabled=not (json_out or quiet))
+    stopped: str | None = None
+    try:
+        state.started = time.time()
+        if cfg.lighthouse:
+            url = cfg.lighthouse
+        else:
+            state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas)
+            url = state.lighthouse.url
+        for r in range(cfg.replicas):
+            g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads)
+            g.start()
+            state.groups.append(g)
+            state.progress[r] = GroupProgress(r)
+            state.tails[r] = EventTail(layout.event_log(run_dir, r, 0))
+        with view:
+            supervise(state, view.refresh)
+    except Stopped as e:
+        stopped = str(e)
+    finally:
+        try:
+            stop_all(state)
+        finally:
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+    state.ended = time.time()
+    if stopped:
+        raise RunFailed(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
+    manifest = write_manifest(state, window, link)
+    summary = summarise(state, manifest)
+    (run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=1))
+    if json_out:
+        print(json.dumps(summary, indent=1))
+    elif not quiet:
+        print_summary(summary)
+    if not summary["ok"]:
+        reasons = state.failures or (
+            [f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)"] if not summary["agreement"]["ok"] else ["not every replica finished all steps"]
+        )
+        raise RunFailed("; ".join(reasons))
+    return 0

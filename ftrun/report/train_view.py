@@ -1,0 +1,85 @@
+"""What ``ftrun train`` shows: a live line per replica group, then a summary table."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+def _progress_table(state) -> Table:
+    t = Table(title=f"ftrun train · {state.run_dir}", title_justify="left")
+    for col in ("group", "step", "loss", "manager step", "commits", "last sync", "participants"):
+        t.add_column(col)
+    steps = state.cfg.steps
+    for r, p in sorted(state.progress.items()):
+        t.add_row(
+            str(r),
+            f"{p.step}/{steps}",
+            f"{p.loss:.4f}" if p.loss is not None else "-",
+            str(p.manager_step),
+            f"{p.commits}" + (f" ({p.failed_commits} failed)" if p.failed_commits else ""),
+            p.last_sync,
+            str(p.participants) if p.participants is not None else "-",
+        )
+    return t
+
+
+class LiveView:
+    """Refreshes from the event logs; disabled for --json or when stdout is not a terminal."""
+
+    def __init__(self, state, enabled: bool = True) -> None:
+        self.state = state
+        console = Console()
+        self.enabled = enabled and console.is_terminal
+        self._live = Live(console=console, refresh_per_second=4, transient=True) if self.enabled else None
+
+    def __enter__(self) -> "LiveView":
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def refresh(self, state) -> None:
+        if self._live is not None:
+            self._live.update(_progress_table(state))
+
+
+def print_summary(summary: dict) -> None:
+    console = Console(highlight=False)
+    s = summary["schedule"]
+    link = summary.get("link")
+    t = Table(
+        title=f"ftrun train · F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']} · {summary['backend']}"
+        + (f" · emulated link {link['describe']}" if link else ""),
+        title_justify="left",
+    )
+    for col in ("replica", "steps", "steps/s", "commits", "failed", "final loss", "manager step"):
+        t.add_column(col, justify="right")
+    for r in summary["replicas"]:
+        t.add_row(
+            str(r["replica"]),
+            str(r["steps"]),
+            f"{r['steps_per_s']:.2f}" if r["steps_per_s"] else "-",
+            str(r["commits"]),
+            str(r["failed_commits"]),
+            f"{r['final_loss']:.4f}" if r["final_loss"] is not None else "-",
+            str(r["final_manager_step"]),
+        )
+    console.print(t)
+    a = summary["agreement"]
+    agree = (
+        f"[green]replicas agreed after all {a['commits_checked']} commits[/]"
+        if a["ok"]
+        else f"[red]replicas DISAGREED after {len(a['disagreements'])} commits[/]"
+    )
+    console.print(f"wall time {summary['wall_s']:.1f} s · {agree}")
+    for f in summary["failures"]:
+        console.print(f"[red]failure:[/] {f}")
+    if summary["traces"]:
+        console.print(f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}")
+    else:
+        console.print(f"no traces (profiling off) · manifest: {summary['manifest']}")

@@ -1,0 +1,50 @@
+"""torch.profiler set-up for one rank: a step window, torchft's step numbering, tb layout.
+
+``prof.start()`` before the loop and ``prof.step()`` at the top of every iteration, as
+torchft's ``train_diloco.py`` does: ``ProfilerStep#k`` then holds training step k (1-based).
+The schedule records exactly steps A..B and writes
+``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.profiler import ProfilerAction
+
+from ftrun.layout import trace_name
+
+
+def window_schedule(first: int, last: int) -> Callable[[int], ProfilerAction]:
+    def action(step_num: int) -> ProfilerAction:
+        if step_num == first - 1:
+            return ProfilerAction.WARMUP
+        if first <= step_num < last:
+            return ProfilerAction.RECORD
+        if step_num == last:
+            return ProfilerAction.RECORD_AND_SAVE
+        return ProfilerAction.NONE
+
+    return action
+
+
+def make_profiler(window: tuple[int, int], trace_dir: Path, replica: int, rank: int, written: list[str]):
+    first, last = window
+    trace_dir.mkdir(parents=True, exist_ok=True)
+
+    def on_ready(prof: torch.profiler.profile) -> None:
+        path = trace_dir / trace_name(replica, rank, first)
+        prof.export_chrome_trace(str(path))
+        written.append(path.name)
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return torch.profiler.profile(
+        activities=activities,
+        schedule=window_schedule(first, last),
+        on_trace_ready=on_ready,
+        record_shapes=True,
+    )

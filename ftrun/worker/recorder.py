@@ -1,0 +1,81 @@
+"""Observe what torchft's DiLoCo actually did at each step, and write the per-rank event log.
+
+We wrap each ``_StreamingDiLoCoFragment``'s ``prepare_sync`` (the send) and ``perform_sync``
+(the sync; returns the commit result) on the instance, so the record is what torchft ran —
+not what the schedule predicted. After a committed sync we hash the fragment's new global
+parameters (``original_parameters``, identical on every replica whatever alpha is).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+
+def fingerprint(tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(tensors):
+        h.update(name.encode())
+        h.update(tensors[name].detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class StepRecorder:
+    """Collects sends/syncs during a step; ``end_step`` writes one JSON line."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("w", buffering=1)
+        self.sent: int | None = None
+        self.synced: int | None = None
+        self.commit: bool | None = None
+        self.fingerprint: str | None = None
+        self.commits = 0
+        self.failed_commits = 0
+
+    def attach(self, diloco: Any) -> None:
+        for frag_id, frag in enumerate(diloco._fragments):
+            frag.prepare_sync = self._wrap_send(frag_id, frag.prepare_sync)
+            frag.perform_sync = self._wrap_sync(frag_id, frag, frag.perform_sync)
+
+    def _wrap_send(self, frag_id: int, fn: Callable[[], None]) -> Callable[[], None]:
+        def prepare_sync() -> None:
+            self.sent = frag_id
+            fn()
+
+        return prepare_sync
+
+    def _wrap_sync(self, frag_id: int, frag: Any, fn: Callable[[], bool]) -> Callable[[], bool]:
+        def perform_sync() -> bool:
+            self.synced = frag_id
+            ok = bool(fn())
+            self.commit = ok
+            if ok:
+                self.commits += 1
+                self.fingerprint = fingerprint(frag.original_parameters)
+            else:
+                self.failed_commits += 1
+            return ok
+
+        return perform_sync
+
+    def end_step(self, **fields: Any) -> dict[str, Any]:
+        rec = {
+            **fields,
+            "sent": self.sent,
+            "synced": self.synced,
+            "commit": self.commit,
+            "fingerprint": self.fingerprint,
+            "t": time.time(),
+        }
+        self._file.write(json.dumps(rec) + "\n")
+        self.sent = self.synced = self.commit = self.fingerprint = None
+        return rec
+
+    def close(self) -> None:
+        self._file.close()
