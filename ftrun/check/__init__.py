@@ -1,0 +1,1 @@
+"""Checking traces against the expected streaming-DiLoCo schedule (``ftrun inspect-trace``)."""

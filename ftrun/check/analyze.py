@@ -1,0 +1,414 @@
+"""``analyze(paths, ...) -> Report``: check traces against the expected streaming-DiLoCo schedule.
+
+The library behind ``ftrun inspect-trace`` (and reusable by ``compare``). Everything observed
+comes from the traces; the manifest / flags and event logs only supply expectations.
+
+Per worker (replica, rank): every send and sync found in its trace files is placed at the
+training step whose span contains its start, its fragment is read from tensor sizes
+(``ftrun.check.evidence``), its communication timed (``ftrun.check.comm``), and it is matched
+against ``Schedule.events`` restricted to the captured steps of each file. A sync pairs with
+the most recent unsynced send of the same worker (less than one window w earlier); a sync whose
+send precedes the captured steps is "send not captured", not a failure. Then all workers are
+compared step by step (cross-replica check).
+
+Step numbering for ``ProfilerStep#k`` (ftrun's ``ftrun::step#S`` spans are absolute):
+``top`` = k (prof.step() at the loop top, torchft's example), ``end`` = k + 1, ``auto`` = the
+one of the two that matches more expected events (ties: top).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ftrun.check import comm as commmod
+from ftrun.check.evidence import NO_EVIDENCE, GroupingMatcher, Identity, ManifestMatcher, identify, numels_of
+from ftrun.check.expect import failed_cycles, schedule_for
+from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
+from ftrun.check.workers import Worker, assign
+from ftrun.errors import BadInput
+from ftrun.schedule import Event, Schedule
+from ftrun.trace.discover import discover
+from ftrun.trace.load import load_trace
+from ftrun.trace.spans import Send, Sync, TraceSpans, extract
+
+NUMBERINGS = {"top": 0, "end": 1}
+
+
+@dataclass
+class Obs:
+    """One observed send or sync on a worker."""
+
+    kind: str
+    ts: float
+    step: Optional[int]
+    manager_step: Optional[int]
+    trace: TraceSpans
+    send: Optional[Send] = None
+    sync: Optional[Sync] = None
+    comm: Optional[commmod.SendComm] = None  # sends: their communication
+    timing: Optional[commmod.SyncTiming] = None  # syncs
+    paired: Optional["Obs"] = None  # syncs: the send they wait for
+    numels: Optional[tuple[int, ...]] = None
+    serial: Optional[int] = None  # sends: collectives serialized behind a wait
+    identity: Identity = NO_EVIDENCE
+
+
+@dataclass
+class WorkerObs:
+    worker: Worker
+    ranges: list[tuple[int, int]]
+    failed: list[int]
+    obs: list[Obs]
+    expected: list[Event]
+    has_shapes: bool
+    matches: list[tuple[Optional[Event], Optional[Obs]]] = field(default_factory=list)
+
+
+class _Steps:
+    """Training step of a timestamp in one trace file (``None`` outside every step span)."""
+
+    def __init__(self, trace: TraceSpans, offset: int) -> None:
+        off = offset if trace.step_source == "profiler" else 0
+        self.steps = trace.steps
+        self.starts = [s.span.ts for s in trace.steps]
+        self.off = off
+        nums = [s.number + off for s in trace.steps]
+        self.range = (min(nums), max(nums))
+
+    def at(self, ts: float) -> tuple[Optional[int], Optional[int]]:
+        i = bisect_right(self.starts, ts) - 1
+        if i >= 0 and ts <= self.steps[i].span.end:
+            s = self.steps[i]
+            return s.number + self.off, s.manager_step
+        return None, None
+
+
+def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int) -> WorkerObs:
+    obs: list[Obs] = []
+    ranges = []
+    for t in w.traces:
+        steps = _Steps(t, offset)
+        ranges.append(steps.range)
+        comms = commmod.attribute(t.sends, t.collectives)
+        waits = commmod.wait_ends(t.syncs)
+        step_of = lambda ts, s=steps: s.at(ts)[0]  # noqa: E731
+        for send, sc in zip(t.sends, comms):
+            st, ms = steps.at(send.span.ts)
+            shapes = [s for a in send.allreduces if a.shapes for s in a.shapes]
+            serial = commmod.serialized(sc, t.collectives, waits, step_of)
+            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes), serial=serial))
+        for sync in t.syncs:
+            st, ms = steps.at(sync.span.ts)
+            obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, numels=numels_of(sync.restore_shapes)))
+    obs.sort(key=lambda o: o.ts)
+    pending: Optional[Obs] = None
+    for o in obs:
+        if o.kind == "send":
+            pending = o
+            continue
+        p = pending
+        if p is not None and o.step is not None and p.step is not None and not (0 <= o.step - p.step < schedule.window):
+            p = None
+        o.paired, pending = p, None
+        o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None)
+    last = max((hi for _, hi in ranges), default=0)
+    expected = [e for e in schedule.events(last, failed_cycles=failed) if any(lo <= e.step <= hi for lo, hi in ranges)]
+    return WorkerObs(w, ranges, failed, obs, expected, any(t.has_shapes for t in w.traces))
+
+
+def _match(wo: WorkerObs, window: int) -> None:
+    """Pair expected events with observed ones: same step, then nearest within a window."""
+    by_key: dict[tuple[str, Optional[int]], list[Obs]] = {}
+    for o in wo.obs:
+        by_key.setdefault((o.kind, o.step), []).append(o)
+    left_e: list[Event] = []
+    pairs: list[tuple[Optional[Event], Optional[Obs]]] = []
+    for e in wo.expected:
+        got = by_key.get((e.kind, e.step))
+        if got:
+            pairs.append((e, got.pop(0)))
+        else:
+            left_e.append(e)
+    left_o = [o for lst in by_key.values() for o in lst]
+    for e in left_e:
+        near = [o for o in left_o if o.kind == e.kind and o.step is not None and abs(o.step - e.step) < window]
+        if near:
+            o = min(near, key=lambda o: abs(o.step - e.step))
+            left_o.remove(o)
+            pairs.append((e, o))
+        else:
+            pairs.append((e, None))
+    pairs.extend((None, o) for o in left_o)
+    wo.matches = pairs
+
+
+def _fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str) -> tuple[int, dict]:
+    if requested != "auto":
+        return NUMBERINGS[requested], {"requested": requested, "used": requested}
+    scores = {}
+    for name, off in NUMBERINGS.items():
+        n = 0
+        for w in workers:
+            wo = _observe(w, schedule, failed[(w.replica, w.rank)], off)
+            exp = {(e.kind, e.step) for e in wo.expected}
+            n += sum((o.kind, o.step) in exp for o in wo.obs) - sum(o.step is None for o in wo.obs)
+        scores[name] = n
+    used = max(NUMBERINGS, key=lambda k: (scores[k], k == "top"))
+    return NUMBERINGS[used], {"requested": "auto", "used": used, "fit": scores}
+
+
+def _identify(wobs: list[WorkerObs], matcher, schedule: Schedule) -> None:
+    for wo in wobs:
+        exp_of = {id(o): e for e, o in wo.matches if o is not None and e is not None}
+        for o in wo.obs:
+            if o.kind != "send":
+                continue
+            e = exp_of.get(id(o))
+            o.identity = _ident(matcher, o.numels, "send sizes", e.fragment if e else None)
+        for o in wo.obs:
+            if o.kind != "sync":
+                continue
+            e = exp_of.get(id(o))
+            if o.numels:
+                o.identity = _ident(matcher, o.numels, "restore sizes", e.fragment if e else None)
+            elif o.paired is not None and o.paired.identity.evidence != "none":
+                i = o.paired.identity
+                o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.note)
+
+
+def _ident(matcher, numels, evidence: str, expected: Optional[int]) -> Identity:
+    if not numels:
+        return NO_EVIDENCE
+    return identify(matcher.candidates(numels), evidence, numels, expected)
+
+
+def _matcher(mode: str, manifest: Optional[dict], wobs: list[WorkerObs], schedule: Schedule, notes: list[str]):
+    if mode == "manifest" and isinstance(manifest.get("fragments"), list) and manifest["fragments"]:
+        try:
+            m = ManifestMatcher(manifest["fragments"])
+        except (KeyError, TypeError, ValueError):
+            raise BadInput("manifest.json: fragments need params with integer numel") from None
+        seen = [o.numels for wo in wobs for o in wo.obs if o.numels]
+        if not seen or any(m.candidates(n) for n in seen):
+            return m
+        notes.append("tensor sizes match no manifest fragment (sharded?); fragments grouped by size signature")
+    g = GroupingMatcher(schedule.fragments)
+    exp_at = [{(e.kind, e.step): e for e in wo.expected} for wo in wobs]
+    order = sorted(
+        ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o) for wi, wo in enumerate(wobs) for o in wo.obs),
+        key=lambda x: x[:3],
+    )
+    for step, _, wi, o in order:
+        if o.numels:
+            e = exp_at[wi].get((o.kind, o.step))
+            g.learn(o.numels, e.fragment if e else None)
+    g.finish(len({e.fragment for wo in wobs for e in wo.expected}))
+    if mode == "foreign":
+        notes.append("no manifest: fragment ids are consistent size-signature groups, anchored on the first send")
+    return g
+
+
+def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Schedule) -> EventResult:
+    w = wo.worker
+    kind = e.kind if e is not None else o.kind
+    r = EventResult(
+        replica=w.replica, rank=w.rank, kind=kind, fragment=None,
+        expected_fragment=e.fragment if e else None,
+        expected_step=e.step if e else None,
+        observed_step=o.step if o else None,
+        ok=True,
+        manager_step=(o.manager_step if o and o.manager_step is not None else (e.manager_step if e else None)),
+        cycle=e.cycle if e else (schedule.cycle_of(o.step) if o and o.step else None),
+    )
+    if o is not None:
+        i = o.identity
+        r.fragment, r.evidence = i.fragment, i.evidence
+        r.fragment_candidates = list(i.candidates) if i.candidates else None
+        r.file, r.ts_us = str(o.trace.path), o.ts
+        if i.note:
+            r.notes.append(i.note)
+        if o.comm is not None:
+            sc = o.comm
+            r.allreduces = len(sc.calls)
+            r.numel, r.bytes = sc.numel, sc.bytes
+            r.collectives = sum(c is not None for _, c in sc.calls) + len(sc.holds)
+        if o.timing is not None:
+            t = o.timing
+            r.exposed_comm_ms, r.hidden_comm_ms = _r(t.exposed_ms), _r(t.hidden_ms)
+            r.send_to_done_ms, r.comm_union_ms = _r(t.send_to_done_ms), _r(t.comm_union_ms)
+            r.should_commit_ms = _r(t.should_commit_ms)
+            r.serialized_collectives = t.serialized_collectives
+            r.serialized = bool(t.serialized_collectives) if t.serialized_collectives is not None else None
+            r.send_captured = o.paired is not None
+            if o.paired is None:
+                send_step = schedule.send_step(e.cycle) if e else None
+                lo = min((lo for lo, hi in wo.ranges if o.step is not None and lo <= o.step <= hi), default=None)
+                if send_step is not None and lo is not None and send_step < lo:
+                    r.notes.append("send not captured (before the profiled steps)")
+                else:
+                    r.notes.append("no send before this sync")
+            elif o.paired.comm is not None and not o.paired.comm.complete:
+                r.notes.append("collectives of its send not all captured")
+    fr = "?" if r.fragment is None else r.fragment
+    if e is None:
+        r.ok = False
+        where = f"at step {o.step}" if o.step is not None else "outside every step span"
+        r.problem = f"unexpected {kind} (fragment {fr}) {where}"
+        return r
+    if o is None:
+        r.ok = False
+        r.problem = f"{kind} of fragment {e.fragment} missing at step {e.step}"
+        return r
+    problems = []
+    if o.step != e.step:
+        problems.append(f"{kind} of fragment {e.fragment} expected at step {e.step}, observed at step {o.step}")
+    i = o.identity
+    if i.evidence == "none":
+        if wo.has_shapes:
+            r.notes.append("fragment not observable for this event")
+        else:
+            r.notes.append("fragment not checked: no tensor sizes (record_shapes off)")
+    elif not i.candidates:
+        problems.append(f"{kind} at step {o.step}: {i.note}")
+    elif e.fragment not in i.candidates or (not i.ambiguous and i.fragment != e.fragment):
+        problems.append(f"{kind} at step {o.step}: fragment {fr}, expected fragment {e.fragment}")
+    if problems:
+        r.ok, r.problem = False, "; ".join(problems)
+    return r
+
+
+def _r(x: Optional[float]) -> Optional[float]:
+    return round(x, 3) if x is not None else None
+
+
+def _cross(wobs: list[WorkerObs], results: list[EventResult]) -> list[CrossCheck]:
+    if len(wobs) < 2:
+        return []
+    seen: dict[tuple[str, int], dict[str, Optional[int]]] = {}
+    mstep: dict[tuple[str, int], Optional[int]] = {}
+    for r in results:
+        if r.observed_step is None:
+            continue
+        key = (r.kind, r.observed_step)
+        seen.setdefault(key, {})[f"{r.replica}/{r.rank}"] = r.fragment
+        if mstep.get(key) is None:
+            mstep[key] = r.manager_step
+    out = []
+    for (kind, step), frags in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        for wo in wobs:
+            name = f"{wo.worker.replica}/{wo.worker.rank}"
+            if name not in frags and any(lo <= step <= hi for lo, hi in wo.ranges):
+                frags[name] = None
+        if len(frags) < 2:
+            continue
+        absent = [k for k, v in frags.items() if v is None and not _observed(results, k, kind, step)]
+        values = {v for v in frags.values() if v is not None}
+        ok = not absent and len(values) <= 1
+        cc = CrossCheck(kind, step, mstep.get((kind, step)), dict(sorted(frags.items())), ok)
+        if not ok:
+            desc = ", ".join(
+                f"replica {k.split('/')[0]} rank {k.split('/')[1]}: "
+                + ("none" if k in absent else f"fragment {'?' if v is None else v}")
+                for k, v in sorted(frags.items())
+            )
+            m = f" (manager step {cc.manager_step})" if cc.manager_step is not None else ""
+            cc.problem = f"replicas disagree on the {kind} at step {step}{m}: {desc}"
+        out.append(cc)
+    return out
+
+
+def _observed(results: list[EventResult], name: str, kind: str, step: int) -> bool:
+    r, g = (int(x) for x in name.split("/"))
+    return any(x.replica == r and x.rank == g and x.kind == kind and x.observed_step == step for x in results)
+
+
+def _totals(results: list[EventResult]) -> dict:
+    def s(field_: str) -> float:
+        return round(sum(getattr(r, field_) or 0.0 for r in results), 3)
+
+    syncs = [r for r in results if r.kind == "sync" and r.observed_step is not None]
+    return {
+        "events": len(results),
+        "ok": sum(r.ok for r in results),
+        "failed": sum(not r.ok for r in results),
+        "sends": sum(r.kind == "send" and r.observed_step is not None for r in results),
+        "syncs": len(syncs),
+        "exposed_comm_ms": s("exposed_comm_ms"),
+        "hidden_comm_ms": s("hidden_comm_ms"),
+        "send_to_done_ms": s("send_to_done_ms"),
+        "should_commit_ms": s("should_commit_ms"),
+        "bytes": sum(r.bytes or 0 for r in results),
+        "serialized_syncs": sum(bool(r.serialized) for r in syncs),
+    }
+
+
+def analyze(
+    paths: Sequence[Path],
+    *,
+    fragments: Optional[int] = None,
+    sync_every: Optional[int] = None,
+    fragment_sync_delay: Optional[int] = None,
+    step_numbering: str = "top",
+) -> Report:
+    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input."""
+    if step_numbering not in (*NUMBERINGS, "auto"):
+        raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
+    inputs = discover([Path(p) for p in paths])
+    schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
+    spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
+    workers = assign(inputs.files, spans)
+    failed = {}
+    for w in workers:
+        logs = [p for (r, _), p in inputs.event_logs.items() if r == w.replica]
+        failed[(w.replica, w.rank)] = failed_cycles(schedule, logs)
+    offset, numbering = _fit_offset(workers, schedule, failed, step_numbering)
+    wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset) for w in workers]
+    for wo in wobs:
+        _match(wo, schedule.window)
+    mode = "manifest" if inputs.manifest is not None else "foreign"
+    notes: list[str] = []
+    _identify(wobs, _matcher(mode, inputs.manifest, wobs, schedule, notes), schedule)
+
+    results: list[EventResult] = []
+    reports: list[WorkerReport] = []
+    for wo in wobs:
+        mine = [_result(wo, e, o, schedule) for e, o in wo.matches]
+        mine.sort(key=lambda r: (r.expected_step or r.observed_step or 0, r.kind == "sync"))
+        results.extend(mine)
+        w = wo.worker
+        reports.append(
+            WorkerReport(
+                replica=w.replica, rank=w.rank, source=w.source,
+                files=[str(t.path) for t in w.traces],
+                step_source=w.traces[0].step_source,
+                step_ranges=wo.ranges, failed_cycles=wo.failed, totals=_totals(mine),
+            )
+        )
+    cross = _cross(wobs, results)
+    if step_numbering == "auto":
+        notes.append(f"step numbering: fitted '{numbering['used']}'")
+    ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
+    if not results:
+        notes.append("no sends or syncs expected or observed in the captured steps")
+        ok = True
+    return Report(
+        verdict="pass" if ok else "fail",
+        mode=mode,
+        files=[str(f.path) for f in inputs.files],
+        replicas=sorted({w.replica for w in workers}),
+        schedule={
+            "fragments": schedule.fragments,
+            "sync_every": schedule.sync_every,
+            "fragment_sync_delay": schedule.delay,
+            "window": schedule.window,
+        },
+        step_numbering=numbering,
+        workers=reports,
+        events=results,
+        cross_replica=cross,
+        run_dir=str(inputs.run_dir) if inputs.run_dir else None,
+        notes=notes,
+    )

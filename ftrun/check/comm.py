@@ -1,0 +1,182 @@
+"""Communication of each send, and how much of it a sync exposed. Pure functions over spans.
+
+Attribution: a send's ``manager.allreduce`` calls, in issue order, each take the earliest
+not-yet-taken collective span (backend span or NCCL kernel) that starts at or after the call,
+preferring one with the same tensor sizes (Gloo spans carry ``Input Dims``; a rank runs its
+collectives through several Gloo threads, so plain start order can interleave). An
+``ftrun::link::hold`` span (emulated slow link) belongs to the latest send issued before it.
+
+Definitions (all in milliseconds, per sync and the send it waits for):
+
+* ``send_to_done``: first allreduce issued (``torchft::manager::allreduce`` start) to the end
+  of the last attributed collective or hold: how long the fragment was in flight.
+* ``comm_union``: total length of the union of those collective/hold spans.
+* ``exposed``: ``torchft::local_sgd::perform_sync`` start to ``torchft::local_sgd::restore_parameters``
+  start: the training thread blocked in the sync on the fragment's communication (the
+  ``work.wait()``s, allreduce callbacks and ``torchft::local_sgd::wait``). Without a restore
+  span: up to ``should_commit`` start, else to the end of perform_sync.
+* ``hidden``: ``max(0, send_to_done - exposed)``: in-flight time that overlapped compute.
+* ``should_commit``: the ``torchft::manager::should_commit`` span.
+* serialized collective: one that starts only after the previous collective on the rank ended
+  AND after a wait (a sync's blocking part or ``torchft::local_sgd::wait``) that ended after the
+  collective was issued, in the same training step: it could not start until that wait was over.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ftrun.trace.spans import Collective, Send, Span, Sync
+
+
+@dataclass
+class SendComm:
+    issue_ts: float
+    calls: list[tuple[float, Optional[Collective]]] = field(default_factory=list)  # (issue ts, collective)
+    holds: list[Collective] = field(default_factory=list)
+    numel: Optional[int] = None
+    bytes: Optional[int] = None
+
+    @property
+    def spans(self) -> list[Span]:
+        return [c.span for _, c in self.calls if c is not None] + [h.span for h in self.holds]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.calls) and all(c is not None for _, c in self.calls)
+
+    @property
+    def done_ts(self) -> Optional[float]:
+        s = self.spans
+        return max(x.end for x in s) if s and self.complete else None
+
+    def union_us(self) -> float:
+        total, cur_s, cur_e = 0.0, None, None
+        for s in sorted(self.spans, key=lambda s: s.ts):
+            if cur_e is None or s.ts > cur_e:
+                if cur_e is not None:
+                    total += cur_e - cur_s
+                cur_s, cur_e = s.ts, s.end
+            else:
+                cur_e = max(cur_e, s.end)
+        if cur_e is not None:
+            total += cur_e - cur_s
+        return total
+
+
+def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm]:
+    """One ``SendComm`` per send (same order), collectives attributed as the module says."""
+    pool = [c for c in collectives if not c.hold]
+    holds = [c for c in collectives if c.hold]
+    taken = [False] * len(pool)
+    starts = [c.span.ts for c in pool]
+    out: list[SendComm] = []
+    for send in sends:
+        ars = send.allreduces
+        sc = SendComm(ars[0].span.ts if ars else send.span.ts)
+        numel = 0
+        nbytes: Optional[int] = 0
+        for ar in ars:
+            i0 = bisect_right(starts, ar.span.ts - 1e-3)
+            pick = None
+            for i in range(i0, len(pool)):
+                if taken[i]:
+                    continue
+                if ar.shapes is None or pool[i].shapes is None or pool[i].shapes == ar.shapes:
+                    pick = i
+                    break
+            if pick is None and ar.shapes is not None:  # sizes differ (e.g. quantized): take by order
+                pick = next((i for i in range(i0, len(pool)) if not taken[i]), None)
+            coll = None
+            if pick is not None:
+                taken[pick] = True
+                coll = pool[pick]
+            sc.calls.append((ar.span.ts, coll))
+            n = _numel(ar.shapes)
+            numel = numel + n if n is not None and numel is not None else None
+            item = (coll.itemsize if coll is not None else None) or ar.itemsize
+            nbytes = nbytes + n * item if (nbytes is not None and n is not None and item) else None
+        sc.numel = numel if ars else None
+        sc.bytes = nbytes if ars else None
+        out.append(sc)
+    for h in holds:
+        prior = [sc for sc in out if sc.issue_ts <= h.span.ts]
+        if prior:
+            prior[-1].holds.append(h)
+    return out
+
+
+def _numel(shapes) -> Optional[int]:
+    if shapes is None:
+        return None
+    total = 0
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= d
+        total += n
+    return total
+
+
+def blocked_until(sync: Sync) -> float:
+    """End of the sync's blocking part (see ``exposed`` in the module docstring)."""
+    if sync.restore is not None:
+        return sync.restore.ts
+    if sync.should_commit is not None:
+        return sync.should_commit.ts
+    return sync.span.end
+
+
+def wait_ends(syncs: list[Sync]) -> list[float]:
+    ends = []
+    for s in syncs:
+        ends.append(blocked_until(s))
+        if s.wait is not None:
+            ends.append(s.wait.end)
+    return sorted(ends)
+
+
+def serialized(
+    sc: SendComm, collectives: list[Collective], waits: list[float], step_of: Callable[[float], Optional[int]]
+) -> int:
+    """How many of the send's collectives were serialized behind a wait (module docstring)."""
+    pool = sorted((c for c in collectives if not c.hold), key=lambda c: c.span.ts)
+    index = {id(c): i for i, c in enumerate(pool)}
+    count = 0
+    for issue, c in sc.calls:
+        if c is None:
+            continue
+        i = index[id(c)]
+        if i == 0 or pool[i - 1].span.end > c.span.ts:
+            continue
+        step = step_of(c.span.ts)
+        j = bisect_right(waits, c.span.ts)
+        if any(issue < w <= c.span.ts and step_of(w) == step for w in waits[max(0, j - 8) : j]):
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class SyncTiming:
+    exposed_ms: float
+    hidden_ms: Optional[float]
+    send_to_done_ms: Optional[float]
+    comm_union_ms: Optional[float]
+    should_commit_ms: Optional[float]
+    serialized_collectives: Optional[int]
+
+
+def sync_timing(sync: Sync, sc: Optional[SendComm], serial: Optional[int]) -> SyncTiming:
+    exposed = (blocked_until(sync) - sync.span.ts) / 1000.0
+    done = sc.done_ts if sc is not None else None
+    s2d = (done - sc.issue_ts) / 1000.0 if done is not None else None
+    return SyncTiming(
+        exposed_ms=exposed,
+        hidden_ms=max(0.0, s2d - exposed) if s2d is not None else None,
+        send_to_done_ms=s2d,
+        comm_union_ms=sc.union_us() / 1000.0 if sc is not None and sc.spans else None,
+        should_commit_ms=sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None,
+        serialized_collectives=serial,
+    )

@@ -1,0 +1,65 @@
+"""What the traces should show: the schedule (manifest or flags) and commit failures (event logs).
+
+The expected events are ``ftrun.schedule.Schedule.events`` — never re-derived here — limited
+to the steps each trace file captured.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from ftrun.errors import BadInput
+from ftrun.schedule import Schedule, ScheduleError
+from ftrun.trace.discover import Inputs
+
+
+def schedule_for(
+    inputs: Inputs, fragments: Optional[int], sync_every: Optional[int], delay: Optional[int]
+) -> Schedule:
+    """The manifest's schedule (flags, if given, must agree) or the one the flags give."""
+    flags = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": delay}
+    if inputs.manifest is not None:
+        sched = inputs.manifest["schedule"]
+        where = inputs.run_dir / "manifest.json" if inputs.run_dir else "manifest.json"
+        try:
+            values = {k: int(sched[k]) for k in flags}
+        except (KeyError, TypeError, ValueError):
+            raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay") from None
+        for k, v in flags.items():
+            if v is not None and v != values[k]:
+                raise BadInput(f"--{k.replace('_', '-')} {v} disagrees with {where} ({k}={values[k]})")
+    else:
+        missing = [k for k, v in flags.items() if v is None]
+        if missing:
+            first = inputs.files[0].path
+            need = " ".join(f"--{k.replace('_', '-')}" for k in missing)
+            raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {need}")
+        values = flags
+    try:
+        return Schedule(values["fragments"], values["sync_every"], values["fragment_sync_delay"])
+    except ScheduleError as e:
+        raise BadInput(f"schedule {e}") from None
+
+
+def failed_cycles(schedule: Schedule, logs: list[Path]) -> list[int]:
+    """Cycles whose commit failed: event-log lines with ``commit: false`` at a sync step."""
+    out: set[int] = set()
+    for path in logs:
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise BadInput(f"{path}: unreadable event log ({e})") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec: Any = json.loads(line)
+            except json.JSONDecodeError:
+                if n == len(lines):  # a run killed mid-write leaves a partial last line
+                    continue
+                raise BadInput(f"{path}:{n}: not a JSON line") from None
+            if isinstance(rec, dict) and rec.get("commit") is False and isinstance(rec.get("step"), int):
+                out.add(schedule.cycle_of(rec["step"]))
+    return sorted(out)

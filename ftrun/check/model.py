@@ -1,0 +1,98 @@
+"""The result of ``ftrun.check.analyze.analyze``: plain dataclasses, JSON-ready via ``to_json``.
+
+``Report.events`` holds one ``EventResult`` per expected or observed send/sync on every
+worker, ordered by (replica, rank, step). ``compare`` can reuse the per-sync timings
+(``exposed_comm_ms``, ``hidden_comm_ms``, ``send_to_done_ms``, ``should_commit_ms``) and the
+per-send ``bytes``, and ``WorkerReport.totals``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class EventResult:
+    replica: int
+    rank: int
+    kind: str  # "send" | "sync"
+    fragment: Optional[int]  # observed (from evidence); None when not observable / missing
+    expected_fragment: Optional[int]
+    expected_step: Optional[int]  # None: unexpected event
+    observed_step: Optional[int]  # None: missing event
+    ok: bool
+    problem: Optional[str] = None  # what is wrong, one phrase; None when ok
+    notes: list[str] = field(default_factory=list)  # e.g. "send not captured", "ambiguous ..."
+    evidence: str = "none"  # "send sizes" | "restore sizes" | "paired send" | "none"
+    fragment_candidates: Optional[list[int]] = None
+    manager_step: Optional[int] = None
+    cycle: Optional[int] = None
+    file: Optional[str] = None
+    ts_us: Optional[float] = None
+    # sends
+    allreduces: Optional[int] = None
+    numel: Optional[int] = None
+    bytes: Optional[int] = None
+    collectives: Optional[int] = None
+    # syncs
+    exposed_comm_ms: Optional[float] = None
+    hidden_comm_ms: Optional[float] = None
+    send_to_done_ms: Optional[float] = None
+    comm_union_ms: Optional[float] = None
+    should_commit_ms: Optional[float] = None
+    serialized: Optional[bool] = None
+    serialized_collectives: Optional[int] = None
+    send_captured: Optional[bool] = None
+
+
+@dataclass
+class WorkerReport:
+    replica: int
+    rank: int
+    source: str  # how (replica, rank) was decided: manifest, file name, trace metadata, file order
+    files: list[str]
+    step_source: str  # "ftrun" (ftrun::step#S) or "profiler" (ProfilerStep#k)
+    step_ranges: list[tuple[int, int]]  # captured training steps per file
+    failed_cycles: list[int]
+    totals: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CrossCheck:
+    kind: str
+    step: int
+    manager_step: Optional[int]
+    fragments: dict[str, Optional[int]]  # "replica/rank" -> fragment (None = event absent)
+    ok: bool
+    problem: Optional[str] = None
+
+
+@dataclass
+class Report:
+    verdict: str  # "pass" | "fail"
+    mode: str  # "manifest" | "foreign"
+    files: list[str]
+    replicas: list[int]
+    schedule: dict[str, int]
+    step_numbering: dict[str, Any]
+    workers: list[WorkerReport]
+    events: list[EventResult]
+    cross_replica: list[CrossCheck]
+    run_dir: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass"
+
+    def problems(self) -> list[str]:
+        out = [f"replica {e.replica} rank {e.rank}: {e.problem}" for e in self.events if not e.ok]
+        out += [c.problem for c in self.cross_replica if not c.ok and c.problem]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["problems"] = self.problems()
+        return d

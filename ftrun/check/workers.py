@@ -1,0 +1,76 @@
+"""Which worker (replica, rank) each trace file belongs to, and which files go together.
+
+Sources, in order: the run dir's manifest; the file name (``replica{r}_rank{g}``, see
+``layout.parse_worker``); the trace's ``distributedInfo.rank`` (taken as the replica when it
+tells the remaining workers apart); else file order. Files without manifest or name identity
+are grouped by folder and metadata rank; inside a group, windows whose step ranges do not
+overlap belong to one worker (torchft's ``step-60.json``, ``step-120.json``), overlapping ones
+to different workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ftrun.layout import parse_worker
+from ftrun.trace.discover import TraceFile
+from ftrun.trace.spans import TraceSpans
+
+MANIFEST, FILE_NAME, METADATA, ORDER = "manifest", "file name", "trace metadata (distributedInfo.rank)", "file order"
+
+
+@dataclass
+class Worker:
+    replica: int
+    rank: int
+    source: str
+    traces: list[TraceSpans] = field(default_factory=list)
+
+
+def _range(t: TraceSpans) -> tuple[int, int]:
+    nums = [s.number for s in t.steps]
+    return min(nums), max(nums)
+
+
+def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
+    """Workers sorted by (replica, rank), each with its traces sorted by first step."""
+    known: dict[tuple[int, int], Worker] = {}
+    loose: dict[tuple[str, Optional[int]], list[TraceSpans]] = {}
+    for f, t in zip(files, spans):
+        if f.replica is not None and f.rank is not None:
+            key, src = (f.replica, f.rank), f.source or MANIFEST
+        elif (w := parse_worker(f.path.name)) is not None:
+            key, src = w, FILE_NAME
+        else:
+            loose.setdefault((str(f.path.parent), t.rank), []).append(t)
+            continue
+        known.setdefault(key, Worker(key[0], key[1], src)).traces.append(t)
+
+    lanes: list[tuple[Optional[int], list[TraceSpans]]] = []
+    for (_, rank), group in loose.items():
+        mine: list[list[TraceSpans]] = []
+        for t in sorted(group, key=lambda t: _range(t)[0]):
+            lo = _range(t)[0]
+            for lane in mine:
+                if _range(lane[-1])[1] < lo:
+                    lane.append(t)
+                    break
+            else:
+                mine.append([t])
+        lanes.extend((rank, lane) for lane in mine)
+
+    taken = {r for r, _ in known}
+    ranks = [r for r, _ in lanes]
+    by_meta = all(r is not None for r in ranks) and len(set(ranks)) == len(ranks) and not (set(ranks) & taken)
+    nxt = max(taken, default=-1) + 1
+    for rank, lane in lanes:
+        if by_meta:
+            w = Worker(rank, 0, METADATA, lane)
+        else:
+            w = Worker(nxt, 0, ORDER, lane)
+            nxt += 1
+        known[(w.replica, w.rank)] = w
+    for w in known.values():
+        w.traces.sort(key=lambda t: _range(t)[0])
+    return [known[k] for k in sorted(known)]

@@ -1,0 +1,121 @@
+"""A tiny torchft streaming-DiLoCo run written the way torchft's own ``train_diloco.py`` is.
+
+It is the source of "foreign" traces for the inspect tests: no ftrun code, no manifest, one
+chrome trace per profiler window (``step-{n}.json``), ``prof.step()`` at the TOP of each loop
+iteration after ``prof.start()`` (so ``ProfilerStep#k`` holds the k-th optimizer step).
+
+    python tests/foreign_diloco.py --out DIR [--replicas R] [--steps N] [--fragments F]
+        [--sync-every H] [--delay T] [--wait W --warmup U --active A --repeat P]
+
+With R replicas the parent runs an in-process lighthouse on loopback and starts R worker
+processes; worker r writes ``DIR/r{r}/step-{n}.json``. Everything binds loopback or an
+ephemeral port (the manager server binds ``[::]:0``, torchft's only choice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from datetime import timedelta
+
+# Distinct widths: fragment i holds Linear(D[i], D[i+1]) so every fragment has its own
+# tensor-size signature.
+WIDTHS = (8, 12, 20, 28, 36, 44, 52)
+
+
+def build_model(fragments: int):
+    import torch.nn as nn
+
+    layers = [nn.Linear(WIDTHS[i], WIDTHS[i + 1]) for i in range(fragments)]
+    return nn.Sequential(*layers), layers
+
+
+def worker(args: argparse.Namespace) -> None:
+    import torch
+    from torch.distributed import TCPStore
+    from torchft import Manager, ProcessGroupGloo
+    from torchft.local_sgd import DiLoCo
+
+    torch.manual_seed(0)
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    model, frags = build_model(args.fragments)
+    inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
+    pg = ProcessGroupGloo(timeout=timedelta(seconds=30))
+    manager = Manager(
+        pg=pg,
+        min_replica_size=1,
+        load_state_dict=lambda sd: model.load_state_dict(sd),
+        state_dict=lambda: model.state_dict(),
+        use_async_quorum=False,
+        rank=0,
+        world_size=1,
+        store_addr="127.0.0.1",
+        store_port=store.port,
+        lighthouse_addr=args.lighthouse,
+        replica_id=f"foreign{args.worker}",
+        hostname="127.0.0.1",
+        timeout=timedelta(seconds=30),
+        quorum_timeout=timedelta(seconds=30),
+        connect_timeout=timedelta(seconds=30),
+    )
+    out = os.path.join(args.out, f"r{args.worker}")
+    os.makedirs(out, exist_ok=True)
+    x = torch.randn(16, WIDTHS[0])
+    y = torch.randn(16, WIDTHS[args.fragments])
+    prof = torch.profiler.profile(
+        schedule=torch.profiler.schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat),
+        on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/step-{p.step_num}.json"),
+        record_shapes=True,
+    )
+    with DiLoCo(
+        manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay
+    ):
+        prof.start()
+        for _ in range(args.steps):
+            prof.step()
+            inner.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            inner.step()
+        prof.stop()
+    manager.shutdown(wait=False)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--steps", type=int, default=24)
+    p.add_argument("--fragments", type=int, default=2)
+    p.add_argument("--sync-every", type=int, default=8)
+    p.add_argument("--delay", type=int, default=2)
+    p.add_argument("--wait", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--active", type=int, default=10)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--worker", type=int, default=None)
+    p.add_argument("--lighthouse", default=None)
+    args = p.parse_args()
+    if args.worker is not None:
+        worker(args)
+        return
+
+    from torchft._torchft import LighthouseServer
+
+    lh = LighthouseServer(bind="127.0.0.1:0", min_replicas=args.replicas, join_timeout_ms=2000)
+    argv = [a for a in sys.argv[1:]]
+    procs = [
+        subprocess.Popen([sys.executable, __file__, *argv, "--worker", str(r), "--lighthouse", lh.address()])
+        for r in range(args.replicas)
+    ]
+    codes = [pr.wait(timeout=600) for pr in procs]
+    lh.shutdown()
+    if any(codes):
+        sys.exit(f"foreign_diloco: worker exit codes {codes}")
+
+
+if __name__ == "__main__":
+    main()
