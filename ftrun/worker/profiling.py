@@ -3,7 +3,8 @@
 ``prof.start()`` before the loop and ``prof.step()`` at the top of every iteration, as
 torchft's ``train_diloco.py`` does: ``ProfilerStep#k`` then holds training step k (1-based).
 The schedule records exactly steps A..B and writes
-``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends.
+``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends. All threads are profiled
+(``profile_all_threads``), so spans on helper threads (the emulated link's holds) are kept.
 """
 
 from __future__ import annotations
@@ -42,9 +43,17 @@ def make_profiler(window: tuple[int, int], trace_dir: Path, replica: int, rank: 
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
+    extra = {}
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        extra["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
+    except (ImportError, TypeError):  # older torch: threads created later are not profiled
+        pass
     return torch.profiler.profile(
         activities=activities,
         schedule=window_schedule(first, last),
         on_trace_ready=on_ready,
         record_shapes=True,
+        **extra,
     )

@@ -4,6 +4,11 @@ We wrap each ``_StreamingDiLoCoFragment``'s ``prepare_sync`` (the send) and ``pe
 (the sync; returns the commit result) on the instance, so the record is what torchft ran —
 not what the schedule predicted. After a committed sync we hash the fragment's new global
 parameters (``original_parameters``, identical on every replica whatever alpha is).
+
+Timings for the whole run (traces cover only the profiled window): ``send_s`` = prepare_sync
+duration; ``exposed_s`` = perform_sync start to the end of its ``wait()`` (the training thread
+blocked on the fragment's allreduces: the same definition inspect-trace uses, to the end of
+``torchft::local_sgd::wait`` instead of the start of restore); ``sync_s`` = whole perform_sync.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class StepRecorder:
         self.synced: int | None = None
         self.commit: bool | None = None
         self.fingerprint: str | None = None
+        self.timings: dict[str, float] = {}
+        self._wait_end: float | None = None
         self.commits = 0
         self.failed_commits = 0
 
@@ -42,18 +49,33 @@ class StepRecorder:
         for frag_id, frag in enumerate(diloco._fragments):
             frag.prepare_sync = self._wrap_send(frag_id, frag.prepare_sync)
             frag.perform_sync = self._wrap_sync(frag_id, frag, frag.perform_sync)
+            frag.wait = self._wrap_wait(frag.wait)
+
+    def _wrap_wait(self, fn: Callable[[], None]) -> Callable[[], None]:
+        def wait() -> None:
+            fn()
+            self._wait_end = time.perf_counter()
+
+        return wait
 
     def _wrap_send(self, frag_id: int, fn: Callable[[], None]) -> Callable[[], None]:
         def prepare_sync() -> None:
             self.sent = frag_id
+            t0 = time.perf_counter()
             fn()
+            self.timings["send_s"] = time.perf_counter() - t0
 
         return prepare_sync
 
     def _wrap_sync(self, frag_id: int, frag: Any, fn: Callable[[], bool]) -> Callable[[], bool]:
         def perform_sync() -> bool:
             self.synced = frag_id
+            self._wait_end = None
+            t0 = time.perf_counter()
             ok = bool(fn())
+            t1 = time.perf_counter()
+            self.timings["sync_s"] = t1 - t0
+            self.timings["exposed_s"] = (self._wait_end or t1) - t0
             self.commit = ok
             if ok:
                 self.commits += 1
@@ -71,8 +93,10 @@ class StepRecorder:
             "synced": self.synced,
             "commit": self.commit,
             "fingerprint": self.fingerprint,
+            **{k: round(v, 6) for k, v in self.timings.items()},
             "t": time.time(),
         }
+        self.timings = {}
         self._file.write(json.dumps(rec) + "\n")
         self.sent = self.synced = self.commit = self.fingerprint = None
         return rec
