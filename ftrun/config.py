@@ -9,6 +9,7 @@ naming the flag, the value and the rule. Torch-free.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -98,18 +99,20 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     try:
         text = p.read_text()
     except FileNotFoundError:
-        raise BadInput(f"config file {p}: not found")
+        raise BadInput(f"--config {p}: not found")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"--config {p}: not a UTF-8 text file ({e.reason} at byte {e.start})")
     except OSError as e:
-        raise BadInput(f"config file {p}: cannot read ({e.strerror})")
+        raise BadInput(f"--config {p}: cannot read ({e.strerror})")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"config file {p}: invalid TOML: {e}")
+        raise BadInput(f"--config {p}: invalid TOML: {e}")
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
         if name not in FIELD_NAMES:
-            raise BadInput(f"config file {p}: unknown key '{key}' (known: {', '.join(sorted(FIELD_NAMES))})")
+            raise BadInput(f"--config {p}: unknown key {key!r} (known: {', '.join(sorted(FIELD_NAMES))})")
         out[name] = value
     return out
 
@@ -119,8 +122,8 @@ def build(preset: str = "streaming", file_values: dict[str, Any] | None = None, 
     values: dict[str, Any] = {}
     file_values = dict(file_values or {})
     mode = flags.get("mode") or file_values.get("mode") or preset
-    if mode not in PRESETS:
-        raise BadInput(f"--mode {mode}: unknown preset (choose from {', '.join(PRESETS)})")
+    if not isinstance(mode, str) or mode not in PRESETS:
+        raise BadInput(f"--mode {_show(mode)}: unknown preset (choose from {', '.join(PRESETS)})")
     values.update(PRESETS[mode])
     values.update(file_values)
     values.update({k: v for k, v in flags.items() if v is not None})
@@ -134,6 +137,8 @@ def build(preset: str = "streaming", file_values: dict[str, Any] | None = None, 
             value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise BadInput(f"{flag(name)} {value!r}: must be {expected.__name__}")
+        if expected is float and not math.isfinite(value):
+            raise BadInput(f"{flag(name)} {value}: must be a finite number")
         setattr(cfg, name, value)
     validate_config(cfg)
     return cfg
@@ -143,8 +148,13 @@ _PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
 _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def _show(value: object) -> str:
+    """A value for a one-line message: strings with newlines or control characters are quoted."""
+    return repr(value) if isinstance(value, str) and not value.isprintable() else str(value)
+
+
 def _bad(name: str, value: object, rule: str) -> BadInput:
-    return BadInput(f"{flag(name)} {value}: {rule}")
+    return BadInput(f"{flag(name)} {_show(value)}: {rule}")
 
 
 def validate_config(cfg: RunConfig) -> None:
@@ -177,7 +187,7 @@ def validate_config(cfg: RunConfig) -> None:
         if p.stat().st_size < cfg.seq_len + 2:
             raise _bad("data", cfg.data, f"file too small for --seq-len {cfg.seq_len}")
     if cfg.profile not in ("auto", "none"):
-        m = _PROFILE_RE.match(cfg.profile)
+        m = _PROFILE_RE.fullmatch(cfg.profile)
         if not m:
             raise _bad("profile", cfg.profile, "use auto, none or A:B (profile steps A..B)")
         a, b = int(m[1]), int(m[2])
@@ -185,9 +195,9 @@ def validate_config(cfg: RunConfig) -> None:
             raise _bad("profile", cfg.profile, f"need 1 <= A <= B <= --steps ({cfg.steps})")
     elif cfg.profile == "auto" and cfg.steps < cfg.sync_every:
         raise _bad("steps", cfg.steps, f"profiling needs at least one full cycle of --sync-every {cfg.sync_every} steps (or --profile none)")
-    if cfg.run_name and not _RUN_NAME_RE.match(cfg.run_name):
+    if cfg.run_name and not _RUN_NAME_RE.fullmatch(cfg.run_name):
         raise _bad("run_name", cfg.run_name, "use letters, digits, '.', '_' or '-'")
-    if cfg.lighthouse and not re.match(r"^https?://[^/:]+(:\d+)?/?$", cfg.lighthouse):
+    if cfg.lighthouse and not re.fullmatch(r"https?://[^/:\s]+(:\d+)?/?", cfg.lighthouse):
         raise _bad("lighthouse", cfg.lighthouse, "expected http://HOST:PORT")
     if cfg.link:
         from ftrun.link_spec import parse_link
@@ -195,6 +205,10 @@ def validate_config(cfg: RunConfig) -> None:
         parse_link(cfg.link)
     if cfg.timeout_s <= 0:
         raise _bad("timeout_s", cfg.timeout_s, "must be > 0")
+    if cfg.step_sleep_ms < 0:
+        raise _bad("step_sleep_ms", cfg.step_sleep_ms, "must be >= 0")
+    if not 0 <= cfg.seed < 2**32:
+        raise _bad("seed", cfg.seed, "must be between 0 and 2**32-1")
     out = Path(cfg.out)
     probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
     if not probe.is_dir() or not os.access(probe, os.W_OK):
