@@ -41,6 +41,36 @@ def guarded(fn):
         _fail("interrupted", 130)
 
 
+O = {  # options shared by `train` and `compare` (None = not given: preset/config decides)
+    "replicas": typer.Option(None, help="Replica groups R (default 2)."),
+    "nproc_per_replica": typer.Option(None, help="Ranks per replica group G (default 1)."),
+    "fragments": typer.Option(None, help="Model fragments F."),
+    "sync_every": typer.Option(None, help="Inner steps H between two syncs of a fragment."),
+    "fragment_sync_delay": typer.Option(None, help="Steps tau between a fragment's send and its sync."),
+    "fragment_update_alpha": typer.Option(None, help="alpha: mix of local into global params after a sync."),
+    "outer_lr": typer.Option(None, help="Outer Nesterov SGD lr (default 0.7)."),
+    "outer_momentum": typer.Option(None, help="Outer momentum (default 0.9)."),
+    "inner_lr": typer.Option(None, help="Inner AdamW lr."),
+    "quantize": typer.Option(None, "--quantize/--no-quantize", help="torchft quantized allreduce (needs triton/GPU)."),
+    "bucketize": typer.Option(None, "--bucketize/--no-bucketize", help="One allreduce per bucket instead of per parameter."),
+    "steps": typer.Option(None, help="Inner training steps N (default 60)."),
+    "model": typer.Option(None, help="mlp or transformer."),
+    "blocks": typer.Option(None, help="Model blocks (>= fragments; default 4)."),
+    "width": typer.Option(None, help="Model width (default 128)."),
+    "seq_len": typer.Option(None, help="Tokens per sample."),
+    "batch_size": typer.Option(None, help="Samples per step."),
+    "data": typer.Option(None, help="synthetic, or a text file (byte-level tokens)."),
+    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl."),
+    "min_replicas": typer.Option(None, help="torchft min_replica_size (and the lighthouse's min_replicas)."),
+    "seed": typer.Option(None, help="Seed for model and data."),
+    "profile": typer.Option(None, help="auto, none, or A:B (profile steps A..B)."),
+    "lighthouse": typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
+    "link": typer.Option(None, help="Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms."),
+    "out": typer.Option(None, help="Output root (default profiles/)."),
+    "overwrite": typer.Option(False, help="Replace an existing run dir of the same name."),
+    "json_out": typer.Option(False, "--json", help="Print the result as JSON."),
+}
+
 TRAIN_HELP = """Run torchft DiLoCo across replica groups on this host and capture traces.
 
 Starts a torchft lighthouse on loopback, launches each replica group with torch's elastic
@@ -54,34 +84,34 @@ Example: ftrun train --mode streaming --replicas 2 --steps 60
 def train_cmd(
     mode: Optional[str] = typer.Option(None, help="Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0)."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file with the same keys as the flags."),
-    replicas: Optional[int] = typer.Option(None, help="Replica groups R (default 2)."),
-    nproc_per_replica: Optional[int] = typer.Option(None, help="Ranks per replica group G (default 1)."),
-    fragments: Optional[int] = typer.Option(None, help="Model fragments F."),
-    sync_every: Optional[int] = typer.Option(None, help="Inner steps H between two syncs of a fragment."),
-    fragment_sync_delay: Optional[int] = typer.Option(None, help="Steps tau between a fragment's send and its sync."),
-    fragment_update_alpha: Optional[float] = typer.Option(None, help="alpha: mix of local into global params after a sync."),
-    outer_lr: Optional[float] = typer.Option(None, help="Outer Nesterov SGD lr (default 0.7)."),
-    outer_momentum: Optional[float] = typer.Option(None, help="Outer momentum (default 0.9)."),
-    inner_lr: Optional[float] = typer.Option(None, help="Inner AdamW lr."),
-    quantize: Optional[bool] = typer.Option(None, "--quantize/--no-quantize", help="torchft quantized allreduce (needs triton/GPU)."),
-    bucketize: Optional[bool] = typer.Option(None, "--bucketize/--no-bucketize", help="One allreduce per bucket instead of per parameter."),
-    steps: Optional[int] = typer.Option(None, help="Inner training steps N."),
-    model: Optional[str] = typer.Option(None, help="mlp or transformer."),
-    blocks: Optional[int] = typer.Option(None, help="Model blocks (>= fragments)."),
-    width: Optional[int] = typer.Option(None, help="Model width."),
-    seq_len: Optional[int] = typer.Option(None, help="Tokens per sample."),
-    batch_size: Optional[int] = typer.Option(None, help="Samples per step."),
-    data: Optional[str] = typer.Option(None, help="synthetic, or a text file (byte-level tokens)."),
-    backend: Optional[str] = typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl."),
-    min_replicas: Optional[int] = typer.Option(None, help="torchft min_replica_size."),
-    seed: Optional[int] = typer.Option(None, help="Seed for model and data."),
-    profile: Optional[str] = typer.Option(None, help="auto, none, or A:B (profile steps A..B)."),
-    lighthouse: Optional[str] = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
-    link: Optional[str] = typer.Option(None, help="Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms."),
-    out: Optional[str] = typer.Option(None, help="Output root (default profiles/)."),
+    replicas: Optional[int] = O["replicas"],
+    nproc_per_replica: Optional[int] = O["nproc_per_replica"],
+    fragments: Optional[int] = O["fragments"],
+    sync_every: Optional[int] = O["sync_every"],
+    fragment_sync_delay: Optional[int] = O["fragment_sync_delay"],
+    fragment_update_alpha: Optional[float] = O["fragment_update_alpha"],
+    outer_lr: Optional[float] = O["outer_lr"],
+    outer_momentum: Optional[float] = O["outer_momentum"],
+    inner_lr: Optional[float] = O["inner_lr"],
+    quantize: Optional[bool] = O["quantize"],
+    bucketize: Optional[bool] = O["bucketize"],
+    steps: Optional[int] = O["steps"],
+    model: Optional[str] = O["model"],
+    blocks: Optional[int] = O["blocks"],
+    width: Optional[int] = O["width"],
+    seq_len: Optional[int] = O["seq_len"],
+    batch_size: Optional[int] = O["batch_size"],
+    data: Optional[str] = O["data"],
+    backend: Optional[str] = O["backend"],
+    min_replicas: Optional[int] = O["min_replicas"],
+    seed: Optional[int] = O["seed"],
+    profile: Optional[str] = O["profile"],
+    lighthouse: Optional[str] = O["lighthouse"],
+    link: Optional[str] = O["link"],
+    out: Optional[str] = O["out"],
     run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing run dir of the same name."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    overwrite: bool = O["overwrite"],
+    json_out: bool = O["json_out"],
 ) -> None:
     flags = {k: v for k, v in locals().items() if k not in ("config", "overwrite", "json_out")}
 
@@ -92,6 +122,55 @@ def train_cmd(
         file_values = cfgmod.load_toml(config) if config else None
         cfg = cfgmod.build(file_values=file_values, **flags)
         return train(cfg, overwrite=overwrite, json_out=json_out)
+
+    raise typer.Exit(guarded(body) or 0)
+
+
+COMPARE_HELP = """Train two configurations (or read two run dirs), check both schedules, report side by side.
+
+A and B are presets (streaming, baseline), config .toml files, or existing run dirs. Both
+trainings share model, data, seed, replicas, steps and an emulated link (--link; by default
+one on which plain DiLoCo's full-model sync takes about one step of compute). Writes
+report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a failure.
+
+Example: ftrun compare streaming baseline --link 1gbit,20ms
+"""
+
+
+@app.command("compare", help=COMPARE_HELP)
+def compare_cmd(
+    runs: List[str] = typer.Argument(..., help="Two presets/config files, or two run dirs."),
+    replicas: Optional[int] = O["replicas"],
+    nproc_per_replica: Optional[int] = O["nproc_per_replica"],
+    fragment_update_alpha: Optional[float] = O["fragment_update_alpha"],
+    outer_lr: Optional[float] = O["outer_lr"],
+    outer_momentum: Optional[float] = O["outer_momentum"],
+    inner_lr: Optional[float] = O["inner_lr"],
+    bucketize: Optional[bool] = O["bucketize"],
+    steps: Optional[int] = O["steps"],
+    model: Optional[str] = O["model"],
+    blocks: Optional[int] = O["blocks"],
+    width: Optional[int] = O["width"],
+    seq_len: Optional[int] = O["seq_len"],
+    batch_size: Optional[int] = O["batch_size"],
+    data: Optional[str] = O["data"],
+    backend: Optional[str] = O["backend"],
+    min_replicas: Optional[int] = O["min_replicas"],
+    seed: Optional[int] = O["seed"],
+    profile: Optional[str] = O["profile"],
+    link: Optional[str] = O["link"],
+    out: Optional[str] = O["out"],
+    name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
+    expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
+    overwrite: bool = O["overwrite"],
+    json_out: bool = O["json_out"],
+) -> None:
+    flags = {k: v for k, v in locals().items() if k not in ("runs", "link", "out", "name", "expect_hidden", "overwrite", "json_out")}
+
+    def body() -> int:
+        from ftrun.report.compare import compare
+
+        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name)
 
     raise typer.Exit(guarded(body) or 0)
 

@@ -50,7 +50,7 @@ class RunConfig:
     steps: int = 60
     model: str = "mlp"
     blocks: int = 4
-    width: int = 256
+    width: int = 128
     seq_len: int = 64
     batch_size: int = 16
     vocab: int = 256

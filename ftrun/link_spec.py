@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ftrun.errors import BadInput
 
 _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
-_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*(\d+(?:\.\d+)?)\s*(ms|s|us)?\s*)?$", re.I)
+_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+]?\d+)?)\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*(\d+(?:\.\d+)?)\s*(ms|s|us)?\s*)?$", re.I)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,263 @@
+"""``ftrun compare A B``: train two configurations (or read two run dirs), inspect both, report.
+
+Train mode: A and B are presets (``streaming``, ``baseline``) or config TOML files; both runs
+share model, data, seed, replicas, steps and link, and live under ``<out>/compare-<time>/``.
+Read mode: A and B are existing run dirs. Either way each run is checked with the very
+``inspect-trace`` analysis (``ftrun.check.analyze.analyze``), and the report adds what the
+event logs measured over the whole run. Writes report.json, report.md and timeline.png.
+
+Metric definitions (per run):
+* ``exposed_comm_s``: sum over the run of each sync's blocking time (event log ``exposed_s``),
+  averaged over replicas (rank 0). ``per_sync_exposed_ms`` = that / syncs.
+* ``hidden_comm_share``: over the profiled syncs whose send was captured,
+  sum(hidden) / sum(send->done), from the traces.
+* ``peak_sync_bytes``: the largest fragment payload sent in one sync (trace evidence, else the
+  manifest's fragment sizes); ``total_bytes``: payload of every send in the run, per replica.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ftrun import layout
+from ftrun.config import PRESETS, RunConfig, build, load_toml
+from ftrun.errors import BadInput, RunFailed
+from ftrun.launch.progress import read_all
+from ftrun.link_spec import LinkSpec, parse_link
+
+
+def _is_run_dir(p: Path) -> bool:
+    return (p / layout.MANIFEST).is_file()
+
+
+def resolve_specs(specs: list[str]) -> str:
+    """'train' when every spec is a preset or TOML file, 'read' when every spec is a run dir."""
+    if len(specs) != 2:
+        raise BadInput(f"compare: expected two runs (presets, config files or run dirs), got {len(specs)}")
+    kinds = []
+    for s in specs:
+        p = Path(s)
+        if s in PRESETS or (p.suffix == ".toml" and p.is_file()):
+            kinds.append("train")
+        elif p.is_dir() and _is_run_dir(p):
+            kinds.append("read")
+        elif p.suffix == ".toml":
+            raise BadInput(f"compare: config file {s} not found")
+        elif p.exists():
+            raise BadInput(f"compare: {s} is not an ftrun run dir (no {layout.MANIFEST})")
+        else:
+            raise BadInput(f"compare: {s} is neither a preset ({', '.join(PRESETS)}), a config .toml, nor an existing run dir")
+    if kinds[0] != kinds[1]:
+        raise BadInput("compare: give two presets/config files (to train) or two run dirs (to read), not a mix")
+    return kinds[0]
+
+
+def config_for(spec: str, flags: dict[str, Any]) -> RunConfig:
+    if spec in PRESETS:
+        return build(preset=spec, mode=spec, **flags)
+    values = load_toml(spec)
+    return build(file_values=values, **flags)
+
+
+def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
+    """A link on which plain DiLoCo's full-model sync takes about one measured step of compute."""
+    code = [sys.executable, "-m", "ftrun.worker.calibrate", json.dumps(cfg.resolved()), str(threads)]
+    out = subprocess.run(code, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RunFailed(f"calibration failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+    m = json.loads(out.stdout.strip().splitlines()[-1])
+    bw = m["model_bytes"] * 8 / m["step_s"]
+    bw = float(f"{bw:.2g}")
+    return LinkSpec(bw, 0.01), {"calibrated_step_s": round(m["step_s"], 4), "model_bytes": m["model_bytes"]}
+
+
+def _mean(xs: list[float]) -> Optional[float]:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def run_metrics(name: str, run_dir: Path, report) -> dict[str, Any]:
+    manifest = json.loads((run_dir / layout.MANIFEST).read_text())
+    cfg = manifest["config"]
+    frag_bytes = {f["id"]: f["bytes"] for f in manifest.get("fragments", [])}
+    per_replica = []
+    for r in range(manifest["replicas"]):
+        recs = read_all(layout.event_log(run_dir, r, 0))
+        if not recs:
+            continue
+        train_s = sum(x["step_time_s"] for x in recs)
+        syncs = [x for x in recs if x.get("synced") is not None]
+        per_replica.append(
+            {
+                "replica": r,
+                "steps": len(recs),
+                "steps_per_s": len(recs) / train_s if train_s else None,
+                "train_s": train_s,
+                "syncs": len(syncs),
+                "commits": sum(1 for x in syncs if x.get("commit")),
+                "exposed_comm_s": sum(x.get("exposed_s", 0.0) for x in syncs),
+                "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in recs if x.get("sent") is not None),
+                "losses": {x["step"]: x["loss"] for x in recs},
+            }
+        )
+    if not per_replica:
+        raise BadInput(f"compare: {run_dir} has no event logs")
+    sync_events = [e for e in report.events if e.kind == "sync" and e.send_to_done_ms is not None and e.observed_step is not None]
+    comm = sum(e.send_to_done_ms for e in sync_events)
+    hidden = sum(e.hidden_comm_ms or 0.0 for e in sync_events)
+    send_bytes = [e.bytes for e in report.events if e.kind == "send" and e.bytes]
+    peak = max(send_bytes) if send_bytes else max(frag_bytes.values(), default=0)
+    steps = cfg["steps"]
+    checkpoints = sorted({max(1, steps * q // 4) for q in (1, 2, 3, 4)})
+    tokens_per_step = cfg["batch_size"] * cfg["seq_len"] * manifest.get("nproc_per_replica", 1)
+    sps = _mean([p["steps_per_s"] for p in per_replica])
+    syncs = _mean([p["syncs"] for p in per_replica]) or 0
+    exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
+    return {
+        "name": name,
+        "run_dir": str(run_dir),
+        "schedule": manifest["schedule"],
+        "verdict": report.verdict,
+        "problems": report.problems()[:20],
+        "steps_per_s": sps,
+        "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
+        "tokens_per_s": sps * tokens_per_step if sps else None,
+        "tokens_per_s_per_replica": [p["steps_per_s"] * tokens_per_step if p["steps_per_s"] else None for p in per_replica],
+        "wall_s": manifest.get("wall_s"),
+        "syncs": syncs,
+        "commits": _mean([p["commits"] for p in per_replica]),
+        "exposed_comm_s": exposed,
+        "per_sync_exposed_ms": exposed / syncs * 1e3 if syncs else None,
+        "profiled_syncs": len(sync_events),
+        "profiled_comm_ms": comm,
+        "profiled_hidden_ms": hidden,
+        "hidden_comm_share": hidden / comm if comm else None,
+        "peak_sync_bytes": peak,
+        "total_bytes": _mean([p["total_bytes"] for p in per_replica]),
+        "final_loss": _mean([p["losses"].get(steps) for p in per_replica]),
+        "loss_at_steps": {str(s): _mean([p["losses"].get(s) for p in per_replica]) for s in checkpoints},
+        "link": manifest.get("link"),
+    }
+
+
+def conclusion(runs: list[dict]) -> str:
+    parts = []
+    for r in runs:
+        share = r["hidden_comm_share"]
+        parts.append(
+            f"{r['name']} hid {share * 100:.0f}% of its communication and exposed {r['exposed_comm_s']:.2f} s"
+            f" ({r['per_sync_exposed_ms']:.0f} ms per sync)"
+            if share is not None and r["per_sync_exposed_ms"] is not None
+            else f"{r['name']} exposed {r['exposed_comm_s']:.2f} s"
+        )
+    a, b = runs
+    text = "; ".join(parts) + "."
+    if a["exposed_comm_s"] and b["exposed_comm_s"]:
+        ratio = a["exposed_comm_s"] / b["exposed_comm_s"]
+        text += f" {a['name']}'s exposed communication is {ratio * 100:.0f}% of {b['name']}'s"
+        if a["peak_sync_bytes"] and b["peak_sync_bytes"]:
+            text += f"; its peak bytes per sync are {a['peak_sync_bytes'] / b['peak_sync_bytes']:.2f}x"
+        if a["steps_per_s"] and b["steps_per_s"]:
+            text += f"; throughput {a['steps_per_s'] / b['steps_per_s']:.2f}x"
+        text += "."
+    return text
+
+
+def compare(
+    specs: list[str],
+    flags: dict[str, Any],
+    link: Optional[str],
+    out: Optional[str],
+    json_out: bool,
+    expect_hidden: Optional[float],
+    overwrite: bool = False,
+    name: Optional[str] = None,
+) -> int:
+    from ftrun.check.analyze import analyze
+    from ftrun.report.compare_view import print_report, write_markdown
+    from ftrun.report.timeline import draw, lanes_for_run
+
+    if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
+        raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
+    mode = resolve_specs(specs)
+    out_root = Path(out or "profiles")
+    link_info: dict[str, Any]
+    if mode == "train":
+        from ftrun.launch.run import train
+
+        flags = {k: v for k, v in flags.items() if v is not None}
+        flags.pop("run_name", None)
+        flags["out"] = str(out_root)  # validated below per run
+        cfgs = [config_for(s, flags) for s in specs]
+        names = [Path(s).stem if s.endswith(".toml") else s for s in specs]
+        if names[0] == names[1]:
+            names = [f"{names[0]}-a", f"{names[1]}-b"]
+        cmp_dir = out_root / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
+        if cmp_dir.exists() and not overwrite:
+            raise BadInput(f"compare: {cmp_dir} already exists (pass --overwrite or another --name)")
+        ranks = cfgs[0].replicas * cfgs[0].nproc_per_replica
+        threads = max(1, (os.cpu_count() or 1) // ranks)
+        if link:
+            spec = parse_link(link)
+            link_info = {"chosen": "by --link"}
+        elif cfgs[0].link:
+            spec = parse_link(cfgs[0].link)
+            link_info = {"chosen": "by config"}
+        else:
+            spec, calib = default_link(cfgs[0], threads)
+            link_info = {"chosen": "default: plain DiLoCo's full-model sync ~ one step of compute", **calib}
+        run_dirs = []
+        for n, cfg in zip(names, cfgs):
+            cfg = replace(cfg, out=str(cmp_dir), run_name=n, link=spec.as_flag())
+            code = train(cfg, overwrite=overwrite, json_out=False, quiet=json_out)
+            run_dirs.append(cmp_dir / n)
+        link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
+    else:
+        run_dirs = [Path(s) for s in specs]
+        names = [p.name for p in run_dirs]
+        if names[0] == names[1]:
+            names = [f"{names[0]}-a", f"{names[1]}-b"]
+        cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
+        links = [json.loads((p / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
+        l0 = links[0] or {}
+        link_info = {
+            "bandwidth_bps": l0.get("bandwidth_bps"),
+            "latency_s": l0.get("latency_s"),
+            "emulated": bool(l0.get("emulated")),
+            "describe": l0.get("describe", "loopback (no emulation)"),
+            "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
+        }
+    cmp_dir.mkdir(parents=True, exist_ok=True)
+    reports = [analyze([p]) for p in run_dirs]
+    runs = [run_metrics(n, p, r) for n, p, r in zip(names, run_dirs, reports)]
+    lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r)]
+    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
+    result = {
+        "compare_dir": str(cmp_dir),
+        "runs": runs,
+        "link": link_info,
+        "conclusion": conclusion(runs),
+        "timeline": str(timeline),
+        "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
+    }
+    if expect_hidden is not None:
+        share = runs[0]["hidden_comm_share"]
+        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
+    (cmp_dir / "report.json").write_text(json.dumps(result, indent=1))
+    write_markdown(result, cmp_dir / "report.md")
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        print_report(result)
+    if result["verdict"] != "pass":
+        return 1
+    if expect_hidden is not None and not result["expect_hidden"]["ok"]:
+        return 1
+    return 0

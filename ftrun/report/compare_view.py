@@ -1,0 +1,89 @@
+"""Render a compare result: a rich table (terminal) and report.md (same rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _f(fmt: str) -> Callable[[Any], str]:
+    return lambda v: "-" if v is None else format(v, fmt)
+
+
+def _mb(v: Any) -> str:
+    return "-" if not v else f"{v / 1e6:.2f} MB"
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def _list(fmt: str) -> Callable[[Any], str]:
+    return lambda v: " / ".join("-" if x is None else format(x, fmt) for x in (v or []))
+
+
+ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
+    ("schedule verdict", "verdict", lambda v: str(v).upper()),
+    ("schedule (F, H, tau)", "schedule", lambda s: f"F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']}"),
+    ("steps/s (mean)", "steps_per_s", _f(".2f")),
+    ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),
+    ("tokens/s per replica", "tokens_per_s_per_replica", _list(",.0f")),
+    ("wall time", "wall_s", lambda v: "-" if v is None else f"{v:.1f} s"),
+    ("syncs / commits", "syncs", None),
+    ("exposed comm (run, per replica)", "exposed_comm_s", lambda v: f"{v:.2f} s"),
+    ("exposed comm per sync", "per_sync_exposed_ms", lambda v: "-" if v is None else f"{v:.1f} ms"),
+    ("hidden share of comm (profiled)", "hidden_comm_share", _pct),
+    ("peak bytes in one sync", "peak_sync_bytes", _mb),
+    ("total bytes sent (per replica)", "total_bytes", _mb),
+    ("final loss", "final_loss", _f(".4f")),
+    ("loss at equal steps", "loss_at_steps", lambda d: ", ".join(f"{k}: {v:.3f}" for k, v in d.items() if v is not None)),
+]
+
+
+def rows(result: dict) -> list[list[str]]:
+    out = []
+    for label, key, fmt in ROWS:
+        if key == "syncs":
+            out.append([label] + [f"{r['syncs']:g} / {r['commits']:g}" for r in result["runs"]])
+        else:
+            out.append([label] + [fmt(r.get(key)) for r in result["runs"]])
+    return out
+
+
+def link_line(result: dict) -> str:
+    link = result["link"]
+    kind = "emulated" if link.get("emulated") else "not emulated"
+    return f"link: {link.get('describe')} ({kind}; {link.get('chosen')})"
+
+
+def print_report(result: dict) -> None:
+    console = Console(highlight=False)
+    t = Table(title=f"ftrun compare · {result['compare_dir']}", title_justify="left")
+    t.add_column("")
+    for r in result["runs"]:
+        t.add_column(r["name"], justify="right")
+    for row in rows(result):
+        t.add_row(*row)
+    console.print(t)
+    console.print(link_line(result))
+    console.print(result["conclusion"])
+    for r in result["runs"]:
+        for p in r["problems"]:
+            console.print(f"[red]{r['name']}:[/] {p}")
+    exp = result.get("expect_hidden")
+    if exp:
+        console.print(("[green]" if exp["ok"] else "[red]") + f"--expect-hidden {exp['min']}: observed {_pct(exp['observed'])}[/]")
+    console.print(f"timeline: {result['timeline']}")
+    colour = "green" if result["verdict"] == "pass" else "red"
+    console.print(f"[bold {colour}]{result['verdict'].upper()}[/]")
+
+
+def write_markdown(result: dict, path: Path) -> None:
+    names = [r["name"] for r in result["runs"]]
+    lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
+    lines += ["", result["conclusion"], "", f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
+    path.write_text("\n".join(lines))

@@ -1,0 +1,93 @@
+"""``timeline.png``: one lane per (run, replica) over the profiled window, drawn with matplotlib.
+
+Each lane shows the training steps (alternating grey), each fragment's send->done span
+(a bar in the fragment's colour, from the first allreduce issued to the last collective or
+link hold finished), the collectives themselves (darker ticks of the same colour), and the
+blocking part of every sync (red): communication that was *exposed* to the training thread.
+Time is relative to the start of each lane's window, so runs line up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FRAGMENT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+
+
+@dataclass
+class Lane:
+    label: str
+    steps: list[tuple[float, float]] = field(default_factory=list)  # seconds from lane start
+    sends: list[tuple[float, float, int]] = field(default_factory=list)  # (issue, done, fragment)
+    collectives: list[tuple[float, float, int]] = field(default_factory=list)
+    waits: list[tuple[float, float]] = field(default_factory=list)
+
+
+def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
+    """Build lanes (rank 0 of each replica) from an inspect ``Report`` and its trace files."""
+    from ftrun.check.comm import attribute, blocked_until
+    from ftrun.trace.load import load_trace
+    from ftrun.trace.spans import extract
+
+    frag_by_ts = {(e.replica, e.rank, e.ts_us): e.fragment for e in report.events if e.kind == "send" and e.ts_us is not None}
+    lanes: list[Lane] = []
+    for w in sorted(report.workers, key=lambda w: w.replica):
+        if w.rank != 0 or len(lanes) >= max_replicas:
+            continue
+        lane = Lane(f"{name} · replica {w.replica}")
+        for f in w.files:
+            spans = extract(Path(f), load_trace(Path(f)))
+            if not spans.steps:
+                continue
+            t0 = spans.steps[0].span.ts
+            sec = lambda us: (us - t0) / 1e6  # noqa: E731
+            lane.steps += [(sec(s.span.ts), sec(s.span.end)) for s in spans.steps]
+            for send, comm in zip(spans.sends, attribute(spans.sends, spans.collectives)):
+                frag = frag_by_ts.get((w.replica, w.rank, send.span.ts))
+                frag = frag if frag is not None else 0
+                if comm.done_ts is not None:
+                    lane.sends.append((sec(comm.issue_ts), sec(comm.done_ts), frag))
+                for c in comm.spans:
+                    lane.collectives.append((sec(c.ts), sec(c.end), frag))
+            for sync in spans.syncs:
+                lane.waits.append((sec(sync.span.ts), sec(blocked_until(sync))))
+            break  # one window per lane keeps the picture readable
+        lanes.append(lane)
+    return lanes
+
+
+def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    height_in = 1.2 + 0.75 * len(lanes)
+    dpi = 100
+    fig, ax = plt.subplots(figsize=(width_px / dpi, height_in), dpi=dpi)
+    frags = set()
+    for i, lane in enumerate(lanes):
+        y = len(lanes) - 1 - i
+        for j, (a, b) in enumerate(lane.steps):
+            ax.broken_barh([(a, b - a)], (y - 0.4, 0.8), facecolors="#e8e8e8" if j % 2 else "#d0d0d0", linewidth=0)
+        for a, b, f in lane.sends:
+            frags.add(f)
+            ax.broken_barh([(a, b - a)], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], alpha=0.45)
+        for a, b, f in lane.collectives:
+            ax.broken_barh([(a, max(b - a, 1e-4))], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)])
+        for a, b in lane.waits:
+            ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#d62728")
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels([lane.label for lane in reversed(lanes)])
+    ax.set_xlabel("seconds from the start of the profiled window")
+    ax.set_title(title)
+    handles = [Patch(color=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], label=f"fragment {f}: send→done, collectives") for f in sorted(frags)]
+    handles += [Patch(color="#d62728", label="sync blocked (exposed comm)"), Patch(color="#d0d0d0", label="training steps")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
+    ax.set_ylim(-0.6, len(lanes) - 0.4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
