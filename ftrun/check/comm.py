@@ -8,7 +8,8 @@ collectives through several Gloo threads, so plain start order can interleave). 
 
 Definitions (all in milliseconds, per sync and the send it waits for):
 
-* ``send_to_done``: first allreduce issued (``torchft::manager::allreduce`` start) to the end
+* ``send_to_done``: first allreduce issued (its ``c10d::allreduce_`` start; the
+  ``torchft::manager::allreduce`` start without one) to the end
   of the last attributed collective or hold: how long the fragment was in flight.
 * ``comm_union``: total length of the union of those collective/hold spans.
 * ``exposed``: ``torchft::local_sgd::perform_sync`` start to ``torchft::local_sgd::restore_parameters``
@@ -75,11 +76,11 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
     out: list[SendComm] = []
     for send in sends:
         ars = send.allreduces
-        sc = SendComm(ars[0].span.ts if ars else send.span.ts)
+        sc = SendComm(ars[0].issue_ts if ars else send.span.ts)
         numel = 0
         nbytes: Optional[int] = 0
         for ar in ars:
-            i0 = bisect_right(starts, ar.span.ts - 1e-3)
+            i0 = bisect_right(starts, ar.issue_ts - 1e-3)
             pick = None
             for i in range(i0, len(pool)):
                 if taken[i]:
@@ -93,7 +94,7 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
             if pick is not None:
                 taken[pick] = True
                 coll = pool[pick]
-            sc.calls.append((ar.span.ts, coll))
+            sc.calls.append((ar.issue_ts, coll))
             n = _numel(ar.shapes)
             numel = numel + n if n is not None and numel is not None else None
             item = (coll.itemsize if coll is not None else None) or ar.itemsize

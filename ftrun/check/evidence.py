@@ -7,10 +7,10 @@ Input Dims under each ``torchft::manager::allreduce``), or a sync's restored par
 * ``ManifestMatcher``: candidates are the manifest fragments whose parameter numels equal the
   evidence as a multiset (one allreduce per parameter), or whose total numel equals the
   evidence's total with no more tensors than parameters (bucketized allreduce).
-* ``GroupingMatcher`` (foreign traces, no manifest): equal totals = same fragment. The first
-  observed send's signature takes that send's expected fragment id; each new signature takes
-  the next id in torchft's rotation; more signatures than fragments = inconsistent (no
-  candidates). With fewer distinct signatures than fragments, a signature may stand for the
+* ``GroupingMatcher`` (foreign traces, no manifest): equal totals = same fragment. Each
+  signature takes the fragment id most sends with it were expected to carry (ties: the first
+  observed send anchors the numbering); the rest take the next free ids in torchft's rotation;
+  more signatures than fragments = inconsistent (no candidates). With fewer distinct signatures than fragments, a signature may stand for the
   unclaimed ids too: it is ambiguous.
 
 ``identify`` turns candidates into an ``Identity``: one candidate = that fragment; several =
@@ -79,36 +79,53 @@ class ManifestMatcher:
 
 
 class GroupingMatcher:
-    """Consistent numbering of size signatures across sends (see module docstring)."""
+    """Consistent numbering of size signatures across sends (see module docstring).
+
+    ``learn`` every observation (sends first, in step order) with the fragment expected there,
+    then ``finish``. Signatures take ids by majority of their expected fragments (ties: first
+    seen, so the first observed send anchors the numbering); one mutated send can then not
+    relabel everything else. Signatures left over take the free ids in rotation order.
+    """
 
     def __init__(self, fragments: int) -> None:
         self.f = fragments
+        self.order: list[int] = []
+        self.votes: dict[int, Counter] = {}
         self.ids: dict[int, Optional[int]] = {}
+        self._shared = False
 
     def learn(self, numels: Numels, expected: Optional[int]) -> None:
         key = sum(numels)
-        if key in self.ids:
-            return
-        used = [i for i in self.ids.values() if i is not None]
-        if not used:
-            self.ids[key] = expected if expected is not None else 0
-        elif len(used) >= self.f:
-            self.ids[key] = None
-        else:
-            self.ids[key] = (self.ids[next(iter(self.ids))] + len(used)) % self.f
+        if key not in self.votes:
+            self.order.append(key)
+            self.votes[key] = Counter()
+        if expected is not None:
+            self.votes[key][expected] += 1
+
+    def finish(self, expected_distinct: int) -> None:
+        """Fix the ids. Fewer signatures than distinct expected fragments = shared (ambiguous)."""
+        pos = {k: i for i, k in enumerate(self.order)}
+        used: set[int] = set()
+        for _, _, k, f in sorted((-n, pos[k], k, f) for k in self.order for f, n in self.votes[k].items()):
+            if k not in self.ids and f not in used and 0 <= f < self.f:
+                self.ids[k] = f
+                used.add(f)
+        anchor = self.ids.get(self.order[0], 0) if self.order else 0
+        for k in self.order:
+            if k in self.ids:
+                continue
+            free = [(anchor + pos[k] + j) % self.f for j in range(self.f)]
+            fid = next((f for f in free if f not in used), None)
+            self.ids[k] = fid
+            if fid is not None:
+                used.add(fid)
+        self._shared = len(used) < min(self.f, expected_distinct)
 
     def candidates(self, numels: Numels) -> tuple[int, ...]:
         fid = self.ids.get(sum(numels))
         if fid is None:
             return ()
         claimed = {i for i in self.ids.values() if i is not None}
-        if len(claimed) < self.f and self._shared:
+        if self._shared:
             return (fid, *sorted(set(range(self.f)) - claimed))
         return (fid,)
-
-    _shared = False
-
-    def finish(self, expected_distinct: int) -> None:
-        """Call after learning: fewer signatures than distinct expected fragments = shared."""
-        claimed = {i for i in self.ids.values() if i is not None}
-        self._shared = len(claimed) < min(self.f, expected_distinct)

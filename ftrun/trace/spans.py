@@ -53,11 +53,16 @@ class StepSpan:
 
 @dataclass(frozen=True, slots=True)
 class Allreduce:
-    """One ``manager.allreduce`` call: its span, tensor shapes and element size (when known)."""
+    """One ``manager.allreduce`` call: its span, tensor shapes and element size (when known).
+
+    ``issue_ts``: start of its ``c10d::allreduce_`` (the collective really issued; the
+    ``manager::allreduce`` span also holds ``wait_quorum``), else the span's start.
+    """
 
     span: Span
     shapes: Optional[tuple[Shape, ...]]
     itemsize: Optional[int] = None
+    issue_ts: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,13 +219,15 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     for ps in sorted(by_name[labels.prepare_sync], key=lambda e: e.ts):
         ars = []
         for ar in ar_index.inside(ps):
-            shapes, itemsize = None, None
-            for op in c10d_index.inside(ar):
+            shapes, itemsize, issue = None, None, ar.ts
+            for k, op in enumerate(c10d_index.inside(ar)):
+                if k == 0:
+                    issue = op.ts
                 if op.args is not None:
                     got = _shapes(raw_json(op.args.input_dims))
                     if got:
                         shapes = (shapes or ()) + got
-            ars.append(Allreduce(_span(ar), shapes, itemsize))
+            ars.append(Allreduce(_span(ar), shapes, itemsize, issue))
             has_shapes = has_shapes or shapes is not None
         sends.append(Send(_span(ps), tuple(ars)))
 

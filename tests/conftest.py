@@ -1,0 +1,54 @@
+"""Shared fixtures. Keep minimal: each fixture runs real training once per session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FOREIGN = dict(fragments=2, sync_every=8, delay=2)
+
+
+@pytest.fixture(scope="session")
+def foreign_traces(tmp_path_factory) -> Path:
+    """Two replicas of torchft's own DiLoCo (tests/foreign_diloco.py): DIR/r{0,1}/step-{12,24}.json.
+
+    F=2, H=8, tau=2; profiler windows ProfilerStep#2..#11 and #14..#23.
+    """
+    out = tmp_path_factory.mktemp("foreign")
+    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
+           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
+           "--delay", str(FOREIGN["delay"]), "--steps", "24"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if res.returncode != 0:
+        pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return out
+
+
+TRAIN_CONFIGS = {
+    "streaming": ["--mode", "streaming"],  # F=2, H=20, tau=5
+    "baseline": ["--mode", "baseline"],  # F=1, H=20, tau=0
+    "f3": ["--fragments", "3", "--sync-every", "18", "--fragment-sync-delay", "2"],
+}
+
+
+@pytest.fixture(scope="session")
+def ftrun_run(tmp_path_factory):
+    """``ftrun_run(name)`` -> run dir of ``ftrun train`` (2 replicas, 40 steps), trained once per config."""
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            out = tmp_path_factory.mktemp(f"train-{name}")
+            cmd = [str(Path(sys.executable).parent / "ftrun"), "train", *TRAIN_CONFIGS[name], "--steps", "40",
+                   "--replicas", "2", "--out", str(out), "--run-name", name]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+            if res.returncode != 0:
+                pytest.fail(f"ftrun train {name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+            cache[name] = out / name
+        return cache[name]
+
+    return get
