@@ -1,0 +1,169 @@
+"""Bad input to inspect-trace: one line naming the file and the problem, exit 2, no traceback.
+
+And a property: the loader (read + decode + span extraction) raises only ``BadInput`` for any
+bytes and any JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ftrun.cli import app
+from ftrun.errors import BadInput
+from ftrun.trace.load import decode, load_trace
+from ftrun.trace.spans import extract
+
+FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
+STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, ["inspect-trace", *args])
+
+
+def _mk(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+CASES = {
+    "missing path": (lambda t: t / "nope.json", "no such file or directory"),
+    "empty folder": (lambda t: (t / "empty").mkdir() or t / "empty", "no trace files"),
+    "empty file": (lambda t: _mk(t, "e.json", b""), "empty file"),
+    "truncated json": (lambda t: _mk(t, "t.json", json.dumps({"traceEvents": [STEP]}).encode()[:-7]), "truncated JSON"),
+    "not json": (lambda t: _mk(t, "n.json", b"hello, world"), "not JSON"),
+    "broken gzip": (lambda t: _mk(t, "b.json.gz", gzip.compress(b'{"traceEvents": []}')[:-9]), "broken gzip"),
+    "gzip garbage": (lambda t: _mk(t, "g.json.gz", b"\x1f\x8b" + b"garbage" * 5), "broken gzip"),
+    "json not a trace": (lambda t: _mk(t, "x.json", b'{"hello": [1, 2]}'), "JSON but not a chrome trace"),
+    "json list": (lambda t: _mk(t, "l.json", b"[1, 2, 3]"), "JSON but not a chrome trace"),
+    "bad event": (lambda t: _mk(t, "v.json", b'{"traceEvents": [{"ts": "soon"}]}'), "JSON but not a chrome trace"),
+    "no step spans": (
+        lambda t: _mk(t, "s.json", json.dumps({"traceEvents": [{**STEP, "name": "aten::mm"}]}).encode()),
+        "no step spans",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_exit_2_one_line(tmp_path, case):
+    make, phrase = CASES[case]
+    path = make(tmp_path)
+    res = cli(str(path), *FLAGS)
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert out.count("\n") == 0, out  # one line
+    assert phrase in out and str(path) in out, out
+    assert "Traceback" not in out
+
+
+def test_missing_schedule_flags(tmp_path):
+    p = _mk(tmp_path, "ok.json", json.dumps({"traceEvents": [STEP]}).encode())
+    res = cli(str(p))
+    assert res.exit_code == 2
+    assert str(p) in res.output and "--fragments --sync-every --fragment-sync-delay" in res.output
+
+
+def test_bad_step_numbering_and_bad_schedule(tmp_path):
+    p = _mk(tmp_path, "ok.json", json.dumps({"traceEvents": [STEP]}).encode())
+    res = cli(str(p), *FLAGS, "--step-numbering", "middle")
+    assert res.exit_code == 2 and "--step-numbering 'middle'" in res.output
+    res = cli(str(p), "--fragments", "3", "--sync-every", "8", "--fragment-sync-delay", "0")
+    assert res.exit_code == 2 and "multiple of fragments" in res.output
+
+
+def test_subprocess_no_traceback(tmp_path):
+    p = _mk(tmp_path, "n.json.gz", b"\x1f\x8bnot really")
+    exe = Path(sys.executable).parent / "ftrun"
+    res = subprocess.run([str(exe), "inspect-trace", str(p), *FLAGS], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert res.stdout == "" and res.stderr.strip().count("\n") == 0
+    assert "broken gzip" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_minimal_valid_trace_without_events_passes(tmp_path):
+    p = _mk(tmp_path, "ok.json", json.dumps({"traceEvents": [STEP]}).encode())
+    res = cli(str(p), *FLAGS)
+    assert res.exit_code == 0, res.output
+
+
+def test_import_is_torch_free():
+    code = "import ftrun.check.command, ftrun.check.analyze, ftrun.report.inspect_view, sys; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# ---------------------------------------------------------------- property: only BadInput
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=25,
+)
+names = st.sampled_from([
+    "ProfilerStep#1", "ProfilerStep#x", "ftrun::step#3 manager_step=1", "torchft::local_sgd::prepare_sync",
+    "torchft::local_sgd::perform_sync", "torchft::manager::allreduce", "c10d::allreduce_", "gloo:all_reduce",
+    "torchft::local_sgd::restore_parameters", "aten::copy_", "ftrun::link::hold", "ncclDevKernel_AllReduce_x",
+])
+trace_events = st.fixed_dictionaries(
+    {"name": names, "ph": st.sampled_from(["X", "i", "M"])},
+    optional={
+        "ts": st.floats(allow_nan=False, allow_infinity=False) | st.integers(-10, 10**6),
+        "dur": st.floats(allow_nan=False, allow_infinity=False) | st.integers(-10, 10**6),
+        "tid": st.integers(0, 3) | st.text(max_size=3),
+        "pid": st.integers(0, 3),
+        "args": st.dictionaries(st.sampled_from(["Input Dims", "Input type", "External id", "x"]), json_values, max_size=3),
+    },
+)
+traces = st.fixed_dictionaries({"traceEvents": st.lists(trace_events, max_size=12)}, optional={"distributedInfo": json_values})
+
+
+def _load(data: bytes) -> None:
+    p = Path("fuzz.json")
+    try:
+        extract(p, decode(p, data))
+    except BadInput as e:
+        assert "\n" not in str(e)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_only_badinput(data):
+    _load(data)
+    _load(b"\x1f\x8b" + data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_arbitrary_json_only_badinput(value):
+    _load(json.dumps(value).encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces)
+def test_trace_shaped_json_only_badinput(value):
+    _load(json.dumps(value).encode())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=traces, gz=st.booleans())
+def test_trace_shaped_files_through_analyze(tmp_path, value, gz):
+    from ftrun.check.analyze import analyze
+
+    data = json.dumps(value).encode()
+    p = tmp_path / ("t.json.gz" if gz else "t.json")
+    p.write_bytes(gzip.compress(data) if gz else data)
+    try:
+        r = analyze([p], fragments=2, sync_every=8, fragment_sync_delay=2)
+        assert r.verdict in ("pass", "fail")
+    except BadInput:
+        pass
+    load_trace  # noqa: B018  (the same loader the CLI uses)
