@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from ftrun.errors import BadInput
 
 _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
-_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+]?\d+)?)\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*(\d+(?:\.\d+)?)\s*(ms|s|us)?\s*)?$", re.I)
+# Exponents are accepted (with either sign) so that ``as_flag()``'s ``%g`` output always parses back.
+_NUM = r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+_RE = re.compile(rf"^\s*({_NUM})\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*({_NUM})\s*(ms|s|us)?\s*)?$", re.I)
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,11 @@ def parse_link(text: str) -> LinkSpec:
     if not m:
         raise BadInput(f"--link {text!r}: expected BANDWIDTH[,LATENCY], e.g. 1gbit,20ms")
     bw = float(m[1]) * _UNITS[m[2].lower()]
-    if bw <= 0:
-        raise BadInput(f"--link {text!r}: bandwidth must be > 0")
+    if not (bw > 0 and math.isfinite(bw)):
+        raise BadInput(f"--link {text!r}: bandwidth must be a finite number > 0")
     lat = float(m[3] or 0.0)
     unit = (m[4] or "ms").lower()
     lat_s = lat / 1e3 if unit == "ms" else lat / 1e6 if unit == "us" else lat
+    if not math.isfinite(lat_s):
+        raise BadInput(f"--link {text!r}: latency must be a finite number")
     return LinkSpec(bw, lat_s)

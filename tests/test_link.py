@@ -1,0 +1,342 @@
+"""The emulated link: ``ftrun.link_spec.parse_link`` and ``ftrun.worker.link.LinkEmulator``.
+
+LinkEmulator tests run in-process on a real torchft ``ProcessGroupGloo`` of world size 1
+(configured on a TCPStore at 127.0.0.1 with an ephemeral port, as torchft's own
+process_group tests do), so the collective really runs; no lighthouse, no Manager.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Optional
+
+import pytest
+import torch
+import torch.distributed as dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.distributed import TCPStore
+from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
+from torchft.process_group import ProcessGroup, ProcessGroupGloo
+
+from ftrun.errors import BadInput
+from ftrun.link_spec import LinkSpec, parse_link
+from ftrun.worker.link import HeldWork, LinkEmulator
+
+# Slack for the *upper* bounds only (a loaded 2-core machine); lower bounds are exact.
+SLACK_S = 2.0
+
+
+# --- parse_link ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, bw, lat",
+    [
+        ("1gbit,20ms", 1e9, 0.020),
+        ("1gbit", 1e9, 0.0),
+        ("1G", 1e9, 0.0),
+        ("200mbit,20ms", 200e6, 0.020),
+        ("200Mbps, 20 ms", 200e6, 0.020),
+        ("50mbit,5ms", 50e6, 0.005),
+        ("50m,5", 50e6, 0.005),  # latency without unit = ms
+        ("100kbit,1s", 100e3, 1.0),
+        ("2.5gbit,250us", 2.5e9, 250e-6),
+        ("1000000,0.5s", 1e6, 0.5),  # bandwidth without unit = bit/s
+        ("1e9bit,0ms", 1e9, 0.0),
+        ("1.5e+09,2.5e-01ms", 1.5e9, 0.25e-3),  # what as_flag() writes for such values
+        ("10mbit/s,1ms", 10e6, 0.001),
+        ("  10 mb , 3 ms  ", 10e6, 0.003),
+    ],
+)
+def test_parse_link_units(text: str, bw: float, lat: float) -> None:
+    spec = parse_link(text)
+    assert isinstance(spec, LinkSpec)
+    assert spec.bandwidth_bps == pytest.approx(bw)
+    assert spec.latency_s == pytest.approx(lat)
+    # as_flag() is what compare hands to both trainings: it must parse back to the same link
+    again = parse_link(spec.as_flag())
+    assert again.bandwidth_bps == pytest.approx(spec.bandwidth_bps)
+    assert again.latency_s == pytest.approx(spec.latency_s)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "fast", "0", "0gbit,1ms", "-1gbit", "1tbit", "1gbit,", "1gbit,20min", "1gbit,-5ms", ",20ms",
+     "1gbit,20ms,3", "1 gbit 20ms", "gbit", "1.gbit", "nan", "inf", "1gbit,20ms;rm -rf /",
+     # non-finite after scaling: used to give LinkSpec(inf, ...) (no emulation, or a hold forever)
+     "1e400", "1e308gbit", "1gbit," + "9" * 400 + "ms", "1e-400"],
+)
+def test_parse_link_rejects(text: str) -> None:
+    with pytest.raises(BadInput) as e:
+        parse_link(text)
+    assert "--link" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_link_spec_hold_and_describe() -> None:
+    spec = parse_link("8mbit,50ms")
+    assert spec.hold_s(1_000_000) == pytest.approx(0.05 + 1.0)
+    assert spec.hold_s(0) == pytest.approx(0.05)
+    assert spec.describe() == "8 Mbit/s, 50 ms"
+    assert parse_link("1gbit,20ms").describe() == "1 Gbit/s, 20 ms"
+    assert parse_link("500,1ms").describe() == "500 bit/s, 1 ms"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40) | st.from_regex(r"\s*[0-9.e+-]{0,8}\s*[kmgKMGt]?(bit|b|bps|bit/s)?\s*(,\s*[0-9.]{0,6}\s*(ms|s|us|min)?)?\s*", fullmatch=True))
+def test_parse_link_total(text: str) -> None:
+    """Any string gives a usable LinkSpec or BadInput; never another exception."""
+    try:
+        spec = parse_link(text)
+    except BadInput as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    assert math.isfinite(spec.bandwidth_bps) and spec.bandwidth_bps > 0
+    assert math.isfinite(spec.latency_s) and spec.latency_s >= 0
+    assert math.isfinite(spec.hold_s(10**9))
+    again = parse_link(spec.as_flag())  # compare passes as_flag() on to both trainings
+    assert again.bandwidth_bps == pytest.approx(spec.bandwidth_bps, rel=1e-5)
+    assert again.latency_s == pytest.approx(spec.latency_s, rel=1e-5, abs=1e-12)
+
+
+# --- LinkEmulator on a real ProcessGroupGloo ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gloo():
+    store = TCPStore(host_name="127.0.0.1", port=0, is_master=True, wait_for_workers=False)
+    pg = ProcessGroupGloo()
+    pg.configure(f"127.0.0.1:{store.port}/ftrun-link-test", "0", 0, 1)
+    assert pg.size() == 1
+    yield pg
+    pg.abort()
+
+
+def _sum_opts() -> AllreduceOptions:
+    opts = AllreduceOptions()
+    opts.reduceOp = ReduceOp.SUM
+    return opts
+
+
+class _Done:
+    """When (time.monotonic) a work's future completes, seen from a done-callback."""
+
+    def __init__(self, work: dist._Work) -> None:
+        self.event = threading.Event()
+        self.t: Optional[float] = None
+        work.get_future().add_done_callback(self._on_done)
+
+    def _on_done(self, _fut: torch.futures.Future[Any]) -> None:
+        self.t = time.monotonic()
+        self.event.set()
+
+    def time(self) -> float:
+        assert self.event.wait(SLACK_S), "future never completed"
+        assert self.t is not None
+        return self.t
+
+
+def assert_not_done_before(work: dist._Work, deadline: float) -> int:
+    """Probe ``work``'s future at a few moments before ``deadline`` (monotonic): never done.
+
+    A probe only counts when it finished before the deadline, so a descheduled test thread
+    cannot produce a false failure. Returns how many probes counted.
+    """
+    fut = work.get_future()
+    counted = 0
+    start = time.monotonic()
+    for frac in (0.3, 0.6, 0.9):
+        time.sleep(max(0.0, start + (deadline - start) * frac - time.monotonic()))
+        done = fut.done()
+        if time.monotonic() < deadline:
+            assert not done, f"completed {deadline - time.monotonic():.3f} s before the link could have carried it"
+            counted += 1
+    return counted
+
+
+def test_allreduce_held_for_latency_plus_size(gloo) -> None:
+    bw, lat = 8e6, 0.05  # 1 MB/s
+    link = LinkEmulator(gloo, bw, lat)
+    t = torch.arange(50_000, dtype=torch.float32)  # 200 kB -> 0.2 s on the wire
+    expected = t.clone()  # SUM over world size 1
+    hold = lat + t.numel() * 4 * 8 / bw
+
+    t0 = time.monotonic()
+    work = link.allreduce([t], _sum_opts())
+    done = _Done(work)
+    assert isinstance(work, HeldWork)
+    assert_not_done_before(work, t0 + hold)
+    assert work.wait() is True
+    waited = time.monotonic() - t0
+    assert hold <= waited < hold + SLACK_S
+    work.get_future().wait()
+    assert hold <= done.time() - t0 < hold + SLACK_S
+    assert torch.equal(t, expected), "the real collective ran and its result is intact"
+    result = work.get_future().value()
+    assert torch.equal(result[0] if isinstance(result, list) else result, expected)
+
+
+@pytest.fixture(scope="module")
+def gloo_pair():
+    """Two ranks of one real ProcessGroupGloo (world size 2), configured from two threads."""
+    store = TCPStore(host_name="127.0.0.1", port=0, is_master=True, wait_for_workers=False)
+    pgs = [ProcessGroupGloo(), ProcessGroupGloo()]
+    threads = [
+        threading.Thread(target=pgs[r].configure, args=(f"127.0.0.1:{store.port}/ftrun-link-pair", "0", r, 2))
+        for r in range(2)
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert [p.size() for p in pgs] == [2, 2]
+    yield pgs
+    for p in pgs:
+        p.abort()  # without this, Gloo's threads abort the interpreter at exit
+
+
+def test_allreduce_really_runs_and_result_is_correct(gloo_pair) -> None:
+    """Across two real ranks: each sees the SUM of both inputs, after the link's hold."""
+    bw, lat = 8e6, 0.03
+    links = [LinkEmulator(p, bw, lat) for p in gloo_pair]
+    ts = [torch.full((25_000,), 1.0), torch.arange(25_000, dtype=torch.float32)]
+    expected = ts[0] + ts[1]
+    hold = lat + 25_000 * 4 * 8 / bw
+    t0 = time.monotonic()
+    works = [links[r].allreduce([ts[r]], _sum_opts()) for r in range(2)]
+    for w in works:
+        assert w.wait() is True
+    assert time.monotonic() - t0 >= hold
+    for r in range(2):
+        assert torch.equal(ts[r], expected)
+        value = works[r].get_future().value()
+        assert torch.equal(value[0] if isinstance(value, list) else value, expected)
+
+
+def test_collectives_issued_together_queue_on_the_shared_link(gloo) -> None:
+    bw, lat = 8e6, 0.02
+    link = LinkEmulator(gloo, bw, lat)
+    a = torch.ones(25_000)  # 100 kB -> 0.1 s
+    b = torch.ones(50_000) * 2  # 200 kB -> 0.2 s
+    ba, bb = a.numel() * 4, b.numel() * 4
+
+    t0 = time.monotonic()
+    wa = link.allreduce([a], _sum_opts())
+    wb = link.allreduce([b], _sum_opts())
+    da, db = _Done(wa), _Done(wb)
+    assert_not_done_before(wb, t0 + lat + (ba + bb) * 8 / bw)
+    wb.wait()
+    tb = time.monotonic() - t0
+    wa.wait()
+    wa.get_future().wait()
+    wb.get_future().wait()
+    assert da.time() - t0 >= lat + ba * 8 / bw
+    assert db.time() - t0 >= lat + (ba + bb) * 8 / bw, "second transfer did not wait for the first on the link"
+    assert tb >= lat + (ba + bb) * 8 / bw
+    assert tb < lat + (ba + bb) * 8 / bw + SLACK_S
+    assert da.time() <= db.time()
+    assert torch.equal(a, torch.ones(25_000)) and torch.equal(b, torch.ones(50_000) * 2)
+
+
+def test_idle_link_does_not_carry_over_backlog(gloo) -> None:
+    """After the link drains, a new transfer costs only its own hold."""
+    bw, lat = 8e6, 0.01
+    link = LinkEmulator(gloo, bw, lat)
+    t = torch.ones(12_500)  # 50 kB -> 0.05 s
+    link.allreduce([t], _sum_opts()).wait()
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    link.allreduce([t], _sum_opts()).wait()
+    took = time.monotonic() - t0
+    assert lat + 0.05 <= took < lat + 0.05 + SLACK_S
+
+
+def test_allreduce_coalesced_is_held_for_all_its_bytes(gloo) -> None:
+    bw, lat = 8e6, 0.01
+    link = LinkEmulator(gloo, bw, lat)
+    ts = [torch.ones(10_000), torch.ones(15_000)]  # 100 kB together -> 0.1 s
+    t0 = time.monotonic()
+    link.allreduce_coalesced(ts, dist.AllreduceCoalescedOptions()).wait()
+    took = time.monotonic() - t0
+    assert lat + 0.1 <= took < lat + 0.1 + SLACK_S
+    assert all(torch.equal(t, torch.ones_like(t)) for t in ts)
+
+
+def test_wrapper_passes_through_state(gloo) -> None:
+    link = LinkEmulator(gloo, 1e9, 0.0)
+    assert link.getBackendName() == f"{gloo.getBackendName()}+link"
+    assert link.parent is gloo
+    assert link.errored() is None
+
+
+# --- errors from the real collective surface through the hold -----------------------------
+
+
+class _FailingWork(dist._Work):
+    """A Work whose future fails after ``delay_s`` (on a thread); ``wait()`` raises only if asked."""
+
+    def __init__(self, error: Exception, delay_s: float, wait_raises: bool) -> None:
+        super().__init__()
+        self._error = error
+        self._wait_raises = wait_raises
+        self._fut: torch.futures.Future[Any] = torch.futures.Future()
+        if delay_s <= 0:
+            self._fut.set_exception(error)
+        else:
+            threading.Timer(delay_s, lambda: self._fut.set_exception(error)).start()
+
+    def wait(self, timeout: Optional[timedelta] = None) -> bool:
+        try:
+            self._fut.wait()
+        except Exception:
+            if self._wait_raises:
+                raise
+        return True
+
+    def get_future(self) -> torch.futures.Future[Any]:
+        return self._fut
+
+
+class _FailingPG(ProcessGroup):
+    """A tiny torchft ProcessGroup whose allreduce returns a Work that fails."""
+
+    def __init__(self, delay_s: float = 0.0, wait_raises: bool = True) -> None:
+        super().__init__(0, 1)
+        self.delay_s = delay_s
+        self.wait_raises = wait_raises
+        self.calls = 0
+
+    def allreduce(self, tensors, opts) -> dist._Work:  # noqa: ANN001
+        self.calls += 1
+        return _FailingWork(RuntimeError("gloo: connection reset by peer"), self.delay_s, self.wait_raises)
+
+    def errored(self) -> Optional[Exception]:
+        return None
+
+    def getBackendName(self) -> str:
+        return "failing"
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.1])
+@pytest.mark.parametrize("wait_raises", [True, False])
+def test_real_collective_error_surfaces(delay_s: float, wait_raises: bool) -> None:
+    inner = _FailingPG(delay_s=delay_s, wait_raises=wait_raises)
+    link = LinkEmulator(inner, 8e6, 0.05)
+    t0 = time.monotonic()
+    work = link.allreduce([torch.ones(1000)], _sum_opts())
+    assert inner.calls == 1, "the real collective was not issued"
+    with pytest.raises(RuntimeError, match="connection reset"):
+        work.wait()
+    fut = work.get_future()
+    with pytest.raises(RuntimeError, match="connection reset"):
+        fut.wait()
+    assert fut.done()
+    # the failed future also completes no earlier than the link could have carried it
+    assert time.monotonic() - t0 >= 0.05 + 4000 * 8 / 8e6
+    # and a Manager-style .then() chain sees the error too
+    chained = fut.then(lambda f: f.value())
+    with pytest.raises(RuntimeError, match="connection reset"):
+        chained.wait()
