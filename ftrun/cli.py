@@ -67,6 +67,12 @@ O = {  # options shared by `train` and `compare` (None = not given: preset/confi
     "lighthouse": typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
     "link": typer.Option(None, help="Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms."),
     "out": typer.Option(None, help="Output root (default profiles/)."),
+    "kill": typer.Option(None, "--kill", help="Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable."),
+    "hang": typer.Option(None, "--hang", help="Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable."),
+    "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
+    "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
+    "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
+    "quorum_timeout_s": typer.Option(None, "--quorum-timeout", help="Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60)."),
     "overwrite": typer.Option(False, help="Replace an existing run dir of the same name."),
     "json_out": typer.Option(False, "--json", help="Print the result as JSON."),
 }
@@ -109,11 +115,18 @@ def train_cmd(
     lighthouse: Optional[str] = O["lighthouse"],
     link: Optional[str] = O["link"],
     out: Optional[str] = O["out"],
+    kill: Optional[List[str]] = O["kill"],
+    hang: Optional[List[str]] = O["hang"],
+    restarts: Optional[int] = O["restarts"],
+    step_sleep_ms: Optional[float] = O["step_sleep_ms"],
+    stall_timeout_s: Optional[float] = O["stall_timeout_s"],
+    quorum_timeout_s: Optional[float] = O["quorum_timeout_s"],
     run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time)."),
     overwrite: bool = O["overwrite"],
     json_out: bool = O["json_out"],
 ) -> None:
     flags = {k: v for k, v in locals().items() if k not in ("config", "overwrite", "json_out")}
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
         from ftrun import config as cfgmod
@@ -160,12 +173,19 @@ def compare_cmd(
     profile: Optional[str] = O["profile"],
     link: Optional[str] = O["link"],
     out: Optional[str] = O["out"],
+    kill: Optional[List[str]] = O["kill"],
+    hang: Optional[List[str]] = O["hang"],
+    restarts: Optional[int] = O["restarts"],
+    step_sleep_ms: Optional[float] = O["step_sleep_ms"],
+    stall_timeout_s: Optional[float] = O["stall_timeout_s"],
+    quorum_timeout_s: Optional[float] = O["quorum_timeout_s"],
     name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
     expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
     overwrite: bool = O["overwrite"],
     json_out: bool = O["json_out"],
 ) -> None:
     flags = {k: v for k, v in locals().items() if k not in ("runs", "link", "out", "name", "expect_hidden", "overwrite", "json_out")}
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
         from ftrun.report.compare import compare

@@ -65,6 +65,13 @@ class RunConfig:
     link: str = ""
     step_sleep_ms: float = 0.0
     timeout_s: float = 60.0
+    # faults (ftrun.faults) and recovery
+    kill: list = field(default_factory=list)
+    hang: list = field(default_factory=list)
+    restarts: int = -1  # -1: 1 when any fault is given, else 0
+    stall_timeout_s: float = 120.0
+    quorum_timeout_s: float = 60.0
+    heartbeat_timeout_ms: int = 2000
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -79,6 +86,17 @@ class RunConfig:
             return self.schedule.auto_window(self.steps)
         a, b = (int(x) for x in self.profile.split(":"))
         return (a, b)
+
+    def faults(self) -> list:
+        from ftrun.faults import parse_faults
+
+        return parse_faults(self.kill, self.hang, self.replicas, self.steps)
+
+    @property
+    def max_restarts(self) -> int:
+        if self.restarts >= 0:
+            return self.restarts
+        return 1 if (self.kill or self.hang) else 0
 
     def resolved(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -207,6 +225,17 @@ def validate_config(cfg: RunConfig) -> None:
         raise _bad("timeout_s", cfg.timeout_s, "must be > 0")
     if cfg.step_sleep_ms < 0:
         raise _bad("step_sleep_ms", cfg.step_sleep_ms, "must be >= 0")
+    for name in ("stall_timeout_s", "quorum_timeout_s"):
+        if getattr(cfg, name) <= 0:
+            raise _bad(name, getattr(cfg, name), "must be > 0")
+    if cfg.heartbeat_timeout_ms < 100:
+        raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, "must be >= 100")
+    if cfg.restarts < -1:
+        raise _bad("restarts", cfg.restarts, "must be >= 0")
+    for name in ("kill", "hang"):
+        if not all(isinstance(x, str) for x in getattr(cfg, name)):
+            raise _bad(name, getattr(cfg, name), "must be a list of strings like '1@25'")
+    cfg.faults()
     if not 0 <= cfg.seed < 2**32:
         raise _bad("seed", cfg.seed, "must be between 0 and 2**32-1")
     out = Path(cfg.out)

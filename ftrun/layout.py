@@ -8,6 +8,8 @@ A run dir ``<out>/<run-name>/`` holds::
                                        torch-profiler chrome traces; A = first profiled step.
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
     events/replica{r}_rank{g}.jsonl    per-rank event log, one JSON object per training step
+    events/run.jsonl                   the parent's log: group exits, restarts, watchdog, signals
+    faults/<key>.json                  one per injected fault that fired (step, time)
     meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files)
     logs/replica{r}.log                stdout+stderr of the group's elastic launcher
     tb/replica{r}/                     TensorBoard scalars (loss, participants, manager step, step time)
@@ -52,6 +54,15 @@ def trace_name(replica: int, rank: int, first_step: int) -> str:
 
 def event_log(run_dir: Path, replica: int, rank: int) -> Path:
     return run_dir / EVENTS / f"{worker_name(replica, rank)}.jsonl"
+
+
+def run_event_log(run_dir: Path) -> Path:
+    """Parent's log: group exits, restarts, watchdog, signals (one JSON object per line)."""
+    return run_dir / EVENTS / "run.jsonl"
+
+
+def fault_markers(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "faults").glob("*.json"))
 
 
 def meta_file(run_dir: Path, replica: int, rank: int) -> Path:

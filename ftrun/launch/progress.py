@@ -53,6 +53,9 @@ class EventTail:
 def update(progress: GroupProgress, records: list[dict]) -> None:
     for rec in records:
         progress.records.append(rec)
+        if rec.get("step") is None:  # a restarted group, not yet realigned by a quorum
+            progress.last_sync = f"rejoining (restart {rec.get('restart')})"
+            continue
         progress.step = rec["step"]
         progress.manager_step = rec.get("manager_step_after", progress.manager_step)
         progress.loss = rec.get("loss")

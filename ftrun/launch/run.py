@@ -66,6 +66,13 @@ class RunState:
     started: float = 0.0
     ended: float = 0.0
     failures: list[str] = field(default_factory=list)
+    run_log: Path | None = None
+
+    def log_event(self, event: str, **fields) -> None:
+        """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
+        rec = {"event": event, "t": time.time(), **fields}
+        with self.run_log.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
 
 
 def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
@@ -77,7 +84,8 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
         "profile_window": list(window) if window else None,
         "threads": threads,
         "link": link,
-        "faults": [],
+        "faults": [f.to_json() for f in cfg.faults()],
+        "quorum_timeout_s": cfg.quorum_timeout_s,
         "start_barrier": cfg.replicas * cfg.nproc_per_replica,
     }
     path = state.run_dir / "spec.json"
@@ -85,14 +93,21 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     return path
 
 
-def _install_signal_handlers() -> dict:
+def _install_signal_handlers() -> tuple[dict, dict]:
+    """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
+    signals are only noted: a second Ctrl-C must not cut the clean-up of the children short."""
+    flags: dict = {"stopping": False, "signal": None}
+
     def on_term(signum, frame):
-        raise Stopped(signal.Signals(signum).name)
+        flags["signal"] = flags["signal"] or signal.Signals(signum).name
+        if not flags["stopping"]:
+            flags["stopping"] = True
+            raise Stopped(flags["signal"])
 
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    return old
+    return old, flags
 
 
 def _last_line(path: Path) -> str:
@@ -104,12 +119,33 @@ def _last_line(path: Path) -> str:
     return (errs or lines or [""])[-1].strip()[:300]
 
 
+def _group_error(state: RunState, replica: int) -> str:
+    """The first error a rank of the group wrote to its meta file, else the log's last error line."""
+    for g in range(state.cfg.nproc_per_replica):
+        p = layout.meta_file(state.run_dir, replica, g)
+        try:
+            err = json.loads(p.read_text()).get("error")
+        except (OSError, ValueError):
+            err = None
+        if err:
+            return err
+    return _last_line(layout.group_log(state.run_dir, replica))
+
+
 def supervise(state: RunState, on_tick) -> None:
-    """Wait for every group; fail fast (stopping the rest) when one exits non-zero."""
+    """Wait for every group. A group that dies is restarted while it has restarts left
+    (``--restarts``), else the run fails (and the rest is stopped). A group that makes no
+    progress for ``--stall-timeout`` seconds fails the run (the watchdog)."""
+    cfg = state.cfg
     pending = {g.replica: g for g in state.groups}
+    last_progress = {r: time.monotonic() for r in pending}
     while pending:
+        now = time.monotonic()
         for r, tail in state.tails.items():
-            update(state.progress[r], tail.read_new())
+            new = tail.read_new()
+            if new:
+                last_progress[r] = now
+            update(state.progress[r], new)
         on_tick(state)
         if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
             state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}; see {state.lighthouse.log}")
@@ -117,12 +153,35 @@ def supervise(state: RunState, on_tick) -> None:
         for r, g in list(pending.items()):
             code = g.proc.poll()
             if code is None:
+                if now - last_progress[r] > cfg.stall_timeout_s:
+                    step = state.progress[r].step
+                    msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}); "
+                           f"last log line: {_last_line(g.log)!r}; see {g.log}")
+                    state.log_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
+                    state.failures.append(msg)
+                    return
                 continue
             g.exit_codes.append(code)
-            del pending[r]
-            if code != 0:
-                state.failures.append(f"replica group {r} exited with code {code} at step {state.progress[r].step}; see {g.log}: {_last_line(g.log)}")
-                return
+            step = state.progress[r].step
+            if code == 0:
+                del pending[r]
+                state.log_event("group_done", replica=r, step=step)
+                continue
+            state.log_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
+            if g.restarts < cfg.max_restarts:
+                g.restarts += 1
+                g.env["FTRUN_RESTART"] = str(g.restarts)
+                g.start()
+                last_progress[r] = time.monotonic()
+                state.log_event("restart", replica=r, incarnation=g.restarts, after_step=step)
+                continue
+            reason = _group_error(state, r)
+            state.failures.append(
+                f"replica group {r} exited with code {code} at step {step}"
+                + (f" after {g.restarts} restart(s)" if g.restarts else "")
+                + f": {reason}; see {g.log}"
+            )
+            return
         time.sleep(0.2)
 
 
@@ -172,10 +231,49 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             for g in range(cfg.nproc_per_replica)
         ],
         "link": link,
+        "faults": {
+            "planned": [f.to_json() for f in cfg.faults()],
+            "fired": [json.loads(p.read_text()) for p in layout.fault_markers(run_dir)],
+            "max_restarts": cfg.max_restarts,
+        },
+        "run_events": read_all(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
     }
     (run_dir / layout.MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:
+    """Faults, restarts, heals, quorum changes and commits lost, from the logs alone."""
+    replicas = manifest["replicas"]
+    heals = [
+        {"replica": r, "step": rec["step"], **rec["healed"]}
+        for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.get("healed")
+    ]
+    quorums = [
+        {"observer": r, "step": rec["step"], "quorum_id": q["quorum_id"], "participants": q["participants"]}
+        for (r, g), recs in logs.items() if g == 0 and r == min(x for x, _ in logs) for rec in recs for q in rec.get("quorums", [])
+    ]
+    failed = sorted({rec["manager_step"] for (r, g), recs in logs.items() for rec in recs if rec.get("commit") is False})
+    recov = []
+    for f in manifest["faults"]["fired"]:
+        if f["action"] == "hang":
+            continue
+        back = [
+            rec["t"] for (r, g), recs in logs.items() for rec in recs
+            if rec.get("commit") and rec["t"] > f["fired_at"] and (rec.get("participants") or 0) >= replicas
+            and any(h["replica"] == f["replica"] and h.get("manager_step", 0) <= rec["manager_step_after"] for h in heals)
+        ]
+        recov.append({**f, "recovered_s": round(min(back) - f["fired_at"], 3) if back else None})
+    restarts = [e for e in manifest["run_events"] if e["event"] == "restart"]
+    return {
+        "faults": recov,
+        "restarts": len(restarts),
+        "heals": heals,
+        "quorum_changes": quorums,
+        "commits_lost": len(failed),
+        "failed_commit_manager_steps": failed,
+    }
 
 
 def summarise(state: RunState, manifest: dict) -> dict:
@@ -189,12 +287,13 @@ def summarise(state: RunState, manifest: dict) -> dict:
     wall = state.ended - state.started
     per_replica = []
     for r in range(cfg.replicas):
-        recs = logs.get((r, 0), [])
+        recs = [x for x in logs.get((r, 0), []) if x.get("step") is not None]
         train_time = sum(x["step_time_s"] for x in recs)
         per_replica.append(
             {
                 "replica": r,
-                "steps": len(recs),
+                "steps": len({x["step"] for x in recs}),
+                "last_step": recs[-1]["step"] if recs else 0,
                 "steps_per_s": round(len(recs) / train_time, 3) if train_time else None,
                 "commits": sum(1 for x in recs if x.get("commit")),
                 "failed_commits": sum(1 for x in recs if x.get("commit") is False),
@@ -202,7 +301,13 @@ def summarise(state: RunState, manifest: dict) -> dict:
                 "final_manager_step": recs[-1]["manager_step_after"] if recs else None,
             }
         )
-    ok = not state.failures and agreement.ok and all(p["steps"] == cfg.steps for p in per_replica)
+    for p in per_replica:
+        if p["last_step"] < cfg.steps and not state.failures:
+            state.failures.append(
+                f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
+                + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
+            )
+    ok = not state.failures and agreement.ok
     return {
         "run_dir": str(run_dir),
         "ok": ok,
@@ -213,6 +318,7 @@ def summarise(state: RunState, manifest: dict) -> dict:
         "link": manifest["link"],
         "replicas": per_replica,
         "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
+        "recovery": recovery(logs, manifest),
         "failures": state.failures,
         "traces": [str(run_dir / t["path"]) for t in manifest["traces"]],
         "manifest": str(run_dir / layout.MANIFEST),
@@ -231,11 +337,12 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
         spec = parse_link(cfg.link)
         link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
     run_dir = prepare_run_dir(cfg, overwrite)
-    state = RunState(cfg, run_dir, job_id=uuid.uuid4().hex[:12])
+    state = RunState(cfg, run_dir, job_id=uuid.uuid4().hex[:12], run_log=layout.run_event_log(run_dir))
+    state.run_log.parent.mkdir(parents=True, exist_ok=True)
     ranks = cfg.replicas * cfg.nproc_per_replica
     threads = max(1, (os.cpu_count() or 1) // ranks)
     spec_path = write_spec(state, window, threads, link)
-    old_handlers = _install_signal_handlers()
+    old_handlers, signals = _install_signal_handlers()
     view = LiveView(state, enabled=not (json_out or quiet))
     stopped: str | None = None
     try:
@@ -243,12 +350,12 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
         if cfg.lighthouse:
             url = cfg.lighthouse
         else:
-            state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas)
+            state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas, heartbeat_timeout_ms=cfg.heartbeat_timeout_ms)
             url = state.lighthouse.url
         for r in range(cfg.replicas):
             g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads)
+            state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
-            state.groups.append(g)
             state.progress[r] = GroupProgress(r)
             state.tails[r] = EventTail(layout.event_log(run_dir, r, 0))
         with view:
@@ -256,13 +363,16 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
     except Stopped as e:
         stopped = str(e)
     finally:
+        signals["stopping"] = True
         try:
             stop_all(state)
         finally:
             for s, h in old_handlers.items():
                 signal.signal(s, h)
     state.ended = time.time()
+    stopped = stopped or signals["signal"]
     if stopped:
+        state.log_event("stopped", signal=stopped)
         raise RunFailed(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
     manifest = write_manifest(state, window, link)
     summary = summarise(state, manifest)

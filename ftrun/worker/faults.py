@@ -1,22 +1,55 @@
-"""Faults injected on purpose, inside a rank (issue: fault tolerance). Torch-free.
+"""Fire ``--kill``/``--hang`` faults inside the target group, exactly at the step. Torch-free.
 
-A fault spec is ``{"replica": r, "step": s, "action": "kill"|"sigterm"|"hang", "seconds": x}``.
-``kill``/``sigterm`` are delivered by the parent to the whole group when the event log shows
-the group reached the step; ``hang`` stalls inside the step here.
+At the start of step S, rank 0 of replica group R:
+* ``kill``: SIGKILLs its launcher (torchrun) and itself; the group's other ranks die through
+  their parent-death signal — every process of the group is gone, with no chance to clean up.
+* ``sigterm``: SIGTERMs its launcher, which stops its ranks (torchrun's polite shutdown).
+* ``hang``: sleeps SECONDS inside the step (every rank of the group).
+Each fault fires once per run: a marker ``<run>/faults/<key>.json`` (written before firing)
+tells the parent what happened and keeps a restarted group from firing it again.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
+from pathlib import Path
 
 
 class Faults:
-    def __init__(self, specs: list[dict], replica: int) -> None:
-        self.hangs = {f["step"]: f.get("seconds", 0.0) for f in specs if f["replica"] == replica and f["action"] == "hang"}
-        self._done: set[int] = set()
+    def __init__(self, specs: list[dict], replica: int, rank: int, run_dir: Path) -> None:
+        self.mine = {f["step"]: f for f in specs if f["replica"] == replica}
+        self.rank = rank
+        self.dir = run_dir / "faults"
 
-    def before_step(self, step: int, manager_step: int) -> None:
-        seconds = self.hangs.get(step)
-        if seconds and step not in self._done:
-            self._done.add(step)
-            time.sleep(seconds)
+    def _key(self, f: dict) -> str:
+        return f"{f['action']}-r{f['replica']}-s{f['step']}"
+
+    def before_step(self, step: int) -> None:
+        f = self.mine.get(step)
+        if f is None:
+            return
+        marker = self.dir / f"{self._key(f)}.json"
+        if f["action"] == "hang":
+            if marker.exists() and self.rank == 0:
+                return
+            if self.rank == 0:
+                self._mark(marker, f, step)
+            time.sleep(f["seconds"])
+            return
+        if self.rank != 0 or marker.exists():
+            return
+        self._mark(marker, f, step)
+        launcher = os.getppid()
+        if f["action"] == "kill":
+            os.kill(launcher, signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+        else:
+            os.kill(launcher, signal.SIGTERM)
+            time.sleep(30)  # torchrun stops us; never train past the fault step
+
+    def _mark(self, marker: Path, f: dict, step: int) -> None:
+        self.dir.mkdir(exist_ok=True)
+        marker.write_text(json.dumps({**f, "fired_at": time.time(), "fired_step": step, "pid": os.getpid()}))

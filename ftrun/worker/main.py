@@ -62,9 +62,11 @@ def main(spec_path: str) -> int:
     from ftrun.worker.faults import Faults
     from ftrun.worker.models import TokenModel, describe_fragments, split_fragments
     from ftrun.worker.profiling import make_profiler
+    from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
 
     replica = int(os.environ["REPLICA_GROUP_ID"])
+    restart = int(os.environ.get("FTRUN_RESTART", 0))  # 0 = first incarnation of this group
     rank = int(os.environ.get("RANK", 0))
     group_size = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -90,19 +92,25 @@ def main(spec_path: str) -> int:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg["timeout_s"]))
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    data = Batches(cfg["data"], cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], replica * group_size + rank)
+    stream = replica * group_size + rank + 1000 * restart  # a restarted group draws fresh data
+    data = Batches(cfg["data"], cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], stream)
     inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
     outer = [
         torch.optim.SGD(f.parameters(), lr=cfg["outer_lr"], momentum=cfg["outer_momentum"], nesterov=cfg["outer_momentum"] > 0)
         for f in fragments
     ]
 
+    # What a healing replica receives from a live peer (torchft's checkpoint transport). The
+    # peer's training step comes along so a restarted group rejoins the run's step numbering.
+    clock = {"step": 0, "healed_from_step": None}
+
     def state_dict():
-        return {"model": model.state_dict(), "inner": inner.state_dict()}
+        return {"model": model.state_dict(), "inner": inner.state_dict(), "train_step": clock["step"]}
 
     def load_state_dict(sd) -> None:
         model.load_state_dict(sd["model"])
         inner.load_state_dict(sd["inner"])
+        clock["healed_from_step"] = int(sd["train_step"])
 
     timeout = timedelta(seconds=cfg["timeout_s"])
     pg = make_process_group(backend, timeout)
@@ -122,6 +130,7 @@ def main(spec_path: str) -> int:
         init_sync=False,  # every replica starts from the same seeded weights
         hostname=spec.get("hostname", "localhost"),
     )
+    probe = QuorumProbe(manager)
 
     worker = layout.worker_name(replica, rank)
     recorder = StepRecorder(layout.event_log(run_dir, replica, rank))
@@ -130,9 +139,10 @@ def main(spec_path: str) -> int:
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(run_dir / layout.TB / f"replica{replica}"))
-    window = tuple(spec["profile_window"]) if spec.get("profile_window") else None
+    # a restarted group is not profiled: its steps are only known after it has healed
+    window = tuple(spec["profile_window"]) if spec.get("profile_window") and not restart else None
     traces: list[str] = []
-    faults = Faults(spec.get("faults", []), replica)
+    faults = Faults(spec.get("faults", []), replica, rank, run_dir)
 
     meta = {
         "replica": replica,
@@ -148,6 +158,7 @@ def main(spec_path: str) -> int:
             "ftrun": __version__,
         },
         "pid": os.getpid(),
+        "restart": restart,
         "traces": traces,
         "profile_window": list(window) if window else None,
     }
@@ -159,61 +170,90 @@ def main(spec_path: str) -> int:
         meta_path.write_text(json.dumps(meta, indent=1))
 
     write_meta("running")
-    start_line(run_dir, spec, worker)
+    if not restart:
+        start_line(run_dir, spec, worker)
     steps = cfg["steps"]
     sleep_s = cfg.get("step_sleep_ms", 0.0) / 1e3
-    with DiLoCo(
-        manager,
-        fragments,
-        inner,
-        outer,
-        sync_every=cfg["sync_every"],
-        fragment_sync_delay=cfg["fragment_sync_delay"],
-        fragment_update_alpha=cfg["fragment_update_alpha"],
-        use_bucketization=cfg["bucketize"],
-        should_quantize=cfg["quantize"],
-        backup_device=device,
-    ) as diloco:
-        recorder.attach(diloco)
-        prof = make_profiler(window, run_dir / layout.TRACES, replica, rank, traces) if window else None
-        if prof is not None:
-            prof.start()
-        for step in range(1, steps + 1):
+    try:
+        with DiLoCo(
+            manager,
+            fragments,
+            inner,
+            outer,
+            sync_every=cfg["sync_every"],
+            fragment_sync_delay=cfg["fragment_sync_delay"],
+            fragment_update_alpha=cfg["fragment_update_alpha"],
+            use_bucketization=cfg["bucketize"],
+            should_quantize=cfg["quantize"],
+            backup_device=device,
+        ) as diloco:
+            recorder.attach(diloco)
+            prof = make_profiler(window, run_dir / layout.TRACES, replica, rank, traces) if window else None
             if prof is not None:
-                prof.step()
-            faults.before_step(step, manager.current_step())
-            mstep = manager.current_step()
-            t0 = time.perf_counter()
-            with record_function(ftrun_step_label(step, mstep)) if prof is not None else contextlib.nullcontext():
-                inputs, targets = data.next()
-                inputs, targets = inputs.to(device), targets.to(device)
-                inner.zero_grad()
-                logits = train_model(inputs)
-                loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-                loss.backward()
-                inner.step()  # DiLoCo's post-hook sends/syncs here
-                if sleep_s:
-                    time.sleep(sleep_s)
-            dt = time.perf_counter() - t0
-            loss_value = float(loss.detach())
-            participants = manager.num_participants() if manager._quorum_future is not None else None
-            recorder.end_step(
-                step=step,
-                manager_step=mstep,
-                manager_step_after=manager.current_step(),
-                participants=participants,
-                quorum_id=getattr(manager, "_quorum_id", None),
-                loss=loss_value,
-                step_time_s=dt,
-            )
-            if writer is not None:
-                writer.add_scalar("loss", loss_value, step)
-                writer.add_scalar("step_time_s", dt, step)
-                writer.add_scalar("manager_step", manager.current_step(), step)
-                if participants is not None:
-                    writer.add_scalar("participants", participants, step)
-        if prof is not None:
-            prof.stop()
+                prof.start()
+            step = 1
+            rejoining = bool(restart)  # until the first quorum tells us where the run is
+            while step <= steps:
+                if prof is not None:
+                    prof.step()
+                if not rejoining:
+                    faults.before_step(step)
+                clock["step"] = step
+                mstep = manager.current_step()
+                t0 = time.perf_counter()
+                with record_function(ftrun_step_label(step, mstep)) if prof is not None else contextlib.nullcontext():
+                    inputs, targets = data.next()
+                    inputs, targets = inputs.to(device), targets.to(device)
+                    inner.zero_grad()
+                    logits = train_model(inputs)
+                    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+                    loss.backward()
+                    inner.step()  # DiLoCo's post-hook sends/syncs here (and quorums, and heals)
+                    if sleep_s:
+                        time.sleep(sleep_s)
+                dt = time.perf_counter() - t0
+                loss_value = float(loss.detach())
+                quorums = probe.take()
+                extra = {}
+                if quorums:
+                    extra["quorums"] = quorums
+                healed_from = clock["healed_from_step"]
+                if healed_from is not None:
+                    src = next((q["heal_source"] for q in reversed(quorums) if q["heal"]), None)
+                    extra["healed"] = {"source_replica": src, "peer_step": healed_from, "manager_step": manager.current_step()}
+                    clock["healed_from_step"] = None
+                if rejoining and quorums:
+                    # the quorum aligned us with the live replicas at their send step
+                    aligned = healed_from if healed_from is not None else peers_step(run_dir, replica)
+                    extra["rejoined"] = {"local_step": step, "aligned_step": aligned}
+                    if aligned is not None:
+                        step = aligned
+                    rejoining = False
+                participants = manager.num_participants() if manager._quorum_future is not None else None
+                recorder.end_step(
+                    step=None if rejoining else step,
+                    manager_step=mstep,
+                    manager_step_after=manager.current_step(),
+                    participants=participants,
+                    quorum_id=getattr(manager, "_quorum_id", None),
+                    loss=loss_value,
+                    step_time_s=dt,
+                    restart=restart,
+                    **extra,
+                )
+                if writer is not None and not rejoining:
+                    writer.add_scalar("loss", loss_value, step)
+                    writer.add_scalar("step_time_s", dt, step)
+                    writer.add_scalar("manager_step", manager.current_step(), step)
+                    if participants is not None:
+                        writer.add_scalar("participants", participants, step)
+                step += 1
+            if prof is not None:
+                prof.stop()
+    except Exception as e:
+        meta["error"] = f"{type(e).__name__}: {e}".strip().splitlines()[0][:500]
+        write_meta("failed")
+        raise
     meta["commits"] = recorder.commits
     meta["failed_commits"] = recorder.failed_commits
     meta["final_manager_step"] = manager.current_step()
@@ -241,6 +281,24 @@ def start_line(run_dir: Path, spec: dict, worker: str, timeout_s: float = 300.0)
         if time.monotonic() > deadline:
             raise RuntimeError(f"start line: only {len(list(ready.iterdir()))} of {n} ranks ready after {timeout_s}s")
         time.sleep(0.05)
+
+
+def peers_step(run_dir: Path, replica: int) -> int | None:
+    """The step the live replicas are at (local runs without a heal): last logged step + 1.
+
+    Called right after a rejoining group's first quorum, when the live groups are blocked in
+    the same quorum inside their send step, so their last complete record is the step before.
+    """
+    from ftrun.launch.progress import read_all
+
+    best = None
+    for p in (run_dir / "events").glob("replica*_rank0.jsonl"):
+        if p.name.startswith(f"replica{replica}_"):
+            continue
+        steps = [r["step"] for r in read_all(p) if r.get("step") is not None]
+        if steps:
+            best = max(best or 0, steps[-1] + 1)
+    return best
 
 
 def _dist_version(name: str) -> str | None:

@@ -35,7 +35,12 @@ class StepRecorder:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("w", buffering=1)
+        # append: a restarted group continues the log of its previous incarnation, whose last
+        # line may have been cut by SIGKILL
+        torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        self._file = path.open("a", buffering=1)
+        if torn:
+            self._file.write("\n")
         self.sent: int | None = None
         self.synced: int | None = None
         self.commit: bool | None = None

@@ -1,0 +1,68 @@
+"""Record every quorum torchft computes for this rank: participants, quorum id, heals.
+
+The Manager asks its ``ManagerClient._quorum`` for each new quorum (from its quorum thread);
+we put a transparent proxy in front of that client and keep the results. Replica ids are
+``<job>_replica<r>:<uuid>`` (torchft appends the uuid), so replica numbers are recoverable.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any, Optional
+
+_REPLICA_RE = re.compile(r"_replica(\d+)(?::|$)")
+
+
+def replica_of(replica_id: str) -> Optional[int]:
+    m = _REPLICA_RE.search(replica_id or "")
+    return int(m[1]) if m else None
+
+
+class _ClientProxy:
+    def __init__(self, client: Any, probe: "QuorumProbe") -> None:
+        self._client = client
+        self._probe = probe
+
+    def _quorum(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._client._quorum(*args, **kwargs)
+        self._probe.record(result)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class QuorumProbe:
+    def __init__(self, manager: Any) -> None:
+        self._lock = threading.Lock()
+        self._new: list[dict] = []
+        self.last_quorum_id: Optional[int] = None
+        manager._client = _ClientProxy(manager._client, self)
+
+    def record(self, q: Any) -> None:
+        ids = list(getattr(q, "replica_ids", []) or [])
+        src_rank = getattr(q, "recover_src_replica_rank", None)
+        info = {
+            "quorum_id": q.quorum_id,
+            "participants": [replica_of(i) for i in ids],
+            "replica_rank": q.replica_rank,
+            "max_step": q.max_step,
+            "heal": bool(q.heal),
+            "heal_source": replica_of(ids[src_rank]) if q.heal and src_rank is not None and src_rank < len(ids) else None,
+            "t": time.time(),
+        }
+        with self._lock:
+            self._new.append(info)
+
+    def take(self) -> list[dict]:
+        """Quorums computed since the last call (new quorum ids only)."""
+        with self._lock:
+            new, self._new = self._new, []
+        out = []
+        for q in new:
+            if q["quorum_id"] != self.last_quorum_id or q["heal"]:
+                out.append(q)
+                self.last_quorum_id = q["quorum_id"]
+        return out
