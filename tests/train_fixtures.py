@@ -158,7 +158,13 @@ def run_train(
     watch = TreeWatch(proc.pid)
     try:
         if while_running is not None:
-            while_running(proc, run_dir)
+            try:
+                while_running(proc, run_dir)
+            except BaseException as e:
+                _kill_seen(proc, watch)
+                stdout, stderr = proc.communicate()
+                partial = TrainRun(run_dir, proc.returncode, stdout, stderr, time.monotonic() - t0)
+                raise AssertionError(f"{e}\n{partial.explain()}") from e
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
