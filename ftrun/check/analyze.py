@@ -8,7 +8,8 @@ training step whose span contains its start, its fragment is read from tensor si
 (``ftrun.check.evidence``), its communication timed (``ftrun.check.comm``), and it is matched
 against ``Schedule.events`` restricted to the captured steps of each file. A sync pairs with
 the most recent unsynced send of the same worker (less than one window w earlier); a sync whose
-send precedes the captured steps is "send not captured", not a failure. Then all workers are
+send precedes the captured steps is "send not captured", not a failure. Captured steps = the
+contiguous runs of step numbers present in each file. Then all workers are
 compared step by step (cross-replica check).
 
 Step numbering for ``ProfilerStep#k`` (ftrun's ``ftrun::step#S`` spans are absolute):
@@ -67,6 +68,17 @@ class WorkerObs:
     matches: list[tuple[Optional[Event], Optional[Obs]]] = field(default_factory=list)
 
 
+def runs(numbers) -> list[tuple[int, int]]:
+    """Contiguous runs of step numbers: the captured steps (a file may skip some)."""
+    out: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return [(a, b) for a, b in out]
+
+
 class _Steps:
     """Training step of a timestamp in one trace file (``None`` outside every step span)."""
 
@@ -75,8 +87,7 @@ class _Steps:
         self.steps = trace.steps
         self.starts = [s.span.ts for s in trace.steps]
         self.off = off
-        nums = [s.number + off for s in trace.steps]
-        self.range = (min(nums), max(nums))
+        self.ranges = runs(s.number + off for s in trace.steps)
 
     def at(self, ts: float) -> tuple[Optional[int], Optional[int]]:
         i = bisect_right(self.starts, ts) - 1
@@ -91,7 +102,7 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int) -> W
     ranges = []
     for t in w.traces:
         steps = _Steps(t, offset)
-        ranges.append(steps.range)
+        ranges.extend(steps.ranges)
         comms = commmod.attribute(t.sends, t.collectives)
         waits = commmod.wait_ends(t.syncs)
         step_of = lambda ts, s=steps: s.at(ts)[0]  # noqa: E731

@@ -34,12 +34,20 @@ def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> Path:
     """``<out>/<run-name>``; an existing dir is refused unless ``overwrite`` (never silently)."""
     root = Path(cfg.out)
     if not cfg.run_name:
+        # a fresh name, claimed atomically: two runs started in the same second get -2, -3, ...
         base = f"{cfg.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
-        name, n = base, 1
-        while (root / name).exists():
-            n += 1
-            name = f"{base}-{n}"
-        cfg.run_name = name
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput(f"--out {cfg.out}: cannot create ({e.strerror})")
+        for n in range(1, 1000):
+            name = base if n == 1 else f"{base}-{n}"
+            try:
+                (root / name).mkdir()
+            except FileExistsError:
+                continue
+            cfg.run_name = name
+            return root / name
     run_dir = root / cfg.run_name
     if run_dir.exists():
         if not overwrite:
@@ -66,6 +74,7 @@ class RunState:
     started: float = 0.0
     ended: float = 0.0
     failures: list[str] = field(default_factory=list)
+    lost: dict[int, str] = field(default_factory=dict)  # replica -> fault that killed it for good
     run_log: Path | None = None
 
     def log_event(self, event: str, **fields) -> None:
@@ -132,6 +141,14 @@ def _group_error(state: RunState, replica: int) -> str:
     return _last_line(layout.group_log(state.run_dir, replica))
 
 
+def _fired_fault(run_dir: Path, replica: int) -> str | None:
+    for p in layout.fault_markers(run_dir):
+        f = json.loads(p.read_text())
+        if f["replica"] == replica and f["action"] in ("kill", "sigterm"):
+            return f"{'SIGKILL' if f['action'] == 'kill' else 'SIGTERM'} at step {f['step']}"
+    return None
+
+
 def supervise(state: RunState, on_tick) -> None:
     """Wait for every group. A group that dies is restarted while it has restarts left
     (``--restarts``), else the run fails (and the rest is stopped). A group that makes no
@@ -139,21 +156,24 @@ def supervise(state: RunState, on_tick) -> None:
     cfg = state.cfg
     pending = {g.replica: g for g in state.groups}
     last_progress = {r: time.monotonic() for r in pending}
+    started = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
+    startup_grace_s = max(cfg.stall_timeout_s, 180.0)
     while pending:
         now = time.monotonic()
         for r, tail in state.tails.items():
             new = tail.read_new()
             if new:
                 last_progress[r] = now
+                started.add(r)
             update(state.progress[r], new)
         on_tick(state)
         if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
             state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}; see {state.lighthouse.log}")
             return
-        for r, g in list(pending.items()):
+        for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
             code = g.proc.poll()
             if code is None:
-                if now - last_progress[r] > cfg.stall_timeout_s:
+                if now - last_progress[r] > (cfg.stall_timeout_s if r in started else startup_grace_s):
                     step = state.progress[r].step
                     msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}); "
                            f"last log line: {_last_line(g.log)!r}; see {g.log}")
@@ -172,10 +192,26 @@ def supervise(state: RunState, on_tick) -> None:
                 g.restarts += 1
                 g.env["FTRUN_RESTART"] = str(g.restarts)
                 g.start()
+                started.discard(r)
                 last_progress[r] = time.monotonic()
                 state.log_event("restart", replica=r, incarnation=g.restarts, after_step=step)
                 continue
+            fault = _fired_fault(state.run_dir, r)
+            if fault is not None:
+                # killed on purpose and not relaunched: the others carry on if they can
+                del pending[r]
+                state.lost[r] = fault
+                state.log_event("group_lost", replica=r, step=step, fault=fault)
+                continue
             reason = _group_error(state, r)
+            if state.lost and len(pending) < cfg.min_replicas and "timeout" in reason.lower():
+                alive = len(pending)
+                state.failures.append(
+                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.min_replicas} after "
+                    + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
+                    + f"; replica group {r} gave up after --quorum-timeout {cfg.quorum_timeout_s:g} s ({reason}); see {g.log}"
+                )
+                return
             state.failures.append(
                 f"replica group {r} exited with code {code} at step {step}"
                 + (f" after {g.restarts} restart(s)" if g.restarts else "")
@@ -302,7 +338,8 @@ def summarise(state: RunState, manifest: dict) -> dict:
             }
         )
     for p in per_replica:
-        if p["last_step"] < cfg.steps and not state.failures:
+        p["lost"] = state.lost.get(p["replica"])
+        if p["last_step"] < cfg.steps and not state.failures and p["replica"] not in state.lost:
             state.failures.append(
                 f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")

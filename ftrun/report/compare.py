@@ -186,6 +186,8 @@ def compare(
 
     if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
         raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
+    # Parse --link up front so that a bad one is exit 2 in read mode too (it used to be ignored there).
+    link_spec = parse_link(link) if link else None
     mode = resolve_specs(specs)
     out_root = Path(out or "profiles")
     link_info: dict[str, Any]
@@ -204,8 +206,8 @@ def compare(
             raise BadInput(f"compare: {cmp_dir} already exists (pass --overwrite or another --name)")
         ranks = cfgs[0].replicas * cfgs[0].nproc_per_replica
         threads = max(1, (os.cpu_count() or 1) // ranks)
-        if link:
-            spec = parse_link(link)
+        if link_spec is not None:
+            spec = link_spec
             link_info = {"chosen": "by --link"}
         elif cfgs[0].link:
             spec = parse_link(cfgs[0].link)

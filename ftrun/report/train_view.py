@@ -77,6 +77,18 @@ def print_summary(summary: dict) -> None:
         else f"[red]replicas DISAGREED after {len(a['disagreements'])} commits[/]"
     )
     console.print(f"wall time {summary['wall_s']:.1f} s · {agree}")
+    rec = summary.get("recovery") or {}
+    if rec.get("faults") or rec.get("restarts"):
+        for f in rec["faults"]:
+            back = f"back in the quorum with a commit {f['recovered_s']:.1f} s later" if f.get("recovered_s") is not None else "never back in the quorum"
+            console.print(f"fault: {f['action']} replica group {f['replica']} at step {f['step']} · {back}")
+        heals = ", ".join(f"group {h['replica']} from group {h['source_replica']} at step {h['step']}" for h in rec["heals"]) or "none"
+        console.print(
+            f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · commits lost {rec['commits_lost']}"
+        )
+    for r in summary["replicas"]:
+        if r.get("lost"):
+            console.print(f"[yellow]replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on[/]")
     for f in summary["failures"]:
         console.print(f"[red]failure:[/] {f}")
     if summary["traces"]:

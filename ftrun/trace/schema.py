@@ -1,14 +1,20 @@
 """The typed view of a chrome trace that ftrun decodes: only the fields the checks read.
 
+Two stages keep time and memory low: the trace is decoded with ``traceEvents`` as raw JSON
+slices (``msgspec.Raw``: no per-field objects), then ``events`` decodes into ``TraceEvent`` only
+the events whose name a regex over the raw slice selects (a few percent of a trace).
 ``msgspec`` skips every other key while parsing, so nothing else is materialised. ``args``
 keeps three keys: ``"Input Dims"`` / ``"Input type"`` (present with ``record_shapes=True``; left
 undecoded as ``msgspec.Raw`` and parsed only for the few events that need them) and
-``"External id"`` (links GPU kernels to CPU ops). ``pid``/``tid`` may be ints or strings.
+``"External id"`` (links GPU kernels to CPU ops). ``args`` itself stays raw until ``args_of``
+decodes it for the few events that need it: most events never pay for their args. ``pid``/``tid``
+may be ints or strings.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+import re
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import msgspec
 
@@ -30,7 +36,7 @@ class TraceEvent(msgspec.Struct, gc=False):
     tid: Union[int, str] = 0
     pid: Union[int, str] = 0
     cat: str = ""
-    args: Optional[Args] = None
+    args: msgspec.Raw = EMPTY  # decode with ``args_of`` (only the events that need it)
 
 
 class DistributedInfo(msgspec.Struct):
@@ -40,12 +46,43 @@ class DistributedInfo(msgspec.Struct):
 
 
 class ChromeTrace(msgspec.Struct):
-    traceEvents: list[TraceEvent]
+    """``traceEvents`` stay raw JSON slices; ``events`` decodes the ones a filter keeps."""
+
+    traceEvents: list[msgspec.Raw]
     distributedInfo: Optional[DistributedInfo] = None
 
 
 DECODER = msgspec.json.Decoder(ChromeTrace)
+EVENT = msgspec.json.Decoder(TraceEvent)
+
+
+def name_filter(names: Iterable[str], prefixes: Iterable[str]) -> re.Pattern[bytes]:
+    """A bytes regex that finds events whose ``"name"`` is one of ``names`` or starts with a prefix."""
+    exact = "|".join(re.escape(n) + '"' for n in sorted(names))
+    pre = "|".join(re.escape(p) for p in sorted(prefixes))
+    return re.compile(('"name"\\s*:\\s*"(?:' + "|".join(x for x in (exact, pre) if x) + ")").encode())
+
+
+def events(trace: ChromeTrace, keep: re.Pattern[bytes]) -> Iterator[TraceEvent]:
+    """Decode only the events that ``keep`` finds (``ValidationError`` on a malformed one)."""
+    search = keep.search
+    decode = EVENT.decode
+    for raw in trace.traceEvents:
+        if search(raw):
+            yield decode(raw)
 _ANY = msgspec.json.Decoder(Any)
+_ARGS = msgspec.json.Decoder(Args)
+NO_ARGS = Args()
+
+
+def args_of(e: TraceEvent) -> Args:
+    """The event's ``args`` with only the kept keys (``NO_ARGS`` when absent or malformed)."""
+    if not e.args:
+        return NO_ARGS
+    try:
+        return _ARGS.decode(e.args)
+    except msgspec.DecodeError:  # ValidationError is a DecodeError
+        return NO_ARGS
 
 
 def raw_json(raw: msgspec.Raw) -> Any:

@@ -24,7 +24,9 @@ from typing import Hashable, Optional
 
 from ftrun.errors import BadInput
 from ftrun.labels import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
-from ftrun.trace.schema import ChromeTrace, TraceEvent, raw_json
+import msgspec
+
+from ftrun.trace.schema import ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json
 
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
@@ -138,9 +140,7 @@ def _first_shape(value: object) -> Optional[Shape]:
 
 
 def _itemsize(e: TraceEvent) -> Optional[int]:
-    if e.args is None:
-        return None
-    types = raw_json(e.args.input_type)
+    types = raw_json(args_of(e).input_type)
     if isinstance(types, list) and types and isinstance(types[0], str):
         return DTYPE_BYTES.get(types[0])
     return None
@@ -173,6 +173,17 @@ class _Index:
         return out
 
 
+_FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
+
+
+def _filter(labels: LabelSet, names: set[str]):
+    key = (labels, frozenset(names))
+    if key not in _FILTERS:
+        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, *labels.nccl_kernel_prefixes)
+        _FILTERS[key] = name_filter(names, prefixes)
+    return _FILTERS[key]
+
+
 def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
     """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
     wanted_names = {
@@ -185,7 +196,12 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     ftrun_steps: list[StepSpan] = []
     kernels: list[TraceEvent] = []
     kernel_prefixes = labels.nccl_kernel_prefixes
-    for e in trace.traceEvents:
+    keep = _filter(labels, wanted_names)
+    try:
+        kept = list(events(trace, keep))
+    except msgspec.DecodeError as err:
+        raise BadInput(f"{path}: JSON but not a chrome trace (bad event: {err})") from None
+    for e in kept:
         if e.ph != "X":
             continue
         name = e.name
@@ -223,10 +239,9 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
             for k, op in enumerate(c10d_index.inside(ar)):
                 if k == 0:
                     issue = op.ts
-                if op.args is not None:
-                    got = _shapes(raw_json(op.args.input_dims))
-                    if got:
-                        shapes = (shapes or ()) + got
+                got = _shapes(raw_json(args_of(op).input_dims))
+                if got:
+                    shapes = (shapes or ()) + got
             ars.append(Allreduce(_span(ar), shapes, itemsize, issue))
             has_shapes = has_shapes or shapes is not None
         sends.append(Send(_span(ps), tuple(ars)))
@@ -244,10 +259,9 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         if restores:
             shapes = []
             for c in copy_index.inside(restores[0]):
-                if c.args is not None:
-                    s = _first_shape(raw_json(c.args.input_dims))
-                    if s is not None:
-                        shapes.append(s)
+                s = _first_shape(raw_json(args_of(c).input_dims))
+                if s is not None:
+                    shapes.append(s)
             restore_shapes = tuple(shapes) or None
         syncs.append(
             Sync(
@@ -262,7 +276,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     colls: list[Collective] = []
     for n in labels.backend_allreduce:
         for e in by_name[n]:
-            dims = _shapes(raw_json(e.args.input_dims)) if e.args is not None else None
+            dims = _shapes(raw_json(args_of(e).input_dims))
             colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD)))
     for e in kernels:
         colls.append(Collective(e.name, _span(e), None, None))
