@@ -46,7 +46,7 @@ CASES = {
     "gzip garbage": (lambda t: _mk(t, "g.json.gz", b"\x1f\x8b" + b"garbage" * 5), "broken gzip"),
     "json not a trace": (lambda t: _mk(t, "x.json", b'{"hello": [1, 2]}'), "JSON but not a chrome trace"),
     "json list": (lambda t: _mk(t, "l.json", b"[1, 2, 3]"), "JSON but not a chrome trace"),
-    "bad event": (lambda t: _mk(t, "v.json", b'{"traceEvents": [{"ts": "soon"}]}'), "JSON but not a chrome trace"),
+    "bad event": (lambda t: _mk(t, "v.json", b'{"traceEvents": [{"name": "ProfilerStep#1", "ph": "X", "ts": "soon"}]}'), "JSON but not a chrome trace"),
     "no step spans": (
         lambda t: _mk(t, "s.json", json.dumps({"traceEvents": [{**STEP, "name": "aten::mm"}]}).encode()),
         "no step spans",
