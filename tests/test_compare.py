@@ -1,0 +1,324 @@
+"""``ftrun compare``: train streaming vs baseline once on an emulated link, then check everything.
+
+The training compare runs ONCE per module (fixture ``trained``, ~35 s on 2 cores); every other
+test re-reads its output or runs compare in read mode on its two run dirs (a few seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ftrun import layout
+
+_BIN = Path(sys.executable).with_name("ftrun")
+FTRUN = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "ftrun"]
+
+STEPS = 40
+H = 20  # both presets
+LINK = "50mbit,5ms"  # slow enough that baseline's full-model sync is clearly exposed (~77 ms each)
+BW, LAT = 50e6, 0.005
+SMALL = ["--width", "64", "--batch-size", "8", "--seq-len", "32"]
+NAMES = ["streaming", "baseline"]
+RUN_FIELDS = {
+    "name": str, "verdict": str, "steps_per_s": float, "wall_s": float, "syncs": (int, float),
+    "commits": (int, float), "exposed_comm_s": float, "hidden_comm_share": float,
+    "peak_sync_bytes": int, "total_bytes": (int, float), "final_loss": float,
+}
+WIDTH_PX = 1600  # compare draws timeline.png this wide
+
+
+def ftrun(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*FTRUN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+class Compared:
+    def __init__(self, proc: subprocess.CompletedProcess, out: Path) -> None:
+        self.proc = proc
+        self.out = out
+        self.dir = out / "c"
+        self.result = json.loads(proc.stdout)
+        self.report = json.loads((self.dir / "report.json").read_text())
+        self.runs = {r["name"]: r for r in self.report["runs"]}
+
+    def run_dir(self, name: str) -> Path:
+        return self.dir / name
+
+    def manifest(self, name: str) -> dict:
+        return json.loads((self.run_dir(name) / layout.MANIFEST).read_text())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Compared:
+    out = tmp_path_factory.mktemp("compare")
+    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *SMALL, "--link", LINK, "--out", str(out), "--name", "c",
+                 "--json", timeout=480)
+    if proc.returncode != 0:
+        pytest.fail(f"ftrun compare exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return Compared(proc, out)
+
+
+def read_compare(trained: Compared, tmp_path: Path, *extra: str, runs: tuple[str, ...] = tuple(NAMES)):
+    proc = ftrun("compare", *(str(trained.run_dir(n)) for n in runs), "--out", str(tmp_path), "--json", *extra)
+    return proc
+
+
+def one_line_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
+# --- the training compare ------------------------------------------------------------------
+
+
+def test_exit_code_and_json(trained: Compared) -> None:
+    assert trained.proc.returncode == 0
+    assert trained.result == trained.report, "--json printed something other than report.json"
+    assert trained.report["verdict"] == "pass"
+    assert Path(trained.report["compare_dir"]) == trained.dir
+    for f in ("report.json", "report.md", "timeline.png"):
+        assert (trained.dir / f).is_file(), f
+    for n in NAMES:
+        assert (trained.run_dir(n) / layout.MANIFEST).is_file()
+
+
+def test_runs_in_command_line_order_with_every_field(trained: Compared) -> None:
+    runs = trained.report["runs"]
+    assert [r["name"] for r in runs] == NAMES
+    for r in runs:
+        for key, typ in RUN_FIELDS.items():
+            assert key in r, f"{r['name']}: no {key}"
+            assert isinstance(r[key], typ) and not isinstance(r[key], bool), (r["name"], key, r[key])
+        assert 0.0 <= r["hidden_comm_share"] <= 1.0
+        assert r["steps_per_s"] > 0 and r["wall_s"] > 0
+        assert r["exposed_comm_s"] >= 0
+        assert math.isfinite(r["final_loss"]) and r["final_loss"] < math.log(256), "did not learn at all"
+        assert Path(r["run_dir"]) == trained.run_dir(r["name"])
+
+
+def test_both_schedules_pass(trained: Compared) -> None:
+    for r in trained.report["runs"]:
+        assert r["verdict"] == "pass", (r["name"], r["problems"])
+        assert r["problems"] == []
+    s, b = trained.runs["streaming"]["schedule"], trained.runs["baseline"]["schedule"]
+    assert (s["fragments"], s["sync_every"], s["fragment_sync_delay"]) == (2, H, 5)
+    assert (b["fragments"], b["sync_every"], b["fragment_sync_delay"]) == (1, H, 0)
+
+
+def test_link_recorded(trained: Compared) -> None:
+    link = trained.report["link"]
+    assert link["emulated"] is True
+    assert link["bandwidth_bps"] == pytest.approx(BW)
+    assert link["latency_s"] == pytest.approx(LAT)
+    assert link["chosen"] == "by --link"
+    for n in NAMES:  # both trainings really ran on that link
+        ml = trained.manifest(n)["link"]
+        assert ml["emulated"] is True
+        assert ml["bandwidth_bps"] == pytest.approx(BW) and ml["latency_s"] == pytest.approx(LAT)
+
+
+def test_syncs_and_commits(trained: Compared) -> None:
+    # streaming: some fragment every H/F = 10 steps; baseline: the whole model every H = 20.
+    assert trained.runs["streaming"]["syncs"] == STEPS // (H // 2)
+    assert trained.runs["baseline"]["syncs"] == STEPS // H
+    for r in trained.report["runs"]:
+        assert r["commits"] == r["syncs"], r["name"]
+
+
+def test_streaming_exposes_less_communication(trained: Compared) -> None:
+    s, b = trained.runs["streaming"], trained.runs["baseline"]
+    assert s["exposed_comm_s"] < 0.75 * b["exposed_comm_s"], (s["exposed_comm_s"], b["exposed_comm_s"])
+    assert s["hidden_comm_share"] > b["hidden_comm_share"]
+    # baseline sends and waits in the same step: every sync is blocked for the full link hold
+    model_bytes = sum(f["bytes"] for f in trained.manifest("baseline")["fragments"])
+    hold_ms = (LAT + model_bytes * 8 / BW) * 1e3
+    assert b["per_sync_exposed_ms"] >= 0.9 * hold_ms, (b["per_sync_exposed_ms"], hold_ms)
+    assert "exposed communication is" in trained.report["conclusion"]
+
+
+def test_exposed_comm_is_run_total_per_replica_mean(trained: Compared) -> None:
+    """exposed_comm_s = mean over replicas of the sum of every sync's blocking time (event logs)."""
+    for n in NAMES:
+        m = trained.manifest(n)
+        totals = []
+        for rep in range(m["replicas"]):
+            recs = [json.loads(x) for x in layout.event_log(trained.run_dir(n), rep, 0).read_text().splitlines() if x.strip()]
+            assert len(recs) == STEPS
+            totals.append(sum(x.get("exposed_s", 0.0) for x in recs if x.get("synced") is not None))
+        assert trained.runs[n]["exposed_comm_s"] == pytest.approx(sum(totals) / len(totals))
+        assert trained.runs[n]["per_sync_exposed_ms"] == pytest.approx(
+            trained.runs[n]["exposed_comm_s"] / trained.runs[n]["syncs"] * 1e3)
+
+
+def test_bytes_per_sync(trained: Compared) -> None:
+    s, b = trained.runs["streaming"], trained.runs["baseline"]
+    frags = [f["bytes"] for f in trained.manifest("streaming")["fragments"]]
+    model_bytes = sum(f["bytes"] for f in trained.manifest("baseline")["fragments"])
+    assert len(frags) == 2 and sum(frags) == model_bytes
+    assert b["peak_sync_bytes"] == model_bytes
+    assert s["peak_sync_bytes"] == max(frags)
+    assert s["peak_sync_bytes"] <= 0.6 * b["peak_sync_bytes"]  # ~1/F, fragments split by blocks
+    # same data volume over the run: every fragment is synced once per H steps
+    assert s["total_bytes"] == b["total_bytes"] == model_bytes * (STEPS // H)
+
+
+def test_report_markdown(trained: Compared) -> None:
+    md = (trained.dir / "report.md").read_text()
+    assert "streaming vs baseline" in md
+    assert "| | streaming | baseline |" in md
+    assert "50 Mbit/s, 5 ms (emulated" in md
+    assert "![timeline](timeline.png)" in md
+    assert "Verdict: **pass**" in md
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:32]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_timeline_png(trained: Compared) -> None:
+    path = Path(trained.report["timeline"])
+    assert path == trained.dir / "timeline.png"
+    lanes = 2 * 2  # (run, replica) lanes
+    w, h = png_size(path)
+    assert w == WIDTH_PX
+    assert h == round(100 * (1.2 + 0.75 * lanes))  # timeline.draw: 100 dpi, 1.2 in + 0.75 in per lane
+
+    import matplotlib.image
+    import numpy as np
+
+    img = matplotlib.image.imread(str(path))
+    assert img.shape[:2] == (h, w)
+    rgb = (img[..., :3] * 255).round().astype(int)
+
+    def count(hex_colour: str, tol: int = 6) -> int:
+        c = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+        return int((np.abs(rgb - c) <= tol).all(axis=-1).sum())
+
+    # drawn, not blank: training steps (grey), exposed waits (red), fragment 0 and 1 (blue, orange)
+    assert count("#d0d0d0") > 1000
+    assert count("#d62728") > 200
+    assert count("#1f77b4") > 50
+    assert count("#ff7f0e") > 50
+
+
+def test_existing_compare_dir_needs_overwrite(trained: Compared) -> None:
+    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *SMALL, "--link", LINK, "--out", str(trained.out), "--name", "c")
+    assert "already exists" in one_line_error(proc)
+
+
+# --- read mode on the fixture's run dirs ---------------------------------------------------
+
+KEYS = ["verdict", "steps_per_s", "wall_s", "syncs", "commits", "exposed_comm_s", "hidden_comm_share",
+        "peak_sync_bytes", "total_bytes", "final_loss", "schedule"]
+
+
+def test_read_mode_matches_training_report(trained: Compared, tmp_path: Path) -> None:
+    proc = read_compare(trained, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert [r["name"] for r in d["runs"]] == NAMES
+    for r in d["runs"]:
+        t = trained.runs[r["name"]]
+        assert {k: r[k] for k in KEYS} == {k: t[k] for k in KEYS}
+    assert d["link"]["emulated"] is True
+    assert d["link"]["bandwidth_bps"] == pytest.approx(BW) and d["link"]["latency_s"] == pytest.approx(LAT)
+    assert d["link"]["chosen"] == "as recorded in the runs"
+    cmp_dir = Path(d["compare_dir"])
+    assert cmp_dir == tmp_path / "compare-streaming-vs-baseline"
+    assert json.loads((cmp_dir / "report.json").read_text()) == d
+    assert png_size(cmp_dir / "timeline.png")[0] == WIDTH_PX
+    assert "expect_hidden" not in d
+
+
+def test_read_mode_keeps_command_line_order(trained: Compared, tmp_path: Path) -> None:
+    proc = read_compare(trained, tmp_path, runs=("baseline", "streaming"))
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert [r["name"] for r in d["runs"]] == ["baseline", "streaming"]
+
+
+def test_read_mode_table_output(trained: Compared, tmp_path: Path) -> None:
+    proc = ftrun("compare", *(str(trained.run_dir(n)) for n in NAMES), "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "exposed comm" in proc.stdout and "PASS" in proc.stdout and "timeline:" in proc.stdout
+
+
+def test_expect_hidden(trained: Compared, tmp_path: Path) -> None:
+    share = trained.runs["streaming"]["hidden_comm_share"]
+    assert share < 0.99999
+    proc = read_compare(trained, tmp_path, "--expect-hidden", "0.99999")
+    assert proc.returncode == 1, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["verdict"] == "pass"  # the schedules pass; only the expectation fails
+    assert d["expect_hidden"] == {"min": 0.99999, "observed": share, "ok": False}
+    assert json.loads((Path(d["compare_dir"]) / "report.json").read_text())["expect_hidden"]["ok"] is False
+
+    proc = read_compare(trained, tmp_path, "--expect-hidden", f"{share - 1e-6:.9f}")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["expect_hidden"]["ok"] is True
+
+    one_line_error(read_compare(trained, tmp_path, "--expect-hidden", "1.5"))
+
+
+# --- bad input: exit 2, one line on stderr, no traceback -----------------------------------
+
+
+def test_missing_run_dir(trained: Compared, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-run"
+    line = one_line_error(ftrun("compare", str(trained.run_dir("streaming")), str(missing), "--out", str(tmp_path)))
+    assert str(missing) in line
+    assert not (tmp_path / "compare-streaming-vs-no-such-run").exists()
+
+
+def test_dir_that_is_not_a_run_dir(trained: Compared, tmp_path: Path) -> None:
+    line = one_line_error(ftrun("compare", str(trained.run_dir("streaming")), str(tmp_path), "--out", str(tmp_path)))
+    assert "not an ftrun run dir" in line
+
+
+def test_run_dir_without_event_logs(trained: Compared, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(trained.run_dir("baseline"), broken)
+    shutil.rmtree(broken / layout.EVENTS)
+    line = one_line_error(ftrun("compare", str(trained.run_dir("streaming")), str(broken), "--out", str(tmp_path / "o")))
+    assert "event" in line  # "no event logs" or "...events/replica0_rank0.jsonl: unreadable ..."
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["nosuchpreset", "baseline"], "nosuchpreset"),
+        (["streaming"], "expected two runs"),
+        (["streaming", "baseline", "streaming"], "expected two runs"),
+        (["streaming", "baseline", "--link", "fast"], "--link"),
+        (["streaming", "baseline", "--link", "0mbit,5ms"], "--link"),
+        (["streaming", "baseline", "--link", "1e400gbit"], "--link"),
+        (["streaming", "missing.toml"], "missing.toml"),
+    ],
+)
+def test_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
+    line = one_line_error(ftrun("compare", *args, "--out", str(tmp_path), "--steps", "4"))
+    assert needle in line
+    assert not any(tmp_path.iterdir()), "bad input still created output"
+
+
+def test_preset_and_run_dir_mix(trained: Compared, tmp_path: Path) -> None:
+    line = one_line_error(ftrun("compare", "streaming", str(trained.run_dir("baseline")), "--out", str(tmp_path)))
+    assert "not a mix" in line
+
+
+def test_bad_link_in_read_mode(trained: Compared, tmp_path: Path) -> None:
+    one_line_error(read_compare(trained, tmp_path, "--link", "fast"))
