@@ -64,42 +64,55 @@ def synthesize(src: Path, out: Path, size_mb: float, sync_every: int, fragments:
     return out
 
 
-CHILD_ANALYZE = """
-import resource, sys, time, tracemalloc
-from ftrun.check.analyze import analyze
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-tracemalloc.start()
-t = time.perf_counter()
-r = analyze([sys.argv[1]], fragments=int(sys.argv[2]), sync_every=int(sys.argv[3]), fragment_sync_delay=int(sys.argv[4]))
-dt = time.perf_counter() - t
-peak = tracemalloc.get_traced_memory()[1]
-tracemalloc.stop()
-t = time.perf_counter()
-analyze([sys.argv[1]], fragments=int(sys.argv[2]), sync_every=int(sys.argv[3]), fragment_sync_delay=int(sys.argv[4]))
-dt2 = time.perf_counter() - t
-rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(dt, dt2, peak, (rss1 - rss0) * 1024, r.verdict, len(r.events))
+# Peak RSS: VmHWM of the child itself (ru_maxrss survives exec on Linux: it would show the parent's).
+HWM = """
+def hwm():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 """
 
-CHILD_JSON = """
+CHILD_ANALYZE = HWM + """
+import resource, sys, time, tracemalloc
+from ftrun.check.analyze import analyze
+kw = dict(fragments=int(sys.argv[2]), sync_every=int(sys.argv[3]), fragment_sync_delay=int(sys.argv[4]))
+rss0 = hwm()
+t = time.perf_counter()
+r = analyze([sys.argv[1]], **kw)
+dt = time.perf_counter() - t
+rss1 = hwm()
+t = time.perf_counter()
+analyze([sys.argv[1]], **kw)
+dt2 = time.perf_counter() - t
+tracemalloc.start()
+analyze([sys.argv[1]], **kw)
+peak = tracemalloc.get_traced_memory()[1]
+print(dt, min(dt, dt2), peak, (rss1 - rss0) * 1024, r.verdict, len(r.events))
+"""
+
+CHILD_JSON = HWM + """
 import json, resource, sys, time
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss0 = hwm()
 t = time.perf_counter()
 with open(sys.argv[1]) as f:
     d = json.load(f)
 dt = time.perf_counter() - t
-print(dt, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024)
+print(dt, (hwm() - rss0) * 1024)
 """
 
-CHILD_HTA = """
+CHILD_HTA = HWM + """
 import resource, sys, time, logging
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss0 = hwm()
 t = time.perf_counter()
 TraceAnalysis(trace_dir=sys.argv[1])
 dt = time.perf_counter() - t
-print(dt, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024)
+print(dt, (hwm() - rss0) * 1024)
 """
 
 
