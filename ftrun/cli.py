@@ -42,7 +42,7 @@ def guarded(fn):
 
 
 O = {  # options shared by `train` and `compare` (None = not given: preset/config decides)
-    "replicas": typer.Option(None, help="Replica groups R (default 2)."),
+    "replicas": typer.Option(None, "--replicas", "--num-replica-groups", help="Replica groups R (default 2)."),
     "nproc_per_replica": typer.Option(None, help="Ranks per replica group G (default 1)."),
     "fragments": typer.Option(None, help="Model fragments F."),
     "sync_every": typer.Option(None, help="Inner steps H between two syncs of a fragment."),
@@ -77,12 +77,15 @@ O = {  # options shared by `train` and `compare` (None = not given: preset/confi
     "json_out": typer.Option(False, "--json", help="Print the result as JSON."),
 }
 
-TRAIN_HELP = """Run torchft DiLoCo across replica groups on this host and capture traces.
+TRAIN_HELP = """Run torchft DiLoCo across replica groups and capture traces.
 
 Starts a torchft lighthouse on loopback, launches each replica group with torch's elastic
-launcher, trains, and writes traces, manifest and event logs to OUT/RUN_NAME.
+launcher, trains, and writes traces, manifest and event logs to OUT/RUN_NAME. With
+--lighthouse URL --replica-group-id K, runs only group K on this host (one per host).
 
 Example: ftrun train --mode streaming --replicas 2 --steps 60
+
+Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-group-id K --num-replica-groups R --run-name job1
 """
 
 
@@ -121,7 +124,12 @@ def train_cmd(
     step_sleep_ms: Optional[float] = O["step_sleep_ms"],
     stall_timeout_s: Optional[float] = O["stall_timeout_s"],
     quorum_timeout_s: Optional[float] = O["quorum_timeout_s"],
-    run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time)."),
+    run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK)."),
+    replica_group_id: Optional[int] = typer.Option(None, help="Several hosts: run only replica group K here (needs --lighthouse)."),
+    job_id: Optional[str] = typer.Option(None, help="Several hosts: the job's id (default: from --lighthouse and --run-name)."),
+    master_addr: Optional[str] = typer.Option(None, help="Several hosts: torchrun --master-addr for this group's store."),
+    master_port: Optional[int] = typer.Option(None, help="Several hosts: torchrun --master-port (default: a free port, --standalone)."),
+    advertise_host: Optional[str] = typer.Option(None, help="Several hosts: name other groups reach this host at (default: hostname)."),
     overwrite: bool = O["overwrite"],
     json_out: bool = O["json_out"],
 ) -> None:
@@ -227,6 +235,31 @@ def inspect_cmd(
             step_numbering=step_numbering,
             json_out=json_out,
         )
+
+    raise typer.Exit(guarded(body) or 0)
+
+
+LIGHTHOUSE_HELP = """Run torchft's lighthouse (same flags and defaults as torchft_lighthouse) and print its URL.
+
+Replica groups on any host join it with `ftrun train --lighthouse URL --replica-group-id K`.
+Ctrl-C stops it.
+
+Example: ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 2
+"""
+
+
+@app.command("lighthouse", help=LIGHTHOUSE_HELP)
+def lighthouse_cmd(
+    bind: str = typer.Option("[::]:29510", help="HOST:PORT to bind (port 0: a free port)."),
+    min_replicas: int = typer.Option(..., help="Minimum replica groups for a quorum."),
+    join_timeout_ms: int = typer.Option(60000, help="How long to wait for heartbeating stragglers before issuing a quorum."),
+    quorum_tick_ms: int = typer.Option(100, help="How often to check for a quorum."),
+    heartbeat_timeout_ms: int = typer.Option(5000, help="How long without a heartbeat before a replica is dead."),
+) -> None:
+    def body() -> int:
+        from ftrun.launch.lighthouse import serve
+
+        return serve(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
 
     raise typer.Exit(guarded(body) or 0)
 

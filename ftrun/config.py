@@ -72,6 +72,12 @@ class RunConfig:
     stall_timeout_s: float = 120.0
     quorum_timeout_s: float = 60.0
     heartbeat_timeout_ms: int = 2000
+    # several hosts: run only this replica group against an external lighthouse
+    replica_group_id: int = -1  # -1: every group, on this host
+    job_id: str = ""
+    master_addr: str = ""
+    master_port: int = 0
+    advertise_host: str = ""  # host name other groups reach this group's manager at
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -86,6 +92,11 @@ class RunConfig:
             return self.schedule.auto_window(self.steps)
         a, b = (int(x) for x in self.profile.split(":"))
         return (a, b)
+
+    @property
+    def groups_here(self) -> list[int]:
+        """The replica groups this host launches."""
+        return list(range(self.replicas)) if self.replica_group_id < 0 else [self.replica_group_id]
 
     def faults(self) -> list:
         from ftrun.faults import parse_faults
@@ -236,6 +247,15 @@ def validate_config(cfg: RunConfig) -> None:
         if not all(isinstance(x, str) for x in getattr(cfg, name)):
             raise _bad(name, getattr(cfg, name), "must be a list of strings like '1@25'")
     cfg.faults()
+    if cfg.replica_group_id != -1:
+        if not 0 <= cfg.replica_group_id < cfg.replicas:
+            raise _bad("replica_group_id", cfg.replica_group_id, f"must be in 0..--num-replica-groups-1 ({cfg.replicas - 1})")
+        if not cfg.lighthouse:
+            raise _bad("replica_group_id", cfg.replica_group_id, "needs --lighthouse http://HOST:PORT (start one with `ftrun lighthouse`)")
+    if cfg.master_port and not 1 <= cfg.master_port <= 65535:
+        raise _bad("master_port", cfg.master_port, "must be a TCP port")
+    if cfg.job_id and not _RUN_NAME_RE.fullmatch(cfg.job_id):
+        raise _bad("job_id", cfg.job_id, "use letters, digits, '.', '_' or '-'")
     if not 0 <= cfg.seed < 2**32:
         raise _bad("seed", cfg.seed, "must be between 0 and 2**32-1")
     out = Path(cfg.out)

@@ -7,8 +7,10 @@ is allowed; a run whose replicas disagree after a commit fails too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import socket
 import shutil
 import signal
 import sys
@@ -16,6 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 from ftrun import __version__, layout
 from ftrun.check.agreement import check_agreement
@@ -84,6 +87,27 @@ class RunState:
             f.write(json.dumps(rec) + "\n")
 
 
+def job_id(cfg: RunConfig) -> str:
+    """One id for all replica groups of a job. Local runs: random. Multi-host: --job-id, else
+    derived from the lighthouse URL and run name that every host's command line shares."""
+    if cfg.job_id:
+        return cfg.job_id
+    if cfg.replica_group_id >= 0:
+        return "job-" + hashlib.sha1(f"{cfg.lighthouse}|{cfg.run_name}".encode()).hexdigest()[:12]
+    return uuid.uuid4().hex[:12]
+
+
+def advertise_host(cfg: RunConfig) -> str:
+    """The name other groups use to reach this group's torchft manager: loopback for a local
+    run or a loopback lighthouse, else this host's name (or --advertise-host)."""
+    if cfg.advertise_host:
+        return cfg.advertise_host
+    host = urlparse(cfg.lighthouse).hostname if cfg.lighthouse else None
+    if host is None or host in ("127.0.0.1", "localhost", "::1"):
+        return "localhost"
+    return socket.gethostname()
+
+
 def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
     cfg = state.cfg
     spec = {
@@ -95,7 +119,9 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
         "link": link,
         "faults": [f.to_json() for f in cfg.faults()],
         "quorum_timeout_s": cfg.quorum_timeout_s,
-        "start_barrier": cfg.replicas * cfg.nproc_per_replica,
+        # every rank of the job writes to this run dir only when all groups run on this host
+        "start_barrier": cfg.replicas * cfg.nproc_per_replica if cfg.replica_group_id < 0 else None,
+        "hostname": advertise_host(cfg),
     }
     path = state.run_dir / "spec.json"
     path.write_text(json.dumps(spec, indent=1))
@@ -232,7 +258,7 @@ def stop_all(state: RunState) -> None:
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
     cfg, run_dir = state.cfg, state.run_dir
     metas = []
-    for r in range(cfg.replicas):
+    for r in cfg.groups_here:
         for g in range(cfg.nproc_per_replica):
             p = layout.meta_file(run_dir, r, g)
             if p.exists():
@@ -263,7 +289,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         ],
         "event_logs": [
             {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
-            for r in range(cfg.replicas)
+            for r in cfg.groups_here
             for g in range(cfg.nproc_per_replica)
         ],
         "link": link,
@@ -316,13 +342,13 @@ def summarise(state: RunState, manifest: dict) -> dict:
     cfg, run_dir = state.cfg, state.run_dir
     logs = {
         (r, g): read_all(layout.event_log(run_dir, r, g))
-        for r in range(cfg.replicas)
+        for r in cfg.groups_here
         for g in range(cfg.nproc_per_replica)
     }
     agreement = check_agreement(logs)
     wall = state.ended - state.started
     per_replica = []
-    for r in range(cfg.replicas):
+    for r in cfg.groups_here:
         recs = [x for x in logs.get((r, 0), []) if x.get("step") is not None]
         train_time = sum(x["step_time_s"] for x in recs)
         per_replica.append(
@@ -373,8 +399,11 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
 
         spec = parse_link(cfg.link)
         link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
+    jid = job_id(cfg)
+    if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
+        cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
     run_dir = prepare_run_dir(cfg, overwrite)
-    state = RunState(cfg, run_dir, job_id=uuid.uuid4().hex[:12], run_log=layout.run_event_log(run_dir))
+    state = RunState(cfg, run_dir, job_id=jid, run_log=layout.run_event_log(run_dir))
     state.run_log.parent.mkdir(parents=True, exist_ok=True)
     ranks = cfg.replicas * cfg.nproc_per_replica
     threads = max(1, (os.cpu_count() or 1) // ranks)
@@ -389,8 +418,9 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
         else:
             state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas, heartbeat_timeout_ms=cfg.heartbeat_timeout_ms)
             url = state.lighthouse.url
-        for r in range(cfg.replicas):
-            g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads)
+        master = (cfg.master_addr or "127.0.0.1", cfg.master_port) if cfg.master_port else None
+        for r in cfg.groups_here:
+            g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master)
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
             state.progress[r] = GroupProgress(r)

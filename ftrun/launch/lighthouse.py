@@ -1,0 +1,70 @@
+"""``ftrun lighthouse``: torchft's lighthouse in the foreground, with its URL printed.
+
+Runs torchft's own ``lighthouse_main`` (the ``torchft_lighthouse`` binary; same flags and
+defaults) as a child that dies with us, relays its log, and prints the URL replica groups on
+other hosts should use: the bind host, or this host's name when bound to all interfaces.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+from ftrun.errors import BadInput
+from ftrun.launch.groups import LIGHTHOUSE_ENTRY
+from ftrun.launch.procs import spawn, stop_tree
+
+_BIND_RE = re.compile(r"^(\[[0-9a-fA-F:]*\]|[A-Za-z0-9.\-]+):(\d{1,5})$")
+_LISTEN_RE = re.compile(r"listening on: https?://[^:/\s]+:(\d+)")
+
+
+def public_url(bind_host: str, port: int) -> str:
+    host = bind_host.strip("[]")
+    if host in ("", "::", "0.0.0.0"):
+        host = socket.gethostname()
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: int, heartbeat_timeout_ms: int) -> int:
+    m = _BIND_RE.match(bind)
+    if not m or int(m[2]) > 65535:
+        raise BadInput(f"--bind {bind!r}: expected HOST:PORT, e.g. 0.0.0.0:29510 or [::]:29510")
+    if min_replicas < 1:
+        raise BadInput(f"--min-replicas {min_replicas}: must be at least 1")
+    for name, v in (("--join-timeout-ms", join_timeout_ms), ("--quorum-tick-ms", quorum_tick_ms), ("--heartbeat-timeout-ms", heartbeat_timeout_ms)):
+        if v <= 0:
+            raise BadInput(f"{name} {v}: must be > 0")
+    argv = [
+        sys.executable, LIGHTHOUSE_ENTRY, "--bind", bind, "--min_replicas", str(min_replicas),
+        "--join_timeout_ms", str(join_timeout_ms), "--quorum_tick_ms", str(quorum_tick_ms),
+        "--heartbeat_timeout_ms", str(heartbeat_timeout_ms),
+    ]
+    import os
+
+    proc = spawn(argv, dict(os.environ), subprocess.PIPE)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    announced = False
+    try:
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            hit = _LISTEN_RE.search(line)
+            if hit and not announced:
+                announced = True
+                print(f"lighthouse: {public_url(m[1], int(hit[1]))}", flush=True)
+            print(line, file=sys.stderr, flush=True)
+        code = proc.wait()
+    except KeyboardInterrupt:
+        stop_tree(proc, grace_s=2.0)
+        return 0
+    if code != 0:
+        raise BadInput(f"lighthouse exited with code {code} (is {bind} already in use?)")
+    return 0
