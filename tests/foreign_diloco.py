@@ -2,10 +2,11 @@
 
 It is the source of "foreign" traces for the inspect tests: no ftrun code, no manifest, one
 chrome trace per profiler window (``step-{n}.json``), ``prof.step()`` at the TOP of each loop
-iteration after ``prof.start()`` (so ``ProfilerStep#k`` holds the k-th optimizer step).
+iteration after ``prof.start()`` (so ``ProfilerStep#k`` holds the k-th optimizer step);
+``--step-at end`` calls it at the end instead (``ProfilerStep#k`` then holds step k+1).
 
     python tests/foreign_diloco.py --out DIR [--replicas R] [--steps N] [--fragments F]
-        [--sync-every H] [--delay T] [--wait W --warmup U --active A --repeat P]
+        [--sync-every H] [--delay T] [--wait W --warmup U --active A --repeat P] [--step-at end]
 
 With R replicas the parent runs an in-process lighthouse on loopback and starts R worker
 processes; worker r writes ``DIR/r{r}/step-{n}.json``. Everything binds loopback or an
@@ -75,11 +76,14 @@ def worker(args: argparse.Namespace) -> None:
     ):
         prof.start()
         for _ in range(args.steps):
-            prof.step()
+            if args.step_at == "top":
+                prof.step()
             inner.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
             inner.step()
+            if args.step_at == "end":
+                prof.step()
         prof.stop()
     manager.shutdown(wait=False)
 
@@ -96,6 +100,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=10)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--step-at", choices=("top", "end"), default="top", help="where prof.step() is called")
     p.add_argument("--worker", type=int, default=None)
     p.add_argument("--lighthouse", default=None)
     args = p.parse_args()

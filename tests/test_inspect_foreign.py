@@ -116,3 +116,27 @@ def test_replica_from_distributed_info(foreign_traces, tmp_path):
         (0, "trace metadata (distributedInfo.rank)", "a1.json"),
         (1, "trace metadata (distributedInfo.rank)", "a0.json"),
     ]
+
+
+def test_prof_step_at_loop_end(tmp_path):
+    # prof.step() at the END of the loop: ProfilerStep#k holds step k+1. top fails, end and auto pass.
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "end"
+    subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--step-at", "end",
+         "--steps", "14", "--repeat", "1", "--fragments", "2", "--sync-every", "8", "--delay", "2"],
+        check=True, capture_output=True, timeout=240,
+    )
+    assert not analyze([out], **KW).ok
+    assert analyze([out], **KW, step_numbering="end").ok
+    r = analyze([out], **KW, step_numbering="auto")
+    assert r.ok and r.step_numbering["used"] == "end"
+    # ProfilerStep#2..#11 = steps 3..12: the window opens with the sync of a send at step 2.
+    assert [(e.kind, e.observed_step) for e in r.events] == [
+        ("sync", 4), ("send", 6), ("sync", 8), ("send", 10), ("sync", 12)
+    ]
+    assert "send not captured (before the profiled steps)" in r.events[0].notes
