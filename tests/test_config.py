@@ -3,6 +3,7 @@ builder as a property (any input builds a valid config or raises ``BadInput``)."
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -206,6 +207,7 @@ plausible = {
     int: st.one_of(st.integers(1, 8), st.integers(-2, 70)),
     float: st.one_of(st.floats(-0.5, 2.0), st.sampled_from([0.0, 1.0, 0.7, float("nan"), float("inf")])),
     bool: st.booleans(),
+    list: st.lists(st.one_of(st.sampled_from(["1@5", "0@3:sigterm", "1@2:0.5", "2@1", "0@0"]), st.text(max_size=6)), max_size=2),
     str: st.one_of(
         st.sampled_from(["streaming", "baseline", "auto", "none", "1:20", "0:3", "5:2", "synthetic", "mlp", "transformer",
                          "gloo", "nccl", "http://127.0.0.1:29510", "1gbit,20ms", "10mbit", "", "x\ny", "[/]", "/", "a:b"]),
@@ -215,18 +217,19 @@ plausible = {
 
 
 @st.composite
-def settings_dicts(draw):
+def settings_dicts(draw, max_keys: int = 6):
     out = {}
-    for name in draw(st.lists(st.sampled_from(sorted(cfgmod.FIELD_NAMES - {"out", "data"})), unique=True, max_size=6)):
-        out[name] = draw(st.one_of(plausible[FIELD_TYPES[name]], wild) if draw(st.booleans()) else plausible[FIELD_TYPES[name]])
+    for name in draw(st.lists(st.sampled_from(sorted(cfgmod.FIELD_NAMES - {"out", "data"})), unique=True, max_size=max_keys)):
+        good = plausible.get(FIELD_TYPES[name], wild)
+        out[name] = draw(st.one_of(good, wild) if draw(st.booleans()) else good)
     if draw(st.integers(0, 9)) == 0:
         out[draw(st.sampled_from(["bogus", "extra", "sync-every"]))] = 1
     return out
 
 
 @given(
-    file_values=settings_dicts(),
-    flags=st.one_of(settings_dicts(), settings_dicts().map(lambda d: {"profile": "none", **d})),
+    file_values=st.one_of(settings_dicts(), settings_dicts(max_keys=1)),
+    flags=st.one_of(settings_dicts(), settings_dicts(max_keys=2).map(lambda d: {"profile": "none", **d})),
     preset=st.sampled_from(["streaming", "baseline", "nope"]),
 )
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -254,6 +257,7 @@ def test_build_valid_or_badinput(tmp_path_factory, file_values, flags, preset):
     assert cfg.timeout_s > 0 and cfg.step_sleep_ms >= 0 and cfg.inner_lr > 0
     assert "\n" not in cfg.run_name and "/" not in cfg.run_name
     assert 0 <= cfg.seed < 2**32
+    json.dumps(cfg.resolved(), allow_nan=False)  # the manifest form is plain JSON
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.integers(), st.text(max_size=5), st.booleans()), max_size=4))

@@ -188,7 +188,7 @@ def test_two_ranks_per_group(tmp_path):
                   "--fragment-sync-delay", str(tau), "--steps", str(steps), "--profile", "none", *SMALL)
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
-    logs = sorted(p.name for p in (r.run_dir / layout.EVENTS).glob("*.jsonl"))
+    logs = sorted(p.name for p in (r.run_dir / layout.EVENTS).glob("replica*_rank*.jsonl"))
     assert logs == [f"{layout.worker_name(rep, g)}.jsonl" for rep in range(2) for g in range(2)]
     want = [(e.step, e.kind, e.fragment, e.manager_step) for e in Schedule(f, h, tau).events(steps)]
     for rep in range(2):
