@@ -322,3 +322,52 @@ def test_preset_and_run_dir_mix(trained: Compared, tmp_path: Path) -> None:
 
 def test_bad_link_in_read_mode(trained: Compared, tmp_path: Path) -> None:
     one_line_error(read_compare(trained, tmp_path, "--link", "fast"))
+
+
+# --- rendering with missing measurements (no training) -------------------------------------
+
+
+def _fake_run(name: str, **over) -> dict:
+    r = {
+        "name": name, "run_dir": f"/x/{name}", "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "verdict": "pass", "problems": [], "steps_per_s": 10.0, "steps_per_s_per_replica": [10.0, None],
+        "tokens_per_s": 2560.0, "tokens_per_s_per_replica": [2560.0, None], "wall_s": None, "syncs": 0, "commits": 0,
+        "exposed_comm_s": 0.0, "per_sync_exposed_ms": None, "profiled_syncs": 0, "profiled_comm_ms": 0.0,
+        "profiled_hidden_ms": 0.0, "hidden_comm_share": None, "peak_sync_bytes": 0, "total_bytes": 0.0,
+        "final_loss": None, "loss_at_steps": {"10": None, "20": 4.2}, "link": None,
+    }
+    r.update(over)
+    return r
+
+
+def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
+    from ftrun.report.compare import conclusion
+    from ftrun.report.compare_view import rows, write_markdown
+
+    runs = [_fake_run("a"), _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2)]
+    text = conclusion(runs)
+    assert text.startswith("a exposed 0.00 s; b hid 50%")
+    assert "%" in text and "of a's" not in text  # no ratio when a run exposed nothing
+    result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": text, "timeline": "timeline.png", "verdict": "pass",
+              "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}}
+    table = rows(result)
+    assert all(len(r) == 3 for r in table)
+    by_label = {r[0]: r[1:] for r in table}
+    assert by_label["hidden share of comm (profiled)"] == ["-", "50%"]
+    assert by_label["wall time"] == ["-", "-"]
+    assert by_label["final loss"] == ["-", "-"]
+    assert by_label["syncs / commits"] == ["0 / 0", "2 / 2"]
+    write_markdown(result, tmp_path / "report.md")
+    md = (tmp_path / "report.md").read_text()
+    assert "not emulated" in md and "| | a | b |" in md
+
+
+def test_timeline_draw_without_lanes(tmp_path: Path) -> None:
+    from ftrun.report.timeline import Lane, draw
+
+    path = draw([], tmp_path / "empty.png", "nothing profiled")
+    assert png_size(path)[0] == WIDTH_PX
+    lane = Lane("x · replica 0", steps=[(0.0, 0.1), (0.1, 0.2)], sends=[(0.05, 0.15, 9)], collectives=[(0.06, 0.06, 9)],
+                waits=[(0.15, 0.15)])
+    path = draw([lane], tmp_path / "one.png", "one lane, fragment id beyond the palette")
+    assert png_size(path) == (WIDTH_PX, round(100 * (1.2 + 0.75)))
