@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Benchmark ``ftrun inspect-trace`` against stdlib ``json.load`` and HTA's ``TraceAnalysis`` load.
 
     python scripts/bench_inspect.py                       # synthesize ~20 MB from a fresh torchft trace
