@@ -12,7 +12,8 @@ Label meanings (spelled only in ``ftrun.labels``):
   ``torchft::local_sgd::restore_parameters`` (whose ``aten::copy_`` sizes are the fragment's
   parameter shapes) and ``torchft::manager::should_commit``.
 * collective: backend spans (``gloo:all_reduce`` on Gloo threads, ``nccl:all_reduce``),
-  NCCL all-reduce kernels, and ftrun's ``ftrun::link::hold`` (emulated slow link).
+  NCCL all-reduce kernels (when a trace has them, they replace the CPU-side
+  ``nccl:all_reduce`` launch spans), and ftrun's ``ftrun::link::hold`` (emulated slow link).
 """
 
 from __future__ import annotations
@@ -275,6 +276,8 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
 
     colls: list[Collective] = []
     for n in labels.backend_allreduce:
+        if kernels and n.startswith("nccl:"):
+            continue  # with GPU activity, the CPU-side nccl:all_reduce is only the launch
         for e in by_name[n]:
             dims = _shapes(raw_json(args_of(e).input_dims))
             colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD)))
