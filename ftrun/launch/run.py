@@ -26,6 +26,7 @@ from ftrun.config import RunConfig
 from ftrun.errors import BadInput, RunFailed
 from ftrun.launch.groups import Group, Lighthouse, make_group, start_lighthouse
 from ftrun.launch.procs import stop_tree
+from ftrun.worker import whereabouts
 from ftrun.launch.progress import EventTail, GroupProgress, read_all, update
 
 
@@ -175,6 +176,19 @@ def _fired_fault(run_dir: Path, replica: int) -> str | None:
     return None
 
 
+PHASES = {"step": "computing, not in a torchft wait", "quorum": "waiting for a quorum", "sync": "waiting in a fragment sync"}
+
+
+def _culprit(state: RunState, r: int, pending: dict, last_progress: dict, now: float) -> int:
+    """Among stalled groups, blame one that is stuck outside torchft's waits (the others wait for it)."""
+    stalled = [k for k in pending if now - last_progress[k] > state.cfg.stall_timeout_s * 0.5]
+    for k in stalled:
+        w = whereabouts.read(state.run_dir, k)
+        if w is not None and w[1] == "step":
+            return k
+    return r
+
+
 def supervise(state: RunState, on_tick) -> None:
     """Wait for every group. A group that dies is restarted while it has restarts left
     (``--restarts``), else the run fails (and the rest is stopped). A group that makes no
@@ -200,9 +214,15 @@ def supervise(state: RunState, on_tick) -> None:
             code = g.proc.poll()
             if code is None:
                 if now - last_progress[r] > (cfg.stall_timeout_s if r in started else startup_grace_s):
+                    r = _culprit(state, r, pending, last_progress, now)
+                    g = pending[r]
                     step = state.progress[r].step
-                    msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}); "
-                           f"last log line: {_last_line(g.log)!r}; see {g.log}")
+                    where = whereabouts.read(state.run_dir, r)
+                    inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
+                    waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
+                    msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}{inside})"
+                           + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
+                           + f"; last log line: {_last_line(g.log)!r}; see {g.log}")
                     state.log_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
                     state.failures.append(msg)
                     return

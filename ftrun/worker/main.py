@@ -63,6 +63,7 @@ def main(spec_path: str) -> int:
     from ftrun.worker.models import TokenModel, describe_fragments, split_fragments
     from ftrun.worker.profiling import make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
+    from ftrun.worker.whereabouts import Whereabouts
     from ftrun.worker.recorder import StepRecorder
 
     replica = int(os.environ["REPLICA_GROUP_ID"])
@@ -131,6 +132,8 @@ def main(spec_path: str) -> int:
         hostname=spec.get("hostname", "localhost"),
     )
     probe = QuorumProbe(manager)
+    where = Whereabouts(run_dir, replica, enabled=rank == 0)
+    manager.start_quorum = where.around("quorum", manager.start_quorum)
 
     worker = layout.worker_name(replica, rank)
     recorder = StepRecorder(layout.event_log(run_dir, replica, rank))
@@ -188,6 +191,8 @@ def main(spec_path: str) -> int:
             backup_device=device,
         ) as diloco:
             recorder.attach(diloco)
+            for frag in diloco._fragments:
+                frag.perform_sync = where.around("sync", frag.perform_sync)
             prof = make_profiler(window, run_dir / layout.TRACES, replica, rank, traces) if window else None
             if prof is not None:
                 prof.start()
@@ -197,6 +202,7 @@ def main(spec_path: str) -> int:
                 if prof is not None:
                     prof.step()
                 if not rejoining:
+                    where.set("step", step)
                     faults.before_step(step)
                 clock["step"] = step
                 mstep = manager.current_step()
