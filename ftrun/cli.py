@@ -24,8 +24,9 @@ app = typer.Typer(
 
 def _fail(message: str, code: int) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}", markup=True)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
     raise typer.Exit(code)
 
 
@@ -260,6 +261,31 @@ def lighthouse_cmd(
         from ftrun.launch.lighthouse import serve
 
         return serve(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
+
+    raise typer.Exit(guarded(body) or 0)
+
+
+VIEW_HELP = """Open a run's traces and scalars in TensorBoard's PyTorch profiler plugin.
+
+One profiler run named after RUN_DIR, one worker per replica{r}_rank{g},
+plus the tb/replica{r} scalars. Binds 127.0.0.1 unless --host is given.
+Prints the URL once TensorBoard answers; Ctrl-C stops it.
+Exit 2 = not a run dir with traces, or the port is in use.
+
+Example: ftrun view profiles/streaming-0001 --port 0
+"""
+
+
+@app.command("view", help=VIEW_HELP)
+def view_cmd(
+    run_dir: Path = typer.Argument(..., help="Run dir from `ftrun train` (with traces/)."),
+    port: int = typer.Option(6006, help="Port (0: a free port)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0: all interfaces)."),
+) -> None:
+    def body() -> int:
+        from ftrun.report.view import view
+
+        return view(run_dir, port=port, host=host)
 
     raise typer.Exit(guarded(body) or 0)
 

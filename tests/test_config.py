@@ -290,7 +290,6 @@ def _toml_value(v) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
 
 
-@pytest.mark.xfail(reason="cli._fail prints the message as rich markup: '[/]' raises MarkupError, '[bold]' is swallowed", strict=False)
 def test_error_line_shows_brackets_verbatim(tmp_path):
     res = ftrun_train("--profile", "[/]", "--out", str(tmp_path))
     assert_one_line_error(res, "--profile [/]")

@@ -218,7 +218,10 @@ def compare(
         run_dirs = []
         for n, cfg in zip(names, cfgs):
             cfg = replace(cfg, out=str(cmp_dir), run_name=n, link=spec.as_flag())
-            code = train(cfg, overwrite=overwrite, json_out=False, quiet=json_out)
+            if not json_out:
+                print(f"training {n}: F={cfg.fragments} H={cfg.sync_every} tau={cfg.fragment_sync_delay}, "
+                      f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...", flush=True)
+            train(cfg, overwrite=overwrite, json_out=False, quiet=True)
             run_dirs.append(cmp_dir / n)
         link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
     else:
