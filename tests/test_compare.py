@@ -140,11 +140,24 @@ def test_streaming_exposes_less_communication(trained: Compared) -> None:
     s, b = trained.runs["streaming"], trained.runs["baseline"]
     assert s["exposed_comm_s"] < 0.75 * b["exposed_comm_s"], (s["exposed_comm_s"], b["exposed_comm_s"])
     assert s["hidden_comm_share"] > b["hidden_comm_share"]
-    # baseline sends and waits in the same step: every sync is blocked for the full link hold
-    model_bytes = sum(f["bytes"] for f in trained.manifest("baseline")["fragments"])
-    hold_ms = (LAT + model_bytes * 8 / BW) * 1e3
-    assert b["per_sync_exposed_ms"] >= 0.9 * hold_ms, (b["per_sync_exposed_ms"], hold_ms)
+    assert b["per_sync_exposed_ms"] >= LAT * 1e3  # at least the last collective's latency is waited out
     assert "exposed communication is" in trained.report["conclusion"]
+
+
+def test_link_hold_is_in_effect(trained: Compared) -> None:
+    """In the traces, every profiled send->done spans at least the link's hold for its payload.
+
+    (Exposed time may be less than the hold: the link drains while later per-parameter
+    allreduces are still being issued. But nothing completes before the link carried it all.)
+    """
+    model_bytes = sum(f["bytes"] for f in trained.manifest("baseline")["fragments"])
+    frag_bytes = [f["bytes"] for f in trained.manifest("streaming")["fragments"]]
+    hold_ms = lambda n: (LAT + n * 8 / BW) * 1e3  # noqa: E731
+    for name, least in (("baseline", hold_ms(model_bytes)), ("streaming", hold_ms(min(frag_bytes)))):
+        r = trained.runs[name]
+        assert r["profiled_syncs"] >= 1, name
+        per_sync = r["profiled_comm_ms"] / r["profiled_syncs"]
+        assert per_sync >= least - 0.5, (name, per_sync, least)  # 0.5 ms: trace timestamp rounding
 
 
 def test_exposed_comm_is_run_total_per_replica_mean(trained: Compared) -> None:

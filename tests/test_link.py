@@ -237,7 +237,6 @@ def test_collectives_issued_together_queue_on_the_shared_link(gloo) -> None:
     assert db.time() - t0 >= lat + (ba + bb) * 8 / bw, "second transfer did not wait for the first on the link"
     assert tb >= lat + (ba + bb) * 8 / bw
     assert tb < lat + (ba + bb) * 8 / bw + SLACK_S
-    assert da.time() <= db.time()
     assert torch.equal(a, torch.ones(25_000)) and torch.equal(b, torch.ones(50_000) * 2)
 
 
