@@ -1,0 +1,38 @@
+"""``meta/replica{r}_rank{g}.json``: what a rank knows about itself, for the parent's manifest.
+
+Written at start (status ``running``), at the end (``done``, with commits) or on an error
+(``failed``, with the error's first line, which the parent shows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ftrun import __version__
+
+
+def versions(torch_version: str) -> dict[str, str | None]:
+    try:
+        torchft = version("torchft")
+    except PackageNotFoundError:
+        torchft = None
+    return {"python": platform.python_version(), "torch": torch_version, "torchft": torchft, "ftrun": __version__}
+
+
+class RankMeta:
+    def __init__(self, path: Path, **fields: Any) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {**fields, "pid": os.getpid()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, status: str, **fields: Any) -> None:
+        self.data.update(fields, status=status)
+        self.path.write_text(json.dumps(self.data, indent=1))
+
+    def failed(self, e: BaseException) -> None:
+        self.write("failed", error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500])

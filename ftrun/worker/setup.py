@@ -1,0 +1,164 @@
+"""Build one rank: who it is, its device, model and optimizers, and its torchft Manager.
+
+Environment (set by ftrun's launcher, as torchft's examples use): ``REPLICA_GROUP_ID``,
+``NUM_REPLICA_GROUPS``, ``TORCHFT_LIGHTHOUSE``, ``FTRUN_RESTART`` (incarnation of the group,
+0 = first); torchrun adds ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
+``MASTER_PORT`` (the group's own store, which the Manager uses too).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchft
+
+from ftrun.worker.data import Batches
+from ftrun.worker.models import TokenModel, split_fragments
+
+
+def die_with_parent() -> None:
+    """SIGKILL this rank if its launcher dies, even if the launcher was SIGKILLed."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    replica: int
+    restart: int
+    rank: int
+    group_size: int
+    local_rank: int
+
+    @classmethod
+    def from_environ(cls) -> "RankEnv":
+        e = os.environ
+        return cls(int(e["REPLICA_GROUP_ID"]), int(e.get("FTRUN_RESTART", 0)), int(e.get("RANK", 0)),
+                   int(e.get("WORLD_SIZE", 1)), int(e.get("LOCAL_RANK", 0)))
+
+
+def pick_device(backend: str, local_rank: int) -> tuple[str, torch.device]:
+    """``auto`` = NCCL when CUDA is available, else Gloo. NCCL ranks share the host's GPUs."""
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend in ("nccl", "baby-nccl"):
+        device = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
+        torch.cuda.set_device(device)
+        return backend, device
+    return backend, torch.device("cpu")
+
+
+@dataclass
+class Training:
+    model: torch.nn.Module
+    fragments: list[torch.nn.Module]
+    train_model: torch.nn.Module  # the model, or its DDP wrapper when the group has several ranks
+    data: Batches
+    inner: torch.optim.Optimizer
+    outer: list[torch.optim.Optimizer]
+
+
+def build_training(cfg: dict, env: RankEnv, device: torch.device) -> Training:
+    """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
+    torch.manual_seed(cfg["seed"])
+    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"]).to(device)
+    fragments = split_fragments(model, cfg["fragments"])
+    train_model: torch.nn.Module = model
+    if env.group_size > 1:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg["timeout_s"]))
+        train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
+    data = Batches(cfg["data"], cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], stream)
+    inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
+    outer = [
+        torch.optim.SGD(f.parameters(), lr=cfg["outer_lr"], momentum=cfg["outer_momentum"], nesterov=cfg["outer_momentum"] > 0)
+        for f in fragments
+    ]
+    return Training(model, fragments, train_model, data, inner, outer)
+
+
+@dataclass
+class HealState:
+    """What a healing replica receives from a live peer (torchft's checkpoint transport).
+
+    The peer's training step comes along, so a restarted group rejoins the run's numbering.
+    """
+
+    training: Training
+    step: int = 0
+    healed_from_step: int | None = field(default=None)
+
+    def state_dict(self) -> dict[str, Any]:
+        t = self.training
+        return {"model": t.model.state_dict(), "inner": t.inner.state_dict(), "train_step": self.step}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.training.model.load_state_dict(sd["model"])
+        self.training.inner.load_state_dict(sd["inner"])
+        self.healed_from_step = int(sd["train_step"])
+
+
+def make_process_group(backend: str, timeout: timedelta, link: dict | None):
+    """torchft's reconfigurable process group, wrapped in the emulated link when asked."""
+    if backend == "nccl":
+        pg = torchft.ProcessGroupNCCL(timeout=timeout)
+    elif backend == "baby-nccl":
+        pg = torchft.ProcessGroupBabyNCCL(timeout=timeout)
+    else:
+        pg = torchft.ProcessGroupGloo(timeout=timeout)
+    if link:
+        from ftrun.worker.link import LinkEmulator
+
+        pg = LinkEmulator(pg, link["bandwidth_bps"], link["latency_s"])
+    return pg
+
+
+def make_manager(spec: dict, env: RankEnv, backend: str, heal: HealState) -> torchft.Manager:
+    """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights)."""
+    cfg = spec["config"]
+    timeout = timedelta(seconds=cfg["timeout_s"])
+    return torchft.Manager(
+        pg=make_process_group(backend, timeout, spec.get("link")),
+        min_replica_size=cfg["min_replicas"],
+        load_state_dict=heal.load_state_dict,
+        state_dict=heal.state_dict,
+        replica_id=f"{spec['job_id']}_replica{env.replica}",
+        timeout=timeout,
+        quorum_timeout=timedelta(seconds=spec.get("quorum_timeout_s", cfg["timeout_s"])),
+        use_async_quorum=False,
+        init_sync=False,
+        hostname=spec.get("hostname", "localhost"),
+    )
+
+
+def start_line(run_dir: Path, spec: dict, worker: str, timeout_s: float = 300.0) -> None:
+    """Wait until every rank of a local job has its Manager up, so the first quorum has everyone.
+
+    Only when all groups share this run dir (``start_barrier`` = number of ranks).
+    """
+    n = spec.get("start_barrier")
+    if not n:
+        return
+    ready = run_dir / "ready"
+    ready.mkdir(exist_ok=True)
+    (ready / worker).touch()
+    deadline = time.monotonic() + timeout_s
+    while len(list(ready.iterdir())) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"start line: only {len(list(ready.iterdir()))} of {n} ranks ready after {timeout_s}s")
+        time.sleep(0.05)
