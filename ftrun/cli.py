@@ -207,6 +207,7 @@ def compare_cmd(
 INSPECT_HELP = """Check traces against the streaming-DiLoCo schedule: per replica, fragment and step.
 
 PATH is a run dir from `ftrun train`, a folder of traces, or trace files (.json, .json.gz).
+Several run dirs of one multi-host job (NAME-group0 NAME-group1 ...) are checked as one run.
 Traces without a manifest need --fragments, --sync-every and --fragment-sync-delay.
 Exit 0 = every send and sync landed as expected, 1 = mismatch, 2 = bad input.
 
@@ -224,6 +225,9 @@ def inspect_cmd(
         "top", help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    export_perfetto: Optional[Path] = typer.Option(
+        None, "--export-perfetto", help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI."
+    ),
 ) -> None:
     def body() -> int:
         from ftrun.check.command import inspect_trace
@@ -235,6 +239,7 @@ def inspect_cmd(
             fragment_sync_delay=fragment_sync_delay,
             step_numbering=step_numbering,
             json_out=json_out,
+            export_perfetto=export_perfetto,
         )
 
     raise typer.Exit(guarded(body) or 0)

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun.check import comm as commmod
+from ftrun.check.agreement import check_agreement
+from ftrun.check.faults import Faults, describe, fault_marks, read_log
 from ftrun.check.evidence import NO_EVIDENCE, GroupingMatcher, Identity, ManifestMatcher, identify, numels_of
 from ftrun.check.expect import failed_cycles, schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
@@ -65,6 +67,7 @@ class WorkerObs:
     obs: list[Obs]
     expected: list[Event]
     has_shapes: bool
+    lost: list[tuple[int, int]] = field(default_factory=list)  # steps lost to a fault: nothing expected
     matches: list[tuple[Optional[Event], Optional[Obs]]] = field(default_factory=list)
 
 
@@ -97,7 +100,7 @@ class _Steps:
         return None, None
 
 
-def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int) -> WorkerObs:
+def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost: Sequence[tuple[int, int]] = ()) -> WorkerObs:
     obs: list[Obs] = []
     ranges = []
     for t in w.traces:
@@ -126,8 +129,11 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int) -> W
         o.paired, pending = p, None
         o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None)
     last = max((hi for _, hi in ranges), default=0)
-    expected = [e for e in schedule.events(last, failed_cycles=failed) if any(lo <= e.step <= hi for lo, hi in ranges)]
-    return WorkerObs(w, ranges, failed, obs, expected, any(t.has_shapes for t in w.traces))
+    expected = [
+        e for e in schedule.events(last, failed_cycles=failed)
+        if any(lo <= e.step <= hi for lo, hi in ranges) and not any(a <= e.step <= b for a, b in lost)
+    ]
+    return WorkerObs(w, ranges, failed, obs, expected, any(t.has_shapes for t in w.traces), list(lost))
 
 
 def _match(wo: WorkerObs, window: int) -> None:
@@ -156,14 +162,14 @@ def _match(wo: WorkerObs, window: int) -> None:
     wo.matches = pairs
 
 
-def _fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str) -> tuple[int, dict]:
+def _fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: Faults) -> tuple[int, dict]:
     if requested != "auto":
         return NUMBERINGS[requested], {"requested": requested, "used": requested}
     scores = {}
     for name, off in NUMBERINGS.items():
         n = 0
         for w in workers:
-            wo = _observe(w, schedule, failed[(w.replica, w.rank)], off)
+            wo = _observe(w, schedule, failed[(w.replica, w.rank)], off, faults.lost(w.replica))
             exp = {(e.kind, e.step) for e in wo.expected}
             n += sum((o.kind, o.step) in exp for o in wo.obs) - sum(o.step is None for o in wo.obs)
         scores[name] = n
@@ -311,7 +317,8 @@ def _cross(wobs: list[WorkerObs], results: list[EventResult]) -> list[CrossCheck
     for (kind, step), frags in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         for wo in wobs:
             name = f"{wo.worker.replica}/{wo.worker.rank}"
-            if name not in frags and any(lo <= step <= hi for lo, hi in wo.ranges):
+            lost = any(a <= step <= b for a, b in wo.lost)
+            if name not in frags and any(lo <= step <= hi for lo, hi in wo.ranges) and not lost:
                 frags[name] = None
         if len(frags) < 2:
             continue
@@ -371,12 +378,20 @@ def analyze(
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
     workers = assign(inputs.files, spans)
+    logs = {k: read_log(p) for k, p in sorted(inputs.event_logs.items())}
+    faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed = {}
     for w in workers:
-        logs = [p for (r, _), p in inputs.event_logs.items() if r == w.replica]
-        failed[(w.replica, w.rank)] = failed_cycles(schedule, logs)
-    offset, numbering = _fit_offset(workers, schedule, failed, step_numbering)
-    wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset) for w in workers]
+        own = [p for (r, _), p in inputs.event_logs.items() if r == w.replica]
+        mine = failed_cycles(schedule, own)
+        lost = faults.lost(w.replica)
+        if lost:  # commits that failed while this replica was away (it healed past them)
+            others = [p for (r, _), p in inputs.event_logs.items() if r != w.replica]
+            away = [c for c in failed_cycles(schedule, others) if any(a <= schedule.sync_step(c) <= b for a, b in lost)]
+            mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | set(away))
+        failed[(w.replica, w.rank)] = mine
+    offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
+    wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
     for wo in wobs:
         _match(wo, schedule.window)
     mode = "manifest" if inputs.manifest is not None else "foreign"
@@ -401,10 +416,37 @@ def analyze(
     cross = _cross(wobs, results)
     if step_numbering == "auto":
         notes.append(f"step numbering: fitted '{numbering['used']}'")
+    run_problems: list[str] = []
+    traced = {w.replica for w in workers}
+    for m in faults.marks:
+        m.has_trace = m.replica in traced
+        m.text = describe(m)
+    if inputs.manifest is not None and inputs.whole_run:
+        for r in inputs.groups():
+            if r not in traced and not faults.explains_missing_trace(r):
+                run_problems.append(f"no trace for replica {r} (no fault explains it)")
+        total = inputs.manifest.get("replicas")
+        if len(inputs.run_dirs) >= 1 and isinstance(total, int) and inputs.groups() and len(inputs.groups()) < total:
+            notes.append(
+                f"job has {total} replica groups; inspected group(s) {inputs.groups()} "
+                "(give every group's run dir to check them all)"
+            )
+    agreement = None
+    if logs:
+        ag = check_agreement(logs)
+        agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
+        for d in ag.disagreements:
+            seen = ", ".join(
+                f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}" for r, v in sorted(d["replicas"].items())
+            )
+            run_problems.append(
+                f"replicas disagree on the synced parameters after manager step {d['manager_step']} (rank {d['rank']}): {seen}"
+            )
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
+    ok = ok and not run_problems
     return Report(
         verdict="pass" if ok else "fail",
         mode=mode,
@@ -422,4 +464,9 @@ def analyze(
         cross_replica=cross,
         run_dir=str(inputs.run_dir) if inputs.run_dir else None,
         notes=notes,
+        run_dirs=[str(p) for p in inputs.run_dirs],
+        job_id=inputs.job_id,
+        faults=[m.to_json() for m in faults.marks],
+        agreement=agreement,
+        run_problems=run_problems,
     )

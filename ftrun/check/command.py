@@ -18,6 +18,7 @@ def inspect_trace(
     fragment_sync_delay: Optional[int] = None,
     step_numbering: str = "top",
     json_out: bool = False,
+    export_perfetto: Optional[Path] = None,
 ) -> int:
     report = analyze(
         paths,
@@ -26,12 +27,22 @@ def inspect_trace(
         fragment_sync_delay=fragment_sync_delay,
         step_numbering=step_numbering,
     )
+    exported = None
+    if export_perfetto is not None:
+        from ftrun.report.perfetto import export_perfetto as export
+
+        exported = export(report, export_perfetto)
     if json_out:
         import sys
 
-        sys.stdout.write(msgspec.json.encode(report.to_json()).decode() + "\n")
+        d = report.to_json()
+        if exported is not None:
+            d["perfetto"] = exported
+        sys.stdout.write(msgspec.json.encode(d).decode() + "\n")
     else:
         from ftrun.report.inspect_view import render
 
         render(report)
+        if exported is not None:
+            print(f"perfetto: {exported['path']} ({exported['events']} trace events, {exported['verdicts']} verdicts; open in ui.perfetto.dev)")
     return 0 if report.ok else 1

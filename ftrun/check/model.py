@@ -82,6 +82,15 @@ class Report:
     cross_replica: list[CrossCheck]
     run_dir: Optional[str] = None
     notes: list[str] = field(default_factory=list)
+    # merged runs: every run dir (the replica groups of one job) and the job's id
+    run_dirs: list[str] = field(default_factory=list)
+    job_id: Optional[str] = None
+    # injected faults that fired (``ftrun.check.faults.FaultMark.to_json``): steps each replica lost
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    # fingerprints of the synced fragments across the (merged) event logs
+    agreement: Optional[dict[str, Any]] = None
+    # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
+    run_problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -90,6 +99,7 @@ class Report:
     def problems(self) -> list[str]:
         out = [f"replica {e.replica} rank {e.rank}: {e.problem}" for e in self.events if not e.ok]
         out += [c.problem for c in self.cross_replica if not c.ok and c.problem]
+        out += self.run_problems
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -52,6 +52,7 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)  # also when started with SIGINT ignored (a shell's `cmd &`)
     announced = False
     try:
         for raw in proc.stdout:

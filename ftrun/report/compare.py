@@ -2,7 +2,9 @@
 
 Train mode: A and B are presets (``streaming``, ``baseline``) or config TOML files; both runs
 share model, data, seed, replicas, steps and link, and live under ``<out>/compare-<time>/``.
-Read mode: A and B are existing run dirs. Either way each run is checked with the very
+Read mode: A and B are existing run dirs; a comma-separated list of run dirs (``A-group0,A-group1``)
+is the replica groups of one multi-host job, read as one run (as ``inspect-trace DIR...`` does).
+Either way each run is checked with the very
 ``inspect-trace`` analysis (``ftrun.check.analyze.analyze``), and the report adds what the
 event logs measured over the whole run. Writes report.json, report.md and timeline.png.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -37,23 +40,48 @@ def _is_run_dir(p: Path) -> bool:
     return (p / layout.MANIFEST).is_file()
 
 
+def split_spec(spec: str) -> list[Path]:
+    """The run dirs of one read-mode spec: ``DIR`` or ``DIR,DIR,...`` (groups of one job)."""
+    return [Path(x) for x in spec.split(",") if x.strip()]
+
+
+def run_name_of(dirs: list[Path]) -> str:
+    """A run's display name: the dir name, or the job's name for several group dirs (``job-group0`` -> ``job``)."""
+    if len(dirs) == 1:
+        return dirs[0].name
+    names = {re.sub(r"-group\d+$", "", d.name) for d in dirs}
+    return names.pop() if len(names) == 1 else "+".join(d.name for d in dirs)
+
+
+def _spec_kind(s: str) -> str:
+    p = Path(s)
+    if s in PRESETS or (p.suffix == ".toml" and p.is_file()):
+        return "train"
+    if "," in s:
+        dirs = split_spec(s)
+        if not dirs:
+            raise BadInput(f"compare: {s!r} names no run dir")
+        for d in dirs:
+            if not d.exists():
+                raise BadInput(f"compare: {d} (in {s}) is not an existing run dir")
+            if not (d.is_dir() and _is_run_dir(d)):
+                raise BadInput(f"compare: {d} (in {s}) is not an ftrun run dir (no {layout.MANIFEST})")
+        return "read"
+    if p.is_dir() and _is_run_dir(p):
+        return "read"
+    if p.suffix == ".toml":
+        raise BadInput(f"compare: config file {s} not found")
+    if p.exists():
+        raise BadInput(f"compare: {s} is not an ftrun run dir (no {layout.MANIFEST})")
+    raise BadInput(f"compare: {s} is neither a preset ({', '.join(PRESETS)}), a config .toml, nor an existing run dir")
+
+
 def resolve_specs(specs: list[str]) -> str:
-    """'train' when every spec is a preset or TOML file, 'read' when every spec is a run dir."""
+    """'train' when every spec is a preset or TOML file, 'read' when every spec is a run dir
+    (or a comma-separated list of the run dirs of one job's replica groups)."""
     if len(specs) != 2:
         raise BadInput(f"compare: expected two runs (presets, config files or run dirs), got {len(specs)}")
-    kinds = []
-    for s in specs:
-        p = Path(s)
-        if s in PRESETS or (p.suffix == ".toml" and p.is_file()):
-            kinds.append("train")
-        elif p.is_dir() and _is_run_dir(p):
-            kinds.append("read")
-        elif p.suffix == ".toml":
-            raise BadInput(f"compare: config file {s} not found")
-        elif p.exists():
-            raise BadInput(f"compare: {s} is not an ftrun run dir (no {layout.MANIFEST})")
-        else:
-            raise BadInput(f"compare: {s} is neither a preset ({', '.join(PRESETS)}), a config .toml, nor an existing run dir")
+    kinds = [_spec_kind(s) for s in specs]
     if kinds[0] != kinds[1]:
         raise BadInput("compare: give two presets/config files (to train) or two run dirs (to read), not a mix")
     return kinds[0]
@@ -83,13 +111,17 @@ def _mean(xs: list[float]) -> Optional[float]:
     return sum(xs) / len(xs) if xs else None
 
 
-def run_metrics(name: str, run_dir: Path, report) -> dict[str, Any]:
-    manifest = json.loads((run_dir / layout.MANIFEST).read_text())
+def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]:
+    """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged)."""
+    dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
+    manifests = [json.loads((d / layout.MANIFEST).read_text()) for d in dirs]
+    manifest = manifests[0]
     cfg = manifest["config"]
     frag_bytes = {f["id"]: f["bytes"] for f in manifest.get("fragments", [])}
     per_replica = []
     for r in range(manifest["replicas"]):
-        recs = read_all(layout.event_log(run_dir, r, 0))
+        recs = next((got for d in dirs if (got := read_all(layout.event_log(d, r, 0)))), [])
+        recs = [x for x in recs if x.get("step") is not None]  # records while rejoining have no step
         if not recs:
             continue
         train_s = sum(x["step_time_s"] for x in recs)
@@ -108,7 +140,8 @@ def run_metrics(name: str, run_dir: Path, report) -> dict[str, Any]:
             }
         )
     if not per_replica:
-        raise BadInput(f"compare: {run_dir} has no event logs")
+        raise BadInput(f"compare: {', '.join(map(str, dirs))} has no event logs")
+    walls = [m.get("wall_s") for m in manifests if m.get("wall_s") is not None]
     sync_events = [e for e in report.events if e.kind == "sync" and e.send_to_done_ms is not None and e.observed_step is not None]
     comm = sum(e.send_to_done_ms for e in sync_events)
     hidden = sum(e.hidden_comm_ms or 0.0 for e in sync_events)
@@ -122,7 +155,8 @@ def run_metrics(name: str, run_dir: Path, report) -> dict[str, Any]:
     exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
     return {
         "name": name,
-        "run_dir": str(run_dir),
+        "run_dir": str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
+        "run_dirs": [str(d) for d in dirs],
         "schedule": manifest["schedule"],
         "verdict": report.verdict,
         "problems": report.problems()[:20],
@@ -130,7 +164,7 @@ def run_metrics(name: str, run_dir: Path, report) -> dict[str, Any]:
         "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
         "tokens_per_s": sps * tokens_per_step if sps else None,
         "tokens_per_s_per_replica": [p["steps_per_s"] * tokens_per_step if p["steps_per_s"] else None for p in per_replica],
-        "wall_s": manifest.get("wall_s"),
+        "wall_s": max(walls) if walls else None,
         "syncs": syncs,
         "commits": _mean([p["commits"] for p in per_replica]),
         "exposed_comm_s": exposed,
@@ -225,12 +259,12 @@ def compare(
             run_dirs.append(cmp_dir / n)
         link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
     else:
-        run_dirs = [Path(s) for s in specs]
-        names = [p.name for p in run_dirs]
+        run_dirs = [split_spec(s) for s in specs]
+        names = [run_name_of(p) for p in run_dirs]
         if names[0] == names[1]:
             names = [f"{names[0]}-a", f"{names[1]}-b"]
         cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
-        links = [json.loads((p / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
+        links = [json.loads((p[0] / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
         l0 = links[0] or {}
         link_info = {
             "bandwidth_bps": l0.get("bandwidth_bps"),
@@ -240,7 +274,7 @@ def compare(
             "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
         }
     cmp_dir.mkdir(parents=True, exist_ok=True)
-    reports = [analyze([p]) for p in run_dirs]
+    reports = [analyze(p if isinstance(p, list) else [p]) for p in run_dirs]
     runs = [run_metrics(n, p, r) for n, p, r in zip(names, run_dirs, reports)]
     lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r)]
     timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ftrun.check.model import EventResult, Report
@@ -50,6 +51,8 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     if console is None and con.width < 120:
         con = Console(highlight=False, width=120)
     s = report.schedule
+    if len(report.run_dirs) > 1:
+        con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(
         f"schedule F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']} (w={s['window']}), "
         f"{report.mode}, step numbering {report.step_numbering['used']}"
@@ -72,6 +75,13 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for c in report.cross_replica:
         if not c.ok:
             con.print(f"[red]cross-replica:[/] {c.problem}")
+    for f in report.faults:
+        con.print(f"[yellow]fault:[/] {escape(f['text'])}")
+    if report.agreement is not None and report.agreement["ok"]:
+        n = report.agreement["commits_checked"]
+        con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
+    for p in report.run_problems:
+        con.print(f"[red]run:[/] {escape(p)}")
     for n in report.notes:
         con.print(f"[dim]note: {n}[/]")
     bad = report.problems()

@@ -6,6 +6,11 @@
 * any other folder: every ``*.json`` / ``*.json.gz`` below it (recursively);
 * files: used as given.
 
+Several run dirs are accepted when they are the replica groups of ONE job (multi-host runs
+write ``<name>-group{K}`` per host): same ``job_id``, same schedule, no replica in two of them.
+They are merged into one input: union of traces and event logs, every manifest kept in
+``Inputs.manifests``. Run dirs of different jobs raise ``BadInput`` (one line).
+
 Identity of non-manifest files is settled later (``ftrun.check.workers``): the file name
 (``replica{r}_rank{g}``), then trace metadata, then order. Bad paths raise ``BadInput``.
 """
@@ -38,6 +43,17 @@ class Inputs:
     run_dir: Optional[Path] = None
     manifest: Optional[dict[str, Any]] = None
     event_logs: dict[tuple[int, int], Path] = field(default_factory=dict)
+    run_dirs: list[Path] = field(default_factory=list)  # every merged run dir (groups of one job)
+    manifests: list[dict[str, Any]] = field(default_factory=list)  # their manifests, same order
+    whole_run: bool = False  # run dirs (or traces/ folders) given, not hand-picked trace files
+
+    @property
+    def job_id(self) -> Optional[str]:
+        return self.manifest.get("job_id") if self.manifest else None
+
+    def groups(self) -> list[int]:
+        """Replica groups whose event logs the merged run dirs hold (the groups that ran there)."""
+        return sorted({r for r, _ in self.event_logs})
 
 
 def is_trace_name(p: Path) -> bool:
@@ -114,20 +130,68 @@ def discover(paths: list[Path]) -> Inputs:
             files.extend(TraceFile(q) for q in found)
         else:
             files.append(TraceFile(p))
-    if len(run_dirs) > 1:
-        raise BadInput(f"{run_dirs[1]}: inspect one run dir at a time (also got {run_dirs[0]})")
     if not run_dirs:
         return Inputs(files)
-    rd = run_dirs[0]
-    m = load_manifest(rd)
-    listed = _manifest_files(rd, m)
-    by_path = {t.path.resolve(): t for t in listed}
-    chosen = listed
-    if files:  # explicit files inside the run dir: only those, with the manifest's identity
-        chosen = [by_path.get(f.path.resolve(), f) for f in files]
+    manifests = [load_manifest(rd) for rd in run_dirs]
+    _check_one_job(run_dirs, manifests)
+    chosen: list[TraceFile] = []
+    logs: dict[tuple[int, int], Path] = {}
+    explicit = {f.path.resolve() for f in files}
+    for rd, m in zip(run_dirs, manifests):
+        listed = _manifest_files(rd, m) + _unlisted(rd, m)
+        if files:  # explicit files inside the run dir: only those, with the manifest's identity
+            chosen += [t for t in listed if t.path.resolve() in explicit]
+        else:
+            chosen += listed
+        for k, v in _event_logs(rd, m).items():
+            logs.setdefault(k, v)
+    if files:
+        known = {t.path.resolve() for t in chosen}
+        chosen += [f for f in files if f.path.resolve() not in known]
     if not chosen:
-        raise BadInput(f"{rd / layout.MANIFEST}: lists no traces (was the run profiled?)")
+        where = " and ".join(str(rd / layout.MANIFEST) for rd in run_dirs)
+        raise BadInput(f"{where}: lists no traces (was the run profiled?)")
     for t in chosen:
         if not t.path.is_file():
+            rd = run_dir_of(t.path) or run_dirs[0]
             raise BadInput(f"{t.path}: listed in {rd / layout.MANIFEST} but missing")
-    return Inputs(chosen, rd, m, _event_logs(rd, m))
+    return Inputs(chosen, run_dirs[0], manifests[0], logs, run_dirs, manifests, whole_run=not files)
+
+
+def _unlisted(run_dir: Path, m: dict[str, Any]) -> list[TraceFile]:
+    """Trace files in ``traces/`` that the manifest does not list (a restarted group rewrites its
+    meta file, so an earlier incarnation's finished trace may be missing from the manifest)."""
+    listed = {(run_dir / t["path"]).resolve() for t in m["traces"] if isinstance(t, dict) and "path" in t}
+    groups = {int(e["replica"]) for e in m.get("event_logs") or [] if isinstance(e, dict) and "replica" in e}
+    out = []
+    for q in sorted((run_dir / layout.TRACES).glob("*.pt.trace.json*")):
+        w = layout.parse_worker(q.name)
+        if w is not None and q.resolve() not in listed and (not groups or w[0] in groups):
+            out.append(TraceFile(q, w[0], w[1], "manifest"))
+    return out
+
+
+SCHEDULE_KEYS = ("fragments", "sync_every", "fragment_sync_delay", "steps")
+
+
+def _check_one_job(run_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
+    """Several run dirs must be the replica groups of one job (module docstring)."""
+    if len(run_dirs) < 2:
+        return
+    a, ma = run_dirs[0], manifests[0]
+    seen: dict[int, Path] = {}
+    for rd, m in zip(run_dirs, manifests):
+        if not ma.get("job_id") or m.get("job_id") != ma.get("job_id"):
+            raise BadInput(
+                f"{rd}: not a replica group of the same job as {a} (job_id {m.get('job_id')!r} vs {ma.get('job_id')!r}); "
+                "inspect the run dirs of one job together"
+            )
+        sa, sb = ({k: x["schedule"].get(k) for k in SCHEDULE_KEYS} for x in (ma, m))
+        if sa != sb or m.get("replicas") != ma.get("replicas"):
+            diff = ", ".join(f"{k}={sb[k]} vs {sa[k]}" for k in SCHEDULE_KEYS if sa[k] != sb[k]) or (
+                f"replicas={m.get('replicas')} vs {ma.get('replicas')}")
+            raise BadInput(f"{rd}: schedule differs from {a} ({diff}); not replica groups of one job")
+        for e in m.get("event_logs") or []:
+            r = e.get("replica") if isinstance(e, dict) else None
+            if isinstance(r, int) and seen.setdefault(r, rd) != rd:
+                raise BadInput(f"{rd}: replica group {r} is also in {seen[r]}; give each group's run dir once")

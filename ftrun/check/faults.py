@@ -1,0 +1,140 @@
+"""Steps lost to injected faults, from the manifest(s) and the event logs. Torch-free.
+
+For each fired ``kill``/``sigterm`` fault (manifest ``faults.fired``) of replica group R at
+step S (the fault fires before step S runs, so S is the first step the group did not train):
+
+* ``rejoined_step``: the step of the first event-log record of R after the fault that has a
+  ``rejoined`` entry (a relaunched group aligned with the live ones), else the first record
+  after the fault with a step number; ``None`` = never rejoined (no relaunch, or the others
+  finished first).
+* ``lost``: steps ``S .. rejoined_step - 1`` (``S .. steps`` when it never rejoined).
+* ``heal``: the first ``healed`` record after the fault (source replica, manager step, peer step).
+
+Inspect does not expect events from R in its lost steps, and a replica without a trace is
+explained by such a fault (the killed incarnation never exported its profiler window; a
+relaunched group is not profiled).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+ACTIONS = {"kill": "SIGKILL", "sigterm": "SIGTERM"}
+
+
+@dataclass
+class FaultMark:
+    replica: int
+    action: str  # "kill" | "sigterm"
+    step: int  # the fault fired at the start of this step
+    lost_steps: Optional[tuple[int, int]]  # inclusive; None when no step was lost
+    rejoined_step: Optional[int]  # None = never rejoined
+    heal: Optional[dict[str, Any]] = None  # {source_replica, manager_step, peer_step, step}
+    has_trace: bool = False
+    run_dir: Optional[str] = None
+    text: str = ""
+
+    @property
+    def never_rejoined(self) -> bool:
+        return self.rejoined_step is None
+
+    def covers(self, step: int) -> bool:
+        return self.lost_steps is not None and self.lost_steps[0] <= step <= self.lost_steps[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "replica": self.replica, "action": self.action, "step": self.step,
+            "lost_steps": list(self.lost_steps) if self.lost_steps else None,
+            "rejoined_step": self.rejoined_step, "never_rejoined": self.never_rejoined,
+            "heal": self.heal, "has_trace": self.has_trace, "run_dir": self.run_dir, "text": self.text,
+        }
+
+
+def read_log(path: Path) -> list[dict]:
+    """Event-log records; unreadable files and torn or bad lines are skipped."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+@dataclass
+class Faults:
+    marks: list[FaultMark] = field(default_factory=list)
+
+    def lost(self, replica: int) -> list[tuple[int, int]]:
+        return [m.lost_steps for m in self.marks if m.replica == replica and m.lost_steps]
+
+    def covers(self, replica: int, step: int) -> bool:
+        return any(m.replica == replica and m.covers(step) for m in self.marks)
+
+    def explains_missing_trace(self, replica: int) -> bool:
+        return any(m.replica == replica for m in self.marks)
+
+
+def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[int, int], list[dict]]) -> Faults:
+    """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
+    out = Faults()
+    seen: set[tuple[int, int, str]] = set()
+    for rd, m in zip(run_dirs, manifests):
+        steps = (m.get("schedule") or {}).get("steps")
+        fired = ((m.get("faults") or {}).get("fired")) or []
+        for f in sorted((f for f in fired if isinstance(f, dict)), key=lambda f: f.get("fired_at") or 0):
+            if f.get("action") not in ACTIONS or not isinstance(f.get("replica"), int):
+                continue
+            r = f["replica"]
+            s = f.get("fired_step") if isinstance(f.get("fired_step"), int) else f.get("step")
+            if not isinstance(s, int) or (r, s, f["action"]) in seen:
+                continue
+            seen.add((r, s, f["action"]))
+            at = f.get("fired_at") or 0.0
+            ranks = sorted(g for (x, g) in logs if x == r)
+            recs = [x for x in logs.get((r, ranks[0]), []) if (x.get("t") or 0) > at] if ranks else []
+            rejoined = next((x for x in recs if x.get("rejoined")), None)
+            if rejoined is None:
+                rejoined = next((x for x in recs if isinstance(x.get("step"), int)), None)
+            back = rejoined.get("step") if rejoined is not None else None
+            if back is None and rejoined is not None and isinstance(rejoined.get("rejoined"), dict):
+                back = rejoined["rejoined"].get("aligned_step")
+            back = back if isinstance(back, int) else None
+            healed = next((x for x in recs if isinstance(x.get("healed"), dict)), None)
+            heal = {**healed["healed"], "step": healed.get("step")} if healed is not None else None
+            if back is None:
+                lost = (s, steps) if isinstance(steps, int) and steps >= s else (s, s)
+            else:
+                lost = (s, back - 1) if back > s else None
+            out.marks.append(FaultMark(r, f["action"], s, lost, back, heal, run_dir=str(rd)))
+    return out
+
+
+def describe(m: FaultMark) -> str:
+    what = f"replica {m.replica}: {ACTIONS.get(m.action, m.action)} at step {m.step}"
+    if m.lost_steps:
+        a, b = m.lost_steps
+        what += f", lost step{'s' if b > a else ''} {a}" + (f"-{b}" if b > a else "")
+    else:
+        what += ", no steps lost"
+    if m.never_rejoined:
+        what += ", never rejoined"
+    else:
+        what += f", rejoined at step {m.rejoined_step}"
+    if m.heal:
+        src = m.heal.get("source_replica")
+        what += f", healed from replica {'?' if src is None else src} at manager step {m.heal.get('manager_step')}"
+    if not m.has_trace:
+        what += "; no trace (the killed incarnation never wrote its profiler window; a relaunched group is not profiled)"
+    return what

@@ -1,0 +1,241 @@
+"""``inspect-trace --export-perfetto OUT.json``: the inspected traces plus ftrun's verdicts, as one
+chrome-JSON trace that Perfetto's UI (ui.perfetto.dev) and chrome://tracing open. Torch-free.
+
+* Every worker (replica, rank) is one process: ``pid`` = its position in the report (1, 2, ...),
+  named ``replica R rank G`` by a ``process_name`` metadata event. All its original events are
+  kept (every phase, args untouched); only ``pid``/``tid`` are remapped (threads of the
+  original trace keep their tid unless two original processes collide, and flow ``id``\\ s get a
+  per-worker offset so arrows never join two workers). The original ``process_*`` metadata is
+  replaced by ours.
+* A thread ``ftrun verdicts`` per worker holds one event per expected or observed send/sync:
+  an instant (``ph: "i"``) at the observed time, or for a sync with a measured blocking time a
+  span (``ph: "X"``) covering that exposed communication. Names read
+  ``send frag 0 ok`` / ``sync frag 1 FAIL: expected step 30, observed 31``; ``args`` carry
+  expected and observed step and fragment, manager step, cycle, exposed/hidden/send->done ms,
+  serialized collectives, bytes, problem and notes. An event that was expected but not
+  observed sits at the start of its expected step. Failed cross-replica checks add a
+  ``cross-replica FAIL`` instant on each worker at that step.
+
+Streaming: one trace file is decoded at a time and its events are written out as they go
+(msgspec), so memory stays at about one trace. ``OUT`` ending in ``.gz`` is gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import IO, Any, Optional
+
+import msgspec
+
+from ftrun.check.model import EventResult, Report
+from ftrun.errors import BadInput
+from ftrun.labels import FTRUN_STEP_RE, PROFILER_STEP_RE
+from ftrun.trace.load import decode, read_bytes
+
+VERDICT_THREAD = "ftrun verdicts"
+VERDICT_TID = 9_999_999  # above Linux's pid_max: never a real thread id
+SYNTHETIC_TID = 10_000_000  # first tid handed out when two original (pid, tid) pairs collide
+FLOW_ID_STRIDE = 1 << 40
+DROPPED_METADATA = {"process_name", "process_labels", "process_sort_index"}
+NUMBERING_OFFSET = {"top": 0, "end": 1}
+
+_any = msgspec.json.Decoder()
+_enc = msgspec.json.Encoder()
+
+
+def verdict_name(e: EventResult) -> str:
+    frag = e.fragment if e.fragment is not None else e.expected_fragment
+    head = f"{e.kind} frag {'?' if frag is None else frag}"
+    if e.ok:
+        return f"{head} ok"
+    parts = []
+    if e.expected_step is None:
+        parts.append(f"unexpected at step {e.observed_step}" if e.observed_step is not None else "unexpected, outside every step span")
+    elif e.observed_step is None:
+        parts.append(f"expected step {e.expected_step}, not observed")
+    else:
+        if e.observed_step != e.expected_step:
+            parts.append(f"expected step {e.expected_step}, observed {e.observed_step}")
+        if e.fragment is not None and e.expected_fragment is not None and e.fragment != e.expected_fragment:
+            parts.append(f"expected fragment {e.expected_fragment}, observed {e.fragment}")
+    if not parts:
+        parts.append(e.problem or "failed")
+    return f"{head} FAIL: {'; '.join(parts)}"
+
+
+def verdict_args(e: EventResult) -> dict[str, Any]:
+    args = {
+        "verdict": "ok" if e.ok else "FAIL",
+        "kind": e.kind,
+        "replica": e.replica,
+        "rank": e.rank,
+        "expected_step": e.expected_step,
+        "observed_step": e.observed_step,
+        "fragment": e.fragment,
+        "expected_fragment": e.expected_fragment,
+        "evidence": e.evidence,
+        "manager_step": e.manager_step,
+        "cycle": e.cycle,
+        "problem": e.problem,
+        "notes": "; ".join(e.notes) or None,
+    }
+    if e.kind == "send":
+        args.update(allreduces=e.allreduces, collectives=e.collectives, numel=e.numel, bytes=e.bytes)
+    else:
+        args.update(
+            exposed_comm_ms=e.exposed_comm_ms, hidden_comm_ms=e.hidden_comm_ms, send_to_done_ms=e.send_to_done_ms,
+            comm_union_ms=e.comm_union_ms, should_commit_ms=e.should_commit_ms, serialized=e.serialized,
+            serialized_collectives=e.serialized_collectives, send_captured=e.send_captured,
+        )
+    return {k: v for k, v in args.items() if v is not None}
+
+
+class _Writer:
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.n = 0
+
+    def write(self, ev: Any) -> None:
+        self.f.write(b",\n" if self.n else b"\n")
+        self.f.write(_enc.encode(ev))
+        self.n += 1
+
+
+class _Worker:
+    """pid/tid remapping and step spans of one worker while its files stream through."""
+
+    def __init__(self, pid: int, index: int) -> None:
+        self.pid = pid
+        self.flow_offset = index * FLOW_ID_STRIDE
+        self.tids: dict[tuple[Any, Any], int] = {}
+        self.used: set[int] = {VERDICT_TID}
+        self.next_tid = SYNTHETIC_TID
+        self.thread_meta: set[tuple[str, int]] = set()
+        self.ftrun_steps: dict[int, float] = {}
+        self.prof_steps: dict[int, float] = {}
+        self.first_ts: Optional[float] = None
+
+    def tid(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        got = self.tids.get(key)
+        if got is None:
+            if isinstance(tid, int) and not isinstance(tid, bool) and 0 <= tid < SYNTHETIC_TID and tid not in self.used:
+                got = tid
+            else:
+                got = self.next_tid
+                self.next_tid += 1
+            self.used.add(got)
+            self.tids[key] = got
+        return got
+
+    def step_starts(self, offset: int) -> dict[int, float]:
+        if self.ftrun_steps:
+            return self.ftrun_steps
+        return {k + offset: ts for k, ts in self.prof_steps.items()}
+
+
+def _stream_file(path: Path, w: _Worker, out: _Writer) -> int:
+    trace = decode(path, read_bytes(path))
+    n = 0
+    for raw in trace.traceEvents:
+        try:
+            ev = _any.decode(raw)
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(ev, dict):
+            continue
+        ph, name = ev.get("ph"), ev.get("name")
+        if ph == "M" and name in DROPPED_METADATA:
+            continue
+        tid = w.tid(ev.get("pid"), ev.get("tid"))
+        if ph == "M" and name in ("thread_name", "thread_sort_index"):
+            if (name, tid) in w.thread_meta:
+                continue
+            w.thread_meta.add((name, tid))
+        ev["pid"], ev["tid"] = w.pid, tid
+        if ph in ("s", "t", "f") and isinstance(ev.get("id"), int):
+            ev["id"] = ev["id"] + w.flow_offset
+        ts = ev.get("ts")
+        if ph == "X" and isinstance(name, str) and isinstance(ts, (int, float)):
+            if w.first_ts is None or ts < w.first_ts:
+                w.first_ts = ts
+            m = FTRUN_STEP_RE.match(name) if name.startswith("ftrun::step") else PROFILER_STEP_RE.match(name)
+            if m:
+                (w.ftrun_steps if name.startswith("ftrun::step") else w.prof_steps).setdefault(int(m[1]), ts)
+        out.write(ev)
+        n += 1
+    return n
+
+
+def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
+    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
+
+
+def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
+    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable."""
+    out_path = Path(out_path)
+    offset = NUMBERING_OFFSET.get(str(report.step_numbering.get("used")), 0)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        raw_f = out_path.open("wb")
+    except OSError as e:
+        raise BadInput(f"--export-perfetto {out_path}: cannot write ({e.strerror or e})") from None
+    counts = {"events": 0, "verdicts": 0, "workers": 0}
+    with raw_f:
+        f: IO[bytes] = gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
+        try:
+            f.write(b'{"traceEvents":[')
+            out = _Writer(f)
+            for i, wr in enumerate(sorted(report.workers, key=lambda w: (w.replica, w.rank))):
+                pid = i + 1
+                w = _Worker(pid, i)
+                label = f"replica {wr.replica} rank {wr.rank}"
+                out.write(_meta("process_name", pid, 0, {"name": label}))
+                out.write(_meta("process_sort_index", pid, 0, {"sort_index": i}))
+                out.write(_meta("process_labels", pid, 0, {"labels": f"ftrun {report.verdict.upper()}"}))
+                out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
+                out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
+                for file in wr.files:
+                    counts["events"] += _stream_file(Path(file), w, out)
+                starts = w.step_starts(offset)
+                fallback = w.first_ts if w.first_ts is not None else 0.0
+                for e in report.events:
+                    if e.replica != wr.replica or e.rank != wr.rank:
+                        continue
+                    ts = e.ts_us
+                    if ts is None:
+                        ts = starts.get(e.expected_step if e.expected_step is not None else -1, fallback)
+                    ev: dict[str, Any] = {
+                        "name": verdict_name(e), "cat": "ftrun,verdict", "ph": "i", "s": "t",
+                        "ts": ts, "pid": pid, "tid": VERDICT_TID, "args": verdict_args(e),
+                    }
+                    if e.kind == "sync" and e.ts_us is not None and e.exposed_comm_ms:
+                        del ev["s"]
+                        ev["ph"], ev["dur"] = "X", max(e.exposed_comm_ms * 1000.0, 1.0)
+                    out.write(ev)
+                    counts["verdicts"] += 1
+                me = f"{wr.replica}/{wr.rank}"
+                for c in report.cross_replica:
+                    if c.ok or me not in c.fragments or c.step not in starts:
+                        continue
+                    out.write({
+                        "name": f"cross-replica FAIL: {c.kind} at step {c.step}", "cat": "ftrun,verdict", "ph": "i",
+                        "s": "t", "ts": starts[c.step], "pid": pid, "tid": VERDICT_TID,
+                        "args": {"problem": c.problem, "fragments": {k: v for k, v in c.fragments.items()}, "manager_step": c.manager_step},
+                    })
+                    counts["verdicts"] += 1
+                counts["workers"] += 1
+            f.write(b"\n],")
+            other = {
+                "ftrun_verdict": report.verdict,
+                "ftrun_schedule": " ".join(f"{k}={v}" for k, v in report.schedule.items()),
+                "ftrun_problems": " | ".join(report.problems()[:50]),
+                "ftrun_faults": " | ".join(x.get("text", "") for x in report.faults),
+            }
+            f.write(b'"displayTimeUnit":"ms","otherData":' + _enc.encode(other) + b"}\n")
+        finally:
+            if f is not raw_f:
+                f.close()
+    counts["path"] = str(out_path)
+    return counts
