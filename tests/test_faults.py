@@ -57,6 +57,17 @@ def test_kill_one_of_three_with_restart_recovers(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     report = json.loads(res.stdout)
     assert report["verdict"] == "pass"
+    # ... and marks the steps replica 1 lost: from the kill to the step it rejoined at
+    assert report["replicas"] == [0, 2]  # the killed incarnation never exported; the restart is not profiled
+    (f,) = report["faults"]
+    r1_back = next(x for x in _events(run.run_dir, 1) if x.get("rejoined"))
+    assert (f["replica"], f["action"], f["step"]) == (1, "kill", 25)
+    assert f["rejoined_step"] == r1_back["step"] and f["lost_steps"] == [25, r1_back["step"] - 1]
+    assert not f["never_rejoined"] and not f["has_trace"]
+    assert f["heal"]["source_replica"] == rec["heals"][0]["source_replica"]
+    assert f["heal"]["manager_step"] == rec["heals"][0]["manager_step"]
+    assert f"lost steps 25-{r1_back['step'] - 1}" in f["text"]
+    assert report["agreement"]["ok"] and not report["problems"]
 
 
 def test_kill_without_restart_below_min_replicas_fails_clearly(tmp_path):
