@@ -104,3 +104,28 @@ def test_export_to_an_unwritable_path_is_exit_2(ftrun_run, tmp_path):
     blocker.write_text("x")
     res = CliRunner().invoke(app, ["inspect-trace", str(ftrun_run("streaming")), "--export-perfetto", str(blocker / "out.json")])
     assert res.exit_code == 2 and "--export-perfetto" in res.output
+
+
+def test_export_of_foreign_traces_with_two_windows_per_worker(foreign_traces, tmp_path):
+    from conftest import FOREIGN
+
+    flags = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
+             "--fragment-sync-delay", str(FOREIGN["delay"])]
+    out = tmp_path / "foreign.json"
+    res = CliRunner().invoke(app, ["inspect-trace", str(foreign_traces), *flags, "--json", "--export-perfetto", str(out)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    trace = json.loads(out.read_text())
+    procs = processes(trace)
+    assert sorted(procs.values()) == [f"replica {w['replica']} rank {w['rank']}" for w in report["workers"]]
+    by_pid = verdicts(trace)
+    assert sum(len(v) for v in by_pid.values()) == len(report["events"])
+    assert all(v["name"].endswith(" ok") for vs in by_pid.values() for v in vs)
+    # both windows of a worker land in its one process; flow ids never join two workers
+    for w in report["workers"]:
+        assert len(w["files"]) == 2
+    flows: dict[int, set[int]] = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
+            flows.setdefault(e["id"], set()).add(e["pid"])
+    assert all(len(p) == 1 for p in flows.values())

@@ -57,7 +57,9 @@ def failed_cycles(schedule: Schedule, logs: list[Path]) -> list[int]:
             try:
                 rec: Any = json.loads(line)
             except json.JSONDecodeError:
-                if n == len(lines):  # a run killed mid-write leaves a partial last line
+                # a run killed mid-write leaves a partial last line; a relaunched group appends
+                # after it, so a torn record can also sit in the middle of the log
+                if n == len(lines) or line.lstrip().startswith("{"):
                     continue
                 raise BadInput(f"{path}:{n}: not a JSON line") from None
             if isinstance(rec, dict) and rec.get("commit") is False and isinstance(rec.get("step"), int):
