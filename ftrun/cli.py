@@ -150,12 +150,15 @@ def train_cmd(
 
 COMPARE_HELP = """Train two configurations (or read two run dirs), check both schedules, report side by side.
 
-A and B are presets (streaming, baseline), config .toml files, or existing run dirs. Both
+A and B are presets (streaming, baseline), config .toml files, or existing run dirs (a run
+of several hosts: its groups' run dirs joined by commas, e.g. job-group0,job-group1). Both
 trainings share model, data, seed, replicas, steps and an emulated link (--link; by default
 one on which plain DiLoCo's full-model sync takes about one step of compute). Writes
 report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a failure.
 
 Example: ftrun compare streaming baseline --link 1gbit,20ms
+
+Example: ftrun compare profiles/cmp/streaming profiles/cmp/baseline --name again
 """
 
 

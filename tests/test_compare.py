@@ -280,11 +280,17 @@ def test_expect_hidden(trained: Compared, tmp_path: Path) -> None:
     assert d["expect_hidden"] == {"min": 0.99999, "observed": share, "ok": False}
     assert json.loads((Path(d["compare_dir"]) / "report.json").read_text())["expect_hidden"]["ok"] is False
 
-    proc = read_compare(trained, tmp_path, "--expect-hidden", f"{share - 1e-6:.9f}")
+    # the same compare dir again: refused (nothing is overwritten silently), then --overwrite
+    one_line_error(read_compare(trained, tmp_path, "--expect-hidden", f"{share - 1e-6:.9f}"))
+    proc = read_compare(trained, tmp_path, "--expect-hidden", f"{share - 1e-6:.9f}", "--overwrite")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["expect_hidden"]["ok"] is True
 
     one_line_error(read_compare(trained, tmp_path, "--expect-hidden", "1.5"))
+
+
+def test_link_is_refused_in_read_mode(trained: Compared, tmp_path: Path) -> None:
+    assert "applies only when compare trains" in one_line_error(read_compare(trained, tmp_path, "--link", "1gbit,20ms"))
 
 
 # --- bad input: exit 2, one line on stderr, no traceback -----------------------------------

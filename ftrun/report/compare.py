@@ -259,11 +259,15 @@ def compare(
             run_dirs.append(cmp_dir / n)
         link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
     else:
+        if link_spec is not None:
+            raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
         run_dirs = [split_spec(s) for s in specs]
         names = [run_name_of(p) for p in run_dirs]
         if names[0] == names[1]:
             names = [f"{names[0]}-a", f"{names[1]}-b"]
         cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
+        if (cmp_dir / "report.json").exists() and not overwrite:
+            raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
         links = [json.loads((p[0] / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
         l0 = links[0] or {}
         link_info = {
