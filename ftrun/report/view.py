@@ -1,0 +1,244 @@
+"""``ftrun view``: TensorBoard with the PyTorch profiler plugin on one run dir. Torch-free.
+
+TensorBoard runs as a child (``python -m tensorboard.main``); this process never imports it.
+Its logdir is a temporary folder of symlinks, so that the profiler plugin shows one run named
+after the run dir, whose workers are all of the run's ranks, next to the run's scalars::
+
+    <tmp>/<run-name>/replica{r}_rank{g}.{A}.pt.trace.json.gz -> RUN_DIR/traces/...
+    <tmp>/<run-name>/replica{r}                              -> RUN_DIR/tb/replica{r}
+
+torch-tb-profiler treats a folder holding ``*.pt.trace.json[.gz]`` as a run (named by its path
+under the logdir) and a file's name before ``.<digits>.pt.trace.json`` as the worker;
+TensorBoard's scalars show up as runs ``<run-name>/replica{r}``. Both follow symlinks.
+
+Stopping (Ctrl-C or SIGTERM): ``stop_tree`` on TensorBoard's process tree, then the temp dir
+goes (it also holds the plugin's cache, via TMPDIR).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ftrun import layout
+from ftrun.errors import BadInput, RunFailed
+from ftrun.launch.procs import spawn, stop_tree
+
+PLUGIN = "pytorch_profiler"
+TRACE_RE = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$")  # torch_tb_profiler.consts.WORKER_PATTERN
+_SERVING_RE = re.compile(r"TensorBoard \S+ at https?://\S+?:(\d+)/")
+START_TIMEOUT_S = 90.0
+
+
+def trace_files(run_dir: Path) -> list[Path]:
+    tdir = run_dir / layout.TRACES
+    if not tdir.is_dir():
+        return []
+    return sorted(p for p in tdir.iterdir() if p.is_file() and TRACE_RE.match(p.name))
+
+
+def scalar_dirs(run_dir: Path) -> list[Path]:
+    tb = run_dir / layout.TB
+    if not tb.is_dir():
+        return []
+    return sorted(p for p in tb.iterdir() if p.is_dir() and any(f.name.startswith("events.out.tfevents") for f in p.iterdir()))
+
+
+def check_run_dir(path: Path) -> tuple[Path, list[Path], list[Path]]:
+    """(resolved run dir, trace files, scalar dirs), or BadInput."""
+    if not path.exists():
+        raise BadInput(f"{path}: no such directory")
+    if not path.is_dir():
+        raise BadInput(f"{path}: not a directory (expected a run dir from `ftrun train`)")
+    run_dir = path.resolve()
+    traces = trace_files(run_dir)
+    if not traces:
+        if not (run_dir / layout.MANIFEST).exists() and not (run_dir / layout.TRACES).is_dir():
+            raise BadInput(f"{path}: not an ftrun run dir (no {layout.MANIFEST}, no {layout.TRACES}/)")
+        raise BadInput(f"{path}: no traces in {layout.TRACES}/ (train with --profile A:B, or auto)")
+    return run_dir, traces, scalar_dirs(run_dir)
+
+
+def build_logdir(root: Path, run_dir: Path, traces: list[Path], scalars: list[Path]) -> str:
+    """Fill ``root`` with the symlink tree (see module doc); returns the profiler run's name."""
+    name = run_dir.name or "run"
+    run = root / name
+    run.mkdir()
+    for t in traces:
+        (run / t.name).symlink_to(t)
+    for s in scalars:
+        if not (run / s.name).exists():
+            (run / s.name).symlink_to(s, target_is_directory=True)
+    return name
+
+
+def _url_host(host: str) -> str:
+    h = host.strip("[]")
+    if h in ("", "0.0.0.0", "::"):
+        return socket.gethostname()
+    return f"[{h}]" if ":" in h else h
+
+
+def _probe_host(host: str) -> str:
+    h = host.strip("[]")
+    if h in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if h == "::":
+        return "::1"
+    return h
+
+
+def check_port(host: str, port: int) -> None:
+    """BadInput if TensorBoard could not bind ``host:port`` (port 0 is always fine)."""
+    if not 0 <= port <= 65535:
+        raise BadInput(f"--port {port}: must be 0..65535")
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise BadInput(f"--host {host!r}: {e.strerror or e}") from None
+    if port == 0:
+        return
+    fam, typ, proto, _, addr = infos[0]
+    s = socket.socket(fam, typ, proto)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug's server does
+        s.bind(addr)
+    except OSError as e:
+        raise BadInput(f"--port {port}: {host}:{port} is in use or not bindable ({e.strerror or e}); try --port 0") from None
+    finally:
+        s.close()
+
+
+class _Child:
+    """TensorBoard's process, its output (kept in a file and the last lines), and its port."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.proc = spawn(argv, env, subprocess.PIPE, sig=signal.SIGKILL)
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.port: int | None = None
+        self.port_seen = threading.Event()
+        self._log = open(log_path, "w", encoding="utf-8", errors="replace")
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self._log.write(line + "\n")
+            self._log.flush()
+            if "communication.py" not in line:  # the plugin logs one line per untimed collective
+                self.tail.append(line)
+            m = _SERVING_RE.search(line)
+            if m and self.port is None:
+                self.port = int(m[1])
+                self.port_seen.set()
+        self.port_seen.set()
+
+    def last_error(self) -> str:
+        lines = [l for l in self.tail if l.strip()]
+        for l in reversed(lines):
+            if "error" in l.lower() or "could not" in l.lower() or "in use" in l.lower():
+                return l.strip()
+        return lines[-1].strip() if lines else "(no output)"
+
+    def stop(self, grace_s: float = 1.5) -> None:
+        """stop_tree: SIGTERM TensorBoard and its multiprocessing children, SIGKILL what is left.
+
+        TensorBoard's own clean exit takes ~2.5 s (its profiler plugin's manager); nothing it
+        would clean up outlives us (its cache dir is under our temp dir), so we do not wait.
+        """
+        stop_tree(self.proc, grace_s=grace_s)
+        self._reader.join(timeout=2)
+        self._log.close()
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
+
+
+def _answers(url: str) -> bool:
+    try:
+        with _DIRECT.open(url, timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def view(path: Path, port: int = 6006, host: str = "127.0.0.1") -> int:
+    run_dir, traces, scalars = check_run_dir(path)
+    check_port(host, port)
+    tmp = Path(tempfile.mkdtemp(prefix="ftrun-view-"))
+    child: _Child | None = None
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    # Our own handler for SIGINT too: a process started in the background by a shell inherits
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt. (A handler, unlike
+    # SIG_IGN, is also reset to the default in TensorBoard at exec.)
+    for sig in old:
+        signal.signal(sig, on_signal)
+    try:
+        logdir = tmp / "logdir"
+        logdir.mkdir()
+        run_name = build_logdir(logdir, run_dir, traces, scalars)
+        (tmp / "tmp").mkdir()
+        env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp / "tmp"))  # the plugin's cache dir lands in ours
+        argv = [
+            sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", host.strip("[]"),
+            "--port", str(port), "--load_fast", "false", "--window_title", f"ftrun view: {run_name}",
+        ]
+        child = _Child(argv, env, tmp / "tensorboard.log")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not child.port_seen.wait(0.1):
+            if child.proc.poll() is not None or time.monotonic() > deadline:
+                break
+        if child.port is None:
+            child.port_seen.wait(1.0)  # let the reader drain a dying child's output
+            msg = child.last_error()
+            if child.proc.poll() is None:
+                raise RunFailed(f"TensorBoard did not start within {START_TIMEOUT_S:.0f} s: {msg}")
+            if "in use" in msg or "could not bind" in msg.lower():
+                raise BadInput(f"--port {port}: {msg}")
+            raise RunFailed(f"TensorBoard exited with code {child.proc.returncode}: {msg}")
+        ph = _probe_host(host)
+        probe = f"http://{'[' + ph + ']' if ':' in ph else ph}:{child.port}/data/plugins_listing"
+        while not _answers(probe):
+            if child.proc.poll() is not None:
+                raise RunFailed(f"TensorBoard exited with code {child.proc.returncode}: {child.last_error()}")
+            if time.monotonic() > deadline:
+                raise RunFailed(f"TensorBoard did not answer {probe} within {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.1)
+        print(f"view: http://{_url_host(host)}:{child.port}/#{PLUGIN}", flush=True)
+        print(
+            f"view: run {run_name!r}: {len(traces)} trace file(s), {len(scalars)} scalar run(s) "
+            f"(the profiler loads traces in the background); Ctrl-C stops",
+            file=sys.stderr, flush=True,
+        )
+        code = child.proc.wait()
+        raise RunFailed(f"TensorBoard exited with code {code}: {child.last_error()}")
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            if child is not None:
+                child.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
