@@ -267,8 +267,13 @@ def test_browser_lists_workers(viewer, workers, tmp_path):
             assert time.monotonic() < deadline, f"plugin sidebar shows {texts}, want run {RUN}, Overview, {workers[0]}"
             time.sleep(0.3)
         wd.click(wd.find_all("[aria-haspopup=listbox]")[2])  # the Workers dropdown
-        options = wd.wait_all("[role=option]", len(workers))
-        assert [wd.text(o) for o in options] == workers
+        deadline = time.monotonic() + 30
+        while True:  # the menu fades in: options exist before their text is visible
+            options = wd.wait_all("[role=option]", len(workers))
+            if (shown := [wd.text(o) for o in options]) == workers:
+                break
+            assert time.monotonic() < deadline, f"Workers dropdown shows {shown}, want {workers}"
+            time.sleep(0.2)
         wd.click(options[-1])
         deadline = time.monotonic() + 30
         while select_texts(wd)[2] != workers[-1]:
