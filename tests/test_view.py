@@ -253,9 +253,8 @@ def select_texts(wd: WebDriver) -> list[str]:
     return [wd.text(e) for e in wd.find_all("[aria-haspopup=listbox]")]
 
 
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="Chromium/chromedriver not installed (Debian: apt-get install chromium chromium-driver)")
 def test_browser_lists_workers(viewer, workers, tmp_path):
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("Chromium/chromedriver not installed (Debian: apt-get install chromium chromium-driver)")
     wait_loaded(viewer)
     wd = WebDriver(tmp_path)
     try:
