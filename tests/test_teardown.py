@@ -112,3 +112,12 @@ def test_crashed_group_is_reported_not_hung_on(tmp_path):
     assert not r.survivors, r.survivors
     assert wall < 45, f"took {wall:.1f}s to notice the crash"
     assert len(r.events(0)) < LONG["steps"]  # the healthy group was stopped, not left to finish
+
+
+def test_parent_killed_leaves_no_orphans(tmp_path):
+    """ftrun itself SIGKILLed (no handler runs): its children die with it (parent-death signals)."""
+    r = run_train(tmp_path, "orphans", *_long_config(tmp_path), timeout=90, while_running=_signal_when_training(signal.SIGKILL))
+    assert r.rc == -signal.SIGKILL, r.explain()
+    assert any("ftrun.worker.main" in c for c in r.descendants), r.descendants
+    assert any("lighthouse_entry" in c for c in r.descendants), r.descendants
+    assert not r.survivors, f"orphans after the parent was SIGKILLed: {r.survivors}"
