@@ -178,6 +178,27 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "final_loss": _mean([p["losses"].get(steps) for p in per_replica]),
         "loss_at_steps": {str(s): _mean([p["losses"].get(s) for p in per_replica]) for s in checkpoints},
         "link": manifest.get("link"),
+        "recovery": recovery_of(dirs),
+    }
+
+
+def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
+    """Faults and recovery, from each run dir's summary.json (None when no fault was injected)."""
+    recs = []
+    for d in dirs:
+        try:
+            recs.append(json.loads((d / layout.SUMMARY).read_text()).get("recovery") or {})
+        except (OSError, ValueError):
+            continue
+    faults = [f for r in recs for f in r.get("faults", [])]
+    if not faults:
+        return None
+    return {
+        "faults": [f"{f['action']} {f['replica']}@{f['step']}" for f in faults],
+        "restarts": sum(r.get("restarts", 0) for r in recs),
+        "heals": sum(len(r.get("heals", [])) for r in recs),
+        "commits_lost": sum(r.get("commits_lost", 0) for r in recs),
+        "recovered_s": [f.get("recovered_s") for f in faults],
     }
 
 

@@ -43,11 +43,27 @@ ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
 ]
 
 
+def _recovery(r: dict | None) -> str:
+    if not r:
+        return "-"
+    back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r["recovered_s"])
+    return f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · commits lost {r['commits_lost']} · back in quorum after {back}"
+
+
+def _num(v: Any) -> str:
+    """A per-replica mean: an integer when all replicas agree, else one decimal."""
+    return "-" if v is None else f"{v:g}" if float(v).is_integer() else f"{v:.1f}"
+
+
+RECOVERY_ROW = ("faults and recovery", "recovery", _recovery)
+
+
 def rows(result: dict) -> list[list[str]]:
     out = []
-    for label, key, fmt in ROWS:
+    with_faults = any(r.get("recovery") for r in result["runs"])
+    for label, key, fmt in ROWS + ([RECOVERY_ROW] if with_faults else []):
         if key == "syncs":
-            out.append([label] + [f"{r['syncs']:g} / {r['commits']:g}" for r in result["runs"]])
+            out.append([label] + [f"{_num(r['syncs'])} / {_num(r['commits'])}" for r in result["runs"]])
         else:
             out.append([label] + [fmt(r.get(key)) for r in result["runs"]])
     return out
