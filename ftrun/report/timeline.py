@@ -22,6 +22,7 @@ class Lane:
     sends: list[tuple[float, float, int]] = field(default_factory=list)  # (issue, done, fragment)
     collectives: list[tuple[float, float, int]] = field(default_factory=list)
     waits: list[tuple[float, float]] = field(default_factory=list)
+    note: str = ""  # drawn across an empty lane, e.g. a replica killed before its window was written
 
 
 def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
@@ -54,6 +55,16 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
                 lane.waits.append((sec(sync.span.ts), sec(blocked_until(sync))))
             break  # one window per lane keeps the picture readable
         lanes.append(lane)
+    traced = {lane.label for lane in lanes}
+    for f in getattr(report, "faults", None) or []:
+        label = f"{name} · replica {f['replica']}"
+        if label not in traced and len(lanes) < max_replicas:
+            lost = f.get("lost_steps")
+            lanes.append(Lane(label, note=f"no trace: {f['action']} at step {f['step']}"
+                              + (f", lost steps {lost[0]}-{lost[1]}" if lost else "")
+                              + (f", rejoined at step {f['rejoined_step']}" if f.get("rejoined_step") else ", never rejoined")))
+            traced.add(label)
+    lanes.sort(key=lambda lane: (lane.label.split(" · ")[0] != name, int(lane.label.rsplit(" ", 1)[-1])))
     return lanes
 
 
@@ -79,6 +90,8 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
             ax.broken_barh([(a, max(b - a, 1e-4))], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)])
         for a, b in lane.waits:
             ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#d62728")
+        if lane.note:
+            ax.text(0.0, y, lane.note, va="center", ha="left", fontsize=9, color="#555555", style="italic")
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([lane.label for lane in reversed(lanes)])
     ax.set_xlabel("seconds from the start of the profiled window")
