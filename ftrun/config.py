@@ -78,7 +78,6 @@ class RunConfig:
     master_addr: str = ""
     master_port: int = 0
     advertise_host: str = ""  # host name other groups reach this group's manager at
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def schedule(self) -> Schedule:
@@ -110,12 +109,10 @@ class RunConfig:
         return 1 if (self.kill or self.hang) else 0
 
     def resolved(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.pop("extra")
-        return d
+        return dataclasses.asdict(self)
 
 
-FIELD_NAMES = {f.name for f in fields(RunConfig)} - {"extra"}
+FIELD_NAMES = {f.name for f in fields(RunConfig)}
 
 
 def flag(name: str) -> str:

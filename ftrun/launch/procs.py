@@ -105,12 +105,3 @@ def stop_tree(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
         proc.wait(timeout=2)
     except subprocess.TimeoutExpired:
         pass
-
-
-def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL a whole tree at once (fault injection: the group dies without warning)."""
-    signal_tree(proc, signal.SIGKILL)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
