@@ -447,7 +447,7 @@ def analyze(
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
     ok = ok and not run_problems
-    return Report(
+    report = Report(
         verdict="pass" if ok else "fail",
         mode=mode,
         files=[str(f.path) for f in inputs.files],
@@ -470,3 +470,6 @@ def analyze(
         agreement=agreement,
         run_problems=run_problems,
     )
+    # the extracted spans, for renderers (compare's timeline) — not part of the JSON report
+    report.spans = {str(f.path): sp for f, sp in zip(inputs.files, spans)}
+    return report

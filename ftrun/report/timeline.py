@@ -38,7 +38,7 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             continue
         lane = Lane(f"{name} · replica {w.replica}")
         for f in w.files:
-            spans = extract(Path(f), load_trace(Path(f)))
+            spans = getattr(report, "spans", {}).get(f) or extract(Path(f), load_trace(Path(f)))
             if not spans.steps:
                 continue
             t0 = spans.steps[0].span.ts
