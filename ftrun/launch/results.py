@@ -1,0 +1,146 @@
+"""After a run: the manifest, the recovery story and the summary, from the run's own files. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ftrun import __version__, layout
+from ftrun.check.agreement import check_agreement
+from ftrun.launch.progress import read_all
+from ftrun.launch.supervise import RunState
+
+
+def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
+    cfg, run_dir = state.cfg, state.run_dir
+    metas = []
+    for r in cfg.groups_here:
+        for g in range(cfg.nproc_per_replica):
+            p = layout.meta_file(run_dir, r, g)
+            if p.exists():
+                metas.append(json.loads(p.read_text()))
+    first = metas[0] if metas else {}
+    manifest = {
+        "ftrun_version": __version__,
+        "job_id": state.job_id,
+        "run_name": cfg.run_name,
+        "config": cfg.resolved(),
+        "versions": first.get("versions", {"python": sys.version.split()[0], "ftrun": __version__}),
+        "backend": first.get("backend", cfg.backend),
+        "replicas": cfg.replicas,
+        "nproc_per_replica": cfg.nproc_per_replica,
+        "schedule": {
+            "fragments": cfg.fragments,
+            "sync_every": cfg.sync_every,
+            "fragment_sync_delay": cfg.fragment_sync_delay,
+            "steps": cfg.steps,
+        },
+        "fragments": first.get("fragments", []),
+        "expected": [e.__dict__ for e in cfg.schedule.events(cfg.steps)],
+        "profile_windows": [list(window)] if window else [],
+        "traces": [
+            {"replica": m["replica"], "rank": m["rank"], "path": f"{layout.TRACES}/{t}", "window": m.get("profile_window")}
+            for m in metas
+            for t in m.get("traces", [])
+        ],
+        "event_logs": [
+            {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
+            for r in cfg.groups_here
+            for g in range(cfg.nproc_per_replica)
+        ],
+        "link": link,
+        "faults": {
+            "planned": [f.to_json() for f in cfg.faults()],
+            "fired": [json.loads(p.read_text()) for p in layout.fault_markers(run_dir)],
+            "max_restarts": cfg.max_restarts,
+        },
+        "run_events": read_all(layout.run_event_log(run_dir)),
+        "wall_s": round(state.ended - state.started, 3),
+    }
+    (run_dir / layout.MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:
+    """Faults, restarts, heals, quorum changes and commits lost, from the logs alone."""
+    replicas = manifest["replicas"]
+    heals = [
+        {"replica": r, "step": rec["step"], **rec["healed"]}
+        for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.get("healed")
+    ]
+    quorums = [
+        {"observer": r, "step": rec["step"], "quorum_id": q["quorum_id"], "participants": q["participants"]}
+        for (r, g), recs in logs.items() if g == 0 and r == min(x for x, _ in logs) for rec in recs for q in rec.get("quorums", [])
+    ]
+    failed = sorted({rec["manager_step"] for (r, g), recs in logs.items() for rec in recs if rec.get("commit") is False})
+    recov = []
+    for f in manifest["faults"]["fired"]:
+        if f["action"] == "hang":
+            continue
+        back = [
+            rec["t"] for (r, g), recs in logs.items() for rec in recs
+            if rec.get("commit") and rec["t"] > f["fired_at"] and (rec.get("participants") or 0) >= replicas
+            and any(h["replica"] == f["replica"] and h.get("manager_step", 0) <= rec["manager_step_after"] for h in heals)
+        ]
+        recov.append({**f, "recovered_s": round(min(back) - f["fired_at"], 3) if back else None})
+    restarts = [e for e in manifest["run_events"] if e["event"] == "restart"]
+    return {
+        "faults": recov,
+        "restarts": len(restarts),
+        "heals": heals,
+        "quorum_changes": quorums,
+        "commits_lost": len(failed),
+        "failed_commit_manager_steps": failed,
+    }
+
+
+def summarise(state: RunState, manifest: dict) -> dict:
+    cfg, run_dir = state.cfg, state.run_dir
+    logs = {
+        (r, g): read_all(layout.event_log(run_dir, r, g))
+        for r in cfg.groups_here
+        for g in range(cfg.nproc_per_replica)
+    }
+    agreement = check_agreement(logs)
+    wall = state.ended - state.started
+    per_replica = []
+    for r in cfg.groups_here:
+        recs = [x for x in logs.get((r, 0), []) if x.get("step") is not None]
+        train_time = sum(x["step_time_s"] for x in recs)
+        per_replica.append(
+            {
+                "replica": r,
+                "steps": len({x["step"] for x in recs}),
+                "last_step": recs[-1]["step"] if recs else 0,
+                "steps_per_s": round(len(recs) / train_time, 3) if train_time else None,
+                "commits": sum(1 for x in recs if x.get("commit")),
+                "failed_commits": sum(1 for x in recs if x.get("commit") is False),
+                "final_loss": recs[-1]["loss"] if recs else None,
+                "final_manager_step": recs[-1]["manager_step_after"] if recs else None,
+            }
+        )
+    for p in per_replica:
+        p["lost"] = state.lost.get(p["replica"])
+        if p["last_step"] < cfg.steps and not state.failures and p["replica"] not in state.lost:
+            state.failures.append(
+                f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
+                + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
+            )
+    ok = not state.failures and agreement.ok
+    return {
+        "run_dir": str(run_dir),
+        "ok": ok,
+        "wall_s": round(wall, 3),
+        "mode": cfg.mode,
+        "schedule": manifest["schedule"],
+        "backend": manifest["backend"],
+        "link": manifest["link"],
+        "replicas": per_replica,
+        "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
+        "recovery": recovery(logs, manifest),
+        "failures": state.failures,
+        "traces": [str(run_dir / t["path"]) for t in manifest["traces"]],
+        "manifest": str(run_dir / layout.MANIFEST),
+    }
+
+

@@ -1,0 +1,175 @@
+"""Watch the replica groups of a run: restarts, lost groups, the watchdog, stopping. Torch-free.
+
+A group that exits non-zero is relaunched while it has restarts left (``--restarts``); a group
+killed on purpose with none left is *lost* and the others carry on; any other exit fails the
+run (naming the group, its error and its log) and the rest is stopped. A group that makes no
+progress for ``--stall-timeout`` seconds fails the run; among stalled groups the one stuck
+outside torchft's waits is blamed (``ftrun.worker.whereabouts``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftrun import layout
+from ftrun.config import RunConfig
+from ftrun.launch.groups import Group, Lighthouse
+from ftrun.launch.procs import stop_tree
+from ftrun.launch.progress import EventTail, GroupProgress, update
+from ftrun.worker import whereabouts
+
+
+@dataclass
+class RunState:
+    cfg: RunConfig
+    run_dir: Path
+    job_id: str
+    groups: list[Group] = field(default_factory=list)
+    lighthouse: Lighthouse | None = None
+    progress: dict[int, GroupProgress] = field(default_factory=dict)
+    tails: dict[int, EventTail] = field(default_factory=dict)
+    started: float = 0.0
+    ended: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    lost: dict[int, str] = field(default_factory=dict)  # replica -> fault that killed it for good
+    run_log: Path | None = None
+
+    def log_event(self, event: str, **fields) -> None:
+        """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
+        rec = {"event": event, "t": time.time(), **fields}
+        with self.run_log.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    errs = [ln for ln in lines if "Error" in ln or "error" in ln]
+    return (errs or lines or [""])[-1].strip()[:300]
+
+
+def _group_error(state: RunState, replica: int) -> str:
+    """The first error a rank of the group wrote to its meta file, else the log's last error line."""
+    for g in range(state.cfg.nproc_per_replica):
+        p = layout.meta_file(state.run_dir, replica, g)
+        try:
+            err = json.loads(p.read_text()).get("error")
+        except (OSError, ValueError):
+            err = None
+        if err:
+            return err
+    return _last_line(layout.group_log(state.run_dir, replica))
+
+
+def _fired_fault(run_dir: Path, replica: int) -> str | None:
+    for p in layout.fault_markers(run_dir):
+        f = json.loads(p.read_text())
+        if f["replica"] == replica and f["action"] in ("kill", "sigterm"):
+            return f"{'SIGKILL' if f['action'] == 'kill' else 'SIGTERM'} at step {f['step']}"
+    return None
+
+
+PHASES = {"step": "computing, not in a torchft wait", "quorum": "waiting for a quorum", "sync": "waiting in a fragment sync"}
+
+
+def _culprit(state: RunState, r: int, pending: dict, last_progress: dict, now: float) -> int:
+    """Among stalled groups, blame one that is stuck outside torchft's waits (the others wait for it)."""
+    stalled = [k for k in pending if now - last_progress[k] > state.cfg.stall_timeout_s * 0.5]
+    for k in stalled:
+        w = whereabouts.read(state.run_dir, k)
+        if w is not None and w[1] == "step":
+            return k
+    return r
+
+
+def supervise(state: RunState, on_tick) -> None:
+    """Wait for every group. A group that dies is restarted while it has restarts left
+    (``--restarts``), else the run fails (and the rest is stopped). A group that makes no
+    progress for ``--stall-timeout`` seconds fails the run (the watchdog)."""
+    cfg = state.cfg
+    pending = {g.replica: g for g in state.groups}
+    last_progress = {r: time.monotonic() for r in pending}
+    started = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
+    startup_grace_s = max(cfg.stall_timeout_s, 180.0)
+    while pending:
+        now = time.monotonic()
+        for r, tail in state.tails.items():
+            new = tail.read_new()
+            if new:
+                last_progress[r] = now
+                started.add(r)
+            update(state.progress[r], new)
+        on_tick(state)
+        if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
+            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}; see {state.lighthouse.log}")
+            return
+        for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
+            code = g.proc.poll()
+            if code is None:
+                if now - last_progress[r] > (cfg.stall_timeout_s if r in started else startup_grace_s):
+                    r = _culprit(state, r, pending, last_progress, now)
+                    g = pending[r]
+                    step = state.progress[r].step
+                    where = whereabouts.read(state.run_dir, r)
+                    inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
+                    waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
+                    msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}{inside})"
+                           + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
+                           + f"; last log line: {_last_line(g.log)!r}; see {g.log}")
+                    state.log_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
+                    state.failures.append(msg)
+                    return
+                continue
+            g.exit_codes.append(code)
+            step = state.progress[r].step
+            if code == 0:
+                del pending[r]
+                state.log_event("group_done", replica=r, step=step)
+                continue
+            state.log_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
+            if g.restarts < cfg.max_restarts:
+                g.restarts += 1
+                g.env["FTRUN_RESTART"] = str(g.restarts)
+                g.start()
+                started.discard(r)
+                last_progress[r] = time.monotonic()
+                state.log_event("restart", replica=r, incarnation=g.restarts, after_step=step)
+                continue
+            fault = _fired_fault(state.run_dir, r)
+            if fault is not None:
+                # killed on purpose and not relaunched: the others carry on if they can
+                del pending[r]
+                state.lost[r] = fault
+                state.log_event("group_lost", replica=r, step=step, fault=fault)
+                continue
+            reason = _group_error(state, r)
+            if state.lost and len(pending) < cfg.min_replicas and "timeout" in reason.lower():
+                alive = len(pending)
+                state.failures.append(
+                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.min_replicas} after "
+                    + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
+                    + f"; replica group {r} gave up after --quorum-timeout {cfg.quorum_timeout_s:g} s ({reason}); see {g.log}"
+                )
+                return
+            state.failures.append(
+                f"replica group {r} exited with code {code} at step {step}"
+                + (f" after {g.restarts} restart(s)" if g.restarts else "")
+                + f": {reason}; see {g.log}"
+            )
+            return
+        time.sleep(0.2)
+
+
+def stop_all(state: RunState) -> None:
+    for g in state.groups:
+        if g.proc is not None:
+            stop_tree(g.proc)
+    if state.lighthouse is not None:
+        stop_tree(state.lighthouse.proc, grace_s=1.0)
+
+
