@@ -26,7 +26,8 @@ from typing import Optional, Sequence
 
 from ftrun.check import comm as commmod
 from ftrun.check.agreement import check_agreement
-from ftrun.check.faults import Faults, describe, fault_marks, read_log
+from ftrun.check.faults import Faults, describe, fault_marks
+from ftrun.events import read_events
 from ftrun.check.evidence import NO_EVIDENCE, GroupingMatcher, Identity, ManifestMatcher, identify, numels_of
 from ftrun.check.expect import failed_cycles, schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
@@ -378,7 +379,7 @@ def analyze(
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
     workers = assign(inputs.files, spans)
-    logs = {k: read_log(p) for k, p in sorted(inputs.event_logs.items())}
+    logs = {k: read_events(p) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed = {}
     for w in workers:

@@ -6,11 +6,11 @@ to the steps each trace file captured.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from ftrun.errors import BadInput
+from ftrun.events import read_events
 from ftrun.schedule import Schedule, ScheduleError
 from ftrun.trace.discover import Inputs
 
@@ -47,21 +47,7 @@ def failed_cycles(schedule: Schedule, logs: list[Path]) -> list[int]:
     """Cycles whose commit failed: event-log lines with ``commit: false`` at a sync step."""
     out: set[int] = set()
     for path in logs:
-        try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise BadInput(f"{path}: unreadable event log ({e})") from None
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                rec: Any = json.loads(line)
-            except json.JSONDecodeError:
-                # a run killed mid-write leaves a partial last line; a relaunched group appends
-                # after it, so a torn record can also sit in the middle of the log
-                if n == len(lines) or line.lstrip().startswith("{"):
-                    continue
-                raise BadInput(f"{path}:{n}: not a JSON line") from None
-            if isinstance(rec, dict) and rec.get("commit") is False and isinstance(rec.get("step"), int):
+        for rec in read_events(path, strict=True):
+            if rec.get("commit") is False and isinstance(rec.get("step"), int):
                 out.add(schedule.cycle_of(rec["step"]))
     return sorted(out)

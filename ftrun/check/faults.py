@@ -17,7 +17,6 @@ relaunched group is not profiled).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -51,25 +50,6 @@ class FaultMark:
             "rejoined_step": self.rejoined_step, "never_rejoined": self.never_rejoined,
             "heal": self.heal, "has_trace": self.has_trace, "run_dir": self.run_dir, "text": self.text,
         }
-
-
-def read_log(path: Path) -> list[dict]:
-    """Event-log records; unreadable files and torn or bad lines are skipped."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
 
 
 @dataclass

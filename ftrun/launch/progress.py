@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ftrun.events import parse_lines, read_events
 
 
 @dataclass
@@ -40,14 +41,7 @@ class EventTail:
         self._pos += len(chunk)
         self._buf += chunk
         *lines, self._buf = self._buf.split(b"\n")
-        out = []
-        for line in lines:
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-        return out
+        return parse_lines(lines)
 
 
 def update(progress: GroupProgress, records: list[dict]) -> None:
@@ -68,4 +62,4 @@ def update(progress: GroupProgress, records: list[dict]) -> None:
 
 
 def read_all(path: Path) -> list[dict]:
-    return EventTail(path).read_new()
+    return read_events(path)
