@@ -18,15 +18,15 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Train with torchft (streaming) DiLoCo, capture traces, and check the schedule.",
 )
 
 
 def _fail(message: str, code: int) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from ftrun.console import console, line
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    console(stderr=True, soft_wrap=True).print(line(("error:", "bold red"), " ", message))
     raise typer.Exit(code)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from ftrun.console import console as make_console, line, styled
 
 
 def _progress_table(state) -> Table:
@@ -30,7 +31,7 @@ class LiveView:
 
     def __init__(self, state, enabled: bool = True) -> None:
         self.state = state
-        console = Console()
+        console = make_console()
         self.enabled = enabled and console.is_terminal
         self._live = Live(console=console, refresh_per_second=4, transient=True) if self.enabled else None
 
@@ -49,7 +50,7 @@ class LiveView:
 
 
 def print_summary(summary: dict) -> None:
-    console = Console(highlight=False)
+    console = make_console()
     s = summary["schedule"]
     link = summary.get("link")
     t = Table(
@@ -72,11 +73,11 @@ def print_summary(summary: dict) -> None:
     console.print(t)
     a = summary["agreement"]
     agree = (
-        f"[green]replicas agreed after all {a['commits_checked']} commits[/]"
+        styled(f"replicas agreed after all {a['commits_checked']} commits", "green")
         if a["ok"]
-        else f"[red]replicas DISAGREED after {len(a['disagreements'])} commits[/]"
+        else styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
     )
-    console.print(f"wall time {summary['wall_s']:.1f} s · {agree}")
+    console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agree))
     rec = summary.get("recovery") or {}
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
@@ -88,9 +89,9 @@ def print_summary(summary: dict) -> None:
         )
     for r in summary["replicas"]:
         if r.get("lost"):
-            console.print(f"[yellow]replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on[/]")
+            console.print(styled(f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on", "yellow"))
     for f in summary["failures"]:
-        console.print(f"[red]failure:[/] {f}")
+        console.print(line(("failure:", "red"), f" {f}"))
     if summary["traces"]:
         console.print(f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}")
     else:
