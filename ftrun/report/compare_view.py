@@ -79,7 +79,7 @@ def link_line(result: dict) -> str:
 def print_report(result: dict) -> None:
     console = make_console()
     t = Table(title=f"ftrun compare · {result['compare_dir']}", title_justify="left")
-    t.add_column("")
+    t.add_column("", no_wrap=True)  # labels whole; values wrap (fits 80 columns)
     for r in result["runs"]:
         t.add_column(r["name"], justify="right")
     for row in rows(result):

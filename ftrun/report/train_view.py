@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.live import Live
 from rich.table import Table
 
@@ -9,17 +10,27 @@ from ftrun.console import console as make_console, line, styled
 
 
 def _progress_table(state) -> Table:
-    t = Table(title=f"ftrun train · {state.run_dir}", title_justify="left")
-    for col in ("group", "step", "loss", "manager step", "commits", "last sync", "participants"):
-        t.add_column(col)
-    steps = state.cfg.steps
+    """One line per replica group. Fits 80 columns: no cell wraps, short headers (two lines where
+    needed), the step total in the title, and no vertical rules."""
+    t = Table(
+        title=f"ftrun train · {state.run_dir} · {state.cfg.steps} steps",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col, right in (("group", True), ("step", True), ("loss", True), ("manager\nstep", True), ("commits", True),
+                       ("failed", True), ("last sync", False), ("in\nquorum", True)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=True, overflow="ellipsis")
     for r, p in sorted(state.progress.items()):
         t.add_row(
             str(r),
-            f"{p.step}/{steps}",
+            str(p.step),
             f"{p.loss:.4f}" if p.loss is not None else "-",
             str(p.manager_step),
-            f"{p.commits}" + (f" ({p.failed_commits} failed)" if p.failed_commits else ""),
+            str(p.commits),
+            str(p.failed_commits),
             p.last_sync,
             str(p.participants) if p.participants is not None else "-",
         )
