@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from rich.console import Console
 from rich.padding import Padding
@@ -30,17 +30,19 @@ def _pair(exp: Optional[int], obs: Optional[int]) -> str:
     return f"{_v(exp)}→{_v(obs)}"
 
 
-def _row(e: EventResult) -> list:
-    return [
-        _pair(e.expected_step, e.observed_step),
-        e.kind,
-        _pair(e.expected_fragment, e.fragment),
-        styled("ok", "green") if e.ok else styled("FAIL", "bold red"),
-        _ms(e.exposed_comm_ms),
-        _ms(e.hidden_comm_ms),
-        _ms(e.send_to_done_ms),
-        _ms(e.should_commit_ms),
-    ]
+# (header, header on a narrow terminal, cell). Cells are short and never wrap: a row's problem
+# and notes are printed under the table.
+_COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
+    ("step", "step", lambda e: _pair(e.expected_step, e.observed_step)),
+    ("kind", "kind", lambda e: e.kind),
+    ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment)),
+    ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
+    ("exposed ms", "exposed\nms", lambda e: _ms(e.exposed_comm_ms)),
+    ("hidden ms", "hidden\nms", lambda e: _ms(e.hidden_comm_ms)),
+    ("send→done ms", "send→\ndone ms", lambda e: _ms(e.send_to_done_ms)),
+    ("commit ms", "commit\nms", lambda e: _ms(e.should_commit_ms)),
+]
+_WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
 
 
 def _remark(e: EventResult) -> Optional[Text]:
@@ -58,19 +60,13 @@ def _remark(e: EventResult) -> Optional[Text]:
     return out
 
 
-_COLUMNS = ("step", "kind", "fragment", "verdict", "exposed ms", "hidden ms", "send→done ms", "commit ms")
-_NARROW = ("step", "kind", "frag", "verdict", "exposed\nms", "hidden\nms", "send→\ndone ms", "commit\nms")
-_WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
-
-
-def _table(title: str, rows: list[list], width: int) -> Table:
-    """One worker's table: short cells only (problems and notes go under it); at a narrow
-    terminal the headers take two lines, so the table fits 80 columns."""
+def _table(title: str, events: list[EventResult], width: int) -> Table:
+    """One worker's table; at a narrow terminal the headers take two lines, so it fits 80 columns."""
     t = Table(title=title, title_justify="left")
-    for col, head in zip(_COLUMNS, _COLUMNS if width >= _WIDE_MIN else _NARROW):
-        t.add_column(head, justify="right" if col.endswith(" ms") else "left", no_wrap=True)
-    for r in rows:
-        t.add_row(*r)
+    for head, narrow, _ in _COLUMNS:
+        t.add_column(head if width >= _WIDE_MIN else narrow, justify="right" if head.endswith(" ms") else "left", no_wrap=True)
+    for e in events:
+        t.add_row(*(cell(e) for _, _, cell in _COLUMNS))
     return t
 
 
@@ -86,7 +82,7 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
         mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
-        t = _table(f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))", [_row(e) for e in mine], con.width)
+        t = _table(f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
         if w.failed_cycles:
             t.caption = f"commit failed in cycles {w.failed_cycles}"
         con.print(t)
