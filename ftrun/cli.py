@@ -251,7 +251,7 @@ def inspect_cmd(
     given = dict(locals())
 
     def body() -> int:
-        refuse_empty(given, {"paths": "PATHS"})
+        refuse_empty(given, {"paths": "PATH"})
 
         from ftrun.check.command import inspect_trace
 

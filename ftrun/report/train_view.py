@@ -42,9 +42,9 @@ class LiveView:
 
     def __init__(self, state, enabled: bool = True) -> None:
         self.state = state
-        console = make_console()
-        self.enabled = enabled and console.is_terminal
-        self._live = Live(console=console, refresh_per_second=4, transient=True) if self.enabled else None
+        self.console = make_console()
+        self.enabled = enabled and self.console.is_terminal
+        self._live = Live(console=self.console, refresh_per_second=4, transient=True) if self.enabled else None
 
     def __enter__(self) -> "LiveView":
         if self._live is not None:
