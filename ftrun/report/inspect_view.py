@@ -1,6 +1,8 @@
 """Rich rendering of an ``ftrun.check.model.Report``: one table per worker, then one summary line.
 
-"step" and "fragment" show the expected value, or ``expected→observed`` when they differ.
+"step" and "fragment" show the expected value, or ``expected→observed`` when they differ. Cells
+are short (a failing row says FAIL); each row's problem and notes are printed under its table,
+so a table fits 80 columns. Printed through ``ftrun.console``: report text is never markup.
 """
 
 from __future__ import annotations
