@@ -18,16 +18,26 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Train with torchft (streaming) DiLoCo, capture traces, and check the schedule.",
 )
 
 
 def _fail(message: str, code: int) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from ftrun.console import console, line
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    console(stderr=True, soft_wrap=True).print(line(("error:", "bold red"), " ", message))
     raise typer.Exit(code)
+
+
+def refuse_empty(values: dict, positional: dict[str, str] | None = None) -> None:
+    """A string option or argument given as '' (or blanks) is bad input, never "the default".
+    ``values``: the command's parameters by name; ``positional``: how to name the arguments."""
+    for name, v in values.items():
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(x, str) and not x.strip():
+                shown = (positional or {}).get(name) or "--" + name.replace("_", "-")
+                raise BadInput(f"{shown} {x!r}: must not be empty")
 
 
 def guarded(fn):
@@ -90,10 +100,10 @@ Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-gro
 """
 
 
-@app.command("train", help=TRAIN_HELP)
+@app.command("train", help=TRAIN_HELP, short_help="Run torchft DiLoCo across replica groups and capture traces.")
 def train_cmd(
     mode: Optional[str] = typer.Option(None, help="Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML file with the same keys as the flags."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file with the same keys as the flags."),
     replicas: Optional[int] = O["replicas"],
     nproc_per_replica: Optional[int] = O["nproc_per_replica"],
     fragments: Optional[int] = O["fragments"],
@@ -134,10 +144,13 @@ def train_cmd(
     overwrite: bool = O["overwrite"],
     json_out: bool = O["json_out"],
 ) -> None:
-    flags = {k: v for k, v in locals().items() if k not in ("config", "overwrite", "json_out")}
+    given = dict(locals())
+    flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
+        refuse_empty(given)
+
         from ftrun import config as cfgmod
         from ftrun.launch.run import train
 
@@ -162,9 +175,9 @@ Example: ftrun compare profiles/cmp/streaming profiles/cmp/baseline --name again
 """
 
 
-@app.command("compare", help=COMPARE_HELP)
+@app.command("compare", help=COMPARE_HELP, short_help="Train (or read) two configurations, check both, report side by side.")
 def compare_cmd(
-    runs: List[str] = typer.Argument(..., help="Two presets/config files, or two run dirs."),
+    runs: List[str] = typer.Argument(..., metavar="A B", help="Two presets/config files, or two run dirs."),
     replicas: Optional[int] = O["replicas"],
     nproc_per_replica: Optional[int] = O["nproc_per_replica"],
     fragment_update_alpha: Optional[float] = O["fragment_update_alpha"],
@@ -196,10 +209,13 @@ def compare_cmd(
     overwrite: bool = O["overwrite"],
     json_out: bool = O["json_out"],
 ) -> None:
-    flags = {k: v for k, v in locals().items() if k not in ("runs", "link", "out", "name", "expect_hidden", "overwrite", "json_out")}
+    given = dict(locals())
+    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
+        refuse_empty(given, {"runs": "A/B"})
+
         from ftrun.report.compare import compare
 
         return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name)
@@ -218,9 +234,9 @@ Example: ftrun inspect-trace profiles/streaming-0001
 """
 
 
-@app.command("inspect-trace", help=INSPECT_HELP)
+@app.command("inspect-trace", help=INSPECT_HELP, short_help="Check traces against the streaming-DiLoCo schedule.")
 def inspect_cmd(
-    paths: List[Path] = typer.Argument(..., help="Run dir, trace folder or trace files."),
+    paths: List[str] = typer.Argument(..., metavar="PATH", help="Run dir, trace folder or trace files."),
     fragments: Optional[int] = typer.Option(None, help="F, for traces without a manifest."),
     sync_every: Optional[int] = typer.Option(None, help="H, for traces without a manifest."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau, for traces without a manifest."),
@@ -228,21 +244,25 @@ def inspect_cmd(
         "top", help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    export_perfetto: Optional[Path] = typer.Option(
-        None, "--export-perfetto", help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI."
+    export_perfetto: Optional[str] = typer.Option(
+        None, "--export-perfetto", metavar="<path>", help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI."
     ),
 ) -> None:
+    given = dict(locals())
+
     def body() -> int:
+        refuse_empty(given, {"paths": "PATH"})
+
         from ftrun.check.command import inspect_trace
 
         return inspect_trace(
-            paths,
+            [Path(p) for p in paths],
             fragments=fragments,
             sync_every=sync_every,
             fragment_sync_delay=fragment_sync_delay,
             step_numbering=step_numbering,
             json_out=json_out,
-            export_perfetto=export_perfetto,
+            export_perfetto=Path(export_perfetto) if export_perfetto is not None else None,
         )
 
     raise typer.Exit(guarded(body) or 0)
@@ -257,7 +277,7 @@ Example: ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 2
 """
 
 
-@app.command("lighthouse", help=LIGHTHOUSE_HELP)
+@app.command("lighthouse", help=LIGHTHOUSE_HELP, short_help="Run torchft's lighthouse and print its URL.")
 def lighthouse_cmd(
     bind: str = typer.Option("[::]:29510", help="HOST:PORT to bind (port 0: a free port)."),
     min_replicas: int = typer.Option(..., help="Minimum replica groups for a quorum."),
@@ -265,7 +285,11 @@ def lighthouse_cmd(
     quorum_tick_ms: int = typer.Option(100, help="How often to check for a quorum."),
     heartbeat_timeout_ms: int = typer.Option(5000, help="How long without a heartbeat before a replica is dead."),
 ) -> None:
+    given = dict(locals())
+
     def body() -> int:
+        refuse_empty(given)
+
         from ftrun.launch.lighthouse import serve
 
         return serve(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
@@ -284,16 +308,20 @@ Example: ftrun view profiles/streaming-0001 --port 0
 """
 
 
-@app.command("view", help=VIEW_HELP)
+@app.command("view", help=VIEW_HELP, short_help="Open a run's traces and scalars in TensorBoard.")
 def view_cmd(
-    run_dir: Path = typer.Argument(..., help="Run dir from `ftrun train` (with traces/)."),
+    run_dir: str = typer.Argument(..., metavar="RUN_DIR", help="Run dir from `ftrun train` (with traces/)."),
     port: int = typer.Option(6006, help="Port (0: a free port)."),
     host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0: all interfaces)."),
 ) -> None:
+    given = dict(locals())
+
     def body() -> int:
+        refuse_empty(given, {"run_dir": "RUN_DIR"})
+
         from ftrun.report.view import view
 
-        return view(run_dir, port=port, host=host)
+        return view(Path(run_dir), port=port, host=host)
 
     raise typer.Exit(guarded(body) or 0)
 

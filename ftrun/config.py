@@ -15,7 +15,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError, validate
@@ -115,11 +115,32 @@ class RunConfig:
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
 
 
+# Flags whose name is not the field's name with dashes (the CLI declares these same strings).
+FLAG_NAMES = {"stall_timeout_s": "--stall-timeout", "quorum_timeout_s": "--quorum-timeout"}
+# Fields with no flag: set only in a --config file.
+FILE_ONLY = frozenset({"vocab", "timeout_s", "heartbeat_timeout_ms"})
+
+
 def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    """The command-line flag that sets field ``name`` (for a file-only field: its key)."""
+    if name in FILE_ONLY:
+        return f"config key {name}"
+    return FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
+class FileValues(dict):
+    """``load_toml``'s result: field -> value, plus where each came from (``path``, ``keys``)."""
+
+    def __init__(self, values: dict[str, Any], path: str, keys: dict[str, str]) -> None:
+        super().__init__(values)
+        self.path, self.keys = path, keys
+
+    def where(self, name: str) -> str:
+        """``FILE: key =``, the key as the file spells it."""
+        return f"{self.path}: {self.keys.get(name, name)} ="
+
+
+def load_toml(path: str | Path) -> FileValues:
     """Read a config file; errors name the file and, for syntax errors, the line."""
     p = Path(path)
     try:
@@ -135,39 +156,64 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"--config {p}: invalid TOML: {e}")
     out: dict[str, Any] = {}
+    keys: dict[str, str] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
         if name not in FIELD_NAMES:
             raise BadInput(f"--config {p}: unknown key {key!r} (known: {', '.join(sorted(FIELD_NAMES))})")
+        if name in out:
+            raise BadInput(f"--config {p}: {keys[name]!r} and {key!r} are the same key")
         out[name] = value
-    return out
+        keys[name] = key
+    return FileValues(out, str(p), keys)
 
 
 def build(preset: str = "streaming", file_values: dict[str, Any] | None = None, **flags: Any) -> RunConfig:
-    """Preset < file < flags (``None`` flags are unset). Validates before returning."""
-    values: dict[str, Any] = {}
-    file_values = dict(file_values or {})
-    mode = flags.get("mode") or file_values.get("mode") or preset
+    """Preset < file < flags (``None`` flags are unset). Validates before returning; an error
+    names a flag as ``--flag VALUE``, a file's value as ``FILE: key = VALUE``, and a value that
+    came from the preset or the default with its origin."""
+    file_values = file_values if file_values is not None else {}
+    given = {k: v for k, v in flags.items() if v is not None}
+    origin = {k: "flag" for k in given}
+    for k in file_values:
+        origin.setdefault(k, "file")
+    where = _namer(origin, file_values)
+    for name, value in {**file_values, **given}.items():
+        if isinstance(value, str) and not value.strip():
+            raise BadInput(f"{where(name)} {value!r}: must not be empty")
+    mode = given["mode"] if "mode" in given else file_values.get("mode", preset)
     if not isinstance(mode, str) or mode not in PRESETS:
-        raise BadInput(f"--mode {_show(mode)}: unknown preset (choose from {', '.join(PRESETS)})")
-    values.update(PRESETS[mode])
+        raise BadInput(f"{where('mode')} {_show(mode)}: unknown preset (choose from {', '.join(PRESETS)})")
+    values: dict[str, Any] = dict(PRESETS[mode])
+    for k in PRESETS[mode]:
+        origin.setdefault(k, f"preset {mode}")
     values.update(file_values)
-    values.update({k: v for k, v in flags.items() if v is not None})
+    values.update(given)
     values["mode"] = mode
     cfg = RunConfig()
     for name, value in values.items():
         if name not in FIELD_NAMES:
-            raise BadInput(f"{flag(name)}: unknown option")
+            raise BadInput(f"{where(name)}: unknown option")
         expected = type(getattr(cfg, name))
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise BadInput(f"{flag(name)} {value!r}: must be {expected.__name__}")
+            raise BadInput(f"{where(name)} {value!r}: must be {expected.__name__}")
         if expected is float and not math.isfinite(value):
-            raise BadInput(f"{flag(name)} {value}: must be a finite number")
+            raise BadInput(f"{where(name)} {value}: must be a finite number")
         setattr(cfg, name, value)
-    validate_config(cfg)
+    validate_config(cfg, where, lambda name: origin.get(name, "default"))
     return cfg
+
+
+def _namer(origin: dict[str, str], file_values: dict[str, Any]) -> Callable[[str], str]:
+    """How a message names field ``name``: its flag, or ``FILE: key =`` when the file gave it."""
+    file_where = getattr(file_values, "where", lambda name: f"config file: {name} =")
+
+    def where(name: str) -> str:
+        return file_where(name) if origin.get(name) == "file" else flag(name)
+
+    return where
 
 
 _PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
@@ -179,16 +225,19 @@ def _show(value: object) -> str:
     return repr(value) if isinstance(value, str) and not value.isprintable() else str(value)
 
 
-def _bad(name: str, value: object, rule: str) -> BadInput:
-    return BadInput(f"{flag(name)} {_show(value)}: {rule}")
+def validate_config(
+    cfg: RunConfig, where: Callable[[str], str] = flag, origin: Callable[[str], str] = lambda name: "flag"
+) -> None:
+    """All checks that need no torch, in the order a user reads the flags. ``where(name)`` names a
+    field in messages; ``origin(name)`` is "flag", "file", "preset NAME" or "default"."""
 
+    def _bad(name: str, value: object, rule: str) -> BadInput:
+        return BadInput(f"{where(name)} {_show(value)}: {rule}")
 
-def validate_config(cfg: RunConfig) -> None:
-    """All checks that need no torch, in the order a user reads the flags."""
     try:
         validate(cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay, cfg.fragment_update_alpha)
     except ScheduleError as e:
-        raise _bad(e.field, e.value, e.rule) from None
+        raise BadInput(_schedule_message(cfg, e, where, origin)) from None
     for name in ("replicas", "nproc_per_replica", "steps", "blocks", "width", "seq_len", "batch_size"):
         if getattr(cfg, name) < 1:
             raise _bad(name, getattr(cfg, name), "must be at least 1")
@@ -228,7 +277,7 @@ def validate_config(cfg: RunConfig) -> None:
     if cfg.link:
         from ftrun.link_spec import parse_link
 
-        parse_link(cfg.link)
+        parse_link(cfg.link, name=where("link"))
     if cfg.timeout_s <= 0:
         raise _bad("timeout_s", cfg.timeout_s, "must be > 0")
     if cfg.step_sleep_ms < 0:
@@ -259,3 +308,30 @@ def validate_config(cfg: RunConfig) -> None:
     probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
     if not probe.is_dir() or not os.access(probe, os.W_OK):
         raise _bad("out", cfg.out, "output directory is not writable")
+
+
+_SCHEDULE = ("fragments", "sync_every", "fragment_sync_delay")
+
+
+def _schedule_message(cfg: RunConfig, e: ScheduleError, where: Callable[[str], str], origin: Callable[[str], str]) -> str:
+    """One line for a schedule torchft would reject. A rule between several values is blamed
+    on one the user gave (not on a preset's value), and names the others with their origin."""
+    f, h, tau = cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay
+    if e.field == "sync_every" and h >= 1:
+        involved = ["sync_every", "fragments"]
+        rule = f"torchft needs H >= F and H a multiple of F, here H={h}, F={f}"
+    elif e.field == "fragment_sync_delay" and tau >= 0:
+        involved = ["fragment_sync_delay", "sync_every", "fragments"]
+        rule = (f"torchft needs tau < H/F, here tau={tau} >= {h}/{f} = {h // f} "
+                f"(a fragment must sync before it is sent again)")
+    else:
+        return f"{where(e.field)} {_show(e.value)}: {e.rule}"
+    given = [k for k in involved if origin(k) in ("flag", "file")]
+    lead = e.field if e.field in given or not given else given[0]
+    letter = {"fragments": "F", "sync_every": "H", "fragment_sync_delay": "tau"}
+    others = []
+    for k in involved:
+        if k != lead:
+            src = origin(k)
+            others.append(f"{letter[k]} is {where(k)} {getattr(cfg, k)}" + ("" if src in ("flag", "file") else f" ({src})"))
+    return f"{where(lead)} {getattr(cfg, lead)}: {rule}; {', '.join(others)}"

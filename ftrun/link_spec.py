@@ -35,16 +35,22 @@ class LinkSpec:
         return f"{self.bandwidth_bps:g},{self.latency_s * 1e3:g}ms"
 
 
-def parse_link(text: str) -> LinkSpec:
+MIN_BPS, MAX_BPS = 1e3, 1e12  # an emulated link: 1 kbit/s .. 1 Tbit/s
+
+
+def parse_link(text: str, name: str = "--link") -> LinkSpec:
+    """``name`` is how a message names the value (``--link``, or ``FILE: link =``)."""
     m = _RE.match(text or "")
     if not m:
-        raise BadInput(f"--link {text!r}: expected BANDWIDTH[,LATENCY], e.g. 1gbit,20ms")
+        raise BadInput(f"{name} {text!r}: expected BANDWIDTH[,LATENCY], e.g. 1gbit,20ms")
     bw = float(m[1]) * _UNITS[m[2].lower()]
     if not (bw > 0 and math.isfinite(bw)):
-        raise BadInput(f"--link {text!r}: bandwidth must be a finite number > 0")
+        raise BadInput(f"{name} {text!r}: bandwidth must be a finite number > 0")
+    if not MIN_BPS <= bw <= MAX_BPS:
+        raise BadInput(f"{name} {text!r}: bandwidth {bw:g} bit/s is outside 1kbit..1000gbit (give a unit, e.g. 100mbit)")
     lat = float(m[3] or 0.0)
     unit = (m[4] or "ms").lower()
     lat_s = lat / 1e3 if unit == "ms" else lat / 1e6 if unit == "us" else lat
     if not math.isfinite(lat_s):
-        raise BadInput(f"--link {text!r}: latency must be a finite number")
+        raise BadInput(f"{name} {text!r}: latency must be a finite number")
     return LinkSpec(bw, lat_s)

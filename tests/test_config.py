@@ -55,9 +55,11 @@ def not_a_dir(tmp: Path) -> str:
 # (case id, flags, strings the single error line must contain). "{tmp}" is tmp_path.
 CASES = [
     # torchft's DiLoCo rules
-    ("F>H", ["--fragments", "4", "--sync-every", "2", "--blocks", "4"], ["--sync-every 2", "fragments (4)"]),
-    ("H%F", ["--fragments", "2", "--sync-every", "5"], ["--sync-every 5", "multiple of fragments (2)"]),
-    ("tau>=H/F", ["--fragments", "2", "--sync-every", "6", "--fragment-sync-delay", "3"], ["--fragment-sync-delay 3", "= 3"]),
+    ("F>H", ["--fragments", "4", "--sync-every", "2", "--blocks", "4"], ["--sync-every 2", "H >= F", "--fragments 4"]),
+    ("H%F", ["--fragments", "2", "--sync-every", "5"], ["--sync-every 5", "multiple of F", "--fragments 2"]),
+    ("tau>=H/F", ["--fragments", "2", "--sync-every", "6", "--fragment-sync-delay", "3"], ["--fragment-sync-delay 3", "6/2 = 3"]),
+    # a rule between flags is blamed on the flag given, not on the preset's value
+    ("F vs preset tau", ["--fragments", "5"], ["--fragments 5:", "--fragment-sync-delay 5 (preset streaming)"]),
     ("tau<0", ["--fragment-sync-delay=-1"], ["--fragment-sync-delay -1"]),
     ("alpha>1", ["--fragment-update-alpha", "1.5"], ["--fragment-update-alpha 1.5"]),
     ("alpha<0", ["--fragment-update-alpha=-0.25"], ["--fragment-update-alpha -0.25"]),
@@ -80,6 +82,11 @@ CASES = [
     ("nan lr", ["--inner-lr", "nan"], ["--inner-lr nan"]),
     ("bad run name", ["--run-name", "../escape"], ["--run-name ../escape"]),
     ("bad link", ["--link", "fast"], ["--link", "fast"]),
+    ("link 1 bit/s", ["--link", "1"], ["--link '1'", "1kbit"]),
+    ("empty mode", ["--mode", ""], ["--mode ''", "empty"]),
+    ("empty out", ["--out", ""], ["--out ''", "empty"]),
+    ("stall timeout", ["--stall-timeout", "0"], ["--stall-timeout 0"]),
+    ("quorum timeout", ["--quorum-timeout", "-1"], ["--quorum-timeout -1"]),
     ("bad lighthouse", ["--lighthouse", "localhost:29510"], ["--lighthouse localhost:29510"]),
 ]
 
@@ -107,13 +114,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path, case, flags, needles):
 
 def test_toml_values_are_type_checked(tmp_path):
     p = write_toml(tmp_path / "t.toml", {"steps": "many"})
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), "--steps 'many'", "int")
+    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: steps = 'many'", "int")
     p = tmp_path / "mode.toml"
     p.write_text('mode = ["streaming"]\n')
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), "--mode")
+    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: mode =")
     p = tmp_path / "nan.toml"
     p.write_text("timeout_s = nan\n")
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), "--timeout-s nan")
+    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: timeout_s = nan")
     p = tmp_path / "binary.toml"
     p.write_bytes(b"\xff\xfe\x00steps")
     assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"--config {p}")
@@ -191,9 +198,9 @@ def test_flags_override_config_file(tmp_path):
 def test_cli_config_then_flags(tmp_path):
     """Through the real CLI: a file value that is invalid is fixed by a flag, and vice versa."""
     p = write_toml(tmp_path / "c.toml", {"fragments": 2, "sync-every": 6, "fragment-sync-delay": 3})
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), "--fragment-sync-delay 3")
+    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: fragment-sync-delay = 3")
     res = ftrun_train("--config", str(p), "--fragment-sync-delay", "1", "--fragments", "4", "--out", str(tmp_path))
-    assert_one_line_error(res, "--sync-every 6", "fragments (4)")
+    assert_one_line_error(res, f"{p}: sync-every = 6", "--fragments 4")
 
 
 # --- property: build() never raises anything but BadInput ----------------------------------

@@ -82,7 +82,7 @@ def test_link_spec_hold_and_describe() -> None:
     assert spec.hold_s(0) == pytest.approx(0.05)
     assert spec.describe() == "8 Mbit/s, 50 ms"
     assert parse_link("1gbit,20ms").describe() == "1 Gbit/s, 20 ms"
-    assert parse_link("500,1ms").describe() == "500 bit/s, 1 ms"
+    assert parse_link("500kbit,1ms").describe() == "500 kbit/s, 1 ms"  # below 1 kbit/s is refused
 
 
 @settings(max_examples=300, deadline=None)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from rich.console import Console
 from rich.table import Table
+
+from ftrun.console import console as make_console, line, styled
 
 
 def _f(fmt: str) -> Callable[[Any], str]:
@@ -76,9 +77,9 @@ def link_line(result: dict) -> str:
 
 
 def print_report(result: dict) -> None:
-    console = Console(highlight=False)
+    console = make_console()
     t = Table(title=f"ftrun compare · {result['compare_dir']}", title_justify="left")
-    t.add_column("")
+    t.add_column("", no_wrap=True)  # labels whole; values wrap (fits 80 columns)
     for r in result["runs"]:
         t.add_column(r["name"], justify="right")
     for row in rows(result):
@@ -88,13 +89,13 @@ def print_report(result: dict) -> None:
     console.print(result["conclusion"])
     for r in result["runs"]:
         for p in r["problems"]:
-            console.print(f"[red]{r['name']}:[/] {p}")
+            console.print(line((f"{r['name']}:", "red"), f" {p}"))
     exp = result.get("expect_hidden")
     if exp:
-        console.print(("[green]" if exp["ok"] else "[red]") + f"--expect-hidden {exp['min']}: observed {_pct(exp['observed'])}[/]")
+        console.print(styled(f"--expect-hidden {exp['min']}: observed {_pct(exp['observed'])}", "green" if exp["ok"] else "red"))
     console.print(f"timeline: {result['timeline']}")
     colour = "green" if result["verdict"] == "pass" else "red"
-    console.print(f"[bold {colour}]{result['verdict'].upper()}[/]")
+    console.print(styled(result["verdict"].upper(), f"bold {colour}"))
 
 
 def write_markdown(result: dict, path: Path) -> None:

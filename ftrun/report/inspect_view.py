@@ -1,17 +1,21 @@
 """Rich rendering of an ``ftrun.check.model.Report``: one table per worker, then one summary line.
 
-"step" and "fragment" show the expected value, or ``expected→observed`` when they differ.
+"step" and "fragment" show the expected value, or ``expected→observed`` when they differ. Cells
+are short (a failing row says FAIL); each row's problem and notes are printed under its table,
+so a table fits 80 columns. Printed through ``ftrun.console``: report text is never markup.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from rich.console import Console
-from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from ftrun.check.model import EventResult, Report
+from ftrun.console import console as make_console, line, styled
 
 
 def _ms(x: Optional[float]) -> str:
@@ -28,28 +32,48 @@ def _pair(exp: Optional[int], obs: Optional[int]) -> str:
     return f"{_v(exp)}→{_v(obs)}"
 
 
-def _row(e: EventResult) -> list[str]:
-    verdict = "[green]ok[/]" if e.ok else f"[red]{e.problem}[/]"
+# (header, header on a narrow terminal, cell). Cells are short and never wrap: a row's problem
+# and notes are printed under the table.
+_COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
+    ("step", "step", lambda e: _pair(e.expected_step, e.observed_step)),
+    ("kind", "kind", lambda e: e.kind),
+    ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment)),
+    ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
+    ("exposed ms", "exposed\nms", lambda e: _ms(e.exposed_comm_ms)),
+    ("hidden ms", "hidden\nms", lambda e: _ms(e.hidden_comm_ms)),
+    ("send→done ms", "send→\ndone ms", lambda e: _ms(e.send_to_done_ms)),
+    ("commit ms", "commit\nms", lambda e: _ms(e.should_commit_ms)),
+]
+_WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
+
+
+def _remark(e: EventResult) -> Optional[Text]:
+    """The line under the table for a row with a problem or notes (None: nothing to say)."""
     notes = list(e.notes)
     if e.serialized:
-        notes.append(f"[yellow]{e.serialized_collectives} collective(s) serialized[/]")
-    return [
-        _pair(e.expected_step, e.observed_step),
-        e.kind,
-        _pair(e.expected_fragment, e.fragment),
-        verdict,
-        _ms(e.exposed_comm_ms),
-        _ms(e.hidden_comm_ms),
-        _ms(e.send_to_done_ms),
-        _ms(e.should_commit_ms),
-        "; ".join(notes),
-    ]
+        notes.append(f"{e.serialized_collectives} collective(s) serialized")
+    if e.ok and not notes:
+        return None
+    out = line(f"step {_pair(e.expected_step, e.observed_step)} {e.kind}: ")
+    if not e.ok:
+        out.append(str(e.problem), "red")
+    if notes:
+        out.append(("; " if not e.ok else "") + "; ".join(notes), "yellow")
+    return out
+
+
+def _table(title: str, events: list[EventResult], width: int) -> Table:
+    """One worker's table; at a narrow terminal the headers take two lines, so it fits 80 columns."""
+    t = Table(title=title, title_justify="left")
+    for head, narrow, _ in _COLUMNS:
+        t.add_column(head if width >= _WIDE_MIN else narrow, justify="right" if head.endswith(" ms") else "left", no_wrap=True)
+    for e in events:
+        t.add_row(*(cell(e) for _, _, cell in _COLUMNS))
+    return t
 
 
 def render(report: Report, console: Optional[Console] = None) -> None:
-    con = console or Console(highlight=False, soft_wrap=False)
-    if console is None and con.width < 120:
-        con = Console(highlight=False, width=120)
+    con = console or make_console()
     s = report.schedule
     if len(report.run_dirs) > 1:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
@@ -59,34 +83,30 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     )
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
-        t = Table(
-            title=f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))",
-            title_justify="left",
-        )
-        for col in ("step", "kind", "fragment", "verdict", "exposed ms", "hidden ms", "send→done ms", "commit ms"):
-            t.add_column(col, overflow="fold", no_wrap=col != "verdict")
-        t.add_column("notes", overflow="fold", ratio=1)
-        for e in report.events:
-            if e.replica == w.replica and e.rank == w.rank:
-                t.add_row(*_row(e))
+        mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
+        t = _table(f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
         if w.failed_cycles:
             t.caption = f"commit failed in cycles {w.failed_cycles}"
         con.print(t)
+        for e in mine:
+            remark = _remark(e)
+            if remark is not None:
+                con.print(Padding(remark, (0, 0, 0, 2)))
     for c in report.cross_replica:
         if not c.ok:
-            con.print(f"[red]cross-replica:[/] {c.problem}")
+            con.print(line(("cross-replica:", "red"), f" {c.problem}"))
     for f in report.faults:
-        con.print(f"[yellow]fault:[/] {escape(f['text'])}")
+        con.print(line(("fault:", "yellow"), f" {f['text']}"))
     if report.agreement is not None and report.agreement["ok"]:
         n = report.agreement["commits_checked"]
         con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
     for p in report.run_problems:
-        con.print(f"[red]run:[/] {escape(p)}")
+        con.print(line(("run:", "red"), f" {p}"))
     for n in report.notes:
-        con.print(f"[dim]note: {n}[/]")
+        con.print(styled(f"note: {n}", "dim"))
     bad = report.problems()
     n = len(report.events)
     if report.ok:
-        con.print(f"[bold green]PASS[/] {n} events on {len(report.workers)} worker(s) landed as expected")
+        con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected"))
     else:
-        con.print(f"[bold red]FAIL[/] {len(bad)} problem(s) in {n} events; first: {bad[0] if bad else '?'}")
+        con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events; first: {bad[0] if bad else '?'}"))

@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich import box
 from rich.live import Live
 from rich.table import Table
 
+from ftrun.console import console as make_console, line, styled
+
 
 def _progress_table(state) -> Table:
-    t = Table(title=f"ftrun train · {state.run_dir}", title_justify="left")
-    for col in ("group", "step", "loss", "manager step", "commits", "last sync", "participants"):
-        t.add_column(col)
-    steps = state.cfg.steps
+    """One line per replica group. Fits 80 columns: no cell wraps, short headers (two lines where
+    needed), the step total in the title, and no vertical rules."""
+    t = Table(
+        title=f"ftrun train · {state.run_dir} · {state.cfg.steps} steps",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col, right in (("group", True), ("step", True), ("loss", True), ("manager\nstep", True), ("commits", True),
+                       ("failed", True), ("last sync", False), ("in\nquorum", True)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=True, overflow="ellipsis")
     for r, p in sorted(state.progress.items()):
         t.add_row(
             str(r),
-            f"{p.step}/{steps}",
+            str(p.step),
             f"{p.loss:.4f}" if p.loss is not None else "-",
             str(p.manager_step),
-            f"{p.commits}" + (f" ({p.failed_commits} failed)" if p.failed_commits else ""),
+            str(p.commits),
+            str(p.failed_commits),
             p.last_sync,
             str(p.participants) if p.participants is not None else "-",
         )
@@ -30,9 +42,9 @@ class LiveView:
 
     def __init__(self, state, enabled: bool = True) -> None:
         self.state = state
-        console = Console()
-        self.enabled = enabled and console.is_terminal
-        self._live = Live(console=console, refresh_per_second=4, transient=True) if self.enabled else None
+        self.console = make_console()
+        self.enabled = enabled and self.console.is_terminal
+        self._live = Live(console=self.console, refresh_per_second=4, transient=True) if self.enabled else None
 
     def __enter__(self) -> "LiveView":
         if self._live is not None:
@@ -49,7 +61,7 @@ class LiveView:
 
 
 def print_summary(summary: dict) -> None:
-    console = Console(highlight=False)
+    console = make_console()
     s = summary["schedule"]
     link = summary.get("link")
     t = Table(
@@ -72,11 +84,11 @@ def print_summary(summary: dict) -> None:
     console.print(t)
     a = summary["agreement"]
     agree = (
-        f"[green]replicas agreed after all {a['commits_checked']} commits[/]"
+        styled(f"replicas agreed after all {a['commits_checked']} commits", "green")
         if a["ok"]
-        else f"[red]replicas DISAGREED after {len(a['disagreements'])} commits[/]"
+        else styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
     )
-    console.print(f"wall time {summary['wall_s']:.1f} s · {agree}")
+    console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agree))
     rec = summary.get("recovery") or {}
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
@@ -88,9 +100,9 @@ def print_summary(summary: dict) -> None:
         )
     for r in summary["replicas"]:
         if r.get("lost"):
-            console.print(f"[yellow]replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on[/]")
+            console.print(styled(f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on", "yellow"))
     for f in summary["failures"]:
-        console.print(f"[red]failure:[/] {f}")
+        console.print(line(("failure:", "red"), f" {f}"))
     if summary["traces"]:
         console.print(f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}")
     else:
