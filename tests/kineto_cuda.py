@@ -141,3 +141,30 @@ def convert_run(run_dir: Path, dst: Path, naming: str = "dev") -> Path:
     for p in (dst / "traces").glob("*.pt.trace.json*"):
         write(to_cuda(read(p), naming), p)
     return dst
+
+
+TRIM_KEEP = ("ProfilerStep#", "ftrun::step#", "torchft::", "gloo:", "c10d::", "ftrun::link")
+
+
+def trim_run(src: Path, dst: Path) -> Path:
+    """How ``tests/data/cpu_run`` was made from a real run dir: manifest and event logs as they
+    are; traces keep metadata events, every event whose name starts with ``TRIM_KEEP``, and the
+    ``aten::copy_`` ops inside ``restore_parameters`` (the fragment's shapes). Names and times unchanged."""
+    import shutil
+
+    shutil.rmtree(dst, ignore_errors=True)
+    (dst / "traces").mkdir(parents=True)
+    shutil.copy(src / "manifest.json", dst / "manifest.json")
+    shutil.copytree(src / "events", dst / "events")
+    for p in (src / "traces").glob("*.pt.trace.json*"):
+        d = read(p)
+        evs = d["traceEvents"]
+        restores = [e for e in evs if e.get("name") == "torchft::local_sgd::restore_parameters"]
+
+        def in_restore(e: dict) -> bool:
+            return any(r["tid"] == e["tid"] and r["ts"] <= e["ts"] <= r["ts"] + r["dur"] for r in restores)
+
+        d["traceEvents"] = [e for e in evs if e.get("ph") == "M" or e.get("name", "").startswith(TRIM_KEEP)
+                            or (e.get("name") == "aten::copy_" and in_restore(e))]
+        (dst / "traces" / p.name).write_bytes(gzip.compress(json.dumps(d).encode(), mtime=0))
+    return dst
