@@ -39,8 +39,9 @@ class LabelSet:
     backend_quantized: tuple[str, ...] = ("nccl:all_to_all", "nccl:all_gather_into_tensor_coalesced")
     # Any NCCL kernel (both namings: ncclDevKernel_Op_... since NCCL 2.19, ncclKernel_Op_... before).
     nccl_kernel_any: tuple[str, ...] = ("ncclDevKernel_", "ncclKernel_")
-    # CUDA runtime calls read from host threads: kernel launches, stream waits, host syncs.
-    cuda_launch: tuple[str, ...] = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+    # CUDA runtime/driver calls read from host threads: kernel launches (name prefixes: kineto
+    # writes e.g. cudaLaunchKernel, cudaLaunchKernelExC_v11060, cuLaunchKernelEx), stream waits.
+    cuda_launch: tuple[str, ...] = ("cudaLaunchKernel", "cuLaunchKernel")
     cuda_stream_wait: tuple[str, ...] = ("cudaStreamWaitEvent",)
     cuda_sync: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 

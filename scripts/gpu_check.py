@@ -96,6 +96,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         out["devices"] = json.loads(manifest.read_text()).get("devices")
     durs, per_byte, starts, per_send, queue, causes = [], [], [], [], [], Counter()
     serialized = 0
+    later = [0, 0]  # kernels whose device step is after their launch step, kernels placed
     for path, sp in rep.spans.items():
         out["traces"][Path(path).name] = trace_counts(Path(path))
         shapes = [a.shapes for s in sp.sends for a in s.allreduces]
@@ -113,6 +114,10 @@ def analyze_run(run_dirs: list[Path]) -> dict:
             calls = set(range(first, first + len(s.allreduces)))
             first += len(s.allreduces)
             per_send.append({"allreduce_calls": len(s.allreduces), "kernels": sum(k.call in calls for k in sp.kernels)})
+        for launch_step, dev_step in gpu_comm.kernel_steps(sp):
+            if launch_step is not None and dev_step is not None:
+                later[1] += 1
+                later[0] += dev_step > launch_step
         for q in gpu_comm.queueing(sp, comms):
             queue.append(q.delay_us / 1000.0)
             causes[q.cause or "none"] += 1
@@ -128,6 +133,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         queue_delay_ms=_stats(queue),
         queue_causes=dict(causes),
         serialized_collectives=serialized,
+        kernels_in_a_later_step={"later": later[0], "placed": later[1]},
         should_commit_sync_share=round(csync / commit, 3) if commit else None,
         exposed_ms=_stats([e.exposed_comm_ms for e in syncs if e.exposed_comm_ms is not None]),
     )

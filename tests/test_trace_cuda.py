@@ -110,3 +110,26 @@ def test_quantized_call_is_one_collective(tmp_path):
     calls = sum(len(s.allreduces) for s in t.sends)
     assert len(t.kernels) == 2 * calls
     assert len(t.collectives) == calls and all(c.kernels == 2 and c.name == "SendRecv+AllGather" for c in t.collectives)
+
+
+def test_driver_launches_link_too():
+    """NCCL >= 2.19 launches through the driver: kineto writes cat cuda_driver, cuLaunchKernelEx."""
+    tr = kc.to_cuda(_one_trace())
+    for e in tr["traceEvents"]:
+        if e.get("cat") == "cuda_runtime":
+            e["cat"], e["name"] = "cuda_driver", "cuLaunchKernelEx"
+    t = _spans(tr)
+    assert t.kernels and all(k.launch is not None and k.call is not None for k in t.kernels)
+
+
+def test_device_step_copies_place_kernels():
+    from ftrun.check.gpu_comm import kernel_steps
+
+    tr = kc.to_cuda(_one_trace())
+    steps = _spans(tr)
+    placed = kernel_steps(steps)
+    assert placed and all(a is not None for a, _ in placed)
+    # move every NCCL kernel 1000 s later: it now runs under no step's device copy (after the window)
+    for k in kc.kernels(tr):
+        k["ts"] += 1e6 * 1000
+    assert all(d is None for _, d in kernel_steps(_spans(tr)))

@@ -127,3 +127,20 @@ def commit_sync_ms(sync: Sync) -> Optional[float]:
     if sync.should_commit is None:
         return None
     return sum(s.dur for s in sync.commit_syncs) / 1000.0
+
+
+def _step_at(steps, ts: float) -> Optional[int]:
+    for s in steps:
+        if s.span.ts <= ts <= s.span.end:
+            return s.number
+    return None
+
+
+def kernel_steps(trace: TraceSpans) -> list[tuple[Optional[int], Optional[int]]]:
+    """Per linked NCCL kernel: (step of its launch, from host step spans; step whose device copy
+    (``gpu_user_annotation``) contains its start). A later device step = the kernel ran behind
+    the compute backlog of the steps after its launch."""
+    return [
+        (_step_at(trace.steps, k.launch.ts), _step_at(trace.device_steps, k.span.ts))
+        for k in trace.kernels if k.launch is not None
+    ]

@@ -30,6 +30,7 @@ CPU_CATS = frozenset({"user_annotation", "cpu_op", "python_function", ""})
 GPU_ANNOTATION = "gpu_user_annotation"
 KERNEL = "kernel"
 CUDA_RUNTIME = "cuda_runtime"
+CUDA_DRIVER = "cuda_driver"  # NCCL >= 2.19 launches through the driver (cuLaunchKernelEx)
 
 
 class Args(msgspec.Struct, gc=False):

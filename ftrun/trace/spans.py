@@ -21,7 +21,7 @@ A CUDA trace repeats every ``record_function`` span as ``gpu_user_annotation`` o
 it touched (pid = device, tid = stream): those copies are counted and their step copies kept in
 ``device_steps`` (to place a step's GPU work), never read as a second send, sync or step.
 NCCL kernels (``cat`` kernel, ``ncclDevKernel_*`` or ``ncclKernel_*``) are linked to their
-``cuda_runtime`` launch by ``correlation`` (else by ``External id``). A kernel launched inside
+``cuda_runtime`` (or ``cuda_driver``) launch by ``correlation`` (else by ``External id``). A kernel launched inside
 a ``torchft::manager::allreduce`` call belongs to that call: one collective per call, spanning
 all of the call's kernels (a quantized allreduce launches an alltoall = SendRecv and an
 AllGather). Kernels launched elsewhere (DDP's own allreduce, healing) are not a send's.
@@ -41,7 +41,7 @@ from ftrun.labels import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PR
 import msgspec
 
 from ftrun.trace.schema import (
-    CPU_CATS, CUDA_RUNTIME, GPU_ANNOTATION, KERNEL, ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json,
+    CPU_CATS, CUDA_DRIVER, CUDA_RUNTIME, GPU_ANNOTATION, KERNEL, ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json,
 )
 
 Shape = tuple[int, ...]
@@ -233,7 +233,7 @@ _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
 def _filter(labels: LabelSet, names: set[str]):
     key = (labels, frozenset(names))
     if key not in _FILTERS:
-        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any)
+        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch)
         _FILTERS[key] = name_filter(names, prefixes)
     return _FILTERS[key]
 
@@ -242,8 +242,8 @@ def _wanted(labels: LabelSet) -> set[str]:
     return {
         labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
         labels.restore_parameters, labels.should_commit, COPY,
-        *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce, *labels.backend_quantized,
-        *labels.cuda_launch, *labels.cuda_stream_wait,
+        *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce,
+        *labels.cuda_stream_wait,
     }
 
 
@@ -260,7 +260,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     launches: list[TraceEvent] = []
     copies = 0
     kernel_prefixes = labels.nccl_kernel_any
-    runtime = {*labels.cuda_launch, *labels.cuda_stream_wait}
+    waits = set(labels.cuda_stream_wait)
     keep = _filter(labels, wanted_names)
     try:
         kept = list(events(trace, keep))
@@ -274,8 +274,8 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
             if name.startswith(kernel_prefixes):
                 kernels.append(e)
             continue
-        if cat == CUDA_RUNTIME:
-            if name in runtime:
+        if cat == CUDA_RUNTIME or cat == CUDA_DRIVER:
+            if name.startswith(labels.cuda_launch) or name in waits:
                 launches.append(e)
             continue
         device = cat == GPU_ANNOTATION
@@ -370,8 +370,9 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     notes: list[str] = []
     kern = _link_kernels(kernels, launches, labels, calls, path, notes)
     colls: list[Collective] = []
-    backend_names = (*labels.backend_allreduce, *labels.backend_quantized)
-    for n in backend_names:
+    # (the quantized path's nccl:all_to_all / nccl:all_gather_* host spans are launches only, and
+    # come two per call: never collectives; its kernels are, grouped per call)
+    for n in labels.backend_allreduce:
         if kern and n.startswith("nccl:"):
             continue  # with GPU activity, the CPU-side nccl:* spans are only the launch
         for e in by_name[n]:
@@ -402,7 +403,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
 def _link_kernels(kernels: list[TraceEvent], runtime: list[TraceEvent], labels: LabelSet, calls: list[TraceEvent],
                   path: Path, notes: list[str]) -> list[Kernel]:
     """NCCL kernels with their launch (by correlation, else External id) and the call it ran in."""
-    launches = [e for e in runtime if e.name in labels.cuda_launch]
+    launches = [e for e in runtime if e.name.startswith(labels.cuda_launch)]
     by_corr: dict[int, TraceEvent] = {}
     by_ext: dict[int, list[TraceEvent]] = {}
     for e in launches:
