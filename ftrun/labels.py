@@ -36,7 +36,6 @@ class LabelSet:
     # Quantized allreduce (torchft.collectives.allreduce_quantized, CUDA + triton): one
     # manager.allreduce = an alltoall (NCCL runs it as send/recv) then an allgather.
     c10d_quantized: tuple[str, ...] = ("c10d::alltoall_base_", "c10d::allgather_into_tensor_coalesced_")
-    backend_quantized: tuple[str, ...] = ("nccl:all_to_all", "nccl:all_gather_into_tensor_coalesced")
     # Any NCCL kernel (both namings: ncclDevKernel_Op_... since NCCL 2.19, ncclKernel_Op_... before).
     nccl_kernel_any: tuple[str, ...] = ("ncclDevKernel_", "ncclKernel_")
     # CUDA runtime/driver calls read from host threads: kernel launches (name prefixes: kineto

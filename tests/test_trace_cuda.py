@@ -133,3 +133,13 @@ def test_device_step_copies_place_kernels():
     for k in kc.kernels(tr):
         k["ts"] += 1e6 * 1000
     assert all(d is None for _, d in kernel_steps(_spans(tr)))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("config", ["streaming", "baseline"])
+def test_fresh_run_converted_passes(ftrun_run, tmp_path, config):
+    """A fresh ftrun CPU run (trained once per session, shared with other tests), in CUDA shape."""
+    run = kc.convert_run(ftrun_run(config), tmp_path / "run", "old")
+    rep = analyze([run])
+    assert rep.verdict == "pass", [e.problem for e in rep.events if e.problem]
+    assert all(sp.kernels and not sp.notes for sp in rep.spans.values())
