@@ -26,11 +26,11 @@ EMPTY = msgspec.Raw()
 # ops, Python frames (with_stack). Device side: the copy kineto makes of every record_function
 # span on each CUDA stream it touched (pid = device, tid = stream), kernels, and the CUDA runtime
 # calls on host threads that launched them (``correlation`` = the kernel's).
-CPU_CATS = frozenset({"user_annotation", "cpu_op", "python_function", ""})
+# Compared lower-cased: kineto before torch 1.9 wrote Operator / Runtime / Kernel.
+CPU_CATS = frozenset({"user_annotation", "cpu_op", "python_function", "operator", ""})
 GPU_ANNOTATION = "gpu_user_annotation"
 KERNEL = "kernel"
-CUDA_RUNTIME = "cuda_runtime"
-CUDA_DRIVER = "cuda_driver"  # NCCL >= 2.19 launches through the driver (cuLaunchKernelEx)
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})  # NCCL >= 2.19 launches via the driver
 
 
 class Args(msgspec.Struct, gc=False):

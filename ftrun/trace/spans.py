@@ -41,7 +41,7 @@ from ftrun.labels import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PR
 import msgspec
 
 from ftrun.trace.schema import (
-    CPU_CATS, CUDA_DRIVER, CUDA_RUNTIME, GPU_ANNOTATION, KERNEL, ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json,
+    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json,
 )
 
 Shape = tuple[int, ...]
@@ -269,12 +269,12 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     for e in kept:
         if e.ph != "X":
             continue
-        cat, name = e.cat, e.name
+        cat, name = e.cat.lower(), e.name
         if cat == KERNEL:
             if name.startswith(kernel_prefixes):
                 kernels.append(e)
             continue
-        if cat == CUDA_RUNTIME or cat == CUDA_DRIVER:
+        if cat in LAUNCH_CATS:
             if name.startswith(labels.cuda_launch) or name in waits:
                 launches.append(e)
             continue
