@@ -143,3 +143,16 @@ def test_fresh_run_converted_passes(ftrun_run, tmp_path, config):
     rep = analyze([run])
     assert rep.verdict == "pass", [e.problem for e in rep.events if e.problem]
     assert all(sp.kernels and not sp.notes for sp in rep.spans.values())
+
+
+def test_clock_disagreement_said_once_per_report(tmp_path):
+    run = kc.convert_run(DATA, tmp_path / "run")
+    for p in (run / "traces").glob("*.gz"):
+        tr = kc.read(p)
+        launch = {e["args"]["correlation"]: e for e in tr["traceEvents"] if e.get("cat") == "cuda_runtime"}
+        k = kc.kernels(tr)[0]
+        k["ts"] = launch[k["args"]["correlation"]]["ts"] - 10.0
+        kc.write(tr, p)
+    rep = analyze([run])
+    said = [n for n in rep.notes if "start before their launch" in n]
+    assert len(said) == 1 and "likewise in 1 more trace file" in said[0]

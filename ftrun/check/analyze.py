@@ -383,7 +383,9 @@ def analyze(
     inputs = discover([Path(p) for p in paths])
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
-    trace_notes = [n for sp in spans for n in sp.notes]  # what a trace cannot tell, once per trace
+    trace_notes = [n for sp in spans for n in sp.notes][:1]  # what the traces cannot tell, said once
+    if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
+        trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
     workers = assign(inputs.files, spans)
     logs = {k: read_events(p) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
