@@ -57,7 +57,7 @@ class Obs:
     timing: Optional[commmod.SyncTiming] = None  # syncs
     paired: Optional["Obs"] = None  # syncs: the send they wait for
     numels: Optional[tuple[int, ...]] = None
-    serial: Optional[int] = None  # sends: collectives serialized behind a wait
+    serial: Optional[int] = None  # sends: collectives queued behind another send's (gpu_comm)
     identity: Identity = NO_EVIDENCE
     queue: Optional[gpu_comm.SendQueue] = None  # sends: queueing of their collectives
 
