@@ -33,6 +33,16 @@ class LabelSet:
     c10d_allreduce: tuple[str, ...]
     backend_allreduce: tuple[str, ...]
     nccl_kernel_prefixes: tuple[str, ...]
+    # Quantized allreduce (torchft.collectives.allreduce_quantized, CUDA + triton): one
+    # manager.allreduce = an alltoall (NCCL runs it as send/recv) then an allgather.
+    c10d_quantized: tuple[str, ...] = ("c10d::alltoall_base_", "c10d::allgather_into_tensor_coalesced_")
+    # Any NCCL kernel (both namings: ncclDevKernel_Op_... since NCCL 2.19, ncclKernel_Op_... before).
+    nccl_kernel_any: tuple[str, ...] = ("ncclDevKernel_", "ncclKernel_")
+    # CUDA runtime/driver calls read from host threads: kernel launches (name prefixes: kineto
+    # writes e.g. cudaLaunchKernel, cudaLaunchKernelExC_v11060, cuLaunchKernelEx), stream waits.
+    cuda_launch: tuple[str, ...] = ("cudaLaunchKernel", "cuLaunchKernel")
+    cuda_stream_wait: tuple[str, ...] = ("cudaStreamWaitEvent",)
+    cuda_sync: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
 TORCHFT_0_2 = LabelSet(

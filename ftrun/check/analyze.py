@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun.check import comm as commmod
+from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
 from ftrun.events import read_events
@@ -56,8 +57,9 @@ class Obs:
     timing: Optional[commmod.SyncTiming] = None  # syncs
     paired: Optional["Obs"] = None  # syncs: the send they wait for
     numels: Optional[tuple[int, ...]] = None
-    serial: Optional[int] = None  # sends: collectives serialized behind a wait
+    serial: Optional[int] = None  # sends: collectives queued behind another send's (gpu_comm)
     identity: Identity = NO_EVIDENCE
+    queue: Optional[gpu_comm.SendQueue] = None  # sends: queueing of their collectives
 
 
 @dataclass
@@ -108,13 +110,13 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         steps = _Steps(t, offset)
         ranges.extend(steps.ranges)
         comms = commmod.attribute(t.sends, t.collectives)
-        waits = commmod.wait_ends(t.syncs)
-        step_of = lambda ts, s=steps: s.at(ts)[0]  # noqa: E731
-        for send, sc in zip(t.sends, comms):
+        queued = gpu_comm.queueing(t, comms)  # serialized = queued behind another send's collective
+        for i, (send, sc) in enumerate(zip(t.sends, comms)):
             st, ms = steps.at(send.span.ts)
             shapes = [s for a in send.allreduces if a.shapes for s in a.shapes]
-            serial = commmod.serialized(sc, t.collectives, waits, step_of)
-            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes), serial=serial))
+            sq = gpu_comm.send_queue(queued, i)
+            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes),
+                           serial=sq.serialized, queue=sq))
         for sync in t.syncs:
             st, ms = steps.at(sync.span.ts)
             obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, numels=numels_of(sync.restore_shapes)))
@@ -253,11 +255,14 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
             r.allreduces = len(sc.calls)
             r.numel, r.bytes = sc.numel, sc.bytes
             r.collectives = sum(c is not None for _, c in sc.calls) + len(sc.holds)
+        if o.queue is not None and o.queue.max_delay_ms is not None:
+            r.queue_delay_ms, r.queue_cause = _r(o.queue.max_delay_ms), o.queue.cause
         if o.timing is not None:
             t = o.timing
             r.exposed_comm_ms, r.hidden_comm_ms = _r(t.exposed_ms), _r(t.hidden_ms)
             r.send_to_done_ms, r.comm_union_ms = _r(t.send_to_done_ms), _r(t.comm_union_ms)
             r.should_commit_ms = _r(t.should_commit_ms)
+            r.commit_sync_ms = _r(gpu_comm.commit_sync_ms(o.sync))
             r.serialized_collectives = t.serialized_collectives
             r.serialized = bool(t.serialized_collectives) if t.serialized_collectives is not None else None
             r.send_captured = o.paired is not None
@@ -378,6 +383,9 @@ def analyze(
     inputs = discover([Path(p) for p in paths])
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
+    trace_notes = [n for sp in spans for n in sp.notes][:1]  # what the traces cannot tell, said once
+    if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
+        trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
     workers = assign(inputs.files, spans)
     logs = {k: read_events(p) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
@@ -396,7 +404,7 @@ def analyze(
     for wo in wobs:
         _match(wo, schedule.window)
     mode = "manifest" if inputs.manifest is not None else "foreign"
-    notes: list[str] = []
+    notes: list[str] = list(trace_notes)
     _identify(wobs, _matcher(mode, inputs.manifest, wobs, schedule, notes), schedule)
 
     results: list[EventResult] = []

@@ -45,6 +45,11 @@ class EventResult:
     serialized: Optional[bool] = None
     serialized_collectives: Optional[int] = None
     send_captured: Optional[bool] = None
+    # GPU-aware figures (ftrun.check.gpu_comm): sends' largest queue delay and its cause; syncs'
+    # should_commit stream synchronizes (where a CUDA run's CPU blocks), apart from exposed
+    queue_delay_ms: Optional[float] = None
+    queue_cause: Optional[str] = None
+    commit_sync_ms: Optional[float] = None
 
 
 @dataclass

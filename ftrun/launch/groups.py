@@ -69,7 +69,10 @@ class Group:
 
 
 def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, nproc: int, lighthouse_url: str,
-               backend: str, threads: int, master: tuple[str, int] | None = None) -> Group:
+               backend: str, threads: int, master: tuple[str, int] | None = None,
+               placement_env: dict[str, str] | None = None) -> Group:
+    """``placement_env``: the group's ``CUDA_VISIBLE_DEVICES`` / ``NCCL_HOSTID`` from
+    ``ftrun.launch.placement.plan`` (None: the old rule, an ``NCCL_HOSTID`` per group)."""
     env = dict(os.environ)
     env.update(
         REPLICA_GROUP_ID=str(replica),
@@ -78,7 +81,10 @@ def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, npro
         OMP_NUM_THREADS=str(threads),
         PYTHONUNBUFFERED="1",
     )
-    if backend in ("auto", "nccl", "baby-nccl"):
+    if placement_env is not None:
+        env.pop("NCCL_HOSTID", None)
+        env.update(placement_env)
+    elif backend in ("auto", "nccl", "baby-nccl"):
         # several groups on one GPU host: NCCL must not see two ranks of one "host" on one device
         env["NCCL_HOSTID"] = f"ftrun_replica{replica}"
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0"]

@@ -49,6 +49,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             for g in range(cfg.nproc_per_replica)
         ],
         "link": link,
+        "devices": [{"replica": m["replica"], "rank": m["rank"], "device": m.get("device")} for m in metas],
         "faults": {
             "planned": [f.to_json() for f in cfg.faults()],
             "fired": [json.loads(p.read_text()) for p in layout.fault_markers(run_dir)],
@@ -135,6 +136,7 @@ def summarise(state: RunState, manifest: dict) -> dict:
         "schedule": manifest["schedule"],
         "backend": manifest["backend"],
         "link": manifest["link"],
+        "devices": manifest.get("devices", []),
         "replicas": per_replica,
         "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
         "recovery": recovery(logs, manifest),

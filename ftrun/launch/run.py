@@ -17,6 +17,7 @@ from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.errors import RunFailed
 from ftrun.launch.groups import make_group, start_lighthouse
+from ftrun.launch.placement import check_quantize, plan as plan_placement
 from ftrun.launch.progress import EventTail, GroupProgress
 from ftrun.launch.results import summarise, write_manifest
 from ftrun.launch.rundir import advertise_host, job_id, prepare_run_dir
@@ -69,6 +70,8 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
     from ftrun.report.train_view import LiveView, print_summary
 
     window = cfg.profile_window()
+    placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
+    check_quantize(cfg.quantize, cfg.backend, placement)
     link = None
     if cfg.link:
         from ftrun.link_spec import parse_link
@@ -96,7 +99,8 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
             url = state.lighthouse.url
         master = (cfg.master_addr or "127.0.0.1", cfg.master_port) if cfg.master_port else None
         for r in cfg.groups_here:
-            g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master)
+            g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master,
+                           placement.env.get(r) if placement.mode != "cpu" else None)
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
             state.progress[r] = GroupProgress(r)

@@ -6,7 +6,8 @@ the events whose name a regex over the raw slice selects (a few percent of a tra
 ``msgspec`` skips every other key while parsing, so nothing else is materialised. ``args``
 keeps three keys: ``"Input Dims"`` / ``"Input type"`` (present with ``record_shapes=True``; left
 undecoded as ``msgspec.Raw`` and parsed only for the few events that need them) and
-``"External id"`` (links GPU kernels to CPU ops). ``args`` itself stays raw until ``args_of``
+``"External id"`` (links GPU kernels to CPU ops), ``"correlation"`` (links a kernel to its
+``cuda_runtime`` launch), ``"stream"`` / ``"device"`` (where a kernel ran). ``args`` itself stays raw until ``args_of``
 decodes it for the few events that need it: most events never pay for their args. ``pid``/``tid``
 may be ints or strings.
 """
@@ -21,11 +22,24 @@ import msgspec
 
 EMPTY = msgspec.Raw()
 
+# kineto's event categories (``cat``). Host-side spans: record_function annotations, aten/c10d
+# ops, Python frames (with_stack). Device side: the copy kineto makes of every record_function
+# span on each CUDA stream it touched (pid = device, tid = stream), kernels, and the CUDA runtime
+# calls on host threads that launched them (``correlation`` = the kernel's).
+# Compared lower-cased: kineto before torch 1.9 wrote Operator / Runtime / Kernel.
+CPU_CATS = frozenset({"user_annotation", "cpu_op", "python_function", "operator", ""})
+GPU_ANNOTATION = "gpu_user_annotation"
+KERNEL = "kernel"
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})  # NCCL >= 2.19 launches via the driver
+
 
 class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=EMPTY, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=EMPTY, name="Input type")
     external_id: Optional[int] = msgspec.field(default=None, name="External id")
+    correlation: Optional[int] = None
+    stream: Optional[int] = None
+    device: Optional[int] = None
 
 
 class TraceEvent(msgspec.Struct, gc=False):

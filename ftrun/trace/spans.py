@@ -14,6 +14,19 @@ Label meanings (spelled only in ``ftrun.labels``):
 * collective: backend spans (``gloo:all_reduce`` on Gloo threads, ``nccl:all_reduce``),
   NCCL all-reduce kernels (when a trace has them, they replace the CPU-side
   ``nccl:all_reduce`` launch spans), and ftrun's ``ftrun::link::hold`` (emulated slow link).
+
+By category (kineto's ``cat``, see ``ftrun.trace.schema``): steps, sends, syncs and backend spans
+are read from host-side events only (``user_annotation``, ``cpu_op``, ``python_function``).
+A CUDA trace repeats every ``record_function`` span as ``gpu_user_annotation`` on each stream
+it touched (pid = device, tid = stream): those copies are counted and their step copies kept in
+``device_steps`` (to place a step's GPU work), never read as a second send, sync or step.
+NCCL kernels (``cat`` kernel, ``ncclDevKernel_*`` or ``ncclKernel_*``) are linked to their
+``cuda_runtime`` (or ``cuda_driver``) launch by ``correlation`` (else by ``External id``). A kernel launched inside
+a ``torchft::manager::allreduce`` call belongs to that call: one collective per call, spanning
+all of the call's kernels (a quantized allreduce launches an alltoall = SendRecv and an
+AllGather). Kernels launched elsewhere (DDP's own allreduce, healing) are not a send's.
+Without launch links, every AllReduce kernel is a collective (the old rule). A kernel that
+starts before its launch means the trace's GPU and CPU clocks disagree: said once in ``notes``.
 """
 
 from __future__ import annotations
@@ -27,7 +40,9 @@ from ftrun.errors import BadInput
 from ftrun.labels import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
 import msgspec
 
-from ftrun.trace.schema import ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json
+from ftrun.trace.schema import (
+    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json,
+)
 
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
@@ -81,17 +96,41 @@ class Sync:
     restore: Optional[Span]
     should_commit: Optional[Span]
     restore_shapes: Optional[tuple[Shape, ...]]
+    commit_syncs: tuple[Span, ...] = ()  # should_commit's stream synchronizes (nested, by prefix)
 
 
 @dataclass(frozen=True, slots=True)
 class Collective:
-    """A span of the collective really running (backend thread, GPU kernel, or link hold)."""
+    """A span of the collective really running (backend thread, GPU kernel(s), or link hold).
+
+    For kernels: ``launch_ts`` = start of the first kernel's ``cuda_runtime`` launch (None when
+    unlinked), ``stream`` = (device, stream), ``kernels`` = how many kernels it spans.
+    """
 
     name: str
     span: Span
     shapes: Optional[tuple[Shape, ...]]
     itemsize: Optional[int]
     hold: bool = False
+    launch_ts: Optional[float] = None
+    stream: Optional[Hashable] = None
+    kernels: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One NCCL kernel. ``op``: AllReduce, AllGather, SendRecv, ... (from either naming).
+
+    ``launch``: its ``cuda_runtime`` launch on a host thread; ``call``: index of the
+    ``torchft::manager::allreduce`` span (in ``TraceSpans.calls``) its launch ran in.
+    """
+
+    name: str
+    op: str
+    span: Span
+    stream: Hashable
+    launch: Optional[Span] = None
+    call: Optional[int] = None
 
 
 @dataclass
@@ -106,6 +145,20 @@ class TraceSpans:
     has_shapes: bool = False
     events: int = 0
     extra: dict = field(default_factory=dict)
+    kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
+    device_steps: list[StepSpan] = field(default_factory=list)  # gpu_user_annotation step copies
+    device_copies: int = 0  # gpu_user_annotation copies of sends/syncs/steps, recognised and set aside
+    stream_waits: list[Span] = field(default_factory=list)  # cudaStreamWaitEvent calls (host)
+    notes: list[str] = field(default_factory=list)  # what this trace cannot tell, said once
+
+
+def kernel_op(name: str, prefixes: tuple[str, ...]) -> Optional[str]:
+    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` / ``ncclKernel_AllReduce_RING_LL_Sum_float`` -> ``AllReduce``."""
+    for p in prefixes:
+        if name.startswith(p):
+            rest = name[len(p):]
+            return rest.split("_", 1)[0].split("(", 1)[0] or None
+    return None
 
 
 def _thread(e: TraceEvent) -> Hashable:
@@ -180,23 +233,34 @@ _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
 def _filter(labels: LabelSet, names: set[str]):
     key = (labels, frozenset(names))
     if key not in _FILTERS:
-        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, *labels.nccl_kernel_prefixes)
+        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch)
         _FILTERS[key] = name_filter(names, prefixes)
     return _FILTERS[key]
 
 
-def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
-    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
-    wanted_names = {
+def _wanted(labels: LabelSet) -> set[str]:
+    return {
         labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
         labels.restore_parameters, labels.should_commit, COPY,
-        *labels.c10d_allreduce, *labels.backend_allreduce,
+        *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce,
+        *labels.cuda_stream_wait,
     }
+
+
+def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
+    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
+    wanted_names = _wanted(labels)
     by_name: dict[str, list[TraceEvent]] = {n: [] for n in wanted_names}
     prof_steps: list[StepSpan] = []
     ftrun_steps: list[StepSpan] = []
+    dev_prof: list[StepSpan] = []
+    dev_ftrun: list[StepSpan] = []
+    commit_children: list[TraceEvent] = []
     kernels: list[TraceEvent] = []
-    kernel_prefixes = labels.nccl_kernel_prefixes
+    launches: list[TraceEvent] = []
+    copies = 0
+    kernel_prefixes = labels.nccl_kernel_any
+    waits = set(labels.cuda_stream_wait)
     keep = _filter(labels, wanted_names)
     try:
         kept = list(events(trace, keep))
@@ -205,20 +269,39 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     for e in kept:
         if e.ph != "X":
             continue
-        name = e.name
-        bucket = by_name.get(name)
-        if bucket is not None:
-            bucket.append(e)
-        elif name.startswith("ProfilerStep#"):
+        cat, name = e.cat.lower(), e.name
+        if cat == KERNEL:
+            if name.startswith(kernel_prefixes):
+                kernels.append(e)
+            continue
+        if cat in LAUNCH_CATS:
+            if name.startswith(labels.cuda_launch) or name in waits:
+                launches.append(e)
+            continue
+        device = cat == GPU_ANNOTATION
+        if not device and cat not in CPU_CATS:
+            continue  # another device-side category (memcpy, ...): never a host span
+        if device:
+            copies += 1
+            dst_prof, dst_ftrun = dev_prof, dev_ftrun
+        else:
+            dst_prof, dst_ftrun = prof_steps, ftrun_steps
+        if name.startswith("ProfilerStep#"):
             m = PROFILER_STEP_RE.match(name)
             if m:
-                prof_steps.append(StepSpan(int(m[1]), None, _span(e)))
+                dst_prof.append(StepSpan(int(m[1]), None, _span(e)))
         elif name.startswith(FTRUN_STEP_PREFIX):
             m = FTRUN_STEP_RE.match(name)
             if m:
-                ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
-        elif name.startswith(kernel_prefixes):
-            kernels.append(e)
+                dst_ftrun.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
+        elif device:
+            pass  # the device copy of a send/sync/collective span: recognised, not a second event
+        elif name.startswith(labels.should_commit_prefix):
+            commit_children.append(e)
+        else:
+            bucket = by_name.get(name)
+            if bucket is not None:
+                bucket.append(e)
 
     steps, source = (ftrun_steps, "ftrun") if ftrun_steps else (prof_steps, "profiler")
     if not steps:
@@ -227,12 +310,15 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
             "profile with a torch.profiler schedule or ftrun's worker"
         )
     steps.sort(key=lambda s: s.span.ts)
+    device_steps = sorted(dev_ftrun if source == "ftrun" else dev_prof, key=lambda s: s.span.ts)
 
     ar_index = _Index(by_name[labels.allreduce])
-    c10d_index = _Index([e for n in labels.c10d_allreduce for e in by_name[n]])
+    c10d_index = _Index([e for n in (*labels.c10d_allreduce, *labels.c10d_quantized) for e in by_name[n]])
     has_shapes = False
 
     sends: list[Send] = []
+    calls: list[TraceEvent] = []  # manager.allreduce spans of the sends, in send order
+    call_shapes: list[Optional[tuple[Shape, ...]]] = []
     for ps in sorted(by_name[labels.prepare_sync], key=lambda e: e.ts):
         ars = []
         for ar in ar_index.inside(ps):
@@ -240,16 +326,21 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
             for k, op in enumerate(c10d_index.inside(ar)):
                 if k == 0:
                     issue = op.ts
+                if op.name in labels.c10d_quantized:
+                    continue  # quantized buffers: not the tensor's sizes
                 got = _shapes(raw_json(args_of(op).input_dims))
                 if got:
                     shapes = (shapes or ()) + got
             ars.append(Allreduce(_span(ar), shapes, itemsize, issue))
+            calls.append(ar)
+            call_shapes.append(shapes)
             has_shapes = has_shapes or shapes is not None
         sends.append(Send(_span(ps), tuple(ars)))
 
     wait_index = _Index(by_name[labels.wait])
     restore_index = _Index(by_name[labels.restore_parameters])
     commit_index = _Index(by_name[labels.should_commit])
+    child_index = _Index(commit_children)
     copy_index = _Index(by_name[COPY])
     syncs: list[Sync] = []
     for pf in sorted(by_name[labels.perform_sync], key=lambda e: e.ts):
@@ -264,6 +355,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
                 if s is not None:
                     shapes.append(s)
             restore_shapes = tuple(shapes) or None
+        commit_syncs = tuple(_span(c) for c in child_index.inside(commits[0])) if commits else ()
         syncs.append(
             Sync(
                 _span(pf),
@@ -271,18 +363,22 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
                 _span(restores[0]) if restores else None,
                 _span(commits[0]) if commits else None,
                 restore_shapes,
+                commit_syncs,
             )
         )
 
+    notes: list[str] = []
+    kern = _link_kernels(kernels, launches, labels, calls, path, notes)
     colls: list[Collective] = []
+    # (the quantized path's nccl:all_to_all / nccl:all_gather_* host spans are launches only, and
+    # come two per call: never collectives; its kernels are, grouped per call)
     for n in labels.backend_allreduce:
-        if kernels and n.startswith("nccl:"):
-            continue  # with GPU activity, the CPU-side nccl:all_reduce is only the launch
+        if kern and n.startswith("nccl:"):
+            continue  # with GPU activity, the CPU-side nccl:* spans are only the launch
         for e in by_name[n]:
             dims = _shapes(raw_json(args_of(e).input_dims))
             colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD)))
-    for e in kernels:
-        colls.append(Collective(e.name, _span(e), None, None))
+    colls.extend(_kernel_collectives(kern, call_shapes))
     colls.sort(key=lambda c: c.span.ts)
 
     di = trace.distributedInfo
@@ -296,4 +392,85 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         rank=di.rank if di is not None else None,
         has_shapes=has_shapes,
         events=len(trace.traceEvents),
+        kernels=kern,
+        device_steps=device_steps,
+        device_copies=copies,
+        stream_waits=sorted((_span(e) for e in launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
+        notes=notes,
     )
+
+
+def _link_kernels(kernels: list[TraceEvent], runtime: list[TraceEvent], labels: LabelSet, calls: list[TraceEvent],
+                  path: Path, notes: list[str]) -> list[Kernel]:
+    """NCCL kernels with their launch (by correlation, else External id) and the call it ran in."""
+    launches = [e for e in runtime if e.name.startswith(labels.cuda_launch)]
+    by_corr: dict[int, TraceEvent] = {}
+    by_ext: dict[int, list[TraceEvent]] = {}
+    for e in launches:
+        a = args_of(e)
+        if a.correlation is not None:
+            by_corr[a.correlation] = e
+        if a.external_id is not None:
+            by_ext.setdefault(a.external_id, []).append(e)
+    call_index = _Index(calls)
+    call_no = {id(c): i for i, c in enumerate(calls)}
+    out: list[Kernel] = []
+    early, worst = 0, 0.0
+    for k in sorted(kernels, key=lambda e: e.ts):
+        a = args_of(k)
+        op = kernel_op(k.name, labels.nccl_kernel_any) or "?"
+        launch = by_corr.get(a.correlation) if a.correlation is not None else None
+        if launch is None and a.external_id is not None:
+            cands = [e for e in by_ext.get(a.external_id, ()) if e.ts <= k.ts] or by_ext.get(a.external_id, [])
+            launch = max(cands, key=lambda e: e.ts) if cands else None
+        call = None
+        if launch is not None:
+            if k.ts < launch.ts:
+                early += 1
+                worst = max(worst, launch.ts - k.ts)
+            enclosing = _enclosing(call_index, launch)
+            call = call_no[id(enclosing)] if enclosing is not None else None
+        stream = (k.pid, a.stream if a.stream is not None else k.tid)
+        out.append(Kernel(k.name, op, _span(k), stream, _span(launch) if launch is not None else None, call))
+    if early:
+        notes.append(
+            f"{path.name}: {early} NCCL kernel(s) start before their launch (by up to {worst:.1f} us): "
+            "the trace's GPU and CPU clocks disagree; queue delays from it are not reliable"
+        )
+    return out
+
+
+def _enclosing(index: _Index, e: TraceEvent) -> Optional[TraceEvent]:
+    """The indexed span on ``e``'s thread that contains ``e``'s start (latest-starting one)."""
+    got = index.by_thread.get(_thread(e))
+    if not got:
+        return None
+    starts, evs = got
+    i = bisect_left(starts, e.ts + 1e-9) - 1
+    while i >= 0:
+        c = evs[i]
+        if c.ts <= e.ts <= c.ts + c.dur:
+            return c
+        i -= 1
+        if i >= 0 and e.ts - evs[i].ts > 60e6:  # calls are far shorter than a minute
+            break
+    return None
+
+
+def _kernel_collectives(kern: list[Kernel], call_shapes: list) -> list[Collective]:
+    """One collective per manager.allreduce call (all its kernels); unlinked AllReduce kernels alone."""
+    linked = any(k.launch is not None for k in kern)
+    out: list[Collective] = []
+    per_call: dict[int, list[Kernel]] = {}
+    for k in kern:
+        if k.call is not None:
+            per_call.setdefault(k.call, []).append(k)
+        elif not linked and k.op == "AllReduce":
+            out.append(Collective(k.name, k.span, None, None, stream=k.stream, kernels=1))
+    for call, ks in per_call.items():
+        first, last = ks[0], max(ks, key=lambda k: k.span.end)
+        name = "+".join(dict.fromkeys(k.op for k in ks)) if len(ks) > 1 else first.name
+        span = Span(first.span.ts, last.span.end, first.span.thread)
+        out.append(Collective(name, span, call_shapes[call], None, launch_ts=first.launch.ts if first.launch else None,
+                              stream=first.stream, kernels=len(ks)))
+    return out

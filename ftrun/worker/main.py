@@ -38,7 +38,7 @@ def main(spec_path: str) -> int:
     from ftrun.worker.profiling import make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
-    from ftrun.worker.setup import HealState, RankEnv, build_training, make_manager, pick_device, start_line
+    from ftrun.worker.setup import HealState, RankEnv, build_training, device_label, make_manager, pick_device, start_line
     from ftrun.worker.whereabouts import Whereabouts
 
     env = RankEnv.from_environ()
@@ -63,7 +63,7 @@ def main(spec_path: str) -> int:
     meta = RankMeta(
         layout.meta_file(run_dir, env.replica, env.rank),
         replica=env.replica, rank=env.rank, group_size=env.group_size, restart=env.restart,
-        backend=backend, device=str(device), fragments=describe_fragments(training.fragments),
+        backend=backend, device=device_label(device), fragments=describe_fragments(training.fragments),
         versions=versions(torch.__version__), traces=traces, profile_window=list(window) if window else None,
     )
     meta.write("running")

@@ -50,7 +50,9 @@ class RankEnv:
 
 
 def pick_device(backend: str, local_rank: int) -> tuple[str, torch.device]:
-    """``auto`` = NCCL when CUDA is available, else Gloo. NCCL ranks share the host's GPUs."""
+    """``auto`` = NCCL when CUDA is available, else Gloo. NCCL: local rank g uses ``cuda:g`` of
+    the devices its group sees (the launcher sets ``CUDA_VISIBLE_DEVICES`` per group,
+    ``ftrun.launch.placement``); modulo the count only when run without that placement."""
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend in ("nccl", "baby-nccl"):
@@ -58,6 +60,15 @@ def pick_device(backend: str, local_rank: int) -> tuple[str, torch.device]:
         torch.cuda.set_device(device)
         return backend, device
     return backend, torch.device("cpu")
+
+
+def device_label(device: torch.device, environ: dict | None = None) -> str:
+    """``cuda:0 (GPU 3)`` — the device and, when ``CUDA_VISIBLE_DEVICES`` maps it, the host's GPU id."""
+    if device.type != "cuda":
+        return str(device)
+    vis = [x.strip() for x in (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    idx = device.index or 0
+    return f"{device} (GPU {vis[idx]})" if idx < len(vis) else str(device)
 
 
 @dataclass

@@ -1,0 +1,146 @@
+"""Queueing of collectives, and what a sync's blocking is made of. Pure functions over spans.
+
+Meaningful on Gloo and CUDA traces alike (``ftrun.check.comm`` attributes collectives to sends;
+this module only reads those attributions):
+
+* **queue delay** of a collective: its start minus its issue — the ``cuda_runtime`` launch of
+  its first kernel on CUDA, the ``c10d`` call otherwise. Its **cause**:
+  ``previous collective`` when the collective before it on the same stream (CUDA) or the same
+  rank (Gloo) was still running at the issue and its end pins the start (within ``pin_us``);
+  otherwise ``stream wait`` when the launching thread called ``cudaStreamWaitEvent`` inside
+  the same ``manager.allreduce`` call before the launch (ProcessGroupNCCL makes the NCCL
+  stream wait for the compute stream: the kernel waited for queued compute work);
+  otherwise ``None`` (launch latency, or not observable).
+* **serialized** collective: one whose start was held until a collective of *another* send
+  (another fragment's, or the same fragment's earlier round) ended — issued before that end,
+  started within ``pin_us`` after it, and more than ``pin_us`` after its own issue. A fragment's
+  own collectives running one after another is not serialization; queueing behind another
+  send's is the cost torchft's authors saw (a wait on one allreduce holding up the next one
+  issued on the same NCCL stream). On CUDA the blocker must be on the same stream.
+* ``commit_sync_ms``: the ``torchft::manager::should_commit::*synchronize`` spans nested in
+  ``should_commit``. On CUDA, ``work.wait()`` only makes the compute stream wait, so the CPU
+  blocks here, inside should_commit, not in ``perform_sync``'s wait: shown apart from exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ftrun.check.comm import SendComm
+from ftrun.trace.spans import Collective, Span, Sync, TraceSpans
+
+PIN_KERNEL_US = 50.0  # a CUDA stream starts its next kernel within microseconds of the last one's end
+PIN_HOST_US = 1000.0  # a Gloo worker thread wakes up within a millisecond on a loaded host
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One attributed collective's queueing. ``send``: index of its send in the trace."""
+
+    send: int
+    issue_ts: float
+    start_ts: float
+    cause: Optional[str]
+    blocker_send: Optional[int]  # the send whose collective pinned the start (None: none)
+    serialized: bool
+
+    @property
+    def delay_us(self) -> float:
+        return self.start_ts - self.issue_ts
+
+
+def _pin(c: Collective) -> float:
+    return PIN_KERNEL_US if c.kernels else PIN_HOST_US
+
+
+def queueing(trace: TraceSpans, comms: list[SendComm]) -> list[Queued]:
+    """Queueing of every attributed collective of ``trace`` (``comms``: one per send, same order)."""
+    owner: dict[int, int] = {}
+    issue_of: dict[int, float] = {}
+    for i, sc in enumerate(comms):
+        for issue, c in sc.calls:
+            if c is not None:
+                owner[id(c)] = i
+                issue_of[id(c)] = c.launch_ts if c.launch_ts is not None else issue
+    pool = sorted((c for c in trace.collectives if not c.hold), key=lambda c: c.span.ts)
+    calls = [a.span for s in trace.sends for a in s.allreduces]
+    out: list[Queued] = []
+    for k, c in enumerate(pool):
+        if id(c) not in owner:
+            continue
+        issue, start, pin = issue_of[id(c)], c.span.ts, _pin(c)
+        blocker = _blocker(pool, k, issue, pin)
+        cause, bsend, serial = None, None, False
+        if blocker is not None:
+            cause = "previous collective"
+            bsend = owner.get(id(blocker))
+            serial = bsend is not None and bsend != owner[id(c)] and start - issue > pin
+        elif c.launch_ts is not None and _stream_wait_before(trace.stream_waits, calls, c.launch_ts):
+            cause = "stream wait"
+        out.append(Queued(owner[id(c)], issue, start, cause, bsend, serial))
+    return out
+
+
+def _blocker(pool: list[Collective], k: int, issue: float, pin: float) -> Optional[Collective]:
+    """The collective before ``pool[k]`` (same stream on CUDA) running at ``issue`` whose end pins the start."""
+    c = pool[k]
+    start = c.span.ts
+    for j in range(k - 1, max(-1, k - 64), -1):
+        p = pool[j]
+        if c.stream is not None and p.stream is not None and p.stream != c.stream:
+            continue
+        if p.span.end > issue and 0.0 <= start - p.span.end <= pin:
+            return p
+    return None
+
+
+def _stream_wait_before(waits: list[Span], calls: list[Span], launch_ts: float) -> bool:
+    for call in calls:
+        if call.ts <= launch_ts <= call.end:
+            return any(w.thread == call.thread and call.ts <= w.ts <= launch_ts for w in waits)
+    return False
+
+
+def serialized_count(queued: list[Queued], send: int) -> int:
+    """How many of send ``send``'s collectives were serialized behind another send's."""
+    return sum(q.serialized for q in queued if q.send == send)
+
+
+@dataclass(frozen=True)
+class SendQueue:
+    max_delay_ms: Optional[float]
+    cause: Optional[str]  # cause of the largest delay
+    serialized: int
+
+
+def send_queue(queued: list[Queued], send: int) -> SendQueue:
+    mine = [q for q in queued if q.send == send]
+    if not mine:
+        return SendQueue(None, None, 0)
+    worst = max(mine, key=lambda q: q.delay_us)
+    return SendQueue(worst.delay_us / 1000.0, worst.cause, sum(q.serialized for q in mine))
+
+
+def commit_sync_ms(sync: Sync) -> Optional[float]:
+    """Total of should_commit's stream synchronizes (None without a should_commit span)."""
+    if sync.should_commit is None:
+        return None
+    return sum(s.dur for s in sync.commit_syncs) / 1000.0
+
+
+def _step_at(steps, ts: float) -> Optional[int]:
+    for s in steps:
+        if s.span.ts <= ts <= s.span.end:
+            return s.number
+    return None
+
+
+def kernel_steps(trace: TraceSpans) -> list[tuple[Optional[int], Optional[int]]]:
+    """Per linked NCCL kernel: (step of its launch, from host step spans; step whose device copy
+    (``gpu_user_annotation``) contains its start). A later device step = the kernel ran behind
+    the compute backlog of the steps after its launch."""
+    return [
+        (_step_at(trace.steps, k.launch.ts), _step_at(trace.device_steps, k.span.ts))
+        for k in trace.kernels if k.launch is not None
+    ]

@@ -1,0 +1,264 @@
+"""The GPU check: train on NCCL, inspect, and print one JSON summary of what matters on a GPU.
+
+``python scripts/gpu_check.py [--out DIR] [--budget-s 360]`` — on a host without CUDA it prints
+``{"cuda": false, ...}`` and exits 0 (nothing to check). With CUDA it runs, each under a time
+limit and with ``NCCL_DEBUG=INFO``, nothing fetched from the network:
+
+1. ``streaming``: NCCL streaming DiLoCo, R=2, 60 steps, width 512 (one GPU per group when there
+   are two, else shared with NCCL_HOSTID);
+2. ``bucketized``: the same with ``--bucketize`` (kernel duration against bytes, per kernel);
+3. ``link``: plain DiLoCo (tau=0) on ``--link 1gbit,20ms``: hold spans present and every sync's
+   exposed time >= bytes*8/bandwidth + latency;
+4. ``quantize``: ``--quantize`` for 10 steps (commits, replicas agreeing on fingerprints);
+5. ``baby-nccl``: ``--backend baby-nccl`` for 10 steps.
+
+``python scripts/gpu_check.py analyze RUN_DIR`` prints the trace part of the summary for one run
+dir (also what the unit test runs on a CUDA-shaped fixture). Timings are one run's, not a benchmark.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ftrun.check import comm, gpu_comm  # noqa: E402
+from ftrun.check.analyze import analyze  # noqa: E402
+from ftrun.errors import BadInput  # noqa: E402
+from ftrun.trace.load import load_trace  # noqa: E402
+from ftrun.trace.spans import extract  # noqa: E402
+
+STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
+KERNEL_RE = re.compile(r"^(ncclDevKernel_|ncclKernel_)([A-Za-z]+)")
+TRANSPORT_RE = re.compile(r"NCCL INFO .*(via |Using network|NET/|P2P|SHM|Channel \d+/\d+ :)")
+LINK = ("1gbit,20ms", 1e9, 0.020)
+
+
+def _stats(xs: list[float]) -> Optional[dict]:
+    if not xs:
+        return None
+    return {"n": len(xs), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3), "min": round(min(xs), 3)}
+
+
+def _group(cat: str, name: str) -> Optional[str]:
+    """The name a (cat, name) count goes under, or None when the check does not count it."""
+    m = STEP_RE.match(name)
+    if m:
+        return m[1] + "*"
+    if name in ("torchft::local_sgd::prepare_sync", "torchft::local_sgd::perform_sync", "ftrun::link::hold"):
+        return name
+    if name.startswith(("nccl:", "gloo:")):
+        return name
+    m = KERNEL_RE.match(name)
+    if m and cat == "kernel":
+        return m[1] + m[2] + "*"
+    return None
+
+
+def trace_counts(path: Path) -> dict[str, int]:
+    """Counts by (cat, name) of steps, prepare/perform_sync, NCCL/Gloo CPU spans and NCCL kernels."""
+    data = path.read_bytes()
+    d = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    c: Counter = Counter()
+    for e in d.get("traceEvents", []):
+        if e.get("ph") != "X":
+            continue
+        g = _group(e.get("cat", ""), e.get("name", ""))
+        if g is not None:
+            c[(e.get("cat", ""), g)] += 1
+    return {f"{cat} {name}": n for (cat, name), n in sorted(c.items())}
+
+
+def analyze_run(run_dirs: list[Path]) -> dict:
+    """The trace part of the summary for one run (one or more run dirs of one job)."""
+    try:
+        rep = analyze(run_dirs)
+    except BadInput as e:
+        return {"inspect": {"verdict": "bad input", "problems": [str(e)]}}
+    problems = [e.problem for e in rep.events if e.problem] + [c.problem for c in rep.cross_replica if c.problem] + rep.run_problems
+    out: dict = {
+        "inspect": {"verdict": rep.verdict, "events": len(rep.events), "problems": problems[:5], "notes": rep.notes[:5]},
+        "traces": {},
+    }
+    manifest = run_dirs[0] / "manifest.json"
+    if manifest.exists():
+        out["devices"] = json.loads(manifest.read_text()).get("devices")
+    durs, per_byte, starts, per_send, queue, causes = [], [], [], [], [], Counter()
+    serialized = 0
+    later = [0, 0]  # kernels whose device step is after their launch step, kernels placed
+    for path, sp in rep.spans.items():
+        out["traces"][Path(path).name] = trace_counts(Path(path))
+        shapes = [a.shapes for s in sp.sends for a in s.allreduces]
+        comms = comm.attribute(sp.sends, sp.collectives)
+        for k in sp.kernels:
+            if k.launch is not None:
+                starts.append(k.span.ts - k.launch.ts)
+            if k.call is not None and k.op == "AllReduce":
+                durs.append(k.span.dur)
+                b = _bytes(shapes[k.call])
+                if b:
+                    per_byte.append(k.span.dur / (b / 1e6))
+        first = 0
+        for s in sp.sends:
+            calls = set(range(first, first + len(s.allreduces)))
+            first += len(s.allreduces)
+            per_send.append({"allreduce_calls": len(s.allreduces), "kernels": sum(k.call in calls for k in sp.kernels)})
+        for launch_step, dev_step in gpu_comm.kernel_steps(sp):
+            if launch_step is not None and dev_step is not None:
+                later[1] += 1
+                later[0] += dev_step > launch_step
+        for q in gpu_comm.queueing(sp, comms):
+            queue.append(q.delay_us / 1000.0)
+            causes[q.cause or "none"] += 1
+            serialized += q.serialized
+    syncs = [e for e in rep.events if e.kind == "sync" and e.observed_step is not None]
+    commit = sum(e.should_commit_ms or 0.0 for e in syncs)
+    csync = sum(e.commit_sync_ms or 0.0 for e in syncs)
+    out.update(
+        nccl_allreduce_kernel_us=_stats(durs),
+        nccl_allreduce_kernel_us_per_mb=_stats(per_byte),
+        kernels_per_send=per_send,
+        min_kernel_start_minus_launch_us=round(min(starts), 3) if starts else None,
+        queue_delay_ms=_stats(queue),
+        queue_causes=dict(causes),
+        serialized_collectives=serialized,
+        kernels_in_a_later_step={"later": later[0], "placed": later[1]},
+        should_commit_sync_share=round(csync / commit, 3) if commit else None,
+        exposed_ms=_stats([e.exposed_comm_ms for e in syncs if e.exposed_comm_ms is not None]),
+    )
+    return out
+
+
+def _bytes(shapes) -> Optional[int]:
+    if not shapes:
+        return None
+    n = 0
+    for s in shapes:
+        k = 1
+        for d in s:
+            k *= d
+        n += k
+    return 4 * n  # float32 pseudo-gradients
+
+
+def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:
+    """Hold spans present; every sync's exposed >= its send's bytes*8/bandwidth + latency (tau = 0)."""
+    rep = analyze([run_dir])
+    holds = sum(1 for sp in rep.spans.values() for c in sp.collectives if c.hold)
+    rows, ok = [], bool(holds)
+    last_send: dict = {}
+    for e in sorted(rep.events, key=lambda e: (e.replica, e.rank, e.observed_step or 0, e.kind == "sync")):
+        key = (e.replica, e.rank)
+        if e.kind == "send":
+            last_send[key] = e
+        elif e.observed_step is not None and key in last_send and last_send[key].bytes:
+            need = (last_send[key].bytes * 8 / bandwidth_bps + latency_s) * 1000.0
+            good = e.exposed_comm_ms is not None and e.exposed_comm_ms >= need
+            ok = ok and good
+            rows.append({"replica": e.replica, "step": e.observed_step, "exposed_ms": e.exposed_comm_ms, "wire_plus_latency_ms": round(need, 3)})
+    return {"hold_spans": holds, "syncs": rows, "ok": ok and bool(rows), "verdict": rep.verdict}
+
+
+def nccl_transport(run_dir: Path, limit: int = 20) -> list[str]:
+    lines: list[str] = []
+    for log in sorted((run_dir / "logs").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if TRANSPORT_RE.search(line):
+                short = re.sub(r"^.*NCCL INFO ", "", line).strip()
+                if short not in lines:
+                    lines.append(short)
+            if len(lines) >= limit:
+                return lines
+    return lines
+
+
+def _ftrun() -> list[str]:
+    exe = Path(sys.executable).parent / "ftrun"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ftrun"]
+
+
+def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
+    env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH", "PYTHONPATH": str(ROOT)}
+    cmd = [*_ftrun(), "train", *args, "--out", str(out), "--run-name", name, "--overwrite", "--json"]
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout_s:.0f} s", "run_dir": str(out / name)}
+    got: dict = {"exit": res.returncode, "wall_s": round(time.monotonic() - t0, 1), "run_dir": str(out / name)}
+    try:
+        summ = json.loads(res.stdout)
+        got.update(ok=summ.get("ok"), commits=[r.get("commits") for r in summ.get("replicas", [])],
+                   agreement=summ.get("agreement", {}).get("ok"), commits_checked=summ.get("agreement", {}).get("commits_checked"),
+                   devices=summ.get("devices"))
+    except json.JSONDecodeError:
+        got.update(ok=False, error=(res.stderr.strip().splitlines() or ["no output"])[-1][:300])
+    return got
+
+
+def cuda_available() -> tuple[bool, str]:
+    try:
+        import torch
+    except ImportError:
+        return False, "torch not importable"
+    if not torch.cuda.is_available():
+        return False, f"torch {torch.__version__}: CUDA not available"
+    return True, f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["analyze"]:
+        print(json.dumps(analyze_run([Path(p) for p in argv[1:]]), indent=1))
+        return 0
+    out = Path(os.environ.get("OUT", "/tmp/ftrun-gpu"))
+    budget = float(os.environ.get("GPU_CHECK_BUDGET_S", "360"))
+    ok, what = cuda_available()
+    summary: dict = {"cuda": ok, "device": what}
+    if not ok:
+        summary["note"] = "no CUDA: the NCCL path is not checked on this host"
+        print(json.dumps(summary, indent=1))
+        return 0
+    t_end = time.monotonic() + budget - 10
+    base = ["--backend", "nccl", "--replicas", "2", "--width", "512"]
+    plan = [
+        ("streaming", [*base, "--mode", "streaming", "--steps", "60"], 0.25),
+        ("bucketized", [*base, "--mode", "streaming", "--steps", "60", "--bucketize"], 0.2),
+        ("link", [*base, "--mode", "baseline", "--steps", "40", "--link", LINK[0]], 0.2),
+        ("quantize", [*base, "--quantize", "--steps", "10", "--sync-every", "4", "--fragment-sync-delay", "1", "--profile", "none"], 0.15),
+        ("baby-nccl", ["--backend", "baby-nccl", "--replicas", "2", "--steps", "10", "--sync-every", "4",
+                       "--fragment-sync-delay", "1", "--profile", "none"], 0.15),
+    ]
+    runs: dict = {}
+    for name, args, share in plan:
+        left = t_end - time.monotonic()
+        if left < 20:
+            runs[name] = {"ok": False, "error": "skipped: the check's time budget is spent"}
+            continue
+        r = train(out, name, args, min(left, budget * share + 30))
+        rd = Path(r["run_dir"])
+        if name in ("streaming", "bucketized", "link") and (rd / "manifest.json").exists():
+            r.update(analyze_run([rd]))
+        if name == "link" and (rd / "manifest.json").exists():
+            r["link_check"] = link_check(rd, LINK[1], LINK[2])
+        if name == "streaming":
+            r["nccl_transport"] = nccl_transport(rd)
+        runs[name] = r
+    summary["runs"] = runs
+    summary["ok"] = all(r.get("ok") for r in runs.values()) and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
+    print(json.dumps(summary, indent=1))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
