@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from ftrun.errors import BadInput, RunFailed
+from ftrun.errors import BadInput, RunFailed, raise_on_signal
 
 app = typer.Typer(
     add_completion=False,
@@ -31,15 +31,17 @@ def _fail(message: str, code: int) -> None:
 
 
 def guarded(fn):
-    """Run a command body: BadInput -> exit 2, RunFailed -> exit 1, both as one line."""
+    """Run a command body: BadInput -> exit 2, RunFailed -> exit 1 (Interrupted: 130), one line.
+    SIGINT/SIGTERM -> exit 130."""
+    raise_on_signal()
     try:
         return fn()
     except BadInput as e:
         _fail(str(e), 2)
     except RunFailed as e:
-        _fail(str(e), 1)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt as e:
+        _fail(f"interrupted{' by ' + str(e) if str(e) else ''}", 130)
 
 
 O = {  # options shared by `train` and `compare` (None = not given: preset/config decides)

@@ -9,6 +9,14 @@ from ftrun import __version__, layout
 from ftrun.check.agreement import check_agreement
 from ftrun.launch.progress import read_all
 from ftrun.launch.supervise import RunState
+from ftrun.output import atomic_write
+
+
+def _resolved_backend(backend: str) -> str:
+    """What a worker makes of ``auto`` (``ftrun.worker.setup.pick_device``), when no rank said."""
+    from ftrun.launch.preflight import has_cuda_device
+
+    return ("nccl" if has_cuda_device() else "gloo") if backend == "auto" else backend
 
 
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
@@ -26,7 +34,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "run_name": cfg.run_name,
         "config": cfg.resolved(),
         "versions": first.get("versions", {"python": sys.version.split()[0], "ftrun": __version__}),
-        "backend": first.get("backend", cfg.backend),
+        "backend": first.get("backend") or _resolved_backend(cfg.backend),
         "replicas": cfg.replicas,
         "nproc_per_replica": cfg.nproc_per_replica,
         "schedule": {
@@ -57,7 +65,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "run_events": read_all(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
     }
-    (run_dir / layout.MANIFEST).write_text(json.dumps(manifest, indent=1))
+    atomic_write(run_dir / layout.MANIFEST, json.dumps(manifest, indent=1))
     return manifest
 
 
