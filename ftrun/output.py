@@ -71,6 +71,19 @@ def check_target(out: Path, flag: str, inputs: Iterable[Path] = (), reading: Ite
             raise BadInput(f"{flag} {out}: inside {d}, which this command is reading; write it elsewhere")
 
 
+@contextlib.contextmanager
+def removed_if_empty_on_error(path: Path) -> Iterator[None]:
+    """If the block fails, remove ``path`` when it did not exist before and is still empty."""
+    fresh = not os.path.lexists(path)
+    try:
+        yield
+    except BaseException:
+        if fresh:
+            with contextlib.suppress(OSError):
+                Path(path).rmdir()  # only ever an empty directory
+        raise
+
+
 # --- atomic writes -------------------------------------------------------------------------
 
 @contextlib.contextmanager
