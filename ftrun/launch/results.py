@@ -135,6 +135,15 @@ def summarise(state: RunState, manifest: dict) -> dict:
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )
     ok = not state.failures and agreement.ok
+    window = manifest["profile_windows"][0] if manifest["profile_windows"] else None
+    if manifest["traces"]:
+        traces_note = None
+    elif window is None:
+        traces_note = "profiling off"
+    else:
+        last = max((p["last_step"] for p in per_replica), default=0)
+        traces_note = (f"none written: profiled steps {window[0]}..{window[1]}, the run stopped at step {last}"
+                       if last < window[1] else f"none written for profiled steps {window[0]}..{window[1]}")
     return {
         "run_dir": str(run_dir),
         "ok": ok,
@@ -148,6 +157,7 @@ def summarise(state: RunState, manifest: dict) -> dict:
         "recovery": recovery(logs, manifest),
         "failures": state.failures,
         "traces": [str(run_dir / t["path"]) for t in manifest["traces"]],
+        "traces_note": traces_note,
         "manifest": str(run_dir / layout.MANIFEST),
     }
 
