@@ -175,9 +175,13 @@ def _removable(run_dir: Path, flag: str) -> None:
             raise BadInput(f"{flag}: {e} is a symlink; refusing to delete {run_dir}")
 
 
-def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name") -> RunDirLock:
+def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name", inputs: Iterable[Path] = ()) -> RunDirLock:
     """Create ``run_dir`` (replacing an ftrun run dir there only with ``overwrite``), lock it and
-    write the run marker. The parent dir is locked meanwhile, so two claims never interleave."""
+    write the run marker. The parent dir is locked meanwhile, so two claims never interleave.
+    ``inputs`` (files the run reads) must not lie inside it."""
+    for p in inputs:
+        if _real(p).is_relative_to(_real(run_dir)):
+            raise BadInput(f"{name_flag}: {run_dir} holds {p}, an input of this run; pick another name")
     root = run_dir.parent
     try:
         root.mkdir(parents=True, exist_ok=True)

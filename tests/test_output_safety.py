@@ -144,6 +144,18 @@ def test_overwrite_replaces_an_ftrun_run_dir_and_locks_it(tmp_path):
         claim_run_dir(run, overwrite=False)
 
 
+def test_overwrite_refuses_a_run_dir_holding_an_input_of_the_run(tmp_path):
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / RUN_MARKER).write_text(json.dumps({"pid": 1}))
+    data = run / "logs" / "corpus.txt"
+    data.write_text("some text to train on " * 50)
+    before = snapshot(run)
+    res = cli(*TRAIN, "--out", str(tmp_path), "--run-name", "run", "--overwrite", "--data", str(data))
+    assert res.exit_code == 2 and "input" in one_line(res), res.output
+    assert snapshot(run) == before
+
+
 # --- user-given names are one path component -----------------------------------------------
 
 def test_a_300_character_run_name_is_bad_input(tmp_path):

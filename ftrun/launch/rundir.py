@@ -37,7 +37,8 @@ def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
             return root / name, mark_new_run_dir(root / name)
     check_name("--run-name", cfg.run_name)
     run_dir = root / cfg.run_name
-    return run_dir, claim_run_dir(run_dir, overwrite)
+    inputs = [Path(cfg.data)] if cfg.data and cfg.data != "synthetic" else []
+    return run_dir, claim_run_dir(run_dir, overwrite, inputs=inputs)
 
 
 def job_id(cfg: RunConfig) -> str:
