@@ -82,7 +82,6 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
 
 def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
     from ftrun.launch.preflight import preflight
-    from ftrun.report.train_view import LiveView, print_summary
 
     window = cfg.profile_window()
     link = None
@@ -97,12 +96,16 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
     preflight(cfg)
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
-        return _run(cfg, run_dir, jid, window, link, json_out, quiet, signals, LiveView, print_summary)
+        return _run(cfg, run_dir, jid, window, link, json_out, quiet, signals)
     finally:
         lock.release()
 
 
-def _run(cfg, run_dir, jid, window, link, json_out, quiet, signals, LiveView, print_summary) -> int:
+def _run(cfg: RunConfig, run_dir: Path, jid: str, window: tuple[int, int] | None, link: dict | None,
+         json_out: bool, quiet: bool, signals: dict) -> int:
+    """Start the lighthouse and groups in the claimed ``run_dir``, supervise, stop, summarise."""
+    from ftrun.report.train_view import LiveView, print_summary
+
     state = RunState(cfg, run_dir, job_id=jid, run_log=layout.run_event_log(run_dir))
     stopped: str | None = None
     try:
