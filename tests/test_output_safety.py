@@ -217,6 +217,16 @@ def test_inspect_an_interrupted_run_dir_uses_only_its_traces(tmp_path):
     assert files == [str(run / "traces" / "replica0_rank0.1.pt.trace.json")]
 
 
+def test_a_folder_holding_an_interrupted_run_dir_reads_no_bookkeeping_as_traces(tmp_path):
+    run = tmp_path / "profiles" / "run"
+    (run / "meta").mkdir(parents=True)
+    (run / RUN_MARKER).write_text(json.dumps({"pid": 1}))
+    (run / "spec.json").write_text(json.dumps({"config": {}}))
+    (run / "meta" / "replica0_rank0.json").write_text(json.dumps({"status": "running"}))
+    res = cli("inspect-trace", str(tmp_path / "profiles"), *FLAGS)
+    assert res.exit_code == 2 and "no trace files" in one_line(res), res.output
+
+
 def test_same_trace_twice_is_bad_input(tmp_path):
     t = tmp_path / "replica0_rank0.1.pt.trace.json"
     t.write_bytes(trace(range(1, 5)))

@@ -32,7 +32,7 @@ from ftrun.errors import BadInput
 from ftrun.output import RUN_MARKER
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-NOT_TRACES = {layout.MANIFEST, layout.SUMMARY}
+NOT_TRACES = {layout.MANIFEST, layout.SUMMARY, "spec.json"}
 
 
 @dataclass
@@ -64,6 +64,17 @@ class Inputs:
 
 def is_trace_name(p: Path) -> bool:
     return p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
+
+
+def _run_dir_bookkeeping(q: Path, top: Path) -> bool:
+    """``q`` (found below ``top``) is one of an ftrun run dir's own files outside ``traces/``
+    (meta/, events/, ...): never a trace."""
+    for d in q.parents:
+        if (d / RUN_MARKER).is_file() or (d / layout.MANIFEST).is_file():
+            return q.parent != d / layout.TRACES
+        if d == top:
+            return False
+    return False
 
 
 def run_dir_of(p: Path) -> Optional[Path]:
@@ -135,7 +146,7 @@ def discover(paths: list[Path]) -> Inputs:
                 raise BadInput(f"{p}: interrupted run: no traces were written (no {layout.MANIFEST})")
             files.extend(TraceFile(q) for q in found)
         elif p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q))
+            found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and not _run_dir_bookkeeping(q, p))
             if not found:
                 raise BadInput(f"{p}: no trace files (*.json, *.json.gz) in this folder")
             files.extend(TraceFile(q) for q in found)
