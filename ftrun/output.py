@@ -9,6 +9,8 @@ Contract:
   over the target only once complete; on any error (or Ctrl-C) the temporary is removed and the
   target is untouched.
 * ``check_name(flag, value)``: a user-given name is one path component of sane length.
+* ``removed_if_empty_on_error(dir)``: a directory a failed command created stays behind only
+  if something was written into it.
 * Run dirs: ``claim_run_dir`` creates (or, with ``--overwrite``, replaces) ``<out>/<name>``.
   Only a dir ftrun identifies as its own (a manifest written by ftrun, or the run marker
   ``.ftrun-run`` that every run writes first) holding nothing but what ftrun creates is ever
@@ -140,14 +142,17 @@ def _holder(run_dir: Path) -> str:
 
 def _try_lock(run_dir: Path, flag: str) -> int:
     """Open and exclusively lock ``run_dir``; ``BadInput`` when another ftrun holds it."""
-    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise BadInput(f"{flag}: cannot open {run_dir} ({e.strerror or e})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
         os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             raise BadInput(f"{flag}: {run_dir} is in use by pid {_holder(run_dir)}") from None
-        raise
+        raise BadInput(f"{flag}: cannot lock {run_dir} ({e.strerror or e})") from None
     return fd
 
 
