@@ -137,7 +137,12 @@ def supervise(state: RunState, on_tick) -> None:
             update(state.progress[r], new)
         on_tick(state)
         if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
-            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}; see {state.lighthouse.log}")
+            try:
+                cause = first_exception(state.lighthouse.log.read_text(errors="replace"))
+            except OSError:
+                cause = ""
+            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
+                                  + (f": {cause}" if cause else "") + f"; see {state.lighthouse.log}")
             return
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
             code = g.proc.poll()
