@@ -6,6 +6,7 @@ exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --h
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -33,7 +34,7 @@ def _fail(message: str, code: int) -> None:
 def guarded(fn):
     """Run a command body: BadInput -> exit 2, RunFailed -> exit 1 (Interrupted: 130), one line.
     SIGINT/SIGTERM -> exit 130."""
-    raise_on_signal()
+    old = raise_on_signal()
     try:
         return fn()
     except BadInput as e:
@@ -42,6 +43,9 @@ def guarded(fn):
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt as e:
         _fail(f"interrupted{' by ' + str(e) if str(e) else ''}", 130)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 O = {  # options shared by `train` and `compare` (None = not given: preset/config decides)

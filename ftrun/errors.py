@@ -47,7 +47,10 @@ def _raise(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def raise_on_signal() -> None:
-    """Command body: SIGINT and SIGTERM raise ``KeyboardInterrupt`` (exit 130 via the CLI)."""
-    for s in (signal.SIGINT, signal.SIGTERM):
+def raise_on_signal() -> dict:
+    """Command body: SIGINT and SIGTERM raise ``KeyboardInterrupt`` (exit 130 via the CLI).
+    Returns the handlers it replaced (for ``signal.signal`` to restore)."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
         signal.signal(s, _raise)
+    return old
