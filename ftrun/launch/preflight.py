@@ -23,7 +23,8 @@ def has_cuda_device() -> bool:
 
 
 def param_count(cfg: RunConfig) -> int:
-    """Parameters of ``ftrun.worker.models.TokenModel`` for this config (same formula, no torch)."""
+    """Parameters of ``ftrun.worker.models.TokenModel`` for this config (same formula, no torch;
+    tests/test_output_safety.py checks it against the real model)."""
     w, v = cfg.width, cfg.vocab
     n = v * w + (w * v + v) + 2 * w  # embedding, head, final norm
     if cfg.model == "transformer":
