@@ -1,3 +1,7 @@
-from ftrun.cli import main
+from ftrun.errors import exit_on_signal
+
+exit_on_signal()  # a Ctrl-C while the CLI is still importing: one line, exit 130
+
+from ftrun.cli import main  # noqa: E402
 
 main()

@@ -6,13 +6,14 @@ exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --h
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ftrun.errors import BadInput, RunFailed
+from ftrun.errors import BadInput, RunFailed, raise_on_signal
 
 app = typer.Typer(
     add_completion=False,
@@ -41,15 +42,20 @@ def refuse_empty(values: dict, positional: dict[str, str] | None = None) -> None
 
 
 def guarded(fn):
-    """Run a command body: BadInput -> exit 2, RunFailed -> exit 1, both as one line."""
+    """Run a command body: BadInput -> exit 2, RunFailed -> exit 1 (Interrupted: 130), one line.
+    SIGINT/SIGTERM -> exit 130."""
+    old = raise_on_signal()
     try:
         return fn()
     except BadInput as e:
         _fail(str(e), 2)
     except RunFailed as e:
-        _fail(str(e), 1)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt as e:
+        _fail(f"interrupted{' by ' + str(e) if str(e) else ''}", 130)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 O = {  # options shared by `train` and `compare` (None = not given: preset/config decides)

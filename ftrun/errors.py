@@ -1,6 +1,17 @@
-"""User-facing errors. ``BadInput`` = something the user gave us is wrong: one line, exit 2."""
+"""User-facing errors and interrupts.
+
+``BadInput`` = something the user gave us is wrong: one line, exit 2. ``RunFailed``: exit 1.
+``Interrupted``: ftrun stopped because of SIGINT or SIGTERM: one line, exit 130, at any moment
+(``exit_on_signal`` covers start-up, before the command body runs; ``raise_on_signal`` then
+turns both signals into ``KeyboardInterrupt`` for the command to clean up after).
+"""
 
 from __future__ import annotations
+
+import os
+import signal
+
+INTERRUPT_EXIT = 130
 
 
 class BadInput(Exception):
@@ -13,3 +24,33 @@ class RunFailed(Exception):
     """The run itself failed (a group crashed, replicas disagreed). Exit 1, with a pointer to logs."""
 
     exit_code = 1
+
+
+class Interrupted(RunFailed):
+    """Stopped by SIGINT/SIGTERM (the message names the signal and any partial output). Exit 130."""
+
+    exit_code = INTERRUPT_EXIT
+
+
+def _exit_now(signum, frame) -> None:
+    os.write(2, f"error: interrupted by {signal.Signals(signum).name}\n".encode())
+    os._exit(INTERRUPT_EXIT)
+
+
+def exit_on_signal() -> None:
+    """Start-up: SIGINT/SIGTERM exit at once with one line and code 130 (nothing to clean yet)."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _exit_now)
+
+
+def _raise(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def raise_on_signal() -> dict:
+    """Command body: SIGINT and SIGTERM raise ``KeyboardInterrupt`` (exit 130 via the CLI).
+    Returns the handlers it replaced (for ``signal.signal`` to restore)."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, _raise)
+    return old

@@ -16,6 +16,7 @@ import pytest
 
 from ftrun import layout
 from ftrun.labels import LABELS
+from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
 from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml
 
@@ -222,10 +223,16 @@ def test_existing_run_dir_refused_unless_overwrite(tmp_path):
     r = run_train(tmp_path, "again", *args, "--overwrite")
     assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.explain()
     assert (run_dir / "keep.txt").exists()
-    # ... but does replace an earlier (here: interrupted, spec.json only) run
+    # ... nor an ftrun-looking one that holds the user's files
     (run_dir / "spec.json").write_text("{}")
+    (run_dir / RUN_MARKER).write_text('{"pid": 1}')
+    r = run_train(tmp_path, "again", *args, "--overwrite")
+    assert r.rc == 2 and "keep.txt" in r.stderr, r.explain()
+    assert (run_dir / "keep.txt").read_text() == "mine"
+    # ... but does replace an earlier run of ftrun's (here: interrupted, marker and spec.json only)
+    (run_dir / "keep.txt").unlink()
     r = run_train(tmp_path, "again", *args, "--overwrite")
     assert r.rc == 0, r.explain()
-    assert not (run_dir / "keep.txt").exists()
+    assert not (run_dir / "spec.json").read_text() == "{}"
     assert r.summary()["ok"]
     assert not r.survivors

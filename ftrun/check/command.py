@@ -20,6 +20,13 @@ def inspect_trace(
     json_out: bool = False,
     export_perfetto: Optional[Path] = None,
 ) -> int:
+    if export_perfetto is not None:  # before reading anything: never write onto what we read
+        from ftrun.output import check_target
+        from ftrun.trace.discover import run_dir_of
+
+        given = [Path(p) for p in paths]
+        check_target(export_perfetto, "--export-perfetto", inputs=[p for p in given if not p.is_dir()],
+                     reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
     report = analyze(
         paths,
         fragments=fragments,

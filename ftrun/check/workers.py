@@ -6,6 +6,10 @@ tells the remaining workers apart); else file order. Files without manifest or n
 are grouped by folder and metadata rank; inside a group, windows whose step ranges do not
 overlap belong to one worker (torchft's ``step-60.json``, ``step-120.json``), overlapping ones
 to different workers.
+
+Bad input (``BadInput``, naming both files): two traces that one worker cannot both have
+written — the same trace twice (identical step spans, whatever the file names), or two traces
+identified (by file name) as one worker whose step ranges overlap (a folder mixing two runs).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ftrun.errors import BadInput
 from ftrun.layout import parse_worker
 from ftrun.trace.discover import TraceFile
 from ftrun.trace.spans import TraceSpans
@@ -33,8 +38,32 @@ def _range(t: TraceSpans) -> tuple[int, int]:
     return min(nums), max(nums)
 
 
+def _fingerprint(t: TraceSpans) -> tuple:
+    return tuple((s.number, s.span.ts, s.span.end) for s in t.steps)
+
+
+def _refuse_duplicates(spans: list[TraceSpans]) -> None:
+    seen: dict[tuple, TraceSpans] = {}
+    for t in spans:
+        other = seen.setdefault(_fingerprint(t), t)
+        if other is not t:
+            raise BadInput(f"{other.path} and {t.path}: the same trace (identical step spans) given twice; give each trace once")
+
+
+def _refuse_overlaps(w: Worker) -> None:
+    ts = sorted(w.traces, key=lambda t: _range(t))
+    for a, b in zip(ts, ts[1:]):
+        if _range(b)[0] <= _range(a)[1]:
+            (a0, a1), (b0, b1) = _range(a), _range(b)
+            raise BadInput(
+                f"{a.path} and {b.path}: both replica {w.replica} rank {w.rank} (by {w.source}) with overlapping steps "
+                f"{a0}..{a1} and {b0}..{b1}; traces of two runs mixed? give one run's traces"
+            )
+
+
 def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
     """Workers sorted by (replica, rank), each with its traces sorted by first step."""
+    _refuse_duplicates(spans)
     known: dict[tuple[int, int], Worker] = {}
     loose: dict[tuple[str, Optional[int]], list[TraceSpans]] = {}
     for f, t in zip(files, spans):
@@ -59,6 +88,10 @@ def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
             else:
                 mine.append([t])
         lanes.extend((rank, lane) for lane in mine)
+
+    for w in known.values():
+        if w.source == FILE_NAME:  # a manifest's identity is the run's own; a file name may mix runs
+            _refuse_overlaps(w)
 
     taken = {r for r, _ in known}
     ranks = [r for r, _ in lanes]

@@ -61,10 +61,12 @@ class Group:
     proc: subprocess.Popen | None = None
     restarts: int = 0
     exit_codes: list[int] = field(default_factory=list)
+    log_offset: int = 0  # where the current incarnation's output starts in ``log``
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
+            self.log_offset = log.tell()
             self.proc = spawn(self.argv, self.env, log)
 
 

@@ -54,6 +54,7 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)  # also when started with SIGINT ignored (a shell's `cmd &`)
     announced = False
+    held: list[str] = []  # the child's output before it listens: shown only if it then runs
     try:
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip()
@@ -61,11 +62,29 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
             if hit and not announced:
                 announced = True
                 print(f"lighthouse: {public_url(m[1], int(hit[1]))}", flush=True)
-            print(line, file=sys.stderr, flush=True)
+                for h in held:
+                    print(h, file=sys.stderr, flush=True)
+                held.clear()
+            if announced:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                held.append(line)
         code = proc.wait()
     except KeyboardInterrupt:
         stop_tree(proc, grace_s=2.0)
         return 0
-    if code != 0:
-        raise BadInput(f"lighthouse exited with code {code} (is {bind} already in use?)")
+    if code != 0 or not announced:
+        cause = _cause(held)
+        raise BadInput(f"--bind {bind}: the lighthouse could not start ({cause})" if cause
+                       else f"--bind {bind}: the lighthouse exited with code {code} (is the port already in use?)")
     return 0
+
+
+def _cause(lines: list[str]) -> str:
+    """The child's reason, from its output: the last line naming an error, trimmed."""
+    errs = [ln.strip() for ln in lines if "rror" in ln or "in use" in ln.lower()]
+    if not errs:
+        return ""
+    text = errs[-1]
+    hit = re.search(r"[Aa]ddress already in use|[Pp]ermission denied|[Cc]annot assign requested address", text)
+    return hit[0] if hit else text[-200:]

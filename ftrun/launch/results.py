@@ -9,6 +9,14 @@ from ftrun import __version__, layout
 from ftrun.check.agreement import check_agreement
 from ftrun.launch.progress import read_all
 from ftrun.launch.supervise import RunState
+from ftrun.output import atomic_write
+
+
+def _resolved_backend(backend: str) -> str:
+    """What a worker makes of ``auto`` (``ftrun.worker.setup.pick_device``), when no rank said."""
+    from ftrun.launch.preflight import has_cuda_device
+
+    return ("nccl" if has_cuda_device() else "gloo") if backend == "auto" else backend
 
 
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
@@ -26,7 +34,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "run_name": cfg.run_name,
         "config": cfg.resolved(),
         "versions": first.get("versions", {"python": sys.version.split()[0], "ftrun": __version__}),
-        "backend": first.get("backend", cfg.backend),
+        "backend": first.get("backend") or _resolved_backend(cfg.backend),
         "replicas": cfg.replicas,
         "nproc_per_replica": cfg.nproc_per_replica,
         "schedule": {
@@ -58,7 +66,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "run_events": read_all(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
     }
-    (run_dir / layout.MANIFEST).write_text(json.dumps(manifest, indent=1))
+    atomic_write(run_dir / layout.MANIFEST, json.dumps(manifest, indent=1))
     return manifest
 
 
@@ -128,6 +136,15 @@ def summarise(state: RunState, manifest: dict) -> dict:
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )
     ok = not state.failures and agreement.ok
+    window = manifest["profile_windows"][0] if manifest["profile_windows"] else None
+    if manifest["traces"]:
+        traces_note = None
+    elif window is None:
+        traces_note = "profiling off"
+    else:
+        last = max((p["last_step"] for p in per_replica), default=0)
+        traces_note = (f"none written: profiled steps {window[0]}..{window[1]}, the run stopped at step {last}"
+                       if last < window[1] else f"none written for profiled steps {window[0]}..{window[1]}")
     return {
         "run_dir": str(run_dir),
         "ok": ok,
@@ -142,6 +159,7 @@ def summarise(state: RunState, manifest: dict) -> dict:
         "recovery": recovery(logs, manifest),
         "failures": state.failures,
         "traces": [str(run_dir / t["path"]) for t in manifest["traces"]],
+        "traces_note": traces_note,
         "manifest": str(run_dir / layout.MANIFEST),
     }
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.config import RunConfig
-from ftrun.errors import RunFailed
+from ftrun.errors import Interrupted, RunFailed
 from ftrun.launch.groups import make_group, start_lighthouse
 from ftrun.launch.placement import check_quantize, plan as plan_placement
 from ftrun.launch.progress import EventTail, GroupProgress
 from ftrun.launch.results import summarise, write_manifest
 from ftrun.launch.rundir import advertise_host, job_id, prepare_run_dir
 from ftrun.launch.supervise import RunState, stop_all, supervise
+from ftrun.output import atomic_write
 
 
 class Stopped(Exception):
@@ -44,7 +45,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
         "hostname": advertise_host(cfg),
     }
     path = state.run_dir / "spec.json"
-    path.write_text(json.dumps(spec, indent=1))
+    atomic_write(path, json.dumps(spec, indent=1))
     return path
 
 
@@ -66,8 +67,22 @@ def _install_signal_handlers() -> tuple[dict, dict]:
 
 
 def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
-    """Run one training job; returns the exit code (0 ok, 1 failed run)."""
-    from ftrun.report.train_view import LiveView, print_summary
+    """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
+    (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
+    old_handlers, signals = _install_signal_handlers()
+    try:
+        return _train(cfg, overwrite, json_out, quiet, signals)
+    except Stopped as e:  # before the children started: nothing to stop
+        signals["stopping"] = True
+        where = f"; partial run in {cfg.out}/{cfg.run_name}" if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir() else ""
+        raise Interrupted(f"stopped by {e} before training started{where}") from None
+    finally:
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+
+
+def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
+    from ftrun.launch.preflight import preflight
 
     window = cfg.profile_window()
     placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
@@ -81,16 +96,27 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
     jid = job_id(cfg)
     if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
         cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
-    run_dir = prepare_run_dir(cfg, overwrite)
+    preflight(cfg)
+    run_dir, lock = prepare_run_dir(cfg, overwrite)
+    try:
+        return _run(cfg, run_dir, jid, window, link, json_out, quiet, signals)
+    finally:
+        lock.release()
+
+
+def _run(cfg: RunConfig, run_dir: Path, jid: str, window: tuple[int, int] | None, link: dict | None,
+         json_out: bool, quiet: bool, signals: dict) -> int:
+    """Start the lighthouse and groups in the claimed ``run_dir``, supervise, stop, summarise."""
+    from ftrun.report.train_view import LiveView, print_summary
+
     state = RunState(cfg, run_dir, job_id=jid, run_log=layout.run_event_log(run_dir))
-    state.run_log.parent.mkdir(parents=True, exist_ok=True)
-    ranks = cfg.replicas * cfg.nproc_per_replica
-    threads = max(1, (os.cpu_count() or 1) // ranks)
-    spec_path = write_spec(state, window, threads, link)
-    old_handlers, signals = _install_signal_handlers()
-    view = LiveView(state, enabled=not (json_out or quiet))
     stopped: str | None = None
     try:
+        state.run_log.parent.mkdir(parents=True, exist_ok=True)
+        ranks = cfg.replicas * cfg.nproc_per_replica
+        threads = max(1, (os.cpu_count() or 1) // ranks)
+        spec_path = write_spec(state, window, threads, link)
+        view = LiveView(state, enabled=not (json_out or quiet))
         state.started = time.time()
         if cfg.lighthouse:
             url = cfg.lighthouse
@@ -111,23 +137,19 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
         stopped = str(e)
     finally:
         signals["stopping"] = True
-        try:
-            stop_all(state)
-        finally:
-            for s, h in old_handlers.items():
-                signal.signal(s, h)
+        stop_all(state)
     state.ended = time.time()
     stopped = stopped or signals["signal"]
     if stopped:
         state.log_event("stopped", signal=stopped)
-        raise RunFailed(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
+        raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
     manifest = write_manifest(state, window, link)
     summary = summarise(state, manifest)
-    (run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=1))
+    atomic_write(run_dir / layout.SUMMARY, json.dumps(summary, indent=1))
     if json_out:
         print(json.dumps(summary, indent=1))
     elif not quiet:
-        print_summary(summary)
+        print_summary({**summary, "failures": []})  # the failure is the one error line below
     if not summary["ok"]:
         reasons = state.failures or (
             [f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)"] if not summary["agreement"]["ok"] else ["not every replica finished all steps"]

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import socket
 import time
 import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
+from ftrun.output import RunDirLock, check_name, claim_run_dir, mark_new_run_dir
 
 
-def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> Path:
-    """``<out>/<run-name>``; an existing dir is refused unless ``overwrite`` (never silently)."""
+def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
+    """``<out>/<run-name>``, created and locked for this run (``ftrun.output.claim_run_dir``):
+    an existing dir is refused unless ``overwrite``, and then only an ftrun run dir is replaced."""
     root = Path(cfg.out)
     if not cfg.run_name:
         # a fresh name, claimed atomically: two runs started in the same second get -2, -3, ...
@@ -31,20 +31,14 @@ def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> Path:
                 (root / name).mkdir()
             except FileExistsError:
                 continue
+            except OSError as e:
+                raise BadInput(f"--out {cfg.out}: cannot create {root / name} ({e.strerror})")
             cfg.run_name = name
-            return root / name
+            return root / name, mark_new_run_dir(root / name)
+    check_name("--run-name", cfg.run_name)
     run_dir = root / cfg.run_name
-    if run_dir.exists():
-        if not overwrite:
-            raise BadInput(f"--run-name {cfg.run_name}: {run_dir} already exists (pass --overwrite to replace it, or pick another name)")
-        if not (run_dir / layout.MANIFEST).exists() and not (run_dir / "spec.json").exists() and any(run_dir.iterdir()):
-            raise BadInput(f"--overwrite: {run_dir} is not an ftrun run dir; refusing to delete it")
-        shutil.rmtree(run_dir)
-    try:
-        run_dir.mkdir(parents=True)
-    except OSError as e:
-        raise BadInput(f"--out {cfg.out}: cannot create {run_dir} ({e.strerror})")
-    return run_dir
+    inputs = [Path(cfg.data)] if cfg.data and cfg.data != "synthetic" else []
+    return run_dir, claim_run_dir(run_dir, overwrite, inputs=inputs)
 
 
 def job_id(cfg: RunConfig) -> str:

@@ -10,6 +10,7 @@ outside torchft's waits is blamed (``ftrun.worker.whereabouts``).
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,12 +50,36 @@ def _last_line(path: Path) -> str:
         lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return ""
-    errs = [ln for ln in lines if "Error" in ln or "error" in ln]
+    errs = [ln for ln in lines if ("Error" in ln or "error" in ln) and not _is_banner(ln)]
     return (errs or lines or [""])[-1].strip()[:300]
 
 
-def _group_error(state: RunState, replica: int) -> str:
-    """The first error a rank of the group wrote to its meta file, else the log's last error line."""
+# torchrun's own report of a failed child: never the cause
+_BANNER = ("To enable traceback see", "ChildFailedError", "error_file:", "exitcode  :", "elastic/multiprocessing")
+_EXC_RE = re.compile(r"^(?:\[(?:rank|default)\d*\]:\s*)?((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Failure|Exit)\b:?.*)$")
+
+
+def _is_banner(line: str) -> bool:
+    return any(b in line for b in _BANNER)
+
+
+def first_exception(text: str) -> str:
+    """The first exception line (``SomeError: message``) of a group log, skipping torchrun's
+    own failure report; else its first line naming an error; else ''."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        m = _EXC_RE.match(ln)
+        if m and not _is_banner(ln):
+            return m[1].strip()[:300]
+    for ln in lines:
+        if ("Error" in ln or "error" in ln) and not _is_banner(ln):
+            return ln[:300]
+    return ""
+
+
+def _group_error(state: RunState, replica: int, since: int = 0) -> str:
+    """The first error a rank of the group wrote to its meta file, else the first exception
+    line of the group's log (from byte ``since``: the last incarnation)."""
     for g in range(state.cfg.nproc_per_replica):
         p = layout.meta_file(state.run_dir, replica, g)
         try:
@@ -63,7 +88,13 @@ def _group_error(state: RunState, replica: int) -> str:
             err = None
         if err:
             return err
-    return _last_line(layout.group_log(state.run_dir, replica))
+    try:
+        with layout.group_log(state.run_dir, replica).open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return first_exception(text) or "no error message in the log"
 
 
 def _fired_fault(run_dir: Path, replica: int) -> str | None:
@@ -106,7 +137,12 @@ def supervise(state: RunState, on_tick) -> None:
             update(state.progress[r], new)
         on_tick(state)
         if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
-            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}; see {state.lighthouse.log}")
+            try:
+                cause = first_exception(state.lighthouse.log.read_text(errors="replace"))
+            except OSError:
+                cause = ""
+            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
+                                  + (f": {cause}" if cause else "") + f"; see {state.lighthouse.log}")
             return
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
             code = g.proc.poll()
@@ -126,6 +162,7 @@ def supervise(state: RunState, on_tick) -> None:
                     return
                 continue
             g.exit_codes.append(code)
+            update(state.progress[r], state.tails[r].read_new())  # the steps it logged before exiting
             step = state.progress[r].step
             if code == 0:
                 del pending[r]
@@ -147,7 +184,7 @@ def supervise(state: RunState, on_tick) -> None:
                 state.lost[r] = fault
                 state.log_event("group_lost", replica=r, step=step, fault=fault)
                 continue
-            reason = _group_error(state, r)
+            reason = _group_error(state, r, g.log_offset)
             if state.lost and len(pending) < cfg.min_replicas and "timeout" in reason.lower():
                 alive = len(pending)
                 state.failures.append(
@@ -157,7 +194,7 @@ def supervise(state: RunState, on_tick) -> None:
                 )
                 return
             state.failures.append(
-                f"replica group {r} exited with code {code} at step {step}"
+                f"replica group {r} exited with code {code} at step {step} (manager step {state.progress[r].manager_step})"
                 + (f" after {g.restarts} restart(s)" if g.restarts else "")
                 + f": {reason}; see {g.log}"
             )

@@ -32,6 +32,7 @@ from typing import Any, Optional
 from ftrun import layout
 from ftrun.config import PRESETS, RunConfig, build, load_toml
 from ftrun.errors import BadInput, RunFailed
+from ftrun.output import atomic_write, check_name, check_target, removed_if_empty_on_error
 from ftrun.launch.progress import read_all
 from ftrun.link_spec import LinkSpec, parse_link
 
@@ -241,6 +242,8 @@ def compare(
 
     if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
         raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
+    if name is not None:
+        check_name("--name", name)  # one directory under --out, never elsewhere
     # Parse --link up front so that a bad one is exit 2 in read mode too (it used to be ignored there).
     link_spec = parse_link(link) if link else None
     mode = resolve_specs(specs)
@@ -271,13 +274,14 @@ def compare(
             spec, calib = default_link(cfgs[0], threads)
             link_info = {"chosen": "default: plain DiLoCo's full-model sync ~ one step of compute", **calib}
         run_dirs = []
-        for n, cfg in zip(names, cfgs):
-            cfg = replace(cfg, out=str(cmp_dir), run_name=n, link=spec.as_flag())
-            if not json_out:
-                print(f"training {n}: F={cfg.fragments} H={cfg.sync_every} tau={cfg.fragment_sync_delay}, "
-                      f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...", flush=True)
-            train(cfg, overwrite=overwrite, json_out=False, quiet=True)
-            run_dirs.append(cmp_dir / n)
+        with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
+            for n, cfg in zip(names, cfgs):
+                cfg = replace(cfg, out=str(cmp_dir), run_name=n, link=spec.as_flag())
+                if not json_out:
+                    print(f"training {n}: F={cfg.fragments} H={cfg.sync_every} tau={cfg.fragment_sync_delay}, "
+                          f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...", flush=True)
+                train(cfg, overwrite=overwrite, json_out=False, quiet=True)
+                run_dirs.append(cmp_dir / n)
         link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
     else:
         if link_spec is not None:
@@ -298,8 +302,10 @@ def compare(
             "describe": l0.get("describe", "loopback (no emulation)"),
             "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
         }
-    cmp_dir.mkdir(parents=True, exist_ok=True)
+    reading = [q for p in run_dirs for q in (p if isinstance(p, list) else [p])]
+    check_target(cmp_dir, "--name", reading=reading)  # never write into a run dir being compared
     reports = [analyze(p if isinstance(p, list) else [p]) for p in run_dirs]
+    cmp_dir.mkdir(parents=True, exist_ok=True)
     runs = [run_metrics(n, p, r) for n, p, r in zip(names, run_dirs, reports)]
     lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r)]
     timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
@@ -314,7 +320,7 @@ def compare(
     if expect_hidden is not None:
         share = runs[0]["hidden_comm_share"]
         result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
-    (cmp_dir / "report.json").write_text(json.dumps(result, indent=1))
+    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare")
     write_markdown(result, cmp_dir / "report.md")
     if json_out:
         print(json.dumps(result, indent=1))

@@ -30,6 +30,7 @@ import msgspec
 
 from ftrun.check.model import EventResult, Report
 from ftrun.errors import BadInput
+from ftrun.output import atomic_open, check_target
 from ftrun.labels import FTRUN_STEP_RE, PROFILER_STEP_RE
 from ftrun.trace.load import decode, read_bytes
 
@@ -176,13 +177,14 @@ def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
     """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable."""
     out_path = Path(out_path)
     offset = NUMBERING_OFFSET.get(str(report.step_numbering.get("used")), 0)
+    check_target(out_path, "--export-perfetto", inputs=[Path(f) for wr in report.workers for f in wr.files])
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        raw_f = out_path.open("wb")
     except OSError as e:
         raise BadInput(f"--export-perfetto {out_path}: cannot write ({e.strerror or e})") from None
     counts = {"events": 0, "verdicts": 0, "workers": 0}
-    with raw_f:
+    # written to a temporary file, renamed over OUT only when complete (ftrun.output)
+    with atomic_open(out_path, "--export-perfetto") as raw_f:
         f: IO[bytes] = gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
         try:
             f.write(b'{"traceEvents":[')

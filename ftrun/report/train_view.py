@@ -79,7 +79,7 @@ def print_summary(summary: dict) -> None:
             str(r["commits"]),
             str(r["failed_commits"]),
             f"{r['final_loss']:.4f}" if r["final_loss"] is not None else "-",
-            str(r["final_manager_step"]),
+            "-" if r["final_manager_step"] is None else str(r["final_manager_step"]),
         )
     console.print(t)
     a = summary["agreement"]
@@ -106,4 +106,4 @@ def print_summary(summary: dict) -> None:
     if summary["traces"]:
         console.print(f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}")
     else:
-        console.print(f"no traces (profiling off) · manifest: {summary['manifest']}")
+        console.print(f"no traces ({summary.get('traces_note') or 'profiling off'}) · manifest: {summary['manifest']}")

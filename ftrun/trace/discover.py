@@ -11,6 +11,11 @@ write ``<name>-group{K}`` per host): same ``job_id``, same schedule, no replica 
 They are merged into one input: union of traces and event logs, every manifest kept in
 ``Inputs.manifests``. Run dirs of different jobs raise ``BadInput`` (one line).
 
+A run dir that ftrun started but never finished (its run marker, no manifest: an interrupted
+or crashed run) is named as such: its ``traces/`` are used if any, never its ``spec.json`` or
+``meta/*.json``; with none, ``BadInput`` ("interrupted run: no traces were written"). The same
+file given twice is ``BadInput`` naming it.
+
 Identity of non-manifest files is settled later (``ftrun.check.workers``): the file name
 (``replica{r}_rank{g}``), then trace metadata, then order. Bad paths raise ``BadInput``.
 """
@@ -24,9 +29,10 @@ from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
+from ftrun.output import RUN_MARKER
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-NOT_TRACES = {layout.MANIFEST, layout.SUMMARY}
+NOT_TRACES = {layout.MANIFEST, layout.SUMMARY, "spec.json"}
 
 
 @dataclass
@@ -58,6 +64,17 @@ class Inputs:
 
 def is_trace_name(p: Path) -> bool:
     return p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
+
+
+def _run_dir_bookkeeping(q: Path, top: Path) -> bool:
+    """``q`` (found below ``top``) is one of an ftrun run dir's own files outside ``traces/``
+    (meta/, events/, ...): never a trace."""
+    for d in q.parents:
+        if (d / RUN_MARKER).is_file() or (d / layout.MANIFEST).is_file():
+            return q.parent != d / layout.TRACES
+        if d == top:
+            return False
+    return False
 
 
 def run_dir_of(p: Path) -> Optional[Path]:
@@ -123,13 +140,23 @@ def discover(paths: list[Path]) -> Inputs:
                 continue
             files.append(TraceFile(p))
             continue
-        if p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q))
+        if p.is_dir() and ((p / RUN_MARKER).is_file() or (p / "spec.json").is_file()):  # ftrun's, no manifest
+            found = sorted(q for q in (p / layout.TRACES).glob("*") if q.is_file() and is_trace_name(q))
+            if not found:
+                raise BadInput(f"{p}: interrupted run: no traces were written (no {layout.MANIFEST})")
+            files.extend(TraceFile(q) for q in found)
+        elif p.is_dir():
+            found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and not _run_dir_bookkeeping(q, p))
             if not found:
                 raise BadInput(f"{p}: no trace files (*.json, *.json.gz) in this folder")
             files.extend(TraceFile(q) for q in found)
         else:
             files.append(TraceFile(p))
+    seen: dict[Path, Path] = {}
+    for f in files:
+        first = seen.setdefault(f.path.resolve(), f.path)
+        if first is not f.path:
+            raise BadInput(f"{f.path}: given twice (also as {first}); give each trace once")
     if not run_dirs:
         return Inputs(files)
     manifests = [load_manifest(rd) for rd in run_dirs]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ftrun import __version__
+from ftrun.output import atomic_write
 
 
 def versions(torch_version: str) -> dict[str, str | None]:
@@ -32,7 +33,7 @@ class RankMeta:
 
     def write(self, status: str, **fields: Any) -> None:
         self.data.update(fields, status=status)
-        self.path.write_text(json.dumps(self.data, indent=1))
+        atomic_write(self.path, json.dumps(self.data, indent=1))  # the parent may read it meanwhile
 
     def failed(self, e: BaseException) -> None:
         self.write("failed", error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500])

@@ -1,0 +1,87 @@
+"""Checks before ``ftrun train`` starts anything: what would fail in every worker anyway is
+refused here with its cause (``BadInput``, one line). Torch-free.
+
+* ``--backend nccl``/``baby-nccl`` on a host without a CUDA device (no ``/dev/nvidia*``);
+* a model whose parameters alone (fp32, once per rank on this host) exceed this host's memory;
+* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``.
+Each check only refuses what cannot work; anything it cannot tell is left to the run.
+"""
+
+from __future__ import annotations
+
+import glob
+import socket
+import time
+from urllib.parse import urlparse
+
+from ftrun.config import RunConfig
+from ftrun.errors import BadInput
+
+
+def has_cuda_device() -> bool:
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def param_count(cfg: RunConfig) -> int:
+    """Parameters of ``ftrun.worker.models.TokenModel`` for this config (same formula, no torch;
+    tests/test_output_safety.py checks it against the real model)."""
+    w, v = cfg.width, cfg.vocab
+    n = v * w + (w * v + v) + 2 * w  # embedding, head, final norm
+    if cfg.model == "transformer":
+        n += cfg.seq_len * w
+    for i in range(cfg.blocks):
+        f = 2 * w + 16 * i
+        n += 2 * w + (w * f + f) + (f * w + w)  # norm, up, down
+        if cfg.model == "transformer":
+            n += 2 * w + 4 * w * w + 4 * w  # norm1, attention in/out projections
+    return n
+
+
+def host_memory_bytes() -> int | None:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def check_backend(cfg: RunConfig) -> None:
+    if cfg.backend in ("nccl", "baby-nccl") and not has_cuda_device():
+        raise BadInput(f"--backend {cfg.backend}: this host has no CUDA device (no /dev/nvidia*); use --backend gloo or auto")
+
+
+def check_memory(cfg: RunConfig) -> None:
+    total = host_memory_bytes()
+    ranks = len(cfg.groups_here) * cfg.nproc_per_replica
+    need = 4 * param_count(cfg) * ranks  # fp32 parameters only: a lower bound on what a run needs
+    if total and need > total:
+        raise BadInput(
+            f"--width {cfg.width} --blocks {cfg.blocks}: the model's parameters alone need {need / 2**30:.1f} GiB "
+            f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
+        )
+
+
+def check_lighthouse(cfg: RunConfig) -> None:
+    """``--lighthouse``: a TCP connection within ``--quorum-timeout`` (retried: it may be starting)."""
+    if not cfg.lighthouse:
+        return
+    u = urlparse(cfg.lighthouse)
+    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+    deadline = time.monotonic() + cfg.quorum_timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=max(0.5, min(5.0, deadline - time.monotonic()))):
+                return
+        except OSError as e:
+            cause = e.strerror or str(e) or type(e).__name__
+        if time.monotonic() >= deadline:
+            raise BadInput(f"--lighthouse {cfg.lighthouse}: no answer within --quorum-timeout {cfg.quorum_timeout_s:g} s ({cause})")
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def preflight(cfg: RunConfig) -> None:
+    check_backend(cfg)
+    check_memory(cfg)
+    check_lighthouse(cfg)

@@ -1,0 +1,226 @@
+"""Where ftrun may write, and how: the one home for output safety. Torch-free.
+
+Contract:
+
+* ``check_target(out, flag, inputs=..., reading=...)``: refuses (``BadInput``, one line) an
+  output path that is one of the command's input files or lies inside a directory the command
+  is reading (a run dir, a trace folder).
+* ``atomic_open`` / ``atomic_write``: write to a temporary file next to the target, rename it
+  over the target only once complete; on any error (or Ctrl-C) the temporary is removed and the
+  target is untouched.
+* ``check_name(flag, value)``: a user-given name is one path component of sane length.
+* ``removed_if_empty_on_error(dir)``: a directory a failed command created stays behind only
+  if something was written into it.
+* Run dirs: ``claim_run_dir`` creates (or, with ``--overwrite``, replaces) ``<out>/<name>``.
+  Only a dir ftrun identifies as its own (a manifest written by ftrun, or the run marker
+  ``.ftrun-run`` that every run writes first) holding nothing but what ftrun creates is ever
+  removed; symlinks are refused; the run dir is locked (``flock``) for the run's life, and a
+  second writer gets ``in use by pid N``. Nothing that ftrun did not create is deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+from ftrun import layout
+from ftrun.errors import BadInput
+
+RUN_MARKER = ".ftrun-run"
+MAX_NAME = 200  # leaves room for "-group<K>" and temporary suffixes under NAME_MAX (255)
+# Everything ftrun itself puts into a run dir (see ftrun.layout and the worker).
+RUN_DIR_ENTRIES = {
+    RUN_MARKER, layout.MANIFEST, layout.SUMMARY, "spec.json", layout.TRACES, layout.EVENTS, layout.META,
+    layout.LOGS, layout.TB, "faults", "progress", "ready",
+}
+_TMP_PREFIX = ".ftrun-tmp-"
+
+
+# --- names and targets ---------------------------------------------------------------------
+
+def check_name(flag: str, value: str) -> str:
+    """``value`` must be a single path component (no ``/``, not ``.``/``..``) of at most
+    ``MAX_NAME`` characters; else ``BadInput`` naming ``flag``."""
+    if not value or not value.strip():
+        raise BadInput(f"{flag}: must not be empty")
+    if "/" in value or "\0" in value or value in (".", ".."):
+        raise BadInput(f"{flag} {value!r}: must be a plain name (one path component, no '/' or '..')")
+    if len(value) > MAX_NAME or len(value.encode()) > MAX_NAME:
+        raise BadInput(f"{flag}: {len(value)} characters; names are at most {MAX_NAME}")
+    return value
+
+
+def _real(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def check_target(out: Path, flag: str, inputs: Iterable[Path] = (), reading: Iterable[Path] = ()) -> None:
+    """Refuse ``out`` when it is one of ``inputs`` or inside one of the ``reading`` directories."""
+    target = _real(out)
+    for p in inputs:
+        if _real(p) == target:
+            raise BadInput(f"{flag} {out}: that is one of the inputs; refusing to overwrite it")
+    for d in reading:
+        d = _real(d)
+        if target == d or target.is_relative_to(d):
+            raise BadInput(f"{flag} {out}: inside {d}, which this command is reading; write it elsewhere")
+
+
+@contextlib.contextmanager
+def removed_if_empty_on_error(path: Path) -> Iterator[None]:
+    """If the block fails, remove ``path`` when it did not exist before and is still empty."""
+    fresh = not os.path.lexists(path)
+    try:
+        yield
+    except BaseException:
+        if fresh:
+            with contextlib.suppress(OSError):
+                Path(path).rmdir()  # only ever an empty directory
+        raise
+
+
+# --- atomic writes -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def atomic_open(path: Path, flag: str = "output") -> Iterator[IO[bytes]]:
+    """A binary file that replaces ``path`` only when the ``with`` block completes."""
+    path = Path(path)
+    if path.is_dir():
+        raise BadInput(f"{flag} {path}: is a directory")
+    tmp = path.with_name(f"{_TMP_PREFIX}{os.getpid()}-{path.name}"[:250])
+    try:
+        f = tmp.open("wb")
+    except OSError as e:
+        raise BadInput(f"{flag} {path}: cannot write ({e.strerror or e})") from None
+    ok = False
+    try:
+        with f:
+            yield f
+        os.replace(tmp, path)
+        ok = True
+    except OSError as e:
+        raise BadInput(f"{flag} {path}: cannot write ({e.strerror or e})") from None
+    finally:
+        if not ok:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def atomic_write(path: Path, data: bytes | str, flag: str = "output") -> None:
+    with atomic_open(path, flag) as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+# --- run dirs ------------------------------------------------------------------------------
+
+class RunDirLock:
+    """An exclusive ``flock`` on a run dir, held until ``release()`` (or process exit)."""
+
+    def __init__(self, run_dir: Path, fd: int) -> None:
+        self.run_dir, self.fd = run_dir, fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+
+def _holder(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / RUN_MARKER).read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "?"
+
+
+def _try_lock(run_dir: Path, flag: str) -> int:
+    """Open and exclusively lock ``run_dir``; ``BadInput`` when another ftrun holds it."""
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise BadInput(f"{flag}: cannot open {run_dir} ({e.strerror or e})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise BadInput(f"{flag}: {run_dir} is in use by pid {_holder(run_dir)}") from None
+        raise BadInput(f"{flag}: cannot lock {run_dir} ({e.strerror or e})") from None
+    return fd
+
+
+def is_ftrun_run_dir(run_dir: Path) -> bool:
+    """Written by ftrun: its run marker, or a manifest that ftrun wrote."""
+    if (run_dir / RUN_MARKER).is_file():
+        return True
+    try:
+        m = json.loads((run_dir / layout.MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and "ftrun_version" in m and "job_id" in m
+
+
+def _removable(run_dir: Path, flag: str) -> None:
+    """Refuse to delete ``run_dir`` unless it is ftrun's and holds only what ftrun creates."""
+    if not is_ftrun_run_dir(run_dir):
+        raise BadInput(f"{flag}: {run_dir} is not an ftrun run dir (no ftrun manifest or run marker); refusing to delete it")
+    foreign = sorted(e.name for e in run_dir.iterdir() if e.name not in RUN_DIR_ENTRIES and not e.name.startswith(_TMP_PREFIX))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise BadInput(f"{flag}: {run_dir} holds files ftrun did not write ({shown}); refusing to delete it")
+    for e in run_dir.iterdir():
+        if e.is_symlink():
+            raise BadInput(f"{flag}: {e} is a symlink; refusing to delete {run_dir}")
+
+
+def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name", inputs: Iterable[Path] = ()) -> RunDirLock:
+    """Create ``run_dir`` (replacing an ftrun run dir there only with ``overwrite``), lock it and
+    write the run marker. The parent dir is locked meanwhile, so two claims never interleave.
+    ``inputs`` (files the run reads) must not lie inside it."""
+    for p in inputs:
+        if _real(p).is_relative_to(_real(run_dir)):
+            raise BadInput(f"{name_flag}: {run_dir} holds {p}, an input of this run; pick another name")
+    root = run_dir.parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        parent_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise BadInput(f"--out {root}: cannot create ({e.strerror or e})") from None
+    try:
+        fcntl.flock(parent_fd, fcntl.LOCK_EX)  # short: only while checking, removing, creating
+        if run_dir.is_symlink():
+            raise BadInput(f"{name_flag}: {run_dir} is a symlink; refusing to replace it (remove the link or pick another name)")
+        if run_dir.exists():
+            if not run_dir.is_dir():
+                raise BadInput(f"{name_flag}: {run_dir} exists and is not a directory")
+            if not overwrite:
+                raise BadInput(f"{name_flag} {run_dir.name}: {run_dir} already exists (pass --overwrite to replace it, or pick another name)")
+            fd = _try_lock(run_dir, "--overwrite")
+            try:
+                _removable(run_dir, "--overwrite")
+                shutil.rmtree(run_dir)
+            except OSError as e:
+                raise BadInput(f"--overwrite: cannot remove {run_dir} ({e.strerror or e})") from None
+            finally:
+                os.close(fd)
+        try:
+            run_dir.mkdir()
+        except OSError as e:
+            raise BadInput(f"--out {root}: cannot create {run_dir} ({e.strerror or e})") from None
+        return mark_new_run_dir(run_dir, name_flag)
+    finally:
+        os.close(parent_fd)
+
+
+def mark_new_run_dir(run_dir: Path, name_flag: str = "--run-name") -> RunDirLock:
+    """Lock a run dir this process just created and write its run marker."""
+    lock = RunDirLock(run_dir, _try_lock(run_dir, name_flag))
+    atomic_write(run_dir / RUN_MARKER, json.dumps({"pid": os.getpid(), "started": time.time()}), name_flag)
+    return lock
