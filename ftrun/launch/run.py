@@ -99,13 +99,13 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
     preflight(cfg)
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
-        return _run(cfg, run_dir, jid, window, link, json_out, quiet, signals)
+        return _run(cfg, run_dir, jid, window, link, placement, json_out, quiet, signals)
     finally:
         lock.release()
 
 
 def _run(cfg: RunConfig, run_dir: Path, jid: str, window: tuple[int, int] | None, link: dict | None,
-         json_out: bool, quiet: bool, signals: dict) -> int:
+         placement, json_out: bool, quiet: bool, signals: dict) -> int:
     """Start the lighthouse and groups in the claimed ``run_dir``, supervise, stop, summarise."""
     from ftrun.report.train_view import LiveView, print_summary
 
