@@ -231,6 +231,9 @@ def inspect_cmd(
     export_perfetto: Optional[Path] = typer.Option(
         None, "--export-perfetto", help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI."
     ),
+    allow_failed_commits: bool = typer.Option(
+        False, "--allow-failed-commits", help="Do not fail on commits that failed without an injected fault."
+    ),
 ) -> None:
     def body() -> int:
         from ftrun.check.command import inspect_trace
@@ -243,6 +246,7 @@ def inspect_cmd(
             step_numbering=step_numbering,
             json_out=json_out,
             export_perfetto=export_perfetto,
+            allow_failed_commits=allow_failed_commits,
         )
 
     raise typer.Exit(guarded(body) or 0)

@@ -28,7 +28,10 @@ from ftrun.check import comm as commmod
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
 from ftrun.events import read_events
-from ftrun.check.evidence import NO_EVIDENCE, GroupingMatcher, Identity, ManifestMatcher, identify, numels_of
+from ftrun.check import commits as commitsmod
+from ftrun.check.evidence import (
+    NO_EVIDENCE, ClusterIdentifier, Identity, ManifestIdentifier, Signature, restore_signature, send_signature, trace_key,
+)
 from ftrun.check.expect import failed_cycles, schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.check.workers import Worker, assign
@@ -55,7 +58,7 @@ class Obs:
     comm: Optional[commmod.SendComm] = None  # sends: their communication
     timing: Optional[commmod.SyncTiming] = None  # syncs
     paired: Optional["Obs"] = None  # syncs: the send they wait for
-    numels: Optional[tuple[int, ...]] = None
+    sig: Optional[Signature] = None  # what the trace shows it moved (``ftrun.check.evidence``)
     serial: Optional[int] = None  # sends: collectives serialized behind a wait
     identity: Identity = NO_EVIDENCE
 
@@ -67,7 +70,6 @@ class WorkerObs:
     failed: list[int]
     obs: list[Obs]
     expected: list[Event]
-    has_shapes: bool
     lost: list[tuple[int, int]] = field(default_factory=list)  # steps lost to a fault: nothing expected
     matches: list[tuple[Optional[Event], Optional[Obs]]] = field(default_factory=list)
 
@@ -112,12 +114,13 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         step_of = lambda ts, s=steps: s.at(ts)[0]  # noqa: E731
         for send, sc in zip(t.sends, comms):
             st, ms = steps.at(send.span.ts)
-            shapes = [s for a in send.allreduces if a.shapes for s in a.shapes]
+            sig = send_signature([a.shapes for a in send.allreduces], (c.itemsize for _, c in sc.calls if c is not None))
             serial = commmod.serialized(sc, t.collectives, waits, step_of)
-            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes), serial=serial))
+            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, sig=sig, serial=serial))
         for sync in t.syncs:
             st, ms = steps.at(sync.span.ts)
-            obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, numels=numels_of(sync.restore_shapes)))
+            sig = restore_signature(sync.restore_copies, sync.restore_shapes)
+            obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, sig=sig))
     obs.sort(key=lambda o: o.ts)
     pending: Optional[Obs] = None
     for o in obs:
@@ -129,12 +132,16 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
             p = None
         o.paired, pending = p, None
         o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None)
+    return WorkerObs(w, ranges, failed, obs, _expect(schedule, ranges, failed, lost), list(lost))
+
+
+def _expect(schedule: Schedule, ranges, failed: Sequence[int], lost) -> list[Event]:
+    """Expected events inside the captured steps, outside the steps lost to a fault."""
     last = max((hi for _, hi in ranges), default=0)
-    expected = [
+    return [
         e for e in schedule.events(last, failed_cycles=failed)
         if any(lo <= e.step <= hi for lo, hi in ranges) and not any(a <= e.step <= b for a, b in lost)
     ]
-    return WorkerObs(w, ranges, failed, obs, expected, any(t.has_shapes for t in w.traces), list(lost))
 
 
 def _match(wo: WorkerObs, window: int) -> None:
@@ -178,55 +185,136 @@ def _fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, request
     return NUMBERINGS[used], {"requested": "auto", "used": used, "fit": scores}
 
 
-def _identify(wobs: list[WorkerObs], matcher, schedule: Schedule) -> None:
-    for wo in wobs:
-        exp_of = {id(o): e for e, o in wo.matches if o is not None and e is not None}
-        for o in wo.obs:
-            if o.kind != "send":
-                continue
-            e = exp_of.get(id(o))
-            o.identity = _ident(matcher, o.numels, "send sizes", e.fragment if e else None)
-        for o in wo.obs:
-            if o.kind != "sync":
-                continue
-            e = exp_of.get(id(o))
-            if o.numels:
-                o.identity = _ident(matcher, o.numels, "restore sizes", e.fragment if e else None)
-            elif o.paired is not None and o.paired.identity.evidence != "none":
-                i = o.paired.identity
-                o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.note)
+class _Identities:
+    """Trace -> signature -> identity for every observation of the run (``ftrun.check.evidence``).
+
+    ``cls(o)``: a label-free class of what an observation moved (manifest fragment, or signature
+    class without a manifest) — enough to see a fragment sent again. ``label(wobs)`` then fixes
+    every observation's ``identity`` (needs the matched expectations, without a manifest).
+    """
+
+    def __init__(self, manifest: Optional[dict], wobs: list[WorkerObs], schedule: Schedule) -> None:
+        self.schedule = schedule
+        sends = [o.sig for wo in wobs for o in wo.obs if o.kind == "send" and o.sig is not None]
+        self.with_sizes = trace_key(sends)
+        frags = manifest.get("fragments") if manifest is not None else None
+        self.manifest: Optional[ManifestIdentifier] = None
+        self.cluster: Optional[ClusterIdentifier] = None
+        if isinstance(frags, list) and frags:
+            try:
+                self.manifest = ManifestIdentifier(frags)
+            except (KeyError, TypeError, ValueError):
+                raise BadInput("manifest.json: fragments need params with integer numel") from None
+            return
+        self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)
+        order = sorted(
+            ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o) for wi, wo in enumerate(wobs) for o in wo.obs),
+            key=lambda x: x[:4],
+        )
+        for *_, o in order:
+            if o.kind == "send" and o.sig is not None:
+                self.cluster.learn_send(o.sig)
+        for *_, o in order:
+            if o.kind == "sync" and o.sig is not None:
+                self.cluster.learn_restore(o.sig, o.paired.sig if o.paired is not None else None)
+
+    def _identity(self, o: Obs) -> Identity:
+        if self.manifest is not None:
+            return self.manifest.identify(o.sig)
+        return self.cluster.identify(o.sig)
+
+    @property
+    def distinct(self) -> bool:
+        """Can the classes tell every fragment apart? (Else a repeated class is no evidence of a retry.)"""
+        return self.manifest is not None or len(self.cluster.order) >= self.schedule.fragments
+
+    def cls(self, o: Optional[Obs]):
+        if o is None or o.sig is None:
+            return None
+        if self.manifest is not None:
+            return self._identity(o).fragment
+        return self.cluster.class_of(o.sig)
+
+    def label(self, wobs: list[WorkerObs]) -> None:
+        if self.cluster is not None:
+            needed: set[int] = set()
+            for wo in wobs:
+                for e, o in wo.matches:
+                    if e is not None and o is not None and o.kind == "send" and o.sig is not None:
+                        self.cluster.vote(o.sig, e.fragment)
+                        needed.add(e.fragment)
+            self.cluster.finish(len(needed))
+        for wo in wobs:
+            for o in wo.obs:
+                if o.kind == "send":
+                    o.identity = self._identity(o)
+            for o in wo.obs:
+                if o.kind != "sync":
+                    continue
+                o.identity = self._identity(o)
+                if o.identity.evidence == "none" and o.paired is not None and o.paired.identity.evidence != "none":
+                    i = o.paired.identity
+                    o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.problem)
+
+    def notes(self, wobs: list[WorkerObs], mode: str) -> list[str]:
+        """Trace-wide conditions, each said once."""
+        out = []
+        obs = [o for wo in wobs for o in wo.obs]
+        sends = [o for o in obs if o.kind == "send"]
+        if sends and not self.with_sizes:
+            restored = any(o.sig is not None and o.sig.sizes is not None for o in obs if o.kind == "sync")
+            if restored:
+                out.append(
+                    "allreduces run in another process (no c10d::allreduce_ under torchft::manager::allreduce, as with "
+                    "torchft's Baby process groups): sends told apart by their number of allreduces"
+                )
+            else:
+                out.append("no tensor sizes in the trace (record_shapes off): sends told apart by their number of allreduces")
+        traces = {id(o.trace): o.trace for o in sends}
+        bare = [t for t in traces.values() if not t.collectives]
+        if bare:
+            out.append(
+                f"no collective spans in {len(bare)} of {len(traces)} trace file(s) with sends: "
+                "hidden and send→done times are not measured there"
+            )
+        if self.cluster is not None:
+            if self.cluster.unusable:
+                out.append(self.cluster.unusable)
+            else:
+                out.append(
+                    "no manifest: fragment ids are classes of equal signatures, labelled once for every file and "
+                    "replica, anchored on the expected schedule"
+                )
+        amb = sorted({o.identity.candidates for o in obs if o.identity.ambiguous and o.identity.candidates})
+        for c in amb:
+            sig = next(o.sig for o in obs if o.identity.candidates == c and o.identity.ambiguous)
+            frs = ", ".join(map(str, c[:-1])) + f" and {c[-1]}"
+            out.append(
+                f"ambiguous: fragments {frs} have the same signature ({sig.describe()}): "
+                "their events are not checked for fragment identity"
+            )
+        return out
 
 
-def _ident(matcher, numels, evidence: str, expected: Optional[int]) -> Identity:
-    if not numels:
-        return NO_EVIDENCE
-    return identify(matcher.candidates(numels), evidence, numels, expected)
+def _unseen_syncs(wo: WorkerObs, schedule: Schedule) -> bool:
+    """Does a sync fall before or between the worker's captured steps (its commit unseen)?"""
+    last = max((hi for _, hi in wo.ranges), default=0)
+    steps = range(schedule.window, last + 1, schedule.window)
+    return any(not any(lo <= s <= hi for lo, hi in wo.ranges) for s in steps)
 
 
-def _matcher(mode: str, manifest: Optional[dict], wobs: list[WorkerObs], schedule: Schedule, notes: list[str]):
-    if mode == "manifest" and isinstance(manifest.get("fragments"), list) and manifest["fragments"]:
-        try:
-            m = ManifestMatcher(manifest["fragments"])
-        except (KeyError, TypeError, ValueError):
-            raise BadInput("manifest.json: fragments need params with integer numel") from None
-        seen = [o.numels for wo in wobs for o in wo.obs if o.numels]
-        if not seen or any(m.candidates(n) for n in seen):
-            return m
-        notes.append("tensor sizes match no manifest fragment (sharded?); fragments grouped by size signature")
-    g = GroupingMatcher(schedule.fragments)
-    exp_at = [{(e.kind, e.step): e for e in wo.expected} for wo in wobs]
-    order = sorted(
-        ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o) for wi, wo in enumerate(wobs) for o in wo.obs),
-        key=lambda x: x[:3],
-    )
-    for step, _, wi, o in order:
-        if o.numels:
-            e = exp_at[wi].get((o.kind, o.step))
-            g.learn(o.numels, e.fragment if e else None)
-    g.finish(len({e.fragment for wo in wobs for e in wo.expected}))
-    if mode == "foreign":
-        notes.append("no manifest: fragment ids are consistent size-signature groups, anchored on the first send")
-    return g
+def _syncs_seen(wo: WorkerObs, ids: _Identities) -> list[commitsmod.SyncSeen]:
+    """Each observed sync with the classes of its send, its restore and the next send."""
+    out = []
+    obs = sorted(wo.obs, key=lambda o: o.ts)
+    for i, o in enumerate(obs):
+        if o.kind != "sync" or o.step is None:
+            continue
+        nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
+        out.append(commitsmod.SyncSeen(
+            o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None, o.sync.committed,
+        ))
+    return out
 
 
 def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Schedule) -> EventResult:
@@ -243,11 +331,9 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
     )
     if o is not None:
         i = o.identity
-        r.fragment, r.evidence = i.fragment, i.evidence
+        r.fragment, r.evidence, r.fragment_checked = i.fragment, i.evidence, i.checked
         r.fragment_candidates = list(i.candidates) if i.candidates else None
         r.file, r.ts_us = str(o.trace.path), o.ts
-        if i.note:
-            r.notes.append(i.note)
         if o.comm is not None:
             sc = o.comm
             r.allreduces = len(sc.calls)
@@ -268,7 +354,7 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
                     r.notes.append("send not captured (before the profiled steps)")
                 else:
                     r.notes.append("no send before this sync")
-            elif o.paired.comm is not None and not o.paired.comm.complete:
+            elif o.paired.comm is not None and not o.paired.comm.complete and o.paired.trace.collectives:
                 r.notes.append("collectives of its send not all captured")
     fr = "?" if r.fragment is None else r.fragment
     if e is None:
@@ -284,14 +370,9 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
     if o.step != e.step:
         problems.append(f"{kind} of fragment {e.fragment} expected at step {e.step}, observed at step {o.step}")
     i = o.identity
-    if i.evidence == "none":
-        if wo.has_shapes:
-            r.notes.append("fragment not observable for this event")
-        else:
-            r.notes.append("fragment not checked: no tensor sizes (record_shapes off)")
-    elif not i.candidates:
-        problems.append(f"{kind} at step {o.step}: {i.note}")
-    elif e.fragment not in i.candidates or (not i.ambiguous and i.fragment != e.fragment):
+    if i.problem:
+        problems.append(f"{kind} at step {o.step}: {i.problem}")
+    elif i.checked and i.fragment != e.fragment:
         problems.append(f"{kind} at step {o.step}: fragment {fr}, expected fragment {e.fragment}")
     if problems:
         r.ok, r.problem = False, "; ".join(problems)
@@ -371,8 +452,12 @@ def analyze(
     sync_every: Optional[int] = None,
     fragment_sync_delay: Optional[int] = None,
     step_numbering: str = "top",
+    allow_failed_commits: bool = False,
 ) -> Report:
-    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input."""
+    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input.
+
+    A failed commit no injected fault explains fails the verdict unless ``allow_failed_commits``.
+    """
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     inputs = discover([Path(p) for p in paths])
@@ -393,11 +478,34 @@ def analyze(
         failed[(w.replica, w.rank)] = mine
     offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
     wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
+    mode = "manifest" if inputs.manifest is not None else "foreign"
+    ids = _Identities(inputs.manifest, wobs, schedule)
+    failed_commits = commitsmod.from_logs(logs)
+    logged = {r for r, _ in logs}
+    inferred: list[tuple[WorkerObs, int, str]] = []
+    for wo in wobs:
+        if wo.worker.replica in logged:
+            continue  # the event log says which commits failed
+        steps = commitsmod.infer(_syncs_seen(wo, ids), schedule, ids.distinct)
+        if steps:
+            wo.failed = sorted(set(wo.failed) | {schedule.cycle_of(s) for s, _ in steps})
+            wo.expected = _expect(schedule, wo.ranges, wo.failed, wo.lost)
+            inferred += [(wo, s, how) for s, how in steps]
     for wo in wobs:
         _match(wo, schedule.window)
-    mode = "manifest" if inputs.manifest is not None else "foreign"
-    notes: list[str] = []
-    _identify(wobs, _matcher(mode, inputs.manifest, wobs, schedule, notes), schedule)
+    ids.label(wobs)
+    notes = ids.notes(wobs, mode)
+    blind = [o for wo in wobs for o in wo.obs if o.kind == "sync" and o.sync.committed is None]
+    if not logs and blind and (schedule.fragments < 2 or not ids.distinct):
+        why = "every send carries the same fragment" if schedule.fragments < 2 else "the sends' signatures do not tell the fragments apart"
+        notes.append(f"failed commits cannot be inferred from this trace ({why}) and there is no event log")
+    if not logs and any(_unseen_syncs(wo, schedule) for wo in wobs):
+        notes.append("no event log: commits before and between the captured steps are assumed to have succeeded")
+    for wo, s, how in inferred:
+        sync = next((o for o in wo.obs if o.kind == "sync" and o.step == s), None)
+        frag = sync.identity.fragment if sync is not None else None
+        failed_commits.append(commitsmod.FailedCommit(wo.worker.replica, wo.worker.rank, s, frag, "inferred", how))
+    commitsmod.explain(failed_commits, faults, schedule)
 
     results: list[EventResult] = []
     reports: list[WorkerReport] = []
@@ -447,6 +555,17 @@ def analyze(
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
+    by_worker: dict[tuple[int, int], list[commitsmod.FailedCommit]] = {}
+    for c in failed_commits:
+        if not c.explained:
+            by_worker.setdefault((c.replica, c.rank), []).append(c)
+    if not allow_failed_commits:
+        for (rep, rank), cs in sorted(by_worker.items()):
+            how = "; ".join(sorted({f"{c.source.replace('_', ' ')}: {c.evidence}" for c in cs}))
+            run_problems.append(
+                f"replica {rep} rank {rank}: {len(cs)} commit(s) failed (sync steps {', '.join(str(c.sync_step) for c in cs)}; "
+                f"{how}) and no injected fault explains it (--allow-failed-commits to accept)"
+            )
     ok = ok and not run_problems
     report = Report(
         verdict="pass" if ok else "fail",
@@ -470,6 +589,7 @@ def analyze(
         faults=[m.to_json() for m in faults.marks],
         agreement=agreement,
         run_problems=run_problems,
+        failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
     )
     # the extracted spans, for renderers (compare's timeline) — not part of the JSON report
     report.spans = {str(f.path): sp for f, sp in zip(inputs.files, spans)}

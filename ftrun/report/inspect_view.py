@@ -1,6 +1,8 @@
 """Rich rendering of an ``ftrun.check.model.Report``: one table per worker, then one summary line.
 
-"step" and "fragment" show the expected value, or ``expected→observed`` when they differ.
+"step" and "fragment" show the expected value, or ``expected→observed`` when they differ; a
+fragment not identified from evidence shows as ``?``. Trace-wide notes come once, under the
+schedule line; failed commits are counted per worker (table caption) and per replica (summary).
 """
 
 from __future__ import annotations
@@ -22,21 +24,21 @@ def _v(x: Optional[int]) -> str:
     return "-" if x is None else str(x)
 
 
-def _pair(exp: Optional[int], obs: Optional[int]) -> str:
+def _pair(exp: Optional[int], obs) -> str:
     if exp == obs:
         return _v(exp)
     return f"{_v(exp)}→{_v(obs)}"
 
 
 def _row(e: EventResult) -> list[str]:
-    verdict = "[green]ok[/]" if e.ok else f"[red]{e.problem}[/]"
-    notes = list(e.notes)
+    verdict = "[green]ok[/]" if e.ok else f"[red]{escape(e.problem or '')}[/]"
+    notes = [escape(n) for n in e.notes]
     if e.serialized:
         notes.append(f"[yellow]{e.serialized_collectives} collective(s) serialized[/]")
     return [
         _pair(e.expected_step, e.observed_step),
         e.kind,
-        _pair(e.expected_fragment, e.fragment),
+        _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
         verdict,
         _ms(e.exposed_comm_ms),
         _ms(e.hidden_comm_ms),
@@ -57,6 +59,8 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         f"schedule F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']} (w={s['window']}), "
         f"{report.mode}, step numbering {report.step_numbering['used']}"
     )
+    for n in report.notes:
+        con.print(f"[dim]note: {escape(n)}[/]")
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
         t = Table(
@@ -69,8 +73,11 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         for e in report.events:
             if e.replica == w.replica and e.rank == w.rank:
                 t.add_row(*_row(e))
-        if w.failed_cycles:
-            t.caption = f"commit failed in cycles {w.failed_cycles}"
+        mine = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
+        if mine:
+            src = sorted({c["source"] for c in mine})
+            t.caption = f"{len(mine)} commit(s) failed, at sync steps {[c['sync_step'] for c in mine]} ({', '.join(src)})"
+            t.caption_justify = "left"
         con.print(t)
     for c in report.cross_replica:
         if not c.ok:
@@ -82,11 +89,18 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
     for p in report.run_problems:
         con.print(f"[red]run:[/] {escape(p)}")
-    for n in report.notes:
-        con.print(f"[dim]note: {n}[/]")
     bad = report.problems()
     n = len(report.events)
+    tail = ""
+    unchecked = sum(1 for e in report.events if e.observed_step is not None and not e.fragment_checked)
+    if unchecked:
+        tail += f"; fragment not checked for {unchecked} (see note)"
+    per: dict[int, int] = {}
+    for c in report.failed_commits:
+        per[c["replica"]] = per.get(c["replica"], 0) + 1
+    if per:
+        tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
-        con.print(f"[bold green]PASS[/] {n} events on {len(report.workers)} worker(s) landed as expected")
+        con.print(f"[bold green]PASS[/] {n} events on {len(report.workers)} worker(s) landed as expected{tail}")
     else:
-        con.print(f"[bold red]FAIL[/] {len(bad)} problem(s) in {n} events; first: {bad[0] if bad else '?'}")
+        con.print(f"[bold red]FAIL[/] {len(bad)} problem(s) in {n} events{tail}; first: {escape(bad[0]) if bad else '?'}")
