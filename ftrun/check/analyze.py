@@ -239,8 +239,10 @@ class _Identities:
         if self.cluster is not None:
             needed: set[int] = set()
             for wo in wobs:
+                # only the first captured run of steps: later ones depend on commits nobody saw
+                lo, hi = min(wo.ranges) if wo.ranges else (0, -1)
                 for e, o in wo.matches:
-                    if e is not None and o is not None and o.kind == "send" and o.sig is not None:
+                    if e is not None and o is not None and o.kind == "send" and o.sig is not None and lo <= (o.step or -1) <= hi:
                         self.cluster.vote(o.sig, e.fragment)
                         needed.add(e.fragment)
             self.cluster.finish(len(needed))

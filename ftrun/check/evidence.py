@@ -21,9 +21,11 @@ trace without ``record_shapes`` is compared by counts only.
   (the event fails). Several matches: ambiguous, never reported as checked.
 * ``ClusterIdentifier`` (no manifest): sends with the same signature are one class everywhere
   (every file, replica and rank). Classes are labelled once, anchored on the expected
-  schedule: each class takes the fragment most of its sends were expected to carry, the first
-  captured send breaking ties (so one corrupted send cannot relabel the run); a class left over
-  takes the next free id in torchft's rotation. Sync signatures join the send class with the
+  schedule where it is sound — the first captured run of steps of each worker (later runs
+  depend on commits outside the trace): each class takes the fragment most of its sends there
+  were expected to carry, the first captured send breaking ties (so one corrupted send cannot
+  relabel the run); a class left over takes the next free id in torchft's rotation. From then
+  on every send is checked against the rotation the schedule and the failed commits give. Sync signatures join the send class with the
   same signature, else the class most of their paired sends had. Fewer classes than the
   fragments the captured sends cover: identity cannot be checked (``unusable`` says why).
 """
