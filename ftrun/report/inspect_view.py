@@ -95,9 +95,10 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     unchecked = sum(1 for e in report.events if e.observed_step is not None and not e.fragment_checked)
     if unchecked:
         tail += f"; fragment not checked for {unchecked} (see note)"
-    per: dict[int, int] = {}
-    for c in report.failed_commits:
-        per[c["replica"]] = per.get(c["replica"], 0) + 1
+    per: dict[int, set] = {}
+    for c in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
+        per.setdefault(c["replica"], set()).add(c["sync_step"])
+    per = {r: len(s) for r, s in per.items()}
     if per:
         tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
