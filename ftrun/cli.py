@@ -61,7 +61,7 @@ O = {  # options shared by `train` and `compare` (None = not given: preset/confi
     "seq_len": typer.Option(None, help="Tokens per sample."),
     "batch_size": typer.Option(None, help="Samples per step."),
     "data": typer.Option(None, help="synthetic, or a text file (byte-level tokens)."),
-    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl."),
+    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo."),
     "min_replicas": typer.Option(None, help="torchft min_replica_size (and the lighthouse's min_replicas)."),
     "seed": typer.Option(None, help="Seed for model and data."),
     "profile": typer.Option(None, help="auto, none, or A:B (profile steps A..B)."),

@@ -93,3 +93,8 @@ def test_commit_failure_in_event_log_shifts_expectations(ftrun_run, tmp_path):
     probs = [e["problem"] for e in d["events"] if not e["ok"]]
     assert "send at step 35: fragment 1, expected fragment 0" in probs, probs
     assert "sync at step 40: fragment 1, expected fragment 0" in probs, probs
+    assert [(c["replica"], c["rank"], c["sync_step"], c["source"]) for c in d["failed_commits"]] == [
+        (0, 0, 30, "event_log"), (1, 0, 30, "event_log")
+    ]
+    assert "replica 0 rank 0: 1 commit(s) failed (sync steps 30; event log: commit: false) and no injected fault " \
+        "explains it (--allow-failed-commits to accept)" in d["run_problems"]

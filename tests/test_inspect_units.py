@@ -146,5 +146,19 @@ def test_link_hold_counts_as_communication():
     assert sc.done_ts == 300 and sc.holds == [hold]
 
 
+def test_failed_commits_explained_by_a_fault_only_near_it():
+    from ftrun.check.commits import FailedCommit, explain
+    from ftrun.check.faults import FaultMark, Faults
+
+    sch = Schedule(2, 20, 5)
+    cs = [FailedCommit(0, 0, s, 0, "event_log") for s in (20, 30, 50, 60)]
+    explain(cs, Faults([FaultMark(1, "kill", 25, (25, 31), 32)]), sch)
+    # before the kill: no; from the kill to H steps after the rejoin (32 + 20): yes; later: no
+    assert [c.explained for c in cs] == [False, True, True, False]
+    never = [FailedCommit(0, 0, 200, 0, "inferred")]
+    explain(never, Faults([FaultMark(1, "kill", 25, (25, 40), None)]), sch)
+    assert never[0].explained
+
+
 def test_runs():
     assert runs([5, 2, 3, 4, 9, 10, 3]) == [(2, 5), (9, 10)]
