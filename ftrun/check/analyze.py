@@ -32,7 +32,7 @@ from ftrun.check import commits as commitsmod
 from ftrun.check.evidence import (
     NO_EVIDENCE, ClusterIdentifier, Identity, ManifestIdentifier, Signature, restore_signature, send_signature, trace_key,
 )
-from ftrun.check.expect import failed_cycles, schedule_for
+from ftrun.check.expect import schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
@@ -466,23 +466,22 @@ def analyze(
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
     workers = assign(inputs.files, spans)
-    logs = {k: read_events(p) for k, p in sorted(inputs.event_logs.items())}
+    logs = {k: read_events(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
+    failed_commits = commitsmod.from_logs(logs)
     failed = {}
     for w in workers:
-        own = [p for (r, _), p in inputs.event_logs.items() if r == w.replica]
-        mine = failed_cycles(schedule, own)
+        mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == w.replica})
         lost = faults.lost(w.replica)
         if lost:  # commits that failed while this replica was away (it healed past them)
-            others = [p for (r, _), p in inputs.event_logs.items() if r != w.replica]
-            away = [c for c in failed_cycles(schedule, others) if any(a <= schedule.sync_step(c) <= b for a, b in lost)]
-            mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | set(away))
+            away = {schedule.cycle_of(c.sync_step) for c in failed_commits
+                    if c.replica != w.replica and any(a <= c.sync_step <= b for a, b in lost)}
+            mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
         failed[(w.replica, w.rank)] = mine
     offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
     wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
     mode = "manifest" if inputs.manifest is not None else "foreign"
     ids = _Identities(inputs.manifest, wobs, schedule)
-    failed_commits = commitsmod.from_logs(logs)
     logged = {r for r, _ in logs}
     inferred: list[tuple[WorkerObs, int, str]] = []
     for wo in wobs:
