@@ -4,9 +4,10 @@ The library behind ``ftrun inspect-trace`` (and reusable by ``compare``). Everyt
 comes from the traces; the manifest / flags and event logs only supply expectations.
 
 Per worker (replica, rank): every send and sync found in its trace files is placed at the
-training step whose span contains its start, its fragment is read from tensor sizes
+training step whose span contains its start, its fragment is read from its signature alone
 (``ftrun.check.evidence``), its communication timed (``ftrun.check.comm``), and it is matched
-against ``Schedule.events`` restricted to the captured steps of each file. A sync pairs with
+against ``Schedule.events`` restricted to the captured steps of each file, shifted by the
+failed commits (``ftrun.check.commits``: event log, else inferred from the trace). A sync pairs with
 the most recent unsynced send of the same worker (less than one window w earlier); a sync whose
 send precedes the captured steps is "send not captured", not a failure. Captured steps = the
 contiguous runs of step numbers present in each file. Then all workers are
