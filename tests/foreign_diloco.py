@@ -97,6 +97,11 @@ def worker(args: argparse.Namespace) -> None:
                 prof.step()
         prof.stop()
     manager.shutdown(wait=False)
+    # The traces are written. Skip interpreter teardown: torchft's background threads can abort it
+    # ("terminate called without an active exception", exit -6) after all the work is done.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main() -> None:
