@@ -381,7 +381,7 @@ def analyze(
     for wo in wobs:
         _match(wo, schedule.window)
     ids.label(wobs)
-    notes = ids.notes(wobs, mode)
+    notes = ids.notes(wobs)
     blind = [o for wo in wobs for o in wo.obs if o.kind == "sync" and o.sync.committed is None]
     if not logs and blind and (schedule.fragments < 2 or not ids.distinct):
         why = "every send carries the same fragment" if schedule.fragments < 2 else "the sends' signatures do not tell the fragments apart"

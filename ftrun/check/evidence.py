@@ -341,7 +341,7 @@ class RunIdentities:
                     i = o.paired.identity
                     o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.problem)
 
-    def notes(self, wobs: list["WorkerObs"], mode: str) -> list[str]:
+    def notes(self, wobs: list["WorkerObs"]) -> list[str]:
         """Trace-wide conditions, each said once."""
         out = []
         obs = [o for wo in wobs for o in wo.obs]
