@@ -77,7 +77,7 @@ O = {  # options shared by `train` and `compare` (None = not given: preset/confi
     "seq_len": typer.Option(None, help="Tokens per sample."),
     "batch_size": typer.Option(None, help="Samples per step."),
     "data": typer.Option(None, help="synthetic, or a text file (byte-level tokens)."),
-    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl."),
+    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo."),
     "min_replicas": typer.Option(None, help="torchft min_replica_size (and the lighthouse's min_replicas)."),
     "seed": typer.Option(None, help="Seed for model and data."),
     "profile": typer.Option(None, help="auto, none, or A:B (profile steps A..B)."),
@@ -253,6 +253,9 @@ def inspect_cmd(
     export_perfetto: Optional[str] = typer.Option(
         None, "--export-perfetto", metavar="<path>", help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI."
     ),
+    allow_failed_commits: bool = typer.Option(
+        False, "--allow-failed-commits", help="Do not fail on commits that failed without an injected fault."
+    ),
 ) -> None:
     given = dict(locals())
 
@@ -269,6 +272,7 @@ def inspect_cmd(
             step_numbering=step_numbering,
             json_out=json_out,
             export_perfetto=Path(export_perfetto) if export_perfetto is not None else None,
+            allow_failed_commits=allow_failed_commits,
         )
 
     raise typer.Exit(guarded(body) or 0)

@@ -28,7 +28,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 MODELS = ("mlp", "transformer")
-BACKENDS = ("auto", "gloo", "nccl", "baby-nccl")
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo")
 
 
 @dataclass

@@ -12,20 +12,31 @@ ROOT = Path(__file__).resolve().parent.parent
 FOREIGN = dict(fragments=2, sync_every=8, delay=2)
 
 
+def run_foreign(out: Path, *extra: str) -> Path:
+    """tests/foreign_diloco.py with FOREIGN's schedule, 2 replicas, 24 steps, into ``out``."""
+    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
+           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
+           "--delay", str(FOREIGN["delay"]), "--steps", "24", *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if res.returncode != 0:
+        pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return out
+
+
 @pytest.fixture(scope="session")
 def foreign_traces(tmp_path_factory) -> Path:
     """Two replicas of torchft's own DiLoCo (tests/foreign_diloco.py): DIR/r{0,1}/step-{12,24}.json.
 
     F=2, H=8, tau=2; profiler windows ProfilerStep#2..#11 and #14..#23.
     """
-    out = tmp_path_factory.mktemp("foreign")
-    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
-           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-           "--delay", str(FOREIGN["delay"]), "--steps", "24"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if res.returncode != 0:
-        pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    return out
+    return run_foreign(tmp_path_factory.mktemp("foreign"))
+
+
+@pytest.fixture(scope="session")
+def foreign_noshapes(tmp_path_factory) -> Path:
+    """As ``foreign_traces``, profiled as torchft's train_diloco.py does (``record_shapes=False``),
+    with fragments of different depth (fragment 0: 2 parameters, fragment 1: 4)."""
+    return run_foreign(tmp_path_factory.mktemp("foreign-noshapes"), "--no-shapes", "--uneven")
 
 
 TRAIN_CONFIGS = {

@@ -7,6 +7,12 @@ iteration after ``prof.start()`` (so ``ProfilerStep#k`` holds the k-th optimizer
 
     python tests/foreign_diloco.py --out DIR [--replicas R] [--steps N] [--fragments F]
         [--sync-every H] [--delay T] [--wait W --warmup U --active A --repeat P] [--step-at end]
+        [--no-shapes] [--uneven] [--pg gloo|baby-gloo]
+
+``--no-shapes`` profiles with ``record_shapes=False`` (as torchft's ``train_diloco.py`` does);
+``--uneven`` gives fragment i i+1 Linear layers (2(i+1) parameters), so fragments differ in the
+number of allreduces; ``--pg baby-gloo`` uses ``ProcessGroupBabyGloo`` (torchft 0.2.0's Baby PGs
+fail commits: see /work/shared/torchft-notes.md "Known defects").
 
 With R replicas the parent runs an in-process lighthouse on loopback and starts R worker
 processes; worker r writes ``DIR/r{r}/step-{n}.json``. Everything binds loopback or an
@@ -26,25 +32,30 @@ from datetime import timedelta
 WIDTHS = (8, 12, 20, 28, 36, 44, 52)
 
 
-def build_model(fragments: int):
+def build_model(fragments: int, uneven: bool = False):
     import torch.nn as nn
 
-    layers = [nn.Linear(WIDTHS[i], WIDTHS[i + 1]) for i in range(fragments)]
-    return nn.Sequential(*layers), layers
+    if not uneven:
+        layers = [nn.Linear(WIDTHS[i], WIDTHS[i + 1]) for i in range(fragments)]
+        return nn.Sequential(*layers), layers
+    frags = [nn.Sequential(nn.Linear(WIDTHS[i], WIDTHS[i + 1]), *(nn.Linear(WIDTHS[i + 1], WIDTHS[i + 1]) for _ in range(i)))
+             for i in range(fragments)]
+    return nn.Sequential(*frags), frags
 
 
 def worker(args: argparse.Namespace) -> None:
     import torch
     from torch.distributed import TCPStore
     from torchft import Manager, ProcessGroupGloo
+    from torchft.process_group import ProcessGroupBabyGloo
     from torchft.local_sgd import DiLoCo
 
     torch.manual_seed(0)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    model, frags = build_model(args.fragments)
+    model, frags = build_model(args.fragments, args.uneven)
     inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
     outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
-    pg = ProcessGroupGloo(timeout=timedelta(seconds=30))
+    pg = (ProcessGroupBabyGloo if args.pg == "baby-gloo" else ProcessGroupGloo)(timeout=timedelta(seconds=30))
     manager = Manager(
         pg=pg,
         min_replica_size=1,
@@ -69,7 +80,7 @@ def worker(args: argparse.Namespace) -> None:
     prof = torch.profiler.profile(
         schedule=torch.profiler.schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat),
         on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/step-{p.step_num}.json"),
-        record_shapes=True,
+        record_shapes=not args.no_shapes,
     )
     with DiLoCo(
         manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay
@@ -86,6 +97,11 @@ def worker(args: argparse.Namespace) -> None:
                 prof.step()
         prof.stop()
     manager.shutdown(wait=False)
+    # The traces are written. Skip interpreter teardown: torchft's background threads can abort it
+    # ("terminate called without an active exception", exit -6) after all the work is done.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main() -> None:
@@ -101,6 +117,9 @@ def main() -> None:
     p.add_argument("--active", type=int, default=10)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--step-at", choices=("top", "end"), default="top", help="where prof.step() is called")
+    p.add_argument("--no-shapes", action="store_true", help="record_shapes=False (torchft's train_diloco.py)")
+    p.add_argument("--uneven", action="store_true", help="fragment i has i+1 Linear layers")
+    p.add_argument("--pg", choices=("gloo", "baby-gloo"), default="gloo")
     p.add_argument("--worker", type=int, default=None)
     p.add_argument("--lighthouse", default=None)
     args = p.parse_args()

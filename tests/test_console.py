@@ -66,7 +66,7 @@ def report(problem: str | None = None, notes: list[str] | None = None, run_dir: 
     for r in (0, 1):
         for step, kind, frag in ((25, "send", 0), (30, "sync", 0), (35, "send", 1), (40, "sync", 1)):
             e = EventResult(replica=r, rank=0, kind=kind, fragment=frag, expected_fragment=frag, expected_step=step,
-                            observed_step=step, ok=True)
+                            observed_step=step, ok=True, fragment_checked=True)
             if kind == "sync":
                 e.exposed_comm_ms, e.hidden_comm_ms, e.send_to_done_ms, e.should_commit_ms = 12345.88, 21.97, 23.85, 0.65
             events.append(e)
@@ -79,7 +79,8 @@ def report(problem: str | None = None, notes: list[str] | None = None, run_dir: 
     return Report(verdict="fail" if problem else "pass", mode="manifest", files=["a", "b"], replicas=[0, 1],
                   schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5, window=10),
                   step_numbering={"used": "top"}, workers=workers, events=events, cross_replica=[], run_dir=run_dir,
-                  notes=[f"note {TRICKY}"], run_problems=[f"run problem {TRICKY}"] if problem else [])
+                  notes=[f"note {TRICKY}"], run_problems=[f"run problem {TRICKY}"] if problem else [],
+                  failed_commits=[dict(replica=1, rank=0, sync_step=30, fragment=0, source="event_log")])
 
 
 def compare_result(problem: str | None = None, faults: bool = True) -> dict:
@@ -218,7 +219,7 @@ def test_inspect_tables_fit_80_columns(capsys):
     assert rows and all(ln.rstrip().endswith("│") and ln.count("│") == len(inspect_view._COLUMNS) + 1 for ln in rows), \
         "a table was cropped:\n" + out
     assert "12345.88" in out and "30→31" in out
-    assert problem in _flat(out) and "commit failed in cycles [2]" in _flat(out)
+    assert problem in _flat(out) and "1 commit(s) failed, at sync steps [30] (event_log)" in _flat(out)
 
 
 def test_inspect_tables_use_the_width_there_is():

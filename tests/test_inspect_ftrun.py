@@ -35,14 +35,16 @@ def test_ftrun_runs_pass(ftrun_run, name):
         got = [(e["kind"], e["observed_step"], e["fragment"]) for e in d["events"] if e["replica"] == w["replica"]]
         assert got == want
         assert w["totals"]["syncs"] == sum(k == "sync" for k, _, _ in want)
+    assert d["failed_commits"] == [] and d["notes"] == []
     for e in d["events"]:
-        assert e["ok"] and e["evidence"] in ("send sizes", "restore sizes")
+        assert e["ok"] and e["evidence"] in ("send sizes", "restore sizes") and e["fragment_checked"]
         assert e["fragment_candidates"] == [e["fragment"]]
         if e["kind"] == "send":
             assert e["numel"] == m["fragments"][e["fragment"]]["numel"]
             assert e["bytes"] == m["fragments"][e["fragment"]]["bytes"]
         else:
-            assert e["exposed_comm_ms"] > 0 and e["send_to_done_ms"] > 0 and e["hidden_comm_ms"] >= 0
+            assert e["exposed_comm_ms"] > 0 and e["send_to_done_ms"] > 0
+            assert e["hidden_comm_ms"] <= e["send_to_done_ms"]  # the part of the flight the sync did not block on
     # table rendering
     res = run(str(run_dir))
     assert res.exit_code == 0 and "PASS" in res.output
@@ -91,3 +93,8 @@ def test_commit_failure_in_event_log_shifts_expectations(ftrun_run, tmp_path):
     probs = [e["problem"] for e in d["events"] if not e["ok"]]
     assert "send at step 35: fragment 1, expected fragment 0" in probs, probs
     assert "sync at step 40: fragment 1, expected fragment 0" in probs, probs
+    assert [(c["replica"], c["rank"], c["sync_step"], c["source"]) for c in d["failed_commits"]] == [
+        (0, 0, 30, "event_log"), (1, 0, 30, "event_log")
+    ]
+    assert "replica 0 rank 0: 1 commit(s) failed (sync steps 30; event log: commit: false) and no injected fault " \
+        "explains it (--allow-failed-commits to accept)" in d["run_problems"]

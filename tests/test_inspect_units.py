@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ftrun.check import comm
 from ftrun.check.analyze import runs
-from ftrun.check.evidence import GroupingMatcher, ManifestMatcher, identify
+from ftrun.check.commits import NO_OUTER_STEP, SENT_AGAIN, SyncSeen, infer
+from ftrun.check.evidence import ClusterIdentifier, ManifestIdentifier, Signature, restore_signature, send_signature
+from ftrun.schedule import Schedule
 from ftrun.trace.spans import Allreduce, Collective, Send, Span, Sync
 
 T, G1, G2 = (1, 1), (1, 2), (1, 3)
@@ -19,39 +21,84 @@ def send(ts, *shapes):
     return Send(Span(ts, ts + len(shapes) + 1, T), ars)
 
 
-def test_manifest_matcher_exact_bucketized_and_ambiguous():
-    frags = [
-        {"id": 0, "params": [{"numel": 6}, {"numel": 2}], "numel": 8},
-        {"id": 1, "params": [{"numel": 3}, {"numel": 5}], "numel": 8},
-        {"id": 2, "params": [{"numel": 2}, {"numel": 6}], "numel": 8},
-    ]
-    m = ManifestMatcher(frags)
-    assert m.candidates((2, 6)) == (0, 2)  # same sizes: ambiguous
-    assert m.candidates((5, 3)) == (1,)
-    assert m.candidates((8,)) == (0, 1, 2)  # one bucket of the total
-    assert m.candidates((7,)) == ()
-    i = identify(m.candidates((2, 6)), "send sizes", (2, 6), expected=2)
-    assert i.fragment == 2 and i.ambiguous and "ambiguous" in i.note
-    assert identify((), "send sizes", (7,), 0).note == "sizes [7] match no fragment"
+FRAGS = [
+    {"id": 0, "params": [{"numel": 6}, {"numel": 2}], "numel": 8, "bytes": 32},
+    {"id": 1, "params": [{"numel": 3}, {"numel": 5}], "numel": 8, "bytes": 32},
+    {"id": 2, "params": [{"numel": 2}, {"numel": 6}], "numel": 8, "bytes": 32},
+    {"id": 3, "params": [{"numel": 1}, {"numel": 1}, {"numel": 7}], "numel": 9, "bytes": 36},
+]
 
 
-def test_grouping_matcher_majority_anchor_and_overflow():
-    g = GroupingMatcher(2)
-    # first observed send (sizes total 10) was expected to be fragment 1: it anchors at 1
-    for numels, exp in [((10,), 1), ((4, 4), 0), ((10,), 1), ((4, 4), 0), ((10,), 0)]:
-        g.learn(numels, exp)
-    g.learn((99,), None)
-    g.finish(2)
-    assert g.candidates((10,)) == (1,) and g.candidates((8,)) == (0,)
-    assert g.candidates((99,)) == ()  # a third signature with two fragments: inconsistent
+def test_signatures_from_shapes_and_counts():
+    s = send_signature([((2, 3),), ((2,),)], [4, 4])
+    assert (s.count, s.sizes, s.itemsize) == (2, (2, 6), 4)
+    assert send_signature([((2, 3),), None]).sizes is None  # one allreduce without sizes: count only
+    assert send_signature([None, None, None]).describe() == "3 allreduces"
+    assert restore_signature(2, ((5,), (3,))).sizes == (3, 5)
+    assert restore_signature(3, None) == Signature("restore", 3, None)
+    assert restore_signature(0, None) is None
 
 
-def test_grouping_matcher_identical_signatures_are_ambiguous():
-    g = GroupingMatcher(2)
+def test_manifest_identifier_exact_bucketized_count_and_ambiguous():
+    m = ManifestIdentifier(FRAGS)
+    assert m.identify(Signature("send", 2, (3, 5))).fragment == 1
+    amb = m.identify(Signature("send", 2, (2, 6)))
+    assert amb.fragment is None and amb.ambiguous and amb.candidates == (0, 2) and not amb.checked
+    assert m.candidates(Signature("send", 1, (9,))) == (3,)  # one bucket of fragment 3's total
+    assert m.candidates(Signature("send", 2, (4, 5))) == (3,)  # buckets of 5 + remainder 4
+    assert m.candidates(Signature("send", 3, (2, 3, 4))) == ()  # sums to 9, but unequal buckets: not torchft's chunking
+    assert m.candidates(Signature("restore", 1, (9,))) == ()  # a restore is per parameter, never bucketed
+    assert m.identify(Signature("send", 3, None)).fragment == 3  # count only: 3 parameters
+    assert m.identify(Signature("send", 2, (3, 5), itemsize=2)).problem  # half precision: not these float32 fragments
+    bad = m.identify(Signature("send", 2, (9, 15)))
+    assert bad.fragment is None and bad.problem.startswith("2 allreduces of [9, 15] elements match no manifest fragment")
+    assert "fragment 1: 2 parameters of [3, 5]" in bad.problem
+
+
+def test_cluster_identifier_votes_anchor_and_overflow():
+    c = ClusterIdentifier(2, with_sizes=True)
+    a, b, x = Signature("send", 1, (10,)), Signature("send", 2, (4, 4)), Signature("send", 1, (99,))
+    for sig in (a, b, a, b, a, x):
+        c.learn_send(sig)
+    # the first send (a) anchors; one mutated send expected the other way is outvoted
+    for sig, exp in ((a, 1), (b, 0), (a, 1), (b, 0), (a, 0)):
+        c.vote(sig, exp)
+    c.finish(2)
+    assert c.identify(a).fragment == 1 and c.identify(b).fragment == 0
+    assert "more distinct signatures (3) than fragments (2)" in c.identify(x).problem
+    # a restore joins the send class with its signature, or the class its paired sends had
+    c.learn_restore(Signature("restore", 2, (4, 4)), b)
+    c.learn_restore(Signature("restore", 3, (3, 3, 4)), a)
+    assert c.identify(Signature("restore", 2, (4, 4))).fragment == 0
+    assert c.identify(Signature("restore", 3, (3, 3, 4))).fragment == 1
+    assert c.same_class(Signature("restore", 3, (3, 3, 4)), a) is True
+
+
+def test_cluster_identifier_too_few_classes_is_unusable():
+    c = ClusterIdentifier(2, with_sizes=False)
+    s = Signature("send", 2, None)
     for exp in (0, 1, 0, 1):
-        g.learn((3, 3), exp)
-    g.finish(2)
-    assert g.candidates((3, 3)) == (0, 1)
+        c.learn_send(s)
+        c.vote(s, exp)
+    c.finish(2)
+    i = c.identify(s)
+    assert i.fragment is None and not i.checked and i.problem is None
+    assert c.unusable.startswith("fragment identity cannot be checked from this trace: 1 distinct allreduce count signature(s)")
+
+
+def test_failed_commits_inferred_from_the_sync_or_the_rotation():
+    sch = Schedule(2, 8, 2)  # w = 4: syncs at 4, 8, ...; sends at 2, 6, ...
+    seen = [
+        SyncSeen(4, "A", "A", "A", 6),  # fragment A sent again: failed
+        SyncSeen(8, "A", "A", "B", 10),  # moved on
+        SyncSeen(12, "B", "A", "B", 14),  # send and restore disagree: a mismatch, not a retry
+        SyncSeen(16, "B", None, "B", 26),  # next send too far: not the next cycle
+        SyncSeen(20, "B", "B", "B", 22, committed=True),  # outer step ran: committed whatever follows
+        SyncSeen(24, "B", "B", "A", 26, committed=False),  # no outer step: failed
+    ]
+    assert infer(seen, sch) == [(4, SENT_AGAIN), (24, NO_OUTER_STEP)]
+    assert infer(seen, sch, classes_distinct=False) == [(24, NO_OUTER_STEP)]
+    assert infer(seen, Schedule(1, 4, 0)) == [(24, NO_OUTER_STEP)]  # F=1: every send is the same fragment
 
 
 def test_attribution_prefers_matching_sizes_across_gloo_threads():
@@ -75,7 +122,7 @@ def test_exposed_hidden_and_serialization():
     t = comm.sync_timing(sync, sc, n)
     assert t.exposed_ms == (180 - 150) / 1000  # perform_sync start -> restore_parameters start
     assert t.send_to_done_ms == (181 - 100.1) / 1000
-    assert t.hidden_ms == max(0.0, t.send_to_done_ms - t.exposed_ms)
+    assert abs(t.hidden_ms - 0.0509) < 1e-9  # 80.9 us in flight, 30 us of it exposed
     assert t.should_commit_ms == 4 / 1000
     # the same collective in another step is not serialized behind that wait
     later = [coll(101, 140, (4,)), coll(182, 183, (2,))]
@@ -83,11 +130,34 @@ def test_exposed_hidden_and_serialization():
     assert comm.serialized(sc2, later, comm.wait_ends([sync]), step_of=lambda ts: 1 if ts < 181 else 2) == 0
 
 
+def test_hidden_is_zero_when_the_sync_blocked_longer_than_the_send_flew():
+    s = send(100, (4,))
+    sync = Sync(Span(150, 400, T), None, Span(380, 390, T), None, ((4,),))
+    (sc,) = comm.attribute([s], [coll(101, 160, (4,))])
+    t = comm.sync_timing(sync, sc, 0)
+    assert t.exposed_ms == (380 - 150) / 1000 and t.send_to_done_ms == (160 - 100.1) / 1000
+    assert t.hidden_ms == 0.0  # exposed > in flight: nothing hidden (never negative)
+
+
 def test_link_hold_counts_as_communication():
     s = send(100, (4,))
     hold = Collective("ftrun::link::hold", Span(105, 300, (1, 9)), None, None, hold=True)
     (sc,) = comm.attribute([s], [coll(101, 104, (4,)), hold])
     assert sc.done_ts == 300 and sc.holds == [hold]
+
+
+def test_failed_commits_explained_by_a_fault_only_near_it():
+    from ftrun.check.commits import FailedCommit, explain
+    from ftrun.check.faults import FaultMark, Faults
+
+    sch = Schedule(2, 20, 5)
+    cs = [FailedCommit(0, 0, s, 0, "event_log") for s in (20, 30, 50, 60)]
+    explain(cs, Faults([FaultMark(1, "kill", 25, (25, 31), 32)]), sch)
+    # before the kill: no; from the kill to H steps after the rejoin (32 + 20): yes; later: no
+    assert [c.explained for c in cs] == [False, True, True, False]
+    never = [FailedCommit(0, 0, 200, 0, "inferred")]
+    explain(never, Faults([FaultMark(1, "kill", 25, (25, 40), None)]), sch)
+    assert never[0].explained
 
 
 def test_runs():

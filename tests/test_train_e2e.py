@@ -50,11 +50,22 @@ def _launch(name: str, out: Path) -> TrainRun:
     raise KeyError(name)
 
 
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """``launched(name)``: the run of CASES[name], made once per module."""
+    cache: dict[str, TrainRun] = {}
+
+    def get(name: str) -> TrainRun:
+        if name not in cache:
+            cache[name] = _launch(name, tmp_path_factory.mktemp(f"e2e-{name}"))
+        return cache[name]
+
+    return get
+
+
 @pytest.fixture(scope="module", params=list(CASES))
-def run(request, tmp_path_factory) -> tuple[str, TrainRun]:
-    name = request.param
-    out = tmp_path_factory.mktemp(f"e2e-{name}")
-    return name, _launch(name, out)
+def run(request, launched) -> tuple[str, TrainRun]:
+    return request.param, launched(request.param)
 
 
 def test_run_completes_and_tears_down(run):
@@ -143,11 +154,8 @@ def test_manifest_contract(run):
     ]
 
 
-def test_config_file_and_flag_override(run):
-    name, r = run
-    if name != "f3_toml":
-        pytest.skip("only the TOML run")
-    cfg = r.manifest()["config"]
+def test_config_file_and_flag_override(launched):
+    cfg = launched("f3_toml").manifest()["config"]
     assert cfg["seed"] == 7  # from the file
     assert cfg["steps"] == 12 and cfg["width"] == 32 and cfg["profile"] == "5:10"  # flags override the file
 

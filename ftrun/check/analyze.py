@@ -4,9 +4,10 @@ The library behind ``ftrun inspect-trace`` (and reusable by ``compare``). Everyt
 comes from the traces; the manifest / flags and event logs only supply expectations.
 
 Per worker (replica, rank): every send and sync found in its trace files is placed at the
-training step whose span contains its start, its fragment is read from tensor sizes
+training step whose span contains its start, its fragment is read from its signature alone
 (``ftrun.check.evidence``), its communication timed (``ftrun.check.comm``), and it is matched
-against ``Schedule.events`` restricted to the captured steps of each file. A sync pairs with
+against ``Schedule.events`` restricted to the captured steps of each file, shifted by the
+failed commits (``ftrun.check.commits``: event log, else inferred from the trace). A sync pairs with
 the most recent unsynced send of the same worker (less than one window w earlier); a sync whose
 send precedes the captured steps is "send not captured", not a failure. Captured steps = the
 contiguous runs of step numbers present in each file. Then all workers are
@@ -29,8 +30,9 @@ from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
 from ftrun.events import read_events
-from ftrun.check.evidence import NO_EVIDENCE, GroupingMatcher, Identity, ManifestMatcher, identify, numels_of
-from ftrun.check.expect import failed_cycles, schedule_for
+from ftrun.check import commits as commitsmod
+from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
+from ftrun.check.expect import schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
@@ -56,7 +58,7 @@ class Obs:
     comm: Optional[commmod.SendComm] = None  # sends: their communication
     timing: Optional[commmod.SyncTiming] = None  # syncs
     paired: Optional["Obs"] = None  # syncs: the send they wait for
-    numels: Optional[tuple[int, ...]] = None
+    sig: Optional[Signature] = None  # what the trace shows it moved (``ftrun.check.evidence``)
     serial: Optional[int] = None  # sends: collectives queued behind another send's (gpu_comm)
     identity: Identity = NO_EVIDENCE
     queue: Optional[gpu_comm.SendQueue] = None  # sends: queueing of their collectives
@@ -69,7 +71,6 @@ class WorkerObs:
     failed: list[int]
     obs: list[Obs]
     expected: list[Event]
-    has_shapes: bool
     lost: list[tuple[int, int]] = field(default_factory=list)  # steps lost to a fault: nothing expected
     matches: list[tuple[Optional[Event], Optional[Obs]]] = field(default_factory=list)
 
@@ -113,13 +114,13 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         queued = gpu_comm.queueing(t, comms)  # serialized = queued behind another send's collective
         for i, (send, sc) in enumerate(zip(t.sends, comms)):
             st, ms = steps.at(send.span.ts)
-            shapes = [s for a in send.allreduces if a.shapes for s in a.shapes]
+            sig = send_signature([a.shapes for a in send.allreduces], (c.itemsize for _, c in sc.calls if c is not None))
             sq = gpu_comm.send_queue(queued, i)
-            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes),
-                           serial=sq.serialized, queue=sq))
+            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, sig=sig, serial=sq.serialized, queue=sq))
         for sync in t.syncs:
             st, ms = steps.at(sync.span.ts)
-            obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, numels=numels_of(sync.restore_shapes)))
+            sig = restore_signature(sync.restore_copies, sync.restore_shapes)
+            obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, sig=sig))
     obs.sort(key=lambda o: o.ts)
     pending: Optional[Obs] = None
     for o in obs:
@@ -131,12 +132,16 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
             p = None
         o.paired, pending = p, None
         o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None)
+    return WorkerObs(w, ranges, failed, obs, _expect(schedule, ranges, failed, lost), list(lost))
+
+
+def _expect(schedule: Schedule, ranges, failed: Sequence[int], lost) -> list[Event]:
+    """Expected events inside the captured steps, outside the steps lost to a fault."""
     last = max((hi for _, hi in ranges), default=0)
-    expected = [
+    return [
         e for e in schedule.events(last, failed_cycles=failed)
         if any(lo <= e.step <= hi for lo, hi in ranges) and not any(a <= e.step <= b for a, b in lost)
     ]
-    return WorkerObs(w, ranges, failed, obs, expected, any(t.has_shapes for t in w.traces), list(lost))
 
 
 def _match(wo: WorkerObs, window: int) -> None:
@@ -180,55 +185,25 @@ def _fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, request
     return NUMBERINGS[used], {"requested": "auto", "used": used, "fit": scores}
 
 
-def _identify(wobs: list[WorkerObs], matcher, schedule: Schedule) -> None:
-    for wo in wobs:
-        exp_of = {id(o): e for e, o in wo.matches if o is not None and e is not None}
-        for o in wo.obs:
-            if o.kind != "send":
-                continue
-            e = exp_of.get(id(o))
-            o.identity = _ident(matcher, o.numels, "send sizes", e.fragment if e else None)
-        for o in wo.obs:
-            if o.kind != "sync":
-                continue
-            e = exp_of.get(id(o))
-            if o.numels:
-                o.identity = _ident(matcher, o.numels, "restore sizes", e.fragment if e else None)
-            elif o.paired is not None and o.paired.identity.evidence != "none":
-                i = o.paired.identity
-                o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.note)
+def _unseen_syncs(wo: WorkerObs, schedule: Schedule) -> bool:
+    """Does a sync fall before or between the worker's captured steps (its commit unseen)?"""
+    last = max((hi for _, hi in wo.ranges), default=0)
+    steps = range(schedule.window, last + 1, schedule.window)
+    return any(not any(lo <= s <= hi for lo, hi in wo.ranges) for s in steps)
 
 
-def _ident(matcher, numels, evidence: str, expected: Optional[int]) -> Identity:
-    if not numels:
-        return NO_EVIDENCE
-    return identify(matcher.candidates(numels), evidence, numels, expected)
-
-
-def _matcher(mode: str, manifest: Optional[dict], wobs: list[WorkerObs], schedule: Schedule, notes: list[str]):
-    if mode == "manifest" and isinstance(manifest.get("fragments"), list) and manifest["fragments"]:
-        try:
-            m = ManifestMatcher(manifest["fragments"])
-        except (KeyError, TypeError, ValueError):
-            raise BadInput("manifest.json: fragments need params with integer numel") from None
-        seen = [o.numels for wo in wobs for o in wo.obs if o.numels]
-        if not seen or any(m.candidates(n) for n in seen):
-            return m
-        notes.append("tensor sizes match no manifest fragment (sharded?); fragments grouped by size signature")
-    g = GroupingMatcher(schedule.fragments)
-    exp_at = [{(e.kind, e.step): e for e in wo.expected} for wo in wobs]
-    order = sorted(
-        ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o) for wi, wo in enumerate(wobs) for o in wo.obs),
-        key=lambda x: x[:3],
-    )
-    for step, _, wi, o in order:
-        if o.numels:
-            e = exp_at[wi].get((o.kind, o.step))
-            g.learn(o.numels, e.fragment if e else None)
-    g.finish(len({e.fragment for wo in wobs for e in wo.expected}))
-    if mode == "foreign":
-        notes.append("no manifest: fragment ids are consistent size-signature groups, anchored on the first send")
-    return g
+def _syncs_seen(wo: WorkerObs, ids: RunIdentities) -> list[commitsmod.SyncSeen]:
+    """Each observed sync with the classes of its send, its restore and the next send."""
+    out = []
+    obs = sorted(wo.obs, key=lambda o: o.ts)
+    for i, o in enumerate(obs):
+        if o.kind != "sync" or o.step is None:
+            continue
+        nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
+        out.append(commitsmod.SyncSeen(
+            o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None, o.sync.committed,
+        ))
+    return out
 
 
 def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Schedule) -> EventResult:
@@ -245,11 +220,9 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
     )
     if o is not None:
         i = o.identity
-        r.fragment, r.evidence = i.fragment, i.evidence
+        r.fragment, r.evidence, r.fragment_checked = i.fragment, i.evidence, i.checked
         r.fragment_candidates = list(i.candidates) if i.candidates else None
         r.file, r.ts_us = str(o.trace.path), o.ts
-        if i.note:
-            r.notes.append(i.note)
         if o.comm is not None:
             sc = o.comm
             r.allreduces = len(sc.calls)
@@ -273,7 +246,7 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
                     r.notes.append("send not captured (before the profiled steps)")
                 else:
                     r.notes.append("no send before this sync")
-            elif o.paired.comm is not None and not o.paired.comm.complete:
+            elif o.paired.comm is not None and not o.paired.comm.complete and o.paired.trace.collectives:
                 r.notes.append("collectives of its send not all captured")
     fr = "?" if r.fragment is None else r.fragment
     if e is None:
@@ -289,14 +262,9 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
     if o.step != e.step:
         problems.append(f"{kind} of fragment {e.fragment} expected at step {e.step}, observed at step {o.step}")
     i = o.identity
-    if i.evidence == "none":
-        if wo.has_shapes:
-            r.notes.append("fragment not observable for this event")
-        else:
-            r.notes.append("fragment not checked: no tensor sizes (record_shapes off)")
-    elif not i.candidates:
-        problems.append(f"{kind} at step {o.step}: {i.note}")
-    elif e.fragment not in i.candidates or (not i.ambiguous and i.fragment != e.fragment):
+    if i.problem:
+        problems.append(f"{kind} at step {o.step}: {i.problem}")
+    elif i.checked and i.fragment != e.fragment:
         problems.append(f"{kind} at step {o.step}: fragment {fr}, expected fragment {e.fragment}")
     if problems:
         r.ok, r.problem = False, "; ".join(problems)
@@ -376,8 +344,12 @@ def analyze(
     sync_every: Optional[int] = None,
     fragment_sync_delay: Optional[int] = None,
     step_numbering: str = "top",
+    allow_failed_commits: bool = False,
 ) -> Report:
-    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input."""
+    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input.
+
+    A failed commit no injected fault explains fails the verdict unless ``allow_failed_commits``.
+    """
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     inputs = discover([Path(p) for p in paths])
@@ -387,25 +359,47 @@ def analyze(
     if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
         trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
     workers = assign(inputs.files, spans)
-    logs = {k: read_events(p) for k, p in sorted(inputs.event_logs.items())}
+    logs = {k: read_events(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
+    failed_commits = commitsmod.from_logs(logs)
     failed = {}
     for w in workers:
-        own = [p for (r, _), p in inputs.event_logs.items() if r == w.replica]
-        mine = failed_cycles(schedule, own)
+        mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == w.replica})
         lost = faults.lost(w.replica)
         if lost:  # commits that failed while this replica was away (it healed past them)
-            others = [p for (r, _), p in inputs.event_logs.items() if r != w.replica]
-            away = [c for c in failed_cycles(schedule, others) if any(a <= schedule.sync_step(c) <= b for a, b in lost)]
-            mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | set(away))
+            away = {schedule.cycle_of(c.sync_step) for c in failed_commits
+                    if c.replica != w.replica and any(a <= c.sync_step <= b for a, b in lost)}
+            mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
         failed[(w.replica, w.rank)] = mine
     offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
     wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
+    mode = "manifest" if inputs.manifest is not None else "foreign"
+    ids = RunIdentities(inputs.manifest, wobs, schedule)
+    logged = {r for r, _ in logs}
+    inferred: list[tuple[WorkerObs, int, str]] = []
+    for wo in wobs:
+        if wo.worker.replica in logged:
+            continue  # the event log says which commits failed
+        steps = commitsmod.infer(_syncs_seen(wo, ids), schedule, ids.distinct)
+        if steps:
+            wo.failed = sorted(set(wo.failed) | {schedule.cycle_of(s) for s, _ in steps})
+            wo.expected = _expect(schedule, wo.ranges, wo.failed, wo.lost)
+            inferred += [(wo, s, how) for s, how in steps]
     for wo in wobs:
         _match(wo, schedule.window)
-    mode = "manifest" if inputs.manifest is not None else "foreign"
-    notes: list[str] = list(trace_notes)
-    _identify(wobs, _matcher(mode, inputs.manifest, wobs, schedule, notes), schedule)
+    ids.label(wobs)
+    notes = list(trace_notes) + ids.notes(wobs)
+    blind = [o for wo in wobs for o in wo.obs if o.kind == "sync" and o.sync.committed is None]
+    if not logs and blind and (schedule.fragments < 2 or not ids.distinct):
+        why = "every send carries the same fragment" if schedule.fragments < 2 else "the sends' signatures do not tell the fragments apart"
+        notes.append(f"failed commits cannot be inferred from this trace ({why}) and there is no event log")
+    if not logs and any(_unseen_syncs(wo, schedule) for wo in wobs):
+        notes.append("no event log: commits before and between the captured steps are assumed to have succeeded")
+    for wo, s, how in inferred:
+        sync = next((o for o in wo.obs if o.kind == "sync" and o.step == s), None)
+        frag = sync.identity.fragment if sync is not None else None
+        failed_commits.append(commitsmod.FailedCommit(wo.worker.replica, wo.worker.rank, s, frag, "inferred", how))
+    commitsmod.explain(failed_commits, faults, schedule)
 
     results: list[EventResult] = []
     reports: list[WorkerReport] = []
@@ -455,6 +449,17 @@ def analyze(
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
+    by_worker: dict[tuple[int, int], list[commitsmod.FailedCommit]] = {}
+    for c in failed_commits:
+        if not c.explained:
+            by_worker.setdefault((c.replica, c.rank), []).append(c)
+    if not allow_failed_commits:
+        for (rep, rank), cs in sorted(by_worker.items()):
+            how = "; ".join(sorted({f"{c.source.replace('_', ' ')}: {c.evidence}" for c in cs}))
+            run_problems.append(
+                f"replica {rep} rank {rank}: {len(cs)} commit(s) failed (sync steps {', '.join(str(c.sync_step) for c in cs)}; "
+                f"{how}) and no injected fault explains it (--allow-failed-commits to accept)"
+            )
     ok = ok and not run_problems
     report = Report(
         verdict="pass" if ok else "fail",
@@ -478,6 +483,7 @@ def analyze(
         faults=[m.to_json() for m in faults.marks],
         agreement=agreement,
         run_problems=run_problems,
+        failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
     )
     # the extracted spans, for renderers (compare's timeline) — not part of the JSON report
     report.spans = {str(f.path): sp for f, sp in zip(inputs.files, spans)}

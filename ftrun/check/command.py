@@ -19,6 +19,7 @@ def inspect_trace(
     step_numbering: str = "top",
     json_out: bool = False,
     export_perfetto: Optional[Path] = None,
+    allow_failed_commits: bool = False,
 ) -> int:
     if export_perfetto is not None:  # before reading anything: never write onto what we read
         from ftrun.output import check_target
@@ -33,6 +34,7 @@ def inspect_trace(
         sync_every=sync_every,
         fragment_sync_delay=fragment_sync_delay,
         step_numbering=step_numbering,
+        allow_failed_commits=allow_failed_commits,
     )
     exported = None
     if export_perfetto is not None:

@@ -1,27 +1,49 @@
-"""Which fragment a send or sync moved, from the tensor sizes in the trace.
+"""Which fragment a send or sync moved: trace -> signature -> identity, from evidence only.
 
-Evidence is a tuple of element counts (numels): a send's allreduced tensors (``c10d::allreduce_``
-Input Dims under each ``torchft::manager::allreduce``), or a sync's restored parameters
-(``aten::copy_`` under ``torchft::local_sgd::restore_parameters``).
+**Signature** (``Signature``): what one event moved, as the trace shows it.
 
-* ``ManifestMatcher``: candidates are the manifest fragments whose parameter numels equal the
-  evidence as a multiset (one allreduce per parameter), or whose total numel equals the
-  evidence's total with no more tensors than parameters (bucketized allreduce).
-* ``GroupingMatcher`` (foreign traces, no manifest): equal totals = same fragment. Each
-  signature takes the fragment id most sends with it were expected to carry (ties: the first
-  observed send anchors the numbering); the rest take the next free ids in torchft's rotation;
-  more signatures than fragments = inconsistent (no candidates). With fewer distinct signatures than fragments, a signature may stand for the
-  unclaimed ids too: it is ambiguous.
+* send (``torchft::local_sgd::prepare_sync``): the number of ``torchft::manager::allreduce``
+  calls (one per parameter, or one per bucket with ``TORCHFT_USE_BUCKETIZATION``), and, when
+  the trace has tensor sizes (``record_shapes``), the element count of each (bucket sizes when
+  bucketized) and the element size of the collectives that ran them;
+* sync (``torchft::local_sgd::perform_sync``): the ``aten::copy_`` calls of
+  ``restore_parameters`` (one per parameter) and, with sizes, each parameter's element count.
 
-``identify`` turns candidates into an ``Identity``: one candidate = that fragment; several =
-ambiguous (accepted when the expected fragment is among them, flagged); none = unknown.
+Sizes are kept as a sorted multiset. ``trace_key`` drops sizes when any event lacks them, so a
+trace without ``record_shapes`` is compared by counts only.
+
+**Identity** (``Identity``), two ways, never from the expected schedule's fragment ids alone:
+
+* ``ManifestIdentifier``: a signature matches a manifest fragment when its sizes equal the
+  fragment's parameter sizes (one allreduce per parameter), else (a send) when they chunk the
+  fragment's total the way torchft's bucketization does (equal buckets, the last one smaller),
+  or — without sizes — when its count equals the fragment's parameter count. No match: ``Identity.problem`` names the observed sizes and the manifest's fragments
+  (the event fails). Several matches: ambiguous, never reported as checked.
+* ``ClusterIdentifier`` (no manifest): sends with the same signature are one class everywhere
+  (every file, replica and rank). Classes are labelled once, anchored on the expected
+  schedule where it is sound — the first captured run of steps of each worker (later runs
+  depend on commits outside the trace): each class takes the fragment most of its sends there
+  were expected to carry, the first captured send breaking ties (so one corrupted send cannot
+  relabel the run); a class left over takes the next free id in torchft's rotation. From then
+  on every send is checked against the rotation the schedule and the failed commits give. Sync signatures join the send class with the
+  same signature, else the class most of their paired sends had. Fewer classes than the
+  fragments the captured sends cover: identity cannot be checked (``unusable`` says why).
+
+``RunIdentities`` applies this to every observation of a run (``ftrun.check.analyze``) and
+states the trace-wide conditions once (``notes``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+
+from ftrun.errors import BadInput
+from ftrun.schedule import Schedule
+
+if TYPE_CHECKING:  # observations of ``ftrun.check.analyze`` (no runtime import: no loop)
+    from ftrun.check.analyze import Obs, WorkerObs
 
 Numels = tuple[int, ...]
 
@@ -39,71 +61,159 @@ def numels_of(shapes: Optional[Sequence[Sequence[int]]]) -> Optional[Numels]:
 
 
 @dataclass(frozen=True)
+class Signature:
+    """``kind``: "send" (entries = allreduces) or "restore" (entries = parameters)."""
+
+    kind: str
+    count: int
+    sizes: Optional[Numels] = None  # sorted element counts; None without tensor sizes
+    itemsize: Optional[int] = None  # bytes per element, when the collectives say
+
+    def key(self, with_sizes: bool) -> tuple:
+        return (self.count, self.sizes if with_sizes else None)
+
+    def describe(self) -> str:
+        what = "allreduce" if self.kind == "send" else "restored parameter"
+        n = f"{self.count} {what}{'s' if self.count != 1 else ''}"
+        return n if self.sizes is None else f"{n} of {_short(self.sizes)} elements"
+
+
+def send_signature(allreduce_shapes: Sequence[Optional[Sequence[Sequence[int]]]], itemsizes: Iterable[Optional[int]] = ()) -> Signature:
+    """One entry per ``manager.allreduce``: its tensors' shapes (None when the trace has none)."""
+    sizes: Optional[list[int]] = []
+    for shapes in allreduce_shapes:
+        if not shapes or sizes is None:
+            sizes = None
+            continue
+        sizes.append(sum(numels_of(shapes) or ()))
+    known = {i for i in itemsizes if i}
+    return Signature("send", len(allreduce_shapes), tuple(sorted(sizes)) if sizes else None, known.pop() if len(known) == 1 else None)
+
+
+def restore_signature(copies: int, shapes: Optional[Sequence[Sequence[int]]]) -> Optional[Signature]:
+    """None when ``restore_parameters`` was not captured (no copies)."""
+    n = numels_of(shapes)
+    if not copies and not n:
+        return None
+    count = max(copies, len(n or ()))
+    return Signature("restore", count, tuple(sorted(n)) if n and len(n) == count else None)
+
+
+def trace_key(sigs: Iterable[Signature]) -> bool:
+    """Compare with sizes only when every signature has them."""
+    sigs = list(sigs)
+    return bool(sigs) and all(s.sizes is not None for s in sigs)
+
+
+@dataclass(frozen=True)
 class Identity:
-    fragment: Optional[int]
+    fragment: Optional[int]  # None: not identified (no evidence, ambiguous, or no match)
     candidates: tuple[int, ...]
-    evidence: str  # "send sizes", "restore sizes", "paired send", "none"
+    evidence: str  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     ambiguous: bool = False
-    note: Optional[str] = None
+    problem: Optional[str] = None  # the evidence contradicts every fragment: the event fails
+
+    @property
+    def checked(self) -> bool:
+        return self.fragment is not None
 
 
-NO_EVIDENCE = Identity(None, (), "none", note="no tensor sizes in trace (record_shapes off?)")
+NO_EVIDENCE = Identity(None, (), "none")
 
 
-def identify(candidates: Iterable[int], evidence: str, numels: Numels, expected: Optional[int]) -> Identity:
-    c = tuple(sorted(set(candidates)))
-    if not c:
-        return Identity(None, (), evidence, note=f"sizes {list(numels)} match no fragment")
-    if len(c) == 1:
-        return Identity(c[0], c, evidence)
-    frag = expected if expected in c else c[0]
-    return Identity(frag, c, evidence, ambiguous=True, note=f"ambiguous: sizes fit fragments {list(c)}")
+def evidence_name(sig: Signature, with_sizes: bool) -> str:
+    return f"{sig.kind} {'sizes' if with_sizes and sig.sizes is not None else 'count'}"
 
 
-class ManifestMatcher:
-    """Candidates from the manifest's ``fragments[i].params[j].numel`` (see module docstring)."""
+def _short(sizes: Sequence[int], most: int = 6) -> str:
+    s = list(sizes)
+    return "[" + ", ".join(map(str, s[:most])) + (f", … {len(s) - most} more" if len(s) > most else "") + "]"
+
+
+@dataclass(frozen=True)
+class _Frag:
+    id: int
+    sizes: Numels  # sorted parameter numels
+    total: int
+    itemsize: Optional[int]
+
+
+class ManifestIdentifier:
+    """Identity from the manifest's ``fragments[i].params[j].numel`` (see module docstring)."""
 
     def __init__(self, fragments: list[dict[str, Any]]) -> None:
-        self.frags: list[tuple[int, Counter, int, int]] = []
+        self.frags: list[_Frag] = []
         for i, f in enumerate(fragments):
-            nums = [int(p["numel"]) for p in f.get("params", [])]
+            nums = tuple(sorted(int(p["numel"]) for p in f.get("params", [])))
             total = int(f.get("numel", sum(nums)))
-            self.frags.append((int(f.get("id", i)), Counter(nums), total, len(nums)))
+            b = f.get("bytes")
+            item = int(b) // total if isinstance(b, int) and total and b % total == 0 else None
+            self.frags.append(_Frag(int(f.get("id", i)), nums, total, item))
 
-    def candidates(self, numels: Numels) -> tuple[int, ...]:
-        have, total = Counter(numels), sum(numels)
-        exact = tuple(fid for fid, nums, _, _ in self.frags if nums == have)
-        if exact:
+    def candidates(self, sig: Signature, with_sizes: bool = True) -> tuple[int, ...]:
+        """Per-parameter matches; for a send without one, bucketized matches."""
+        frags = [f for f in self.frags if not (sig.itemsize and f.itemsize and sig.itemsize != f.itemsize)]
+        if not with_sizes or sig.sizes is None:
+            return tuple(f.id for f in frags if sig.count == len(f.sizes))
+        exact = tuple(f.id for f in frags if sig.sizes == f.sizes)
+        if exact or sig.kind != "send":
             return exact
-        return tuple(fid for fid, _, t, n in self.frags if t == total and len(numels) <= n)
+        return tuple(f.id for f in frags if _buckets(sig.sizes, f.total))
+
+    def identify(self, sig: Optional[Signature], with_sizes: bool = True) -> Identity:
+        if sig is None:
+            return NO_EVIDENCE
+        ev = evidence_name(sig, with_sizes)
+        c = self.candidates(sig, with_sizes)
+        if len(c) == 1:
+            return Identity(c[0], c, ev)
+        if c:
+            return Identity(None, c, ev, ambiguous=True)
+        return Identity(None, (), ev, problem=f"{sig.describe()} match no manifest fragment ({self.describe()})")
+
+    def describe(self) -> str:
+        return "; ".join(f"fragment {f.id}: {len(f.sizes)} parameters of {_short(f.sizes)}" for f in self.frags)
 
 
-class GroupingMatcher:
-    """Consistent numbering of size signatures across sends (see module docstring).
+def _buckets(sizes: Numels, total: int) -> bool:
+    """torchft's bucketization: equal chunks of the flattened fragment, the last one smaller."""
+    return sum(sizes) == total and all(s == sizes[-1] for s in sizes[1:])
 
-    ``learn`` every observation (sends first, in step order) with the fragment expected there,
-    then ``finish``. Signatures take ids by majority of their expected fragments (ties: first
-    seen, so the first observed send anchors the numbering); one mutated send can then not
-    relabel everything else. Signatures left over take the free ids in rotation order.
+
+class ClusterIdentifier:
+    """Classes of equal signatures, labelled once for the whole trace set (module docstring).
+
+    ``learn_send(sig)`` every send in (step, worker) order and ``learn_restore(sig,
+    paired_send_sig)`` every sync (classes are then known: ``same_class``, ``class_of``); then
+    ``vote(sig, expected)`` each matched send and ``finish(needed)`` with the number of distinct
+    fragments the captured sends were expected to carry.
     """
 
-    def __init__(self, fragments: int) -> None:
+    def __init__(self, fragments: int, with_sizes: bool) -> None:
         self.f = fragments
-        self.order: list[int] = []
-        self.votes: dict[int, Counter] = {}
-        self.ids: dict[int, Optional[int]] = {}
-        self._shared = False
+        self.with_sizes = with_sizes
+        self.order: list[tuple] = []
+        self.votes: dict[tuple, Counter] = {}
+        self.restore_votes: dict[tuple, Counter] = {}
+        self.ids: dict[tuple, Optional[int]] = {}
+        self.unusable: Optional[str] = None
 
-    def learn(self, numels: Numels, expected: Optional[int]) -> None:
-        key = sum(numels)
-        if key not in self.votes:
-            self.order.append(key)
-            self.votes[key] = Counter()
-        if expected is not None:
-            self.votes[key][expected] += 1
+    def learn_send(self, sig: Signature) -> None:
+        k = sig.key(self.with_sizes)
+        if k not in self.votes:
+            self.order.append(k)
+            self.votes[k] = Counter()
 
-    def finish(self, expected_distinct: int) -> None:
-        """Fix the ids. Fewer signatures than distinct expected fragments = shared (ambiguous)."""
+    def vote(self, sig: Signature, expected: Optional[int]) -> None:
+        k = sig.key(self.with_sizes)
+        if expected is not None and k in self.votes:
+            self.votes[k][expected] += 1
+
+    def learn_restore(self, sig: Signature, paired: Optional[Signature]) -> None:
+        if paired is not None:
+            self.restore_votes.setdefault(sig.key(self.with_sizes), Counter())[paired.key(self.with_sizes)] += 1
+
+    def finish(self, needed: int) -> None:
         pos = {k: i for i, k in enumerate(self.order)}
         used: set[int] = set()
         for _, _, k, f in sorted((-n, pos[k], k, f) for k in self.order for f, n in self.votes[k].items()):
@@ -114,18 +224,158 @@ class GroupingMatcher:
         for k in self.order:
             if k in self.ids:
                 continue
-            free = [(anchor + pos[k] + j) % self.f for j in range(self.f)]
-            fid = next((f for f in free if f not in used), None)
+            fid = next((g for g in ((anchor + pos[k] + j) % self.f for j in range(self.f)) if g not in used), None)
             self.ids[k] = fid
             if fid is not None:
                 used.add(fid)
-        self._shared = len(used) < min(self.f, expected_distinct)
+        if len(self.order) < min(self.f, needed):
+            what = "allreduce count" if not self.with_sizes else "allreduce sizes"
+            same = "number of parameters (no tensor sizes in the trace)" if not self.with_sizes else "tensor sizes"
+            self.unusable = (
+                f"fragment identity cannot be checked from this trace: {len(self.order)} distinct {what} "
+                f"signature(s) for the {min(self.f, needed)} fragments expected in the captured steps (the fragments "
+                f"have the same {same}, or fewer fragments were sent: failed commits)"
+            )
 
-    def candidates(self, numels: Numels) -> tuple[int, ...]:
-        fid = self.ids.get(sum(numels))
+    def class_of(self, sig: Optional[Signature]) -> Optional[tuple]:
+        return self._class(sig) if sig is not None else None
+
+    def _class(self, sig: Signature) -> Optional[tuple]:
+        k = sig.key(self.with_sizes)
+        if sig.kind == "send" or k in self.votes:
+            return k if k in self.votes else None
+        votes = self.restore_votes.get(k)
+        return votes.most_common(1)[0][0] if votes else None
+
+    def identify(self, sig: Optional[Signature]) -> Identity:
+        if sig is None:
+            return NO_EVIDENCE
+        ev = evidence_name(sig, self.with_sizes)
+        if self.unusable:
+            return Identity(None, (), ev, ambiguous=True)
+        k = self._class(sig)
+        if k is None:
+            return NO_EVIDENCE if sig.kind == "restore" else Identity(None, (), ev, problem=f"{sig.describe()}: no send class")
+        fid = self.ids.get(k)
         if fid is None:
-            return ()
-        claimed = {i for i in self.ids.values() if i is not None}
-        if self._shared:
-            return (fid, *sorted(set(range(self.f)) - claimed))
-        return (fid,)
+            return Identity(None, (), ev, problem=f"{sig.describe()}: more distinct signatures ({len(self.order)}) than fragments ({self.f})")
+        return Identity(fid, (fid,), ev)
+
+    def same_class(self, a: Optional[Signature], b: Optional[Signature]) -> Optional[bool]:
+        """Do two signatures belong to one class? None when either has no class."""
+        ka = self._class(a) if a is not None else None
+        kb = self._class(b) if b is not None else None
+        return None if ka is None or kb is None else ka == kb
+
+
+class RunIdentities:
+    """Trace -> signature -> identity for every observation of the run (``ftrun.check.evidence``).
+
+    ``cls(o)``: a label-free class of what an observation moved (manifest fragment, or signature
+    class without a manifest) — enough to see a fragment sent again. ``label(wobs)`` then fixes
+    every observation's ``identity`` (needs the matched expectations, without a manifest).
+    """
+
+    def __init__(self, manifest: Optional[dict], wobs: list["WorkerObs"], schedule: Schedule) -> None:
+        self.schedule = schedule
+        sends = [o.sig for wo in wobs for o in wo.obs if o.kind == "send" and o.sig is not None]
+        self.with_sizes = trace_key(sends)
+        frags = manifest.get("fragments") if manifest is not None else None
+        self.manifest: Optional[ManifestIdentifier] = None
+        self.cluster: Optional[ClusterIdentifier] = None
+        if isinstance(frags, list) and frags:
+            try:
+                self.manifest = ManifestIdentifier(frags)
+            except (KeyError, TypeError, ValueError):
+                raise BadInput("manifest.json: fragments need params with integer numel") from None
+            return
+        self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)
+        order = sorted(
+            ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o) for wi, wo in enumerate(wobs) for o in wo.obs),
+            key=lambda x: x[:4],
+        )
+        for *_, o in order:
+            if o.kind == "send" and o.sig is not None:
+                self.cluster.learn_send(o.sig)
+        for *_, o in order:
+            if o.kind == "sync" and o.sig is not None:
+                self.cluster.learn_restore(o.sig, o.paired.sig if o.paired is not None else None)
+
+    def _identity(self, o: "Obs") -> Identity:
+        if self.manifest is not None:
+            return self.manifest.identify(o.sig)
+        return self.cluster.identify(o.sig)
+
+    @property
+    def distinct(self) -> bool:
+        """Can the classes tell every fragment apart? (Else a repeated class is no evidence of a retry.)"""
+        return self.manifest is not None or len(self.cluster.order) >= self.schedule.fragments
+
+    def cls(self, o: Optional["Obs"]):
+        if o is None or o.sig is None:
+            return None
+        if self.manifest is not None:
+            return self._identity(o).fragment
+        return self.cluster.class_of(o.sig)
+
+    def label(self, wobs: list["WorkerObs"]) -> None:
+        if self.cluster is not None:
+            needed: set[int] = set()
+            for wo in wobs:
+                # only the first captured run of steps: later ones depend on commits nobody saw
+                lo, hi = min(wo.ranges) if wo.ranges else (0, -1)
+                for e, o in wo.matches:
+                    if e is not None and o is not None and o.kind == "send" and o.sig is not None and lo <= (o.step or -1) <= hi:
+                        self.cluster.vote(o.sig, e.fragment)
+                        needed.add(e.fragment)
+            self.cluster.finish(len(needed))
+        for wo in wobs:
+            for o in wo.obs:
+                if o.kind == "send":
+                    o.identity = self._identity(o)
+            for o in wo.obs:
+                if o.kind != "sync":
+                    continue
+                o.identity = self._identity(o)
+                if o.identity.evidence == "none" and o.paired is not None and o.paired.identity.evidence != "none":
+                    i = o.paired.identity
+                    o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.problem)
+
+    def notes(self, wobs: list["WorkerObs"]) -> list[str]:
+        """Trace-wide conditions, each said once."""
+        out = []
+        obs = [o for wo in wobs for o in wo.obs]
+        sends = [o for o in obs if o.kind == "send"]
+        if sends and not self.with_sizes:
+            restored = any(o.sig is not None and o.sig.sizes is not None for o in obs if o.kind == "sync")
+            if restored:
+                out.append(
+                    "allreduces run in another process (no c10d::allreduce_ under torchft::manager::allreduce, as with "
+                    "torchft's Baby process groups): sends told apart by their number of allreduces"
+                )
+            else:
+                out.append("no tensor sizes in the trace (record_shapes off): sends told apart by their number of allreduces")
+        traces = {id(o.trace): o.trace for o in sends}
+        bare = [t for t in traces.values() if not t.collectives]
+        if bare:
+            out.append(
+                f"no collective spans in {len(bare)} of {len(traces)} trace file(s) with sends: "
+                "hidden and send→done times are not measured there"
+            )
+        if self.cluster is not None:
+            if self.cluster.unusable:
+                out.append(self.cluster.unusable)
+            else:
+                out.append(
+                    "no manifest: fragment ids are classes of equal signatures, labelled once for every file and "
+                    "replica, anchored on the expected schedule"
+                )
+        amb = sorted({o.identity.candidates for o in obs if o.identity.ambiguous and o.identity.candidates})
+        for c in amb:
+            sig = next(o.sig for o in obs if o.identity.candidates == c and o.identity.ambiguous)
+            frs = ", ".join(map(str, c[:-1])) + f" and {c[-1]}"
+            out.append(
+                f"ambiguous: fragments {frs} have the same signature ({sig.describe()}): "
+                "their events are not checked for fragment identity"
+            )
+        return out

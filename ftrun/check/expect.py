@@ -1,16 +1,14 @@
-"""What the traces should show: the schedule (manifest or flags) and commit failures (event logs).
+"""What the traces should show: the schedule (manifest or flags).
 
 The expected events are ``ftrun.schedule.Schedule.events`` — never re-derived here — limited
-to the steps each trace file captured.
+to the steps each trace file captured; commit failures (``ftrun.check.commits``) shift them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 from ftrun.errors import BadInput
-from ftrun.events import read_events
 from ftrun.schedule import Schedule, ScheduleError
 from ftrun.trace.discover import Inputs
 
@@ -41,13 +39,3 @@ def schedule_for(
         return Schedule(values["fragments"], values["sync_every"], values["fragment_sync_delay"])
     except ScheduleError as e:
         raise BadInput(f"schedule {e}") from None
-
-
-def failed_cycles(schedule: Schedule, logs: list[Path]) -> list[int]:
-    """Cycles whose commit failed: event-log lines with ``commit: false`` at a sync step."""
-    out: set[int] = set()
-    for path in logs:
-        for rec in read_events(path, strict=True):
-            if rec.get("commit") is False and isinstance(rec.get("step"), int):
-                out.add(schedule.cycle_of(rec["step"]))
-    return sorted(out)

@@ -25,7 +25,8 @@ class EventResult:
     ok: bool
     problem: Optional[str] = None  # what is wrong, one phrase; None when ok
     notes: list[str] = field(default_factory=list)  # e.g. "send not captured", "ambiguous ..."
-    evidence: str = "none"  # "send sizes" | "restore sizes" | "paired send" | "none"
+    evidence: str = "none"  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
+    fragment_checked: bool = False  # the observed fragment was identified from evidence (not ambiguous, not absent)
     fragment_candidates: Optional[list[int]] = None
     manager_step: Optional[int] = None
     cycle: Optional[int] = None
@@ -96,6 +97,8 @@ class Report:
     agreement: Optional[dict[str, Any]] = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
     run_problems: list[str] = field(default_factory=list)
+    # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
+    failed_commits: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

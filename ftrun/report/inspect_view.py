@@ -1,8 +1,10 @@
 """Rich rendering of an ``ftrun.check.model.Report``: one table per worker, then one summary line.
 
-"step" and "fragment" show the expected value, or ``expected→observed`` when they differ. Cells
-are short (a failing row says FAIL); each row's problem and notes are printed under its table,
-so a table fits 80 columns. Printed through ``ftrun.console``: report text is never markup.
+"step" and "fragment" show the expected value, or ``expected→observed`` when they differ; a
+fragment not identified from evidence shows as ``?``. Cells are short (a failing row says FAIL);
+each row's problem and notes are printed under its table, so a table fits 80 columns.
+Trace-wide notes come once, under the schedule line; failed commits are counted per worker
+(table caption) and per replica (summary). Printed through ``ftrun.console``: never markup.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def _v(x: Optional[int]) -> str:
     return "-" if x is None else str(x)
 
 
-def _pair(exp: Optional[int], obs: Optional[int]) -> str:
+def _pair(exp: Optional[int], obs) -> str:
     if exp == obs:
         return _v(exp)
     return f"{_v(exp)}→{_v(obs)}"
@@ -37,7 +39,7 @@ def _pair(exp: Optional[int], obs: Optional[int]) -> str:
 _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
     ("step", "step", lambda e: _pair(e.expected_step, e.observed_step)),
     ("kind", "kind", lambda e: e.kind),
-    ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment)),
+    ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?")),
     ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
     ("exposed ms", "exposed\nms", lambda e: _ms(e.exposed_comm_ms)),
     ("hidden ms", "hidden\nms", lambda e: _ms(e.hidden_comm_ms)),
@@ -81,12 +83,17 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         f"schedule F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']} (w={s['window']}), "
         f"{report.mode}, step numbering {report.step_numbering['used']}"
     )
+    for n in report.notes:
+        con.print(styled(f"note: {n}", "dim"))
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
         mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
         t = _table(f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
-        if w.failed_cycles:
-            t.caption = f"commit failed in cycles {w.failed_cycles}"
+        failed = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
+        if failed:
+            src = sorted({c["source"] for c in failed})
+            t.caption = f"{len(failed)} commit(s) failed, at sync steps {[c['sync_step'] for c in failed]} ({', '.join(src)})"
+            t.caption_justify = "left"
         con.print(t)
         for e in mine:
             remark = _remark(e)
@@ -102,11 +109,19 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
     for p in report.run_problems:
         con.print(line(("run:", "red"), f" {p}"))
-    for n in report.notes:
-        con.print(styled(f"note: {n}", "dim"))
     bad = report.problems()
     n = len(report.events)
+    tail = ""
+    unchecked = sum(1 for e in report.events if e.observed_step is not None and not e.fragment_checked)
+    if unchecked:
+        tail += f"; fragment not checked for {unchecked} (see note)"
+    per: dict[int, set] = {}
+    for c in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
+        per.setdefault(c["replica"], set()).add(c["sync_step"])
+    per = {r: len(s) for r, s in per.items()}
+    if per:
+        tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
-        con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected"))
+        con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}"))
     else:
-        con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events; first: {bad[0] if bad else '?'}"))
+        con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}"))

@@ -46,7 +46,7 @@ _enc = msgspec.json.Encoder()
 
 
 def verdict_name(e: EventResult) -> str:
-    frag = e.fragment if e.fragment is not None else e.expected_fragment
+    frag = e.fragment if e.observed_step is not None else e.expected_fragment  # observed: "?" when not identified
     head = f"{e.kind} frag {'?' if frag is None else frag}"
     if e.ok:
         return f"{head} ok"

@@ -97,6 +97,10 @@ class Sync:
     should_commit: Optional[Span]
     restore_shapes: Optional[tuple[Shape, ...]]
     commit_syncs: tuple[Span, ...] = ()  # should_commit's stream synchronizes (nested, by prefix)
+    restore_copies: int = 0  # aten::copy_ calls in restore_parameters (one per parameter), shapes or not
+    # torchft runs the outer step and save_parameters only when should_commit returned True:
+    # True = save_parameters after should_commit, False = should_commit without it, None = no should_commit span
+    committed: Optional[bool] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,10 +242,17 @@ def _filter(labels: LabelSet, names: set[str]):
     return _FILTERS[key]
 
 
+def _committed(commits: list[TraceEvent], saves: list[TraceEvent]) -> Optional[bool]:
+    if not commits:
+        return None
+    end = commits[0].ts + commits[0].dur
+    return any(s.ts >= end for s in saves)
+
+
 def _wanted(labels: LabelSet) -> set[str]:
     return {
         labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
-        labels.restore_parameters, labels.should_commit, COPY,
+        labels.restore_parameters, labels.should_commit, labels.save_parameters, COPY,
         *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce,
         *labels.cuda_stream_wait,
     }
@@ -342,15 +353,18 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     commit_index = _Index(by_name[labels.should_commit])
     child_index = _Index(commit_children)
     copy_index = _Index(by_name[COPY])
+    save_index = _Index(by_name[labels.save_parameters])
     syncs: list[Sync] = []
     for pf in sorted(by_name[labels.perform_sync], key=lambda e: e.ts):
         waits = wait_index.inside(pf)
         restores = restore_index.inside(pf)
         commits = commit_index.inside(pf)
         restore_shapes = None
+        restore_copies = 0
         if restores:
             shapes = []
             for c in copy_index.inside(restores[0]):
+                restore_copies += 1
                 s = _first_shape(raw_json(args_of(c).input_dims))
                 if s is not None:
                     shapes.append(s)
@@ -364,6 +378,8 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
                 _span(commits[0]) if commits else None,
                 restore_shapes,
                 commit_syncs,
+                restore_copies,
+                _committed(commits, save_index.inside(pf)),
             )
         )
 

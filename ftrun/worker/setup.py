@@ -130,6 +130,10 @@ def make_process_group(backend: str, timeout: timedelta, link: dict | None):
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
         pg = torchft.ProcessGroupBabyNCCL(timeout=timeout)
+    elif backend == "baby-gloo":  # collectives in a subprocess; torchft 0.2.0 fails its commits (torchft-notes)
+        from torchft.process_group import ProcessGroupBabyGloo
+
+        pg = ProcessGroupBabyGloo(timeout=timeout)
     else:
         pg = torchft.ProcessGroupGloo(timeout=timeout)
     if link:

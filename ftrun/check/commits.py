@@ -1,0 +1,102 @@
+"""Failed commits: read from the event logs, or inferred from the trace. Torch-free.
+
+When ``should_commit`` returns False, torchft does not advance the manager step, so the next
+cycle sends the same fragment again (``ftrun.schedule``). Hence, on one worker:
+
+* event log: a record with ``commit: false`` is a failed commit at its step (``synced`` = fragment);
+* inferred from the trace, per sync, first of:
+
+  1. the sync itself: torchft runs the outer step and ``save_parameters`` inside
+     ``perform_sync`` only when ``should_commit`` returned True, so a captured ``should_commit``
+     with no ``save_parameters`` after it is a failed commit, and one with it is not;
+  2. the rotation: a sync of fragment class X followed by a send of class X — the next send on
+     the same worker, at most one window w later — instead of the next fragment. The sync's
+     class is its paired send's (it waits for that send's allreduces); when the sync's own
+     restore evidence names another class, the two disagree and nothing is inferred (a fragment
+     mismatch, reported elsewhere). Needs F >= 2 and classes that tell every fragment apart.
+
+A healthy run does not fail commits: ``unexplained`` lists those no fired fault accounts for (a
+fault fired at step f explains failures at sync steps from f up to H steps after the faulted
+replica rejoined, or to the end when it never did).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Optional, Sequence
+
+from ftrun.check.faults import Faults
+from ftrun.schedule import Schedule
+
+
+@dataclass
+class FailedCommit:
+    replica: int
+    rank: int
+    sync_step: int
+    fragment: Optional[int]
+    source: str  # "event_log" | "inferred"
+    evidence: str = "commit: false"  # what showed it (NO_OUTER_STEP, SENT_AGAIN for inferred ones)
+    explained: bool = False  # by an injected fault
+
+    def to_json(self) -> dict:
+        return {"replica": self.replica, "rank": self.rank, "sync_step": self.sync_step, "fragment": self.fragment,
+                "source": self.source, "evidence": self.evidence, "explained_by_fault": self.explained}
+
+
+NO_OUTER_STEP = "no outer step after should_commit"
+SENT_AGAIN = "the same fragment was sent again"
+
+
+def from_logs(logs: dict[tuple[int, int], list[dict]]) -> list[FailedCommit]:
+    """``logs``: (replica, rank) -> event-log records. One entry per ``commit: false`` record."""
+    out = []
+    for (replica, rank), recs in sorted(logs.items()):
+        for rec in recs:
+            if rec.get("commit") is False and isinstance(rec.get("step"), int):
+                frag = rec.get("synced") if isinstance(rec.get("synced"), int) else None
+                out.append(FailedCommit(replica, rank, rec["step"], frag, "event_log"))
+    return out
+
+
+@dataclass(frozen=True)
+class SyncSeen:
+    """One observed sync: its step, the class of the send it waited for and of its own restore
+    (None = no evidence), and the class of the next send on the worker (None = none captured)."""
+
+    step: int
+    paired: Optional[Hashable]
+    restored: Optional[Hashable]
+    next_send: Optional[Hashable]
+    next_send_step: Optional[int]
+    committed: Optional[bool] = None  # from the sync's own spans (``ftrun.trace.spans.Sync.committed``)
+
+
+def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool = True) -> list[tuple[int, str]]:
+    """(sync step, evidence) of each commit that failed, by the rules in the module docstring."""
+    rotation = schedule.fragments >= 2 and classes_distinct
+    out = []
+    for s in syncs:
+        if s.committed is not None:
+            if not s.committed:
+                out.append((s.step, NO_OUTER_STEP))
+            continue
+        if not rotation:
+            continue
+        cls = s.paired if s.paired is not None else s.restored
+        if cls is None or s.next_send is None or s.next_send_step is None:
+            continue
+        if s.paired is not None and s.restored is not None and s.paired != s.restored:
+            continue
+        if 0 <= s.next_send_step - s.step <= schedule.window and s.next_send == cls:
+            out.append((s.step, SENT_AGAIN))
+    return out
+
+
+def explain(commits: list[FailedCommit], faults: Faults, schedule: Schedule) -> None:
+    """Mark the failed commits a fired fault accounts for (module docstring)."""
+    for c in commits:
+        for m in faults.marks:
+            until = (m.rejoined_step + schedule.sync_every) if m.rejoined_step is not None else None
+            if m.step <= c.sync_step and (until is None or c.sync_step <= until):
+                c.explained = True
