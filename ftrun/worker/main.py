@@ -47,6 +47,10 @@ def main(spec_path: str) -> int:
     training = build_training(cfg, env, device)
     heal = HealState(training)
     manager = make_manager(spec, env, backend, heal)
+    if spec.get("link"):
+        from ftrun.worker.link import hold_control
+
+        hold_control(manager, spec["link"]["latency_s"])
     probe = QuorumProbe(manager)
     where = Whereabouts(run_dir, env.replica, enabled=env.rank == 0)
     manager.start_quorum = where.around("quorum", manager.start_quorum)
