@@ -36,7 +36,7 @@ from ftrun.errors import BadInput
 from ftrun.schedule import Event, Schedule
 from ftrun.trace.discover import discover
 from ftrun.trace.load import load_trace
-from ftrun.trace.spans import Send, Sync, TraceSpans, extract
+from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract
 
 NUMBERINGS = {"top": 0, "end": 1}
 
@@ -57,6 +57,7 @@ class Obs:
     paired: Optional["Obs"] = None  # syncs: the send they wait for
     numels: Optional[tuple[int, ...]] = None
     serial: Optional[int] = None  # sends: collectives serialized behind a wait
+    quorum: Optional[Span] = None  # sends: the quorum wait before it (control plane)
     identity: Identity = NO_EVIDENCE
 
 
@@ -114,7 +115,8 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
             st, ms = steps.at(send.span.ts)
             shapes = [s for a in send.allreduces if a.shapes for s in a.shapes]
             serial = commmod.serialized(sc, t.collectives, waits, step_of)
-            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes), serial=serial))
+            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, numels=numels_of(shapes), serial=serial,
+                           quorum=commmod.quorum_before(send, t.quorums, step_of)))
         for sync in t.syncs:
             st, ms = steps.at(sync.span.ts)
             obs.append(Obs("sync", sync.span.ts, st, ms, t, sync=sync, numels=numels_of(sync.restore_shapes)))
@@ -128,7 +130,7 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         if p is not None and o.step is not None and p.step is not None and not (0 <= o.step - p.step < schedule.window):
             p = None
         o.paired, pending = p, None
-        o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None)
+        o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None, p.quorum if p else None)
     last = max((hi for _, hi in ranges), default=0)
     expected = [
         e for e in schedule.events(last, failed_cycles=failed)
@@ -258,6 +260,7 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
             r.exposed_comm_ms, r.hidden_comm_ms = _r(t.exposed_ms), _r(t.hidden_ms)
             r.send_to_done_ms, r.comm_union_ms = _r(t.send_to_done_ms), _r(t.comm_union_ms)
             r.should_commit_ms = _r(t.should_commit_ms)
+            r.exposed_data_ms, r.exposed_control_ms, r.quorum_ms = _r(t.exposed_data_ms), _r(t.exposed_control_ms), _r(t.quorum_ms)
             r.serialized_collectives = t.serialized_collectives
             r.serialized = bool(t.serialized_collectives) if t.serialized_collectives is not None else None
             r.send_captured = o.paired is not None
@@ -359,6 +362,8 @@ def _totals(results: list[EventResult]) -> dict:
         "hidden_comm_ms": s("hidden_comm_ms"),
         "send_to_done_ms": s("send_to_done_ms"),
         "should_commit_ms": s("should_commit_ms"),
+        "exposed_data_ms": s("exposed_data_ms"),
+        "exposed_control_ms": s("exposed_control_ms"),
         "bytes": sum(r.bytes or 0 for r in results),
         "serialized_syncs": sum(bool(r.serialized) for r in syncs),
     }

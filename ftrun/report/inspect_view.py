@@ -38,10 +38,10 @@ def _row(e: EventResult) -> list[str]:
         e.kind,
         _pair(e.expected_fragment, e.fragment),
         verdict,
-        _ms(e.exposed_comm_ms),
+        _ms(e.exposed_data_ms),
+        _ms(e.exposed_control_ms),
         _ms(e.hidden_comm_ms),
         _ms(e.send_to_done_ms),
-        _ms(e.should_commit_ms),
         "; ".join(notes),
     ]
 
@@ -63,7 +63,7 @@ def render(report: Report, console: Optional[Console] = None) -> None:
             title=f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))",
             title_justify="left",
         )
-        for col in ("step", "kind", "fragment", "verdict", "exposed ms", "hidden ms", "send→done ms", "commit ms"):
+        for col in ("step", "kind", "fragment", "verdict", "exposed data ms", "exposed ctrl ms", "hidden ms", "send→done ms"):
             t.add_column(col, overflow="fold", no_wrap=col != "verdict")
         t.add_column("notes", overflow="fold", ratio=1)
         for e in report.events:

@@ -14,6 +14,8 @@ Label meanings (spelled only in ``ftrun.labels``):
 * collective: backend spans (``gloo:all_reduce`` on Gloo threads, ``nccl:all_reduce``),
   NCCL all-reduce kernels (when a trace has them, they replace the CPU-side
   ``nccl:all_reduce`` launch spans), and ftrun's ``ftrun::link::hold`` (emulated slow link).
+* quorum wait: ``torchft::manager::wait_quorum`` (the training thread waiting for the quorum
+  that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short ones too).
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class TraceSpans:
     has_shapes: bool = False
     events: int = 0
     extra: dict = field(default_factory=dict)
+    quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
 
 
 def _thread(e: TraceEvent) -> Hashable:
@@ -189,7 +192,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
     wanted_names = {
         labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
-        labels.restore_parameters, labels.should_commit, COPY,
+        labels.restore_parameters, labels.should_commit, COPY, labels.wait_quorum,
         *labels.c10d_allreduce, *labels.backend_allreduce,
     }
     by_name: dict[str, list[TraceEvent]] = {n: [] for n in wanted_names}
@@ -296,4 +299,5 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         rank=di.rank if di is not None else None,
         has_shapes=has_shapes,
         events=len(trace.traceEvents),
+        quorums=sorted((_span(e) for e in by_name[labels.wait_quorum]), key=lambda s: s.ts),
     )

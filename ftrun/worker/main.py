@@ -56,6 +56,7 @@ def main(spec_path: str) -> int:
     manager.start_quorum = where.around("quorum", manager.start_quorum)
 
     recorder = StepRecorder(layout.event_log(run_dir, env.replica, env.rank))
+    recorder.attach_manager(manager)
     writer = None
     if env.rank == 0:
         from torch.utils.tensorboard import SummaryWriter
