@@ -8,9 +8,16 @@ Either way each run is checked with the very
 ``inspect-trace`` analysis (``ftrun.check.analyze.analyze``), and the report adds what the
 event logs measured over the whole run. Writes report.json, report.md and timeline.png.
 
-Metric definitions (per run):
-* ``exposed_comm_s``: sum over the run of each sync's blocking time (event log ``exposed_s``),
-  averaged over replicas (rank 0). ``per_sync_exposed_ms`` = that / syncs.
+Metric definitions (per run; event logs of rank 0 of each replica, averaged over replicas):
+* ``exposed_comm_s`` = ``exposed_data_s``: sum over the run of each sync's blocking time on its
+  fragment's collectives (event log ``exposed_s``). ``per_sync_exposed_ms`` = that / syncs.
+* ``exposed_control_s``: the control plane's blocking time: every ``start_quorum`` (the training
+  thread waits for the quorum torchft runs before each send) and ``should_commit`` (event log
+  ``quorum_s`` + ``commit_s``). ``per_sync_exposed_control_ms`` = that / syncs.
+* ``compute_utilisation``: compute time / loop wall time, where loop wall time = the sum of
+  the steps' times and compute time = that minus exposed data and control time.
+* ``median_step_s``: the median time of the steps with neither send nor sync (pure compute,
+  as the run really ran them), next to the link's ``calibrated_step_s``.
 * ``hidden_comm_share``: over the profiled syncs whose send was captured,
   sum(hidden) / sum(send->done), from the traces.
 * ``peak_sync_bytes``: the largest fragment payload sent in one sync (trace evidence, else the
@@ -33,7 +40,15 @@ from ftrun import layout
 from ftrun.config import PRESETS, RunConfig, build, load_toml
 from ftrun.errors import BadInput, RunFailed
 from ftrun.launch.progress import read_all
+from ftrun import linkcost
 from ftrun.link_spec import LinkSpec, parse_link
+
+SYNC_SHARE = 0.25  # default link: plain DiLoCo's sync costs this share of H steps of compute
+
+# Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
+FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
+           "per_sync_exposed_ms", "per_sync_exposed_control_ms", "hidden_comm_share", "compute_utilisation",
+           "median_step_s", "final_loss")
 
 
 def _is_run_dir(p: Path) -> bool:
@@ -94,16 +109,36 @@ def config_for(spec: str, flags: dict[str, Any]) -> RunConfig:
     return build(file_values=values, **flags)
 
 
+def link_for(step_s: float, model_bytes: int, replicas: int, sync_every: int) -> LinkSpec:
+    """The link on which plain DiLoCo's sync (quorum + full-model ring allreduce, ``ftrun.linkcost``)
+    costs about ``SYNC_SHARE`` of ``sync_every`` steps of ``step_s`` compute: the slow-link regime.
+
+    Latency: 10 ms, or less so that latency terms take at most a quarter of that budget.
+    """
+    budget = SYNC_SHARE * sync_every * step_s
+    lat = min(0.01, budget / (8 * max(replicas, 2)))
+    lat = float(f"{lat:.2g}")
+    bw = float(f"{linkcost.bandwidth_for(budget, model_bytes, max(replicas, 2), lat):.2g}")
+    return LinkSpec(bw, lat)
+
+
 def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
-    """A link on which plain DiLoCo's full-model sync takes about one measured step of compute."""
-    code = [sys.executable, "-m", "ftrun.worker.calibrate", json.dumps(cfg.resolved()), str(threads)]
-    out = subprocess.run(code, capture_output=True, text=True, timeout=300)
+    """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
+    ranks = cfg.replicas * cfg.nproc_per_replica
+    code = [sys.executable, "-m", "ftrun.worker.calibrate", json.dumps(cfg.resolved()), str(threads), str(ranks)]
+    out = subprocess.run(code, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RunFailed(f"calibration failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
     m = json.loads(out.stdout.strip().splitlines()[-1])
-    bw = m["model_bytes"] * 8 / m["step_s"]
-    bw = float(f"{bw:.2g}")
-    return LinkSpec(bw, 0.01), {"calibrated_step_s": round(m["step_s"], 4), "model_bytes": m["model_bytes"]}
+    spec = link_for(m["step_s"], m["model_bytes"], cfg.replicas, cfg.sync_every)
+    sync_s = spec.plain_sync_s(m["model_bytes"], max(cfg.replicas, 2))
+    return spec, {
+        "calibrated_step_s": round(m["step_s"], 5),
+        "calibration": f"{ranks} concurrent process(es) x {threads} thread(s), as the run's ranks",
+        "model_bytes": m["model_bytes"],
+        "plain_sync_s": round(sync_s, 4),
+        "plain_sync_share_of_h": round(sync_s / (cfg.sync_every * m["step_s"]), 3),
+    }
 
 
 def _mean(xs: list[float]) -> Optional[float]:
@@ -126,6 +161,9 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
             continue
         train_s = sum(x["step_time_s"] for x in recs)
         syncs = [x for x in recs if x.get("synced") is not None]
+        data_s = sum(x.get("exposed_s", 0.0) for x in syncs)
+        control_s = sum(x.get("quorum_s", 0.0) + x.get("commit_s", 0.0) for x in recs)
+        plain = sorted(x["step_time_s"] for x in recs if x.get("sent") is None and x.get("synced") is None and not x.get("quorums"))
         per_replica.append(
             {
                 "replica": r,
@@ -134,7 +172,10 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
                 "train_s": train_s,
                 "syncs": len(syncs),
                 "commits": sum(1 for x in syncs if x.get("commit")),
-                "exposed_comm_s": sum(x.get("exposed_s", 0.0) for x in syncs),
+                "exposed_comm_s": data_s,
+                "exposed_control_s": control_s,
+                "compute_utilisation": (train_s - data_s - control_s) / train_s if train_s else None,
+                "median_step_s": plain[len(plain) // 2] if plain else None,
                 "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in recs if x.get("sent") is not None),
                 "losses": {x["step"]: x["loss"] for x in recs},
             }
@@ -153,6 +194,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     sps = _mean([p["steps_per_s"] for p in per_replica])
     syncs = _mean([p["syncs"] for p in per_replica]) or 0
     exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
+    control = _mean([p["exposed_control_s"] for p in per_replica]) or 0.0
     return {
         "name": name,
         "run_dir": str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
@@ -168,7 +210,12 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "syncs": syncs,
         "commits": _mean([p["commits"] for p in per_replica]),
         "exposed_comm_s": exposed,
+        "exposed_data_s": exposed,
+        "exposed_control_s": control,
         "per_sync_exposed_ms": exposed / syncs * 1e3 if syncs else None,
+        "per_sync_exposed_control_ms": control / syncs * 1e3 if syncs else None,
+        "compute_utilisation": _mean([p["compute_utilisation"] for p in per_replica]),
+        "median_step_s": _mean([p["median_step_s"] for p in per_replica]),
         "profiled_syncs": len(sync_events),
         "profiled_comm_ms": comm,
         "profiled_hidden_ms": hidden,

@@ -61,7 +61,7 @@ def main(spec_path: str) -> int:
     if env.rank == 0:
         from torch.utils.tensorboard import SummaryWriter
 
-        writer = SummaryWriter(str(run_dir / layout.TB / f"replica{env.replica}"))
+        writer = SummaryWriter(str(run_dir / layout.TB / f"replica{env.replica}"), max_queue=100)
     # a restarted group is not profiled: its step numbers are known only once it has rejoined
     window = tuple(spec["profile_window"]) if spec.get("profile_window") and not env.restart else None
     traces: list[str] = []
@@ -113,6 +113,7 @@ class StepLoop:
         self.t, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
         self.sleep_s = cfg.get("step_sleep_ms", 0.0) / 1e3
+        self._tb_last: dict = {}
 
     def run(self, prof) -> None:
         from torch.profiler import record_function
@@ -183,11 +184,14 @@ class StepLoop:
             quorum_id=getattr(m, "_quorum_id", None), loss=loss, step_time_s=dt, restart=self.env.restart, **extra,
         )
         if self.writer is not None and step is not None:
+            # loss and step time every step; manager step and participants when they change
+            # (TensorBoard joins the points), which halves the per-step cost of the scalars
             self.writer.add_scalar("loss", loss, step)
             self.writer.add_scalar("step_time_s", dt, step)
-            self.writer.add_scalar("manager_step", m.current_step(), step)
-            if participants is not None:
-                self.writer.add_scalar("participants", participants, step)
+            for key, value in (("manager_step", m.current_step()), ("participants", participants)):
+                if value is not None and self._tb_last.get(key) != value:
+                    self.writer.add_scalar(key, value, step)
+                    self._tb_last[key] = value
 
 
 if __name__ == "__main__":
