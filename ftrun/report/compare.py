@@ -249,25 +249,77 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     }
 
 
+def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
+    """The trainings of ``--repeat N``, in order: (config index, run name). The order alternates
+    (A then B, B then A, ...) so that drift in the machine's load does not favour one side."""
+    plan = []
+    for i in range(repeat):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            plan.append((k, names[k] if repeat == 1 else f"{names[k]}-{i + 1}"))
+    return plan
+
+
+def aggregate(reps: list[dict]) -> dict:
+    """One run's figures over its repeats: median per figure (``FIGURES``), ``spread`` = [min, max].
+
+    The first repeat gives every other field; the verdict passes only if every repeat passed.
+    """
+    import statistics
+
+    out = dict(reps[0])
+    out["repeats"] = len(reps)
+    out["spread"] = {}
+    if len(reps) == 1:
+        return out
+    for key in FIGURES:
+        vals = [r.get(key) for r in reps]
+        if all(isinstance(v, (int, float)) for v in vals):
+            out[key] = statistics.median(vals)
+            out["spread"][key] = [min(vals), max(vals)]
+    out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
+    out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
+    out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]
+    return out
+
+
+def throughput_claim(a: dict, b: dict) -> str:
+    """The throughput clause: a difference is claimed only when the ranges over repeats do not overlap."""
+    ratio = a["steps_per_s"] / b["steps_per_s"]
+    n = min(a.get("repeats", 1), b.get("repeats", 1))
+    sa, sb = (a.get("spread") or {}).get("steps_per_s"), (b.get("spread") or {}).get("steps_per_s")
+    if n < 2 or not sa or not sb:
+        return f"throughput {ratio:.2f}x from one run each (spread not measured: use --repeat 3)"
+    if sa[0] > sb[1] or sb[0] > sa[1]:
+        return f"throughput {ratio:.2f}x, beyond the spread of {n} runs each"
+    return (f"throughput {ratio:.2f}x is within the spread of {n} runs each ({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, "
+            f"{b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): no difference claimed")
+
+
 def conclusion(runs: list[dict]) -> str:
     parts = []
     for r in runs:
         share = r["hidden_comm_share"]
-        parts.append(
-            f"{r['name']} hid {share * 100:.0f}% of its communication and exposed {r['exposed_comm_s']:.2f} s"
-            f" ({r['per_sync_exposed_ms']:.0f} ms per sync)"
-            if share is not None and r["per_sync_exposed_ms"] is not None
-            else f"{r['name']} exposed {r['exposed_comm_s']:.2f} s"
-        )
+        ctrl = r.get("exposed_control_s")
+        text = f"{r['name']} hid {share * 100:.0f}% of its data communication and " if share is not None else f"{r['name']} "
+        text += f"exposed {r['exposed_comm_s']:.2f} s of data"
+        if ctrl is not None:
+            text += f" and {ctrl:.2f} s of control"
+        if r["per_sync_exposed_ms"] is not None:
+            text += f" ({r['per_sync_exposed_ms']:.0f}"
+            text += f" + {r['per_sync_exposed_control_ms']:.0f} ms per sync)" if r.get("per_sync_exposed_control_ms") is not None else " ms per sync)"
+        if r.get("compute_utilisation") is not None:
+            text += f", computing {r['compute_utilisation'] * 100:.0f}% of its loop time"
+        parts.append(text)
     a, b = runs
     text = "; ".join(parts) + "."
-    if a["exposed_comm_s"] and b["exposed_comm_s"]:
-        ratio = a["exposed_comm_s"] / b["exposed_comm_s"]
-        text += f" {a['name']}'s exposed communication is {ratio * 100:.0f}% of {b['name']}'s"
+    ta = a["exposed_comm_s"] + (a.get("exposed_control_s") or 0.0)
+    tb = b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0)
+    if ta and tb:
+        text += f" {a['name']}'s exposed communication (data + control) is {ta / tb * 100:.0f}% of {b['name']}'s"
         if a["peak_sync_bytes"] and b["peak_sync_bytes"]:
             text += f"; its peak bytes per sync are {a['peak_sync_bytes'] / b['peak_sync_bytes']:.2f}x"
         if a["steps_per_s"] and b["steps_per_s"]:
-            text += f"; throughput {a['steps_per_s'] / b['steps_per_s']:.2f}x"
+            text += "; " + throughput_claim(a, b)
         text += "."
     return text
 
@@ -281,11 +333,14 @@ def compare(
     expect_hidden: Optional[float],
     overwrite: bool = False,
     name: Optional[str] = None,
+    repeat: int = 1,
 ) -> int:
     from ftrun.check.analyze import analyze
     from ftrun.report.compare_view import print_report, write_markdown
     from ftrun.report.timeline import draw, lanes_for_run
 
+    if repeat < 1:
+        raise BadInput(f"--repeat {repeat}: must be at least 1")
     if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
         raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
     # Parse --link up front so that a bad one is exit 2 in read mode too (it used to be ignored there).
@@ -315,28 +370,36 @@ def compare(
             spec = parse_link(cfgs[0].link)
             link_info = {"chosen": "by config"}
         else:
-            spec, calib = default_link(cfgs[0], threads)
-            link_info = {"chosen": "default: plain DiLoCo's full-model sync ~ one step of compute", **calib}
-        run_dirs = []
-        for n, cfg in zip(names, cfgs):
-            cfg = replace(cfg, out=str(cmp_dir), run_name=n, link=spec.as_flag())
             if not json_out:
-                print(f"training {n}: F={cfg.fragments} H={cfg.sync_every} tau={cfg.fragment_sync_delay}, "
+                print(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...", flush=True)
+            spec, calib = default_link(cfgs[0], threads)
+            link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
+            if not json_out:
+                print(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
+                      f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].sync_every} steps", flush=True)
+        per_cfg: list[list[Path]] = [[], []]
+        for k, rn in repeat_plan(names, repeat):
+            cfg = replace(cfgs[k], out=str(cmp_dir), run_name=rn, link=spec.as_flag())
+            if not json_out:
+                print(f"training {rn}: F={cfg.fragments} H={cfg.sync_every} tau={cfg.fragment_sync_delay}, "
                       f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...", flush=True)
             train(cfg, overwrite=overwrite, json_out=False, quiet=True)
-            run_dirs.append(cmp_dir / n)
+            per_cfg[k].append(cmp_dir / rn)
+        run_dirs = per_cfg
         link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
     else:
         if link_spec is not None:
             raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
-        run_dirs = [split_spec(s) for s in specs]
-        names = [run_name_of(p) for p in run_dirs]
+        if repeat != 1:
+            raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
+        run_dirs = [[split_spec(s)] for s in specs]
+        names = [run_name_of(p[0]) for p in run_dirs]
         if names[0] == names[1]:
             names = [f"{names[0]}-a", f"{names[1]}-b"]
         cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
         if (cmp_dir / "report.json").exists() and not overwrite:
             raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
-        links = [json.loads((p[0] / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
+        links = [json.loads((p[0][0] / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
         l0 = links[0] or {}
         link_info = {
             "bandwidth_bps": l0.get("bandwidth_bps"),
@@ -346,9 +409,14 @@ def compare(
             "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
         }
     cmp_dir.mkdir(parents=True, exist_ok=True)
-    reports = [analyze(p if isinstance(p, list) else [p]) for p in run_dirs]
-    runs = [run_metrics(n, p, r) for n, p, r in zip(names, run_dirs, reports)]
-    lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r)]
+    # run_dirs[k]: the repeats of config k; each a run dir (train) or a job's group dirs (read)
+    reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
+    runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports)])
+            for n, reps, reps_reports in zip(names, run_dirs, reports)]
+    calibrated = link_info.get("calibrated_step_s")
+    if calibrated is not None:
+        link_info["measured_median_step_s"] = {r["name"]: r.get("median_step_s") for r in runs}
+    lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
     timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
     result = {
         "compare_dir": str(cmp_dir),
