@@ -15,6 +15,11 @@ step W) / (N − W), per replica, then the mean over replicas; W = 10 warm-up st
 quorum waits for the other replicas to start, which the two sides sequence differently). Per
 repeat and side one figure; the report is the median over repeats. Goal: ratio <= 1.05.
 
+Process layout as ftrun's: each bare replica runs in its own session (``start_new_session``), as
+ftrun starts each group. With the kernel's autogroup scheduling (``sched_autogroup_enabled``)
+a session is one scheduling group, so on a loaded machine two replicas sharing one session get
+half the CPU that two sessions get: without this the bare loop measured ~2x slower than ftrun.
+
 The last line of output is one JSON object:
 ``{"bare_ms_per_step", "ftrun_ms_per_step", "ratio", "repeats"}``.
 
@@ -105,12 +110,14 @@ def run_bare(cfg: dict, replicas: int) -> float:
 
     port = free_port()
     lh = subprocess.Popen([sys.executable, LIGHTHOUSE_ENTRY, "--min_replicas", str(replicas), "--bind", f"127.0.0.1:{port}",
-                           "--join_timeout_ms", "10000", "--quorum_tick_ms", "100"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           "--join_timeout_ms", "10000", "--quorum_tick_ms", "100"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
     tmp = tempfile.mkdtemp()
     outs = [f"{tmp}/r{r}.json" for r in range(replicas)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), "--replicas", str(replicas), "--lighthouse", f"http://127.0.0.1:{port}",
-                               "--cfg", json.dumps(cfg), "--out", outs[r]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                               "--cfg", json.dumps(cfg), "--out", outs[r]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                              start_new_session=True)
              for r in range(replicas)]
     try:
         for p in procs:
