@@ -13,7 +13,8 @@ Metric definitions (per run; event logs of rank 0 of each replica, averaged over
   fragment's collectives (event log ``exposed_s``). ``per_sync_exposed_ms`` = that / syncs.
 * ``exposed_control_s``: the control plane's blocking time: every ``start_quorum`` (the training
   thread waits for the quorum torchft runs before each send) and ``should_commit`` (event log
-  ``quorum_s`` + ``commit_s``). ``per_sync_exposed_control_ms`` = that / syncs.
+  ``quorum_s`` + ``commit_s``). ``per_sync_exposed_control_ms`` = that / syncs. Like the data
+  plane's, it includes waiting for the slowest replica to arrive, not only the link's round trips.
 * ``compute_utilisation``: compute time / loop wall time, where loop wall time = the sum of
   the steps' times and compute time = that minus exposed data and control time.
 * ``median_step_s``: the median time of the steps with neither send nor sync (pure compute,
