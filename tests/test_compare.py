@@ -444,3 +444,33 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
     assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
     assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))
+
+
+# --- --repeat and the calibrated default link (a second, smaller training compare) ----------
+
+
+def test_repeat_alternates_and_calibrates_the_default_link(tmp_path: Path) -> None:
+    """No --link: the step is calibrated on the run's layout and the link chosen from it; with
+    --repeat 2 the order alternates (s-1, b-1, then b-2, s-2) and figures get a spread."""
+    steps = 20
+    proc = ftrun("compare", *NAMES, "--steps", str(steps), *SMALL, "--repeat", "2", "--out", str(tmp_path), "--name", "r",
+                 "--json", timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    d = json.loads(proc.stdout)
+    cmp_dir = tmp_path / "r"
+    started = {n: json.loads((cmp_dir / n / layout.MANIFEST).read_text()) for n in
+               ("streaming-1", "baseline-1", "baseline-2", "streaming-2")}
+    assert not (cmp_dir / "streaming").exists()
+    order = sorted(started, key=lambda n: (cmp_dir / n / layout.MANIFEST).stat().st_ctime)
+    assert order == ["streaming-1", "baseline-1", "baseline-2", "streaming-2"], order
+    for r in d["runs"]:
+        assert r["repeats"] == 2 and len(r["repeat_runs"]) == 2
+        lo, hi = r["spread"]["steps_per_s"]
+        assert lo <= r["steps_per_s"] <= hi
+        assert sorted(x["steps_per_s"] for x in r["repeat_runs"]) == [lo, hi]
+    link = d["link"]
+    assert link["chosen"].startswith("default")
+    assert link["calibrated_step_s"] > 0 and "2 concurrent process" in link["calibration"]
+    assert link["plain_sync_share_of_h"] == pytest.approx(0.25, rel=0.05)
+    assert set(link["measured_median_step_s"]) == set(NAMES)
+    assert "spread" in d["conclusion"]
