@@ -254,6 +254,7 @@ def test_timeline_png(trained: Compared) -> None:
     assert count("#d62728") > 200
     assert count("#1f77b4") > 50
     assert count("#ff7f0e") > 50
+    assert count("#6a3d9a") > 50  # exposed control: quorum waits and should_commit
 
 
 def test_existing_compare_dir_needs_overwrite(trained: Compared) -> None:

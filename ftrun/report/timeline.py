@@ -4,7 +4,7 @@ Each lane shows the training steps (alternating grey), each fragment's send->don
 (a bar in the fragment's colour, from the first allreduce issued to the last collective or
 link hold finished), the collectives themselves (darker ticks of the same colour), and the
 blocking part of every sync (red): data-plane communication that was *exposed* to the training
-thread, and the control plane's exposed waits (orange): each quorum the training thread waited
+thread, and the control plane's exposed waits (dark purple): each quorum the training thread waited
 for (``torchft::manager::wait_quorum``) and each ``should_commit``.
 Time is relative to the start of each lane's window, so runs line up.
 """
@@ -98,7 +98,7 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
         for a, b in lane.waits:
             ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#d62728")
         for a, b in lane.controls:
-            ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#ff9f1c")
+            ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#6a3d9a")
         if lane.note:
             ax.text(0.0, y, lane.note, va="center", ha="left", fontsize=9, color="#555555", style="italic")
     ax.set_yticks(range(len(lanes)))
@@ -107,7 +107,7 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
     ax.set_title(title)
     handles = [Patch(color=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], label=f"fragment {f}: send→done, collectives") for f in sorted(frags)]
     handles += [Patch(color="#d62728", label="sync blocked on data (exposed)"),
-                Patch(color="#ff9f1c", label="quorum / should_commit (exposed control)"), Patch(color="#d0d0d0", label="training steps")]
+                Patch(color="#6a3d9a", label="quorum / should_commit (exposed control)"), Patch(color="#d0d0d0", label="training steps")]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     fig.tight_layout()
