@@ -30,8 +30,11 @@ def _run(name: str, sps: float, **over) -> dict:
 
 
 def test_aggregate_median_spread_and_verdict() -> None:
-    reps = [_run("a", 10.0, run_dir="/c/a-1"), _run("a", 14.0, run_dir="/c/a-2", verdict="fail", problems=["x"]), _run("a", 11.0, run_dir="/c/a-3")]
+    reps = [_run("a", 10.0, run_dir="/c/a-1", steps_per_s_per_replica=[9.0, 11.0]),
+            _run("a", 14.0, run_dir="/c/a-2", verdict="fail", problems=["x"], steps_per_s_per_replica=[15.0, 13.0]),
+            _run("a", 11.0, run_dir="/c/a-3", steps_per_s_per_replica=[12.0, None])]
     got = aggregate(reps)
+    assert got["steps_per_s_per_replica"] == [12.0, None]  # per replica; a missing value stays missing
     assert got["steps_per_s"] == 11.0 and got["spread"]["steps_per_s"] == [10.0, 14.0]
     assert got["repeats"] == 3 and got["verdict"] == "fail" and got["problems"] == ["a-2: x"]
     assert [r["run_dir"] for r in got["repeat_runs"]] == ["/c/a-1", "/c/a-2", "/c/a-3"]

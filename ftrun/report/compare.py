@@ -50,6 +50,7 @@ SYNC_SHARE = 0.25  # default link: plain DiLoCo's sync costs this share of H ste
 FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
            "per_sync_exposed_ms", "per_sync_exposed_control_ms", "hidden_comm_share", "compute_utilisation",
            "median_step_s", "final_loss")
+PER_REPLICA_FIGURES = ("steps_per_s_per_replica", "tokens_per_s_per_replica")
 
 
 def _is_run_dir(p: Path) -> bool:
@@ -261,7 +262,8 @@ def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
 
 
 def aggregate(reps: list[dict]) -> dict:
-    """One run's figures over its repeats: median per figure (``FIGURES``), ``spread`` = [min, max].
+    """One run's figures over its repeats: median per figure (``FIGURES``), ``spread`` = [min, max];
+    per-replica figures: the median per replica.
 
     The first repeat gives every other field; the verdict passes only if every repeat passed.
     """
@@ -277,6 +279,10 @@ def aggregate(reps: list[dict]) -> dict:
         if all(isinstance(v, (int, float)) for v in vals):
             out[key] = statistics.median(vals)
             out["spread"][key] = [min(vals), max(vals)]
+    for key in PER_REPLICA_FIGURES:  # element-wise median, per replica
+        lists = [r.get(key) or [] for r in reps]
+        if lists and all(len(x) == len(lists[0]) for x in lists):
+            out[key] = [statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None for col in zip(*lists)]
     out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
     out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
     out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]
