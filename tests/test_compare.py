@@ -188,6 +188,22 @@ def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     assert "s of control" in trained.report["conclusion"] and "computing" in trained.report["conclusion"]
 
 
+def test_inspect_splits_exposed_into_data_and_control(trained: Compared) -> None:
+    """inspect-trace, on the real traces: a sync whose send was captured shows that send's quorum
+    wait (at least the held round trip) and its should_commit as control, apart from data."""
+    from ftrun.check.analyze import analyze
+
+    for n in NAMES:
+        report = analyze([trained.run_dir(n)])
+        syncs = [e for e in report.events if e.kind == "sync" and e.send_captured]
+        assert syncs, n
+        for e in syncs:
+            assert e.quorum_ms is not None and e.quorum_ms >= 2 * LAT * 1e3 - 0.5, (n, e.observed_step, e.quorum_ms)
+            assert e.exposed_control_ms > e.quorum_ms  # should_commit on top
+        totals = report.workers[0].totals
+        assert totals["exposed_control_ms"] >= 2 * LAT * 1e3 * len([e for e in syncs if e.replica == report.workers[0].replica])
+
+
 def test_exposed_comm_is_run_total_per_replica_mean(trained: Compared) -> None:
     """exposed_comm_s = mean over replicas of the sum of every sync's blocking time (event logs)."""
     for n in NAMES:
@@ -474,4 +490,5 @@ def test_repeat_alternates_and_calibrates_the_default_link(tmp_path: Path) -> No
     assert link["calibrated_step_s"] > 0 and "2 concurrent process" in link["calibration"]
     assert link["plain_sync_share_of_h"] == pytest.approx(0.25, rel=0.05)
     assert set(link["measured_median_step_s"]) == set(NAMES)
+    assert set(link["plain_sync_share_of_measured_h"]) == set(NAMES)
     assert "spread" in d["conclusion"]

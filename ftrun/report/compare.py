@@ -423,6 +423,10 @@ def compare(
     calibrated = link_info.get("calibrated_step_s")
     if calibrated is not None:
         link_info["measured_median_step_s"] = {r["name"]: r.get("median_step_s") for r in runs}
+        # the regime the runs were really in: plain DiLoCo's sync over H measured steps
+        link_info["plain_sync_share_of_measured_h"] = {
+            r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
+            for r in runs if r.get("median_step_s")}
     lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
     timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
     result = {

@@ -90,6 +90,9 @@ def link_line(result: dict) -> str:
         got = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in measured.items() if v is not None)
         if got:
             text += f"; measured median compute step: {got}"
+        shares = link.get("plain_sync_share_of_measured_h") or {}
+        if shares:
+            text += "; plain DiLoCo's sync = " + ", ".join(f"{v:.2f} of H measured steps ({k})" for k, v in shares.items())
     return text
 
 
