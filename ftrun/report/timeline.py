@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+MIN_CONTROL_US = 100.0  # quorum waits shorter than this are not drawn
 FRAGMENT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
 
@@ -59,7 +60,10 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
                 if sync.should_commit is not None:
                     lane.controls.append((sec(sync.should_commit.ts), sec(sync.should_commit.end)))
             train_threads = {s.span.thread for s in spans.steps}
-            lane.controls += [(sec(q.ts), sec(q.end)) for q in getattr(spans, "quorums", []) if q.thread in train_threads]
+            # torchft also calls wait_quorum on an already formed quorum (in manager.allreduce,
+            # and ftrun's bookkeeping between steps asks num_participants): those are not drawn
+            lane.controls += [(sec(q.ts), sec(q.end)) for q in getattr(spans, "quorums", [])
+                              if q.thread in train_threads and q.dur >= MIN_CONTROL_US and _in_step(q.ts, spans.steps)]
             break  # one window per lane keeps the picture readable
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
@@ -73,6 +77,13 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             traced.add(label)
     lanes.sort(key=lambda lane: (lane.label.split(" · ")[0] != name, int(lane.label.rsplit(" ", 1)[-1])))
     return lanes
+
+
+def _in_step(ts: float, steps) -> bool:
+    from bisect import bisect_right
+
+    i = bisect_right([s.span.ts for s in steps], ts) - 1
+    return i >= 0 and ts <= steps[i].span.end
 
 
 def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Path:
