@@ -212,11 +212,12 @@ def compare_cmd(
     quorum_timeout_s: Optional[float] = O["quorum_timeout_s"],
     name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
     expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
+    repeat: int = typer.Option(1, help="Train each run N times, alternating which goes first; report median and spread."),
     overwrite: bool = O["overwrite"],
     json_out: bool = O["json_out"],
 ) -> None:
     given = dict(locals())
-    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "overwrite", "json_out")}
+    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
@@ -224,7 +225,7 @@ def compare_cmd(
 
         from ftrun.report.compare import compare
 
-        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name)
+        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat)
 
     raise typer.Exit(guarded(body) or 0)
 

@@ -71,6 +71,8 @@ PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 FTRUN_STEP_PREFIX = "ftrun::step"
 FTRUN_STEP_RE = re.compile(r"^ftrun::step#(\d+) manager_step=(\d+)$")
 LINK_HOLD = "ftrun::link::hold"
+# the emulated link holding a control RPC (see ftrun.linkcost): not data, never a collective
+LINK_CONTROL_QUORUM = "ftrun::link::control::quorum"
 
 
 def ftrun_step_label(step: int, manager_step: int) -> str:

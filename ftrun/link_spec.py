@@ -6,6 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from ftrun import linkcost
 from ftrun.errors import BadInput
 
 _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
@@ -16,13 +17,18 @@ _RE = re.compile(rf"^\s*({_NUM})\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*({_NUM}
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """An emulated link: each collective completes no earlier than latency + bytes*8/bandwidth."""
+    """An emulated link: per-replica bandwidth and one-way latency; costs in ``ftrun.linkcost``."""
 
     bandwidth_bps: float
     latency_s: float = 0.0
 
-    def hold_s(self, nbytes: int) -> float:
-        return self.latency_s + nbytes * 8.0 / self.bandwidth_bps
+    def collective_s(self, kind: str, nbytes: int, replicas: int) -> float:
+        """Seconds one collective takes on this link when idle (``ftrun.linkcost.collective_s``)."""
+        return linkcost.collective_s(kind, nbytes, replicas, self.bandwidth_bps, self.latency_s)
+
+    def plain_sync_s(self, model_bytes: int, replicas: int) -> float:
+        """Plain DiLoCo's link cost per sync (``ftrun.linkcost.plain_sync_s``)."""
+        return linkcost.plain_sync_s(model_bytes, replicas, self.bandwidth_bps, self.latency_s)
 
     def describe(self) -> str:
         bw = self.bandwidth_bps

@@ -2,8 +2,9 @@
 """Benchmark ``ftrun compare streaming baseline`` at a few emulated link speeds.
 
 For each link it runs the real CLI (a subprocess, ``--json``) with the default model and prints,
-per link: streaming's exposed communication over baseline's (ratio), streaming's peak bytes per
-sync over baseline's (target: within 10% of 1/F), each run's hidden share and steps/s.
+per link: streaming's exposed data communication over baseline's (ratio), each run's exposed
+data and control (quorum + should_commit) time per sync, streaming's peak bytes per sync over
+baseline's (target: within 10% of 1/F), each run's hidden share, compute utilisation and steps/s.
 
 Goal (issue): under an emulated 1 Gbit/s link with the default model, streaming's exposed
 communication is at most 10% of baseline's, and its peak bytes per sync are within 10% of
@@ -62,6 +63,10 @@ def row(link: str, result: dict, load: tuple[float, float], took: float) -> dict
         "exposed_ratio": ratio(s["exposed_comm_s"], b["exposed_comm_s"]),
         "exposed_s": [s["exposed_comm_s"], b["exposed_comm_s"]],
         "per_sync_exposed_ms": [s["per_sync_exposed_ms"], b["per_sync_exposed_ms"]],
+        "per_sync_exposed_control_ms": [s.get("per_sync_exposed_control_ms"), b.get("per_sync_exposed_control_ms")],
+        "exposed_total_ratio": ratio(s["exposed_comm_s"] + (s.get("exposed_control_s") or 0.0),
+                                     b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0)),
+        "compute_utilisation": [s.get("compute_utilisation"), b.get("compute_utilisation")],
         "peak_ratio": peak_ratio,
         "peak_vs_1_over_f": peak_ratio * f if peak_ratio is not None else None,
         "peak_sync_bytes": [s["peak_sync_bytes"], b["peak_sync_bytes"]],
@@ -79,15 +84,18 @@ def fmt(v, spec: str) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ["link", "exposed S/B", "exposed s (S | B)", "peak S/B (x F)", "hidden S | B", "steps/s S | B", "load 1m", "verdict"]
+    head = ["link", "exposed S/B", "data ms/sync S | B", "control ms/sync S | B", "peak S/B (x F)", "hidden S | B",
+            "util S | B", "steps/s S | B", "load 1m", "verdict"]
     lines = [head]
     for r in rows:
         lines.append([
             r["link"],
             fmt(r["exposed_ratio"], ".3f"),
-            f"{fmt(r['exposed_s'][0], '.3f')} | {fmt(r['exposed_s'][1], '.3f')}",
+            f"{fmt(r['per_sync_exposed_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_ms'][1], '.1f')}",
+            f"{fmt(r['per_sync_exposed_control_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_control_ms'][1], '.1f')}",
             f"{fmt(r['peak_ratio'], '.3f')} ({fmt(r['peak_vs_1_over_f'], '.3f')})",
             f"{fmt(r['hidden_share'][0], '.0%')} | {fmt(r['hidden_share'][1], '.0%')}",
+            f"{fmt(r['compute_utilisation'][0], '.0%')} | {fmt(r['compute_utilisation'][1], '.0%')}",
             f"{fmt(r['steps_per_s'][0], '.1f')} | {fmt(r['steps_per_s'][1], '.1f')}",
             f"{r['load_1m'][0]:.1f}->{r['load_1m'][1]:.1f}",
             r["verdict"],

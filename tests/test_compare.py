@@ -31,6 +31,7 @@ RUN_FIELDS = {
     "name": str, "verdict": str, "steps_per_s": float, "wall_s": float, "syncs": (int, float),
     "commits": (int, float), "exposed_comm_s": float, "hidden_comm_share": float,
     "peak_sync_bytes": int, "total_bytes": (int, float), "final_loss": float,
+    "exposed_data_s": float, "exposed_control_s": float, "compute_utilisation": float, "median_step_s": float,
 }
 WIDTH_PX = 1600  # compare draws timeline.png this wide
 
@@ -141,7 +142,7 @@ def test_streaming_exposes_less_communication(trained: Compared) -> None:
     assert s["exposed_comm_s"] < 0.75 * b["exposed_comm_s"], (s["exposed_comm_s"], b["exposed_comm_s"])
     assert s["hidden_comm_share"] > b["hidden_comm_share"]
     assert b["per_sync_exposed_ms"] >= LAT * 1e3  # at least the last collective's latency is waited out
-    assert "exposed communication is" in trained.report["conclusion"]
+    assert "exposed communication (data + control) is" in trained.report["conclusion"]
 
 
 def test_link_hold_is_in_effect(trained: Compared) -> None:
@@ -152,12 +153,55 @@ def test_link_hold_is_in_effect(trained: Compared) -> None:
     """
     model_bytes = sum(f["bytes"] for f in trained.manifest("baseline")["fragments"])
     frag_bytes = [f["bytes"] for f in trained.manifest("streaming")["fragments"]]
-    hold_ms = lambda n: (LAT + n * 8 / BW) * 1e3  # noqa: E731
+    hold_ms = lambda n: (2 * LAT + n * 8 / BW) * 1e3  # noqa: E731  ring allreduce across R=2 (ftrun.linkcost)
     for name, least in (("baseline", hold_ms(model_bytes)), ("streaming", hold_ms(min(frag_bytes)))):
         r = trained.runs[name]
         assert r["profiled_syncs"] >= 1, name
         per_sync = r["profiled_comm_ms"] / r["profiled_syncs"]
         assert per_sync >= least - 0.5, (name, per_sync, least)  # 0.5 ms: trace timestamp rounding
+
+
+def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
+    """Every quorum crossed the link: a control-hold span of >= one round trip per send in the
+    traces; compare reports the control plane apart from the data plane, in the table and sentence."""
+    from ftrun.labels import LINK_CONTROL_QUORUM, LABELS
+    from ftrun.trace.load import load_trace
+    from ftrun.trace.schema import events, name_filter
+
+    keep = name_filter([LINK_CONTROL_QUORUM, LABELS.prepare_sync], [])
+    for n in NAMES:
+        holds, sends = [], 0
+        for f in sorted((trained.run_dir(n) / layout.TRACES).glob("*.json*")):
+            for e in events(load_trace(f), keep):
+                if e.name == LINK_CONTROL_QUORUM and e.ph == "X":
+                    holds.append(e.dur)
+                elif e.name == LABELS.prepare_sync and e.ph == "X":
+                    sends += 1
+        assert sends >= 1, n
+        assert len(holds) >= sends, (n, len(holds), sends)
+        assert min(holds) >= 2 * LAT * 1e6 - 500, (n, min(holds))  # us; 0.5 ms timestamp slack
+        r = trained.runs[n]
+        assert r["exposed_data_s"] == r["exposed_comm_s"]
+        # the training thread waited out at least the held round trip of every send's quorum
+        assert r["exposed_control_s"] >= r["syncs"] * 2 * LAT, (n, r["exposed_control_s"])
+        assert 0.0 < r["compute_utilisation"] < 1.0
+    assert "s of control" in trained.report["conclusion"] and "computing" in trained.report["conclusion"]
+
+
+def test_inspect_splits_exposed_into_data_and_control(trained: Compared) -> None:
+    """inspect-trace, on the real traces: a sync whose send was captured shows that send's quorum
+    wait (at least the held round trip) and its should_commit as control, apart from data."""
+    from ftrun.check.analyze import analyze
+
+    for n in NAMES:
+        report = analyze([trained.run_dir(n)])
+        syncs = [e for e in report.events if e.kind == "sync" and e.send_captured]
+        assert syncs, n
+        for e in syncs:
+            assert e.quorum_ms is not None and e.quorum_ms >= 2 * LAT * 1e3 - 0.5, (n, e.observed_step, e.quorum_ms)
+            assert e.exposed_control_ms > e.quorum_ms  # should_commit on top
+        totals = report.workers[0].totals
+        assert totals["exposed_control_ms"] >= 2 * LAT * 1e3 * len([e for e in syncs if e.replica == report.workers[0].replica])
 
 
 def test_exposed_comm_is_run_total_per_replica_mean(trained: Compared) -> None:
@@ -226,6 +270,7 @@ def test_timeline_png(trained: Compared) -> None:
     assert count("#d62728") > 200
     assert count("#1f77b4") > 50
     assert count("#ff7f0e") > 50
+    assert count("#6a3d9a") > 50  # exposed control: quorum waits and should_commit
 
 
 def test_existing_compare_dir_needs_overwrite(trained: Compared) -> None:
@@ -267,7 +312,8 @@ def test_read_mode_keeps_command_line_order(trained: Compared, tmp_path: Path) -
 def test_read_mode_table_output(trained: Compared, tmp_path: Path) -> None:
     proc = ftrun("compare", *(str(trained.run_dir(n)) for n in NAMES), "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert "exposed comm" in proc.stdout and "PASS" in proc.stdout and "timeline:" in proc.stdout
+    assert "exposed data comm" in proc.stdout and "exposed control" in proc.stdout
+    assert "compute utilisation" in proc.stdout and "PASS" in proc.stdout and "timeline:" in proc.stdout
 
 
 def test_expect_hidden(trained: Compared, tmp_path: Path) -> None:
@@ -343,6 +389,10 @@ def test_bad_link_in_read_mode(trained: Compared, tmp_path: Path) -> None:
     one_line_error(read_compare(trained, tmp_path, "--link", "fast"))
 
 
+def test_repeat_is_refused_in_read_mode(trained: Compared, tmp_path: Path) -> None:
+    assert "--repeat" in one_line_error(read_compare(trained, tmp_path, "--repeat", "2"))
+
+
 # --- rendering with missing measurements (no training) -------------------------------------
 
 
@@ -365,7 +415,7 @@ def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
 
     runs = [_fake_run("a"), _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2)]
     text = conclusion(runs)
-    assert text.startswith("a exposed 0.00 s; b hid 50%")
+    assert text.startswith("a exposed 0.00 s of data; b hid 50% of its data communication")
     assert "%" in text and "of a's" not in text  # no ratio when a run exposed nothing
     result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": text, "timeline": "timeline.png", "verdict": "pass",
               "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}}
@@ -411,3 +461,34 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
     assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
     assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))
+
+
+# --- --repeat and the calibrated default link (a second, smaller training compare) ----------
+
+
+def test_repeat_alternates_and_calibrates_the_default_link(tmp_path: Path) -> None:
+    """No --link: the step is calibrated on the run's layout and the link chosen from it; with
+    --repeat 2 the order alternates (s-1, b-1, then b-2, s-2) and figures get a spread."""
+    steps = 20
+    proc = ftrun("compare", *NAMES, "--steps", str(steps), *SMALL, "--repeat", "2", "--out", str(tmp_path), "--name", "r",
+                 "--json", timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    d = json.loads(proc.stdout)
+    cmp_dir = tmp_path / "r"
+    started = {n: json.loads((cmp_dir / n / layout.MANIFEST).read_text()) for n in
+               ("streaming-1", "baseline-1", "baseline-2", "streaming-2")}
+    assert not (cmp_dir / "streaming").exists()
+    order = sorted(started, key=lambda n: (cmp_dir / n / layout.MANIFEST).stat().st_ctime)
+    assert order == ["streaming-1", "baseline-1", "baseline-2", "streaming-2"], order
+    for r in d["runs"]:
+        assert r["repeats"] == 2 and len(r["repeat_runs"]) == 2
+        lo, hi = r["spread"]["steps_per_s"]
+        assert lo <= r["steps_per_s"] <= hi
+        assert sorted(x["steps_per_s"] for x in r["repeat_runs"]) == [lo, hi]
+    link = d["link"]
+    assert link["chosen"].startswith("default")
+    assert link["calibrated_step_s"] > 0 and "2 concurrent process" in link["calibration"]
+    assert link["plain_sync_share_of_h"] == pytest.approx(0.25, rel=0.05)
+    assert set(link["measured_median_step_s"]) == set(NAMES)
+    assert set(link["plain_sync_share_of_measured_h"]) == set(NAMES)
+    assert "spread" in d["conclusion"]

@@ -69,6 +69,7 @@ def report(problem: str | None = None, notes: list[str] | None = None, run_dir: 
                             observed_step=step, ok=True, fragment_checked=True)
             if kind == "sync":
                 e.exposed_comm_ms, e.hidden_comm_ms, e.send_to_done_ms, e.should_commit_ms = 12345.88, 21.97, 23.85, 0.65
+                e.exposed_data_ms, e.exposed_control_ms = 12345.88, 42.5
             events.append(e)
     if problem:
         e = events[1]
@@ -226,7 +227,7 @@ def test_inspect_tables_use_the_width_there_is():
     con = console(width=140, record=True, file=open("/dev/null", "w"))
     inspect_view.render(report(), con)
     text = con.export_text()
-    assert "exposed ms" in text and "send→done ms" in text  # one-line headers on a wide terminal
+    assert "exposed data ms" in text and "exposed ctrl ms" in text and "send→done ms" in text  # one-line headers on a wide terminal
 
 
 def test_compare_table_fits_80_columns(capsys):

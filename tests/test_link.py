@@ -24,7 +24,7 @@ from torchft.process_group import ProcessGroup, ProcessGroupGloo
 
 from ftrun.errors import BadInput
 from ftrun.link_spec import LinkSpec, parse_link
-from ftrun.worker.link import HeldWork, LinkEmulator
+from ftrun.worker.link import HeldWork, LinkEmulator, hold_control
 
 # Slack for the *upper* bounds only (a loaded 2-core machine); lower bounds are exact.
 SLACK_S = 2.0
@@ -76,10 +76,15 @@ def test_parse_link_rejects(text: str) -> None:
     assert "--link" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_link_spec_hold_and_describe() -> None:
+def test_link_spec_costs_and_describe() -> None:
     spec = parse_link("8mbit,50ms")
-    assert spec.hold_s(1_000_000) == pytest.approx(0.05 + 1.0)
-    assert spec.hold_s(0) == pytest.approx(0.05)
+    # ring allreduce of 1 MB across 2 replicas: 2 latency steps, 1 MB each way -> 0.1 + 1.0 s
+    assert spec.collective_s("allreduce", 1_000_000, 2) == pytest.approx(1.1)
+    # across 4: 6 steps, 1.5 MB -> 0.3 + 1.5 s (not one transfer of the tensor's size)
+    assert spec.collective_s("allreduce", 1_000_000, 4) == pytest.approx(1.8)
+    assert spec.collective_s("allreduce", 1_000_000, 1) == 0.0  # alone: nothing crosses
+    # plain DiLoCo's sync: one quorum round trip (0.1 s) on top of the allreduce
+    assert spec.plain_sync_s(1_000_000, 2) == pytest.approx(1.2)
     assert spec.describe() == "8 Mbit/s, 50 ms"
     assert parse_link("1gbit,20ms").describe() == "1 Gbit/s, 20 ms"
     assert parse_link("500kbit,1ms").describe() == "500 kbit/s, 1 ms"  # below 1 kbit/s is refused
@@ -96,7 +101,7 @@ def test_parse_link_total(text: str) -> None:
         return
     assert math.isfinite(spec.bandwidth_bps) and spec.bandwidth_bps > 0
     assert math.isfinite(spec.latency_s) and spec.latency_s >= 0
-    assert math.isfinite(spec.hold_s(10**9))
+    assert math.isfinite(spec.collective_s("allreduce", 10**9, 2))
     again = parse_link(spec.as_flag())  # compare passes as_flag() on to both trainings
     assert again.bandwidth_bps == pytest.approx(spec.bandwidth_bps, rel=1e-5)
     assert again.latency_s == pytest.approx(spec.latency_s, rel=1e-5, abs=1e-12)
@@ -159,10 +164,10 @@ def assert_not_done_before(work: dist._Work, deadline: float) -> int:
 
 def test_allreduce_held_for_latency_plus_size(gloo) -> None:
     bw, lat = 8e6, 0.05  # 1 MB/s
-    link = LinkEmulator(gloo, bw, lat)
+    link = LinkEmulator(gloo, bw, lat, replicas=2)
     t = torch.arange(50_000, dtype=torch.float32)  # 200 kB -> 0.2 s on the wire
     expected = t.clone()  # SUM over world size 1
-    hold = lat + t.numel() * 4 * 8 / bw
+    hold = 2 * lat + t.numel() * 4 * 8 / bw  # ring across 2: 2 latency steps, all bytes each way
 
     t0 = time.monotonic()
     work = link.allreduce([t], _sum_opts())
@@ -201,10 +206,10 @@ def gloo_pair():
 def test_allreduce_really_runs_and_result_is_correct(gloo_pair) -> None:
     """Across two real ranks: each sees the SUM of both inputs, after the link's hold."""
     bw, lat = 8e6, 0.03
-    links = [LinkEmulator(p, bw, lat) for p in gloo_pair]
+    links = [LinkEmulator(p, bw, lat) for p in gloo_pair]  # R from the real group: 2
     ts = [torch.full((25_000,), 1.0), torch.arange(25_000, dtype=torch.float32)]
     expected = ts[0] + ts[1]
-    hold = lat + 25_000 * 4 * 8 / bw
+    hold = 2 * lat + 25_000 * 4 * 8 / bw
     t0 = time.monotonic()
     works = [links[r].allreduce([ts[r]], _sum_opts()) for r in range(2)]
     for w in works:
@@ -217,8 +222,9 @@ def test_allreduce_really_runs_and_result_is_correct(gloo_pair) -> None:
 
 
 def test_collectives_issued_together_queue_on_the_shared_link(gloo) -> None:
-    bw, lat = 8e6, 0.02
-    link = LinkEmulator(gloo, bw, lat)
+    bw, lat = 8e6, 0.01  # 2 latency steps per allreduce across R=2: 0.02 s
+    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    lat = 2 * lat
     a = torch.ones(25_000)  # 100 kB -> 0.1 s
     b = torch.ones(50_000) * 2  # 200 kB -> 0.2 s
     ba, bb = a.numel() * 4, b.numel() * 4
@@ -242,8 +248,9 @@ def test_collectives_issued_together_queue_on_the_shared_link(gloo) -> None:
 
 def test_idle_link_does_not_carry_over_backlog(gloo) -> None:
     """After the link drains, a new transfer costs only its own hold."""
-    bw, lat = 8e6, 0.01
-    link = LinkEmulator(gloo, bw, lat)
+    bw, lat = 8e6, 0.005
+    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    lat = 2 * lat
     t = torch.ones(12_500)  # 50 kB -> 0.05 s
     link.allreduce([t], _sum_opts()).wait()
     time.sleep(0.1)
@@ -254,14 +261,90 @@ def test_idle_link_does_not_carry_over_backlog(gloo) -> None:
 
 
 def test_allreduce_coalesced_is_held_for_all_its_bytes(gloo) -> None:
-    bw, lat = 8e6, 0.01
-    link = LinkEmulator(gloo, bw, lat)
+    bw, lat = 8e6, 0.005
+    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    lat = 2 * lat
     ts = [torch.ones(10_000), torch.ones(15_000)]  # 100 kB together -> 0.1 s
     t0 = time.monotonic()
     link.allreduce_coalesced(ts, dist.AllreduceCoalescedOptions()).wait()
     took = time.monotonic() - t0
     assert lat + 0.1 <= took < lat + 0.1 + SLACK_S
     assert all(torch.equal(t, torch.ones_like(t)) for t in ts)
+
+
+def test_alone_in_the_quorum_nothing_is_held(gloo) -> None:
+    """R = the real group's size (1 here): nothing crosses the link, so no hold at all."""
+    link = LinkEmulator(gloo, 8e3, 0.5)  # 1 kB/s, 0.5 s: any hold would be seconds
+    t0 = time.monotonic()
+    link.allreduce([torch.ones(10_000)], _sum_opts()).wait()
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_quantized_path_collectives_are_held(gloo) -> None:
+    """torchft's quantized allreduce runs alltoall_base + allgather_into_tensor_coalesced: both held.
+
+    Across R=2 each moves half its buffer in one latency step (ftrun.linkcost).
+    """
+    from torch.distributed.distributed_c10d import AllgatherOptions, AllToAllOptions
+
+    bw, lat = 8e6, 0.02
+    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    inp = torch.arange(50_000, dtype=torch.float32)  # 200 kB: 100 kB cross -> 0.1 s
+    out = torch.zeros_like(inp)
+    t0 = time.monotonic()
+    work = link.alltoall_base(out, inp, [], [], AllToAllOptions())
+    assert isinstance(work, HeldWork)
+    work.wait()
+    took = time.monotonic() - t0
+    assert lat + 0.1 <= took < lat + 0.1 + SLACK_S
+    assert torch.equal(out, inp), "the real alltoall ran (world size 1: output = input)"
+
+    src = [torch.full((25_000,), 3.0)]
+    dst = [torch.zeros(25_000)]  # gathered output of 100 kB: 50 kB cross -> 0.05 s
+    t0 = time.monotonic()
+    link.allgather_into_tensor_coalesced(dst, src, AllgatherOptions()).wait()
+    took = time.monotonic() - t0
+    assert lat + 0.05 <= took < lat + 0.05 + SLACK_S
+    assert torch.equal(dst[0], src[0])
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def _quorum(self, **kwargs: Any) -> dict:
+        self.calls += 1
+        return {"quorum_id": 7, **kwargs}
+
+    def should_commit(self, *args: Any) -> bool:
+        return True
+
+
+class _Manager:
+    def __init__(self) -> None:
+        self._client = _Client()
+
+
+def test_quorum_is_held_by_its_round_trip() -> None:
+    """The quorum RPC returns the real reply, one round trip (2 x latency) later, in a labelled span."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from ftrun.labels import LINK_CONTROL_QUORUM
+
+    m = _Manager()
+    real = m._client
+    hold_control(m, 0.05)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.monotonic()
+        got = m._client._quorum(step=3)
+        took = time.monotonic() - t0
+    assert got == {"quorum_id": 7, "step": 3} and real.calls == 1
+    assert 0.1 <= took < 0.1 + SLACK_S
+    assert any(e.name == LINK_CONTROL_QUORUM for e in prof.events())
+    # should_commit is a vote inside one replica group: not held, passed through
+    t0 = time.monotonic()
+    assert m._client.should_commit(0, 3, True) is True
+    assert time.monotonic() - t0 < 0.05
 
 
 def test_wrapper_passes_through_state(gloo) -> None:
@@ -323,7 +406,7 @@ class _FailingPG(ProcessGroup):
 @pytest.mark.parametrize("wait_raises", [True, False])
 def test_real_collective_error_surfaces(delay_s: float, wait_raises: bool) -> None:
     inner = _FailingPG(delay_s=delay_s, wait_raises=wait_raises)
-    link = LinkEmulator(inner, 8e6, 0.05)
+    link = LinkEmulator(inner, 8e6, 0.025, replicas=2)
     t0 = time.monotonic()
     work = link.allreduce([torch.ones(1000)], _sum_opts())
     assert inner.calls == 1, "the real collective was not issued"

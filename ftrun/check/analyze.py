@@ -39,7 +39,7 @@ from ftrun.errors import BadInput
 from ftrun.schedule import Event, Schedule
 from ftrun.trace.discover import discover
 from ftrun.trace.load import load_trace
-from ftrun.trace.spans import Send, Sync, TraceSpans, extract
+from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract
 
 NUMBERINGS = {"top": 0, "end": 1}
 
@@ -60,6 +60,7 @@ class Obs:
     paired: Optional["Obs"] = None  # syncs: the send they wait for
     sig: Optional[Signature] = None  # what the trace shows it moved (``ftrun.check.evidence``)
     serial: Optional[int] = None  # sends: collectives queued behind another send's (gpu_comm)
+    quorum: Optional[Span] = None  # sends: the quorum wait before it (control plane)
     identity: Identity = NO_EVIDENCE
     queue: Optional[gpu_comm.SendQueue] = None  # sends: queueing of their collectives
 
@@ -112,11 +113,13 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         ranges.extend(steps.ranges)
         comms = commmod.attribute(t.sends, t.collectives)
         queued = gpu_comm.queueing(t, comms)  # serialized = queued behind another send's collective
+        step_of = lambda ts, s=steps: s.at(ts)[0]  # noqa: E731
         for i, (send, sc) in enumerate(zip(t.sends, comms)):
             st, ms = steps.at(send.span.ts)
             sig = send_signature([a.shapes for a in send.allreduces], (c.itemsize for _, c in sc.calls if c is not None))
             sq = gpu_comm.send_queue(queued, i)
-            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, sig=sig, serial=sq.serialized, queue=sq))
+            obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, sig=sig, serial=sq.serialized, queue=sq,
+                           quorum=commmod.quorum_before(send, t.quorums, step_of)))
         for sync in t.syncs:
             st, ms = steps.at(sync.span.ts)
             sig = restore_signature(sync.restore_copies, sync.restore_shapes)
@@ -131,7 +134,7 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         if p is not None and o.step is not None and p.step is not None and not (0 <= o.step - p.step < schedule.window):
             p = None
         o.paired, pending = p, None
-        o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None)
+        o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None, p.quorum if p else None)
     return WorkerObs(w, ranges, failed, obs, _expect(schedule, ranges, failed, lost), list(lost))
 
 
@@ -236,6 +239,7 @@ def _result(wo: WorkerObs, e: Optional[Event], o: Optional[Obs], schedule: Sched
             r.send_to_done_ms, r.comm_union_ms = _r(t.send_to_done_ms), _r(t.comm_union_ms)
             r.should_commit_ms = _r(t.should_commit_ms)
             r.commit_sync_ms = _r(gpu_comm.commit_sync_ms(o.sync))
+            r.exposed_data_ms, r.exposed_control_ms, r.quorum_ms = _r(t.exposed_data_ms), _r(t.exposed_control_ms), _r(t.quorum_ms)
             r.serialized_collectives = t.serialized_collectives
             r.serialized = bool(t.serialized_collectives) if t.serialized_collectives is not None else None
             r.send_captured = o.paired is not None
@@ -332,6 +336,8 @@ def _totals(results: list[EventResult]) -> dict:
         "hidden_comm_ms": s("hidden_comm_ms"),
         "send_to_done_ms": s("send_to_done_ms"),
         "should_commit_ms": s("should_commit_ms"),
+        "exposed_data_ms": s("exposed_data_ms"),
+        "exposed_control_ms": s("exposed_control_ms"),
         "bytes": sum(r.bytes or 0 for r in results),
         "serialized_syncs": sum(bool(r.serialized) for r in syncs),
     }

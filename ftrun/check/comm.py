@@ -18,6 +18,11 @@ Definitions (all in milliseconds, per sync and the send it waits for):
   span: up to ``should_commit`` start, else to the end of perform_sync.
 * ``hidden``: ``max(0, send_to_done - exposed)``: in-flight time that overlapped compute.
 * ``should_commit``: the ``torchft::manager::should_commit`` span.
+* exposed, split by plane: ``exposed_data`` = ``exposed`` (the fragment's collectives);
+  ``exposed_control`` = the quorum wait before its send (the last
+  ``torchft::manager::wait_quorum`` on the send's thread that ended before the send started,
+  in the same training step: ``start_quorum`` with ``use_async_quorum=False``) + the sync's
+  ``should_commit``. Without a captured send, only ``should_commit`` counts.
 * serialized collective: one that starts only after the previous collective on the rank ended
   AND after a wait (a sync's blocking part or ``torchft::local_sgd::wait``) that ended after the
   collective was issued, in the same training step: it could not start until that wait was over.
@@ -159,6 +164,16 @@ def serialized(
     return count
 
 
+def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Optional[int]]) -> Optional[Span]:
+    """The quorum wait of ``send`` (module docstring), or None."""
+    i = bisect_right([q.ts for q in quorums], send.span.ts)
+    step = step_of(send.span.ts)
+    for q in reversed(quorums[:i]):
+        if q.thread == send.span.thread and q.end <= send.span.ts:
+            return q if step_of(q.ts) == step else None
+    return None
+
+
 @dataclass(frozen=True)
 class SyncTiming:
     exposed_ms: float
@@ -167,17 +182,27 @@ class SyncTiming:
     comm_union_ms: Optional[float]
     should_commit_ms: Optional[float]
     serialized_collectives: Optional[int]
+    quorum_ms: Optional[float] = None  # the send's quorum wait
+    exposed_control_ms: float = 0.0
+
+    @property
+    def exposed_data_ms(self) -> float:
+        return self.exposed_ms
 
 
-def sync_timing(sync: Sync, sc: Optional[SendComm], serial: Optional[int]) -> SyncTiming:
+def sync_timing(sync: Sync, sc: Optional[SendComm], serial: Optional[int], quorum: Optional[Span] = None) -> SyncTiming:
     exposed = (blocked_until(sync) - sync.span.ts) / 1000.0
     done = sc.done_ts if sc is not None else None
     s2d = (done - sc.issue_ts) / 1000.0 if done is not None else None
+    quorum_ms = quorum.dur / 1000.0 if quorum is not None else None
+    commit_ms = sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None
     return SyncTiming(
         exposed_ms=exposed,
         hidden_ms=max(0.0, s2d - exposed) if s2d is not None else None,
         send_to_done_ms=s2d,
         comm_union_ms=sc.union_us() / 1000.0 if sc is not None and sc.spans else None,
-        should_commit_ms=sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None,
+        should_commit_ms=commit_ms,
         serialized_collectives=serial,
+        quorum_ms=quorum_ms,
+        exposed_control_ms=(quorum_ms or 0.0) + (commit_ms or 0.0),
     )

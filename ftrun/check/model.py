@@ -43,6 +43,9 @@ class EventResult:
     send_to_done_ms: Optional[float] = None
     comm_union_ms: Optional[float] = None
     should_commit_ms: Optional[float] = None
+    exposed_data_ms: Optional[float] = None  # = exposed_comm_ms: the fragment's collectives
+    exposed_control_ms: Optional[float] = None  # quorum wait before its send + should_commit
+    quorum_ms: Optional[float] = None
     serialized: Optional[bool] = None
     serialized_collectives: Optional[int] = None
     send_captured: Optional[bool] = None

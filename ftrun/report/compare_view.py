@@ -34,8 +34,12 @@ ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("tokens/s per replica", "tokens_per_s_per_replica", _list(",.0f")),
     ("wall time", "wall_s", lambda v: "-" if v is None else f"{v:.1f} s"),
     ("syncs / commits", "syncs", None),
-    ("exposed comm (run, per replica)", "exposed_comm_s", lambda v: f"{v:.2f} s"),
-    ("exposed comm per sync", "per_sync_exposed_ms", lambda v: "-" if v is None else f"{v:.1f} ms"),
+    ("exposed data comm (run, per replica)", "exposed_comm_s", lambda v: f"{v:.2f} s"),
+    ("exposed control (quorum, commit)", "exposed_control_s", lambda v: "-" if v is None else f"{v:.2f} s"),
+    ("exposed data per sync", "per_sync_exposed_ms", lambda v: "-" if v is None else f"{v:.1f} ms"),
+    ("exposed control per sync", "per_sync_exposed_control_ms", lambda v: "-" if v is None else f"{v:.1f} ms"),
+    ("compute utilisation", "compute_utilisation", lambda v: "-" if v is None else f"{v * 100:.0f}%"),
+    ("median compute step", "median_step_s", lambda v: "-" if v is None else f"{v * 1e3:.1f} ms"),
     ("hidden share of comm (profiled)", "hidden_comm_share", _pct),
     ("peak bytes in one sync", "peak_sync_bytes", _mb),
     ("total bytes sent (per replica)", "total_bytes", _mb),
@@ -66,19 +70,38 @@ def rows(result: dict) -> list[list[str]]:
         if key == "syncs":
             out.append([label] + [f"{_num(r['syncs'])} / {_num(r['commits'])}" for r in result["runs"]])
         else:
-            out.append([label] + [fmt(r.get(key)) for r in result["runs"]])
+            out.append([label] + [_with_spread(fmt, r, key) for r in result["runs"]])
     return out
+
+
+def _with_spread(fmt: Callable[[Any], str], run: dict, key: str) -> str:
+    """The value; with --repeat, the median followed by the [min, max] over the repeats."""
+    text = fmt(run.get(key))
+    spread = (run.get("spread") or {}).get(key)
+    return f"{text} ({fmt(spread[0])} to {fmt(spread[1])})" if spread else text
 
 
 def link_line(result: dict) -> str:
     link = result["link"]
     kind = "emulated" if link.get("emulated") else "not emulated"
-    return f"link: {link.get('describe')} ({kind}; {link.get('chosen')})"
+    text = f"link: {link.get('describe')} ({kind}; {link.get('chosen')})"
+    if link.get("calibrated_step_s") is not None:
+        text += f"; calibrated step {link['calibrated_step_s'] * 1e3:.1f} ms ({link.get('calibration', '')})"
+        measured = link.get("measured_median_step_s") or {}
+        got = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in measured.items() if v is not None)
+        if got:
+            text += f"; measured median compute step: {got}"
+        shares = link.get("plain_sync_share_of_measured_h") or {}
+        if shares:
+            text += "; plain DiLoCo's sync = " + ", ".join(f"{v:.2f} of H measured steps ({k})" for k, v in shares.items())
+    return text
 
 
 def print_report(result: dict) -> None:
     console = make_console()
-    t = Table(title=f"ftrun compare · {result['compare_dir']}", title_justify="left")
+    reps = max((r.get("repeats") or 1 for r in result["runs"]), default=1)
+    title = f"ftrun compare · {result['compare_dir']}" + (f" · median (min to max) of {reps} runs each" if reps > 1 else "")
+    t = Table(title=title, title_justify="left")
     t.add_column("", no_wrap=True)  # labels whole; values wrap (fits 80 columns)
     for r in result["runs"]:
         t.add_column(r["name"], justify="right")

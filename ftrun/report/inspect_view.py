@@ -41,10 +41,10 @@ _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
     ("kind", "kind", lambda e: e.kind),
     ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?")),
     ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
-    ("exposed ms", "exposed\nms", lambda e: _ms(e.exposed_comm_ms)),
+    ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.exposed_data_ms)),
+    ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.exposed_control_ms)),
     ("hidden ms", "hidden\nms", lambda e: _ms(e.hidden_comm_ms)),
     ("send→done ms", "send→\ndone ms", lambda e: _ms(e.send_to_done_ms)),
-    ("commit ms", "commit\nms", lambda e: _ms(e.should_commit_ms)),
 ]
 _WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
 

@@ -3,7 +3,9 @@
 Each lane shows the training steps (alternating grey), each fragment's send->done span
 (a bar in the fragment's colour, from the first allreduce issued to the last collective or
 link hold finished), the collectives themselves (darker ticks of the same colour), and the
-blocking part of every sync (red): communication that was *exposed* to the training thread.
+blocking part of every sync (red): data-plane communication that was *exposed* to the training
+thread, and the control plane's exposed waits (dark purple): each quorum the training thread waited
+for (``torchft::manager::wait_quorum``) and each ``should_commit``.
 Time is relative to the start of each lane's window, so runs line up.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+MIN_CONTROL_US = 100.0  # quorum waits shorter than this are not drawn
 FRAGMENT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
 
@@ -22,6 +25,7 @@ class Lane:
     sends: list[tuple[float, float, int]] = field(default_factory=list)  # (issue, done, fragment)
     collectives: list[tuple[float, float, int]] = field(default_factory=list)
     waits: list[tuple[float, float]] = field(default_factory=list)
+    controls: list[tuple[float, float]] = field(default_factory=list)  # quorum waits, should_commit
     note: str = ""  # drawn across an empty lane, e.g. a replica killed before its window was written
 
 
@@ -53,6 +57,13 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
                     lane.collectives.append((sec(c.ts), sec(c.end), frag))
             for sync in spans.syncs:
                 lane.waits.append((sec(sync.span.ts), sec(blocked_until(sync))))
+                if sync.should_commit is not None:
+                    lane.controls.append((sec(sync.should_commit.ts), sec(sync.should_commit.end)))
+            train_threads = {s.span.thread for s in spans.steps}
+            # torchft also calls wait_quorum on an already formed quorum (in manager.allreduce,
+            # and ftrun's bookkeeping between steps asks num_participants): those are not drawn
+            lane.controls += [(sec(q.ts), sec(q.end)) for q in getattr(spans, "quorums", [])
+                              if q.thread in train_threads and q.dur >= MIN_CONTROL_US and _in_step(q.ts, spans.steps)]
             break  # one window per lane keeps the picture readable
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
@@ -66,6 +77,13 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             traced.add(label)
     lanes.sort(key=lambda lane: (lane.label.split(" · ")[0] != name, int(lane.label.rsplit(" ", 1)[-1])))
     return lanes
+
+
+def _in_step(ts: float, steps) -> bool:
+    from bisect import bisect_right
+
+    i = bisect_right([s.span.ts for s in steps], ts) - 1
+    return i >= 0 and ts <= steps[i].span.end
 
 
 def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Path:
@@ -90,6 +108,8 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
             ax.broken_barh([(a, max(b - a, 1e-4))], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)])
         for a, b in lane.waits:
             ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#d62728")
+        for a, b in lane.controls:
+            ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#6a3d9a")
         if lane.note:
             ax.text(0.0, y, lane.note, va="center", ha="left", fontsize=9, color="#555555", style="italic")
     ax.set_yticks(range(len(lanes)))
@@ -97,7 +117,8 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
     ax.set_xlabel("seconds from the start of the profiled window")
     ax.set_title(title)
     handles = [Patch(color=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], label=f"fragment {f}: send→done, collectives") for f in sorted(frags)]
-    handles += [Patch(color="#d62728", label="sync blocked (exposed comm)"), Patch(color="#d0d0d0", label="training steps")]
+    handles += [Patch(color="#d62728", label="sync blocked on data (exposed)"),
+                Patch(color="#6a3d9a", label="quorum / should_commit (exposed control)"), Patch(color="#d0d0d0", label="training steps")]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     fig.tight_layout()

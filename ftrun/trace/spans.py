@@ -27,6 +27,9 @@ all of the call's kernels (a quantized allreduce launches an alltoall = SendRecv
 AllGather). Kernels launched elsewhere (DDP's own allreduce, healing) are not a send's.
 Without launch links, every AllReduce kernel is a collective (the old rule). A kernel that
 starts before its launch means the trace's GPU and CPU clocks disagree: said once in ``notes``.
+
+The quorum wait: ``torchft::manager::wait_quorum`` (the training thread waiting for the quorum
+that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short ones too).
 """
 
 from __future__ import annotations
@@ -149,6 +152,7 @@ class TraceSpans:
     has_shapes: bool = False
     events: int = 0
     extra: dict = field(default_factory=dict)
+    quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
     device_steps: list[StepSpan] = field(default_factory=list)  # gpu_user_annotation step copies
     device_copies: int = 0  # gpu_user_annotation copies of sends/syncs/steps, recognised and set aside
@@ -252,7 +256,7 @@ def _committed(commits: list[TraceEvent], saves: list[TraceEvent]) -> Optional[b
 def _wanted(labels: LabelSet) -> set[str]:
     return {
         labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
-        labels.restore_parameters, labels.should_commit, labels.save_parameters, COPY,
+        labels.restore_parameters, labels.should_commit, labels.save_parameters, COPY, labels.wait_quorum,
         *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce,
         *labels.cuda_stream_wait,
     }
@@ -413,6 +417,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         device_copies=copies,
         stream_waits=sorted((_span(e) for e in launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
         notes=notes,
+        quorums=sorted((_span(e) for e in by_name[labels.wait_quorum]), key=lambda s: s.ts),
     )
 
 

@@ -1,8 +1,13 @@
-"""Measure one inner step of the configured model on this machine (for compare's default link).
+"""Measure one inner step of the configured model with the run's own layout (for compare's default link).
 
-``python -m ftrun.worker.calibrate CONFIG_JSON THREADS`` prints ``{"step_s", "model_bytes"}``:
-the median time of a forward+backward+AdamW step (after warm-up) with the run's batch, and the
-bytes of one full-model pseudo-gradient (float32), i.e. what plain DiLoCo sends per sync.
+``python -m ftrun.worker.calibrate CONFIG_JSON THREADS [RANKS]`` starts RANKS measuring
+processes at once (the run's replica groups x ranks, each with the run's THREADS), so the step
+is measured with the cores shared as the training will share them; each one times a
+forward+backward+AdamW step with the run's batch (median after warm-up). It prints
+``{"step_s", "per_rank_s", "ranks", "threads", "model_bytes"}``: ``step_s`` is the median over
+the ranks, ``model_bytes`` the bytes of one full-model pseudo-gradient (float32), i.e. what
+plain DiLoCo sends per sync. What it does not include: Gloo's threads, the profiler, DiLoCo's
+own work — compare reports the baseline run's measured median step next to it.
 When the run would use NCCL (CUDA available, backend auto/nccl/baby-nccl) the step runs on the GPU,
 timed between two ``torch.cuda.synchronize()`` calls, so the figure is the GPU step.
 """
@@ -10,12 +15,14 @@ timed between two ``torch.cuda.synchronize()`` calls, so the figure is the GPU s
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
 
-def measure(cfg: dict, threads: int, steps: int = 6) -> dict:
+def measure(cfg: dict, threads: int, steps: int = 8) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -46,5 +53,25 @@ def measure(cfg: dict, threads: int, steps: int = 6) -> dict:
     return {"step_s": statistics.median(times), "model_bytes": model_bytes, "device": str(device)}
 
 
+def measure_layout(cfg_json: str, threads: int, ranks: int, timeout_s: float = 300) -> dict:
+    """RANKS concurrent ``measure`` processes; their median step."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    cmd = [sys.executable, "-m", "ftrun.worker.calibrate", cfg_json, str(threads)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(ranks)]
+    got = []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout_s)
+        if p.returncode != 0:
+            raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
+        got.append(json.loads(out.strip().splitlines()[-1]))
+    per_rank = [g["step_s"] for g in got]
+    return {"step_s": statistics.median(per_rank), "per_rank_s": per_rank, "ranks": ranks, "threads": threads,
+            "model_bytes": got[0]["model_bytes"], "device": got[0].get("device", "cpu")}
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(json.loads(sys.argv[1]), int(sys.argv[2]))))
+    cfg_arg, threads_arg = sys.argv[1], int(sys.argv[2])
+    if len(sys.argv) > 3:
+        print(json.dumps(measure_layout(cfg_arg, threads_arg, int(sys.argv[3]))))
+    else:
+        print(json.dumps(measure(json.loads(cfg_arg), threads_arg)))

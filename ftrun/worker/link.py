@@ -1,18 +1,26 @@
-"""An emulated slow link: a thin wrapper around the real torchft process group.
+"""An emulated slow link: a thin wrapper around the real torchft process group, and its control plane.
 
 Where it sits: ``Manager(pg=LinkEmulator(ProcessGroupGloo(...)))``. The Manager only sees the
 wrapper (torchft's own ``ProcessGroupWrapper`` extension point), so quorum reconfiguration,
 ``configure``/``abort``/``errored`` all reach the real group unchanged.
 
-What it does: every ``allreduce`` runs for real, immediately; only its *completion* is held
-back. The link is one shared pipe per rank, as a WAN uplink is: collectives issued together
-queue on it, so collective k completes at ``latency + (link free at, or its issue time if
-later) + bytes_k * 8 / bandwidth`` — never earlier than ``issue + latency + bytes/bandwidth``,
-and F fragments of 1/F the size cost the same wire time as one whole model. The
+Data plane: every collective torchft issues (allreduce, allreduce_coalesced, alltoall_base,
+allgather, allgather_into_tensor_coalesced, reduce_scatter, broadcast, send/recv, barrier —
+quantized allreduce uses alltoall + allgather) runs for real, immediately; only its
+*completion* is held back, by the cost in ``ftrun.linkcost`` (ring across the R replica groups
+of the current quorum, R = the group's size when the collective is issued). The link is one
+shared pipe per rank, as a WAN uplink is: the wire time of collectives issued together queues,
+so collective k completes at ``(link free at, or its issue time if later) + wire_k + latency
+steps_k``, and F fragments of 1/F the size cost the same wire time as one whole model. The
 returned Work's ``wait()`` first waits for the real collective (so its errors surface exactly
 as before), then sleeps out the rest of the hold; its future completes at the same moment, with
 the real result or the real exception. The hold after the real collective shows in traces as
 an ``ftrun::link::hold`` span on a helper thread, so inspect-trace counts it as communication.
+
+Control plane (``hold_control``): torchft's quorum RPC is held by its round trips on the link
+(``ftrun.linkcost.CONTROL_ROUND_TRIPS``), after the real reply, in an
+``ftrun::link::control::quorum`` span on the quorum thread; the training thread waits for it
+in ``torchft::manager::wait_quorum``, which is where inspect-trace measures it.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ import torch.distributed as dist
 from torch.profiler import record_function
 from torchft.process_group import ProcessGroup, ProcessGroupWrapper
 
-from ftrun.labels import LINK_HOLD
+from ftrun import linkcost
+from ftrun.labels import LINK_CONTROL_QUORUM, LINK_HOLD
 
 
 class HeldWork(dist._Work):
@@ -71,37 +80,92 @@ class HeldWork(dist._Work):
         return self._future
 
 
-def _nbytes(tensors: List[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
+def _nbytes(tensors: Any) -> int:
+    """Bytes of a tensor, or of a (nested) list of tensors."""
+    if isinstance(tensors, torch.Tensor):
+        return tensors.numel() * tensors.element_size()
+    return sum(_nbytes(t) for t in tensors or [])
 
 
 class LinkEmulator(ProcessGroupWrapper):
-    """Wrap ``pg`` so that each allreduce takes at least ``latency_s + bytes*8/bandwidth_bps``."""
+    """Wrap ``pg`` so that each collective takes at least its ``ftrun.linkcost`` cost.
 
-    def __init__(self, pg: ProcessGroup, bandwidth_bps: float, latency_s: float = 0.0) -> None:
+    ``replicas``: R for the cost; None (the default) = the group's size at each collective.
+    """
+
+    def __init__(self, pg: ProcessGroup, bandwidth_bps: float, latency_s: float = 0.0, replicas: Optional[int] = None) -> None:
         super().__init__(pg=pg)
         self._inner = pg
         self.bandwidth_bps = float(bandwidth_bps)
         self.latency_s = float(latency_s)
+        self.replicas = replicas
         self._free_at = 0.0  # monotonic time at which the emulated link has sent everything queued
         self._lock = threading.Lock()
 
-    def deadline(self, nbytes: int, issued: float) -> float:
-        """Completion time of a transfer of ``nbytes`` issued at ``issued`` on the shared link."""
-        with self._lock:
-            self._free_at = max(self._free_at, issued) + nbytes * 8.0 / self.bandwidth_bps
-            return self._free_at + self.latency_s
+    def _r(self) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        try:
+            return int(self._inner.size())
+        except Exception:  # not configured yet: nothing to cross
+            return 1
 
-    def _held(self, work: dist._Work, tensors: List[torch.Tensor], issued: float) -> dist._Work:
-        return HeldWork(work, self.deadline(_nbytes(tensors), issued))
+    def deadline(self, kind: str, nbytes: int, issued: float) -> float:
+        """Completion time of a collective issued at ``issued`` on the shared link."""
+        steps, on_wire = linkcost.wire(kind, nbytes, self._r())
+        with self._lock:
+            self._free_at = max(self._free_at, issued) + on_wire * 8.0 / self.bandwidth_bps
+            return self._free_at + steps * self.latency_s
+
+    def _held(self, kind: str, work: dist._Work, nbytes: int, issued: float) -> dist._Work:
+        return HeldWork(work, self.deadline(kind, nbytes, issued))
 
     def allreduce(self, tensors: List[torch.Tensor], opts: object) -> dist._Work:
         issued = time.monotonic()
-        return self._held(super().allreduce(tensors, opts), tensors, issued)
+        return self._held("allreduce", super().allreduce(tensors, opts), _nbytes(tensors), issued)
 
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any) -> dist._Work:
         issued = time.monotonic()
-        return self._held(super().allreduce_coalesced(tensors, opts), tensors, issued)
+        return self._held("allreduce", super().allreduce_coalesced(tensors, opts), _nbytes(tensors), issued)
+
+    def alltoall_base(self, output_buffer, input_buffer, output_split_sizes, input_split_sizes, opts) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        work = super().alltoall_base(output_buffer, input_buffer, output_split_sizes, input_split_sizes, opts)
+        return self._held("alltoall", work, _nbytes(input_buffer), issued)
+
+    def allgather(self, output_tensors, input_tensor, opts) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        return self._held("allgather", super().allgather(output_tensors, input_tensor, opts), _nbytes(output_tensors), issued)
+
+    def allgather_into_tensor_coalesced(self, output_tensors, input_tensors, opts) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        work = super().allgather_into_tensor_coalesced(output_tensors, input_tensors, opts)
+        return self._held("allgather", work, _nbytes(output_tensors), issued)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        return self._held("reduce_scatter", super().reduce_scatter(output_tensors, input_tensors, opts), _nbytes(input_tensors), issued)
+
+    def reduce_scatter_tensor_coalesced(self, output_tensors, input_tensors, opts) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        work = super().reduce_scatter_tensor_coalesced(output_tensors, input_tensors, opts)
+        return self._held("reduce_scatter", work, _nbytes(input_tensors), issued)
+
+    def broadcast(self, tensor_list, opts) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        return self._held("broadcast", super().broadcast(tensor_list, opts), _nbytes(tensor_list), issued)
+
+    def send(self, tensors, dst_rank, tag) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        return self._held("send", super().send(tensors, dst_rank, tag), _nbytes(tensors), issued)
+
+    def recv(self, tensors, src_rank, tag) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        return self._held("recv", super().recv(tensors, src_rank, tag), _nbytes(tensors), issued)
+
+    def barrier(self, opts=None) -> dist._Work:  # noqa: ANN001
+        issued = time.monotonic()
+        return self._held("barrier", super().barrier(opts), 0, issued)
 
     # torchft's ProcessGroupWrapper drops a wrapped group on abort/shutdown; keep ours.
     def abort(self, errored: bool = True) -> None:
@@ -119,3 +183,30 @@ class LinkEmulator(ProcessGroupWrapper):
     @property
     def parent(self) -> ProcessGroup:
         return self._inner
+
+
+class _ControlClient:
+    """A transparent proxy for torchft's ``ManagerClient`` that holds each quorum reply."""
+
+    def __init__(self, client: Any, hold_s: float) -> None:
+        self._client = client
+        self._hold_s = hold_s
+
+    def _quorum(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._client._quorum(*args, **kwargs)
+        if self._hold_s > 0:
+            with record_function(LINK_CONTROL_QUORUM):
+                time.sleep(self._hold_s)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def hold_control(manager: Any, latency_s: float) -> None:
+    """Hold ``manager``'s cross-group control RPCs by their round trips (``ftrun.linkcost``).
+
+    Only the quorum crosses the inter-group link (``should_commit`` is a vote inside one
+    replica group: 0 round trips), so only ``_quorum`` is wrapped.
+    """
+    manager._client = _ControlClient(manager._client, linkcost.control_s("quorum", latency_s))

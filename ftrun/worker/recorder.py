@@ -9,6 +9,13 @@ Timings for the whole run (traces cover only the profiled window): ``send_s`` = 
 duration; ``exposed_s`` = perform_sync start to the end of its ``wait()`` (the training thread
 blocked on the fragment's allreduces: the same definition inspect-trace uses, to the end of
 ``torchft::local_sgd::wait`` instead of the start of restore); ``sync_s`` = whole perform_sync.
+Control plane (``attach_manager``): ``quorum_s`` = the step's ``manager.start_quorum`` (with
+``use_async_quorum=False`` the training thread waits for the quorum there), ``commit_s`` =
+``manager.should_commit``. ``exposed_s`` is the data plane's exposed time, ``quorum_s +
+commit_s`` the control plane's.
+
+Cost: one line-buffered write per step (the launcher's progress display, watchdog and fault
+accounting read these files live, so lines are not held back).
 """
 
 from __future__ import annotations
@@ -55,6 +62,21 @@ class StepRecorder:
             frag.prepare_sync = self._wrap_send(frag_id, frag.prepare_sync)
             frag.perform_sync = self._wrap_sync(frag_id, frag, frag.perform_sync)
             frag.wait = self._wrap_wait(frag.wait)
+
+    def attach_manager(self, manager: Any) -> None:
+        """Time the control plane: ``start_quorum`` (``quorum_s``) and ``should_commit`` (``commit_s``)."""
+        manager.start_quorum = self._timed("quorum_s", manager.start_quorum)
+        manager.should_commit = self._timed("commit_s", manager.should_commit)
+
+    def _timed(self, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+
+        return timed
 
     def _wrap_wait(self, fn: Callable[[], None]) -> Callable[[], None]:
         def wait() -> None:
