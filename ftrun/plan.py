@@ -171,17 +171,8 @@ def smallest_fragments(work: Workload, sync_every: int, bandwidth_bps: float, la
     return None
 
 
-def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, target: float,
-                     lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
-    """The lowest bandwidth in [lo, hi] at which utilisation reaches ``target`` (to 1%).
-
-    Utilisation never falls as bandwidth grows, so below the returned bandwidth the schedule
-    stops hiding its communication. ``lo_bps`` when it already reaches the target there; None
-    when not even ``hi_bps`` does.
-    """
-    def ok(bw: float) -> bool:
-        return simulate(work, schedule, bw, latency_s, steps).utilisation >= target
-
+def _lowest(ok, lo_bps: float, hi_bps: float) -> float | None:
+    """The lowest bandwidth in [lo, hi] (to 1%) where the monotone predicate ``ok`` holds."""
     if ok(lo_bps):
         return lo_bps
     if not ok(hi_bps):
@@ -191,3 +182,21 @@ def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, targe
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if ok(math.exp(mid)) else (mid, hi)
     return math.exp(hi)
+
+
+def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, target: float,
+                     lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
+    """The lowest bandwidth in [lo, hi] at which utilisation reaches ``target`` (to 1%).
+
+    Utilisation never falls as bandwidth grows, so below the returned bandwidth the schedule
+    stops hiding its communication. ``lo_bps`` when it already reaches the target there; None
+    when not even ``hi_bps`` does.
+    """
+    return _lowest(lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps)
+
+
+def data_hidden_bandwidth(work: Workload, schedule: Schedule, latency_s: float,
+                          lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
+    """The lowest bandwidth in [lo, hi] (to 1%) at which no sync waits for its data: every
+    allreduce done within tau steps. None when none is (always for tau = 0 with R > 1)."""
+    return _lowest(lambda bw: simulate(work, schedule, bw, latency_s, steps).exposed_data_s == 0.0, lo_bps, hi_bps)

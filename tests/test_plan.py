@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ftrun import linkcost
-from ftrun.plan import Workload, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
+from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
 from ftrun.schedule import Schedule
 
 BW, LAT = 8e6, 0.01
@@ -104,6 +104,12 @@ def test_hiding_bandwidth_is_where_utilisation_reaches_the_target() -> None:
     assert hiding_bandwidth(TWO_FRAGS, plain(Schedule(2, 20, 5)), LAT, 0.99, 1e5, 1e12, steps=20) is None
     # already reached at the low end: the low end is returned
     assert hiding_bandwidth(TWO_FRAGS, Schedule(2, 20, 5), LAT, 0.98, 2e6, 1e12, steps=20) == 2e6
+
+
+def test_data_hidden_bandwidth_is_where_no_sync_waits() -> None:
+    # each 0.8 Mbit fragment must arrive within 5 steps (500 ms) minus 20 ms of latency: 1.667 Mbit/s
+    assert data_hidden_bandwidth(TWO_FRAGS, Schedule(2, 20, 5), LAT, 1e5, 1e12) == pytest.approx(0.8e6 / 0.48, rel=0.011)
+    assert data_hidden_bandwidth(TWO_FRAGS, plain(Schedule(2, 20, 5)), LAT, 1e5, 1e12) is None  # tau=0 always waits
 
 
 def test_even_split_for_another_fragment_count() -> None:

@@ -23,7 +23,7 @@ from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.events import read_events
 from ftrun.link_spec import LinkSpec, parse_link
-from ftrun.plan import Workload, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
+from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
 from ftrun.schedule import Schedule, ScheduleError
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -184,15 +184,17 @@ def plan(from_dir: Optional[str], params: Optional[int], dtype: Optional[str], s
     configs = predict(work, sched, specs, target_util)
     lat = sweep_lat if sweep_lat is not None else specs[0].latency_s
     lo, hi = min(s.bandwidth_bps for s in specs), max(s.bandwidth_bps for s in specs)
-    hides = {name: hiding_bandwidth(work, s, lat, target_util, min(lo, 1e3), max(hi, 1e12))
-             for name, s in (("streaming", sched), ("plain", plain(sched)))}
+    both = (("streaming", sched), ("plain", plain(sched)))
+    hides = {name: hiding_bandwidth(work, s, lat, target_util, min(lo, 1e3), max(hi, 1e12)) for name, s in both}
+    data_hidden = {name: data_hidden_bandwidth(work, s, lat, min(lo, 1e3), max(hi, 1e12)) for name, s in both}
     result: dict[str, Any] = {
         "source": source,
         "inputs": {"step_ms": work.step_s * 1e3, "fragment_bytes": list(work.fragment_bytes), "model_bytes": work.model_bytes,
                    "replicas": work.replicas, "fragments": sched.fragments, "sync_every": sched.sync_every,
                    "fragment_sync_delay": sched.delay, "target_util": target_util},
         "configs": configs,
-        "hides_from_bps": {**hides, "latency_s": lat},
+        "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
+        "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up
     }
     if png is not None:
         path = Path(png)

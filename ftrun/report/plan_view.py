@@ -43,7 +43,7 @@ def print_plan(result: dict) -> None:
             first = key == "streaming"
             frag = cfg["smallest_fragments"]
             t.add_row(
-                cfg["link"]["describe"] if first else "", key,
+                f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms" if first else "", key,
                 _ms(p["exposed_ms_per_sync"]), f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}",
                 _ms(p["exposed_ms_per_step"]),
                 styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
@@ -57,7 +57,9 @@ def print_plan(result: dict) -> None:
     for key, label in (("streaming", "streaming"), ("plain", "plain DiLoCo")):
         v = hides[key]
         where = "on no link up to 1 Tbit/s" if v is None else f"from {bw(v)} up"
-        c.print(f"{label} keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
+        d = result["data_hidden_from_bps"][key]
+        data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
+        c.print(f"{label} {data}; keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
     c.print("model: compute per step; the quorum's round trip; each fragment's ring allreduce queued on the uplink "
             "(ftrun.linkcost, as the emulator); the sync blocks for the rest. Not modelled: replica skew, real RPC and "
             "loopback costs (ftrun plan --check shows how much they weigh)")
@@ -109,11 +111,12 @@ def draw_utilisation(result: dict, path: Path) -> Path:
                                ("plain", "plain DiLoCo F=1 tau=0", "#d62728")):
         ys = [c[key]["compute_utilisation"] for c in result["configs"]]
         ax.plot(xs, ys, marker="o", color=colour, label=label)
-        at = result["hides_from_bps"][key]
-        if at is not None and min(xs) <= at <= max(xs):
-            ax.axvline(at, color=colour, linestyle=":", linewidth=1)
-            ax.annotate(f"hides from {bw(at)}", (at, inp["target_util"]), textcoords="offset points", xytext=(4, -14),
-                        color=colour, fontsize=8)
+        for at, style, text, y in ((result["hides_from_bps"][key], ":", "reaches target from", inp["target_util"]),
+                                   (result["data_hidden_from_bps"][key], "-.", "hides all data from", 0.05)):
+            if at is not None and min(xs) <= at <= max(xs):
+                ax.axvline(at, color=colour, linestyle=style, linewidth=1)
+                ax.annotate(f"{text} {bw(at)}", (at, y), textcoords="offset points", xytext=(4, -14 if y > 0.5 else 4),
+                            color=colour, fontsize=8)
     ax.axhline(inp["target_util"], color="grey", linestyle="--", linewidth=1, label=f"target {inp['target_util'] * 100:g}%")
     ax.set_xscale("log")
     ax.set_xlabel("bandwidth per replica (bit/s)")
