@@ -379,10 +379,15 @@ def plan_cmd(
         from ftrun.commands import plan as cmd
 
         if check is not None:
-            other = [f for f, v in (("--from", from_dir), ("--params", params), ("--link", link), ("--sweep-link", sweep_link), ("--png", png)) if v]
+            other = [f for f, v in (("--from", from_dir), ("--params", params), ("--dtype", dtype), ("--step-ms", step_ms),
+                                    ("--link", link), ("--sweep-link", sweep_link), ("--replicas", replicas),
+                                    ("--fragments", fragments), ("--sync-every", sync_every),
+                                    ("--fragment-sync-delay", fragment_sync_delay), ("--png", png)) if v is not None and v != []]
             if other:
-                raise BadInput(f"--check: predicts each run on its own link; drop {', '.join(other)}")
+                raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
             return cmd.check(check, tolerance, json_out)
+        if tolerance != 0.25:
+            raise BadInput(f"--tolerance {tolerance}: applies only with --check")
         return cmd.plan(from_dir, params, dtype, step_ms, list(link or []), sweep_link, replicas, fragments,
                         sync_every, fragment_sync_delay, target_util, json_out, png)
 

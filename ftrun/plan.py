@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from ftrun import linkcost
 from ftrun.schedule import Schedule
 
-DEFAULT_ROUNDS = 10  # without a step count: this many rounds of H steps
+# Without a step count: one round of H steps. Every round repeats the same timeline (each sync
+# drains its fragment's allreduce before the next send), so one round is the steady state.
+DEFAULT_ROUNDS = 1
 
 
 @dataclass(frozen=True)
@@ -154,11 +156,20 @@ def plain(schedule: Schedule) -> Schedule:
 
 def smallest_tau(work: Workload, fragments: int, sync_every: int, bandwidth_bps: float, latency_s: float,
                  target: float, steps: int | None = None) -> int | None:
-    """The smallest tau (< H/F) whose utilisation reaches ``target`` with F = ``fragments``; None if none does."""
-    for tau in range(sync_every // fragments):
-        if simulate(work, Schedule(fragments, sync_every, tau), bandwidth_bps, latency_s, steps).utilisation >= target:
-            return tau
-    return None
+    """The smallest tau (< H/F) whose utilisation reaches ``target`` with F = ``fragments``; None if none does.
+
+    Utilisation never falls as tau grows (the send moves earlier, the sync stays), so: bisection.
+    """
+    def ok(tau: int) -> bool:
+        return simulate(work, Schedule(fragments, sync_every, tau), bandwidth_bps, latency_s, steps).utilisation >= target
+
+    lo, hi = 0, sync_every // fragments - 1
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
+    return lo
 
 
 def smallest_fragments(work: Workload, sync_every: int, bandwidth_bps: float, latency_s: float,

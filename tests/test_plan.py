@@ -152,3 +152,23 @@ def test_monotone_in_bandwidth_and_tau(cfg, faster) -> None:
     assert simulate(work, Schedule(4, 20, tau), bw * faster, lat, steps=40).exposed_s <= base.exposed_s + 1e-9
     if tau < 4:
         assert simulate(work, Schedule(4, 20, tau + 1), bw, lat, steps=40).exposed_data_s <= base.exposed_data_s + 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(configs, st.floats(0.5, 0.999))
+def test_smallest_tau_is_the_first_tau_that_reaches_the_target(cfg, target) -> None:
+    step, frags, r, _, bw, lat = cfg
+    work = Workload(step, tuple(frags), r)
+    scan = [t for t in range(5) if simulate(work, Schedule(4, 20, t), bw, lat).utilisation >= target]
+    assert smallest_tau(work, 4, 20, bw, lat, target) == (scan[0] if scan else None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(configs)
+def test_one_round_is_the_steady_state(cfg) -> None:
+    step, frags, r, tau, bw, lat = cfg
+    work = Workload(step, tuple(frags), r)
+    one, many = simulate(work, Schedule(4, 20, tau), bw, lat), simulate(work, Schedule(4, 20, tau), bw, lat, steps=100)
+    assert one.steps == 20 and many.syncs == 5 * one.syncs
+    assert many.utilisation == pytest.approx(one.utilisation)
+    assert many.as_dict()["exposed_ms_per_sync"] == pytest.approx(one.as_dict()["exposed_ms_per_sync"])

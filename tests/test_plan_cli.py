@@ -83,6 +83,8 @@ def assert_one_line(res, *needles: str) -> None:
         (["--from", "/nonexistent/run", "--link", "1gbit"], "/nonexistent/run"),
         (["--check", "/nonexistent/cmp"], "--check /nonexistent/cmp"),
         (["--check", "/tmp", "--link", "1gbit"], "--link"),
+        (["--check", "/tmp", "--fragments", "2"], "--fragments"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--tolerance", "0.1"], "--tolerance 0.1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:

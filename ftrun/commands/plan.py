@@ -304,6 +304,9 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         for dirs in mr["dirs"]:
             inp = read_run(dirs)
             link = inp.link or LOOPBACK
+            if mr["link"] is None:
+                mr["link"] = {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
+                              "describe": link.describe() if inp.link else "loopback (no emulated link)"}
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
         # compare reports the median of its repeats: predict each repeat, take the median too
         pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
