@@ -32,10 +32,11 @@ def _pct(v: Optional[float]) -> str:
 def print_plan(result: dict) -> None:
     c = console()
     inp = result["inputs"]
-    c.print(f"ftrun plan · {result['source']} · model {inp['model_bytes'] / 1e6:.3g} MB · R={inp['replicas']} · "
+    size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
+    c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
             f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
             f"vs plain F=1 H={inp['sync_every']} tau=0")
-    t = Table("link", "", "exposed ms/sync", "data+ctrl", "ms/step", "util", "peak bw", "mean bw",
+    t = Table("link", "", "exposed ms/sync", "data+ctrl", "exposed ms/step", "util", "peak bw", "mean bw",
               f"min tau F={inp['fragments']}", "min F (tau)")
     for cfg in result["configs"]:
         for key in ("streaming", "plain"):
