@@ -337,6 +337,63 @@ def view_cmd(
     raise typer.Exit(guarded(body) or 0)
 
 
+PLAN_HELP = """Predict whether streaming DiLoCo hides its communication on a link, vs plain DiLoCo.
+
+A pure what-if model of one replica's timeline (compute per step, the quorum's round trip, each
+fragment's ring allreduce queued on the link with the emulator's cost, the sync blocking for what
+has not arrived tau steps after the send). Inputs: --from RUN_DIR (fragment bytes, replicas,
+schedule and compute step of a run) or --params, --dtype and --step-ms. Prints exposed
+communication, utilisation, bandwidth and the smallest tau and F that reach --target-util.
+--check DIR predicts every run of a compare or sweep dir on its own link and compares with what
+was measured (exit 1 when an error exceeds --tolerance).
+
+Example: ftrun plan --params 1000000000 --dtype bf16 --step-ms 400 --sweep-link 10mbit..10gbit,20ms --png plan.png
+
+Example: ftrun plan --check profiles/compare-20260101-120000
+"""
+
+
+@app.command("plan", help=PLAN_HELP, short_help="What-if model: will streaming DiLoCo hide my communication?")
+def plan_cmd(
+    from_dir: Optional[str] = typer.Option(None, "--from", metavar="RUN_DIR", help="Take fragment bytes, replicas, schedule and step time from a run."),
+    params: Optional[int] = typer.Option(None, help="Model parameters N (without --from)."),
+    dtype: Optional[str] = typer.Option(None, help="fp32 (default), bf16 or fp16: bytes per parameter sent."),
+    step_ms: Optional[float] = typer.Option(None, help="Compute time of one training step in ms (without --from)."),
+    link: Optional[List[str]] = typer.Option(None, "--link", help="BANDWIDTH[,LATENCY], e.g. 1gbit,20ms. Repeatable."),
+    sweep_link: Optional[str] = typer.Option(None, help="LO..HI[,LATENCY]: log-spaced bandwidths, e.g. 10mbit..10gbit,20ms."),
+    replicas: Optional[int] = typer.Option(None, help="Replica groups R (default 2, or the run's)."),
+    fragments: Optional[int] = typer.Option(None, help="Fragments F (default 2, or the run's)."),
+    sync_every: Optional[int] = typer.Option(None, help="H (default 20, or the run's)."),
+    fragment_sync_delay: Optional[int] = typer.Option(None, help="tau (default 5, or the run's)."),
+    target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
+    png: Optional[str] = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
+    check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir and compare."),
+    tolerance: float = typer.Option(0.25, help="--check: largest relative error (exposed time: or 5 ms) before exit 1."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    given = dict(locals())
+
+    def body() -> int:
+        refuse_empty(given)
+
+        from ftrun.commands import plan as cmd
+
+        if check is not None:
+            other = [f for f, v in (("--from", from_dir), ("--params", params), ("--dtype", dtype), ("--step-ms", step_ms),
+                                    ("--link", link), ("--sweep-link", sweep_link), ("--replicas", replicas),
+                                    ("--fragments", fragments), ("--sync-every", sync_every),
+                                    ("--fragment-sync-delay", fragment_sync_delay), ("--png", png)) if v is not None and v != []]
+            if other:
+                raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
+            return cmd.check(check, tolerance, json_out)
+        if tolerance != 0.25:
+            raise BadInput(f"--tolerance {tolerance}: applies only with --check")
+        return cmd.plan(from_dir, params, dtype, step_ms, list(link or []), sweep_link, replicas, fragments,
+                        sync_every, fragment_sync_delay, target_util, json_out, png)
+
+    raise typer.Exit(guarded(body) or 0)
+
+
 def main() -> None:
     app(prog_name="ftrun")
 

@@ -55,6 +55,20 @@ def collective_s(kind: str, nbytes: int, replicas: int, bandwidth_bps: float, la
     return steps * latency_s + on_wire * 8.0 / bandwidth_bps
 
 
+def enqueue(
+    free_at: float, issued: float, kind: str, nbytes: int, replicas: int, bandwidth_bps: float, latency_s: float
+) -> tuple[float, float]:
+    """One collective on a replica's shared uplink: ``(link free at, collective done at)``.
+
+    The wire time queues behind what is still on the link (``free_at``); the latency steps do
+    not occupy it: done = max(free_at, issued) + wire + steps * latency. The emulator
+    (``ftrun.worker.link``) and the planner (``ftrun.plan``) both use this rule.
+    """
+    steps, on_wire = wire(kind, nbytes, replicas)
+    free_at = max(free_at, issued) + on_wire * 8.0 / bandwidth_bps
+    return free_at, free_at + steps * latency_s
+
+
 def control_s(rpc: str, latency_s: float) -> float:
     """Seconds one control RPC (``quorum``, ``should_commit``) spends crossing the link."""
     return CONTROL_ROUND_TRIPS[rpc] * 2.0 * latency_s

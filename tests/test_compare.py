@@ -161,6 +161,22 @@ def test_link_hold_is_in_effect(trained: Compared) -> None:
         assert per_sync >= least - 0.5, (name, per_sync, least)  # 0.5 ms: trace timestamp rounding
 
 
+def test_plan_check_predicts_the_compare(trained: Compared) -> None:
+    """``ftrun plan --check``: measured is exactly what compare reported; the model's data plane
+    for baseline (dominated by the emulated hold) lands near what was measured."""
+    proc = ftrun("plan", "--check", str(trained.dir), "--json")
+    assert proc.returncode in (0, 1), proc.stderr  # 1 = some error beyond tolerance (a loaded machine)
+    got = {r["name"]: r for r in json.loads(proc.stdout)["runs"]}
+    report = {r["name"]: r for r in json.loads((trained.dir / "report.json").read_text())["runs"]}
+    for name in NAMES:
+        m, r = got[name]["measured"], report[name]
+        assert m["exposed_data_ms_per_sync"] == r["per_sync_exposed_ms"] and m["steps_per_s"] == r["steps_per_s"]
+        assert m["exposed_control_ms_per_sync"] == r["per_sync_exposed_control_ms"]
+    base = got["baseline"]
+    assert base["predicted"]["exposed_data_ms_per_sync"] == pytest.approx(base["measured"]["exposed_data_ms_per_sync"], rel=0.5)
+    assert got["streaming"]["predicted"]["exposed_data_ms_per_sync"] < base["predicted"]["exposed_data_ms_per_sync"]
+
+
 def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     """Every quorum crossed the link: a control-hold span of >= one round trip per send in the
     traces; compare reports the control plane apart from the data plane, in the table and sentence."""

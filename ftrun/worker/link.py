@@ -112,10 +112,9 @@ class LinkEmulator(ProcessGroupWrapper):
 
     def deadline(self, kind: str, nbytes: int, issued: float) -> float:
         """Completion time of a collective issued at ``issued`` on the shared link."""
-        steps, on_wire = linkcost.wire(kind, nbytes, self._r())
         with self._lock:
-            self._free_at = max(self._free_at, issued) + on_wire * 8.0 / self.bandwidth_bps
-            return self._free_at + steps * self.latency_s
+            self._free_at, done = linkcost.enqueue(self._free_at, issued, kind, nbytes, self._r(), self.bandwidth_bps, self.latency_s)
+            return done
 
     def _held(self, kind: str, work: dist._Work, nbytes: int, issued: float) -> dist._Work:
         return HeldWork(work, self.deadline(kind, nbytes, issued))

@@ -1,0 +1,134 @@
+"""Render ``ftrun plan``: the prediction table, the ``--check`` table, and utilisation vs bandwidth (PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from rich.table import Table
+
+from ftrun.console import console, line, styled
+
+
+def bw(bps: Optional[float]) -> str:
+    if bps is None:
+        return "-"
+    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.3g} {unit}"
+    return f"{bps:.3g} bit/s"
+
+
+def _ms(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def _pct(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def print_plan(result: dict) -> None:
+    c = console()
+    inp = result["inputs"]
+    size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
+    c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
+            f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
+            f"vs plain F=1 H={inp['sync_every']} tau=0")
+    t = Table("link", "", "exposed ms/sync", "data+ctrl", "exposed ms/step", "util", "peak bw", "mean bw",
+              f"min tau F={inp['fragments']}", "min F (tau)")
+    for cfg in result["configs"]:
+        for key in ("streaming", "plain"):
+            p = cfg[key]
+            first = key == "streaming"
+            frag = cfg["smallest_fragments"]
+            t.add_row(
+                f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms" if first else "", key,
+                _ms(p["exposed_ms_per_sync"]), f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}",
+                _ms(p["exposed_ms_per_step"]),
+                styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
+                bw(p["peak_bandwidth_bps"]), bw(p["mean_bandwidth_bps"]),
+                ("none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"])) if first else "",
+                ("none" if frag is None else f"{frag['fragments']} ({frag['tau']})") if first else "",
+            )
+    c.print(t)
+    hides = result["hides_from_bps"]
+    target = f"{inp['target_util'] * 100:g}%"
+    for key, label in (("streaming", "streaming"), ("plain", "plain DiLoCo")):
+        v = hides[key]
+        where = "on no link up to 1 Tbit/s" if v is None else f"from {bw(v)} up"
+        d = result["data_hidden_from_bps"][key]
+        data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
+        c.print(f"{label} {data}; keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
+    c.print("model: compute per step; the quorum's round trip; each fragment's ring allreduce queued on the uplink "
+            "(ftrun.linkcost, as the emulator); the sync blocks for the rest. Not modelled: replica skew, real RPC and "
+            "loopback costs (ftrun plan --check shows how much they weigh)")
+    if result.get("png"):
+        c.print(f"plot: {result['png']}")
+
+
+def print_check(result: dict) -> None:
+    c = console()
+    t = Table("run", "link", "exposed ms/sync", "measured", "error", "data (pred/meas)", "control (pred/meas)", "steps/s",
+              "measured", "error")
+
+    def err(run: dict, key: str) -> Any:
+        e = run["error"][key]
+        ok = run["within_tolerance"][key]
+        text = "-" if e is None else f"{e * 100:+.0f}%"
+        return styled(text, "red") if ok is False else text
+
+    for r in result["runs"]:
+        p, m = r["predicted"], r["measured"]
+        link = r.get("link") or {}
+        t.add_row(
+            r["name"] + ("" if r["planes"] == "data+control" else " (data only)"), str(link.get("describe", "-")),
+            _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"),
+            f"{_ms(p['exposed_data_ms_per_sync'])} / {_ms(m['exposed_data_ms_per_sync'])}",
+            f"{_ms(p['exposed_control_ms_per_sync'])} / {_ms(m['exposed_control_ms_per_sync'])}",
+            f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}", err(r, "steps_per_s"),
+        )
+    c.print(t)
+    c.print(f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
+            "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link")
+    if result["outside_tolerance"]:
+        c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
+    else:
+        c.print(line(("PASS", "bold green"), " every prediction within tolerance"))
+
+
+def draw_utilisation(result: dict, path: Path) -> Path:
+    """Utilisation vs bandwidth for streaming and plain DiLoCo, each schedule's hiding point marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    inp = result["inputs"]
+    xs = [c["link"]["bandwidth_bps"] for c in result["configs"]]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, label, colour in (("streaming", f"streaming F={inp['fragments']} tau={inp['fragment_sync_delay']}", "#1f77b4"),
+                               ("plain", "plain DiLoCo F=1 tau=0", "#d62728")):
+        ys = [c[key]["compute_utilisation"] for c in result["configs"]]
+        ax.plot(xs, ys, marker="o", color=colour, label=label)
+        for at, style, text, y in ((result["hides_from_bps"][key], ":", "reaches target from", inp["target_util"]),
+                                   (result["data_hidden_from_bps"][key], "-.", "hides all data from", 0.05)):
+            if at is not None and min(xs) <= at <= max(xs):
+                ax.axvline(at, color=colour, linestyle=style, linewidth=1)
+                ax.annotate(f"{text} {bw(at)}", (at, y), textcoords="offset points", xytext=(4, -14 if y > 0.5 else 4),
+                            color=colour, fontsize=8)
+    ax.axhline(inp["target_util"], color="grey", linestyle="--", linewidth=1, label=f"target {inp['target_util'] * 100:g}%")
+    ax.set_xscale("log")
+    ax.set_xlabel("bandwidth per replica (bit/s)")
+    ax.set_ylabel("compute utilisation (predicted)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
+                 f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,209 @@
+"""``ftrun plan`` through the CLI (typer's CliRunner, in-process): bad input, --from, --check on
+hand-made compare and sweep dirs. No training; the run dirs are written here.
+
+The hand-made run: 2 replicas, plain DiLoCo F=1 H=4 tau=0, 8 steps, one 1 MB fragment, an
+emulated link of 8 Mbit/s and 10 ms, compute 100 ms a step. The model predicts per sync
+1.0 s + 20 ms of allreduce and a 20 ms quorum: 1040 ms; 8 steps in 0.8 + 2 x 1.04 s = 2.78 steps/s.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ftrun.cli import app
+
+PRED_MS, PRED_SPS = 1040.0, 8 / 2.88
+
+
+def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Path:
+    (path / "events").mkdir(parents=True)
+    manifest = {
+        "replicas": 2, "nproc_per_replica": 1,
+        "schedule": {"fragments": 1, "sync_every": 4, "fragment_sync_delay": 0, "steps": 8},
+        "fragments": [{"id": 0, "numel": 250_000, "bytes": 1_000_000}],
+        "link": link if link is not None else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
+    }
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    for r in range(2):
+        lines = []
+        for step in range(1, 9):
+            rec = {"step": step, "step_time_s": compute_s, "sent": None, "synced": None}
+            if step % 4 == 0:  # this run measured 1.3 s of data and 0.1 s of control per sync
+                rec.update(sent=0, synced=0, commit=True, exposed_s=1.3, quorum_s=0.09, commit_s=0.01)
+                rec["step_time_s"] = compute_s + 1.4
+            lines.append(json.dumps(rec))
+        (path / "events" / f"replica{r}_rank0.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def make_compare(root: Path, data_ms: float, control_ms: float, sps: float) -> Path:
+    cmp_dir = root / "cmp"
+    run = make_run(cmp_dir / "baseline")
+    report = {"runs": [{"name": "baseline", "run_dir": str(run), "run_dirs": [str(run)], "per_sync_exposed_ms": data_ms,
+                        "per_sync_exposed_control_ms": control_ms, "steps_per_s": sps,
+                        "link": {"bandwidth_bps": 8e6, "latency_s": 0.01, "describe": "8 Mbit/s, 10 ms"}}]}
+    (cmp_dir / "report.json").write_text(json.dumps(report))
+    return cmp_dir
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, ["plan", *args])
+
+
+def assert_one_line(res, *needles: str) -> None:
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--params", "1000", "--step-ms", "10", "--link", "10xbit,5ms"], "--link '10xbit,5ms'"),
+        (["--params", "1000", "--step-ms", "10", "--link", "0mbit,5ms"], "bandwidth must be"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit,5ms", "--fragment-sync-delay", "10"], "--fragment-sync-delay 10"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--fragments", "3"], "--sync-every 20"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--dtype", "int3"], "--dtype 'int3'"),
+        (["--params", "1000", "--step-ms", "0", "--link", "1gbit"], "--step-ms 0"),
+        (["--params", "1000", "--step-ms", "10"], "--link"),
+        (["--params", "1000", "--link", "1gbit"], "--step-ms"),
+        (["--params", "1000", "--step-ms", "10", "--sweep-link", "10gbit..10mbit"], "--sweep-link"),
+        (["--params", "1000", "--step-ms", "10", "--sweep-link", "10mbit-10gbit"], "LO..HI"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--target-util", "1.5"], "--target-util 1.5"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--replicas", "0"], "--replicas 0"),
+        (["--from", "/nonexistent/run", "--link", "1gbit"], "/nonexistent/run"),
+        (["--check", "/nonexistent/cmp"], "--check /nonexistent/cmp"),
+        (["--check", "/tmp", "--link", "1gbit"], "--link"),
+        (["--check", "/tmp", "--fragments", "2"], "--fragments"),
+        (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--tolerance", "0.1"], "--tolerance 0.1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    assert_one_line(invoke(*args), needle)
+
+
+def test_from_and_params_together_is_refused(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    assert_one_line(invoke("--from", str(run), "--params", "5", "--link", "1gbit"), "--from")
+
+
+def test_from_run_dir_takes_its_bytes_replicas_schedule_and_compute(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    res = invoke("--from", str(run), "--json")  # no --link: the run's own link
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["inputs"]["fragment_bytes"] == [1_000_000] and out["inputs"]["replicas"] == 2
+    assert (out["inputs"]["fragments"], out["inputs"]["sync_every"], out["inputs"]["fragment_sync_delay"]) == (1, 4, 0)
+    # compute = loop minus exposed data and control: (8 x 0.1 + 2 x 1.4 - 2 x 1.3 - 2 x 0.1) / 8 = 0.1 s
+    assert out["inputs"]["step_ms"] == pytest.approx(100.0)
+    (cfg,) = out["configs"]
+    assert cfg["link"]["bandwidth_bps"] == 8e6
+    assert cfg["streaming"]["exposed_ms_per_sync"] == pytest.approx(PRED_MS)
+
+
+def test_several_links_and_a_png(tmp_path: Path) -> None:
+    png = tmp_path / "u.png"
+    res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--link", "100mbit,10ms",
+                 "--link", "10gbit,1ms", "--png", str(png), "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    slow, fast = out["configs"]
+    assert slow["link"]["bandwidth_bps"] == 1e8 and fast["link"]["bandwidth_bps"] == 1e10
+    # 50 MB on 100 Mbit/s: plain DiLoCo blocks for 4 s a sync; streaming F=2 tau=5 for 25 MB - 0.5 s
+    assert slow["plain"]["exposed_data_ms_per_sync"] == pytest.approx(4020.0)
+    assert slow["streaming"]["exposed_data_ms_per_sync"] == pytest.approx(2000.0 + 20.0 - 500.0)
+    assert fast["streaming"]["exposed_data_ms_per_sync"] == 0.0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    other = tmp_path / "notes.png"
+    other.write_text("mine")
+    assert_one_line(invoke("--params", "1000", "--step-ms", "10", "--link", "1gbit", "--png", str(other)), "not overwriting")
+    assert other.read_text() == "mine"
+
+
+def test_sweep_link_is_log_spaced_and_marks_where_each_hides() -> None:
+    res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", "10mbit..10gbit,10ms", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    bws = [c["link"]["bandwidth_bps"] for c in out["configs"]]
+    assert len(bws) == 13 and bws[0] == pytest.approx(1e7) and bws[-1] == pytest.approx(1e10)
+    hides = out["hides_from_bps"]
+    assert hides["streaming"] < hides["plain"]
+    # 25 MB a fragment in 500 ms - 20 ms of latency: 417 Mbit/s; plain (tau=0) never hides its data
+    assert out["data_hidden_from_bps"]["streaming"] == pytest.approx(2e8 / 0.48, rel=0.011)
+    assert out["data_hidden_from_bps"]["plain"] is None
+    table = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", "10mbit..10gbit,10ms")
+    assert table.exit_code == 0 and "keeps compute utilisation >= 95%" in " ".join(table.output.split())
+
+
+def test_check_a_compare_dir_within_tolerance(tmp_path: Path) -> None:
+    cmp_dir = make_compare(tmp_path, data_ms=1000.0, control_ms=60.0, sps=2.7)
+    res = invoke("--check", str(cmp_dir), "--json")
+    assert res.exit_code == 0, res.output
+    (run,) = json.loads(res.output)["runs"]
+    assert run["name"] == "baseline"
+    assert run["measured"] == {"exposed_ms_per_sync": 1060.0, "exposed_data_ms_per_sync": 1000.0,
+                               "exposed_control_ms_per_sync": 60.0, "steps_per_s": 2.7}
+    assert run["predicted"]["exposed_ms_per_sync"] == pytest.approx(PRED_MS)
+    assert run["predicted"]["exposed_data_ms_per_sync"] == pytest.approx(1020.0)
+    assert run["predicted"]["steps_per_s"] == pytest.approx(PRED_SPS)
+    assert run["error"]["exposed_ms_per_sync"] == pytest.approx((PRED_MS - 1060.0) / 1060.0)
+
+
+def test_check_fails_outside_tolerance_and_tolerance_is_a_flag(tmp_path: Path) -> None:
+    cmp_dir = make_compare(tmp_path, data_ms=1900.0, control_ms=100.0, sps=2.7)  # predicted 1040 vs 2000: -48%
+    res = invoke("--check", str(cmp_dir))
+    assert res.exit_code == 1, res.output
+    assert "baseline: exposed_ms_per_sync" in res.output.replace("\n", " ")
+    assert invoke("--check", str(cmp_dir), "--tolerance", "0.5").exit_code == 0
+
+
+def test_check_small_exposed_times_pass_within_5_ms(tmp_path: Path) -> None:
+    from ftrun.commands.plan import within
+
+    assert within("exposed_ms_per_sync", 0.0, 4.0, 0.25) is True  # -100% but only 4 ms
+    assert within("exposed_ms_per_sync", 0.0, 6.0, 0.25) is False
+    assert within("steps_per_s", 1.0, 1.3, 0.25) is True and within("steps_per_s", 1.0, 1.4, 0.25) is False
+
+
+def test_check_a_moved_compare_dir_and_missing_run_files(tmp_path: Path) -> None:
+    cmp_dir = make_compare(tmp_path, data_ms=1000.0, control_ms=60.0, sps=2.7)
+    moved = tmp_path / "moved"
+    cmp_dir.rename(moved)
+    assert invoke("--check", str(moved)).exit_code == 0  # run dirs found next to report.json
+    (moved / "baseline" / "manifest.json").unlink()
+    assert_one_line(invoke("--check", str(moved)), "run dir", "missing")
+
+
+def test_check_a_sweep_dir(tmp_path: Path) -> None:
+    sweep = tmp_path / "sw"
+    run = make_run(sweep / "cell-0")
+    cells = [{"params": {"link": "8mbit,10ms"}, "verdict": "pass", "steps_per_s": 2.7,
+              "exposed_comm_per_sync_ms": 1010.0, "run_dir": str(run)}]
+    (sweep / "sweep.json").write_text(json.dumps({"cells": cells}))
+    res = invoke("--check", str(sweep), "--json")
+    assert res.exit_code == 0, res.output
+    (got,) = json.loads(res.output)["runs"]
+    # a sweep cell reports the data plane only: it is compared with the predicted data plane
+    assert got["planes"] == "data" and got["measured"]["exposed_ms_per_sync"] == 1010.0
+    assert got["predicted"]["exposed_ms_per_sync"] == pytest.approx(1020.0)
+
+
+def test_plan_never_imports_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from ftrun.cli import app\n"
+        f"r = CliRunner().invoke(app, ['plan', '--params', '1000000', '--step-ms', '50', '--sweep-link', '10mbit..1gbit', '--png', {str(tmp_path / 'p.png')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
