@@ -49,7 +49,7 @@ def test_two_concurrent_overwrite_trainings(tmp_path):
 
 
 @pytest.mark.parametrize("args, cause", [
-    (["--backend", "nccl"], "no CUDA device"),
+    (["--backend", "nccl"], "no GPU visible on this host"),
     (["--width", "200000"], "GiB of memory"),
     (["--lighthouse", "http://127.0.0.1:{port}", "--quorum-timeout", "2"], "Connection refused"),
 ], ids=["nccl-without-cuda", "impossible-allocation", "dead-lighthouse"])

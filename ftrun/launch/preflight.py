@@ -1,10 +1,10 @@
 """Checks before ``ftrun train`` starts anything: what would fail in every worker anyway is
 refused here with its cause (``BadInput``, one line). Torch-free.
 
-* ``--backend nccl``/``baby-nccl`` on a host without a CUDA device (no ``/dev/nvidia*``);
 * a model whose parameters alone (fp32, once per rank on this host) exceed this host's memory;
 * ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``.
-Each check only refuses what cannot work; anything it cannot tell is left to the run.
+(A backend this host cannot run is refused by ``ftrun.launch.placement``.) Each check only
+refuses what cannot work; anything it cannot tell is left to the run.
 """
 
 from __future__ import annotations
@@ -47,11 +47,6 @@ def host_memory_bytes() -> int | None:
     return None
 
 
-def check_backend(cfg: RunConfig) -> None:
-    if cfg.backend in ("nccl", "baby-nccl") and not has_cuda_device():
-        raise BadInput(f"--backend {cfg.backend}: this host has no CUDA device (no /dev/nvidia*); use --backend gloo or auto")
-
-
 def check_memory(cfg: RunConfig) -> None:
     total = host_memory_bytes()
     ranks = len(cfg.groups_here) * cfg.nproc_per_replica
@@ -82,6 +77,5 @@ def check_lighthouse(cfg: RunConfig) -> None:
 
 
 def preflight(cfg: RunConfig) -> None:
-    check_backend(cfg)
     check_memory(cfg)
     check_lighthouse(cfg)
