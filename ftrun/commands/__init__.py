@@ -1,0 +1,1 @@
+"""Command implementations: the orchestration behind the thin functions in ``ftrun.cli``."""
