@@ -396,8 +396,8 @@ def sweep_cmd(
     json_out: bool = O["json_out"],
 ) -> None:
     given = dict(locals())
-    skip = ("given", "preset", "axis", "name", "parallel", "resume", "metric", "config", "out", "json_out")
-    flags = {k: v for k, v in locals().items() if k not in skip}
+    flags = {k: v for k, v in locals().items()
+             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "metric", "config", "out", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:

@@ -222,6 +222,8 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
         return build(file_values=file_values, **{**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)})
 
     grid.classify(cells, cell_config, why_unavailable)
+    if all(c.status == "invalid" for c in cells):  # a shared flag (or every value) breaks a rule
+        raise BadInput(f"sweep: every cell is invalid, e.g. {cells[0].name}: {cells[0].reason}")
     for c in cells:  # each cell's run dir: DIR/NAME/CELL
         if c.config is not None:
             c.config.out, c.config.run_name = str(sweep_dir), c.name

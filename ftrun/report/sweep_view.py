@@ -54,6 +54,8 @@ def print_sweep(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     out = console(soft_wrap=False)
+    if not out.is_terminal:  # a log or a pipe: the table at full width, not folded into 80 columns
+        out.width = 200
     keys = _axis_keys(result)
     t = Table(title=f"sweep {result['name']}", title_justify="left")
     for k in keys:
@@ -61,7 +63,7 @@ def print_sweep(result: dict[str, Any]) -> None:
     t.add_column("verdict")
     for _, head, _ in _COLUMNS:
         t.add_column(head, justify="right")
-    t.add_column("problem / reason", overflow="fold", max_width=60)
+    t.add_column("problem / reason", overflow="fold")
     for c in result["cells"]:
         t.add_row(*[fmt(c["params"][k]) for k in keys], line((c["verdict"], STYLE.get(c["verdict"], ""))),
                   *[_num(c.get(f), spec) for f, _, spec in _COLUMNS], c.get("problem") or "")
@@ -142,6 +144,10 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
             for px, py, verdict in pts:
                 if verdict != "pass":
                     ax.annotate(verdict, (px, py), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center", color="#c62828")
+        if all(isinstance(v, int) for a in result["axes"] if a["key"] == x_key for v in a["values"]):
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(x_key)
         ax.set_ylabel(METRICS.get(metric, metric))
         ax.set_title(f"{METRICS.get(metric, metric)} vs {x_key} (sweep {result['name']})", fontsize=10)
