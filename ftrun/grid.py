@@ -231,8 +231,8 @@ def verdict(schedule_verdict: str, problems: list[str], failed_commits: list[dic
         for c in unexplained:
             where.setdefault((c["replica"], c["rank"]), []).append(c["sync_step"])
         r, g = min(where)
-        return "failed-commits", (f"{len(unexplained)} commit(s) failed that no injected fault explains "
-                                  f"(replica {r} rank {g}: sync steps {', '.join(map(str, sorted(where[(r, g)])))})")
+        return "failed-commits", (f"{len(unexplained)} commit(s) failed on {len(where)} rank(s) that no injected fault "
+                                  f"explains (first: replica {r} rank {g} at sync steps {', '.join(map(str, sorted(where[(r, g)])))})")
     return "pass", None
 
 

@@ -115,7 +115,8 @@ def test_verdicts():
     assert grid.verdict("pass", [], [{**FC, "explained_by_fault": True}]) == ("pass", None)
     v, why = grid.verdict("pass", [], [{**FC, "explained_by_fault": False}, {**FC, "replica": 1, "explained_by_fault": False},
                                        {**FC, "sync_step": 5, "explained_by_fault": False}])
-    assert v == "failed-commits" and why.startswith("3 commit(s)") and "replica 0 rank 0: sync steps 5, 10" in why
+    assert v == "failed-commits" and why.startswith("3 commit(s) failed on 2 rank(s)")
+    assert "replica 0 rank 0 at sync steps 5, 10" in why
 
 
 def test_exit_code():

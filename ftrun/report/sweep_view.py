@@ -98,6 +98,9 @@ def markdown(result: dict[str, Any]) -> str:
     for c in result["cells"]:
         row = [fmt(c["params"][k]) for k in keys] + [f"**{c['verdict']}**"] + [_num(c.get(f), s) for f, _, s in _COLUMNS]
         lines.append("| " + " | ".join(_md(x) for x in row + [c.get("problem") or ""]) + " |")
+    said = [(c["name"], n) for c in result["cells"] for n in c.get("notes") or []]
+    if said:
+        lines += ["", "What the analysis could not tell (per cell):", ""] + [f"- {n}: {_md(x)}" for n, x in said]
     lines += [
         "",
         "Verdicts: **pass** = the trace matched torchft's schedule on every replica, the replicas agreed on every "
