@@ -64,6 +64,7 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert cells["backend-gloo_tau1"]["resumed"] and (gloo / "sweep-cell.json").stat().st_mtime_ns == kept
     b = cells["backend-baby-gloo_tau1"]
     assert b["verdict"] == "failed-commits" and b["failed_commits"] > 0 and "no injected fault" in b["problem"], b
+    assert "first error in logs/replica" in b["problem"]  # what went wrong inside torchft, as found
     assert b["hidden_share"] is None  # no collective spans on a Baby group: hidden time is not claimed
     for n in ("backend-gloo_tau3", "backend-baby-gloo_tau3"):
         assert cells[n]["verdict"] == "invalid" and "tau < H/F" in cells[n]["problem"]

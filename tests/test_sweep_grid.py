@@ -176,3 +176,32 @@ def test_sweep_bad_input_is_one_line_exit_2(tmp_path):
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "s").exists()
+
+
+def test_cell_config_file_round_trips(tmp_path):
+    """The TOML a cell's `ftrun train --config` reads gives back the very configuration planned."""
+    from ftrun import config as cfgmod
+    from ftrun.commands.sweep import _differing, _toml
+
+    cfg = build(mode="baseline", backend="baby-gloo", bucketize=True, fragment_update_alpha=0.5, kill=["1@10"],
+                link="1gbit,20ms", out=str(tmp_path / "s"), run_name="backend-baby-gloo")
+    p = tmp_path / "c.toml"
+    p.write_text(_toml(_differing(cfg)))
+    again = cfgmod.build(file_values=cfgmod.load_toml(p))
+    assert again.resolved() == cfg.resolved()
+
+
+def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
+    from ftrun.commands.sweep import CELL_RESULT, _differing, finished
+
+    cell = grid.product([grid.Axis("backend", ("gloo",))])[0]
+    cell.config = build(backend="gloo", steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
+    assert finished(tmp_path, cell) is None  # nothing there yet
+    (tmp_path / cell.name).mkdir()
+    old = build(backend="gloo", steps=16, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
+    (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(old)}))
+    with pytest.raises(BadInput, match="steps = 16, this sweep asks for 8"):
+        finished(tmp_path, cell)
+    same = build(backend="gloo", steps=8, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
+    (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(same)}))
+    assert finished(tmp_path, cell)["verdict"] == "pass"  # the same options, spelled with another --out

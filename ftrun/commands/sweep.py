@@ -155,6 +155,9 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     except BadInput as e:
         return {"verdict": "fail", "problem": f"inspect: {e}"}
     v, problem = grid.verdict(report.verdict, report.problems(), report.failed_commits)
+    group_error = first_group_error(run_dir, cell.config.replicas) if v != "pass" else None
+    if group_error:
+        problem = f"{problem}; first error in {group_error}"
     return {
         "verdict": v,
         "problem": problem,
@@ -170,6 +173,23 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     }
 
 
+def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
+    """``logs/replicaR.log: <its first exception line>`` for the first group log holding one
+    (what went wrong inside torchft, as found; ftrun works around nothing)."""
+    from ftrun import layout
+    from ftrun.launch.supervise import first_exception
+
+    for r in range(replicas):
+        p = layout.group_log(run_dir, r)
+        try:
+            err = first_exception(p.read_text(errors="replace"))
+        except OSError:
+            continue
+        if err:
+            return f"{p.relative_to(run_dir)}: {err}"
+    return None
+
+
 def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
     """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
     run_dir = runner.sweep_dir / cell.name
@@ -178,19 +198,27 @@ def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
     if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
         return None
     res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **evaluate(cell, run_dir, rc, err),
-           "wall_s": round(time.monotonic() - t0, 2)}
+           "wall_s": round(time.monotonic() - t0, 2), "config": _differing(cell.config)}
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / CELL_RESULT, json.dumps(res, indent=1))
     return res
 
 
 def finished(sweep_dir: Path, cell: grid.Cell) -> Optional[dict[str, Any]]:
+    """The cell's finished result from an earlier run of this sweep, or None. ``BadInput`` when
+    it was trained with other options (a resumed sweep must not mix two configurations)."""
     p = sweep_dir / cell.name / CELL_RESULT
     try:
         res = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
-    return res if res.get("params") == cell.params else None
+    now = {k: v for k, v in json.loads(json.dumps(_differing(cell.config))).items() if k != "out"}  # as the file spells it
+    then = {k: v for k, v in res.get("config", {}).items() if k != "out"}
+    if then != now:
+        key = next(k for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k))
+        raise BadInput(f"--resume: cell {cell.name} was trained with {key} = {then.get(key)!r}, this sweep asks for "
+                       f"{now.get(key)!r} (give the same options, or another --name)")
+    return res
 
 
 def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], file_values: Optional[dict],
@@ -318,8 +346,11 @@ def _run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int
 
     if not todo:
         return
+    err = console(stderr=True)
+    if not err.is_terminal:  # a log: one unwrapped line per cell
+        err.width = 200
     progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("ETA"), TimeRemainingColumn(), console=console(stderr=True), disable=json_out, transient=True)
+                        TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=json_out, transient=True)
     with progress, ThreadPoolExecutor(max_workers=parallel) as pool:
         task = progress.add_task("cells", total=len(todo))
         pending = {pool.submit(run_cell, runner, c): c for c in todo}
