@@ -29,7 +29,7 @@ METRICS = {
     "commits": "commits",
     "failed_commits": "failed commits (unexplained)",
 }
-_COLUMNS = [("commits", "commits", "{:.0f}"), ("failed_commits", "failed", "{:d}"), ("steps_per_s", "steps/s", "{:.2f}"),
+_COLUMNS = [("commits", "commits", "{:g}"), ("failed_commits", "failed", "{:d}"), ("steps_per_s", "steps/s", "{:.2f}"),
             ("exposed_comm_per_sync_ms", "exposed ms/sync", "{:.1f}"), ("hidden_share", "hidden", "{:.0%}"),
             ("final_loss", "final loss", "{:.3f}")]
 
