@@ -238,7 +238,7 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
     if preset == "tau" and "link" not in keys and not shared.get("link") and not (file_values or {}).get("link"):
         from ftrun.report.compare import SYNC_SHARE, default_link
 
-        base = build(file_values=file_values, **shared)
+        base = build(file_values=file_values, **shared, **{a.key: a.values[0] for a in axes})  # the grid's first cell
         ranks = base.replicas * base.nproc_per_replica
         spec, calib = default_link(base, max(1, (os.cpu_count() or 1) // ranks))
         shared["link"] = spec.as_flag()
