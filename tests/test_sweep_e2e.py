@@ -65,6 +65,7 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     b = cells["backend-baby-gloo_tau1"]
     assert b["verdict"] == "failed-commits" and b["failed_commits"] > 0 and "no injected fault" in b["problem"], b
     assert "first error in logs/replica" in b["problem"]  # what went wrong inside torchft, as found
+    assert sum("no collective spans" in n for n in b["notes"]) == 1  # said once, and the rest still checked
     assert b["hidden_share"] is None  # no collective spans on a Baby group: hidden time is not claimed
     for n in ("backend-gloo_tau3", "backend-baby-gloo_tau3"):
         assert cells[n]["verdict"] == "invalid" and "tau < H/F" in cells[n]["problem"]

@@ -205,3 +205,17 @@ def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
     same = build(backend="gloo", steps=8, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
     (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(same)}))
     assert finished(tmp_path, cell)["verdict"] == "pass"  # the same options, spelled with another --out
+
+
+def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
+    from ftrun.commands.sweep import evaluate, first_error
+
+    err = "some warning\nerror: replica group 1 exited with code 1 at step 3: RuntimeError: boom\n"
+    assert first_error(err) == "replica group 1 exited with code 1 at step 3: RuntimeError: boom"
+    assert first_error("Traceback ...\nKeyError: 'x'\n") == "KeyError: 'x'"  # no ftrun line: the last one
+    cell = grid.product([grid.Axis("steps", (8,))])[0]
+    run_dir = tmp_path / cell.name
+    run_dir.mkdir()
+    assert evaluate(cell, run_dir, 1, err) == {"verdict": "crashed", "problem": "replica group 1 exited with code 1 at step 3: RuntimeError: boom"}
+    (run_dir / "summary.json").write_text(json.dumps({"failures": ["replica group 0 stopped at step 2 of 8"]}))
+    assert evaluate(cell, run_dir, 1, "")["problem"] == "ftrun train exited 1"
