@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,24 @@ def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
     assert evaluate(cell, run_dir, 1, err) == {"verdict": "crashed", "problem": "replica group 1 exited with code 1 at step 3: RuntimeError: boom"}
     (run_dir / "summary.json").write_text(json.dumps({"failures": ["replica group 0 stopped at step 2 of 8"]}))
     assert evaluate(cell, run_dir, 1, "")["problem"] == "ftrun train exited 1"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_console_table_fits_and_keeps_every_verdict(width):
+    from ftrun.console import console
+
+    keys = ["backend", "bucketize", "mode", "quantize"]
+    cells = [_cell({"backend": b, "bucketize": False, "mode": "streaming", "quantize": False}, v, commits=1.5, failed_commits=1,
+                   steps_per_s=3.41, exposed_comm_per_sync_ms=6.4, problem=p)
+             for b, v, p in (("gloo", "pass", None), ("baby-gloo", "failed-commits", "4 commit(s) failed on 2 rank(s) " * 4),
+                             ("baby-nccl", "unavailable", "--backend baby-nccl: no GPU visible on this host"))]
+    res = _result([{"key": k, "values": []} for k in keys], cells, picture="/x/s/sweep.png", counts={"pass": 1})
+    con = console(width=width, record=True, file=open("/dev/null", "w"))
+    sweep_view.print_sweep(res, con)
+    text = con.export_text()
+    assert max(len(ln.rstrip()) for ln in text.splitlines()) <= width
+    for v in ("pass", "failed-commits", "unavailable", "backend=baby-gloo" if width < 120 else "baby-gloo", "3.41", "6.4"):
+        assert v in text, (v, text)
+    assert "…" not in text  # nothing cut
+    last = " ".join(ln.split("│")[-2].strip() for ln in text.splitlines() if ln.count("│") > 2)  # the problem column
+    assert "--backend baby-nccl: no GPU visible on this host" in re.sub(r"\s+", " ", last)

@@ -49,24 +49,35 @@ def _axis_keys(result: dict[str, Any]) -> list[str]:
     return [a["key"] for a in result["axes"]]
 
 
-def print_sweep(result: dict[str, Any]) -> None:
-    """The table of cells, the counts and the exit's reason, on the console."""
+def print_sweep(result: dict[str, Any], out: Any = None) -> None:
+    """The table of cells, the counts and the notes, on the console. Under 120 columns a compact
+    table (the cell's parameters in one column, two metrics); a log without COLUMNS gets the full
+    table at 200 columns rather than one folded into 80."""
+    import os
+
     from rich.table import Table
 
-    out = console(soft_wrap=False)
-    if not out.is_terminal:  # a log or a pipe: the table at full width, not folded into 80 columns
-        out.width = 200
+    if out is None:
+        out = console(soft_wrap=False)
+        if not out.is_terminal and "COLUMNS" not in os.environ:
+            out.width = 200
     keys = _axis_keys(result)
     t = Table(title=f"sweep {result['name']}", title_justify="left")
-    for k in keys:
-        t.add_column(k)
-    t.add_column("verdict")
-    for _, head, _ in _COLUMNS:
-        t.add_column(head, justify="right")
-    t.add_column("problem / reason", overflow="fold")
+    wide = out.width >= 120
+    cols = _COLUMNS if wide else [c for c in _COLUMNS if c[0] in ("steps_per_s", "exposed_comm_per_sync_ms")]
+    if wide:
+        for k in keys:
+            t.add_column(k)
+    else:
+        t.add_column("cell", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    for _, head, _ in cols:
+        t.add_column(head if wide else head.replace(" ", "\n"), justify="right")
+    t.add_column("problem / reason", overflow="fold", ratio=1)
     for c in result["cells"]:
-        t.add_row(*[fmt(c["params"][k]) for k in keys], line((c["verdict"], STYLE.get(c["verdict"], ""))),
-                  *[_num(c.get(f), spec) for f, _, spec in _COLUMNS], c.get("problem") or "")
+        params = [fmt(c["params"][k]) for k in keys] if wide else ["\n".join(f"{k}={fmt(c['params'][k])}" for k in keys)]
+        t.add_row(*params, line((c["verdict"], STYLE.get(c["verdict"], ""))),
+                  *[_num(c.get(f), spec) for f, _, spec in cols], c.get("problem") or "")
     out.print(t)
     for note in result.get("notes", []):
         out.print(line(("note: ", "bold"), note))
