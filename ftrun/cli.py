@@ -336,6 +336,79 @@ def view_cmd(
 
     raise typer.Exit(guarded(body) or 0)
 
+SWEEP_HELP = """Run a grid of trainings (the product of the axes) and check every cell.
+
+Axes vary any `ftrun train` option: --axis KEY=V1,V2,... (values with commas: separate them
+with ';'); --preset pgs (every torchft process group x bucketize x streaming/baseline x
+quantize), tau (tau = 0..H/F-1 on compare's default link), fragments (F over the divisors of H).
+Other train flags are shared by all cells. Each cell is a real `ftrun train` plus the
+inspect-trace analysis and the replica-agreement check; verdicts: pass, fail, failed-commits,
+crashed, unavailable (this host cannot run it), invalid (a torchft/ftrun rule forbids it).
+Writes OUT/NAME/: one run dir per cell, sweep.json, sweep.md, sweep.png.
+Exit 0 = every cell that could run passed, 1 = otherwise (failing cells named), 2 = bad input.
+
+Example: ftrun sweep --preset pgs --steps 40
+
+Example: ftrun sweep --axis fragments=1,2,4 --axis link=1gbit,20ms;100mbit,20ms --steps 40
+"""
+
+
+@app.command("sweep", help=SWEEP_HELP, short_help="Run a grid of trainings and check every cell.")
+def sweep_cmd(
+    preset: Optional[str] = typer.Option(None, help="pgs, tau or fragments."),
+    axis: Optional[List[str]] = typer.Option(None, "--axis", metavar="KEY=V1,V2", help="An axis over a train option. Repeatable."),
+    name: Optional[str] = typer.Option(None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>)."),
+    parallel: int = typer.Option(1, help="Run K cells at once (timing figures are then distorted)."),
+    resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
+    metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, steps_per_s, final_loss, hidden_share, commits, failed_commits."),
+    mode: Optional[str] = typer.Option(None, help="Preset for every cell: streaming or baseline."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
+    replicas: Optional[int] = O["replicas"],
+    nproc_per_replica: Optional[int] = O["nproc_per_replica"],
+    fragments: Optional[int] = O["fragments"],
+    sync_every: Optional[int] = O["sync_every"],
+    fragment_sync_delay: Optional[int] = O["fragment_sync_delay"],
+    fragment_update_alpha: Optional[float] = O["fragment_update_alpha"],
+    outer_lr: Optional[float] = O["outer_lr"],
+    outer_momentum: Optional[float] = O["outer_momentum"],
+    inner_lr: Optional[float] = O["inner_lr"],
+    quantize: Optional[bool] = O["quantize"],
+    bucketize: Optional[bool] = O["bucketize"],
+    steps: Optional[int] = O["steps"],
+    model: Optional[str] = O["model"],
+    blocks: Optional[int] = O["blocks"],
+    width: Optional[int] = O["width"],
+    seq_len: Optional[int] = O["seq_len"],
+    batch_size: Optional[int] = O["batch_size"],
+    data: Optional[str] = O["data"],
+    backend: Optional[str] = O["backend"],
+    min_replicas: Optional[int] = O["min_replicas"],
+    seed: Optional[int] = O["seed"],
+    profile: Optional[str] = O["profile"],
+    link: Optional[str] = O["link"],
+    out: Optional[str] = O["out"],
+    kill: Optional[List[str]] = O["kill"],
+    hang: Optional[List[str]] = O["hang"],
+    restarts: Optional[int] = O["restarts"],
+    step_sleep_ms: Optional[float] = O["step_sleep_ms"],
+    stall_timeout_s: Optional[float] = O["stall_timeout_s"],
+    quorum_timeout_s: Optional[float] = O["quorum_timeout_s"],
+    json_out: bool = O["json_out"],
+) -> None:
+    given = dict(locals())
+    flags = {k: v for k, v in locals().items()
+             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "metric", "config", "out", "json_out")}
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+
+    def body() -> int:
+        refuse_empty(given)
+
+        from ftrun.commands.sweep import sweep
+
+        return sweep(preset, list(axis or []), flags, config, out, name, parallel, resume, metric, json_out)
+
+    raise typer.Exit(guarded(body) or 0)
+
 
 PLAN_HELP = """Predict whether streaming DiLoCo hides its communication on a link, vs plain DiLoCo.
 

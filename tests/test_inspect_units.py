@@ -53,6 +53,12 @@ def test_manifest_identifier_exact_bucketized_count_and_ambiguous():
     bad = m.identify(Signature("send", 2, (9, 15)))
     assert bad.fragment is None and bad.problem.startswith("2 allreduces of [9, 15] elements match no manifest fragment")
     assert "fragment 1: 2 parameters of [3, 5]" in bad.problem
+    # a bucketized run without sizes (Baby process groups): a count of buckets names no fragment
+    mb = ManifestIdentifier(FRAGS, bucketized=True)
+    one = mb.identify(Signature("send", 1, None))
+    assert one.fragment is None and one.ambiguous and one.candidates == tuple(range(len(FRAGS))) and not one.problem
+    assert mb.identify(Signature("send", 1, (9,))).fragment == 3  # with sizes the buckets still tell
+    assert mb.identify(Signature("restore", 3, None)).fragment == 3  # a restore is per parameter
 
 
 def test_cluster_identifier_votes_anchor_and_overflow():

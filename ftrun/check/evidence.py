@@ -17,7 +17,8 @@ trace without ``record_shapes`` is compared by counts only.
 * ``ManifestIdentifier``: a signature matches a manifest fragment when its sizes equal the
   fragment's parameter sizes (one allreduce per parameter), else (a send) when they chunk the
   fragment's total the way torchft's bucketization does (equal buckets, the last one smaller),
-  or — without sizes — when its count equals the fragment's parameter count. No match: ``Identity.problem`` names the observed sizes and the manifest's fragments
+  or — without sizes — when its count equals the fragment's parameter count (a bucketized run's
+  send without sizes: any fragment, so ambiguous unless there is one). No match: ``Identity.problem`` names the observed sizes and the manifest's fragments
   (the event fails). Several matches: ambiguous, never reported as checked.
 * ``ClusterIdentifier`` (no manifest): sends with the same signature are one class everywhere
   (every file, replica and rank). Classes are labelled once, anchored on the expected
@@ -141,7 +142,8 @@ class _Frag:
 class ManifestIdentifier:
     """Identity from the manifest's ``fragments[i].params[j].numel`` (see module docstring)."""
 
-    def __init__(self, fragments: list[dict[str, Any]]) -> None:
+    def __init__(self, fragments: list[dict[str, Any]], bucketized: bool = False) -> None:
+        self.bucketized = bucketized  # the run's --bucketize: a send's allreduce count is its buckets'
         self.frags: list[_Frag] = []
         for i, f in enumerate(fragments):
             nums = tuple(sorted(int(p["numel"]) for p in f.get("params", [])))
@@ -154,6 +156,8 @@ class ManifestIdentifier:
         """Per-parameter matches; for a send without one, bucketized matches."""
         frags = [f for f in self.frags if not (sig.itemsize and f.itemsize and sig.itemsize != f.itemsize)]
         if not with_sizes or sig.sizes is None:
+            if self.bucketized and sig.kind == "send":  # one allreduce per bucket: the count names no fragment
+                return tuple(f.id for f in frags)
             return tuple(f.id for f in frags if sig.count == len(f.sizes))
         exact = tuple(f.id for f in frags if sig.sizes == f.sizes)
         if exact or sig.kind != "send":
@@ -285,7 +289,7 @@ class RunIdentities:
         self.cluster: Optional[ClusterIdentifier] = None
         if isinstance(frags, list) and frags:
             try:
-                self.manifest = ManifestIdentifier(frags)
+                self.manifest = ManifestIdentifier(frags, bool((manifest.get("config") or {}).get("bucketize")))
             except (KeyError, TypeError, ValueError):
                 raise BadInput("manifest.json: fragments need params with integer numel") from None
             return

@@ -79,3 +79,17 @@ def check_lighthouse(cfg: RunConfig) -> None:
 def preflight(cfg: RunConfig) -> None:
     check_memory(cfg)
     check_lighthouse(cfg)
+
+
+def why_unavailable(cfg: RunConfig) -> str | None:
+    """Why this host cannot run ``cfg`` (the same checks ``ftrun train`` makes before it starts
+    anything: placement (backend), quantize, memory), or None. For ``ftrun sweep``'s cells."""
+    from ftrun.launch.placement import check_quantize, plan
+
+    try:
+        placement = plan(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)
+        check_quantize(cfg.quantize, cfg.backend, placement)
+        check_memory(cfg)
+    except BadInput as e:
+        return str(e)
+    return None

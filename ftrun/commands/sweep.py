@@ -1,0 +1,375 @@
+"""``ftrun sweep``: the conformance and tuning matrix. Torch-free (each cell trains in a child).
+
+Plan (``ftrun.grid``): the axes (a preset's and ``--axis``'s), their product, each cell
+``invalid`` (``ftrun.config.build`` refuses it: torchft's rule or ftrun's), ``unavailable``
+(``ftrun.launch.preflight.why_unavailable``) or to run. Each cell to run is a real
+``ftrun train --config DIR/NAME/cells/CELL.toml --json`` in a child process, writing its run
+dir ``DIR/NAME/CELL``; then the ``inspect-trace`` analysis (``ftrun.check.analyze``, which also
+runs the replica-agreement check on the event logs) and ``compare``'s per-run metrics
+(``ftrun.report.compare.run_metrics``). A cell's result is written to ``CELL/sweep-cell.json``;
+``--resume`` skips cells that hold one. Ctrl-C / SIGTERM stops the running cells' trainings
+(each stops its own children), keeps what finished, writes ``sweep.json`` and exits 130.
+
+Exit: 0 when every cell that could run passed, 1 otherwise (each failing cell named with its
+first problem), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Optional
+
+from ftrun import __version__, grid
+from ftrun.config import build
+from ftrun.errors import BadInput, Interrupted
+from ftrun.output import atomic_write, check_name
+
+CELL_RESULT = "sweep-cell.json"
+CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
+STOP_WAIT_S = 60.0
+
+
+def _toml(values: dict[str, Any]) -> str:
+    """A flat TOML document of strings, numbers, booleans and lists of strings (JSON spells them
+    as TOML does)."""
+    return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+
+
+def versions() -> dict[str, str]:
+    """python, ftrun, torch, torchft, as installed (read without importing torch)."""
+    from importlib import metadata
+
+    out = {"python": platform.python_version(), "ftrun": __version__}
+    for pkg in ("torch", "torchft"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    from ftrun.launch.placement import host_devices
+    from ftrun.launch.preflight import has_cuda_device
+
+    return {"hostname": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "gpus": len(host_devices()), "cuda_device": has_cuda_device()}
+
+
+def first_error(text: str) -> Optional[str]:
+    """The training's one error line (``error: ...`` from ``ftrun train``), else its last line."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    for x in lines:
+        if x.startswith("error:"):
+            return x[len("error:"):].strip()
+    return lines[-1] if lines else None
+
+
+def _differing(cfg) -> dict[str, Any]:
+    """The fields of ``cfg`` that differ from ``RunConfig()``'s, plus mode, out and run name."""
+    from ftrun.config import RunConfig
+
+    default = RunConfig().resolved()
+    keep = ("mode", "out", "run_name")
+    return {k: v for k, v in cfg.resolved().items() if k in keep or v != default[k]}
+
+
+class Runner:
+    """Runs cells' trainings as children; ``stop()`` (any thread) stops every running one."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.sweep_dir = sweep_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def train(self, cell: grid.Cell) -> tuple[int, str]:
+        """Write the cell's config and run ``ftrun train`` on it; (exit code, its stderr)."""
+        cells = self.sweep_dir / CELLS
+        cfg_path, log_path = cells / f"{cell.name}.toml", cells / f"{cell.name}.log"
+        atomic_write(cfg_path, _toml(_differing(cell.config)))
+        cmd = [sys.executable, "-m", "ftrun.cli", "train", "--config", str(cfg_path), "--json"]
+        if (self.sweep_dir / cell.name).exists():  # an unfinished cell of an earlier sweep (--resume)
+            cmd.append("--overwrite")
+        with open(log_path, "w") as log, self.lock:
+            if self.stopping:
+                return 130, "stopped"
+            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            self.procs[cell.name] = p
+        try:
+            _, err = p.communicate()
+        finally:
+            with self.lock:
+                self.procs.pop(cell.name, None)
+        with open(log_path, "a") as log:
+            log.write(err)
+        return p.returncode, err
+
+    def stop(self) -> None:
+        """SIGTERM every running training (it stops its own children), wait, then SIGKILL."""
+        with self.lock:
+            self.stopping = True
+            procs = list(self.procs.values())
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT_S
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any]:
+    """A trained cell's verdict and metrics (``crashed`` when the training failed before the
+    end; a run that finished but whose replicas disagreed is analysed: ``fail``)."""
+    from ftrun import layout
+
+    out: dict[str, Any] = {"verdict": "crashed", "problem": None}
+    summary = None
+    if (run_dir / layout.SUMMARY).exists():
+        try:
+            summary = json.loads((run_dir / layout.SUMMARY).read_text())
+        except ValueError:
+            summary = None
+    if rc != 0 and (summary is None or summary.get("failures")):
+        out["problem"] = first_error(err) or f"ftrun train exited {rc}"
+        return out
+    from ftrun.check.analyze import analyze
+    from ftrun.report.compare import run_metrics
+
+    try:
+        report = analyze([run_dir], allow_failed_commits=True)
+        m = run_metrics(cell.name, run_dir, report)
+    except BadInput as e:
+        return {"verdict": "fail", "problem": f"inspect: {e}"}
+    v, problem = grid.verdict(report.verdict, report.problems(), report.failed_commits)
+    group_error = first_group_error(run_dir, cell.config.replicas) if v != "pass" else None
+    if group_error:
+        problem = f"{problem}; first error in {group_error}"
+    return {
+        "verdict": v,
+        "problem": problem,
+        "failed_commits": sum(1 for c in report.failed_commits if not c.get("explained_by_fault")),
+        "failed_commits_explained": sum(1 for c in report.failed_commits if c.get("explained_by_fault")),
+        "commits": m["commits"],
+        "steps_per_s": m["steps_per_s"],
+        "exposed_comm_per_sync_ms": m["per_sync_exposed_ms"],
+        "exposed_control_per_sync_ms": m["per_sync_exposed_control_ms"],
+        "hidden_share": m["hidden_comm_share"],
+        "final_loss": m["final_loss"],
+        "notes": report.notes,
+    }
+
+
+def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
+    """``logs/replicaR.log: <its first exception line>`` for the first group log holding one
+    (what went wrong inside torchft, as found; ftrun works around nothing)."""
+    from ftrun import layout
+    from ftrun.launch.supervise import first_exception
+
+    for r in range(replicas):
+        p = layout.group_log(run_dir, r)
+        try:
+            err = first_exception(p.read_text(errors="replace"))
+        except OSError:
+            continue
+        if err:
+            return f"{p.relative_to(run_dir)}: {err}"
+    return None
+
+
+def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
+    """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
+    run_dir = runner.sweep_dir / cell.name
+    t0 = time.monotonic()
+    rc, err = runner.train(cell)
+    if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
+        return None
+    res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **evaluate(cell, run_dir, rc, err),
+           "wall_s": round(time.monotonic() - t0, 2), "config": _differing(cell.config)}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(run_dir / CELL_RESULT, json.dumps(res, indent=1))
+    return res
+
+
+def finished(sweep_dir: Path, cell: grid.Cell) -> Optional[dict[str, Any]]:
+    """The cell's finished result from an earlier run of this sweep, or None. ``BadInput`` when
+    it was trained with other options (a resumed sweep must not mix two configurations)."""
+    p = sweep_dir / cell.name / CELL_RESULT
+    try:
+        res = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    now = {k: v for k, v in json.loads(json.dumps(_differing(cell.config))).items() if k != "out"}  # as the file spells it
+    then = {k: v for k, v in res.get("config", {}).items() if k != "out"}
+    if then != now:
+        key = next(k for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k))
+        raise BadInput(f"--resume: cell {cell.name} was trained with {key} = {then.get(key)!r}, this sweep asks for "
+                       f"{now.get(key)!r} (give the same options, or another --name)")
+    return res
+
+
+def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], file_values: Optional[dict],
+         sweep_dir: Path) -> tuple[list[grid.Axis], dict[str, Any], list[grid.Cell], list[str]]:
+    """Axes, the shared values (user's + preset's), the classified cells, notes. ``BadInput`` on bad input."""
+    from ftrun.launch.preflight import has_cuda_device, why_unavailable
+
+    notes: list[str] = []
+    user_axes = [grid.parse_axis(t) for t in axes_text]
+    p_axes, p_shared = grid.preset_axes(preset, {**(file_values or {}), **shared}, has_cuda_device()) if preset else ([], {})
+    axes = grid.merge_axes(p_axes, user_axes)
+    grid.check_shared(axes, shared)
+    keys = {a.key for a in axes}
+    for k, v in p_shared.items():
+        if k not in keys and shared.get(k) is None and k not in (file_values or {}):
+            shared[k] = v
+    if preset == "tau" and "link" not in keys and not shared.get("link") and not (file_values or {}).get("link"):
+        from ftrun.report.compare import SYNC_SHARE, default_link
+
+        base = build(file_values=file_values, **shared, **{a.key: a.values[0] for a in axes})  # the grid's first cell
+        ranks = base.replicas * base.nproc_per_replica
+        spec, calib = default_link(base, max(1, (os.cpu_count() or 1) // ranks))
+        shared["link"] = spec.as_flag()
+        notes.append(f"link {spec.describe()} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
+                     f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms")
+    cells = grid.product(axes)
+
+    def cell_config(params: dict[str, Any]):
+        return build(file_values=file_values, **{**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)})
+
+    grid.classify(cells, cell_config, why_unavailable)
+    if all(c.status == "invalid" for c in cells):  # a shared flag (or every value) breaks a rule
+        raise BadInput(f"sweep: every cell is invalid, e.g. {cells[0].name}: {cells[0].reason}")
+    for c in cells:  # each cell's run dir: DIR/NAME/CELL
+        if c.config is not None:
+            c.config.out, c.config.run_name = str(sweep_dir), c.name
+    return axes, shared, cells, notes
+
+
+def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], config: Optional[str], out: Optional[str],
+          name: Optional[str], parallel: int, resume: bool, metric: str, json_out: bool) -> int:
+    from ftrun import config as cfgmod
+    from ftrun.report import sweep_view as view
+
+    if parallel < 1:
+        raise BadInput(f"--parallel {parallel}: must be at least 1")
+    if metric not in view.METRICS:
+        raise BadInput(f"--metric {metric}: choose from {', '.join(view.METRICS)}")
+    name = check_name("--name", name or f"sweep-{preset or 'axes'}-{time.strftime('%Y%m%d-%H%M%S')}")
+    sweep_dir = Path(out or "profiles") / name
+    if sweep_dir.exists() and not resume:
+        raise BadInput(f"sweep: {sweep_dir} already exists (pass --resume to finish it, or another --name)")
+    if resume and not (sweep_dir / CELLS).is_dir():
+        raise BadInput(f"--resume: {sweep_dir} holds no sweep to resume")
+    file_values = cfgmod.load_toml(config) if config else None
+    shared = {k: v for k, v in flags.items() if v is not None}
+    axes, shared, cells, notes = plan(preset, axes_text, shared, file_values, sweep_dir)
+    if parallel > 1:
+        notes.append(f"--parallel {parallel}: cells ran {parallel} at a time on {os.cpu_count()} CPUs, so their timing "
+                     "figures (steps/s, exposed communication) are distorted by each other")
+    (sweep_dir / CELLS).mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        if c.status != "run":
+            results[c.name] = {"name": c.name, "params": c.params, "verdict": c.status, "problem": c.reason, "run_dir": None}
+        elif resume and (done := finished(sweep_dir, c)) is not None:
+            results[c.name] = {**done, "resumed": True}
+    todo = [c for c in cells if c.status == "run" and c.name not in results]
+    if resume:
+        notes.append(f"--resume: {sum(1 for r in results.values() if r.get('resumed'))} finished cell(s) kept, {len(todo)} run now")
+
+    def assemble() -> dict[str, Any]:
+        listed = [results.get(c.name) or {"name": c.name, "params": c.params, "verdict": "not run",
+                                          "problem": "stopped before it finished", "run_dir": None} for c in cells]
+        counts: dict[str, int] = {}
+        for r in listed:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        return {"sweep_dir": str(sweep_dir), "name": name, "preset": preset,
+                "axes": [{"key": a.key, "values": list(a.values)} for a in axes],
+                "shared": {k: v for k, v in shared.items()}, "metric": metric, "parallel": parallel,
+                "machine": machine(), "versions": versions(), "notes": notes, "counts": counts, "cells": listed}
+
+    runner = Runner(sweep_dir)
+    try:
+        _run_all(runner, todo, results, parallel, json_out, view)
+    except KeyboardInterrupt as e:
+        runner.stop()
+        result = assemble()
+        atomic_write(sweep_dir / "sweep.json", json.dumps(result, indent=1))
+        kept = sum(1 for c in cells if c.status == "run" and c.name in results)
+        raise Interrupted(f"stopped by {e or 'SIGINT'}; trainings stopped; {kept} finished cell(s) kept in {sweep_dir} "
+                          "(ftrun sweep --resume ... to finish)") from None
+    result = assemble()
+    try:
+        result["picture"] = str(view.draw(result, sweep_dir / "sweep.png", metric))
+    except Exception as e:  # a picture is not worth losing the sweep's results
+        result["picture"] = None
+        result["notes"].append(f"no picture: {type(e).__name__}: {e}")
+    code = grid.exit_code(result["cells"])
+    result["exit_code"] = code
+    atomic_write(sweep_dir / "sweep.json", json.dumps(result, indent=1))
+    atomic_write(sweep_dir / "sweep.md", view.markdown(result))
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        view.print_sweep(result)
+    if code:
+        from ftrun.console import console, line
+
+        err = console(stderr=True, soft_wrap=True)
+        failing = [r for r in result["cells"] if r["verdict"] not in ("pass", "invalid", "unavailable")]
+        for r in failing:
+            err.print(line((f"{r['verdict']}: ", "bold red"), r["name"], ": ", r.get("problem") or ""))
+        if not failing:
+            err.print(line(("error: ", "bold red"), "no cell of this grid can run on this host"))
+    return code
+
+
+def _run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int, json_out: bool, view) -> None:
+    """Run ``todo`` ``parallel`` at a time with a progress bar (ETA from the measured cell times)
+    and one line per finished cell."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from ftrun.console import console
+
+    if not todo:
+        return
+    err = console(stderr=True)
+    if not err.is_terminal:  # a log: one unwrapped line per cell
+        err.width = 200
+    progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=json_out, transient=True)
+    with progress, ThreadPoolExecutor(max_workers=parallel) as pool:
+        task = progress.add_task("cells", total=len(todo))
+        pending = {pool.submit(run_cell, runner, c): c for c in todo}
+        done_n = 0
+        try:
+            while pending:
+                done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for f in done:
+                    c = pending.pop(f)
+                    res = f.result()
+                    if res is None:
+                        continue
+                    results[c.name] = res
+                    done_n += 1
+                    progress.advance(task)
+                    if not json_out:
+                        progress.console.print(view.cell_line(res, done_n, len(todo)))
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            runner.stop()  # before the pool waits for its threads: their trainings must end
+            raise
