@@ -279,6 +279,60 @@ def inspect_cmd(
     raise typer.Exit(guarded(body) or 0)
 
 
+LAUNCH_HELP = """Run any torchft script as R replica groups, find its traces and check them.
+
+Starts a torchft lighthouse (unless --lighthouse), then one torchrun job of G ranks per replica
+group running SCRIPT unchanged with REPLICA_GROUP_ID, NUM_REPLICA_GROUPS, TORCHFT_LIGHTHOUSE
+(plus FTRUN_RUN_DIR, FTRUN_TRACE_DIR and, with CUDA, NCCL_HOSTID), each group in its own
+working dir OUT/RUN_NAME/groups/replica{r}/ (give input paths in ARGS as absolute paths).
+Afterwards it finds every chrome trace the script wrote there, writes manifest.json and
+checks the traces against --fragments/--sync-every/--fragment-sync-delay (as inspect-trace).
+Exit 0 = all groups exited 0 and the check passed, 1 = a group failed or the check failed,
+2 = bad input or no trace found, 130 = interrupted.
+
+Example: ftrun launch --replicas 2 --fragments 2 --sync-every 20 --fragment-sync-delay 5 -- train_diloco.py
+"""
+
+
+@app.command("launch", help=LAUNCH_HELP, short_help="Run any torchft script as replica groups; find and check its traces.")
+def launch_cmd(
+    script_and_args: Optional[List[str]] = typer.Argument(None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."),
+    replicas: int = typer.Option(2, "--replicas", "--num-replica-groups", help="Replica groups R."),
+    nproc_per_replica: int = typer.Option(1, help="Ranks per replica group G (torchrun --nproc-per-node)."),
+    lighthouse: Optional[str] = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
+    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default 1)."),
+    fragments: Optional[int] = typer.Option(None, help="F the script uses (for the check)."),
+    sync_every: Optional[int] = typer.Option(None, help="H the script uses (for the check)."),
+    fragment_sync_delay: Optional[int] = typer.Option(None, help="tau the script uses (for the check)."),
+    no_inspect: bool = typer.Option(False, "--no-inspect", help="Do not check the traces (schedule flags then optional)."),
+    step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
+    kill: Optional[List[str]] = typer.Option(None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."),
+    restarts: int = typer.Option(0, help="Relaunch a dead group up to N times."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds; groups still running then fail the launch (named). Default: no limit."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
+    out: str = typer.Option("profiles", help="Output root."),
+    run_name: Optional[str] = typer.Option(None, help="Run directory name (default launch-<time>)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing ftrun run dir of the same name."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary (and the check) as JSON."),
+) -> None:
+    given = dict(locals())
+
+    def body() -> int:
+        refuse_empty({k: v for k, v in given.items() if k != "script_and_args"})
+
+        from ftrun.commands.launch import launch
+
+        return launch(
+            list(script_and_args or []), json_out=json_out, overwrite=overwrite, replicas=replicas,
+            nproc_per_replica=nproc_per_replica, lighthouse=lighthouse, min_replicas=min_replicas, fragments=fragments,
+            sync_every=sync_every, fragment_sync_delay=fragment_sync_delay, no_inspect=no_inspect,
+            step_numbering=step_numbering, kill=list(kill or []), restarts=restarts, timeout=timeout,
+            env=list(env or []), out=out, run_name=run_name,
+        )
+
+    raise typer.Exit(guarded(body) or 0)
+
+
 LIGHTHOUSE_HELP = """Run torchft's lighthouse (same flags and defaults as torchft_lighthouse) and print its URL.
 
 Replica groups on any host join it with `ftrun train --lighthouse URL --replica-group-id K`.

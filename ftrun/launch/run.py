@@ -49,7 +49,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     return path
 
 
-def _install_signal_handlers() -> tuple[dict, dict]:
+def install_signal_handlers() -> tuple[dict, dict]:
     """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
     signals are only noted: a second Ctrl-C must not cut the clean-up of the children short."""
     flags: dict = {"stopping": False, "signal": None}
@@ -69,7 +69,7 @@ def _install_signal_handlers() -> tuple[dict, dict]:
 def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
     """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
     (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
-    old_handlers, signals = _install_signal_handlers()
+    old_handlers, signals = install_signal_handlers()
     try:
         return _train(cfg, overwrite, json_out, quiet, signals)
     except Stopped as e:  # before the children started: nothing to stop

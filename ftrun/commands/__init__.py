@@ -1,0 +1,1 @@
+"""The orchestration of each ftrun command (one module per command; parsing lives in ftrun.cli)."""
