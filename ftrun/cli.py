@@ -300,7 +300,7 @@ def launch_cmd(
     replicas: int = typer.Option(2, "--replicas", "--num-replica-groups", help="Replica groups R."),
     nproc_per_replica: int = typer.Option(1, help="Ranks per replica group G (torchrun --nproc-per-node)."),
     lighthouse: Optional[str] = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
-    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default 1)."),
+    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; a group lost for good then stalls the rest until --timeout)."),
     fragments: Optional[int] = typer.Option(None, help="F the script uses (for the check)."),
     sync_every: Optional[int] = typer.Option(None, help="H the script uses (for the check)."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau the script uses (for the check)."),

@@ -9,7 +9,7 @@ and stops by itself once the manager has committed ``--manager-steps`` times.
 
     torchrun --standalone --nproc-per-node 1 tests/torchft_example.py [--manager-steps N]
         [--fragments F] [--sync-every H] [--delay T] [--wait W --warmup U --active A]
-        [--crash-group K --crash-at S]
+        [--step-sleep SECONDS] [--crash-group K --crash-at S]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from datetime import timedelta
 
 WIDTHS = (8, 12, 20, 28, 36, 44, 52)  # distinct sizes: fragment i is Linear(WIDTHS[i], WIDTHS[i+1])
@@ -31,6 +32,7 @@ def main() -> None:
     p.add_argument("--wait", type=int, default=1)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=8)
+    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep in every step (stands in for compute)")
     p.add_argument("--crash-group", type=int, default=None)
     p.add_argument("--crash-at", type=int, default=3)
     args = p.parse_args()
@@ -79,6 +81,7 @@ def main() -> None:
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
             inner.step()
+            time.sleep(args.step_sleep)
             print(f"inner step {step} manager step {manager.current_step()} loss {loss.item():.4f}", flush=True)
         prof.stop()
     manager.shutdown(wait=False)

@@ -93,9 +93,22 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: di
 
     dirs = {r: [layout.group_dir(run_dir, r), layout.group_trace_dir(run_dir, r)] for r in range(spec.replicas)}
     found = find_traces(dirs, spec.nproc_per_replica)
-    manifest = launch_manifest(spec, run_dir, url, state.groups, state.status, state.fired, found, seconds)
+    # a relaunched incarnation numbers its profiler steps from 1 again while torchft's manager
+    # step was healed: ftrun cannot align such a trace with the schedule, so it is not checked
+    relaunched = [t for t in found if t.replica in state.first_restart and t.path.stat().st_mtime >= state.first_restart[t.replica]]
+    checked = [t for t in found if t not in relaunched]
+    manifest = launch_manifest(spec, run_dir, url, state.groups, state.status, state.fired, checked, seconds)
+    manifest["traces_not_checked"] = [{"replica": t.replica, "path": str(t.path.relative_to(run_dir)), "why": "relaunched incarnation"}
+                                      for t in relaunched]
     atomic_write(run_dir / layout.MANIFEST, json.dumps(manifest, indent=1))
     unknown = [t for t in found if t.rank is None]
+    notes = []
+    if unknown:
+        notes.append(f"{len(unknown)} trace(s) with no rank in their metadata or path are not checked "
+                     f"(the group has {spec.nproc_per_replica} ranks)")
+    if relaunched:
+        notes.append(f"{len(relaunched)} trace(s) written after a group was relaunched are not checked (a relaunched "
+                     "script numbers its steps from 1 again; its step offset is not in the trace)")
     summary = {
         "run_dir": str(run_dir),
         "script": str(spec.script),
@@ -103,9 +116,9 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: di
         "groups": live_rows(state),
         "quorums_seen": state.quorums.last_id if state.quorums is not None else None,
         "faults_fired": state.fired,
-        "traces": [{"replica": t.replica, "rank": t.rank, "path": str(t.path), "rank_source": t.rank_source} for t in found],
-        "trace_note": (f"{len(unknown)} trace(s) with no rank in their metadata or path are not checked "
-                       f"(the group has {spec.nproc_per_replica} ranks)") if unknown else None,
+        "traces": [{"replica": t.replica, "rank": t.rank, "path": str(t.path), "rank_source": t.rank_source,
+                    "checked": t in checked and t.rank is not None} for t in found],
+        "trace_note": "; ".join(notes) or None,
         "failures": list(state.failures),
         "inspection": None,
         "ok": not state.failures,
@@ -115,6 +128,8 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: di
         if not manifest["traces"]:
             _finish(run_dir, summary, json_out, print_summary)
             looked = ", ".join(str(d) for ds in dirs.values() for d in ds)
+            if found:
+                raise BadInput(f"no trace to check: {summary['trace_note']}")
             raise BadInput(f"{spec.script.name} wrote no chrome trace (looked for *.json / *.json.gz holding traceEvents under {looked})")
         from ftrun.check.analyze import analyze
 

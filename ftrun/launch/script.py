@@ -56,7 +56,7 @@ class LaunchSpec:
     replicas: int = 2
     nproc_per_replica: int = 1
     lighthouse: Optional[str] = None
-    min_replicas: int = 1
+    min_replicas: int = 2
     schedule: Optional[dict] = None  # {fragments, sync_every, fragment_sync_delay} or None
     inspect: bool = True
     step_numbering: str = "top"
@@ -91,7 +91,7 @@ class LaunchSpec:
             raise BadInput("--min-replicas: configures the lighthouse ftrun starts; with --lighthouse URL set it on that lighthouse")
         if lighthouse is not None and not re.match(r"^https?://[^/\s]+(:\d+)?/?$", lighthouse):
             raise BadInput(f"--lighthouse {lighthouse!r}: expected http://HOST:PORT")
-        mr = 1 if min_replicas is None else min_replicas
+        mr = replicas if min_replicas is None else min_replicas
         if not 1 <= mr <= replicas:
             raise BadInput(f"--min-replicas {mr}: must be between 1 and --replicas ({replicas})")
         sched = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": fragment_sync_delay}

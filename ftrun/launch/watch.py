@@ -105,6 +105,7 @@ class LaunchState:
     failures: list[str] = field(default_factory=list)
     failed_group: Optional[int] = None
     lost: dict[int, str] = field(default_factory=dict)
+    first_restart: dict[int, float] = field(default_factory=dict)  # replica -> unix time of its first relaunch
 
     def group(self, replica: int) -> Group:
         return next(g for g in self.groups if g.replica == replica)
@@ -189,6 +190,7 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
             purpose = _killed_on_purpose(state, g)
             if g.restarts < state.restarts:
                 g.restarts += 1
+                state.first_restart.setdefault(r, time.time())
                 g.env["FTRUN_RESTART"] = str(g.restarts)
                 g.start()
                 state.status[r] = "running"

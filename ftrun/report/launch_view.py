@@ -15,16 +15,22 @@ def _codes(codes: list[int]) -> str:
 
 def _table(title: str, rows: list[dict]) -> Table:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for col in ("group", "state", "exit", "restarts", "last log line"):
-        t.add_column(col, justify="right" if col in ("group", "restarts") else "left", no_wrap=True, overflow="ellipsis")
+    for col in ("group", "state", "exit", "restarts"):
+        t.add_column(col, justify="right" if col in ("group", "restarts") else "left", no_wrap=True, min_width=len(col))
+    t.add_column("last log line", no_wrap=True, overflow="ellipsis", max_width=48)
     for g in rows:
         t.add_row(str(g["replica"]), g["state"], _codes(g["exit_codes"]), str(g["restarts"]), g["last_line"])
     return t
 
 
 def live_rows(state) -> list[dict]:
+    """One row per group; a group that exited non-zero shows its first error line, not its last line."""
+    from ftrun.launch.watch import group_error
+
     return [{"replica": g.replica, "state": state.status.get(g.replica, "starting"), "exit_codes": list(g.exit_codes),
-             "restarts": g.restarts, "last_line": state.tails[g.replica].last if g.replica in state.tails else ""}
+             "restarts": g.restarts,
+             "last_line": group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
+             else (state.tails[g.replica].last if g.replica in state.tails else "")}
             for g in state.groups]
 
 
@@ -62,6 +68,7 @@ def print_summary(summary: dict) -> None:
     traces = summary["traces"]
     c.print(line(f"traces: {len(traces)} found", *(f" ({summary['trace_note']})",) if summary.get("trace_note") else ()))
     for t in traces:
-        c.print(line(f"  replica {t['replica']} rank {'?' if t['rank'] is None else t['rank']}: ", t["path"]))
+        c.print(line(f"  replica {t['replica']} rank {'?' if t['rank'] is None else t['rank']}: ", t["path"],
+                     "" if t.get("checked", True) else " (not checked)"))
     for f in summary["failures"]:
         c.print(line(styled("failed: ", "bold red"), f))
