@@ -71,7 +71,7 @@ O = {  # options shared by `train` and `compare` (None = not given: preset/confi
     "quantize": typer.Option(None, "--quantize/--no-quantize", help="torchft quantized allreduce (needs triton/GPU)."),
     "bucketize": typer.Option(None, "--bucketize/--no-bucketize", help="One allreduce per bucket instead of per parameter."),
     "steps": typer.Option(None, help="Inner training steps N (default 60)."),
-    "model": typer.Option(None, help="mlp or transformer."),
+    "model": typer.Option(None, help="mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, **model_args) -> logits [B,T,V]) or hf:NAME."),
     "blocks": typer.Option(None, help="Model blocks (>= fragments; default 4)."),
     "width": typer.Option(None, help="Model width (default 128)."),
     "seq_len": typer.Option(None, help="Tokens per sample."),
@@ -123,6 +123,8 @@ def train_cmd(
     bucketize: Optional[bool] = O["bucketize"],
     steps: Optional[int] = O["steps"],
     model: Optional[str] = O["model"],
+    model_args: Optional[List[str]] = typer.Option(None, "--model-arg", help="KEY=VALUE for --model MODULE:FACTORY's factory. Repeatable."),
+    fragment_fqns: Optional[str] = typer.Option(None, help="--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: its largest ModuleList split in F)."),
     blocks: Optional[int] = O["blocks"],
     width: Optional[int] = O["width"],
     seq_len: Optional[int] = O["seq_len"],
@@ -152,7 +154,8 @@ def train_cmd(
 ) -> None:
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 model_args=list(model_args) if model_args else None)
 
     def body() -> int:
         refuse_empty(given)

@@ -97,6 +97,14 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
     if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
         cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
     preflight(cfg)
+    from ftrun.model_spec import is_user_model
+
+    if is_user_model(cfg.model):  # build it once in a child: import errors, blocks, fragments (BadInput)
+        from ftrun import model_spec
+        from ftrun.console import console, line
+
+        for w in model_spec.check(cfg)["warnings"]:
+            console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
         return _run(cfg, run_dir, jid, window, link, placement, json_out, quiet, signals)

@@ -101,10 +101,13 @@ def split_fragments(model: TokenModel, fragments: int) -> list[nn.Module]:
 
 
 def describe_fragments(fragments: list[nn.Module]) -> list[dict]:
-    """Manifest form: per fragment, each parameter's name, numel and shape (in allreduce order)."""
+    """Manifest form: per fragment, each parameter's name, numel and shape (in allreduce order).
+    A fragment with ``fqns`` (``ftrun.worker.user_model``) is named by the model's own names."""
     out = []
     for i, frag in enumerate(fragments):
-        params = [{"name": n, "numel": p.numel(), "shape": list(p.shape)} for n, p in frag.named_parameters()]
+        named = list(frag.named_parameters())
+        names = getattr(frag, "fqns", None) or [n for n, _ in named]
+        params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, (_, p) in zip(names, named)]
         numel = sum(p["numel"] for p in params)
         out.append({"id": i, "params": params, "numel": numel, "bytes": numel * 4})
     return out

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torchft
 
+from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
 from ftrun.worker.models import TokenModel, split_fragments
 
@@ -84,8 +85,14 @@ class Training:
 def build_training(cfg: dict, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
     torch.manual_seed(cfg["seed"])
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"]).to(device)
-    fragments = split_fragments(model, cfg["fragments"])
+    if is_user_model(cfg["model"]):  # --model MODULE:FACTORY (checked by the parent before launch)
+        from ftrun.worker.user_model import build_user_model, split_user_model
+
+        model = build_user_model(cfg).to(device)
+        fragments = split_user_model(model, cfg["fragments"], parse_fragment_fqns(cfg.get("fragment_fqns") or "", cfg["fragments"]))
+    else:
+        model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"]).to(device)
+        fragments = split_fragments(model, cfg["fragments"])
     train_model: torch.nn.Module = model
     if env.group_size > 1:
         import torch.distributed as dist
