@@ -45,7 +45,8 @@ def parse_model(text: str) -> tuple[str, str]:
     """``MODULE:FACTORY`` -> (module, factory); ``BadInput`` when malformed (no import here)."""
     module, sep, factory = text.rpartition(":")
     if not sep or not module or not factory:
-        raise BadInput(f"--model {text!r}: expected mlp, transformer or MODULE:FACTORY (e.g. mymodels:tiny_gpt)")
+        shown = text if text.isprintable() and " " not in text else repr(text)
+        raise BadInput(f"--model {shown}: expected mlp, transformer, MODULE:FACTORY (e.g. mymodels:tiny_gpt) or hf:NAME")
     if module.endswith(".py"):
         if not Path(module).is_file():
             raise BadInput(f"--model {text}: {module}: no such file")

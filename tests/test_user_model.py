@@ -26,7 +26,7 @@ def test_parse_model_and_args():
 
 
 @pytest.mark.parametrize("fn, arg, needle", [
-    (parse_model, "justamodule", "expected mlp, transformer or MODULE:FACTORY"),
+    (parse_model, "justamodule", "--model justamodule: expected mlp, transformer, MODULE:FACTORY"),
     (parse_model, "no/such.py:f", "no such file"),
     (parse_model, "a-b:f", "is not a module name"),
     (lambda a: parse_model_args([a]), "depth", "expected KEY=VALUE"),
