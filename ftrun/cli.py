@@ -250,8 +250,8 @@ def inspect_cmd(
     fragments: Optional[int] = typer.Option(None, help="F, for traces without a manifest."),
     sync_every: Optional[int] = typer.Option(None, help="H, for traces without a manifest."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau, for traces without a manifest."),
-    step_numbering: str = typer.Option(
-        "top", help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit."
+    step_numbering: Optional[str] = typer.Option(
+        None, help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit. Default: the run's (ftrun launch records it), else top."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     export_perfetto: Optional[str] = typer.Option(

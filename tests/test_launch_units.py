@@ -162,3 +162,37 @@ def test_sniff_rejects_json_without_trace_events(tmp_path):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"events": []}))
     assert sniff(p) is None
+
+
+# --- a launch manifest read back by inspect-trace -------------------------------------------
+
+def test_manifest_without_schedule_takes_the_flags_or_says_what_is_missing(tmp_path):
+    from ftrun.check.expect import schedule_for
+    from ftrun.trace.discover import Inputs, TraceFile
+
+    m = {"schedule": {"steps": None}, "traces": []}
+    inputs = Inputs([TraceFile(tmp_path / "t.json")], run_dir=tmp_path, manifest=m)
+    s = schedule_for(inputs, 2, 4, 1)
+    assert (s.fragments, s.sync_every, s.delay) == (2, 4, 1)
+    with pytest.raises(BadInput, match="records no schedule"):
+        schedule_for(inputs, None, None, None)
+    m["schedule"].update(fragments=2, sync_every=8, fragment_sync_delay=1)
+    with pytest.raises(BadInput, match="--sync-every 4 disagrees"):
+        schedule_for(inputs, 2, 4, 1)
+
+
+def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
+    from ftrun.launch.script import launch_manifest
+    from ftrun.trace.harvest import FoundTrace
+
+    spec = LaunchSpec.build([str(script), "--x"], step_numbering="end", env=["A=1"], **SCHED)
+    g = script_group(spec, tmp_path, 0, "http://l:1", None, base_env={})
+    g.exit_codes = [0]
+    found = [FoundTrace(tmp_path / "groups/replica0/a.json", 0, 0, "one rank per group"),
+             FoundTrace(tmp_path / "groups/replica0/b.json", 0, None, "unknown")]
+    m = launch_manifest(spec, tmp_path, "http://l:1", [g], {0: "exited"}, [], found, 1.0)
+    assert [t["path"] for t in m["traces"]] == ["groups/replica0/a.json"]
+    assert m["step_numbering"] == "end" and m["args"] == ["--x"] and m["env_added"]["A"] == "1"
+    assert m["groups"][0] == {"replica": 0, "cwd": "groups/replica0", "log": "logs/replica0.log", "state": "exited",
+                              "exit_codes": [0], "restarts": 0}
+    assert {k: m["schedule"][k] for k in SCHED} == SCHED
