@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun import layout
-from ftrun.errors import BadInput, Interrupted, RunFailed
+from ftrun.errors import BadInput, Interrupted, RunFailed, raise_on_signal
 from ftrun.launch.groups import start_lighthouse
 from ftrun.launch.placement import plan as plan_placement
 from ftrun.launch.run import Stopped, install_signal_handlers
@@ -87,6 +87,7 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: di
     stopped = stopped or signals["signal"]
     if stopped:
         raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
+    raise_on_signal()  # no child left: a signal during the trace search or the check just ends it (exit 130)
     seconds = time.time() - t0
 
     from ftrun.trace.harvest import find_traces

@@ -78,6 +78,8 @@ class LaunchSpec:
         if not script_and_args:
             raise BadInput("no script: give it after --, e.g. ftrun launch --replicas 2 -- train.py --steps 100")
         script, *args = script_and_args
+        if not script.strip():
+            raise BadInput("script '': must not be empty")
         path = Path(script)
         if not path.exists():
             raise BadInput(f"script {script}: no such file")
