@@ -33,6 +33,7 @@ class Launch:
     stdout: str
     stderr: str
     survivors: list = field(default_factory=list)
+    seen: list = field(default_factory=list)  # command lines of every descendant seen while it ran
 
     def summary(self) -> dict:
         return json.loads((self.run_dir / "summary.json").read_text())
@@ -58,7 +59,7 @@ def run_launch(out: Path, name: str, *args: str, timeout: float = 150, while_run
             raise AssertionError(f"ftrun launch did not finish in {timeout}s:\n{stdout[-2000:]}\n{stderr[-2000:]}")
     finally:
         watch.stop()
-    return Launch(out / name, proc.returncode, stdout, stderr, survivors(watch, str(out / name)))
+    return Launch(out / name, proc.returncode, stdout, stderr, survivors(watch, str(out / name)), sorted(watch.seen.values()))
 
 
 def test_launch_finds_traces_and_inspection_passes(tmp_path):
@@ -121,7 +122,8 @@ def test_script_without_traces_says_where_it_looked(tmp_path):
     assert f"group 1 {(r.run_dir / 'traces' / 'replica1').resolve()}" in log
 
 
-def test_ctrl_c_stops_every_child(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_stops_every_child(tmp_path, sig):
     def interrupt(proc, run_dir: Path) -> None:
         log = run_dir / "logs" / "replica0.log"
         deadline = time.monotonic() + 90
@@ -131,11 +133,12 @@ def test_ctrl_c_stops_every_child(tmp_path):
             time.sleep(0.2)
         else:
             raise AssertionError("training never started")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
 
     r = run_launch(tmp_path, "stop", *SCHED, "--", str(SCRIPT), "--manager-steps", "200", "--step-sleep", "0.2",
                    while_running=interrupt)
     assert r.rc == 130, r.explain()
     assert not r.survivors, r.survivors
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "SIGINT" in lines[0], r.stderr
+    assert len(lines) == 1 and sig.name in lines[0] and str(r.run_dir) in lines[0], r.stderr
+    assert any("torchft_example.py" in c for c in r.seen), r.seen  # the script's ranks ran, and are gone
