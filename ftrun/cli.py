@@ -311,7 +311,7 @@ def launch_cmd(
     step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
     kill: Optional[List[str]] = typer.Option(None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."),
     restarts: int = typer.Option(0, help="Relaunch a dead group up to N times."),
-    timeout: Optional[float] = typer.Option(None, help="Seconds; groups still running then fail the launch (named). Default: no limit."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds a group may run without joining a quorum (read from torchft's log) before the launch fails, naming it. Default: no limit."),
     env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
     out: str = typer.Option("profiles", help="Output root."),
     run_name: Optional[str] = typer.Option(None, help="Run directory name (default launch-<time>)."),

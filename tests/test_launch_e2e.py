@@ -72,7 +72,7 @@ def test_launch_finds_traces_and_inspection_passes(tmp_path):
     # written relative to each group's own working dir, found there, assigned by directory
     assert paths == [f"groups/replica{k}/output/replica-{k}/profiles/step-10.json" for k in (0, 1)]
     assert [t["replica"] for t in sorted(s["traces"], key=lambda t: t["path"])] == [0, 1]
-    assert s["quorums_seen"] >= 1
+    assert s["quorums_seen"] >= 1 and all(g["quorums"] >= 1 for g in s["groups"])  # torchft's manager logged them
     assert s["inspection"]["verdict"] == "pass" and s["inspection"]["events"], s["inspection"]
     m = json.loads((r.run_dir / "manifest.json").read_text())
     assert m["script"] == str(SCRIPT) and m["args"] == ["--manager-steps", "6"]

@@ -63,9 +63,12 @@ def test_crash_names_group_error_and_log(tmp_path):
     assert a.proc.poll() is not None  # the others are stopped
 
 
-def test_timeout_names_the_groups_still_running(tmp_path):
-    a = _group(tmp_path, 0, "print('quick', flush=True)\n")
+def test_timeout_names_the_group_that_joined_no_quorum(tmp_path):
+    joins = "import time\nprint('[Replica a_0] got lighthouse quorum LighthouseQuorumResponse', flush=True)\ntime.sleep(5)\n"
+    a = _group(tmp_path, 0, joins)
     b = _group(tmp_path, 1, LOOP)
-    state = _run(tmp_path, [a, b], timeout_s=0.5)
-    assert len(state.failures) == 1
-    assert state.failures[0].startswith("--timeout 0.5 s: replica group 1 still running"), state.failures
+    state = _run(tmp_path, [a, b], timeout_s=0.8)
+    assert len(state.failures) == 1 and state.failed_group == 1
+    assert state.failures[0].startswith("replica group 1 joined no quorum within --timeout 0.8 s"), state.failures
+    assert str(b.log) in state.failures[0] and "last log line: 'tick" in state.failures[0]
+    assert state.quorums_joined == {0: 1, 1: 0}

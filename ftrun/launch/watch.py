@@ -8,8 +8,9 @@ codes, the groups' log output (last line, ``--kill R@line:REGEX``), wall-clock t
 * a group killed by ``--kill`` with no restarts left is *lost*; the others carry on;
 * any other non-zero exit fails the launch (naming the group, its first error line and its
   log) and the rest is stopped; so does the lighthouse dying;
-* ``--timeout S``: groups still running S seconds after the start fail the launch, each named,
-  with whether it ever asked the lighthouse for a quorum.
+* ``--timeout S``: a group that has not joined a quorum S seconds after it (re)started fails
+  the launch, named. Joining is read from the group's own log: torchft's manager logs
+  ``got lighthouse quorum`` each time it receives one (torchft 0.2; its Rust log at INFO).
 
 Each ``--kill`` fires once per launch (a relaunched group is not killed again).
 """
@@ -32,6 +33,7 @@ from ftrun.launch.supervise import first_exception
 _QUORUM_ID = re.compile(r"bumping quorum_id to (\d+)")
 _QUORUM_REQ = re.compile(r"Received quorum request for replica (\S+)")
 _TRAILING_NUM = re.compile(r"(\d+)$")
+JOINED = "got lighthouse quorum"  # torchft's manager, when it receives a quorum
 
 
 @dataclass
@@ -106,6 +108,9 @@ class LaunchState:
     failed_group: Optional[int] = None
     lost: dict[int, str] = field(default_factory=dict)
     first_restart: dict[int, float] = field(default_factory=dict)  # replica -> unix time of its first relaunch
+    quorums_joined: dict[int, int] = field(default_factory=dict)  # replica -> quorums its log shows (all incarnations)
+    joined: dict[int, bool] = field(default_factory=dict)  # replica -> current incarnation joined a quorum
+    incarnation_started: dict[int, float] = field(default_factory=dict)  # replica -> monotonic start
 
     def group(self, replica: int) -> Group:
         return next(g for g in self.groups if g.replica == replica)
@@ -153,18 +158,29 @@ def group_error(g: Group) -> str:
     return first_exception(text) or (f"last line: {lines[-1][:300]}" if lines else "no output")
 
 
+def _count_quorums(state: LaunchState, r: int, lines: list[str]) -> None:
+    n = sum(JOINED in ln for ln in lines)
+    if n:
+        state.quorums_joined[r] = state.quorums_joined.get(r, 0) + n
+        state.joined[r] = True
+
+
 def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: float = 0.2) -> None:
     """Wait for every group (module rules); ``state.failures`` says why the launch failed."""
     pending = {g.replica: g for g in state.groups}
     for r in pending:
         state.status[r] = "running"
         state.tails.setdefault(r, LogTail(state.group(r).log))
+        state.incarnation_started.setdefault(r, state.started)
+        state.joined.setdefault(r, False)
+        state.quorums_joined.setdefault(r, 0)
     while True:
         now = time.monotonic()
         if state.quorums is not None:
             state.quorums.update()
         for r, g in list(pending.items()):
             new = state.tails[r].read_new()
+            _count_quorums(state, r, new)
             _check_kills(state, r, g, new, now)
         on_tick(state)
         if not pending:
@@ -182,7 +198,7 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
             if code is None:
                 continue
             g.exit_codes.append(code)
-            state.tails[r].read_new()
+            _count_quorums(state, r, state.tails[r].read_new())
             if code == 0:
                 del pending[r]
                 state.status[r] = "exited"
@@ -194,6 +210,8 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
                 g.env["FTRUN_RESTART"] = str(g.restarts)
                 g.start()
                 state.status[r] = "running"
+                state.joined[r] = False
+                state.incarnation_started[r] = time.monotonic()
                 continue
             if purpose is not None:
                 del pending[r]
@@ -207,17 +225,19 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
                 + f": {group_error(g)}; see {g.log}"
             )
             return
-        if state.timeout_s is not None and now - state.started > state.timeout_s:
-            parts = []
-            for r in sorted(pending):
-                asked = state.quorums.asked(r) if state.quorums is not None else None
-                parts.append(f"replica group {r}" + {True: "", False: " (never asked for a quorum)", None: ""}[asked])
-            seen = state.quorums.last_id if state.quorums is not None else None
-            state.failed_group = min(pending)
+        late = [r for r in sorted(pending) if state.timeout_s is not None and not state.joined[r]
+                and now - state.incarnation_started[r] > state.timeout_s]
+        if late:
+            r = late[0]
+            g = state.group(r)
+            asked = state.quorums.asked(r) if state.quorums is not None else None
+            state.failed_group = r
             state.failures.append(
-                f"--timeout {state.timeout_s:g} s: {', '.join(parts)} still running"
-                + (f"; quorums seen: {seen}" if seen is not None else "")
-                + f"; see {state.group(min(pending)).log}"
+                f"replica group {r} joined no quorum within --timeout {state.timeout_s:g} s"
+                + (f" (with {', '.join(map(str, late[1:]))})" if late[1:] else "")
+                + {True: " (it asked the lighthouse for one)", False: " (it never asked the lighthouse for one)", None: ""}[asked]
+                + f"; quorums formed: {state.quorums.last_id if state.quorums is not None else '?'}"
+                + f"; last log line: {state.tails[r].last!r}; see {g.log}"
             )
             return
         time.sleep(poll_s)

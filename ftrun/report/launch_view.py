@@ -15,11 +15,11 @@ def _codes(codes: list[int]) -> str:
 
 def _table(title: str, rows: list[dict]) -> Table:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for col in ("group", "state", "exit", "restarts"):
-        t.add_column(col, justify="right" if col in ("group", "restarts") else "left", no_wrap=True, min_width=len(col))
+    for col in ("group", "state", "exit", "restarts", "quorums"):
+        t.add_column(col, justify="left" if col in ("state", "exit") else "right", no_wrap=True, min_width=len(col))
     t.add_column("last log line", no_wrap=True, overflow="ellipsis", max_width=48)
     for g in rows:
-        t.add_row(str(g["replica"]), g["state"], _codes(g["exit_codes"]), str(g["restarts"]), g["last_line"])
+        t.add_row(str(g["replica"]), g["state"], _codes(g["exit_codes"]), str(g["restarts"]), str(g["quorums"]), g["last_line"])
     return t
 
 
@@ -28,7 +28,7 @@ def live_rows(state) -> list[dict]:
     from ftrun.launch.watch import group_error
 
     return [{"replica": g.replica, "state": state.status.get(g.replica, "starting"), "exit_codes": list(g.exit_codes),
-             "restarts": g.restarts,
+             "restarts": g.restarts, "quorums": state.quorums_joined.get(g.replica, 0),
              "last_line": group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
              else (state.tails[g.replica].last if g.replica in state.tails else "")}
             for g in state.groups]
@@ -54,14 +54,14 @@ class LaunchLiveView:
     def refresh(self, state) -> None:
         if self._live is not None:
             q = state.quorums.last_id if state.quorums is not None else "?"
-            self._live.update(_table(f"ftrun launch · {state.run_dir} · quorums seen: {q}", live_rows(state)))
+            self._live.update(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", live_rows(state)))
 
 
 def print_summary(summary: dict) -> None:
     """The launch summary (``--json`` prints ``summary`` itself instead)."""
     c = make_console(soft_wrap=True)
     q = summary.get("quorums_seen")
-    c.print(_table(f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · quorums seen: {'?' if q is None else q}",
+    c.print(_table(f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · last quorum id {'?' if q is None else q}",
                    summary["groups"]))
     for f in summary["faults_fired"]:
         c.print(line("fault: ", f"{f['signal']} replica group {f['replica']} at {f['at_s']:g} s ({f['trigger']})"))
