@@ -65,6 +65,16 @@ class TokenModel(nn.Module):
         return self.head(self.norm(x))
 
 
+def build_model(cfg: dict) -> nn.Module:
+    """The run's model from its config dict: the built-in ``TokenModel`` or a user's factory
+    (``--model MODULE:FACTORY``, ``ftrun.worker.user_model``)."""
+    if cfg["model"] in ("mlp", "transformer"):
+        return TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
+    from ftrun.worker.user_model import build_user_model
+
+    return build_user_model(cfg)
+
+
 class _Fragment(nn.Module):
     """A view over some of the model's modules; parameters are shared, not copied."""
 

@@ -22,7 +22,7 @@ import torchft
 
 from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
-from ftrun.worker.models import TokenModel, split_fragments
+from ftrun.worker.models import build_model, split_fragments
 
 
 def die_with_parent() -> None:
@@ -85,13 +85,12 @@ class Training:
 def build_training(cfg: dict, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
     torch.manual_seed(cfg["seed"])
+    model = build_model(cfg).to(device)
     if is_user_model(cfg["model"]):  # --model MODULE:FACTORY (checked by the parent before launch)
-        from ftrun.worker.user_model import build_user_model, split_user_model
+        from ftrun.worker.user_model import split_user_model
 
-        model = build_user_model(cfg).to(device)
         fragments = split_user_model(model, cfg["fragments"], parse_fragment_fqns(cfg.get("fragment_fqns") or "", cfg["fragments"]))
     else:
-        model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"]).to(device)
         fragments = split_fragments(model, cfg["fragments"])
     train_model: torch.nn.Module = model
     if env.group_size > 1:
