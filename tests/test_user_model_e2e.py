@@ -74,3 +74,16 @@ def test_hugging_face_config_offline(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     m = json.loads((tmp_path / "hf" / "manifest.json").read_text())
     assert any(p["name"].startswith("lm.transformer.h.3.") for p in m["fragments"][1]["params"])
+
+
+def test_equal_fragments_are_named_up_front(tmp_path):
+    """Same-sized fragments: the warning comes before anything starts (here the run dir is then
+    refused, so nothing trains; the warning did not wait for the run)."""
+    (tmp_path / "runs" / "taken").mkdir(parents=True)
+    r = subprocess.run([*FTRUN, "train", "--model", "tests.user_model_fixtures:stack", "--model-arg", "depth=2",
+                        "--model-arg", "growing=false", "--fragment-fqns", "emb,layers.0;layers.1,out", *TRAIN,
+                        "--out", str(tmp_path / "runs"), "--run-name", "taken"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith("warning: fragments 0 and 1 have identical parameter sizes"), r.stderr
+    assert "already exists" in lines[-1]
