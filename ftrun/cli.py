@@ -310,7 +310,7 @@ def launch_cmd(
     no_inspect: bool = typer.Option(False, "--no-inspect", help="Do not check the traces (schedule flags then optional)."),
     step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
     kill: Optional[List[str]] = typer.Option(None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."),
-    restarts: int = typer.Option(0, help="Relaunch a dead group up to N times."),
+    restarts: Optional[int] = typer.Option(None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0)."),
     timeout: Optional[float] = typer.Option(None, help="Seconds a group may run without joining a quorum (read from torchft's log) before the launch fails, naming it. Default: no limit."),
     env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
     out: str = typer.Option("profiles", help="Output root."),

@@ -196,3 +196,11 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
     assert m["groups"][0] == {"replica": 0, "cwd": "groups/replica0", "log": "logs/replica0.log", "state": "exited",
                               "exit_codes": [0], "restarts": 0}
     assert {k: m["schedule"][k] for k in SCHED} == SCHED
+
+
+def test_restarts_default_like_train(script):
+    assert LaunchSpec.build([str(script)], **SCHED).restarts == 0
+    assert LaunchSpec.build([str(script)], kill=["1@5s"], **SCHED).restarts == 1
+    assert LaunchSpec.build([str(script)], kill=["1@5s"], restarts=0, **SCHED).restarts == 0
+    with pytest.raises(BadInput, match="--restarts -1"):
+        LaunchSpec.build([str(script)], restarts=-1, **SCHED)

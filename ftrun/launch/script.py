@@ -72,7 +72,7 @@ class LaunchSpec:
     def build(cls, script_and_args: Sequence[str], *, replicas: int = 2, nproc_per_replica: int = 1,
               lighthouse: Optional[str] = None, min_replicas: Optional[int] = None, fragments: Optional[int] = None,
               sync_every: Optional[int] = None, fragment_sync_delay: Optional[int] = None, no_inspect: bool = False,
-              step_numbering: str = "top", kill: Sequence[str] = (), restarts: int = 0, timeout: Optional[float] = None,
+              step_numbering: str = "top", kill: Sequence[str] = (), restarts: Optional[int] = None, timeout: Optional[float] = None,
               env: Sequence[str] = (), out: str = "profiles", run_name: Optional[str] = None) -> "LaunchSpec":
         """Check every flag (module docstring); ``BadInput`` on the first bad one."""
         if not script_and_args:
@@ -111,6 +111,8 @@ class LaunchSpec:
         kills = [parse_launch_kill(k, replicas) for k in kill]
         if len({k for k in kills}) != len(kills):
             raise BadInput("--kill: the same fault is given twice")
+        if restarts is None:
+            restarts = 1 if kills else 0  # as `ftrun train`: a killed group is relaunched once
         if restarts < 0:
             raise BadInput(f"--restarts {restarts}: must be >= 0")
         if timeout is not None and timeout <= 0:
