@@ -71,7 +71,7 @@ O = {  # options shared by `train` and `compare` (None = not given: preset/confi
     "quantize": typer.Option(None, "--quantize/--no-quantize", help="torchft quantized allreduce (needs triton/GPU)."),
     "bucketize": typer.Option(None, "--bucketize/--no-bucketize", help="One allreduce per bucket instead of per parameter."),
     "steps": typer.Option(None, help="Inner training steps N (default 60)."),
-    "model": typer.Option(None, help="mlp or transformer."),
+    "model": typer.Option(None, help="mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, **model_args) -> logits [B,T,V]) or hf:NAME."),
     "blocks": typer.Option(None, help="Model blocks (>= fragments; default 4)."),
     "width": typer.Option(None, help="Model width (default 128)."),
     "seq_len": typer.Option(None, help="Tokens per sample."),
@@ -123,6 +123,8 @@ def train_cmd(
     bucketize: Optional[bool] = O["bucketize"],
     steps: Optional[int] = O["steps"],
     model: Optional[str] = O["model"],
+    model_args: Optional[List[str]] = typer.Option(None, "--model-arg", help="KEY=VALUE for --model MODULE:FACTORY's factory. Repeatable."),
+    fragment_fqns: Optional[str] = typer.Option(None, help="--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: its largest ModuleList split in F)."),
     blocks: Optional[int] = O["blocks"],
     width: Optional[int] = O["width"],
     seq_len: Optional[int] = O["seq_len"],
@@ -152,7 +154,8 @@ def train_cmd(
 ) -> None:
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 model_args=list(model_args) if model_args else None)
 
     def body() -> int:
         refuse_empty(given)
@@ -247,8 +250,8 @@ def inspect_cmd(
     fragments: Optional[int] = typer.Option(None, help="F, for traces without a manifest."),
     sync_every: Optional[int] = typer.Option(None, help="H, for traces without a manifest."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau, for traces without a manifest."),
-    step_numbering: str = typer.Option(
-        "top", help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit."
+    step_numbering: Optional[str] = typer.Option(
+        None, help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit. Default: the run's (ftrun launch records it), else top."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     export_perfetto: Optional[str] = typer.Option(
@@ -274,6 +277,60 @@ def inspect_cmd(
             json_out=json_out,
             export_perfetto=Path(export_perfetto) if export_perfetto is not None else None,
             allow_failed_commits=allow_failed_commits,
+        )
+
+    raise typer.Exit(guarded(body) or 0)
+
+
+LAUNCH_HELP = """Run any torchft script as R replica groups, find its traces and check them.
+
+Starts a torchft lighthouse (unless --lighthouse), then one torchrun job of G ranks per replica
+group running SCRIPT unchanged with REPLICA_GROUP_ID, NUM_REPLICA_GROUPS, TORCHFT_LIGHTHOUSE
+(plus FTRUN_RUN_DIR, FTRUN_TRACE_DIR and, with CUDA, NCCL_HOSTID), each group in its own
+working dir OUT/RUN_NAME/groups/replica{r}/ (give input paths in ARGS as absolute paths).
+Afterwards it finds every chrome trace the script wrote there, writes manifest.json and
+checks the traces against --fragments/--sync-every/--fragment-sync-delay (as inspect-trace).
+Exit 0 = all groups exited 0 and the check passed, 1 = a group failed or the check failed,
+2 = bad input or no trace found, 130 = interrupted.
+
+Example: ftrun launch --replicas 2 --fragments 2 --sync-every 20 --fragment-sync-delay 5 -- train_diloco.py
+"""
+
+
+@app.command("launch", help=LAUNCH_HELP, short_help="Run any torchft script as replica groups; find and check its traces.")
+def launch_cmd(
+    script_and_args: Optional[List[str]] = typer.Argument(None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."),
+    replicas: int = typer.Option(2, "--replicas", "--num-replica-groups", help="Replica groups R."),
+    nproc_per_replica: int = typer.Option(1, help="Ranks per replica group G (torchrun --nproc-per-node)."),
+    lighthouse: Optional[str] = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
+    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; a group lost for good then stalls the rest until --timeout)."),
+    fragments: Optional[int] = typer.Option(None, help="F the script uses (for the check)."),
+    sync_every: Optional[int] = typer.Option(None, help="H the script uses (for the check)."),
+    fragment_sync_delay: Optional[int] = typer.Option(None, help="tau the script uses (for the check)."),
+    no_inspect: bool = typer.Option(False, "--no-inspect", help="Do not check the traces (schedule flags then optional)."),
+    step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
+    kill: Optional[List[str]] = typer.Option(None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."),
+    restarts: Optional[int] = typer.Option(None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0)."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds a group may run without joining a quorum (read from torchft's log) before the launch fails, naming it. Default: no limit."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
+    out: str = typer.Option("profiles", help="Output root."),
+    run_name: Optional[str] = typer.Option(None, help="Run directory name (default launch-<time>)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing ftrun run dir of the same name."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary (and the check) as JSON."),
+) -> None:
+    given = dict(locals())
+
+    def body() -> int:
+        refuse_empty({k: v for k, v in given.items() if k != "script_and_args"})
+
+        from ftrun.commands.launch import launch
+
+        return launch(
+            list(script_and_args or []), json_out=json_out, overwrite=overwrite, replicas=replicas,
+            nproc_per_replica=nproc_per_replica, lighthouse=lighthouse, min_replicas=min_replicas, fragments=fragments,
+            sync_every=sync_every, fragment_sync_delay=fragment_sync_delay, no_inspect=no_inspect,
+            step_numbering=step_numbering, kill=list(kill or []), restarts=restarts, timeout=timeout,
+            env=list(env or []), out=out, run_name=run_name,
         )
 
     raise typer.Exit(guarded(body) or 0)

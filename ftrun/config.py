@@ -48,7 +48,9 @@ class RunConfig:
     quantize: bool = False
     bucketize: bool = False
     steps: int = 60
-    model: str = "mlp"
+    model: str = "mlp"  # mlp, transformer, or MODULE:FACTORY / hf:NAME (ftrun.model_spec)
+    model_args: list = field(default_factory=list)  # KEY=VALUE pairs for a user's factory
+    fragment_fqns: str = ""  # user model: explicit fragments "a,b;c" (default: split its largest ModuleList)
     blocks: int = 4
     width: int = 128
     seq_len: int = 64
@@ -116,7 +118,7 @@ FIELD_NAMES = {f.name for f in fields(RunConfig)}
 
 
 # Flags whose name is not the field's name with dashes (the CLI declares these same strings).
-FLAG_NAMES = {"stall_timeout_s": "--stall-timeout", "quorum_timeout_s": "--quorum-timeout"}
+FLAG_NAMES = {"stall_timeout_s": "--stall-timeout", "quorum_timeout_s": "--quorum-timeout", "model_args": "--model-arg"}
 # Fields with no flag: set only in a --config file.
 FILE_ONLY = frozenset({"vocab", "timeout_s", "heartbeat_timeout_ms"})
 
@@ -241,10 +243,20 @@ def validate_config(
     for name in ("replicas", "nproc_per_replica", "steps", "blocks", "width", "seq_len", "batch_size"):
         if getattr(cfg, name) < 1:
             raise _bad(name, getattr(cfg, name), "must be at least 1")
-    if cfg.fragments > cfg.blocks:
-        raise _bad("fragments", cfg.fragments, f"must be <= the model's blocks ({cfg.blocks}); each fragment is a group of whole blocks")
-    if cfg.model not in MODELS:
-        raise _bad("model", cfg.model, f"choose from {', '.join(MODELS)}")
+    from ftrun.model_spec import is_user_model, parse_fragment_fqns, parse_model, parse_model_args
+
+    if is_user_model(cfg.model):  # its blocks are checked when the model is built (ftrun.model_spec.check)
+        parse_model(cfg.model)
+        if not all(isinstance(x, str) for x in cfg.model_args):
+            raise _bad("model_args", cfg.model_args, "must be a list of strings like 'n_layer=4'")
+        parse_model_args(cfg.model_args)
+        parse_fragment_fqns(cfg.fragment_fqns, cfg.fragments)
+    else:
+        if cfg.model_args or cfg.fragment_fqns:
+            raise _bad("model_args" if cfg.model_args else "fragment_fqns", cfg.model_args or cfg.fragment_fqns,
+                       f"only for --model MODULE:FACTORY, not the built-in {cfg.model}")
+        if cfg.fragments > cfg.blocks:
+            raise _bad("fragments", cfg.fragments, f"must be <= the model's blocks ({cfg.blocks}); each fragment is a group of whole blocks")
     if cfg.backend not in BACKENDS:
         raise _bad("backend", cfg.backend, f"choose from {', '.join(BACKENDS)}")
     if not 1 <= cfg.min_replicas <= cfg.replicas:

@@ -68,3 +68,45 @@ def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int) 
     if len(set(keys)) != len(keys):
         raise BadInput("--kill/--hang: the same fault is given twice")
     return faults
+
+
+# --- `ftrun launch`: faults for scripts ftrun does not control (by wall clock or log line) ---
+
+_LAUNCH_KILL_RE = re.compile(r"^(\d+)@(?:(\d+(?:\.\d+)?)s|line:(.+?))(?::(sigkill|sigterm|kill|term))?$", re.I | re.S)
+
+
+@dataclass(frozen=True)
+class LaunchKill:
+    """``--kill R@SECONDSs[:sigterm]`` (wall clock since the launch started) or
+    ``--kill R@line:REGEX[:sigterm]`` (when the group's log first matches REGEX). Fires once."""
+
+    replica: int
+    signal: str  # "SIGKILL" | "SIGTERM"
+    seconds: float | None = None
+    pattern: str | None = None
+
+    def describe(self) -> str:
+        when = f"after {self.seconds:g} s" if self.seconds is not None else f"when its log matches {self.pattern!r}"
+        return f"{self.signal} replica group {self.replica} {when}"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def parse_launch_kill(text: str, replicas: int) -> LaunchKill:
+    """One ``--kill`` of ``ftrun launch``; ``BadInput`` (one line) when malformed, the replica
+    does not exist or the REGEX does not compile."""
+    m = _LAUNCH_KILL_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise BadInput(f"--kill {text!r}: expected REPLICA@SECONDSs or REPLICA@line:REGEX, optionally :sigterm, e.g. 1@30s")
+    replica = int(m[1])
+    if replica >= replicas:
+        raise BadInput(f"--kill {text}: replica group {replica} does not exist (--replicas {replicas}: groups 0..{replicas - 1})")
+    sig = "SIGTERM" if (m[4] or "").lower() in ("sigterm", "term") else "SIGKILL"
+    if m[2] is not None:
+        return LaunchKill(replica, sig, seconds=float(m[2]))
+    try:
+        re.compile(m[3])
+    except re.error as e:
+        raise BadInput(f"--kill {text}: REGEX {m[3]!r} does not compile ({e})") from None
+    return LaunchKill(replica, sig, pattern=m[3])

@@ -13,6 +13,8 @@ A run dir ``<out>/<run-name>/`` holds::
     meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files)
     logs/replica{r}.log                stdout+stderr of the group's elastic launcher
     tb/replica{r}/                     TensorBoard scalars (loss, participants, manager step, step time)
+    groups/replica{r}/                 ftrun launch: the group's working directory (its script's files)
+    traces/replica{r}/                 ftrun launch: the group's FTRUN_TRACE_DIR
 
 manifest.json keys: ``ftrun_version``, ``job_id``, ``run_name``, ``config`` (resolved),
 ``versions`` (python, torch, torchft, ftrun), ``backend``, ``replicas``, ``nproc_per_replica``,
@@ -40,6 +42,7 @@ EVENTS = "events"
 META = "meta"
 LOGS = "logs"
 TB = "tb"
+GROUPS = "groups"  # ftrun launch: each group's working directory, groups/replica{r}/
 
 WORKER_RE = re.compile(r"replica(\d+)_rank(\d+)")
 
@@ -71,6 +74,16 @@ def meta_file(run_dir: Path, replica: int, rank: int) -> Path:
 
 def group_log(run_dir: Path, replica: int) -> Path:
     return run_dir / LOGS / f"replica{replica}.log"
+
+
+def group_dir(run_dir: Path, replica: int) -> Path:
+    """``ftrun launch``: the working directory of replica group ``replica``."""
+    return run_dir / GROUPS / f"replica{replica}"
+
+
+def group_trace_dir(run_dir: Path, replica: int) -> Path:
+    """``ftrun launch``: the group's ``FTRUN_TRACE_DIR`` (scripts may write traces there)."""
+    return run_dir / TRACES / f"replica{replica}"
 
 
 def parse_worker(name: str) -> tuple[int, int] | None:

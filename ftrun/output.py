@@ -38,7 +38,7 @@ MAX_NAME = 200  # leaves room for "-group<K>" and temporary suffixes under NAME_
 # Everything ftrun itself puts into a run dir (see ftrun.layout and the worker).
 RUN_DIR_ENTRIES = {
     RUN_MARKER, layout.MANIFEST, layout.SUMMARY, "spec.json", layout.TRACES, layout.EVENTS, layout.META,
-    layout.LOGS, layout.TB, "faults", "progress", "ready",
+    layout.LOGS, layout.TB, "faults", "progress", "ready", layout.GROUPS,
 }
 _TMP_PREFIX = ".ftrun-tmp-"
 

@@ -190,7 +190,7 @@ def _commands() -> dict:
     return typer.main.get_command(app).commands
 
 
-@pytest.mark.parametrize("name", [None, "train", "compare", "inspect-trace", "lighthouse", "view", "plan", "sweep"])
+@pytest.mark.parametrize("name", [None, "train", "compare", "inspect-trace", "lighthouse", "view", "plan", "sweep", "launch"])
 def test_help_fits_80_columns_with_every_flag_whole(name):
     res = CliRunner().invoke(app, ([name] if name else []) + ["--help"], env={"COLUMNS": str(WIDTH)})
     assert res.exit_code == 0, res.output

@@ -349,16 +349,18 @@ def analyze(
     fragments: Optional[int] = None,
     sync_every: Optional[int] = None,
     fragment_sync_delay: Optional[int] = None,
-    step_numbering: str = "top",
+    step_numbering: Optional[str] = "top",
     allow_failed_commits: bool = False,
 ) -> Report:
     """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input.
 
     A failed commit no injected fault explains fails the verdict unless ``allow_failed_commits``.
     """
+    inputs = discover([Path(p) for p in paths])
+    if step_numbering is None:  # not given: what the run recorded (ftrun launch), else top
+        step_numbering = (inputs.manifest or {}).get("step_numbering") or "top"
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
-    inputs = discover([Path(p) for p in paths])
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
     trace_notes = [n for sp in spans for n in sp.notes][:1]  # what the traces cannot tell, said once

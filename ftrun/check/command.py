@@ -16,7 +16,7 @@ def inspect_trace(
     fragments: Optional[int] = None,
     sync_every: Optional[int] = None,
     fragment_sync_delay: Optional[int] = None,
-    step_numbering: str = "top",
+    step_numbering: Optional[str] = "top",
     json_out: bool = False,
     export_perfetto: Optional[Path] = None,
     allow_failed_commits: bool = False,

@@ -285,6 +285,7 @@ class RunIdentities:
         sends = [o.sig for wo in wobs for o in wo.obs if o.kind == "send" and o.sig is not None]
         self.with_sizes = trace_key(sends)
         frags = manifest.get("fragments") if manifest is not None else None
+        self.has_manifest = manifest is not None  # ftrun launch: a manifest without fragment sizes
         self.manifest: Optional[ManifestIdentifier] = None
         self.cluster: Optional[ClusterIdentifier] = None
         if isinstance(frags, list) and frags:
@@ -371,8 +372,8 @@ class RunIdentities:
                 out.append(self.cluster.unusable)
             else:
                 out.append(
-                    "no manifest: fragment ids are classes of equal signatures, labelled once for every file and "
-                    "replica, anchored on the expected schedule"
+                    f"{'no fragment sizes in the manifest' if self.has_manifest else 'no manifest'}: fragment ids are "
+                    "classes of equal signatures, labelled once for every file and replica, anchored on the expected schedule"
                 )
         amb = sorted({o.identity.candidates for o in obs if o.identity.ambiguous and o.identity.candidates})
         for c in amb:

@@ -18,9 +18,14 @@ def schedule_for(
 ) -> Schedule:
     """The manifest's schedule (flags, if given, must agree) or the one the flags give."""
     flags = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": delay}
-    if inputs.manifest is not None:
-        sched = inputs.manifest["schedule"]
+    sched = inputs.manifest["schedule"] if inputs.manifest is not None else {}
+    if inputs.manifest is not None and all(sched.get(k) is None for k in flags) and all(v is not None for v in flags.values()):
+        values = flags  # a manifest that records no schedule (ftrun launch --no-inspect): the flags say it
+    elif inputs.manifest is not None:
         where = inputs.run_dir / "manifest.json" if inputs.run_dir else "manifest.json"
+        if all(sched.get(k) is None for k in flags):
+            raise BadInput(f"{where}: records no schedule (launched with --no-inspect); give --fragments, --sync-every "
+                           "and --fragment-sync-delay")
         try:
             values = {k: int(sched[k]) for k in flags}
         except (KeyError, TypeError, ValueError):

@@ -62,12 +62,48 @@ class Group:
     restarts: int = 0
     exit_codes: list[int] = field(default_factory=list)
     log_offset: int = 0  # where the current incarnation's output starts in ``log``
+    cwd: Path | None = None  # working directory (``ftrun launch``: ``groups/replica{r}/``)
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        if self.cwd is not None:
+            self.cwd.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.log_offset = log.tell()
-            self.proc = spawn(self.argv, self.env, log)
+            self.proc = spawn(self.argv, self.env, log, cwd=self.cwd)
+
+
+def group_env(replica: int, replicas: int, lighthouse_url: str, threads: int, backend: str = "auto",
+              placement_env: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment (``base``, default ``os.environ``) plus what torchft's examples
+    read: ``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``, ``TORCHFT_LIGHTHOUSE``; and the group's
+    devices (``placement_env``) or, without a placement, an ``NCCL_HOSTID`` per group for NCCL."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        REPLICA_GROUP_ID=str(replica),
+        NUM_REPLICA_GROUPS=str(replicas),
+        TORCHFT_LIGHTHOUSE=lighthouse_url,
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("OMP_NUM_THREADS", str(threads))  # the caller's setting wins
+    if placement_env is not None:
+        env.pop("NCCL_HOSTID", None)
+        env.update(placement_env)
+    elif backend in ("auto", "nccl", "baby-nccl"):
+        # several groups on one GPU host: NCCL must not see two ranks of one "host" on one device
+        env["NCCL_HOSTID"] = f"ftrun_replica{replica}"
+    return env
+
+
+def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str]:
+    """``python -m torch.distributed.run`` for one group of ``nproc`` ranks, no elastic restarts
+    (ftrun relaunches the whole group); standalone rendezvous unless ``master`` is given."""
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0"]
+    if master is None:
+        argv.append("--standalone")
+    else:
+        argv += ["--master-addr", master[0], "--master-port", str(master[1])]
+    return argv
 
 
 def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, nproc: int, lighthouse_url: str,
@@ -75,24 +111,7 @@ def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, npro
                placement_env: dict[str, str] | None = None) -> Group:
     """``placement_env``: the group's ``CUDA_VISIBLE_DEVICES`` / ``NCCL_HOSTID`` from
     ``ftrun.launch.placement.plan`` (None: the old rule, an ``NCCL_HOSTID`` per group)."""
-    env = dict(os.environ)
-    env.update(
-        REPLICA_GROUP_ID=str(replica),
-        NUM_REPLICA_GROUPS=str(replicas),
-        TORCHFT_LIGHTHOUSE=lighthouse_url,
-        OMP_NUM_THREADS=str(threads),
-        PYTHONUNBUFFERED="1",
-    )
-    if placement_env is not None:
-        env.pop("NCCL_HOSTID", None)
-        env.update(placement_env)
-    elif backend in ("auto", "nccl", "baby-nccl"):
-        # several groups on one GPU host: NCCL must not see two ranks of one "host" on one device
-        env["NCCL_HOSTID"] = f"ftrun_replica{replica}"
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0"]
-    if master is None:
-        argv.append("--standalone")
-    else:
-        argv += ["--master-addr", master[0], "--master-port", str(master[1])]
-    argv += ["-m", "ftrun.worker.main", str(spec_path)]
+    env = group_env(replica, replicas, lighthouse_url, threads, backend, placement_env)
+    env["OMP_NUM_THREADS"] = str(threads)
+    argv = torchrun_argv(nproc, master) + ["-m", "ftrun.worker.main", str(spec_path)]
     return Group(replica, argv, env, layout.group_log(run_dir, replica))

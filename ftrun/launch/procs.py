@@ -27,11 +27,13 @@ def _pdeathsig(sig: int):
     return preexec
 
 
-def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM) -> subprocess.Popen:
-    """Start ``argv`` in its own process group; it receives ``sig`` if this process dies."""
+def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM,
+          cwd: Path | None = None) -> subprocess.Popen:
+    """Start ``argv`` (in ``cwd``) in its own process group; it receives ``sig`` if this process dies."""
     return subprocess.Popen(
         list(argv),
         env=env,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,

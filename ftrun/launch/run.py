@@ -49,7 +49,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     return path
 
 
-def _install_signal_handlers() -> tuple[dict, dict]:
+def install_signal_handlers() -> tuple[dict, dict]:
     """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
     signals are only noted: a second Ctrl-C must not cut the clean-up of the children short."""
     flags: dict = {"stopping": False, "signal": None}
@@ -69,7 +69,7 @@ def _install_signal_handlers() -> tuple[dict, dict]:
 def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
     """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
     (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
-    old_handlers, signals = _install_signal_handlers()
+    old_handlers, signals = install_signal_handlers()
     try:
         return _train(cfg, overwrite, json_out, quiet, signals)
     except Stopped as e:  # before the children started: nothing to stop
@@ -97,6 +97,14 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
     if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
         cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
     preflight(cfg)
+    from ftrun.model_spec import is_user_model
+
+    if is_user_model(cfg.model):  # build it once in a child: import errors, blocks, fragments (BadInput)
+        from ftrun import model_spec
+        from ftrun.console import console, line
+
+        for w in model_spec.check(cfg)["warnings"]:
+            console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
         return _run(cfg, run_dir, jid, window, link, placement, json_out, quiet, signals)

@@ -17,14 +17,22 @@ from ftrun.output import RunDirLock, check_name, claim_run_dir, mark_new_run_dir
 def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
     """``<out>/<run-name>``, created and locked for this run (``ftrun.output.claim_run_dir``):
     an existing dir is refused unless ``overwrite``, and then only an ftrun run dir is replaced."""
-    root = Path(cfg.out)
-    if not cfg.run_name:
-        # a fresh name, claimed atomically: two runs started in the same second get -2, -3, ...
-        base = f"{cfg.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    inputs = [Path(cfg.data)] if cfg.data and cfg.data != "synthetic" else []
+    run_dir, lock = claim_named_run_dir(Path(cfg.out), cfg.run_name, cfg.mode, overwrite, inputs)
+    cfg.run_name = run_dir.name
+    return run_dir, lock
+
+
+def claim_named_run_dir(root: Path, run_name: str | None, prefix: str, overwrite: bool,
+                        inputs: list[Path] = ()) -> tuple[Path, RunDirLock]:
+    """``root/run_name`` claimed (see ``prepare_run_dir``); without a name, a fresh
+    ``PREFIX-<time>`` claimed atomically: two runs started in the same second get -2, -3, ..."""
+    if not run_name:
+        base = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise BadInput(f"--out {cfg.out}: cannot create ({e.strerror})")
+            raise BadInput(f"--out {root}: cannot create ({e.strerror})")
         for n in range(1, 1000):
             name = base if n == 1 else f"{base}-{n}"
             try:
@@ -32,12 +40,10 @@ def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
             except FileExistsError:
                 continue
             except OSError as e:
-                raise BadInput(f"--out {cfg.out}: cannot create {root / name} ({e.strerror})")
-            cfg.run_name = name
+                raise BadInput(f"--out {root}: cannot create {root / name} ({e.strerror})")
             return root / name, mark_new_run_dir(root / name)
-    check_name("--run-name", cfg.run_name)
-    run_dir = root / cfg.run_name
-    inputs = [Path(cfg.data)] if cfg.data and cfg.data != "synthetic" else []
+    check_name("--run-name", run_name)
+    run_dir = root / run_name
     return run_dir, claim_run_dir(run_dir, overwrite, inputs=inputs)
 
 

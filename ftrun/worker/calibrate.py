@@ -27,14 +27,14 @@ def measure(cfg: dict, threads: int, steps: int = 8) -> dict:
     import torch.nn.functional as F
 
     from ftrun.worker.data import Batches
-    from ftrun.worker.models import TokenModel
+    from ftrun.worker.models import build_model
 
     torch.set_num_threads(threads)
     torch.manual_seed(cfg["seed"])
     cuda = torch.cuda.is_available() and cfg.get("backend", "auto") in ("auto", "nccl", "baby-nccl")
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"]).to(device)
+    model = build_model(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
     data = Batches(cfg["data"], cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], 0)
     times = []

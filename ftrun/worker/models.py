@@ -65,6 +65,16 @@ class TokenModel(nn.Module):
         return self.head(self.norm(x))
 
 
+def build_model(cfg: dict) -> nn.Module:
+    """The run's model from its config dict: the built-in ``TokenModel`` or a user's factory
+    (``--model MODULE:FACTORY``, ``ftrun.worker.user_model``)."""
+    if cfg["model"] in ("mlp", "transformer"):
+        return TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
+    from ftrun.worker.user_model import build_user_model
+
+    return build_user_model(cfg)
+
+
 class _Fragment(nn.Module):
     """A view over some of the model's modules; parameters are shared, not copied."""
 
@@ -101,10 +111,13 @@ def split_fragments(model: TokenModel, fragments: int) -> list[nn.Module]:
 
 
 def describe_fragments(fragments: list[nn.Module]) -> list[dict]:
-    """Manifest form: per fragment, each parameter's name, numel and shape (in allreduce order)."""
+    """Manifest form: per fragment, each parameter's name, numel and shape (in allreduce order).
+    A fragment with ``fqns`` (``ftrun.worker.user_model``) is named by the model's own names."""
     out = []
     for i, frag in enumerate(fragments):
-        params = [{"name": n, "numel": p.numel(), "shape": list(p.shape)} for n, p in frag.named_parameters()]
+        named = list(frag.named_parameters())
+        names = getattr(frag, "fqns", None) or [n for n, _ in named]
+        params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, (_, p) in zip(names, named)]
         numel = sum(p["numel"] for p in params)
         out.append({"id": i, "params": params, "numel": numel, "bytes": numel * 4})
     return out

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 import torchft
 
+from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
-from ftrun.worker.models import TokenModel, split_fragments
+from ftrun.worker.models import build_model, split_fragments
 
 
 def die_with_parent() -> None:
@@ -84,8 +85,13 @@ class Training:
 def build_training(cfg: dict, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
     torch.manual_seed(cfg["seed"])
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"]).to(device)
-    fragments = split_fragments(model, cfg["fragments"])
+    model = build_model(cfg).to(device)
+    if is_user_model(cfg["model"]):  # --model MODULE:FACTORY (checked by the parent before launch)
+        from ftrun.worker.user_model import split_user_model
+
+        fragments = split_user_model(model, cfg["fragments"], parse_fragment_fqns(cfg.get("fragment_fqns") or "", cfg["fragments"]))
+    else:
+        fragments = split_fragments(model, cfg["fragments"])
     train_model: torch.nn.Module = model
     if env.group_size > 1:
         import torch.distributed as dist

@@ -1,0 +1,176 @@
+"""``ftrun launch``'s inputs and what it builds from them: one torchrun job per replica group
+running a user's script unchanged. Torch-free; no rendering.
+
+* ``LaunchSpec.build(...)`` checks every flag up front (``BadInput``, one line each): the
+  script exists, the schedule obeys torchft's rules (``ftrun.schedule.validate``), ``--kill``
+  specs (``ftrun.faults.parse_launch_kill``), ``--env K=V`` pairs.
+* ``script_group`` gives group r: argv ``python -m torch.distributed.run ... SCRIPT ARGS``, the
+  caller's environment plus torchft's (``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``,
+  ``TORCHFT_LIGHTHOUSE``), the group's devices and ``NCCL_HOSTID`` with CUDA, ``FTRUN_RUN_DIR``,
+  ``FTRUN_TRACE_DIR`` (``traces/replica{r}/``), then ``--env``; it runs in ``groups/replica{r}/``.
+* ``launch_manifest`` is the run dir's ``manifest.json``: enough for ``inspect-trace RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ftrun import __version__, layout
+from ftrun.errors import BadInput
+from ftrun.faults import LaunchKill, parse_launch_kill
+from ftrun.launch.groups import Group, group_env, torchrun_argv
+from ftrun.output import check_name
+from ftrun.schedule import ScheduleError, validate
+
+NUMBERINGS = ("top", "end", "auto")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# set by ftrun for every group: an --env may not replace them
+RESERVED_ENV = ("REPLICA_GROUP_ID", "NUM_REPLICA_GROUPS", "TORCHFT_LIGHTHOUSE", "FTRUN_RUN_DIR", "FTRUN_TRACE_DIR")
+
+
+def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``--env K=V`` pairs (V may be empty or hold '='); ``BadInput`` for a bad or reserved K."""
+    out: dict[str, str] = {}
+    for p in pairs:
+        key, eq, value = p.partition("=")
+        if not eq or not _ENV_KEY.match(key):
+            raise BadInput(f"--env {p!r}: expected KEY=VALUE with KEY a variable name, e.g. --env NCCL_DEBUG=INFO")
+        if key in RESERVED_ENV:
+            raise BadInput(f"--env {p}: {key} is set by ftrun for each replica group")
+        if key in out:
+            raise BadInput(f"--env {key}: given twice")
+        out[key] = value
+    return out
+
+
+@dataclass
+class LaunchSpec:
+    script: Path  # absolute
+    args: list[str]
+    replicas: int = 2
+    nproc_per_replica: int = 1
+    lighthouse: Optional[str] = None
+    min_replicas: int = 2
+    schedule: Optional[dict] = None  # {fragments, sync_every, fragment_sync_delay} or None
+    inspect: bool = True
+    step_numbering: str = "top"
+    kills: list[LaunchKill] = field(default_factory=list)
+    kill_texts: list[str] = field(default_factory=list)
+    restarts: int = 0
+    timeout_s: Optional[float] = None
+    env: dict[str, str] = field(default_factory=dict)
+    out: str = "profiles"
+    run_name: Optional[str] = None
+
+    @classmethod
+    def build(cls, script_and_args: Sequence[str], *, replicas: int = 2, nproc_per_replica: int = 1,
+              lighthouse: Optional[str] = None, min_replicas: Optional[int] = None, fragments: Optional[int] = None,
+              sync_every: Optional[int] = None, fragment_sync_delay: Optional[int] = None, no_inspect: bool = False,
+              step_numbering: str = "top", kill: Sequence[str] = (), restarts: Optional[int] = None, timeout: Optional[float] = None,
+              env: Sequence[str] = (), out: str = "profiles", run_name: Optional[str] = None) -> "LaunchSpec":
+        """Check every flag (module docstring); ``BadInput`` on the first bad one."""
+        if not script_and_args:
+            raise BadInput("no script: give it after --, e.g. ftrun launch --replicas 2 -- train.py --steps 100")
+        script, *args = script_and_args
+        if not script.strip():
+            raise BadInput("script '': must not be empty")
+        path = Path(script)
+        if not path.exists():
+            raise BadInput(f"script {script}: no such file")
+        if not path.is_file():
+            raise BadInput(f"script {script}: not a file")
+        if replicas < 1:
+            raise BadInput(f"--replicas {replicas}: must be at least 1")
+        if nproc_per_replica < 1:
+            raise BadInput(f"--nproc-per-replica {nproc_per_replica}: must be at least 1")
+        if lighthouse is not None and min_replicas is not None:
+            raise BadInput("--min-replicas: configures the lighthouse ftrun starts; with --lighthouse URL set it on that lighthouse")
+        if lighthouse is not None and not re.match(r"^https?://[^/\s]+(:\d+)?/?$", lighthouse):
+            raise BadInput(f"--lighthouse {lighthouse!r}: expected http://HOST:PORT")
+        mr = replicas if min_replicas is None else min_replicas
+        if not 1 <= mr <= replicas:
+            raise BadInput(f"--min-replicas {mr}: must be between 1 and --replicas ({replicas})")
+        sched = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": fragment_sync_delay}
+        given = [k for k, v in sched.items() if v is not None]
+        if given and len(given) < 3 or (not given and not no_inspect):
+            missing = " ".join(f"--{k.replace('_', '-')}" for k, v in sched.items() if v is None)
+            raise BadInput(f"{missing}: give the schedule the script runs (to check its traces), or --no-inspect")
+        if given:
+            try:
+                validate(fragments, sync_every, fragment_sync_delay)
+            except ScheduleError as e:
+                raise BadInput(f"--{e.field.replace('_', '-')} {e.value}: {e.rule} (torchft's DiLoCo rule)") from None
+        if step_numbering not in NUMBERINGS:
+            raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
+        kills = [parse_launch_kill(k, replicas) for k in kill]
+        if len({k for k in kills}) != len(kills):
+            raise BadInput("--kill: the same fault is given twice")
+        if restarts is None:
+            restarts = 1 if kills else 0  # as `ftrun train`: a killed group is relaunched once
+        if restarts < 0:
+            raise BadInput(f"--restarts {restarts}: must be >= 0")
+        if timeout is not None and timeout <= 0:
+            raise BadInput(f"--timeout {timeout:g}: must be > 0 seconds")
+        if run_name is not None:
+            check_name("--run-name", run_name)
+        return cls(path.resolve(), list(args), replicas, nproc_per_replica, lighthouse, mr, sched if given else None,
+                   not no_inspect, step_numbering, kills, list(kill), restarts, timeout, parse_env_pairs(env), out, run_name)
+
+
+def script_group(spec: LaunchSpec, run_dir: Path, replica: int, lighthouse_url: str,
+                 devices_env: Optional[dict[str, str]], base_env: Optional[dict[str, str]] = None) -> Group:
+    """Replica group ``replica`` (module docstring). ``devices_env``: the group's
+    ``CUDA_VISIBLE_DEVICES`` from ``ftrun.launch.placement`` (None: no GPUs)."""
+    threads = max(1, (os.cpu_count() or 1) // (spec.replicas * spec.nproc_per_replica))
+    placement = None if devices_env is None else {**devices_env, "NCCL_HOSTID": f"ftrun_replica{replica}"}
+    env = group_env(replica, spec.replicas, lighthouse_url, threads, "auto" if placement else "gloo", placement, base_env)
+    trace_dir = layout.group_trace_dir(run_dir, replica)
+    env.update(FTRUN_RUN_DIR=str(run_dir.resolve()), FTRUN_TRACE_DIR=str(trace_dir.resolve()))
+    env.update(spec.env)
+    argv = torchrun_argv(spec.nproc_per_replica) + [str(spec.script), *spec.args]
+    return Group(replica, argv, env, layout.group_log(run_dir, replica), cwd=layout.group_dir(run_dir, replica))
+
+
+def launch_manifest(spec: LaunchSpec, run_dir: Path, lighthouse_url: str, groups: list[Group], status: dict[int, str],
+                    fired: list[dict], traces: list, seconds: float) -> dict:
+    """``manifest.json`` of a launch: what ran and what it wrote (see ``ftrun.layout``);
+    ``traces`` lists each found trace with its replica and rank (unknown ranks are left out)."""
+    sched = dict(spec.schedule) if spec.schedule else {}
+    sched["steps"] = None  # a foreign script's step count is not known to ftrun
+    return {
+        "ftrun_version": __version__,
+        "kind": "launch",
+        "job_id": uuid.uuid4().hex[:12],
+        "run_name": run_dir.name,
+        "script": str(spec.script),
+        "args": spec.args,
+        "python": sys.executable,
+        "env_added": {**{k: "<per group>" for k in RESERVED_ENV}, **spec.env},
+        "schedule": sched,
+        "step_numbering": spec.step_numbering,
+        "replicas": spec.replicas,
+        "nproc_per_replica": spec.nproc_per_replica,
+        "lighthouse": lighthouse_url,
+        "min_replicas": spec.min_replicas,
+        "restarts": spec.restarts,
+        "timeout_s": spec.timeout_s,
+        "seconds": round(seconds, 3),
+        "groups": [
+            {"replica": g.replica, "cwd": str(g.cwd.relative_to(run_dir)), "log": str(g.log.relative_to(run_dir)),
+             "state": status.get(g.replica), "exit_codes": list(g.exit_codes), "restarts": g.restarts}
+            for g in groups
+        ],
+        "launch_faults": {"requested": spec.kill_texts, "fired": fired},
+        "traces": [
+            {"replica": t.replica, "rank": t.rank, "path": str(t.path.relative_to(run_dir)), "window": None,
+             "rank_source": t.rank_source}
+            for t in traces if t.rank is not None
+        ],
+        "event_logs": [],
+    }

@@ -1,0 +1,254 @@
+"""Watch the replica groups of ``ftrun launch`` (scripts ftrun does not control). Torch-free.
+
+ftrun knows nothing of a foreign script's steps, so everything here comes from outside: exit
+codes, the groups' log output (last line, ``--kill R@line:REGEX``), wall-clock time
+(``--kill R@Ns``, ``--timeout``) and the lighthouse's log (quorums). Rules, as ``train``'s:
+
+* a group that exits non-zero is relaunched while it has ``--restarts`` left;
+* a group killed by ``--kill`` with no restarts left is *lost*; the others carry on;
+* any other non-zero exit fails the launch (naming the group, its first error line and its
+  log) and the rest is stopped; so does the lighthouse dying;
+* ``--timeout S``: a group that has not joined a quorum S seconds after it (re)started fails
+  the launch, named. Joining is read from the group's own log: torchft's manager logs
+  ``got lighthouse quorum`` each time it receives one (torchft 0.2; its Rust log at INFO).
+
+Each ``--kill`` fires once per launch (a relaunched group is not killed again).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from ftrun.faults import LaunchKill
+from ftrun.launch.groups import Group, Lighthouse
+from ftrun.launch.procs import signal_tree, stop_tree
+from ftrun.launch.supervise import first_exception
+
+_QUORUM_ID = re.compile(r"bumping quorum_id to (\d+)")
+_QUORUM_REQ = re.compile(r"Received quorum request for replica (\S+)")
+_TRAILING_NUM = re.compile(r"(\d+)$")
+JOINED = "got lighthouse quorum"  # torchft's manager, when it receives a quorum
+
+
+@dataclass
+class LogTail:
+    """New complete lines of a growing log file, and its last non-empty line."""
+
+    path: Path
+    offset: int = 0
+    partial: str = ""
+    last: str = ""
+
+    def read_new(self) -> list[str]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode(errors="replace")
+        lines = text.split("\n")
+        self.partial = lines.pop()
+        for ln in reversed(lines):
+            if ln.strip():
+                self.last = ln.strip()[:300]
+                break
+        return lines
+
+
+@dataclass
+class Quorums:
+    """What the lighthouse's log says: the highest quorum id and who asked for a quorum."""
+
+    tail: LogTail
+    last_id: int = 0
+    requesters: set[str] = field(default_factory=set)
+
+    def update(self) -> None:
+        for ln in self.tail.read_new():
+            m = _QUORUM_ID.search(ln)
+            if m:
+                self.last_id = max(self.last_id, int(m[1]))
+            m = _QUORUM_REQ.search(ln)
+            if m:
+                self.requesters.add(m[1].split(":")[0])
+
+    def asked(self, replica: int) -> Optional[bool]:
+        """Did group ``replica`` ask for a quorum? Read from replica ids that end with the group's
+        number (torchft's example: ``train_ddp_{REPLICA_GROUP_ID}``); ``None`` when the ids do
+        not tell (no id ends with a number)."""
+        nums = [_TRAILING_NUM.search(r) for r in self.requesters]
+        if not self.requesters or not all(nums):
+            return None
+        return any(int(m[1]) == replica for m in nums)
+
+
+@dataclass
+class LaunchState:
+    run_dir: Path
+    groups: list[Group]
+    kills: list[LaunchKill] = field(default_factory=list)
+    restarts: int = 0
+    timeout_s: Optional[float] = None
+    lighthouse: Optional[Lighthouse] = None
+    quorums: Optional[Quorums] = None
+    tails: dict[int, LogTail] = field(default_factory=dict)
+    status: dict[int, str] = field(default_factory=dict)  # running | restarting | exited | lost | stopped
+    started: float = 0.0  # monotonic
+    ended: float = 0.0
+    fired: list[dict] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    failed_group: Optional[int] = None
+    lost: dict[int, str] = field(default_factory=dict)
+    first_restart: dict[int, float] = field(default_factory=dict)  # replica -> unix time of its first relaunch
+    quorums_joined: dict[int, int] = field(default_factory=dict)  # replica -> quorums its log shows (all incarnations)
+    joined: dict[int, bool] = field(default_factory=dict)  # replica -> current incarnation joined a quorum
+    incarnation_started: dict[int, float] = field(default_factory=dict)  # replica -> monotonic start
+
+    def group(self, replica: int) -> Group:
+        return next(g for g in self.groups if g.replica == replica)
+
+
+def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
+    if k.signal == "SIGKILL":
+        signal_tree(g.proc, signal.SIGKILL)  # every process of the group, as a crash would
+    else:
+        try:
+            os.kill(g.proc.pid, signal.SIGTERM)  # the launcher: torchrun stops its ranks
+        except ProcessLookupError:
+            pass
+    state.fired.append({**k.to_json(), "at_s": round(time.monotonic() - state.started, 3), "trigger": trigger,
+                        "incarnation": g.restarts})
+
+
+def _check_kills(state: LaunchState, r: int, g: Group, new_lines: list[str], now: float) -> None:
+    done = {(f["replica"], f["seconds"], f["pattern"], f["signal"]) for f in state.fired}
+    for k in state.kills:
+        if k.replica != r or (k.replica, k.seconds, k.pattern, k.signal) in done or g.proc.poll() is not None:
+            continue
+        if k.seconds is not None and now - state.started >= k.seconds:
+            _fire(state, k, g, f"{k.seconds:g} s")
+        elif k.pattern is not None:
+            hit = next((ln for ln in new_lines if re.search(k.pattern, ln)), None)
+            if hit is not None:
+                _fire(state, k, g, hit.strip()[:200])
+
+
+def _killed_on_purpose(state: LaunchState, g: Group) -> Optional[str]:
+    f = next((f for f in state.fired if f["replica"] == g.replica and f["incarnation"] == g.restarts), None)
+    return None if f is None else f"{f['signal']} at {f['at_s']:g} s ({f['trigger']})"
+
+
+def group_error(g: Group) -> str:
+    """The first exception line of the group's last incarnation's output, else its last line."""
+    try:
+        with g.log.open("rb") as f:
+            f.seek(g.log_offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return first_exception(text) or (f"last line: {lines[-1][:300]}" if lines else "no output")
+
+
+def _count_quorums(state: LaunchState, r: int, lines: list[str]) -> None:
+    n = sum(JOINED in ln for ln in lines)
+    if n:
+        state.quorums_joined[r] = state.quorums_joined.get(r, 0) + n
+        state.joined[r] = True
+
+
+def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: float = 0.2) -> None:
+    """Wait for every group (module rules); ``state.failures`` says why the launch failed."""
+    pending = {g.replica: g for g in state.groups}
+    for r in pending:
+        state.status[r] = "running"
+        state.tails.setdefault(r, LogTail(state.group(r).log))
+        state.incarnation_started.setdefault(r, state.started)
+        state.joined.setdefault(r, False)
+        state.quorums_joined.setdefault(r, 0)
+    while True:
+        now = time.monotonic()
+        if state.quorums is not None:
+            state.quorums.update()
+        for r, g in list(pending.items()):
+            new = state.tails[r].read_new()
+            _count_quorums(state, r, new)
+            _check_kills(state, r, g, new, now)
+        on_tick(state)
+        if not pending:
+            return
+        if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
+            try:
+                cause = first_exception(state.lighthouse.log.read_text(errors="replace"))
+            except OSError:
+                cause = ""
+            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
+                                  + (f": {cause}" if cause else "") + f"; see {state.lighthouse.log}")
+            return
+        for r, g in sorted(pending.items()):
+            code = g.proc.poll()
+            if code is None:
+                continue
+            g.exit_codes.append(code)
+            _count_quorums(state, r, state.tails[r].read_new())
+            if code == 0:
+                del pending[r]
+                state.status[r] = "exited"
+                continue
+            purpose = _killed_on_purpose(state, g)
+            if g.restarts < state.restarts:
+                g.restarts += 1
+                state.first_restart.setdefault(r, time.time())
+                g.env["FTRUN_RESTART"] = str(g.restarts)
+                g.start()
+                state.status[r] = "running"
+                state.joined[r] = False
+                state.incarnation_started[r] = time.monotonic()
+                continue
+            if purpose is not None:
+                del pending[r]
+                state.status[r] = "lost"
+                state.lost[r] = purpose
+                continue
+            state.status[r] = "exited"
+            state.failed_group = r
+            state.failures.append(
+                f"replica group {r} exited with code {code}" + (f" after {g.restarts} restart(s)" if g.restarts else "")
+                + f": {group_error(g)}; see {g.log}"
+            )
+            return
+        late = [r for r in sorted(pending) if state.timeout_s is not None and not state.joined[r]
+                and now - state.incarnation_started[r] > state.timeout_s]
+        if late:
+            r = late[0]
+            g = state.group(r)
+            asked = state.quorums.asked(r) if state.quorums is not None else None
+            state.failed_group = r
+            state.failures.append(
+                f"replica group {r} joined no quorum within --timeout {state.timeout_s:g} s"
+                + (f" (with {', '.join(map(str, late[1:]))})" if late[1:] else "")
+                + {True: " (it asked the lighthouse for one)", False: " (it never asked the lighthouse for one)", None: ""}[asked]
+                + f"; quorums formed: {state.quorums.last_id if state.quorums is not None else '?'}"
+                + f"; last log line: {state.tails[r].last!r}; see {g.log}"
+            )
+            return
+        time.sleep(poll_s)
+
+
+def stop_groups(state: LaunchState) -> None:
+    """Stop every group's process tree and the lighthouse (idempotent)."""
+    for g in state.groups:
+        if g.proc is not None:
+            if g.proc.poll() is None:
+                state.status[g.replica] = "stopped"
+            stop_tree(g.proc)
+    if state.lighthouse is not None:
+        stop_tree(state.lighthouse.proc, grace_s=1.0)

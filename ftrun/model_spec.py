@@ -1,0 +1,117 @@
+"""``ftrun train --model MODULE:FACTORY``: the user's model, as flags give it. Torch-free.
+
+Contract of a factory (documented in the README):
+
+    FACTORY(vocab_size=V, seq_len=T, **model_args) -> torch.nn.Module
+
+The module maps token ids ``[B, T]`` (int64) to logits ``[B, T, V]``, the LM convention:
+ftrun feeds it ``--data`` as it feeds the built-in models and trains it with next-token
+cross-entropy. ``--model-arg KEY=VALUE`` pairs reach the factory as keyword arguments (VALUE as
+int, float, true/false, else the string). MODULE is a dotted module name importable from the
+working directory or ``PYTHONPATH``, or a path to a ``.py`` file.
+
+Fragments (``ftrun.worker.user_model``): the model's largest ``nn.ModuleList`` split into F
+contiguous groups, parameters before it in the first fragment and those after it in the last
+(torchtitan's ``module_fqns_per_model_fragment`` convention); or ``--fragment-fqns
+"emb,stack.0;stack.1,out"``: fragments separated by ';', each a comma list of module or
+parameter names (prefixes by whole name components). Every parameter must fall in exactly one.
+
+``check(cfg)`` builds the model once in a child process (the parent never imports torch) and
+returns each fragment's parameters; any problem is ``BadInput`` with the child's one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ftrun.errors import BadInput
+
+BUILTIN = ("mlp", "transformer")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_MODULE_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
+_FACTORY_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
+
+
+def is_user_model(model: str) -> bool:
+    return model not in BUILTIN
+
+
+def parse_model(text: str) -> tuple[str, str]:
+    """``MODULE:FACTORY`` -> (module, factory); ``BadInput`` when malformed (no import here)."""
+    module, sep, factory = text.rpartition(":")
+    if not sep or not module or not factory:
+        shown = text if text.isprintable() and " " not in text else repr(text)
+        raise BadInput(f"--model {shown}: expected mlp, transformer, MODULE:FACTORY (e.g. mymodels:tiny_gpt) or hf:NAME")
+    if module.endswith(".py"):
+        if not Path(module).is_file():
+            raise BadInput(f"--model {text}: {module}: no such file")
+    elif not _MODULE_RE.match(module):
+        raise BadInput(f"--model {text}: {module!r} is not a module name (dotted identifiers) or a .py file")
+    if not _FACTORY_RE.match(factory):
+        raise BadInput(f"--model {text}: {factory!r} is not a function name")
+    return module, factory
+
+
+def _value(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
+
+
+def parse_model_args(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs -> keyword arguments (module docstring)."""
+    out: dict[str, Any] = {}
+    for p in pairs:
+        key, eq, value = p.partition("=")
+        if not eq or not re.match(rf"^{_IDENT}$", key):
+            raise BadInput(f"--model-arg {p!r}: expected KEY=VALUE with KEY a Python name, e.g. n_layer=4")
+        if key in ("vocab_size", "seq_len"):
+            raise BadInput(f"--model-arg {p}: {key} is given by ftrun (--vocab / --seq-len)")
+        if key in out:
+            raise BadInput(f"--model-arg {key}: given twice")
+        out[key] = _value(value)
+    return out
+
+
+def parse_fragment_fqns(text: str, fragments: int) -> list[list[str]] | None:
+    """``"a,b;c"`` -> [["a", "b"], ["c"]]; must name exactly ``fragments`` groups."""
+    if not text:
+        return None
+    groups = [[n.strip() for n in g.split(",") if n.strip()] for g in text.split(";")]
+    if any(not g for g in groups):
+        raise BadInput(f"--fragment-fqns {text!r}: an empty fragment (fragments are ';'-separated lists of names)")
+    if len(groups) != fragments:
+        raise BadInput(f"--fragment-fqns {text!r}: names {len(groups)} fragment(s) but --fragments is {fragments}")
+    return groups
+
+
+def check(cfg) -> dict:
+    """Build the user's model in a child (``python -m ftrun.worker.user_model``): returns
+    {"fragments": [...], "warnings": [...]} or raises ``BadInput`` with its one-line error."""
+    payload = json.dumps({"model": cfg.model, "model_args": parse_model_args(cfg.model_args), "vocab": cfg.vocab,
+                          "seq_len": cfg.seq_len, "fragments": cfg.fragments, "fragment_fqns": cfg.fragment_fqns,
+                          "seed": cfg.seed})
+    try:
+        res = subprocess.run([sys.executable, "-m", "ftrun.worker.user_model", payload], capture_output=True, text=True,
+                             timeout=300)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"--model {cfg.model}: building the model took more than 300 s") from None
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        err = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BadInput(f"--model {cfg.model}: {err[:400]}")
+    out = json.loads(lines[-1])
+    if out.get("error"):
+        raise BadInput(out["error"])
+    return out

@@ -1,0 +1,74 @@
+"""What ``ftrun launch`` shows: a live line per replica group, then the summary. Through ``ftrun.console``."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.live import Live
+from rich.table import Table
+
+from ftrun.console import console as make_console, line, styled
+
+
+def _codes(codes: list[int]) -> str:
+    return ",".join(str(c) for c in codes) or "-"
+
+
+def _table(title: str, rows: list[dict]) -> Table:
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for col in ("group", "state", "exit", "restarts", "quorums"):
+        t.add_column(col, justify="left" if col in ("state", "exit") else "right", no_wrap=True, min_width=len(col))
+    t.add_column("last log line", no_wrap=True, overflow="ellipsis", max_width=48)
+    for g in rows:
+        t.add_row(str(g["replica"]), g["state"], _codes(g["exit_codes"]), str(g["restarts"]), str(g["quorums"]), g["last_line"])
+    return t
+
+
+def live_rows(state) -> list[dict]:
+    """One row per group; a group that exited non-zero shows its first error line, not its last line."""
+    from ftrun.launch.watch import group_error
+
+    return [{"replica": g.replica, "state": state.status.get(g.replica, "starting"), "exit_codes": list(g.exit_codes),
+             "restarts": g.restarts, "quorums": state.quorums_joined.get(g.replica, 0),
+             "last_line": group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
+             else (state.tails[g.replica].last if g.replica in state.tails else "")}
+            for g in state.groups]
+
+
+class LaunchLiveView:
+    """Refreshes from the groups' logs; disabled for --json or when stdout is not a terminal."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.console = make_console()
+        self.enabled = enabled and self.console.is_terminal
+        self._live = Live(console=self.console, refresh_per_second=4, transient=True) if self.enabled else None
+
+    def __enter__(self) -> "LaunchLiveView":
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def refresh(self, state) -> None:
+        if self._live is not None:
+            q = state.quorums.last_id if state.quorums is not None else "?"
+            self._live.update(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", live_rows(state)))
+
+
+def print_summary(summary: dict) -> None:
+    """The launch summary (``--json`` prints ``summary`` itself instead)."""
+    c = make_console(soft_wrap=True)
+    q = summary.get("quorums_seen")
+    c.print(_table(f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · last quorum id {'?' if q is None else q}",
+                   summary["groups"]))
+    for f in summary["faults_fired"]:
+        c.print(line("fault: ", f"{f['signal']} replica group {f['replica']} at {f['at_s']:g} s ({f['trigger']})"))
+    traces = summary["traces"]
+    c.print(line(f"traces: {len(traces)} found", *(f" ({summary['trace_note']})",) if summary.get("trace_note") else ()))
+    for t in traces:
+        c.print(line(f"  replica {t['replica']} rank {'?' if t['rank'] is None else t['rank']}: ", t["path"],
+                     "" if t.get("checked", True) else " (not checked)"))
+    for f in summary["failures"]:
+        c.print(line(styled("failed: ", "bold red"), f))

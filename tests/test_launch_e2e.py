@@ -1,0 +1,144 @@
+"""``ftrun launch -- SCRIPT.py``: a torchft script written like torchft's example, run unchanged.
+
+tests/torchft_example.py reads REPLICA_GROUP_ID / TORCHFT_LIGHTHOUSE / torchrun's env, calls
+``prof.step()`` at the loop top and writes ``output/replica-{K}/profiles/step-{N}.json``
+relative to its working directory. Each test checks that no child outlives ``ftrun launch``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from train_fixtures import FTRUN, TreeWatch, live, survivors
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tests" / "torchft_example.py"
+SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
+
+
+@dataclass
+class Launch:
+    run_dir: Path
+    rc: int
+    stdout: str
+    stderr: str
+    survivors: list = field(default_factory=list)
+    seen: list = field(default_factory=list)  # command lines of every descendant seen while it ran
+
+    def summary(self) -> dict:
+        return json.loads((self.run_dir / "summary.json").read_text())
+
+    def explain(self) -> str:
+        return f"rc={self.rc}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+
+
+def run_launch(out: Path, name: str, *args: str, timeout: float = 150, while_running=None) -> Launch:
+    argv = [*FTRUN, "launch", "--out", str(out), "--run-name", name, *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = TreeWatch(proc.pid)
+    try:
+        if while_running is not None:
+            while_running(proc, out / name)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for pid, start in [(proc.pid, 0), *watch.seen]:
+                if pid == proc.pid or live(pid, start):
+                    os.kill(pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            raise AssertionError(f"ftrun launch did not finish in {timeout}s:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+    finally:
+        watch.stop()
+    return Launch(out / name, proc.returncode, stdout, stderr, survivors(watch, str(out / name)), sorted(watch.seen.values()))
+
+
+def test_launch_finds_traces_and_inspection_passes(tmp_path):
+    r = run_launch(tmp_path, "ok", "--json", *SCHED, "--", str(SCRIPT), "--manager-steps", "6")
+    assert r.rc == 0, r.explain()
+    assert not r.survivors, r.survivors
+    s = json.loads(r.stdout)
+    assert [g["exit_codes"] for g in s["groups"]] == [[0], [0]]
+    paths = sorted(Path(t["path"]).relative_to(r.run_dir).as_posix() for t in s["traces"])
+    # written relative to each group's own working dir, found there, assigned by directory
+    assert paths == [f"groups/replica{k}/output/replica-{k}/profiles/step-10.json" for k in (0, 1)]
+    assert [t["replica"] for t in sorted(s["traces"], key=lambda t: t["path"])] == [0, 1]
+    assert s["quorums_seen"] >= 1 and all(g["quorums"] >= 1 for g in s["groups"])  # torchft's manager logged them
+    assert s["inspection"]["verdict"] == "pass" and s["inspection"]["events"], s["inspection"]
+    m = json.loads((r.run_dir / "manifest.json").read_text())
+    assert m["script"] == str(SCRIPT) and m["args"] == ["--manager-steps", "6"]
+    assert m["schedule"]["fragments"] == 2 and len(m["traces"]) == 2
+    # the run dir alone is enough for inspect-trace later: no flags
+    again = subprocess.run([*FTRUN, "inspect-trace", str(r.run_dir), "--json"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["verdict"] == "pass"
+
+
+def test_kill_on_log_line_then_restart(tmp_path):
+    r = run_launch(tmp_path, "kill", *SCHED, "--kill", "1@line:inner step 4 ", "--restarts", "1", "--json",
+                   "--", str(SCRIPT), "--manager-steps", "6", "--step-sleep", "0.3")
+    assert r.rc == 0, r.explain()
+    assert not r.survivors, r.survivors
+    s = json.loads(r.stdout)
+    assert [f["replica"] for f in s["faults_fired"]] == [1]
+    assert s["faults_fired"][0]["signal"] == "SIGKILL" and "inner step 4 " in s["faults_fired"][0]["trigger"]
+    assert s["groups"][1]["exit_codes"] == [-9, 0] and s["groups"][1]["restarts"] == 1
+    assert s["groups"][0]["exit_codes"] == [0]
+    # the relaunched incarnation's trace is found but, its step numbering restarted, not checked
+    unchecked = [t for t in s["traces"] if not t["checked"]]
+    assert [t["replica"] for t in unchecked] == [1] and "relaunched" in s["trace_note"]
+    assert s["inspection"]["verdict"] == "pass" and s["inspection"]["replicas"] == [0]
+
+
+def test_group_that_crashes_fails_the_launch_naming_it(tmp_path):
+    r = run_launch(tmp_path, "crash", *SCHED, "--", str(SCRIPT), "--manager-steps", "6", "--crash-group", "1")
+    assert r.rc == 1, r.explain()
+    assert not r.survivors, r.survivors
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "replica group 1 exited with code 1" in lines[0] and "deliberate crash in replica group 1" in lines[0]
+    assert str(r.run_dir / "logs" / "replica1.log") in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_script_without_traces_says_where_it_looked(tmp_path):
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("import os\nprint('group', os.environ['REPLICA_GROUP_ID'], os.environ['FTRUN_TRACE_DIR'])\n")
+    r = run_launch(tmp_path, "quiet", *SCHED, "--", str(quiet))
+    assert r.rc == 2, r.explain()
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "quiet.py wrote no chrome trace" in lines[0], r.stderr
+    assert str(r.run_dir / "groups" / "replica0") in lines[0] and str(r.run_dir / "traces" / "replica1") in lines[0]
+    log = (r.run_dir / "logs" / "replica1.log").read_text()
+    assert f"group 1 {(r.run_dir / 'traces' / 'replica1').resolve()}" in log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_stops_every_child(tmp_path, sig):
+    def interrupt(proc, run_dir: Path) -> None:
+        log = run_dir / "logs" / "replica0.log"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if log.is_file() and "inner step 2 " in log.read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("training never started")
+        proc.send_signal(sig)
+
+    r = run_launch(tmp_path, "stop", *SCHED, "--", str(SCRIPT), "--manager-steps", "200", "--step-sleep", "0.2",
+                   while_running=interrupt)
+    assert r.rc == 130, r.explain()
+    assert not r.survivors, r.survivors
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and sig.name in lines[0] and str(r.run_dir) in lines[0], r.stderr
+    assert any("torchft_example.py" in c for c in r.seen), r.seen  # the script's ranks ran, and are gone
