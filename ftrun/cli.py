@@ -158,7 +158,7 @@ def train_cmd(
         refuse_empty(given)
 
         from ftrun import config as cfgmod
-        from ftrun.launch.run import train
+        from ftrun.commands.train import train
 
         file_values = cfgmod.load_toml(config) if config else None
         cfg = cfgmod.build(file_values=file_values, **flags)
@@ -223,7 +223,7 @@ def compare_cmd(
     def body() -> int:
         refuse_empty(given, {"runs": "A/B"})
 
-        from ftrun.report.compare import compare
+        from ftrun.commands.compare import compare
 
         return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat)
 
@@ -263,7 +263,7 @@ def inspect_cmd(
     def body() -> int:
         refuse_empty(given, {"paths": "PATH"})
 
-        from ftrun.check.command import inspect_trace
+        from ftrun.commands.inspect_trace import inspect_trace
 
         return inspect_trace(
             [Path(p) for p in paths],
@@ -301,7 +301,7 @@ def lighthouse_cmd(
     def body() -> int:
         refuse_empty(given)
 
-        from ftrun.launch.lighthouse import serve
+        from ftrun.commands.lighthouse import serve
 
         return serve(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
 
@@ -330,7 +330,7 @@ def view_cmd(
     def body() -> int:
         refuse_empty(given, {"run_dir": "RUN_DIR"})
 
-        from ftrun.report.view import view
+        from ftrun.commands.view import view
 
         return view(Path(run_dir), port=port, host=host)
 

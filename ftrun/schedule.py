@@ -147,3 +147,9 @@ def validate(fragments: int, sync_every: int, delay: int, alpha: float = 0.0) ->
 def expected_at(events: Iterable[Event]) -> dict[tuple[int, Kind], Event]:
     """Index events by (step, kind)."""
     return {(e.step, e.kind): e for e in events}
+
+
+def label(schedule: dict) -> str:
+    """``F=.. H=.. tau=..``: how every view names a schedule (``schedule``: the manifest's
+    ``{"fragments", "sync_every", "fragment_sync_delay", ...}``)."""
+    return f"F={schedule['fragments']} H={schedule['sync_every']} tau={schedule['fragment_sync_delay']}"

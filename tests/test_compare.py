@@ -410,8 +410,7 @@ def _fake_run(name: str, **over) -> dict:
 
 
 def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
-    from ftrun.report.compare import conclusion
-    from ftrun.report.compare_view import rows, write_markdown
+    from ftrun.report.compare_view import conclusion, rows, write_markdown
 
     runs = [_fake_run("a"), _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2)]
     text = conclusion(runs)
@@ -444,7 +443,7 @@ def test_timeline_draw_without_lanes(tmp_path: Path) -> None:
 
 def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     """Runs with faults get a 'faults and recovery' row (from summary.json); runs without, none."""
-    from ftrun.report.compare import recovery_of
+    from ftrun.check.metrics import recovery_of
     from ftrun.report.compare_view import rows
 
     d = tmp_path / "run"

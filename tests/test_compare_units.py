@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ftrun.report.compare import FIGURES, aggregate, conclusion, link_for, repeat_plan, throughput_claim
-from ftrun.report.compare_view import rows
+from ftrun.check.metrics import FIGURES, aggregate
+from ftrun.commands.compare import repeat_plan
+from ftrun.link_spec import link_for
+from ftrun.report.compare_view import conclusion, rows, throughput_claim
 
 
 @pytest.mark.parametrize("step_s, model_bytes, replicas, h", [(0.03, 400_000, 2, 20), (0.2, 50_000_000, 4, 100), (0.005, 80_000, 8, 10)])

@@ -97,7 +97,7 @@ def test_minimal_valid_trace_without_events_passes(tmp_path):
 
 
 def test_import_is_torch_free():
-    code = "import ftrun.check.command, ftrun.check.analyze, ftrun.report.inspect_view, sys; assert 'torch' not in sys.modules"
+    code = "import ftrun.commands.inspect_trace, ftrun.check.analyze, ftrun.report.inspect_view, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

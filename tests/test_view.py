@@ -335,5 +335,5 @@ def test_bad_input_is_one_line_exit_2(run_dir, tmp_path):
 
 
 def test_view_does_not_import_torch_or_tensorboard():
-    code = "import ftrun.cli, ftrun.report.view, sys; assert not {'torch', 'tensorboard'} & set(sys.modules), sys.modules.keys()"
+    code = "import ftrun.cli, ftrun.commands.view, sys; assert not {'torch', 'tensorboard'} & set(sys.modules), sys.modules.keys()"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

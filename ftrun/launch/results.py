@@ -1,4 +1,6 @@
-"""After a run: the manifest, the recovery story and the summary, from the run's own files. Torch-free."""
+"""After a run: the manifest, the recovery story and the summary, from the run's own files. Torch-free.
+
+The replicas' agreement is checked by the caller (``ftrun.check.agreement``) and handed in."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import json
 import sys
 
 from ftrun import __version__, layout
-from ftrun.check.agreement import check_agreement
 from ftrun.launch.progress import read_all
 from ftrun.launch.supervise import RunState
 from ftrun.output import atomic_write
@@ -103,14 +104,19 @@ def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:
     }
 
 
-def summarise(state: RunState, manifest: dict) -> dict:
-    cfg, run_dir = state.cfg, state.run_dir
-    logs = {
-        (r, g): read_all(layout.event_log(run_dir, r, g))
+def read_logs(state: RunState) -> dict[tuple[int, int], list[dict]]:
+    """(replica, rank) -> event records, for every rank this host ran."""
+    cfg = state.cfg
+    return {
+        (r, g): read_all(layout.event_log(state.run_dir, r, g))
         for r in cfg.groups_here
         for g in range(cfg.nproc_per_replica)
     }
-    agreement = check_agreement(logs)
+
+
+def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[dict]], agreement) -> dict:
+    """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``."""
+    cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
     per_replica = []
     for r in cfg.groups_here:

@@ -1,26 +1,26 @@
-"""``ftrun train``: prepare the run dir, start lighthouse and groups, watch, stop, summarise.
+"""One job on this host: write the spec, start lighthouse and groups, supervise, stop, write the manifest.
 
 Every child is reaped on success, failure, Ctrl-C and SIGTERM (see ``ftrun.launch.procs``).
-The pipeline: ``rundir`` (where, which job) -> ``groups`` (lighthouse, one torchrun per group)
--> ``supervise`` (restarts, watchdog) -> ``results`` (manifest, summary).
+The parts: ``rundir`` (where, which job) -> ``groups`` (lighthouse, one torchrun per group)
+-> ``supervise`` (restarts, watchdog) -> ``results`` (manifest, summary). ``ftrun.commands.train``
+drives them and renders; nothing here renders or analyses.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
+from typing import Callable, ContextManager
 
 from ftrun import layout
-from ftrun.config import RunConfig
-from ftrun.errors import Interrupted, RunFailed
+from ftrun.errors import Interrupted
 from ftrun.launch.groups import make_group, start_lighthouse
-from ftrun.launch.placement import check_quantize, plan as plan_placement
+from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventTail, GroupProgress
-from ftrun.launch.results import summarise, write_manifest
-from ftrun.launch.rundir import advertise_host, job_id, prepare_run_dir
+from ftrun.launch.results import write_manifest
+from ftrun.launch.rundir import advertise_host
 from ftrun.launch.supervise import RunState, stop_all, supervise
 from ftrun.output import atomic_write
 
@@ -49,7 +49,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     return path
 
 
-def _install_signal_handlers() -> tuple[dict, dict]:
+def install_stop_handlers() -> tuple[dict, dict]:
     """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
     signals are only noted: a second Ctrl-C must not cut the clean-up of the children short."""
     flags: dict = {"stopping": False, "signal": None}
@@ -66,57 +66,17 @@ def _install_signal_handlers() -> tuple[dict, dict]:
     return old, flags
 
 
-def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
-    """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
-    (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
-    old_handlers, signals = _install_signal_handlers()
-    try:
-        return _train(cfg, overwrite, json_out, quiet, signals)
-    except Stopped as e:  # before the children started: nothing to stop
-        signals["stopping"] = True
-        where = f"; partial run in {cfg.out}/{cfg.run_name}" if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir() else ""
-        raise Interrupted(f"stopped by {e} before training started{where}") from None
-    finally:
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
-
-
-def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
-    from ftrun.launch.preflight import preflight
-
-    window = cfg.profile_window()
-    placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
-    check_quantize(cfg.quantize, cfg.backend, placement)
-    link = None
-    if cfg.link:
-        from ftrun.link_spec import parse_link
-
-        spec = parse_link(cfg.link)
-        link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
-    jid = job_id(cfg)
-    if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
-        cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
-    preflight(cfg)
-    run_dir, lock = prepare_run_dir(cfg, overwrite)
-    try:
-        return _run(cfg, run_dir, jid, window, link, placement, json_out, quiet, signals)
-    finally:
-        lock.release()
-
-
-def _run(cfg: RunConfig, run_dir: Path, jid: str, window: tuple[int, int] | None, link: dict | None,
-         placement, json_out: bool, quiet: bool, signals: dict) -> int:
-    """Start the lighthouse and groups in the claimed ``run_dir``, supervise, stop, summarise."""
-    from ftrun.report.train_view import LiveView, print_summary
-
-    state = RunState(cfg, run_dir, job_id=jid, run_log=layout.run_event_log(run_dir))
+def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
+            signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
+    """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
+    after every look, inside ``view``), stop every child, write and return the manifest.
+    Stopped by a signal: ``Interrupted`` naming the partial run."""
+    cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
     try:
         state.run_log.parent.mkdir(parents=True, exist_ok=True)
-        ranks = cfg.replicas * cfg.nproc_per_replica
-        threads = max(1, (os.cpu_count() or 1) // ranks)
+        threads = threads_per_rank(cfg.replicas * cfg.nproc_per_replica)
         spec_path = write_spec(state, window, threads, link)
-        view = LiveView(state, enabled=not (json_out or quiet))
         state.started = time.time()
         if cfg.lighthouse:
             url = cfg.lighthouse
@@ -132,7 +92,7 @@ def _run(cfg: RunConfig, run_dir: Path, jid: str, window: tuple[int, int] | None
             state.progress[r] = GroupProgress(r)
             state.tails[r] = EventTail(layout.event_log(run_dir, r, 0))
         with view:
-            supervise(state, view.refresh)
+            supervise(state, refresh)
     except Stopped as e:
         stopped = str(e)
     finally:
@@ -143,16 +103,4 @@ def _run(cfg: RunConfig, run_dir: Path, jid: str, window: tuple[int, int] | None
     if stopped:
         state.log_event("stopped", signal=stopped)
         raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
-    manifest = write_manifest(state, window, link)
-    summary = summarise(state, manifest)
-    atomic_write(run_dir / layout.SUMMARY, json.dumps(summary, indent=1))
-    if json_out:
-        print(json.dumps(summary, indent=1))
-    elif not quiet:
-        print_summary({**summary, "failures": []})  # the failure is the one error line below
-    if not summary["ok"]:
-        reasons = state.failures or (
-            [f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)"] if not summary["agreement"]["ok"] else ["not every replica finished all steps"]
-        )
-        raise RunFailed("; ".join(reasons))
-    return 0
+    return write_manifest(state, window, link)

@@ -1,0 +1,1 @@
+"""One module per ``ftrun`` command: each a thin orchestration over the library parts below it."""
