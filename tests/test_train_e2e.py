@@ -20,6 +20,8 @@ from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
 from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml
 
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
 # name -> (F, H, tau, steps, blocks, expected profile window or None)
 CASES = {
     # streaming, F=2, tau>0; --profile auto with steps >= 2H -> window [H+1, 2H]

@@ -41,6 +41,8 @@ from ftrun import layout
 from ftrun.launch.procs import descendants, spawn, stop_tree
 from train_fixtures import FTRUN, SMALL, _cmdline, _stat, live
 
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
 RUN = "viewrun"
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
 URL_RE = re.compile(r"^view: (http://127\.0\.0\.1:(\d+)/)#pytorch_profiler$")
