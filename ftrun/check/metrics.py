@@ -44,7 +44,7 @@ def _mean(xs: list[float]) -> Optional[float]:
 def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]:
     """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged)."""
     dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
-    manifests = [json.loads((d / layout.MANIFEST).read_text()) for d in dirs]
+    manifests = [layout.read_manifest(d) for d in dirs]
     manifest = manifests[0]
     cfg = manifest["config"]
     frag_bytes = {f["id"]: f["bytes"] for f in manifest.get("fragments", [])}
@@ -136,7 +136,7 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     if not faults:
         return None
     return {
-        "faults": [f"{f['action']} {f['replica']}@{f['step']}" for f in faults],
+        "faults": [layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
         "restarts": sum(r.get("restarts", 0) for r in recs),
         "heals": sum(len(r.get("heals", [])) for r in recs),
         "commits_lost": sum(r.get("commits_lost", 0) for r in recs),

@@ -211,7 +211,7 @@ def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[
     cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
     if (cmp_dir / "report.json").exists() and not overwrite:
         raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
-    links = [json.loads((p[0][0] / layout.MANIFEST).read_text()).get("link") for p in run_dirs]
+    links = [layout.read_manifest(p[0][0]).get("link") for p in run_dirs]
     l0 = links[0] or {}
     link_info = {
         "bandwidth_bps": l0.get("bandwidth_bps"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+import msgspec
+
 from ftrun import __version__, layout
 from ftrun.launch.progress import read_all
 from ftrun.launch.supervise import RunState
@@ -21,6 +23,7 @@ def _resolved_backend(backend: str) -> str:
 
 
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
+    """manifest.json (``layout.Manifest``, validated before it is written); returns it as JSON data."""
     cfg, run_dir = state.cfg, state.run_dir
     metas = []
     for r in cfg.groups_here:
@@ -29,7 +32,8 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             if p.exists():
                 metas.append(json.loads(p.read_text()))
     first = metas[0] if metas else {}
-    manifest = {
+    manifest = msgspec.convert({
+        "format": layout.FORMAT,
         "ftrun_version": __version__,
         "job_id": state.job_id,
         "run_name": cfg.run_name,
@@ -66,9 +70,9 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         },
         "run_events": read_all(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
-    }
-    atomic_write(run_dir / layout.MANIFEST, json.dumps(manifest, indent=1))
-    return manifest
+    }, layout.Manifest)
+    atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
+    return msgspec.to_builtins(manifest)
 
 
 def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:

@@ -8,11 +8,12 @@ drives them and renders; nothing here renders or analyses.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from pathlib import Path
 from typing import Callable, ContextManager
+
+import msgspec
 
 from ftrun import layout
 from ftrun.errors import Interrupted
@@ -30,22 +31,23 @@ class Stopped(Exception):
 
 
 def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
+    """spec.json (``layout.Spec``): what every rank of the run reads at start."""
     cfg = state.cfg
-    spec = {
-        "config": cfg.resolved(),
-        "run_dir": str(state.run_dir.resolve()),
-        "job_id": state.job_id,
-        "profile_window": list(window) if window else None,
-        "threads": threads,
-        "link": link,
-        "faults": [f.to_json() for f in cfg.faults()],
-        "quorum_timeout_s": cfg.quorum_timeout_s,
+    spec = layout.Spec(
+        config=cfg.resolved(),
+        run_dir=str(state.run_dir.resolve()),
+        job_id=state.job_id,
+        profile_window=list(window) if window else None,
+        threads=threads,
+        link=msgspec.convert(link, layout.Link) if link else None,
+        faults=[msgspec.convert(f.to_json(), layout.FaultSpec) for f in cfg.faults()],
+        quorum_timeout_s=cfg.quorum_timeout_s,
         # every rank of the job writes to this run dir only when all groups run on this host
-        "start_barrier": cfg.replicas * cfg.nproc_per_replica if cfg.replica_group_id < 0 else None,
-        "hostname": advertise_host(cfg),
-    }
-    path = state.run_dir / "spec.json"
-    atomic_write(path, json.dumps(spec, indent=1))
+        start_barrier=cfg.replicas * cfg.nproc_per_replica if cfg.replica_group_id < 0 else None,
+        hostname=advertise_host(cfg),
+    )
+    path = state.run_dir / layout.SPEC
+    atomic_write(path, layout.to_json(spec, indent=1))
     return path
 
 

@@ -40,9 +40,9 @@ class RunState:
 
     def log_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
-        rec = {"event": event, "t": time.time(), **fields}
+        rec = layout.RunEvent(event=event, t=time.time(), **fields)
         with self.run_log.open("a") as f:
-            f.write(json.dumps(rec) + "\n")
+            f.write(layout.to_json(rec) + "\n")
 
 
 def _last_line(path: Path) -> str:
