@@ -161,7 +161,7 @@ def test_link_hold_is_in_effect(trained: Compared) -> None:
 def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     """Every quorum crossed the link: a control-hold span of >= one round trip per send in the
     traces; compare reports the control plane apart from the data plane, in the table and sentence."""
-    from ftrun.labels import LINK_CONTROL_QUORUM, LABELS
+    from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LABELS
     from ftrun.trace.load import load_trace
     from ftrun.trace.schema import events, name_filter
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.labels import LABELS
+from ftrun.torchft_compat import LABELS
 from train_fixtures import FOREIGN_FLAGS, inspect, nested, read, run_foreign, send_ops, spans, swap_send_sizes, write
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)

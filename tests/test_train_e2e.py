@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from ftrun import layout
-from ftrun.labels import LABELS
+from ftrun.torchft_compat import LABELS
 from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
 from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from ftrun import layout
-from ftrun.labels import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
+from ftrun.torchft_compat import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
 
 ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).with_name("ftrun")

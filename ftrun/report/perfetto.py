@@ -31,7 +31,7 @@ import msgspec
 from ftrun.check.model import EventResult, Report
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
-from ftrun.labels import FTRUN_STEP_RE, PROFILER_STEP_RE
+from ftrun.torchft_compat import FTRUN_STEP_RE, PROFILER_STEP_RE
 from ftrun.trace.load import decode, read_bytes
 
 VERDICT_THREAD = "ftrun verdicts"

@@ -1,6 +1,6 @@
 """Extract the spans the schedule check needs from a decoded trace. Torch-free.
 
-Label meanings (spelled only in ``ftrun.labels``):
+Label meanings (spelled only in ``ftrun.torchft_compat``):
 
 * step: ``ftrun::step#S manager_step=M`` (ftrun's worker; S is the absolute training step) when
   the trace has any, else ``ProfilerStep#k`` (k is turned into a step by the caller's numbering).
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Hashable, Optional
 
 from ftrun.errors import BadInput
-from ftrun.labels import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
+from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
 import msgspec
 
 from ftrun.trace.schema import (

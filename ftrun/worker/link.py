@@ -36,7 +36,7 @@ from torch.profiler import record_function
 from torchft.process_group import ProcessGroup, ProcessGroupWrapper
 
 from ftrun import linkcost
-from ftrun.labels import LINK_CONTROL_QUORUM, LINK_HOLD
+from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LINK_HOLD, after_each_quorum
 
 
 class HeldWork(dist._Work):
@@ -185,28 +185,17 @@ class LinkEmulator(ProcessGroupWrapper):
         return self._inner
 
 
-class _ControlClient:
-    """A transparent proxy for torchft's ``ManagerClient`` that holds each quorum reply."""
-
-    def __init__(self, client: Any, hold_s: float) -> None:
-        self._client = client
-        self._hold_s = hold_s
-
-    def _quorum(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._client._quorum(*args, **kwargs)
-        if self._hold_s > 0:
-            with record_function(LINK_CONTROL_QUORUM):
-                time.sleep(self._hold_s)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 def hold_control(manager: Any, latency_s: float) -> None:
     """Hold ``manager``'s cross-group control RPCs by their round trips (``ftrun.linkcost``).
 
     Only the quorum crosses the inter-group link (``should_commit`` is a vote inside one
-    replica group: 0 round trips), so only ``_quorum`` is wrapped.
+    replica group: 0 round trips), so only the quorum reply is held.
     """
-    manager._client = _ControlClient(manager._client, linkcost.control_s("quorum", latency_s))
+    hold_s = linkcost.control_s("quorum", latency_s)
+
+    def hold(result: Any) -> None:
+        if hold_s > 0:
+            with record_function(LINK_CONTROL_QUORUM):
+                time.sleep(hold_s)
+
+    after_each_quorum(manager, hold)

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from ftrun.torchft_compat import has_quorum, quorum_id
+
 
 def main(spec_path: str) -> int:
     from ftrun.worker.setup import die_with_parent
@@ -33,6 +35,7 @@ def main(spec_path: str) -> int:
     import torch
     from torchft.local_sgd import DiLoCo
 
+    from ftrun.torchft_compat import diloco_fragments
     from ftrun.worker.faults import Faults
     from ftrun.worker.meta import RankMeta, versions
     from ftrun.worker.models import describe_fragments
@@ -89,7 +92,7 @@ def main(spec_path: str) -> int:
             backup_device=device,
         ) as diloco:
             recorder.attach(diloco)
-            for frag in diloco._fragments:
+            for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
             loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
@@ -124,7 +127,7 @@ class StepLoop:
     def run(self, prof) -> None:
         from torch.profiler import record_function
 
-        from ftrun.labels import ftrun_step_label
+        from ftrun.torchft_compat import ftrun_step_label
 
         if prof is not None:
             prof.start()
@@ -179,10 +182,10 @@ class StepLoop:
 
     def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:
         m = self.manager
-        participants = m.num_participants() if m._quorum_future is not None else None
+        participants = m.num_participants() if has_quorum(m) else None
         self.recorder.end_step(
             step=step, manager_step=mstep, manager_step_after=m.current_step(), participants=participants,
-            quorum_id=getattr(m, "_quorum_id", None), loss=loss, step_time_s=dt, restart=self.env.restart, **extra,
+            quorum_id=quorum_id(m), loss=loss, step_time_s=dt, restart=self.env.restart, **extra,
         )
         if self.writer is not None and step is not None:
             # loss and step time every step; manager step and participants when they change

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from ftrun.layout import EventRecord, to_json
+from ftrun.torchft_compat import diloco_fragments
 
 
 def fingerprint(tensors: dict[str, torch.Tensor]) -> str:
@@ -59,7 +60,7 @@ class StepRecorder:
         self.failed_commits = 0
 
     def attach(self, diloco: Any) -> None:
-        for frag_id, frag in enumerate(diloco._fragments):
+        for frag_id, frag in enumerate(diloco_fragments(diloco)):
             frag.prepare_sync = self._wrap_send(frag_id, frag.prepare_sync)
             frag.perform_sync = self._wrap_sync(frag_id, frag, frag.perform_sync)
             frag.wait = self._wrap_wait(frag.wait)
