@@ -48,7 +48,7 @@ def guarded(fn):
     try:
         return fn()
     except BadInput as e:
-        _fail(str(e), 2)
+        _fail(str(e), e.exit_code)
     except RunFailed as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt as e:

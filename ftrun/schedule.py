@@ -63,10 +63,6 @@ class Schedule:
         """w = H / F: inner steps between two consecutive syncs (of different fragments)."""
         return self.sync_every // self.fragments
 
-    @property
-    def streaming(self) -> bool:
-        return self.delay > 0 or self.fragments > 1
-
     def send_step(self, cycle: int) -> int:
         return cycle * self.window + self.window - self.delay
 
@@ -76,10 +72,6 @@ class Schedule:
     def cycle_of(self, step: int) -> int:
         """The cycle a step belongs to (the cycle whose sync closes it)."""
         return (step - 1) // self.window
-
-    def local_step(self, step: int) -> int:
-        """torchft's ``DiLoCo._local_step`` right after the post-hook of training step ``step``."""
-        return (step - 1) % self.window + 1
 
     def events(
         self,
@@ -142,11 +134,6 @@ def validate(fragments: int, sync_every: int, delay: int, alpha: float = 0.0) ->
         )
     if not 0.0 <= alpha <= 1.0:
         raise ScheduleError("fragment_update_alpha", alpha, "must be between 0 and 1")
-
-
-def expected_at(events: Iterable[Event]) -> dict[tuple[int, Kind], Event]:
-    """Index events by (step, kind)."""
-    return {(e.step, e.kind): e for e in events}
 
 
 def label(schedule: dict) -> str:

@@ -105,6 +105,16 @@ class _Steps:
         return None, None
 
 
+def _comms(wobs: list[WorkerObs]) -> dict[str, dict[float, commmod.SendComm]]:
+    """Each trace file's sends' communication, by send start (for renderers)."""
+    out: dict[str, dict[float, commmod.SendComm]] = {}
+    for wo in wobs:
+        for o in wo.obs:
+            if o.kind == "send" and o.comm is not None:
+                out.setdefault(str(o.trace.path), {})[o.send.span.ts] = o.comm
+    return out
+
+
 def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost: Sequence[tuple[int, int]] = ()) -> WorkerObs:
     obs: list[Obs] = []
     ranges = []
@@ -490,7 +500,7 @@ def analyze(
         agreement=agreement,
         run_problems=run_problems,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
+        spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
+        comms=_comms(wobs),
     )
-    # the extracted spans, for renderers (compare's timeline) — not part of the JSON report
-    report.spans = {str(f.path): sp for f, sp in zip(inputs.files, spans)}
     return report

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_events
+from ftrun.events import read_events, replica_stats, stepped
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
 FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
@@ -51,28 +51,24 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     per_replica = []
     for r in range(manifest["replicas"]):
         recs = next((got for d in dirs if (got := read_events(layout.event_log(d, r, 0)))), [])
-        recs = [x for x in recs if x.get("step") is not None]  # records while rejoining have no step
-        if not recs:
+        s = replica_stats(recs)
+        if not s.records:
             continue
-        train_s = sum(x["step_time_s"] for x in recs)
-        syncs = [x for x in recs if x.get("synced") is not None]
-        data_s = sum(x.get("exposed_s", 0.0) for x in syncs)
-        control_s = sum(x.get("quorum_s", 0.0) + x.get("commit_s", 0.0) for x in recs)
-        plain = sorted(x["step_time_s"] for x in recs if x.get("sent") is None and x.get("synced") is None and not x.get("quorums"))
+        train_s = s.train_s
         per_replica.append(
             {
                 "replica": r,
-                "steps": len(recs),
-                "steps_per_s": len(recs) / train_s if train_s else None,
+                "steps": s.records,
+                "steps_per_s": s.steps_per_s,
                 "train_s": train_s,
-                "syncs": len(syncs),
-                "commits": sum(1 for x in syncs if x.get("commit")),
-                "exposed_comm_s": data_s,
-                "exposed_control_s": control_s,
-                "compute_utilisation": (train_s - data_s - control_s) / train_s if train_s else None,
-                "median_step_s": plain[len(plain) // 2] if plain else None,
-                "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in recs if x.get("sent") is not None),
-                "losses": {x["step"]: x["loss"] for x in recs},
+                "syncs": s.syncs,
+                "commits": s.commits,
+                "exposed_comm_s": s.exposed_data_s,
+                "exposed_control_s": s.exposed_control_s,
+                "compute_utilisation": (train_s - s.exposed_data_s - s.exposed_control_s) / train_s if train_s else None,
+                "median_step_s": s.median_plain_step_s,
+                "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in stepped(recs) if x.get("sent") is not None),
+                "losses": s.losses,
             }
         )
     if not per_replica:

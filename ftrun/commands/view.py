@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ftrun.errors import RunFailed
+from ftrun.errors import RunFailed, raise_on_signal
 from ftrun.launch.hosts import url_host
 from ftrun.launch.tensorboard import PLUGIN, TensorBoard, build_logdir, check_port, check_run_dir, start, wait_ready
 
@@ -22,16 +22,10 @@ def view(path: Path, port: int = 6006, host: str = "127.0.0.1") -> int:
     check_port(host, port)
     tmp = Path(tempfile.mkdtemp(prefix="ftrun-view-"))
     child: TensorBoard | None = None
-    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt
-
     # Our own handler for SIGINT too: a process started in the background by a shell inherits
     # SIGINT ignored, and Python then never raises KeyboardInterrupt. (A handler, unlike
     # SIG_IGN, is also reset to the default in TensorBoard at exec.)
-    for sig in old:
-        signal.signal(sig, on_signal)
+    old = raise_on_signal()
     try:
         logdir = tmp / "logdir"
         logdir.mkdir()

@@ -10,7 +10,7 @@ import sys
 import msgspec
 
 from ftrun import __version__, layout
-from ftrun.launch.progress import read_all
+from ftrun.events import read_events, replica_stats
 from ftrun.launch.supervise import RunState
 from ftrun.output import atomic_write
 
@@ -68,7 +68,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             "fired": [json.loads(p.read_text()) for p in layout.fault_markers(run_dir)],
             "max_restarts": cfg.max_restarts,
         },
-        "run_events": read_all(layout.run_event_log(run_dir)),
+        "run_events": read_events(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
     }, layout.Manifest)
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
@@ -112,7 +112,7 @@ def read_logs(state: RunState) -> dict[tuple[int, int], list[dict]]:
     """(replica, rank) -> event records, for every rank this host ran."""
     cfg = state.cfg
     return {
-        (r, g): read_all(layout.event_log(state.run_dir, r, g))
+        (r, g): read_events(layout.event_log(state.run_dir, r, g))
         for r in cfg.groups_here
         for g in range(cfg.nproc_per_replica)
     }
@@ -124,18 +124,17 @@ def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[
     wall = state.ended - state.started
     per_replica = []
     for r in cfg.groups_here:
-        recs = [x for x in logs.get((r, 0), []) if x.get("step") is not None]
-        train_time = sum(x["step_time_s"] for x in recs)
+        s = replica_stats(logs.get((r, 0), []))
         per_replica.append(
             {
                 "replica": r,
-                "steps": len({x["step"] for x in recs}),
-                "last_step": recs[-1]["step"] if recs else 0,
-                "steps_per_s": round(len(recs) / train_time, 3) if train_time else None,
-                "commits": sum(1 for x in recs if x.get("commit")),
-                "failed_commits": sum(1 for x in recs if x.get("commit") is False),
-                "final_loss": recs[-1]["loss"] if recs else None,
-                "final_manager_step": recs[-1]["manager_step_after"] if recs else None,
+                "steps": s.steps,
+                "last_step": s.last_step,
+                "steps_per_s": round(s.steps_per_s, 3) if s.steps_per_s else None,
+                "commits": s.commits,
+                "failed_commits": s.failed_commits,
+                "final_loss": s.final_loss,
+                "final_manager_step": s.final_manager_step,
             }
         )
     for p in per_replica:

@@ -82,7 +82,6 @@ class Allreduce:
 
     span: Span
     shapes: Optional[tuple[Shape, ...]]
-    itemsize: Optional[int] = None
     issue_ts: float = 0.0
 
 
@@ -151,7 +150,6 @@ class TraceSpans:
     rank: Optional[int] = None  # distributedInfo.rank
     has_shapes: bool = False
     events: int = 0
-    extra: dict = field(default_factory=dict)
     quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
     device_steps: list[StepSpan] = field(default_factory=list)  # gpu_user_annotation step copies
@@ -337,7 +335,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     for ps in sorted(by_name[labels.prepare_sync], key=lambda e: e.ts):
         ars = []
         for ar in ar_index.inside(ps):
-            shapes, itemsize, issue = None, None, ar.ts
+            shapes, issue = None, ar.ts
             for k, op in enumerate(c10d_index.inside(ar)):
                 if k == 0:
                     issue = op.ts
@@ -346,7 +344,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
                 got = _shapes(raw_json(args_of(op).input_dims))
                 if got:
                     shapes = (shapes or ()) + got
-            ars.append(Allreduce(_span(ar), shapes, itemsize, issue))
+            ars.append(Allreduce(_span(ar), shapes, issue))
             calls.append(ar)
             call_shapes.append(shapes)
             has_shapes = has_shapes or shapes is not None

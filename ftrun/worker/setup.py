@@ -8,7 +8,6 @@ Environment (set by ftrun's launcher, as torchft's examples use): ``REPLICA_GROU
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import time
@@ -22,16 +21,14 @@ import torchft
 
 from ftrun import layout
 from ftrun.config import RunConfig
+from ftrun.parent_death import set_parent_death_signal
 from ftrun.worker.data import Batches
 from ftrun.worker.models import TokenModel, split_fragments
 
 
 def die_with_parent() -> None:
     """SIGKILL this rank if its launcher dies, even if the launcher was SIGKILLed."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    set_parent_death_signal(signal.SIGKILL)
     if os.getppid() == 1:
         os._exit(1)
 
