@@ -17,6 +17,7 @@ A run dir ``<out>/<run-name>/`` holds::
     ready/<worker>                     the ranks' start line (``worker.setup.start_line``)
     logs/replica{r}.log                stdout+stderr of the group's elastic launcher
     logs/lighthouse.log                the lighthouse's output
+    logs/ftrun.log                     ftrun's own log (``logging``): the launcher's and every rank's lines
     tb/replica{r}/                     TensorBoard scalars (loss, participants, manager step, step time)
 
 ``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
@@ -352,6 +353,11 @@ def meta_file(run_dir: Path, replica: int, rank: int) -> Path:
 
 def progress_file(run_dir: Path, replica: int) -> Path:
     return run_dir / PROGRESS / f"replica{replica}.txt"
+
+
+def run_log(run_dir: Path) -> Path:
+    """ftrun's own log of the run (``ftrun.runlog``)."""
+    return run_dir / LOGS / "ftrun.log"
 
 
 def group_log(run_dir: Path, replica: int) -> Path:

@@ -140,7 +140,7 @@ def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[
     for p in per_replica:
         p["lost"] = state.lost.get(p["replica"])
         if p["last_step"] < cfg.steps and not state.failures and p["replica"] not in state.lost:
-            state.failures.append(
+            state.fail(
                 f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )

@@ -8,6 +8,7 @@ drives them and renders; nothing here renders or analyses.
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Callable, ContextManager
 
 import msgspec
 
-from ftrun import layout
+from ftrun import layout, runlog
 from ftrun.errors import Interrupted
 from ftrun.launch.groups import make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
@@ -24,6 +25,9 @@ from ftrun.launch.results import write_manifest
 from ftrun.launch.rundir import advertise_host
 from ftrun.launch.supervise import RunState, stop_all, supervise
 from ftrun.output import atomic_write
+
+
+log = logging.getLogger(__name__)
 
 
 class Stopped(Exception):
@@ -72,9 +76,20 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
     """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
     after every look, inside ``view``), stop every child, write and return the manifest.
-    Stopped by a signal: ``Interrupted`` naming the partial run."""
+    Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
+    handler = runlog.attach(state.run_dir)
+    try:
+        return _run_job(state, window, link, placement, signals, view, refresh)
+    finally:
+        runlog.detach(handler)
+
+
+def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
+             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
+    log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.groups_here),
+             cfg.replicas, cfg.steps)
     try:
         state.run_log.parent.mkdir(parents=True, exist_ok=True)
         threads = threads_per_rank(cfg.replicas * cfg.nproc_per_replica)
@@ -85,12 +100,14 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
         else:
             state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas, heartbeat_timeout_ms=cfg.heartbeat_timeout_ms)
             url = state.lighthouse.url
+        log.info("lighthouse %s", url)
         master = (cfg.master_addr or "127.0.0.1", cfg.master_port) if cfg.master_port else None
         for r in cfg.groups_here:
             g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master,
                            placement.env.get(r) if placement.mode != "cpu" else None)
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
+            log.info("replica group %d started (pid %d)", r, g.proc.pid)
             state.progress[r] = GroupProgress(r)
             state.tails[r] = EventTail(layout.event_log(run_dir, r, 0))
         with view:
@@ -105,4 +122,6 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
     if stopped:
         state.log_event("stopped", signal=stopped)
         raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
-    return write_manifest(state, window, link)
+    manifest = write_manifest(state, window, link)
+    log.info("manifest written; %s", "; ".join(state.failures) or "no failure")
+    return manifest

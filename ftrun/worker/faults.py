@@ -11,12 +11,15 @@ tells the parent what happened and keeps a restarted group from firing it again.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from pathlib import Path
 
 from ftrun import layout
+
+log = logging.getLogger(__name__)
 
 
 class Faults:
@@ -52,3 +55,4 @@ class Faults:
         marker.parent.mkdir(exist_ok=True)
         fired = layout.FaultMarker(f.replica, f.step, f.action, f.seconds, fired_at=time.time(), fired_step=step, pid=os.getpid())
         marker.write_text(layout.to_json(fired))
+        log.warning("fault %s fires at step %d", f.key, step)

@@ -14,12 +14,15 @@ line (``ftrun.worker.recorder``) and TensorBoard scalars (handed to the writer i
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import time
 from pathlib import Path
 
 from ftrun.torchft_compat import has_quorum, quorum_id
+
+log = logging.getLogger("ftrun.worker")
 
 
 def main(spec_path: str) -> int:
@@ -46,6 +49,10 @@ def main(spec_path: str) -> int:
     from ftrun.worker.whereabouts import Whereabouts
 
     env = RankEnv.from_environ()
+    from ftrun import runlog
+
+    runlog.attach(run_dir)
+    log.info("%s starting (restart %d, pid %d)", layout.worker_name(env.replica, env.rank), env.restart, os.getpid())
     torch.set_num_threads(spec.threads)
     backend, device = pick_device(cfg.backend, env.local_rank)
     training = build_training(cfg, env, device)
@@ -100,8 +107,10 @@ def main(spec_path: str) -> int:
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
-        meta.failed(e)
+        meta.failed(e, where.failed_in)
+        log.exception("rank failed (in %s)", where.failed_in or "step")
         raise
+    log.info("%s done: %d commits, %d failed", layout.worker_name(env.replica, env.rank), recorder.commits, recorder.failed_commits)
     meta.write("done", commits=recorder.commits, failed_commits=recorder.failed_commits, final_manager_step=manager.current_step())
     recorder.close()
     if writer is not None:

@@ -28,6 +28,7 @@ class Whereabouts:
         self.path = layout.progress_file(run_dir, replica)
         self.enabled = enabled
         self.step = 0
+        self.failed_in: str | None = None  # the phase an exception left, if one did
         self._fd: int | None = None
         self._last = ""
         if enabled:
@@ -48,6 +49,9 @@ class Whereabouts:
             self.set(phase)
             try:
                 return fn(*args, **kwargs)
+            except BaseException:
+                self.failed_in = self.failed_in or phase
+                raise
             finally:
                 self.set("step")
 
