@@ -102,7 +102,7 @@ class LinkEmulator(ProcessGroupWrapper):
         self._free_at = 0.0  # monotonic time at which the emulated link has sent everything queued
         self._lock = threading.Lock()
 
-    def _r(self) -> int:
+    def _replicas(self) -> int:
         if self.replicas is not None:
             return self.replicas
         try:
@@ -112,7 +112,7 @@ class LinkEmulator(ProcessGroupWrapper):
 
     def deadline(self, kind: str, nbytes: int, issued: float) -> float:
         """Completion time of a collective issued at ``issued`` on the shared link."""
-        steps, on_wire = linkcost.wire(kind, nbytes, self._r())
+        steps, on_wire = linkcost.wire(kind, nbytes, self._replicas())
         with self._lock:
             self._free_at = max(self._free_at, issued) + on_wire * 8.0 / self.bandwidth_bps
             return self._free_at + steps * self.latency_s

@@ -19,10 +19,23 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ftrun.torchft_compat import has_quorum, quorum_id
 
 log = logging.getLogger("ftrun.worker")
+
+if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
+    import torch
+    import torchft
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ftrun.config import RunConfig
+    from ftrun.worker.faults import Faults
+    from ftrun.worker.quorum_probe import QuorumProbe
+    from ftrun.worker.recorder import StepRecorder
+    from ftrun.worker.setup import HealState, RankEnv, Training
+    from ftrun.worker.whereabouts import Whereabouts
 
 
 def main(spec_path: str) -> int:
@@ -125,7 +138,9 @@ TB_EVERY = 20  # steps of TensorBoard scalars handed to the writer at once
 class StepLoop:
     """The training loop of one rank; owns step numbering (and realignment after a restart)."""
 
-    def __init__(self, cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer, faults, device) -> None:
+    def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
+                 heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
+                 writer: SummaryWriter | None, faults: Faults, device: torch.device) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
         self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
