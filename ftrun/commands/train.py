@@ -13,10 +13,10 @@ from pathlib import Path
 from ftrun import layout
 from ftrun.check.agreement import check_agreement
 from ftrun.config import RunConfig
-from ftrun.errors import Interrupted, RunFailed
+from ftrun.errors import Interrupted, RunFailed, Stopped, stop_once_on_signal
 from ftrun.launch.placement import check_quantize, plan as plan_placement
 from ftrun.launch.results import read_logs, summarise
-from ftrun.launch.run import Stopped, install_stop_handlers, run_job
+from ftrun.launch.run import run_job
 from ftrun.launch.rundir import job_id, prepare_run_dir
 from ftrun.launch.supervise import RunState
 from ftrun.output import atomic_write
@@ -25,7 +25,7 @@ from ftrun.output import atomic_write
 def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
     """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
     (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
-    old_handlers, signals = install_stop_handlers()
+    old_handlers, signals = stop_once_on_signal()
     try:
         return _train(cfg, overwrite, json_out, quiet, signals)
     except Stopped as e:  # before the children started: nothing to stop

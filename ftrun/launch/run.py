@@ -9,7 +9,6 @@ drives them and renders; nothing here renders or analyses.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from pathlib import Path
 from typing import Callable, ContextManager
@@ -17,7 +16,7 @@ from typing import Callable, ContextManager
 import msgspec
 
 from ftrun import layout, runlog
-from ftrun.errors import Interrupted
+from ftrun.errors import Interrupted, Stopped
 from ftrun.launch.groups import make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventTail, GroupProgress
@@ -28,10 +27,6 @@ from ftrun.output import atomic_write
 
 
 log = logging.getLogger(__name__)
-
-
-class Stopped(Exception):
-    """SIGTERM/SIGINT received by the parent."""
 
 
 def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
@@ -53,23 +48,6 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     path = state.run_dir / layout.SPEC
     atomic_write(path, layout.to_json(spec, indent=1))
     return path
-
-
-def install_stop_handlers() -> tuple[dict, dict]:
-    """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
-    signals are only noted: a second Ctrl-C must not cut the clean-up of the children short."""
-    flags: dict = {"stopping": False, "signal": None}
-
-    def on_term(signum, frame):
-        flags["signal"] = flags["signal"] or signal.Signals(signum).name
-        if not flags["stopping"]:
-            flags["stopping"] = True
-            raise Stopped(flags["signal"])
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    return old, flags
 
 
 def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
