@@ -48,7 +48,7 @@ def guarded(fn):
     try:
         return fn()
     except BadInput as e:
-        _fail(str(e), 2)
+        _fail(str(e), e.exit_code)
     except RunFailed as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt as e:
@@ -161,7 +161,7 @@ def train_cmd(
         refuse_empty(given)
 
         from ftrun import config as cfgmod
-        from ftrun.launch.run import train
+        from ftrun.commands.train import train
 
         file_values = cfgmod.load_toml(config) if config else None
         cfg = cfgmod.build(file_values=file_values, **flags)
@@ -226,7 +226,7 @@ def compare_cmd(
     def body() -> int:
         refuse_empty(given, {"runs": "A/B"})
 
-        from ftrun.report.compare import compare
+        from ftrun.commands.compare import compare
 
         return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat)
 
@@ -266,7 +266,7 @@ def inspect_cmd(
     def body() -> int:
         refuse_empty(given, {"paths": "PATH"})
 
-        from ftrun.check.command import inspect_trace
+        from ftrun.commands.inspect_trace import inspect_trace
 
         return inspect_trace(
             [Path(p) for p in paths],
@@ -358,7 +358,7 @@ def lighthouse_cmd(
     def body() -> int:
         refuse_empty(given)
 
-        from ftrun.launch.lighthouse import serve
+        from ftrun.commands.lighthouse import serve
 
         return serve(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
 
@@ -387,7 +387,7 @@ def view_cmd(
     def body() -> int:
         refuse_empty(given, {"run_dir": "RUN_DIR"})
 
-        from ftrun.report.view import view
+        from ftrun.commands.view import view
 
         return view(Path(run_dir), port=port, host=host)
 

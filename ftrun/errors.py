@@ -3,7 +3,9 @@
 ``BadInput`` = something the user gave us is wrong: one line, exit 2. ``RunFailed``: exit 1.
 ``Interrupted``: ftrun stopped because of SIGINT or SIGTERM: one line, exit 130, at any moment
 (``exit_on_signal`` covers start-up, before the command body runs; ``raise_on_signal`` then
-turns both signals into ``KeyboardInterrupt`` for the command to clean up after).
+turns both signals into ``KeyboardInterrupt`` for the command to clean up after;
+``stop_once_on_signal`` is ``ftrun train``'s: the first signal stops the run, later ones are
+only noted). The one place that handles SIGINT and SIGTERM.
 """
 
 from __future__ import annotations
@@ -45,6 +47,28 @@ def exit_on_signal() -> None:
 
 def _raise(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+class Stopped(Exception):
+    """The first SIGTERM/SIGINT while ``stop_once_on_signal``'s handlers are installed."""
+
+
+def stop_once_on_signal() -> tuple[dict, dict]:
+    """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
+    signals are only noted (``flags["signal"]``): a second Ctrl-C must not cut the clean-up of
+    the children short. Returns (the handlers it replaced, flags)."""
+    flags: dict = {"stopping": False, "signal": None}
+
+    def on_term(signum, frame):
+        flags["signal"] = flags["signal"] or signal.Signals(signum).name
+        if not flags["stopping"]:
+            flags["stopping"] = True
+            raise Stopped(flags["signal"])
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    return old, flags
 
 
 def raise_on_signal() -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from ftrun import layout
 from ftrun.errors import BadInput
 
 _KILL_RE = re.compile(r"^(\d+)@(\d+)(?::(sigkill|sigterm|kill|term))?$", re.I)
@@ -28,7 +29,7 @@ class Fault:
 
     @property
     def key(self) -> str:
-        return f"{self.action}-r{self.replica}-s{self.step}"
+        return layout.fault_key(self.action, self.replica, self.step)
 
     def describe(self) -> str:
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]

@@ -1,50 +1,328 @@
-"""Where a run's files live, and the manifest contract. Torch-free.
+"""The run-dir contract: where a run's files live and what is in them, as typed Structs. Torch-free.
 
 A run dir ``<out>/<run-name>/`` holds::
 
-    manifest.json                      written by the parent at the end (see below)
-    summary.json                       the train summary (also printed by --json)
+    .ftrun-run                         RUN_MARKER: ftrun made this dir (pid, start time; ``ftrun.output``)
+    spec.json                          SPEC: ``Spec``, what every rank runs (written before launch)
+    manifest.json                      MANIFEST: ``Manifest``, written by the parent at the end
+    summary.json                       SUMMARY: the train summary (also printed by --json)
     traces/replica{r}_rank{g}.{A}.pt.trace.json.gz
                                        torch-profiler chrome traces; A = first profiled step.
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
-    events/replica{r}_rank{g}.jsonl    per-rank event log, one JSON object per training step
-    events/run.jsonl                   the parent's log: group exits, restarts, watchdog, signals
-    faults/<key>.json                  one per injected fault that fired (step, time)
-    meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files)
+    events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step
+    events/run.jsonl                   one ``RunEvent`` per line: group exits, restarts, watchdog, signals
+    faults/<key>.json                  one ``FaultMarker`` per injected fault that fired
+    meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files, status)
+    progress/replica{r}.txt            "STEP PHASE" of rank 0 of group r, right now (``worker.whereabouts``)
+    ready/<worker>                     the ranks' start line (``worker.setup.start_line``)
     logs/replica{r}.log                stdout+stderr of the group's elastic launcher
+    logs/lighthouse.log                the lighthouse's output
+    logs/ftrun.log                     ftrun's own log (``logging``): the launcher's and every rank's lines
     tb/replica{r}/                     TensorBoard scalars (loss, participants, manager step, step time)
     groups/replica{r}/                 ftrun launch: the group's working directory (its script's files)
     traces/replica{r}/                 ftrun launch: the group's FTRUN_TRACE_DIR
 
-manifest.json keys: ``ftrun_version``, ``job_id``, ``run_name``, ``config`` (resolved),
-``versions`` (python, torch, torchft, ftrun), ``backend``, ``replicas``, ``nproc_per_replica``,
-``schedule`` ({fragments, sync_every, fragment_sync_delay, steps}), ``fragments`` (list of
-{id, params: [{name, numel, shape}], numel, bytes}), ``expected`` (list of {step, kind,
-fragment, cycle, manager_step} assuming every commit succeeds), ``profile_windows``
-([[A, B], ...]), ``traces`` (list of {replica, rank, path (relative), window}),
-``event_logs`` (list of {replica, rank, path}), ``link`` (emulated link or null).
-
-Event log line keys: ``step``, ``manager_step`` (at the step's start), ``manager_step_after``,
-``sent`` (fragment or null), ``synced`` (fragment or null), ``commit`` (true/false/null),
-``participants``, ``quorum_id``, ``loss``, ``step_time_s``, ``fingerprint`` (hex of the synced
-fragment's parameters after a commit, else null), ``t`` (unix time at step end).
+``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
+ftrun of this format before the field existed and reads as ``FORMAT``; any other value is
+refused by ``check_format`` (one line, exit 2). Raise ``FORMAT`` when a field changes meaning or
+goes away; adding an optional field does not need it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any, Optional, Union
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ftrun.errors import BadInput
+
+FORMAT = 1
+
+RUN_MARKER = ".ftrun-run"
+SPEC = "spec.json"
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
 TRACES = "traces"
 EVENTS = "events"
+RUN_EVENTS = "run.jsonl"
+FAULTS = "faults"
 META = "meta"
+PROGRESS = "progress"
+READY = "ready"
 LOGS = "logs"
 TB = "tb"
 GROUPS = "groups"  # ftrun launch: each group's working directory, groups/replica{r}/
+# Everything ftrun itself writes at a run dir's top level (``ftrun.output`` replaces only these).
+OWN_ENTRIES = (RUN_MARKER, MANIFEST, SUMMARY, SPEC, TRACES, EVENTS, META, LOGS, TB, FAULTS, PROGRESS, READY, GROUPS)
+
+# Environment of a rank (set by the parent, ``ftrun.launch.groups`` / ``supervise``).
+ENV_REPLICA = "REPLICA_GROUP_ID"  # torchft's name for the replica group
+ENV_RESTART = "FTRUN_RESTART"  # how many times this group has been relaunched
 
 WORKER_RE = re.compile(r"replica(\d+)_rank(\d+)")
+
+
+# --- the files' records -------------------------------------------------------------------
+
+
+def fault_key(action: str, replica: int, step: int) -> str:
+    """A fault's name: its marker file ``faults/<key>.json`` and its identity in a run."""
+    return f"{action}-r{replica}-s{step}"
+
+
+def fault_label(action: str, replica: int, step: int) -> str:
+    """A fault as reports show it: ``kill 1@25`` (the ``--kill``/``--hang`` flags' R@S form)."""
+    return f"{action} {replica}@{step}"
+
+
+class Link(msgspec.Struct):
+    """An emulated link (``--link``)."""
+
+    bandwidth_bps: float
+    latency_s: float
+    emulated: bool = True
+    describe: str = ""
+
+
+class FaultSpec(msgspec.Struct):
+    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang."""
+
+    replica: int
+    step: int
+    action: str
+    seconds: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return fault_key(self.action, self.replica, self.step)
+
+
+class FaultMarker(FaultSpec):
+    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired."""
+
+    fired_at: float = 0.0
+    fired_step: int = 0
+    pid: int = 0
+
+
+class Spec(msgspec.Struct):
+    """``spec.json``: what every rank of the run runs. ``config``: ``RunConfig.resolved()``."""
+
+    config: dict[str, Any]
+    run_dir: str
+    job_id: str
+    profile_window: Optional[list[int]]
+    threads: int
+    link: Optional[Link]
+    faults: list[FaultSpec]
+    quorum_timeout_s: float
+    start_barrier: Optional[int]  # ranks writing to this run dir (None: groups on several hosts)
+    hostname: str
+    format: int = FORMAT
+
+
+class Quorum(msgspec.Struct):
+    """A quorum torchft computed for this rank (``ftrun.worker.quorum_probe``)."""
+
+    quorum_id: int
+    participants: list[Optional[int]]
+    replica_rank: int
+    max_step: int
+    heal: bool
+    heal_source: Optional[int]
+    t: float
+
+
+class Healed(msgspec.Struct):
+    source_replica: Optional[int]
+    peer_step: int
+    manager_step: int
+
+
+class Rejoined(msgspec.Struct):
+    local_step: int
+    aligned_step: Optional[int]
+
+
+class EventRecord(msgspec.Struct):
+    """One line of ``events/replica{r}_rank{g}.jsonl``: what one rank did in one training step.
+
+    ``step`` is None while a restarted group has not rejoined yet. ``manager_step``: at the
+    step's start; ``sent``/``synced``: the fragment sent / synced in this step; ``commit``: the
+    sync's commit result; ``fingerprint``: hex hash of the synced fragment's parameters after a
+    commit; ``t``: unix time at step end. Timings (seconds, present when measured this step):
+    ``send_s``, ``sync_s``, ``exposed_s`` (data plane), ``quorum_s``, ``commit_s`` (control plane)
+    — see ``ftrun.worker.recorder``. ``quorums``/``healed``/``rejoined``: membership changes.
+    """
+
+    step: Optional[int]
+    manager_step: int
+    manager_step_after: int
+    participants: Optional[int]
+    quorum_id: Optional[int]
+    loss: float
+    step_time_s: float
+    restart: int
+    sent: Optional[int]
+    synced: Optional[int]
+    commit: Optional[bool]
+    fingerprint: Optional[str]
+    t: float
+    quorums: Union[list[Quorum], UnsetType] = UNSET
+    healed: Union[Healed, UnsetType] = UNSET
+    rejoined: Union[Rejoined, UnsetType] = UNSET
+    send_s: Union[float, UnsetType] = UNSET
+    sync_s: Union[float, UnsetType] = UNSET
+    exposed_s: Union[float, UnsetType] = UNSET
+    quorum_s: Union[float, UnsetType] = UNSET
+    commit_s: Union[float, UnsetType] = UNSET
+
+
+class RunEvent(msgspec.Struct):
+    """One line of ``events/run.jsonl`` (the parent's log). ``event``: group_done, group_exit,
+    restart, group_lost, stall, stopped; the other fields as the event has them."""
+
+    event: str
+    t: float
+    replica: Union[int, UnsetType] = UNSET
+    step: Union[int, UnsetType] = UNSET
+    code: Union[int, UnsetType] = UNSET
+    restarts: Union[int, UnsetType] = UNSET
+    incarnation: Union[int, UnsetType] = UNSET
+    after_step: Union[int, UnsetType] = UNSET
+    fault: Union[Optional[str], UnsetType] = UNSET
+    seconds: Union[float, UnsetType] = UNSET
+    signal: Union[str, UnsetType] = UNSET
+
+
+class Param(msgspec.Struct):
+    name: str
+    numel: int
+    shape: list[int]
+
+
+class Fragment(msgspec.Struct):
+    """One model fragment as the ranks built it (``ftrun.worker.models.describe_fragments``)."""
+
+    id: int
+    params: list[Param]
+    numel: int
+    bytes: int
+
+
+class ScheduleInfo(msgspec.Struct):
+    fragments: int
+    sync_every: int
+    fragment_sync_delay: int
+    steps: int
+
+
+class ExpectedEvent(msgspec.Struct):
+    """A send or sync the schedule expects, assuming every commit succeeds (``ftrun.schedule.Event``)."""
+
+    step: int
+    kind: str
+    fragment: int
+    cycle: int
+    manager_step: int
+
+
+class TraceRef(msgspec.Struct):
+    replica: int
+    rank: int
+    path: str  # relative to the run dir
+    window: Optional[list[int]]
+
+
+class EventLogRef(msgspec.Struct):
+    replica: int
+    rank: int
+    path: str  # relative to the run dir
+
+
+class DeviceRef(msgspec.Struct):
+    replica: int
+    rank: int
+    device: Optional[str]
+
+
+class FaultsInfo(msgspec.Struct):
+    planned: list[FaultSpec]
+    fired: list[FaultMarker]
+    max_restarts: int
+
+
+class Manifest(msgspec.Struct):
+    """``manifest.json``: the run as it happened, written by the parent at the end."""
+
+    ftrun_version: str
+    job_id: str
+    run_name: str
+    config: dict[str, Any]
+    versions: dict[str, Optional[str]]
+    backend: str
+    replicas: int
+    nproc_per_replica: int
+    schedule: ScheduleInfo
+    fragments: list[Fragment]
+    expected: list[ExpectedEvent]
+    profile_windows: list[list[int]]
+    traces: list[TraceRef]
+    event_logs: list[EventLogRef]
+    link: Optional[Link]
+    devices: list[DeviceRef]
+    faults: FaultsInfo
+    run_events: list[RunEvent]
+    wall_s: float
+    format: int = FORMAT
+
+
+# --- reading and writing ------------------------------------------------------------------
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def to_json(record: msgspec.Struct, indent: Optional[int] = None) -> str:
+    """A record as JSON text: one line (event logs), or indented (``indent``) for the files people read."""
+    if indent is None:
+        return _ENCODER.encode(record).decode()
+    return json.dumps(msgspec.to_builtins(record), indent=indent)
+
+
+def read_spec(path: Path) -> Spec:
+    """spec.json -> ``Spec`` (a rank's input; ``BadInput`` if it is not one)."""
+    try:
+        return msgspec.json.decode(Path(path).read_bytes(), type=Spec)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise BadInput(f"{path}: not an ftrun spec ({e})") from None
+
+
+def check_format(manifest: dict, path: Path) -> None:
+    """``BadInput`` (one line) unless the manifest at ``path`` is of this release's ``FORMAT``
+    (a manifest without ``format`` predates the field and is read as ``FORMAT``)."""
+    got = manifest.get("format", FORMAT)
+    if got != FORMAT:
+        raise BadInput(f"{path}: run dir format {got!r}, this ftrun reads format {FORMAT} (use the ftrun that wrote it)")
+
+
+def read_manifest(run_dir: Path) -> Any:
+    """A run dir's manifest.json, decoded; ``BadInput`` if unreadable or of another format.
+    (Its shape is checked by the reader that needs it: ``ftrun.trace.discover.load_manifest``.)"""
+    path = Path(run_dir) / MANIFEST
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise BadInput(f"{path}: unreadable manifest ({e})") from None
+    if isinstance(m, dict):
+        check_format(m, path)
+    return m
+
+
+# --- paths -------------------------------------------------------------------------------
 
 
 def worker_name(replica: int, rank: int) -> str:
@@ -60,16 +338,29 @@ def event_log(run_dir: Path, replica: int, rank: int) -> Path:
 
 
 def run_event_log(run_dir: Path) -> Path:
-    """Parent's log: group exits, restarts, watchdog, signals (one JSON object per line)."""
-    return run_dir / EVENTS / "run.jsonl"
+    """Parent's log: group exits, restarts, watchdog, signals (one ``RunEvent`` per line)."""
+    return run_dir / EVENTS / RUN_EVENTS
+
+
+def fault_marker(run_dir: Path, key: str) -> Path:
+    return run_dir / FAULTS / f"{key}.json"
 
 
 def fault_markers(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "faults").glob("*.json"))
+    return sorted((run_dir / FAULTS).glob("*.json"))
 
 
 def meta_file(run_dir: Path, replica: int, rank: int) -> Path:
     return run_dir / META / f"{worker_name(replica, rank)}.json"
+
+
+def progress_file(run_dir: Path, replica: int) -> Path:
+    return run_dir / PROGRESS / f"replica{replica}.txt"
+
+
+def run_log(run_dir: Path) -> Path:
+    """ftrun's own log of the run (``ftrun.runlog``)."""
+    return run_dir / LOGS / "ftrun.log"
 
 
 def group_log(run_dir: Path, replica: int) -> Path:

@@ -60,3 +60,19 @@ def parse_link(text: str, name: str = "--link") -> LinkSpec:
     if not math.isfinite(lat_s):
         raise BadInput(f"{name} {text!r}: latency must be a finite number")
     return LinkSpec(bw, lat_s)
+
+
+SYNC_SHARE = 0.25  # compare's default link: plain DiLoCo's sync costs this share of H steps of compute
+
+
+def link_for(step_s: float, model_bytes: int, replicas: int, sync_every: int) -> LinkSpec:
+    """The link on which plain DiLoCo's sync (quorum + full-model ring allreduce, ``ftrun.linkcost``)
+    costs about ``SYNC_SHARE`` of ``sync_every`` steps of ``step_s`` compute: the slow-link regime.
+
+    Latency: 10 ms, or less so that latency terms take at most a quarter of that budget.
+    """
+    budget = SYNC_SHARE * sync_every * step_s
+    lat = min(0.01, budget / (8 * max(replicas, 2)))
+    lat = float(f"{lat:.2g}")
+    bw = float(f"{linkcost.bandwidth_for(budget, model_bytes, max(replicas, 2), lat):.2g}")
+    return LinkSpec(bw, lat)

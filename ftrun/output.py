@@ -33,13 +33,10 @@ from typing import IO, Iterable, Iterator
 from ftrun import layout
 from ftrun.errors import BadInput
 
-RUN_MARKER = ".ftrun-run"
+RUN_MARKER = layout.RUN_MARKER
 MAX_NAME = 200  # leaves room for "-group<K>" and temporary suffixes under NAME_MAX (255)
-# Everything ftrun itself puts into a run dir (see ftrun.layout and the worker).
-RUN_DIR_ENTRIES = {
-    RUN_MARKER, layout.MANIFEST, layout.SUMMARY, "spec.json", layout.TRACES, layout.EVENTS, layout.META,
-    layout.LOGS, layout.TB, "faults", "progress", "ready", layout.GROUPS,
-}
+# Everything ftrun itself puts into a run dir (see ftrun.layout).
+RUN_DIR_ENTRIES = set(layout.OWN_ENTRIES)
 _TMP_PREFIX = ".ftrun-tmp-"
 
 

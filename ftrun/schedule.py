@@ -63,10 +63,6 @@ class Schedule:
         """w = H / F: inner steps between two consecutive syncs (of different fragments)."""
         return self.sync_every // self.fragments
 
-    @property
-    def streaming(self) -> bool:
-        return self.delay > 0 or self.fragments > 1
-
     def send_step(self, cycle: int) -> int:
         return cycle * self.window + self.window - self.delay
 
@@ -144,6 +140,7 @@ def validate(fragments: int, sync_every: int, delay: int, alpha: float = 0.0) ->
         raise ScheduleError("fragment_update_alpha", alpha, "must be between 0 and 1")
 
 
-def expected_at(events: Iterable[Event]) -> dict[tuple[int, Kind], Event]:
-    """Index events by (step, kind)."""
-    return {(e.step, e.kind): e for e in events}
+def label(schedule: dict) -> str:
+    """``F=.. H=.. tau=..``: how every view names a schedule (``schedule``: the manifest's
+    ``{"fragments", "sync_every", "fragment_sync_delay", ...}``)."""
+    return f"F={schedule['fragments']} H={schedule['sync_every']} tau={schedule['fragment_sync_delay']}"

@@ -98,8 +98,10 @@ BOOKKEEPING: list[float] = []  # ftrun's per-step time outside the step body, ms
 
 
 def threads_for(replicas: int) -> int:
-    """What ``ftrun train`` gives each rank (ftrun.launch.run): the cores shared out."""
-    return max(1, (os.cpu_count() or 1) // replicas)
+    """What ``ftrun train`` gives each rank: the cores shared out."""
+    from ftrun.launch.placement import threads_per_rank
+
+    return threads_per_rank(replicas)
 
 
 def ms_per_step(stamps: list[float]) -> float:
@@ -110,11 +112,11 @@ def ms_per_step(stamps: list[float]) -> float:
 
 
 def run_bare(cfg: dict, replicas: int) -> float:
-    from ftrun.launch.groups import free_port, LIGHTHOUSE_ENTRY
+    from ftrun.launch.groups import free_port
+    from ftrun.launch.lighthouse import lighthouse_argv
 
     port = free_port()
-    lh = subprocess.Popen([sys.executable, LIGHTHOUSE_ENTRY, "--min_replicas", str(replicas), "--bind", f"127.0.0.1:{port}",
-                           "--join_timeout_ms", "10000", "--quorum_tick_ms", "100"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    lh = subprocess.Popen(lighthouse_argv(f"127.0.0.1:{port}", replicas, 10000, 100, 5000), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                           start_new_session=True)
     tmp = tempfile.mkdtemp()
     outs = [f"{tmp}/r{r}.json" for r in range(replicas)]

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FOREIGN = dict(fragments=2, sync_every=8, delay=2)
-
-
-def run_foreign(out: Path, *extra: str) -> Path:
-    """tests/foreign_diloco.py with FOREIGN's schedule, 2 replicas, 24 steps, into ``out``."""
-    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
-           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-           "--delay", str(FOREIGN["delay"]), "--steps", "24", *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if res.returncode != 0:
-        pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    return out
+from train_fixtures import FTRUN, run_foreign
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +41,7 @@ def ftrun_run(tmp_path_factory):
     def get(name: str) -> Path:
         if name not in cache:
             out = tmp_path_factory.mktemp(f"train-{name}")
-            cmd = [str(Path(sys.executable).parent / "ftrun"), "train", *TRAIN_CONFIGS[name], "--steps", "40",
+            cmd = [*FTRUN, "train", *TRAIN_CONFIGS[name], "--steps", "40",
                    "--replicas", "2", "--out", str(out), "--run-name", name]
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
             if res.returncode != 0:
@@ -63,3 +50,22 @@ def ftrun_run(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Unit tests start no process: outside ``@pytest.mark.e2e`` tests (fixtures included),
+    starting one fails the test, naming the rule."""
+    if item.get_closest_marker("e2e"):
+        yield
+        return
+    real = subprocess.Popen._execute_child
+
+    def refuse(self, args, *a, **k):
+        raise AssertionError(f"a unit test started a process ({args!r}); mark the test @pytest.mark.e2e")
+
+    subprocess.Popen._execute_child = refuse
+    try:
+        yield
+    finally:
+        subprocess.Popen._execute_child = real

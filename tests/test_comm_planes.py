@@ -11,7 +11,7 @@ T, Q = (1, 1), (1, 7)  # training thread, torchft's quorum thread
 
 
 def _send(ts: float) -> Send:
-    return Send(Span(ts, ts + 2, T), (Allreduce(Span(ts + 0.5, ts + 1, T), ((4,),), None, ts + 0.6),))
+    return Send(Span(ts, ts + 2, T), (Allreduce(Span(ts + 0.5, ts + 1, T), ((4,),), ts + 0.6),))
 
 
 def _step_of(bounds: list[tuple[float, float, int]]):

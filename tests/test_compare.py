@@ -9,23 +9,21 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ftrun import layout
+from train_fixtures import FTRUN, TIMELINE_WIDTH_PX as WIDTH_PX, png_size
 
-_BIN = Path(sys.executable).with_name("ftrun")
-FTRUN = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "ftrun"]
+pytestmark = pytest.mark.e2e  # trains, or runs `ftrun compare` in a child
 
 STEPS = 40
 H = 20  # both presets
 LINK = "50mbit,5ms"  # slow enough that baseline's full-model sync is clearly exposed (~77 ms each)
 BW, LAT = 50e6, 0.005
-SMALL = ["--width", "64", "--batch-size", "8", "--seq-len", "32"]
+MODEL = ["--width", "64", "--batch-size", "8", "--seq-len", "32"]  # bigger than SMALL: syncs worth hiding
 NAMES = ["streaming", "baseline"]
 RUN_FIELDS = {
     "name": str, "verdict": str, "steps_per_s": float, "wall_s": float, "syncs": (int, float),
@@ -33,7 +31,6 @@ RUN_FIELDS = {
     "peak_sync_bytes": int, "total_bytes": (int, float), "final_loss": float,
     "exposed_data_s": float, "exposed_control_s": float, "compute_utilisation": float, "median_step_s": float,
 }
-WIDTH_PX = 1600  # compare draws timeline.png this wide
 
 
 def ftrun(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -59,7 +56,7 @@ class Compared:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Compared:
     out = tmp_path_factory.mktemp("compare")
-    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *SMALL, "--link", LINK, "--out", str(out), "--name", "c",
+    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *MODEL, "--link", LINK, "--out", str(out), "--name", "c",
                  "--json", timeout=480)
     if proc.returncode != 0:
         pytest.fail(f"ftrun compare exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -180,7 +177,7 @@ def test_plan_check_predicts_the_compare(trained: Compared) -> None:
 def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     """Every quorum crossed the link: a control-hold span of >= one round trip per send in the
     traces; compare reports the control plane apart from the data plane, in the table and sentence."""
-    from ftrun.labels import LINK_CONTROL_QUORUM, LABELS
+    from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LABELS
     from ftrun.trace.load import load_trace
     from ftrun.trace.schema import events, name_filter
 
@@ -255,13 +252,6 @@ def test_report_markdown(trained: Compared) -> None:
     assert "Verdict: **pass**" in md
 
 
-def png_size(path: Path) -> tuple[int, int]:
-    head = path.read_bytes()[:32]
-    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    assert head[12:16] == b"IHDR"
-    return struct.unpack(">II", head[16:24])
-
-
 def test_timeline_png(trained: Compared) -> None:
     path = Path(trained.report["timeline"])
     assert path == trained.dir / "timeline.png"
@@ -290,7 +280,7 @@ def test_timeline_png(trained: Compared) -> None:
 
 
 def test_existing_compare_dir_needs_overwrite(trained: Compared) -> None:
-    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *SMALL, "--link", LINK, "--out", str(trained.out), "--name", "c")
+    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *MODEL, "--link", LINK, "--out", str(trained.out), "--name", "c")
     assert "already exists" in one_line_error(proc)
 
 
@@ -409,76 +399,6 @@ def test_repeat_is_refused_in_read_mode(trained: Compared, tmp_path: Path) -> No
     assert "--repeat" in one_line_error(read_compare(trained, tmp_path, "--repeat", "2"))
 
 
-# --- rendering with missing measurements (no training) -------------------------------------
-
-
-def _fake_run(name: str, **over) -> dict:
-    r = {
-        "name": name, "run_dir": f"/x/{name}", "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
-        "verdict": "pass", "problems": [], "steps_per_s": 10.0, "steps_per_s_per_replica": [10.0, None],
-        "tokens_per_s": 2560.0, "tokens_per_s_per_replica": [2560.0, None], "wall_s": None, "syncs": 0, "commits": 0,
-        "exposed_comm_s": 0.0, "per_sync_exposed_ms": None, "profiled_syncs": 0, "profiled_comm_ms": 0.0,
-        "profiled_hidden_ms": 0.0, "hidden_comm_share": None, "peak_sync_bytes": 0, "total_bytes": 0.0,
-        "final_loss": None, "loss_at_steps": {"10": None, "20": 4.2}, "link": None,
-    }
-    r.update(over)
-    return r
-
-
-def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
-    from ftrun.report.compare import conclusion
-    from ftrun.report.compare_view import rows, write_markdown
-
-    runs = [_fake_run("a"), _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2)]
-    text = conclusion(runs)
-    assert text.startswith("a exposed 0.00 s of data; b hid 50% of its data communication")
-    assert "%" in text and "of a's" not in text  # no ratio when a run exposed nothing
-    result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": text, "timeline": "timeline.png", "verdict": "pass",
-              "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}}
-    table = rows(result)
-    assert all(len(r) == 3 for r in table)
-    by_label = {r[0]: r[1:] for r in table}
-    assert by_label["hidden share of comm (profiled)"] == ["-", "50%"]
-    assert by_label["wall time"] == ["-", "-"]
-    assert by_label["final loss"] == ["-", "-"]
-    assert by_label["syncs / commits"] == ["0 / 0", "2 / 2"]
-    write_markdown(result, tmp_path / "report.md")
-    md = (tmp_path / "report.md").read_text()
-    assert "not emulated" in md and "| | a | b |" in md
-
-
-def test_timeline_draw_without_lanes(tmp_path: Path) -> None:
-    from ftrun.report.timeline import Lane, draw
-
-    path = draw([], tmp_path / "empty.png", "nothing profiled")
-    assert png_size(path)[0] == WIDTH_PX
-    lane = Lane("x · replica 0", steps=[(0.0, 0.1), (0.1, 0.2)], sends=[(0.05, 0.15, 9)], collectives=[(0.06, 0.06, 9)],
-                waits=[(0.15, 0.15)])
-    path = draw([lane], tmp_path / "one.png", "one lane, fragment id beyond the palette")
-    assert png_size(path) == (WIDTH_PX, round(100 * (1.2 + 0.75)))
-
-
-def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
-    """Runs with faults get a 'faults and recovery' row (from summary.json); runs without, none."""
-    from ftrun.report.compare import recovery_of
-    from ftrun.report.compare_view import rows
-
-    d = tmp_path / "run"
-    d.mkdir()
-    (d / "summary.json").write_text(json.dumps({"recovery": {
-        "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
-        "restarts": 1, "heals": [{"replica": 1}], "commits_lost": 2}}))
-    rec = recovery_of([d])
-    assert rec == {"faults": ["kill 1@25"], "restarts": 1, "heals": 1, "commits_lost": 2, "recovered_s": [7.5]}
-    base = {"name": "x", "verdict": "pass", "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
-            "syncs": 10 / 3, "commits": 3.0, "exposed_comm_s": 0.0, "loss_at_steps": {}}
-    table = rows({"runs": [{**base, "recovery": rec}, {**base, "recovery": None}]})
-    row = next(r for r in table if r[0] == "faults and recovery")
-    assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
-    assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
-    assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))
-
-
 # --- --repeat and the calibrated default link (a second, smaller training compare) ----------
 
 
@@ -486,7 +406,7 @@ def test_repeat_alternates_and_calibrates_the_default_link(tmp_path: Path) -> No
     """No --link: the step is calibrated on the run's layout and the link chosen from it; with
     --repeat 2 the order alternates (s-1, b-1, then b-2, s-2) and figures get a spread."""
     steps = 20
-    proc = ftrun("compare", *NAMES, "--steps", str(steps), *SMALL, "--repeat", "2", "--out", str(tmp_path), "--name", "r",
+    proc = ftrun("compare", *NAMES, "--steps", str(steps), *MODEL, "--repeat", "2", "--out", str(tmp_path), "--name", "r",
                  "--json", timeout=600)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     d = json.loads(proc.stdout)

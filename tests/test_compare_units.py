@@ -1,11 +1,17 @@
-"""compare's pure parts: the default link, --repeat's order and aggregation, the throughput claim."""
+"""compare's pure parts: the default link, --repeat's order and aggregation, the throughput claim, rendering."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from ftrun.report.compare import FIGURES, aggregate, conclusion, link_for, repeat_plan, throughput_claim
-from ftrun.report.compare_view import rows
+from ftrun.check.metrics import FIGURES, aggregate
+from ftrun.commands.compare import repeat_plan
+from ftrun.link_spec import link_for
+from ftrun.report.compare_view import conclusion, rows, throughput_claim
+from train_fixtures import TIMELINE_WIDTH_PX, png_size
 
 
 @pytest.mark.parametrize("step_s, model_bytes, replicas, h", [(0.03, 400_000, 2, 20), (0.2, 50_000_000, 4, 100), (0.005, 80_000, 8, 10)])
@@ -62,3 +68,69 @@ def test_table_shows_median_and_range() -> None:
     assert table["steps/s (mean)"] == ["11.00 (10.00 to 12.00)", "9.00"]
     assert table["compute utilisation"] == ["80% (80% to 80%)", "80%"]
     assert table["exposed control per sync"][1] == "10.0 ms"
+
+
+def _fake_run(name: str, **over) -> dict:
+    r = {
+        "name": name, "run_dir": f"/x/{name}", "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "verdict": "pass", "problems": [], "steps_per_s": 10.0, "steps_per_s_per_replica": [10.0, None],
+        "tokens_per_s": 2560.0, "tokens_per_s_per_replica": [2560.0, None], "wall_s": None, "syncs": 0, "commits": 0,
+        "exposed_comm_s": 0.0, "per_sync_exposed_ms": None, "profiled_syncs": 0, "profiled_comm_ms": 0.0,
+        "profiled_hidden_ms": 0.0, "hidden_comm_share": None, "peak_sync_bytes": 0, "total_bytes": 0.0,
+        "final_loss": None, "loss_at_steps": {"10": None, "20": 4.2}, "link": None,
+    }
+    r.update(over)
+    return r
+
+
+def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
+    from ftrun.report.compare_view import conclusion, rows, write_markdown
+
+    runs = [_fake_run("a"), _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2)]
+    text = conclusion(runs)
+    assert text.startswith("a exposed 0.00 s of data; b hid 50% of its data communication")
+    assert "%" in text and "of a's" not in text  # no ratio when a run exposed nothing
+    result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": text, "timeline": "timeline.png", "verdict": "pass",
+              "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}}
+    table = rows(result)
+    assert all(len(r) == 3 for r in table)
+    by_label = {r[0]: r[1:] for r in table}
+    assert by_label["hidden share of comm (profiled)"] == ["-", "50%"]
+    assert by_label["wall time"] == ["-", "-"]
+    assert by_label["final loss"] == ["-", "-"]
+    assert by_label["syncs / commits"] == ["0 / 0", "2 / 2"]
+    write_markdown(result, tmp_path / "report.md")
+    md = (tmp_path / "report.md").read_text()
+    assert "not emulated" in md and "| | a | b |" in md
+
+
+def test_timeline_draw_without_lanes(tmp_path: Path) -> None:
+    from ftrun.report.timeline import Lane, draw
+
+    path = draw([], tmp_path / "empty.png", "nothing profiled")
+    assert png_size(path)[0] == TIMELINE_WIDTH_PX
+    lane = Lane("x · replica 0", steps=[(0.0, 0.1), (0.1, 0.2)], sends=[(0.05, 0.15, 9)], collectives=[(0.06, 0.06, 9)],
+                waits=[(0.15, 0.15)])
+    path = draw([lane], tmp_path / "one.png", "one lane, fragment id beyond the palette")
+    assert png_size(path) == (TIMELINE_WIDTH_PX, round(100 * (1.2 + 0.75)))
+
+
+def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
+    """Runs with faults get a 'faults and recovery' row (from summary.json); runs without, none."""
+    from ftrun.check.metrics import recovery_of
+    from ftrun.report.compare_view import rows
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({"recovery": {
+        "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
+        "restarts": 1, "heals": [{"replica": 1}], "commits_lost": 2}}))
+    rec = recovery_of([d])
+    assert rec == {"faults": ["kill 1@25"], "restarts": 1, "heals": 1, "commits_lost": 2, "recovered_s": [7.5]}
+    base = {"name": "x", "verdict": "pass", "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
+            "syncs": 10 / 3, "commits": 3.0, "exposed_comm_s": 0.0, "loss_at_steps": {}}
+    table = rows({"runs": [{**base, "recovery": rec}, {**base, "recovery": None}]})
+    row = next(r for r in table if r[0] == "faults and recovery")
+    assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
+    assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
+    assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))

@@ -91,6 +91,7 @@ CASES = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case,flags,needles", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_exit_2(tmp_path, case, flags, needles):
     subs = {
@@ -112,6 +113,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, case, flags, needles):
     assert not (tmp_path / "runs").exists(), "nothing may be created for bad input"
 
 
+@pytest.mark.e2e
 def test_toml_values_are_type_checked(tmp_path):
     p = write_toml(tmp_path / "t.toml", {"steps": "many"})
     assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: steps = 'many'", "int")
@@ -126,11 +128,13 @@ def test_toml_values_are_type_checked(tmp_path):
     assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"--config {p}")
 
 
+@pytest.mark.e2e
 def test_cli_import_is_torch_free():
     code = "import ftrun.cli, sys; assert 'torch' not in sys.modules, 'ftrun.cli imported torch'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+@pytest.mark.e2e
 def test_train_help_and_bad_input_do_not_import_torch():
     code = (
         "import sys\n"
@@ -195,6 +199,7 @@ def test_flags_override_config_file(tmp_path):
     assert (cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay) == (2, 12, 5)
 
 
+@pytest.mark.e2e
 def test_cli_config_then_flags(tmp_path):
     """Through the real CLI: a file value that is invalid is fixed by a flag, and vice versa."""
     p = write_toml(tmp_path / "c.toml", {"fragments": 2, "sync-every": 6, "fragment-sync-delay": 3})
@@ -297,6 +302,7 @@ def _toml_value(v) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
 
 
+@pytest.mark.e2e
 def test_error_line_shows_brackets_verbatim(tmp_path):
     res = ftrun_train("--profile", "[/]", "--out", str(tmp_path))
     assert_one_line_error(res, "--profile [/]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ftrun.errors import BadInput
-from ftrun.events import read_events
+from ftrun.events import read_events, replica_stats
 
 
 def test_torn_record_mid_file_and_at_end_are_skipped(tmp_path):
@@ -26,3 +26,29 @@ def test_missing_file(tmp_path):
     assert read_events(tmp_path / "nope.jsonl") == []
     with pytest.raises(BadInput, match="unreadable event log"):
         read_events(tmp_path / "nope.jsonl", strict=True)
+
+
+def _rec(step, t, **kw):
+    return {"step": step, "step_time_s": t, "loss": 10.0 - step, "manager_step_after": step // 2,
+            "sent": None, "synced": None, "commit": None, **kw}
+
+
+def test_replica_stats_of_a_restarted_group():
+    """Records before the rejoin have no step; a step run twice counts as two records, one step."""
+    recs = [
+        _rec(1, 0.1, sent=0, quorums=[{"quorum_id": 1}], quorum_s=0.05),
+        _rec(2, 0.2, synced=0, commit=True, exposed_s=0.03, quorum_s=0.0, commit_s=0.01),
+        {"step": None, "step_time_s": 9.0, "restart": 1},
+        _rec(2, 0.4, synced=1, commit=False, exposed_s=0.02, commit_s=0.02),
+        _rec(3, 0.3),
+        _rec(4, 0.5),
+    ]
+    s = replica_stats(recs)
+    assert (s.records, s.steps, s.last_step) == (5, 4, 4)
+    assert s.train_s == pytest.approx(1.5) and s.steps_per_s == pytest.approx(5 / 1.5)
+    assert (s.syncs, s.commits, s.failed_commits) == (2, 1, 1)
+    assert s.exposed_data_s == pytest.approx(0.05) and s.exposed_control_s == pytest.approx(0.08)
+    assert s.median_plain_step_s == 0.5  # steps 3 and 4: sorted [0.3, 0.5], upper median
+    assert (s.final_loss, s.final_manager_step) == (6.0, 2)
+    assert s.losses == {1: 9.0, 2: 8.0, 3: 7.0, 4: 6.0}
+    assert replica_stats([{"step": None, "step_time_s": 1.0}]).steps_per_s is None

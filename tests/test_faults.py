@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 
 import pytest
@@ -29,6 +28,7 @@ def _events(run_dir, replica):
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
+@pytest.mark.e2e
 def test_kill_one_of_three_with_restart_recovers(tmp_path):
     run = run_train(tmp_path, "kill", *FAULT_RUN, "--replicas", "3", "--steps", "110", "--step-sleep-ms", "120",
                     "--kill", "1@25", "--restarts", "1", "--profile", "21:60", timeout=240)
@@ -70,6 +70,7 @@ def test_kill_one_of_three_with_restart_recovers(tmp_path):
     assert report["agreement"]["ok"] and not report["problems"]
 
 
+@pytest.mark.e2e
 def test_kill_without_restart_below_min_replicas_fails_clearly(tmp_path):
     run = run_train(tmp_path, "lost", *FAULT_RUN, "--replicas", "2", "--min-replicas", "2", "--steps", "60",
                     "--kill", "1@15", "--restarts", "0", "--quorum-timeout", "6", timeout=180)
@@ -80,6 +81,7 @@ def test_kill_without_restart_below_min_replicas_fails_clearly(tmp_path):
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.e2e
 def test_kill_without_restart_survivors_carry_on(tmp_path):
     run = run_train(tmp_path, "carry", *FAULT_RUN, "--replicas", "2", "--steps", "40", "--kill", "1@15", "--restarts", "0", timeout=180)
     assert run.rc == 0, run.explain()
@@ -89,6 +91,7 @@ def test_kill_without_restart_survivors_carry_on(tmp_path):
     assert not run.survivors
 
 
+@pytest.mark.e2e
 def test_hang_longer_than_stall_timeout_is_reported_and_stopped(tmp_path):
     run = run_train(tmp_path, "hang", *FAULT_RUN, "--replicas", "2", "--steps", "40", "--hang", "1@12:60",
                     "--stall-timeout", "5", timeout=150)
@@ -99,6 +102,7 @@ def test_hang_longer_than_stall_timeout_is_reported_and_stopped(tmp_path):
     assert run.wall_s < 100
 
 
+@pytest.mark.e2e
 def test_two_concurrent_runs_on_one_host(tmp_path):
     results = {}
 
@@ -115,6 +119,7 @@ def test_two_concurrent_runs_on_one_host(tmp_path):
         assert run.summary()["ok"] and not run.survivors
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "kill,hang,message",
     [

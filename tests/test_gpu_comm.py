@@ -52,8 +52,8 @@ def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
     b_late = coll(1500.0, 1600.0, 500.0)
     b_other_stream = coll(1010.0, 1100.0, 500.0, stream=(0, 21))
     for b, expect in ((b_pinned, True), (b_late, False), (b_other_stream, False)):
-        sends = [Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, None, 80.0),)),
-                 Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, None, 480.0),))]
+        sends = [Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),
+                 Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),))]
         t = TraceSpans(Path("x"), "ftrun", [], sends, [], sorted([a, b], key=lambda c: c.span.ts))
         comms = comm.attribute(t.sends, t.collectives)
         q = gpu_comm.queueing(t, comms)
@@ -63,7 +63,7 @@ def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
 
 def test_stream_wait_is_the_cause_without_a_blocking_kernel():
     k = Collective("ncclDevKernel_AllReduce", Span(900.0, 950.0, (0, 20)), None, None, launch_ts=500.0, stream=(0, 20), kernels=1)
-    send = Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, None, 480.0),))
+    send = Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),))
     t = TraceSpans(Path("x"), "ftrun", [], [send], [], [k], stream_waits=[Span(490.0, 492.0, "t")])
     q = gpu_comm.queueing(t, comm.attribute(t.sends, t.collectives))
     assert [(x.cause, x.serialized, x.delay_us) for x in q] == [("stream wait", False, 400.0)]

@@ -12,17 +12,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from ftrun.cli import app
-from ftrun.labels import LABELS
-from test_inspect_mutations import FOREIGN_FLAGS, nested, read, send_ops, spans, swap_send_sizes, write
+from ftrun.torchft_compat import LABELS
+from train_fixtures import FOREIGN_FLAGS, inspect, nested, read, run_foreign, send_ops, spans, swap_send_sizes, write
 
-from conftest import run_foreign
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 
-def inspect(*args: str) -> tuple[int, dict]:
-    res = CliRunner().invoke(app, ["inspect-trace", *args, "--json"])
+def inspect_json(*args: str) -> tuple[int, dict]:
+    res = inspect(*args, "--json")
     assert res.exit_code in (0, 1), res.output
     return res.exit_code, json.loads(res.output)
 
@@ -82,7 +80,7 @@ def test_manifest_of_another_model_fails_every_event(streaming):
         f["numel"] *= 3
         f["bytes"] *= 3
     (streaming / "manifest.json").write_text(json.dumps(m))
-    code, d = inspect(str(streaming))
+    code, d = inspect_json(str(streaming))
     assert code == 1 and d["verdict"] == "fail"
     seen = [e for e in d["events"] if e["observed_step"] is not None]
     assert seen and all(not e["ok"] and not e["fragment_checked"] and e["fragment"] is None for e in seen)
@@ -99,7 +97,7 @@ def test_fragments_of_equal_size_are_ambiguous_said_once(streaming):
     m = json.loads((streaming / "manifest.json").read_text())
     m["fragments"][1] = {**m["fragments"][0], "id": 1}
     (streaming / "manifest.json").write_text(json.dumps(m))
-    code, d = inspect(str(streaming))
+    code, d = inspect_json(str(streaming))
     assert code == 1
     amb = [n for n in d["notes"] if n.startswith("ambiguous")]
     assert len(amb) == 1 and amb[0].startswith("ambiguous: fragments 0 and 1 have the same signature"), d["notes"]
@@ -108,7 +106,7 @@ def test_fragments_of_equal_size_are_ambiguous_said_once(streaming):
     assert all(e["fragment_candidates"] == [0, 1] and e["notes"] == [] for e in f0)
     f1 = [e for e in d["events"] if e["expected_fragment"] == 1 and e["observed_step"] is not None]
     assert f1 and all("match no manifest fragment" in e["problem"] for e in f1)
-    res = CliRunner().invoke(app, ["inspect-trace", str(streaming)])
+    res = inspect(str(streaming))
     assert res.output.count("ambiguous") == 1 and "fragment not checked for" in res.output
 
 
@@ -116,7 +114,7 @@ def test_fragments_of_equal_size_are_ambiguous_said_once(streaming):
 
 
 def test_foreign_without_shapes_checks_fragments_from_counts(foreign_noshapes, tmp_path):
-    code, d = inspect(str(foreign_noshapes), *FOREIGN_FLAGS)
+    code, d = inspect_json(str(foreign_noshapes), *FOREIGN_FLAGS)
     assert code == 0, problems(d)
     seen = [e for e in d["events"] if e["observed_step"] is not None]
     assert all(e["fragment_checked"] and e["fragment"] == e["expected_fragment"] for e in seen)
@@ -128,7 +126,7 @@ def test_foreign_without_shapes_checks_fragments_from_counts(foreign_noshapes, t
     root = tmp_path / "swapped"
     shutil.copytree(foreign_noshapes, root)
     edit(root / "r0" / "step-12.json", lambda t: swap_send_sizes(t, 2, 6))
-    code, d = inspect(str(root), *FOREIGN_FLAGS)
+    code, d = inspect_json(str(root), *FOREIGN_FLAGS)
     assert code == 1
     assert "send at step 2: fragment 1, expected fragment 0" in problems(d, 0), problems(d)
     assert "send at step 6: fragment 0, expected fragment 1" in problems(d, 0)
@@ -138,7 +136,7 @@ def test_foreign_without_shapes_checks_fragments_from_counts(foreign_noshapes, t
 def test_foreign_without_shapes_and_equal_counts_cannot_check_identity(foreign):
     for f in foreign.rglob("*.json"):
         edit(f, strip_shapes)
-    code, d = inspect(str(foreign), *FOREIGN_FLAGS)
+    code, d = inspect_json(str(foreign), *FOREIGN_FLAGS)
     assert code == 0, problems(d)
     (note,) = [n for n in d["notes"] if "fragment identity cannot be checked" in n]
     assert "1 distinct allreduce count signature(s) for the 2 fragments" in note
@@ -162,7 +160,7 @@ def test_foreign_equal_sized_fragments_said_once(foreign):
 
     for r in (0, 1):
         edit(foreign / f"r{r}" / "step-12.json", same)
-    code, d = inspect(str(foreign / "r0" / "step-12.json"), str(foreign / "r1" / "step-12.json"), *FOREIGN_FLAGS)
+    code, d = inspect_json(str(foreign / "r0" / "step-12.json"), str(foreign / "r1" / "step-12.json"), *FOREIGN_FLAGS)
     assert code == 0, problems(d)
     assert sum("fragment identity cannot be checked" in n for n in d["notes"]) == 1
     assert not any(e["fragment_checked"] for e in d["events"])
@@ -175,7 +173,7 @@ def test_commit_without_outer_step_is_a_failed_commit(foreign):
     # should_commit ran at step 8 but no outer step / save_parameters followed: the commit failed
     for r in (0, 1):
         edit(foreign / f"r{r}" / "step-12.json", lambda t: drop_in_sync(t, 8, LABELS.save_parameters))
-    code, d = inspect(str(foreign), *FOREIGN_FLAGS)
+    code, d = inspect_json(str(foreign), *FOREIGN_FLAGS)
     assert code == 1
     assert d["failed_commits"] == [
         {"replica": r, "rank": 0, "sync_step": 8, "fragment": 1, "source": "inferred",
@@ -200,16 +198,16 @@ def test_commit_failure_inferred_from_the_rotation(foreign):
     files = [str(foreign / f"r{r}" / "step-12.json") for r in (0, 1)]
     for f in files:
         edit(Path(f), retry_at_4)
-    code, d = inspect(*files, *FOREIGN_FLAGS)
+    code, d = inspect_json(*files, *FOREIGN_FLAGS)
     assert code == 1
     assert [(c["replica"], c["sync_step"], c["fragment"], c["evidence"]) for c in d["failed_commits"]] == [
         (0, 4, 0, "the same fragment was sent again"), (1, 4, 0, "the same fragment was sent again")
     ]
     assert not problems(d)  # every event landed where a retry puts it
     assert all(w["failed_cycles"] == [0] for w in d["workers"])
-    code, d = inspect(*files, *FOREIGN_FLAGS, "--allow-failed-commits")
+    code, d = inspect_json(*files, *FOREIGN_FLAGS, "--allow-failed-commits")
     assert code == 0 and len(d["failed_commits"]) == 2
-    res = CliRunner().invoke(app, ["inspect-trace", *files, *FOREIGN_FLAGS])
+    res = inspect(*files, *FOREIGN_FLAGS)
     last = res.output.strip().splitlines()[-1]
     assert "failed commits: replica 0: 1, replica 1: 1" in " ".join(res.output.split()), res.output
     assert "FAIL" in res.output and last
@@ -218,19 +216,18 @@ def test_commit_failure_inferred_from_the_rotation(foreign):
 def test_one_replica_retrying_while_the_other_moves_on_is_caught(foreign):
     files = [str(foreign / f"r{r}" / "step-12.json") for r in (0, 1)]
     edit(Path(files[1]), retry_at_4)
-    code, d = inspect(*files, *FOREIGN_FLAGS, "--allow-failed-commits")
+    code, d = inspect_json(*files, *FOREIGN_FLAGS, "--allow-failed-commits")
     assert code == 1
     assert [(c["replica"], c["sync_step"]) for c in d["failed_commits"]] == [(1, 4)]
     bad = [c["problem"] for c in d["cross_replica"] if not c["ok"]]
     assert any(p.startswith("replicas disagree on the send at step 6") for p in bad), bad
 
 
-@pytest.mark.e2e
 def test_baby_process_group_fails_commits_for_real(tmp_path):
     # torchft 0.2.0's Baby PGs fail commits (see torchft-notes "Known defects"): no event log,
     # the trace alone must show it, and a trace-wide condition is said once.
     out = run_foreign(tmp_path / "baby", "--pg", "baby-gloo", "--uneven")
-    code, d = inspect(str(out), *FOREIGN_FLAGS)
+    code, d = inspect_json(str(out), *FOREIGN_FLAGS)
     assert code == 1
     assert d["failed_commits"] and all(c["source"] == "inferred" for c in d["failed_commits"])
     assert {c["evidence"] for c in d["failed_commits"]} == {"no outer step after should_commit"}

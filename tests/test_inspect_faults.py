@@ -8,13 +8,11 @@ import json
 import shutil
 from pathlib import Path
 
-from typer.testing import CliRunner
+import pytest
 
-from ftrun.cli import app
+from train_fixtures import inspect
 
-
-def inspect(*args: str):
-    return CliRunner().invoke(app, ["inspect-trace", *args])
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 
 def without_replica1_trace(ftrun_run, tmp_path: Path) -> tuple[Path, dict]:

@@ -5,20 +5,14 @@ from __future__ import annotations
 import json
 import shutil
 
-from typer.testing import CliRunner
-
 from ftrun.check.analyze import analyze
-from ftrun.cli import app
 
-from conftest import FOREIGN
+from train_fixtures import FOREIGN, FOREIGN_FLAGS as FLAGS, ROOT, inspect as run
+import pytest
 
-FLAGS = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-         "--fragment-sync-delay", str(FOREIGN["delay"])]
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
 KW = dict(fragments=FOREIGN["fragments"], sync_every=FOREIGN["sync_every"], fragment_sync_delay=FOREIGN["delay"])
-
-
-def run(*args: str):
-    return CliRunner().invoke(app, ["inspect-trace", *args])
 
 
 def test_foreign_passes_with_schedule_flags(foreign_traces):
@@ -129,7 +123,6 @@ def test_prof_step_at_loop_end(tmp_path):
     import subprocess
     import sys
 
-    from conftest import ROOT
 
     out = tmp_path / "end"
     subprocess.run(

@@ -6,15 +6,12 @@ import json
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
 from ftrun.check.analyze import analyze
-from ftrun.cli import app
 from ftrun.schedule import Schedule
+from train_fixtures import inspect as run
 
-
-def run(*args: str):
-    return CliRunner().invoke(app, ["inspect-trace", *args])
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 
 @pytest.mark.parametrize("name", ["streaming", "baseline", "f3"])

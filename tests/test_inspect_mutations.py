@@ -8,104 +8,20 @@ manifest) and on ``ftrun train`` run dirs.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from ftrun.cli import app
-from ftrun.labels import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
+from train_fixtures import FOREIGN_FLAGS, drop_sync, inspect, move_send, read, swap_send_sizes, write
 
-from conftest import FOREIGN
-
-# ---------------------------------------------------------------- trace JSON helpers
-
-
-def read(path: Path) -> dict:
-    raw = path.read_bytes()
-    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-
-
-def write(path: Path, d: dict) -> None:
-    data = json.dumps(d).encode()
-    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
-
-
-def steps(d: dict) -> dict[int, dict]:
-    """Step number -> step span (ftrun::step#S when present, else ProfilerStep#k = step k)."""
-    out: dict[int, dict] = {}
-    for rx in (FTRUN_STEP_RE, PROFILER_STEP_RE):
-        for e in d["traceEvents"]:
-            m = rx.match(e.get("name", "")) if e.get("ph") == "X" else None
-            if m:
-                out[int(m[1])] = e
-        if out:
-            return out
-    raise AssertionError("no step spans")
-
-
-def spans(d: dict, name: str, step: int) -> list[dict]:
-    s = steps(d)[step]
-    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("name") == name
-            and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
-
-
-def nested(d: dict, outer: dict) -> list[dict]:
-    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("tid") == outer["tid"]
-            and e.get("pid") == outer["pid"] and outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]]
-
-
-def move_send(d: dict, step: int) -> None:
-    """Shift the send at ``step`` (prepare_sync and everything nested in it) into the next step."""
-    (ps,) = spans(d, LABELS.prepare_sync, step)
-    delta = steps(d)[step + 1]["ts"] + 1.0 - ps["ts"]
-    for e in nested(d, ps):
-        e["ts"] += delta
-
-
-def drop_sync(d: dict, step: int) -> None:
-    (pf,) = spans(d, LABELS.perform_sync, step)
-    d["traceEvents"].remove(pf)
-
-
-def send_ops(d: dict, step: int) -> list[dict]:
-    (ps,) = spans(d, LABELS.prepare_sync, step)
-    return [e for e in nested(d, ps) if e.get("name") in LABELS.c10d_allreduce]
-
-
-def swap_send_sizes(d: dict, a: int, b: int) -> None:
-    """The sends at steps ``a`` and ``b`` trade fragments (what each allreduced is swapped).
-
-    Same number of allreduces: swap their ``Input Dims``. Otherwise swap the two sends'
-    whole span trees in time (prepare_sync with everything nested in it).
-    """
-    oa, ob = send_ops(d, a), send_ops(d, b)
-    if len(oa) == len(ob):
-        for x, y in zip(oa, ob):
-            x["args"]["Input Dims"], y["args"]["Input Dims"] = y["args"]["Input Dims"], x["args"]["Input Dims"]
-        return
-    (pa,), (pb,) = spans(d, LABELS.prepare_sync, a), spans(d, LABELS.prepare_sync, b)
-    ta, tb = nested(d, pa), nested(d, pb)
-    shift = pb["ts"] - pa["ts"]
-    for e in ta:
-        e["ts"] += shift
-    for e in tb:
-        e["ts"] -= shift
-
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 # ---------------------------------------------------------------- the traces under test
 
 
-def run(*args: str):
-    return CliRunner().invoke(app, ["inspect-trace", *args, "--json"])
-
-
-FOREIGN_FLAGS = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-                 "--fragment-sync-delay", str(FOREIGN["delay"])]
 
 
 class Subject:
@@ -113,7 +29,7 @@ class Subject:
 
     def __init__(self, root: Path, files: dict[int, Path], args: list[str]) -> None:
         self.root, self.files, self.args = root, files, args
-        res = run(str(root), *args)
+        res = inspect(str(root), *args, "--json")
         assert res.exit_code == 0, res.output
         self.baseline = json.loads(res.output)
 
@@ -124,7 +40,7 @@ class Subject:
         return evs[0]
 
     def check(self) -> dict:
-        res = run(str(self.root), *self.args)
+        res = inspect(str(self.root), *self.args, "--json")
         assert res.exit_code == 1, res.output
         d = json.loads(res.output)
         assert d["verdict"] == "fail"

@@ -17,7 +17,7 @@ def coll(ts, end, shape, tid=G1):
 
 
 def send(ts, *shapes):
-    ars = tuple(Allreduce(Span(ts + i, ts + i + 0.5, T), (s,), None, ts + i + 0.1) for i, s in enumerate(shapes))
+    ars = tuple(Allreduce(Span(ts + i, ts + i + 0.5, T), (s,), ts + i + 0.1) for i, s in enumerate(shapes))
     return Send(Span(ts, ts + len(shapes) + 1, T), ars)
 
 

@@ -329,7 +329,7 @@ def test_quorum_is_held_by_its_round_trip() -> None:
     """The quorum RPC returns the real reply, one round trip (2 x latency) later, in a labelled span."""
     from torch.profiler import ProfilerActivity, profile
 
-    from ftrun.labels import LINK_CONTROL_QUORUM
+    from ftrun.torchft_compat import LINK_CONTROL_QUORUM
 
     m = _Manager()
     real = m._client

@@ -21,6 +21,8 @@ import pytest
 
 from train_fixtures import FTRUN, SMALL, TreeWatch, survivors
 
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
 STEPS = "40"
 
 

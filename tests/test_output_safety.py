@@ -11,17 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from ftrun.cli import app
 from ftrun.errors import BadInput
 from ftrun.output import RUN_MARKER, atomic_write, check_name, claim_run_dir
+from train_fixtures import cli
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
-
-
-def cli(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def one_line(res) -> str:

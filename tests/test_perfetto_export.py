@@ -8,16 +8,17 @@ import json
 import shutil
 from pathlib import Path
 
-from typer.testing import CliRunner
+import pytest
 
-from ftrun.cli import app
 from ftrun.report.perfetto import VERDICT_THREAD
-from test_inspect_mutations import move_send, read, write
+from train_fixtures import FOREIGN_FLAGS, inspect, move_send, read, write
+
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 
 def export(tmp_path: Path, *paths: Path, name: str = "out.json") -> tuple[int, dict, dict]:
     out = tmp_path / name
-    res = CliRunner().invoke(app, ["inspect-trace", *map(str, paths), "--json", "--export-perfetto", str(out)])
+    res = inspect(*map(str, paths), "--json", "--export-perfetto", str(out))
     assert res.exit_code in (0, 1), res.output
     report = json.loads(res.output)
     raw = out.read_bytes()
@@ -102,17 +103,13 @@ def test_export_of_a_failing_trace_names_the_failures(ftrun_run, tmp_path):
 def test_export_to_an_unwritable_path_is_exit_2(ftrun_run, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    res = CliRunner().invoke(app, ["inspect-trace", str(ftrun_run("streaming")), "--export-perfetto", str(blocker / "out.json")])
+    res = inspect(str(ftrun_run("streaming")), "--export-perfetto", str(blocker / "out.json"))
     assert res.exit_code == 2 and "--export-perfetto" in res.output
 
 
 def test_export_of_foreign_traces_with_two_windows_per_worker(foreign_traces, tmp_path):
-    from conftest import FOREIGN
-
-    flags = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-             "--fragment-sync-delay", str(FOREIGN["delay"])]
     out = tmp_path / "foreign.json"
-    res = CliRunner().invoke(app, ["inspect-trace", str(foreign_traces), *flags, "--json", "--export-perfetto", str(out)])
+    res = inspect(str(foreign_traces), *FOREIGN_FLAGS, "--json", "--export-perfetto", str(out))
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
     trace = json.loads(out.read_text())

@@ -197,6 +197,7 @@ def test_check_a_sweep_dir(tmp_path: Path) -> None:
     assert got["predicted"]["exposed_ms_per_sync"] == pytest.approx(1020.0)
 
 
+@pytest.mark.e2e
 def test_plan_never_imports_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"

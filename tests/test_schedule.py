@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torchft.local_sgd import DiLoCo
 
-from ftrun.schedule import Schedule, ScheduleError, expected_at, validate
+from ftrun.schedule import Schedule, ScheduleError, validate
 
 
 class _Work:
@@ -211,10 +211,7 @@ def test_schedule_invariants(sched, steps):
     assert [e.fragment for e in syncs] == [c % f for c in range(len(syncs))]
     for e in ev:
         assert s.cycle_of(e.step) == e.cycle
-        assert 1 <= s.local_step(e.step) <= w
-    assert s.streaming == (f > 1 or tau > 0)
-    idx = expected_at(ev)
-    assert len(idx) == len(ev)
+    assert len({(e.step, e.kind) for e in ev}) == len(ev)  # one send and one sync per step at most
 
 
 @given(sched=schedules(), steps=st.integers(1, 200))

@@ -168,6 +168,7 @@ def test_pictures(tmp_path):
     assert sweep_view._numeric_axis(line_res) == "fragment_sync_delay" and sweep_view._numeric_axis(grid_res) is None
 
 
+@pytest.mark.e2e
 def test_sweep_bad_input_is_one_line_exit_2(tmp_path):
     """Bad axes through the real CLI: exit 2, one line, nothing written."""
     for args in (["--axis", "fragments=1,x"], ["--axis", "nope=1"], [], ["--preset", "pgs", "--backend", "gloo"],

@@ -18,6 +18,8 @@ import pytest
 from ftrun import layout
 from train_fixtures import SMALL, run_train, wait_for_step, write_toml
 
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
 # A run long enough to interrupt: ~200 steps at >= 50 ms each.
 LONG = {"steps": 200, "sync_every": 4, "fragments": 2, "fragment_sync_delay": 1, "profile": "none", "step_sleep_ms": 50.0}
 

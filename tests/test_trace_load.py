@@ -15,19 +15,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from ftrun.cli import app
 from ftrun.errors import BadInput
 from ftrun.trace.load import decode, load_trace
 from ftrun.trace.spans import extract
+from train_fixtures import FTRUN, inspect as cli
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}
-
-
-def cli(*args: str):
-    return CliRunner().invoke(app, ["inspect-trace", *args])
 
 
 def _mk(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -81,10 +76,10 @@ def test_bad_step_numbering_and_bad_schedule(tmp_path):
     assert res.exit_code == 2 and "multiple of fragments" in res.output
 
 
+@pytest.mark.e2e
 def test_subprocess_no_traceback(tmp_path):
     p = _mk(tmp_path, "n.json.gz", b"\x1f\x8bnot really")
-    exe = Path(sys.executable).parent / "ftrun"
-    res = subprocess.run([str(exe), "inspect-trace", str(p), *FLAGS], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([*FTRUN, "inspect-trace", str(p), *FLAGS], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     assert res.stdout == "" and res.stderr.strip().count("\n") == 0
     assert "broken gzip" in res.stderr and "Traceback" not in res.stderr
@@ -96,8 +91,9 @@ def test_minimal_valid_trace_without_events_passes(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.e2e
 def test_import_is_torch_free():
-    code = "import ftrun.check.command, ftrun.check.analyze, ftrun.report.inspect_view, sys; assert 'torch' not in sys.modules"
+    code = "import ftrun.commands.inspect_trace, ftrun.check.analyze, ftrun.report.inspect_view, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

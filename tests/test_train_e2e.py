@@ -12,13 +12,16 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ftrun import layout
-from ftrun.labels import LABELS
+from ftrun.torchft_compat import LABELS
 from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
 from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml
+
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 # name -> (F, H, tau, steps, blocks, expected profile window or None)
 CASES = {
@@ -117,6 +120,11 @@ def test_manifest_contract(run):
                 "event_logs", "link"):
         assert key in m, key
     assert m["run_name"] == name
+    assert m["format"] == layout.FORMAT
+    msgspec.convert(m, layout.Manifest)  # the typed contract: every key of the right type
+    for e in m["event_logs"]:
+        for line in (r.run_dir / e["path"]).read_text().splitlines():
+            msgspec.json.decode(line, type=layout.EventRecord)
     assert m["backend"] == "gloo"
     assert m["replicas"] == 2 and m["nproc_per_replica"] == 1
     assert set(m["versions"]) >= {"python", "torch", "torchft", "ftrun"}

@@ -41,6 +41,8 @@ from ftrun import layout
 from ftrun.launch.procs import descendants, spawn, stop_tree
 from train_fixtures import FTRUN, SMALL, _cmdline, _stat, live
 
+pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
 RUN = "viewrun"
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
 URL_RE = re.compile(r"^view: (http://127\.0\.0\.1:(\d+)/)#pytorch_profiler$")
@@ -335,5 +337,5 @@ def test_bad_input_is_one_line_exit_2(run_dir, tmp_path):
 
 
 def test_view_does_not_import_torch_or_tensorboard():
-    code = "import ftrun.cli, ftrun.report.view, sys; assert not {'torch', 'tensorboard'} & set(sys.modules), sys.modules.keys()"
+    code = "import ftrun.cli, ftrun.commands.view, sys; assert not {'torch', 'tensorboard'} & set(sys.modules), sys.modules.keys()"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

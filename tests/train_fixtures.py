@@ -1,6 +1,9 @@
-"""Helpers for the ``ftrun train`` tests: run the real CLI, watch its process tree, read results.
+"""The tests' shared helpers (the one module test files import from; test modules never import
+each other): how to run ``ftrun`` (the binary, in a child: ``FTRUN``; in-process: ``cli``,
+``inspect``), the small model (``SMALL``), torchft's own DiLoCo as a trace source
+(``run_foreign``), trace JSON edits, and ``ftrun train`` runs with their process trees.
 
-Every run goes through :func:`run_train`, which starts ``ftrun train`` as a child, records
+Every ``ftrun train`` run goes through :func:`run_train`, which starts ``ftrun train`` as a child, records
 every process that descends from it (polling /proc while it runs, since orphans are
 re-parented) and, after it exits, reports which of them — or any process whose command line
 names the run dir — are still alive.
@@ -13,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -22,12 +26,132 @@ from pathlib import Path
 from typing import Callable
 
 from ftrun import layout
+from ftrun.torchft_compat import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
 
+ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).with_name("ftrun")
 FTRUN: list[str] = [str(_BIN)] if _BIN.exists() else ([shutil.which("ftrun")] if shutil.which("ftrun") else [sys.executable, "-m", "ftrun"])
 
+
+def cli(*args: str):
+    """``ftrun ARGS`` in this process (typer's CliRunner): ``.exit_code``, ``.output``."""
+    from typer.testing import CliRunner
+
+    from ftrun.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def inspect(*args: str):
+    """``ftrun inspect-trace ARGS`` in this process."""
+    return cli("inspect-trace", *args)
+
+
+# torchft's own DiLoCo (tests/foreign_diloco.py): the schedule it runs, as inspect-trace flags
+FOREIGN = dict(fragments=2, sync_every=8, delay=2)
+FOREIGN_FLAGS = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
+                 "--fragment-sync-delay", str(FOREIGN["delay"])]
+
+
+def run_foreign(out: Path, *extra: str) -> Path:
+    """tests/foreign_diloco.py with FOREIGN's schedule, 2 replicas, 24 steps, into ``out``."""
+    import pytest
+
+    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
+           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
+           "--delay", str(FOREIGN["delay"]), "--steps", "24", *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if res.returncode != 0:
+        pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return out
+
 # Small and fast on 2 CPU cores.
 SMALL = ["--width", "32", "--batch-size", "4", "--seq-len", "16"]
+
+TIMELINE_WIDTH_PX = 1600  # compare draws timeline.png this wide
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) of a PNG file, from its header."""
+    head = path.read_bytes()[:32]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+# --- trace JSON edits (decoded chrome traces, plain dicts) -----------------------------------
+
+
+def read(path: Path) -> dict:
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+def write(path: Path, d: dict) -> None:
+    data = json.dumps(d).encode()
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+
+
+def steps(d: dict) -> dict[int, dict]:
+    """Step number -> step span (ftrun::step#S when present, else ProfilerStep#k = step k)."""
+    out: dict[int, dict] = {}
+    for rx in (FTRUN_STEP_RE, PROFILER_STEP_RE):
+        for e in d["traceEvents"]:
+            m = rx.match(e.get("name", "")) if e.get("ph") == "X" else None
+            if m:
+                out[int(m[1])] = e
+        if out:
+            return out
+    raise AssertionError("no step spans")
+
+
+def spans(d: dict, name: str, step: int) -> list[dict]:
+    s = steps(d)[step]
+    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("name") == name
+            and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+
+
+def nested(d: dict, outer: dict) -> list[dict]:
+    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("tid") == outer["tid"]
+            and e.get("pid") == outer["pid"] and outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]]
+
+
+def move_send(d: dict, step: int) -> None:
+    """Shift the send at ``step`` (prepare_sync and everything nested in it) into the next step."""
+    (ps,) = spans(d, LABELS.prepare_sync, step)
+    delta = steps(d)[step + 1]["ts"] + 1.0 - ps["ts"]
+    for e in nested(d, ps):
+        e["ts"] += delta
+
+
+def drop_sync(d: dict, step: int) -> None:
+    (pf,) = spans(d, LABELS.perform_sync, step)
+    d["traceEvents"].remove(pf)
+
+
+def send_ops(d: dict, step: int) -> list[dict]:
+    (ps,) = spans(d, LABELS.prepare_sync, step)
+    return [e for e in nested(d, ps) if e.get("name") in LABELS.c10d_allreduce]
+
+
+def swap_send_sizes(d: dict, a: int, b: int) -> None:
+    """The sends at steps ``a`` and ``b`` trade fragments (what each allreduced is swapped).
+
+    Same number of allreduces: swap their ``Input Dims``. Otherwise swap the two sends'
+    whole span trees in time (prepare_sync with everything nested in it).
+    """
+    oa, ob = send_ops(d, a), send_ops(d, b)
+    if len(oa) == len(ob):
+        for x, y in zip(oa, ob):
+            x["args"]["Input Dims"], y["args"]["Input Dims"] = y["args"]["Input Dims"], x["args"]["Input Dims"]
+        return
+    (pa,), (pb,) = spans(d, LABELS.prepare_sync, a), spans(d, LABELS.prepare_sync, b)
+    ta, tb = nested(d, pa), nested(d, pb)
+    shift = pb["ts"] - pa["ts"]
+    for e in ta:
+        e["ts"] += shift
+    for e in tb:
+        e["ts"] -= shift
 
 
 # --- /proc -------------------------------------------------------------------------------

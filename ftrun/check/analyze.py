@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ftrun.check import comm as commmod
+from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
 from ftrun.events import read_events
-from ftrun.check import commits as commitsmod
+from ftrun.check import commits as commit_checks
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
@@ -55,8 +55,8 @@ class Obs:
     trace: TraceSpans
     send: Optional[Send] = None
     sync: Optional[Sync] = None
-    comm: Optional[commmod.SendComm] = None  # sends: their communication
-    timing: Optional[commmod.SyncTiming] = None  # syncs
+    comm: Optional[communication.SendComm] = None  # sends: their communication
+    timing: Optional[communication.SyncTiming] = None  # syncs
     paired: Optional["Obs"] = None  # syncs: the send they wait for
     sig: Optional[Signature] = None  # what the trace shows it moved (``ftrun.check.evidence``)
     serial: Optional[int] = None  # sends: collectives queued behind another send's (gpu_comm)
@@ -105,13 +105,23 @@ class _Steps:
         return None, None
 
 
+def _comms(wobs: list[WorkerObs]) -> dict[str, dict[float, communication.SendComm]]:
+    """Each trace file's sends' communication, by send start (for renderers)."""
+    out: dict[str, dict[float, communication.SendComm]] = {}
+    for wo in wobs:
+        for o in wo.obs:
+            if o.kind == "send" and o.comm is not None:
+                out.setdefault(str(o.trace.path), {})[o.send.span.ts] = o.comm
+    return out
+
+
 def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost: Sequence[tuple[int, int]] = ()) -> WorkerObs:
     obs: list[Obs] = []
     ranges = []
     for t in w.traces:
         steps = _Steps(t, offset)
         ranges.extend(steps.ranges)
-        comms = commmod.attribute(t.sends, t.collectives)
+        comms = communication.attribute(t.sends, t.collectives)
         queued = gpu_comm.queueing(t, comms)  # serialized = queued behind another send's collective
         step_of = lambda ts, s=steps: s.at(ts)[0]  # noqa: E731
         for i, (send, sc) in enumerate(zip(t.sends, comms)):
@@ -119,7 +129,7 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
             sig = send_signature([a.shapes for a in send.allreduces], (c.itemsize for _, c in sc.calls if c is not None))
             sq = gpu_comm.send_queue(queued, i)
             obs.append(Obs("send", send.span.ts, st, ms, t, send=send, comm=sc, sig=sig, serial=sq.serialized, queue=sq,
-                           quorum=commmod.quorum_before(send, t.quorums, step_of)))
+                           quorum=communication.quorum_before(send, t.quorums, step_of)))
         for sync in t.syncs:
             st, ms = steps.at(sync.span.ts)
             sig = restore_signature(sync.restore_copies, sync.restore_shapes)
@@ -134,7 +144,7 @@ def _observe(w: Worker, schedule: Schedule, failed: list[int], offset: int, lost
         if p is not None and o.step is not None and p.step is not None and not (0 <= o.step - p.step < schedule.window):
             p = None
         o.paired, pending = p, None
-        o.timing = commmod.sync_timing(o.sync, p.comm if p else None, p.serial if p else None, p.quorum if p else None)
+        o.timing = communication.sync_timing(o.sync, p.comm if p else None, p.serial if p else None, p.quorum if p else None)
     return WorkerObs(w, ranges, failed, obs, _expect(schedule, ranges, failed, lost), list(lost))
 
 
@@ -195,7 +205,7 @@ def _unseen_syncs(wo: WorkerObs, schedule: Schedule) -> bool:
     return any(not any(lo <= s <= hi for lo, hi in wo.ranges) for s in steps)
 
 
-def _syncs_seen(wo: WorkerObs, ids: RunIdentities) -> list[commitsmod.SyncSeen]:
+def _syncs_seen(wo: WorkerObs, ids: RunIdentities) -> list[commit_checks.SyncSeen]:
     """Each observed sync with the classes of its send, its restore and the next send."""
     out = []
     obs = sorted(wo.obs, key=lambda o: o.ts)
@@ -203,7 +213,7 @@ def _syncs_seen(wo: WorkerObs, ids: RunIdentities) -> list[commitsmod.SyncSeen]:
         if o.kind != "sync" or o.step is None:
             continue
         nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
-        out.append(commitsmod.SyncSeen(
+        out.append(commit_checks.SyncSeen(
             o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None, o.sync.committed,
         ))
     return out
@@ -369,30 +379,13 @@ def analyze(
     workers = assign(inputs.files, spans)
     logs = {k: read_events(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
-    failed_commits = commitsmod.from_logs(logs)
-    failed = {}
-    for w in workers:
-        mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == w.replica})
-        lost = faults.lost(w.replica)
-        if lost:  # commits that failed while this replica was away (it healed past them)
-            away = {schedule.cycle_of(c.sync_step) for c in failed_commits
-                    if c.replica != w.replica and any(a <= c.sync_step <= b for a, b in lost)}
-            mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
-        failed[(w.replica, w.rank)] = mine
+    failed_commits = commit_checks.from_logs(logs)
+    failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule) for w in workers}
     offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
     wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
     mode = "manifest" if inputs.manifest is not None else "foreign"
     ids = RunIdentities(inputs.manifest, wobs, schedule)
-    logged = {r for r, _ in logs}
-    inferred: list[tuple[WorkerObs, int, str]] = []
-    for wo in wobs:
-        if wo.worker.replica in logged:
-            continue  # the event log says which commits failed
-        steps = commitsmod.infer(_syncs_seen(wo, ids), schedule, ids.distinct)
-        if steps:
-            wo.failed = sorted(set(wo.failed) | {schedule.cycle_of(s) for s, _ in steps})
-            wo.expected = _expect(schedule, wo.ranges, wo.failed, wo.lost)
-            inferred += [(wo, s, how) for s, how in steps]
+    inferred = _infer_failed(wobs, {r for r, _ in logs}, ids, schedule)
     for wo in wobs:
         _match(wo, schedule.window)
     ids.label(wobs)
@@ -406,68 +399,29 @@ def analyze(
     for wo, s, how in inferred:
         sync = next((o for o in wo.obs if o.kind == "sync" and o.step == s), None)
         frag = sync.identity.fragment if sync is not None else None
-        failed_commits.append(commitsmod.FailedCommit(wo.worker.replica, wo.worker.rank, s, frag, "inferred", how))
-    commitsmod.explain(failed_commits, faults, schedule)
+        failed_commits.append(commit_checks.FailedCommit(wo.worker.replica, wo.worker.rank, s, frag, "inferred", how))
+    commit_checks.explain(failed_commits, faults, schedule)
 
-    results: list[EventResult] = []
-    reports: list[WorkerReport] = []
-    for wo in wobs:
-        mine = [_result(wo, e, o, schedule) for e, o in wo.matches]
-        mine.sort(key=lambda r: (r.expected_step or r.observed_step or 0, r.kind == "sync"))
-        results.extend(mine)
-        w = wo.worker
-        reports.append(
-            WorkerReport(
-                replica=w.replica, rank=w.rank, source=w.source,
-                files=[str(t.path) for t in w.traces],
-                step_source=w.traces[0].step_source,
-                step_ranges=wo.ranges, failed_cycles=wo.failed, totals=_totals(mine),
-            )
-        )
+    results, reports = _results(wobs, schedule)
     cross = _cross(wobs, results)
     if step_numbering == "auto":
         notes.append(f"step numbering: fitted '{numbering['used']}'")
-    run_problems: list[str] = []
     traced = {w.replica for w in workers}
     for m in faults.marks:
         m.has_trace = m.replica in traced
         m.text = describe(m)
-    if inputs.manifest is not None and inputs.whole_run:
-        for r in inputs.groups():
-            if r not in traced and not faults.explains_missing_trace(r):
-                run_problems.append(f"no trace for replica {r} (no fault explains it)")
-        total = inputs.manifest.get("replicas")
-        if len(inputs.run_dirs) >= 1 and isinstance(total, int) and inputs.groups() and len(inputs.groups()) < total:
-            notes.append(
-                f"job has {total} replica groups; inspected group(s) {inputs.groups()} "
-                "(give every group's run dir to check them all)"
-            )
+    run_problems = _missing_traces(inputs, traced, faults, notes)
     agreement = None
     if logs:
         ag = check_agreement(logs)
         agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
-        for d in ag.disagreements:
-            seen = ", ".join(
-                f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}" for r, v in sorted(d["replicas"].items())
-            )
-            run_problems.append(
-                f"replicas disagree on the synced parameters after manager step {d['manager_step']} (rank {d['rank']}): {seen}"
-            )
+        run_problems += _disagreements(ag)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
-    by_worker: dict[tuple[int, int], list[commitsmod.FailedCommit]] = {}
-    for c in failed_commits:
-        if not c.explained:
-            by_worker.setdefault((c.replica, c.rank), []).append(c)
     if not allow_failed_commits:
-        for (rep, rank), cs in sorted(by_worker.items()):
-            how = "; ".join(sorted({f"{c.source.replace('_', ' ')}: {c.evidence}" for c in cs}))
-            run_problems.append(
-                f"replica {rep} rank {rank}: {len(cs)} commit(s) failed (sync steps {', '.join(str(c.sync_step) for c in cs)}; "
-                f"{how}) and no injected fault explains it (--allow-failed-commits to accept)"
-            )
+        run_problems += _unexplained_failed_commits(failed_commits)
     ok = ok and not run_problems
     report = Report(
         verdict="pass" if ok else "fail",
@@ -492,7 +446,98 @@ def analyze(
         agreement=agreement,
         run_problems=run_problems,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
+        spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
+        comms=_comms(wobs),
     )
-    # the extracted spans, for renderers (compare's timeline) — not part of the JSON report
-    report.spans = {str(f.path): sp for f, sp in zip(inputs.files, spans)}
     return report
+
+
+def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule) -> list[int]:
+    """The cycles whose commit failed for ``replica``: its own failed commits, except those inside
+    steps it lost to a fault, plus the others' failed commits while it was away (it healed past them)."""
+    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica})
+    lost = faults.lost(replica)
+    if lost:
+        away = {schedule.cycle_of(c.sync_step) for c in failed_commits
+                if c.replica != replica and any(a <= c.sync_step <= b for a, b in lost)}
+        mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
+    return mine
+
+
+def _infer_failed(wobs: list[WorkerObs], logged: set[int], ids: RunIdentities, schedule: Schedule) -> list[tuple[WorkerObs, int, str]]:
+    """Failed commits of the replicas without an event log, inferred from their traces:
+    (worker, sync step, how). Updates each such worker's failed cycles and expectations."""
+    inferred: list[tuple[WorkerObs, int, str]] = []
+    for wo in wobs:
+        if wo.worker.replica in logged:
+            continue  # the event log says which commits failed
+        steps = commit_checks.infer(_syncs_seen(wo, ids), schedule, ids.distinct)
+        if steps:
+            wo.failed = sorted(set(wo.failed) | {schedule.cycle_of(s) for s, _ in steps})
+            wo.expected = _expect(schedule, wo.ranges, wo.failed, wo.lost)
+            inferred += [(wo, s, how) for s, how in steps]
+    return inferred
+
+
+def _results(wobs: list[WorkerObs], schedule: Schedule) -> tuple[list[EventResult], list[WorkerReport]]:
+    """Per worker: one result per matched (expected, observed) pair, and the worker's report."""
+    results: list[EventResult] = []
+    reports: list[WorkerReport] = []
+    for wo in wobs:
+        mine = [_result(wo, e, o, schedule) for e, o in wo.matches]
+        mine.sort(key=lambda r: (r.expected_step or r.observed_step or 0, r.kind == "sync"))
+        results.extend(mine)
+        w = wo.worker
+        reports.append(
+            WorkerReport(
+                replica=w.replica, rank=w.rank, source=w.source,
+                files=[str(t.path) for t in w.traces],
+                step_source=w.traces[0].step_source,
+                step_ranges=wo.ranges, failed_cycles=wo.failed, totals=_totals(mine),
+            )
+        )
+    return results, reports
+
+
+def _missing_traces(inputs, traced: set[int], faults: Faults, notes: list[str]) -> list[str]:
+    """Run problems: a replica group of the run without a trace that no fault explains. Notes a
+    job of which only some groups were given."""
+    problems: list[str] = []
+    if inputs.manifest is not None and inputs.whole_run:
+        for r in inputs.groups():
+            if r not in traced and not faults.explains_missing_trace(r):
+                problems.append(f"no trace for replica {r} (no fault explains it)")
+        total = inputs.manifest.get("replicas")
+        if len(inputs.run_dirs) >= 1 and isinstance(total, int) and inputs.groups() and len(inputs.groups()) < total:
+            notes.append(
+                f"job has {total} replica groups; inspected group(s) {inputs.groups()} "
+                "(give every group's run dir to check them all)"
+            )
+    return problems
+
+
+def _disagreements(ag) -> list[str]:
+    """Run problems: replicas whose synced parameters differ after a commit (``check_agreement``)."""
+    out = []
+    for d in ag.disagreements:
+        seen = ", ".join(
+            f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}" for r, v in sorted(d["replicas"].items())
+        )
+        out.append(f"replicas disagree on the synced parameters after manager step {d['manager_step']} (rank {d['rank']}): {seen}")
+    return out
+
+
+def _unexplained_failed_commits(failed_commits: list[commit_checks.FailedCommit]) -> list[str]:
+    """Run problems: per worker, the failed commits no injected fault explains."""
+    by_worker: dict[tuple[int, int], list[commit_checks.FailedCommit]] = {}
+    for c in failed_commits:
+        if not c.explained:
+            by_worker.setdefault((c.replica, c.rank), []).append(c)
+    out = []
+    for (rep, rank), cs in sorted(by_worker.items()):
+        how = "; ".join(sorted({f"{c.source.replace('_', ' ')}: {c.evidence}" for c in cs}))
+        out.append(
+            f"replica {rep} rank {rank}: {len(cs)} commit(s) failed (sync steps {', '.join(str(c.sync_step) for c in cs)}; "
+            f"{how}) and no injected fault explains it (--allow-failed-commits to accept)"
+        )
+    return out

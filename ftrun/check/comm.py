@@ -34,6 +34,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ftrun.check.evidence import numels_of
 from ftrun.trace.spans import Collective, Send, Span, Sync
 
 
@@ -102,7 +103,7 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
             sc.calls.append((ar.issue_ts, coll))
             n = _numel(ar.shapes)
             numel = numel + n if n is not None and numel is not None else None
-            item = (coll.itemsize if coll is not None else None) or ar.itemsize
+            item = coll.itemsize if coll is not None else None
             nbytes = nbytes + n * item if (nbytes is not None and n is not None and item) else None
         sc.numel = numel if ars else None
         sc.bytes = nbytes if ars else None
@@ -115,15 +116,10 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
 
 
 def _numel(shapes) -> Optional[int]:
+    """Elements in all of ``shapes`` (None when unknown)."""
     if shapes is None:
         return None
-    total = 0
-    for s in shapes:
-        n = 1
-        for d in s:
-            n *= d
-        total += n
-    return total
+    return sum(numels_of(shapes) or ())
 
 
 def blocked_until(sync: Sync) -> float:

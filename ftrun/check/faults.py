@@ -40,9 +40,6 @@ class FaultMark:
     def never_rejoined(self) -> bool:
         return self.rejoined_step is None
 
-    def covers(self, step: int) -> bool:
-        return self.lost_steps is not None and self.lost_steps[0] <= step <= self.lost_steps[1]
-
     def to_json(self) -> dict[str, Any]:
         return {
             "replica": self.replica, "action": self.action, "step": self.step,
@@ -58,9 +55,6 @@ class Faults:
 
     def lost(self, replica: int) -> list[tuple[int, int]]:
         return [m.lost_steps for m in self.marks if m.replica == replica and m.lost_steps]
-
-    def covers(self, replica: int, step: int) -> bool:
-        return any(m.replica == replica and m.covers(step) for m in self.marks)
 
     def explains_missing_trace(self, replica: int) -> bool:
         return any(m.replica == replica for m in self.marks)

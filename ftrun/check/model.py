@@ -102,6 +102,10 @@ class Report:
     run_problems: list[str] = field(default_factory=list)
     # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
     failed_commits: list[dict[str, Any]] = field(default_factory=list)
+    # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
+    # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
+    spans: dict[str, Any] = field(default_factory=dict, repr=False)
+    comms: dict[str, dict[float, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -114,6 +118,7 @@ class Report:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = dataclasses.asdict(dataclasses.replace(self, spans={}, comms={}))
+        del d["spans"], d["comms"]
         d["problems"] = self.problems()
         return d

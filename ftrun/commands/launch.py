@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun import layout
-from ftrun.errors import BadInput, Interrupted, RunFailed, raise_on_signal
+from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, raise_on_signal, stop_once_on_signal
 from ftrun.launch.groups import start_lighthouse
 from ftrun.launch.placement import plan as plan_placement
-from ftrun.launch.run import Stopped, install_signal_handlers
 from ftrun.launch.rundir import claim_named_run_dir
 from ftrun.launch.script import LaunchSpec, launch_manifest, script_group
 from ftrun.launch.watch import LaunchState, LogTail, Quorums, stop_groups, watch
@@ -34,7 +33,7 @@ from ftrun.output import atomic_write
 def launch(script_and_args: Sequence[str], *, json_out: bool = False, overwrite: bool = False, **flags) -> int:
     """Run the launch (module docstring); ``flags`` as ``LaunchSpec.build`` takes them."""
     spec = LaunchSpec.build(script_and_args, **flags)
-    old, signals = install_signal_handlers()
+    old, signals = stop_once_on_signal()
     try:
         return _launch(spec, json_out, overwrite, signals)
     except Stopped as e:
@@ -57,7 +56,7 @@ def _launch(spec: LaunchSpec, json_out: bool, overwrite: bool, signals: dict) ->
 
 
 def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: dict) -> int:
-    from ftrun.report.launch_view import LaunchLiveView, live_rows, print_summary
+    from ftrun.report.launch_view import LaunchLiveView, print_summary
 
     state = LaunchState(run_dir, [], kills=spec.kills, restarts=spec.restarts, timeout_s=spec.timeout_s)
     stopped: Optional[str] = None
@@ -114,7 +113,7 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: di
         "run_dir": str(run_dir),
         "script": str(spec.script),
         "seconds": round(seconds, 3),
-        "groups": live_rows(state),
+        "groups": state.rows(),
         "quorums_seen": state.quorums.last_id if state.quorums is not None else None,
         "faults_fired": state.fired,
         "traces": [{"replica": t.replica, "rank": t.rank, "path": str(t.path), "rank_source": t.rank_source,

@@ -6,7 +6,7 @@ Plan (``ftrun.grid``): the axes (a preset's and ``--axis``'s), their product, ea
 ``ftrun train --config DIR/NAME/cells/CELL.toml --json`` in a child process, writing its run
 dir ``DIR/NAME/CELL``; then the ``inspect-trace`` analysis (``ftrun.check.analyze``, which also
 runs the replica-agreement check on the event logs) and ``compare``'s per-run metrics
-(``ftrun.report.compare.run_metrics``). A cell's result is written to ``CELL/sweep-cell.json``;
+(``ftrun.check.metrics.run_metrics``). A cell's result is written to ``CELL/sweep-cell.json``;
 ``--resume`` skips cells that hold one. Ctrl-C / SIGTERM stops the running cells' trainings
 (each stops its own children), keeps what finished, writes ``sweep.json`` and exits 130.
 
@@ -147,7 +147,7 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         out["problem"] = first_error(err) or f"ftrun train exited {rc}"
         return out
     from ftrun.check.analyze import analyze
-    from ftrun.report.compare import run_metrics
+    from ftrun.check.metrics import run_metrics
 
     try:
         report = analyze([run_dir], allow_failed_commits=True)
@@ -236,11 +236,13 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
         if k not in keys and shared.get(k) is None and k not in (file_values or {}):
             shared[k] = v
     if preset == "tau" and "link" not in keys and not shared.get("link") and not (file_values or {}).get("link"):
-        from ftrun.report.compare import SYNC_SHARE, default_link
+        from ftrun.commands.compare import default_link
+        from ftrun.launch.placement import threads_per_rank
+        from ftrun.link_spec import SYNC_SHARE
 
         base = build(file_values=file_values, **shared, **{a.key: a.values[0] for a in axes})  # the grid's first cell
         ranks = base.replicas * base.nproc_per_replica
-        spec, calib = default_link(base, max(1, (os.cpu_count() or 1) // ranks))
+        spec, calib = default_link(base, threads_per_rank(ranks))
         shared["link"] = spec.as_flag()
         notes.append(f"link {spec.describe()} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
                      f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms")

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftrun import layout
+from ftrun.launch.lighthouse import lighthouse_argv
 from ftrun.launch.procs import spawn
-
-LIGHTHOUSE_ENTRY = str(Path(__file__).with_name("lighthouse_entry.py"))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -39,14 +38,7 @@ def start_lighthouse(run_dir: Path, min_replicas: int, host: str = "127.0.0.1", 
     port = port or free_port(host)
     log_path = run_dir / layout.LOGS / "lighthouse.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable, LIGHTHOUSE_ENTRY,
-        "--min_replicas", str(min_replicas),
-        "--bind", f"{host}:{port}",
-        "--join_timeout_ms", str(join_timeout_ms),
-        "--quorum_tick_ms", str(quorum_tick_ms),
-        "--heartbeat_timeout_ms", str(heartbeat_timeout_ms),
-    ]
+    argv = lighthouse_argv(f"{host}:{port}", min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
     with log_path.open("wb") as log:
         proc = spawn(argv, dict(os.environ), log)
     return Lighthouse(proc, f"http://{host}:{port}", log_path)

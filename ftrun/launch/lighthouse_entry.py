@@ -6,7 +6,7 @@ the interpreter's first argument for the flags to be read correctly.
 
 import sys
 
-from torchft._torchft import lighthouse_main
+from ftrun.torchft_compat import lighthouse_main
 
 if __name__ == "__main__":
     sys.exit(lighthouse_main())

@@ -101,3 +101,8 @@ def check_quantize(quantize: bool, backend: str, placement: Placement, has_trito
         has_triton = importlib.util.find_spec("triton") is not None
     if not has_triton:
         raise BadInput("--quantize: needs triton (torchft's quantized allreduce); it is not installed in this environment")
+
+
+def threads_per_rank(ranks: int) -> int:
+    """CPU threads each of ``ranks`` concurrent ranks gets: this host's cores shared out, at least 1."""
+    return max(1, (os.cpu_count() or 1) // max(ranks, 1))

@@ -8,7 +8,6 @@ tree from /proc before signalling, then SIGTERM, wait, SIGKILL what is left.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -16,13 +15,12 @@ import time
 from pathlib import Path
 from typing import IO, Sequence
 
+from ftrun.parent_death import set_parent_death_signal
+
 
 def _pdeathsig(sig: int):
     def preexec() -> None:
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)
-        except OSError:
-            pass
+        set_parent_death_signal(sig)
 
     return preexec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftrun.events import parse_lines, read_events
+from ftrun.events import parse_lines
 
 
 @dataclass
@@ -60,6 +60,3 @@ def update(progress: GroupProgress, records: list[dict]) -> None:
             progress.failed_commits += ok is False
             progress.last_sync = f"frag {rec['synced']} @ {rec['step']} {'ok' if ok else 'FAILED'}"
 
-
-def read_all(path: Path) -> list[dict]:
-    return read_events(path)

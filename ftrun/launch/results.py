@@ -1,13 +1,16 @@
-"""After a run: the manifest, the recovery story and the summary, from the run's own files. Torch-free."""
+"""After a run: the manifest, the recovery story and the summary, from the run's own files. Torch-free.
+
+The replicas' agreement is checked by the caller (``ftrun.check.agreement``) and handed in."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+import msgspec
+
 from ftrun import __version__, layout
-from ftrun.check.agreement import check_agreement
-from ftrun.launch.progress import read_all
+from ftrun.events import read_events, replica_stats
 from ftrun.launch.supervise import RunState
 from ftrun.output import atomic_write
 
@@ -20,6 +23,7 @@ def _resolved_backend(backend: str) -> str:
 
 
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
+    """manifest.json (``layout.Manifest``, validated before it is written); returns it as JSON data."""
     cfg, run_dir = state.cfg, state.run_dir
     metas = []
     for r in cfg.groups_here:
@@ -28,7 +32,8 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             if p.exists():
                 metas.append(json.loads(p.read_text()))
     first = metas[0] if metas else {}
-    manifest = {
+    manifest = msgspec.convert({
+        "format": layout.FORMAT,
         "ftrun_version": __version__,
         "job_id": state.job_id,
         "run_name": cfg.run_name,
@@ -63,11 +68,11 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             "fired": [json.loads(p.read_text()) for p in layout.fault_markers(run_dir)],
             "max_restarts": cfg.max_restarts,
         },
-        "run_events": read_all(layout.run_event_log(run_dir)),
+        "run_events": read_events(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
-    }
-    atomic_write(run_dir / layout.MANIFEST, json.dumps(manifest, indent=1))
-    return manifest
+    }, layout.Manifest)
+    atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
+    return msgspec.to_builtins(manifest)
 
 
 def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:
@@ -103,35 +108,39 @@ def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:
     }
 
 
-def summarise(state: RunState, manifest: dict) -> dict:
-    cfg, run_dir = state.cfg, state.run_dir
-    logs = {
-        (r, g): read_all(layout.event_log(run_dir, r, g))
+def read_logs(state: RunState) -> dict[tuple[int, int], list[dict]]:
+    """(replica, rank) -> event records, for every rank this host ran."""
+    cfg = state.cfg
+    return {
+        (r, g): read_events(layout.event_log(state.run_dir, r, g))
         for r in cfg.groups_here
         for g in range(cfg.nproc_per_replica)
     }
-    agreement = check_agreement(logs)
+
+
+def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[dict]], agreement) -> dict:
+    """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``."""
+    cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
     per_replica = []
     for r in cfg.groups_here:
-        recs = [x for x in logs.get((r, 0), []) if x.get("step") is not None]
-        train_time = sum(x["step_time_s"] for x in recs)
+        s = replica_stats(logs.get((r, 0), []))
         per_replica.append(
             {
                 "replica": r,
-                "steps": len({x["step"] for x in recs}),
-                "last_step": recs[-1]["step"] if recs else 0,
-                "steps_per_s": round(len(recs) / train_time, 3) if train_time else None,
-                "commits": sum(1 for x in recs if x.get("commit")),
-                "failed_commits": sum(1 for x in recs if x.get("commit") is False),
-                "final_loss": recs[-1]["loss"] if recs else None,
-                "final_manager_step": recs[-1]["manager_step_after"] if recs else None,
+                "steps": s.steps,
+                "last_step": s.last_step,
+                "steps_per_s": round(s.steps_per_s, 3) if s.steps_per_s else None,
+                "commits": s.commits,
+                "failed_commits": s.failed_commits,
+                "final_loss": s.final_loss,
+                "final_manager_step": s.final_manager_step,
             }
         )
     for p in per_replica:
         p["lost"] = state.lost.get(p["replica"])
         if p["last_step"] < cfg.steps and not state.failures and p["replica"] not in state.lost:
-            state.failures.append(
+            state.fail(
                 f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )

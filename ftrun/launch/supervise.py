@@ -10,6 +10,7 @@ outside torchft's waits is blamed (``ftrun.worker.whereabouts``).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
 from ftrun.launch.progress import EventTail, GroupProgress, update
 from ftrun.worker import whereabouts
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,9 +43,15 @@ class RunState:
 
     def log_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
-        rec = {"event": event, "t": time.time(), **fields}
+        rec = layout.RunEvent(event=event, t=time.time(), **fields)
         with self.run_log.open("a") as f:
-            f.write(json.dumps(rec) + "\n")
+            f.write(layout.to_json(rec) + "\n")
+        log.info("%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
+
+    def fail(self, message: str) -> None:
+        """The run failed: ``message`` is the one line the user sees."""
+        self.failures.append(message)
+        log.error("%s", message)
 
 
 def _last_line(path: Path) -> str:
@@ -77,24 +86,26 @@ def first_exception(text: str) -> str:
     return ""
 
 
-def _group_error(state: RunState, replica: int, since: int = 0) -> str:
-    """The first error a rank of the group wrote to its meta file, else the first exception
-    line of the group's log (from byte ``since``: the last incarnation)."""
+def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, str | None]:
+    """(reason, phase): the first error a rank of the group wrote to its meta file and the
+    torchft wait it failed in (``quorum``, ``sync``, ``step``). A rank that died before it could
+    write one (killed, or failed before Python ran ftrun): the first exception line of the
+    group's log (from byte ``since``: the last incarnation), phase None."""
     for g in range(state.cfg.nproc_per_replica):
         p = layout.meta_file(state.run_dir, replica, g)
         try:
-            err = json.loads(p.read_text()).get("error")
+            meta = json.loads(p.read_text())
         except (OSError, ValueError):
-            err = None
-        if err:
-            return err
+            continue
+        if meta.get("error"):
+            return meta["error"], meta.get("phase")
     try:
         with layout.group_log(state.run_dir, replica).open("rb") as f:
             f.seek(since)
             text = f.read().decode(errors="replace")
     except OSError:
-        return ""
-    return first_exception(text) or "no error message in the log"
+        return "", None
+    return first_exception(text) or "no error message in the log", None
 
 
 def _fired_fault(run_dir: Path, replica: int) -> str | None:
@@ -141,7 +152,7 @@ def supervise(state: RunState, on_tick) -> None:
                 cause = first_exception(state.lighthouse.log.read_text(errors="replace"))
             except OSError:
                 cause = ""
-            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
+            state.fail(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
                                   + (f": {cause}" if cause else "") + f"; see {state.lighthouse.log}")
             return
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
@@ -158,7 +169,7 @@ def supervise(state: RunState, on_tick) -> None:
                            + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
                            + f"; last log line: {_last_line(g.log)!r}; see {g.log}")
                     state.log_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
-                    state.failures.append(msg)
+                    state.fail(msg)
                     return
                 continue
             g.exit_codes.append(code)
@@ -184,16 +195,16 @@ def supervise(state: RunState, on_tick) -> None:
                 state.lost[r] = fault
                 state.log_event("group_lost", replica=r, step=step, fault=fault)
                 continue
-            reason = _group_error(state, r, g.log_offset)
-            if state.lost and len(pending) < cfg.min_replicas and "timeout" in reason.lower():
+            reason, phase = _group_error(state, r, g.log_offset)
+            if state.lost and len(pending) < cfg.min_replicas and phase == "quorum":
                 alive = len(pending)
-                state.failures.append(
+                state.fail(
                     f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.min_replicas} after "
                     + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
                     + f"; replica group {r} gave up after --quorum-timeout {cfg.quorum_timeout_s:g} s ({reason}); see {g.log}"
                 )
                 return
-            state.failures.append(
+            state.fail(
                 f"replica group {r} exited with code {code} at step {step} (manager step {state.progress[r].manager_step})"
                 + (f" after {g.restarts} restart(s)" if g.restarts else "")
                 + f": {reason}; see {g.log}"

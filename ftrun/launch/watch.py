@@ -115,6 +115,15 @@ class LaunchState:
     def group(self, replica: int) -> Group:
         return next(g for g in self.groups if g.replica == replica)
 
+    def rows(self) -> list[dict]:
+        """One row per group for the live view and the summary; a group that exited non-zero
+        shows its first error line, not its last line."""
+        return [{"replica": g.replica, "state": self.status.get(g.replica, "starting"), "exit_codes": list(g.exit_codes),
+                 "restarts": g.restarts, "quorums": self.quorums_joined.get(g.replica, 0),
+                 "last_line": group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
+                 else (self.tails[g.replica].last if g.replica in self.tails else "")}
+                for g in self.groups]
+
 
 def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
     if k.signal == "SIGKILL":

@@ -8,6 +8,7 @@ from typing import Any, Callable
 from rich.table import Table
 
 from ftrun.console import console as make_console, line, styled
+from ftrun.schedule import label as schedule_label
 
 
 def _f(fmt: str) -> Callable[[Any], str]:
@@ -28,7 +29,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
 
 ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
-    ("schedule (F, H, tau)", "schedule", lambda s: f"F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']}"),
+    ("schedule (F, H, tau)", "schedule", schedule_label),
     ("steps/s (mean)", "steps_per_s", _f(".2f")),
     ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),
     ("tokens/s per replica", "tokens_per_s_per_replica", _list(",.0f")),
@@ -127,3 +128,45 @@ def write_markdown(result: dict, path: Path) -> None:
     lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
     lines += ["", result["conclusion"], "", f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
     path.write_text("\n".join(lines))
+
+
+def throughput_claim(a: dict, b: dict) -> str:
+    """The throughput clause: a difference is claimed only when the ranges over repeats do not overlap."""
+    ratio = a["steps_per_s"] / b["steps_per_s"]
+    n = min(a.get("repeats", 1), b.get("repeats", 1))
+    sa, sb = (a.get("spread") or {}).get("steps_per_s"), (b.get("spread") or {}).get("steps_per_s")
+    if n < 2 or not sa or not sb:
+        return f"throughput {ratio:.2f}x from one run each (spread not measured: use --repeat 3)"
+    if sa[0] > sb[1] or sb[0] > sa[1]:
+        return f"throughput {ratio:.2f}x, beyond the spread of {n} runs each"
+    return (f"throughput {ratio:.2f}x is within the spread of {n} runs each ({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, "
+            f"{b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): no difference claimed")
+
+
+def conclusion(runs: list[dict]) -> str:
+    parts = []
+    for r in runs:
+        share = r["hidden_comm_share"]
+        ctrl = r.get("exposed_control_s")
+        text = f"{r['name']} hid {share * 100:.0f}% of its data communication and " if share is not None else f"{r['name']} "
+        text += f"exposed {r['exposed_comm_s']:.2f} s of data"
+        if ctrl is not None:
+            text += f" and {ctrl:.2f} s of control"
+        if r["per_sync_exposed_ms"] is not None:
+            text += f" ({r['per_sync_exposed_ms']:.0f}"
+            text += f" + {r['per_sync_exposed_control_ms']:.0f} ms per sync)" if r.get("per_sync_exposed_control_ms") is not None else " ms per sync)"
+        if r.get("compute_utilisation") is not None:
+            text += f", computing {r['compute_utilisation'] * 100:.0f}% of its loop time"
+        parts.append(text)
+    a, b = runs
+    text = "; ".join(parts) + "."
+    ta = a["exposed_comm_s"] + (a.get("exposed_control_s") or 0.0)
+    tb = b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0)
+    if ta and tb:
+        text += f" {a['name']}'s exposed communication (data + control) is {ta / tb * 100:.0f}% of {b['name']}'s"
+        if a["peak_sync_bytes"] and b["peak_sync_bytes"]:
+            text += f"; its peak bytes per sync are {a['peak_sync_bytes'] / b['peak_sync_bytes']:.2f}x"
+        if a["steps_per_s"] and b["steps_per_s"]:
+            text += "; " + throughput_claim(a, b)
+        text += "."
+    return text

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ftrun.check.model import EventResult, Report
 from ftrun.console import console as make_console, line, styled
+from ftrun.schedule import label as schedule_label
 
 
 def _ms(x: Optional[float]) -> str:
@@ -80,7 +81,7 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     if len(report.run_dirs) > 1:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(
-        f"schedule F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']} (w={s['window']}), "
+        f"schedule {schedule_label(s)} (w={s['window']}), "
         f"{report.mode}, step numbering {report.step_numbering['used']}"
     )
     for n in report.notes:

@@ -23,17 +23,6 @@ def _table(title: str, rows: list[dict]) -> Table:
     return t
 
 
-def live_rows(state) -> list[dict]:
-    """One row per group; a group that exited non-zero shows its first error line, not its last line."""
-    from ftrun.launch.watch import group_error
-
-    return [{"replica": g.replica, "state": state.status.get(g.replica, "starting"), "exit_codes": list(g.exit_codes),
-             "restarts": g.restarts, "quorums": state.quorums_joined.get(g.replica, 0),
-             "last_line": group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
-             else (state.tails[g.replica].last if g.replica in state.tails else "")}
-            for g in state.groups]
-
-
 class LaunchLiveView:
     """Refreshes from the groups' logs; disabled for --json or when stdout is not a terminal."""
 
@@ -54,7 +43,7 @@ class LaunchLiveView:
     def refresh(self, state) -> None:
         if self._live is not None:
             q = state.quorums.last_id if state.quorums is not None else "?"
-            self._live.update(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", live_rows(state)))
+            self._live.update(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", state.rows()))
 
 
 def print_summary(summary: dict) -> None:

@@ -31,7 +31,6 @@ import msgspec
 from ftrun.check.model import EventResult, Report
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
-from ftrun.labels import FTRUN_STEP_RE, PROFILER_STEP_RE
 from ftrun.trace.load import decode, read_bytes
 
 VERDICT_THREAD = "ftrun verdicts"
@@ -113,8 +112,6 @@ class _Worker:
         self.used: set[int] = {VERDICT_TID}
         self.next_tid = SYNTHETIC_TID
         self.thread_meta: set[tuple[str, int]] = set()
-        self.ftrun_steps: dict[int, float] = {}
-        self.prof_steps: dict[int, float] = {}
         self.first_ts: Optional[float] = None
 
     def tid(self, pid: Any, tid: Any) -> int:
@@ -130,10 +127,17 @@ class _Worker:
             self.tids[key] = got
         return got
 
-    def step_starts(self, offset: int) -> dict[int, float]:
-        if self.ftrun_steps:
-            return self.ftrun_steps
-        return {k + offset: ts for k, ts in self.prof_steps.items()}
+
+
+def step_starts(spans: list, offset: int) -> dict[int, float]:
+    """Training step -> start of its step span, from the check's extracted spans
+    (``Report.spans``); ProfilerStep numbers shifted by the fitted numbering's ``offset``."""
+    out: dict[int, float] = {}
+    for sp in spans:
+        shift = 0 if sp.step_source == "ftrun" else offset
+        for s in sp.steps:
+            out.setdefault(s.number + shift, s.span.ts)
+    return out
 
 
 def _stream_file(path: Path, w: _Worker, out: _Writer) -> int:
@@ -161,9 +165,6 @@ def _stream_file(path: Path, w: _Worker, out: _Writer) -> int:
         if ph == "X" and isinstance(name, str) and isinstance(ts, (int, float)):
             if w.first_ts is None or ts < w.first_ts:
                 w.first_ts = ts
-            m = FTRUN_STEP_RE.match(name) if name.startswith("ftrun::step") else PROFILER_STEP_RE.match(name)
-            if m:
-                (w.ftrun_steps if name.startswith("ftrun::step") else w.prof_steps).setdefault(int(m[1]), ts)
         out.write(ev)
         n += 1
     return n
@@ -200,7 +201,7 @@ def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
                 out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
                 for file in wr.files:
                     counts["events"] += _stream_file(Path(file), w, out)
-                starts = w.step_starts(offset)
+                starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
                 fallback = w.first_ts if w.first_ts is not None else 0.0
                 for e in report.events:
                     if e.replica != wr.replica or e.rank != wr.rank:

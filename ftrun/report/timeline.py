@@ -30,10 +30,9 @@ class Lane:
 
 
 def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
-    """Build lanes (rank 0 of each replica) from an inspect ``Report`` and its trace files."""
-    from ftrun.check.comm import attribute, blocked_until
-    from ftrun.trace.load import load_trace
-    from ftrun.trace.spans import extract
+    """Build lanes (rank 0 of each replica) from an inspect ``Report``: its spans and per-send
+    communication (``Report.spans``, ``Report.comms``), as the check measured them."""
+    from ftrun.check.comm import blocked_until
 
     frag_by_ts = {(e.replica, e.rank, e.ts_us): e.fragment for e in report.events if e.kind == "send" and e.ts_us is not None}
     lanes: list[Lane] = []
@@ -42,13 +41,17 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             continue
         lane = Lane(f"{name} · replica {w.replica}")
         for f in w.files:
-            spans = getattr(report, "spans", {}).get(f) or extract(Path(f), load_trace(Path(f)))
-            if not spans.steps:
+            spans = report.spans.get(f)
+            if spans is None or not spans.steps:
                 continue
             t0 = spans.steps[0].span.ts
             sec = lambda us: (us - t0) / 1e6  # noqa: E731
             lane.steps += [(sec(s.span.ts), sec(s.span.end)) for s in spans.steps]
-            for send, comm in zip(spans.sends, attribute(spans.sends, spans.collectives)):
+            comms = report.comms.get(f, {})
+            for send in spans.sends:
+                comm = comms.get(send.span.ts)
+                if comm is None:
+                    continue
                 frag = frag_by_ts.get((w.replica, w.rank, send.span.ts))
                 frag = frag if frag is not None else 0
                 if comm.done_ts is not None:
@@ -62,12 +65,12 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             train_threads = {s.span.thread for s in spans.steps}
             # torchft also calls wait_quorum on an already formed quorum (in manager.allreduce,
             # and ftrun's bookkeeping between steps asks num_participants): those are not drawn
-            lane.controls += [(sec(q.ts), sec(q.end)) for q in getattr(spans, "quorums", [])
+            lane.controls += [(sec(q.ts), sec(q.end)) for q in spans.quorums
                               if q.thread in train_threads and q.dur >= MIN_CONTROL_US and _in_step(q.ts, spans.steps)]
             break  # one window per lane keeps the picture readable
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
-    for f in getattr(report, "faults", None) or []:
+    for f in report.faults:
         label = f"{name} · replica {f['replica']}"
         if label not in traced and len(lanes) < max_replicas:
             lost = f.get("lost_steps")

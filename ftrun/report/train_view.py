@@ -7,6 +7,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ftrun.console import console as make_console, line, styled
+from ftrun.schedule import label as schedule_label
 
 
 def _progress_table(state) -> Table:
@@ -65,7 +66,7 @@ def print_summary(summary: dict) -> None:
     s = summary["schedule"]
     link = summary.get("link")
     t = Table(
-        title=f"ftrun train · F={s['fragments']} H={s['sync_every']} tau={s['fragment_sync_delay']} · {summary['backend']}"
+        title=f"ftrun train · {schedule_label(s)} · {summary['backend']}"
         + (f" · emulated link {link['describe']}" if link else ""),
         title_justify="left",
     )

@@ -22,17 +22,15 @@ Identity of non-manifest files is settled later (``ftrun.check.workers``): the f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.output import RUN_MARKER
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-NOT_TRACES = {layout.MANIFEST, layout.SUMMARY, "spec.json"}
+NOT_TRACES = {layout.MANIFEST, layout.SUMMARY, layout.SPEC}
 
 
 @dataclass
@@ -70,7 +68,7 @@ def _run_dir_bookkeeping(q: Path, top: Path) -> bool:
     """``q`` (found below ``top``) is one of an ftrun run dir's own files outside ``traces/``
     (meta/, events/, ...): never a trace."""
     for d in q.parents:
-        if (d / RUN_MARKER).is_file() or (d / layout.MANIFEST).is_file():
+        if (d / layout.RUN_MARKER).is_file() or (d / layout.MANIFEST).is_file():
             return q.parent != d / layout.TRACES
         if d == top:
             return False
@@ -87,10 +85,7 @@ def run_dir_of(p: Path) -> Optional[Path]:
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
     path = run_dir / layout.MANIFEST
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadInput(f"{path}: unreadable manifest ({e})") from None
+    m = layout.read_manifest(run_dir)
     if not isinstance(m, dict) or not isinstance(m.get("schedule"), dict):
         raise BadInput(f"{path}: manifest without a 'schedule' object")
     if not isinstance(m.get("traces"), list):
@@ -140,7 +135,7 @@ def discover(paths: list[Path]) -> Inputs:
                 continue
             files.append(TraceFile(p))
             continue
-        if p.is_dir() and ((p / RUN_MARKER).is_file() or (p / "spec.json").is_file()):  # ftrun's, no manifest
+        if p.is_dir() and ((p / layout.RUN_MARKER).is_file() or (p / layout.SPEC).is_file()):  # ftrun's, no manifest
             found = sorted(q for q in (p / layout.TRACES).glob("*") if q.is_file() and is_trace_name(q))
             if not found:
                 raise BadInput(f"{p}: interrupted run: no traces were written (no {layout.MANIFEST})")

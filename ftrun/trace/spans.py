@@ -1,6 +1,6 @@
 """Extract the spans the schedule check needs from a decoded trace. Torch-free.
 
-Label meanings (spelled only in ``ftrun.labels``):
+Label meanings (spelled only in ``ftrun.torchft_compat``):
 
 * step: ``ftrun::step#S manager_step=M`` (ftrun's worker; S is the absolute training step) when
   the trace has any, else ``ProfilerStep#k`` (k is turned into a step by the caller's numbering).
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Hashable, Optional
 
 from ftrun.errors import BadInput
-from ftrun.labels import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
+from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
 import msgspec
 
 from ftrun.trace.schema import (
@@ -82,7 +82,6 @@ class Allreduce:
 
     span: Span
     shapes: Optional[tuple[Shape, ...]]
-    itemsize: Optional[int] = None
     issue_ts: float = 0.0
 
 
@@ -151,7 +150,6 @@ class TraceSpans:
     rank: Optional[int] = None  # distributedInfo.rank
     has_shapes: bool = False
     events: int = 0
-    extra: dict = field(default_factory=dict)
     quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
     device_steps: list[StepSpan] = field(default_factory=list)  # gpu_user_annotation step copies
@@ -262,18 +260,24 @@ def _wanted(labels: LabelSet) -> set[str]:
     }
 
 
-def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
-    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
+@dataclass
+class _Classified:
+    """A trace's events sorted into what ``extract`` reads (one pass over the events)."""
+
+    by_name: dict[str, list[TraceEvent]]  # host spans of the wanted names
+    prof_steps: list[StepSpan] = field(default_factory=list)
+    ftrun_steps: list[StepSpan] = field(default_factory=list)
+    dev_prof: list[StepSpan] = field(default_factory=list)  # device copies of the step spans
+    dev_ftrun: list[StepSpan] = field(default_factory=list)
+    commit_children: list[TraceEvent] = field(default_factory=list)  # should_commit's synchronize children
+    kernels: list[TraceEvent] = field(default_factory=list)  # NCCL kernels
+    launches: list[TraceEvent] = field(default_factory=list)  # CUDA launches and stream waits
+    copies: int = 0  # device copies of host spans (gpu_user_annotation)
+
+
+def _classify(path: Path, trace: ChromeTrace, labels: LabelSet) -> _Classified:
     wanted_names = _wanted(labels)
-    by_name: dict[str, list[TraceEvent]] = {n: [] for n in wanted_names}
-    prof_steps: list[StepSpan] = []
-    ftrun_steps: list[StepSpan] = []
-    dev_prof: list[StepSpan] = []
-    dev_ftrun: list[StepSpan] = []
-    commit_children: list[TraceEvent] = []
-    kernels: list[TraceEvent] = []
-    launches: list[TraceEvent] = []
-    copies = 0
+    out = _Classified({n: [] for n in wanted_names})
     kernel_prefixes = labels.nccl_kernel_any
     waits = set(labels.cuda_stream_wait)
     keep = _filter(labels, wanted_names)
@@ -287,20 +291,20 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         cat, name = e.cat.lower(), e.name
         if cat == KERNEL:
             if name.startswith(kernel_prefixes):
-                kernels.append(e)
+                out.kernels.append(e)
             continue
         if cat in LAUNCH_CATS:
             if name.startswith(labels.cuda_launch) or name in waits:
-                launches.append(e)
+                out.launches.append(e)
             continue
         device = cat == GPU_ANNOTATION
         if not device and cat not in CPU_CATS:
             continue  # another device-side category (memcpy, ...): never a host span
         if device:
-            copies += 1
-            dst_prof, dst_ftrun = dev_prof, dev_ftrun
+            out.copies += 1
+            dst_prof, dst_ftrun = out.dev_prof, out.dev_ftrun
         else:
-            dst_prof, dst_ftrun = prof_steps, ftrun_steps
+            dst_prof, dst_ftrun = out.prof_steps, out.ftrun_steps
         if name.startswith("ProfilerStep#"):
             m = PROFILER_STEP_RE.match(name)
             if m:
@@ -312,32 +316,26 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         elif device:
             pass  # the device copy of a send/sync/collective span: recognised, not a second event
         elif name.startswith(labels.should_commit_prefix):
-            commit_children.append(e)
+            out.commit_children.append(e)
         else:
-            bucket = by_name.get(name)
+            bucket = out.by_name.get(name)
             if bucket is not None:
                 bucket.append(e)
+    return out
 
-    steps, source = (ftrun_steps, "ftrun") if ftrun_steps else (prof_steps, "profiler")
-    if not steps:
-        raise BadInput(
-            f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
-            "profile with a torch.profiler schedule or ftrun's worker"
-        )
-    steps.sort(key=lambda s: s.span.ts)
-    device_steps = sorted(dev_ftrun if source == "ftrun" else dev_prof, key=lambda s: s.span.ts)
 
+def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list[Send], list[TraceEvent], list[Optional[tuple[Shape, ...]]], bool]:
+    """(sends, their manager.allreduce spans in send order, those calls' shapes, any shapes seen)."""
     ar_index = _Index(by_name[labels.allreduce])
     c10d_index = _Index([e for n in (*labels.c10d_allreduce, *labels.c10d_quantized) for e in by_name[n]])
     has_shapes = False
-
     sends: list[Send] = []
-    calls: list[TraceEvent] = []  # manager.allreduce spans of the sends, in send order
+    calls: list[TraceEvent] = []
     call_shapes: list[Optional[tuple[Shape, ...]]] = []
     for ps in sorted(by_name[labels.prepare_sync], key=lambda e: e.ts):
         ars = []
         for ar in ar_index.inside(ps):
-            shapes, itemsize, issue = None, None, ar.ts
+            shapes, issue = None, ar.ts
             for k, op in enumerate(c10d_index.inside(ar)):
                 if k == 0:
                     issue = op.ts
@@ -346,12 +344,16 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
                 got = _shapes(raw_json(args_of(op).input_dims))
                 if got:
                     shapes = (shapes or ()) + got
-            ars.append(Allreduce(_span(ar), shapes, itemsize, issue))
+            ars.append(Allreduce(_span(ar), shapes, issue))
             calls.append(ar)
             call_shapes.append(shapes)
             has_shapes = has_shapes or shapes is not None
         sends.append(Send(_span(ps), tuple(ars)))
+    return sends, calls, call_shapes, has_shapes
 
+
+def _syncs(by_name: dict[str, list[TraceEvent]], commit_children: list[TraceEvent], labels: LabelSet) -> list[Sync]:
+    """Every perform_sync with its wait, restore (and what it copied), should_commit and result."""
     wait_index = _Index(by_name[labels.wait])
     restore_index = _Index(by_name[labels.restore_parameters])
     commit_index = _Index(by_name[labels.should_commit])
@@ -386,9 +388,11 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
                 _committed(commits, save_index.inside(pf)),
             )
         )
+    return syncs
 
-    notes: list[str] = []
-    kern = _link_kernels(kernels, launches, labels, calls, path, notes)
+
+def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], call_shapes: list, labels: LabelSet) -> list[Collective]:
+    """The collectives really running: backend host spans (or, with GPU activity, the kernels), by start."""
     colls: list[Collective] = []
     # (the quantized path's nccl:all_to_all / nccl:all_gather_* host spans are launches only, and
     # come two per call: never collectives; its kernels are, grouped per call)
@@ -400,7 +404,24 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
             colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD)))
     colls.extend(_kernel_collectives(kern, call_shapes))
     colls.sort(key=lambda c: c.span.ts)
+    return colls
 
+
+def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
+    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
+    c = _classify(path, trace, labels)
+    steps, source = (c.ftrun_steps, "ftrun") if c.ftrun_steps else (c.prof_steps, "profiler")
+    if not steps:
+        raise BadInput(
+            f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
+            "profile with a torch.profiler schedule or ftrun's worker"
+        )
+    steps.sort(key=lambda s: s.span.ts)
+    device_steps = sorted(c.dev_ftrun if source == "ftrun" else c.dev_prof, key=lambda s: s.span.ts)
+    sends, calls, call_shapes, has_shapes = _sends(c.by_name, labels)
+    syncs = _syncs(c.by_name, c.commit_children, labels)
+    notes: list[str] = []
+    kern = _link_kernels(c.kernels, c.launches, labels, calls, path, notes)
     di = trace.distributedInfo
     return TraceSpans(
         path=path,
@@ -408,16 +429,16 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         steps=steps,
         sends=sends,
         syncs=syncs,
-        collectives=colls,
+        collectives=_collectives(c.by_name, kern, call_shapes, labels),
         rank=di.rank if di is not None else None,
         has_shapes=has_shapes,
         events=len(trace.traceEvents),
         kernels=kern,
         device_steps=device_steps,
-        device_copies=copies,
-        stream_waits=sorted((_span(e) for e in launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
+        device_copies=c.copies,
+        stream_waits=sorted((_span(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
         notes=notes,
-        quorums=sorted((_span(e) for e in by_name[labels.wait_quorum]), key=lambda s: s.ts),
+        quorums=sorted((_span(e) for e in c.by_name[labels.wait_quorum]), key=lambda s: s.ts),
     )
 
 

@@ -21,31 +21,27 @@ import subprocess
 import sys
 import time
 
+from ftrun.config import RunConfig
 
-def measure(cfg: dict, threads: int, steps: int = 8) -> dict:
+
+def measure(cfg: RunConfig, threads: int, steps: int = 8) -> dict:
+    """The median time of one inner step (``ftrun.worker.setup.train_step``) of ``cfg``'s model."""
     import torch
-    import torch.nn.functional as F
 
-    from ftrun.worker.data import Batches
-    from ftrun.worker.models import build_model
+    from ftrun.worker.setup import make_data, make_inner, make_model, train_step
 
     torch.set_num_threads(threads)
-    torch.manual_seed(cfg["seed"])
-    cuda = torch.cuda.is_available() and cfg.get("backend", "auto") in ("auto", "nccl", "baby-nccl")
+    cuda = torch.cuda.is_available() and cfg.backend in ("auto", "nccl", "baby-nccl")
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    model = build_model(cfg).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
-    data = Batches(cfg["data"], cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], 0)
+    model = make_model(cfg, device)
+    opt = make_inner(model, cfg)
+    data = make_data(cfg, 0)
     times = []
     for i in range(steps + 2):
-        x, y = data.next()
-        x, y = x.to(device), y.to(device)
         sync()
         t0 = time.perf_counter()
-        opt.zero_grad()
-        F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
-        opt.step()
+        train_step(model, opt, data, device)
         sync()
         if i >= 2:
             times.append(time.perf_counter() - t0)
@@ -74,4 +70,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 3:
         print(json.dumps(measure_layout(cfg_arg, threads_arg, int(sys.argv[3]))))
     else:
-        print(json.dumps(measure(json.loads(cfg_arg), threads_arg)))
+        print(json.dumps(measure(RunConfig(**json.loads(cfg_arg)), threads_arg)))

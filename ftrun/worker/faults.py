@@ -11,45 +11,48 @@ tells the parent what happened and keeps a restarted group from firing it again.
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import signal
 import time
 from pathlib import Path
 
+from ftrun import layout
+
+log = logging.getLogger(__name__)
+
 
 class Faults:
-    def __init__(self, specs: list[dict], replica: int, rank: int, run_dir: Path) -> None:
-        self.mine = {f["step"]: f for f in specs if f["replica"] == replica}
+    def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
+        self.mine = {f.step: f for f in specs if f.replica == replica}
         self.rank = rank
-        self.dir = run_dir / "faults"
-
-    def _key(self, f: dict) -> str:
-        return f"{f['action']}-r{f['replica']}-s{f['step']}"
+        self.run_dir = run_dir
 
     def before_step(self, step: int) -> None:
         f = self.mine.get(step)
         if f is None:
             return
-        marker = self.dir / f"{self._key(f)}.json"
-        if f["action"] == "hang":
+        marker = layout.fault_marker(self.run_dir, f.key)
+        if f.action == "hang":
             if marker.exists() and self.rank == 0:
                 return
             if self.rank == 0:
                 self._mark(marker, f, step)
-            time.sleep(f["seconds"])
+            time.sleep(f.seconds)
             return
         if self.rank != 0 or marker.exists():
             return
         self._mark(marker, f, step)
         launcher = os.getppid()
-        if f["action"] == "kill":
+        if f.action == "kill":
             os.kill(launcher, signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
         else:
             os.kill(launcher, signal.SIGTERM)
             time.sleep(30)  # torchrun stops us; never train past the fault step
 
-    def _mark(self, marker: Path, f: dict, step: int) -> None:
-        self.dir.mkdir(exist_ok=True)
-        marker.write_text(json.dumps({**f, "fired_at": time.time(), "fired_step": step, "pid": os.getpid()}))
+    def _mark(self, marker: Path, f: layout.FaultSpec, step: int) -> None:
+        marker.parent.mkdir(exist_ok=True)
+        fired = layout.FaultMarker(f.replica, f.step, f.action, f.seconds, fired_at=time.time(), fired_step=step, pid=os.getpid())
+        marker.write_text(layout.to_json(fired))
+        log.warning("fault %s fires at step %d", f.key, step)

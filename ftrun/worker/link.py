@@ -36,7 +36,7 @@ from torch.profiler import record_function
 from torchft.process_group import ProcessGroup, ProcessGroupWrapper
 
 from ftrun import linkcost
-from ftrun.labels import LINK_CONTROL_QUORUM, LINK_HOLD
+from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LINK_HOLD, after_each_quorum
 
 
 class HeldWork(dist._Work):
@@ -102,7 +102,7 @@ class LinkEmulator(ProcessGroupWrapper):
         self._free_at = 0.0  # monotonic time at which the emulated link has sent everything queued
         self._lock = threading.Lock()
 
-    def _r(self) -> int:
+    def _replicas(self) -> int:
         if self.replicas is not None:
             return self.replicas
         try:
@@ -113,7 +113,7 @@ class LinkEmulator(ProcessGroupWrapper):
     def deadline(self, kind: str, nbytes: int, issued: float) -> float:
         """Completion time of a collective issued at ``issued`` on the shared link."""
         with self._lock:
-            self._free_at, done = linkcost.enqueue(self._free_at, issued, kind, nbytes, self._r(), self.bandwidth_bps, self.latency_s)
+            self._free_at, done = linkcost.enqueue(self._free_at, issued, kind, nbytes, self._replicas(), self.bandwidth_bps, self.latency_s)
             return done
 
     def _held(self, kind: str, work: dist._Work, nbytes: int, issued: float) -> dist._Work:
@@ -184,28 +184,17 @@ class LinkEmulator(ProcessGroupWrapper):
         return self._inner
 
 
-class _ControlClient:
-    """A transparent proxy for torchft's ``ManagerClient`` that holds each quorum reply."""
-
-    def __init__(self, client: Any, hold_s: float) -> None:
-        self._client = client
-        self._hold_s = hold_s
-
-    def _quorum(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._client._quorum(*args, **kwargs)
-        if self._hold_s > 0:
-            with record_function(LINK_CONTROL_QUORUM):
-                time.sleep(self._hold_s)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 def hold_control(manager: Any, latency_s: float) -> None:
     """Hold ``manager``'s cross-group control RPCs by their round trips (``ftrun.linkcost``).
 
     Only the quorum crosses the inter-group link (``should_commit`` is a vote inside one
-    replica group: 0 round trips), so only ``_quorum`` is wrapped.
+    replica group: 0 round trips), so only the quorum reply is held.
     """
-    manager._client = _ControlClient(manager._client, linkcost.control_s("quorum", latency_s))
+    hold_s = linkcost.control_s("quorum", latency_s)
+
+    def hold(result: Any) -> None:
+        if hold_s > 0:
+            with record_function(LINK_CONTROL_QUORUM):
+                time.sleep(hold_s)
+
+    after_each_quorum(manager, hold)

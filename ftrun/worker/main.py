@@ -14,24 +14,44 @@ line (``ftrun.worker.recorder``) and TensorBoard scalars (handed to the writer i
 from __future__ import annotations
 
 import contextlib
-import json
+import logging
 import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ftrun.torchft_compat import has_quorum, quorum_id
+
+log = logging.getLogger("ftrun.worker")
+
+if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
+    import torch
+    import torchft
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ftrun.config import RunConfig
+    from ftrun.worker.faults import Faults
+    from ftrun.worker.quorum_probe import QuorumProbe
+    from ftrun.worker.recorder import StepRecorder
+    from ftrun.worker.setup import HealState, RankEnv, Training
+    from ftrun.worker.whereabouts import Whereabouts
 
 
 def main(spec_path: str) -> int:
     from ftrun.worker.setup import die_with_parent
 
     die_with_parent()
-    spec = json.loads(Path(spec_path).read_text())
-    cfg, run_dir = spec["config"], Path(spec["run_dir"])
+    from ftrun import layout
+    from ftrun.config import RunConfig
+
+    spec = layout.read_spec(Path(spec_path))
+    cfg, run_dir = RunConfig(**spec.config), Path(spec.run_dir)
 
     import torch
     from torchft.local_sgd import DiLoCo
 
-    from ftrun import layout
+    from ftrun.torchft_compat import diloco_fragments
     from ftrun.worker.faults import Faults
     from ftrun.worker.meta import RankMeta, versions
     from ftrun.worker.models import describe_fragments
@@ -42,15 +62,19 @@ def main(spec_path: str) -> int:
     from ftrun.worker.whereabouts import Whereabouts
 
     env = RankEnv.from_environ()
-    torch.set_num_threads(int(spec.get("threads", 1)))
-    backend, device = pick_device(cfg["backend"], env.local_rank)
+    from ftrun import runlog
+
+    runlog.attach(run_dir)
+    log.info("%s starting (restart %d, pid %d)", layout.worker_name(env.replica, env.rank), env.restart, os.getpid())
+    torch.set_num_threads(spec.threads)
+    backend, device = pick_device(cfg.backend, env.local_rank)
     training = build_training(cfg, env, device)
     heal = HealState(training)
-    manager = make_manager(spec, env, backend, heal)
-    if spec.get("link"):
+    manager = make_manager(spec, cfg, env, backend, heal)
+    if spec.link is not None:
         from ftrun.worker.link import hold_control
 
-        hold_control(manager, spec["link"]["latency_s"])
+        hold_control(manager, spec.link.latency_s)
     probe = QuorumProbe(manager)
     where = Whereabouts(run_dir, env.replica, enabled=env.rank == 0)
     manager.start_quorum = where.around("quorum", manager.start_quorum)
@@ -63,7 +87,7 @@ def main(spec_path: str) -> int:
 
         writer = SummaryWriter(str(run_dir / layout.TB / f"replica{env.replica}"), max_queue=100)
     # a restarted group is not profiled: its step numbers are known only once it has rejoined
-    window = tuple(spec["profile_window"]) if spec.get("profile_window") and not env.restart else None
+    window = tuple(spec.profile_window) if spec.profile_window and not env.restart else None
     traces: list[str] = []
     meta = RankMeta(
         layout.meta_file(run_dir, env.replica, env.rank),
@@ -80,24 +104,26 @@ def main(spec_path: str) -> int:
             training.fragments,
             training.inner,
             training.outer,
-            sync_every=cfg["sync_every"],
-            fragment_sync_delay=cfg["fragment_sync_delay"],
-            fragment_update_alpha=cfg["fragment_update_alpha"],
-            use_bucketization=cfg["bucketize"],
-            should_quantize=cfg["quantize"],
+            sync_every=cfg.sync_every,
+            fragment_sync_delay=cfg.fragment_sync_delay,
+            fragment_update_alpha=cfg.fragment_update_alpha,
+            use_bucketization=cfg.bucketize,
+            should_quantize=cfg.quantize,
             backup_device=device,
         ) as diloco:
             recorder.attach(diloco)
-            for frag in diloco._fragments:
+            for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
             loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            Faults(spec.get("faults", []), env.replica, env.rank, run_dir), device)
+                            Faults(spec.faults, env.replica, env.rank, run_dir), device)
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
-        meta.failed(e)
+        meta.failed(e, where.failed_in)
+        log.exception("rank failed (in %s)", where.failed_in or "step")
         raise
+    log.info("%s done: %d commits, %d failed", layout.worker_name(env.replica, env.rank), recorder.commits, recorder.failed_commits)
     meta.write("done", commits=recorder.commits, failed_commits=recorder.failed_commits, final_manager_step=manager.current_step())
     recorder.close()
     if writer is not None:
@@ -112,24 +138,26 @@ TB_EVERY = 20  # steps of TensorBoard scalars handed to the writer at once
 class StepLoop:
     """The training loop of one rank; owns step numbering (and realignment after a restart)."""
 
-    def __init__(self, cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer, faults, device) -> None:
+    def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
+                 heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
+                 writer: SummaryWriter | None, faults: Faults, device: torch.device) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
-        self.t, self.manager, self.heal, self.probe = training, manager, heal, probe
+        self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
-        self.sleep_s = cfg.get("step_sleep_ms", 0.0) / 1e3
+        self.sleep_s = cfg.step_sleep_ms / 1e3
         self._tb_last: dict = {}
         self._tb_pending: list = []
 
     def run(self, prof) -> None:
         from torch.profiler import record_function
 
-        from ftrun.labels import ftrun_step_label
+        from ftrun.torchft_compat import ftrun_step_label
 
         if prof is not None:
             prof.start()
         step = 1
         rejoining = bool(self.env.restart)  # until the first quorum tells us where the run is
-        while step <= self.cfg["steps"]:
+        while step <= self.cfg.steps:
             if prof is not None:
                 prof.step()
             if not rejoining:
@@ -156,15 +184,10 @@ class StepLoop:
             prof.stop()
 
     def train_step(self):
-        import torch.nn.functional as F
+        from ftrun.worker.setup import train_step
 
-        t = self.t
-        inputs, targets = t.data.next()
-        inputs, targets = inputs.to(self.device), targets.to(self.device)
-        t.inner.zero_grad()
-        loss = F.cross_entropy(t.train_model(inputs).flatten(0, 1), targets.flatten())
-        loss.backward()
-        t.inner.step()  # DiLoCo's post-hook sends/syncs here (and quorums, and heals)
+        t = self.training
+        loss = train_step(t.train_model, t.inner, t.data, self.device)  # DiLoCo's post-hook sends/syncs in inner.step()
         if self.sleep_s:
             time.sleep(self.sleep_s)
         return loss
@@ -183,10 +206,10 @@ class StepLoop:
 
     def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:
         m = self.manager
-        participants = m.num_participants() if m._quorum_future is not None else None
+        participants = m.num_participants() if has_quorum(m) else None
         self.recorder.end_step(
             step=step, manager_step=mstep, manager_step_after=m.current_step(), participants=participants,
-            quorum_id=getattr(m, "_quorum_id", None), loss=loss, step_time_s=dt, restart=self.env.restart, **extra,
+            quorum_id=quorum_id(m), loss=loss, step_time_s=dt, restart=self.env.restart, **extra,
         )
         if self.writer is not None and step is not None:
             # loss and step time every step; manager step and participants when they change

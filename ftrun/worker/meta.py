@@ -1,7 +1,9 @@
 """``meta/replica{r}_rank{g}.json``: what a rank knows about itself, for the parent's manifest.
 
 Written at start (status ``running``), at the end (``done``, with commits) or on an error
-(``failed``, with the error's first line, which the parent shows).
+(``failed``: ``error`` = the error's first line, which the parent shows; ``error_type``; and
+``phase`` = the torchft wait it left, ``quorum`` or ``sync``, or ``step``). The parent tells
+failures apart by these fields, never by the text of a log.
 """
 
 from __future__ import annotations
@@ -35,5 +37,6 @@ class RankMeta:
         self.data.update(fields, status=status)
         atomic_write(self.path, json.dumps(self.data, indent=1))  # the parent may read it meanwhile
 
-    def failed(self, e: BaseException) -> None:
-        self.write("failed", error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500])
+    def failed(self, e: BaseException, phase: str | None = None) -> None:
+        self.write("failed", error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500],
+                   error_type=type(e).__name__, phase=phase or "step")

@@ -65,9 +65,11 @@ class TokenModel(nn.Module):
         return self.head(self.norm(x))
 
 
-def build_model(cfg: dict) -> nn.Module:
-    """The run's model from its config dict: the built-in ``TokenModel`` or a user's factory
-    (``--model MODULE:FACTORY``, ``ftrun.worker.user_model``)."""
+def build_model(cfg) -> nn.Module:
+    """The run's model from its config (a ``RunConfig`` or its ``resolved()`` dict): the built-in
+    ``TokenModel`` or a user's factory (``--model MODULE:FACTORY``, ``ftrun.worker.user_model``)."""
+    if not isinstance(cfg, dict):
+        cfg = cfg.resolved()
     if cfg["model"] in ("mlp", "transformer"):
         return TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
     from ftrun.worker.user_model import build_user_model

@@ -1,7 +1,7 @@
 """Record every quorum torchft computes for this rank: participants, quorum id, heals.
 
-The Manager asks its ``ManagerClient._quorum`` for each new quorum (from its quorum thread);
-we put a transparent proxy in front of that client and keep the results. Replica ids are
+The Manager asks its client for each new quorum (from its quorum thread); we see each result
+(``ftrun.torchft_compat.after_each_quorum``) and keep it. Replica ids are
 ``<job>_replica<r>:<uuid>`` (torchft appends the uuid), so replica numbers are recoverable.
 """
 
@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any, Optional
 
+from ftrun.torchft_compat import after_each_quorum
+
 _REPLICA_RE = re.compile(r"_replica(\d+)(?::|$)")
 
 
@@ -20,26 +22,12 @@ def replica_of(replica_id: str) -> Optional[int]:
     return int(m[1]) if m else None
 
 
-class _ClientProxy:
-    def __init__(self, client: Any, probe: "QuorumProbe") -> None:
-        self._client = client
-        self._probe = probe
-
-    def _quorum(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._client._quorum(*args, **kwargs)
-        self._probe.record(result)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 class QuorumProbe:
     def __init__(self, manager: Any) -> None:
         self._lock = threading.Lock()
         self._new: list[dict] = []
         self.last_quorum_id: Optional[int] = None
-        manager._client = _ClientProxy(manager._client, self)
+        after_each_quorum(manager, self.record)
 
     def record(self, q: Any) -> None:
         ids = list(getattr(q, "replica_ids", []) or [])

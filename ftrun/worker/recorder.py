@@ -21,12 +21,14 @@ accounting read these files live, so lines are not held back).
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+from ftrun.layout import EventRecord, to_json
+from ftrun.torchft_compat import diloco_fragments
 
 
 def fingerprint(tensors: dict[str, torch.Tensor]) -> str:
@@ -58,7 +60,7 @@ class StepRecorder:
         self.failed_commits = 0
 
     def attach(self, diloco: Any) -> None:
-        for frag_id, frag in enumerate(diloco._fragments):
+        for frag_id, frag in enumerate(diloco_fragments(diloco)):
             frag.prepare_sync = self._wrap_send(frag_id, frag.prepare_sync)
             frag.perform_sync = self._wrap_sync(frag_id, frag, frag.perform_sync)
             frag.wait = self._wrap_wait(frag.wait)
@@ -113,18 +115,19 @@ class StepRecorder:
 
         return perform_sync
 
-    def end_step(self, **fields: Any) -> dict[str, Any]:
-        rec = {
+    def end_step(self, **fields: Any) -> EventRecord:
+        """Write the step's ``layout.EventRecord``; ``fields``: what the loop knows (step, loss, ...)."""
+        rec = EventRecord(
             **fields,
-            "sent": self.sent,
-            "synced": self.synced,
-            "commit": self.commit,
-            "fingerprint": self.fingerprint,
+            sent=self.sent,
+            synced=self.synced,
+            commit=self.commit,
+            fingerprint=self.fingerprint,
             **{k: round(v, 6) for k, v in self.timings.items()},
-            "t": time.time(),
-        }
+            t=time.time(),
+        )
         self.timings = {}
-        self._file.write(json.dumps(rec) + "\n")
+        self._file.write(to_json(rec) + "\n")
         self.sent = self.synced = self.commit = self.fingerprint = None
         return rec
 

@@ -8,7 +8,6 @@ Environment (set by ftrun's launcher, as torchft's examples use): ``REPLICA_GROU
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import time
@@ -20,6 +19,9 @@ from typing import Any
 import torch
 import torchft
 
+from ftrun import layout
+from ftrun.config import RunConfig
+from ftrun.parent_death import set_parent_death_signal
 from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
 from ftrun.worker.models import build_model, split_fragments
@@ -27,10 +29,7 @@ from ftrun.worker.models import build_model, split_fragments
 
 def die_with_parent() -> None:
     """SIGKILL this rank if its launcher dies, even if the launcher was SIGKILLed."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    set_parent_death_signal(signal.SIGKILL)
     if os.getppid() == 1:
         os._exit(1)
 
@@ -46,7 +45,7 @@ class RankEnv:
     @classmethod
     def from_environ(cls) -> "RankEnv":
         e = os.environ
-        return cls(int(e["REPLICA_GROUP_ID"]), int(e.get("FTRUN_RESTART", 0)), int(e.get("RANK", 0)),
+        return cls(int(e[layout.ENV_REPLICA]), int(e.get(layout.ENV_RESTART, 0)), int(e.get("RANK", 0)),
                    int(e.get("WORLD_SIZE", 1)), int(e.get("LOCAL_RANK", 0)))
 
 
@@ -82,28 +81,55 @@ class Training:
     outer: list[torch.optim.Optimizer]
 
 
-def build_training(cfg: dict, env: RankEnv, device: torch.device) -> Training:
+def make_model(cfg: RunConfig, device: torch.device) -> torch.nn.Module:
+    """The run's model (built-in or ``--model MODULE:FACTORY``) with its seeded weights (the same on every rank)."""
+    torch.manual_seed(cfg.seed)
+    return build_model(cfg).to(device)
+
+
+def make_data(cfg: RunConfig, stream: int) -> Batches:
+    return Batches(cfg.data, cfg.vocab, cfg.seq_len, cfg.batch_size, cfg.seed, stream)
+
+
+def make_inner(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    """The inner optimizer: AdamW."""
+    return torch.optim.AdamW(model.parameters(), lr=cfg.inner_lr)
+
+
+def train_step(model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batches, device: torch.device) -> torch.Tensor:
+    """One inner step: next batch, forward, cross-entropy, backward, ``inner.step()``. Returns the loss."""
+    import torch.nn.functional as F
+
+    inputs, targets = data.next()
+    inputs, targets = inputs.to(device), targets.to(device)
+    inner.zero_grad()
+    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    loss.backward()
+    inner.step()
+    return loss
+
+
+def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
-    torch.manual_seed(cfg["seed"])
-    model = build_model(cfg).to(device)
-    if is_user_model(cfg["model"]):  # --model MODULE:FACTORY (checked by the parent before launch)
+    model = make_model(cfg, device)
+    if is_user_model(cfg.model):  # --model MODULE:FACTORY (checked by the parent before launch)
         from ftrun.worker.user_model import split_user_model
 
-        fragments = split_user_model(model, cfg["fragments"], parse_fragment_fqns(cfg.get("fragment_fqns") or "", cfg["fragments"]))
+        fragments = split_user_model(model, cfg.fragments, parse_fragment_fqns(cfg.fragment_fqns or "", cfg.fragments))
     else:
-        fragments = split_fragments(model, cfg["fragments"])
+        fragments = split_fragments(model, cfg.fragments)
     train_model: torch.nn.Module = model
     if env.group_size > 1:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg["timeout_s"]))
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeout_s))
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
-    data = Batches(cfg["data"], cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], stream)
-    inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
+    data = make_data(cfg, stream)
+    inner = make_inner(model, cfg)
     outer = [
-        torch.optim.SGD(f.parameters(), lr=cfg["outer_lr"], momentum=cfg["outer_momentum"], nesterov=cfg["outer_momentum"] > 0)
+        torch.optim.SGD(f.parameters(), lr=cfg.outer_lr, momentum=cfg.outer_momentum, nesterov=cfg.outer_momentum > 0)
         for f in fragments
     ]
     return Training(model, fragments, train_model, data, inner, outer)
@@ -130,7 +156,7 @@ class HealState:
         self.healed_from_step = int(sd["train_step"])
 
 
-def make_process_group(backend: str, timeout: timedelta, link: dict | None):
+def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None):
     """torchft's reconfigurable process group, wrapped in the emulated link when asked."""
     if backend == "nccl":
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
@@ -145,37 +171,36 @@ def make_process_group(backend: str, timeout: timedelta, link: dict | None):
     if link:
         from ftrun.worker.link import LinkEmulator
 
-        pg = LinkEmulator(pg, link["bandwidth_bps"], link["latency_s"])
+        pg = LinkEmulator(pg, link.bandwidth_bps, link.latency_s)
     return pg
 
 
-def make_manager(spec: dict, env: RankEnv, backend: str, heal: HealState) -> torchft.Manager:
+def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState) -> torchft.Manager:
     """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights)."""
-    cfg = spec["config"]
-    timeout = timedelta(seconds=cfg["timeout_s"])
+    timeout = timedelta(seconds=cfg.timeout_s)
     return torchft.Manager(
-        pg=make_process_group(backend, timeout, spec.get("link")),
-        min_replica_size=cfg["min_replicas"],
+        pg=make_process_group(backend, timeout, spec.link),
+        min_replica_size=cfg.min_replicas,
         load_state_dict=heal.load_state_dict,
         state_dict=heal.state_dict,
-        replica_id=f"{spec['job_id']}_replica{env.replica}",
+        replica_id=f"{spec.job_id}_replica{env.replica}",
         timeout=timeout,
-        quorum_timeout=timedelta(seconds=spec.get("quorum_timeout_s", cfg["timeout_s"])),
+        quorum_timeout=timedelta(seconds=spec.quorum_timeout_s),
         use_async_quorum=False,
         init_sync=False,
-        hostname=spec.get("hostname", "localhost"),
+        hostname=spec.hostname,
     )
 
 
-def start_line(run_dir: Path, spec: dict, worker: str, timeout_s: float = 300.0) -> None:
+def start_line(run_dir: Path, spec: layout.Spec, worker: str, timeout_s: float = 300.0) -> None:
     """Wait until every rank of a local job has its Manager up, so the first quorum has everyone.
 
     Only when all groups share this run dir (``start_barrier`` = number of ranks).
     """
-    n = spec.get("start_barrier")
+    n = spec.start_barrier
     if not n:
         return
-    ready = run_dir / "ready"
+    ready = run_dir / layout.READY
     ready.mkdir(exist_ok=True)
     (ready / worker).touch()
     deadline = time.monotonic() + timeout_s

@@ -17,15 +17,18 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from ftrun import layout
+
 
 WIDTH = 32  # bytes per record: "STEP PHASE", space-padded
 
 
 class Whereabouts:
     def __init__(self, run_dir: Path, replica: int, enabled: bool) -> None:
-        self.path = run_dir / "progress" / f"replica{replica}.txt"
+        self.path = layout.progress_file(run_dir, replica)
         self.enabled = enabled
         self.step = 0
+        self.failed_in: str | None = None  # the phase an exception left, if one did
         self._fd: int | None = None
         self._last = ""
         if enabled:
@@ -46,6 +49,9 @@ class Whereabouts:
             self.set(phase)
             try:
                 return fn(*args, **kwargs)
+            except BaseException:
+                self.failed_in = self.failed_in or phase
+                raise
             finally:
                 self.set("step")
 
@@ -54,7 +60,7 @@ class Whereabouts:
 
 def read(run_dir: Path, replica: int) -> tuple[int, str] | None:
     try:
-        step, phase = (run_dir / "progress" / f"replica{replica}.txt").read_text().split()
+        step, phase = layout.progress_file(run_dir, replica).read_text().split()
         return int(step), phase
     except (OSError, ValueError):
         return None

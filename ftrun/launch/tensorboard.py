@@ -1,4 +1,4 @@
-"""``ftrun view``: TensorBoard with the PyTorch profiler plugin on one run dir. Torch-free.
+"""TensorBoard with the PyTorch profiler plugin on one run dir, as a child (``ftrun view``). Torch-free.
 
 TensorBoard runs as a child (``python -m tensorboard.main``); this process never imports it.
 Its logdir is a temporary folder of symlinks, so that the profiler plugin shows one run named
@@ -11,29 +11,28 @@ torch-tb-profiler treats a folder holding ``*.pt.trace.json[.gz]`` as a run (nam
 under the logdir) and a file's name before ``.<digits>.pt.trace.json`` as the worker;
 TensorBoard's scalars show up as runs ``<run-name>/replica{r}``. Both follow symlinks.
 
-Stopping (Ctrl-C or SIGTERM): ``stop_tree`` on TensorBoard's process tree, then the temp dir
-goes (it also holds the plugin's cache, via TMPDIR).
+Stopping: ``TensorBoard.stop`` (``stop_tree`` on its process tree); the command then removes
+the temp dir (it also holds the plugin's cache, via TMPDIR).
 """
 
 from __future__ import annotations
 
 import collections
-import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
+import os
 import sys
-import tempfile
-import threading
 import time
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from ftrun import layout
 from ftrun.errors import BadInput, RunFailed
+from ftrun.launch.hosts import probe_host
 from ftrun.launch.procs import spawn, stop_tree
 
 PLUGIN = "pytorch_profiler"
@@ -84,22 +83,6 @@ def build_logdir(root: Path, run_dir: Path, traces: list[Path], scalars: list[Pa
     return name
 
 
-def _url_host(host: str) -> str:
-    h = host.strip("[]")
-    if h in ("", "0.0.0.0", "::"):
-        return socket.gethostname()
-    return f"[{h}]" if ":" in h else h
-
-
-def _probe_host(host: str) -> str:
-    h = host.strip("[]")
-    if h in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if h == "::":
-        return "::1"
-    return h
-
-
 def check_port(host: str, port: int) -> None:
     """BadInput if TensorBoard could not bind ``host:port`` (port 0 is always fine)."""
     if not 0 <= port <= 65535:
@@ -121,7 +104,7 @@ def check_port(host: str, port: int) -> None:
         s.close()
 
 
-class _Child:
+class TensorBoard:
     """TensorBoard's process, its output (kept in a file and the last lines), and its port."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
@@ -168,7 +151,7 @@ class _Child:
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
     try:
         with _DIRECT.open(url, timeout=2) as r:
             return r.status == 200
@@ -176,69 +159,36 @@ def _answers(url: str) -> bool:
         return False
 
 
-def view(path: Path, port: int = 6006, host: str = "127.0.0.1") -> int:
-    run_dir, traces, scalars = check_run_dir(path)
-    check_port(host, port)
-    tmp = Path(tempfile.mkdtemp(prefix="ftrun-view-"))
-    child: _Child | None = None
-    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+def start(logdir: Path, tmp: Path, host: str, port: int, run_name: str) -> TensorBoard:
+    """Start TensorBoard on ``logdir``; its temp files go under ``tmp``, its log next to ``tmp``."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp))  # the plugin's cache dir lands in ours
+    argv = [
+        sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", host.strip("[]"),
+        "--port", str(port), "--load_fast", "false", "--window_title", f"ftrun view: {run_name}",
+    ]
+    return TensorBoard(argv, env, tmp.parent / "tensorboard.log")
 
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt
 
-    # Our own handler for SIGINT too: a process started in the background by a shell inherits
-    # SIGINT ignored, and Python then never raises KeyboardInterrupt. (A handler, unlike
-    # SIG_IGN, is also reset to the default in TensorBoard at exec.)
-    for sig in old:
-        signal.signal(sig, on_signal)
-    try:
-        logdir = tmp / "logdir"
-        logdir.mkdir()
-        run_name = build_logdir(logdir, run_dir, traces, scalars)
-        (tmp / "tmp").mkdir()
-        env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp / "tmp"))  # the plugin's cache dir lands in ours
-        argv = [
-            sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", host.strip("[]"),
-            "--port", str(port), "--load_fast", "false", "--window_title", f"ftrun view: {run_name}",
-        ]
-        child = _Child(argv, env, tmp / "tensorboard.log")
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not child.port_seen.wait(0.1):
-            if child.proc.poll() is not None or time.monotonic() > deadline:
-                break
-        if child.port is None:
-            child.port_seen.wait(1.0)  # let the reader drain a dying child's output
-            msg = child.last_error()
-            if child.proc.poll() is None:
-                raise RunFailed(f"TensorBoard did not start within {START_TIMEOUT_S:.0f} s: {msg}")
-            if "in use" in msg or "could not bind" in msg.lower():
-                raise BadInput(f"--port {port}: {msg}")
-            raise RunFailed(f"TensorBoard exited with code {child.proc.returncode}: {msg}")
-        ph = _probe_host(host)
-        probe = f"http://{'[' + ph + ']' if ':' in ph else ph}:{child.port}/data/plugins_listing"
-        while not _answers(probe):
-            if child.proc.poll() is not None:
-                raise RunFailed(f"TensorBoard exited with code {child.proc.returncode}: {child.last_error()}")
-            if time.monotonic() > deadline:
-                raise RunFailed(f"TensorBoard did not answer {probe} within {START_TIMEOUT_S:.0f} s")
-            time.sleep(0.1)
-        print(f"view: http://{_url_host(host)}:{child.port}/#{PLUGIN}", flush=True)
-        print(
-            f"view: run {run_name!r}: {len(traces)} trace file(s), {len(scalars)} scalar run(s) "
-            f"(the profiler loads traces in the background); Ctrl-C stops",
-            file=sys.stderr, flush=True,
-        )
-        code = child.proc.wait()
-        raise RunFailed(f"TensorBoard exited with code {code}: {child.last_error()}")
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            if child is not None:
-                child.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
-        finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+def wait_ready(child: TensorBoard, host: str, port: int) -> None:
+    """Wait until ``child`` serves (its port seen in its log, its plugin listing answers).
+    A port in use is ``BadInput``; a TensorBoard that dies or never answers, ``RunFailed``."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not child.port_seen.wait(0.1):
+        if child.proc.poll() is not None or time.monotonic() > deadline:
+            break
+    if child.port is None:
+        child.port_seen.wait(1.0)  # let the reader drain a dying child's output
+        msg = child.last_error()
+        if child.proc.poll() is None:
+            raise RunFailed(f"TensorBoard did not start within {START_TIMEOUT_S:.0f} s: {msg}")
+        if "in use" in msg or "could not bind" in msg.lower():
+            raise BadInput(f"--port {port}: {msg}")
+        raise RunFailed(f"TensorBoard exited with code {child.proc.returncode}: {msg}")
+    ph = probe_host(host)
+    probe = f"http://{'[' + ph + ']' if ':' in ph else ph}:{child.port}/data/plugins_listing"
+    while not answers(probe):
+        if child.proc.poll() is not None:
+            raise RunFailed(f"TensorBoard exited with code {child.proc.returncode}: {child.last_error()}")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"TensorBoard did not answer {probe} within {START_TIMEOUT_S:.0f} s")
+        time.sleep(0.1)

@@ -1,4 +1,6 @@
-"""``ftrun inspect-trace``: run ``analyze`` and render it. Exit 0 pass, 1 mismatch (BadInput -> 2 in cli)."""
+"""``ftrun inspect-trace``: run the check (``analyze``), render it, optionally export for Perfetto.
+
+Exit 0 pass, 1 mismatch (BadInput -> 2 in cli)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,166 @@
+"""What ``ftrun compare`` reports of one run: the trace check's verdict plus what the event logs
+measured over the whole run, and the median/spread over ``--repeat``. Torch-free.
+
+Metric definitions (per run; event logs of rank 0 of each replica, averaged over replicas):
+* ``exposed_comm_s`` = ``exposed_data_s``: sum over the run of each sync's blocking time on its
+  fragment's collectives (event log ``exposed_s``). ``per_sync_exposed_ms`` = that / syncs.
+* ``exposed_control_s``: the control plane's blocking time: every ``start_quorum`` (the training
+  thread waits for the quorum torchft runs before each send) and ``should_commit`` (event log
+  ``quorum_s`` + ``commit_s``). ``per_sync_exposed_control_ms`` = that / syncs. Like the data
+  plane's, it includes waiting for the slowest replica to arrive, not only the link's round trips.
+* ``compute_utilisation``: compute time / loop wall time, where loop wall time = the sum of
+  the steps' times and compute time = that minus exposed data and control time.
+* ``median_step_s``: the median time of the steps with neither send nor sync (pure compute,
+  as the run really ran them), next to the link's ``calibrated_step_s``.
+* ``hidden_comm_share``: over the profiled syncs whose send was captured,
+  sum(hidden) / sum(send->done), from the traces.
+* ``peak_sync_bytes``: the largest fragment payload sent in one sync (trace evidence, else the
+  manifest's fragment sizes); ``total_bytes``: payload of every send in the run, per replica.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Optional
+
+from ftrun import layout
+from ftrun.errors import BadInput
+from ftrun.events import read_events, replica_stats, stepped
+
+# Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
+FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
+           "per_sync_exposed_ms", "per_sync_exposed_control_ms", "hidden_comm_share", "compute_utilisation",
+           "median_step_s", "final_loss")
+PER_REPLICA_FIGURES = ("steps_per_s_per_replica", "tokens_per_s_per_replica")
+
+
+def _mean(xs: list[float]) -> Optional[float]:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]:
+    """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged)."""
+    dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
+    manifests = [layout.read_manifest(d) for d in dirs]
+    manifest = manifests[0]
+    cfg = manifest["config"]
+    frag_bytes = {f["id"]: f["bytes"] for f in manifest.get("fragments", [])}
+    per_replica = []
+    for r in range(manifest["replicas"]):
+        recs = next((got for d in dirs if (got := read_events(layout.event_log(d, r, 0)))), [])
+        s = replica_stats(recs)
+        if not s.records:
+            continue
+        train_s = s.train_s
+        per_replica.append(
+            {
+                "replica": r,
+                "steps": s.records,
+                "steps_per_s": s.steps_per_s,
+                "train_s": train_s,
+                "syncs": s.syncs,
+                "commits": s.commits,
+                "exposed_comm_s": s.exposed_data_s,
+                "exposed_control_s": s.exposed_control_s,
+                "compute_utilisation": (train_s - s.exposed_data_s - s.exposed_control_s) / train_s if train_s else None,
+                "median_step_s": s.median_plain_step_s,
+                "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in stepped(recs) if x.get("sent") is not None),
+                "losses": s.losses,
+            }
+        )
+    if not per_replica:
+        raise BadInput(f"compare: {', '.join(map(str, dirs))} has no event logs")
+    walls = [m.get("wall_s") for m in manifests if m.get("wall_s") is not None]
+    sync_events = [e for e in report.events if e.kind == "sync" and e.send_to_done_ms is not None and e.observed_step is not None]
+    comm = sum(e.send_to_done_ms for e in sync_events)
+    hidden = sum(e.hidden_comm_ms or 0.0 for e in sync_events)
+    send_bytes = [e.bytes for e in report.events if e.kind == "send" and e.bytes]
+    peak = max(send_bytes) if send_bytes else max(frag_bytes.values(), default=0)
+    steps = cfg["steps"]
+    checkpoints = sorted({max(1, steps * q // 4) for q in (1, 2, 3, 4)})
+    tokens_per_step = cfg["batch_size"] * cfg["seq_len"] * manifest.get("nproc_per_replica", 1)
+    sps = _mean([p["steps_per_s"] for p in per_replica])
+    syncs = _mean([p["syncs"] for p in per_replica]) or 0
+    exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
+    control = _mean([p["exposed_control_s"] for p in per_replica]) or 0.0
+    return {
+        "name": name,
+        "run_dir": str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
+        "run_dirs": [str(d) for d in dirs],
+        "schedule": manifest["schedule"],
+        "verdict": report.verdict,
+        "problems": report.problems()[:20],
+        "steps_per_s": sps,
+        "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
+        "tokens_per_s": sps * tokens_per_step if sps else None,
+        "tokens_per_s_per_replica": [p["steps_per_s"] * tokens_per_step if p["steps_per_s"] else None for p in per_replica],
+        "wall_s": max(walls) if walls else None,
+        "syncs": syncs,
+        "commits": _mean([p["commits"] for p in per_replica]),
+        "exposed_comm_s": exposed,
+        "exposed_data_s": exposed,
+        "exposed_control_s": control,
+        "per_sync_exposed_ms": exposed / syncs * 1e3 if syncs else None,
+        "per_sync_exposed_control_ms": control / syncs * 1e3 if syncs else None,
+        "compute_utilisation": _mean([p["compute_utilisation"] for p in per_replica]),
+        "median_step_s": _mean([p["median_step_s"] for p in per_replica]),
+        "profiled_syncs": len(sync_events),
+        "profiled_comm_ms": comm,
+        "profiled_hidden_ms": hidden,
+        "hidden_comm_share": hidden / comm if comm else None,
+        "peak_sync_bytes": peak,
+        "total_bytes": _mean([p["total_bytes"] for p in per_replica]),
+        "final_loss": _mean([p["losses"].get(steps) for p in per_replica]),
+        "loss_at_steps": {str(s): _mean([p["losses"].get(s) for p in per_replica]) for s in checkpoints},
+        "link": manifest.get("link"),
+        "recovery": recovery_of(dirs),
+    }
+
+
+def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
+    """Faults and recovery, from each run dir's summary.json (None when no fault was injected)."""
+    recs = []
+    for d in dirs:
+        try:
+            recs.append(json.loads((d / layout.SUMMARY).read_text()).get("recovery") or {})
+        except (OSError, ValueError):
+            continue
+    faults = [f for r in recs for f in r.get("faults", [])]
+    if not faults:
+        return None
+    return {
+        "faults": [layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
+        "restarts": sum(r.get("restarts", 0) for r in recs),
+        "heals": sum(len(r.get("heals", [])) for r in recs),
+        "commits_lost": sum(r.get("commits_lost", 0) for r in recs),
+        "recovered_s": [f.get("recovered_s") for f in faults],
+    }
+
+
+def aggregate(reps: list[dict]) -> dict:
+    """One run's figures over its repeats: median per figure (``FIGURES``), ``spread`` = [min, max];
+    per-replica figures: the median per replica.
+
+    The first repeat gives every other field; the verdict passes only if every repeat passed.
+    """
+    out = dict(reps[0])
+    out["repeats"] = len(reps)
+    out["spread"] = {}
+    if len(reps) == 1:
+        return out
+    for key in FIGURES:
+        vals = [r.get(key) for r in reps]
+        if all(isinstance(v, (int, float)) for v in vals):
+            out[key] = statistics.median(vals)
+            out["spread"][key] = [min(vals), max(vals)]
+    for key in PER_REPLICA_FIGURES:  # element-wise median, per replica
+        lists = [r.get(key) or [] for r in reps]
+        if lists and all(len(x) == len(lists[0]) for x in lists):
+            out[key] = [statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None for col in zip(*lists)]
+    out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
+    out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
+    out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]
+    return out

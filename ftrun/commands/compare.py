@@ -1,0 +1,262 @@
+"""``ftrun compare A B``: train two configurations (or read two run dirs), check both, report.
+
+Train mode: A and B are presets (``streaming``, ``baseline``) or config TOML files; both runs
+share model, data, seed, replicas, steps and link, and live under ``<out>/compare-<time>/``.
+Read mode: A and B are existing run dirs; a comma-separated list of run dirs (``A-group0,A-group1``)
+is the replica groups of one multi-host job, read as one run (as ``inspect-trace DIR...`` does).
+Either way each run is checked with the very ``inspect-trace`` analysis
+(``ftrun.check.analyze.analyze``) and measured by ``ftrun.check.metrics``; ``ftrun.report``
+renders report.md, timeline.png and the terminal table. Writes report.json too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ftrun import layout
+from ftrun.config import PRESETS, RunConfig, build, load_toml
+from ftrun.errors import BadInput
+from ftrun.launch.calibrate import calibrate
+from ftrun.launch.placement import threads_per_rank
+from ftrun.link_spec import SYNC_SHARE, LinkSpec, link_for, parse_link
+from ftrun.output import atomic_write, check_name, check_target, removed_if_empty_on_error
+from ftrun.schedule import label as schedule_label
+
+
+def _is_run_dir(p: Path) -> bool:
+    return (p / layout.MANIFEST).is_file()
+
+
+def split_spec(spec: str) -> list[Path]:
+    """The run dirs of one read-mode spec: ``DIR`` or ``DIR,DIR,...`` (groups of one job)."""
+    return [Path(x) for x in spec.split(",") if x.strip()]
+
+
+def run_name_of(dirs: list[Path]) -> str:
+    """A run's display name: the dir name, or the job's name for several group dirs (``job-group0`` -> ``job``)."""
+    if len(dirs) == 1:
+        return dirs[0].name
+    names = {re.sub(r"-group\d+$", "", d.name) for d in dirs}
+    return names.pop() if len(names) == 1 else "+".join(d.name for d in dirs)
+
+
+def _spec_kind(s: str) -> str:
+    p = Path(s)
+    if s in PRESETS or (p.suffix == ".toml" and p.is_file()):
+        return "train"
+    if "," in s:
+        dirs = split_spec(s)
+        if not dirs:
+            raise BadInput(f"compare: {s!r} names no run dir")
+        for d in dirs:
+            if not d.exists():
+                raise BadInput(f"compare: {d} (in {s}) is not an existing run dir")
+            if not (d.is_dir() and _is_run_dir(d)):
+                raise BadInput(f"compare: {d} (in {s}) is not an ftrun run dir (no {layout.MANIFEST})")
+        return "read"
+    if p.is_dir() and _is_run_dir(p):
+        return "read"
+    if p.suffix == ".toml":
+        raise BadInput(f"compare: config file {s} not found")
+    if p.exists():
+        raise BadInput(f"compare: {s} is not an ftrun run dir (no {layout.MANIFEST})")
+    raise BadInput(f"compare: {s} is neither a preset ({', '.join(PRESETS)}), a config .toml, nor an existing run dir")
+
+
+def resolve_specs(specs: list[str]) -> str:
+    """'train' when every spec is a preset or TOML file, 'read' when every spec is a run dir
+    (or a comma-separated list of the run dirs of one job's replica groups)."""
+    if len(specs) != 2:
+        raise BadInput(f"compare: expected two runs (presets, config files or run dirs), got {len(specs)}")
+    kinds = [_spec_kind(s) for s in specs]
+    if kinds[0] != kinds[1]:
+        raise BadInput("compare: give two presets/config files (to train) or two run dirs (to read), not a mix")
+    return kinds[0]
+
+
+def config_for(spec: str, flags: dict[str, Any]) -> RunConfig:
+    if spec in PRESETS:
+        return build(preset=spec, mode=spec, **flags)
+    values = load_toml(spec)
+    return build(file_values=values, **flags)
+
+
+def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
+    """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
+    ranks = cfg.replicas * cfg.nproc_per_replica
+    m = calibrate(cfg, threads, ranks)
+    spec = link_for(m["step_s"], m["model_bytes"], cfg.replicas, cfg.sync_every)
+    sync_s = spec.plain_sync_s(m["model_bytes"], max(cfg.replicas, 2))
+    return spec, {
+        "calibrated_step_s": round(m["step_s"], 5),
+        "calibration": f"{ranks} concurrent process(es) x {threads} thread(s), as the run's ranks",
+        "model_bytes": m["model_bytes"],
+        "plain_sync_s": round(sync_s, 4),
+        "plain_sync_share_of_h": round(sync_s / (cfg.sync_every * m["step_s"]), 3),
+    }
+
+
+def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
+    """The trainings of ``--repeat N``, in order: (config index, run name). The order alternates
+    (A then B, B then A, ...) so that drift in the machine's load does not favour one side."""
+    plan = []
+    for i in range(repeat):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            plan.append((k, names[k] if repeat == 1 else f"{names[k]}-{i + 1}"))
+    return plan
+
+
+def compare(
+    specs: list[str],
+    flags: dict[str, Any],
+    link: Optional[str],
+    out: Optional[str],
+    json_out: bool,
+    expect_hidden: Optional[float],
+    overwrite: bool = False,
+    name: Optional[str] = None,
+    repeat: int = 1,
+) -> int:
+    """Exit 0 when both schedules pass (and ``--expect-hidden`` holds), 1 otherwise."""
+    if repeat < 1:
+        raise BadInput(f"--repeat {repeat}: must be at least 1")
+    if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
+        raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
+    if name is not None:
+        check_name("--name", name)  # one directory under --out, never elsewhere
+    # Parse --link up front so that a bad one is exit 2 in read mode too (it used to be ignored there).
+    link_spec = parse_link(link) if link else None
+    mode = resolve_specs(specs)
+    out_root = Path(out or "profiles")
+    if mode == "train":
+        names, run_dirs, cmp_dir, link_info = train_mode(specs, flags, link_spec, out_root, json_out, overwrite, name, repeat)
+    else:
+        if link_spec is not None:
+            raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
+        if repeat != 1:
+            raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
+        names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
+    result = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden)
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        from ftrun.report.compare_view import print_report
+
+        print_report(result)
+    if result["verdict"] != "pass":
+        return 1
+    if expect_hidden is not None and not result["expect_hidden"]["ok"]:
+        return 1
+    return 0
+
+
+def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | None, out_root: Path, json_out: bool,
+               overwrite: bool, name: Optional[str], repeat: int) -> tuple[list[str], list[list[Path]], Path, dict[str, Any]]:
+    """Train both configurations (``repeat`` times each, alternating) on one link under a new
+    compare dir. Returns (names, run dirs per configuration, compare dir, link info)."""
+    from ftrun.commands.train import train
+
+    flags = {k: v for k, v in flags.items() if v is not None}
+    flags.pop("run_name", None)
+    flags["out"] = str(out_root)  # validated below per run
+    cfgs = [config_for(s, flags) for s in specs]
+    names = [Path(s).stem if s.endswith(".toml") else s for s in specs]
+    if names[0] == names[1]:
+        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    cmp_dir = out_root / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    if cmp_dir.exists() and not overwrite:
+        raise BadInput(f"compare: {cmp_dir} already exists (pass --overwrite or another --name)")
+    ranks = cfgs[0].replicas * cfgs[0].nproc_per_replica
+    threads = threads_per_rank(ranks)
+    link_info: dict[str, Any]
+    if link_spec is not None:
+        spec = link_spec
+        link_info = {"chosen": "by --link"}
+    elif cfgs[0].link:
+        spec = parse_link(cfgs[0].link)
+        link_info = {"chosen": "by config"}
+    else:
+        if not json_out:
+            print(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...", flush=True)
+        spec, calib = default_link(cfgs[0], threads)
+        link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
+        if not json_out:
+            print(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
+                  f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].sync_every} steps", flush=True)
+    per_cfg: list[list[Path]] = [[], []]
+    with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
+        for k, rn in repeat_plan(names, repeat):
+            cfg = replace(cfgs[k], out=str(cmp_dir), run_name=rn, link=spec.as_flag())
+            if not json_out:
+                print(f"training {rn}: {schedule_label(cfg.resolved())}, "
+                      f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...", flush=True)
+            train(cfg, overwrite=overwrite, json_out=False, quiet=True)
+            per_cfg[k].append(cmp_dir / rn)
+    link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
+    return names, per_cfg, cmp_dir, link_info
+
+
+def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[str]) -> tuple[list[str], list[list[list[Path]]], Path, dict[str, Any]]:
+    """Two existing runs (each one or several group dirs). Returns (names, [[dirs]] per run,
+    compare dir, the link as the runs recorded it)."""
+    run_dirs = [[split_spec(s)] for s in specs]
+    names = [run_name_of(p[0]) for p in run_dirs]
+    if names[0] == names[1]:
+        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
+    if (cmp_dir / "report.json").exists() and not overwrite:
+        raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
+    links = [layout.read_manifest(p[0][0]).get("link") for p in run_dirs]
+    l0 = links[0] or {}
+    link_info = {
+        "bandwidth_bps": l0.get("bandwidth_bps"),
+        "latency_s": l0.get("latency_s"),
+        "emulated": bool(l0.get("emulated")),
+        "describe": l0.get("describe", "loopback (no emulation)"),
+        "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
+    }
+    return names, run_dirs, cmp_dir, link_info
+
+
+def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float]) -> dict:
+    """Check every run, measure it, and write report.json, report.md and timeline.png; returns the result.
+    ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
+    from ftrun.check.analyze import analyze
+    from ftrun.check.metrics import aggregate, run_metrics
+    from ftrun.report.compare_view import conclusion, write_markdown
+    from ftrun.report.timeline import draw, lanes_for_run
+
+    reading = [q for reps in run_dirs for d in reps for q in (d if isinstance(d, list) else [d])]
+    check_target(cmp_dir, "--name", reading=reading)  # never write into a run dir being compared
+    reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
+    cmp_dir.mkdir(parents=True, exist_ok=True)
+    runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports)])
+            for n, reps, reps_reports in zip(names, run_dirs, reports)]
+    calibrated = link_info.get("calibrated_step_s")
+    if calibrated is not None:
+        link_info["measured_median_step_s"] = {r["name"]: r.get("median_step_s") for r in runs}
+        # the regime the runs were really in: plain DiLoCo's sync over H measured steps
+        link_info["plain_sync_share_of_measured_h"] = {
+            r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
+            for r in runs if r.get("median_step_s")}
+    lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
+    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
+    result = {
+        "compare_dir": str(cmp_dir),
+        "runs": runs,
+        "link": link_info,
+        "conclusion": conclusion(runs),
+        "timeline": str(timeline),
+        "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
+    }
+    if expect_hidden is not None:
+        share = runs[0]["hidden_comm_share"]
+        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
+    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare")
+    write_markdown(result, cmp_dir / "report.md")
+    return result

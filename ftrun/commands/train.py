@@ -1,0 +1,90 @@
+"""``ftrun train``: check the plan, claim the run dir, run the job, check agreement, summarise, render.
+
+Drives ``ftrun.launch`` (spec, lighthouse, groups, supervision, manifest), then
+``ftrun.check.agreement`` on the event logs, then ``ftrun.report.train_view``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from ftrun import layout
+from ftrun.check.agreement import check_agreement
+from ftrun.config import RunConfig
+from ftrun.errors import Interrupted, RunFailed, Stopped, stop_once_on_signal
+from ftrun.launch.placement import check_quantize, plan as plan_placement
+from ftrun.launch.results import read_logs, summarise
+from ftrun.launch.run import run_job
+from ftrun.launch.rundir import job_id, prepare_run_dir
+from ftrun.launch.supervise import RunState
+from ftrun.output import atomic_write
+
+
+def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
+    """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
+    (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
+    old_handlers, signals = stop_once_on_signal()
+    try:
+        return _train(cfg, overwrite, json_out, quiet, signals)
+    except Stopped as e:  # before the children started: nothing to stop
+        signals["stopping"] = True
+        where = f"; partial run in {cfg.out}/{cfg.run_name}" if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir() else ""
+        raise Interrupted(f"stopped by {e} before training started{where}") from None
+    finally:
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+
+
+def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
+    from ftrun.launch.preflight import preflight
+
+    window = cfg.profile_window()
+    placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
+    check_quantize(cfg.quantize, cfg.backend, placement)
+    link = None
+    if cfg.link:
+        from ftrun.link_spec import parse_link
+
+        spec = parse_link(cfg.link)
+        link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
+    jid = job_id(cfg)
+    if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
+        cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
+    preflight(cfg)
+    from ftrun.model_spec import is_user_model
+
+    if is_user_model(cfg.model):  # build it once in a child: import errors, blocks, fragments (BadInput)
+        from ftrun import model_spec
+        from ftrun.console import console, line
+
+        for w in model_spec.check(cfg)["warnings"]:
+            console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
+    run_dir, lock = prepare_run_dir(cfg, overwrite)
+    try:
+        return _run(RunState(cfg, run_dir, job_id=jid, run_log=layout.run_event_log(run_dir)),
+                    window, link, placement, json_out, quiet, signals)
+    finally:
+        lock.release()
+
+
+def _run(state: RunState, window, link: dict | None, placement, json_out: bool, quiet: bool, signals: dict) -> int:
+    """Run the job in the claimed run dir, then summarise and render."""
+    from ftrun.report.train_view import LiveView, print_summary
+
+    view = LiveView(state, enabled=not (json_out or quiet))
+    manifest = run_job(state, window, link, placement, signals, view, view.refresh)
+    logs = read_logs(state)
+    summary = summarise(state, manifest, logs, check_agreement(logs))
+    atomic_write(state.run_dir / layout.SUMMARY, json.dumps(summary, indent=1))
+    if json_out:
+        print(json.dumps(summary, indent=1))
+    elif not quiet:
+        print_summary({**summary, "failures": []})  # the failure is the one error line below
+    if not summary["ok"]:
+        reasons = state.failures or (
+            [f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)"] if not summary["agreement"]["ok"] else ["not every replica finished all steps"]
+        )
+        raise RunFailed("; ".join(reasons))
+    return 0

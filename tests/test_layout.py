@@ -1,0 +1,74 @@
+"""The run-dir contract (``ftrun.layout``): records as typed Structs, the format gate. Unit tests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ftrun import layout
+from ftrun.errors import BadInput
+from train_fixtures import inspect
+
+CPU_RUN = Path(__file__).parent / "data" / "cpu_run"
+
+
+def _record(**over) -> layout.EventRecord:
+    base = dict(step=3, manager_step=1, manager_step_after=2, participants=2, quorum_id=1, loss=5.0, step_time_s=0.1,
+                restart=0, sent=None, synced=1, commit=True, fingerprint="ab", t=1.0)
+    return layout.EventRecord(**{**base, **over})
+
+
+def test_event_record_keeps_null_keys_and_leaves_out_unmeasured_timings() -> None:
+    d = json.loads(layout.to_json(_record(exposed_s=0.25)))
+    assert d["sent"] is None and "sent" in d  # always present, null when nothing was sent
+    assert d["exposed_s"] == 0.25
+    assert not {"send_s", "sync_s", "quorum_s", "commit_s", "quorums", "healed", "rejoined"} & set(d)
+
+
+def test_event_record_round_trips() -> None:
+    rec = _record(quorums=[layout.Quorum(4, [0, 1], 0, 2, True, 1, 2.0)], healed=layout.Healed(1, 7, 2))
+    assert msgspec.json.decode(layout.to_json(rec), type=layout.EventRecord) == rec
+
+
+def test_run_event_refuses_a_field_outside_the_contract() -> None:
+    with pytest.raises(TypeError):
+        layout.RunEvent(event="stall", t=1.0, replica=0, colour="red")
+    assert json.loads(layout.to_json(layout.RunEvent(event="stopped", t=1.0, signal="SIGINT"))) == {
+        "event": "stopped", "t": 1.0, "signal": "SIGINT"}
+
+
+def test_fault_marker_key_and_label() -> None:
+    m = layout.FaultMarker(1, 25, "kill", fired_at=3.0, fired_step=25, pid=9)
+    assert m.key == "kill-r1-s25"
+    assert layout.fault_marker(Path("/r"), m.key) == Path("/r/faults/kill-r1-s25.json")
+    assert layout.fault_label("hang", 0, 7) == "hang 0@7"
+
+
+def test_spec_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
+    p = tmp_path / layout.SPEC
+    p.write_text(json.dumps({"config": {}, "run_dir": "x"}))
+    with pytest.raises(BadInput, match="not an ftrun spec"):
+        layout.read_spec(p)
+
+
+def test_manifest_without_format_reads_as_this_release() -> None:
+    m = layout.read_manifest(CPU_RUN)
+    assert "format" not in m and m["schedule"]["fragments"] == 2
+    res = inspect(str(CPU_RUN), "--json")
+    assert res.exit_code == 0, res.output
+
+
+def test_manifest_of_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(CPU_RUN, run)
+    m = json.loads((run / layout.MANIFEST).read_text())
+    (run / layout.MANIFEST).write_text(json.dumps({**m, "format": layout.FORMAT + 1}))
+    res = inspect(str(run))
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"format {layout.FORMAT + 1}" in lines[0] and "Traceback" not in res.output
+
