@@ -29,3 +29,28 @@ def styled(text: str, style: str) -> Text:
 def line(*parts: Part) -> Text:
     """One line from literal strings, ``Text``s and ``(text, style)`` pairs."""
     return Text.assemble(*parts)
+
+
+class LiveTable:
+    """A live-updating region on a terminal (rich ``Live``, transient); a no-op when disabled
+    (``--json``, quiet) or when stdout is not a terminal. Subclasses call ``show(renderable)``."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        from rich.live import Live
+
+        self.console = console()
+        self.enabled = enabled and self.console.is_terminal
+        self._live = Live(console=self.console, refresh_per_second=4, transient=True) if self.enabled else None
+
+    def __enter__(self):
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def show(self, renderable: Any) -> None:
+        if self._live is not None:
+            self._live.update(renderable)

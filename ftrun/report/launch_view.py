@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich import box
-from rich.live import Live
 from rich.table import Table
 
-from ftrun.console import console as make_console, line, styled
+from ftrun.console import LiveTable, console as make_console, line, styled
 
 
 def _codes(codes: list[int]) -> str:
@@ -23,27 +22,13 @@ def _table(title: str, rows: list[dict]) -> Table:
     return t
 
 
-class LaunchLiveView:
+class LaunchLiveView(LiveTable):
     """Refreshes from the groups' logs; disabled for --json or when stdout is not a terminal."""
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.console = make_console()
-        self.enabled = enabled and self.console.is_terminal
-        self._live = Live(console=self.console, refresh_per_second=4, transient=True) if self.enabled else None
-
-    def __enter__(self) -> "LaunchLiveView":
-        if self._live is not None:
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._live is not None:
-            self._live.__exit__(*exc)
-
     def refresh(self, state) -> None:
-        if self._live is not None:
+        if self.enabled:
             q = state.quorums.last_id if state.quorums is not None else "?"
-            self._live.update(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", state.rows()))
+            self.show(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", state.rows()))
 
 
 def print_summary(summary: dict) -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich import box
-from rich.live import Live
 from rich.table import Table
 
-from ftrun.console import console as make_console, line, styled
+from ftrun.console import LiveTable, console as make_console, line, styled
 from ftrun.schedule import label as schedule_label
 
 
@@ -38,27 +37,16 @@ def _progress_table(state) -> Table:
     return t
 
 
-class LiveView:
+class LiveView(LiveTable):
     """Refreshes from the event logs; disabled for --json or when stdout is not a terminal."""
 
     def __init__(self, state, enabled: bool = True) -> None:
+        super().__init__(enabled)
         self.state = state
-        self.console = make_console()
-        self.enabled = enabled and self.console.is_terminal
-        self._live = Live(console=self.console, refresh_per_second=4, transient=True) if self.enabled else None
-
-    def __enter__(self) -> "LiveView":
-        if self._live is not None:
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._live is not None:
-            self._live.__exit__(*exc)
 
     def refresh(self, state) -> None:
-        if self._live is not None:
-            self._live.update(_progress_table(state))
+        if self.enabled:
+            self.show(_progress_table(state))
 
 
 def print_summary(summary: dict) -> None:
