@@ -525,7 +525,25 @@ def plan_cmd(
 
 
 def main() -> None:
-    app(prog_name="ftrun")
+    """The console script. A usage error (unknown option or command, a value of the wrong type)
+    is one line naming the command, exit 2, like every other bad input."""
+    try:
+        rv = app(prog_name="ftrun", standalone_mode=False)
+    except Exception as e:
+        # typer's (vendored click's) UsageError family: format_message + exit_code. Duck-typed,
+        # since typer exports no public class for it.
+        if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":  # `ftrun` alone: the help, as before
+            e.show()
+            sys.exit(0)
+        ctx = getattr(e, "ctx", None)
+        where = f"{ctx.command_path}: " if ctx is not None else ""
+        try:
+            _fail(f"{where}{e.format_message()}", e.exit_code)
+        except typer.Exit as x:
+            sys.exit(x.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,23 @@ want=$(cat pyproject.toml | sha1sum | cut -c1-40)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c "import ftrun, torch, torchft" 2>/dev/null; then
   exit 0
 fi
-"$VPY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+log=.venv/setup.log  # pip's output; shown only when an install fails
+: > "$log"
+pip_install() {
+  if ! "$VPY" -m pip install -q "$@" >>"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "setup: pip install $* failed (full output: $log)" >&2
+    exit 1
+  fi
+}
+echo "setup: installing ftrun and its dependencies into .venv ..." >&2
+"$VPY" -m pip install -q --upgrade pip >>"$log" 2>&1 || true
 if ! "$VPY" -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    "$VPY" -m pip install -q torch
+    pip_install torch
   else
-    "$VPY" -m pip install -q "${FTRUN_CPU_TORCH:-torch==2.13.0}"
+    pip_install "${FTRUN_CPU_TORCH:-torch==2.13.0}"
   fi
 fi
-"$VPY" -m pip install -q -e ".[test]"
+pip_install -e ".[test]"
 echo "$want" > "$stamp"

@@ -8,6 +8,7 @@ process through typer's CliRunner, and only for --help or bad input (nothing tra
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -340,3 +341,22 @@ def test_empty_strings_are_refused(args, needle):
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and "empty" in lines[0], res.output
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["train", "--steps", "abc"], "ftrun train: Invalid value for '--steps'"),
+    (["trian"], "ftrun: No such command 'trian'"),
+    (["train", "--nope"], "ftrun train: No such option: --nope"),
+    (["inspect-trace"], "ftrun inspect-trace: Missing argument"),
+])
+def test_usage_errors_are_one_line_exit_2(monkeypatch, capsys, argv, needle):
+    """The console script turns typer's usage block (4 lines) into the one error line every bad input gets."""
+    from ftrun import cli
+
+    monkeypatch.setattr(sys, "argv", ["ftrun", *argv])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert [ln for ln in err.splitlines() if ln.strip()] == [f"error: {needle}" + err.split(needle, 1)[1].splitlines()[0]], err
+    assert "Usage:" not in err and "Try '" not in err
