@@ -47,9 +47,10 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
             else:
                 held.append(line)
         code = proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # the usual way to stop a lighthouse; still 130, as every interrupt
         stop_tree(proc, grace_s=2.0)
-        return 0
+        print(f"lighthouse: stopped by {e or 'SIGINT'}", file=sys.stderr, flush=True)
+        return 130
     if code != 0 or not announced:
         cause = start_cause(held)
         raise BadInput(f"--bind {bind}: the lighthouse could not start ({cause})" if cause

@@ -41,8 +41,9 @@ def view(path: Path, port: int = 6006, host: str = "127.0.0.1") -> int:
         )
         code = child.proc.wait()
         raise RunFailed(f"TensorBoard exited with code {code}: {child.last_error()}")
-    except KeyboardInterrupt:
-        return 0
+    except KeyboardInterrupt as e:  # the usual way to stop a view; still 130, as every interrupt
+        print(f"view: stopped by {e or 'SIGINT'}; TensorBoard stopped", file=sys.stderr, flush=True)
+        return 130
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
