@@ -350,6 +350,11 @@ def fault_markers(run_dir: Path) -> list[Path]:
     return sorted((run_dir / FAULTS).glob("*.json"))
 
 
+def read_fault_markers(run_dir: Path) -> list[FaultMarker]:
+    """The faults that fired in this run dir (``faults/*.json``), in file-name order."""
+    return [msgspec.json.decode(p.read_bytes(), type=FaultMarker) for p in fault_markers(run_dir)]
+
+
 def meta_file(run_dir: Path, replica: int, rank: int) -> Path:
     return run_dir / META / f"{worker_name(replica, rank)}.json"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from train_fixtures import event_record
 
 from ftrun.cli import app
 
@@ -33,7 +34,7 @@ def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Pa
     for r in range(2):
         lines = []
         for step in range(1, 9):
-            rec = {"step": step, "step_time_s": compute_s, "sent": None, "synced": None}
+            rec = event_record(step, step_time_s=compute_s)
             if step % 4 == 0:  # this run measured 1.3 s of data and 0.1 s of control per sync
                 rec.update(sent=0, synced=0, commit=True, exposed_s=1.3, quorum_s=0.09, commit_s=0.01)
                 rec["step_time_s"] = compute_s + 1.4

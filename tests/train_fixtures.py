@@ -333,6 +333,16 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 60.0, replica: int 
     return False
 
 
+# --- hand-made run dirs ---------------------------------------------------------------------
+
+def event_record(step: int | None, **fields) -> dict:
+    """One event-log line (``ftrun.layout.EventRecord``) as JSON data: a plain step that sent and
+    synced nothing, with ``fields`` set on top."""
+    return {"step": step, "manager_step": 0, "manager_step_after": 0, "participants": None, "quorum_id": None,
+            "loss": 0.0, "step_time_s": 0.0, "restart": 0, "sent": None, "synced": None, "commit": None,
+            "fingerprint": None, "t": 0.0, **fields}
+
+
 # --- checks shared by the end-to-end tests --------------------------------------------------
 
 def actual_events(records: list[dict]) -> list[tuple[int, str, int, int]]:

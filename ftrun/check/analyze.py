@@ -29,7 +29,7 @@ from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
-from ftrun.events import read_events
+from ftrun.events import read_event_log
 from ftrun.check import commits as commit_checks
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for
@@ -377,7 +377,7 @@ def analyze(
     if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
         trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
     workers = assign(inputs.files, spans)
-    logs = {k: read_events(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
+    logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed_commits = commit_checks.from_logs(logs)
     failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule) for w in workers}

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
+from ftrun.layout import EventRecord
+
 ACTIONS = {"kill": "SIGKILL", "sigterm": "SIGTERM"}
 
 
@@ -60,7 +64,7 @@ class Faults:
         return any(m.replica == replica for m in self.marks)
 
 
-def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[int, int], list[dict]]) -> Faults:
+def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[int, int], list[EventRecord]]) -> Faults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
     out = Faults()
     seen: set[tuple[int, int, str]] = set()
@@ -77,16 +81,15 @@ def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[in
             seen.add((r, s, f["action"]))
             at = f.get("fired_at") or 0.0
             ranks = sorted(g for (x, g) in logs if x == r)
-            recs = [x for x in logs.get((r, ranks[0]), []) if (x.get("t") or 0) > at] if ranks else []
-            rejoined = next((x for x in recs if x.get("rejoined")), None)
+            recs = [x for x in logs.get((r, ranks[0]), []) if x.t > at] if ranks else []
+            rejoined = next((x for x in recs if x.rejoined), None)
             if rejoined is None:
-                rejoined = next((x for x in recs if isinstance(x.get("step"), int)), None)
-            back = rejoined.get("step") if rejoined is not None else None
-            if back is None and rejoined is not None and isinstance(rejoined.get("rejoined"), dict):
-                back = rejoined["rejoined"].get("aligned_step")
-            back = back if isinstance(back, int) else None
-            healed = next((x for x in recs if isinstance(x.get("healed"), dict)), None)
-            heal = {**healed["healed"], "step": healed.get("step")} if healed is not None else None
+                rejoined = next((x for x in recs if x.step is not None), None)
+            back = rejoined.step if rejoined is not None else None
+            if back is None and rejoined is not None and rejoined.rejoined:
+                back = rejoined.rejoined.aligned_step
+            healed = next((x for x in recs if x.healed), None)
+            heal = {**msgspec.to_builtins(healed.healed), "step": healed.step} if healed is not None else None
             if back is None:
                 lost = (s, steps) if isinstance(steps, int) and steps >= s else (s, s)
             else:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_events, replica_stats, stepped
+from ftrun.events import read_event_log, replica_stats, stepped
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
 FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
@@ -50,7 +50,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     frag_bytes = {f["id"]: f["bytes"] for f in manifest.get("fragments", [])}
     per_replica = []
     for r in range(manifest["replicas"]):
-        recs = next((got for d in dirs if (got := read_events(layout.event_log(d, r, 0)))), [])
+        recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
         s = replica_stats(recs)
         if not s.records:
             continue
@@ -67,7 +67,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
                 "exposed_control_s": s.exposed_control_s,
                 "compute_utilisation": (train_s - s.exposed_data_s - s.exposed_control_s) / train_s if train_s else None,
                 "median_step_s": s.median_plain_step_s,
-                "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in stepped(recs) if x.get("sent") is not None),
+                "total_bytes": sum(frag_bytes.get(x.sent, 0) for x in stepped(recs) if x.sent is not None),
                 "losses": s.losses,
             }
         )

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_events
+from ftrun.events import read_event_log, seconds, stepped
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
 from ftrun.schedule import Schedule, ScheduleError
@@ -57,13 +57,13 @@ def compute_step_s(dirs: list[Path], replicas: int) -> float:
     """Mean compute time per step over the replica groups' rank-0 event logs (loop - exposed)."""
     per_replica = []
     for r in range(replicas):
-        recs = next((got for d in dirs if (got := read_events(layout.event_log(d, r, 0)))), [])
-        recs = [x for x in recs if x.get("step") is not None and x.get("step_time_s") is not None]
+        recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
+        recs = stepped(recs)
         if not recs:
             continue
-        loop = sum(x["step_time_s"] for x in recs)
-        data = sum(x.get("exposed_s", 0.0) for x in recs if x.get("synced") is not None)
-        control = sum(x.get("quorum_s", 0.0) + x.get("commit_s", 0.0) for x in recs)
+        loop = sum(x.step_time_s for x in recs)
+        data = sum(seconds(x.exposed_s) for x in recs if x.synced is not None)
+        control = sum(seconds(x.quorum_s) + seconds(x.commit_s) for x in recs)
         per_replica.append((loop - data - control) / len(recs))
     if not per_replica:
         raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENTS}/")

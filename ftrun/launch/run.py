@@ -51,7 +51,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
 
 
 def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-            signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
+            signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
     after every look, inside ``view``), stop every child, write and return the manifest.
     Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
@@ -63,7 +63,7 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
 
 
 def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
+             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
     log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.groups_here),

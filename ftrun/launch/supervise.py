@@ -109,10 +109,9 @@ def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, st
 
 
 def _fired_fault(run_dir: Path, replica: int) -> str | None:
-    for p in layout.fault_markers(run_dir):
-        f = json.loads(p.read_text())
-        if f["replica"] == replica and f["action"] in ("kill", "sigterm"):
-            return f"{'SIGKILL' if f['action'] == 'kill' else 'SIGTERM'} at step {f['step']}"
+    for f in layout.read_fault_markers(run_dir):
+        if f.replica == replica and f.action in ("kill", "sigterm"):
+            return f"{'SIGKILL' if f.action == 'kill' else 'SIGTERM'} at step {f.step}"
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftrun.events import read_events
+from ftrun.events import read_event_log
 
 
 def peers_step(run_dir: Path, replica: int) -> int | None:
@@ -19,7 +19,7 @@ def peers_step(run_dir: Path, replica: int) -> int | None:
     for p in (run_dir / "events").glob("replica*_rank0.jsonl"):
         if p.name.startswith(f"replica{replica}_"):
             continue
-        steps = [r["step"] for r in read_events(p) if r.get("step") is not None]
+        steps = [r.step for r in read_event_log(p) if r.step is not None]
         if steps:
             best = max(best or 0, steps[-1] + 1)
     return best
