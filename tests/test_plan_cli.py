@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
-from train_fixtures import event_record
+from train_fixtures import event_record, train_manifest
 
 from ftrun.cli import app
 
@@ -24,12 +24,12 @@ PRED_MS, PRED_SPS = 1040.0, 8 / 2.88
 
 def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Path:
     (path / "events").mkdir(parents=True)
-    manifest = {
-        "replicas": 2, "nproc_per_replica": 1,
-        "schedule": {"fragments": 1, "sync_every": 4, "fragment_sync_delay": 0, "steps": 8},
-        "fragments": [{"id": 0, "numel": 250_000, "bytes": 1_000_000}],
-        "link": link if link is not None else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
-    }
+    manifest = train_manifest(
+        replicas=2, nproc_per_replica=1,
+        schedule={"fragments": 1, "sync_every": 4, "fragment_sync_delay": 0, "steps": 8},
+        fragments=[{"id": 0, "params": [{"name": "w", "numel": 250_000, "shape": [250_000]}], "numel": 250_000, "bytes": 1_000_000}],
+        link=link if link is not None else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
+    )
     (path / "manifest.json").write_text(json.dumps(manifest))
     for r in range(2):
         lines = []

@@ -335,6 +335,12 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 60.0, replica: int 
 
 # --- hand-made run dirs ---------------------------------------------------------------------
 
+def train_manifest(**fields) -> dict:
+    """A ``manifest.json`` of ``ftrun train`` (``ftrun.layout.Manifest``) as JSON data: the one of
+    tests/data/cpu_run, with ``fields`` replaced."""
+    return {**json.loads((ROOT / "tests" / "data" / "cpu_run" / "manifest.json").read_text()), **fields}
+
+
 def event_record(step: int | None, **fields) -> dict:
     """One event-log line (``ftrun.layout.EventRecord``) as JSON data: a plain step that sent and
     synced nothing, with ``fields`` set on top."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ftrun import layout
 from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
@@ -368,7 +369,7 @@ def analyze(
     """
     inputs = discover([Path(p) for p in paths])
     if step_numbering is None:  # not given: what the run recorded (ftrun launch), else top
-        step_numbering = (inputs.manifest or {}).get("step_numbering") or "top"
+        step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
@@ -507,8 +508,8 @@ def _missing_traces(inputs, traced: set[int], faults: Faults, notes: list[str]) 
         for r in inputs.groups():
             if r not in traced and not faults.explains_missing_trace(r):
                 problems.append(f"no trace for replica {r} (no fault explains it)")
-        total = inputs.manifest.get("replicas")
-        if len(inputs.run_dirs) >= 1 and isinstance(total, int) and inputs.groups() and len(inputs.groups()) < total:
+        total = inputs.manifest.replicas
+        if len(inputs.run_dirs) >= 1 and inputs.groups() and len(inputs.groups()) < total:
             notes.append(
                 f"job has {total} replica groups; inspected group(s) {inputs.groups()} "
                 "(give every group's run dir to check them all)"

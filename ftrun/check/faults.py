@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from ftrun.layout import EventRecord
+from ftrun.layout import AnyManifest, EventRecord, Manifest
 
 ACTIONS = {"kill": "SIGKILL", "sigterm": "SIGTERM"}
 
@@ -64,22 +64,21 @@ class Faults:
         return any(m.replica == replica for m in self.marks)
 
 
-def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[int, int], list[EventRecord]]) -> Faults:
+def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> Faults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
     out = Faults()
     seen: set[tuple[int, int, str]] = set()
     for rd, m in zip(run_dirs, manifests):
-        steps = (m.get("schedule") or {}).get("steps")
-        fired = ((m.get("faults") or {}).get("fired")) or []
-        for f in sorted((f for f in fired if isinstance(f, dict)), key=lambda f: f.get("fired_at") or 0):
-            if f.get("action") not in ACTIONS or not isinstance(f.get("replica"), int):
+        steps = m.schedule.steps
+        fired = m.faults.fired if isinstance(m, Manifest) else []  # ftrun launch: its faults are not steps
+        for f in sorted(fired, key=lambda f: f.fired_at):
+            if f.action not in ACTIONS:
                 continue
-            r = f["replica"]
-            s = f.get("fired_step") if isinstance(f.get("fired_step"), int) else f.get("step")
-            if not isinstance(s, int) or (r, s, f["action"]) in seen:
+            r, s = f.replica, f.fired_step or f.step
+            if (r, s, f.action) in seen:
                 continue
-            seen.add((r, s, f["action"]))
-            at = f.get("fired_at") or 0.0
+            seen.add((r, s, f.action))
+            at = f.fired_at
             ranks = sorted(g for (x, g) in logs if x == r)
             recs = [x for x in logs.get((r, ranks[0]), []) if x.t > at] if ranks else []
             rejoined = next((x for x in recs if x.rejoined), None)
@@ -91,10 +90,10 @@ def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[in
             healed = next((x for x in recs if x.healed), None)
             heal = {**msgspec.to_builtins(healed.healed), "step": healed.step} if healed is not None else None
             if back is None:
-                lost = (s, steps) if isinstance(steps, int) and steps >= s else (s, s)
+                lost = (s, steps) if steps is not None and steps >= s else (s, s)
             else:
                 lost = (s, back - 1) if back > s else None
-            out.marks.append(FaultMark(r, f["action"], s, lost, back, heal, run_dir=str(rd)))
+            out.marks.append(FaultMark(r, f.action, s, lost, back, heal, run_dir=str(rd)))
     return out
 
 

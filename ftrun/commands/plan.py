@@ -43,14 +43,10 @@ class RunInputs:
     link: Optional[LinkSpec]
 
 
-def _manifest(run_dir: Path) -> dict:
-    path = run_dir / layout.MANIFEST
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{run_dir}: not an ftrun run dir (no {layout.MANIFEST})") from None
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable manifest ({e})") from None
+def _manifest(run_dir: Path) -> layout.Manifest:
+    if not (run_dir / layout.MANIFEST).is_file():
+        raise BadInput(f"{run_dir}: not an ftrun run dir (no {layout.MANIFEST})")
+    return layout.read_train_manifest(run_dir)
 
 
 def compute_step_s(dirs: list[Path], replicas: int) -> float:
@@ -73,17 +69,16 @@ def compute_step_s(dirs: list[Path], replicas: int) -> float:
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     """Fragment bytes, replicas, schedule and link from the manifest; compute step from the event logs."""
     m = _manifest(dirs[0])
+    sched = m.schedule
     try:
-        frags = sorted(m["fragments"], key=lambda f: f["id"])
-        sched = m["schedule"]
-        schedule = Schedule(sched["fragments"], sched["sync_every"], sched["fragment_sync_delay"])
-        replicas = int(m["replicas"])
-        nbytes = tuple(int(f["bytes"]) for f in frags)
-        link = m.get("link")
-        spec = LinkSpec(float(link["bandwidth_bps"]), float(link["latency_s"])) if link and link.get("emulated") else None
-        steps = int(sched["steps"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadInput(f"{dirs[0] / layout.MANIFEST}: missing or bad field ({e})") from None
+        schedule = Schedule(sched.fragments, sched.sync_every, sched.fragment_sync_delay)
+    except ScheduleError as e:
+        raise BadInput(f"{dirs[0] / layout.MANIFEST}: schedule {e}") from None
+    replicas = m.replicas
+    nbytes = tuple(f.bytes for f in sorted(m.fragments, key=lambda f: f.id))
+    link = m.link
+    spec = LinkSpec(link.bandwidth_bps, link.latency_s) if link and link.emulated else None
+    steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
     work = Workload(compute_step_s(dirs, replicas), nbytes, replicas)
