@@ -47,8 +47,8 @@ SPEC = "spec.json"
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
 TRACES = "traces"
-EVENTS = "events"
-RUN_EVENTS = "run.jsonl"
+EVENT_LOGS = "events"
+RUN_EVENT_LOG = "run.jsonl"
 FAULTS = "faults"
 META = "meta"
 PROGRESS = "progress"
@@ -57,7 +57,7 @@ LOGS = "logs"
 TB = "tb"
 GROUPS = "groups"  # ftrun launch: each group's working directory, groups/replica{r}/
 # Everything ftrun itself writes at a run dir's top level (``ftrun.output`` replaces only these).
-OWN_ENTRIES = (RUN_MARKER, MANIFEST, SUMMARY, SPEC, TRACES, EVENTS, META, LOGS, TB, FAULTS, PROGRESS, READY, GROUPS)
+OWN_ENTRIES = (RUN_MARKER, MANIFEST, SUMMARY, SPEC, TRACES, EVENT_LOGS, META, LOGS, TB, FAULTS, PROGRESS, READY, GROUPS)
 
 # Environment of a rank (set by the parent, ``ftrun.launch.groups`` / ``supervise``).
 ENV_REPLICA = "REPLICA_GROUP_ID"  # torchft's name for the replica group
@@ -418,12 +418,12 @@ def trace_name(replica: int, rank: int, first_step: int) -> str:
 
 
 def event_log(run_dir: Path, replica: int, rank: int) -> Path:
-    return run_dir / EVENTS / f"{worker_name(replica, rank)}.jsonl"
+    return run_dir / EVENT_LOGS / f"{worker_name(replica, rank)}.jsonl"
 
 
 def run_event_log(run_dir: Path) -> Path:
     """Parent's log: group exits, restarts, watchdog, signals (one ``RunEvent`` per line)."""
-    return run_dir / EVENTS / RUN_EVENTS
+    return run_dir / EVENT_LOGS / RUN_EVENT_LOG
 
 
 def fault_marker(run_dir: Path, key: str) -> Path:

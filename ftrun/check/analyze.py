@@ -30,7 +30,7 @@ from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
-from ftrun.events import read_event_log
+from ftrun.event_log import read_event_log
 from ftrun.check import commits as commit_checks
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for

@@ -29,7 +29,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_event_log, replica_stats, stepped
+from ftrun.event_log import read_event_log, replica_stats, stepped
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
 FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",

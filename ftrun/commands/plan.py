@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_event_log, seconds, stepped
+from ftrun.event_log import read_event_log, seconds, stepped
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
 from ftrun.schedule import Schedule, ScheduleError
@@ -62,7 +62,7 @@ def compute_step_s(dirs: list[Path], replicas: int) -> float:
         control = sum(seconds(x.quorum_s) + seconds(x.commit_s) for x in recs)
         per_replica.append((loop - data - control) / len(recs))
     if not per_replica:
-        raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENTS}/")
+        raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENT_LOGS}/")
     return sum(per_replica) / len(per_replica)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftrun.events import parse_lines
+from ftrun.event_log import parse_lines
 from ftrun.layout import EventRecord
 
 
@@ -24,7 +24,7 @@ class GroupProgress:
     records: list[EventRecord] = field(default_factory=list)
 
 
-class EventTail:
+class EventLogTail:
     """Incrementally reads one JSONL event log (complete lines only)."""
 
     def __init__(self, path: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 import msgspec
 
 from ftrun import __version__, layout
-from ftrun.events import read_event_log, read_run_events, replica_stats
+from ftrun.event_log import read_event_log, read_run_events, replica_stats
 from ftrun.launch.supervise import RunState
 from ftrun.output import atomic_write
 

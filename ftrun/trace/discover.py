@@ -89,7 +89,7 @@ def _manifest_files(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
 
 def _event_logs(run_dir: Path, m: layout.AnyManifest) -> dict[tuple[int, int], Path]:
     logs = {(e.replica, e.rank): run_dir / e.path for e in m.event_logs}
-    for f in (run_dir / layout.EVENTS).glob("*.jsonl"):
+    for f in (run_dir / layout.EVENT_LOGS).glob("*.jsonl"):
         w = layout.parse_worker(f.name)
         if w is not None:
             logs.setdefault(w, f)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftrun.events import read_event_log
+from ftrun import layout
+from ftrun.event_log import read_event_log
 
 
 def peers_step(run_dir: Path, replica: int) -> int | None:
     best = None
-    for p in (run_dir / "events").glob("replica*_rank0.jsonl"):
+    for p in (run_dir / layout.EVENT_LOGS).glob("replica*_rank0.jsonl"):
         if p.name.startswith(f"replica{replica}_"):
             continue
         steps = [r.step for r in read_event_log(p) if r.step is not None]
