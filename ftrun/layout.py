@@ -5,11 +5,12 @@ A run dir ``<out>/<run-name>/`` holds::
     .ftrun-run                         RUN_MARKER: ftrun made this dir (pid, start time; ``ftrun.output``)
     spec.json                          SPEC: ``Spec``, what every rank runs (written before launch)
     manifest.json                      MANIFEST: ``Manifest``, written by the parent at the end
+                                       (``ftrun launch``: ``LaunchManifest``); read with ``read_manifest``
     summary.json                       SUMMARY: the train summary (also printed by --json)
     traces/replica{r}_rank{g}.{A}.pt.trace.json.gz
                                        torch-profiler chrome traces; A = first profiled step.
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
-    events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step
+    events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step (read: ``ftrun.event_log``)
     events/run.jsonl                   one ``RunEvent`` per line: group exits, restarts, watchdog, signals
     faults/<key>.json                  one ``FaultMarker`` per injected fault that fired
     meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files, status)
