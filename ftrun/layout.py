@@ -5,11 +5,12 @@ A run dir ``<out>/<run-name>/`` holds::
     .ftrun-run                         RUN_MARKER: ftrun made this dir (pid, start time; ``ftrun.output``)
     spec.json                          SPEC: ``Spec``, what every rank runs (written before launch)
     manifest.json                      MANIFEST: ``Manifest``, written by the parent at the end
+                                       (``ftrun launch``: ``LaunchManifest``); read with ``read_manifest``
     summary.json                       SUMMARY: the train summary (also printed by --json)
     traces/replica{r}_rank{g}.{A}.pt.trace.json.gz
                                        torch-profiler chrome traces; A = first profiled step.
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
-    events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step
+    events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step (read: ``ftrun.event_log``)
     events/run.jsonl                   one ``RunEvent`` per line: group exits, restarts, watchdog, signals
     faults/<key>.json                  one ``FaultMarker`` per injected fault that fired
     meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files, status)
@@ -47,8 +48,8 @@ SPEC = "spec.json"
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
 TRACES = "traces"
-EVENTS = "events"
-RUN_EVENTS = "run.jsonl"
+EVENT_LOGS = "events"
+RUN_EVENT_LOG = "run.jsonl"
 FAULTS = "faults"
 META = "meta"
 PROGRESS = "progress"
@@ -57,7 +58,7 @@ LOGS = "logs"
 TB = "tb"
 GROUPS = "groups"  # ftrun launch: each group's working directory, groups/replica{r}/
 # Everything ftrun itself writes at a run dir's top level (``ftrun.output`` replaces only these).
-OWN_ENTRIES = (RUN_MARKER, MANIFEST, SUMMARY, SPEC, TRACES, EVENTS, META, LOGS, TB, FAULTS, PROGRESS, READY, GROUPS)
+OWN_ENTRIES = (RUN_MARKER, MANIFEST, SUMMARY, SPEC, TRACES, EVENT_LOGS, META, LOGS, TB, FAULTS, PROGRESS, READY, GROUPS)
 
 # Environment of a rank (set by the parent, ``ftrun.launch.groups`` / ``supervise``).
 ENV_REPLICA = "REPLICA_GROUP_ID"  # torchft's name for the replica group
@@ -236,6 +237,7 @@ class TraceRef(msgspec.Struct):
     rank: int
     path: str  # relative to the run dir
     window: Optional[list[int]]
+    rank_source: Union[str, UnsetType] = UNSET  # ftrun launch: how the rank was told (``ftrun.trace.harvest``)
 
 
 class EventLogRef(msgspec.Struct):
@@ -256,8 +258,9 @@ class FaultsInfo(msgspec.Struct):
     max_restarts: int
 
 
-class Manifest(msgspec.Struct):
-    """``manifest.json``: the run as it happened, written by the parent at the end."""
+class Manifest(msgspec.Struct, kw_only=True):
+    """``manifest.json`` of ``ftrun train``: the run as it happened, written by the parent at the
+    end. (The fields with defaults may be missing from a manifest of an earlier ftrun.)"""
 
     ftrun_version: str
     job_id: str
@@ -266,19 +269,87 @@ class Manifest(msgspec.Struct):
     versions: dict[str, Optional[str]]
     backend: str
     replicas: int
-    nproc_per_replica: int
+    nproc_per_replica: int = 1
     schedule: ScheduleInfo
-    fragments: list[Fragment]
-    expected: list[ExpectedEvent]
-    profile_windows: list[list[int]]
+    fragments: list[Fragment] = []
+    expected: list[ExpectedEvent] = []
+    profile_windows: list[list[int]] = []
     traces: list[TraceRef]
-    event_logs: list[EventLogRef]
-    link: Optional[Link]
-    devices: list[DeviceRef]
-    faults: FaultsInfo
-    run_events: list[RunEvent]
-    wall_s: float
+    event_logs: list[EventLogRef] = []
+    link: Optional[Link] = None
+    devices: list[DeviceRef] = []
+    faults: FaultsInfo = msgspec.field(default_factory=lambda: FaultsInfo([], [], 0))
+    run_events: list[RunEvent] = []
+    wall_s: Optional[float] = None
     format: int = FORMAT
+
+
+class LaunchSchedule(msgspec.Struct):
+    """The schedule an ``ftrun launch`` script runs, as given (None: not given; ``steps`` is never known)."""
+
+    fragments: Optional[int] = None
+    sync_every: Optional[int] = None
+    fragment_sync_delay: Optional[int] = None
+    steps: Optional[int] = None
+
+
+class LaunchGroup(msgspec.Struct):
+    replica: int
+    cwd: str  # relative to the run dir
+    log: str  # relative to the run dir
+    state: Optional[str]
+    exit_codes: list[int]
+    restarts: int
+
+
+class UncheckedTrace(msgspec.Struct):
+    replica: int
+    path: str  # relative to the run dir
+    why: str
+
+
+class LaunchManifest(msgspec.Struct, kw_only=True):
+    """``manifest.json`` of ``ftrun launch`` (``kind`` "launch"): what ran and what it wrote.
+    ``launch_faults``: {requested, fired} as ``ftrun.launch.watch`` records them."""
+
+    ftrun_version: str
+    kind: str = "launch"
+    job_id: str
+    run_name: str
+    script: str
+    args: list[str]
+    python: str
+    env_added: dict[str, str]
+    schedule: LaunchSchedule
+    step_numbering: str = "top"
+    replicas: int
+    nproc_per_replica: int
+    lighthouse: str
+    min_replicas: int
+    restarts: int
+    timeout_s: Optional[float]  # None: no --timeout
+    seconds: float
+    groups: list[LaunchGroup]
+    launch_faults: dict[str, Any]
+    traces: list[TraceRef]
+    event_logs: list[EventLogRef] = []
+    traces_not_checked: Union[list[UncheckedTrace], UnsetType] = UNSET
+    format: Union[int, UnsetType] = UNSET
+
+    @property
+    def fragments(self) -> list[Fragment]:
+        """A launched script's fragments are not known to ftrun."""
+        return []
+
+
+AnyManifest = Union[Manifest, LaunchManifest]
+
+
+class ManifestStamp(msgspec.Struct):
+    """What every manifest ftrun wrote has, of any format or kind (``ftrun.output``: is a dir ftrun's?)."""
+
+    ftrun_version: str
+    job_id: str
 
 
 # --- reading and writing ------------------------------------------------------------------
@@ -309,16 +380,30 @@ def check_format(manifest: dict, path: Path) -> None:
         raise BadInput(f"{path}: run dir format {got!r}, this ftrun reads format {FORMAT} (use the ftrun that wrote it)")
 
 
-def read_manifest(run_dir: Path) -> Any:
-    """A run dir's manifest.json, decoded; ``BadInput`` if unreadable or of another format.
-    (Its shape is checked by the reader that needs it: ``ftrun.trace.discover.load_manifest``.)"""
+def read_manifest(run_dir: Path) -> AnyManifest:
+    """A run dir's manifest.json: a ``Manifest`` (``ftrun train``) or a ``LaunchManifest``
+    (``kind`` "launch"); ``BadInput`` (one line) if unreadable, of another format, or not one."""
     path = Path(run_dir) / MANIFEST
     try:
-        m = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        m = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError) as e:
         raise BadInput(f"{path}: unreadable manifest ({e})") from None
-    if isinstance(m, dict):
-        check_format(m, path)
+    if not isinstance(m, dict):
+        raise BadInput(f"{path}: not an ftrun manifest (a JSON {type(m).__name__}, not an object)")
+    check_format(m, path)
+    kind = LaunchManifest if m.get("kind") == "launch" else Manifest
+    try:
+        return msgspec.convert(m, kind)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun manifest ({e})") from None
+
+
+def read_train_manifest(run_dir: Path) -> Manifest:
+    """``read_manifest`` of a run dir that ``ftrun train`` wrote (``BadInput`` for an ``ftrun launch`` one)."""
+    m = read_manifest(run_dir)
+    if not isinstance(m, Manifest):
+        raise BadInput(f"{Path(run_dir) / MANIFEST}: an ftrun launch run dir; this reads ftrun train run dirs "
+                       "(fragments, step logs, link)")
     return m
 
 
@@ -334,12 +419,12 @@ def trace_name(replica: int, rank: int, first_step: int) -> str:
 
 
 def event_log(run_dir: Path, replica: int, rank: int) -> Path:
-    return run_dir / EVENTS / f"{worker_name(replica, rank)}.jsonl"
+    return run_dir / EVENT_LOGS / f"{worker_name(replica, rank)}.jsonl"
 
 
 def run_event_log(run_dir: Path) -> Path:
     """Parent's log: group exits, restarts, watchdog, signals (one ``RunEvent`` per line)."""
-    return run_dir / EVENTS / RUN_EVENTS
+    return run_dir / EVENT_LOGS / RUN_EVENT_LOG
 
 
 def fault_marker(run_dir: Path, key: str) -> Path:
@@ -348,6 +433,11 @@ def fault_marker(run_dir: Path, key: str) -> Path:
 
 def fault_markers(run_dir: Path) -> list[Path]:
     return sorted((run_dir / FAULTS).glob("*.json"))
+
+
+def read_fault_markers(run_dir: Path) -> list[FaultMarker]:
+    """The faults that fired in this run dir (``faults/*.json``), in file-name order."""
+    return [msgspec.json.decode(p.read_bytes(), type=FaultMarker) for p in fault_markers(run_dir)]
 
 
 def meta_file(run_dir: Path, replica: int, rank: int) -> Path:

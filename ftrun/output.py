@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
+import msgspec
+
 from ftrun import layout
 from ftrun.errors import BadInput
 
@@ -158,10 +160,10 @@ def is_ftrun_run_dir(run_dir: Path) -> bool:
     if (run_dir / RUN_MARKER).is_file():
         return True
     try:
-        m = json.loads((run_dir / layout.MANIFEST).read_text())
-    except (OSError, ValueError):
+        msgspec.json.decode((run_dir / layout.MANIFEST).read_bytes(), type=layout.ManifestStamp)
+    except (OSError, msgspec.DecodeError):  # ValidationError is a DecodeError
         return False
-    return isinstance(m, dict) and "ftrun_version" in m and "job_id" in m
+    return True
 
 
 def _removable(run_dir: Path, flag: str) -> None:

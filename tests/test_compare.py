@@ -179,13 +179,13 @@ def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     traces; compare reports the control plane apart from the data plane, in the table and sentence."""
     from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LABELS
     from ftrun.trace.load import load_trace
-    from ftrun.trace.schema import events, name_filter
+    from ftrun.trace.schema import name_filter, trace_events
 
     keep = name_filter([LINK_CONTROL_QUORUM, LABELS.prepare_sync], [])
     for n in NAMES:
         holds, sends = [], 0
         for f in sorted((trained.run_dir(n) / layout.TRACES).glob("*.json*")):
-            for e in events(load_trace(f), keep):
+            for e in trace_events(load_trace(f), keep):
                 if e.name == LINK_CONTROL_QUORUM and e.ph == "X":
                     holds.append(e.dur)
                 elif e.name == LABELS.prepare_sync and e.ph == "X":
@@ -363,7 +363,7 @@ def test_dir_that_is_not_a_run_dir(trained: Compared, tmp_path: Path) -> None:
 def test_run_dir_without_event_logs(trained: Compared, tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(trained.run_dir("baseline"), broken)
-    shutil.rmtree(broken / layout.EVENTS)
+    shutil.rmtree(broken / layout.EVENT_LOGS)
     line = one_line_error(ftrun("compare", str(trained.run_dir("streaming")), str(broken), "--out", str(tmp_path / "o")))
     assert "event" in line  # "no event logs" or "...events/replica0_rank0.jsonl: unreadable ..."
 

@@ -6,6 +6,7 @@ from ftrun.check import comm
 from ftrun.check.analyze import runs
 from ftrun.check.commits import NO_OUTER_STEP, SENT_AGAIN, SyncSeen, infer
 from ftrun.check.evidence import ClusterIdentifier, ManifestIdentifier, Signature, restore_signature, send_signature
+from ftrun.layout import Fragment, Param
 from ftrun.schedule import Schedule
 from ftrun.trace.spans import Allreduce, Collective, Send, Span, Sync
 
@@ -21,12 +22,11 @@ def send(ts, *shapes):
     return Send(Span(ts, ts + len(shapes) + 1, T), ars)
 
 
-FRAGS = [
-    {"id": 0, "params": [{"numel": 6}, {"numel": 2}], "numel": 8, "bytes": 32},
-    {"id": 1, "params": [{"numel": 3}, {"numel": 5}], "numel": 8, "bytes": 32},
-    {"id": 2, "params": [{"numel": 2}, {"numel": 6}], "numel": 8, "bytes": 32},
-    {"id": 3, "params": [{"numel": 1}, {"numel": 1}, {"numel": 7}], "numel": 9, "bytes": 36},
-]
+def _frag(i: int, *numels: int) -> Fragment:
+    return Fragment(i, [Param(f"p{j}", n, [n]) for j, n in enumerate(numels)], sum(numels), 4 * sum(numels))
+
+
+FRAGS = [_frag(0, 6, 2), _frag(1, 3, 5), _frag(2, 2, 6), _frag(3, 1, 1, 7)]
 
 
 def test_signatures_from_shapes_and_counts():

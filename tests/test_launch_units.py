@@ -7,11 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ftrun.errors import BadInput
 from ftrun.faults import LaunchKill, parse_launch_kill
 from ftrun.launch.script import LaunchSpec, parse_env_pairs, script_group
+from ftrun.layout import LaunchManifest, LaunchSchedule
 from ftrun.launch.watch import LogTail, Quorums
 from ftrun.trace.harvest import find_traces, sniff
 
@@ -170,13 +172,16 @@ def test_manifest_without_schedule_takes_the_flags_or_says_what_is_missing(tmp_p
     from ftrun.check.expect import schedule_for
     from ftrun.trace.discover import Inputs, TraceFile
 
-    m = {"schedule": {"steps": None}, "traces": []}
+    m = msgspec.convert({"ftrun_version": "0", "job_id": "j", "run_name": "x", "script": "s.py", "args": [], "python": "py",
+                         "env_added": {}, "schedule": {"steps": None}, "replicas": 2, "nproc_per_replica": 1,
+                         "lighthouse": "", "min_replicas": 1, "restarts": 0, "timeout_s": 1.0, "seconds": 1.0, "groups": [],
+                         "launch_faults": {}, "traces": []}, LaunchManifest)
     inputs = Inputs([TraceFile(tmp_path / "t.json")], run_dir=tmp_path, manifest=m)
     s = schedule_for(inputs, 2, 4, 1)
     assert (s.fragments, s.sync_every, s.delay) == (2, 4, 1)
     with pytest.raises(BadInput, match="records no schedule"):
         schedule_for(inputs, None, None, None)
-    m["schedule"].update(fragments=2, sync_every=8, fragment_sync_delay=1)
+    m.schedule = LaunchSchedule(fragments=2, sync_every=8, fragment_sync_delay=1)
     with pytest.raises(BadInput, match="--sync-every 4 disagrees"):
         schedule_for(inputs, 2, 4, 1)
 
@@ -196,6 +201,8 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
     assert m["groups"][0] == {"replica": 0, "cwd": "groups/replica0", "log": "logs/replica0.log", "state": "exited",
                               "exit_codes": [0], "restarts": 0}
     assert {k: m["schedule"][k] for k in SCHED} == SCHED
+    read = msgspec.convert(json.loads(json.dumps(m)), LaunchManifest)  # what inspect-trace reads back
+    assert read.step_numbering == "end" and [t.rank_source for t in read.traces] == ["one rank per group"]
 
 
 def test_restarts_default_like_train(script):

@@ -56,10 +56,23 @@ def test_spec_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_manifest_without_format_reads_as_this_release() -> None:
+    assert "format" not in json.loads((CPU_RUN / layout.MANIFEST).read_text())
     m = layout.read_manifest(CPU_RUN)
-    assert "format" not in m and m["schedule"]["fragments"] == 2
+    assert isinstance(m, layout.Manifest) and m.format == layout.FORMAT and m.schedule.fragments == 2
     res = inspect(str(CPU_RUN), "--json")
     assert res.exit_code == 0, res.output
+
+
+def test_manifest_of_another_shape_is_refused_in_one_line(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(CPU_RUN, run)
+    m = json.loads((run / layout.MANIFEST).read_text())
+    del m["schedule"]["sync_every"]
+    (run / layout.MANIFEST).write_text(json.dumps(m))
+    res = inspect(str(run))
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not an ftrun manifest" in lines[0] and "sync_every" in lines[0], res.output
 
 
 def test_manifest_of_another_format_is_refused_in_one_line(tmp_path: Path) -> None:

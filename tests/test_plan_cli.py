@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from train_fixtures import event_record, train_manifest
 
 from ftrun.cli import app
 
@@ -23,17 +24,17 @@ PRED_MS, PRED_SPS = 1040.0, 8 / 2.88
 
 def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Path:
     (path / "events").mkdir(parents=True)
-    manifest = {
-        "replicas": 2, "nproc_per_replica": 1,
-        "schedule": {"fragments": 1, "sync_every": 4, "fragment_sync_delay": 0, "steps": 8},
-        "fragments": [{"id": 0, "numel": 250_000, "bytes": 1_000_000}],
-        "link": link if link is not None else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
-    }
+    manifest = train_manifest(
+        replicas=2, nproc_per_replica=1,
+        schedule={"fragments": 1, "sync_every": 4, "fragment_sync_delay": 0, "steps": 8},
+        fragments=[{"id": 0, "params": [{"name": "w", "numel": 250_000, "shape": [250_000]}], "numel": 250_000, "bytes": 1_000_000}],
+        link=link if link is not None else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
+    )
     (path / "manifest.json").write_text(json.dumps(manifest))
     for r in range(2):
         lines = []
         for step in range(1, 9):
-            rec = {"step": step, "step_time_s": compute_s, "sent": None, "synced": None}
+            rec = event_record(step, step_time_s=compute_s)
             if step % 4 == 0:  # this run measured 1.3 s of data and 0.1 s of control per sync
                 rec.update(sent=0, synced=0, commit=True, exposed_s=1.3, quorum_s=0.09, commit_s=0.01)
                 rec["step_time_s"] = compute_s + 1.4

@@ -158,7 +158,7 @@ def test_manifest_contract(run):
     for t in m["traces"]:
         assert (r.run_dir / t["path"]).is_file()
     assert sorted((e["replica"], e["rank"], e["path"]) for e in m["event_logs"]) == [
-        (rep, 0, f"{layout.EVENTS}/{layout.worker_name(rep, 0)}.jsonl") for rep in range(2)
+        (rep, 0, f"{layout.EVENT_LOGS}/{layout.worker_name(rep, 0)}.jsonl") for rep in range(2)
     ]
 
 
@@ -205,7 +205,7 @@ def test_two_ranks_per_group(tmp_path):
                   "--fragment-sync-delay", str(tau), "--steps", str(steps), "--profile", "none", *SMALL)
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
-    logs = sorted(p.name for p in (r.run_dir / layout.EVENTS).glob("replica*_rank*.jsonl"))
+    logs = sorted(p.name for p in (r.run_dir / layout.EVENT_LOGS).glob("replica*_rank*.jsonl"))
     assert logs == [f"{layout.worker_name(rep, g)}.jsonl" for rep in range(2) for g in range(2)]
     want = [(e.step, e.kind, e.fragment, e.manager_step) for e in Schedule(f, h, tau).events(steps)]
     for rep in range(2):

@@ -333,6 +333,22 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 60.0, replica: int 
     return False
 
 
+# --- hand-made run dirs ---------------------------------------------------------------------
+
+def train_manifest(**fields) -> dict:
+    """A ``manifest.json`` of ``ftrun train`` (``ftrun.layout.Manifest``) as JSON data: the one of
+    tests/data/cpu_run, with ``fields`` replaced."""
+    return {**json.loads((ROOT / "tests" / "data" / "cpu_run" / "manifest.json").read_text()), **fields}
+
+
+def event_record(step: int | None, **fields) -> dict:
+    """One event-log line (``ftrun.layout.EventRecord``) as JSON data: a plain step that sent and
+    synced nothing, with ``fields`` set on top."""
+    return {"step": step, "manager_step": 0, "manager_step_after": 0, "participants": None, "quorum_id": None,
+            "loss": 0.0, "step_time_s": 0.0, "restart": 0, "sent": None, "synced": None, "commit": None,
+            "fingerprint": None, "t": 0.0, **fields}
+
+
 # --- checks shared by the end-to-end tests --------------------------------------------------
 
 def actual_events(records: list[dict]) -> list[tuple[int, str, int, int]]:

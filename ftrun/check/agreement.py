@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ftrun.layout import EventRecord
+
 
 @dataclass
 class Agreement:
@@ -21,14 +23,14 @@ class Agreement:
         return not self.disagreements
 
 
-def check_agreement(logs: dict[tuple[int, int], list[dict]]) -> Agreement:
+def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement:
     """``logs``: (replica, rank) -> event records. Compares fingerprints per (rank, manager step)."""
     by_key: dict[tuple[int, int], dict[int, tuple[str, int]]] = {}
     for (replica, rank), records in logs.items():
         for rec in records:
-            if rec.get("commit") and rec.get("fingerprint"):
-                key = (rank, rec["manager_step_after"])
-                by_key.setdefault(key, {})[replica] = (rec["fingerprint"], rec["synced"])
+            if rec.commit and rec.fingerprint:
+                key = (rank, rec.manager_step_after)
+                by_key.setdefault(key, {})[replica] = (rec.fingerprint, rec.synced)
     out = Agreement()
     for (rank, mstep), seen in sorted(by_key.items()):
         if len(seen) < 2:

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ftrun import layout
 from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
 from ftrun.check.faults import Faults, describe, fault_marks
-from ftrun.events import read_events
+from ftrun.event_log import read_event_log
 from ftrun.check import commits as commit_checks
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for
@@ -368,7 +369,7 @@ def analyze(
     """
     inputs = discover([Path(p) for p in paths])
     if step_numbering is None:  # not given: what the run recorded (ftrun launch), else top
-        step_numbering = (inputs.manifest or {}).get("step_numbering") or "top"
+        step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
@@ -377,7 +378,7 @@ def analyze(
     if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
         trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
     workers = assign(inputs.files, spans)
-    logs = {k: read_events(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
+    logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed_commits = commit_checks.from_logs(logs)
     failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule) for w in workers}
@@ -507,8 +508,8 @@ def _missing_traces(inputs, traced: set[int], faults: Faults, notes: list[str]) 
         for r in inputs.groups():
             if r not in traced and not faults.explains_missing_trace(r):
                 problems.append(f"no trace for replica {r} (no fault explains it)")
-        total = inputs.manifest.get("replicas")
-        if len(inputs.run_dirs) >= 1 and isinstance(total, int) and inputs.groups() and len(inputs.groups()) < total:
+        total = inputs.manifest.replicas
+        if len(inputs.run_dirs) >= 1 and inputs.groups() and len(inputs.groups()) < total:
             notes.append(
                 f"job has {total} replica groups; inspected group(s) {inputs.groups()} "
                 "(give every group's run dir to check them all)"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
 from ftrun.check.faults import Faults
+from ftrun.layout import EventRecord
 from ftrun.schedule import Schedule
 
 
@@ -48,14 +49,13 @@ NO_OUTER_STEP = "no outer step after should_commit"
 SENT_AGAIN = "the same fragment was sent again"
 
 
-def from_logs(logs: dict[tuple[int, int], list[dict]]) -> list[FailedCommit]:
+def from_logs(logs: dict[tuple[int, int], list[EventRecord]]) -> list[FailedCommit]:
     """``logs``: (replica, rank) -> event-log records. One entry per ``commit: false`` record."""
     out = []
     for (replica, rank), recs in sorted(logs.items()):
         for rec in recs:
-            if rec.get("commit") is False and isinstance(rec.get("step"), int):
-                frag = rec.get("synced") if isinstance(rec.get("synced"), int) else None
-                out.append(FailedCommit(replica, rank, rec["step"], frag, "event_log"))
+            if rec.commit is False and rec.step is not None:
+                out.append(FailedCommit(replica, rank, rec.step, rec.synced, "event_log"))
     return out
 
 

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
-from ftrun.errors import BadInput
+from ftrun.layout import AnyManifest, Fragment, Manifest
 from ftrun.schedule import Schedule
 
 if TYPE_CHECKING:  # observations of ``ftrun.check.analyze`` (no runtime import: no loop)
@@ -142,15 +142,13 @@ class _Frag:
 class ManifestIdentifier:
     """Identity from the manifest's ``fragments[i].params[j].numel`` (see module docstring)."""
 
-    def __init__(self, fragments: list[dict[str, Any]], bucketized: bool = False) -> None:
+    def __init__(self, fragments: list[Fragment], bucketized: bool = False) -> None:
         self.bucketized = bucketized  # the run's --bucketize: a send's allreduce count is its buckets'
         self.frags: list[_Frag] = []
-        for i, f in enumerate(fragments):
-            nums = tuple(sorted(int(p["numel"]) for p in f.get("params", [])))
-            total = int(f.get("numel", sum(nums)))
-            b = f.get("bytes")
-            item = int(b) // total if isinstance(b, int) and total and b % total == 0 else None
-            self.frags.append(_Frag(int(f.get("id", i)), nums, total, item))
+        for f in fragments:
+            nums = tuple(sorted(p.numel for p in f.params))
+            item = f.bytes // f.numel if f.numel and f.bytes % f.numel == 0 else None
+            self.frags.append(_Frag(f.id, nums, f.numel, item))
 
     def candidates(self, sig: Signature, with_sizes: bool = True) -> tuple[int, ...]:
         """Per-parameter matches; for a send without one, bucketized matches."""
@@ -280,19 +278,16 @@ class RunIdentities:
     every observation's ``identity`` (needs the matched expectations, without a manifest).
     """
 
-    def __init__(self, manifest: Optional[dict], wobs: list["WorkerObs"], schedule: Schedule) -> None:
+    def __init__(self, manifest: Optional[AnyManifest], wobs: list["WorkerObs"], schedule: Schedule) -> None:
         self.schedule = schedule
         sends = [o.sig for wo in wobs for o in wo.obs if o.kind == "send" and o.sig is not None]
         self.with_sizes = trace_key(sends)
-        frags = manifest.get("fragments") if manifest is not None else None
+        frags = manifest.fragments if manifest is not None else None
         self.has_manifest = manifest is not None  # ftrun launch: a manifest without fragment sizes
         self.manifest: Optional[ManifestIdentifier] = None
         self.cluster: Optional[ClusterIdentifier] = None
-        if isinstance(frags, list) and frags:
-            try:
-                self.manifest = ManifestIdentifier(frags, bool((manifest.get("config") or {}).get("bucketize")))
-            except (KeyError, TypeError, ValueError):
-                raise BadInput("manifest.json: fragments need params with integer numel") from None
+        if frags:
+            self.manifest = ManifestIdentifier(frags, isinstance(manifest, Manifest) and bool(manifest.config.get("bucketize")))
             return
         self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)
         order = sorted(

@@ -18,18 +18,17 @@ def schedule_for(
 ) -> Schedule:
     """The manifest's schedule (flags, if given, must agree) or the one the flags give."""
     flags = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": delay}
-    sched = inputs.manifest["schedule"] if inputs.manifest is not None else {}
-    if inputs.manifest is not None and all(sched.get(k) is None for k in flags) and all(v is not None for v in flags.values()):
+    sched = {k: getattr(inputs.manifest.schedule, k) for k in flags} if inputs.manifest is not None else {}
+    if inputs.manifest is not None and all(v is None for v in sched.values()) and all(v is not None for v in flags.values()):
         values = flags  # a manifest that records no schedule (ftrun launch --no-inspect): the flags say it
     elif inputs.manifest is not None:
         where = inputs.run_dir / "manifest.json" if inputs.run_dir else "manifest.json"
-        if all(sched.get(k) is None for k in flags):
+        if all(v is None for v in sched.values()):
             raise BadInput(f"{where}: records no schedule (launched with --no-inspect); give --fragments, --sync-every "
                            "and --fragment-sync-delay")
-        try:
-            values = {k: int(sched[k]) for k in flags}
-        except (KeyError, TypeError, ValueError):
-            raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay") from None
+        if any(v is None for v in sched.values()):
+            raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay")
+        values = sched
         for k, v in flags.items():
             if v is not None and v != values[k]:
                 raise BadInput(f"--{k.replace('_', '-')} {v} disagrees with {where} ({k}={values[k]})")

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
+from ftrun.layout import AnyManifest, EventRecord, Manifest
+
 ACTIONS = {"kill": "SIGKILL", "sigterm": "SIGTERM"}
 
 
@@ -60,38 +64,36 @@ class Faults:
         return any(m.replica == replica for m in self.marks)
 
 
-def fault_marks(run_dirs: list[Path], manifests: list[dict], logs: dict[tuple[int, int], list[dict]]) -> Faults:
+def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> Faults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
     out = Faults()
     seen: set[tuple[int, int, str]] = set()
     for rd, m in zip(run_dirs, manifests):
-        steps = (m.get("schedule") or {}).get("steps")
-        fired = ((m.get("faults") or {}).get("fired")) or []
-        for f in sorted((f for f in fired if isinstance(f, dict)), key=lambda f: f.get("fired_at") or 0):
-            if f.get("action") not in ACTIONS or not isinstance(f.get("replica"), int):
+        steps = m.schedule.steps
+        fired = m.faults.fired if isinstance(m, Manifest) else []  # ftrun launch: its faults are not steps
+        for f in sorted(fired, key=lambda f: f.fired_at):
+            if f.action not in ACTIONS:
                 continue
-            r = f["replica"]
-            s = f.get("fired_step") if isinstance(f.get("fired_step"), int) else f.get("step")
-            if not isinstance(s, int) or (r, s, f["action"]) in seen:
+            r, s = f.replica, f.fired_step or f.step
+            if (r, s, f.action) in seen:
                 continue
-            seen.add((r, s, f["action"]))
-            at = f.get("fired_at") or 0.0
+            seen.add((r, s, f.action))
+            at = f.fired_at
             ranks = sorted(g for (x, g) in logs if x == r)
-            recs = [x for x in logs.get((r, ranks[0]), []) if (x.get("t") or 0) > at] if ranks else []
-            rejoined = next((x for x in recs if x.get("rejoined")), None)
+            recs = [x for x in logs.get((r, ranks[0]), []) if x.t > at] if ranks else []
+            rejoined = next((x for x in recs if x.rejoined), None)
             if rejoined is None:
-                rejoined = next((x for x in recs if isinstance(x.get("step"), int)), None)
-            back = rejoined.get("step") if rejoined is not None else None
-            if back is None and rejoined is not None and isinstance(rejoined.get("rejoined"), dict):
-                back = rejoined["rejoined"].get("aligned_step")
-            back = back if isinstance(back, int) else None
-            healed = next((x for x in recs if isinstance(x.get("healed"), dict)), None)
-            heal = {**healed["healed"], "step": healed.get("step")} if healed is not None else None
+                rejoined = next((x for x in recs if x.step is not None), None)
+            back = rejoined.step if rejoined is not None else None
+            if back is None and rejoined is not None and rejoined.rejoined:
+                back = rejoined.rejoined.aligned_step
+            healed = next((x for x in recs if x.healed), None)
+            heal = {**msgspec.to_builtins(healed.healed), "step": healed.step} if healed is not None else None
             if back is None:
-                lost = (s, steps) if isinstance(steps, int) and steps >= s else (s, s)
+                lost = (s, steps) if steps is not None and steps >= s else (s, s)
             else:
                 lost = (s, back - 1) if back > s else None
-            out.marks.append(FaultMark(r, f["action"], s, lost, back, heal, run_dir=str(rd)))
+            out.marks.append(FaultMark(r, f.action, s, lost, back, heal, run_dir=str(rd)))
     return out
 
 

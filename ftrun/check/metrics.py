@@ -25,9 +25,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_events, replica_stats, stepped
+from ftrun.event_log import read_event_log, replica_stats, stepped
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
 FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
@@ -44,13 +46,13 @@ def _mean(xs: list[float]) -> Optional[float]:
 def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]:
     """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged)."""
     dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
-    manifests = [layout.read_manifest(d) for d in dirs]
+    manifests = [layout.read_train_manifest(d) for d in dirs]
     manifest = manifests[0]
-    cfg = manifest["config"]
-    frag_bytes = {f["id"]: f["bytes"] for f in manifest.get("fragments", [])}
+    cfg = manifest.config
+    frag_bytes = {f.id: f.bytes for f in manifest.fragments}
     per_replica = []
-    for r in range(manifest["replicas"]):
-        recs = next((got for d in dirs if (got := read_events(layout.event_log(d, r, 0)))), [])
+    for r in range(manifest.replicas):
+        recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
         s = replica_stats(recs)
         if not s.records:
             continue
@@ -67,13 +69,13 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
                 "exposed_control_s": s.exposed_control_s,
                 "compute_utilisation": (train_s - s.exposed_data_s - s.exposed_control_s) / train_s if train_s else None,
                 "median_step_s": s.median_plain_step_s,
-                "total_bytes": sum(frag_bytes.get(x["sent"], 0) for x in stepped(recs) if x.get("sent") is not None),
+                "total_bytes": sum(frag_bytes.get(x.sent, 0) for x in stepped(recs) if x.sent is not None),
                 "losses": s.losses,
             }
         )
     if not per_replica:
         raise BadInput(f"compare: {', '.join(map(str, dirs))} has no event logs")
-    walls = [m.get("wall_s") for m in manifests if m.get("wall_s") is not None]
+    walls = [m.wall_s for m in manifests if m.wall_s is not None]
     sync_events = [e for e in report.events if e.kind == "sync" and e.send_to_done_ms is not None and e.observed_step is not None]
     comm = sum(e.send_to_done_ms for e in sync_events)
     hidden = sum(e.hidden_comm_ms or 0.0 for e in sync_events)
@@ -81,7 +83,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     peak = max(send_bytes) if send_bytes else max(frag_bytes.values(), default=0)
     steps = cfg["steps"]
     checkpoints = sorted({max(1, steps * q // 4) for q in (1, 2, 3, 4)})
-    tokens_per_step = cfg["batch_size"] * cfg["seq_len"] * manifest.get("nproc_per_replica", 1)
+    tokens_per_step = cfg["batch_size"] * cfg["seq_len"] * manifest.nproc_per_replica
     sps = _mean([p["steps_per_s"] for p in per_replica])
     syncs = _mean([p["syncs"] for p in per_replica]) or 0
     exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
@@ -90,7 +92,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "name": name,
         "run_dir": str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
         "run_dirs": [str(d) for d in dirs],
-        "schedule": manifest["schedule"],
+        "schedule": msgspec.to_builtins(manifest.schedule),
         "verdict": report.verdict,
         "problems": report.problems()[:20],
         "steps_per_s": sps,
@@ -115,7 +117,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "total_bytes": _mean([p["total_bytes"] for p in per_replica]),
         "final_loss": _mean([p["losses"].get(steps) for p in per_replica]),
         "loss_at_steps": {str(s): _mean([p["losses"].get(s) for p in per_replica]) for s in checkpoints},
-        "link": manifest.get("link"),
+        "link": msgspec.to_builtins(manifest.link),
         "recovery": recovery_of(dirs),
     }
 

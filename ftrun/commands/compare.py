@@ -211,13 +211,13 @@ def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[
     cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
     if (cmp_dir / "report.json").exists() and not overwrite:
         raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
-    links = [layout.read_manifest(p[0][0]).get("link") for p in run_dirs]
-    l0 = links[0] or {}
+    links = [layout.read_train_manifest(p[0][0]).link for p in run_dirs]
+    l0 = links[0]
     link_info = {
-        "bandwidth_bps": l0.get("bandwidth_bps"),
-        "latency_s": l0.get("latency_s"),
-        "emulated": bool(l0.get("emulated")),
-        "describe": l0.get("describe", "loopback (no emulation)"),
+        "bandwidth_bps": l0.bandwidth_bps if l0 else None,
+        "latency_s": l0.latency_s if l0 else None,
+        "emulated": bool(l0 and l0.emulated),
+        "describe": l0.describe if l0 else "loopback (no emulation)",
         "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
     }
     return names, run_dirs, cmp_dir, link_info

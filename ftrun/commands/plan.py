@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.events import read_events
+from ftrun.event_log import read_event_log, seconds, stepped
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
 from ftrun.schedule import Schedule, ScheduleError
@@ -43,47 +43,42 @@ class RunInputs:
     link: Optional[LinkSpec]
 
 
-def _manifest(run_dir: Path) -> dict:
-    path = run_dir / layout.MANIFEST
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{run_dir}: not an ftrun run dir (no {layout.MANIFEST})") from None
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable manifest ({e})") from None
+def _manifest(run_dir: Path) -> layout.Manifest:
+    if not (run_dir / layout.MANIFEST).is_file():
+        raise BadInput(f"{run_dir}: not an ftrun run dir (no {layout.MANIFEST})")
+    return layout.read_train_manifest(run_dir)
 
 
 def compute_step_s(dirs: list[Path], replicas: int) -> float:
     """Mean compute time per step over the replica groups' rank-0 event logs (loop - exposed)."""
     per_replica = []
     for r in range(replicas):
-        recs = next((got for d in dirs if (got := read_events(layout.event_log(d, r, 0)))), [])
-        recs = [x for x in recs if x.get("step") is not None and x.get("step_time_s") is not None]
+        recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
+        recs = stepped(recs)
         if not recs:
             continue
-        loop = sum(x["step_time_s"] for x in recs)
-        data = sum(x.get("exposed_s", 0.0) for x in recs if x.get("synced") is not None)
-        control = sum(x.get("quorum_s", 0.0) + x.get("commit_s", 0.0) for x in recs)
+        loop = sum(x.step_time_s for x in recs)
+        data = sum(seconds(x.exposed_s) for x in recs if x.synced is not None)
+        control = sum(seconds(x.quorum_s) + seconds(x.commit_s) for x in recs)
         per_replica.append((loop - data - control) / len(recs))
     if not per_replica:
-        raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENTS}/")
+        raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENT_LOGS}/")
     return sum(per_replica) / len(per_replica)
 
 
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     """Fragment bytes, replicas, schedule and link from the manifest; compute step from the event logs."""
     m = _manifest(dirs[0])
+    sched = m.schedule
     try:
-        frags = sorted(m["fragments"], key=lambda f: f["id"])
-        sched = m["schedule"]
-        schedule = Schedule(sched["fragments"], sched["sync_every"], sched["fragment_sync_delay"])
-        replicas = int(m["replicas"])
-        nbytes = tuple(int(f["bytes"]) for f in frags)
-        link = m.get("link")
-        spec = LinkSpec(float(link["bandwidth_bps"]), float(link["latency_s"])) if link and link.get("emulated") else None
-        steps = int(sched["steps"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadInput(f"{dirs[0] / layout.MANIFEST}: missing or bad field ({e})") from None
+        schedule = Schedule(sched.fragments, sched.sync_every, sched.fragment_sync_delay)
+    except ScheduleError as e:
+        raise BadInput(f"{dirs[0] / layout.MANIFEST}: schedule {e}") from None
+    replicas = m.replicas
+    nbytes = tuple(f.bytes for f in sorted(m.fragments, key=lambda f: f.id))
+    link = m.link
+    spec = LinkSpec(link.bandwidth_bps, link.latency_s) if link and link.emulated else None
+    steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
     work = Workload(compute_step_s(dirs, replicas), nbytes, replicas)

@@ -63,7 +63,7 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
             console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
-        return _run(RunState(cfg, run_dir, job_id=jid, run_log=layout.run_event_log(run_dir)),
+        return _run(RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir)),
                     window, link, placement, json_out, quiet, signals)
     finally:
         lock.release()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftrun.events import parse_lines
+from ftrun.event_log import parse_lines
+from ftrun.layout import EventRecord
 
 
 @dataclass
@@ -20,10 +21,10 @@ class GroupProgress:
     failed_commits: int = 0
     last_sync: str = "-"
     participants: int | None = None
-    records: list[dict] = field(default_factory=list)
+    records: list[EventRecord] = field(default_factory=list)
 
 
-class EventTail:
+class EventLogTail:
     """Incrementally reads one JSONL event log (complete lines only)."""
 
     def __init__(self, path: Path) -> None:
@@ -31,7 +32,7 @@ class EventTail:
         self._pos = 0
         self._buf = b""
 
-    def read_new(self) -> list[dict]:
+    def read_new(self) -> list[EventRecord]:
         try:
             with self.path.open("rb") as f:
                 f.seek(self._pos)
@@ -44,19 +45,19 @@ class EventTail:
         return parse_lines(lines)
 
 
-def update(progress: GroupProgress, records: list[dict]) -> None:
+def update(progress: GroupProgress, records: list[EventRecord]) -> None:
     for rec in records:
         progress.records.append(rec)
-        if rec.get("step") is None:  # a restarted group, not yet realigned by a quorum
-            progress.last_sync = f"rejoining (restart {rec.get('restart')})"
+        if rec.step is None:  # a restarted group, not yet realigned by a quorum
+            progress.last_sync = f"rejoining (restart {rec.restart})"
             continue
-        progress.step = rec["step"]
-        progress.manager_step = rec.get("manager_step_after", progress.manager_step)
-        progress.loss = rec.get("loss")
-        progress.participants = rec.get("participants")
-        if rec.get("synced") is not None:
-            ok = rec.get("commit")
+        progress.step = rec.step
+        progress.manager_step = rec.manager_step_after
+        progress.loss = rec.loss
+        progress.participants = rec.participants
+        if rec.synced is not None:
+            ok = rec.commit
             progress.commits += bool(ok)
             progress.failed_commits += ok is False
-            progress.last_sync = f"frag {rec['synced']} @ {rec['step']} {'ok' if ok else 'FAILED'}"
+            progress.last_sync = f"frag {rec.synced} @ {rec.step} {'ok' if ok else 'FAILED'}"
 

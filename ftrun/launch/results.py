@@ -10,7 +10,7 @@ import sys
 import msgspec
 
 from ftrun import __version__, layout
-from ftrun.events import read_events, replica_stats
+from ftrun.event_log import read_event_log, read_run_events, replica_stats
 from ftrun.launch.supervise import RunState
 from ftrun.output import atomic_write
 
@@ -22,8 +22,8 @@ def _resolved_backend(backend: str) -> str:
     return ("nccl" if has_cuda_device() else "gloo") if backend == "auto" else backend
 
 
-def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> dict:
-    """manifest.json (``layout.Manifest``, validated before it is written); returns it as JSON data."""
+def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> layout.Manifest:
+    """manifest.json (``layout.Manifest``, validated before it is written); returns it."""
     cfg, run_dir = state.cfg, state.run_dir
     metas = []
     for r in cfg.groups_here:
@@ -65,60 +65,61 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "devices": [{"replica": m["replica"], "rank": m["rank"], "device": m.get("device")} for m in metas],
         "faults": {
             "planned": [f.to_json() for f in cfg.faults()],
-            "fired": [json.loads(p.read_text()) for p in layout.fault_markers(run_dir)],
+            "fired": layout.read_fault_markers(run_dir),
             "max_restarts": cfg.max_restarts,
         },
-        "run_events": read_events(layout.run_event_log(run_dir)),
+        "run_events": read_run_events(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
     }, layout.Manifest)
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
-    return msgspec.to_builtins(manifest)
+    return manifest
 
 
-def recovery(logs: dict[tuple[int, int], list[dict]], manifest: dict) -> dict:
+def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: layout.Manifest) -> dict:
     """Faults, restarts, heals, quorum changes and commits lost, from the logs alone."""
-    replicas = manifest["replicas"]
+    replicas = manifest.replicas
     heals = [
-        {"replica": r, "step": rec["step"], **rec["healed"]}
-        for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.get("healed")
+        (r, rec.step, rec.healed)
+        for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed
     ]
+    first = min((x for x, _ in logs), default=None)
     quorums = [
-        {"observer": r, "step": rec["step"], "quorum_id": q["quorum_id"], "participants": q["participants"]}
-        for (r, g), recs in logs.items() if g == 0 and r == min(x for x, _ in logs) for rec in recs for q in rec.get("quorums", [])
+        {"observer": r, "step": rec.step, "quorum_id": q.quorum_id, "participants": q.participants}
+        for (r, g), recs in logs.items() if g == 0 and r == first for rec in recs for q in (rec.quorums or [])
     ]
-    failed = sorted({rec["manager_step"] for (r, g), recs in logs.items() for rec in recs if rec.get("commit") is False})
+    failed = sorted({rec.manager_step for (r, g), recs in logs.items() for rec in recs if rec.commit is False})
     recov = []
-    for f in manifest["faults"]["fired"]:
-        if f["action"] == "hang":
+    for f in manifest.faults.fired:
+        if f.action == "hang":
             continue
         back = [
-            rec["t"] for (r, g), recs in logs.items() for rec in recs
-            if rec.get("commit") and rec["t"] > f["fired_at"] and (rec.get("participants") or 0) >= replicas
-            and any(h["replica"] == f["replica"] and h.get("manager_step", 0) <= rec["manager_step_after"] for h in heals)
+            rec.t for (r, g), recs in logs.items() for rec in recs
+            if rec.commit and rec.t > f.fired_at and (rec.participants or 0) >= replicas
+            and any(hr == f.replica and h.manager_step <= rec.manager_step_after for hr, _, h in heals)
         ]
-        recov.append({**f, "recovered_s": round(min(back) - f["fired_at"], 3) if back else None})
-    restarts = [e for e in manifest["run_events"] if e["event"] == "restart"]
+        recov.append({**msgspec.to_builtins(f), "recovered_s": round(min(back) - f.fired_at, 3) if back else None})
+    restarts = [e for e in manifest.run_events if e.event == "restart"]
     return {
         "faults": recov,
         "restarts": len(restarts),
-        "heals": heals,
+        "heals": [{"replica": r, "step": step, **msgspec.to_builtins(h)} for r, step, h in heals],
         "quorum_changes": quorums,
         "commits_lost": len(failed),
         "failed_commit_manager_steps": failed,
     }
 
 
-def read_logs(state: RunState) -> dict[tuple[int, int], list[dict]]:
+def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]]:
     """(replica, rank) -> event records, for every rank this host ran."""
     cfg = state.cfg
     return {
-        (r, g): read_events(layout.event_log(state.run_dir, r, g))
+        (r, g): read_event_log(layout.event_log(state.run_dir, r, g))
         for r in cfg.groups_here
         for g in range(cfg.nproc_per_replica)
     }
 
 
-def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[dict]], agreement) -> dict:
+def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement) -> dict:
     """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``."""
     cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
@@ -145,8 +146,8 @@ def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )
     ok = not state.failures and agreement.ok
-    window = manifest["profile_windows"][0] if manifest["profile_windows"] else None
-    if manifest["traces"]:
+    window = manifest.profile_windows[0] if manifest.profile_windows else None
+    if manifest.traces:
         traces_note = None
     elif window is None:
         traces_note = "profiling off"
@@ -159,15 +160,15 @@ def summarise(state: RunState, manifest: dict, logs: dict[tuple[int, int], list[
         "ok": ok,
         "wall_s": round(wall, 3),
         "mode": cfg.mode,
-        "schedule": manifest["schedule"],
-        "backend": manifest["backend"],
-        "link": manifest["link"],
-        "devices": manifest.get("devices", []),
+        "schedule": msgspec.to_builtins(manifest.schedule),
+        "backend": manifest.backend,
+        "link": msgspec.to_builtins(manifest.link),
+        "devices": msgspec.to_builtins(manifest.devices),
         "replicas": per_replica,
         "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
         "recovery": recovery(logs, manifest),
         "failures": state.failures,
-        "traces": [str(run_dir / t["path"]) for t in manifest["traces"]],
+        "traces": [str(run_dir / t.path) for t in manifest.traces],
         "traces_note": traces_note,
         "manifest": str(run_dir / layout.MANIFEST),
     }

@@ -19,7 +19,7 @@ from ftrun import layout, runlog
 from ftrun.errors import Interrupted, Stopped
 from ftrun.launch.groups import make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
-from ftrun.launch.progress import EventTail, GroupProgress
+from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
 from ftrun.launch.rundir import advertise_host
 from ftrun.launch.supervise import RunState, stop_all, supervise
@@ -51,7 +51,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
 
 
 def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-            signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
+            signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
     after every look, inside ``view``), stop every child, write and return the manifest.
     Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
@@ -63,13 +63,13 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
 
 
 def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> dict:
+             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
     log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.groups_here),
              cfg.replicas, cfg.steps)
     try:
-        state.run_log.parent.mkdir(parents=True, exist_ok=True)
+        state.run_event_log.parent.mkdir(parents=True, exist_ok=True)
         threads = threads_per_rank(cfg.replicas * cfg.nproc_per_replica)
         spec_path = write_spec(state, window, threads, link)
         state.started = time.time()
@@ -87,7 +87,7 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
             g.start()
             log.info("replica group %d started (pid %d)", r, g.proc.pid)
             state.progress[r] = GroupProgress(r)
-            state.tails[r] = EventTail(layout.event_log(run_dir, r, 0))
+            state.tails[r] = EventLogTail(layout.event_log(run_dir, r, 0))
         with view:
             supervise(state, refresh)
     except Stopped as e:
@@ -98,7 +98,7 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
     state.ended = time.time()
     stopped = stopped or signals["signal"]
     if stopped:
-        state.log_event("stopped", signal=stopped)
+        state.log_run_event("stopped", signal=stopped)
         raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
     manifest = write_manifest(state, window, link)
     log.info("manifest written; %s", "; ".join(state.failures) or "no failure")

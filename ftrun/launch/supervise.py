@@ -20,7 +20,7 @@ from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
-from ftrun.launch.progress import EventTail, GroupProgress, update
+from ftrun.launch.progress import EventLogTail, GroupProgress, update
 from ftrun.worker import whereabouts
 
 log = logging.getLogger(__name__)
@@ -34,17 +34,17 @@ class RunState:
     groups: list[Group] = field(default_factory=list)
     lighthouse: Lighthouse | None = None
     progress: dict[int, GroupProgress] = field(default_factory=dict)
-    tails: dict[int, EventTail] = field(default_factory=dict)
+    tails: dict[int, EventLogTail] = field(default_factory=dict)
     started: float = 0.0
     ended: float = 0.0
     failures: list[str] = field(default_factory=list)
     lost: dict[int, str] = field(default_factory=dict)  # replica -> fault that killed it for good
-    run_log: Path | None = None
+    run_event_log: Path | None = None  # events/run.jsonl
 
-    def log_event(self, event: str, **fields) -> None:
+    def log_run_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
         rec = layout.RunEvent(event=event, t=time.time(), **fields)
-        with self.run_log.open("a") as f:
+        with self.run_event_log.open("a") as f:
             f.write(layout.to_json(rec) + "\n")
         log.info("%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
 
@@ -109,10 +109,9 @@ def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, st
 
 
 def _fired_fault(run_dir: Path, replica: int) -> str | None:
-    for p in layout.fault_markers(run_dir):
-        f = json.loads(p.read_text())
-        if f["replica"] == replica and f["action"] in ("kill", "sigterm"):
-            return f"{'SIGKILL' if f['action'] == 'kill' else 'SIGTERM'} at step {f['step']}"
+    for f in layout.read_fault_markers(run_dir):
+        if f.replica == replica and f.action in ("kill", "sigterm"):
+            return f"{'SIGKILL' if f.action == 'kill' else 'SIGTERM'} at step {f.step}"
     return None
 
 
@@ -168,7 +167,7 @@ def supervise(state: RunState, on_tick) -> None:
                     msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}{inside})"
                            + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
                            + f"; last log line: {_last_line(g.log)!r}; see {g.log}")
-                    state.log_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
+                    state.log_run_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
                     state.fail(msg)
                     return
                 continue
@@ -177,23 +176,23 @@ def supervise(state: RunState, on_tick) -> None:
             step = state.progress[r].step
             if code == 0:
                 del pending[r]
-                state.log_event("group_done", replica=r, step=step)
+                state.log_run_event("group_done", replica=r, step=step)
                 continue
-            state.log_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
+            state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
             if g.restarts < cfg.max_restarts:
                 g.restarts += 1
                 g.env["FTRUN_RESTART"] = str(g.restarts)
                 g.start()
                 started.discard(r)
                 last_progress[r] = time.monotonic()
-                state.log_event("restart", replica=r, incarnation=g.restarts, after_step=step)
+                state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
                 continue
             fault = _fired_fault(state.run_dir, r)
             if fault is not None:
                 # killed on purpose and not relaunched: the others carry on if they can
                 del pending[r]
                 state.lost[r] = fault
-                state.log_event("group_lost", replica=r, step=step, fault=fault)
+                state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
             reason, phase = _group_error(state, r, g.log_offset)
             if state.lost and len(pending) < cfg.min_replicas and phase == "quorum":

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
@@ -45,15 +45,15 @@ class TraceFile:
 class Inputs:
     files: list[TraceFile]
     run_dir: Optional[Path] = None
-    manifest: Optional[dict[str, Any]] = None
+    manifest: Optional[layout.AnyManifest] = None
     event_logs: dict[tuple[int, int], Path] = field(default_factory=dict)
     run_dirs: list[Path] = field(default_factory=list)  # every merged run dir (groups of one job)
-    manifests: list[dict[str, Any]] = field(default_factory=list)  # their manifests, same order
+    manifests: list[layout.AnyManifest] = field(default_factory=list)  # their manifests, same order
     whole_run: bool = False  # run dirs (or traces/ folders) given, not hand-picked trace files
 
     @property
     def job_id(self) -> Optional[str]:
-        return self.manifest.get("job_id") if self.manifest else None
+        return self.manifest.job_id if self.manifest is not None else None
 
     def groups(self) -> list[int]:
         """Replica groups whose event logs the merged run dirs hold (the groups that ran there)."""
@@ -83,34 +83,13 @@ def run_dir_of(p: Path) -> Optional[Path]:
     return None
 
 
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / layout.MANIFEST
-    m = layout.read_manifest(run_dir)
-    if not isinstance(m, dict) or not isinstance(m.get("schedule"), dict):
-        raise BadInput(f"{path}: manifest without a 'schedule' object")
-    if not isinstance(m.get("traces"), list):
-        raise BadInput(f"{path}: manifest without a 'traces' list")
-    return m
+def _manifest_files(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
+    return [TraceFile(run_dir / t.path, t.replica, t.rank, "manifest") for t in m.traces]
 
 
-def _manifest_files(run_dir: Path, m: dict[str, Any]) -> list[TraceFile]:
-    out = []
-    for t in m["traces"]:
-        try:
-            out.append(TraceFile(run_dir / t["path"], int(t["replica"]), int(t["rank"]), "manifest"))
-        except (TypeError, KeyError, ValueError):
-            raise BadInput(f"{run_dir / layout.MANIFEST}: bad traces entry {t!r}") from None
-    return out
-
-
-def _event_logs(run_dir: Path, m: dict[str, Any]) -> dict[tuple[int, int], Path]:
-    logs = {}
-    for e in m.get("event_logs") or []:
-        try:
-            logs[(int(e["replica"]), int(e["rank"]))] = run_dir / e["path"]
-        except (TypeError, KeyError, ValueError):
-            continue
-    for f in (run_dir / layout.EVENTS).glob("*.jsonl"):
+def _event_logs(run_dir: Path, m: layout.AnyManifest) -> dict[tuple[int, int], Path]:
+    logs = {(e.replica, e.rank): run_dir / e.path for e in m.event_logs}
+    for f in (run_dir / layout.EVENT_LOGS).glob("*.jsonl"):
         w = layout.parse_worker(f.name)
         if w is not None:
             logs.setdefault(w, f)
@@ -154,7 +133,7 @@ def discover(paths: list[Path]) -> Inputs:
             raise BadInput(f"{f.path}: given twice (also as {first}); give each trace once")
     if not run_dirs:
         return Inputs(files)
-    manifests = [load_manifest(rd) for rd in run_dirs]
+    manifests = [layout.read_manifest(rd) for rd in run_dirs]
     _check_one_job(run_dirs, manifests)
     chosen: list[TraceFile] = []
     logs: dict[tuple[int, int], Path] = {}
@@ -180,11 +159,11 @@ def discover(paths: list[Path]) -> Inputs:
     return Inputs(chosen, run_dirs[0], manifests[0], logs, run_dirs, manifests, whole_run=not files)
 
 
-def _unlisted(run_dir: Path, m: dict[str, Any]) -> list[TraceFile]:
+def _unlisted(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
     """Trace files in ``traces/`` that the manifest does not list (a restarted group rewrites its
     meta file, so an earlier incarnation's finished trace may be missing from the manifest)."""
-    listed = {(run_dir / t["path"]).resolve() for t in m["traces"] if isinstance(t, dict) and "path" in t}
-    groups = {int(e["replica"]) for e in m.get("event_logs") or [] if isinstance(e, dict) and "replica" in e}
+    listed = {(run_dir / t.path).resolve() for t in m.traces}
+    groups = {e.replica for e in m.event_logs}
     out = []
     for q in sorted((run_dir / layout.TRACES).glob("*.pt.trace.json*")):
         w = layout.parse_worker(q.name)
@@ -196,24 +175,23 @@ def _unlisted(run_dir: Path, m: dict[str, Any]) -> list[TraceFile]:
 SCHEDULE_KEYS = ("fragments", "sync_every", "fragment_sync_delay", "steps")
 
 
-def _check_one_job(run_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
+def _check_one_job(run_dirs: list[Path], manifests: list[layout.AnyManifest]) -> None:
     """Several run dirs must be the replica groups of one job (module docstring)."""
     if len(run_dirs) < 2:
         return
     a, ma = run_dirs[0], manifests[0]
     seen: dict[int, Path] = {}
     for rd, m in zip(run_dirs, manifests):
-        if not ma.get("job_id") or m.get("job_id") != ma.get("job_id"):
+        if not ma.job_id or m.job_id != ma.job_id:
             raise BadInput(
-                f"{rd}: not a replica group of the same job as {a} (job_id {m.get('job_id')!r} vs {ma.get('job_id')!r}); "
+                f"{rd}: not a replica group of the same job as {a} (job_id {m.job_id!r} vs {ma.job_id!r}); "
                 "inspect the run dirs of one job together"
             )
-        sa, sb = ({k: x["schedule"].get(k) for k in SCHEDULE_KEYS} for x in (ma, m))
-        if sa != sb or m.get("replicas") != ma.get("replicas"):
+        sa, sb = ({k: getattr(x.schedule, k) for k in SCHEDULE_KEYS} for x in (ma, m))
+        if sa != sb or m.replicas != ma.replicas:
             diff = ", ".join(f"{k}={sb[k]} vs {sa[k]}" for k in SCHEDULE_KEYS if sa[k] != sb[k]) or (
-                f"replicas={m.get('replicas')} vs {ma.get('replicas')}")
+                f"replicas={m.replicas} vs {ma.replicas}")
             raise BadInput(f"{rd}: schedule differs from {a} ({diff}); not replica groups of one job")
-        for e in m.get("event_logs") or []:
-            r = e.get("replica") if isinstance(e, dict) else None
-            if isinstance(r, int) and seen.setdefault(r, rd) != rd:
-                raise BadInput(f"{rd}: replica group {r} is also in {seen[r]}; give each group's run dir once")
+        for e in m.event_logs:
+            if seen.setdefault(e.replica, rd) != rd:
+                raise BadInput(f"{rd}: replica group {e.replica} is also in {seen[e.replica]}; give each group's run dir once")

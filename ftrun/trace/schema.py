@@ -1,7 +1,7 @@
 """The typed view of a chrome trace that ftrun decodes: only the fields the checks read.
 
 Two stages keep time and memory low: the trace is decoded with ``traceEvents`` as raw JSON
-slices (``msgspec.Raw``: no per-field objects), then ``events`` decodes into ``TraceEvent`` only
+slices (``msgspec.Raw``: no per-field objects), then ``trace_events`` decodes into ``TraceEvent`` only
 the events whose name a regex over the raw slice selects (a few percent of a trace).
 ``msgspec`` skips every other key while parsing, so nothing else is materialised. ``args``
 keeps three keys: ``"Input Dims"`` / ``"Input type"`` (present with ``record_shapes=True``; left
@@ -77,7 +77,7 @@ def name_filter(names: Iterable[str], prefixes: Iterable[str]) -> re.Pattern[byt
     return re.compile(('"name"\\s*:\\s*"(?:' + "|".join(x for x in (exact, pre) if x) + ")").encode())
 
 
-def events(trace: ChromeTrace, keep: re.Pattern[bytes]) -> Iterator[TraceEvent]:
+def trace_events(trace: ChromeTrace, keep: re.Pattern[bytes]) -> Iterator[TraceEvent]:
     """Decode only the events that ``keep`` finds (``ValidationError`` on a malformed one)."""
     search = keep.search
     decode = EVENT.decode

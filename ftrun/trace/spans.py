@@ -44,7 +44,7 @@ from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_
 import msgspec
 
 from ftrun.trace.schema import (
-    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_of, events, name_filter, raw_json,
+    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_of, name_filter, raw_json, trace_events,
 )
 
 Shape = tuple[int, ...]
@@ -149,7 +149,7 @@ class TraceSpans:
     collectives: list[Collective]
     rank: Optional[int] = None  # distributedInfo.rank
     has_shapes: bool = False
-    events: int = 0
+    trace_events: int = 0  # the file's trace events, all kinds
     quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
     device_steps: list[StepSpan] = field(default_factory=list)  # gpu_user_annotation step copies
@@ -282,7 +282,7 @@ def _classify(path: Path, trace: ChromeTrace, labels: LabelSet) -> _Classified:
     waits = set(labels.cuda_stream_wait)
     keep = _filter(labels, wanted_names)
     try:
-        kept = list(events(trace, keep))
+        kept = list(trace_events(trace, keep))
     except msgspec.DecodeError as err:
         raise BadInput(f"{path}: JSON but not a chrome trace (bad event: {err})") from None
     for e in kept:
@@ -432,7 +432,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         collectives=_collectives(c.by_name, kern, call_shapes, labels),
         rank=di.rank if di is not None else None,
         has_shapes=has_shapes,
-        events=len(trace.traceEvents),
+        trace_events=len(trace.traceEvents),
         kernels=kern,
         device_steps=device_steps,
         device_copies=c.copies,

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftrun.events import read_events
+from ftrun import layout
+from ftrun.event_log import read_event_log
 
 
 def peers_step(run_dir: Path, replica: int) -> int | None:
     best = None
-    for p in (run_dir / "events").glob("replica*_rank0.jsonl"):
+    for p in (run_dir / layout.EVENT_LOGS).glob("replica*_rank0.jsonl"):
         if p.name.startswith(f"replica{replica}_"):
             continue
-        steps = [r["step"] for r in read_events(p) if r.get("step") is not None]
+        steps = [r.step for r in read_event_log(p) if r.step is not None]
         if steps:
             best = max(best or 0, steps[-1] + 1)
     return best
