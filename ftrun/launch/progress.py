@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftrun.event_log import parse_lines
+from ftrun.launch.tail import LogTail
 from ftrun.layout import EventRecord
 
 
@@ -29,20 +30,10 @@ class EventLogTail:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._pos = 0
-        self._buf = b""
+        self._lines = LogTail(path)
 
     def read_new(self) -> list[EventRecord]:
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self._pos)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        self._pos += len(chunk)
-        self._buf += chunk
-        *lines, self._buf = self._buf.split(b"\n")
-        return parse_lines(lines)
+        return parse_lines(self._lines.read_new())
 
 
 def update(progress: GroupProgress, records: list[EventRecord]) -> None:

@@ -29,38 +29,12 @@ from ftrun.faults import LaunchKill
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import signal_tree, stop_tree
 from ftrun.launch.supervise import first_exception
+from ftrun.launch.tail import LogTail
 
 _QUORUM_ID = re.compile(r"bumping quorum_id to (\d+)")
 _QUORUM_REQ = re.compile(r"Received quorum request for replica (\S+)")
 _TRAILING_NUM = re.compile(r"(\d+)$")
 JOINED = "got lighthouse quorum"  # torchft's manager, when it receives a quorum
-
-
-@dataclass
-class LogTail:
-    """New complete lines of a growing log file, and its last non-empty line."""
-
-    path: Path
-    offset: int = 0
-    partial: str = ""
-    last: str = ""
-
-    def read_new(self) -> list[str]:
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        text = self.partial + data.decode(errors="replace")
-        lines = text.split("\n")
-        self.partial = lines.pop()
-        for ln in reversed(lines):
-            if ln.strip():
-                self.last = ln.strip()[:300]
-                break
-        return lines
 
 
 @dataclass
