@@ -9,7 +9,6 @@ refuses what cannot work; anything it cannot tell is left to the run.
 
 from __future__ import annotations
 
-import glob
 import socket
 import time
 from urllib.parse import urlparse
@@ -19,7 +18,11 @@ from ftrun.errors import BadInput
 
 
 def has_cuda_device() -> bool:
-    return bool(glob.glob("/dev/nvidia[0-9]*"))
+    """Whether this host has a GPU ftrun may use: the same rule as the placement
+    (``ftrun.launch.placement.host_devices``), so "auto" never resolves differently from it."""
+    from ftrun.launch.placement import host_devices
+
+    return bool(host_devices())
 
 
 def param_count(cfg: RunConfig) -> int:
