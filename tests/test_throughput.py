@@ -63,13 +63,15 @@ def test_baseline_without_overlap_has_slowdown_one():
     assert d.overlap_slowdown == 1.0 and d.overlap_slowdown_s == 0.0
 
 
-def test_spread_is_unaccounted_never_a_named_term():
+def test_a_slow_plain_step_moves_the_base_not_the_overlap_median():
     recs = log(20, 10, 3, plain_ms=100.0, overlapped_ms=100.0)
-    slow = recs[2]  # one plain step 50 ms slower than its class's median
-    recs[2] = EventRecord(**{**{f: getattr(slow, f) for f in slow.__struct_fields__}, "step_time_s": 0.150})
+    slow = recs[2]  # one of the 12 plain steps 60 ms slower
+    recs[2] = EventRecord(**{**{f: getattr(slow, f) for f in slow.__struct_fields__}, "step_time_s": 0.160})
     d = decompose(recs)
-    assert d.unaccounted_s == pytest.approx(0.050)
-    assert d.overlap_slowdown_s == pytest.approx(0.0)
+    assert d.median_plain_compute_s == pytest.approx(0.100) and d.overlap_slowdown == pytest.approx(1.0)
+    assert d.compute_at_base_s == pytest.approx(20 * 0.105)  # the mean: 100 + 60/12 ms
+    assert d.overlap_slowdown_s == pytest.approx(4 * -0.005)  # the accounting is exact, against the mean
+    assert d.unaccounted_s == pytest.approx(0.0, abs=1e-9)
 
 
 def test_restart_ends_what_was_in_flight():

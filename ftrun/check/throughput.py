@@ -16,11 +16,14 @@ Every step is one of three classes:
   is "in flight" as the schedule has it; the trace check refines it per send);
 * **plain**: neither — the run's compute at its unoverlapped speed.
 
-With ``base`` = the median compute time of plain steps, the loop time (sum of step times) is
-``compute_at_base_s`` (steps × base) + ``overlap_slowdown_s`` (overlapped steps × (their median −
-base)) + ``comm_step_work_s`` (the comm steps' compute beyond base) + ``exposed_data_s`` +
-``exposed_control_s`` + ``unaccounted_s``: the remainder, which is the steps' spread around
-their class's median (a slow tail shows here, never folded into a named term).
+The loop time (sum of step times) is split exactly, by class, against ``base`` = the *mean*
+compute time of the plain steps: ``compute_at_base_s`` (steps × base) + ``overlap_slowdown_s``
+(the overlapped steps' compute beyond base) + ``comm_step_work_s`` (the comm steps' compute beyond
+base) + ``exposed_data_s`` + ``exposed_control_s``. Every term is measured from the steps of
+its class, so they add up to the loop time; ``unaccounted_s`` is what is left (float error, or
+the whole compute when the run has no plain step to measure the base from). Means make the
+accounting exact; the medians of both classes and their ratio (``overlap_slowdown``) are the
+robust "how much slower" figure shown beside it.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ TERM_LABELS = {
     "comm_step_work_s": "send/sync step work",
     "exposed_data_s": "exposed data",
     "exposed_control_s": "exposed control",
-    "unaccounted_s": "unaccounted (step spread)",
+    "unaccounted_s": "unaccounted",
 }
 EXPLAINED_WITHIN = 0.05  # the named terms must explain the throughput ratio this closely
 
@@ -116,21 +119,20 @@ def decompose(records: list[EventRecord]) -> Optional[Decomposition]:
     plain = [c.compute_s for c in costs if c.kind == "plain"]
     over = [c.compute_s for c in costs if c.kind == "overlapped"]
     comm = [c.compute_s for c in costs if c.kind == "comm"]
-    base, med_over = _median(plain), _median(over)
-    if base is None:
-        named = None
+    med_plain, med_over = _median(plain), _median(over)
+    if not plain:
         slowdown = slow_s = work_s = at_base = None
         unaccounted = loop - data - control
     else:
-        slowdown = med_over / base if med_over is not None and base > 0 else 1.0 if not over else None
+        base = sum(plain) / len(plain)
+        slowdown = (med_over / med_plain if med_plain else None) if over else 1.0
         at_base = len(costs) * base
-        slow_s = len(over) * (med_over - base) if med_over is not None else 0.0
+        slow_s = sum(over) - len(over) * base
         work_s = sum(comm) - len(comm) * base
-        named = at_base + slow_s + work_s + data + control
-        unaccounted = loop - named
+        unaccounted = loop - (at_base + slow_s + work_s + data + control)
     return Decomposition(
         steps=len(costs), loop_s=loop, plain_steps=len(plain), overlapped_steps=len(over), comm_steps=len(comm),
-        median_plain_compute_s=base, median_overlapped_compute_s=med_over, overlap_slowdown=slowdown,
+        median_plain_compute_s=med_plain, median_overlapped_compute_s=med_over, overlap_slowdown=slowdown,
         compute_at_base_s=at_base, overlap_slowdown_s=slow_s, comm_step_work_s=work_s,
         exposed_data_s=data, exposed_control_s=control, unaccounted_s=unaccounted,
     )
@@ -178,7 +180,7 @@ def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: Optional
         return None
     gain = sum(saved) - sum(spent)  # ms per step of communication a no longer waits for
     costs = {}
-    for key in ("overlap_slowdown_s", "comm_step_work_s", "compute_at_base_s", "unaccounted_s"):
+    for key in ("overlap_slowdown_s", "comm_step_work_s", "compute_at_base_s"):
         x, y = per_step_ms(a, key), per_step_ms(b, key)
         if x is not None and y is not None:
             costs[key] = x - y
@@ -194,10 +196,8 @@ def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: Optional
         why = f": {overlap_cause(backend)}"
     elif key == "comm_step_work_s":
         how, why = "its send/sync steps computed longer (pseudo-gradients, issuing collectives, outer steps)", ""
-    elif key == "compute_at_base_s":
-        how, why = "its unoverlapped steps computed slower", " (the machine, not the schedule: compare the median compute step)"
     else:
-        how, why = "its steps spread more around their medians (a slow tail)", ""
+        how, why = "its unoverlapped steps computed slower", " (the machine, not the schedule: compare the median compute step)"
     share = min(extra / gain, 9.99) if gain > 0 else None
     took = f", taking back {share * 100:.0f}% of that" if share is not None else ""
     return f"{text}; the largest cost against it: {how} (+{extra:.1f} ms per step{took}){why}"

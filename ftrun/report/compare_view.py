@@ -62,7 +62,7 @@ def decomposition_rows(result: dict) -> list[list[str]]:
     for key in (*TERMS, "unaccounted_s", "loop_s"):
         label = "loop time" if key == "loop_s" else TERM_LABELS[key]
         vals = [per_step_ms(d, key) for d in parts]
-        out.append([f"{label} (ms/step)"] + ["-" if v is None else f"{v:.1f}" for v in vals])
+        out.append([f"{label} (ms/step)"] + ["-" if v is None else f"{v:.1f}".replace("-0.0", "0.0") for v in vals])
     return out
 
 
