@@ -432,7 +432,7 @@ def analyze(
         schedule={
             "fragments": schedule.fragments,
             "sync_every": schedule.sync_every,
-            "fragment_sync_delay": schedule.delay,
+            "fragment_sync_delay": schedule.fragment_sync_delay,
             "window": schedule.window,
         },
         step_numbering=numbering,
