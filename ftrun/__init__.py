@@ -25,7 +25,7 @@ __all__ = list(_API)
 
 def __getattr__(name: str):
     if name in _API:
-        from ftrun import api
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module("ftrun.api"), name)  # sys.modules' own, never a stale attribute
     raise AttributeError(f"module 'ftrun' has no attribute {name!r}")
