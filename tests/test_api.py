@@ -215,3 +215,46 @@ def test_shared_settings_are_compares_train_flags():
     own = {"runs", "link", "out", "name", "expect_hidden", "repeat", "junit", "overwrite", "json_out"}
     flags = set(pyinspect.signature(cli_module.compare_cmd).parameters) - own
     assert flags == set(SHARED_SETTINGS)
+
+
+def test_train_hands_the_config_to_ftrun_train_and_wraps_its_failure(tmp_path, monkeypatch):
+    import ftrun.commands.train as train_cmd
+
+    seen = {}
+
+    def fake(cfg, overwrite=False, json_out=False, quiet=False):
+        seen.update(cfg=cfg, quiet=quiet)
+        cfg.run_name = cfg.run_name or "streaming-20260101-000000"
+        (Path(cfg.out) / cfg.run_name).mkdir(parents=True)
+        if cfg.steps == 21:
+            raise ftrun.RunFailed("replica group 1 exited with code 1")
+        return 0
+
+    monkeypatch.setattr(train_cmd, "train", fake)
+    run = ftrun.train({"steps": 20}, out=tmp_path)
+    assert seen["quiet"] and seen["cfg"].steps == 20 and run.path == tmp_path / "streaming-20260101-000000"
+    with pytest.raises(ftrun.TrainFailed, match="replica group 1 exited") as e:
+        ftrun.train({"steps": 21, "run_name": "bad"}, out=tmp_path)
+    assert isinstance(e.value, ftrun.RunFailed) and e.value.run.path == tmp_path / "bad"
+    with pytest.raises(ftrun.BadInput, match="^config: steps = 0: must be at least 1$"):
+        ftrun.train({"steps": 0}, out=tmp_path)  # refused before anything starts
+
+
+@pytest.mark.e2e
+def test_import_is_cheap_and_leaves_signals_alone():
+    """A fresh interpreter: importing ftrun, its API names and the pytest plugin imports no torch
+    (nor the CLI's typer/rich, msgspec, matplotlib) and installs no signal handler."""
+    import subprocess
+    import sys
+
+    code = (
+        "import signal, sys\n"
+        "before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))\n"
+        "import ftrun, ftrun.pytest_plugin\n"
+        "ftrun.Schedule(2, 20, 5).events(40); ftrun.check_traces; ftrun.Report; ftrun.train\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchft', 'typer', 'rich', 'msgspec', 'matplotlib', 'numpy'))\n"
+        "print(heavy, before == (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[] True"

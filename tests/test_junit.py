@@ -6,59 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from ftrun.check.model import numerics_of
 from ftrun.report import junit as junit_view
-from train_fixtures import drop_sync, inspect, move_send, read, write
+from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
 
 DATA = Path(__file__).parent / "data" / "cpu_run"
-
-# What the JUnit XSD (Jenkins' / Ant's junit-10.xsd) requires of each element.
-REQUIRED = {
-    "testsuite": {"name", "tests", "failures", "errors"},
-    "testcase": {"name", "classname"},
-}
-
-
-def validate(path: Path) -> ET.Element:
-    """Parse ``path`` and check what the JUnit schema requires: a testsuites root of testsuite
-    elements, each with its required attributes and counts that match its testcases; a testcase
-    holds at most one of failure/error/skipped, a failure with a message and its text."""
-    root = ET.parse(path).getroot()
-    assert root.tag == "testsuites"
-    suites = list(root)
-    assert suites and all(s.tag == "testsuite" for s in suites)
-    total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for s in suites:
-        assert REQUIRED["testsuite"] <= set(s.attrib), s.attrib
-        cases = s.findall("testcase")
-        assert len(list(s)) == len(cases)
-        counts = {"tests": len(cases), "failures": sum(c.find("failure") is not None for c in cases),
-                  "errors": sum(c.find("error") is not None for c in cases),
-                  "skipped": sum(c.find("skipped") is not None for c in cases)}
-        for k, v in counts.items():
-            assert int(s.get(k, "0")) == v, (k, s.attrib)
-            total[k] += v
-        for c in cases:
-            assert REQUIRED["testcase"] <= set(c.attrib), c.attrib
-            outcome = [x for x in c if x.tag in ("failure", "error", "skipped")]
-            assert len(outcome) <= 1
-            for x in c:
-                assert x.tag in ("failure", "error", "skipped", "system-out", "system-err")
-            f = c.find("failure")
-            if f is not None:
-                assert f.get("message") and f.text and f.get("message") == f.text.splitlines()[0]
-    for k, v in total.items():
-        assert int(root.get(k)) == v
-    return root
-
-
-def cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
-    return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
 
 
 def test_a_passing_run(tmp_path):
@@ -94,7 +50,7 @@ def test_a_moved_send_fails_its_cases_with_the_problem_lines(tmp_path):
     failing = {k for k, c in got.items() if c.find("failure") is not None}
     assert failing == {("replica0.rank0", "sends"), ("run", "agreement")}
     sends = got[("replica0.rank0", "sends")].find("failure")
-    assert sends.get("message") == "send step 25->26: send of fragment 0 expected at step 25, observed at step 26"
+    assert sends.get("message") == "send of fragment 0 expected at step 25, observed at step 26"
     text = "\n".join(c.find("failure").text for c in got.values() if c.find("failure") is not None)
     for p in problems:  # every problem of the verdict is carried by a failing case
         assert p.split(": ", 1)[1] in text, p

@@ -44,13 +44,8 @@ def _events_case(classname: str, kind: str, events: list[EventResult]) -> Option
         return None
     bad = [e for e in mine if not e.ok]
     observed = sum(e.observed_step is not None for e in mine)
-    return Case(classname, kind + "s", [f"{kind} step {_step(e)}: {e.problem}" for e in bad],
+    return Case(classname, kind + "s", [str(e.problem) for e in bad],  # each names its step and fragment
                 out=f"{len(mine)} {kind}(s) expected or observed, {observed} observed, {len(bad)} not as expected")
-
-
-def _step(e: EventResult) -> str:
-    return str(e.expected_step) if e.expected_step == e.observed_step or e.observed_step is None else (
-        f"{e.observed_step}" if e.expected_step is None else f"{e.expected_step}->{e.observed_step}")
 
 
 def report_cases(report: Report, prefix: str = "") -> list[Case]:
