@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence, Union
 
+from ftrun.check import model
+from ftrun.check.model import EventResult
 from ftrun.errors import BadInput, RunFailed
 from ftrun.schedule import Event, Schedule, ScheduleError
 
-if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap
+if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, rich, typer)
     from ftrun import layout
-    from ftrun.check import model
     from ftrun.config import RunConfig
 
 __all__ = [
@@ -38,14 +39,6 @@ __all__ = [
 
 PathLike = Union[str, Path]
 StepNumbering = Literal["top", "end", "auto"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EventResult":  # the per-event record, from the check itself (imported on use)
-        from ftrun.check.model import EventResult
-
-        return EventResult
-    raise AttributeError(f"module 'ftrun.api' has no attribute {name!r}")
 
 
 class TrainFailed(RunFailed):
@@ -65,7 +58,7 @@ class Report:
     (``expected_step`` vs ``observed_step``, ``expected_fragment`` vs ``fragment``, ``ok``,
     ``problem``). ``raw`` is the check's own report (its fields may change between releases)."""
 
-    raw: "model.Report"
+    raw: model.Report
 
     @property
     def ok(self) -> bool:
@@ -83,11 +76,11 @@ class Report:
         return self.raw.problems()
 
     @property
-    def events(self) -> list["model.EventResult"]:
+    def events(self) -> list[EventResult]:
         return list(self.raw.events)
 
     @property
-    def failing(self) -> list["model.EventResult"]:
+    def failing(self) -> list[EventResult]:
         """The events that did not land as expected."""
         return [e for e in self.raw.events if not e.ok]
 
@@ -249,9 +242,13 @@ def train(config: ConfigLike, out: Optional[PathLike] = None, *, overwrite: bool
 
     Returns the run; ``TrainFailed`` (with ``.run``) when the training failed, ``BadInput`` when
     the config is refused (before anything starts)."""
+    import threading
+
     from ftrun.commands.train import train as run_train
 
     cfg = config_of(config, out)
+    if threading.current_thread() is not threading.main_thread():  # it handles SIGINT/SIGTERM to stop its children
+        raise BadInput("train: call it from the main thread (it stops its processes on SIGINT/SIGTERM)")
     try:
         run_train(cfg, overwrite=overwrite, quiet=True)
     except RunFailed as e:

@@ -209,6 +209,10 @@ def test_compare_reads_two_runs(tmp_path):
     assert junit.read_text().count("<testcase ") == 14  # 2 runs x (2 workers x sends, syncs, commits + agreement)
     with pytest.raises(ftrun.BadInput, match="settings steps2: not shared"):
         ftrun.compare("streaming", "baseline", settings={"steps2": 3})
+    with pytest.raises(ftrun.BadInput, match="^--stall-timeout: a training setting applies only when compare trains"):
+        ftrun.compare(DATA, other, settings={"stall_timeout_s": 3.0}, out=tmp_path / "out")
+    res = cli("compare", str(DATA), str(other), "--steps", "5", "--out", str(tmp_path / "out"))
+    assert res.exit_code == 2 and "--steps: a training setting applies only when compare trains" in res.output
 
 
 def test_shared_settings_are_compares_train_flags():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ftrun import layout
-from ftrun.config import PRESETS, RunConfig, build, load_toml
+from ftrun.config import PRESETS, RunConfig, build, flag, load_toml
 from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
@@ -181,6 +181,10 @@ def run_compare(
             raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
         if repeat != 1:
             raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
+        given = [k for k, v in flags.items() if v is not None]
+        if given:
+            raise BadInput(f"{flag(given[0])}: a training setting applies only when compare trains; "
+                           "run dirs keep the settings they were trained with")
         names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
     result, reports = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden)
     if junit is not None:
