@@ -170,10 +170,11 @@ def _manifest_schedule(path: Path) -> Schedule:
     if not (run_dir / layout.MANIFEST).is_file():
         raise BadInput(f"manifest {path}: no {layout.MANIFEST} there")
     s = layout.read_manifest(run_dir).schedule
-    if None in (s.fragments, s.sync_every, s.fragment_sync_delay):
+    f, h, tau = s.fragments, s.sync_every, s.fragment_sync_delay
+    if f is None or h is None or tau is None:
         raise BadInput(f"manifest {run_dir / layout.MANIFEST}: records no schedule (launched with --no-inspect)")
     try:
-        return Schedule(s.fragments, s.sync_every, s.fragment_sync_delay)
+        return Schedule(f, h, tau)
     except ScheduleError as e:
         raise BadInput(f"manifest {run_dir / layout.MANIFEST}: schedule {e}") from None
 
@@ -200,9 +201,12 @@ class Run:
 
         p = self.path / layout.SUMMARY
         try:
-            return json.loads(p.read_text())
+            d = json.loads(p.read_text())
         except (OSError, ValueError) as e:
             raise BadInput(f"{p}: unreadable summary ({e})") from None
+        if not isinstance(d, dict):
+            raise BadInput(f"{p}: not an ftrun summary (a JSON {type(d).__name__}, not an object)")
+        return d
 
     @functools.cached_property
     def report(self) -> Report:
@@ -213,7 +217,7 @@ class Run:
         return check_traces([self.path], allow_failed_commits=allow_failed_commits)
 
 
-ConfigLike = Union["RunConfig", dict, PathLike]
+ConfigLike = Union["RunConfig", dict[str, Any], PathLike]
 
 
 def config_of(config: ConfigLike, out: Optional[PathLike] = None) -> "RunConfig":

@@ -103,7 +103,7 @@ def _xml(suites: Sequence[Suite]) -> str:
         n = {"tests": len(s.cases), "failures": sum(bool(c.failures) for c in s.cases), "errors": 0,
              "skipped": sum(c.skipped is not None for c in s.cases)}
         t = sum(c.time_s for c in s.cases)
-        el = ET.SubElement(root, "testsuite", name=_clean(s.name), **{k: str(v) for k, v in n.items()}, time=f"{t:.3f}")
+        el = ET.SubElement(root, "testsuite", {"name": _clean(s.name), **{k: str(v) for k, v in n.items()}, "time": f"{t:.3f}"})
         for c in s.cases:
             tc = ET.SubElement(el, "testcase", classname=_clean(c.classname), name=_clean(c.name), time=f"{c.time_s:.3f}")
             if c.failures:
