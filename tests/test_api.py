@@ -262,3 +262,23 @@ def test_import_is_cheap_and_leaves_signals_alone():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[] True"
+
+
+@pytest.mark.e2e  # the foreign_traces fixture runs torchft's own DiLoCo (shared with the mutation tests)
+@pytest.mark.parametrize("mutation", [None, "move_send", "drop_sync"])
+def test_torchfts_own_traces_same_verdict_as_cli(tmp_path, foreign_traces, mutation):
+    from train_fixtures import FOREIGN, FOREIGN_FLAGS
+
+    root = tmp_path / "foreign"
+    shutil.copytree(foreign_traces, root)
+    schedule = ftrun.Schedule(FOREIGN["fragments"], FOREIGN["sync_every"], FOREIGN["delay"])
+    if mutation is not None:
+        f = root / "r0" / "step-12.json"
+        d = read(f)
+        first = next(e for e in ftrun.check_traces(root, schedule=schedule).events
+                     if e.replica == 0 and e.kind == ("send" if mutation == "move_send" else "sync"))
+        (move_send if mutation == "move_send" else drop_sync)(d, first.observed_step)
+        write(f, d)
+    r = ftrun.check_traces(root, schedule=schedule)
+    assert r.ok == (mutation is None)
+    _same_as_cli(r, str(root), *FOREIGN_FLAGS)
