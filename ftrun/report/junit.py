@@ -53,15 +53,17 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
     cases: list[Case] = []
     covered: set[str] = set()
     commit_problems = report.run_problems_by_class.get("commits", [])
-    for w in report.workers:
-        cls = f"{prefix}replica{w.replica}.rank{w.rank}"
-        mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
+    # every worker with a trace, and any with failed commits only (an event log without a trace)
+    workers = sorted({(w.replica, w.rank) for w in report.workers} | {(c["replica"], c["rank"]) for c in report.failed_commits})
+    for replica, rank in workers:
+        cls = f"{prefix}replica{replica}.rank{rank}"
+        mine = [e for e in report.events if e.replica == replica and e.rank == rank]
         for kind in ("send", "sync"):
             c = _events_case(cls, kind, mine)
             if c is not None:
                 cases.append(c)
         covered |= {f"replica {e.replica} rank {e.rank}: {e.problem}" for e in mine if not e.ok}
-        failed = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
+        failed = [c for c in report.failed_commits if c["replica"] == replica and c["rank"] == rank]
         syncs_seen = sum(e.kind == "sync" and e.observed_step is not None for e in mine)
         if syncs_seen or failed:
             unexplained = [c for c in failed if not c.get("explained_by_fault")]
@@ -71,7 +73,7 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
             accepted = f"; {len(unexplained)} unexplained failed commit(s) accepted" if unexplained and not commit_problems else ""
             cases.append(Case(cls, "commits", lines, out=f"{syncs_seen} sync(s) observed, {len(failed)} failed commit(s), "
                                                           f"{len(failed) - len(unexplained)} explained by a fault{accepted}"))
-    covered |= set(commit_problems)
+    covered |= set(commit_problems)  # each worker with an unexplained failed commit has a failing case above
     run_cls = f"{prefix}run"
     agreement = report.run_problems_by_class.get("agreement", [])
     checked = (report.agreement or {}).get("commits_checked") or 0
