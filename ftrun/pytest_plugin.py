@@ -10,8 +10,8 @@
 * ``assert_schedule(report)``: fails with the table of failing rows (replica, rank, kind,
   expected→observed step and fragment, problem); ``assert_numerics(report)``: fails on a
   numeric problem, warns (``NotChecked``) when the report carries no numeric check.
-* ``--ftrun-keep``: keep the run dirs of failed tests (listed at the end); others are removed
-  after their test.
+* ``--ftrun-keep``: keep the run dirs of failed tests (listed at the end, under pytest's
+  temporary dirs: ``--basetemp``, or the last 3 sessions'); others are removed after their test.
 
 Loaded into every pytest session of the environment, so it imports nothing but pytest until a
 test uses it (``ftrun.api`` only inside the fixture and the helpers).
