@@ -76,7 +76,9 @@ def ftrun_config() -> dict[str, Any]:
 @pytest.fixture
 def ftrun_train(request: pytest.FixtureRequest, ftrun_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> "Run":
     """Train ``ftrun_config`` (updated by an indirect parameter) under a fresh temporary dir."""
-    from ftrun import api
+    import importlib
+
+    api = importlib.import_module("ftrun.api")  # sys.modules' own (as ftrun.__getattr__ does)
 
     config = {**ftrun_config, **getattr(request, "param", {})}
     config.setdefault("run_name", "run")
