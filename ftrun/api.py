@@ -259,7 +259,8 @@ def train(config: ConfigLike, out: Optional[PathLike] = None, *, overwrite: bool
         if isinstance(e, TrainFailed) or type(e) is not RunFailed:  # Interrupted: a stop, not a failure
             raise
         run_dir = Path(cfg.out) / cfg.run_name if cfg.run_name else None
-        raise TrainFailed(str(e), Run(run_dir) if run_dir is not None and run_dir.is_dir() else None) from None
+        run = Run(run_dir) if run_dir is not None and run_dir.is_dir() else None
+        raise TrainFailed(f"{e} (run dir {run.path})" if run is not None else str(e), run) from None
     return Run(Path(cfg.out) / cfg.run_name)
 
 

@@ -240,6 +240,7 @@ def test_train_hands_the_config_to_ftrun_train_and_wraps_its_failure(tmp_path, m
     with pytest.raises(ftrun.TrainFailed, match="replica group 1 exited") as e:
         ftrun.train({"steps": 21, "run_name": "bad"}, out=tmp_path)
     assert isinstance(e.value, ftrun.RunFailed) and e.value.run.path == tmp_path / "bad"
+    assert str(e.value) == f"replica group 1 exited with code 1 (run dir {tmp_path / 'bad'})"
     with pytest.raises(ftrun.BadInput, match="^config: steps = 0: must be at least 1$"):
         ftrun.train({"steps": 0}, out=tmp_path)  # refused before anything starts
 
