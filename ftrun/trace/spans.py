@@ -260,7 +260,7 @@ def _filter(labels: LabelSet, names: set[str]):
     if key not in _FILTERS:
         prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
                     *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
-        _FILTERS[key] = name_filter(names, prefixes, cats=(KERNEL,))
+        _FILTERS[key] = name_filter(names, prefixes, cats=(KERNEL, GPU_ANNOTATION))
     return _FILTERS[key]
 
 
