@@ -288,8 +288,8 @@ def ddp_trace(steps: int = 4, buckets: int = 5, rank: int = 3, world: int = 8, n
     d = _base(rank, world)
     evs = d["traceEvents"]
     ids = _Ids(ext=1000, corr=1000)
-    pid, main, autograd = 4242, 4242, 4250
-    t = 1_000_000.0
+    pid, main, autograd = 4242 + rank, 4242 + rank, 4250 + rank
+    t = 1_000_000.0 + 37.5 * rank  # ranks' clocks and steps differ a little
     free = 0.0
     for s in range(steps):
         k = s + 2  # the schedule's warm-up steps are before the window

@@ -332,3 +332,92 @@ def test_clock_disagreement_said_once_per_report(tmp_path):
     rep = analyze([run])
     said = [n for n in rep.notes if "start before their launch" in n]
     assert len(said) == 1 and "likewise in 1 more trace file" in said[0]
+
+
+# --- part 5: identity -------------------------------------------------------------------------
+
+SCHEDULE = {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}  # tests/data/cpu_run's
+
+
+def _loose(tmp_path: Path, infos: list[tuple[int, int]], pg: str = "1") -> list[Path]:
+    """The run's two traces as loose files (no run dir, no replica in the name), CUDA-shaped,
+    with the given (distributedInfo.rank, world_size)."""
+    out = []
+    for i, (p, (rank, world)) in enumerate(zip(sorted((DATA / "traces").glob("*.gz")), infos)):
+        tr = kc.to_cuda(kc.read(p), pg=pg)
+        tr["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+        out.append(kc.write(tr, tmp_path / f"a{i}.json"))
+    return out
+
+
+def test_distributed_info_is_the_global_rank_never_the_replica(tmp_path):
+    from rich.console import Console
+
+    from ftrun.report.inspect_view import render
+
+    files = _loose(tmp_path, [(5, 8), (3, 8)])
+    rep = analyze(files, **SCHEDULE)
+    assert rep.verdict == "pass", rep.problems()
+    got = [(w.replica, w.rank, w.source, w.global_rank, w.world_size, Path(w.files[0]).name) for w in rep.workers]
+    assert got == [(0, 0, "file order", 5, 8, "a0.json"), (1, 0, "file order", 3, 8, "a1.json")]
+    con = Console(width=200, record=True)
+    render(rep, con)
+    text = con.export_text()
+    assert "replica 0 rank 0  (identity: file order; global rank 5 of 8 (distributedInfo)" in text
+    assert "replica 5" not in text and "replica 3" not in text
+    assert rep.to_json()["workers"][1]["global_rank"] == 3
+
+
+def test_rank_from_torchfts_process_group_name(tmp_path):
+    files = _loose(tmp_path, [(1, 2), (1, 2)], pg="torchft_quorum_3_rank_1")
+    t = _spans(kc.read(files[0]))
+    assert t.group_rank == 1
+    rep = analyze(files, **SCHEDULE)
+    assert [(w.replica, w.rank, w.source) for w in rep.workers] == [
+        (0, 1, "file order; rank from torchft's process-group name"), (1, 1, "file order; rank from torchft's process-group name")]
+    # a nightly name (torchft_{uuid}_rank_{r}) states it too; a plain c10d name does not
+    from ftrun.torchft_compat import LABELS
+
+    assert nccl.group_rank("torchft_1b4e28ba-2fa1-11d2-883f-0016d3cca427_rank_2", LABELS.torchft_pg_name) == 2
+    assert nccl.group_rank("0", LABELS.torchft_pg_name) is None
+
+
+def test_manifest_identity_keeps_distributed_info_apart(tmp_path):
+    run = kc.convert_run(DATA, tmp_path / "run")
+    for p in (run / "traces").glob("*.gz"):
+        tr = kc.read(p)
+        tr["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 1}
+        kc.write(tr, p)
+    rep = analyze([run])
+    assert [(w.replica, w.rank, w.source, w.global_rank_text()) for w in rep.workers] == [
+        (0, 0, "manifest", "global rank 0 of 1"), (1, 0, "manifest", "global rank 0 of 1")]
+
+
+# --- traces that are not torchft's: the refusal is part 1 (the shared loader/verdict rule) ---
+
+
+def ddp_files(tmp_path: Path, n: int = 2) -> list[Path]:
+    """DDP-shaped NCCL traces of ranks 0..n-1 of one job, for the "not a torchft trace" rule."""
+    return [kc.write(kc.ddp_trace(rank=r, world=n), tmp_path / f"ddp_rank{r}.json") for r in range(n)]
+
+
+NOT_TORCHFT = pytest.mark.xfail(strict=True, reason="issue 21 part 1 (helper i24a's shared loader rule): remove this mark when it lands")
+
+
+@NOT_TORCHFT
+@pytest.mark.parametrize("flags", [SCHEDULE, {}])
+def test_ddp_trace_is_not_a_torchft_trace(tmp_path, flags):
+    """Part 1's rule, on a DDP-shaped NCCL trace (today: FAIL "send of fragment 0 missing" with
+    flags, a request for --fragments without)."""
+    from ftrun.errors import BadInput
+
+    with pytest.raises(BadInput, match="(?i)not a torchft"):
+        analyze(ddp_files(tmp_path), **flags)
+
+
+@NOT_TORCHFT
+def test_inference_trace_is_not_a_torchft_trace(tmp_path):
+    from ftrun.errors import BadInput
+
+    with pytest.raises(BadInput, match="(?i)not a torchft"):
+        analyze([kc.write(kc.inference_trace(), tmp_path / "vllm.json")], **SCHEDULE)

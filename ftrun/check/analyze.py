@@ -495,6 +495,7 @@ def _results(wobs: list[WorkerObs], schedule: Schedule) -> tuple[list[EventResul
                 files=[str(t.path) for t in w.traces],
                 step_source=w.traces[0].step_source,
                 step_ranges=wo.ranges, failed_cycles=wo.failed, totals=_totals(mine),
+                global_rank=w.global_rank, world_size=w.world_size,
             )
         )
     return results, reports
