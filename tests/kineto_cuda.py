@@ -234,6 +234,39 @@ def _copies_follow(trace: dict) -> None:
                 e["ts"], e["dur"] = k["ts"], k["dur"]
 
 
+def quantize(tr: dict) -> dict:
+    """torchft's allreduce_quantized: per manager.allreduce, c10d::alltoall_base_ then
+    c10d::allgather_into_tensor_coalesced_, each with record_param_comms and nccl:<op>, on int8
+    buffers, in generic kernels (the c10d::allreduce_ path is gone)."""
+    out = copy.deepcopy(tr)
+    evs = out["traceEvents"]
+    ks = {k["args"]["correlation"]: k for k in kernels(out)}
+    for launch in [e for e in evs if e.get("cat") in LAUNCH_CATS and e["args"].get("correlation") in ks]:
+        k = ks[launch["args"]["correlation"]]
+        n = k["args"]["In msg nelems"]
+        for e in evs:  # the allreduce host stack around this launch becomes the alltoall's
+            if e.get("pid") == launch["pid"] and e.get("tid") == launch["tid"] and e["ts"] <= launch["ts"] <= e["ts"] + e.get("dur", 0):
+                if e["name"] == "c10d::allreduce_":
+                    e["name"] = "c10d::alltoall_base_"
+                elif e["name"] == "record_param_comms":
+                    e["args"].update(comm_args("all_to_all", n, dtype="Char"))
+                elif e["name"] == "nccl:all_reduce":
+                    e["name"] = "nccl:all_to_all"
+        k["args"].update(comm_args("all_to_all", n, dtype="Char"))
+        k["dur"] /= 2
+        ag = copy.deepcopy(k)
+        ag["ts"] = k["ts"] + k["dur"] + 1.0
+        ag["args"].update(comm_args("allgather_into_tensor_coalesced", n, dtype="Char"), correlation=k["args"]["correlation"] + 50000)
+        agl = {**copy.deepcopy(launch), "ts": launch["ts"] + 1.0, "dur": 1.0}
+        agl["args"]["correlation"] = ag["args"]["correlation"]
+        evs += [ag, agl, {"ph": "X", "cat": "cpu_op", "name": "c10d::allgather_into_tensor_coalesced_", "pid": launch["pid"],
+                          "tid": launch["tid"], "ts": launch["ts"] + 0.9, "dur": 1.2, "args": {}}]
+    for e in evs:
+        if e.get("cat") == "gpu_user_annotation" and e["name"] == "nccl:all_reduce":
+            e["name"] = "nccl:all_to_all"
+    return out
+
+
 def orphan_kernel(trace: dict) -> dict:
     """A kernel whose launch is outside the window: kineto writes its own correlation as its
     ``External id`` — here equal to an unrelated op's id, as the two counters allow."""
