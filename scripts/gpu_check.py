@@ -37,7 +37,7 @@ from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
-from ftrun.trace.spans import extract  # noqa: E402
+from ftrun.trace.spans import compute_launches, extract  # noqa: E402
 
 STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
 KERNEL_RE = re.compile(r"^(ncclDevKernel_|ncclKernel_)([A-Za-z]+)")
@@ -122,7 +122,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
             calls = set(range(first, first + len(s.allreduces)))
             first += len(s.allreduces)
             per_send.append({"allreduce_calls": len(s.allreduces), "kernels": sum(k.call in calls for k in sp.kernels)})
-        for launch_step, dev_step in gpu_comm.kernel_steps(sp):
+        for launch_step, dev_step in gpu_comm.kernel_steps(sp, compute_launches(load_trace(Path(path)))):
             if launch_step is not None and dev_step is not None:
                 later[1] += 1
                 later[0] += dev_step > launch_step

@@ -14,13 +14,17 @@ import kineto_cuda as kc
 from ftrun.check.analyze import analyze
 from ftrun.trace import nccl
 from ftrun.trace.load import decode
-from ftrun.trace.spans import extract, kernel_op
+from ftrun.trace.spans import compute_launches, extract, kernel_op
 
 DATA = Path(__file__).parent / "data" / "cpu_run"
 
 
 def _spans(trace: dict, name: str = "t.json"):
     return extract(Path(name), decode(Path(name), json.dumps(trace).encode()))
+
+
+def _compute(trace: dict):
+    return compute_launches(decode(Path("t.json"), json.dumps(trace).encode()))
 
 
 def _one_trace() -> dict:
@@ -160,7 +164,7 @@ def test_ddp_trace_collectives_read_from_what_it_states():
     assert all(k.launch is not None and k.call is None for k in t.kernels)
     assert t.sends == [] and t.syncs == [] and t.collectives == []
     assert (t.rank, t.world_size) == (3, 8)
-    assert t.device_copies == 24  # 20 nccl:all_reduce + 4 DistributedDataParallel.forward; no ProfilerStep copy
+    assert t.device_copies == 20  # the nccl:all_reduce copies (DistributedDataParallel.forward's are not read); no ProfilerStep copy
 
 
 def test_compute_and_ddp_kernels_are_not_collectives():
@@ -184,11 +188,11 @@ def test_device_copies_are_counted_never_events():
     tr = kc.to_cuda(_one_trace())
     t = _spans(tr)
     assert len(t.sends) == len(cpu.sends) and len(t.syncs) == len(cpu.syncs) and len(t.steps) == len(cpu.steps)
-    assert t.device_copies == len(_events(tr, "gpu_user_annotation"))
+    assert t.device_copies == len(_events(tr, "gpu_user_annotation"))  # nccl:all_reduce and ftrun::step#S ... copies
     assert len(t.kernels) == sum(len(s.allreduces) for s in t.sends)
     assert all(k.launch is not None and k.call is not None for k in t.kernels)
     assert all(c.kernels == 1 and c.launch_ts is not None for c in t.collectives)
-    assert len(t.compute_launches) == len(t.steps)
+    assert len(_compute(tr)) == len(t.steps)
     assert not t.notes
 
 
@@ -196,16 +200,16 @@ def test_kernel_steps_come_from_launches_not_copies():
     from ftrun.check.gpu_comm import kernel_steps
 
     tr = kc.to_cuda(_one_trace())
-    placed = kernel_steps(_spans(tr))
+    placed = kernel_steps(_spans(tr), _compute(tr))
     assert placed and all(a is not None and d is not None for a, d in placed)
     no_copies = copy.deepcopy(tr)
     no_copies["traceEvents"] = [e for e in tr["traceEvents"] if e.get("cat") != "gpu_user_annotation"]
-    assert kernel_steps(_spans(no_copies)) == placed  # the copies play no part
+    assert kernel_steps(_spans(no_copies), _compute(no_copies)) == placed  # the copies play no part
     # every NCCL kernel 1000 s later: it runs after the compute of every later step was launched and ran
     late = copy.deepcopy(tr)
     for k in kc.kernels(late):
         k["ts"] += 1e9
-    got = kernel_steps(_spans(late))
+    got = kernel_steps(_spans(late), _compute(late))
     last = max(s.number for s in _spans(late).steps)
     assert got and all(d == last for _, d in got) and all(a < last for a, _ in got)
 
@@ -254,7 +258,7 @@ def test_external_id_fallback_still_links_a_real_op_id():
 def test_graph_replays_are_launches():
     tr = kc.graph_replay(kc.to_cuda(_one_trace()))
     t = _spans(tr)
-    assert len(t.compute_launches) == 3 * len(t.steps)  # every replayed kernel linked to its cudaGraphLaunch
+    assert len(_compute(tr)) == 3 * len(t.steps)  # every replayed kernel linked to its cudaGraphLaunch
     # an NCCL kernel replayed from a graph: linked, and said once
     for e in tr["traceEvents"]:
         if e.get("cat") == "cuda_driver":
@@ -275,7 +279,7 @@ def test_inference_trace_kernels_linked_through_graph_replays():
                               "ts": 1_999_000.0, "dur": 10_000.0, "args": {}})
     t = _spans(tr)
     assert len(t.kernels) == 6 and all(k.graph and k.kind is None for k in t.kernels)  # pynccl: nothing states the op
-    assert t.collectives == [] and len(t.compute_launches) == 12
+    assert t.collectives == [] and len(_compute(tr)) == 12
 
 
 @pytest.mark.e2e
@@ -330,7 +334,7 @@ def test_distributed_info_is_the_global_rank_never_the_replica(tmp_path):
     con = Console(width=200, record=True)
     render(rep, con)
     text = con.export_text()
-    assert "replica 0 rank 0  (identity: file order; global rank 5 of 8 (distributedInfo)" in text
+    assert "replica 0 rank 0  (identity: file order; global rank 5 of 8;" in text
     assert "replica 5" not in text and "replica 3" not in text
     assert rep.to_json()["workers"][1]["global_rank"] == 3
 

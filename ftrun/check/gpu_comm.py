@@ -144,15 +144,16 @@ def _step_at(steps, ts: float) -> Optional[int]:
     return None
 
 
-def kernel_steps(trace: TraceSpans) -> list[tuple[Optional[int], Optional[int]]]:
+def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[Optional[int], Optional[int]]]:
     """Per linked NCCL kernel: (host step of its launch; host step of the launch of the last other
-    kernel on its device that started at or before it). Both from launches: kineto gives step
+    kernel on its device that started at or before it; ``compute``: ``spans.compute_launches`` of
+    the same trace). Both from launches: kineto gives step
     spans no device copy to place GPU work with. A second step later than the first = when the
     NCCL kernel started, the device was already running work launched in a later step: it ran
     behind the compute backlog of the steps after its launch. (None, ...) outside every step;
     (..., None) when no other kernel ran before it on its device."""
     marks: dict = {}
-    for dev, start, launch in trace.compute_launches:
+    for dev, start, launch in compute:
         got = marks.setdefault(dev, ([], []))
         got[0].append(start)
         got[1].append(launch)

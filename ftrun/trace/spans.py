@@ -34,9 +34,9 @@ call belongs to that call: one collective per call, spanning all of the call's k
 quantized allreduce — recognised by its ``c10d::alltoall_base_`` /
 ``c10d::allgather_into_tensor_coalesced_`` ops — launches an alltoall and an allgather).
 Kernels launched elsewhere (DDP's own allreduce, healing) are not a send's. Without launch
-links, every kernel stated to be an allreduce is a collective. The other kernels with a linked
-launch are kept as ``compute_launches`` (device, start, launch start): the GPU's progress through
-the host's steps, read from launches. Said once in ``notes``: kernels that start before their
+links, every kernel stated to be an allreduce is a collective. ``compute_launches`` (a second,
+opt-in pass) reads the other kernels with their launches: the GPU's progress through the host's
+steps. Said once in ``notes``: kernels that start before their
 launch (the GPU and CPU clocks disagree), kernels replayed from a CUDA graph, kernels whose
 launch is outside the window.
 
@@ -177,12 +177,10 @@ class TraceSpans:
     trace_events: int = 0  # the file's trace events, all kinds
     quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
-    device_copies: int = 0  # gpu_user_annotation copies (kineto's innermost-annotation copies), set aside
+    device_copies: int = 0  # gpu_user_annotation copies of the spans read here (kineto: innermost annotation only), set aside
     stream_waits: list[Span] = field(default_factory=list)  # cudaStreamWaitEvent calls (host)
     notes: list[str] = field(default_factory=list)  # what this trace cannot tell, said once
     world_size: Optional[int] = None  # distributedInfo.world_size
-    # other (compute) kernels with a linked launch: (device, kernel start, launch start), by kernel start
-    compute_launches: list[tuple[Hashable, float, float]] = field(default_factory=list)
     group_rank: Optional[int] = None  # rank inside the replica group, from torchft's process-group name
 
 
@@ -260,7 +258,7 @@ def _filter(labels: LabelSet, names: set[str]):
     if key not in _FILTERS:
         prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
                     *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
-        _FILTERS[key] = name_filter(names, prefixes, cats=(KERNEL, GPU_ANNOTATION))
+        _FILTERS[key] = name_filter(names, prefixes)
     return _FILTERS[key]
 
 
@@ -289,7 +287,6 @@ class _Classified:
     ftrun_steps: list[StepSpan] = field(default_factory=list)
     commit_children: list[TraceEvent] = field(default_factory=list)  # should_commit's synchronize children
     kernels: list[TraceEvent] = field(default_factory=list)  # NCCL kernels
-    compute: list[TraceEvent] = field(default_factory=list)  # every other kernel
     launches: list[TraceEvent] = field(default_factory=list)  # CUDA launches (graph replays too) and stream waits
     comm_ops: list[TraceEvent] = field(default_factory=list)  # host c10d::*, record_param_comms, nccl:* spans
     copies: int = 0  # device copies of host spans (gpu_user_annotation)
@@ -303,43 +300,48 @@ def _classify(path: Path, trace: ChromeTrace, labels: LabelSet) -> _Classified:
     comm_prefixes = (labels.c10d_prefix, labels.nccl_host_prefix)
     waits = set(labels.cuda_stream_wait)
     keep = _filter(labels, wanted_names)
-    try:
-        kept = list(trace_events(trace, keep))
+    try:  # one pass, nothing kept but what is sorted below
+        for e in trace_events(trace, keep):
+            _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     except msgspec.DecodeError as err:
         raise BadInput(f"{path}: JSON but not a chrome trace (bad event: {err})") from None
-    for e in kept:
-        if e.ph != "X":
-            continue
-        cat, name = e.cat.lower(), e.name
-        if cat == KERNEL:
-            (out.kernels if name.startswith(kernel_prefixes) else out.compute).append(e)
-            continue
-        if cat in LAUNCH_CATS:
-            if name.startswith(launch_names) or name in waits:
-                out.launches.append(e)
-            continue
-        if cat == GPU_ANNOTATION:
-            out.copies += 1  # kineto's copy of the innermost annotation at a launch: never a host span
-            continue
-        if cat not in CPU_CATS:
-            continue  # another device-side category (memcpy, ...): never a host span
-        if name.startswith(comm_prefixes) or name == labels.param_comms:
-            out.comm_ops.append(e)
-        if name.startswith("ProfilerStep#"):
-            m = PROFILER_STEP_RE.match(name)
-            if m:
-                out.prof_steps.append(StepSpan(int(m[1]), None, _span(e)))
-        elif name.startswith(FTRUN_STEP_PREFIX):
-            m = FTRUN_STEP_RE.match(name)
-            if m:
-                out.ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
-        elif name.startswith(labels.should_commit_prefix):
-            out.commit_children.append(e)
-        else:
-            bucket = out.by_name.get(name)
-            if bucket is not None:
-                bucket.append(e)
     return out
+
+
+def _sort_event(e: TraceEvent, out: _Classified, labels: LabelSet, kernel_prefixes: tuple[str, ...],
+                launch_names: tuple[str, ...], comm_prefixes: tuple[str, ...], waits: set[str]) -> None:
+    if e.ph != "X":
+        return
+    cat, name = e.cat.lower(), e.name
+    if cat == KERNEL:
+        if name.startswith(kernel_prefixes):
+            out.kernels.append(e)
+        return
+    if cat in LAUNCH_CATS:
+        if name.startswith(launch_names) or name in waits:
+            out.launches.append(e)
+        return
+    if cat == GPU_ANNOTATION:
+        out.copies += 1  # kineto's copy of the innermost annotation at a launch: never a host span
+        return
+    if cat not in CPU_CATS:
+        return  # another device-side category (memcpy, ...): never a host span
+    if name.startswith(comm_prefixes) or name == labels.param_comms:
+        out.comm_ops.append(e)
+    if name.startswith("ProfilerStep#"):
+        m = PROFILER_STEP_RE.match(name)
+        if m:
+            out.prof_steps.append(StepSpan(int(m[1]), None, _span(e)))
+    elif name.startswith(FTRUN_STEP_PREFIX):
+        m = FTRUN_STEP_RE.match(name)
+        if m:
+            out.ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
+    elif name.startswith(labels.should_commit_prefix):
+        out.commit_children.append(e)
+    else:
+        bucket = out.by_name.get(name)
+        if bucket is not None:
+            bucket.append(e)
 
 
 def _param_comms(e: TraceEvent) -> Optional[nccl.CommInfo]:
@@ -467,7 +469,6 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         stream_waits=sorted((_span(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
         notes=notes,
         quorums=sorted((_span(e) for e in c.by_name[labels.wait_quorum]), key=lambda s: s.ts),
-        compute_launches=_compute_launches(c.compute, links),
         group_rank=_group_rank(kern, c.comm_ops, labels),
     )
 
@@ -504,13 +505,33 @@ class _Launches:
         return launch.name.startswith(self.graph_names)
 
 
-def _compute_launches(compute: list[TraceEvent], links: _Launches) -> list[tuple[Hashable, float, float]]:
-    out = []
-    for k in compute:
-        corr = args_of(k).correlation
-        launch = links.by_corr.get(corr) if corr is not None else None
-        if launch is not None:
-            out.append((k.pid, k.ts, launch.ts))
+_COMPUTE: dict[LabelSet, object] = {}
+
+
+def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float]]:
+    """Every non-NCCL kernel with a linked launch: (device, kernel start, launch start), by kernel
+    start — the GPU's progress through the host's steps, read from launches. A second pass over
+    the trace, only for the callers that want it (``scripts/gpu_check.py``): ``extract`` does not
+    decode compute kernels."""
+    if labels not in _COMPUTE:
+        _COMPUTE[labels] = name_filter((), (*labels.cuda_launch, *labels.cuda_graph_launch), cats=(KERNEL,))
+    kernels: list[tuple[Hashable, float, int]] = []
+    runtime: list[TraceEvent] = []
+    try:
+        for e in trace_events(trace, _COMPUTE[labels]):
+            if e.ph != "X":
+                continue
+            cat = e.cat.lower()
+            if cat == KERNEL and not e.name.startswith(labels.nccl_kernel_any):
+                corr = args_of(e).correlation
+                if corr is not None:
+                    kernels.append((e.pid, e.ts, corr))
+            elif cat in LAUNCH_CATS:
+                runtime.append(e)
+    except msgspec.DecodeError:
+        return []  # extract has already refused a malformed trace
+    links = _Launches(runtime, labels)
+    out = [(dev, ts, links.by_corr[corr].ts) for dev, ts, corr in kernels if corr in links.by_corr]
     out.sort(key=lambda x: x[1])
     return out
 
