@@ -392,3 +392,18 @@ def test_inference_trace_is_not_a_torchft_trace(tmp_path):
 
     with pytest.raises(BadInput, match="(?i)not a torchft"):
         analyze([kc.write(kc.inference_trace(), tmp_path / "vllm.json")], **SCHEDULE)
+
+
+def test_each_kind_of_trace_note_said_once(tmp_path):
+    run = kc.convert_run(DATA, tmp_path / "run")
+    for p in (run / "traces").glob("*.gz"):
+        tr = kc.orphan_kernel(kc.read(p))
+        ls = kc.launches(tr)
+        k = kc.kernels(tr)[1]
+        k["ts"] = ls[k["args"]["correlation"]]["ts"] - 10.0
+        kc.write(tr, p)
+    notes = analyze([run]).notes
+    early = [n for n in notes if "start before their launch" in n]
+    outside = [n for n in notes if "launched before the trace's window" in n]
+    assert len(early) == len(outside) == 1
+    assert all("likewise in 1 more trace file" in n for n in early + outside)
