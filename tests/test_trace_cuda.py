@@ -223,6 +223,21 @@ def test_unlinked_kernels_fall_back_to_their_stated_kind():
     t = _spans(tr)
     assert all(k.launch is None for k in t.kernels)
     assert len(t.collectives) == len(t.kernels) > 0  # the kernels' args say allreduce
+    assert all(c.shapes == ((k.comm.in_nelems,),) and c.itemsize == 4 for c, k in zip(t.collectives, t.kernels))
+
+
+def test_unlinked_kernels_attributed_by_element_count(tmp_path):
+    """A kernel states a flat element count, the c10d op its tensors' shapes: they match by count."""
+    run = kc.convert_run(DATA, tmp_path / "run")
+    for p in (run / "traces").glob("*.gz"):
+        tr = kc.read(p)
+        tr["traceEvents"] = [e for e in tr["traceEvents"] if e.get("cat") not in kc.LAUNCH_CATS]
+        kc.write(tr, p)
+    rep = analyze([run])
+    assert rep.verdict == "pass" and not rep.notes
+    sends = [e for e in rep.events if e.kind == "send"]
+    assert all(e.collectives == e.allreduces and e.bytes == 4 * e.numel for e in sends)
+    assert all(e.hidden_comm_ms is not None for e in rep.events if e.kind == "sync")
 
 
 def test_kernel_before_launch_is_said_once():
