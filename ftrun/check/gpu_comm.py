@@ -146,12 +146,12 @@ def _step_at(steps, ts: float) -> Optional[int]:
 
 def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[Optional[int], Optional[int]]]:
     """Per linked NCCL kernel: (host step of its launch; host step of the launch of the last other
-    kernel on its device that started at or before it; ``compute``: ``spans.compute_launches`` of
-    the same trace). Both from launches: kineto gives step
-    spans no device copy to place GPU work with. A second step later than the first = when the
-    NCCL kernel started, the device was already running work launched in a later step: it ran
-    behind the compute backlog of the steps after its launch. (None, ...) outside every step;
-    (..., None) when no other kernel ran before it on its device."""
+    kernel on its device that started at or before it). ``compute``: ``spans.compute_launches``
+    of the same trace. Both from launches: kineto copies no step span to the GPU side to place
+    GPU work with. A second step later than the first = when the NCCL kernel started, the device
+    was already running work launched in a later step: it ran behind the compute backlog of the
+    steps after its launch. (None, ...): launched outside every step; (..., None): no other
+    kernel ran before it on its device."""
     marks: dict = {}
     for dev, start, launch in compute:
         got = marks.setdefault(dev, ([], []))
