@@ -95,7 +95,7 @@ def test_explained_ratio_and_the_largest_reason_name_the_overlap():
     assert explained_ratio(a, b) == pytest.approx(measured, rel=1e-9)
     reason = largest_reason("streaming", a, "baseline", b, "gloo")
     assert "waits 9.8 ms per step less" in reason
-    assert "its steps overlapping communication ran 30% slower" in reason
+    assert "its steps overlapping communication computed 30% longer on average (median +30%)" in reason
     assert "collectives share the CPU cores" in reason
     assert "SMs" in largest_reason("streaming", a, "baseline", b, "nccl")
 

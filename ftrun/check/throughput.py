@@ -72,6 +72,7 @@ class Decomposition:
     median_plain_compute_s: Optional[float]
     median_overlapped_compute_s: Optional[float]
     overlap_slowdown: Optional[float]  # median overlapped / median plain compute; 1.0 when no step overlapped
+    mean_overlap_slowdown: Optional[float]  # the same of the means: what overlap_slowdown_s accounts
     compute_at_base_s: Optional[float]
     overlap_slowdown_s: Optional[float]
     comm_step_work_s: Optional[float]
@@ -121,11 +122,12 @@ def decompose(records: list[EventRecord]) -> Optional[Decomposition]:
     comm = [c.compute_s for c in costs if c.kind == "comm"]
     med_plain, med_over = _median(plain), _median(over)
     if not plain:
-        slowdown = slow_s = work_s = at_base = None
+        slowdown = mean_slowdown = slow_s = work_s = at_base = None
         unaccounted = loop - data - control
     else:
         base = sum(plain) / len(plain)
         slowdown = (med_over / med_plain if med_plain else None) if over else 1.0
+        mean_slowdown = (sum(over) / len(over) / base if base else None) if over else 1.0
         at_base = len(costs) * base
         slow_s = sum(over) - len(over) * base
         work_s = sum(comm) - len(comm) * base
@@ -133,6 +135,7 @@ def decompose(records: list[EventRecord]) -> Optional[Decomposition]:
     return Decomposition(
         steps=len(costs), loop_s=loop, plain_steps=len(plain), overlapped_steps=len(over), comm_steps=len(comm),
         median_plain_compute_s=med_plain, median_overlapped_compute_s=med_over, overlap_slowdown=slowdown,
+        mean_overlap_slowdown=mean_slowdown,
         compute_at_base_s=at_base, overlap_slowdown_s=slow_s, comm_step_work_s=work_s,
         exposed_data_s=data, exposed_control_s=control, unaccounted_s=unaccounted,
     )
@@ -191,8 +194,9 @@ def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: Optional
     if extra <= 0.05 * max(abs(gain), 1e-9) or extra <= 0:
         return text + "; no other term grew by as much, so the gain became throughput"
     if key == "overlap_slowdown_s":
-        ratio = a.get("overlap_slowdown")
-        how = f"its steps overlapping communication ran {(ratio - 1) * 100:.0f}% slower" if ratio else "its overlapped steps ran slower"
+        mean, med = a.get("mean_overlap_slowdown"), a.get("overlap_slowdown")
+        how = (f"its steps overlapping communication computed {(mean - 1) * 100:.0f}% longer on average"
+               + (f" (median {(med - 1) * 100:+.0f}%)" if med else "")) if mean else "its overlapped steps ran slower"
         why = f": {overlap_cause(backend)}"
     elif key == "comm_step_work_s":
         how, why = "its send/sync steps computed longer (pseudo-gradients, issuing collectives, outer steps)", ""
