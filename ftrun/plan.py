@@ -20,15 +20,24 @@ So a sync exposes whatever of its fragment's communication has not finished tau 
 compute after the send. In torchft's schedule a fragment's sync always precedes the next send,
 so two fragments' sends never share the link; the queue still decides when a send finishes.
 
+What a quorum waits for (torchft's lighthouse answers when every replica group has asked): the
+**slower groups' arrival**, then the real RPC on top of the held round trips. Arrivals drift apart
+between the points that align the groups (a quorum; a sync that blocks every group on the same
+allreduce): each group's steps take ``step_s`` plus its own ``bias_s`` on average, plus
+independent per-step noise of standard deviation ``jitter_s``; and a group can stall outside its
+steps at known places (``stalls``: the start, the profiler writing its trace). A quorum after n
+such steps waits, on average over the groups, E[max_r A_r] - mean_r E[A_r] with A_r ~
+N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group.
+
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
-matter): waiting for the slowest replica (at the quorum and inside the real collective), the
-real RPCs and collectives on loopback, process-group reconfiguration, heals, failed commits.
+matter): the real collectives on loopback (their own CPU cost, under load), process-group
+reconfiguration, heals, failed commits.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ftrun import linkcost
 from ftrun.schedule import Schedule
@@ -40,11 +49,22 @@ DEFAULT_ROUNDS = 1
 
 @dataclass(frozen=True)
 class Workload:
-    """What one replica computes and sends: compute per step, bytes per fragment, R replicas."""
+    """What one replica computes and sends: compute per step, bytes per fragment, R replicas.
+
+    How the R groups drift apart between alignments (module docstring): ``bias_s`` (per group:
+    its mean step minus ``step_s``; empty = all alike), ``jitter_s`` (per-step standard deviation
+    of each group's step, independent across groups), ``stalls`` ((step, per-group seconds spent
+    outside the step bodies before that step, relative to the groups' mean), ...), and
+    ``rpc_s``: the lighthouse's own reply time on top of the held round trips.
+    """
 
     step_s: float
     fragment_bytes: tuple[int, ...]
     replicas: int
+    bias_s: tuple[float, ...] = ()
+    jitter_s: float = 0.0
+    stalls: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    rpc_s: float = 0.0
 
     @property
     def model_bytes(self) -> int:
@@ -56,7 +76,57 @@ class Workload:
             return self
         total = self.model_bytes
         parts = tuple(total // fragments + (1 if i < total % fragments else 0) for i in range(fragments))
-        return Workload(self.step_s, parts, self.replicas)
+        return replace(self, fragment_bytes=parts)
+
+    def with_replicas(self, replicas: int) -> Workload:
+        """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
+        if replicas == self.replicas:
+            return self
+        return replace(self, replicas=replicas, bias_s=(), stalls=())
+
+
+def expected_max(means: list[float], sd: float) -> float:
+    """E[max_r X_r] for independent X_r ~ N(means[r], sd^2) (numerically; exact for sd = 0)."""
+    if len(means) == 1 or sd <= 0.0:
+        return max(means)
+    lo, hi = min(means) - 8.0 * sd, max(means) + 8.0 * sd
+    n = 400
+    h = (hi - lo) / n
+    # E[X] = hi - integral_lo^hi F(x) dx, F = prod of the normal CDFs; trapezoid rule
+    def cdf(x: float) -> float:
+        p = 1.0
+        for m in means:
+            p *= 0.5 * (1.0 + math.erf((x - m) / (sd * math.sqrt(2.0))))
+        return p
+
+    area = 0.5 * (cdf(lo) + cdf(hi)) + sum(cdf(lo + i * h) for i in range(1, n))
+    return hi - area * h
+
+
+class _Drift:
+    """How far each replica group has drifted from the mean group since the last alignment."""
+
+    def __init__(self, work: Workload) -> None:
+        r = work.replicas
+        self.bias = list(work.bias_s) if len(work.bias_s) == r else [0.0] * r
+        self.stalls = {step: list(v) for step, v in work.stalls if len(v) == r}
+        self.jitter = work.jitter_s
+        self.align()
+
+    def align(self) -> None:
+        self.offsets = [0.0] * len(self.bias)
+        self.steps = 0
+
+    def step(self, step: int) -> None:
+        extra = self.stalls.get(step)
+        for i, b in enumerate(self.bias):
+            self.offsets[i] += b + (extra[i] if extra else 0.0)
+        self.steps += 1
+
+    def wait(self) -> float:
+        """The mean group's wait for the slowest one, at a quorum now."""
+        mean = sum(self.offsets) / len(self.offsets)
+        return expected_max(self.offsets, self.jitter * math.sqrt(self.steps)) - mean
 
 
 @dataclass(frozen=True)
@@ -118,13 +188,16 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
     t = free_at = 0.0
     data = control = comm = bits = peak = 0.0
     syncs = 0
+    drift = _Drift(work)
     pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
     for step in range(1, steps + 1):
         t += work.step_s
+        drift.step(step)
         local = schedule.local_step(step)
         frag = schedule.cycle_of(step) % nfrag
-        if local == w - tau:  # send: the quorum, then the fragment's allreduce on the uplink
-            q = linkcost.control_s("quorum", latency_s)
+        if local == w - tau:  # send: the quorum (the slowest group, the RPC, the held round trips), then the allreduce
+            q = drift.wait() + work.rpc_s + linkcost.control_s("quorum", latency_s)
+            drift.align()
             t += q
             control += q
             comm += q
@@ -137,6 +210,8 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
             issued, done, sent_bits = pending.pop(frag)
             blocked = max(0.0, done - t)
+            if blocked > 0.0 and work.replicas > 1:  # every group leaves the same allreduce together
+                drift.align()
             t += blocked
             data += blocked
             if t > issued:

@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
 from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, seconds, stepped
+from ftrun.layout import EventRecord
+from ftrun.linkcost import control_s
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
 from ftrun.schedule import Schedule, ScheduleError
@@ -49,25 +53,94 @@ def _manifest(run_dir: Path) -> layout.Manifest:
     return layout.read_train_manifest(run_dir)
 
 
-def compute_step_s(dirs: list[Path], replicas: int) -> float:
-    """Mean compute time per step over the replica groups' rank-0 event logs (loop - exposed)."""
-    per_replica = []
+STALL_S = 0.010  # time outside a step body longer than this is a stall at that step (profiler export), not jitter
+
+
+def _replica_records(dirs: list[Path], replicas: int) -> list[list[EventRecord]]:
+    """Each replica group's rank-0 step records (a group without them: [])."""
+    out = []
     for r in range(replicas):
         recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
-        recs = stepped(recs)
-        if not recs:
-            continue
-        loop = sum(x.step_time_s for x in recs)
-        data = sum(seconds(x.exposed_s) for x in recs if x.synced is not None)
-        control = sum(seconds(x.quorum_s) + seconds(x.commit_s) for x in recs)
-        per_replica.append((loop - data - control) / len(recs))
+        out.append(stepped(recs))
+    return out
+
+
+def _compute_s(x: EventRecord) -> float:
+    """A step's time minus what it waited on the link (exposed data, quorum, should_commit)."""
+    return x.step_time_s - (seconds(x.exposed_s) if x.synced is not None else 0.0) - seconds(x.quorum_s) - seconds(x.commit_s)
+
+
+def compute_step_s(dirs: list[Path], replicas: int) -> float:
+    """Mean compute time per step over the replica groups' rank-0 event logs (loop - exposed)."""
+    per_replica = [sum(_compute_s(x) for x in recs) / len(recs) for recs in _replica_records(dirs, replicas) if recs]
     if not per_replica:
         raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENT_LOGS}/")
     return sum(per_replica) / len(per_replica)
 
 
+@dataclass(frozen=True)
+class Arrivals:
+    """How a run's groups drifted apart (``ftrun.plan.Workload``'s ``bias_s``, ``jitter_s``,
+    ``stalls``, ``rpc_s``), measured from its event logs without reading any wait: per step,
+    each group's compute (step time minus its exposed data, quorum and commit) plus its time
+    outside the step body (from the records' end times ``t``)."""
+
+    bias_s: tuple[float, ...]
+    jitter_s: float
+    stalls: tuple[tuple[int, tuple[float, ...]], ...]
+    rpc_s: float
+
+
+def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals:
+    """Per-group bias and per-step jitter around the groups' mean step, the stalls (the start,
+    time outside the steps above ``STALL_S``), and the lighthouse's reply time: at each quorum,
+    the group that waited least waited for no one, so its wait minus the held round trips
+    ``hold_s`` is the RPC (median over the quorums)."""
+    recs = _replica_records(dirs, replicas)
+    if replicas < 2 or any(not r for r in recs):
+        return Arrivals((), 0.0, (), 0.0)
+    by_step = [{x.step: (i, x) for i, x in enumerate(r)} for r in recs]
+    common = sorted(set.intersection(*(set(b) for b in by_step)))
+    stalls: list[tuple[int, tuple[float, ...]]] = []
+    dev: list[list[float]] = [[] for _ in range(replicas)]
+    for step in common:
+        per = []
+        for r in range(replicas):
+            i, x = by_step[r][step]
+            outside = x.t - recs[r][i - 1].t - x.step_time_s if i > 0 else x.t - x.step_time_s  # i = 0: the start time
+            per.append((_compute_s(x), outside))
+        first = step == common[0]
+        if first or any(o > STALL_S for _, o in per):
+            # the start (absolute start times and the warm-up step) or a stall: a place, not jitter
+            at = [c + o if first else o for c, o in per]
+            mean = sum(at) / replicas
+            stalls.append((step, tuple(a - mean for a in at)))
+            if first:
+                continue
+            xs = [c for c, _ in per]
+        else:
+            xs = [c + o for c, o in per]
+        mean = sum(xs) / replicas
+        for r in range(replicas):
+            dev[r].append(xs[r] - mean)
+    n = len(dev[0])
+    if n < 2:
+        return Arrivals((), 0.0, tuple(stalls), 0.0)
+    bias = tuple(sum(d) / n for d in dev)
+    var = sum((d - b) ** 2 for r in range(replicas) for d, b in ((d, bias[r]) for d in dev[r])) / (replicas * (n - 1))
+    jitter = math.sqrt(var * replicas / (replicas - 1))  # deviations from the mean have (R-1)/R of each group's variance
+    waits = []
+    for step in common:
+        qs = [seconds(by_step[r][step][1].quorum_s) for r in range(replicas)]
+        if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
+            waits.append(max(0.0, min(qs) - hold_s))
+    rpc = statistics.median(waits) if waits else 0.0
+    return Arrivals(bias, jitter, tuple(stalls), rpc)
+
+
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
-    """Fragment bytes, replicas, schedule and link from the manifest; compute step from the event logs."""
+    """Fragment bytes, replicas, schedule and link from the manifest; compute step and the
+    groups' arrivals (``measure_arrivals``) from the event logs."""
     m = _manifest(dirs[0])
     sched = m.schedule
     try:
@@ -81,7 +154,8 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
-    work = Workload(compute_step_s(dirs, replicas), nbytes, replicas)
+    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0))
+    work = Workload(compute_step_s(dirs, replicas), nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s)
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
