@@ -257,7 +257,7 @@ def smallest_fragments(work: Workload, sync_every: int, bandwidth_bps: float, la
     return None
 
 
-def _lowest(ok, lo_bps: float, hi_bps: float) -> float | None:
+def lowest_bandwidth(ok, lo_bps: float, hi_bps: float) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) where the monotone predicate ``ok`` holds."""
     if ok(lo_bps):
         return lo_bps
@@ -278,11 +278,49 @@ def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, targe
     stops hiding its communication. ``lo_bps`` when it already reaches the target there; None
     when not even ``hi_bps`` does.
     """
-    return _lowest(lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps)
+    return lowest_bandwidth(lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps)
 
 
 def data_hidden_bandwidth(work: Workload, schedule: Schedule, latency_s: float,
                           lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) at which no sync waits for its data: every
     allreduce done within tau steps. None when none is (always for tau = 0 with R > 1)."""
-    return _lowest(lambda bw: simulate(work, schedule, bw, latency_s, steps).exposed_data_s == 0.0, lo_bps, hi_bps)
+    return lowest_bandwidth(lambda bw: simulate(work, schedule, bw, latency_s, steps).exposed_data_s == 0.0, lo_bps, hi_bps)
+
+
+# Data-parallel training (the paper's baseline): every step all-reduces the whole model's
+# gradients. Backward is 2/3 of a step's FLOPs (twice the forward), and gradients become ready
+# layer by layer during it, so the allreduce can start once the forward is done and overlap
+# the backward; the step waits for what is left at its end. No quorum per step (torchft's
+# async quorum overlaps the forward).
+BACKWARD_SHARE = 2.0 / 3.0
+
+
+def simulate_data_parallel(work: Workload, grad_bytes: int, bandwidth_bps: float, latency_s: float,
+                           steps: int = 1) -> Prediction:
+    """Data-parallel: each step's gradient allreduce of ``grad_bytes`` overlapping its backward pass."""
+    t = free_at = data = bits = peak = comm = 0.0
+    for _ in range(steps):
+        issued = t + (1.0 - BACKWARD_SHARE) * work.step_s
+        t += work.step_s
+        free_at, done = linkcost.enqueue(free_at, issued, "allreduce", grad_bytes, work.replicas, bandwidth_bps, latency_s)
+        sent_bits = linkcost.wire("allreduce", grad_bytes, work.replicas)[1] * 8.0
+        blocked = max(0.0, done - t)
+        t += blocked
+        data += blocked
+        comm += done - issued
+        bits += sent_bits
+        if t > issued:
+            peak = max(peak, sent_bits / (t - issued))
+    return Prediction(steps, steps, steps * work.step_s, data, 0.0, comm, bits, peak, t)
+
+
+def data_parallel_hiding_bandwidth(work: Workload, grad_bytes: int, latency_s: float, target: float,
+                                   lo_bps: float, hi_bps: float) -> float | None:
+    """The lowest bandwidth in [lo, hi] (to 1%) at which data-parallel utilisation reaches ``target``."""
+    return lowest_bandwidth(lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).utilisation >= target, lo_bps, hi_bps)
+
+
+def data_parallel_hidden_bandwidth(work: Workload, grad_bytes: int, latency_s: float, lo_bps: float, hi_bps: float) -> float | None:
+    """The lowest bandwidth in [lo, hi] (to 1%) at which every gradient allreduce ends within its backward pass."""
+    return lowest_bandwidth(lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).exposed_s == 0.0, lo_bps, hi_bps)
