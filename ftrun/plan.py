@@ -27,7 +27,9 @@ allreduce): each group's steps take ``step_s`` plus its own ``bias_s`` on averag
 independent per-step noise of standard deviation ``jitter_s``; and a group can stall outside its
 steps at known places (``stalls``: the start, the profiler writing its trace). A quorum after n
 such steps waits, on average over the groups, E[max_r A_r] - mean_r E[A_r] with A_r ~
-N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group.
+N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group. A sync
+waits, on average over the groups, E[max(0, done - A_r)]: a group that got there early waits
+for its data longer.
 
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
 matter): the real collectives on loopback (their own CPU cost, under load), process-group
@@ -128,6 +130,20 @@ class _Drift:
         mean = sum(self.offsets) / len(self.offsets)
         return expected_max(self.offsets, self.jitter * math.sqrt(self.steps)) - mean
 
+    def blocked(self, ahead: float) -> float:
+        """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives:
+        a group that got here early waits longer, one that is late may not wait at all."""
+        sd = self.jitter * math.sqrt(self.steps)
+        return sum(expected_shortfall(ahead - o, sd) for o in self.offsets) / len(self.offsets)
+
+
+def expected_shortfall(mean: float, sd: float) -> float:
+    """E[max(0, X)] for X ~ N(mean, sd^2)."""
+    if sd <= 0.0:
+        return max(0.0, mean)
+    z = mean / sd
+    return mean * 0.5 * (1.0 + math.erf(z / math.sqrt(2.0))) + sd * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -209,8 +225,8 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
             bits += sent_bits
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
             issued, done, sent_bits = pending.pop(frag)
-            blocked = max(0.0, done - t)
-            if blocked > 0.0 and work.replicas > 1:  # every group leaves the same allreduce together
+            blocked = drift.blocked(done - t) if work.replicas > 1 else max(0.0, done - t)
+            if done > t and work.replicas > 1:  # every group leaves the same allreduce together
                 drift.align()
             t += blocked
             data += blocked

@@ -247,3 +247,17 @@ def test_data_parallel_allreduce_overlaps_the_backward_pass() -> None:
     # fast enough: all hidden; alone: nothing crosses
     assert simulate_data_parallel(Workload(0.3, (1,), 2), 1_000_000, 1e9, 0.0).exposed_s == 0.0
     assert simulate_data_parallel(Workload(0.3, (1,), 1), 1_000_000, 1e3, LAT).exposed_s == 0.0
+
+
+def test_a_group_that_arrives_early_at_the_sync_waits_longer_for_its_data() -> None:
+    from ftrun.plan import expected_shortfall
+
+    assert expected_shortfall(0.3, 0.0) == 0.3 and expected_shortfall(-0.3, 0.0) == 0.0
+    assert expected_shortfall(0.0, 1.0) == pytest.approx(1 / (2 * 3.141592653589793) ** 0.5)
+    # streaming F=2 H=20 tau=1: each 100 kB fragment needs 120 ms, the one step after the send
+    # 100 ms: 20 ms exposed without jitter; with 50 ms of per-step jitter the groups are
+    # N(0, 50 ms) apart at the sync and wait E[max(0, 20 ms - X)] on average: more
+    calm = simulate(TWO_FRAGS, Schedule(2, 20, 1), BW, LAT, steps=20)
+    noisy = simulate(Workload(0.1, (100_000, 100_000), 2, jitter_s=0.05), Schedule(2, 20, 1), BW, LAT, steps=20)
+    assert calm.exposed_data_s == pytest.approx(2 * 0.02)
+    assert noisy.exposed_data_s == pytest.approx(2 * expected_shortfall(0.02, 0.05))
