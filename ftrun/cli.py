@@ -471,15 +471,20 @@ def sweep_cmd(
 
 PLAN_HELP = """Predict whether streaming DiLoCo hides its communication on a link, vs plain DiLoCo.
 
-A pure what-if model of one replica's timeline (compute per step, the quorum's round trip, each
-fragment's ring allreduce queued on the link with the emulator's cost, the sync blocking for what
-has not arrived tau steps after the send). Inputs: --from RUN_DIR (fragment bytes, replicas,
-schedule and compute step of a run) or --params, --dtype and --step-ms. Prints exposed
+A pure what-if model of one replica's timeline (compute per step; at each quorum the slowest
+replica group's arrival, the lighthouse's reply and the held round trip; each fragment's ring
+allreduce queued on the link with the emulator's cost; the sync blocking for what has not
+arrived tau steps after the send). Inputs: --from RUN_DIR (fragment bytes, replicas, schedule,
+compute step and the groups' drift of a run) or --params, --dtype and --step-ms (or a
+FLOPs-based step: --tokens-per-step, --flops-per-gpu, --gpus-per-replica, --mfu).
+--data-parallel adds data-parallel training (an allreduce every step). Prints exposed
 communication, utilisation, bandwidth and the smallest tau and F that reach --target-util.
 --check DIR predicts every run of a compare or sweep dir on its own link and compares with what
 was measured (exit 1 when an error exceeds --tolerance).
 
 Example: ftrun plan --params 1000000000 --dtype bf16 --step-ms 400 --sweep-link 10mbit..10gbit,20ms --png plan.png
+
+Example: ftrun plan --params 1e9 --dtype fp4 --dp-dtype bf16 --tokens-per-step 1048576 --flops-per-gpu 1e15 --gpus-per-replica 156 --sync-every 100 --fragments 10 --fragment-sync-delay 1 --data-parallel --train-tokens 25e9 --link 1gbit
 
 Example: ftrun plan --check profiles/compare-20260101-120000
 """
