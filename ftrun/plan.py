@@ -29,7 +29,9 @@ steps at known places (``stalls``: the start, the profiler writing its trace). A
 such steps waits, on average over the groups, E[max_r A_r] - mean_r E[A_r] with A_r ~
 N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group. A sync
 waits, on average over the groups, E[max(0, done - A_r)]: a group that got there early waits
-for its data longer.
+for its data longer. (With jitter, utilisation can dip a little just where a faster link stops
+the syncs from blocking, since those no longer align the groups; the bandwidth and tau
+searches below treat utilisation as monotone all the same.)
 
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
 matter): the real collectives on loopback (their own CPU cost, under load), process-group
