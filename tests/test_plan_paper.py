@@ -32,7 +32,7 @@ PAPER_DP_95 = {1e9: 100e9, 1e10: 200e9, 1e11: 300e9}
 def paper_request(params: float) -> PlanRequest:
     return PlanRequest(params=params, dtype="fp4", dp_dtype="bf16", tokens_per_step=TOKENS_PER_STEP,
                        flops_per_gpu=1e15, gpus_per_replica=156, mfu=0.4, replicas=2, sync_every=100,
-                       fragments=10, delay=1, data_parallel=True)
+                       fragments=10, fragment_sync_delay=1, data_parallel=True)
 
 
 def within_2x(got: float, want: float) -> bool:

@@ -203,7 +203,7 @@ class PlanRequest:
     layers: Optional[int] = None
     layers_per_fragment: Optional[int] = None
     sync_every: Optional[int] = None
-    delay: Optional[int] = None
+    fragment_sync_delay: Optional[int] = None
     step_jitter_ms: Optional[float] = None
     data_parallel: bool = False
     dp_dtype: Optional[str] = None
@@ -297,7 +297,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec
         raise BadInput("--dp-dtype: applies with --params (a run dir has no data-parallel step)")
     sched = _schedule(_fragment_count(req, sched.fragments),
                       req.sync_every if req.sync_every is not None else sched.sync_every,
-                      req.delay if req.delay is not None else sched.delay)
+                      req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay)
     return work.split(sched.fragments), sched, link, source, grad_bytes
 
 
@@ -369,7 +369,7 @@ def plan(req: PlanRequest) -> int:
         "source": source,
         "inputs": {"step_ms": work.step_s * 1e3, "fragment_bytes": list(work.fragment_bytes), "model_bytes": work.model_bytes,
                    "replicas": work.replicas, "fragments": sched.fragments, "sync_every": sched.sync_every,
-                   "fragment_sync_delay": sched.delay, "target_util": target,
+                   "fragment_sync_delay": sched.fragment_sync_delay, "target_util": target,
                    "step_jitter_ms": work.jitter_s * 1e3, "lighthouse_rpc_ms": work.rpc_s * 1e3,
                    "replica_bias_ms": [b * 1e3 for b in work.bias_s], "stalls": len(work.stalls),
                    "data_parallel_bytes": grad_bytes, "train_steps": train_steps},
