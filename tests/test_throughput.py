@@ -116,3 +116,31 @@ def test_inspect_reports_overlap_per_send_and_worker():
     assert all(s["overlapped_steps"] == 4 for s in ov["per_send"])  # the tau - 1 steps between, no send/sync step
     for w in ov["workers"]:
         assert w["overlapped_steps"] == 8 and w["slowdown"] == pytest.approx(w["median_overlapped_ms"] / w["median_other_ms"], rel=1e-2)
+
+
+def test_plan_adds_the_overlap_slowdown_to_the_steps_between_send_and_sync():
+    from ftrun.plan import Workload, plain, simulate
+    from ftrun.schedule import Schedule
+
+    sched = Schedule(2, 20, 5)  # w = 10: steps 6..9 and 16..19 sit between a send and its sync
+    fast = simulate(Workload(0.020, (1000, 1000), 2), sched, 1e12, 0.0)
+    slow = simulate(Workload(0.020, (1000, 1000), 2, overlap_slowdown=1.5), sched, 1e12, 0.0)
+    assert slow.compute_s == pytest.approx(fast.compute_s + 8 * 0.010)
+    assert slow.wall_s == pytest.approx(fast.wall_s + 8 * 0.010)
+    base = simulate(Workload(0.020, (2000,), 2, overlap_slowdown=1.5), plain(sched), 1e12, 0.0)
+    assert base.compute_s == pytest.approx(20 * 0.020)  # tau = 0: nothing computes while in flight
+
+
+def test_plan_from_a_run_takes_its_measured_slowdown(tmp_path):
+    """--from: the run's overlap slowdown, and a step_s that gives back the run's compute."""
+    import msgspec
+
+    from ftrun.commands.plan import measure_overlap
+
+    events = tmp_path / "events"
+    events.mkdir()
+    for r in (0, 1):
+        recs = log(40, 10, 3, plain_ms=100.0, overlapped_ms=125.0)
+        (events / f"replica{r}_rank0.jsonl").write_bytes(b"\n".join(msgspec.json.encode(x) for x in recs) + b"\n")
+    slowdown, share = measure_overlap([tmp_path], 2)
+    assert slowdown == pytest.approx(1.25) and share == pytest.approx(8 / 40)
