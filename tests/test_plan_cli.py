@@ -209,3 +209,14 @@ def test_plan_never_imports_torch(tmp_path: Path) -> None:
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_plan_json_is_standard_json_at_the_link_limits():
+    """A latency of 1e308 ms used to plan to ``Infinity`` in --json (not JSON); now the link is
+    refused, and the extremes that are accepted plan to finite numbers."""
+    r = CliRunner().invoke(app, ["plan", "--params", "1000", "--step-ms", "1", "--link", "1kbit,1e308ms", "--json"])
+    assert r.exit_code == 2 and "latency" in r.output and "Infinity" not in r.output, r.output
+    for link in ("1kbit,10s", "1000gbit,0ms"):
+        r = CliRunner().invoke(app, ["plan", "--params", "1000000000", "--step-ms", "0.001", "--link", link, "--json"])
+        assert r.exit_code == 0, r.output
+        json.loads(r.output, parse_constant=lambda c: pytest.fail(f"{link}: non-standard JSON constant {c}"))
