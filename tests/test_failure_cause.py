@@ -57,3 +57,58 @@ def test_a_rank_records_the_wait_it_failed_in(tmp_path: Path) -> None:
     got = json.loads(layout.meta_file(tmp_path, 0, 0).read_text())
     assert (got["status"], got["error"], got["error_type"], got["phase"]) == (
         "failed", "TimeoutError: no quorum within 60 s", "TimeoutError", "quorum")
+
+
+# torchrun 2.13's own report when a rank dies by a signal (captured from a real run of a script
+# that SIGKILLs itself): the rank wrote no exception, only torchrun says what happened.
+TORCHRUN_SIGKILL = """\
+step 1
+E1201 08:41:04.364000 15334 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 0 (pid: 15339) of binary: /x/.venv/bin/python
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/x/.venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+======================================================
+ftrun.worker.main FAILED
+------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_08:41:00
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 15339)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 15339
+======================================================
+"""
+
+
+def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -> None:
+    """Issue 24 item 13: it used to say "no error message in the log" (exit code 1)."""
+    st = _state(tmp_path)
+    log = layout.group_log(tmp_path, 1)
+    log.parent.mkdir(parents=True)
+    log.write_text(TORCHRUN_SIGKILL)
+    reason, phase = _group_error(st, 1)
+    assert reason == "rank 1 was killed by SIGKILL (signal 9)" and phase is None, reason
+
+
+def test_launch_names_the_signal_too(tmp_path: Path) -> None:
+    from ftrun.launch.groups import Group
+    from ftrun.launch.watch import group_error
+
+    log = tmp_path / "replica0.log"
+    log.write_text(TORCHRUN_SIGKILL.replace("ftrun.worker.main", "train_diloco.py"))
+    assert group_error(Group(0, [], {}, log)) == "rank 1 was killed by SIGKILL (signal 9)"
+
+
+def test_an_exit_by_a_signal_is_not_called_an_exit_code() -> None:
+    from ftrun.launch.supervise import exit_description
+
+    assert exit_description(1) == "exited with code 1"
+    assert exit_description(-9) == "was killed by SIGKILL (signal 9)"
+    assert exit_description(-200) == "was killed by signal 200"

@@ -174,15 +174,16 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
 
 
 def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
-    """``logs/replicaR.log: <its first exception line>`` for the first group log holding one
-    (what went wrong inside torchft, as found; ftrun works around nothing)."""
+    """``logs/replicaR.log: <its failure cause>`` for the first group log holding one (a rank's
+    signal or first exception line: what went wrong inside torchft, as found; ftrun works
+    around nothing)."""
     from ftrun import layout
-    from ftrun.launch.supervise import first_exception
+    from ftrun.launch.supervise import failure_cause
 
     for r in range(replicas):
         p = layout.group_log(run_dir, r)
         try:
-            err = first_exception(p.read_text(errors="replace"))
+            err = failure_cause(p.read_text(errors="replace"))
         except OSError:
             continue
         if err:
