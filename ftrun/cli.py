@@ -6,6 +6,7 @@ exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --h
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 from pathlib import Path
@@ -41,9 +42,12 @@ def refuse_empty(values: dict, positional: dict[str, str] | None = None) -> None
                 raise BadInput(f"{shown} {x!r}: must not be empty")
 
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
 def guarded(fn):
     """Run a command body: BadInput -> exit 2, RunFailed -> exit 1 (Interrupted: 130), one line.
-    SIGINT/SIGTERM -> exit 130."""
+    SIGINT/SIGTERM -> exit 130. A disk that fills up, wherever ftrun was writing: one line, exit 1."""
     old = raise_on_signal()
     try:
         return fn()
@@ -53,6 +57,10 @@ def guarded(fn):
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt as e:
         _fail(f"interrupted{' by ' + str(e) if str(e) else ''}", 130)
+    except OSError as e:
+        if e.errno not in _NO_SPACE:
+            raise  # any other OSError is a bug to see, with its traceback
+        _fail(f"cannot write {e.filename or 'an output'}: {e.strerror or e} (free some space and run again)", 1)
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)

@@ -112,3 +112,51 @@ def test_an_exit_by_a_signal_is_not_called_an_exit_code() -> None:
     assert exit_description(1) == "exited with code 1"
     assert exit_description(-9) == "was killed by SIGKILL (signal 9)"
     assert exit_description(-200) == "was killed by signal 200"
+
+
+# --- a disk that fills mid-run (issue 24 item 15): one line, never a traceback -----------------
+
+def test_a_full_disk_under_the_run_event_log_is_one_line(tmp_path: Path) -> None:
+    import pytest
+
+    from ftrun.errors import RunFailed
+
+    st = RunState(RunConfig(), tmp_path, job_id="j", run_event_log=Path("/dev/full"))  # every write: ENOSPC
+    with pytest.raises(RunFailed) as e:
+        st.log_run_event("group_done", replica=0, step=3)
+    msg = str(e.value)
+    assert "/dev/full" in msg and "No space left on device" in msg and "\n" not in msg, msg
+
+
+def test_a_full_disk_under_ftrun_log_prints_no_logging_traceback(tmp_path: Path, capsys) -> None:
+    import logging
+
+    from ftrun import runlog
+
+    layout.run_log(tmp_path).parent.mkdir(parents=True)
+    layout.run_log(tmp_path).symlink_to("/dev/full")
+    h = runlog.attach(tmp_path)
+    try:
+        logging.getLogger("ftrun.test").info("a line that cannot be written")
+    finally:
+        runlog.detach(h)
+    assert "Logging error" not in capsys.readouterr().err
+
+
+def test_the_cli_turns_a_full_disk_anywhere_into_one_line(capsys) -> None:
+    import errno
+    import os
+
+    import pytest
+    import typer
+
+    from ftrun.cli import guarded
+
+    def body():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/runs/x/traces/replica0.json")
+
+    with pytest.raises(typer.Exit) as e:
+        guarded(body)
+    assert e.value.exit_code == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "No space left on device" in err[0] and "/runs/x/traces/replica0.json" in err[0], err

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.config import RunConfig
+from ftrun.errors import RunFailed
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
 from ftrun.launch.progress import EventLogTail, GroupProgress, update
@@ -43,10 +44,16 @@ class RunState:
     run_event_log: Path | None = None  # events/run.jsonl
 
     def log_run_event(self, event: str, **fields) -> None:
-        """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
+        """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop. A write
+        that fails (a full disk) fails the run with one line (``RunFailed``): the run's record
+        of what happened would be incomplete, so it must not go on as if it were not."""
         rec = layout.RunEvent(event=event, t=time.time(), **fields)
-        with self.run_event_log.open("a") as f:
-            f.write(layout.to_json(rec) + "\n")
+        try:
+            with self.run_event_log.open("a") as f:
+                f.write(layout.to_json(rec) + "\n")
+        except OSError as e:
+            raise RunFailed(f"cannot write {self.run_event_log} ({e.strerror or e}); the run stopped, "
+                            f"partial run in {self.run_dir}") from None
         log.info("%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
 
     def fail(self, message: str) -> None:
