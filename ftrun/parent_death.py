@@ -1,20 +1,34 @@
 """Die with the parent: Linux's parent-death signal (``PR_SET_PDEATHSIG``). Torch-free.
 
-Used for every child ftrun starts (``ftrun.launch.procs.spawn``, set between fork and exec)
-and by each rank itself (``ftrun.worker.setup.die_with_parent``), since torchrun starts its ranks
+Used for every child ftrun starts (``ftrun.launch.procs.spawn``, ``ftrun sweep``'s trainings;
+set between fork and exec, ``die_with_this_process``) and by each rank itself (``ftrun.worker.setup.die_with_parent``), since torchrun starts its ranks
 in new sessions.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
+from typing import Callable
 
 PR_SET_PDEATHSIG = 1
 
 
-def set_parent_death_signal(sig: int) -> None:
-    """The calling process receives ``sig`` when its parent dies (no-op where prctl is missing)."""
+def set_parent_death_signal(sig: int, parent: int | None = None) -> None:
+    """The calling process receives ``sig`` when its parent dies (no-op where prctl is missing).
+    ``parent``: the pid the caller expects as its parent; if that one already died (between
+    fork and this call, when no signal can come any more), ``sig`` is sent at once."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
     except OSError:
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+def die_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child gets ``sig`` when this process dies
+    (keep the thread that starts it alive meanwhile: Linux sends it when that thread exits)."""
+    me = os.getpid()
+    return lambda: set_parent_death_signal(sig, me)

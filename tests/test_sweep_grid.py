@@ -242,3 +242,30 @@ def test_console_table_fits_and_keeps_every_verdict(width):
     assert "…" not in text  # nothing cut
     last = " ".join(ln.split("│")[-2].strip() for ln in text.splitlines() if ln.count("│") > 2)  # the problem column
     assert "--backend baby-nccl: no GPU visible on this host" in re.sub(r"\s+", " ", last)
+
+
+def test_a_cell_whose_run_dir_is_still_in_use_is_not_run_and_not_recorded(tmp_path, monkeypatch):
+    """Issue 24 item 11: a --resume right after a crashed sweep used to record "crashed: in use by
+    pid N" as the cell's result and keep it for ever. Now it waits for the training that holds
+    the run dir to stop; if it still holds it, the cell is "not run" and nothing is recorded."""
+    import fcntl
+    import os
+
+    from ftrun.commands import sweep as sw
+    from ftrun.output import mark_new_run_dir
+
+    monkeypatch.setattr(sw, "STOP_WAIT_S", 0.3)
+    cell = grid.product([grid.Axis("steps", (8,))])[0]
+    cell.config = build(steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
+    (tmp_path / cell.name).mkdir()
+    lock = mark_new_run_dir(tmp_path / cell.name)  # held as by a training still running
+    runner = sw.Runner(tmp_path)
+    monkeypatch.setattr(runner, "train", lambda c: pytest.fail("trained a cell whose run dir is in use"))
+    res = sw.run_cell(runner, cell)
+    assert res["verdict"] == "not run" and f"in use by pid {os.getpid()}" in res["problem"], res
+    assert not (tmp_path / cell.name / sw.CELL_RESULT).exists()
+    lock.release()
+    assert sw.wait_until_unlocked(tmp_path / cell.name, 0.0) is None
+    fd = os.open(tmp_path / cell.name, os.O_RDONLY)  # free again: the lock is not taken by the probe
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)

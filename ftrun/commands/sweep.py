@@ -31,7 +31,8 @@ from typing import Any, Optional
 from ftrun import __version__, grid
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
-from ftrun.output import atomic_write, check_name
+from ftrun.output import atomic_write, check_name, wait_until_unlocked
+from ftrun.parent_death import die_with_this_process
 
 CELL_RESULT = "sweep-cell.json"
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
@@ -103,7 +104,10 @@ class Runner:
         with open(log_path, "w") as log, self.lock:
             if self.stopping:
                 return 130, "stopped"
-            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            # it dies with the sweep, even a SIGKILLed one (and stops its own children on SIGTERM);
+            # this thread waits for it below, so the parent-death signal is not sent early
+            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 preexec_fn=die_with_this_process(signal.SIGTERM))
             self.procs[cell.name] = p
         try:
             _, err = p.communicate()
@@ -194,6 +198,11 @@ def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
 def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
     """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
     run_dir = runner.sweep_dir / cell.name
+    holder = wait_until_unlocked(run_dir, STOP_WAIT_S)  # an earlier sweep's training, still stopping
+    if holder is not None:  # not this cell's result: nothing recorded, a later --resume runs it
+        return {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), "verdict": "not run",
+                "problem": f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
+                           "earlier sweep?); --resume again once it has ended"}
     t0 = time.monotonic()
     rc, err = runner.train(cell)
     if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
