@@ -1,8 +1,9 @@
-"""Die with the parent: Linux's parent-death signal (``PR_SET_PDEATHSIG``). Torch-free.
+"""Die with the parent: Linux's parent-death signal (``PR_SET_PDEATHSIG``), and the child
+subreaper that keeps orphans in the tree (``PR_SET_CHILD_SUBREAPER``). Torch-free.
 
-Used for every child ftrun starts (``ftrun.launch.procs.spawn``, ``ftrun sweep``'s trainings;
-set between fork and exec, ``die_with_this_process``) and by each rank itself (``ftrun.worker.setup.die_with_parent``), since torchrun starts its ranks
-in new sessions.
+The signal is set for every child ftrun starts (``ftrun.launch.procs.spawn``, ``ftrun sweep``'s
+trainings; between fork and exec, ``die_with_this_process``) and by each rank itself
+(``ftrun.worker.setup.die_with_parent``), since torchrun starts its ranks in new sessions.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import signal
 from typing import Callable
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def set_parent_death_signal(sig: int, parent: int | None = None) -> None:
@@ -32,3 +34,12 @@ def die_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
     (keep the thread that starts it alive meanwhile: Linux sends it when that thread exits)."""
     me = os.getpid()
     return lambda: set_parent_death_signal(sig, me)
+
+
+def set_child_subreaper() -> None:
+    """Orphans below the calling process are re-parented to it, not to init
+    (``PR_SET_CHILD_SUBREAPER``; ``ftrun.launch.reaper``). No-op where prctl is missing."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass

@@ -100,7 +100,8 @@ def test_group_argv_env_and_cwd(script, tmp_path):
     run = tmp_path / "run"
     base = {"PATH": "/bin", "MINE": "kept", "NCCL_HOSTID": "callers"}
     g = script_group(spec, run, 1, "http://127.0.0.1:9", None, base_env=base)
-    assert g.argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert g.argv[:4] == [sys.executable, "-m", "ftrun.launch.reaper", "--"]  # under a subreaper (issue 24 item 12)
+    assert g.argv[4:7] == [sys.executable, "-m", "torch.distributed.run"]
     assert g.argv[g.argv.index("--nproc-per-node") + 1] == "2"
     assert g.argv[-3:] == [str(script.resolve()), "--lr", "0.1"]
     assert g.cwd == run / "groups" / "replica1" and g.log == run / "logs" / "replica1.log"
