@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from ftrun.console import show_value
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError, validate
 
@@ -228,9 +229,7 @@ _PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
 _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def _show(value: object) -> str:
-    """A value for a one-line message: strings with newlines or control characters are quoted."""
-    return repr(value) if isinstance(value, str) and not value.isprintable() else str(value)
+_show = show_value  # strings with newlines or control characters are quoted (ftrun.console)
 
 
 def validate_config(
