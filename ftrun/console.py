@@ -47,6 +47,15 @@ def console(stderr: bool = False, **kwargs: Any) -> Console:
     return _Console(stderr=stderr, markup=False, emoji=False, highlight=False, **kwargs)
 
 
+def fits(con: Console, renderable: Any) -> bool:
+    """Whether ``renderable`` (a table of ``no_wrap`` cells) fits ``con``'s width unshrunk: the
+    test a view makes before choosing its wide layout over a stacked one (never cut a number)."""
+    from rich.measure import Measurement
+
+    unbounded = con.options.update_width(100_000)  # its natural width, not one clamped to the console's
+    return Measurement.get(con, unbounded, renderable).maximum <= con.width
+
+
 def styled(text: str, style: str) -> Text:
     """``text`` literally (controls escaped), in ``style`` (e.g. "bold red")."""
     return Text(escape_controls(text, keep="\n\t"), style=style)

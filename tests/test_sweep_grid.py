@@ -241,7 +241,9 @@ def test_console_table_fits_and_keeps_every_verdict(width):
         assert v in text, (v, text)
     assert "…" not in text  # nothing cut
     last = " ".join(ln.split("│")[-2].strip() for ln in text.splitlines() if ln.count("│") > 2)  # the problem column
-    assert "--backend baby-nccl: no GPU visible on this host" in re.sub(r"\s+", " ", last)
+    assert "4 commit(s) failed on 2 rank(s)" in re.sub(r"\s+", " ", last)
+    # an unavailable cell: its reason on one line under the table, not a row
+    assert "unavailable (1): --backend baby-nccl: no GPU visible on this host" in re.sub(r"\s+", " ", text)
 
 
 def test_a_cell_whose_run_dir_is_still_in_use_is_not_run_and_not_recorded(tmp_path, monkeypatch):
@@ -269,3 +271,39 @@ def test_a_cell_whose_run_dir_is_still_in_use_is_not_run_and_not_recorded(tmp_pa
     fd = os.open(tmp_path / cell.name, os.O_RDONLY)  # free again: the lock is not taken by the probe
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.close(fd)
+
+
+def _pgs_like():
+    """The pgs preset's 32 cells as this CPU host classifies them: 8 ran, 24 unavailable."""
+    import itertools
+
+    keys = ["backend", "bucketize", "mode", "quantize"]
+    cells = []
+    for b, bz, m, q in itertools.product(["gloo", "baby-gloo", "nccl", "baby-nccl"], [False, True], ["streaming", "baseline"],
+                                         [False, True]):
+        p = {"backend": b, "bucketize": bz, "mode": m, "quantize": q}
+        if b in ("nccl", "baby-nccl"):
+            cells.append(_cell(p, "unavailable", problem=f"--backend {b}: no GPU visible on this host"))
+        elif q:
+            cells.append(_cell(p, "unavailable", problem="--quantize: needs CUDA and NCCL (torchft's quantized allreduce); this run is on CPU"))
+        else:
+            cells.append(_cell(p, "pass" if b == "gloo" else "failed-commits", commits=2, failed_commits=0, steps_per_s=6.77,
+                               exposed_comm_per_sync_ms=8.2, problem=None if b == "gloo" else "4 commit(s) failed on 2 rank(s)"))
+    return _result([{"key": k, "values": []} for k in keys], cells, counts={"pass": 4, "failed-commits": 4, "unavailable": 24})
+
+
+def test_piped_sweep_fits_80_columns_and_collapses_unavailable_cells(monkeypatch, capsys):
+    """Issue 24 item 18: piped, the table was printed 200 columns wide with a row for each of the
+    24 unavailable cells. Now it fits 80 columns and says each reason once."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    sweep_view.print_sweep(_pgs_like())  # stdout is captured: not a terminal
+    text = capsys.readouterr().out
+    long = [ln for ln in text.splitlines() if len(ln.rstrip()) > 80]
+    assert not long, "\n".join(long)
+    assert "…" not in text
+    flat = re.sub(r"\s+", " ", text)
+    assert flat.count("no GPU visible on this host") == 2  # one line per reason (nccl, baby-nccl)
+    assert flat.count("needs CUDA and NCCL") == 1
+    assert "unavailable (8): --backend nccl: no GPU visible on this host" in flat
+    assert "unavailable (8): --quantize: needs CUDA and NCCL" in flat
+    assert flat.count("backend=baby-gloo") == 4 and flat.count("backend=nccl") == 0  # the cells that ran, one row each

@@ -358,9 +358,7 @@ def _run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int
 
     if not todo:
         return
-    err = console(stderr=True)
-    if not err.is_terminal:  # a log: one unwrapped line per cell
-        err.width = 200
+    err = console(stderr=True)  # at its width (80 in a log): a long problem wraps, nothing is cut
     progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=json_out, transient=True)
     with progress, ThreadPoolExecutor(max_workers=parallel) as pool:

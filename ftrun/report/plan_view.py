@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from rich.table import Table
 
-from ftrun.console import console, line, styled
+from ftrun.console import console, fits, line, styled
 
 
 def bw(bps: Optional[float]) -> str:
@@ -29,29 +29,55 @@ def _pct(v: Optional[float]) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
-def print_plan(result: dict) -> None:
-    c = console()
+def _table(*heads: str) -> Table:
+    t = Table()
+    for i, h in enumerate(heads):
+        t.add_column(h, no_wrap=True, justify="left" if i < 2 else "right")
+    return t
+
+
+def print_plan(result: dict, c: Any = None) -> None:
+    """The plan: one row per link and schedule when that fits the console, else (80 columns,
+    a pipe) one block per link, the schedules side by side: numbers are never cut."""
+    c = c or console()
     inp = result["inputs"]
     size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
     c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
             f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
             f"vs plain F=1 H={inp['sync_every']} tau=0")
-    t = Table("link", "", "exposed ms/sync", "data+ctrl", "exposed ms/step", "util", "peak bw", "mean bw",
-              f"min tau F={inp['fragments']}", "min F (tau)")
-    for cfg in result["configs"]:
-        for key in ("streaming", "plain"):
-            p = cfg[key]
-            first = key == "streaming"
-            frag = cfg["smallest_fragments"]
-            t.add_row(
-                f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms" if first else "", key,
-                _ms(p["exposed_ms_per_sync"]), f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}",
+    heads = ("exposed ms/sync", "data+ctrl", "exposed ms/step", "util", "peak bw", "mean bw")
+    tau_head, frag_head = f"min tau F={inp['fragments']}", "min F (tau)"
+
+    def values(p: dict) -> list:
+        return [_ms(p["exposed_ms_per_sync"]), f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}",
                 _ms(p["exposed_ms_per_step"]),
                 styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
-                bw(p["peak_bandwidth_bps"]), bw(p["mean_bandwidth_bps"]),
-                ("none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"])) if first else "",
-                ("none" if frag is None else f"{frag['fragments']} ({frag['tau']})") if first else "",
-            )
+                bw(p["peak_bandwidth_bps"]), bw(p["mean_bandwidth_bps"])]
+
+    def link(cfg: dict) -> str:
+        return f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms"
+
+    def mins(cfg: dict) -> tuple[str, str]:
+        frag = cfg["smallest_fragments"]
+        return ("none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"]),
+                "none" if frag is None else f"{frag['fragments']} ({frag['tau']})")
+
+    t = _table("link", "", *heads, tau_head, frag_head)
+    for cfg in result["configs"]:
+        t.add_row(link(cfg), "streaming", *values(cfg["streaming"]), *mins(cfg))
+        t.add_row("", "plain", *values(cfg["plain"]), "", "")
+    if not fits(c, t):  # stacked: a block per link, a row per figure
+        t = _table("link / figure", "streaming", "plain")
+        t.columns[1].justify = "right"
+        for i, cfg in enumerate(result["configs"]):
+            if i:
+                t.add_section()
+            t.add_row(styled(link(cfg), "bold"), "", "")
+            for head, s_val, p_val in zip(heads, values(cfg["streaming"]), values(cfg["plain"])):
+                t.add_row(f"  {head}", s_val, p_val)
+            tau, frag = mins(cfg)
+            t.add_row(f"  {tau_head}", tau, "")
+            t.add_row(f"  {frag_head}", frag, "")
     c.print(t)
     hides = result["hides_from_bps"]
     target = f"{inp['target_util'] * 100:g}%"
@@ -68,10 +94,9 @@ def print_plan(result: dict) -> None:
         c.print(f"plot: {result['png']}")
 
 
-def print_check(result: dict) -> None:
-    c = console()
-    t = Table("run", "link", "exposed ms/sync", "measured", "error", "data (pred/meas)", "control (pred/meas)", "steps/s",
-              "measured", "error")
+def print_check(result: dict, c: Any = None) -> None:
+    """Predicted against measured, a row per run when that fits, else a block per run."""
+    c = c or console()
 
     def err(run: dict, key: str) -> Any:
         e = run["error"][key]
@@ -79,16 +104,32 @@ def print_check(result: dict) -> None:
         text = "-" if e is None else f"{e * 100:+.0f}%"
         return styled(text, "red") if ok is False else text
 
+    def name(r: dict) -> str:
+        return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
+
+    t = _table("run", "link", "exposed ms/sync", "measured", "error", "data (pred/meas)", "control (pred/meas)",
+               "steps/s", "measured", "error")
     for r in result["runs"]:
         p, m = r["predicted"], r["measured"]
-        link = r.get("link") or {}
         t.add_row(
-            r["name"] + ("" if r["planes"] == "data+control" else " (data only)"), str(link.get("describe", "-")),
+            name(r), str((r.get("link") or {}).get("describe", "-")),
             _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"),
             f"{_ms(p['exposed_data_ms_per_sync'])} / {_ms(m['exposed_data_ms_per_sync'])}",
             f"{_ms(p['exposed_control_ms_per_sync'])} / {_ms(m['exposed_control_ms_per_sync'])}",
             f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}", err(r, "steps_per_s"),
         )
+    if not fits(c, t):  # stacked: a block per run, a row per figure
+        t = _table("run / figure", "predicted", "measured", "error")
+        for i, r in enumerate(result["runs"]):
+            p, m = r["predicted"], r["measured"]
+            if i:
+                t.add_section()
+            t.add_row(styled(f"{name(r)} · {(r.get('link') or {}).get('describe', '-')}", "bold"), "", "", "")
+            t.add_row("  exposed ms/sync", _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"))
+            t.add_row("  data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), "")
+            t.add_row("  control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), "")
+            t.add_row("  steps/s", f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
+                      err(r, "steps_per_s"))
     c.print(t)
     c.print(f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
             "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link")
