@@ -120,6 +120,7 @@ def print_check(result: dict, c: Any = None) -> None:
         )
     if not fits(c, t):  # stacked: a block per run, a row per figure
         t = _table("run / figure", "predicted", "measured", "error")
+        t.columns[1].justify = "right"
         for i, r in enumerate(result["runs"]):
             p, m = r["predicted"], r["measured"]
             if i:
