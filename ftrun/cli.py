@@ -185,8 +185,11 @@ COMPARE_HELP = """Train two configurations (or read two run dirs), check both sc
 A and B are presets (streaming, baseline), config .toml files, or existing run dirs (a run
 of several hosts: its groups' run dirs joined by commas, e.g. job-group0,job-group1). Both
 trainings share model, data, seed, replicas, steps and an emulated link (--link; by default
-one on which plain DiLoCo's full-model sync takes about one step of compute). Writes
-report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a failure.
+one on which plain DiLoCo's full-model sync takes about a quarter of H steps of compute: the
+step is calibrated where it runs, and the link chosen again from the first run's measured
+step when that is more than 25% off; the summary states the share asked for and the share
+achieved). Writes report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a
+failure.
 
 Example: ftrun compare streaming baseline --link 1gbit,20ms
 
