@@ -400,3 +400,14 @@ def test_one_helper_escapes_and_the_console_applies_it_everywhere():
     assert not any(c in text for c in RAW), repr(text)
     for shown in ("p\\x1b[2J", "q\\u202e", "r\\x07", "s\\x1b]0;title\\x07"):
         assert shown in text.replace("\n", "").replace("│", "").replace(" ", "") or shown in text, (shown, text)
+
+
+def test_readme_inspect_sample_shows_the_columns_the_cli_prints():
+    """Issue 24 item 19: the README's sample had other columns (exposed ms, commit ms) than
+    ``inspect-trace`` prints. Its header row must be the wide table's headers, in order."""
+    from ftrun.report.inspect_view import _COLUMNS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sample = readme.split("$ ftrun inspect-trace profiles/streaming-demo", 1)[1].split("```", 1)[0]
+    header = next(ln for ln in sample.splitlines() if ln.startswith("┃"))
+    assert [h.strip() for h in header.strip("┃").split("┃")] == [head for head, _, _ in _COLUMNS], header

@@ -257,3 +257,29 @@ def test_plan_check_at_80_columns_cuts_no_number(tmp_path: Path) -> None:
     assert narrow.exit_code == 0 and wide.exit_code == 0, narrow.output
     assert "1,040" in wide.output and "1,060" in wide.output, wide.output
     _fits_whole(narrow.output, wide.output)
+
+
+@pytest.mark.parametrize("sweep", ["10mbit..10gbit,10ms", "1gbit..1000gbit,20ms"])
+def test_png_no_label_sits_under_the_legend(sweep: str) -> None:
+    """Issue 24 item 19: a "hides all data from" label was drawn under the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ftrun.report.plan_view import utilisation_figure
+
+    res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", sweep, "--json")
+    assert res.exit_code == 0, res.output
+    fig = utilisation_figure(json.loads(res.output))
+    try:
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        (ax,) = fig.axes
+        legend = ax.get_legend().get_window_extent(r)
+        labels = [t for t in ax.texts if t.get_text()]
+        assert labels, "the sweep should mark where each schedule reaches the target or hides its data"
+        under = [t.get_text() for t in labels if t.get_window_extent(r).overlaps(legend)]
+        assert not under, f"under the legend: {under}"
+    finally:
+        plt.close(fig)

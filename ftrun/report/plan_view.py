@@ -142,6 +142,17 @@ def print_check(result: dict, c: Any = None) -> None:
 
 def draw_utilisation(result: dict, path: Path) -> Path:
     """Utilisation vs bandwidth for streaming and plain DiLoCo, each schedule's hiding point marked."""
+    import matplotlib.pyplot as plt
+
+    fig = utilisation_figure(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def utilisation_figure(result: dict):
+    """``draw_utilisation``'s figure (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,10 +178,8 @@ def draw_utilisation(result: dict, path: Path) -> Path:
     ax.set_ylim(0, 1.02)
     ax.set_title(f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
                  f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    # under the axes, not in them: the marks' labels sit anywhere along both edges of the plot
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
