@@ -9,9 +9,10 @@ never by markup in strings. Torch-free, and cheap to import.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Iterable, Union
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 Part = Union[str, Text, "tuple[str, str]"]
@@ -35,10 +36,19 @@ def show_value(value: object) -> str:
 
 class _Console(Console):
     """Every plain string it renders (``print`` arguments, table cells) goes through
-    ``escape_controls``; line breaks and tabs stay layout."""
+    ``escape_controls`` before layout; line breaks and tabs stay layout. And whatever else
+    reaches the output (a ``Text`` appended to by hand): its segments' text too, after layout,
+    so that nothing raw gets through whatever built it."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(escape_controls(text, keep="\n\t"), **kwargs)
+
+    def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control or seg.text.isprintable():  # rich's own cursor moves stay controls
+                yield seg
+            else:
+                yield Segment(escape_controls(seg.text, keep="\n\t"), seg.style, seg.control)
 
 
 def console(stderr: bool = False, **kwargs: Any) -> Console:

@@ -390,6 +390,9 @@ def test_one_helper_escapes_and_the_console_applies_it_everywhere():
     con.print("path p\x1b[2J")  # a plain string
     con.print(line(("error:", "bold red"), " ", "q\u202e"))  # assembled parts
     con.print(styled("r\x07", "bold"))
+    appended = line("step 30 sync: ")
+    appended.append("t\x1b[31m", "red")  # a Text built up by hand (inspect's problem lines)
+    con.print(appended)
     from rich.table import Table
 
     t = Table()
@@ -398,7 +401,7 @@ def test_one_helper_escapes_and_the_console_applies_it_everywhere():
     con.print(t)
     text = con.export_text()
     assert not any(c in text for c in RAW), repr(text)
-    for shown in ("p\\x1b[2J", "q\\u202e", "r\\x07", "s\\x1b]0;title\\x07"):
+    for shown in ("p\\x1b[2J", "q\\u202e", "r\\x07", "s\\x1b]0;title\\x07", "t\\x1b[31m"):
         assert shown in text.replace("\n", "").replace("│", "").replace(" ", "") or shown in text, (shown, text)
 
 
