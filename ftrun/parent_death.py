@@ -17,14 +17,25 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def _load_prctl():
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+# Loaded once, here: a ``preexec_fn`` runs between fork and exec, where loading a library
+# (the dynamic loader's lock, perhaps held by another thread at the fork) could deadlock.
+_PRCTL = _load_prctl()
+
+
 def set_parent_death_signal(sig: int, parent: int | None = None) -> None:
     """The calling process receives ``sig`` when its parent dies (no-op where prctl is missing).
     ``parent``: the pid the caller expects as its parent; if that one already died (between
     fork and this call, when no signal can come any more), ``sig`` is sent at once."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
-    except OSError:
+    if _PRCTL is None:
         return
+    _PRCTL(PR_SET_PDEATHSIG, sig)
     if parent is not None and os.getppid() != parent:
         os.kill(os.getpid(), sig)
 
@@ -39,7 +50,5 @@ def die_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
 def set_child_subreaper() -> None:
     """Orphans below the calling process are re-parented to it, not to init
     (``PR_SET_CHILD_SUBREAPER``; ``ftrun.launch.reaper``). No-op where prctl is missing."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
-    except OSError:
-        pass
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_CHILD_SUBREAPER, 1)
