@@ -73,6 +73,8 @@ def test_spec_resolves_script_and_keeps_args(script):
     (None, {**SCHED, "min_replicas": 3}, "--min-replicas 3: must be between 1 and --replicas (2)"),
     (None, {**SCHED, "kill": ["1@3s", "1@3s"]}, "the same fault is given twice"),
     (None, {**SCHED, "timeout": 0}, "--timeout 0: must be > 0"),
+    (None, {**SCHED, "timeout": 1e308}, "--timeout 1e+308: must be > 0 and at most 604800"),  # as train's timeouts
+    (None, {**SCHED, "timeout": float("nan")}, "--timeout nan"),  # a comparison never true: it would never fire
     (None, {**SCHED, "env": ["REPLICA_GROUP_ID=3"]}, "set by ftrun"),
     (None, {**SCHED, "run_name": "a/b"}, "must be a plain name"),
 ])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun import __version__, layout
+from ftrun.config import MAX_WAIT_S
 from ftrun.errors import BadInput
 from ftrun.faults import LaunchKill, parse_launch_kill
 from ftrun.launch.groups import Group, group_env, torchrun_argv
@@ -117,8 +118,8 @@ class LaunchSpec:
             restarts = 1 if kills else 0  # as `ftrun train`: a killed group is relaunched once
         if restarts < 0:
             raise BadInput(f"--restarts {restarts}: must be >= 0")
-        if timeout is not None and timeout <= 0:
-            raise BadInput(f"--timeout {timeout:g}: must be > 0 seconds")
+        if timeout is not None and not 0 < timeout <= MAX_WAIT_S:  # the bound of train's timeouts
+            raise BadInput(f"--timeout {timeout:g}: must be > 0 and at most {MAX_WAIT_S:g} seconds (7 days)")
         if run_name is not None:
             check_name("--run-name", run_name)
         return cls(path.resolve(), list(args), replicas, nproc_per_replica, lighthouse, mr, sched if given else None,
