@@ -233,10 +233,14 @@ _show = show_value  # strings with newlines or control characters are quoted (ft
 
 
 def validate_config(
-    cfg: RunConfig, where: Callable[[str], str] = flag, origin: Callable[[str], str] = lambda name: "flag"
+    cfg: RunConfig, where: Callable[[str], str] = flag, origin: Callable[[str], str] | None = None
 ) -> None:
     """All checks that need no torch, in the order a user reads the flags. ``where(name)`` names a
-    field in messages; ``origin(name)`` is "flag", "file", "preset NAME" or "default"."""
+    field in messages; ``origin(name)`` is "flag", "file", "preset NAME" or "default" (None: not
+    known, a ``RunConfig`` made in code: every value counts as given, except a default that is
+    a sentinel, ``restarts = -1``)."""
+    given = origin is not None
+    origin = origin or (lambda name: "flag")
 
     def _bad(name: str, value: object, rule: str) -> BadInput:
         return BadInput(f"{where(name)} {_show(value)}: {rule}")
@@ -302,7 +306,7 @@ def validate_config(
         raise _bad("step_sleep_ms", cfg.step_sleep_ms, f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
     if not 100 <= cfg.heartbeat_timeout_ms <= MAX_HEARTBEAT_MS:
         raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
-    if cfg.restarts < 0 and (cfg.restarts != -1 or origin("restarts") in ("flag", "file")):
+    if cfg.restarts < 0 and (cfg.restarts != -1 or given and origin("restarts") in ("flag", "file")):
         raise _bad("restarts", cfg.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
     for name in ("kill", "hang"):
         if not all(isinstance(x, str) for x in getattr(cfg, name)):

@@ -335,6 +335,7 @@ def test_the_bounds_are_not_below_real_use(tmp_path):
                        restarts=0, link="1kbit,2s")
     assert cfg.max_restarts == 0 and cfg.quorum_timeout_s == 86400.0
     assert cfgmod.build(out=str(tmp_path)).max_restarts == 0  # the default -1 still means "1 with a fault, else 0"
+    cfgmod.validate_config(cfgmod.RunConfig(out=str(tmp_path)))  # a RunConfig made in code keeps its default
     assert cfgmod.build(out=str(tmp_path), kill=["1@10"], steps=60).max_restarts == 1
 
 
