@@ -29,10 +29,24 @@ def _pct(v: Optional[float]) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
-def _table(*heads: str) -> Table:
+LABELS = {"streaming": "streaming", "plain": "plain", "data_parallel": "DP"}
+LONG = {"streaming": "streaming", "plain": "plain DiLoCo", "data_parallel": "data-parallel"}
+
+
+def _tb(nbytes: Optional[float]) -> str:
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.3g} B"
+
+
+def _table(*heads: str, left: int = 2) -> Table:
+    """Columns that never wrap (a number is never cut); the first ``left`` left-aligned."""
     t = Table()
     for i, h in enumerate(heads):
-        t.add_column(h, no_wrap=True, justify="left" if i < 2 else "right")
+        t.add_column(h, no_wrap=True, justify="left" if i < left else "right")
     return t
 
 
@@ -42,54 +56,71 @@ def print_plan(result: dict, c: Any = None) -> None:
     c = c or console()
     inp = result["inputs"]
     size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
+    dp = " vs DP (data-parallel: an allreduce every step)" if inp.get("data_parallel_bytes") else ""
     c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
             f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
-            f"vs plain F=1 H={inp['sync_every']} tau=0")
-    heads = ("exposed ms/sync", "data+ctrl", "exposed ms/step", "util", "peak bw", "mean bw")
-    tau_head, frag_head = f"min tau F={inp['fragments']}", "min F (tau)"
+            f"vs plain F=1 H={inp['sync_every']} tau=0{dp}")
+    if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
+        c.print(f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
+                f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip")
+    # with training totals, hours and bytes take the place of the split, the mean bandwidth and
+    # the smallest tau / F (all in --json)
+    totals = inp.get("train_steps") is not None
+    heads = ["exposed ms/sync"] + ([] if totals else ["data+ctrl"]) + ["exposed ms/step", "util", "peak bw"]
+    heads += ["hours", "sent/replica"] if totals else ["mean bw"]
+    per_link = [] if totals else [f"min tau F={inp['fragments']}", "min F (tau)"]
 
     def values(p: dict) -> list:
-        return [_ms(p["exposed_ms_per_sync"]), f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}",
-                _ms(p["exposed_ms_per_step"]),
+        row = [_ms(p["exposed_ms_per_sync"])]
+        row += [] if totals else [f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}"]
+        row += [_ms(p["exposed_ms_per_step"]),
                 styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
-                bw(p["peak_bandwidth_bps"]), bw(p["mean_bandwidth_bps"])]
+                bw(p["peak_bandwidth_bps"])]
+        row += [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"])] if totals else [bw(p["mean_bandwidth_bps"])]
+        return row
 
     def link(cfg: dict) -> str:
         return f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms"
 
-    def mins(cfg: dict) -> tuple[str, str]:
+    def mins(cfg: dict) -> list[str]:
+        if totals:
+            return []
         frag = cfg["smallest_fragments"]
-        return ("none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"]),
-                "none" if frag is None else f"{frag['fragments']} ({frag['tau']})")
+        return ["none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"]),
+                "none" if frag is None else f"{frag['fragments']} ({frag['tau']})"]
 
-    t = _table("link", "", *heads, tau_head, frag_head)
+    keys_all = [k for k in ("streaming", "plain", "data_parallel") if any(k in cfg for cfg in result["configs"])]
+    t = _table("link", "", *heads, *per_link)
     for cfg in result["configs"]:
-        t.add_row(link(cfg), "streaming", *values(cfg["streaming"]), *mins(cfg))
-        t.add_row("", "plain", *values(cfg["plain"]), "", "")
-    if not fits(c, t):  # stacked: a block per link, a row per figure
-        t = _table("link / figure", "streaming", "plain")
-        t.columns[1].justify = "right"
+        for key in (k for k in keys_all if k in cfg):
+            first = key == "streaming"
+            t.add_row(link(cfg) if first else "", LABELS[key], *values(cfg[key]), *(mins(cfg) if first else [""] * len(per_link)))
+    if not fits(c, t):  # stacked: a block per link, a row per figure, the schedules side by side
+        t = _table("link / figure", *(LABELS[k] for k in keys_all), left=1)
         for i, cfg in enumerate(result["configs"]):
             if i:
                 t.add_section()
-            t.add_row(styled(link(cfg), "bold"), "", "")
-            for head, s_val, p_val in zip(heads, values(cfg["streaming"]), values(cfg["plain"])):
-                t.add_row(f"  {head}", s_val, p_val)
-            tau, frag = mins(cfg)
-            t.add_row(f"  {tau_head}", tau, "")
-            t.add_row(f"  {frag_head}", frag, "")
+            t.add_row(styled(link(cfg), "bold"), *[""] * len(keys_all))
+            cols = [values(cfg[k]) if k in cfg else [""] * len(heads) for k in keys_all]
+            for j, head in enumerate(heads):
+                t.add_row(f"  {head}", *(col[j] for col in cols))
+            for head, v in zip(per_link, mins(cfg)):
+                t.add_row(f"  {head}", v, *[""] * (len(keys_all) - 1))
     c.print(t)
     hides = result["hides_from_bps"]
     target = f"{inp['target_util'] * 100:g}%"
-    for key, label in (("streaming", "streaming"), ("plain", "plain DiLoCo")):
+    for key in ("streaming", "plain", "data_parallel"):
+        if key not in result["data_hidden_from_bps"]:
+            continue
         v = hides[key]
         where = "on no link up to 1 Tbit/s" if v is None else f"from {bw(v)} up"
         d = result["data_hidden_from_bps"][key]
         data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
-        c.print(f"{label} {data}; keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
-    c.print("model: compute per step; the quorum's round trip; each fragment's ring allreduce queued on the uplink "
-            "(ftrun.linkcost, as the emulator); the sync blocks for the rest. Not modelled: replica skew, real RPC and "
-            "loopback costs (ftrun plan --check shows how much they weigh)")
+        c.print(f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
+    c.print("model: compute per step; at each quorum the slowest group's arrival, the lighthouse's reply and the held "
+            "round trip; each fragment's ring allreduce queued on the uplink (ftrun.linkcost, as the emulator); the sync "
+            "blocks for the rest. Not modelled: the real collectives' own CPU cost on loopback (ftrun plan --check shows "
+            "how much it weighs)")
     if result.get("png"):
         c.print(f"plot: {result['png']}")
 
