@@ -151,10 +151,19 @@ class Rejoined(msgspec.Struct):
     aligned_step: Optional[int]
 
 
+# What a ``Sketch`` is (``ftrun.worker.sketch`` computes it, ``ftrun.check.numerics`` budgets its
+# error): SKETCH_K projections P[j, i] = W[j, i mod SKETCH_PERIOD], W = ±1 drawn from SKETCH_SEED;
+# each tensor first summed in float32 over rows of SKETCH_STAGE columns, then in float64.
+SKETCH_K = 4
+SKETCH_PERIOD = 4093
+SKETCH_STAGE = SKETCH_PERIOD * 256
+SKETCH_SEED = 22
+
+
 class Sketch(msgspec.Struct):
-    """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = k fixed
-    random projections in float64 (the same on every replica), ``norm`` = its L2 norm (float64),
-    ``numel`` elements, ``dtype`` of the tensors sketched."""
+    """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = SKETCH_K fixed
+    random projections in float64 (the same on every replica), ``norm`` = its L2 norm, ``numel``
+    elements, ``dtype`` of the tensors sketched."""
 
     proj: list[float]
     norm: float

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ftrun.check.model import EventResult, Report
 from ftrun.console import console as make_console, line, styled
+from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
 
 
@@ -110,6 +111,12 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
     for p in report.run_problems:
         con.print(line(("run:", "red"), f" {p}"))
+    num = report.numerics or {}
+    if num.get("problems"):
+        for p in num["problems"]:
+            con.print(line(("numerics:", "red"), f" {p['text']}"))
+    elif num:
+        con.print(numerics_line(num))
     bad = report.problems()
     n = len(report.events)
     tail = ""
@@ -120,9 +127,14 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for c in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
         per.setdefault(c["replica"], set()).add(c["sync_step"])
     per = {r: len(s) for r, s in per.items()}
+    if num.get("status") == "checked" and not num.get("problems"):
+        tail += f"; numerics ok ({num['checked']} sync(s))"
+    elif num.get("status") != "checked":
+        tail += "; numerics not checked"
     if per:
         tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
         con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}"))
     else:
         con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}"))
+

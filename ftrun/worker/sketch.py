@@ -45,10 +45,10 @@ from ftrun.torchft_compat import diloco_fragments, quorum_id
 
 log = logging.getLogger(__name__)
 
-K = 4  # projections per sketch
-PERIOD = 4093  # columns of W (prime: a fault must not hide in a short period)
-STAGE = PERIOD * 256  # float32 first-stage width (~1M): rows = ceil(numel / STAGE)
-SEED = 22
+K = layout.SKETCH_K  # projections per sketch
+PERIOD = layout.SKETCH_PERIOD  # columns of W (prime: a fault must not hide in a short period)
+STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~1M): rows = ceil(numel / STAGE)
+SEED = layout.SKETCH_SEED
 
 
 class Projector:

@@ -1,0 +1,19 @@
+"""The numeric check (``ftrun.check.numerics``) as text: one line, shared by every report."""
+
+from __future__ import annotations
+
+
+def numerics_line(num: dict) -> str:
+    """The numeric check in one line (``ftrun.check.numerics.Numerics.to_json``), for every report."""
+    if num.get("status") != "checked":
+        return f"numerics not checked: {num.get('why')}"
+    if num.get("problems"):
+        return f"numerics: {len(num['problems'])} problem(s); first: {num['problems'][0]['text']}"
+    le = (num.get("tolerance") or {}).get("largest_error")
+    worst = f"; largest error {le['error']:.3g} = {le['ratio']:.2g} of its tolerance ({le['check']})" if le else ""
+    rest = num.get("not_checked") or {}
+    skipped = f"; {sum(rest.values())} not checked ({', '.join(rest)})" if rest else ""
+    heals = num.get("heals") or []
+    healed = (f"; {len(heals)} heal(s): params " + ", ".join("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER" for h in heals)) if heals else ""
+    return (f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
+            f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}")
