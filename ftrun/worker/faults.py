@@ -73,8 +73,8 @@ class Corruption:
         self.by_step = {f.step: f for f in mine}
         self.run_dir = run_dir
         self.keep_sums = any(f.kind == "stale" for f in mine)  # the previous round's SUM, per fragment
-        self._last: dict[int, list] = {}  # fragment -> the SUM tensors of its last round (stale only)
-        self._current: dict[int, list] = {}
+        self._last: dict[int, dict] = {}  # fragment -> index -> a SUM tensor of its last round (stale only)
+        self._current: dict[int, dict] = {}
         self._fired: set[str] = set()
 
     def _kind(self, sync_step: int | None, kind: str) -> layout.FaultSpec | None:
@@ -90,19 +90,21 @@ class Corruption:
             log.warning("fault %s (%s) fires in the round synced at step %d", f.key, f.kind, sync_step)
         return f
 
-    def at_issue(self, tensor, sync_step: int | None) -> None:
+    def at_issue(self, tensor, sync_step: int | None, fragment: int, index: int) -> None:
+        """``index``: the tensor's place in the round's collectives, in issue order."""
+        if self.keep_sums and index == 0:  # a new round of the fragment: the last one becomes "previous"
+            self._last[fragment], self._current[fragment] = self._current.get(fragment, {}), {}
         if self._kind(sync_step, "drop"):
             tensor.zero_()  # the collective reads zeros: this contribution is missing everywhere
 
-    def before_sum(self, tensor, sync_step: int | None, fragment: int, index: int, first: bool) -> None:
+    def before_sum(self, tensor, sync_step: int | None, fragment: int, index: int) -> None:
+        """Runs on the collective's completion thread, in any order across ``index``."""
         if self.keep_sums:
-            if first:
-                self._last[fragment], self._current[fragment] = self._current.get(fragment, []), []
-            prev = self._last.get(fragment, [])
-            if self._kind(sync_step, "stale") and index < len(prev) and prev[index].shape == tensor.shape:
-                tensor.copy_(prev[index])
-            self._current[fragment].append(tensor.detach().clone())
-        if first and self._kind(sync_step, "noise"):
+            prev = self._last.get(fragment, {}).get(index)
+            if prev is not None and prev.shape == tensor.shape and self._kind(sync_step, "stale"):
+                tensor.copy_(prev)
+            self._current.setdefault(fragment, {})[index] = tensor.detach().clone()
+        if index == 0 and self._kind(sync_step, "noise"):
             flat = tensor.view(-1)
             i = int(flat.abs().argmax())
             flat[i] = flat[i] * (1 + 1e-3)

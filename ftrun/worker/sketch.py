@@ -183,19 +183,19 @@ class SketchPG(ProcessGroupWrapper):
                 r.world = int(self._inner.size())
             offset, index = r.contribution.add(t), r.issued
             r.issued += 1
-            probe.corruption.at_issue(t, r.sync_step)
+            probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
         except Exception:
             probe.failed(r, "contribution")
             return super().allreduce(tensors, opts)
 
         def on_done() -> None:
             try:
-                probe.corruption.before_sum(t, r.sync_step, r.fragment, index, index == 0)
+                probe.corruption.before_sum(t, r.sync_step, r.fragment, index)
                 r.sum.at(t, offset)
                 probe.corruption.after_sum(t, r.sync_step, r.participants)
                 r.done += 1
-            except Exception:
-                probe.failed(r, "sum")
+            except Exception:  # the SUM is lost (r.done stays short), the contribution stands
+                probe.failed(r, "sum", whole=False)
 
         return SketchedWork(super().allreduce(tensors, opts), on_done)
 
@@ -233,8 +233,8 @@ class NumericsProbe:
         self.heal_out: Optional[layout.HealNumerics] = None
         self._warned = False
 
-    def failed(self, r: Round, where: str) -> None:
-        r.broken = True
+    def failed(self, r: Round, where: str, whole: bool = True) -> None:
+        r.broken = r.broken or whole
         if not self._warned:
             self._warned = True
             log.exception("sketch of fragment %d (%s) failed; its rounds are not checked", r.fragment, where)
