@@ -202,7 +202,9 @@ class _Checker:
                  f"fragment {head.fragment}, replica {rr.replica} rank {rr.rank}")
         nums = ""
         if expected is not None and observed is not None:
-            nums = f": expected {expected:.9g}, observed {observed:.9g} (error {error:.3g}, tolerance {tol:.3g})"
+            nums = f": expected {expected:.9g}, observed {observed:.9g}"
+            if error is not None and tol is not None:
+                nums += f" (error {error:.3g}, tolerance {tol:.3g})"
         self.out.problems.append({
             "sync_step": rr.sync_step if rr.sync_step is not None else head.sync_step, "manager_step": head.manager_step,
             "fragment": head.fragment, "replica": rr.replica, "rank": rr.rank, "check": check,
@@ -344,8 +346,14 @@ class _Checker:
                         entry["params_match"] = True
                 first = next((p for x in recs[i:] for p in (x.numerics or []) if p.phase == "send"), None)
                 if first is not None and first.contribution is not None:
+                    # the rule: a non-participant contributes zeros; a participant's values are in
+                    # the SUM, which the round's own check verified (no problem named it)
+                    zero = first.contribution.norm == 0.0
+                    flagged = any(p["fragment"] == first.fragment and p["manager_step"] == first.manager_step
+                                  for p in self.out.problems)
                     entry["first_contribution"] = {"fragment": first.fragment, "manager_step": first.manager_step,
-                                                   "participating": first.participating, "zero": first.contribution.norm == 0.0}
+                                                   "participating": first.participating, "zero": zero,
+                                                   "follows_rule": (not flagged) if first.participating else zero}
                 self.out.heals.append(entry)
 
 

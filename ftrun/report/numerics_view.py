@@ -14,6 +14,15 @@ def numerics_line(num: dict) -> str:
     rest = num.get("not_checked") or {}
     skipped = f"; {sum(rest.values())} not checked ({', '.join(rest)})" if rest else ""
     heals = num.get("heals") or []
-    healed = (f"; {len(heals)} heal(s): params " + ", ".join("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER" for h in heals)) if heals else ""
+    healed = "".join(f"; heal of replica {h['replica']} from {h['source_replica']} at manager step {h['manager_step']}: params "
+                     + ("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER")
+                     + _first(h.get("first_contribution")) for h in heals)
     return (f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
             f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}")
+
+
+def _first(fc: dict | None) -> str:
+    if not fc:
+        return ""
+    what = "participating, in the SUM" if fc["participating"] else "not participating, zeros"
+    return f", first contribution {what} ({'ok' if fc.get('follows_rule') else 'WRONG'})"
