@@ -26,3 +26,14 @@ def _first(fc: dict | None) -> str:
         return ""
     what = "participating, in the SUM" if fc["participating"] else "not participating, zeros"
     return f", first contribution {what} ({'ok' if fc.get('follows_rule') else 'WRONG'})"
+
+
+def numerics_cell(brief: dict | None) -> str:
+    """A table cell (compare, sweep) for ``ftrun.check.metrics.numerics_brief``."""
+    if not brief:
+        return "-"
+    if brief.get("problems"):
+        return f"FAIL ({brief['problems']} problem(s))"
+    if brief.get("status") != "checked":
+        return f"not checked ({brief.get('why')})"
+    return f"ok ({brief.get('checked')} syncs)"
