@@ -162,11 +162,12 @@ SKETCH_SEED = 22
 
 class Sketch(msgspec.Struct):
     """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = SKETCH_K fixed
-    random projections in float64 (the same on every replica), ``norm`` = its L2 norm, ``numel``
-    elements, ``dtype`` of the tensors sketched."""
+    random projections in float64 (the same on every replica), ``norm`` = its L2 norm (None: not
+    measured — the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
+    the tensors sketched."""
 
     proj: list[float]
-    norm: float
+    norm: Optional[float]
     numel: int
     dtype: str
 

@@ -26,7 +26,15 @@ half the CPU that two sessions get: without this the bare loop measured ~2x slow
 The last line of output is one JSON object:
 ``{"bare_ms_per_step", "ftrun_ms_per_step", "ratio", "repeats"}``.
 
-Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3]
+``--sketches``: instead, the numeric check's cost (``ftrun.worker.sketch``): ``ftrun train`` with
+sketches on vs ``--no-sketches``, whole loop as above, interleaved, for the default model
+(``--steps``, ``--repeat``) and one of ``LARGE`` (~103 M parameters; ``--large-steps``,
+``--large-repeat``; batch 1 x 16 tokens so a step stays ~1 s on 2 cores). Also, in this process,
+the sketch work of one sync on the same fragment tensors (contribution, SUM, average, globals:
+what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
+of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
+
+Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches]
 """
 
 from __future__ import annotations
@@ -136,11 +144,12 @@ def run_bare(cfg: dict, replicas: int) -> float:
     return statistics.mean(ms_per_step(json.loads(Path(o).read_text())) for o in outs)
 
 
-def run_ftrun(cfg: dict, replicas: int) -> float:
+def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
     out = tempfile.mkdtemp()
     cmd = [sys.executable, "-m", "ftrun", "train", "--profile", "none",
            "--replicas", str(replicas), "--steps", str(cfg["steps"]), "--out", out, "--run-name", "bench", "--json",
-           "--fragments", str(cfg["fragments"]), "--sync-every", str(cfg["sync_every"]), "--fragment-sync-delay", str(cfg["fragment_sync_delay"])]
+           "--fragments", str(cfg["fragments"]), "--sync-every", str(cfg["sync_every"]), "--fragment-sync-delay", str(cfg["fragment_sync_delay"]),
+           *extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     per_replica, outside = [], []
     for r in range(replicas):
@@ -154,11 +163,63 @@ def run_ftrun(cfg: dict, replicas: int) -> float:
     return statistics.mean(per_replica)
 
 
+# ~103 M parameters (TokenModel mlp, 6 blocks of width 2048), small batch: a CPU step of ~1 s
+LARGE = {"width": 2048, "blocks": 6, "batch_size": 1, "seq_len": 16}
+
+
+def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
+    """In this process: ms of sketch work for one sync of fragment 0 (the hooks' four sketches of
+    its tensors) and the fragment's elements."""
+    import torch
+
+    from ftrun.worker.models import TokenModel, split_fragments
+    from ftrun.worker.sketch import Builder, Projector
+
+    torch.set_num_threads(threads_for(2))
+    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
+    tensors = [p.detach() for p in split_fragments(model, cfg["fragments"])[0].parameters()]
+    proj = Projector()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(4):  # contribution, SUM, average, globals
+            b = Builder(proj)
+            for t in tensors:
+                b.add(t)
+            b.sketch()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return min(times), sum(t.numel() for t in tensors)
+
+
+def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str, extra: tuple[str, ...]) -> dict:
+    cfg = {**base, "steps": steps}
+    on, off = [], []
+    for i in range(repeat):  # interleaved, alternating who goes first
+        for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
+            if side == "on":
+                on.append(run_ftrun(cfg, replicas, extra))
+            else:
+                off.append(run_ftrun(cfg, replicas, (*extra, "--no-sketches")))
+        print(f"{label} repeat {i + 1}: sketches on {on[-1]:.2f} ms/step, off {off[-1]:.2f} ms/step", flush=True)
+    o, f = statistics.median(on), statistics.median(off)
+    cost, numel = sketch_cost_ms(cfg)
+    window = cfg["sync_every"] // cfg["fragments"]
+    print(f"{label}: sketches on {o:.2f} / off {f:.2f} ms per step = {o / f:.4f}x (goal <= 1.01x); "
+          f"sketch work per sync (fragment 0, {numel:,} elements, in-process) {cost:.1f} ms = "
+          f"{cost / (window * f) * 100:.2f}% of the {window} steps between syncs")
+    return {"model": label, "params_per_fragment": numel, "steps": steps, "repeats": repeat, "on_ms_per_step": round(o, 3),
+            "off_ms_per_step": round(f, 3), "ratio": round(o / f, 4), "sketch_ms_per_sync": round(cost, 2),
+            "sketch_share_of_window": round(cost / (window * f), 5)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sketches", action="store_true", help="Measure the numeric check's sketches: on vs --no-sketches.")
+    ap.add_argument("--large-steps", type=int, default=40)
+    ap.add_argument("--large-repeat", type=int, default=1)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--lighthouse", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--cfg", default=None, help=argparse.SUPPRESS)
@@ -172,6 +233,13 @@ def main() -> None:
     cfg = build(steps=a.steps, profile="none").resolved()
     if a.repeat < 1 or a.steps <= WARMUP:
         raise SystemExit(f"bench_overhead: need --repeat >= 1 and --steps > {WARMUP}")
+    if a.sketches:
+        rows = [sketch_bench(cfg, a.replicas, a.steps, a.repeat, "default", ())]
+        large = {**cfg, **LARGE}
+        rows.append(sketch_bench(large, a.replicas, a.large_steps, a.large_repeat, "large",
+                                 tuple(x for k, v in LARGE.items() for x in (f"--{k.replace('_', '-')}", str(v)))))
+        print(json.dumps({"sketches": rows}))
+        return
     bare, ours = [], []
     print(f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
           f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; {a.replicas} replicas x {a.steps} steps x {a.repeat}, "

@@ -62,11 +62,13 @@ def roundoff(dtype: str) -> float:
     return UNIT_ROUNDOFF.get(dtype, U32)
 
 
-def sketch_error(s: Sketch) -> float:
-    """Budget for the sketch's own rounding (its float32 first stage and float64 rest)."""
+def sketch_error(s: Sketch, norm: Optional[float] = None) -> float:
+    """Budget for the sketch's own rounding (its float32 first stage and float64 rest); ``norm``
+    stands in for a sketch recorded without its norm."""
+    size = s.norm if s.norm is not None else (norm or 0.0)
     # below SKETCH_STAGE elements no float32 stage runs (the tensor goes to float64 directly)
     stage = math.sqrt(math.ceil(s.numel / SKETCH_STAGE) / 2 + 1) if s.numel > SKETCH_STAGE else 0.0
-    return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * s.norm
+    return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * size
 
 
 def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
@@ -79,7 +81,8 @@ def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, pat
 
 
 def average_tolerance(total: Sketch, average: Sketch, n: int) -> float:
-    return Z * roundoff(average.dtype) * total.norm / n + sketch_error(average) + sketch_error(total) / n
+    """``total``: the SUM (its norm also bounds the average's: ||SUM/n||)."""
+    return Z * roundoff(average.dtype) * total.norm / n + sketch_error(average, total.norm / n) + sketch_error(total) / n
 
 
 def _diff(a: list[float], b: list[float]) -> tuple[float, int]:
@@ -279,7 +282,7 @@ class _Checker:
                     first_avg = (rr, a)
                 else:
                     q, qa = first_avg
-                    tol = sketch_error(a) + sketch_error(qa)
+                    tol = sketch_error(a, s.norm / n) + sketch_error(qa, s.norm / n)
                     err, j = _diff(a.proj, qa.proj)
                     if not self.measure(err, tol, "same average on every participant", where):
                         ok = False
@@ -302,7 +305,7 @@ class _Checker:
                 return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
         if prev is not None and prev.sync.sum is not None and _near(s.proj, prev.sync.sum.proj, tol + sketch_error(prev.sync.sum)):
             return f"a stale buffer (the SUM equals this replica's previous round of the fragment, manager step {prev.head.manager_step})"
-        rel = _diff(s.proj, total)[0] / max(s.norm, 1e-300)
+        rel = _diff(s.proj, total)[0] / max(s.norm or 0.0, 1e-300)
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
 
     def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: Optional[ReplicaRound], tol: float) -> str:
@@ -310,7 +313,7 @@ class _Checker:
             return f"divided by participants + 1 = {n + 1} instead of {n} participants (the world size instead of the participants?)"
         if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
             return f"divided by the world size {world} instead of {n} participants"
-        if prev is not None and prev.sync.average is not None and _near(a.proj, prev.sync.average.proj, tol + sketch_error(prev.sync.average)):
+        if prev is not None and prev.sync.average is not None and _near(a.proj, prev.sync.average.proj, 2 * tol):
             return f"a stale buffer (the average equals this replica's previous round, manager step {prev.head.manager_step})"
         return "values changed after the collective (between torchft's divide and the outer step)"
 
@@ -331,7 +334,7 @@ class _Checker:
                         entry["fragments_not_checked"].append(f)
                         continue
                     ref = max(theirs, key=lambda r: r.manager_step_after or 0)
-                    tol = sketch_error(mine) + sketch_error(ref.sync.globals)
+                    tol = sketch_error(mine) + sketch_error(ref.sync.globals, mine.norm)
                     err, j = _diff(mine.proj, ref.sync.globals.proj)
                     entry["fragments_checked"] += 1
                     if not self.measure(err, tol, "healed params = source's", f"replica {replica} rank {rank} heal"):

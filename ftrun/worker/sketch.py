@@ -24,7 +24,8 @@ is computed on the tensors' device, one tensor at a time at its offset in the fr
 tensor is first summed in float32 over rows of ``STAGE`` columns (a multiple of PERIOD: few rows
 for any tensor, so the float32 error stays ~ u32·sqrt(rows/2)·||x||), then in float64 to PERIOD
 columns and projected in float64. ``ftrun.check.numerics.tolerance`` states the error budget.
-Cost: ~5 passes over a fragment per sync, each the price of one float32 ``sum``.
+Cost per sync: 6 passes over the fragment, each about one float32 ``sum`` (a fold of each of the
+four, a norm of the contribution and of the SUM).
 
 A hook that fails never breaks training: the round is marked unsketched and the check says
 "not checked" for it (logged once).
@@ -66,30 +67,34 @@ class Projector:
                 self._by_device[device] = self._cpu.to(device)
             return self._by_device[device]
 
-    def project(self, x: torch.Tensor, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(P·x restricted to elements offset.., as K float64; ||x||² as float32), both on x's device."""
+    def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """(P·x restricted to elements offset.., as K float64; ||x||² as float32 when ``norm``), on x's device."""
         flat = x.detach().reshape(-1)
         n = flat.numel()
         body = (n // STAGE) * STAGE
-        if body:
+        if body:  # float32 over rows of STAGE columns, then float64
             folded = flat[:body].view(-1, STAGE).sum(0, dtype=torch.float32).to(torch.float64)
-        else:
-            folded = torch.zeros(STAGE if n > PERIOD else PERIOD, dtype=torch.float64, device=flat.device)
-        if n > body:
-            folded[: n - body] += flat[body:].to(torch.float64)
+            if n > body:
+                folded[: n - body] += flat[body:].to(torch.float64)
+        else:  # a small tensor: float64 directly, padded to whole rows of PERIOD
+            folded = torch.zeros(-(-max(n, 1) // PERIOD) * PERIOD, dtype=torch.float64, device=flat.device)
+            folded[:n] = flat
         if folded.numel() > PERIOD:
             folded = folded.view(-1, PERIOD).sum(0)
         folded = torch.roll(folded, offset % PERIOD)
-        sq = torch.linalg.vector_norm(flat, dtype=torch.float32) ** 2 if n else torch.zeros((), device=flat.device)
+        sq = None
+        if norm:
+            sq = torch.linalg.vector_norm(flat, dtype=torch.float32) ** 2 if n else torch.zeros((), device=flat.device)
         return self.w(flat.device) @ folded, sq
 
 
 class Builder:
     """The pieces of one flattened fragment's sketch; ``at(x, offset)`` may run on any thread."""
 
-    def __init__(self, projector: Projector) -> None:
+    def __init__(self, projector: Projector, norm: bool = True) -> None:
         self.projector = projector
-        self.parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.norm = norm  # measure ||x|| too (one more pass over the data)
+        self.parts: list[tuple[torch.Tensor, Optional[torch.Tensor]]] = []
         self.numel = 0  # elements placed so far (the next offset, for ``add``)
         self.dtype = ""
 
@@ -102,14 +107,14 @@ class Builder:
 
     def at(self, x: torch.Tensor, offset: int) -> None:
         self.dtype = self.dtype or str(x.dtype).removeprefix("torch.")
-        self.parts.append(self.projector.project(x, offset))  # list.append: safe across threads
+        self.parts.append(self.projector.project(x, offset, self.norm))  # list.append: safe across threads
 
     def sketch(self, numel: Optional[int] = None) -> layout.Sketch:
         """Materialise (one device-to-host copy)."""
         if not self.parts:
-            return layout.Sketch([0.0] * K, 0.0, numel or 0, self.dtype or "float32")
+            return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32")
         proj = torch.stack([p for p, _ in self.parts]).sum(0).cpu().tolist()
-        norm = float(torch.stack([s.to(torch.float64) for _, s in self.parts]).sum().sqrt())
+        norm = float(torch.stack([s.to(torch.float64) for _, s in self.parts]).sum().sqrt()) if self.norm else None
         return layout.Sketch(proj, norm, self.numel if numel is None else numel, self.dtype)
 
 
@@ -310,7 +315,7 @@ class NumericsProbe:
             try:
                 grads = [p.grad for p in self._params(opt) if p.grad is not None]
                 self.corruption.before_outer_step(grads, r.sync_step)
-                b = Builder(self.projector)
+                b = Builder(self.projector, norm=False)  # its tolerance uses the SUM's norm
                 for g in grads:
                     b.add(g)
                 r.average = b.sketch()
@@ -325,7 +330,7 @@ class NumericsProbe:
             if r is None or r.broken:
                 return
             try:
-                b = Builder(self.projector)
+                b = Builder(self.projector, norm=False)  # the heal check uses the healed side's norm
                 for p in self._params(opt):
                     b.add(p.data)
                 r.globals = b.sketch()
