@@ -50,6 +50,7 @@ K = layout.SKETCH_K  # projections per sketch
 PERIOD = layout.SKETCH_PERIOD  # columns of W (prime: a fault must not hide in a short period)
 STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~1M): rows = ceil(numel / STAGE)
 SEED = layout.SKETCH_SEED
+BATCH = PERIOD * 64  # tensors smaller than this are copied and projected together (fewer, bigger ops)
 
 
 class Projector:
@@ -95,6 +96,7 @@ class Builder:
         self.projector = projector
         self.norm = norm  # measure ||x|| too (one more pass over the data)
         self.parts: list[tuple[torch.Tensor, Optional[torch.Tensor]]] = []
+        self.small: list[tuple[int, torch.Tensor]] = []  # (offset, copy) of small tensors, projected by ``sketch``
         self.numel = 0  # elements placed so far (the next offset, for ``add``)
         self.dtype = ""
 
@@ -106,11 +108,31 @@ class Builder:
         return offset
 
     def at(self, x: torch.Tensor, offset: int) -> None:
+        """Sketch ``x`` as it is now (a small one is copied: the collective and torchft's divide
+        change it in place later). list.append: safe across threads."""
         self.dtype = self.dtype or str(x.dtype).removeprefix("torch.")
-        self.parts.append(self.projector.project(x, offset, self.norm))  # list.append: safe across threads
+        if x.numel() < BATCH:
+            self.small.append((offset, x.detach().reshape(-1).clone()))
+        else:
+            self.parts.append(self.projector.project(x, offset, self.norm))
+
+    def _project_small(self) -> None:
+        """Project the small tensors' copies, each run of adjacent ones concatenated into one."""
+        runs: list[tuple[int, list[torch.Tensor]]] = []
+        end = None
+        for offset, t in sorted(self.small, key=lambda p: p[0]):
+            if end == offset and runs[-1][1][0].dtype == t.dtype and runs[-1][1][0].device == t.device:
+                runs[-1][1].append(t)
+            else:
+                runs.append((offset, [t]))
+            end = offset + t.numel()
+        self.small = []
+        for offset, ts in runs:
+            self.parts.append(self.projector.project(torch.cat(ts) if len(ts) > 1 else ts[0], offset, self.norm))
 
     def sketch(self, numel: Optional[int] = None) -> layout.Sketch:
         """Materialise (one device-to-host copy)."""
+        self._project_small()
         if not self.parts:
             return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32")
         proj = torch.stack([p for p, _ in self.parts]).sum(0).cpu().tolist()
