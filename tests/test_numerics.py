@@ -210,7 +210,8 @@ def test_failed_commit_is_not_checked():
     for recs in logs.values():
         recs[1].commit = False
     out = check_numerics(logs, sketches_on=True)
-    assert out.status == "not checked" and out.checked == 0
+    assert out.status == "not checked" and out.checked == 0 and "no sync committed" in out.why
+    assert out.failed_rounds == {"rounds": 1, "sum_right": 1, "sum_wrong": 0, "sum_not_sketched": 0}
 
 
 def test_heal_params_checked_against_the_source():

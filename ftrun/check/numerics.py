@@ -135,6 +135,8 @@ class Numerics:
     largest_error: Optional[dict[str, Any]] = None  # the check closest to its tolerance
     heals: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    # rounds whose commit failed everywhere: their SUM checked all the same (``_Checker.failed_round``)
+    failed_rounds: dict[str, int] = field(default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0})
 
     @property
     def ok(self) -> bool:
@@ -149,7 +151,7 @@ class Numerics:
             "replica_syncs_checked": self.replica_syncs_checked, "committed": self.committed,
             "not_checked": self.not_checked, "paths": self.paths,
             "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error},
-            "problems": self.problems, "heals": self.heals,
+            "problems": self.problems, "heals": self.heals, "failed_rounds": self.failed_rounds,
         }
 
 
@@ -215,9 +217,29 @@ class _Checker:
             "text": f"{where}: {what}{nums}; likely cause: {cause}",
         })
 
+    def failed_round(self, rounds: list[ReplicaRound]) -> None:
+        """A round no replica committed (e.g. torchft 0.2.0's Baby process groups): was its SUM
+        still right? Reported apart (``failed_rounds``), never a problem: nothing stepped on it."""
+        world = max((r.head.world or 0) for r in rounds)
+        sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
+        sums = [r for r in rounds if r.sync is not None and r.sync.sum is not None]
+        fr = self.out.failed_rounds
+        fr["rounds"] += 1
+        if not sums or len(sends) < world:
+            fr["sum_not_sketched"] += 1
+            return
+        total = [0.0] * len(sends[0].send.contribution.proj)
+        for r in sends:
+            total = _add(total, r.send.contribution.proj)
+        contribs = [r.send.contribution for r in sends]
+        ok = all(_diff(r.sync.sum.proj, total)[0] <= sum_tolerance(contribs, r.sync.sum, world, r.head.path) for r in sums)
+        fr["sum_right" if ok else "sum_wrong"] += 1
+
     def group(self, rounds: list[ReplicaRound]) -> None:
         done = [r for r in rounds if r.sync is not None and r.commit]
         if not done:
+            if any(r.sync is not None for r in rounds):
+                self.failed_round(rounds)
             return
         head = done[0].head
         if head.path == "quantized":
@@ -392,5 +414,6 @@ def check_numerics(logs: dict[tuple[int, int], list[EventRecord]], sketches_on: 
     c.heals(logs, groups)
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
     if not c.out.checked and not c.out.problems:
-        c.out.status, c.out.why = "not checked", "no committed sync had its sketches"
+        c.out.status = "not checked"
+        c.out.why = "no sync committed (nothing stepped on an average)" if not committed else "no committed sync had its sketches"
     return c.out

@@ -6,7 +6,7 @@ from __future__ import annotations
 def numerics_line(num: dict) -> str:
     """The numeric check in one line (``ftrun.check.numerics.Numerics.to_json``), for every report."""
     if num.get("status") != "checked":
-        return f"numerics not checked: {num.get('why')}"
+        return f"numerics not checked: {num.get('why')}{failed_rounds(num)}"
     if num.get("problems"):
         return f"numerics: {len(num['problems'])} problem(s); first: {num['problems'][0]['text']}"
     le = (num.get("tolerance") or {}).get("largest_error")
@@ -18,7 +18,16 @@ def numerics_line(num: dict) -> str:
                      + ("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER")
                      + _first(h.get("first_contribution")) for h in heals)
     return (f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
-            f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}")
+            f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}{failed_rounds(num)}")
+
+
+def failed_rounds(num: dict) -> str:
+    """What the sketches say about rounds whose commit failed everywhere (their SUM)."""
+    fr = num.get("failed_rounds") or {}
+    if not fr.get("rounds"):
+        return ""
+    return (f"; {fr['rounds']} failed round(s): SUM = sum of contributions on {fr['sum_right']}, wrong on {fr['sum_wrong']}, "
+            f"not sketched on {fr['sum_not_sketched']}")
 
 
 def _first(fc: dict | None) -> str:
