@@ -20,6 +20,7 @@ one of the two that matches more expected events (ties: top).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,9 +376,7 @@ def analyze(
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
-    trace_notes = [n for sp in spans for n in sp.notes][:1]  # what the traces cannot tell, said once
-    if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
-        trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
+    trace_notes = _once(spans)
     workers = assign(inputs.files, spans)
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
@@ -468,6 +467,21 @@ def numerics_of(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) -
     return check_numerics(logs, sketches_on, partial)
 
 
+def _once(spans: list[TraceSpans]) -> list[str]:
+    """What the traces cannot tell, each kind of note said once: the first file's, with how many
+    more files said the same (a note's kind: its text after the file name, numbers aside)."""
+    first: dict[str, str] = {}
+    more: dict[str, int] = {}
+    for sp in spans:
+        for n in sp.notes:
+            kind = re.sub(r"[0-9.]+", "#", n.split(": ", 1)[-1])
+            if kind in first:
+                more[kind] += 1
+            else:
+                first[kind], more[kind] = n, 0
+    return [n + (f" (likewise in {more[k]} more trace file(s))" if more[k] else "") for k, n in first.items()]
+
+
 def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule) -> list[int]:
     """The cycles whose commit failed for ``replica``: its own failed commits, except those inside
     steps it lost to a fault, plus the others' failed commits while it was away (it healed past them)."""
@@ -510,6 +524,7 @@ def _results(wobs: list[WorkerObs], schedule: Schedule) -> tuple[list[EventResul
                 files=[str(t.path) for t in w.traces],
                 step_source=w.traces[0].step_source,
                 step_ranges=wo.ranges, failed_cycles=wo.failed, totals=_totals(mine),
+                global_rank=w.global_rank, world_size=w.world_size,
             )
         )
     return results, reports

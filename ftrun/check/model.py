@@ -60,12 +60,20 @@ class EventResult:
 class WorkerReport:
     replica: int
     rank: int
-    source: str  # how (replica, rank) was decided: manifest, file name, trace metadata, file order
+    source: str  # how (replica, rank) was decided: manifest, file name, file order (+ torchft's process-group name)
     files: list[str]
     step_source: str  # "ftrun" (ftrun::step#S) or "profiler" (ProfilerStep#k)
     step_ranges: list[tuple[int, int]]  # captured training steps per file
     failed_cycles: list[int]
     totals: dict[str, Any] = field(default_factory=dict)
+    # the traces' distributedInfo: the default group's rank and size ("global rank 3 of 8"), never the replica
+    global_rank: Optional[int] = None
+    world_size: Optional[int] = None
+
+    def global_rank_text(self) -> Optional[str]:
+        if self.global_rank is None:
+            return None
+        return f"global rank {self.global_rank}" + (f" of {self.world_size}" if self.world_size is not None else "")
 
 
 @dataclass

@@ -90,7 +90,9 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
         mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
-        t = _table(f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
+        gr = w.global_rank_text()
+        who = f"identity: {w.source}" + (f"; {gr}" if gr else "")  # distributedInfo: never the replica
+        t = _table(f"replica {w.replica} rank {w.rank}  ({who}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
         failed = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
         if failed:
             src = sorted({c["source"] for c in failed})
