@@ -229,6 +229,33 @@ def test_heal_params_checked_against_the_source():
     assert out.heals[0]["params_match"] is False and any(p["check"] == "heal" for p in out.problems)
 
 
+@pytest.mark.parametrize("flags,message", [
+    ({"corrupt_allreduce": ["1@30:bogus"]}, "KIND one of wrong-count, drop, stale, late, noise"),
+    ({"corrupt_allreduce": ["1@25:drop"]}, "step 25 is not a sync step"),
+    ({"corrupt_allreduce": ["1@20:stale"]}, "stale needs a previous round"),
+    ({"corrupt_allreduce": ["2@30:drop"]}, "replica group 2 does not exist"),
+    ({"corrupt_allreduce": ["1@30:drop"], "sketches": False}, "needs the sketches"),
+])
+def test_corrupt_allreduce_bad_input_is_one_line(flags, message):
+    from ftrun import config
+    from ftrun.errors import BadInput
+
+    with pytest.raises(BadInput) as e:
+        config.build(**flags)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_corrupt_allreduce_is_a_typed_fault_and_never_kills():
+    from ftrun import config, layout
+    from ftrun.worker.faults import Faults
+
+    cfg = config.build(corrupt_allreduce=["1@30:late"])
+    (f,) = cfg.faults()
+    assert (f.replica, f.step, f.action, f.kind) == (1, 30, "corrupt", "late") and cfg.max_restarts == 0
+    spec = layout.FaultSpec(f.replica, f.step, f.action, kind=f.kind)
+    assert Faults([spec], 1, 0, None).mine == {}  # before_step never fires it
+
+
 # --- the sketches themselves (torch) ----------------------------------------------------------
 
 

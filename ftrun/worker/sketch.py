@@ -156,6 +156,7 @@ class Round:
         self.done = 0
         self.broken = False
         self.sent = False  # its send part is in the event log
+        self.device = "cpu"  # of the tensors handed to the collective
 
     def part(self, phase: str, **sketches: Any) -> layout.RoundNumerics:
         return layout.RoundNumerics(
@@ -208,6 +209,7 @@ class SketchPG(ProcessGroupWrapper):
         try:
             if r.world is None:
                 r.world = int(self._inner.size())
+                r.device = t.device.type
             offset, index = r.contribution.add(t), r.issued
             r.issued += 1
             probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
@@ -287,7 +289,7 @@ class NumericsProbe:
             finally:
                 self.round = None
             self.pending[f] = r
-            on_cpu = all(p.device.type == "cpu" for p, _ in r.contribution.parts)
+            on_cpu = r.device == "cpu"
             # on a GPU, materialising now would wait for the collectives queued behind the
             # sketches on DiLoCo's stream: the send's part is written at the sync instead
             if on_cpu:
