@@ -156,14 +156,14 @@ class Rejoined(msgspec.Struct):
 # each tensor first summed in float32 over rows of SKETCH_STAGE columns, then in float64.
 SKETCH_K = 4
 SKETCH_PERIOD = 4093
-SKETCH_STAGE = SKETCH_PERIOD * 256
+SKETCH_STAGE = SKETCH_PERIOD * 32
 SKETCH_SEED = 22
 
 
 class Sketch(msgspec.Struct):
     """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = SKETCH_K fixed
     random projections in float64 (the same on every replica), ``norm`` = its L2 norm (None: not
-    measured — the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
+    measured — the SUM's, the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
     the tensors sketched."""
 
     proj: list[float]

@@ -182,8 +182,8 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
-        for _ in range(4):  # contribution, SUM, average, globals
-            b = Builder(proj)
+        for norm in (True, False, False, False):  # contribution (with its norm), SUM, average, globals: as the hooks
+            b = Builder(proj, norm=norm)
             for t in tensors:
                 b.add(t)
             b.sketch()

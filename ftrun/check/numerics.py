@@ -72,17 +72,20 @@ def sketch_error(s: Sketch, norm: Optional[float] = None) -> float:
 
 
 def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
-    total = sum(c.norm for c in contributions)
+    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality)."""
+    total = sum(c.norm or 0.0 for c in contributions)
+    size = observed.norm if observed.norm is not None else total
     if path == "quantized":
-        data = Z * FP8_E4M3_ROUNDOFF * (total + observed.norm)
+        data = Z * FP8_E4M3_ROUNDOFF * (total + size)
     else:
         data = Z * roundoff(observed.dtype) * max(world - 1, 0) * total
-    return data + sketch_error(observed) + sum(sketch_error(c) for c in contributions)
+    return data + sketch_error(observed, total) + sum(sketch_error(c) for c in contributions)
 
 
-def average_tolerance(total: Sketch, average: Sketch, n: int) -> float:
-    """``total``: the SUM (its norm also bounds the average's: ||SUM/n||)."""
-    return Z * roundoff(average.dtype) * total.norm / n + sketch_error(average, total.norm / n) + sketch_error(total) / n
+def average_tolerance(total: Sketch, average: Sketch, n: int, bound: Optional[float] = None) -> float:
+    """``total``: the SUM; its norm (or ``bound`` = Σ||c|| when not recorded) also bounds the average's."""
+    size = total.norm if total.norm is not None else (bound or 0.0)
+    return Z * roundoff(average.dtype) * size / n + sketch_error(average, size / n) + sketch_error(total, size) / n
 
 
 def _diff(a: list[float], b: list[float]) -> tuple[float, int]:
@@ -265,6 +268,7 @@ class _Checker:
         for r in sends:
             total = _add(total, r.send.contribution.proj)
         contribs = [r.send.contribution for r in sends]
+        bound = sum(c.norm or 0.0 for c in contribs)  # >= ||SUM||: the SUM's norm is not recorded
         first_avg: Optional[tuple[ReplicaRound, Sketch]] = None
         checked_all = True
         for rr in done:
@@ -286,11 +290,11 @@ class _Checker:
             err, j = _diff(s.proj, total)
             if not self.measure(err, tol, "SUM = sum of contributions", where):
                 ok = False
-                cause = self._sum_cause(s, total, sends, prev, tol)
+                cause = self._sum_cause(s, total, sends, prev, tol, bound)
                 self.problem(rr, head, "sum", total[j], s.proj[j], err, tol, cause,
                              "the process group's SUM is not the sum of the contributions")
             if n:
-                tol = average_tolerance(s, a, n)
+                tol = average_tolerance(s, a, n, bound)
                 want = _scale(s.proj, 1.0 / n)
                 err, j = _diff(a.proj, want)
                 if not self.measure(err, tol, "average = SUM / participants", where):
@@ -304,7 +308,8 @@ class _Checker:
                     first_avg = (rr, a)
                 else:
                     q, qa = first_avg
-                    tol = sketch_error(a, s.norm / n) + sketch_error(qa, s.norm / n)
+                    size = (s.norm if s.norm is not None else bound) / n
+                    tol = sketch_error(a, size) + sketch_error(qa, size)
                     err, j = _diff(a.proj, qa.proj)
                     if not self.measure(err, tol, "same average on every participant", where):
                         ok = False
@@ -321,13 +326,14 @@ class _Checker:
             if r.sync is not None:
                 self.prev[(r.replica, r.rank, r.head.fragment)] = r
 
-    def _sum_cause(self, s: Sketch, total: list[float], sends: list[ReplicaRound], prev: Optional[ReplicaRound], tol: float) -> str:
+    def _sum_cause(self, s: Sketch, total: list[float], sends: list[ReplicaRound], prev: Optional[ReplicaRound], tol: float,
+                   bound: float) -> str:
         for q in sends:
             if q.send.participating and q.send.contribution.norm > 0 and _near(s.proj, _add(total, q.send.contribution.proj, -1.0), tol):
                 return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
-        if prev is not None and prev.sync.sum is not None and _near(s.proj, prev.sync.sum.proj, tol + sketch_error(prev.sync.sum)):
+        if prev is not None and prev.sync.sum is not None and _near(s.proj, prev.sync.sum.proj, 2 * tol):
             return f"a stale buffer (the SUM equals this replica's previous round of the fragment, manager step {prev.head.manager_step})"
-        rel = _diff(s.proj, total)[0] / max(s.norm or 0.0, 1e-300)
+        rel = _diff(s.proj, total)[0] / max(s.norm if s.norm is not None else bound, 1e-300)
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
 
     def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: Optional[ReplicaRound], tol: float) -> str:

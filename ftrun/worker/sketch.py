@@ -24,8 +24,8 @@ is computed on the tensors' device, one tensor at a time at its offset in the fr
 tensor is first summed in float32 over rows of ``STAGE`` columns (a multiple of PERIOD: few rows
 for any tensor, so the float32 error stays ~ u32·sqrt(rows/2)·||x||), then in float64 to PERIOD
 columns and projected in float64. ``ftrun.check.numerics.tolerance`` states the error budget.
-Cost per sync: 6 passes over the fragment, each about one float32 ``sum`` (a fold of each of the
-four, a norm of the contribution and of the SUM).
+Cost per sync: 5 passes over the fragment, each about one float32 ``sum`` (a fold of each of the
+four, the contribution's norm).
 
 A hook that fails never breaks training: the round is marked unsketched and the check says
 "not checked" for it (logged once).
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 K = layout.SKETCH_K  # projections per sketch
 PERIOD = layout.SKETCH_PERIOD  # columns of W (prime: a fault must not hide in a short period)
-STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~1M): rows = ceil(numel / STAGE)
+STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~131K): rows = ceil(numel / STAGE)
 SEED = layout.SKETCH_SEED
 BATCH = PERIOD * 64  # tensors smaller than this are copied and projected together (fewer, bigger ops)
 
@@ -149,7 +149,7 @@ class Round:
         self.participants, self.participating, self.sync_step, self.path = participants, participating, sync_step, path
         self.world: Optional[int] = None
         self.contribution = Builder(projector)
-        self.sum = Builder(projector)
+        self.sum = Builder(projector, norm=False)  # the check bounds ||SUM|| by Σ||contribution||
         self.average: Optional[layout.Sketch] = None
         self.globals: Optional[layout.Sketch] = None
         self.issued = 0
