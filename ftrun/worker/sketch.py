@@ -167,29 +167,40 @@ class Round:
 
 class SketchedWork(dist._Work):
     """The process group's Work, whose future completes after ``on_done`` sketched the SUM (and
-    before torchft's divide callback, which the Manager chains on this future)."""
+    before torchft's divide callback, which the Manager chains on this future).
+
+    The chain is built only when someone asks for the future, as torchft's Manager does after
+    ``wait()``: asking earlier changes torchft's behaviour (0.2.0's Baby process groups reply to
+    a future request issued before the op completes with a late-bound op id and then hang)."""
 
     def __init__(self, work: dist._Work, on_done: Callable[[], None]) -> None:
         super().__init__()
         self._work = work
-
-        def done(fut: torch.futures.Future[Any]) -> Any:
-            value = fut.value()  # the real collective's error, if any, propagates
-            on_done()
-            return value
-
-        self._future = work.get_future().then(done)
+        self._on_done = on_done
+        self._future: Optional[torch.futures.Future[Any]] = None
+        self._lock = threading.Lock()
 
     def wait(self, timeout: Any = None) -> bool:
-        self._work.wait()
-        self._future.wait()
-        return True
+        ok = self._work.wait() if timeout is None else self._work.wait(timeout)
+        if self._future is not None:
+            self._future.wait()
+        return True if ok is None else ok
 
     def block_current_stream(self, timeout: Any = None) -> None:
         self._work.block_current_stream()
 
     def get_future(self) -> torch.futures.Future[Any]:
-        return self._future
+        with self._lock:
+            if self._future is None:
+                on_done = self._on_done
+
+                def done(fut: torch.futures.Future[Any]) -> Any:
+                    value = fut.value()  # the real collective's error, if any, propagates
+                    on_done()
+                    return value
+
+                self._future = self._work.get_future().then(done)
+            return self._future
 
 
 class SketchPG(ProcessGroupWrapper):
