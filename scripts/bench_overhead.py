@@ -29,7 +29,10 @@ The last line of output is one JSON object:
 ``--sketches``: instead, the numeric check's cost (``ftrun.worker.sketch``): ``ftrun train`` with
 sketches on vs ``--no-sketches``, whole loop as above, interleaved, for the default model
 (``--steps``, ``--repeat``) and one of ``LARGE`` (~103 M parameters; ``--large-steps``,
-``--large-repeat``; batch 1 x 16 tokens so a step stays ~1 s on 2 cores). Also, in this process,
+``--large-repeat``, ``--large-steps 0`` skips it; batch 1 x 16 tokens so a step stays ~1 s on 2
+cores). Besides the whole-loop ratio, one steadier under load: what the send and sync steps
+took beyond the run's own median plain step (the only steps the sketches work in), on vs off,
+per step of the off loop. Also, in this process,
 the sketch work of one sync on the same fragment tensors (contribution, SUM, average, globals:
 what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
 of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
@@ -103,6 +106,10 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
 
 WARMUP = 10
 BOOKKEEPING: list[float] = []  # ftrun's per-step time outside the step body, ms, per repeat
+# per run: ms per step that the send and sync steps took beyond the run's own median plain step
+# (the sketches work only in those steps; a load that slows every step alike cancels out)
+SYNC_EXCESS: list[float] = []
+PLAIN: list[float] = []  # per run: its median plain step, ms
 
 
 def threads_for(replicas: int) -> int:
@@ -160,6 +167,16 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         # what the bare loop does not do: the loop's time per step minus the step body's
         outside.append(loop - statistics.mean(x["step_time_s"] for x in recs[WARMUP:]) * 1e3)
     BOOKKEEPING.append(statistics.mean(outside))
+    excess, plain_ms = [], []
+    for r in range(replicas):
+        recs = [json.loads(line) for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()]
+        recs = [x for x in recs if x.get("step")][WARMUP:]
+        plain = statistics.median(x["step_time_s"] for x in recs if x["sent"] is None and x["synced"] is None)
+        busy = [x["step_time_s"] for x in recs if x["sent"] is not None or x["synced"] is not None]
+        excess.append((sum(busy) - len(busy) * plain) / len(recs) * 1e3)
+        plain_ms.append(plain * 1e3)
+    SYNC_EXCESS.append(statistics.mean(excess))
+    PLAIN.append(statistics.mean(plain_ms))
     return statistics.mean(per_replica)
 
 
@@ -193,22 +210,31 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
 
 def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str, extra: tuple[str, ...]) -> dict:
     cfg = {**base, "steps": steps}
-    on, off = [], []
+    on, off, ex_on, ex_off, plain_off = [], [], [], [], []
     for i in range(repeat):  # interleaved, alternating who goes first
         for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
             if side == "on":
                 on.append(run_ftrun(cfg, replicas, extra))
+                ex_on.append(SYNC_EXCESS[-1])
             else:
                 off.append(run_ftrun(cfg, replicas, (*extra, "--no-sketches")))
+                ex_off.append(SYNC_EXCESS[-1])
+                plain_off.append(PLAIN[-1])
         print(f"{label} repeat {i + 1}: sketches on {on[-1]:.2f} ms/step, off {off[-1]:.2f} ms/step", flush=True)
     o, f = statistics.median(on), statistics.median(off)
+    extra_ms = statistics.median(ex_on) - statistics.median(ex_off)
+    corrected = 1 + extra_ms / statistics.median(off)
+    print(f"{label}: send/sync steps beyond the plain step, per step: on {statistics.median(ex_on):.2f} ms, off "
+          f"{statistics.median(ex_off):.2f} ms -> {extra_ms:+.2f} ms per step = {corrected:.4f}x of the off loop "
+          f"(plain steps: median {statistics.median(plain_off):.2f} ms off)")
     cost, numel = sketch_cost_ms(cfg)
     window = cfg["sync_every"] // cfg["fragments"]
     print(f"{label}: sketches on {o:.2f} / off {f:.2f} ms per step = {o / f:.4f}x (goal <= 1.01x); "
           f"sketch work per sync (fragment 0, {numel:,} elements, in-process) {cost:.1f} ms = "
           f"{cost / (window * f) * 100:.2f}% of the {window} steps between syncs")
     return {"model": label, "params_per_fragment": numel, "steps": steps, "repeats": repeat, "on_ms_per_step": round(o, 3),
-            "off_ms_per_step": round(f, 3), "ratio": round(o / f, 4), "sketch_ms_per_sync": round(cost, 2),
+            "off_ms_per_step": round(f, 3), "ratio": round(o / f, 4), "sync_step_excess_ratio": round(corrected, 4),
+            "ratios_per_repeat": [round(a / b, 4) for a, b in zip(on, off)], "sketch_ms_per_sync": round(cost, 2),
             "sketch_share_of_window": round(cost / (window * f), 5)}
 
 
@@ -236,7 +262,8 @@ def main() -> None:
     if a.sketches:
         rows = [sketch_bench(cfg, a.replicas, a.steps, a.repeat, "default", ())]
         large = {**cfg, **LARGE}
-        rows.append(sketch_bench(large, a.replicas, a.large_steps, a.large_repeat, "large",
+        if a.large_steps > WARMUP:
+            rows.append(sketch_bench(large, a.replicas, a.large_steps, a.large_repeat, "large",
                                  tuple(x for k, v in LARGE.items() for x in (f"--{k.replace('_', '-')}", str(v)))))
         print(json.dumps({"sketches": rows}))
         return
