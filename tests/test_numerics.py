@@ -85,6 +85,13 @@ def test_wrong_count():
     assert abs(p["expected"] - a.proj[[abs(x - y) for x, y in zip(a.proj, bad.proj)].index(max(abs(x - y) for x, y in zip(a.proj, bad.proj)))]) < 1e-12
 
 
+def test_sum_never_divided():
+    cs, s, a = clean()
+    undivided = sk(s.proj, norm=s.norm)  # as torchft 0.2.0's Baby-Gloo with bucketization did (README)
+    out = check_numerics(round_logs(cs, [s, s], [undivided, undivided]), sketches_on=True)
+    assert len(out.problems) == 2 and all("not divided at all" in c for c in causes(out))
+
+
 def test_drop_names_the_missing_contribution_on_every_replica():
     cs, s, a = clean()
     s_bad = sk(cs[0].proj, norm=cs[0].norm)  # replica 1's contribution never reached the SUM

@@ -337,6 +337,8 @@ class _Checker:
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
 
     def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: Optional[ReplicaRound], tol: float) -> str:
+        if n > 1 and _near(a.proj, s.proj, n * tol):
+            return "not divided at all: the average is the SUM (torchft's divide-by-participants callback did not run)"
         if _near(a.proj, _scale(s.proj, 1.0 / (n + 1)), tol):
             return f"divided by participants + 1 = {n + 1} instead of {n} participants (the world size instead of the participants?)"
         if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
