@@ -411,19 +411,20 @@ def analyze(
     for m in faults.marks:
         m.has_trace = m.replica in traced
         m.text = describe(m)
-    run_problems = _missing_traces(inputs, traced, faults, notes)
+    by_class: dict[str, list[str]] = {"traces": _missing_traces(inputs, traced, faults, notes), "agreement": [], "commits": []}
     agreement = None
     if logs:
         ag = check_agreement(logs)
         agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
-        run_problems += _disagreements(ag)
+        by_class["agreement"] = _disagreements(ag)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
     if not allow_failed_commits:
-        run_problems += _unexplained_failed_commits(failed_commits)
-    numerics = numerics_of(inputs, logs)
+        by_class["commits"] = _unexplained_failed_commits(failed_commits)
+    run_problems = [p for ps in by_class.values() for p in ps]
+    numerics = run_numerics(inputs, logs)
     ok = ok and not run_problems and numerics.ok
     report = Report(
         verdict="pass" if ok else "fail",
@@ -433,7 +434,7 @@ def analyze(
         schedule={
             "fragments": schedule.fragments,
             "sync_every": schedule.sync_every,
-            "fragment_sync_delay": schedule.delay,
+            "fragment_sync_delay": schedule.fragment_sync_delay,
             "window": schedule.window,
         },
         step_numbering=numbering,
@@ -448,6 +449,7 @@ def analyze(
         agreement=agreement,
         numerics=numerics.to_json(),
         run_problems=run_problems,
+        run_problems_by_class=by_class,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
         comms=_comms(wobs),
@@ -455,7 +457,7 @@ def analyze(
     return report
 
 
-def numerics_of(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) -> Numerics:
+def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) -> Numerics:
     """The numeric check (``ftrun.check.numerics``) of the merged event logs; nothing is checked
     when only some of the job's groups were given, or the run had ``--no-sketches``."""
     m = inputs.manifest
