@@ -170,6 +170,7 @@ class Sketch(msgspec.Struct):
     norm: Optional[float]
     numel: int
     dtype: str
+    stage_rows: Optional[int] = None  # most float32 first-stage rows one column summed (0: none ran)
 
 
 class RoundNumerics(msgspec.Struct):

@@ -273,7 +273,7 @@ def test_sketch_is_linear_and_placed_by_offset():
 
     p = Projector()
     g = torch.Generator().manual_seed(0)
-    parts = [torch.randn(n, generator=g) for n in (7, 5000, SKETCH_STAGE + 123)]
+    parts = [torch.randn(n, generator=g) for n in (7, 5000, SKETCH_STAGE + 123, 3 * SKETCH_STAGE + 5)]
 
     def sketch(tensors):
         b = Builder(p)

@@ -28,9 +28,9 @@ contributions; ||·|| the recorded L2 norms.
 * SUM: Z·u_d·(W−1)·Σ||c_q|| (each element of a W-term sum is rounded W−1 times by at most
   u_d·Σ|c_q,i|; with ±1 projections the errors add like a random walk, bounded by the norms);
 * average: Z·u_d·||SUM||/n (the divide rounds each element once);
-* every sketch's own error: Z·u32·sqrt(rows/2 + 1)·||x|| when a fragment has more than
-  SKETCH_STAGE elements (its float32 first stage sums up to rows = ceil(numel / SKETCH_STAGE)
-  values per column; smaller tensors go to float64 directly) + Z·u64·sqrt(numel)·||x||;
+* every sketch's own error: Z·u32·sqrt(rows/2 + 1)·||x|| when its float32 first stage ran
+  (``Sketch.stage_rows``: the most values it summed per column; runs of adjacent tensors below
+  SKETCH_STAGE elements go to float64 directly) + Z·u64·sqrt(numel)·||x||;
 * quantized allreduce (fp8 e4m3, torchft's ``allreduce_quantized``, CUDA + triton only):
   Z·u8·(Σ||c_q|| + ||SUM||) with u8 = 2^-4 (each contribution and the reduced result are
   quantized once). UNVERIFIED: ftrun's sketches hook the process group's allreduce, which the
@@ -54,7 +54,7 @@ U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 
 def tolerance_rule() -> str:
     return (f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
-            f"Z*u32*sqrt(rows/2+1)*||x|| above {SKETCH_STAGE} elements and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
+            f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
             f"W replicas in the collective, n participants; quantized fp8: Z*2^-4*(sum||c||+||SUM||), unverified)")
 
 
@@ -66,8 +66,10 @@ def sketch_error(s: Sketch, norm: Optional[float] = None) -> float:
     """Budget for the sketch's own rounding (its float32 first stage and float64 rest); ``norm``
     stands in for a sketch recorded without its norm."""
     size = s.norm if s.norm is not None else (norm or 0.0)
-    # below SKETCH_STAGE elements no float32 stage runs (the tensor goes to float64 directly)
-    stage = math.sqrt(math.ceil(s.numel / SKETCH_STAGE) / 2 + 1) if s.numel > SKETCH_STAGE else 0.0
+    # the float32 stage's rows as recorded (a sketch from before the field: bounded by the
+    # fragment's size; below SKETCH_STAGE elements no float32 stage runs)
+    rows = s.stage_rows if s.stage_rows is not None else (math.ceil(s.numel / SKETCH_STAGE) if s.numel > SKETCH_STAGE else 0)
+    stage = math.sqrt(rows / 2 + 1) if rows > 1 else 0.0  # one row per column: no float32 addition
     return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * size
 
 

@@ -68,8 +68,9 @@ class Projector:
                 self._by_device[device] = self._cpu.to(device)
             return self._by_device[device]
 
-    def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """(P·x restricted to elements offset.., as K float64; ||x||² as float32 when ``norm``), on x's device."""
+    def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor], int]:
+        """(P·x restricted to elements offset.., as K float64; ||x||² as float32 when ``norm``; the
+        float32 stage's rows, 0 when none ran), the tensors on x's device."""
         flat = x.detach().reshape(-1)
         n = flat.numel()
         body = (n // STAGE) * STAGE
@@ -86,7 +87,7 @@ class Projector:
         sq = None
         if norm:
             sq = torch.linalg.vector_norm(flat, dtype=torch.float32) ** 2 if n else torch.zeros((), device=flat.device)
-        return self.w(flat.device) @ folded, sq
+        return self.w(flat.device) @ folded, sq, body // STAGE
 
 
 class Builder:
@@ -95,7 +96,7 @@ class Builder:
     def __init__(self, projector: Projector, norm: bool = True) -> None:
         self.projector = projector
         self.norm = norm  # measure ||x|| too (one more pass over the data)
-        self.parts: list[tuple[torch.Tensor, Optional[torch.Tensor]]] = []
+        self.parts: list[tuple[torch.Tensor, Optional[torch.Tensor], int]] = []
         self.small: list[tuple[int, torch.Tensor]] = []  # (offset, copy) of small tensors, projected by ``sketch``
         self.numel = 0  # elements placed so far (the next offset, for ``add``)
         self.dtype = ""
@@ -134,10 +135,11 @@ class Builder:
         """Materialise (one device-to-host copy)."""
         self._project_small()
         if not self.parts:
-            return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32")
-        proj = torch.stack([p for p, _ in self.parts]).sum(0).cpu().tolist()
-        norm = float(torch.stack([s.to(torch.float64) for _, s in self.parts]).sum().sqrt()) if self.norm else None
-        return layout.Sketch(proj, norm, self.numel if numel is None else numel, self.dtype)
+            return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32", 0)
+        proj = torch.stack([p for p, _, _ in self.parts]).sum(0).cpu().tolist()
+        norm = float(torch.stack([s.to(torch.float64) for _, s, _ in self.parts]).sum().sqrt()) if self.norm else None
+        rows = max(r for _, _, r in self.parts)
+        return layout.Sketch(proj, norm, self.numel if numel is None else numel, self.dtype, rows)
 
 
 class Round:
