@@ -167,6 +167,7 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         "problem": problem,
         "failed_commits": sum(1 for c in report.failed_commits if not c.get("explained_by_fault")),
         "failed_commits_explained": sum(1 for c in report.failed_commits if c.get("explained_by_fault")),
+        "numerics": m["numerics"],
         "commits": m["commits"],
         "steps_per_s": m["steps_per_s"],
         "exposed_comm_per_sync_ms": m["per_sync_exposed_ms"],

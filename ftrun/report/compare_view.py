@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ftrun.check.throughput import EXPLAINED_WITHIN, TERM_LABELS, TERMS, explained_ratio, largest_reason, per_step_ms
 from ftrun.console import console as make_console, line, styled
+from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
 
 
@@ -31,6 +32,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
 ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
     ("schedule (F, H, tau)", "schedule", schedule_label),
+    ("numerics (every sync)", "numerics", numerics_cell),
     ("steps/s (mean)", "steps_per_s", _f(".2f")),
     ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),
     ("tokens/s per replica", "tokens_per_s_per_replica", _list(",.0f")),
