@@ -38,6 +38,9 @@ def inspect_trace(
         step_numbering=step_numbering,
         allow_failed_commits=allow_failed_commits,
     )
+    from ftrun.check.recovery import recovery_of_run_dir
+
+    recovery = [x.to_json() for rd in report.run_dirs for x in recovery_of_run_dir(Path(rd))]
     exported = None
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export
@@ -47,6 +50,7 @@ def inspect_trace(
         import sys
 
         d = report.to_json()
+        d["recovery"] = recovery
         if exported is not None:
             d["perfetto"] = exported
         sys.stdout.write(msgspec.json.encode(d).decode() + "\n")
@@ -54,6 +58,11 @@ def inspect_trace(
         from ftrun.report.inspect_view import render
 
         render(report)
+        if recovery:
+            from ftrun.console import console
+            from ftrun.report.recovery_view import print_recovery
+
+            print_recovery(console(), recovery)
         if exported is not None:
             print(f"perfetto: {exported['path']} ({exported['events']} trace events, {exported['verdicts']} verdicts; open in ui.perfetto.dev)")
     return 0 if report.ok else 1
