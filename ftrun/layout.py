@@ -207,7 +207,7 @@ class RunEvent(msgspec.Struct):
     signal: Union[str, UnsetType] = UNSET
 
 
-class LifecycleEvent(msgspec.Struct):
+class LifecycleEvent(msgspec.Struct, omit_defaults=True):
     """One line of ``events/lifecycle/replica{r}_rank{g}.jsonl`` (``ftrun.worker.lifecycle``):
     what a rank's incarnation went through outside its steps, each with its own clock readings.
 

@@ -61,6 +61,9 @@ class LabelSet:
     torchft_pg_name: re.Pattern[str] = re.compile(r"^torchft_(?:quorum_\d+|[0-9A-Fa-f-]{8,})_rank_(?P<rank>\d+)$")
     cuda_stream_wait: tuple[str, ...] = ("cudaStreamWaitEvent",)
     cuda_sync: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+    # the heal: the source stages its state, the healer fetches it (torchft's quorum thread)
+    send_checkpoint: str = "torchft::manager::_checkpoint_transport::send_checkpoint"
+    recv_checkpoint: str = "torchft::manager::_checkpoint_transport::recv_checkpoint"
 
 
 TORCHFT_0_2 = LabelSet(

@@ -11,31 +11,42 @@ another):
   -> torchft Manager up (``manager_up`` in R's lifecycle log, ``ftrun.worker.lifecycle``).
 * ``join``: manager up (a hang: the stall's end) -> the first quorum R's new incarnation
   computed together with another group (``Quorum.t`` in R's step log).
-* ``reconfigure``: torchft's process-group ``configure`` for that quorum on R (``configure``
-  lifecycle record; every participant's own configure is listed beside it).
-* ``heal``: R's ``recv_checkpoint`` (bytes, seconds, rate; source = the quorum's heal source,
-  whose ``send_checkpoint`` record gives the bytes it staged).
+* ``reconfigure``: torchft's process-group ``configure`` for that quorum on R: its
+  ``torchft::manager::_pg::configure`` span in R's recovery profile (``traces/recovery/``) where
+  traced, else the ``configure`` lifecycle record (every participant's own configure beside it).
+* ``heal``: R's ``recv_checkpoint`` (traced span, else lifecycle record; bytes = the state
+  dict's tensor bytes, rate over the lifecycle's own timing; source = the quorum's heal
+  source, whose ``send_checkpoint`` record gives the bytes it staged). ``sources`` says which.
 * ``catch_up``: the end of the last of those phases that happened -> R's first commit.
 
 ``total_s`` = R's first commit - t0. The phases can overlap in time (the survivors detect the
-loss while R relaunches), so ``phases`` counts each second once, for the earliest phase that
-covers it (``spans`` keeps every phase's own interval, seconds after the fault);
-``unaccounted_s`` = seconds no phase covers. A phase that did not happen is None, with the
+loss while R relaunches), so ``phases`` counts each second of [t0, first commit] once: for R's
+own chain first (relaunch, join, reconfigure, heal, catch-up: what the first commit waits on),
+and for ``detect`` only what that chain does not cover (the survivors' detection is on the
+critical path only until R's relaunch begins, or when R waits in its join for it: then it is
+the join's). ``spans`` keeps every phase's own interval (seconds after the fault), so a
+detection hidden behind the relaunch still shows; ``unaccounted_s`` = seconds no phase covers. A phase that did not happen is None, with the
 reason in ``reasons``. Survivors' losses over [t0, first commit]: failed commits, steps they
 ran before R was back in their quorum, steps/s against the same length of time before t0.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
 from ftrun import layout
 from ftrun.event_log import read_lifecycle, seconds
 from ftrun.layout import EventRecord, LifecycleEvent, Manifest, Quorum
+from ftrun.torchft_compat import LABELS
 
+LABELS_CONFIGURE, LABELS_RECV = LABELS.pg_configure, LABELS.recv_checkpoint
 PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
+ACCOUNT_ORDER = ("relaunch", "join", "reconfigure", "heal", "catch_up", "detect")  # who owns an overlapped second
 TOLERANCE = 0.10  # the phases must cover the measured total to within this share
 
 
@@ -43,6 +54,7 @@ TOLERANCE = 0.10  # the phases must cover the measured total to within this shar
 class Recovery:
     fault: str  # "kill 1@25"
     replica: int
+    t0: float  # unix time the fault fired
     total_s: Optional[float]  # None: never back with a commit
     phases: dict[str, Optional[float]]
     spans: dict[str, Optional[tuple[float, float]]]
@@ -55,6 +67,8 @@ class Recovery:
     heal_link_hold_s: Optional[float] = None
     detect_bound: str = ""
     reconfigure_participants: dict[int, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
+    relaunch_detail: dict[str, float] = field(default_factory=dict)
     survivors: dict[str, Any] = field(default_factory=dict)
     text: str = ""
 
@@ -79,7 +93,8 @@ class Recovery:
             "heal_rate_bps": None if self.heal_rate_bps is None else round(self.heal_rate_bps),
             "heal_link_hold_s": r3(self.heal_link_hold_s),
             "largest_phase": self.largest_phase,
-            "spans": {k: None if v is None else [round(v[0], 3), round(v[1], 3)] for k, v in self.spans.items()},
+            "spans": {k: None if v is None else [round(v[0] - self.t0, 3), round(v[1] - self.t0, 3)] for k, v in self.spans.items()},
+            "sources": self.sources, "relaunch_detail": {k: round(v, 3) for k, v in self.relaunch_detail.items()},
             "reasons": self.reasons, "detect_bound": self.detect_bound,
             "reconfigure_participants": {str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
             "survivors": self.survivors, "text": self.text,
@@ -91,16 +106,54 @@ def read_lifecycles(run_dir: Path, replicas: list[int]) -> dict[int, list[Lifecy
     return {r: read_lifecycle(layout.lifecycle_log(run_dir, r, 0)) for r in replicas}
 
 
+TraceSpans = dict[tuple[int, int], dict[str, list[tuple[float, float]]]]  # (replica, incarnation) -> label -> spans
+
+
 def breakdown(manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]],
-              life: dict[int, list[LifecycleEvent]]) -> list[Recovery]:
-    """One ``Recovery`` per fired fault, in firing order (module docstring)."""
-    return [_one(f, manifest, logs, life) for f in sorted(manifest.faults.fired, key=lambda f: f.fired_at)]
+              life: dict[int, list[LifecycleEvent]], traced: TraceSpans | None = None) -> list[Recovery]:
+    """One ``Recovery`` per fired fault, in firing order (module docstring). ``traced``: the
+    recovery profiles' ``_pg::configure`` / ``recv_checkpoint`` spans (``recovery_trace_spans``),
+    preferred to the lifecycle log's timings where present."""
+    return [_one(f, manifest, logs, life, traced or {}) for f in sorted(manifest.faults.fired, key=lambda f: f.fired_at)]
 
 
 def recovery_of(run_dir: Path, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]]) -> list[Recovery]:
-    """``breakdown`` with the lifecycle logs read from ``run_dir``."""
+    """``breakdown`` with the lifecycle logs and recovery traces read from ``run_dir``."""
     groups = sorted({r for r, _ in logs} | {f.replica for f in manifest.faults.fired})
-    return breakdown(manifest, logs, read_lifecycles(run_dir, groups))
+    return breakdown(manifest, logs, read_lifecycles(run_dir, groups), recovery_trace_spans(run_dir))
+
+
+_INCARNATION_RE = re.compile(r"\.restart(\d+)\.")
+
+
+def recovery_trace_spans(run_dir: Path) -> TraceSpans:
+    """Rank 0's recovery profiles (``traces/recovery/``): torchft's configure and heal spans as unix
+    times (the trace's ``baseTimeNanoseconds`` + ts). A trace ftrun cannot read is skipped: the
+    lifecycle log still has the timings."""
+    from ftrun.errors import BadInput
+    from ftrun.trace.load import load_trace
+    from ftrun.trace.schema import name_filter, trace_events
+
+    wanted = (LABELS.pg_configure, LABELS.recv_checkpoint)
+    keep = name_filter(wanted, ())
+    out: TraceSpans = {}
+    for p in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*")):
+        w, m = layout.parse_worker(p.name), _INCARNATION_RE.search(p.name)
+        if w is None or w[1] != 0 or m is None:
+            continue
+        try:
+            trace = load_trace(p)
+            if trace.baseTimeNanoseconds is None:
+                continue
+            base = trace.baseTimeNanoseconds / 1e9
+            found: dict[str, list[tuple[float, float]]] = {}
+            for e in trace_events(trace, keep):
+                if e.name in wanted and e.ph == "X":
+                    found.setdefault(e.name, []).append((base + e.ts / 1e6, base + (e.ts + e.dur) / 1e6))
+        except (BadInput, msgspec.ValidationError):
+            continue
+        out[(w[0], int(m[1]))] = {k: sorted(v) for k, v in found.items()}
+    return out
 
 
 def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
@@ -119,14 +172,14 @@ def _quorums(records: list[EventRecord]) -> list[Quorum]:
 
 
 def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]],
-         life: dict[int, list[LifecycleEvent]]) -> Recovery:
+         life: dict[int, list[LifecycleEvent]], traced: TraceSpans) -> Recovery:
     r, t0 = f.replica, f.fired_at
     label = layout.fault_label(f.action, r, f.fired_step or f.step)
     mine = [x for x in logs.get((r, 0), []) if x.t > t0]
     survivors = sorted(k for k, g in logs if g == 0 and k != r)
     spans: dict[str, Optional[tuple[float, float]]] = dict.fromkeys(PHASES)
     reasons: dict[str, str] = {}
-    out = Recovery(label, r, None, dict.fromkeys(PHASES), spans, reasons, None)
+    out = Recovery(label, r, t0, None, dict.fromkeys(PHASES), spans, reasons, None)
 
     # detect: the survivors' first quorum without R
     detected = sorted(((q.t, s, q) for s in survivors for q in _quorums(logs[(s, 0)])
@@ -134,7 +187,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     hb = manifest.config.get("heartbeat_timeout_ms")
     if detected:
         td, s, q = detected[0]
-        spans["detect"] = (t0, td)
+        spans["detect"], out.sources["detect"] = (t0, td), "event log"
         rec = next((x for x in logs[(s, 0)] if x.quorums and any(y.quorum_id == q.quorum_id for y in x.quorums)), None)
         waited = seconds(rec.quorum_s) if rec is not None else None
         out.detect_bound = (f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
@@ -153,6 +206,11 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     up = next((e for e in events if e.event == "manager_up"), None)
     if restart is not None and up is not None:
         spans["relaunch"] = (restart.t, up.t)
+        out.sources["relaunch"] = "event log"
+        began = next((e for e in events if e.event == "start"), None)
+        if began is not None:  # where the relaunch went: torchrun, then imports and the model, then the Manager
+            out.relaunch_detail = {"launcher_to_rank_s": began.t - restart.t, "rank_to_manager_s": up.t_start - began.t,
+                                   "manager_s": up.t - up.t_start}
     elif restart is None:
         reasons["relaunch"] = ("not relaunched: a hang is not a crash, the group's processes lived on" if f.action == "hang"
                                else "not relaunched (no restart left: --restarts)")
@@ -165,7 +223,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     if start is not None:
         joined = next((q for q in _quorums(mine) if q.t >= start and any(p is not None and p != r for p in q.participants)), None)
     if joined is not None and start is not None:
-        spans["join"] = (start, joined.t)
+        spans["join"], out.sources["join"] = (start, joined.t), "event log"
     else:
         reasons["join"] = "never in a quorum with another group again" if start is not None else "the group never came back up"
 
@@ -174,8 +232,11 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         conf = next((e for e in events if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
         if conf is None:
             conf = next((e for e in events if e.event == "configure" and e.t_start >= joined.t), None)
-        if conf is not None:
-            spans["reconfigure"] = (conf.t_start, conf.t)
+        tspan = _traced(traced, r, inc, LABELS_CONFIGURE, joined.t)
+        if tspan is not None:
+            spans["reconfigure"], out.sources["reconfigure"] = tspan, "trace"
+        elif conf is not None:
+            spans["reconfigure"], out.sources["reconfigure"] = (conf.t_start, conf.t), "event log"
         else:
             reasons["reconfigure"] = f"no process-group configure logged for quorum {joined.quorum_id}"
         for p in joined.participants:
@@ -188,10 +249,11 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     # heal: R's recv_checkpoint; the source's send_checkpoint
     recv = next((e for e in events if e.event == "recv_checkpoint" and joined is not None and e.t_start >= joined.t), None)
     if recv is not None:
-        spans["heal"] = (recv.t_start, recv.t)
+        tspan = _traced(traced, r, inc, LABELS_RECV, recv.t_start - 0.5)
+        spans["heal"], out.sources["heal"] = (tspan, "trace") if tspan is not None else ((recv.t_start, recv.t), "event log")
         out.heal_bytes, out.heal_link_hold_s = recv.bytes, recv.hold_s
         if recv.bytes is not None and recv.t > recv.t_start:
-            out.heal_rate_bps = recv.bytes * 8 / (recv.t - recv.t_start)
+            out.heal_rate_bps = recv.bytes * 8 / (recv.t - recv.t_start)  # the lifecycle's own timing
         out.heal_source = joined.heal_source if joined is not None else None
         if out.heal_source is not None:
             sent = next((e for e in life.get(out.heal_source, []) if e.event == "send_checkpoint"
@@ -206,22 +268,31 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     commit = next((x for x in mine if x.commit and (joined is None or x.t >= joined.t)), None)
     last_end = max((s[1] for k, s in spans.items() if s is not None and k in ("join", "reconfigure", "heal")), default=None)
     if commit is not None and last_end is not None:
-        spans["catch_up"] = (last_end, commit.t)
+        spans["catch_up"], out.sources["catch_up"] = (last_end, commit.t), "event log"
     else:
         reasons["catch_up"] = "no commit of the group after the fault" if commit is None else "never rejoined"
 
     if commit is not None:
         out.total_s = commit.t - t0
         _account(out, t0, commit.t)
+    else:  # nothing to account against: each phase's own length
+        out.phases = {k: None if s is None else s[1] - s[0] for k, s in spans.items()}
     out.survivors = _losses(logs, survivors, r, t0, commit.t if commit is not None else None, joined)
     out.text = describe(out)
     return out
 
 
+def _traced(traced: TraceSpans, replica: int, inc: Optional[int], label: str, after: float) -> Optional[tuple[float, float]]:
+    """The first traced span ``label`` of that incarnation starting at or after ``after``."""
+    if inc is None:
+        return None
+    return next((s for s in traced.get((replica, inc), {}).get(label, []) if s[0] >= after), None)
+
+
 def _account(out: Recovery, t0: float, t1: float) -> None:
-    """Each second of [t0, t1] once, for the earliest phase (in ``PHASES`` order) covering it."""
+    """Each second of [t0, t1] once, for the first phase in ``ACCOUNT_ORDER`` covering it."""
     covered: list[tuple[float, float]] = []
-    for k in PHASES:
+    for k in ACCOUNT_ORDER:
         s = out.spans[k]
         if s is None:
             continue

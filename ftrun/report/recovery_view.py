@@ -7,9 +7,13 @@ from typing import Any
 
 from rich.table import Table
 
-PHASE_NAMES = {"detect": "detect (survivors' quorum without it)", "relaunch": "relaunch (launcher -> manager up)",
-               "join": "join (-> quorum with the others)", "reconfigure": "reconfigure (pg configure)",
-               "heal": "heal (checkpoint transfer)", "catch_up": "catch-up (-> first commit)"}
+PHASE_NAMES = {"detect": "detect", "relaunch": "relaunch", "join": "join", "reconfigure": "reconfigure",
+               "heal": "heal", "catch_up": "catch-up"}
+LEGEND = ("detect = fault -> the survivors' first quorum without the group; relaunch = its launcher restarts -> "
+          "torchft Manager up; join -> its first quorum with the others; reconfigure = torchft's process-group "
+          "configure; heal = its checkpoint fetch; catch-up -> its first commit. s = seconds of the total each "
+          "phase holds alone (overlapping seconds go to the group's own chain); own interval = the phase's own "
+          "clock readings")
 
 
 def _s(x: float | None) -> str:
@@ -21,7 +25,7 @@ def recovery_table(rec: dict[str, Any]) -> Table:
     total = rec.get("total_s")
     t = Table(title=f"recovery · {rec['fault']}" + (f" · {total:.2f} s to the group's first commit" if total is not None else " · never back"),
               title_justify="left")
-    for col, just in (("phase", "left"), ("s", "right"), ("share", "right"), ("own interval (s after fault)", "right"), ("note", "left")):
+    for col, just in (("phase", "left"), ("s", "right"), ("share", "right"), ("own interval", "right"), ("from", "left"), ("note", "left")):
         t.add_column(col, justify=just)
     spans = rec.get("spans") or {}
     reasons = rec.get("reasons") or {}
@@ -33,13 +37,17 @@ def recovery_table(rec: dict[str, Any]) -> Table:
         note = reasons.get(k, "")
         if k == "heal" and rec.get("heal_bytes") is not None:
             note = f"{rec['heal_bytes']:,} B from replica {rec.get('heal_source')}"
-        t.add_row(name, _s(v) if v is not None else "-", share, own, note)
-    t.add_row("unaccounted", _s(rec.get("unaccounted_s")), f"{rec['unaccounted_s'] / total:.0%}" if total and rec.get("unaccounted_s") is not None else "", "", "no phase covers it")
+        t.add_row(name, _s(v) if v is not None else "-", share, own, (rec.get("sources") or {}).get(k, ""), note)
+    t.add_row("unaccounted", _s(rec.get("unaccounted_s")), f"{rec['unaccounted_s'] / total:.0%}" if total and rec.get("unaccounted_s") is not None else "", "", "", "no phase covers it")
     return t
 
 
 def recovery_lines(rec: dict[str, Any]) -> list[str]:
     out = []
+    d = rec.get("relaunch_detail") or {}
+    if d:
+        out.append(f"relaunch: launcher -> rank's Python {d['launcher_to_rank_s']:.2f} s, imports + model -> Manager "
+                   f"{d['rank_to_manager_s']:.2f} s, Manager construction {d['manager_s']:.2f} s")
     if rec.get("detect_bound"):
         out.append(f"detect: {rec['detect_bound']}")
     if rec.get("heal_bytes") is not None:
@@ -65,3 +73,5 @@ def print_recovery(console: Any, recs: list[dict[str, Any]]) -> None:
         console.print(recovery_table(rec))
         for ln in recovery_lines(rec):
             console.print(ln, soft_wrap=True)
+    if recs:
+        console.print(LEGEND, soft_wrap=True)
