@@ -125,3 +125,15 @@ def test_not_relaunched_and_never_back() -> None:
     assert "not relaunched" in x.reasons["relaunch"]
     assert set(x.reasons) >= {"relaunch", "join", "reconfigure", "heal", "catch_up"}
     assert "never committed again" in x.text
+
+
+def test_profile_recovery_is_a_typed_on_off_field() -> None:
+    from ftrun.config import RunConfig, build, on_off
+    from ftrun.errors import BadInput
+
+    assert RunConfig().profile_recovery is True
+    assert on_off("profile_recovery", "off") is False and on_off("profile_recovery", "ON") is True
+    assert on_off("profile_recovery", None) is None
+    with pytest.raises(BadInput, match=r"--profile-recovery 'maybe'|--profile-recovery maybe: use on or off"):
+        on_off("profile_recovery", "maybe")
+    assert build(profile_recovery=False).profile_recovery is False
