@@ -137,3 +137,20 @@ def test_profile_recovery_is_a_typed_on_off_field() -> None:
     with pytest.raises(BadInput, match=r"--profile-recovery 'maybe'|--profile-recovery maybe: use on or off"):
         on_off("profile_recovery", "maybe")
     assert build(profile_recovery=False).profile_recovery is False
+
+
+def test_a_hang_gets_the_same_breakdown_without_a_relaunch() -> None:
+    m = manifest(restart=False)
+    m.faults.fired[0].action, m.faults.fired[0].seconds = "hang", 3.0
+    lg = logs()
+    lg[(1, 0)] = [rec(14, T0 - 0.2), rec(15, T0 + 3.2), rec(25, T0 + 5.1, quorums=[q(3, [0, 1, 2], T0 + 5.0)]),
+                  rec(30, T0 + 6.0, commit=True)]
+    life = lifecycles(heal=False)
+    life[1] = [LifecycleEvent("configure", 0, T0 + 5.05, T0 + 5.25, quorum_id=3)]
+    (x,) = breakdown(m, lg, life)
+    assert x.fault == "hang 1@15" and x.total_s == pytest.approx(6.0)
+    assert x.phases["relaunch"] is None and "a hang is not a crash" in x.reasons["relaunch"]
+    assert x.spans["join"] == (T0 + 3.0, T0 + 5.0)  # from the stall's end
+    assert x.spans["detect"] == (T0, T0 + 2.0)
+    # 2.0-3.0: the survivors had dropped it, it was still stalled: no phase claims it
+    assert x.unaccounted_s == pytest.approx(1.05)

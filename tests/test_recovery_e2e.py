@@ -49,3 +49,23 @@ def test_kill_one_of_three_recovery_breakdown(tmp_path):
     assert y["phases"] == x["phases"] and y["heal_bytes"] == x["heal_bytes"]
     text = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir)], capture_output=True, text=True, timeout=120).stdout
     assert "recovery · kill 1@15" in text and "unaccounted" in text
+
+
+@pytest.mark.e2e
+def test_heal_crosses_the_emulated_link_and_profile_recovery_off(tmp_path):
+    from ftrun import linkcost
+
+    run = run_train(tmp_path, "reclink", *RUN, "--link", "20mbit,5ms", "--profile-recovery", "off", timeout=240)
+    assert run.rc == 0, run.explain()
+    s = run.summary()
+    (x,) = s["recovery"]["breakdown"]
+    # the checkpoint transfer was held by the link's cost for its bytes (a recv between two groups)
+    want = linkcost.collective_s("recv", x["heal_bytes"], 2, 20e6, 0.005)
+    a, b = x["spans"]["heal"]
+    assert abs((b - a) - want) <= 0.25 * want, (b - a, want)
+    assert x["heal_link_hold_s"] > 0
+    # --profile-recovery off: no recovery profile, the lifecycle log's timings are used
+    assert run.manifest()["recovery_traces"] == []
+    assert not (run.run_dir / "traces" / "recovery").exists()
+    assert x["sources"]["heal"] == x["sources"]["reconfigure"] == "event log"
+    assert all(x["phases"][k] is not None for k in PHASES), x

@@ -212,7 +212,8 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
             out.relaunch_detail = {"launcher_to_rank_s": began.t - restart.t, "rank_to_manager_s": up.t_start - began.t,
                                    "manager_s": up.t - up.t_start}
     elif restart is None:
-        reasons["relaunch"] = ("not relaunched: a hang is not a crash, the group's processes lived on" if f.action == "hang"
+        reasons["relaunch"] = (f"not relaunched: a hang is not a crash, the group's processes lived on (stalled {f.seconds:g} s"
+                               " inside the step; until the stall's end no phase of it is counted)" if f.action == "hang"
                                else "not relaunched (no restart left: --restarts)")
     else:
         reasons["relaunch"] = f"relaunched (incarnation {inc}) but no manager_up in its lifecycle log"
