@@ -97,7 +97,8 @@ def main(spec_path: str) -> int:
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(run_dir / layout.TB / f"replica{env.replica}"), max_queue=100)
-    # a restarted group is not profiled: its step numbers are known only once it has rejoined
+    # a restarted group gets no window (its step numbers are known only once it has rejoined);
+    # its recovery profile (RecoveryProfile, above) covers its start through its first commit
     window = tuple(spec.profile_window) if spec.profile_window and not env.restart else None
     traces: list[str] = []
     meta = RankMeta(
