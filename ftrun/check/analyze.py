@@ -36,6 +36,7 @@ from ftrun.check import commits as commit_checks
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
+from ftrun.check.overlap import overlap_of
 from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
 from ftrun.schedule import Event, Schedule
@@ -410,18 +411,19 @@ def analyze(
     for m in faults.marks:
         m.has_trace = m.replica in traced
         m.text = describe(m)
-    run_problems = _missing_traces(inputs, traced, faults, notes)
+    by_class: dict[str, list[str]] = {"traces": _missing_traces(inputs, traced, faults, notes), "agreement": [], "commits": []}
     agreement = None
     if logs:
         ag = check_agreement(logs)
         agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
-        run_problems += _disagreements(ag)
+        by_class["agreement"] = _disagreements(ag)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
     if not allow_failed_commits:
-        run_problems += _unexplained_failed_commits(failed_commits)
+        by_class["commits"] = _unexplained_failed_commits(failed_commits)
+    run_problems = [p for ps in by_class.values() for p in ps]
     ok = ok and not run_problems
     report = Report(
         verdict="pass" if ok else "fail",
@@ -431,7 +433,7 @@ def analyze(
         schedule={
             "fragments": schedule.fragments,
             "sync_every": schedule.sync_every,
-            "fragment_sync_delay": schedule.delay,
+            "fragment_sync_delay": schedule.fragment_sync_delay,
             "window": schedule.window,
         },
         step_numbering=numbering,
@@ -445,10 +447,12 @@ def analyze(
         faults=[m.to_json() for m in faults.marks],
         agreement=agreement,
         run_problems=run_problems,
+        run_problems_by_class=by_class,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
         comms=_comms(wobs),
     )
+    report.overlap = overlap_of(report)
     return report
 
 

@@ -108,8 +108,13 @@ class Report:
     agreement: Optional[dict[str, Any]] = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
     run_problems: list[str] = field(default_factory=list)
+    # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
+    # "commits" (failed commits no fault explains, unless allowed); run_problems is their concatenation
+    run_problems_by_class: dict[str, list[str]] = field(default_factory=dict)
     # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
     failed_commits: list[dict[str, Any]] = field(default_factory=list)
+    # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
+    overlap: dict[str, Any] = field(default_factory=dict)
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
     spans: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -130,3 +135,11 @@ class Report:
         del d["spans"], d["comms"]
         d["problems"] = self.problems()
         return d
+
+
+def numerics_of(report: Report) -> Optional[dict[str, Any]]:
+    """The numeric check of the outer steps in its JSON form (``{checked, tolerance, problems}``),
+    or None when the report carries none (sketches off, a foreign run, an ftrun without the check):
+    then numerics were not checked, and nothing may say they passed."""
+    n = report.to_json().get("numerics")
+    return n if isinstance(n, dict) and n.get("checked") else None

@@ -75,6 +75,22 @@ def _table(title: str, events: list[EventResult], width: int) -> Table:
     return t
 
 
+def overlap_line(report: Report, replica: int, rank: int) -> Optional[str]:
+    """The worker's overlap slowdown (``Report.overlap``): steps with a send in flight against
+    the others, overall and per send."""
+    ov = report.overlap or {}
+    w = next((x for x in ov.get("workers", []) if (x["replica"], x["rank"]) == (replica, rank)), None)
+    if w is None or not w["overlapped_steps"]:
+        return None
+    x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+    sends = [s for s in ov.get("per_send", []) if (s["replica"], s["rank"]) == (replica, rank)]
+    per = ", ".join(f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s['slowdown'])}"
+                    for s in sends)
+    return (f"overlap: {w['overlapped_steps']} step(s) with a send in flight took {_ms(w['median_overlapped_ms'])} ms "
+            f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w['slowdown'])}"
+            + (f"; per send: {per}" if per else ""))
+
+
 def render(report: Report, console: Optional[Console] = None) -> None:
     con = console or make_console()
     s = report.schedule
@@ -102,6 +118,9 @@ def render(report: Report, console: Optional[Console] = None) -> None:
             remark = _remark(e)
             if remark is not None:
                 con.print(Padding(remark, (0, 0, 0, 2)))
+        text = overlap_line(report, w.replica, w.rank)
+        if text:
+            con.print(Padding(text, (0, 0, 0, 2)))
     for c in report.cross_replica:
         if not c.ok:
             con.print(line(("cross-replica:", "red"), f" {c.problem}"))
@@ -128,3 +147,31 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}"))
     else:
         con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}"))
+
+
+def render_text(report: Report, width: int = 100) -> str:
+    """``render``'s output as plain text (no colour, no terminal): what ``inspect-trace`` prints."""
+    import io
+
+    buf = io.StringIO()
+    render(report, make_console(file=buf, width=width, color_system=None, force_terminal=False))
+    return "".join(x.rstrip() + "\n" for x in buf.getvalue().splitlines())
+
+
+def failing_table(report: Report) -> str:
+    """The failing rows as a plain-text table — replica, rank, kind, step and fragment
+    (expected→observed), problem — then the cross-replica and run problems, one per line.
+    Empty when nothing failed. What a failed ``assert_schedule`` says."""
+    bad = [e for e in report.events if not e.ok]
+    rows = [("replica", "rank", "kind", "step", "fragment", "problem")]
+    rows += [(str(e.replica), str(e.rank), e.kind, _pair(e.expected_step, e.observed_step),
+              _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
+              e.problem or "") for e in bad]
+    out = []
+    if bad:
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        for r in rows:
+            out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
+    out += [f"cross-replica: {c.problem}" for c in report.cross_replica if not c.ok and c.problem]
+    out += [f"run: {p}" for p in report.run_problems]
+    return "\n".join(x.rstrip() for x in out)
