@@ -154,3 +154,16 @@ def test_a_hang_gets_the_same_breakdown_without_a_relaunch() -> None:
     assert x.spans["detect"] == (T0, T0 + 2.0)
     # 2.0-3.0: the survivors had dropped it, it was still stalled: no phase claims it
     assert x.unaccounted_s == pytest.approx(1.05)
+
+
+def test_the_perfetto_recovery_track_sits_on_the_traces_clock() -> None:
+    from ftrun.report.perfetto import RECOVERY_PROCESS, recovery_events
+
+    (x,) = breakdown(manifest(), logs(), lifecycles())
+    base_ns = int((T0 - 100) * 1e9)
+    evs = recovery_events([x.to_json()], base_ns, pid=7)
+    assert evs[0]["args"]["name"] == RECOVERY_PROCESS and all(e["pid"] == 7 for e in evs)
+    spans = {e["args"]["phase"]: e for e in evs if e["ph"] == "X"}
+    assert set(spans) == set(PHASES)
+    assert spans["detect"]["ts"] == pytest.approx(100e6) and spans["detect"]["dur"] == pytest.approx(2e6)
+    assert spans["relaunch"]["name"] == "relaunch 2.80 s" and spans["heal"]["args"]["source"] == "event log"

@@ -85,7 +85,7 @@ class Recovery:
     def to_json(self) -> dict[str, Any]:
         r3 = lambda x: None if x is None else round(x, 3)  # noqa: E731
         return {
-            "fault": self.fault, "replica": self.replica,
+            "fault": self.fault, "replica": self.replica, "fault_at": self.t0,
             "phases": {k: r3(v) for k, v in self.phases.items()},
             "unaccounted_s": r3(self.unaccounted_s), "total_s": r3(self.total_s),
             "heal_bytes": self.heal_bytes, "heal_source": self.heal_source,

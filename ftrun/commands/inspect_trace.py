@@ -55,7 +55,12 @@ def inspect_trace(
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export
 
-        exported = export(report, export_perfetto)
+        base_ns = None
+        if recovery and report.workers and report.workers[0].files:
+            from ftrun.trace.load import load_trace
+
+            base_ns = load_trace(Path(report.workers[0].files[0])).baseTimeNanoseconds
+        exported = export(report, export_perfetto, recovery, base_ns)
     if json_out:
         import sys
 
