@@ -189,7 +189,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         td, s, q = detected[0]
         spans["detect"], out.sources["detect"] = (t0, td), "event log"
         rec = next((x for x in logs[(s, 0)] if x.quorums and any(y.quorum_id == q.quorum_id for y in x.quorums)), None)
-        waited = seconds(rec.quorum_s) if rec is not None else None
+        waited = seconds(rec.quorum_s) if rec is not None and rec.quorum_s is not msgspec.UNSET else None
         out.detect_bound = (f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
                             if waited is not None and rec is not None else f"quorum {q.quorum_id}")
         if hb is not None:
