@@ -133,6 +133,13 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     }
 
 
+def measured_step_s(run_dir: Path, replicas: int) -> Optional[float]:
+    """A trained run's median compute step (``median_step_s``: steps with neither send nor
+    sync, from rank 0's event log of each replica, averaged), without its traces."""
+    return _mean([replica_stats(read_event_log(layout.event_log(run_dir, r, 0))).median_plain_step_s
+                  for r in range(replicas)])
+
+
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     """Faults and recovery, from each run dir's summary.json (None when no fault was injected)."""
     recs = []
