@@ -103,6 +103,8 @@ TRAIN_OPTIONS = {
     "sketches": typer.Option(None, "--sketches/--no-sketches", help="Sketch every sync for the numeric check (default on)."),
     "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
     "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
+    "profile_recovery": typer.Option(None, "--profile-recovery", metavar="on|off",
+                                     help="Profile a relaunched group from its start through its first commit (default on)."),
     "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
     "quorum_timeout_s": typer.Option(None, "--quorum-timeout", help="Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60)."),
     "overwrite": typer.Option(False, help="Replace an existing run dir of the same name."),
@@ -157,6 +159,7 @@ def train_cmd(
     corrupt_allreduce: Optional[List[str]] = TRAIN_OPTIONS["corrupt_allreduce"],
     sketches: Optional[bool] = TRAIN_OPTIONS["sketches"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
+    profile_recovery: Optional[str] = TRAIN_OPTIONS["profile_recovery"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
     quorum_timeout_s: Optional[float] = TRAIN_OPTIONS["quorum_timeout_s"],
@@ -181,6 +184,7 @@ def train_cmd(
         from ftrun import config as cfgmod
         from ftrun.commands.train import train
 
+        flags["profile_recovery"] = cfgmod.on_off("profile_recovery", profile_recovery)
         file_values = cfgmod.load_toml(config) if config else None
         cfg = cfgmod.build(file_values=file_values, **flags)
         return train(cfg, overwrite=overwrite, json_out=json_out)

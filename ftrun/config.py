@@ -78,6 +78,7 @@ class RunConfig:
     stall_timeout_s: float = 120.0
     quorum_timeout_s: float = 60.0
     heartbeat_timeout_ms: int = 2000
+    profile_recovery: bool = True  # profile a relaunched group from its start through its first commit
     # several hosts: run only this replica group against an external lighthouse
     replica_group_id: int = -1  # -1: every group, on this host
     job_id: str = ""
@@ -211,6 +212,16 @@ def build(preset: str = "streaming", file_values: dict[str, Any] | None = None, 
         setattr(cfg, name, value)
     validate_config(cfg, where, lambda name: origin.get(name, "default"))
     return cfg
+
+
+def on_off(name: str, text: str | None) -> bool | None:
+    """A flag's ``on``/``off`` as a bool (None: not given); anything else is one line, exit 2."""
+    if text is None:
+        return None
+    value = {"on": True, "off": False}.get(text.strip().lower())
+    if value is None:
+        raise BadInput(f"{flag(name)} {_show(text)}: use on or off")
+    return value
 
 
 def _namer(origin: dict[str, str], file_values: dict[str, Any]) -> Callable[[str], str]:

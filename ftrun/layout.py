@@ -12,6 +12,9 @@ A run dir ``<out>/<run-name>/`` holds::
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
     events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step (read: ``ftrun.event_log``)
     events/run.jsonl                   one ``RunEvent`` per line: group exits, restarts, watchdog, signals
+    events/lifecycle/replica{r}_rank{g}.jsonl
+                                       one ``LifecycleEvent`` per line: every incarnation's start and
+                                       manager up, each process-group configure and checkpoint send/recv
     faults/<key>.json                  one ``FaultMarker`` per injected fault that fired
     meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files, status)
     progress/replica{r}.txt            "STEP PHASE" of rank 0 of group r, right now (``worker.whereabouts``)
@@ -22,6 +25,8 @@ A run dir ``<out>/<run-name>/`` holds::
     tb/replica{r}/                     TensorBoard scalars (loss, participants, manager step, step time)
     groups/replica{r}/                 ftrun launch: the group's working directory (its script's files)
     traces/replica{r}/                 ftrun launch: the group's FTRUN_TRACE_DIR
+    traces/recovery/replica{r}_rank{g}.restart{n}.pt.trace.json.gz
+                                       a relaunched group's profile, start through its first commit
 
 ``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
 ftrun of this format before the field existed and reads as ``FORMAT``; any other value is
@@ -50,6 +55,8 @@ SUMMARY = "summary.json"
 TRACES = "traces"
 EVENT_LOGS = "events"
 RUN_EVENT_LOG = "run.jsonl"
+LIFECYCLE = "lifecycle"  # events/lifecycle/: ``LifecycleEvent`` logs
+RECOVERY_TRACES = "recovery"  # traces/recovery/: relaunched groups' profiles (``--profile-recovery``)
 FAULTS = "faults"
 META = "meta"
 PROGRESS = "progress"
@@ -264,6 +271,31 @@ class RunEvent(msgspec.Struct):
     signal: Union[str, UnsetType] = UNSET
 
 
+class LifecycleEvent(msgspec.Struct, omit_defaults=True):
+    """One line of ``events/lifecycle/replica{r}_rank{g}.jsonl`` (``ftrun.worker.lifecycle``):
+    what a rank's incarnation went through outside its steps, each with its own clock readings.
+
+    ``event``: ``start`` (the rank's Python entered ftrun's worker), ``manager_up`` (torchft's
+    Manager constructed: its server heartbeats the lighthouse), ``configure`` (torchft's
+    process-group ``configure`` for quorum ``quorum_id``), ``send_checkpoint`` (this rank staged
+    its state for healing peers ``peers``; torchft's HTTP transport serves it afterwards),
+    ``recv_checkpoint`` (this rank fetched a peer's state, ``peers`` = [source replica rank]).
+    ``t_start``/``t``: unix times at start / end (equal for instants); ``bytes``: tensor bytes of
+    the state dict sent or received; ``step``: the manager step torchft healed to;
+    ``hold_s``: the emulated link's hold of the transfer (``--link``), inside ``t_start..t``.
+    """
+
+    event: str
+    incarnation: int
+    t_start: float
+    t: float
+    quorum_id: Optional[int] = None
+    bytes: Optional[int] = None
+    step: Optional[int] = None
+    peers: Optional[list[int]] = None
+    hold_s: Optional[float] = None
+
+
 class Param(msgspec.Struct):
     name: str
     numel: int
@@ -339,6 +371,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     expected: list[ExpectedEvent] = []
     profile_windows: list[list[int]] = []
     traces: list[TraceRef]
+    recovery_traces: list[TraceRef] = []  # relaunched groups' profiles (traces/recovery/)
     event_logs: list[EventLogRef] = []
     link: Optional[Link] = None
     devices: list[DeviceRef] = []
@@ -489,6 +522,19 @@ def event_log(run_dir: Path, replica: int, rank: int) -> Path:
 def run_event_log(run_dir: Path) -> Path:
     """Parent's log: group exits, restarts, watchdog, signals (one ``RunEvent`` per line)."""
     return run_dir / EVENT_LOGS / RUN_EVENT_LOG
+
+
+def lifecycle_log(run_dir: Path, replica: int, rank: int) -> Path:
+    """One rank's ``LifecycleEvent`` log (every incarnation appends)."""
+    return run_dir / EVENT_LOGS / LIFECYCLE / f"{worker_name(replica, rank)}.jsonl"
+
+
+def recovery_trace_name(replica: int, rank: int, incarnation: int) -> str:
+    return f"{worker_name(replica, rank)}.restart{incarnation}.pt.trace.json.gz"
+
+
+def recovery_trace_dir(run_dir: Path) -> Path:
+    return run_dir / TRACES / RECOVERY_TRACES
 
 
 def fault_marker(run_dir: Path, key: str) -> Path:

@@ -159,12 +159,16 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     faults = [f for r in recs for f in r.get("faults", [])]
     if not faults:
         return None
+    breakdown = [b for r in recs for b in r.get("breakdown", [])]
     return {
         "faults": [layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
         "restarts": sum(r.get("restarts", 0) for r in recs),
         "heals": sum(len(r.get("heals", [])) for r in recs),
         "commits_lost": sum(r.get("commits_lost", 0) for r in recs),
         "recovered_s": [f.get("recovered_s") for f in faults],
+        # the breakdown (ftrun.check.recovery): fault -> the group's first commit, and where it went
+        "recovery_s": [b.get("total_s") for b in breakdown],
+        "largest_phase": [[b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))] for b in breakdown],
     }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from ftrun import layout
 from ftrun.check.agreement import check_agreement
 from ftrun.check.numerics import check_numerics
+from ftrun.check.recovery import recovery_of
 from ftrun.config import RunConfig
 from ftrun.errors import Interrupted, RunFailed, Stopped, stop_once_on_signal
 from ftrun.launch.placement import check_quantize, plan as plan_placement
@@ -82,6 +83,7 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
                if cfg.replica_group_id >= 0 and cfg.replicas > 1 else None)
     numerics = check_numerics(logs, cfg.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
+    summary["recovery"]["breakdown"] = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
     atomic_write(state.run_dir / layout.SUMMARY, json.dumps(summary, indent=1))
     if json_out:
         print(json.dumps(summary, indent=1))

@@ -56,6 +56,11 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             for m in metas
             for t in m.get("traces", [])
         ],
+        "recovery_traces": [
+            {"replica": w[0], "rank": w[1], "path": str(q.relative_to(run_dir)), "window": None}
+            for q in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*"))
+            if (w := layout.parse_worker(q.name)) is not None
+        ],
         "event_logs": [
             {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
             for r in cfg.groups_here

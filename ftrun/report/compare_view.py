@@ -100,7 +100,9 @@ def _recovery(r: dict | None) -> str:
     if not r:
         return "-"
     back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r["recovered_s"])
-    return f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · commits lost {r['commits_lost']} · back in quorum after {back}"
+    big = ", ".join(f"{p} {s:.1f} s" for p, s in r.get("largest_phase", []) if p is not None and s is not None)
+    return (f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · commits lost {r['commits_lost']} · back in quorum after {back}"
+            + (f" · largest phase {big}" if big else ""))
 
 
 def _num(v: Any) -> str:

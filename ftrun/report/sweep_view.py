@@ -29,6 +29,7 @@ METRICS = {
     "hidden_share": "hidden share of communication",
     "commits": "commits",
     "failed_commits": "failed commits (unexplained)",
+    "recovery_s": "recovery: fault -> the group's first commit (s)",
 }
 _COLUMNS = [("commits", "commits", "{:g}"), ("failed_commits", "failed", "{:d}"), ("steps_per_s", "steps/s", "{:.2f}"),
             ("exposed_comm_per_sync_ms", "exposed ms/sync", "{:.1f}"), ("hidden_share", "hidden", "{:.0%}"),

@@ -24,6 +24,7 @@ from ftrun.config import RunConfig
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
+from ftrun.worker.lifecycle import Lifecycle
 from ftrun.worker.models import build_model, split_fragments
 
 
@@ -181,11 +182,29 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
     return pg
 
 
-def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState, numerics: Any = None) -> torchft.Manager:
-    """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights)."""
+def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState,
+                 life: Lifecycle, numerics: Any = None) -> torchft.Manager:
+    """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights).
+    ``life`` logs every process-group configure and checkpoint transfer (``ftrun.worker.lifecycle``);
+    with ``--link`` a heal's transfer is held by the link's cost (``linkcost``: a ``recv``)."""
+    from torchft.checkpointing import HTTPTransport
+
+    from ftrun.worker.lifecycle import TimedTransport
+
     timeout = timedelta(seconds=cfg.timeout_s)
+    pg = make_process_group(backend, timeout, spec.link, numerics)
+    life.time_configure(pg)
+    cost = None
+    if spec.link is not None:
+        from ftrun import linkcost
+
+        bw, lat = spec.link.bandwidth_bps, spec.link.latency_s
+        cost = lambda nbytes: linkcost.collective_s("recv", nbytes, 2, bw, lat)  # noqa: E731
+    # the transport torchft's Manager builds by default, timed
+    transport = TimedTransport(HTTPTransport(timeout=timeout, num_chunks=0), life, cost)
     return torchft.Manager(
-        pg=make_process_group(backend, timeout, spec.link, numerics),
+        pg=pg,
+        checkpoint_transport=transport,
         min_replica_size=cfg.min_replicas,
         load_state_dict=heal.load_state_dict,
         state_dict=heal.state_dict,
