@@ -44,6 +44,8 @@ from ftrun.errors import BadInput
 FORMAT = 1
 
 RUN_MARKER = ".ftrun-run"
+OUT_MARKER = ".ftrun-out"  # ftrun made this output dir (compare, sweep; ``ftrun.output``)
+TMP_PREFIX = ".ftrun-tmp-"  # a file being written (``ftrun.output``): never read as a result
 SPEC = "spec.json"
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"

@@ -61,7 +61,8 @@ class Inputs:
 
 
 def is_trace_name(p: Path) -> bool:
-    return p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
+    """A trace file's name (never one of ftrun's own files, nor a file still being written)."""
+    return p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES and not p.name.startswith(layout.TMP_PREFIX)
 
 
 def _run_dir_bookkeeping(q: Path, top: Path) -> bool:
@@ -166,6 +167,8 @@ def _unlisted(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
     groups = {e.replica for e in m.event_logs}
     out = []
     for q in sorted((run_dir / layout.TRACES).glob("*.pt.trace.json*")):
+        if q.name.startswith(layout.TMP_PREFIX):
+            continue  # a trace still being written (or cut short by a signal): not a result
         w = layout.parse_worker(q.name)
         if w is not None and q.resolve() not in listed and (not groups or w[0] in groups):
             out.append(TraceFile(q, w[0], w[1], "manifest"))
