@@ -145,7 +145,7 @@ def claim_output_dir(out_dir: Path, flag: str, writes: Iterable[str], overwrite:
             pass
         except OSError as e:
             raise BadInput(f"{flag}: cannot create {out_dir} ({e.strerror or e})") from None
-        atomic_write(out_dir / OUT_MARKER, json.dumps({"pid": os.getpid(), "started": time.time()}), flag)
+        mark_output_dir(out_dir, flag)
         return out_dir
     if (out_dir / OUT_MARKER).is_file() or (out_dir / RUN_MARKER).is_file() or overwrite:
         return out_dir
@@ -154,6 +154,12 @@ def claim_output_dir(out_dir: Path, flag: str, writes: Iterable[str], overwrite:
         raise BadInput(f"{flag}: {out_dir} is not a directory ftrun made and holds {', '.join(theirs)}; refusing to "
                        "overwrite (pass --overwrite, or pick another name)")
     return out_dir
+
+
+def mark_output_dir(out_dir: Path, flag: str = "output") -> None:
+    """Mark ``out_dir`` as made by ftrun (its files may then be replaced; ``check_writable``)."""
+    if not (out_dir / OUT_MARKER).is_file():
+        atomic_write(out_dir / OUT_MARKER, json.dumps({"pid": os.getpid(), "started": time.time()}), flag)
 
 
 def tmp_name(path: Path) -> Path:

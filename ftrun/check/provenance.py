@@ -13,10 +13,10 @@ Both rules run before any schedule is asked for (flags or manifest), and both ra
   ``distributedInfo.world_size``, the GPUs (``deviceProperties``), and the wall clock
   (``baseTimeNanoseconds`` + ``ts``). Files of different workers that cover the same step numbers
   ran at the same time in one run (replicas wait for each other at every sync): their wall
-  clocks must overlap, give or take ``CONCURRENT_SLACK_S`` plus the longer window. Windows of one
-  worker follow each other: the later starts after the earlier ended, and not more than
-  ``SEQUENCE_FACTOR`` times the steps in between (at the worker's median step time) plus
-  ``SEQUENCE_SLACK_S`` later. With an event log (an ftrun run dir), each trace's last step must
+  clocks must overlap, give or take ``CONCURRENT_SLACK_S`` plus the longer window. Windows of
+  other steps follow each other: not more than ``SEQUENCE_FACTOR`` times the steps in between
+  (at the median step time) plus ``SEQUENCE_SLACK_S`` apart, and one worker's later window
+  starts after its earlier one ended. With an event log (an ftrun run dir), each trace's last step must
   end when the log says that step ended (``EVENT_LOG_SLACK_S``): a trace swapped in from another
   run is caught even with one replica. A mismatch names the two groups of files;
   ``merge_jobs`` (``--merge-jobs``) checks them together anyway.
@@ -189,21 +189,21 @@ def _pair_problem(x: _File, y: _File) -> Optional[str]:
         return None  # one clock is relative: not comparable
     (xa, xb), (ya, yb) = x.steps, y.steps
     gap = _gap(x, y)
-    if x.worker != y.worker:
-        if xa <= yb and ya <= xb:  # the same steps: recorded at the same time in one run
-            longest = max(x.wall[1] - x.wall[0], y.wall[1] - y.wall[0])
-            if gap > CONCURRENT_SLACK_S * 1e6 + longest:
-                return f"they cover the same steps ({max(xa, ya)}-{min(xb, yb)}) {gap / 1e6:,.0f} s apart"
+    if xa <= yb and ya <= xb:  # the same steps: recorded at the same time in one run
+        longest = max(x.wall[1] - x.wall[0], y.wall[1] - y.wall[0])
+        if x.worker != y.worker and gap > CONCURRENT_SLACK_S * 1e6 + longest:
+            return f"they cover the same steps ({max(xa, ya)}-{min(xb, yb)}) {gap / 1e6:,.0f} s apart"
         return None
     first, later = (x, y) if xa <= ya else (y, x)
-    if later.wall[0] < first.wall[1] - 1e6:
-        return (f"replica {x.worker[0]} rank {x.worker[1]}'s windows of steps {first.steps[0]}-{first.steps[1]} and "
-                f"{later.steps[0]}-{later.steps[1]} overlap in time")
+    who = f"replica {x.worker[0]} rank {x.worker[1]}'s windows" if x.worker == y.worker else "windows"
+    if x.worker == y.worker and later.wall[0] < first.wall[1] - 1e6:
+        return (f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} "
+                "overlap in time")
     between = max(later.steps[0] - first.steps[1], 1)
     step = max(first.step_us(), later.step_us(), 1.0)
     if gap > SEQUENCE_FACTOR * between * step + SEQUENCE_SLACK_S * 1e6:
-        return (f"replica {x.worker[0]} rank {x.worker[1]}'s windows are {gap / 1e6:,.0f} s apart for {between} "
-                f"step(s) of ~{step / 1e3:.0f} ms")
+        return (f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} are "
+                f"{gap / 1e6:,.0f} s apart for {between} step(s) of ~{step / 1e3:.0f} ms")
     return None
 
 

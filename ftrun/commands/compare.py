@@ -24,7 +24,7 @@ from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
 from ftrun.link_spec import SYNC_SHARE, LinkSpec, link_for, parse_link
-from ftrun.output import atomic_write, check_name, check_target, removed_if_empty_on_error
+from ftrun.output import atomic_write, check_name, check_target, claim_output_dir, removed_if_empty_on_error
 from ftrun.schedule import label as schedule_label
 
 
@@ -141,7 +141,7 @@ def compare(
         if repeat != 1:
             raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
         names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
-    result = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden)
+    result = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden, overwrite)
     if json_out:
         print(json.dumps(result, indent=1))
     else:
@@ -190,6 +190,7 @@ def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | No
                   f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].sync_every} steps", flush=True)
     per_cfg: list[list[Path]] = [[], []]
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
+        claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
         for k, rn in repeat_plan(names, repeat):
             cfg = replace(cfgs[k], out=str(cmp_dir), run_name=rn, link=spec.as_flag())
             if not json_out:
@@ -223,7 +224,11 @@ def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[
     return names, run_dirs, cmp_dir, link_info
 
 
-def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float]) -> dict:
+COMPARE_FILES = ("report.json", "report.md", "timeline.png")
+
+
+def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float],
+            overwrite: bool = False) -> dict:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns the result.
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
     from ftrun.check.analyze import analyze
@@ -233,8 +238,10 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
 
     reading = [q for reps in run_dirs for d in reps for q in (d if isinstance(d, list) else [d])]
     check_target(cmp_dir, "--name", reading=reading)  # never write into a run dir being compared
-    reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
-    cmp_dir.mkdir(parents=True, exist_ok=True)
+    with removed_if_empty_on_error(cmp_dir):
+        # before any work: never onto a user's report.md in a dir ftrun did not make (ftrun.output)
+        claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
+        reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
     runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports)])
             for n, reps, reps_reports in zip(names, run_dirs, reports)]
     calibrated = link_info.get("calibrated_step_s")
@@ -245,7 +252,8 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
             r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
             for r in runs if r.get("median_step_s")}
     lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
-    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
+    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
+                    + (" (emulated)" if link_info.get("emulated") else ""), overwrite=overwrite)
     result = {
         "compare_dir": str(cmp_dir),
         "runs": runs,
@@ -257,6 +265,6 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
     if expect_hidden is not None:
         share = runs[0]["hidden_comm_share"]
         result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
-    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare")
-    write_markdown(result, cmp_dir / "report.md")
+    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare", overwrite)
+    write_markdown(result, cmp_dir / "report.md", overwrite)
     return result

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 import msgspec
 
 from ftrun.check.analyze import analyze
+from ftrun.errors import BadInput
 
 
 def inspect_trace(
@@ -22,14 +23,23 @@ def inspect_trace(
     json_out: bool = False,
     export_perfetto: Optional[Path] = None,
     allow_failed_commits: bool = False,
+    merge_jobs: bool = False,
+    max_trace_mb: Optional[int] = None,
+    overwrite: bool = False,
 ) -> int:
+    from ftrun.trace.load import LIMIT_FLAG, MAX_TRACE_BYTES
+
+    if max_trace_mb is not None and max_trace_mb < 1:
+        raise BadInput(f"{LIMIT_FLAG} {max_trace_mb}: must be at least 1")
+    limit = max_trace_mb << 20 if max_trace_mb is not None else MAX_TRACE_BYTES
     if export_perfetto is not None:  # before reading anything: never write onto what we read
-        from ftrun.output import check_target
+        from ftrun.output import check_target, check_writable
         from ftrun.trace.discover import run_dir_of
 
         given = [Path(p) for p in paths]
         check_target(export_perfetto, "--export-perfetto", inputs=[p for p in given if not p.is_dir()],
                      reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
+        check_writable(export_perfetto, "--export-perfetto", overwrite)
     report = analyze(
         paths,
         fragments=fragments,
@@ -37,12 +47,14 @@ def inspect_trace(
         fragment_sync_delay=fragment_sync_delay,
         step_numbering=step_numbering,
         allow_failed_commits=allow_failed_commits,
+        merge_jobs=merge_jobs,
+        max_trace_bytes=limit,
     )
     exported = None
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export
 
-        exported = export(report, export_perfetto)
+        exported = export(report, export_perfetto, overwrite=overwrite, max_trace_bytes=limit)
     if json_out:
         import sys
 

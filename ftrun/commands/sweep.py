@@ -31,10 +31,11 @@ from typing import Any, Optional
 from ftrun import __version__, grid
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
-from ftrun.output import atomic_write, check_name
+from ftrun.output import atomic_write, check_name, claim_output_dir, mark_output_dir
 
 CELL_RESULT = "sweep-cell.json"
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
+SWEEP_FILES = ("sweep.json", "sweep.md", "sweep.png")
 STOP_WAIT_S = 60.0
 
 
@@ -281,6 +282,10 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
     if parallel > 1:
         notes.append(f"--parallel {parallel}: cells ran {parallel} at a time on {os.cpu_count()} CPUs, so their timing "
                      "figures (steps/s, exposed communication) are distorted by each other")
+    if resume:
+        mark_output_dir(sweep_dir, "--resume")  # the sweep being finished: ftrun's (it holds cells/)
+    else:
+        claim_output_dir(sweep_dir, "sweep", SWEEP_FILES)
     (sweep_dir / CELLS).mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     for c in cells:

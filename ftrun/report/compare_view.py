@@ -8,6 +8,7 @@ from typing import Any, Callable
 from rich.table import Table
 
 from ftrun.console import console as make_console, line, styled
+from ftrun.output import atomic_write
 from ftrun.schedule import label as schedule_label
 
 
@@ -122,12 +123,12 @@ def print_report(result: dict) -> None:
     console.print(styled(result["verdict"].upper(), f"bold {colour}"))
 
 
-def write_markdown(result: dict, path: Path) -> None:
+def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
     names = [r["name"] for r in result["runs"]]
     lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
     lines += ["", result["conclusion"], "", f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
-    path.write_text("\n".join(lines))
+    atomic_write(path, "\n".join(lines), "compare", overwrite)  # never onto a user's report.md (ftrun.output)
 
 
 def throughput_claim(a: dict, b: dict) -> str:

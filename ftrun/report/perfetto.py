@@ -31,7 +31,7 @@ import msgspec
 from ftrun.check.model import EventResult, Report
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
-from ftrun.trace.load import decode, read_bytes
+from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
 
 VERDICT_THREAD = "ftrun verdicts"
 VERDICT_TID = 9_999_999  # above Linux's pid_max: never a real thread id
@@ -140,8 +140,8 @@ def step_starts(spans: list, offset: int) -> dict[int, float]:
     return out
 
 
-def _stream_file(path: Path, w: _Worker, out: _Writer) -> int:
-    trace = decode(path, read_bytes(path))
+def _stream_file(path: Path, w: _Worker, out: _Writer, limit: int) -> int:
+    trace = decode(path, read_bytes(path, limit))
     n = 0
     for raw in trace.traceEvents:
         try:
@@ -174,8 +174,10 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
 
 
-def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
-    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable."""
+def export_perfetto(report: Report, out_path: Path, overwrite: bool = False, max_trace_bytes: int = MAX_TRACE_BYTES) -> dict[str, Any]:
+    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable,
+    or when ``out_path`` is a file or symlink ftrun did not write and not ``overwrite``
+    (``ftrun.output``)."""
     out_path = Path(out_path)
     offset = NUMBERING_OFFSET.get(str(report.step_numbering.get("used")), 0)
     check_target(out_path, "--export-perfetto", inputs=[Path(f) for wr in report.workers for f in wr.files])
@@ -185,7 +187,7 @@ def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
         raise BadInput(f"--export-perfetto {out_path}: cannot write ({e.strerror or e})") from None
     counts = {"events": 0, "verdicts": 0, "workers": 0}
     # written to a temporary file, renamed over OUT only when complete (ftrun.output)
-    with atomic_open(out_path, "--export-perfetto") as raw_f:
+    with atomic_open(out_path, "--export-perfetto", overwrite) as raw_f:
         f: IO[bytes] = gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
         try:
             f.write(b'{"traceEvents":[')
@@ -200,7 +202,7 @@ def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
                 out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
                 out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
                 for file in wr.files:
-                    counts["events"] += _stream_file(Path(file), w, out)
+                    counts["events"] += _stream_file(Path(file), w, out, max_trace_bytes)
                 starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
                 fallback = w.first_ts if w.first_ts is not None else 0.0
                 for e in report.events:

@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from rich.table import Table
 
+from ftrun.output import atomic_path
 from ftrun.console import console, line, styled
 
 
@@ -129,6 +130,9 @@ def draw_utilisation(result: dict, path: Path) -> Path:
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "--png", overwrite=True) as tmp:  # plan already refused a target that is not a PNG
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path
