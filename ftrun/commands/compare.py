@@ -263,8 +263,11 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }
     if expect_hidden is not None:
-        share = runs[0]["hidden_comm_share"]
-        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
+        share = runs[0]["hidden_comm_share"]  # the exact share, compared unrounded
+        ok = share is not None and share >= expect_hidden
+        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": ok, "run": names[0]}
+        if not ok:  # one verdict: never PASS printed (or "pass" in report.json) with exit 1
+            result["verdict"] = "fail"
     atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare", overwrite)
     write_markdown(result, cmp_dir / "report.md", overwrite)
     return result
