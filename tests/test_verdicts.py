@@ -55,3 +55,57 @@ def test_pct_against_shows_the_side_of_the_threshold():
     assert pct_against(0.98999, 0.99) == "98.999%"
     assert pct_against(0.995, 0.99) == "99.5%"
     assert pct_against(0.99, 0.99) == "99%"
+
+
+# --- item 17: the cause a run dir really tells ---------------------------------------------
+
+def one_line(res) -> str:
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.output, res.output
+    return lines[0]
+
+
+def test_a_run_that_died_before_its_window_says_so(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(DATA, run)
+    m = json.loads((run / "manifest.json").read_text())
+    m["traces"] = []  # died at step 12 of 40: the window 21-40 never ended
+    (run / "manifest.json").write_text(json.dumps(m))
+    shutil.rmtree(run / "traces")
+    for log in (run / "events").glob("replica*.jsonl"):
+        lines = [ln for ln in log.read_text().splitlines() if ln.strip() and json.loads(ln).get("step", 0) <= 12]
+        log.write_text("\n".join(lines) + "\n")
+    res = cli("inspect-trace", str(run))
+    line = one_line(res)
+    assert res.exit_code == 2
+    assert "ended at step 12, before the end of its profiled window (steps 21-40)" in line, line
+    assert "was the run profiled" not in line
+
+
+def test_an_unprofiled_run_says_so(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(DATA, run)
+    m = json.loads((run / "manifest.json").read_text())
+    m["traces"], m["profile_windows"] = [], []
+    (run / "manifest.json").write_text(json.dumps(m))
+    shutil.rmtree(run / "traces")
+    line = one_line(cli("inspect-trace", str(run)))
+    assert "not profiled (--profile none)" in line
+
+
+def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path):
+    """No manifest (SIGTERM, scancel): the run marker and spec.json, and the traces it wrote."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA, run)
+    (run / "manifest.json").unlink()
+    (run / ".ftrun-run").write_text(json.dumps({"pid": 1}))
+    spec = {"config": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "run_dir": str(run), "job_id": "j",
+            "profile_window": [21, 40], "threads": 1, "link": None, "faults": [], "quorum_timeout_s": 60.0,
+            "start_barrier": 2, "hostname": "127.0.0.1"}
+    (run / "spec.json").write_text(json.dumps(spec))
+    res = cli("inspect-trace", str(run))
+    line = one_line(res)
+    assert res.exit_code == 2 and "interrupted run" in line and str(run) in line, line
+    assert "--fragments 2 --sync-every 20 --fragment-sync-delay 5" in line
+    res = cli("inspect-trace", str(run), "--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5")
+    assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output  # checked, as asked
