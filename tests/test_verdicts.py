@@ -7,6 +7,8 @@ import math
 import shutil
 from pathlib import Path
 
+import pytest
+
 from train_fixtures import cli
 
 DATA = Path(__file__).parent / "data" / "cpu_run"
@@ -109,3 +111,74 @@ def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path)
     assert "--fragments 2 --sync-every 20 --fragment-sync-delay 5" in line
     res = cli("inspect-trace", str(run), "--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5")
     assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output  # checked, as asked
+
+
+# --- item 9: a group that comes back only after the last step ---------------------------------
+
+KILL_RUN = Path(__file__).parent / "data" / "kill_run"  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
+
+
+def _late_rejoin(tmp_path: Path, with_step: bool) -> Path:
+    """The kill run, as it goes on a loaded machine: group 1's relaunch reaches its first quorum
+    only after groups 0 and 2 finished step 60. ``with_step``: as the worker wrote it before the
+    fix (a step 61 logged, past the end); else as it writes it now (no step, then it stops)."""
+    run = tmp_path / "run"
+    shutil.copytree(KILL_RUN, run)
+    log = run / "events" / "replica1_rank0.jsonl"
+    recs = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+    done = max(json.loads(ln)["t"] for ln in (run / "events" / "replica0_rank0.jsonl").read_text().splitlines() if ln.strip())
+    keep = [r for r in recs if r["restart"] == 0 or r["step"] is None]
+    unset = ("healed", "rejoined", "quorums")  # optional fields: absent, never null
+    late = {**{k: v for k, v in keep[-1].items() if k not in unset}, "step": 61 if with_step else None, "participants": 1,
+            "t": done + 2.0, "rejoined": {"local_step": 5, "aligned_step": 61},
+            "quorums": [{"quorum_id": 4, "participants": [1], "replica_rank": 0, "max_step": 0, "heal": False,
+                         "heal_source": None, "t": done + 1.9}]}
+    log.write_text("".join(json.dumps(r) + "\n" for r in keep + [late]))
+    return run
+
+
+def test_kill_run_fixture_rejoined_at_45():
+    res = cli("inspect-trace", str(KILL_RUN))
+    assert res.exit_code == 0 and "lost steps 25-44, rejoined at step 45" in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.parametrize("with_step", [True, False], ids=["step 61 logged (old worker)", "no step logged"])
+def test_inspect_says_a_group_back_after_the_last_step_never_rejoined_the_run(tmp_path, with_step):
+    run = _late_rejoin(tmp_path, with_step)
+    res = cli("inspect-trace", str(run), "--json")
+    (f,) = json.loads(res.output)["faults"]
+    assert f["never_rejoined"] and f["rejoined_step"] is None and f["late_step"] == 61, f
+    assert f["lost_steps"] == [25, 60]
+    assert "rejoined at step 61" not in f["text"]
+    assert "never rejoined the run" in f["text"] and "after the run's last step 60" in f["text"], f["text"]
+    text = " ".join(cli("inspect-trace", str(run)).output.split())
+    assert "fault: replica 1: SIGKILL at step 25, lost steps 25-60, never rejoined the run" in text
+
+
+def test_train_summary_says_a_group_back_after_the_last_step_never_rejoined(tmp_path, capsys):
+    from ftrun import layout
+    from ftrun.event_log import read_event_log
+    from ftrun.launch.results import recovery
+    from ftrun.report.train_view import print_summary
+
+    run = _late_rejoin(tmp_path, with_step=False)
+    logs = {(r, 0): read_event_log(run / "events" / f"replica{r}_rank0.jsonl") for r in range(3)}
+    rec = recovery(logs, layout.read_train_manifest(run))
+    (f,) = rec["faults"]
+    assert f["recovered_s"] is None and f["rejoined_after_end"] == 61 and rec["heals"] == []
+    m = layout.read_train_manifest(run)
+    summary = {"schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "backend": "gloo", "link": None,
+               "replicas": [], "wall_s": 1.0, "agreement": {"ok": True, "commits_checked": 6, "disagreements": []},
+               "recovery": rec, "failures": [], "traces": [], "traces_note": None, "manifest": str(run / "manifest.json"),
+               "run_dir": str(run)}
+    assert m.schedule.steps == 60
+    print_summary(summary)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "fault: kill replica group 1 at step 25 · relaunched, but back only after the run's last step 60" in text, text
+    assert "never in the run's quorum again" in text
+
+
+def test_a_relaunched_group_past_the_end_has_no_step_left():
+    from ftrun.worker.rejoin import too_late
+
+    assert too_late(61, 60) and not too_late(60, 60) and not too_late(45, 60) and not too_late(None, 60)
