@@ -135,11 +135,13 @@ with profile(schedule=schedule(wait=0, warmup=0, active=6),
 """
 
 
-def test_script_that_never_touched_torchft_is_nothing_checked(tmp_path):
+@pytest.mark.parametrize("sched", [["--fragments", "1", "--sync-every", "100", "--fragment-sync-delay", "0"], SCHED],
+                         ids=["nothing expected in the window (was: PASS 0 events)", "events expected (was: FAIL each)"])
+def test_script_that_never_touched_torchft_is_nothing_checked(tmp_path, sched):
     """Issue 24 item 4: ProfilerStep# spans only, no quorum: not a PASS on 0 events; exit 1."""
     plain = tmp_path / "plain.py"
     plain.write_text(NOT_TORCHFT)
-    r = run_launch(tmp_path, "plain", *SCHED, "--", str(plain))
+    r = run_launch(tmp_path, "plain", *sched, "--", str(plain))
     assert r.rc == 1, r.explain()
     assert not r.survivors, r.survivors
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from ftrun.errors import BadInput
-from ftrun.output import atomic_path, atomic_write
 from train_fixtures import cli
 
 DATA = Path(__file__).parent / "data" / "cpu_run"
@@ -113,6 +112,8 @@ def test_full_disk_while_drawing_the_timeline_is_one_line_and_leaves_no_empty_pn
 
 
 def test_full_disk_in_any_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
+    from ftrun.output import atomic_write
+
     target = tmp_path / "run" / "summary.json"
     target.parent.mkdir()
     (target.parent / ".ftrun-run").write_text("{}")
@@ -162,6 +163,8 @@ def test_a_leftover_temporary_trace_is_never_read(tmp_path):
 
 
 def test_atomic_path_renames_only_a_complete_file(tmp_path):
+    from ftrun.output import atomic_path
+
     out = tmp_path / "x.png"
     with atomic_path(out, "test") as tmp:
         assert tmp.parent == out.parent and tmp.name.endswith("x.png") and not out.exists()
