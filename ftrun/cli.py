@@ -58,6 +58,9 @@ def guarded(fn):
             signal.signal(sig, handler)
 
 
+JUNIT_HELP = ("Also write JUnit XML to this file: a test case per checked event class per worker "
+              "(sends, syncs, commits) and run-wide (agreement, numerics), or per sweep cell.")
+
 # The typer options of the training settings, shared by `train`, `compare` and `sweep`
 # (None = not given: the preset or --config decides).
 TRAIN_OPTIONS = {
@@ -218,11 +221,12 @@ def compare_cmd(
     name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
     expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
     repeat: int = typer.Option(1, help="Train each run N times, alternating which goes first; report median and spread."),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
     overwrite: bool = TRAIN_OPTIONS["overwrite"],
     json_out: bool = TRAIN_OPTIONS["json_out"],
 ) -> None:
     given = dict(locals())
-    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "overwrite", "json_out")}
+    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "junit", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
@@ -230,7 +234,8 @@ def compare_cmd(
 
         from ftrun.commands.compare import compare
 
-        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat)
+        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+                       junit=Path(junit) if junit is not None else None)
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -269,6 +274,7 @@ def inspect_cmd(
         None, "--max-trace-mb", help="Refuse a trace file whose JSON (gunzipped) exceeds this many MB (default 4096)."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Let --export-perfetto replace a file ftrun did not write."),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
 ) -> None:
     given = dict(locals())
 
@@ -289,6 +295,7 @@ def inspect_cmd(
             merge_jobs=merge_jobs,
             max_trace_mb=max_trace_mb,
             overwrite=overwrite,
+            junit=Path(junit) if junit is not None else None,
         )
 
     raise typer.Exit(guarded(body) or 0)
@@ -429,6 +436,7 @@ def sweep_cmd(
     name: Optional[str] = typer.Option(None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>)."),
     parallel: int = typer.Option(1, help="Run K cells at once (timing figures are then distorted)."),
     resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
     metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, steps_per_s, final_loss, hidden_share, commits, failed_commits."),
     mode: Optional[str] = typer.Option(None, help="Preset for every cell: streaming or baseline."),
     config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
@@ -466,7 +474,7 @@ def sweep_cmd(
 ) -> None:
     given = dict(locals())
     flags = {k: v for k, v in locals().items()
-             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "metric", "config", "out", "json_out")}
+             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "junit", "metric", "config", "out", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
@@ -474,7 +482,8 @@ def sweep_cmd(
 
         from ftrun.commands.sweep import sweep
 
-        return sweep(preset, list(axis or []), flags, config, out, name, parallel, resume, metric, json_out)
+        return sweep(preset, list(axis or []), flags, config, out, name, parallel, resume, metric, json_out,
+                     junit=Path(junit) if junit is not None else None)
 
     raise typer.Exit(guarded(body) or 0)
 

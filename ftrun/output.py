@@ -11,8 +11,9 @@ Contract:
   is removed and the target is untouched, so no 0-byte or partial file ever sits under a final
   name. A full disk is one ``BadInput`` line ("cannot write ... (No space left on device)").
 * ``check_writable``: an existing target is replaced only when it lies inside an ftrun dir (a
-  run dir's marker ``.ftrun-run`` or an output dir's ``.ftrun-out`` in one of its parents) or
-  the user passed ``overwrite`` (``--overwrite``); a symlink is never turned into a file: it is
+  run dir's marker ``.ftrun-run`` or an output dir's ``.ftrun-out`` in one of its parents), is
+  itself a file ftrun wrote (``written_by_ftrun``: a Perfetto export, a JUnit report) or the
+  user passed ``overwrite`` (``--overwrite``); a symlink is never turned into a file: it is
   refused, or with ``overwrite`` its target is written.
 * ``claim_output_dir``: compare's and sweep's output dir; one that ftrun creates gets the
   ``.ftrun-out`` marker; an existing dir ftrun did not make is written into only when none of
@@ -35,7 +36,9 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import time
+import zlib
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -107,6 +110,37 @@ def in_ftrun_dir(path: Path) -> bool:
     return False
 
 
+# How a file ftrun wrote outside its own dirs announces itself in its first bytes (gunzipped):
+# a Perfetto export's leading key, a JUnit report's root element. Rewriting one needs no flag.
+FTRUN_SIGNATURES = (b'{"ftrun_export":', b'<testsuites name="ftrun"')
+_HEAD = 4096
+
+
+def written_by_ftrun(path: Path) -> bool:
+    """Does ``path`` (a regular file) start like a file ftrun writes (``FTRUN_SIGNATURES``)?"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, _HEAD)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, _HEAD)
+        except zlib.error:
+            return False
+    head = head.lstrip()
+    if head.startswith(b"<?xml"):
+        head = head[head.find(b"?>") + 2:].lstrip()
+    return any(head.startswith(sig) for sig in FTRUN_SIGNATURES)
+
+
 def check_writable(path: Path, flag: str = "output", overwrite: bool = False) -> Path:
     """The path to write for target ``path`` (see the module contract); ``BadInput`` when
     writing would replace something that is not ftrun's without ``overwrite``."""
@@ -124,7 +158,7 @@ def check_writable(path: Path, flag: str = "output", overwrite: bool = False) ->
         raise BadInput(f"{flag} {path}: is a directory")
     if not path.is_file():
         raise BadInput(f"{flag} {path}: exists and is not a regular file; refusing to replace it")
-    if not overwrite and not in_ftrun_dir(path):
+    if not overwrite and not in_ftrun_dir(path) and not written_by_ftrun(path):
         raise BadInput(f"{flag} {path}: exists and ftrun did not write it; refusing to overwrite it "
                        "(pass --overwrite, or write elsewhere)")
     return path

@@ -114,7 +114,7 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
     if len(work.fragment_bytes) != schedule.fragments:
         work = work.split(schedule.fragments)
     steps = steps if steps is not None else DEFAULT_ROUNDS * schedule.sync_every
-    w, tau, nfrag = schedule.window, schedule.delay, schedule.fragments
+    w, tau, nfrag = schedule.window, schedule.fragment_sync_delay, schedule.fragments
     t = free_at = 0.0
     data = control = comm = bits = peak = 0.0
     syncs = 0

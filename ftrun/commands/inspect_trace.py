@@ -1,4 +1,5 @@
-"""``ftrun inspect-trace``: run the check (``analyze``), render it, optionally export for Perfetto.
+"""``ftrun inspect-trace``: run the check (``analyze``), render it, optionally export for Perfetto
+and write JUnit XML (``ftrun.report.junit``).
 
 Exit 0 pass, 1 mismatch (BadInput -> 2 in cli)."""
 
@@ -26,20 +27,24 @@ def inspect_trace(
     merge_jobs: bool = False,
     max_trace_mb: Optional[int] = None,
     overwrite: bool = False,
+    junit: Optional[Path] = None,
 ) -> int:
     from ftrun.trace.load import LIMIT_FLAG, MAX_TRACE_BYTES
 
     if max_trace_mb is not None and max_trace_mb < 1:
         raise BadInput(f"{LIMIT_FLAG} {max_trace_mb}: must be at least 1")
     limit = max_trace_mb << 20 if max_trace_mb is not None else MAX_TRACE_BYTES
-    if export_perfetto is not None:  # before reading anything: never write onto what we read
+    outs = [(export_perfetto, "--export-perfetto"), (junit, "--junit")]
+    if any(o is not None for o, _ in outs):  # before reading anything: never write onto what we read
         from ftrun.output import check_target, check_writable
         from ftrun.trace.discover import run_dir_of
 
         given = [Path(p) for p in paths]
-        check_target(export_perfetto, "--export-perfetto", inputs=[p for p in given if not p.is_dir()],
-                     reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
-        check_writable(export_perfetto, "--export-perfetto", overwrite)
+        for target, flag in outs:
+            if target is not None:
+                check_target(target, flag, inputs=[p for p in given if not p.is_dir()],
+                             reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
+                check_writable(target, flag, overwrite)  # nor onto a user's file (ftrun.output)
     report = analyze(
         paths,
         fragments=fragments,
@@ -50,6 +55,11 @@ def inspect_trace(
         merge_jobs=merge_jobs,
         max_trace_bytes=limit,
     )
+    if junit is not None:
+        from ftrun.output import atomic_write
+        from ftrun.report.junit import inspect_junit
+
+        atomic_write(junit, inspect_junit(report), "--junit", overwrite)
     exported = None
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export

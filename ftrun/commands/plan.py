@@ -134,7 +134,7 @@ def plan_inputs(from_dir: Optional[str], params: Optional[int], dtype: Optional[
         work = Workload(work.step_s, work.fragment_bytes, replicas)
     sched = _schedule(fragments if fragments is not None else sched.fragments,
                       sync_every if sync_every is not None else sched.sync_every,
-                      delay if delay is not None else sched.delay)
+                      delay if delay is not None else sched.fragment_sync_delay)
     return work.split(sched.fragments), sched, link, source
 
 
@@ -186,7 +186,7 @@ def plan(from_dir: Optional[str], params: Optional[int], dtype: Optional[str], s
         "source": source,
         "inputs": {"step_ms": work.step_s * 1e3, "fragment_bytes": list(work.fragment_bytes), "model_bytes": work.model_bytes,
                    "replicas": work.replicas, "fragments": sched.fragments, "sync_every": sched.sync_every,
-                   "fragment_sync_delay": sched.delay, "target_util": target_util},
+                   "fragment_sync_delay": sched.fragment_sync_delay, "target_util": target_util},
         "configs": configs,
         "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
         "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up

@@ -190,7 +190,7 @@ def export_perfetto(report: Report, out_path: Path, overwrite: bool = False, max
     with atomic_open(out_path, "--export-perfetto", overwrite) as raw_f:
         f: IO[bytes] = gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
         try:
-            f.write(b'{"traceEvents":[')
+            f.write(b'{"ftrun_export":"inspect-trace --export-perfetto","traceEvents":[')  # (ftrun.output knows it by this)
             out = _Writer(f)
             for i, wr in enumerate(sorted(report.workers, key=lambda w: (w.replica, w.rank))):
                 pid = i + 1
