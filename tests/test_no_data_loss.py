@@ -170,3 +170,16 @@ def test_atomic_path_renames_only_a_complete_file(tmp_path):
         assert tmp.parent == out.parent and tmp.name.endswith("x.png") and not out.exists()
         tmp.write_bytes(b"png")
     assert out.read_bytes() == b"png"
+
+
+@pytest.mark.parametrize("flag, name", [("--export-perfetto", "out.json"), ("--export-perfetto", "out.json.gz"),
+                                        ("--junit", "junit.xml")])
+def test_ftruns_own_export_is_rewritten_without_a_flag_a_users_file_is_not(tmp_path, flag, name):
+    out = tmp_path / name
+    for _ in range(2):  # the second run replaces what the first wrote: recognised as ftrun's
+        res = cli("inspect-trace", str(DATA), flag, str(out), "--json")
+        assert res.exit_code == 0, res.output[-500:]
+    out.write_text("<testsuites name='mine'/>\n")
+    res = cli("inspect-trace", str(DATA), flag, str(out))
+    assert res.exit_code == 2 and "ftrun did not write it" in one_line(res), res.output
+    assert out.read_text() == "<testsuites name='mine'/>\n"

@@ -42,7 +42,7 @@ from ftrun.errors import BadInput, NotChecked
 from ftrun.schedule import Event, Schedule
 from ftrun.trace.discover import discover
 from ftrun.trace.load import MAX_TRACE_BYTES, load_trace
-from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract
+from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract, no_steps
 
 NUMBERINGS = {"top": 0, "end": 1}
 
@@ -384,10 +384,13 @@ def analyze(
     spans, headers = [], {}
     for f in inputs.files:
         trace = load_trace(f.path, max_trace_bytes)
-        spans.append(extract(f.path, trace))
+        spans.append(extract(f.path, trace, require_steps=False))
         headers[f.path] = provenance.header(trace)
         del trace
     provenance.require_torchft(spans)
+    for sp in spans:
+        if not sp.steps:  # a torchft trace without step spans: nothing to place its events in
+            raise no_steps(sp.path)
     workers = assign(inputs.files, spans)
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     provenance.check_one_run(workers, headers, logs, merge_jobs)

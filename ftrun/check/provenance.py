@@ -71,7 +71,8 @@ def header(trace: ChromeTrace) -> Header:
 def holdings(t: TraceSpans) -> str:
     """What a trace holds, for the "not a torchft trace" line."""
     n = len(t.steps)
-    parts = [f"{n:,} {'ftrun' if t.step_source == 'ftrun' else 'ProfilerStep#'} step{'s' if n != 1 else ''}"]
+    parts = [f"{n:,} {'ftrun' if t.step_source == 'ftrun' else 'ProfilerStep#'} step{'s' if n != 1 else ''}"
+             if n else "no step spans"]
     if t.kernels:
         parts.append(f"{len(t.kernels):,} NCCL collectives")
     backend = [c for c in t.collectives if not c.hold and not c.kernels]
@@ -100,7 +101,7 @@ def require_torchft(spans: Sequence[TraceSpans]) -> None:
         return
     first = bad[0]
     steps = [s.number for s in first.steps]
-    if first.step_source == "ftrun":
+    if first.step_source == "ftrun" and steps:
         what = (f"its captured steps {min(steps)}-{max(steps)} hold no torchft send or sync "
                 f"({holdings(first)}): nothing to check (was the profiled window shorter than a sync?)")
     else:
