@@ -6,6 +6,7 @@ exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --h
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 from pathlib import Path
@@ -41,9 +42,12 @@ def refuse_empty(values: dict, positional: dict[str, str] | None = None) -> None
                 raise BadInput(f"{shown} {x!r}: must not be empty")
 
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
 def guarded(fn):
     """Run a command body: BadInput -> exit 2, RunFailed -> exit 1 (Interrupted: 130), one line.
-    SIGINT/SIGTERM -> exit 130."""
+    SIGINT/SIGTERM -> exit 130. A disk that fills up, wherever ftrun was writing: one line, exit 1."""
     old = raise_on_signal()
     try:
         return fn()
@@ -53,6 +57,10 @@ def guarded(fn):
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt as e:
         _fail(f"interrupted{' by ' + str(e) if str(e) else ''}", 130)
+    except OSError as e:
+        if e.errno not in _NO_SPACE:
+            raise  # any other OSError is a bug to see, with its traceback
+        _fail(f"cannot write {e.filename or 'an output'}: {e.strerror or e} (free some space and run again)", 1)
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
@@ -91,6 +99,8 @@ TRAIN_OPTIONS = {
     "out": typer.Option(None, help="Output root (default profiles/)."),
     "kill": typer.Option(None, "--kill", help="Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable."),
     "hang": typer.Option(None, "--hang", help="Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable."),
+    "corrupt_allreduce": typer.Option(None, "--corrupt-allreduce", help="Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, KIND wrong-count, drop, stale, late or noise. Repeatable."),
+    "sketches": typer.Option(None, "--sketches/--no-sketches", help="Sketch every sync for the numeric check (default on)."),
     "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
     "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
     "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
@@ -144,6 +154,8 @@ def train_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    corrupt_allreduce: Optional[List[str]] = TRAIN_OPTIONS["corrupt_allreduce"],
+    sketches: Optional[bool] = TRAIN_OPTIONS["sketches"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
@@ -160,6 +172,7 @@ def train_cmd(
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 corrupt_allreduce=list(corrupt_allreduce) if corrupt_allreduce else None,
                  model_args=list(model_args) if model_args else None)
 
     def body() -> int:
@@ -180,8 +193,11 @@ COMPARE_HELP = """Train two configurations (or read two run dirs), check both sc
 A and B are presets (streaming, baseline), config .toml files, or existing run dirs (a run
 of several hosts: its groups' run dirs joined by commas, e.g. job-group0,job-group1). Both
 trainings share model, data, seed, replicas, steps and an emulated link (--link; by default
-one on which plain DiLoCo's full-model sync takes about one step of compute). Writes
-report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a failure.
+one on which plain DiLoCo's full-model sync takes about a quarter of H steps of compute: the
+step is calibrated where it runs, and the link chosen again from the first run's measured
+step when that is more than 25% off; the summary states the share asked for and the share
+achieved). Writes report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a
+failure.
 
 Example: ftrun compare streaming baseline --link 1gbit,20ms
 

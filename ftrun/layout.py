@@ -92,12 +92,14 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang."""
+    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | corrupt
+    (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
 
     replica: int
     step: int
     action: str
     seconds: float = 0.0
+    kind: str = ""
 
     @property
     def key(self) -> str:
@@ -151,6 +153,64 @@ class Rejoined(msgspec.Struct):
     aligned_step: Optional[int]
 
 
+# What a ``Sketch`` is (``ftrun.worker.sketch`` computes it, ``ftrun.check.numerics`` budgets its
+# error): SKETCH_K projections P[j, i] = W[j, i mod SKETCH_PERIOD], W = ±1 drawn from SKETCH_SEED;
+# each tensor first summed in float32 over rows of SKETCH_STAGE columns, then in float64.
+SKETCH_K = 4
+SKETCH_PERIOD = 4093
+SKETCH_STAGE = SKETCH_PERIOD * 32
+SKETCH_SEED = 22
+
+
+class Sketch(msgspec.Struct):
+    """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = SKETCH_K fixed
+    random projections in float64 (the same on every replica), ``norm`` = its L2 norm (None: not
+    measured — the SUM's, the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
+    the tensors sketched."""
+
+    proj: list[float]
+    norm: Optional[float]
+    numel: int
+    dtype: str
+    stage_rows: Optional[int] = None  # most float32 first-stage rows one column summed (0: none ran)
+
+
+class RoundNumerics(msgspec.Struct):
+    """What one rank's torchft did to one fragment in one round (send .. sync), as sketches.
+
+    Written in two parts: at the send (``phase`` "send": ``contribution`` as the process group
+    saw it, zeros when not participating; the quorum) and at the sync (``phase`` "sync": the
+    process group's ``sum``, the ``average`` the outer optimizer stepped on, the ``globals``
+    after the outer step; absent when the commit failed or the collective never completed).
+    A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
+    is the training step of its sync. ``path``: per-param | bucketized | quantized;
+    ``collectives``: process-group allreduces sketched; ``world``: the process group's size.
+    """
+
+    phase: str
+    fragment: int
+    manager_step: int
+    quorum_id: Optional[int]
+    sync_step: Optional[int] = None
+    participants: Optional[int] = None
+    participating: Optional[bool] = None
+    world: Optional[int] = None
+    path: str = "per-param"
+    collectives: int = 0
+    contribution: Optional[Sketch] = None
+    sum: Optional[Sketch] = None
+    average: Optional[Sketch] = None
+    globals: Optional[Sketch] = None
+
+
+class HealNumerics(msgspec.Struct):
+    """Sketches of every fragment's global parameters right after this rank healed (torchft's
+    checkpoint transport) at ``manager_step``: the source's must match (``ftrun.check.numerics``)."""
+
+    manager_step: int
+    fragments: list[Sketch]
+
+
 class EventRecord(msgspec.Struct):
     """One line of ``events/replica{r}_rank{g}.jsonl``: what one rank did in one training step.
 
@@ -160,6 +220,8 @@ class EventRecord(msgspec.Struct):
     commit; ``t``: unix time at step end. Timings (seconds, present when measured this step):
     ``send_s``, ``sync_s``, ``exposed_s`` (data plane), ``quorum_s``, ``commit_s`` (control plane)
     — see ``ftrun.worker.recorder``. ``quorums``/``healed``/``rejoined``: membership changes.
+    ``numerics``: the step's sketches (``RoundNumerics``: a send and/or a sync), ``heal_numerics``
+    after a heal (absent with ``--no-sketches``).
     """
 
     step: Optional[int]
@@ -183,6 +245,8 @@ class EventRecord(msgspec.Struct):
     exposed_s: Union[float, UnsetType] = UNSET
     quorum_s: Union[float, UnsetType] = UNSET
     commit_s: Union[float, UnsetType] = UNSET
+    numerics: Union[list[RoundNumerics], UnsetType] = UNSET
+    heal_numerics: Union[HealNumerics, UnsetType] = UNSET
 
 
 class RunEvent(msgspec.Struct):

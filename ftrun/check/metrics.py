@@ -99,6 +99,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "schedule": msgspec.to_builtins(manifest.schedule),
         "verdict": report.verdict,
         "problems": report.problems()[:20],
+        "numerics": numerics_brief(report.numerics),
         "steps_per_s": sps,
         "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
         "tokens_per_s": sps * tokens_per_step if sps else None,
@@ -131,6 +132,20 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "link": msgspec.to_builtins(manifest.link),
         "recovery": recovery_of(dirs),
     }
+
+
+def measured_step_s(run_dir: Path, replicas: int) -> Optional[float]:
+    """A trained run's median compute step (``median_step_s``: steps with neither send nor
+    sync, from rank 0's event log of each replica, averaged), without its traces."""
+    return _mean([replica_stats(read_event_log(layout.event_log(run_dir, r, 0))).median_plain_step_s
+                  for r in range(replicas)])
+
+
+def numerics_brief(num: dict[str, Any] | None) -> dict[str, Any]:
+    """The numeric check of a run in brief: status, syncs checked, problems (count), why not checked."""
+    num = num or {"status": "not checked", "why": "no event logs", "checked": 0, "problems": []}
+    return {"status": num["status"], "checked": num.get("checked", 0), "problems": len(num.get("problems") or []),
+            "why": num.get("why")}
 
 
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
@@ -178,6 +193,9 @@ def aggregate(reps: list[dict]) -> dict:
         out["decomposition"] = {k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
                                 for k in parts[0] for v in [[d.get(k) for d in parts]]}
     out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
+    briefs = [r.get("numerics") or {} for r in reps]  # the worst repeat: one with problems, else one not checked
+    out["numerics"] = next((b for b in briefs if b.get("problems")), None) or next(
+        (b for b in briefs if b.get("status") != "checked"), briefs[0])
     out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
     out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]
     return out

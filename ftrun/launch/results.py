@@ -90,7 +90,7 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
     failed = sorted({rec.manager_step for (r, g), recs in logs.items() for rec in recs if rec.commit is False})
     recov = []
     for f in manifest.faults.fired:
-        if f.action == "hang":
+        if f.action in ("hang", "corrupt"):  # nothing left the quorum
             continue
         back = [
             rec.t for (r, g), recs in logs.items() for rec in recs
@@ -124,8 +124,10 @@ def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]
     }
 
 
-def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement) -> dict:
-    """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``."""
+def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement,
+              numerics=None) -> dict:
+    """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``;
+    ``numerics``: ``ftrun.check.numerics.Numerics`` of ``logs`` (None: not run)."""
     cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
     per_replica = []
@@ -150,7 +152,7 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
                 f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )
-    ok = not state.failures and agreement.ok
+    ok = not state.failures and agreement.ok and (numerics is None or numerics.ok)
     window = manifest.profile_windows[0] if manifest.profile_windows else None
     if manifest.traces:
         traces_note = None
@@ -171,6 +173,7 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         "devices": msgspec.to_builtins(manifest.devices),
         "replicas": per_replica,
         "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
+        "numerics": numerics.to_json() if numerics is not None else None,
         "recovery": recovery(logs, manifest),
         "failures": state.failures,
         "traces": [str(run_dir / t.path) for t in manifest.traces],

@@ -10,6 +10,7 @@ from rich.table import Table
 from ftrun.check.throughput import EXPLAINED_WITHIN, TERM_LABELS, TERMS, explained_ratio, largest_reason, per_step_ms
 from ftrun.console import console as make_console, line, styled
 from ftrun.output import atomic_write
+from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
 
 
@@ -44,6 +45,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
 ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
     ("schedule (F, H, tau)", "schedule", schedule_label),
+    ("numerics (every sync)", "numerics", numerics_cell),
     ("steps/s (mean)", "steps_per_s", _f(".2f")),
     ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),
     ("tokens/s per replica", "tokens_per_s_per_replica", _list(",.0f")),
@@ -146,13 +148,20 @@ def link_line(result: dict) -> str:
     text = f"link: {link.get('describe')} ({kind}; {link.get('chosen')})"
     if link.get("calibrated_step_s") is not None:
         text += f"; calibrated step {link['calibrated_step_s'] * 1e3:.1f} ms ({link.get('calibration', '')})"
+        again = link.get("recalibrated_from")
+        if again:
+            text += (f"; recalibrated on {again['run']}'s measured step {again['measured_step_s'] * 1e3:.1f} ms "
+                     f"(first link {again['link']}, {again['run']} trained again)")
+        step = link.get("link_step_s", link["calibrated_step_s"])
+        if link.get("plain_sync_share_of_h") is not None:
+            text += (f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: asked for {link['plain_sync_share_of_h']:.2f} "
+                     f"of H steps of {step * 1e3:.1f} ms")
         measured = link.get("measured_median_step_s") or {}
-        got = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in measured.items() if v is not None)
-        if got:
-            text += f"; measured median compute step: {got}"
         shares = link.get("plain_sync_share_of_measured_h") or {}
-        if shares:
-            text += "; plain DiLoCo's sync = " + ", ".join(f"{v:.2f} of H measured steps ({k})" for k, v in shares.items())
+        got = [f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {measured[k] * 1e3:.1f} ms)"
+               for i, (k, v) in enumerate(shares.items()) if measured.get(k) is not None]
+        if got:
+            text += "; achieved: " + ", ".join(got)
     return text
 
 

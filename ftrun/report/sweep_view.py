@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ftrun.output import atomic_path
 from ftrun.console import console, line
 from ftrun.grid import fmt
+from ftrun.report.numerics_view import numerics_cell
 
 VERDICTS = ("pass", "fail", "failed-commits", "crashed", "unavailable", "invalid")
 STYLE = {"pass": "green", "fail": "bold red", "failed-commits": "bold red", "crashed": "bold red",
@@ -32,10 +33,13 @@ METRICS = {
 }
 _COLUMNS = [("commits", "commits", "{:g}"), ("failed_commits", "failed", "{:d}"), ("steps_per_s", "steps/s", "{:.2f}"),
             ("exposed_comm_per_sync_ms", "exposed ms/sync", "{:.1f}"), ("hidden_share", "hidden", "{:.0%}"),
-            ("final_loss", "final loss", "{:.3f}")]
+            ("final_loss", "final loss", "{:.3f}"), ("numerics", "numerics", numerics_cell)]
 
 
-def _num(v: Any, spec: str) -> str:
+def _num(v: Any, spec: Any) -> str:
+    """``spec``: a format string, or a function of the value (which then renders None too)."""
+    if callable(spec):
+        return spec(v)
     return "-" if v is None else spec.format(v)
 
 
@@ -50,18 +54,23 @@ def _axis_keys(result: dict[str, Any]) -> list[str]:
     return [a["key"] for a in result["axes"]]
 
 
-def print_sweep(result: dict[str, Any], out: Any = None) -> None:
-    """The table of cells, the counts and the notes, on the console. Under 120 columns a compact
-    table (the cell's parameters in one column, two metrics); a log without COLUMNS gets the full
-    table at 200 columns rather than one folded into 80."""
-    import os
+def unavailable_lines(cells: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(reason, how many cells) for the cells this host cannot run, one per reason, in grid order."""
+    out: dict[str, int] = {}
+    for c in cells:
+        if c["verdict"] == "unavailable":
+            out[c.get("problem") or "?"] = out.get(c.get("problem") or "?", 0) + 1
+    return list(out.items())
 
+
+def print_sweep(result: dict[str, Any], out: Any = None) -> None:
+    """The table of cells, one line per reason for the unavailable ones, the counts and the
+    notes, on the console, at its width (80 when piped). Under 120 columns a compact table (the
+    cell's parameters in one column, two metrics)."""
     from rich.table import Table
 
     if out is None:
         out = console(soft_wrap=False)
-        if not out.is_terminal and "COLUMNS" not in os.environ:
-            out.width = 200
     keys = _axis_keys(result)
     t = Table(title=f"sweep {result['name']}", title_justify="left")
     wide = out.width >= 120
@@ -75,11 +84,15 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     for _, head, _ in cols:
         t.add_column(head if wide else head.replace(" ", "\n"), justify="right")
     t.add_column("problem / reason", overflow="fold", ratio=1)
-    for c in result["cells"]:
+    shown = [c for c in result["cells"] if c["verdict"] != "unavailable"]  # those: one line per reason below
+    for c in shown:
         params = [fmt(c["params"][k]) for k in keys] if wide else ["\n".join(f"{k}={fmt(c['params'][k])}" for k in keys)]
         t.add_row(*params, line((c["verdict"], STYLE.get(c["verdict"], ""))),
                   *[_num(c.get(f), spec) for f, _, spec in cols], c.get("problem") or "")
-    out.print(t)
+    if shown:
+        out.print(t)
+    for reason, n in unavailable_lines(result["cells"]):
+        out.print(line(("unavailable", STYLE["unavailable"]), f" ({n}): {reason}"))
     for note in result.get("notes", []):
         out.print(line(("note: ", "bold"), note))
     out.print(line("counts: ", ", ".join(f"{v} {n}" for v, n in result["counts"].items())))

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
     from ftrun.worker.setup import HealState, RankEnv, Training
+    from ftrun.worker.sketch import NumericsProbe
     from ftrun.worker.whereabouts import Whereabouts
 
 
@@ -70,7 +71,14 @@ def main(spec_path: str) -> int:
     backend, device = pick_device(cfg.backend, env.local_rank)
     training = build_training(cfg, env, device)
     heal = HealState(training)
-    manager = make_manager(spec, cfg, env, backend, heal)
+    numerics = None
+    if cfg.sketches:  # the numeric check's sketches (ftrun.worker.sketch); --no-sketches: none
+        from ftrun.worker.faults import Corruption
+        from ftrun.worker.sketch import NumericsProbe
+
+        numerics = NumericsProbe(Corruption(spec.faults, env.replica, env.rank, run_dir), cfg.fragment_sync_delay,
+                                 cfg.quantize, cfg.bucketize)
+    manager = make_manager(spec, cfg, env, backend, heal, numerics)
     if spec.link is not None:
         from ftrun.worker.link import hold_control
 
@@ -114,9 +122,11 @@ def main(spec_path: str) -> int:
             recorder.attach(diloco)
             for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
+            if numerics is not None:
+                numerics.attach(diloco, manager, training.outer, heal)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
             loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            Faults(spec.faults, env.replica, env.rank, run_dir), device)
+                            Faults(spec.faults, env.replica, env.rank, run_dir), device, numerics)
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
@@ -140,10 +150,11 @@ class StepLoop:
 
     def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
                  heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
-                 writer: SummaryWriter | None, faults: Faults, device: torch.device) -> None:
+                 writer: SummaryWriter | None, faults: Faults, device: torch.device, numerics: NumericsProbe | None = None) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
         self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
+        self.numerics = numerics
         self.sleep_s = cfg.step_sleep_ms / 1e3
         self._tb_last: dict = {}
         self._tb_pending: list = []
@@ -164,6 +175,8 @@ class StepLoop:
                 self.where.set("step", step)
                 self.faults.before_step(step)
             self.heal.step = step
+            if self.numerics is not None:
+                self.numerics.step = step
             mstep = self.manager.current_step()
             t0 = time.perf_counter()
             with record_function(ftrun_step_label(step, mstep)) if prof is not None else contextlib.nullcontext():
@@ -205,6 +218,12 @@ class StepLoop:
             src = next((q["heal_source"] for q in reversed(quorums) if q["heal"]), None)
             extra["healed"] = {"source_replica": src, "peer_step": self.heal.healed_from_step, "manager_step": self.manager.current_step()}
             self.heal.healed_from_step = None
+        if self.numerics is not None:
+            rounds, healed = self.numerics.take()
+            if rounds:
+                extra["numerics"] = rounds
+            if healed is not None:
+                extra["heal_numerics"] = healed
         return extra
 
     def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:

@@ -156,8 +156,10 @@ class HealState:
         self.healed_from_step = int(sd["train_step"])
 
 
-def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None):
-    """torchft's reconfigurable process group, wrapped in the emulated link when asked."""
+def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None, numerics: Any = None):
+    """torchft's reconfigurable process group, wrapped in the emulated link when asked, and
+    outermost (what the Manager sees) in the sketches of ``ftrun.worker.sketch`` (``numerics``:
+    its ``NumericsProbe``, None with ``--no-sketches``)."""
     if backend == "nccl":
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
@@ -172,14 +174,18 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
         from ftrun.worker.link import LinkEmulator
 
         pg = LinkEmulator(pg, link.bandwidth_bps, link.latency_s)
+    if numerics is not None:
+        from ftrun.worker.sketch import SketchPG
+
+        pg = SketchPG(pg, numerics)
     return pg
 
 
-def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState) -> torchft.Manager:
+def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState, numerics: Any = None) -> torchft.Manager:
     """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights)."""
     timeout = timedelta(seconds=cfg.timeout_s)
     return torchft.Manager(
-        pg=make_process_group(backend, timeout, spec.link),
+        pg=make_process_group(backend, timeout, spec.link, numerics),
         min_replica_size=cfg.min_replicas,
         load_state_dict=heal.load_state_dict,
         state_dict=heal.state_dict,
