@@ -437,15 +437,18 @@ def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls
     return colls
 
 
-def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
-    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
+def no_steps(path: Path) -> BadInput:
+    return BadInput(f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
+                    "profile with a torch.profiler schedule or ftrun's worker")
+
+
+def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS, require_steps: bool = True) -> TraceSpans:
+    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans, unless
+    not ``require_steps`` (the caller first says what else the trace is: ``ftrun.check.provenance``)."""
     c = _classify(path, trace, labels)
     steps, source = (c.ftrun_steps, "ftrun") if c.ftrun_steps else (c.prof_steps, "profiler")
-    if not steps:
-        raise BadInput(
-            f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
-            "profile with a torch.profiler schedule or ftrun's worker"
-        )
+    if not steps and require_steps:
+        raise no_steps(path)
     steps.sort(key=lambda s: s.span.ts)
     sends, calls, _, has_shapes = _sends(c.by_name, labels)
     syncs = _syncs(c.by_name, c.commit_children, labels)
