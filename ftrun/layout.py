@@ -319,6 +319,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     script: str
     args: list[str]
     python: str
+    versions: dict[str, Optional[str]] = {}  # ``ftrun.torchft_compat.versions`` (empty: an earlier ftrun)
     env_added: dict[str, str]
     schedule: LaunchSchedule
     step_numbering: str = "top"

@@ -447,6 +447,7 @@ def analyze(
         agreement=agreement,
         run_problems=run_problems,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
+        versions=dict(inputs.manifest.versions) if inputs.manifest is not None and inputs.manifest.versions else None,
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
         comms=_comms(wobs),
     )

@@ -102,6 +102,8 @@ class Report:
     run_problems: list[str] = field(default_factory=list)
     # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
     failed_commits: list[dict[str, Any]] = field(default_factory=list)
+    # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
+    versions: Optional[dict[str, Any]] = None
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
     spans: dict[str, Any] = field(default_factory=dict, repr=False)

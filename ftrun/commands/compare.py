@@ -251,6 +251,8 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "runs": runs,
         "link": link_info,
         "conclusion": conclusion(runs),
+        # what each configuration ran on (its first run's manifest ``versions``)
+        "versions": {n: r[0].versions for n, r in zip(names, reports)},
         "timeline": str(timeline),
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }

@@ -19,6 +19,7 @@ from rich.text import Text
 from ftrun.check.model import EventResult, Report
 from ftrun.console import console as make_console, line, styled
 from ftrun.schedule import label as schedule_label
+from ftrun.torchft_compat import describe_versions
 
 
 def _ms(x: Optional[float]) -> str:
@@ -78,6 +79,9 @@ def _table(title: str, events: list[EventResult], width: int) -> Table:
 def render(report: Report, console: Optional[Console] = None) -> None:
     con = console or make_console()
     s = report.schedule
+    ran = describe_versions(report.versions)
+    if ran:
+        con.print(f"ran on {ran}")
     if len(report.run_dirs) > 1:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from ftrun.console import LiveTable, console as make_console, line, styled
 from ftrun.schedule import label as schedule_label
+from ftrun.torchft_compat import describe_versions
 
 
 def _progress_table(state) -> Table:
@@ -78,6 +79,8 @@ def print_summary(summary: dict) -> None:
         else styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
     )
     console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agree))
+    if ran := describe_versions(summary.get("versions")):
+        console.print(styled(f"ran on {ran}", "dim"))
     rec = summary.get("recovery") or {}
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:

@@ -53,7 +53,8 @@ def main(spec_path: str) -> int:
 
     from ftrun.torchft_compat import diloco_fragments
     from ftrun.worker.faults import Faults
-    from ftrun.worker.meta import RankMeta, versions
+    from ftrun.torchft_compat import versions
+    from ftrun.worker.meta import RankMeta
     from ftrun.worker.models import describe_fragments
     from ftrun.worker.profiling import make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
