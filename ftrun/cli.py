@@ -88,6 +88,7 @@ TRAIN_OPTIONS = {
     "out": typer.Option(None, help="Output root (default profiles/)."),
     "kill": typer.Option(None, "--kill", help="Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable."),
     "hang": typer.Option(None, "--hang", help="Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable."),
+    "fail_commit": typer.Option(None, "--fail-commit", help="Fault: replica group R votes false in should_commit at its first sync from step S: R@S. Repeatable."),
     "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
     "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
     "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
@@ -141,6 +142,7 @@ def train_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
@@ -157,6 +159,7 @@ def train_cmd(
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 fail_commit=list(fail_commit) if fail_commit else None,
                  model_args=list(model_args) if model_args else None)
 
     def body() -> int:
@@ -211,6 +214,7 @@ def compare_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
@@ -223,7 +227,8 @@ def compare_cmd(
 ) -> None:
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "overwrite", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 fail_commit=list(fail_commit) if fail_commit else None)
 
     def body() -> int:
         refuse_empty(given, {"runs": "A/B"})
@@ -448,6 +453,7 @@ def sweep_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
@@ -457,7 +463,8 @@ def sweep_cmd(
     given = dict(locals())
     flags = {k: v for k, v in locals().items()
              if k not in ("given", "preset", "axis", "name", "parallel", "resume", "metric", "config", "out", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 fail_commit=list(fail_commit) if fail_commit else None)
 
     def body() -> int:
         refuse_empty(given)

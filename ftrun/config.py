@@ -70,6 +70,7 @@ class RunConfig:
     # faults (ftrun.faults) and recovery
     kill: list = field(default_factory=list)
     hang: list = field(default_factory=list)
+    fail_commit: list = field(default_factory=list)  # R@S: group R's commit fails at its first sync from step S
     restarts: int = -1  # -1: 1 when any fault is given, else 0
     stall_timeout_s: float = 120.0
     quorum_timeout_s: float = 60.0
@@ -102,7 +103,7 @@ class RunConfig:
     def faults(self) -> list:
         from ftrun.faults import parse_faults
 
-        return parse_faults(self.kill, self.hang, self.replicas, self.steps)
+        return parse_faults(self.kill, self.hang, self.replicas, self.steps, self.fail_commit, self.schedule.window)
 
     @property
     def max_restarts(self) -> int:
@@ -301,7 +302,7 @@ def validate_config(
         raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, "must be >= 100")
     if cfg.restarts < -1:
         raise _bad("restarts", cfg.restarts, "must be >= 0")
-    for name in ("kill", "hang"):
+    for name in ("kill", "hang", "fail_commit"):
         if not all(isinstance(x, str) for x in getattr(cfg, name)):
             raise _bad(name, getattr(cfg, name), "must be a list of strings like '1@25'")
     cfg.faults()

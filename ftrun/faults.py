@@ -1,8 +1,12 @@
-"""Fault specs for ``--kill`` and ``--hang``. Torch-free; parsed and validated before spawning.
+"""Fault specs for ``--kill``, ``--hang`` and ``--fail-commit``. Torch-free; parsed and validated before spawning.
 
 ``--kill R@S``          SIGKILL every process of replica group R when it reaches step S.
 ``--kill R@S:sigterm``  SIGTERM the group's launcher instead (a polite stop; torchrun stops its ranks).
 ``--hang R@S:SECONDS``  replica group R stalls for SECONDS inside step S (exercises timeouts).
+``--fail-commit R@S``   rank 0 of replica group R votes false in ``should_commit`` at the first
+                        sync at or after step S, so the group's commit fails there (torchft's own
+                        ``Manager.report_error``: the same path a real error in the step takes) —
+                        a failed commit on every torchft, with no upstream bug needed.
 
 The worker fires each fault once per run (a marker file in ``<run>/faults/`` records it, so
 a restarted group does not fire it again).
@@ -18,13 +22,15 @@ from ftrun.errors import BadInput
 
 _KILL_RE = re.compile(r"^(\d+)@(\d+)(?::(sigkill|sigterm|kill|term))?$", re.I)
 _HANG_RE = re.compile(r"^(\d+)@(\d+):(\d+(?:\.\d+)?)s?$", re.I)
+_FAIL_COMMIT_RE = re.compile(r"^(\d+)@(\d+)$")
+FLAGS = {"kill": "--kill", "sigterm": "--kill", "hang": "--hang", "fail-commit": "--fail-commit"}
 
 
 @dataclass(frozen=True)
 class Fault:
     replica: int
     step: int
-    action: str  # "kill" | "sigterm" | "hang"
+    action: str  # "kill" | "sigterm" | "hang" | "fail-commit"
     seconds: float = 0.0
 
     @property
@@ -32,6 +38,8 @@ class Fault:
         return layout.fault_key(self.action, self.replica, self.step)
 
     def describe(self) -> str:
+        if self.action == "fail-commit":
+            return f"failed commit of replica group {self.replica} at its first sync from step {self.step}"
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]
         return f"{what} replica group {self.replica} at step {self.step}"
 
@@ -54,20 +62,33 @@ def parse_hang(text: str) -> Fault:
     return Fault(int(m[1]), int(m[2]), "hang", float(m[3]))
 
 
-def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int) -> list[Fault]:
-    """Parse and check against the run: the replica must exist and the step lie in 1..steps."""
-    faults = [parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs]
-    for f, text in zip(faults, [*kills, *hangs]):
-        flag = "--hang" if f.action == "hang" else "--kill"
+def parse_fail_commit(text: str) -> Fault:
+    m = _FAIL_COMMIT_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise BadInput(f"--fail-commit {text!r}: expected REPLICA@STEP, e.g. 1@8")
+    return Fault(int(m[1]), int(m[2]), "fail-commit")
+
+
+def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
+                 fail_commits: list[str] = (), sync_window: int = 1) -> list[Fault]:
+    """Parse and check against the run: the replica must exist and the step lie in 1..steps;
+    a ``--fail-commit`` needs a sync at or after its step (syncs every ``sync_window`` = H/F steps)."""
+    faults = [parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs] + [parse_fail_commit(c) for c in fail_commits]
+    for f, text in zip(faults, [*kills, *hangs, *fail_commits]):
+        flag = FLAGS[f.action]
         if f.replica >= replicas:
             raise BadInput(f"{flag} {text}: replica group {f.replica} does not exist (--replicas {replicas}: groups 0..{replicas - 1})")
         if not 1 <= f.step <= steps:
             raise BadInput(f"{flag} {text}: step {f.step} is outside 1..--steps ({steps})")
         if f.action == "hang" and f.seconds <= 0:
             raise BadInput(f"{flag} {text}: SECONDS must be > 0")
+        last_sync = steps // sync_window * sync_window
+        if f.action == "fail-commit" and f.step > last_sync:
+            raise BadInput(f"{flag} {text}: no sync at or after step {f.step} (one every H/F = {sync_window} steps; "
+                           f"the last of --steps {steps} is at step {last_sync})")
     keys = [f.key for f in faults]
     if len(set(keys)) != len(keys):
-        raise BadInput("--kill/--hang: the same fault is given twice")
+        raise BadInput("--kill/--hang/--fail-commit: the same fault is given twice")
     return faults
 
 

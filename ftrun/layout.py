@@ -90,7 +90,7 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang."""
+    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | fail-commit."""
 
     replica: int
     step: int
@@ -103,7 +103,8 @@ class FaultSpec(msgspec.Struct):
 
 
 class FaultMarker(FaultSpec):
-    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired."""
+    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired
+    (``fired_step``: the step it fired in; for ``fail-commit`` the sync whose vote it turned)."""
 
     fired_at: float = 0.0
     fired_step: int = 0

@@ -237,6 +237,13 @@ def describe_versions(versions: Optional[dict[str, Any]]) -> Optional[str]:
     return rel.describe()
 
 
+def baby_pg_fails_commits(rel: Release) -> bool:
+    """Whether this release's Baby process groups fail every commit: torchft 0.2.x's
+    ``_ManagedWork`` callback late-binding bug (upstream PR #355), fixed in the nightly
+    (torchft-notes "Known torchft 0.2.0 defects"). Reports use it to say why; tests, what to expect."""
+    return rel.distribution == "torchft"
+
+
 def unsupported(rel: Release) -> Optional[str]:
     """Why ftrun cannot run on ``rel`` (one line), or None when it is supported."""
     hint = "install torchft 0.2.x (pip install 'torchft>=0.2.0,<0.3') or torchft-nightly (FTRUN_TORCHFT=nightly bash scripts/setup.sh)"

@@ -381,7 +381,8 @@ def analyze(
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed_commits = commit_checks.from_logs(logs)
-    failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule) for w in workers}
+    heals = _heal_steps(logs)
+    failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule, heals) for w in workers}
     offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
     wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
     mode = "manifest" if inputs.manifest is not None else "foreign"
@@ -443,7 +444,7 @@ def analyze(
         notes=notes,
         run_dirs=[str(p) for p in inputs.run_dirs],
         job_id=inputs.job_id,
-        faults=[m.to_json() for m in faults.marks],
+        faults=[m.to_json() for m in faults.marks] + [v.to_json() for v in faults.votes],
         agreement=agreement,
         run_problems=run_problems,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
@@ -454,10 +455,25 @@ def analyze(
     return report
 
 
-def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule) -> list[int]:
-    """The cycles whose commit failed for ``replica``: its own failed commits, except those inside
-    steps it lost to a fault, plus the others' failed commits while it was away (it healed past them)."""
-    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica})
+def _heal_steps(logs: dict[tuple[int, int], list[layout.EventRecord]]) -> dict[int, list[int]]:
+    """replica -> the steps at which its event logs record a heal."""
+    out: dict[int, list[int]] = {}
+    for (r, _), recs in logs.items():
+        out.setdefault(r, []).extend(rec.step for rec in recs if rec.healed and rec.step is not None)
+    return out
+
+
+def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule,
+                   heals: Optional[dict[int, list[int]]] = None) -> list[int]:
+    """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
+    its own failed commits, except those inside steps it lost to a fault and those it healed past
+    (a replica whose commit failed while others committed is behind them at the next quorum and
+    heals to their manager step, so it moves on with them: ``heals``, replica -> heal steps from
+    the event logs, a heal within one window w after the sync), plus the others' failed commits
+    while it was away (it healed past them)."""
+    healed = (heals or {}).get(replica, [])
+    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica
+                   and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)})
     lost = faults.lost(replica)
     if lost:
         away = {schedule.cycle_of(c.sync_step) for c in failed_commits

@@ -116,8 +116,9 @@ def main(spec_path: str) -> int:
             for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
-            loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            Faults(spec.faults, env.replica, env.rank, run_dir), device)
+            faults = Faults(spec.faults, env.replica, env.rank, run_dir)
+            faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync
+            loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer, faults, device)
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
