@@ -28,7 +28,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 MODELS = ("mlp", "transformer")
-BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo")
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")  # the last two: torchft-nightly (ftrun.torchft_compat)
 
 
 @dataclass

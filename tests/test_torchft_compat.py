@@ -149,3 +149,43 @@ def test_quorum_proxy_passes_the_nightly_reconfigure_handle_through() -> None:
     compat.after_each_quorum(m, seen.append)
     got = m._client._quorum(step=2, reconfigure_handle='{"id": "x"}')
     assert got == {"quorum_id": 1, "step": 2, "reconfigure_handle": '{"id": "x"}'} and seen == [got]
+
+
+def test_process_groups_each_release_offers(monkeypatch) -> None:
+    old = compat.Release("torchft", "0.2.0", "configure", "2.13.0")
+    new = compat.Release("torchft-nightly", "2026.10.26", "reconfigure", "2.13.0")
+    assert compat.process_group_backends(old) == ("gloo", "baby-gloo", "nccl", "baby-nccl")
+    assert compat.process_group_backends(new) == ("gloo", "baby-gloo", "nccl", "baby-nccl", "gloo-native", "torchcomms")
+    assert "has no reconfigure API" in compat.backend_unavailable("gloo-native", old)
+    assert compat.backend_unavailable("gloo", new) is None  # the rest is placement's
+    monkeypatch.setattr(compat, "_torch_native_reconfigure", lambda: False)
+    assert "torch 2.13.0 cannot reconfigure a native group" in compat.backend_unavailable("gloo-native", new)
+    monkeypatch.setattr(compat, "_torch_native_reconfigure", lambda: True)
+    assert "ftrun does not build it yet" in compat.backend_unavailable("gloo-native", new)
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchcomms" else real(name, *a))
+    assert compat.backend_unavailable("torchcomms", new) == "--backend torchcomms: torchcomms is not installed (pip install torchcomms)"
+
+
+def test_pgs_preset_lists_what_the_installed_release_offers(tmp_path) -> None:
+    from ftrun.commands.sweep import plan
+
+    axes, _, cells, _ = plan("pgs", [], {"steps": 20}, None, tmp_path / "s")
+    rel = compat.installed()
+    assert axes[0].key == "backend" and axes[0].values == compat.process_group_backends(rel)
+    for c in cells:
+        if c.params["backend"] in compat.RECONFIGURE_BACKENDS:  # only on the nightly: never run here
+            assert c.status == "unavailable" and c.reason == compat.backend_unavailable(c.params["backend"], rel)
+    if rel.pg_api == "configure":  # torchft 0.2.x
+        assert not any(c.params["backend"] in compat.RECONFIGURE_BACKENDS for c in cells)
+    else:  # torchft-nightly
+        assert {c.params["backend"] for c in cells} >= set(compat.RECONFIGURE_BACKENDS)
+
+
+def test_train_refuses_a_backend_the_release_does_not_offer(monkeypatch, tmp_path) -> None:
+    _fake(monkeypatch, compat.Release("torchft", "0.2.0", "configure", "2.13.0"))
+    res = CliRunner().invoke(app, ["train", "--backend", "gloo-native", "--steps", "4", "--profile", "none", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "--backend gloo-native: torchft 0.2.0 has no reconfigure API" in " ".join(res.output.split())
+    assert not any(tmp_path.iterdir())

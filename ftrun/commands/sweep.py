@@ -223,7 +223,10 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
 
     notes: list[str] = []
     user_axes = [grid.parse_axis(t) for t in axes_text]
-    p_axes, p_shared = grid.preset_axes(preset, {**(file_values or {}), **shared}, has_cuda_device()) if preset else ([], {})
+    from ftrun.torchft_compat import installed, process_group_backends
+
+    p_axes, p_shared = (grid.preset_axes(preset, {**(file_values or {}), **shared}, has_cuda_device(),
+                                         process_group_backends(installed())) if preset else ([], {}))
     axes = grid.merge_axes(p_axes, user_axes)
     grid.check_shared(axes, shared)
     keys = {a.key for a in axes}
