@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import SMALL, TreeWatch, survivors
+from train_fixtures import SMALL, TreeWatch, junit_cases, survivors, validate_junit
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +59,8 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert first["steps_per_s"] > 0 and first["exposed_comm_per_sync_ms"] is not None
     kept = (gloo / "sweep-cell.json").stat().st_mtime_ns
 
-    r = subprocess.run(_cmd(tmp_path, "--resume"), capture_output=True, text=True, timeout=300)
+    junit = tmp_path / "sweep.xml"
+    r = subprocess.run(_cmd(tmp_path, "--resume", "--junit", str(junit)), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     cells = {c["name"]: c for c in result["cells"]}
@@ -75,6 +76,8 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert result["machine"]["cpus"]
     assert (sweep_dir / "sweep.md").read_text().count("| 1@3 |") == 2
     assert (sweep_dir / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    root = validate_junit(junit)  # one case per cell: the two that ran pass, the invalid ones are skipped
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "0", "2")
 
 
 def test_baby_gloo_cell_verdict_follows_the_release(tmp_path):
@@ -83,7 +86,8 @@ def test_baby_gloo_cell_verdict_follows_the_release(tmp_path):
 
     grid = ["--axis", "backend=baby-gloo", "--sync-every", "4", "--fragments", "2", "--fragment-sync-delay", "1",
             "--steps", "8", *SMALL, "--json"]
-    r = subprocess.run(_cmd(tmp_path, grid=grid, name="baby"), capture_output=True, text=True, timeout=300)
+    junit = tmp_path / "baby.xml"
+    r = subprocess.run(_cmd(tmp_path, "--junit", str(junit), grid=grid, name="baby"), capture_output=True, text=True, timeout=300)
     (b,) = json.loads(r.stdout)["cells"]
     assert sum("no collective spans" in n for n in b["notes"]) == 1  # said once, and the rest still checked
     assert b["hidden_share"] is None  # no collective spans on a Baby group: hidden time is not claimed
@@ -92,6 +96,10 @@ def test_baby_gloo_cell_verdict_follows_the_release(tmp_path):
         assert b["verdict"] == "failed-commits" and b["failed_commits"] > 0 and "no injected fault" in b["problem"], b
         assert "first error in logs/replica" in b["problem"]  # what went wrong inside torchft, as found
         assert "failed-commits: backend-baby-gloo" in r.stderr
+        root = validate_junit(junit)  # the failing cell is a JUnit failure naming its verdict
+        assert (root.get("tests"), root.get("failures")) == ("1", "1")
+        case = junit_cases(root)[("sweep", "backend-baby-gloo")].find("failure")
+        assert case.get("message").startswith("failed-commits: ") and "no injected fault" in case.text
     else:  # torchft-nightly
         assert r.returncode == 0, r.stderr
         assert b["verdict"] == "pass" and b["failed_commits"] == 0 and b["commits"] == 4, b
