@@ -99,8 +99,8 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | corrupt
-    (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
+    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | fail-commit |
+    corrupt (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
 
     replica: int
     step: int
@@ -114,7 +114,8 @@ class FaultSpec(msgspec.Struct):
 
 
 class FaultMarker(FaultSpec):
-    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired."""
+    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired
+    (``fired_step``: the step it fired in; for ``fail-commit`` the sync whose vote it turned)."""
 
     fired_at: float = 0.0
     fired_step: int = 0
@@ -418,6 +419,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     script: str
     args: list[str]
     python: str
+    versions: dict[str, Optional[str]] = {}  # ``ftrun.torchft_compat.versions`` (empty: an earlier ftrun)
     env_added: dict[str, str]
     schedule: LaunchSchedule
     step_numbering: str = "top"

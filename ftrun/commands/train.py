@@ -41,7 +41,9 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
 
 def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
     from ftrun.launch.preflight import preflight
+    from ftrun.torchft_compat import require_supported
 
+    require_supported()  # an unsupported torchft: one line naming it, exit 2, before anything starts
     window = cfg.profile_window()
     placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
     check_quantize(cfg.quantize, cfg.backend, placement)

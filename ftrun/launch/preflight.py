@@ -3,7 +3,8 @@ refused here with its cause (``BadInput``, one line). Torch-free.
 
 * a model whose parameters alone (fp32, once per rank on this host), or one batch's token ids and
   logits, exceed this host's memory;
-* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``.
+* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
+* a ``--backend`` the installed torchft or torch does not offer (``ftrun.torchft_compat``).
 (A backend this host cannot run is refused by ``ftrun.launch.placement``.) Each check only
 refuses what cannot work; anything it cannot tell is left to the run.
 """
@@ -94,7 +95,17 @@ def check_lighthouse(cfg: RunConfig) -> None:
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
+def check_backend(cfg: RunConfig) -> None:
+    """A process group the installed torchft or torch does not offer (``ftrun.torchft_compat``)."""
+    from ftrun.torchft_compat import backend_unavailable, installed
+
+    why = backend_unavailable(cfg.backend, installed())
+    if why:
+        raise BadInput(why)
+
+
 def preflight(cfg: RunConfig) -> None:
+    check_backend(cfg)
     check_memory(cfg)
     check_lighthouse(cfg)
 
@@ -105,6 +116,7 @@ def why_unavailable(cfg: RunConfig) -> str | None:
     from ftrun.launch.placement import check_quantize, plan
 
     try:
+        check_backend(cfg)
         placement = plan(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)
         check_quantize(cfg.quantize, cfg.backend, placement)
         check_memory(cfg)

@@ -184,6 +184,7 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         "traces": [str(run_dir / t.path) for t in manifest.traces],
         "traces_note": traces_note,
         "manifest": str(run_dir / layout.MANIFEST),
+        "versions": dict(manifest.versions),
     }
 
 

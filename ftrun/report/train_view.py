@@ -8,6 +8,7 @@ from rich.table import Table
 from ftrun.console import LiveTable, console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
+from ftrun.torchft_compat import describe_versions
 
 
 def _progress_table(state) -> Table:
@@ -79,6 +80,8 @@ def print_summary(summary: dict) -> None:
         else styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
     )
     console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agree))
+    if ran := describe_versions(summary.get("versions")):
+        console.print(styled(f"ran on {ran}", "dim"))
     num = summary.get("numerics")
     if num:
         console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))
