@@ -11,12 +11,16 @@ Private attributes (torchft 0.2.0), read or wrapped only through the functions a
 ``DiLoCo._fragments`` (the ``_StreamingDiLoCoFragment`` objects, whose ``prepare_sync`` /
 ``perform_sync`` / ``wait`` / ``original_parameters`` the worker wraps and reads),
 ``Manager._quorum_future`` (set once a quorum was asked for), ``Manager._quorum_id``,
-``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``.
+``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``,
+and the ``socket`` module torchft's modules call ``socket.gethostname()`` on (``advertise_as``).
 """
 
 from __future__ import annotations
 
 import re
+import socket
+import sys
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -128,6 +132,41 @@ def after_each_quorum(manager: Any, after: Callable[[Any], None]) -> None:
     thread). ``quorum_result``: torchft's ``QuorumResult`` (``quorum_id``, ``replica_ids``,
     ``replica_rank``, ``max_step``, ``heal``, ``recover_src_replica_rank``)."""
     manager._client = _QuorumClient(manager._client, after)
+
+
+class _AdvertisingSocket(types.ModuleType):
+    """The ``socket`` module, except that ``gethostname()`` returns the host given."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__("socket")
+        self._host = host
+
+    def gethostname(self) -> str:
+        return self._host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+
+def advertise_as(host: str) -> list[str]:
+    """Make torchft hand ``host`` to the other replica groups wherever it would hand them
+    ``socket.gethostname()``: 0.2.0 and nightly's checkpoint server (``HTTPTransport.address``,
+    the healing source), nightly's process-group rendezvous store (``get_reconfigure_handle``),
+    its parameter server. A host name is often unknown to the other hosts or resolves to loopback
+    (a stock ``/etc/hosts``). Only torchft's own modules see the change, not this process's
+    ``socket``. The Manager's advertised name is its ``hostname`` argument (passed explicitly).
+    Returns the modules changed."""
+    import torchft  # noqa: F401  (loads its modules)
+    import torchft.checkpointing.http_transport  # noqa: F401
+    import torchft.process_group  # noqa: F401
+
+    proxy = _AdvertisingSocket(host)
+    changed = []
+    for name, mod in list(sys.modules.items()):
+        if (name == "torchft" or name.startswith("torchft.")) and getattr(mod, "socket", None) is socket:
+            mod.socket = proxy
+            changed.append(name)
+    return changed
 
 
 def lighthouse_main() -> int:

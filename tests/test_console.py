@@ -360,3 +360,21 @@ def test_usage_errors_are_one_line_exit_2(monkeypatch, capsys, argv, needle):
     assert e.value.code == 2
     assert [ln for ln in err.splitlines() if ln.strip()] == [f"error: {needle}" + err.split(needle, 1)[1].splitlines()[0]], err
     assert "Usage:" not in err and "Try '" not in err
+
+
+def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
+    """A group's own run dir (several hosts) compares nothing: "agreed after all 0 commits" under
+    "commits 6" was wrong; it points at the job-wide check instead."""
+    s = summary()
+    s["replicas"] = s["replicas"][:1]
+    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=1, groups_in_job=2)
+    train_view.print_summary(s)
+    out = _flat(capsys.readouterr().out)
+    assert "agreed after" not in out
+    assert "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` of all 2 groups' run dirs" in out
+    s = summary()
+    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2)
+    train_view.print_summary(s)
+    assert "no commit seen by two replicas: agreement not checked" in _flat(capsys.readouterr().out)
+    train_view.print_summary(summary())
+    assert "replicas agreed after all 6 commits" in _flat(capsys.readouterr().out)

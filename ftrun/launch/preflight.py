@@ -2,19 +2,23 @@
 refused here with its cause (``BadInput``, one line). Torch-free.
 
 * a model whose parameters alone (fp32, once per rank on this host) exceed this host's memory;
-* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``.
+* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
+* across hosts, an address or interface the other hosts could not reach this group at
+  (``ftrun.launch.network.resolve``, whose result ``preflight`` returns).
 (A backend this host cannot run is refused by ``ftrun.launch.placement``.) Each check only
 refuses what cannot work; anything it cannot tell is left to the run.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from urllib.parse import urlparse
 
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
+from ftrun.layout import Network
 
 
 def has_cuda_device() -> bool:
@@ -81,9 +85,13 @@ def check_lighthouse(cfg: RunConfig) -> None:
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
-def preflight(cfg: RunConfig) -> None:
+def preflight(cfg: RunConfig, environ: dict | None = None) -> Network:
+    """Every check above, in order; returns how the other hosts reach this host's groups."""
+    from ftrun.launch.network import resolve
+
     check_memory(cfg)
     check_lighthouse(cfg)
+    return resolve(cfg, os.environ if environ is None else environ)
 
 
 def why_unavailable(cfg: RunConfig) -> str | None:

@@ -40,6 +40,7 @@ class RunState:
     failures: list[str] = field(default_factory=list)
     lost: dict[int, str] = field(default_factory=dict)  # replica -> fault that killed it for good
     run_event_log: Path | None = None  # events/run.jsonl
+    network: layout.Network | None = None  # how other hosts reach this host's groups (launch.network)
 
     def log_run_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""

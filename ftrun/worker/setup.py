@@ -178,6 +178,10 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
 def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState) -> torchft.Manager:
     """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights)."""
     timeout = timedelta(seconds=cfg.timeout_s)
+    if spec.network is not None and spec.network.scope == "hosts":
+        from ftrun.torchft_compat import advertise_as
+
+        advertise_as(spec.hostname)  # torchft's own gethostname() uses: what the other hosts reach
     return torchft.Manager(
         pg=make_process_group(backend, timeout, spec.link),
         min_replica_size=cfg.min_replicas,
