@@ -12,9 +12,7 @@ refuses what cannot work; anything it cannot tell is left to the run.
 from __future__ import annotations
 
 import os
-import socket
 import time
-from urllib.parse import urlparse
 
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
@@ -69,17 +67,15 @@ def check_memory(cfg: RunConfig) -> None:
 
 def check_lighthouse(cfg: RunConfig) -> None:
     """``--lighthouse``: a TCP connection within ``--quorum-timeout`` (retried: it may be starting)."""
+    from ftrun.launch.lighthouse import unreachable
+
     if not cfg.lighthouse:
         return
-    u = urlparse(cfg.lighthouse)
-    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
     deadline = time.monotonic() + cfg.quorum_timeout_s
     while True:
-        try:
-            with socket.create_connection((host, port), timeout=max(0.5, min(5.0, deadline - time.monotonic()))):
-                return
-        except OSError as e:
-            cause = e.strerror or str(e) or type(e).__name__
+        cause = unreachable(cfg.lighthouse, max(0.5, min(5.0, deadline - time.monotonic())))
+        if cause is None:
+            return
         if time.monotonic() >= deadline:
             raise BadInput(f"--lighthouse {cfg.lighthouse}: no answer within --quorum-timeout {cfg.quorum_timeout_s:g} s ({cause})")
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))

@@ -196,6 +196,12 @@ def supervise(state: RunState, on_tick) -> None:
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
             reason, phase = _group_error(state, r, g.log_offset)
+            if state.lighthouse is None and cfg.lighthouse:  # another host's lighthouse: is it still there?
+                from ftrun.launch.lighthouse import unreachable
+
+                gone = unreachable(cfg.lighthouse, 3.0)
+                if gone:
+                    reason = f"the lighthouse {cfg.lighthouse} does not answer ({gone}); {reason}"
             if state.lost and len(pending) < cfg.min_replicas and phase == "quorum":
                 alive = len(pending)
                 state.fail(
