@@ -174,7 +174,7 @@ def test_readme_commands_on_two_hosts_then_one_inspection(hosts: Hosts) -> None:
     words = cmds[3][1].split()
     r = subprocess.run([*FTRUN, *words[1:]], cwd=anyh, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "job job1: 2 run dirs merged" in re.sub(r"\s+", " ", r.stdout)
+    assert re.search(r"job job-\w+: 2 run dirs merged \(profiles/job1-group0, profiles/job1-group1\)", re.sub(r"\s+", " ", r.stdout)), r.stdout
     assert re.search(r"fingerprints: replicas agreed after [1-9]\d* commit", r.stdout), r.stdout
     assert "PASS" in r.stdout.splitlines()[-1]
     # what each host recorded about how the other reaches it
