@@ -2,6 +2,10 @@
 
 Pipeline: config -> launch -> worker -> trace -> check -> report. Importing this package
 never imports torch; only ``ftrun.worker`` does, inside the training processes.
+
+The Python API (``ftrun.api``) is re-exported here and imported on first use, so ``import
+ftrun`` stays cheap (the pytest plugin loads it into every pytest session): ``check_traces``,
+``Schedule``, ``Report``, ``train``, ``Run``, ``compare``, ``BadInput``, ...
 """
 
 __version__ = "0.1.0"
@@ -9,7 +13,19 @@ __version__ = "0.1.0"
 import os as _os
 import sys as _sys
 
-if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "ftrun":  # the CLI, not a worker
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "ftrun":  # the CLI, not a worker, a test or a notebook
     from ftrun.errors import exit_on_signal as _exit_on_signal
 
     _exit_on_signal()  # a Ctrl-C while the CLI is still importing: one line, exit 130
+
+_API = ("BadInput", "Comparison", "Event", "EventResult", "Report", "Run", "RunFailed", "Schedule", "ScheduleError",
+        "TrainFailed", "check_traces", "compare", "train")
+__all__ = list(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module("ftrun.api"), name)  # sys.modules' own, never a stale attribute
+    raise AttributeError(f"module 'ftrun' has no attribute {name!r}")

@@ -58,6 +58,9 @@ def guarded(fn):
             signal.signal(sig, handler)
 
 
+JUNIT_HELP = ("Also write JUnit XML to this file: a test case per checked event class per worker "
+              "(sends, syncs, commits) and run-wide (agreement, numerics), or per sweep cell.")
+
 # The typer options of the training settings, shared by `train`, `compare` and `sweep`
 # (None = not given: the preset or --config decides).
 TRAIN_OPTIONS = {
@@ -219,11 +222,12 @@ def compare_cmd(
     name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
     expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
     repeat: int = typer.Option(1, help="Train each run N times, alternating which goes first; report median and spread."),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
     overwrite: bool = TRAIN_OPTIONS["overwrite"],
     json_out: bool = TRAIN_OPTIONS["json_out"],
 ) -> None:
     given = dict(locals())
-    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "overwrite", "json_out")}
+    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "junit", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
@@ -231,7 +235,8 @@ def compare_cmd(
 
         from ftrun.commands.compare import compare
 
-        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat)
+        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+                       junit=Path(junit) if junit is not None else None)
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -263,6 +268,7 @@ def inspect_cmd(
     allow_failed_commits: bool = typer.Option(
         False, "--allow-failed-commits", help="Do not fail on commits that failed without an injected fault."
     ),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
 ) -> None:
     given = dict(locals())
 
@@ -280,6 +286,7 @@ def inspect_cmd(
             json_out=json_out,
             export_perfetto=Path(export_perfetto) if export_perfetto is not None else None,
             allow_failed_commits=allow_failed_commits,
+            junit=Path(junit) if junit is not None else None,
         )
 
     raise typer.Exit(guarded(body) or 0)
@@ -420,6 +427,7 @@ def sweep_cmd(
     name: Optional[str] = typer.Option(None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>)."),
     parallel: int = typer.Option(1, help="Run K cells at once (timing figures are then distorted)."),
     resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
     metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, steps_per_s, final_loss, hidden_share, commits, failed_commits."),
     mode: Optional[str] = typer.Option(None, help="Preset for every cell: streaming or baseline."),
     config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
@@ -457,7 +465,7 @@ def sweep_cmd(
 ) -> None:
     given = dict(locals())
     flags = {k: v for k, v in locals().items()
-             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "metric", "config", "out", "json_out")}
+             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "junit", "metric", "config", "out", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
 
     def body() -> int:
@@ -465,22 +473,28 @@ def sweep_cmd(
 
         from ftrun.commands.sweep import sweep
 
-        return sweep(preset, list(axis or []), flags, config, out, name, parallel, resume, metric, json_out)
+        return sweep(preset, list(axis or []), flags, config, out, name, parallel, resume, metric, json_out,
+                     junit=Path(junit) if junit is not None else None)
 
     raise typer.Exit(guarded(body) or 0)
 
 
 PLAN_HELP = """Predict whether streaming DiLoCo hides its communication on a link, vs plain DiLoCo.
 
-A pure what-if model of one replica's timeline (compute per step, the quorum's round trip, each
-fragment's ring allreduce queued on the link with the emulator's cost, the sync blocking for what
-has not arrived tau steps after the send). Inputs: --from RUN_DIR (fragment bytes, replicas,
-schedule and compute step of a run) or --params, --dtype and --step-ms. Prints exposed
+A pure what-if model of one replica's timeline (compute per step; at each quorum the slowest
+replica group's arrival, the lighthouse's reply and the held round trip; each fragment's ring
+allreduce queued on the link with the emulator's cost; the sync blocking for what has not
+arrived tau steps after the send). Inputs: --from RUN_DIR (fragment bytes, replicas, schedule,
+compute step and the groups' drift of a run) or --params, --dtype and --step-ms (or a
+FLOPs-based step: --tokens-per-step, --flops-per-gpu, --gpus-per-replica, --mfu).
+--data-parallel adds data-parallel training (an allreduce every step). Prints exposed
 communication, utilisation, bandwidth and the smallest tau and F that reach --target-util.
 --check DIR predicts every run of a compare or sweep dir on its own link and compares with what
 was measured (exit 1 when an error exceeds --tolerance).
 
 Example: ftrun plan --params 1000000000 --dtype bf16 --step-ms 400 --sweep-link 10mbit..10gbit,20ms --png plan.png
+
+Example: ftrun plan --params 1e9 --dtype fp4 --dp-dtype bf16 --tokens-per-step 1048576 --flops-per-gpu 1e15 --gpus-per-replica 156 --sync-every 100 --fragments 10 --fragment-sync-delay 1 --data-parallel --train-tokens 25e9 --link 1gbit
 
 Example: ftrun plan --check profiles/compare-20260101-120000
 """
@@ -488,16 +502,26 @@ Example: ftrun plan --check profiles/compare-20260101-120000
 
 @app.command("plan", help=PLAN_HELP, short_help="What-if model: will streaming DiLoCo hide my communication?")
 def plan_cmd(
-    from_dir: Optional[str] = typer.Option(None, "--from", metavar="RUN_DIR", help="Take fragment bytes, replicas, schedule and step time from a run."),
-    params: Optional[int] = typer.Option(None, help="Model parameters N (without --from)."),
-    dtype: Optional[str] = typer.Option(None, help="fp32 (default), bf16 or fp16: bytes per parameter sent."),
+    from_dir: Optional[str] = typer.Option(None, "--from", metavar="RUN_DIR", help="Take fragment bytes, replicas, schedule, step time and the groups' drift from a run."),
+    params: Optional[float] = typer.Option(None, help="Model parameters N, e.g. 1e9 (without --from)."),
+    dtype: Optional[str] = typer.Option(None, help="fp32 (default), bf16, fp16, fp8 or fp4: bytes per exchanged value."),
     step_ms: Optional[float] = typer.Option(None, help="Compute time of one training step in ms (without --from)."),
+    tokens_per_step: Optional[float] = typer.Option(None, help="Tokens one replica group trains on per step (FLOPs-based step time)."),
+    flops_per_gpu: Optional[float] = typer.Option(None, help="Peak FLOP/s of one accelerator (FLOPs-based step time)."),
+    gpus_per_replica: Optional[int] = typer.Option(None, help="Accelerators per replica group (default 1)."),
+    mfu: Optional[float] = typer.Option(None, help="Model FLOPs utilisation (default 0.4): step = 6 N T / (G F MFU)."),
     link: Optional[List[str]] = typer.Option(None, "--link", help="BANDWIDTH[,LATENCY], e.g. 1gbit,20ms. Repeatable."),
     sweep_link: Optional[str] = typer.Option(None, help="LO..HI[,LATENCY]: log-spaced bandwidths, e.g. 10mbit..10gbit,20ms."),
     replicas: Optional[int] = typer.Option(None, help="Replica groups R (default 2, or the run's)."),
     fragments: Optional[int] = typer.Option(None, help="Fragments F (default 2, or the run's)."),
+    layers: Optional[int] = typer.Option(None, help="Model layers (with --layers-per-fragment: F = layers / per fragment)."),
+    layers_per_fragment: Optional[int] = typer.Option(None, help="Layers per fragment (needs --layers)."),
     sync_every: Optional[int] = typer.Option(None, help="H (default 20, or the run's)."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau (default 5, or the run's)."),
+    step_jitter: Optional[float] = typer.Option(None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."),
+    data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
+    dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
+    train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
     target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
     png: Optional[str] = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
     check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir and compare."),
@@ -512,17 +536,22 @@ def plan_cmd(
         from ftrun.commands import plan as cmd
 
         if check is not None:
-            other = [f for f, v in (("--from", from_dir), ("--params", params), ("--dtype", dtype), ("--step-ms", step_ms),
-                                    ("--link", link), ("--sweep-link", sweep_link), ("--replicas", replicas),
-                                    ("--fragments", fragments), ("--sync-every", sync_every),
-                                    ("--fragment-sync-delay", fragment_sync_delay), ("--png", png)) if v is not None and v != []]
+            other = [f"--{k.replace('_', '-')}" if k not in ("from_dir", "link") else {"from_dir": "--from", "link": "--link"}[k]
+                     for k, v in given.items()
+                     if k not in ("check", "tolerance", "json_out", "target_util", "data_parallel") and v is not None and v != []]
+            other += ["--data-parallel"] if data_parallel else []
             if other:
                 raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
             return cmd.check(check, tolerance, json_out)
         if tolerance != 0.25:
             raise BadInput(f"--tolerance {tolerance}: applies only with --check")
-        return cmd.plan(from_dir, params, dtype, step_ms, list(link or []), sweep_link, replicas, fragments,
-                        sync_every, fragment_sync_delay, target_util, json_out, png)
+        return cmd.plan(cmd.PlanRequest(
+            from_dir=from_dir, params=params, dtype=dtype, step_ms=step_ms, tokens_per_step=tokens_per_step,
+            flops_per_gpu=flops_per_gpu, gpus_per_replica=gpus_per_replica, mfu=mfu, links=tuple(link or ()),
+            sweep_link=sweep_link, replicas=replicas, fragments=fragments, layers=layers,
+            layers_per_fragment=layers_per_fragment, sync_every=sync_every, fragment_sync_delay=fragment_sync_delay,
+            step_jitter_ms=step_jitter, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
+            target_util=target_util, json_out=json_out, png=png))
 
     raise typer.Exit(guarded(body) or 0)
 

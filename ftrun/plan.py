@@ -20,15 +20,28 @@ So a sync exposes whatever of its fragment's communication has not finished tau 
 compute after the send. In torchft's schedule a fragment's sync always precedes the next send,
 so two fragments' sends never share the link; the queue still decides when a send finishes.
 
+What a quorum waits for (torchft's lighthouse answers when every replica group has asked): the
+**slower groups' arrival**, then the real RPC on top of the held round trips. Arrivals drift apart
+between the points that align the groups (a quorum; a sync that blocks every group on the same
+allreduce): each group's steps take ``step_s`` plus its own ``bias_s`` on average, plus
+independent per-step noise of standard deviation ``jitter_s``; and a group can stall outside its
+steps at known places (``stalls``: the start, the profiler writing its trace). A quorum after n
+such steps waits, on average over the groups, E[max_r A_r] - mean_r E[A_r] with A_r ~
+N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group. A sync
+waits, on average over the groups, E[max(0, done - A_r)]: a group that got there early waits
+for its data longer. (With jitter, utilisation can dip a little just where a faster link stops
+the syncs from blocking, since those no longer align the groups; the bandwidth and tau
+searches below treat utilisation as monotone all the same.)
+
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
-matter): waiting for the slowest replica (at the quorum and inside the real collective), the
-real RPCs and collectives on loopback, process-group reconfiguration, heals, failed commits.
+matter): the real collectives on loopback (their own CPU cost, under load), process-group
+reconfiguration, heals, failed commits.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ftrun import linkcost
 from ftrun.schedule import Schedule
@@ -40,11 +53,22 @@ DEFAULT_ROUNDS = 1
 
 @dataclass(frozen=True)
 class Workload:
-    """What one replica computes and sends: compute per step, bytes per fragment, R replicas."""
+    """What one replica computes and sends: compute per step, bytes per fragment, R replicas.
+
+    How the R groups drift apart between alignments (module docstring): ``bias_s`` (per group:
+    its mean step minus ``step_s``; empty = all alike), ``jitter_s`` (per-step standard deviation
+    of each group's step, independent across groups), ``stalls`` ((step, per-group seconds spent
+    outside the step bodies before that step, relative to the groups' mean), ...), and
+    ``rpc_s``: the lighthouse's own reply time on top of the held round trips.
+    """
 
     step_s: float
     fragment_bytes: tuple[int, ...]
     replicas: int
+    bias_s: tuple[float, ...] = ()
+    jitter_s: float = 0.0
+    stalls: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    rpc_s: float = 0.0
 
     @property
     def model_bytes(self) -> int:
@@ -56,7 +80,71 @@ class Workload:
             return self
         total = self.model_bytes
         parts = tuple(total // fragments + (1 if i < total % fragments else 0) for i in range(fragments))
-        return Workload(self.step_s, parts, self.replicas)
+        return replace(self, fragment_bytes=parts)
+
+    def with_replicas(self, replicas: int) -> Workload:
+        """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
+        if replicas == self.replicas:
+            return self
+        return replace(self, replicas=replicas, bias_s=(), stalls=())
+
+
+def expected_max(means: list[float], sd: float) -> float:
+    """E[max_r X_r] for independent X_r ~ N(means[r], sd^2) (numerically; exact for sd = 0)."""
+    if len(means) == 1 or sd <= 0.0:
+        return max(means)
+    lo, hi = min(means) - 8.0 * sd, max(means) + 8.0 * sd
+    n = 400
+    h = (hi - lo) / n
+    # E[X] = hi - integral_lo^hi F(x) dx, F = prod of the normal CDFs; trapezoid rule
+    def cdf(x: float) -> float:
+        p = 1.0
+        for m in means:
+            p *= 0.5 * (1.0 + math.erf((x - m) / (sd * math.sqrt(2.0))))
+        return p
+
+    area = 0.5 * (cdf(lo) + cdf(hi)) + sum(cdf(lo + i * h) for i in range(1, n))
+    return hi - area * h
+
+
+class _Drift:
+    """How far each replica group has drifted from the mean group since the last alignment."""
+
+    def __init__(self, work: Workload) -> None:
+        r = work.replicas
+        self.bias = list(work.bias_s) if len(work.bias_s) == r else [0.0] * r
+        self.stalls = {step: list(v) for step, v in work.stalls if len(v) == r}
+        self.jitter = work.jitter_s
+        self.align()
+
+    def align(self) -> None:
+        self.offsets = [0.0] * len(self.bias)
+        self.steps = 0
+
+    def step(self, step: int) -> None:
+        extra = self.stalls.get(step)
+        for i, b in enumerate(self.bias):
+            self.offsets[i] += b + (extra[i] if extra else 0.0)
+        self.steps += 1
+
+    def wait(self) -> float:
+        """The mean group's wait for the slowest one, at a quorum now."""
+        mean = sum(self.offsets) / len(self.offsets)
+        return expected_max(self.offsets, self.jitter * math.sqrt(self.steps)) - mean
+
+    def blocked(self, ahead: float) -> float:
+        """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives:
+        a group that got here early waits longer, one that is late may not wait at all."""
+        sd = self.jitter * math.sqrt(self.steps)
+        return sum(expected_shortfall(ahead - o, sd) for o in self.offsets) / len(self.offsets)
+
+
+def expected_shortfall(mean: float, sd: float) -> float:
+    """E[max(0, X)] for X ~ N(mean, sd^2)."""
+    if sd <= 0.0:
+        return max(0.0, mean)
+    z = mean / sd
+    return mean * 0.5 * (1.0 + math.erf(z / math.sqrt(2.0))) + sd * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
 
 
 @dataclass(frozen=True)
@@ -114,17 +202,20 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
     if len(work.fragment_bytes) != schedule.fragments:
         work = work.split(schedule.fragments)
     steps = steps if steps is not None else DEFAULT_ROUNDS * schedule.sync_every
-    w, tau, nfrag = schedule.window, schedule.delay, schedule.fragments
+    w, tau, nfrag = schedule.window, schedule.fragment_sync_delay, schedule.fragments
     t = free_at = 0.0
     data = control = comm = bits = peak = 0.0
     syncs = 0
+    drift = _Drift(work)
     pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
     for step in range(1, steps + 1):
         t += work.step_s
+        drift.step(step)
         local = schedule.local_step(step)
         frag = schedule.cycle_of(step) % nfrag
-        if local == w - tau:  # send: the quorum, then the fragment's allreduce on the uplink
-            q = linkcost.control_s("quorum", latency_s)
+        if local == w - tau:  # send: the quorum (the slowest group, the RPC, the held round trips), then the allreduce
+            q = drift.wait() + work.rpc_s + linkcost.control_s("quorum", latency_s)
+            drift.align()
             t += q
             control += q
             comm += q
@@ -136,7 +227,9 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
             bits += sent_bits
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
             issued, done, sent_bits = pending.pop(frag)
-            blocked = max(0.0, done - t)
+            blocked = drift.blocked(done - t) if work.replicas > 1 else max(0.0, done - t)
+            if done > t and work.replicas > 1:  # every group leaves the same allreduce together
+                drift.align()
             t += blocked
             data += blocked
             if t > issued:
@@ -182,7 +275,7 @@ def smallest_fragments(work: Workload, sync_every: int, bandwidth_bps: float, la
     return None
 
 
-def _lowest(ok, lo_bps: float, hi_bps: float) -> float | None:
+def lowest_bandwidth(ok, lo_bps: float, hi_bps: float) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) where the monotone predicate ``ok`` holds."""
     if ok(lo_bps):
         return lo_bps
@@ -203,11 +296,49 @@ def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, targe
     stops hiding its communication. ``lo_bps`` when it already reaches the target there; None
     when not even ``hi_bps`` does.
     """
-    return _lowest(lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps)
+    return lowest_bandwidth(lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps)
 
 
 def data_hidden_bandwidth(work: Workload, schedule: Schedule, latency_s: float,
                           lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) at which no sync waits for its data: every
     allreduce done within tau steps. None when none is (always for tau = 0 with R > 1)."""
-    return _lowest(lambda bw: simulate(work, schedule, bw, latency_s, steps).exposed_data_s == 0.0, lo_bps, hi_bps)
+    return lowest_bandwidth(lambda bw: simulate(work, schedule, bw, latency_s, steps).exposed_data_s == 0.0, lo_bps, hi_bps)
+
+
+# Data-parallel training (the paper's baseline): every step all-reduces the whole model's
+# gradients. Backward is 2/3 of a step's FLOPs (twice the forward), and gradients become ready
+# layer by layer during it, so the allreduce can start once the forward is done and overlap
+# the backward; the step waits for what is left at its end. No quorum per step (torchft's
+# async quorum overlaps the forward).
+BACKWARD_SHARE = 2.0 / 3.0
+
+
+def simulate_data_parallel(work: Workload, grad_bytes: int, bandwidth_bps: float, latency_s: float,
+                           steps: int = 1) -> Prediction:
+    """Data-parallel: each step's gradient allreduce of ``grad_bytes`` overlapping its backward pass."""
+    t = free_at = data = bits = peak = comm = 0.0
+    for _ in range(steps):
+        issued = t + (1.0 - BACKWARD_SHARE) * work.step_s
+        t += work.step_s
+        free_at, done = linkcost.enqueue(free_at, issued, "allreduce", grad_bytes, work.replicas, bandwidth_bps, latency_s)
+        sent_bits = linkcost.wire("allreduce", grad_bytes, work.replicas)[1] * 8.0
+        blocked = max(0.0, done - t)
+        t += blocked
+        data += blocked
+        comm += done - issued
+        bits += sent_bits
+        if t > issued:
+            peak = max(peak, sent_bits / (t - issued))
+    return Prediction(steps, steps, steps * work.step_s, data, 0.0, comm, bits, peak, t)
+
+
+def data_parallel_hiding_bandwidth(work: Workload, grad_bytes: int, latency_s: float, target: float,
+                                   lo_bps: float, hi_bps: float) -> float | None:
+    """The lowest bandwidth in [lo, hi] (to 1%) at which data-parallel utilisation reaches ``target``."""
+    return lowest_bandwidth(lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).utilisation >= target, lo_bps, hi_bps)
+
+
+def data_parallel_hidden_bandwidth(work: Workload, grad_bytes: int, latency_s: float, lo_bps: float, hi_bps: float) -> float | None:
+    """The lowest bandwidth in [lo, hi] (to 1%) at which every gradient allreduce ends within its backward pass."""
+    return lowest_bandwidth(lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).exposed_s == 0.0, lo_bps, hi_bps)

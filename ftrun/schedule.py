@@ -49,14 +49,14 @@ class Event:
 
 @dataclass(frozen=True)
 class Schedule:
-    """F = ``fragments``, H = ``sync_every``, tau = ``delay`` (torchft ``fragment_sync_delay``)."""
+    """F = ``fragments``, H = ``sync_every``, tau = ``fragment_sync_delay`` (torchft's names)."""
 
     fragments: int
     sync_every: int
-    delay: int = 0
+    fragment_sync_delay: int = 0
 
     def __post_init__(self) -> None:
-        validate(self.fragments, self.sync_every, self.delay)
+        validate(self.fragments, self.sync_every, self.fragment_sync_delay)
 
     @property
     def window(self) -> int:
@@ -64,7 +64,7 @@ class Schedule:
         return self.sync_every // self.fragments
 
     def send_step(self, cycle: int) -> int:
-        return cycle * self.window + self.window - self.delay
+        return cycle * self.window + self.window - self.fragment_sync_delay
 
     def sync_step(self, cycle: int) -> int:
         return (cycle + 1) * self.window

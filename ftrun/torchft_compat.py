@@ -54,6 +54,15 @@ class LabelSet:
     # CUDA runtime/driver calls read from host threads: kernel launches (name prefixes: kineto
     # writes e.g. cudaLaunchKernel, cudaLaunchKernelExC_v11060, cuLaunchKernelEx), stream waits.
     cuda_launch: tuple[str, ...] = ("cudaLaunchKernel", "cuLaunchKernel")
+    # A CUDA graph replay: every kernel of the graph carries the replay call's correlation.
+    cuda_graph_launch: tuple[str, ...] = ("cudaGraphLaunch", "cuGraphLaunch")
+    # torch's host spans around an NCCL launch: c10d::<op>_ > record_param_comms > nccl:<op>.
+    c10d_prefix: str = "c10d::"
+    nccl_host_prefix: str = "nccl:"
+    param_comms: str = "record_param_comms"
+    # torchft's NCCL/Gloo group names: ``torchft_quorum_{quorum}_rank_{rank in the replica group}``
+    # (0.2; only set for a nonzero group rank), ``torchft_{uuid}_rank_{rank}`` (nightly).
+    torchft_pg_name: re.Pattern[str] = re.compile(r"^torchft_(?:quorum_\d+|[0-9A-Fa-f-]{8,})_rank_(?P<rank>\d+)$")
     cuda_stream_wait: tuple[str, ...] = ("cudaStreamWaitEvent",)
     cuda_sync: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 

@@ -37,7 +37,7 @@ from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
-from ftrun.trace.spans import extract  # noqa: E402
+from ftrun.trace.spans import compute_launches, extract  # noqa: E402
 
 STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
 KERNEL_RE = re.compile(r"^(ncclDevKernel_|ncclKernel_)([A-Za-z]+)")
@@ -94,19 +94,27 @@ def analyze_run(run_dirs: list[Path]) -> dict:
     manifest = run_dirs[0] / "manifest.json"
     if manifest.exists():
         out["devices"] = json.loads(manifest.read_text()).get("devices")
-    durs, per_byte, starts, per_send, queue, causes = [], [], [], [], [], Counter()
+    durs, per_byte, starts, per_send, queue, causes, kinds, gaps = [], [], [], [], [], Counter(), Counter(), []
     serialized = 0
-    later = [0, 0]  # kernels whose device step is after their launch step, kernels placed
+    later = [0, 0]  # kernels that started once the device ran work launched in a later step, kernels placed
     for path, sp in rep.spans.items():
         out["traces"][Path(path).name] = trace_counts(Path(path))
+        # kinds and sizes from what the trace states (kernel args, record_param_comms, nccl:/c10d:: ops);
+        # a kernel's step from its launch (kineto copies no step span to the GPU side)
         shapes = [a.shapes for s in sp.sends for a in s.allreduces]
         comms = comm.attribute(sp.sends, sp.collectives)
+        by_stream: dict = {}
         for k in sp.kernels:
+            kinds[f"{k.kind or '?'} from {k.comm.source}"] += 1
             if k.launch is not None:
                 starts.append(k.span.ts - k.launch.ts)
-            if k.call is not None and k.op == "AllReduce":
+                prev = by_stream.get(k.stream)
+                if prev is not None and k.launch.ts < prev.span.end:  # queued behind the stream's previous kernel
+                    gaps.append(k.span.ts - prev.span.end)
+            by_stream[k.stream] = k
+            if k.call is not None and k.kind == "allreduce":
                 durs.append(k.span.dur)
-                b = _bytes(shapes[k.call])
+                b = _bytes(shapes[k.call], k.comm.itemsize)
                 if b:
                     per_byte.append(k.span.dur / (b / 1e6))
         first = 0
@@ -114,7 +122,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
             calls = set(range(first, first + len(s.allreduces)))
             first += len(s.allreduces)
             per_send.append({"allreduce_calls": len(s.allreduces), "kernels": sum(k.call in calls for k in sp.kernels)})
-        for launch_step, dev_step in gpu_comm.kernel_steps(sp):
+        for launch_step, dev_step in gpu_comm.kernel_steps(sp, compute_launches(load_trace(Path(path)))):
             if launch_step is not None and dev_step is not None:
                 later[1] += 1
                 later[0] += dev_step > launch_step
@@ -130,6 +138,8 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         nccl_allreduce_kernel_us_per_mb=_stats(per_byte),
         kernels_per_send=per_send,
         min_kernel_start_minus_launch_us=round(min(starts), 3) if starts else None,
+        nccl_kernel_kinds=dict(kinds),
+        queued_start_minus_previous_end_us=_stats(gaps),
         queue_delay_ms=_stats(queue),
         queue_causes=dict(causes),
         serialized_collectives=serialized,
@@ -140,7 +150,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
     return out
 
 
-def _bytes(shapes) -> Optional[int]:
+def _bytes(shapes, itemsize: Optional[int]) -> Optional[int]:
     if not shapes:
         return None
     n = 0
@@ -149,7 +159,7 @@ def _bytes(shapes) -> Optional[int]:
         for d in s:
             k *= d
         n += k
-    return 4 * n  # float32 pseudo-gradients
+    return (itemsize or 4) * n  # the kernel's stated dtype, else float32 pseudo-gradients
 
 
 def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:

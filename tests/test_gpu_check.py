@@ -26,9 +26,16 @@ def test_analysis_of_converted_run(tmp_path):
     assert out["inspect"]["verdict"] == "pass" and out["inspect"]["problems"] == []
     assert [d["device"] for d in out["devices"]] == ["cpu", "cpu"]
     counts = out["traces"]["replica0_rank0.21.pt.trace.json.gz"]
+    # kineto copies the innermost annotation at a launch: the steps (compute launched in them) and nccl:all_reduce
     assert counts["user_annotation ftrun::step#*"] == counts["gpu_user_annotation ftrun::step#*"] == 20
-    assert counts["kernel ncclDevKernel_AllReduce*"] == counts["user_annotation nccl:all_reduce"]
+    assert "gpu_user_annotation ProfilerStep#*" not in counts and "gpu_user_annotation torchft::local_sgd::prepare_sync" not in counts
+    assert counts["kernel ncclDevKernel_Generic*"] == counts["user_annotation nccl:all_reduce"] == counts["gpu_user_annotation nccl:all_reduce"]
     assert "user_annotation gloo:all_reduce" not in counts
+    assert out["nccl_kernel_kinds"] == {"allreduce from kernel args": 58}
+    q = out["queued_start_minus_previous_end_us"]
+    assert q["min"] == -13.0 and q["max"] == 264.0  # the fixture's real-clock spread
+    assert out["queue_causes"]["previous collective"] == q["n"]  # every queued kernel held by its predecessor
+    assert out["kernels_in_a_later_step"]["placed"] == 58
     per = out["kernels_per_send"]
     assert len(per) == 4 and all(p["kernels"] == p["allreduce_calls"] > 0 for p in per)
     assert out["min_kernel_start_minus_launch_us"] >= kc.LAUNCH_LAG_US

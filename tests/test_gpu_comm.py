@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import kineto_cuda as kc
 from ftrun.check import comm, gpu_comm
 from ftrun.check.analyze import analyze
@@ -16,13 +18,14 @@ def _sync_rows(report):
     return {(e.replica, e.observed_step): e for e in report.events if e.kind == "sync"}
 
 
-def _queued_run(tmp_path: Path, extra_us: float = 2000.0) -> Path:
-    """Each replica's first kernel of fragment 1's send queues behind fragment 0's last kernel."""
+def _queued_run(tmp_path: Path, extra_us: float = 2000.0, gap_us: float = 0.0) -> Path:
+    """Each replica's first kernel of fragment 1's send queues behind fragment 0's last kernel,
+    starting ``gap_us`` after its end (negative: before it, as real clocks show)."""
     run = kc.convert_run(DATA, tmp_path / "run")
     for p in (run / "traces").glob("*.gz"):
         tr = kc.read(p)
         first_f1 = len(kc.kernels(tr)) - 16  # fragment 1's send allreduces 16 tensors (manifest)
-        kc.write(kc.queue_behind(tr, first_f1, extra_us), p)
+        kc.write(kc.queue_behind(tr, first_f1, extra_us, gap_us), p)
     return run
 
 
@@ -42,6 +45,34 @@ def test_kernel_queued_behind_another_fragments_kernel_is_flagged(tmp_path):
     assert rep.verdict == "pass"  # a cost, not a schedule error
 
 
+@pytest.mark.parametrize("gap_us", [-13.0, -3.7, -0.1, 10.0, 84.0, 264.0])
+def test_real_clock_gaps_are_still_held(tmp_path, gap_us):
+    """Real queued kernels start up to 13 us before their predecessor ends and up to 264 us after."""
+    rep = analyze([_queued_run(tmp_path, gap_us=gap_us)])
+    flagged = {k: e.serialized_collectives for k, e in _sync_rows(rep).items() if e.serialized}
+    assert flagged == {(0, 40): 1, (1, 40): 1}
+    sends = {(e.replica, e.observed_step): e for e in rep.events if e.kind == "send"}
+    assert sends[(0, 35)].queue_cause == sends[(1, 35)].queue_cause == "previous collective"
+
+
+@pytest.mark.parametrize("gap_us", [-20.0, 400.0])
+def test_starts_outside_the_window_are_not_held(tmp_path, gap_us):
+    rep = analyze([_queued_run(tmp_path, gap_us=gap_us)])
+    assert not any(e.serialized for e in _sync_rows(rep).values())
+
+
+def test_overlapping_kernels_keep_the_cause_split():
+    """b starts 5 us before a ends (same stream): held by a; c (another stream) is not."""
+    a = Collective("k", Span(100.0, 1000.0, (0, 20)), None, None, launch_ts=90.0, stream=(0, 20), kernels=1)
+    b = Collective("k", Span(995.0, 1100.0, (0, 20)), None, None, launch_ts=500.0, stream=(0, 20), kernels=1)
+    sends = [Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),
+             Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),))]
+    t = TraceSpans(Path("x"), "ftrun", [], sends, [], [a, b], stream_waits=[Span(490.0, 492.0, "t")])
+    q = gpu_comm.queueing(t, comm.attribute(t.sends, t.collectives))
+    assert [(x.cause, x.serialized, x.blocker_send) for x in q] == [(None, False, None), ("previous collective", True, 0)]
+    assert gpu_comm.EARLY_US == 15.0 and gpu_comm.PIN_KERNEL_US == 300.0
+
+
 def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
     """A kernel that starts well after the blocker ended was not held by it."""
     def coll(ts, end, launch, stream=(0, 20)):
@@ -49,7 +80,7 @@ def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
 
     a = coll(100.0, 1000.0, 90.0)
     b_pinned = coll(1010.0, 1100.0, 500.0)
-    b_late = coll(1500.0, 1600.0, 500.0)
+    b_late = coll(1400.0, 1500.0, 500.0)
     b_other_stream = coll(1010.0, 1100.0, 500.0, stream=(0, 21))
     for b, expect in ((b_pinned, True), (b_late, False), (b_other_stream, False)):
         sends = [Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),

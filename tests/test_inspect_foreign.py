@@ -105,16 +105,17 @@ def test_replica_from_file_name(foreign_traces, tmp_path):
     assert [(w.replica, w.source, len(w.files)) for w in r.workers] == [(0, "file name", 2), (1, "file name", 2)]
 
 
-def test_replica_from_distributed_info(foreign_traces, tmp_path):
+def test_distributed_info_is_shown_never_taken_as_the_replica(foreign_traces, tmp_path):
+    """distributedInfo.rank is the default group's (global) rank: file order numbers the replicas."""
     for r in (0, 1):
         d = json.loads((foreign_traces / f"r{r}" / "step-24.json").read_text())
         d["distributedInfo"] = {"backend": "gloo", "rank": 1 - r, "world_size": 2}
         (tmp_path / f"a{r}.json").write_text(json.dumps(d))
     rep = analyze([tmp_path / "a0.json", tmp_path / "a1.json"], **KW)
     assert rep.ok
-    assert [(w.replica, w.source, w.files[0][-7:]) for w in rep.workers] == [
-        (0, "trace metadata (distributedInfo.rank)", "a1.json"),
-        (1, "trace metadata (distributedInfo.rank)", "a0.json"),
+    assert [(w.replica, w.source, w.files[0][-7:], w.global_rank_text()) for w in rep.workers] == [
+        (0, "file order", "a0.json", "global rank 1 of 2"),
+        (1, "file order", "a1.json", "global rank 0 of 2"),
     ]
 
 

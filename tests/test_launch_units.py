@@ -178,7 +178,7 @@ def test_manifest_without_schedule_takes_the_flags_or_says_what_is_missing(tmp_p
                          "launch_faults": {}, "traces": []}, LaunchManifest)
     inputs = Inputs([TraceFile(tmp_path / "t.json")], run_dir=tmp_path, manifest=m)
     s = schedule_for(inputs, 2, 4, 1)
-    assert (s.fragments, s.sync_every, s.delay) == (2, 4, 1)
+    assert (s.fragments, s.sync_every, s.fragment_sync_delay) == (2, 4, 1)
     with pytest.raises(BadInput, match="records no schedule"):
         schedule_for(inputs, None, None, None)
     m.schedule = LaunchSchedule(fragments=2, sync_every=8, fragment_sync_delay=1)

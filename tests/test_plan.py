@@ -172,3 +172,92 @@ def test_one_round_is_the_steady_state(cfg) -> None:
     assert one.steps == 20 and many.syncs == 5 * one.syncs
     assert many.utilisation == pytest.approx(one.utilisation)
     assert many.as_dict()["exposed_ms_per_sync"] == pytest.approx(one.as_dict()["exposed_ms_per_sync"])
+
+
+# --- what a quorum waits for: the slower groups' arrival -----------------------------------
+
+
+def test_expected_max_of_normals() -> None:
+    from ftrun.plan import expected_max
+
+    assert expected_max([0.0, 3.0], 0.0) == 3.0
+    assert expected_max([1.0], 5.0) == 1.0
+    # two iid N(0, 1): E[max] = 1/sqrt(pi); far apart: the larger mean
+    assert expected_max([0.0, 0.0], 1.0) == pytest.approx(1 / 3.141592653589793 ** 0.5, rel=1e-3)
+    assert expected_max([0.0, 100.0], 1.0) == pytest.approx(100.0, rel=1e-6)
+    # three iid N(0, 1): 3 / (2 sqrt(pi))
+    assert expected_max([0.0, 0.0, 0.0], 2.0) == pytest.approx(2 * 3 / (2 * 3.141592653589793 ** 0.5), rel=1e-3)
+
+
+def test_a_group_that_is_slower_per_step_makes_the_other_wait_at_each_quorum() -> None:
+    # R=2, one group 2 ms a step slower than the mean, the other 2 ms faster: after the 10 steps
+    # between quorums of plain DiLoCo (H=10) the slow one arrives 40 ms after the fast one, and
+    # the mean group waits 20 ms (max - mean) on top of the held round trip
+    work = Workload(0.1, (1_000_000,), 2, bias_s=(0.002, -0.002))
+    p = simulate(work, Schedule(1, 10, 0), BW, LAT, steps=20)
+    assert p.exposed_control_s == pytest.approx(2 * (0.02 + 0.02))
+    assert p.exposed_data_s == pytest.approx(2 * 1.02)  # the data plane is unchanged
+
+
+def test_jitter_grows_with_the_steps_between_alignments() -> None:
+    # iid per-step noise of 10 ms per group: after n steps each group is N(0, n 1e-4); for R=2
+    # the mean group waits sd / sqrt(pi). Plain H=10: every quorum after 10 steps.
+    sd10 = 0.01 * 10 ** 0.5
+    p = simulate(Workload(0.1, (1_000,), 2, jitter_s=0.01), Schedule(1, 10, 0), 1e12, 0.0, steps=30)
+    assert p.exposed_control_s == pytest.approx(3 * sd10 / 3.141592653589793 ** 0.5, rel=1e-3)
+    # streaming F=2 H=20 tau=5 on a fast link: the first quorum after 5 steps, later ones after 10
+    # (a sync that does not block does not align the groups)
+    s = simulate(Workload(0.1, (1_000, 1_000), 2, jitter_s=0.01), Schedule(2, 20, 5), 1e12, 0.0, steps=40)
+    assert s.exposed_control_s == pytest.approx((0.01 * 5 ** 0.5 + 3 * sd10) / 3.141592653589793 ** 0.5, rel=1e-3)
+    # on a slow link every sync blocks on the same allreduce, which aligns the groups: 5 steps each
+    slow = simulate(Workload(0.1, (100_000, 100_000), 2, jitter_s=0.01), Schedule(2, 20, 5), 1e6, 0.0, steps=40)
+    assert slow.exposed_data_s > 0
+    assert slow.exposed_control_s == pytest.approx(4 * 0.01 * 5 ** 0.5 / 3.141592653589793 ** 0.5, rel=1e-3)
+
+
+def test_stalls_and_the_lighthouse_reply_add_to_the_quorum() -> None:
+    # group 0 stalls 50 ms before step 3 (group 1 50 ms less: relative to the mean), and the
+    # lighthouse takes 3 ms: the first quorum (step 5) waits 50 + 3 ms + the round trip
+    work = Workload(0.1, (1_000, 1_000), 2, stalls=((3, (0.05, -0.05)),), rpc_s=0.003)
+    p = simulate(work, Schedule(2, 20, 5), 1e12, LAT, steps=10)
+    assert p.exposed_control_s == pytest.approx(0.05 + 0.003 + 0.02)
+    # the stall is outside the steps: compute and wall time are the steps' (as steps/s counts them)
+    assert p.compute_s == pytest.approx(1.0)
+
+
+def test_another_replica_count_drops_per_group_measurements() -> None:
+    work = Workload(0.1, (1,), 2, bias_s=(0.001, -0.001), jitter_s=0.004, stalls=((1, (0.1, -0.1)),), rpc_s=0.002)
+    four = work.with_replicas(4)
+    assert (four.replicas, four.bias_s, four.stalls, four.jitter_s, four.rpc_s) == (4, (), (), 0.004, 0.002)
+    assert work.split(2).jitter_s == 0.004 and work.split(2).stalls == work.stalls
+
+
+# --- data-parallel: an allreduce every step, overlapping the backward pass -----------------
+
+
+def test_data_parallel_allreduce_overlaps_the_backward_pass() -> None:
+    from ftrun.plan import BACKWARD_SHARE, simulate_data_parallel
+
+    # step 300 ms: the gradients' allreduce starts after the 100 ms forward; 1 MB at 8 Mbit/s
+    # and 10 ms (R=2): 1.02 s, of which the 200 ms backward hides 200 ms
+    p = simulate_data_parallel(Workload(0.3, (1,), 2), 1_000_000, BW, LAT, steps=3)
+    assert BACKWARD_SHARE == pytest.approx(2 / 3)
+    assert p.syncs == 3 and p.exposed_data_s == pytest.approx(3 * 0.82)
+    assert p.exposed_control_s == 0.0 and p.bits_on_wire == pytest.approx(3 * 8e6)
+    # fast enough: all hidden; alone: nothing crosses
+    assert simulate_data_parallel(Workload(0.3, (1,), 2), 1_000_000, 1e9, 0.0).exposed_s == 0.0
+    assert simulate_data_parallel(Workload(0.3, (1,), 1), 1_000_000, 1e3, LAT).exposed_s == 0.0
+
+
+def test_a_group_that_arrives_early_at_the_sync_waits_longer_for_its_data() -> None:
+    from ftrun.plan import expected_shortfall
+
+    assert expected_shortfall(0.3, 0.0) == 0.3 and expected_shortfall(-0.3, 0.0) == 0.0
+    assert expected_shortfall(0.0, 1.0) == pytest.approx(1 / (2 * 3.141592653589793) ** 0.5)
+    # streaming F=2 H=20 tau=1: each 100 kB fragment needs 120 ms, the one step after the send
+    # 100 ms: 20 ms exposed without jitter; with 50 ms of per-step jitter the groups are
+    # N(0, 50 ms) apart at the sync and wait E[max(0, 20 ms - X)] on average: more
+    calm = simulate(TWO_FRAGS, Schedule(2, 20, 1), BW, LAT, steps=20)
+    noisy = simulate(Workload(0.1, (100_000, 100_000), 2, jitter_s=0.05), Schedule(2, 20, 1), BW, LAT, steps=20)
+    assert calm.exposed_data_s == pytest.approx(2 * 0.02)
+    assert noisy.exposed_data_s == pytest.approx(2 * expected_shortfall(0.02, 0.05))

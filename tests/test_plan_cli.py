@@ -2,8 +2,10 @@
 hand-made compare and sweep dirs. No training; the run dirs are written here.
 
 The hand-made run: 2 replicas, plain DiLoCo F=1 H=4 tau=0, 8 steps, one 1 MB fragment, an
-emulated link of 8 Mbit/s and 10 ms, compute 100 ms a step. The model predicts per sync
-1.0 s + 20 ms of allreduce and a 20 ms quorum: 1040 ms; 8 steps in 0.8 + 2 x 1.04 s = 2.78 steps/s.
+emulated link of 8 Mbit/s and 10 ms, compute 100 ms a step. Both groups waited 90 ms at each
+quorum, so neither waited for the other: the lighthouse's reply took 90 - 20 ms (the held round
+trip). The model predicts per sync 1.0 s + 20 ms of allreduce and a 90 ms quorum: 1110 ms;
+8 steps in 0.8 + 2 x 1.11 s = 2.65 steps/s.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from train_fixtures import event_record, train_manifest
 
 from ftrun.cli import app
 
-PRED_MS, PRED_SPS = 1040.0, 8 / 2.88
+PRED_MS, PRED_SPS = 1110.0, 8 / 3.02
 
 
 def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Path:
@@ -160,7 +162,7 @@ def test_check_a_compare_dir_within_tolerance(tmp_path: Path) -> None:
 
 
 def test_check_fails_outside_tolerance_and_tolerance_is_a_flag(tmp_path: Path) -> None:
-    cmp_dir = make_compare(tmp_path, data_ms=1900.0, control_ms=100.0, sps=2.7)  # predicted 1040 vs 2000: -48%
+    cmp_dir = make_compare(tmp_path, data_ms=1900.0, control_ms=100.0, sps=2.7)  # predicted 1110 vs 2000: -45%
     res = invoke("--check", str(cmp_dir))
     assert res.exit_code == 1, res.output
     assert "baseline: exposed_ms_per_sync" in res.output.replace("\n", " ")
@@ -209,3 +211,82 @@ def test_plan_never_imports_torch(tmp_path: Path) -> None:
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_measured_arrivals_come_from_step_times_and_end_stamps_not_from_waits(tmp_path: Path) -> None:
+    from ftrun.commands.plan import measure_arrivals
+
+    # group 1 computes 120 ms a step, group 0 100 ms; group 1 starts 20 ms later and spends
+    # 0.5 s outside its steps before step 6 (a profiler export); at the quorums (steps 4, 8) the
+    # late group waited 30 ms: 20 ms held round trip + a 10 ms lighthouse reply
+    run = tmp_path / "r"
+    (run / "events").mkdir(parents=True)
+    for r, (compute, start) in enumerate(((0.1, 1000.0), (0.12, 1000.02))):
+        t, lines = start, []
+        for step in range(1, 9):
+            q = (0.03 if r == 1 else 0.5) if step % 4 == 0 else None
+            rec = event_record(step, step_time_s=compute + (q or 0.0))
+            if q is not None:
+                rec["quorum_s"] = q
+            t += (0.5 if (r == 1 and step == 6) else 0.0) + rec["step_time_s"]
+            rec["t"] = t
+            lines.append(json.dumps(rec))
+        (run / "events" / f"replica{r}_rank0.jsonl").write_text("\n".join(lines) + "\n")
+    arr = measure_arrivals([run], 2, hold_s=0.02)
+    assert arr.bias_s == pytest.approx((-0.01, 0.01))
+    assert arr.jitter_s == pytest.approx(0.0, abs=1e-9)
+    stalls = dict(arr.stalls)
+    assert stalls[1] == pytest.approx((-0.02, 0.02))  # starts 20 ms later, first step 20 ms longer: 40 ms apart
+    assert stalls[6] == pytest.approx((-0.25, 0.25))
+    assert arr.rpc_s == pytest.approx(0.01)
+
+
+def test_step_jitter_is_a_what_if_and_fp4_and_flops_set_bytes_and_step(tmp_path: Path) -> None:
+    res = invoke("--params", "1e9", "--dtype", "fp4", "--tokens-per-step", "1e6", "--flops-per-gpu", "1e15",
+                 "--gpus-per-replica", "10", "--mfu", "0.5", "--link", "10gbit,10ms", "--step-jitter", "20", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["inputs"]["model_bytes"] == 500_000_000  # 1e9 x 0.5 byte
+    assert out["inputs"]["step_ms"] == pytest.approx(6 * 1e9 * 1e6 / (10 * 1e15 * 0.5) * 1e3)  # 1.2 s
+    assert out["inputs"]["step_jitter_ms"] == 20.0
+    quiet = json.loads(invoke("--params", "1e9", "--dtype", "fp4", "--step-ms", "1200", "--link", "10gbit,10ms", "--json").output)
+    noisy, calm = out["configs"][0]["streaming"], quiet["configs"][0]["streaming"]
+    assert noisy["exposed_control_ms_per_sync"] > calm["exposed_control_ms_per_sync"] == pytest.approx(20.0)
+
+
+def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
+    res = invoke("--params", "1e9", "--dtype", "fp4", "--dp-dtype", "bf16", "--step-ms", "100", "--tokens-per-step", "1e6",
+                 "--train-tokens", "1e9", "--layers", "20", "--layers-per-fragment", "2", "--sync-every", "100",
+                 "--fragment-sync-delay", "1", "--data-parallel", "--link", "1gbit", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["inputs"]["fragments"] == 10 and out["inputs"]["train_steps"] == 1000
+    dp = out["configs"][0]["data_parallel"]
+    # 2 GB of bf16 gradients per step at 1 Gbit/s: 16 s, 66.7 ms hidden by the backward pass
+    assert dp["exposed_ms_per_step"] == pytest.approx(16_000 - 200 / 3, rel=1e-6)
+    assert dp["sent_bytes_per_replica"] == pytest.approx(1000 * 2e9)
+    assert dp["train_hours"] == pytest.approx(1000 * (16.0 + 0.1 - 0.2 / 3) / 3600, rel=1e-6)
+    assert out["hides_from_bps"]["data_parallel"] > out["hides_from_bps"]["streaming"]
+    text = invoke("--params", "1e9", "--step-ms", "100", "--data-parallel", "--link", "1gbit").output
+    assert "data-parallel" in text
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--params", "1e9", "--link", "1gbit", "--tokens-per-step", "1e6"], "--flops-per-gpu"),
+        (["--params", "1e9", "--step-ms", "10", "--mfu", "0.5", "--link", "1gbit"], "--step-ms"),
+        (["--params", "1e9", "--tokens-per-step", "1e6", "--flops-per-gpu", "1e15", "--mfu", "1.5", "--link", "1gbit"], "--mfu 1.5"),
+        (["--params", "1e9", "--tokens-per-step", "-1", "--flops-per-gpu", "1e15", "--link", "1gbit"], "--tokens-per-step -1"),
+        (["--params", "1e9", "--step-ms", "10", "--layers", "24", "--layers-per-fragment", "5", "--link", "1gbit"], "--layers-per-fragment 5"),
+        (["--params", "1e9", "--step-ms", "10", "--layers-per-fragment", "2", "--link", "1gbit"], "--layers"),
+        (["--params", "1e9", "--step-ms", "10", "--fragments", "2", "--layers", "4", "--layers-per-fragment", "2", "--link", "1gbit"], "--fragments"),
+        (["--params", "1e9", "--step-ms", "10", "--step-jitter", "-1", "--link", "1gbit"], "--step-jitter -1"),
+        (["--params", "1e9", "--step-ms", "10", "--train-tokens", "1e9", "--link", "1gbit"], "--tokens-per-step"),
+        (["--params", "1e9", "--step-ms", "10", "--dp-dtype", "int2", "--link", "1gbit"], "--dp-dtype 'int2'"),
+        (["--check", "/tmp", "--step-jitter", "5"], "--step-jitter"),
+        (["--check", "/tmp", "--data-parallel"], "--data-parallel"),
+    ],
+)
+def test_paper_scale_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    assert_one_line(invoke(*args), needle)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import SMALL, TreeWatch, survivors
+from train_fixtures import SMALL, TreeWatch, junit_cases, survivors, validate_junit
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +56,8 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert first["steps_per_s"] > 0 and first["exposed_comm_per_sync_ms"] is not None
     kept = (gloo / "sweep-cell.json").stat().st_mtime_ns
 
-    r = subprocess.run(_cmd(tmp_path, "--resume"), capture_output=True, text=True, timeout=300)
+    junit = tmp_path / "sweep.xml"
+    r = subprocess.run(_cmd(tmp_path, "--resume", "--junit", str(junit)), capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr
     result = json.loads(r.stdout)
     cells = {c["name"]: c for c in result["cells"]}
@@ -74,3 +75,7 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert result["versions"]["torchft"] and result["machine"]["cpus"]
     assert (sweep_dir / "sweep.md").read_text().count("| baby-gloo |") == 2
     assert (sweep_dir / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    root = validate_junit(junit)  # one case per cell: the pass passes, baby-gloo fails, the invalid ones are skipped
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "1", "2")
+    case = junit_cases(root)[("sweep", "backend-baby-gloo_tau1")].find("failure")
+    assert case.get("message").startswith("failed-commits: ") and "no injected fault" in case.text

@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import threading
+import xml.etree.ElementTree as ET
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,53 @@ def swap_send_sizes(d: dict, a: int, b: int) -> None:
         e["ts"] += shift
     for e in tb:
         e["ts"] -= shift
+
+
+# --- JUnit XML (--junit) ------------------------------------------------------------
+
+# What the JUnit XSD (Jenkins' / Ant's junit-10.xsd) requires of each element.
+JUNIT_REQUIRED = {
+    "testsuite": {"name", "tests", "failures", "errors"},
+    "testcase": {"name", "classname"},
+}
+
+
+def validate_junit(path: Path) -> ET.Element:
+    """Parse ``path`` and check what the JUnit schema requires: a testsuites root of testsuite
+    elements, each with its required attributes and counts that match its testcases; a testcase
+    holds at most one of failure/error/skipped, a failure with a message and its text."""
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    suites = list(root)
+    assert suites and all(s.tag == "testsuite" for s in suites)
+    total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for s in suites:
+        assert JUNIT_REQUIRED["testsuite"] <= set(s.attrib), s.attrib
+        cases = s.findall("testcase")
+        assert len(list(s)) == len(cases)
+        counts = {"tests": len(cases), "failures": sum(c.find("failure") is not None for c in cases),
+                  "errors": sum(c.find("error") is not None for c in cases),
+                  "skipped": sum(c.find("skipped") is not None for c in cases)}
+        for k, v in counts.items():
+            assert int(s.get(k, "0")) == v, (k, s.attrib)
+            total[k] += v
+        for c in cases:
+            assert JUNIT_REQUIRED["testcase"] <= set(c.attrib), c.attrib
+            outcome = [x for x in c if x.tag in ("failure", "error", "skipped")]
+            assert len(outcome) <= 1
+            for x in c:
+                assert x.tag in ("failure", "error", "skipped", "system-out", "system-err")
+            f = c.find("failure")
+            if f is not None:
+                assert f.get("message") and f.text and f.get("message") == f.text.splitlines()[0]
+    for k, v in total.items():
+        assert int(root.get(k)) == v
+    return root
+
+
+def junit_cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
+    return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
+
 
 
 # --- /proc -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ one of the two that matches more expected events (ties: top).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -374,9 +375,7 @@ def analyze(
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
-    trace_notes = [n for sp in spans for n in sp.notes][:1]  # what the traces cannot tell, said once
-    if trace_notes and sum(bool(sp.notes) for sp in spans) > 1:
-        trace_notes[0] += f" (likewise in {sum(bool(sp.notes) for sp in spans) - 1} more trace file(s))"
+    trace_notes = _once(spans)
     workers = assign(inputs.files, spans)
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
@@ -411,18 +410,19 @@ def analyze(
     for m in faults.marks:
         m.has_trace = m.replica in traced
         m.text = describe(m)
-    run_problems = _missing_traces(inputs, traced, faults, notes)
+    by_class: dict[str, list[str]] = {"traces": _missing_traces(inputs, traced, faults, notes), "agreement": [], "commits": []}
     agreement = None
     if logs:
         ag = check_agreement(logs)
         agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
-        run_problems += _disagreements(ag)
+        by_class["agreement"] = _disagreements(ag)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
     if not results:
         notes.append("no sends or syncs expected or observed in the captured steps")
         ok = True
     if not allow_failed_commits:
-        run_problems += _unexplained_failed_commits(failed_commits)
+        by_class["commits"] = _unexplained_failed_commits(failed_commits)
+    run_problems = [p for ps in by_class.values() for p in ps]
     ok = ok and not run_problems
     report = Report(
         verdict="pass" if ok else "fail",
@@ -432,7 +432,7 @@ def analyze(
         schedule={
             "fragments": schedule.fragments,
             "sync_every": schedule.sync_every,
-            "fragment_sync_delay": schedule.delay,
+            "fragment_sync_delay": schedule.fragment_sync_delay,
             "window": schedule.window,
         },
         step_numbering=numbering,
@@ -446,11 +446,27 @@ def analyze(
         faults=[m.to_json() for m in faults.marks],
         agreement=agreement,
         run_problems=run_problems,
+        run_problems_by_class=by_class,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
         comms=_comms(wobs),
     )
     return report
+
+
+def _once(spans: list[TraceSpans]) -> list[str]:
+    """What the traces cannot tell, each kind of note said once: the first file's, with how many
+    more files said the same (a note's kind: its text after the file name, numbers aside)."""
+    first: dict[str, str] = {}
+    more: dict[str, int] = {}
+    for sp in spans:
+        for n in sp.notes:
+            kind = re.sub(r"[0-9.]+", "#", n.split(": ", 1)[-1])
+            if kind in first:
+                more[kind] += 1
+            else:
+                first[kind], more[kind] = n, 0
+    return [n + (f" (likewise in {more[k]} more trace file(s))" if more[k] else "") for k, n in first.items()]
 
 
 def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule) -> list[int]:
@@ -495,6 +511,7 @@ def _results(wobs: list[WorkerObs], schedule: Schedule) -> tuple[list[EventResul
                 files=[str(t.path) for t in w.traces],
                 step_source=w.traces[0].step_source,
                 step_ranges=wo.ranges, failed_cycles=wo.failed, totals=_totals(mine),
+                global_rank=w.global_rank, world_size=w.world_size,
             )
         )
     return results, reports

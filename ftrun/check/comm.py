@@ -2,7 +2,7 @@
 
 Attribution: a send's ``manager.allreduce`` calls, in issue order, each take the earliest
 not-yet-taken collective span (backend span or NCCL kernel) that starts at or after the call,
-preferring one with the same tensor sizes (Gloo spans carry ``Input Dims``; a rank runs its
+preferring one with the same element count (Gloo spans carry ``Input Dims``; a rank runs its
 collectives through several Gloo threads, so plain start order can interleave). An
 ``ftrun::link::hold`` span (emulated slow link) belongs to the latest send issued before it.
 
@@ -91,7 +91,8 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
             for i in range(i0, len(pool)):
                 if taken[i]:
                     continue
-                if ar.shapes is None or pool[i].shapes is None or pool[i].shapes == ar.shapes:
+                # by element count: a kernel states a flat ``In msg nelems``, a c10d op its tensors' shapes
+                if ar.shapes is None or pool[i].shapes is None or _numel(pool[i].shapes) == _numel(ar.shapes):
                     pick = i
                     break
             if pick is None and ar.shapes is not None:  # sizes differ (e.g. quantized): take by order

@@ -60,12 +60,20 @@ class EventResult:
 class WorkerReport:
     replica: int
     rank: int
-    source: str  # how (replica, rank) was decided: manifest, file name, trace metadata, file order
+    source: str  # how (replica, rank) was decided: manifest, file name, file order (+ torchft's process-group name)
     files: list[str]
     step_source: str  # "ftrun" (ftrun::step#S) or "profiler" (ProfilerStep#k)
     step_ranges: list[tuple[int, int]]  # captured training steps per file
     failed_cycles: list[int]
     totals: dict[str, Any] = field(default_factory=dict)
+    # the traces' distributedInfo: the default group's rank and size ("global rank 3 of 8"), never the replica
+    global_rank: Optional[int] = None
+    world_size: Optional[int] = None
+
+    def global_rank_text(self) -> Optional[str]:
+        if self.global_rank is None:
+            return None
+        return f"global rank {self.global_rank}" + (f" of {self.world_size}" if self.world_size is not None else "")
 
 
 @dataclass
@@ -100,6 +108,9 @@ class Report:
     agreement: Optional[dict[str, Any]] = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
     run_problems: list[str] = field(default_factory=list)
+    # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
+    # "commits" (failed commits no fault explains, unless allowed); run_problems is their concatenation
+    run_problems_by_class: dict[str, list[str]] = field(default_factory=dict)
     # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
     failed_commits: list[dict[str, Any]] = field(default_factory=list)
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
@@ -122,3 +133,11 @@ class Report:
         del d["spans"], d["comms"]
         d["problems"] = self.problems()
         return d
+
+
+def numerics_of(report: Report) -> Optional[dict[str, Any]]:
+    """The numeric check of the outer steps in its JSON form (``{checked, tolerance, problems}``),
+    or None when the report carries none (sketches off, a foreign run, an ftrun without the check):
+    then numerics were not checked, and nothing may say they passed."""
+    n = report.to_json().get("numerics")
+    return n if isinstance(n, dict) and n.get("checked") else None

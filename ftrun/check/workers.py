@@ -1,11 +1,14 @@
 """Which worker (replica, rank) each trace file belongs to, and which files go together.
 
 Sources, in order: the run dir's manifest; the file name (``replica{r}_rank{g}``, see
-``layout.parse_worker``); the trace's ``distributedInfo.rank`` (taken as the replica when it
-tells the remaining workers apart); else file order. Files without manifest or name identity
-are grouped by folder and metadata rank; inside a group, windows whose step ranges do not
-overlap belong to one worker (torchft's ``step-60.json``, ``step-120.json``), overlapping ones
-to different workers.
+``layout.parse_worker``); else file order for the replica, and for the rank the one torchft's
+process-group name states (``torchft_quorum_{q}_rank_{g}``, ``TraceSpans.group_rank``), else 0.
+The trace's ``distributedInfo`` is the default group's rank and world size — a DDP job's global
+rank, or a torchft replica group's own — never a replica id: it is shown as "global rank 3 of
+8" (``Worker.global_rank`` / ``world_size``). Files without manifest or name identity are
+grouped by folder and global rank; inside a group, windows whose step ranges do not overlap
+belong to one worker (torchft's ``step-60.json``, ``step-120.json``), overlapping ones to
+different workers.
 
 Bad input (``BadInput``, naming both files): two traces that one worker cannot both have
 written — the same trace twice (identical step spans, whatever the file names), or two traces
@@ -22,7 +25,8 @@ from ftrun.layout import parse_worker
 from ftrun.trace.discover import TraceFile
 from ftrun.trace.spans import TraceSpans
 
-MANIFEST, FILE_NAME, METADATA, ORDER = "manifest", "file name", "trace metadata (distributedInfo.rank)", "file order"
+MANIFEST, FILE_NAME, ORDER = "manifest", "file name", "file order"
+PG_RANK = "file order; rank from torchft's process-group name"
 
 
 @dataclass
@@ -31,6 +35,17 @@ class Worker:
     rank: int
     source: str
     traces: list[TraceSpans] = field(default_factory=list)
+
+    @property
+    def global_rank(self) -> Optional[int]:
+        """``distributedInfo.rank`` when every trace of the worker states the same one."""
+        got = {t.rank for t in self.traces}
+        return got.pop() if len(got) == 1 else None
+
+    @property
+    def world_size(self) -> Optional[int]:
+        got = {t.world_size for t in self.traces}
+        return got.pop() if len(got) == 1 else None
 
 
 def _range(t: TraceSpans) -> tuple[int, int]:
@@ -93,16 +108,12 @@ def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
         if w.source == FILE_NAME:  # a manifest's identity is the run's own; a file name may mix runs
             _refuse_overlaps(w)
 
-    taken = {r for r, _ in known}
-    ranks = [r for r, _ in lanes]
-    by_meta = all(r is not None for r in ranks) and len(set(ranks)) == len(ranks) and not (set(ranks) & taken)
-    nxt = max(taken, default=-1) + 1
-    for rank, lane in lanes:
-        if by_meta:
-            w = Worker(rank, 0, METADATA, lane)
-        else:
-            w = Worker(nxt, 0, ORDER, lane)
-            nxt += 1
+    nxt = max((r for r, _ in known), default=-1) + 1
+    for _, lane in lanes:
+        ranks = {t.group_rank for t in lane}
+        rank = ranks.pop() if len(ranks) == 1 else None
+        w = Worker(nxt, rank if rank is not None else 0, PG_RANK if rank is not None else ORDER, lane)
+        nxt += 1
         known[(w.replica, w.rank)] = w
     for w in known.values():
         w.traces.sort(key=lambda t: _range(t)[0])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ftrun import layout
-from ftrun.config import PRESETS, RunConfig, build, load_toml
+from ftrun.config import PRESETS, RunConfig, build, flag, load_toml
 from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
@@ -111,6 +111,14 @@ def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
     return plan
 
 
+# The training settings both runs of a trained compare share (``ftrun compare``'s train flags).
+SHARED_SETTINGS = (
+    "replicas", "nproc_per_replica", "fragment_update_alpha", "outer_lr", "outer_momentum", "inner_lr", "bucketize",
+    "steps", "model", "blocks", "width", "seq_len", "batch_size", "data", "backend", "min_replicas", "seed", "profile",
+    "kill", "hang", "restarts", "step_sleep_ms", "stall_timeout_s", "quorum_timeout_s",
+)
+
+
 def compare(
     specs: list[str],
     flags: dict[str, Any],
@@ -121,27 +129,11 @@ def compare(
     overwrite: bool = False,
     name: Optional[str] = None,
     repeat: int = 1,
+    junit: Optional[Path] = None,
 ) -> int:
     """Exit 0 when both schedules pass (and ``--expect-hidden`` holds), 1 otherwise."""
-    if repeat < 1:
-        raise BadInput(f"--repeat {repeat}: must be at least 1")
-    if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
-        raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
-    if name is not None:
-        check_name("--name", name)  # one directory under --out, never elsewhere
-    # Parse --link up front so that a bad one is exit 2 in read mode too (it used to be ignored there).
-    link_spec = parse_link(link) if link else None
-    mode = resolve_specs(specs)
-    out_root = Path(out or "profiles")
-    if mode == "train":
-        names, run_dirs, cmp_dir, link_info = train_mode(specs, flags, link_spec, out_root, json_out, overwrite, name, repeat)
-    else:
-        if link_spec is not None:
-            raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
-        if repeat != 1:
-            raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
-        names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
-    result = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden)
+    result, _ = run_compare(specs, flags, link, out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+                            progress=not json_out, junit=junit)
     if json_out:
         print(json.dumps(result, indent=1))
     else:
@@ -153,6 +145,53 @@ def compare(
     if expect_hidden is not None and not result["expect_hidden"]["ok"]:
         return 1
     return 0
+
+
+def run_compare(
+    specs: list[str],
+    flags: dict[str, Any],
+    link: Optional[str],
+    out: Optional[str],
+    expect_hidden: Optional[float],
+    overwrite: bool = False,
+    name: Optional[str] = None,
+    repeat: int = 1,
+    progress: bool = True,
+    junit: Optional[Path] = None,
+) -> tuple[dict, list[list]]:
+    """Train or read both runs, check and measure them, write the outputs (and ``junit``).
+    Returns (report.json's result, each configuration's check reports). ``progress``: the
+    training lines on stdout."""
+    if repeat < 1:
+        raise BadInput(f"--repeat {repeat}: must be at least 1")
+    if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
+        raise BadInput(f"--expect-hidden {expect_hidden}: must be between 0 and 1")
+    if name is not None:
+        check_name("--name", name)  # one directory under --out, never elsewhere
+    # Parse --link up front so that a bad one is exit 2 in read mode too (it used to be ignored there).
+    link_spec = parse_link(link) if link else None
+    mode = resolve_specs(specs)
+    if junit is not None:  # before training or reading: never write into a run dir being compared
+        check_target(junit, "--junit", reading=[d for s in specs for d in split_spec(s)] if mode == "read" else [])
+    out_root = Path(out or "profiles")
+    if mode == "train":
+        names, run_dirs, cmp_dir, link_info = train_mode(specs, flags, link_spec, out_root, not progress, overwrite, name, repeat)
+    else:
+        if link_spec is not None:
+            raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
+        if repeat != 1:
+            raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
+        given = [k for k, v in flags.items() if v is not None]
+        if given:
+            raise BadInput(f"{flag(given[0])}: a training setting applies only when compare trains; "
+                           "run dirs keep the settings they were trained with")
+        names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
+    result, reports = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden)
+    if junit is not None:
+        from ftrun.report.junit import compare_junit
+
+        atomic_write(junit, compare_junit(result, names, reports), "--junit")
+    return result, reports
 
 
 def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | None, out_root: Path, json_out: bool,
@@ -223,8 +262,9 @@ def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[
     return names, run_dirs, cmp_dir, link_info
 
 
-def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float]) -> dict:
-    """Check every run, measure it, and write report.json, report.md and timeline.png; returns the result.
+def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float]) -> tuple[dict, list[list]]:
+    """Check every run, measure it, and write report.json, report.md and timeline.png; returns
+    the result and the check reports (per configuration, per repeat).
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics
@@ -259,4 +299,4 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
     atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare")
     write_markdown(result, cmp_dir / "report.md")
-    return result
+    return result, reports

@@ -1,4 +1,5 @@
-"""``ftrun inspect-trace``: run the check (``analyze``), render it, optionally export for Perfetto.
+"""``ftrun inspect-trace``: run the check (``analyze``), render it, optionally export for Perfetto
+and write JUnit XML (``ftrun.report.junit``).
 
 Exit 0 pass, 1 mismatch (BadInput -> 2 in cli)."""
 
@@ -22,14 +23,18 @@ def inspect_trace(
     json_out: bool = False,
     export_perfetto: Optional[Path] = None,
     allow_failed_commits: bool = False,
+    junit: Optional[Path] = None,
 ) -> int:
-    if export_perfetto is not None:  # before reading anything: never write onto what we read
+    outs = [(export_perfetto, "--export-perfetto"), (junit, "--junit")]
+    if any(o is not None for o, _ in outs):  # before reading anything: never write onto what we read
         from ftrun.output import check_target
         from ftrun.trace.discover import run_dir_of
 
         given = [Path(p) for p in paths]
-        check_target(export_perfetto, "--export-perfetto", inputs=[p for p in given if not p.is_dir()],
-                     reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
+        for target, flag in outs:
+            if target is not None:
+                check_target(target, flag, inputs=[p for p in given if not p.is_dir()],
+                             reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
     report = analyze(
         paths,
         fragments=fragments,
@@ -38,6 +43,11 @@ def inspect_trace(
         step_numbering=step_numbering,
         allow_failed_commits=allow_failed_commits,
     )
+    if junit is not None:
+        from ftrun.output import atomic_write
+        from ftrun.report.junit import inspect_junit
+
+        atomic_write(junit, inspect_junit(report), "--junit")
     exported = None
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export

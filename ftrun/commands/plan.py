@@ -15,18 +15,25 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
+
+import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, seconds, stepped
+from ftrun.layout import EventRecord
+from ftrun.linkcost import control_s
 from ftrun.link_spec import LinkSpec, parse_link
-from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
+from ftrun.plan import (Prediction, Workload, data_hidden_bandwidth, data_parallel_hidden_bandwidth,
+                        data_parallel_hiding_bandwidth, hiding_bandwidth, plain, simulate, simulate_data_parallel,
+                        smallest_fragments, smallest_tau)
 from ftrun.schedule import Schedule, ScheduleError
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per exchanged value
+DEFAULT_MFU = 0.4  # model FLOPs utilisation when --mfu is not given
 SWEEP_POINTS_PER_DECADE = 4
 LOOPBACK = LinkSpec(1e12, 0.0)  # a run without an emulated link: the model's link costs nothing
 EXPOSED_FLOOR_MS = 5.0  # an exposed-time error this small always passes --check
@@ -49,25 +56,94 @@ def _manifest(run_dir: Path) -> layout.Manifest:
     return layout.read_train_manifest(run_dir)
 
 
-def compute_step_s(dirs: list[Path], replicas: int) -> float:
-    """Mean compute time per step over the replica groups' rank-0 event logs (loop - exposed)."""
-    per_replica = []
+STALL_S = 0.010  # time outside a step body longer than this is a stall at that step (profiler export), not jitter
+
+
+def _replica_records(dirs: list[Path], replicas: int) -> list[list[EventRecord]]:
+    """Each replica group's rank-0 step records (a group without them: [])."""
+    out = []
     for r in range(replicas):
         recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
-        recs = stepped(recs)
-        if not recs:
-            continue
-        loop = sum(x.step_time_s for x in recs)
-        data = sum(seconds(x.exposed_s) for x in recs if x.synced is not None)
-        control = sum(seconds(x.quorum_s) + seconds(x.commit_s) for x in recs)
-        per_replica.append((loop - data - control) / len(recs))
+        out.append(stepped(recs))
+    return out
+
+
+def _compute_s(x: EventRecord) -> float:
+    """A step's time minus what it waited on the link (exposed data, quorum, should_commit)."""
+    return x.step_time_s - (seconds(x.exposed_s) if x.synced is not None else 0.0) - seconds(x.quorum_s) - seconds(x.commit_s)
+
+
+def compute_step_s(dirs: list[Path], replicas: int) -> float:
+    """Mean compute time per step over the replica groups' rank-0 event logs (loop - exposed)."""
+    per_replica = [sum(_compute_s(x) for x in recs) / len(recs) for recs in _replica_records(dirs, replicas) if recs]
     if not per_replica:
         raise BadInput(f"{dirs[0]}: no event logs with step times under {layout.EVENT_LOGS}/")
     return sum(per_replica) / len(per_replica)
 
 
+@dataclass(frozen=True)
+class Arrivals:
+    """How a run's groups drifted apart (``ftrun.plan.Workload``'s ``bias_s``, ``jitter_s``,
+    ``stalls``, ``rpc_s``), measured from its event logs without reading any wait: per step,
+    each group's compute (step time minus its exposed data, quorum and commit) plus its time
+    outside the step body (from the records' end times ``t``)."""
+
+    bias_s: tuple[float, ...]
+    jitter_s: float
+    stalls: tuple[tuple[int, tuple[float, ...]], ...]
+    rpc_s: float
+
+
+def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals:
+    """Per-group bias and per-step jitter around the groups' mean step, the stalls (the start,
+    time outside the steps above ``STALL_S``), and the lighthouse's reply time: at each quorum,
+    the group that waited least waited for no one, so its wait minus the held round trips
+    ``hold_s`` is the RPC (median over the quorums)."""
+    recs = _replica_records(dirs, replicas)
+    if replicas < 2 or any(not r for r in recs):
+        return Arrivals((), 0.0, (), 0.0)
+    by_step = [{x.step: (i, x) for i, x in enumerate(r)} for r in recs]
+    common = sorted(set.intersection(*(set(b) for b in by_step)))
+    stalls: list[tuple[int, tuple[float, ...]]] = []
+    dev: list[list[float]] = [[] for _ in range(replicas)]
+    for step in common:
+        per = []
+        for r in range(replicas):
+            i, x = by_step[r][step]
+            outside = x.t - recs[r][i - 1].t - x.step_time_s if i > 0 else x.t - x.step_time_s  # i = 0: the start time
+            per.append((_compute_s(x), outside))
+        first = step == common[0]
+        if first or any(o > STALL_S for _, o in per):
+            # the start (absolute start times and the warm-up step) or a stall: a place, not jitter
+            at = [c + o if first else o for c, o in per]
+            mean = sum(at) / replicas
+            stalls.append((step, tuple(a - mean for a in at)))
+            if first:
+                continue
+            xs = [c for c, _ in per]
+        else:
+            xs = [c + o for c, o in per]
+        mean = sum(xs) / replicas
+        for r in range(replicas):
+            dev[r].append(xs[r] - mean)
+    n = len(dev[0])
+    if n < 2:
+        return Arrivals((), 0.0, tuple(stalls), 0.0)
+    bias = tuple(sum(d) / n for d in dev)
+    var = sum((d - bias[r]) ** 2 for r in range(replicas) for d in dev[r]) / (replicas * (n - 1))
+    jitter = math.sqrt(var * replicas / (replicas - 1))  # deviations from the mean have (R-1)/R of each group's variance
+    waits = []
+    for step in common:
+        qs = [seconds(by_step[r][step][1].quorum_s) for r in range(replicas)]
+        if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
+            waits.append(max(0.0, min(qs) - hold_s))
+    rpc = statistics.median(waits) if waits else 0.0
+    return Arrivals(bias, jitter, tuple(stalls), rpc)
+
+
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
-    """Fragment bytes, replicas, schedule and link from the manifest; compute step from the event logs."""
+    """Fragment bytes, replicas, schedule and link from the manifest; compute step and the
+    groups' arrivals (``measure_arrivals``) from the event logs."""
     m = _manifest(dirs[0])
     sched = m.schedule
     try:
@@ -81,7 +157,8 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
-    work = Workload(compute_step_s(dirs, replicas), nbytes, replicas)
+    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0))
+    work = Workload(compute_step_s(dirs, replicas), nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s)
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
@@ -107,98 +184,207 @@ def _schedule(fragments: int, sync_every: int, delay: int) -> Schedule:
         raise BadInput(f"{flag} {e.value}: {e.rule}") from None
 
 
-def plan_inputs(from_dir: Optional[str], params: Optional[int], dtype: Optional[str], step_ms: Optional[float],
-                replicas: Optional[int], fragments: Optional[int], sync_every: Optional[int],
-                delay: Optional[int]) -> tuple[Workload, Schedule, Optional[LinkSpec], str]:
-    """The workload and streaming schedule to plan, and the run's own link (``--from``)."""
-    if from_dir is not None:
-        if params is not None or step_ms is not None or dtype is not None:
-            raise BadInput("--from: give either a run dir or --params/--dtype/--step-ms, not both")
-        run = read_run([Path(from_dir)])
-        work, sched, link, source = run.work, run.schedule, run.link, f"run {from_dir}"
+@dataclass(frozen=True)
+class PlanRequest:
+    """What ``ftrun plan`` was asked (one field per flag; None = not given)."""
+
+    from_dir: Optional[str] = None
+    params: Optional[float] = None
+    dtype: Optional[str] = None  # of the exchanged pseudo-gradients (DiLoCo) / gradients (data-parallel)
+    step_ms: Optional[float] = None
+    tokens_per_step: Optional[float] = None  # per replica group; with the three below: step = 6 N T / (G F MFU)
+    flops_per_gpu: Optional[float] = None
+    gpus_per_replica: Optional[int] = None
+    mfu: Optional[float] = None
+    links: tuple[str, ...] = ()
+    sweep_link: Optional[str] = None
+    replicas: Optional[int] = None
+    fragments: Optional[int] = None
+    layers: Optional[int] = None
+    layers_per_fragment: Optional[int] = None
+    sync_every: Optional[int] = None
+    fragment_sync_delay: Optional[int] = None
+    step_jitter_ms: Optional[float] = None
+    data_parallel: bool = False
+    dp_dtype: Optional[str] = None
+    train_tokens: Optional[float] = None
+    target_util: float = 0.95
+    json_out: bool = False
+    png: Optional[str] = None
+
+
+def _positive(flag: str, value: Optional[float], integer: bool = False) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0 and (not integer or value == int(value))):
+        raise BadInput(f"{flag} {value:g}: must be {'an integer' if integer else 'a number'} > 0")
+
+
+def _dtype_bytes(flag: str, dtype: str) -> float:
+    if dtype not in DTYPE_BYTES:
+        raise BadInput(f"{flag} {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
+def step_seconds(req: PlanRequest) -> tuple[float, str]:
+    """The compute step: ``--step-ms``, or FLOPs-based: 6 N T / (GPUs x FLOP/s per GPU x MFU)."""
+    flops = (req.flops_per_gpu, req.mfu, req.gpus_per_replica)
+    if req.step_ms is not None:
+        if any(x is not None for x in flops):
+            raise BadInput("--step-ms: give either --step-ms or --flops-per-gpu/--mfu/--gpus-per-replica, not both")
+        if not (req.step_ms > 0 and math.isfinite(req.step_ms)):
+            raise BadInput(f"--step-ms {req.step_ms}: must be a number > 0")
+        return req.step_ms / 1e3, f"step {req.step_ms:g} ms"
+    if req.tokens_per_step is None or req.flops_per_gpu is None:
+        raise BadInput("plan: give --step-ms MS, or --tokens-per-step and --flops-per-gpu (with --mfu, --gpus-per-replica)")
+    for flag, v in (("--tokens-per-step", req.tokens_per_step), ("--flops-per-gpu", req.flops_per_gpu)):
+        _positive(flag, v)
+    _positive("--gpus-per-replica", req.gpus_per_replica, integer=True)
+    mfu = req.mfu if req.mfu is not None else DEFAULT_MFU
+    if not 0.0 < mfu <= 1.0:
+        raise BadInput(f"--mfu {mfu:g}: must be in (0, 1]")
+    gpus = req.gpus_per_replica or 1
+    step = 6.0 * req.params * req.tokens_per_step / (gpus * req.flops_per_gpu * mfu)
+    return step, (f"step 6 N T / (G F MFU) = 6 x {req.params:.3g} x {req.tokens_per_step:.3g} / "
+                  f"({gpus} x {req.flops_per_gpu:.3g} x {mfu:g}) = {step * 1e3:.3g} ms")
+
+
+def _fragment_count(req: PlanRequest, default: int) -> int:
+    if req.layers_per_fragment is None and req.layers is None:
+        return req.fragments if req.fragments is not None else default
+    if req.fragments is not None:
+        raise BadInput("--layers-per-fragment: give either --fragments or --layers with --layers-per-fragment, not both")
+    if req.layers is None or req.layers_per_fragment is None:
+        raise BadInput("--layers-per-fragment: needs --layers (and --layers needs --layers-per-fragment)")
+    if req.layers < 1 or req.layers_per_fragment < 1 or req.layers % req.layers_per_fragment:
+        raise BadInput(f"--layers-per-fragment {req.layers_per_fragment}: must divide --layers {req.layers}")
+    return req.layers // req.layers_per_fragment
+
+
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec], str, Optional[int]]:
+    """The workload and streaming schedule to plan, the run's own link (``--from``), and the
+    bytes a data-parallel step all-reduces (None without ``--params``)."""
+    grad_bytes = None
+    if req.from_dir is not None:
+        given = [f for f, v in (("--params", req.params), ("--dtype", req.dtype), ("--step-ms", req.step_ms),
+                                ("--tokens-per-step", req.tokens_per_step), ("--flops-per-gpu", req.flops_per_gpu))
+                 if v is not None]
+        if given:
+            raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
+        run = read_run([Path(req.from_dir)])
+        # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
+        # export) belong to its own step numbers, so only its bias, jitter and RPC carry over
+        work, sched, link, source = replace(run.work, stalls=()), run.schedule, run.link, f"run {req.from_dir}"
     else:
-        if params is None or step_ms is None:
+        if req.params is None:
             raise BadInput("plan: give --from RUN_DIR, or --params N and --step-ms MS (and --dtype)")
-        if params < 1:
-            raise BadInput(f"--params {params}: must be at least 1")
-        if not (step_ms > 0 and math.isfinite(step_ms)):
-            raise BadInput(f"--step-ms {step_ms}: must be a number > 0")
-        dtype = dtype or "fp32"
-        if dtype not in DTYPE_BYTES:
-            raise BadInput(f"--dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
-        work = Workload(step_ms / 1e3, (params * DTYPE_BYTES[dtype],), 2)
-        sched, link, source = Schedule(2, 20, 5), None, f"{params:,} params x {dtype}, step {step_ms:g} ms"
-    if replicas is not None:
-        if replicas < 1:
-            raise BadInput(f"--replicas {replicas}: must be at least 1")
-        work = Workload(work.step_s, work.fragment_bytes, replicas)
-    sched = _schedule(fragments if fragments is not None else sched.fragments,
-                      sync_every if sync_every is not None else sched.sync_every,
-                      delay if delay is not None else sched.delay)
-    return work.split(sched.fragments), sched, link, source
+        if not (math.isfinite(req.params) and req.params >= 1):
+            raise BadInput(f"--params {req.params:g}: must be at least 1")
+        step_s, step_text = step_seconds(req)
+        params = round(req.params)
+        dtype = req.dtype or "fp32"
+        per_param = _dtype_bytes("--dtype", dtype)
+        grad_bytes = round(params * _dtype_bytes("--dp-dtype", req.dp_dtype or dtype))
+        work = Workload(step_s, (max(1, round(params * per_param)),), 2)
+        sched, link, source = Schedule(2, 20, 5), None, f"{params:,} params x {dtype}, {step_text}"
+    if req.replicas is not None:
+        if req.replicas < 1:
+            raise BadInput(f"--replicas {req.replicas}: must be at least 1")
+        work = work.with_replicas(req.replicas)
+    if req.step_jitter_ms is not None:
+        if not (req.step_jitter_ms >= 0 and math.isfinite(req.step_jitter_ms)):
+            raise BadInput(f"--step-jitter {req.step_jitter_ms:g}: must be a number of ms >= 0")
+        work = replace(work, jitter_s=req.step_jitter_ms / 1e3)
+    if req.dp_dtype is not None and req.from_dir is not None:
+        raise BadInput("--dp-dtype: applies with --params (a run dir has no data-parallel step)")
+    sched = _schedule(_fragment_count(req, sched.fragments),
+                      req.sync_every if req.sync_every is not None else sched.sync_every,
+                      req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay)
+    return work.split(sched.fragments), sched, link, source, grad_bytes
 
 
-def predict(work: Workload, sched: Schedule, links: list[LinkSpec], target: float) -> list[dict]:
-    """Per link: streaming (``sched``) and plain DiLoCo predictions, and the smallest tau / F."""
+def _totals(p: Prediction, steps: Optional[float]) -> dict:
+    """A training of ``steps`` steps at the predicted rate: hours, and bytes sent per replica."""
+    if steps is None or not p.steps:
+        return {}
+    return {"train_hours": steps / p.steps_per_s / 3600.0, "sent_bytes_per_replica": p.bits_on_wire / 8.0 / p.steps * steps}
+
+
+def predict(work: Workload, sched: Schedule, links: list[LinkSpec], target: float, grad_bytes: Optional[int] = None,
+            train_steps: Optional[float] = None) -> list[dict]:
+    """Per link: streaming (``sched``), plain DiLoCo (and data-parallel) predictions, and the smallest tau / F."""
     out = []
     for link in links:
         bw, lat = link.bandwidth_bps, link.latency_s
         tau = smallest_tau(work, sched.fragments, sched.sync_every, bw, lat, target)
         frag = smallest_fragments(work, sched.sync_every, bw, lat, target)
-        out.append({
-            "link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.describe()},
-            "streaming": simulate(work, sched, bw, lat).as_dict(),
-            "plain": simulate(work, plain(sched), bw, lat).as_dict(),
-            "smallest_tau": tau,
-            "smallest_fragments": {"fragments": frag[0], "tau": frag[1]} if frag else None,
-        })
+        runs = {"streaming": simulate(work, sched, bw, lat), "plain": simulate(work, plain(sched), bw, lat)}
+        if grad_bytes is not None:
+            runs["data_parallel"] = simulate_data_parallel(work, grad_bytes, bw, lat)
+        cfg: dict[str, Any] = {"link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.describe()}}
+        cfg.update({k: {**p.as_dict(), **_totals(p, train_steps)} for k, p in runs.items()})
+        cfg["smallest_tau"] = tau
+        cfg["smallest_fragments"] = {"fragments": frag[0], "tau": frag[1]} if frag else None
+        out.append(cfg)
     return out
 
 
-def plan(from_dir: Optional[str], params: Optional[int], dtype: Optional[str], step_ms: Optional[float],
-         links: list[str], sweep_link: Optional[str], replicas: Optional[int], fragments: Optional[int],
-         sync_every: Optional[int], delay: Optional[int], target_util: float, json_out: bool, png: Optional[str]) -> int:
-    from ftrun.output import atomic_write
+def plan(req: PlanRequest) -> int:
     from ftrun.report.plan_view import draw_utilisation, print_plan
 
-    if not 0.0 < target_util <= 1.0:
-        raise BadInput(f"--target-util {target_util}: must be in (0, 1]")
-    specs = [parse_link(x) for x in links]
+    if not 0.0 < req.target_util <= 1.0:
+        raise BadInput(f"--target-util {req.target_util}: must be in (0, 1]")
+    specs = [parse_link(x) for x in req.links]
     sweep_lat = None
-    if sweep_link is not None:
-        swept, sweep_lat = parse_sweep(sweep_link)
+    if req.sweep_link is not None:
+        swept, sweep_lat = parse_sweep(req.sweep_link)
         specs += swept
-    if png is not None and not png.endswith(".png"):
-        raise BadInput(f"--png {png}: the file name must end in .png")
-    work, sched, run_link, source = plan_inputs(from_dir, params, dtype, step_ms, replicas, fragments, sync_every, delay)
+    if req.png is not None and not req.png.endswith(".png"):
+        raise BadInput(f"--png {req.png}: the file name must end in .png")
+    if req.data_parallel and req.params is None:
+        raise BadInput("--data-parallel: needs --params (the gradients a step all-reduces)")
+    _positive("--train-tokens", req.train_tokens)
+    work, sched, run_link, source, grad_bytes = plan_inputs(req)
+    if not req.data_parallel:
+        grad_bytes = None
+    train_steps = None
+    if req.train_tokens is not None:
+        if req.tokens_per_step is None:
+            raise BadInput("--train-tokens: needs --tokens-per-step (steps = train tokens / tokens per step)")
+        train_steps = req.train_tokens / req.tokens_per_step
     if not specs:
         if run_link is None:
             raise BadInput("plan: give --link BW,LAT (repeatable) or --sweep-link LO..HI[,LAT]")
         specs = [run_link]
     specs = sorted(set(specs), key=lambda s: (s.bandwidth_bps, s.latency_s))
-    configs = predict(work, sched, specs, target_util)
+    target = req.target_util
+    configs = predict(work, sched, specs, target, grad_bytes, train_steps)
     lat = sweep_lat if sweep_lat is not None else specs[0].latency_s
-    lo, hi = min(s.bandwidth_bps for s in specs), max(s.bandwidth_bps for s in specs)
+    lo, hi = min(min(s.bandwidth_bps for s in specs), 1e3), max(max(s.bandwidth_bps for s in specs), 1e12)
     both = (("streaming", sched), ("plain", plain(sched)))
-    hides = {name: hiding_bandwidth(work, s, lat, target_util, min(lo, 1e3), max(hi, 1e12)) for name, s in both}
-    data_hidden = {name: data_hidden_bandwidth(work, s, lat, min(lo, 1e3), max(hi, 1e12)) for name, s in both}
+    hides: dict[str, Any] = {name: hiding_bandwidth(work, s, lat, target, lo, hi) for name, s in both}
+    data_hidden: dict[str, Any] = {name: data_hidden_bandwidth(work, s, lat, lo, hi) for name, s in both}
+    if grad_bytes is not None:
+        hides["data_parallel"] = data_parallel_hiding_bandwidth(work, grad_bytes, lat, target, lo, hi)
+        data_hidden["data_parallel"] = data_parallel_hidden_bandwidth(work, grad_bytes, lat, lo, hi)
     result: dict[str, Any] = {
         "source": source,
         "inputs": {"step_ms": work.step_s * 1e3, "fragment_bytes": list(work.fragment_bytes), "model_bytes": work.model_bytes,
                    "replicas": work.replicas, "fragments": sched.fragments, "sync_every": sched.sync_every,
-                   "fragment_sync_delay": sched.delay, "target_util": target_util},
+                   "fragment_sync_delay": sched.fragment_sync_delay, "target_util": target,
+                   "step_jitter_ms": work.jitter_s * 1e3, "lighthouse_rpc_ms": work.rpc_s * 1e3,
+                   "replica_bias_ms": [b * 1e3 for b in work.bias_s], "stalls": len(work.stalls),
+                   "data_parallel_bytes": grad_bytes, "train_steps": train_steps},
         "configs": configs,
         "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
         "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up
     }
-    if png is not None:
-        path = Path(png)
+    if req.png is not None:
+        path = Path(req.png)
         if path.is_dir():
-            raise BadInput(f"--png {png}: is a directory")
+            raise BadInput(f"--png {req.png}: is a directory")
         if path.exists() and path.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
-            raise BadInput(f"--png {png}: exists and is not a PNG; not overwriting it")
+            raise BadInput(f"--png {req.png}: exists and is not a PNG; not overwriting it")
         result["png"] = str(draw_utilisation(result, path))
-    if json_out:
+    if req.json_out:
         print(json.dumps(result, indent=1))
     else:
         print_plan(result)

@@ -31,7 +31,7 @@ from typing import Any, Optional
 from ftrun import __version__, grid
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
-from ftrun.output import atomic_write, check_name
+from ftrun.output import atomic_write, check_name, check_target
 
 CELL_RESULT = "sweep-cell.json"
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
@@ -261,7 +261,7 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
 
 
 def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], config: Optional[str], out: Optional[str],
-          name: Optional[str], parallel: int, resume: bool, metric: str, json_out: bool) -> int:
+          name: Optional[str], parallel: int, resume: bool, metric: str, json_out: bool, junit: Optional[Path] = None) -> int:
     from ftrun import config as cfgmod
     from ftrun.report import sweep_view as view
 
@@ -275,6 +275,8 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
         raise BadInput(f"sweep: {sweep_dir} already exists (pass --resume to finish it, or another --name)")
     if resume and not (sweep_dir / CELLS).is_dir():
         raise BadInput(f"--resume: {sweep_dir} holds no sweep to resume")
+    if junit is not None:  # the sweep dir is ftrun's (cells, --resume): the report goes elsewhere
+        check_target(junit, "--junit", inputs=[Path(config)] if config else [], reading=[sweep_dir])
     file_values = cfgmod.load_toml(config) if config else None
     shared = {k: v for k, v in flags.items() if v is not None}
     axes, shared, cells, notes = plan(preset, axes_text, shared, file_values, sweep_dir)
@@ -323,6 +325,10 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
     result["exit_code"] = code
     atomic_write(sweep_dir / "sweep.json", json.dumps(result, indent=1))
     atomic_write(sweep_dir / "sweep.md", view.markdown(result))
+    if junit is not None:
+        from ftrun.report.junit import sweep_junit
+
+        atomic_write(junit, sweep_junit(result), "--junit")
     if json_out:
         print(json.dumps(result, indent=1))
     else:

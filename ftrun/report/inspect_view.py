@@ -89,7 +89,9 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
         mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
-        t = _table(f"replica {w.replica} rank {w.rank}  (identity: {w.source}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
+        gr = w.global_rank_text()
+        who = f"identity: {w.source}" + (f"; {gr}" if gr else "")  # distributedInfo: never the replica
+        t = _table(f"replica {w.replica} rank {w.rank}  ({who}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
         failed = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
         if failed:
             src = sorted({c["source"] for c in failed})
@@ -126,3 +128,31 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}"))
     else:
         con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}"))
+
+
+def render_text(report: Report, width: int = 100) -> str:
+    """``render``'s output as plain text (no colour, no terminal): what ``inspect-trace`` prints."""
+    import io
+
+    buf = io.StringIO()
+    render(report, make_console(file=buf, width=width, color_system=None, force_terminal=False))
+    return "".join(x.rstrip() + "\n" for x in buf.getvalue().splitlines())
+
+
+def failing_table(report: Report) -> str:
+    """The failing rows as a plain-text table — replica, rank, kind, step and fragment
+    (expected→observed), problem — then the cross-replica and run problems, one per line.
+    Empty when nothing failed. What a failed ``assert_schedule`` says."""
+    bad = [e for e in report.events if not e.ok]
+    rows = [("replica", "rank", "kind", "step", "fragment", "problem")]
+    rows += [(str(e.replica), str(e.rank), e.kind, _pair(e.expected_step, e.observed_step),
+              _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
+              e.problem or "") for e in bad]
+    out = []
+    if bad:
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        for r in rows:
+            out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
+    out += [f"cross-replica: {c.problem}" for c in report.cross_replica if not c.ok and c.problem]
+    out += [f"run: {p}" for p in report.run_problems]
+    return "\n".join(x.rstrip() for x in out)

@@ -7,7 +7,9 @@ the events whose name a regex over the raw slice selects (a few percent of a tra
 keeps three keys: ``"Input Dims"`` / ``"Input type"`` (present with ``record_shapes=True``; left
 undecoded as ``msgspec.Raw`` and parsed only for the few events that need them) and
 ``"External id"`` (links GPU kernels to CPU ops), ``"correlation"`` (links a kernel to its
-``cuda_runtime`` launch), ``"stream"`` / ``"device"`` (where a kernel ran). ``args`` itself stays raw until ``args_of``
+``cuda_runtime`` / ``cuda_driver`` launch), ``"stream"`` / ``"device"`` (where a kernel ran);
+``args_dict`` decodes every key for the few events that need the rest (a collective's
+``Collective name``, ``In msg nelems``, ...). ``args`` itself stays raw until ``args_of``
 decodes it for the few events that need it: most events never pay for their args. ``pid``/``tid``
 may be ints or strings.
 """
@@ -23,14 +25,17 @@ import msgspec
 EMPTY = msgspec.Raw()
 
 # kineto's event categories (``cat``). Host-side spans: record_function annotations, aten/c10d
-# ops, Python frames (with_stack). Device side: the copy kineto makes of every record_function
-# span on each CUDA stream it touched (pid = device, tid = stream), kernels, and the CUDA runtime
-# calls on host threads that launched them (``correlation`` = the kernel's).
+# ops, Python frames (with_stack). Device side: kernels; the CUDA runtime/driver calls on host
+# threads that launched them (``correlation`` = the kernel's; a graph replay's kernels all carry
+# the ``cudaGraphLaunch``'s); and ``gpu_user_annotation``: kineto's device copy of the innermost
+# user annotation open at a launch only (pid = device, tid = stream, args only ``External id``):
+# under torchft's spans the NCCL stream's copy is ``nccl:all_reduce``, and a ``ProfilerStep#k``
+# enclosing other annotations usually has none.
 # Compared lower-cased: kineto before torch 1.9 wrote Operator / Runtime / Kernel.
 CPU_CATS = frozenset({"user_annotation", "cpu_op", "python_function", "operator", ""})
 GPU_ANNOTATION = "gpu_user_annotation"
 KERNEL = "kernel"
-LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})  # NCCL >= 2.19 launches via the driver
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})  # NCCL 2.27 launches via the driver (cuLaunchKernelEx)
 
 
 class Args(msgspec.Struct, gc=False):
@@ -70,11 +75,16 @@ DECODER = msgspec.json.Decoder(ChromeTrace)
 EVENT = msgspec.json.Decoder(TraceEvent)
 
 
-def name_filter(names: Iterable[str], prefixes: Iterable[str]) -> re.Pattern[bytes]:
-    """A bytes regex that finds events whose ``"name"`` is one of ``names`` or starts with a prefix."""
+def name_filter(names: Iterable[str], prefixes: Iterable[str], cats: Iterable[str] = ()) -> re.Pattern[bytes]:
+    """A bytes regex that finds events whose ``"name"`` is one of ``names`` or starts with a
+    prefix, or whose ``"cat"`` is one of ``cats`` (any case)."""
     exact = "|".join(re.escape(n) + '"' for n in sorted(names))
     pre = "|".join(re.escape(p) for p in sorted(prefixes))
-    return re.compile(('"name"\\s*:\\s*"(?:' + "|".join(x for x in (exact, pre) if x) + ")").encode())
+    alts = ['"name"\\s*:\\s*"(?:' + "|".join(x for x in (exact, pre) if x) + ")"]
+    cat = "|".join(re.escape(c) for c in sorted(cats))
+    if cat:
+        alts.append('"cat"\\s*:\\s*"(?i:' + cat + ')"')
+    return re.compile("|".join(alts).encode())
 
 
 def trace_events(trace: ChromeTrace, keep: re.Pattern[bytes]) -> Iterator[TraceEvent]:
@@ -97,6 +107,13 @@ def args_of(e: TraceEvent) -> Args:
         return _ARGS.decode(e.args)
     except msgspec.DecodeError:  # ValidationError is a DecodeError
         return NO_ARGS
+
+
+def args_dict(e: TraceEvent) -> dict:
+    """All of the event's ``args`` as a dict (empty when absent or malformed): for the few
+    events whose other keys matter (NCCL kernels, ``record_param_comms``)."""
+    got = raw_json(e.args)
+    return got if isinstance(got, dict) else {}
 
 
 def raw_json(raw: msgspec.Raw) -> Any:

@@ -7,26 +7,38 @@ Label meanings (spelled only in ``ftrun.torchft_compat``):
 * send: ``torchft::local_sgd::prepare_sync``; its allreduces are the
   ``torchft::manager::allreduce`` spans on the same thread nested inside it, and each one's
   tensor sizes come from the ``c10d::allreduce_`` cpu_op nested in that (``Input Dims``, needs
-  ``record_shapes=True``).
+  ``record_shapes=True``), else from the ``In msg nelems`` of its ``record_param_comms`` (NCCL
+  writes it without ``record_shapes``; a flat element count, enough for the signature).
 * sync: ``torchft::local_sgd::perform_sync`` with its nested ``torchft::local_sgd::wait``,
   ``torchft::local_sgd::restore_parameters`` (whose ``aten::copy_`` sizes are the fragment's
   parameter shapes) and ``torchft::manager::should_commit``.
 * collective: backend spans (``gloo:all_reduce`` on Gloo threads, ``nccl:all_reduce``),
-  NCCL all-reduce kernels (when a trace has them, they replace the CPU-side
-  ``nccl:all_reduce`` launch spans), and ftrun's ``ftrun::link::hold`` (emulated slow link).
+  NCCL kernels (when a trace has them, they replace the CPU-side ``nccl:*`` launch spans), and
+  ftrun's ``ftrun::link::hold`` (emulated slow link).
 
 By category (kineto's ``cat``, see ``ftrun.trace.schema``): steps, sends, syncs and backend spans
 are read from host-side events only (``user_annotation``, ``cpu_op``, ``python_function``).
-A CUDA trace repeats every ``record_function`` span as ``gpu_user_annotation`` on each stream
-it touched (pid = device, tid = stream): those copies are counted and their step copies kept in
-``device_steps`` (to place a step's GPU work), never read as a second send, sync or step.
-NCCL kernels (``cat`` kernel, ``ncclDevKernel_*`` or ``ncclKernel_*``) are linked to their
-``cuda_runtime`` (or ``cuda_driver``) launch by ``correlation`` (else by ``External id``). A kernel launched inside
-a ``torchft::manager::allreduce`` call belongs to that call: one collective per call, spanning
-all of the call's kernels (a quantized allreduce launches an alltoall = SendRecv and an
-AllGather). Kernels launched elsewhere (DDP's own allreduce, healing) are not a send's.
-Without launch links, every AllReduce kernel is a collective (the old rule). A kernel that
-starts before its launch means the trace's GPU and CPU clocks disagree: said once in ``notes``.
+kineto copies to the GPU side (``gpu_user_annotation``) only the innermost user annotation open
+at each launch, with no args but ``External id``: those copies are counted (``device_copies``)
+and never read as a send, sync or step, nor used to place GPU work in a step.
+
+NCCL kernels (``cat`` kernel, ``ncclDevKernel_*`` / ``ncclKernel_*``) are linked to their launch
+(``cuda_runtime`` / ``cuda_driver``: ``cudaLaunchKernel*``, ``cuLaunchKernel*``, and
+``cudaGraphLaunch`` whose replayed kernels all carry its correlation) by ``correlation``. The
+``External id`` fallback is used only when it differs from the kernel's own correlation:
+kineto writes the kernel's correlation there when its launch is outside the window, and that
+number may equal an unrelated op's id. A kernel's kind and size come from what the trace
+states (``ftrun.trace.nccl``: kernel args, the launch's ``record_param_comms``, ``nccl:<op>``,
+``c10d::<op>_``; the kernel name last). A kernel launched inside a ``torchft::manager::allreduce``
+call belongs to that call: one collective per call, spanning all of the call's kernels (a
+quantized allreduce — recognised by its ``c10d::alltoall_base_`` /
+``c10d::allgather_into_tensor_coalesced_`` ops — launches an alltoall and an allgather).
+Kernels launched elsewhere (DDP's own allreduce, healing) are not a send's. Without launch
+links, every kernel stated to be an allreduce is a collective. ``compute_launches`` (a second,
+opt-in pass) reads the other kernels with their launches: the GPU's progress through the host's
+steps. Said once in ``notes``: kernels that start before their
+launch (the GPU and CPU clocks disagree), kernels replayed from a CUDA graph, kernels whose
+launch is outside the window.
 
 The quorum wait: ``torchft::manager::wait_quorum`` (the training thread waiting for the quorum
 that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short ones too).
@@ -39,17 +51,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Hashable, Optional
 
-from ftrun.errors import BadInput
-from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
 import msgspec
 
+from ftrun.errors import BadInput
+from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
+from ftrun.trace import nccl
+from ftrun.trace.nccl import DTYPE_BYTES, kernel_op  # noqa: F401  (kernel_op: re-exported for callers)
 from ftrun.trace.schema import (
-    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_of, name_filter, raw_json, trace_events,
+    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_dict, args_of, name_filter, raw_json,
+    trace_events,
 )
 
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
-DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long int": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +92,13 @@ class Allreduce:
 
     ``issue_ts``: start of its ``c10d::allreduce_`` (the collective really issued; the
     ``manager::allreduce`` span also holds ``wait_quorum``), else the span's start.
+    ``quantized``: torchft's quantized allreduce (its c10d ops are an alltoall and an allgather).
     """
 
     span: Span
     shapes: Optional[tuple[Shape, ...]]
     issue_ts: float = 0.0
+    quantized: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +125,9 @@ class Sync:
 class Collective:
     """A span of the collective really running (backend thread, GPU kernel(s), or link hold).
 
-    For kernels: ``launch_ts`` = start of the first kernel's ``cuda_runtime`` launch (None when
-    unlinked), ``stream`` = (device, stream), ``kernels`` = how many kernels it spans.
+    For kernels: ``launch_ts`` = start of the first kernel's launch (None when unlinked),
+    ``stream`` = (device, stream), ``kernels`` = how many kernels it spans, ``kind`` = what the
+    trace states it was (``ftrun.trace.nccl.KINDS``, "+"-joined for a call of several kinds).
     """
 
     name: str
@@ -121,14 +138,16 @@ class Collective:
     launch_ts: Optional[float] = None
     stream: Optional[Hashable] = None
     kernels: int = 0
+    kind: Optional[str] = None
 
 
 @dataclass(frozen=True, slots=True)
 class Kernel:
-    """One NCCL kernel. ``op``: AllReduce, AllGather, SendRecv, ... (from either naming).
+    """One NCCL kernel. ``op``: the op word of its name (AllReduce, SendRecv, Generic, ...: says
+    nothing for generic kernels); ``comm``: what the trace states about it (kind, size, group).
 
-    ``launch``: its ``cuda_runtime`` launch on a host thread; ``call``: index of the
-    ``torchft::manager::allreduce`` span (in ``TraceSpans.calls``) its launch ran in.
+    ``launch``: its launch on a host thread; ``call``: index of the ``torchft::manager::allreduce``
+    span (in ``TraceSpans.calls``) its launch ran in; ``graph``: replayed from a CUDA graph.
     """
 
     name: str
@@ -137,6 +156,12 @@ class Kernel:
     stream: Hashable
     launch: Optional[Span] = None
     call: Optional[int] = None
+    comm: nccl.CommInfo = nccl.UNKNOWN
+    graph: bool = False
+
+    @property
+    def kind(self) -> Optional[str]:
+        return self.comm.kind
 
 
 @dataclass
@@ -147,24 +172,16 @@ class TraceSpans:
     sends: list[Send]
     syncs: list[Sync]
     collectives: list[Collective]
-    rank: Optional[int] = None  # distributedInfo.rank
+    rank: Optional[int] = None  # distributedInfo.rank: the default group's (global) rank, never a replica
     has_shapes: bool = False
     trace_events: int = 0  # the file's trace events, all kinds
     quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
-    device_steps: list[StepSpan] = field(default_factory=list)  # gpu_user_annotation step copies
-    device_copies: int = 0  # gpu_user_annotation copies of sends/syncs/steps, recognised and set aside
+    device_copies: int = 0  # gpu_user_annotation copies of the spans read here (kineto: innermost annotation only), set aside
     stream_waits: list[Span] = field(default_factory=list)  # cudaStreamWaitEvent calls (host)
     notes: list[str] = field(default_factory=list)  # what this trace cannot tell, said once
-
-
-def kernel_op(name: str, prefixes: tuple[str, ...]) -> Optional[str]:
-    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` / ``ncclKernel_AllReduce_RING_LL_Sum_float`` -> ``AllReduce``."""
-    for p in prefixes:
-        if name.startswith(p):
-            rest = name[len(p):]
-            return rest.split("_", 1)[0].split("(", 1)[0] or None
-    return None
+    world_size: Optional[int] = None  # distributedInfo.world_size
+    group_rank: Optional[int] = None  # rank inside the replica group, from torchft's process-group name
 
 
 def _thread(e: TraceEvent) -> Hashable:
@@ -202,7 +219,7 @@ def _first_shape(value: object) -> Optional[Shape]:
 def _itemsize(e: TraceEvent) -> Optional[int]:
     types = raw_json(args_of(e).input_type)
     if isinstance(types, list) and types and isinstance(types[0], str):
-        return DTYPE_BYTES.get(types[0])
+        return nccl.itemsize(types[0])
     return None
 
 
@@ -239,7 +256,8 @@ _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
 def _filter(labels: LabelSet, names: set[str]):
     key = (labels, frozenset(names))
     if key not in _FILTERS:
-        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch)
+        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
+                    *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
         _FILTERS[key] = name_filter(names, prefixes)
     return _FILTERS[key]
 
@@ -256,7 +274,7 @@ def _wanted(labels: LabelSet) -> set[str]:
         labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
         labels.restore_parameters, labels.should_commit, labels.save_parameters, COPY, labels.wait_quorum,
         *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce,
-        *labels.cuda_stream_wait,
+        *labels.cuda_stream_wait, labels.param_comms,
     }
 
 
@@ -267,11 +285,10 @@ class _Classified:
     by_name: dict[str, list[TraceEvent]]  # host spans of the wanted names
     prof_steps: list[StepSpan] = field(default_factory=list)
     ftrun_steps: list[StepSpan] = field(default_factory=list)
-    dev_prof: list[StepSpan] = field(default_factory=list)  # device copies of the step spans
-    dev_ftrun: list[StepSpan] = field(default_factory=list)
     commit_children: list[TraceEvent] = field(default_factory=list)  # should_commit's synchronize children
     kernels: list[TraceEvent] = field(default_factory=list)  # NCCL kernels
-    launches: list[TraceEvent] = field(default_factory=list)  # CUDA launches and stream waits
+    launches: list[TraceEvent] = field(default_factory=list)  # CUDA launches (graph replays too) and stream waits
+    comm_ops: list[TraceEvent] = field(default_factory=list)  # host c10d::*, record_param_comms, nccl:* spans
     copies: int = 0  # device copies of host spans (gpu_user_annotation)
 
 
@@ -279,55 +296,63 @@ def _classify(path: Path, trace: ChromeTrace, labels: LabelSet) -> _Classified:
     wanted_names = _wanted(labels)
     out = _Classified({n: [] for n in wanted_names})
     kernel_prefixes = labels.nccl_kernel_any
+    launch_names = (*labels.cuda_launch, *labels.cuda_graph_launch)
+    comm_prefixes = (labels.c10d_prefix, labels.nccl_host_prefix)
     waits = set(labels.cuda_stream_wait)
     keep = _filter(labels, wanted_names)
-    try:
-        kept = list(trace_events(trace, keep))
+    try:  # one pass, nothing kept but what is sorted below
+        for e in trace_events(trace, keep):
+            _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     except msgspec.DecodeError as err:
         raise BadInput(f"{path}: JSON but not a chrome trace (bad event: {err})") from None
-    for e in kept:
-        if e.ph != "X":
-            continue
-        cat, name = e.cat.lower(), e.name
-        if cat == KERNEL:
-            if name.startswith(kernel_prefixes):
-                out.kernels.append(e)
-            continue
-        if cat in LAUNCH_CATS:
-            if name.startswith(labels.cuda_launch) or name in waits:
-                out.launches.append(e)
-            continue
-        device = cat == GPU_ANNOTATION
-        if not device and cat not in CPU_CATS:
-            continue  # another device-side category (memcpy, ...): never a host span
-        if device:
-            out.copies += 1
-            dst_prof, dst_ftrun = out.dev_prof, out.dev_ftrun
-        else:
-            dst_prof, dst_ftrun = out.prof_steps, out.ftrun_steps
-        if name.startswith("ProfilerStep#"):
-            m = PROFILER_STEP_RE.match(name)
-            if m:
-                dst_prof.append(StepSpan(int(m[1]), None, _span(e)))
-        elif name.startswith(FTRUN_STEP_PREFIX):
-            m = FTRUN_STEP_RE.match(name)
-            if m:
-                dst_ftrun.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
-        elif device:
-            pass  # the device copy of a send/sync/collective span: recognised, not a second event
-        elif name.startswith(labels.should_commit_prefix):
-            out.commit_children.append(e)
-        else:
-            bucket = out.by_name.get(name)
-            if bucket is not None:
-                bucket.append(e)
     return out
+
+
+def _sort_event(e: TraceEvent, out: _Classified, labels: LabelSet, kernel_prefixes: tuple[str, ...],
+                launch_names: tuple[str, ...], comm_prefixes: tuple[str, ...], waits: set[str]) -> None:
+    if e.ph != "X":
+        return
+    cat, name = e.cat.lower(), e.name
+    if cat == KERNEL:
+        if name.startswith(kernel_prefixes):
+            out.kernels.append(e)
+        return
+    if cat in LAUNCH_CATS:
+        if name.startswith(launch_names) or name in waits:
+            out.launches.append(e)
+        return
+    if cat == GPU_ANNOTATION:
+        out.copies += 1  # kineto's copy of the innermost annotation at a launch: never a host span
+        return
+    if cat not in CPU_CATS:
+        return  # another device-side category (memcpy, ...): never a host span
+    if name.startswith(comm_prefixes) or name == labels.param_comms:
+        out.comm_ops.append(e)
+    if name.startswith("ProfilerStep#"):
+        m = PROFILER_STEP_RE.match(name)
+        if m:
+            out.prof_steps.append(StepSpan(int(m[1]), None, _span(e)))
+    elif name.startswith(FTRUN_STEP_PREFIX):
+        m = FTRUN_STEP_RE.match(name)
+        if m:
+            out.ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
+    elif name.startswith(labels.should_commit_prefix):
+        out.commit_children.append(e)
+    else:
+        bucket = out.by_name.get(name)
+        if bucket is not None:
+            bucket.append(e)
+
+
+def _param_comms(e: TraceEvent) -> Optional[nccl.CommInfo]:
+    return nccl.from_args(args_dict(e), "record_param_comms")
 
 
 def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list[Send], list[TraceEvent], list[Optional[tuple[Shape, ...]]], bool]:
     """(sends, their manager.allreduce spans in send order, those calls' shapes, any shapes seen)."""
     ar_index = _Index(by_name[labels.allreduce])
     c10d_index = _Index([e for n in (*labels.c10d_allreduce, *labels.c10d_quantized) for e in by_name[n]])
+    rpc_index = _Index(by_name[labels.param_comms])
     has_shapes = False
     sends: list[Send] = []
     calls: list[TraceEvent] = []
@@ -335,16 +360,21 @@ def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list
     for ps in sorted(by_name[labels.prepare_sync], key=lambda e: e.ts):
         ars = []
         for ar in ar_index.inside(ps):
-            shapes, issue = None, ar.ts
+            shapes, issue, quantized = None, ar.ts, False
             for k, op in enumerate(c10d_index.inside(ar)):
                 if k == 0:
                     issue = op.ts
                 if op.name in labels.c10d_quantized:
+                    quantized = True
                     continue  # quantized buffers: not the tensor's sizes
                 got = _shapes(raw_json(args_of(op).input_dims))
                 if got:
                     shapes = (shapes or ()) + got
-            ars.append(Allreduce(_span(ar), shapes, issue))
+            if shapes is None and not quantized:  # no record_shapes: NCCL's record_param_comms states the count
+                counts = [i.in_nelems for i in map(_param_comms, rpc_index.inside(ar)) if i is not None and i.kind == "allreduce"]
+                if counts and all(n is not None for n in counts):
+                    shapes = tuple((n,) for n in counts)
+            ars.append(Allreduce(_span(ar), shapes, issue, quantized))
             calls.append(ar)
             call_shapes.append(shapes)
             has_shapes = has_shapes or shapes is not None
@@ -391,18 +421,18 @@ def _syncs(by_name: dict[str, list[TraceEvent]], commit_children: list[TraceEven
     return syncs
 
 
-def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], call_shapes: list, labels: LabelSet) -> list[Collective]:
+def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls: list[Allreduce], labels: LabelSet) -> list[Collective]:
     """The collectives really running: backend host spans (or, with GPU activity, the kernels), by start."""
     colls: list[Collective] = []
     # (the quantized path's nccl:all_to_all / nccl:all_gather_* host spans are launches only, and
     # come two per call: never collectives; its kernels are, grouped per call)
     for n in labels.backend_allreduce:
-        if kern and n.startswith("nccl:"):
+        if kern and n.startswith(labels.nccl_host_prefix):
             continue  # with GPU activity, the CPU-side nccl:* spans are only the launch
         for e in by_name[n]:
             dims = _shapes(raw_json(args_of(e).input_dims))
-            colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD)))
-    colls.extend(_kernel_collectives(kern, call_shapes))
+            colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD), kind=nccl.normalise(n)))
+    colls.extend(_kernel_collectives(kern, calls))
     colls.sort(key=lambda c: c.span.ts)
     return colls
 
@@ -417,11 +447,11 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
             "profile with a torch.profiler schedule or ftrun's worker"
         )
     steps.sort(key=lambda s: s.span.ts)
-    device_steps = sorted(c.dev_ftrun if source == "ftrun" else c.dev_prof, key=lambda s: s.span.ts)
-    sends, calls, call_shapes, has_shapes = _sends(c.by_name, labels)
+    sends, calls, _, has_shapes = _sends(c.by_name, labels)
     syncs = _syncs(c.by_name, c.commit_children, labels)
     notes: list[str] = []
-    kern = _link_kernels(c.kernels, c.launches, labels, calls, path, notes)
+    links = _Launches(c.launches, labels)
+    kern = _link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)
     di = trace.distributedInfo
     return TraceSpans(
         path=path,
@@ -429,57 +459,159 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         steps=steps,
         sends=sends,
         syncs=syncs,
-        collectives=_collectives(c.by_name, kern, call_shapes, labels),
+        collectives=_collectives(c.by_name, kern, [a for s in sends for a in s.allreduces], labels),
         rank=di.rank if di is not None else None,
+        world_size=di.world_size if di is not None else None,
         has_shapes=has_shapes,
         trace_events=len(trace.traceEvents),
         kernels=kern,
-        device_steps=device_steps,
         device_copies=c.copies,
         stream_waits=sorted((_span(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
         notes=notes,
         quorums=sorted((_span(e) for e in c.by_name[labels.wait_quorum]), key=lambda s: s.ts),
+        group_rank=_group_rank(kern, c.comm_ops, labels),
     )
 
 
-def _link_kernels(kernels: list[TraceEvent], runtime: list[TraceEvent], labels: LabelSet, calls: list[TraceEvent],
-                  path: Path, notes: list[str]) -> list[Kernel]:
-    """NCCL kernels with their launch (by correlation, else External id) and the call it ran in."""
-    launches = [e for e in runtime if e.name.startswith(labels.cuda_launch)]
-    by_corr: dict[int, TraceEvent] = {}
-    by_ext: dict[int, list[TraceEvent]] = {}
-    for e in launches:
-        a = args_of(e)
-        if a.correlation is not None:
-            by_corr[a.correlation] = e
-        if a.external_id is not None:
-            by_ext.setdefault(a.external_id, []).append(e)
+class _Launches:
+    """Host launch calls by ``correlation`` and by ``External id`` (kernel launches and graph replays)."""
+
+    def __init__(self, runtime: list[TraceEvent], labels: LabelSet) -> None:
+        self.graph_names = labels.cuda_graph_launch
+        self.by_corr: dict[int, TraceEvent] = {}
+        self.by_ext: dict[int, list[TraceEvent]] = {}
+        for e in runtime:
+            if not e.name.startswith((*labels.cuda_launch, *labels.cuda_graph_launch)):
+                continue
+            a = args_of(e)
+            if a.correlation is not None:
+                self.by_corr[a.correlation] = e
+            if a.external_id is not None:
+                self.by_ext.setdefault(a.external_id, []).append(e)
+
+    def of(self, k: TraceEvent) -> tuple[Optional[TraceEvent], bool]:
+        """(the kernel's launch or None, whether an External id that is its own correlation was set aside)."""
+        a = args_of(k)
+        launch = self.by_corr.get(a.correlation) if a.correlation is not None else None
+        if launch is not None or a.external_id is None:
+            return launch, False
+        if a.external_id == a.correlation:
+            return None, True  # kineto's "launch outside the window": the number is no op's id
+        cands = self.by_ext.get(a.external_id, [])
+        before = [e for e in cands if e.ts <= k.ts] or cands
+        return (max(before, key=lambda e: e.ts) if before else None), False
+
+    def is_graph(self, launch: TraceEvent) -> bool:
+        return launch.name.startswith(self.graph_names)
+
+
+_COMPUTE: dict[LabelSet, object] = {}
+
+
+def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float]]:
+    """Every non-NCCL kernel with a linked launch: (device, kernel start, launch start), by kernel
+    start — the GPU's progress through the host's steps, read from launches. A second pass over
+    the trace, only for the callers that want it (``scripts/gpu_check.py``): ``extract`` does not
+    decode compute kernels."""
+    if labels not in _COMPUTE:
+        _COMPUTE[labels] = name_filter((), (*labels.cuda_launch, *labels.cuda_graph_launch), cats=(KERNEL,))
+    kernels: list[tuple[Hashable, float, int]] = []
+    runtime: list[TraceEvent] = []
+    try:
+        for e in trace_events(trace, _COMPUTE[labels]):
+            if e.ph != "X":
+                continue
+            cat = e.cat.lower()
+            if cat == KERNEL and not e.name.startswith(labels.nccl_kernel_any):
+                corr = args_of(e).correlation
+                if corr is not None:
+                    kernels.append((e.pid, e.ts, corr))
+            elif cat in LAUNCH_CATS:
+                runtime.append(e)
+    except msgspec.DecodeError:
+        return []  # extract has already refused a malformed trace
+    links = _Launches(runtime, labels)
+    out = [(dev, ts, links.by_corr[corr].ts) for dev, ts, corr in kernels if corr in links.by_corr]
+    out.sort(key=lambda x: x[1])
+    return out
+
+
+class _CommOps:
+    """The host spans around an NCCL launch on its thread: record_param_comms, nccl:<op>, c10d::<op>_."""
+
+    def __init__(self, ops: list[TraceEvent], labels: LabelSet) -> None:
+        self.rpc = _Index([e for e in ops if e.name == labels.param_comms])
+        self.nccl = _Index([e for e in ops if e.name.startswith(labels.nccl_host_prefix)])
+        self.c10d = _Index([e for e in ops if e.name.startswith(labels.c10d_prefix)])
+
+    def info(self, launch: TraceEvent) -> nccl.CommInfo:
+        got = nccl.UNKNOWN
+        rpc = _enclosing(self.rpc, launch)
+        if rpc is not None:
+            got = _param_comms(rpc) or got
+        for index in (self.nccl, self.c10d):
+            op = _enclosing(index, launch)
+            if op is not None:
+                got = nccl.merge(got, nccl.CommInfo(nccl.normalise(op.name), op.name))
+        return got
+
+
+def _link_kernels(kernels: list[TraceEvent], links: _Launches, comm_ops: list[TraceEvent], labels: LabelSet,
+                  calls: list[TraceEvent], path: Path, notes: list[str]) -> list[Kernel]:
+    """NCCL kernels with their launch, what the trace states about them, and the call they ran in."""
+    ops = _CommOps(comm_ops, labels)
     call_index = _Index(calls)
     call_no = {id(c): i for i, c in enumerate(calls)}
     out: list[Kernel] = []
-    early, worst = 0, 0.0
+    early, worst, graph, outside = 0, 0.0, 0, 0
     for k in sorted(kernels, key=lambda e: e.ts):
         a = args_of(k)
-        op = kernel_op(k.name, labels.nccl_kernel_any) or "?"
-        launch = by_corr.get(a.correlation) if a.correlation is not None else None
-        if launch is None and a.external_id is not None:
-            cands = [e for e in by_ext.get(a.external_id, ()) if e.ts <= k.ts] or by_ext.get(a.external_id, [])
-            launch = max(cands, key=lambda e: e.ts) if cands else None
-        call = None
+        launch, own = links.of(k)
+        outside += own
+        info = nccl.from_args(args_dict(k), "kernel args") or nccl.UNKNOWN
+        call, is_graph = None, False
         if launch is not None:
             if k.ts < launch.ts:
                 early += 1
                 worst = max(worst, launch.ts - k.ts)
+            is_graph = links.is_graph(launch)
+            graph += is_graph
             enclosing = _enclosing(call_index, launch)
             call = call_no[id(enclosing)] if enclosing is not None else None
+            info = nccl.merge(info, ops.info(launch))
+        if info.kind is None:
+            info = nccl.merge(info, nccl.CommInfo(nccl.kind_from_kernel_name(k.name, labels.nccl_kernel_any), "kernel name"))
         stream = (k.pid, a.stream if a.stream is not None else k.tid)
-        out.append(Kernel(k.name, op, _span(k), stream, _span(launch) if launch is not None else None, call))
+        out.append(Kernel(k.name, kernel_op(k.name, labels.nccl_kernel_any) or "?", _span(k), stream,
+                          _span(launch) if launch is not None else None, call, info, is_graph))
     if early:
         notes.append(
             f"{path.name}: {early} NCCL kernel(s) start before their launch (by up to {worst:.1f} us): "
             "the trace's GPU and CPU clocks disagree; queue delays from it are not reliable"
         )
+    if graph:
+        notes.append(
+            f"{path.name}: {graph} NCCL kernel(s) replayed from a CUDA graph (cudaGraphLaunch): linked to the replay, "
+            "their queue delay counts from the graph's launch"
+        )
+    if outside:
+        notes.append(
+            f"{path.name}: {outside} NCCL kernel(s) launched before the trace's window (External id = their own "
+            "correlation): not linked to any launch"
+        )
     return out
+
+
+def _group_rank(kern: list[Kernel], comm_ops: list[TraceEvent], labels: LabelSet) -> Optional[int]:
+    """The rank inside the replica group that torchft's process-group names state (one value), else None."""
+    names = {k.comm.pg_name for k in kern if k.comm.pg_name}
+    for e in comm_ops:
+        if e.name == labels.param_comms:
+            info = _param_comms(e)
+            if info is not None and info.pg_name:
+                names.add(info.pg_name)
+    ranks = {r for r in (nccl.group_rank(n, labels.torchft_pg_name) for n in names) if r is not None}
+    return ranks.pop() if len(ranks) == 1 else None
 
 
 def _enclosing(index: _Index, e: TraceEvent) -> Optional[TraceEvent]:
@@ -499,20 +631,29 @@ def _enclosing(index: _Index, e: TraceEvent) -> Optional[TraceEvent]:
     return None
 
 
-def _kernel_collectives(kern: list[Kernel], call_shapes: list) -> list[Collective]:
-    """One collective per manager.allreduce call (all its kernels); unlinked AllReduce kernels alone."""
+def _kernel_collectives(kern: list[Kernel], calls: list[Allreduce]) -> list[Collective]:
+    """One collective per manager.allreduce call (all its kernels); unlinked allreduce kernels alone."""
     linked = any(k.launch is not None for k in kern)
     out: list[Collective] = []
     per_call: dict[int, list[Kernel]] = {}
     for k in kern:
         if k.call is not None:
             per_call.setdefault(k.call, []).append(k)
-        elif not linked and k.op == "AllReduce":
-            out.append(Collective(k.name, k.span, None, None, stream=k.stream, kernels=1))
+        elif not linked and k.kind == "allreduce":
+            out.append(Collective(k.name, k.span, _nelems_shapes(k), k.comm.itemsize, stream=k.stream, kernels=1, kind=k.kind))
     for call, ks in per_call.items():
+        ar = calls[call]
         first, last = ks[0], max(ks, key=lambda k: k.span.end)
-        name = "+".join(dict.fromkeys(k.op for k in ks)) if len(ks) > 1 else first.name
+        kinds = "+".join(dict.fromkeys(k.kind or "?" for k in ks))
+        name = f"quantized allreduce ({kinds})" if ar.quantized else kinds
+        # the quantized path moves int8/fp8 buffers: their element size is not the tensor's
+        items = {k.comm.itemsize for k in ks}
+        item = items.pop() if len(items) == 1 and not ar.quantized else None
         span = Span(first.span.ts, last.span.end, first.span.thread)
-        out.append(Collective(name, span, call_shapes[call], None, launch_ts=first.launch.ts if first.launch else None,
-                              stream=first.stream, kernels=len(ks)))
+        out.append(Collective(name, span, ar.shapes, item, launch_ts=first.launch.ts if first.launch else None,
+                              stream=first.stream, kernels=len(ks), kind=kinds))
     return out
+
+
+def _nelems_shapes(k: Kernel) -> Optional[tuple[Shape, ...]]:
+    return ((k.comm.in_nelems,),) if k.comm.in_nelems is not None else None
