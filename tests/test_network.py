@@ -147,3 +147,16 @@ def test_torchft_advertises_the_address_in_its_own_modules_only() -> None:
             import sys
 
             sys.modules[name].socket = socket
+
+
+def test_the_store_is_on_the_found_address_across_hosts_and_standalone_locally() -> None:
+    from ftrun.launch.run import store_address
+    from ftrun.layout import Network
+
+    local = Network(scope="loopback", address="localhost", interface=None, advertise_host="localhost", found="x")
+    assert store_address(local, RunConfig()) is None and local.store_port is None  # torchrun --standalone
+    assert store_address(local, RunConfig(master_port=29600)) == ("127.0.0.1", 29600)
+    hosts = Network(scope="hosts", address="127.0.0.1", interface="lo", advertise_host="127.0.0.1", found="x")
+    addr, port = store_address(hosts, RunConfig())
+    assert addr == "127.0.0.1" and port == hosts.store_port and port > 0  # a free port, recorded
+    assert store_address(hosts, RunConfig(master_port=29601)) == ("127.0.0.1", 29601)

@@ -85,6 +85,7 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
     try:
         state.run_event_log.parent.mkdir(parents=True, exist_ok=True)
         threads = threads_per_rank(cfg.replicas * cfg.nproc_per_replica)
+        master = store_address(state.network, cfg)  # before the spec: it records the store port
         spec_path = write_spec(state, window, threads, link)
         state.started = time.time()
         if cfg.lighthouse:
@@ -93,7 +94,6 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
             state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas, heartbeat_timeout_ms=cfg.heartbeat_timeout_ms)
             url = state.lighthouse.url
         log.info("lighthouse %s", url)
-        master = store_address(state.network, cfg)
         for r in cfg.groups_here:
             g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master,
                            placement.env.get(r) if placement.mode != "cpu" else None, state.network.env)
