@@ -217,7 +217,7 @@ def test_lighthouse_killed_mid_run_fails_both_groups_naming_it(hosts: Hosts) -> 
             took = time.monotonic() - killed
             err = (hosts.tmp / f"{h}.train.log").read_text(errors="replace")
             assert p.returncode == 1, (h, p.returncode, out, err[-2000:])
-            assert took < QUORUM_TIMEOUT + 60, (h, took)  # the quorum timeout, plus torchft's retries and shutdown
+            assert took < QUORUM_TIMEOUT + 30, (h, took)  # the quorum timeout, plus the probe and shutdown (16 s measured)
             assert "http://host0:29510" in err.splitlines()[-1] and "lighthouse" in err.splitlines()[-1], err[-2000:]
             print(f"\n{h}: failed {took:.1f} s after the lighthouse was killed: {err.splitlines()[-1][:300]}")
     finally:
