@@ -519,6 +519,7 @@ def plan_cmd(
     sync_every: Optional[int] = typer.Option(None, help="H (default 20, or the run's)."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau (default 5, or the run's)."),
     step_jitter: Optional[float] = typer.Option(None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."),
+    overlap_slowdown: Optional[float] = typer.Option(None, metavar="X", help="How much longer a step computes while a fragment's collectives are in flight (default 1, or the run's measured one with --from/--check)."),
     data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
     dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
     train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
@@ -550,7 +551,7 @@ def plan_cmd(
             flops_per_gpu=flops_per_gpu, gpus_per_replica=gpus_per_replica, mfu=mfu, links=tuple(link or ()),
             sweep_link=sweep_link, replicas=replicas, fragments=fragments, layers=layers,
             layers_per_fragment=layers_per_fragment, sync_every=sync_every, fragment_sync_delay=fragment_sync_delay,
-            step_jitter_ms=step_jitter, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
+            step_jitter_ms=step_jitter, overlap_slowdown=overlap_slowdown, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
             target_util=target_util, json_out=json_out, png=png))
 
     raise typer.Exit(guarded(body) or 0)

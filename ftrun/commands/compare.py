@@ -268,7 +268,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics
-    from ftrun.report.compare_view import conclusion, write_markdown
+    from ftrun.report.compare_view import conclusion, explanation, write_markdown
     from ftrun.report.timeline import draw, lanes_for_run
 
     reading = [q for reps in run_dirs for d in reps for q in (d if isinstance(d, list) else [d])]
@@ -291,6 +291,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "runs": runs,
         "link": link_info,
         "conclusion": conclusion(runs),
+        "throughput": explanation(runs),
         "timeline": str(timeline),
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }

@@ -50,6 +50,8 @@ def print_plan(result: dict) -> None:
     c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
             f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
             f"vs plain F=1 H={inp['sync_every']} tau=0{dp}")
+    if inp.get("overlap_slowdown", 1.0) != 1.0:
+        c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
     if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
         c.print(f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
                 f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip")
