@@ -168,9 +168,10 @@ def train_cmd(
     run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK)."),
     replica_group_id: Optional[int] = typer.Option(None, help="Several hosts: run only replica group K here (needs --lighthouse)."),
     job_id: Optional[str] = typer.Option(None, help="Several hosts: the job's id (default: from --lighthouse and --run-name)."),
-    master_addr: Optional[str] = typer.Option(None, help="Several hosts: torchrun --master-addr for this group's store."),
-    master_port: Optional[int] = typer.Option(None, help="Several hosts: torchrun --master-port (default: a free port, --standalone)."),
-    advertise_host: Optional[str] = typer.Option(None, help="Several hosts: name other groups reach this host at (default: hostname)."),
+    master_addr: Optional[str] = typer.Option(None, help="Several hosts: torchrun --master-addr for this group's store (default: this host's address on the interface that routes to the lighthouse)."),
+    master_port: Optional[int] = typer.Option(None, help="Several hosts: torchrun --master-port (default: a free port)."),
+    advertise_host: Optional[str] = typer.Option(None, help="Several hosts: name torchft hands to the other groups for this host (default: this host's address on the interface that routes to the lighthouse)."),
+    interface: Optional[str] = typer.Option(None, help="Several hosts: the network interface the other hosts reach this one through (default: the one that routes to the lighthouse); also GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set."),
     overwrite: bool = TRAIN_OPTIONS["overwrite"],
     json_out: bool = TRAIN_OPTIONS["json_out"],
 ) -> None:

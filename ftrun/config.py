@@ -86,6 +86,7 @@ class RunConfig:
     master_addr: str = ""
     master_port: int = 0
     advertise_host: str = ""  # host name other groups reach this group's manager at
+    interface: str = ""  # network interface other hosts reach this group through (ftrun.launch.network)
 
     @property
     def schedule(self) -> Schedule:

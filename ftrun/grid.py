@@ -27,7 +27,7 @@ from ftrun.errors import BadInput
 
 # Options a sweep sets itself or that make no sense per cell (one host, one sweep dir).
 NOT_AXES = frozenset({"out", "run_name", "lighthouse", "replica_group_id", "job_id", "master_addr",
-                      "master_port", "advertise_host"})
+                      "master_port", "advertise_host", "interface"})
 AXIS_KEYS = frozenset(FIELD_NAMES) - NOT_AXES
 CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "backend": BACKENDS, "mode": tuple(PRESETS)}
 PRESET_NAMES = ("pgs", "tau", "fragments")

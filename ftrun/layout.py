@@ -122,6 +122,24 @@ class FaultMarker(FaultSpec):
     pid: int = 0
 
 
+class Network(msgspec.Struct, kw_only=True):
+    """How the other hosts of a job reach this host's replica group (``ftrun.launch.network``).
+    ``scope``: "loopback" (every group on this host) or "hosts"; ``address``: the group's store
+    (torchrun ``--master-addr``) and process-group address; ``interface``: the one holding it;
+    ``advertise_host``: what torchft's manager and checkpoint server hand to the other groups;
+    ``found``: how the address was chosen; ``env``: ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME``
+    as the groups get them, ``env_from_user`` the ones the user had set (kept as they were)."""
+
+    scope: str
+    address: str
+    interface: Optional[str]
+    advertise_host: str
+    found: str
+    env: dict[str, str] = {}
+    env_from_user: list[str] = []
+    store_port: Optional[int] = None  # torchrun --master-port (None: --standalone picks one)
+
+
 class Spec(msgspec.Struct):
     """``spec.json``: what every rank of the run runs. ``config``: ``RunConfig.resolved()``."""
 
@@ -136,6 +154,7 @@ class Spec(msgspec.Struct):
     start_barrier: Optional[int]  # ranks writing to this run dir (None: groups on several hosts)
     hostname: str
     format: int = FORMAT
+    network: Optional[Network] = None  # None: a spec of an earlier ftrun (loopback)
 
 
 class Quorum(msgspec.Struct):
@@ -382,6 +401,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     run_events: list[RunEvent] = []
     wall_s: Optional[float] = None
     format: int = FORMAT
+    network: Optional[Network] = None
 
 
 class LaunchSchedule(msgspec.Struct):

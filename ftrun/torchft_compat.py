@@ -30,7 +30,8 @@ functions at the end: ``DiLoCo._fragments`` (the ``_StreamingDiLoCoFragment`` ob
 ``prepare_sync`` / ``perform_sync`` / ``wait`` / ``original_parameters`` the worker wraps and
 reads), ``Manager._quorum_future`` (set once a quorum was asked for), ``Manager._quorum_id``,
 ``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``,
-and on the nightly ``ProcessGroup._handle_id()`` (``connect``).
+on the nightly ``ProcessGroup._handle_id()`` (``connect``), and the ``socket`` module torchft's
+modules call ``socket.gethostname()`` on (``advertise_as``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import socket
+import sys
+import types
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Optional
@@ -428,6 +432,41 @@ def configure_quorum_id(args: tuple, kwargs: dict) -> Optional[int]:
     ``configure(store_addr, replica_id, rank, world_size, quorum_id, group_rank, ...)``."""
     q = kwargs.get("quorum_id", args[4] if len(args) > 4 else None)
     return q if isinstance(q, int) else None
+
+
+class _AdvertisingSocket(types.ModuleType):
+    """The ``socket`` module, except that ``gethostname()`` returns the host given."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__("socket")
+        self._host = host
+
+    def gethostname(self) -> str:
+        return self._host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+
+def advertise_as(host: str) -> list[str]:
+    """Make torchft hand ``host`` to the other replica groups wherever it would hand them
+    ``socket.gethostname()``: 0.2.0 and nightly's checkpoint server (``HTTPTransport.address``,
+    the healing source), nightly's process-group rendezvous store (``get_reconfigure_handle``),
+    its parameter server. A host name is often unknown to the other hosts or resolves to loopback
+    (a stock ``/etc/hosts``). Only torchft's own modules see the change, not this process's
+    ``socket``. The Manager's advertised name is its ``hostname`` argument (passed explicitly).
+    Returns the modules changed."""
+    import torchft  # noqa: F401  (loads its modules)
+    import torchft.checkpointing.http_transport  # noqa: F401
+    import torchft.process_group  # noqa: F401
+
+    proxy = _AdvertisingSocket(host)
+    changed = []
+    for name, mod in list(sys.modules.items()):
+        if (name == "torchft" or name.startswith("torchft.")) and getattr(mod, "socket", None) is socket:
+            mod.socket = proxy
+            changed.append(name)
+    return changed
 
 
 def lighthouse_main() -> int:

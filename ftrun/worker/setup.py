@@ -195,6 +195,10 @@ def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, 
     from ftrun.worker.lifecycle import TimedTransport
 
     timeout = timedelta(seconds=cfg.timeout_s)
+    if spec.network is not None and spec.network.scope == "hosts":
+        from ftrun.torchft_compat import advertise_as
+
+        advertise_as(spec.hostname)  # torchft's own gethostname() uses: what the other hosts reach
     pg = make_process_group(backend, timeout, spec.link, numerics)
     life.time_configure(pg)
     cost = None
