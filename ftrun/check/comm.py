@@ -162,13 +162,21 @@ def serialized(
 
 
 def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Optional[int]]) -> Optional[Span]:
-    """The quorum wait of ``send`` (module docstring), or None."""
+    """The quorum wait of ``send`` (module docstring), or None: the longest ``wait_quorum`` on the
+    send's thread in its step before it. torchft (and the numeric check's sketches, which ask
+    ``num_participants``) also call ``wait_quorum`` on the quorum once it is formed: those
+    microsecond spans come later but are not the wait."""
     i = bisect_right([q.ts for q in quorums], send.span.ts)
     step = step_of(send.span.ts)
+    best = None
     for q in reversed(quorums[:i]):
-        if q.thread == send.span.thread and q.end <= send.span.ts:
-            return q if step_of(q.ts) == step else None
-    return None
+        if q.thread != send.span.thread or q.end > send.span.ts:
+            continue
+        if step_of(q.ts) != step:
+            break
+        if best is None or q.dur > best.dur:
+            best = q
+    return best
 
 
 @dataclass(frozen=True)
