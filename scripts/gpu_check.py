@@ -37,6 +37,7 @@ from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
+from ftrun.check.overlap import gpu_overlap  # noqa: E402
 from ftrun.trace.spans import compute_launches, extract  # noqa: E402
 
 STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
@@ -96,6 +97,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         out["devices"] = json.loads(manifest.read_text()).get("devices")
     durs, per_byte, starts, per_send, queue, causes, kinds, gaps = [], [], [], [], [], Counter(), Counter(), []
     serialized = 0
+    overlap: dict = {}  # per trace: ftrun.check.overlap.gpu_overlap
     later = [0, 0]  # kernels that started once the device ran work launched in a later step, kernels placed
     for path, sp in rep.spans.items():
         out["traces"][Path(path).name] = trace_counts(Path(path))
@@ -122,7 +124,11 @@ def analyze_run(run_dirs: list[Path]) -> dict:
             calls = set(range(first, first + len(s.allreduces)))
             first += len(s.allreduces)
             per_send.append({"allreduce_calls": len(s.allreduces), "kernels": sum(k.call in calls for k in sp.kernels)})
-        for launch_step, dev_step in gpu_comm.kernel_steps(sp, compute_launches(load_trace(Path(path)))):
+        compute = compute_launches(load_trace(Path(path)))
+        # issue 25: do compute kernels run slower while NCCL kernels share the GPU?
+        if (ov := gpu_overlap(sp, compute)) is not None:
+            overlap[Path(path).name] = ov
+        for launch_step, dev_step in gpu_comm.kernel_steps(sp, compute):
             if launch_step is not None and dev_step is not None:
                 later[1] += 1
                 later[0] += dev_step > launch_step
@@ -144,6 +150,8 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         queue_causes=dict(causes),
         serialized_collectives=serialized,
         kernels_in_a_later_step={"later": later[0], "placed": later[1]},
+        compute_kernel_overlap_slowdown=_stats([v["slowdown"] for v in overlap.values() if v["slowdown"] is not None]),
+        compute_kernel_overlap=overlap,
         should_commit_sync_share=round(csync / commit, 3) if commit else None,
         exposed_ms=_stats([e.exposed_comm_ms for e in syncs if e.exposed_comm_ms is not None]),
     )

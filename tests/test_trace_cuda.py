@@ -417,3 +417,40 @@ def test_each_kind_of_trace_note_said_once(tmp_path):
     outside = [n for n in notes if "launched before the trace's window" in n]
     assert len(early) == len(outside) == 1
     assert all("likewise in 1 more trace file" in n for n in early + outside)
+
+
+# --- issue 25 on CUDA: compute kernels while an NCCL kernel runs vs not -----------------------
+
+
+def test_gpu_overlap_measures_the_same_kernels_both_ways():
+    """Hand-made device timeline: kernel "gemm" takes 100 us alone and 130 us while an NCCL kernel
+    runs on its device (another device's NCCL kernel does not count)."""
+    from ftrun.check.overlap import gpu_overlap
+    from ftrun.trace.spans import Kernel, Span, StepSpan, TraceSpans
+
+    steps = [StepSpan(n, None, Span(n * 1000.0, n * 1000.0 + 999.0, "t")) for n in range(1, 5)]
+    nccl = [Kernel("ncclDevKernel_Generic", "Generic", Span(3000.0, 3400.0, (0, 20)), (0, 20)),
+            Kernel("ncclDevKernel_Generic", "Generic", Span(1000.0, 1900.0, (1, 20)), (1, 20))]
+    compute = []
+    for n in range(1, 5):  # two gemms per step, launched in step n, on device 0
+        for j in range(2):
+            ts = n * 1000.0 + 50.0 + j * 200.0
+            compute.append((0, ts, n * 1000.0 + 10.0, 130.0 if n == 3 else 100.0, "gemm"))
+    compute.append((0, 4700.0, 4010.0, 5.0, "only_alone"))  # never overlapped: not compared
+    trace = TraceSpans(Path("t.json"), "ftrun", steps, [], [], [], kernels=nccl)
+    got = gpu_overlap(trace, compute)
+    assert got["overlapped_kernels"] == 2 and got["compute_kernels"] == 9
+    assert got["slowdown"] == pytest.approx(1.3) and got["kernel_names_compared"] == 1
+    assert (got["steps_overlapped"], got["steps_alone"]) == (1, 3)
+    assert got["median_step_kernel_ms_overlapped"] == pytest.approx(0.26)
+    assert got["median_step_kernel_ms_alone"] == pytest.approx(0.2)
+    assert gpu_overlap(TraceSpans(Path("t.json"), "ftrun", steps, [], [], []), compute) is None  # no NCCL kernel
+
+
+def test_gpu_overlap_on_a_kineto_shaped_trace():
+    from ftrun.check.overlap import gpu_overlap
+
+    tr = kc.to_cuda(_one_trace())
+    got = gpu_overlap(_spans(tr), _compute(tr))
+    assert got is not None and got["compute_kernels"] == len(_compute(tr)) > 0
+    assert got["steps_overlapped"] + got["steps_alone"] > 0

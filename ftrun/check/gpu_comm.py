@@ -153,7 +153,7 @@ def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[Optional
     steps after its launch. (None, ...): launched outside every step; (..., None): no other
     kernel ran before it on its device."""
     marks: dict = {}
-    for dev, start, launch in compute:
+    for dev, start, launch, *_ in compute:
         got = marks.setdefault(dev, ([], []))
         got[0].append(start)
         got[1].append(launch)

@@ -7,15 +7,21 @@ steps that hold a send or a sync themselves are in neither class (they also comp
 pseudo-gradients or the outer step, and the sync step holds the exposed wait); every other step
 is an *unoverlapped* one. Durations are whole profiled step spans, so both classes carry the
 profiler's own overhead alike.
+
+On CUDA the host steps do not show the contention (kernels queue; the host runs ahead), so
+``gpu_overlap`` reads the same rule from the device: compute kernels while an NCCL kernel ran on
+their device vs not (``scripts/gpu_check.py`` reports it).
 """
 
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Optional
 
 from ftrun.check.model import EventResult, Report
+from ftrun.trace.spans import TraceSpans
 
 
 @dataclass(frozen=True)
@@ -110,3 +116,62 @@ def overlapped_spans(report: Report, file: str) -> list[tuple[float, float]]:
     """The step spans of ``file`` that overlapped a send (for the timeline), in trace microseconds."""
     windows = send_windows(report)
     return [(a, b) for a, b, w in _step_classes(report, windows).get(file, []) if w is not None]
+
+
+def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _overlaps(merged: list[tuple[float, float]], starts: list[float], a: float, b: float) -> bool:
+    i = bisect_right(starts, b) - 1  # the last interval starting at or before b
+    return i >= 0 and merged[i][1] > a
+
+
+def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> Optional[dict]:
+    """The same rule on CUDA, read from kernels (device time, not host steps): each compute
+    kernel (``ftrun.trace.spans.compute_launches``: device, start, launch, duration, name) ran
+    while an NCCL kernel ran on its device, or not. ``slowdown``: per kernel name seen in both
+    classes, its mean duration overlapped over its mean alone, weighted by the overlapped
+    kernels' count — the same work, measured both ways. Per host step (each kernel counted in its
+    launch's step): compute kernel time, median over the steps with an overlapped kernel vs the
+    steps without. None when the trace has no compute kernel or no NCCL kernel."""
+    if not compute or not trace.kernels:
+        return None
+    nccl: dict = {}
+    for k in trace.kernels:
+        dev = k.stream[0] if isinstance(k.stream, tuple) else k.stream
+        nccl.setdefault(dev, []).append((k.span.ts, k.span.end))
+    merged = {dev: _merged(v) for dev, v in nccl.items()}
+    starts = {dev: [a for a, _ in v] for dev, v in merged.items()}
+    step_starts = [s.span.ts for s in trace.steps]
+    by_name: dict[str, tuple[list[float], list[float]]] = {}
+    per_step: dict[int, list] = {}
+    for dev, ts, launch, dur, name in compute:
+        over = dev in merged and _overlaps(merged[dev], starts[dev], ts, ts + dur)
+        by_name.setdefault(name, ([], []))[0 if over else 1].append(dur)
+        i = bisect_right(step_starts, launch) - 1
+        if i >= 0 and launch <= trace.steps[i].span.end:
+            got = per_step.setdefault(trace.steps[i].number, [0.0, False])
+            got[0] += dur
+            got[1] = got[1] or over
+    weight = ratio = 0.0
+    for over, alone in by_name.values():
+        if over and alone:
+            weight += len(over)
+            ratio += len(over) * (sum(over) / len(over)) / (sum(alone) / len(alone))
+    with_ = [t for t, o in per_step.values() if o]
+    without = [t for t, o in per_step.values() if not o]
+    return {
+        "compute_kernels": len(compute),
+        "overlapped_kernels": sum(len(o) for o, _ in by_name.values()),
+        "slowdown": round(ratio / weight, 3) if weight else None,
+        "kernel_names_compared": sum(1 for o, a in by_name.values() if o and a),
+        "steps_overlapped": len(with_), "steps_alone": len(without),
+        "median_step_kernel_ms_overlapped": _ms(with_), "median_step_kernel_ms_alone": _ms(without),
+    }

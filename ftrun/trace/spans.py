@@ -511,14 +511,15 @@ class _Launches:
 _COMPUTE: dict[LabelSet, object] = {}
 
 
-def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float]]:
-    """Every non-NCCL kernel with a linked launch: (device, kernel start, launch start), by kernel
-    start — the GPU's progress through the host's steps, read from launches. A second pass over
+def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float, float, str]]:
+    """Every non-NCCL kernel with a linked launch: (device, kernel start, launch start, kernel
+    duration, kernel name), by kernel start — the GPU's progress through the host's steps, read
+    from launches, and what the compute kernels took (``ftrun.check.overlap.gpu_overlap``). A second pass over
     the trace, only for the callers that want it (``scripts/gpu_check.py``): ``extract`` does not
     decode compute kernels."""
     if labels not in _COMPUTE:
         _COMPUTE[labels] = name_filter((), (*labels.cuda_launch, *labels.cuda_graph_launch), cats=(KERNEL,))
-    kernels: list[tuple[Hashable, float, int]] = []
+    kernels: list[tuple[Hashable, float, int, float, str]] = []
     runtime: list[TraceEvent] = []
     try:
         for e in trace_events(trace, _COMPUTE[labels]):
@@ -528,13 +529,13 @@ def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tupl
             if cat == KERNEL and not e.name.startswith(labels.nccl_kernel_any):
                 corr = args_of(e).correlation
                 if corr is not None:
-                    kernels.append((e.pid, e.ts, corr))
+                    kernels.append((e.pid, e.ts, corr, e.dur, e.name))
             elif cat in LAUNCH_CATS:
                 runtime.append(e)
     except msgspec.DecodeError:
         return []  # extract has already refused a malformed trace
     links = _Launches(runtime, labels)
-    out = [(dev, ts, links.by_corr[corr].ts) for dev, ts, corr in kernels if corr in links.by_corr]
+    out = [(dev, ts, links.by_corr[corr].ts, dur, name) for dev, ts, corr, dur, name in kernels if corr in links.by_corr]
     out.sort(key=lambda x: x[1])
     return out
 
