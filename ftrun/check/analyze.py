@@ -40,7 +40,7 @@ from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
 from ftrun.schedule import Event, Schedule
 from ftrun.trace.discover import discover
-from ftrun.trace.load import load_trace
+from ftrun.trace.stream import TraceFile
 from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract
 
 NUMBERINGS = {"top": 0, "end": 1}
@@ -374,7 +374,7 @@ def analyze(
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
-    spans = [extract(f.path, load_trace(f.path)) for f in inputs.files]
+    spans = [extract(f.path, TraceFile(f.path)) for f in inputs.files]
     trace_notes = _once(spans)
     workers = assign(inputs.files, spans)
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}

@@ -56,11 +56,13 @@ import msgspec
 from ftrun.errors import BadInput
 from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
 from ftrun.trace import nccl
+from ftrun.trace.load import load_trace
 from ftrun.trace.nccl import DTYPE_BYTES, kernel_op  # noqa: F401  (kernel_op: re-exported for callers)
 from ftrun.trace.schema import (
     CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_dict, args_of, name_filter, raw_json,
     trace_events,
 )
+from ftrun.trace.stream import Fallback, TraceFile
 
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
@@ -253,12 +255,16 @@ class _Index:
 _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
 
 
+def _prefixes(labels: LabelSet) -> tuple[str, ...]:
+    """Name prefixes of the events ``_sort_event`` may keep (with ``_wanted``'s exact names)."""
+    return ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
+            *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
+
+
 def _filter(labels: LabelSet, names: set[str]):
     key = (labels, frozenset(names))
     if key not in _FILTERS:
-        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
-                    *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
-        _FILTERS[key] = name_filter(names, prefixes)
+        _FILTERS[key] = name_filter(names, _prefixes(labels))
     return _FILTERS[key]
 
 
@@ -305,6 +311,33 @@ def _classify(path: Path, trace: ChromeTrace, labels: LabelSet) -> _Classified:
             _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     except msgspec.DecodeError as err:
         raise BadInput(f"{path}: JSON but not a chrome trace (bad event: {err})") from None
+    return out
+
+
+def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
+    """``_classify`` of a file read in chunks (``stream.Fallback`` when the fast path cannot read
+    it). The same events reach ``_sort_event``: an event's name is looked up once per distinct
+    name (exact names, then prefixes), not searched per event."""
+    wanted_names = _wanted(labels)
+    out = _Classified({n: [] for n in wanted_names})
+    kernel_prefixes = labels.nccl_kernel_any
+    launch_names = (*labels.cuda_launch, *labels.cuda_graph_launch)
+    comm_prefixes = (labels.c10d_prefix, labels.nccl_host_prefix)
+    waits = set(labels.cuda_stream_wait)
+    prefixes = _prefixes(labels)
+    relevant: dict[str, bool] = {}
+    for chunk in trace.chunks():
+        for e in chunk:
+            if e.ph != "X":
+                continue
+            name = e.name
+            r = relevant.get(name)
+            if r is None:
+                r = relevant[name] = name in wanted_names or name.startswith(prefixes)
+            if r:
+                if e.args:
+                    e.args = e.args.copy()  # its own bytes: the chunk is freed after this loop
+                _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     return out
 
 
@@ -437,9 +470,21 @@ def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls
     return colls
 
 
-def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceSpans:
-    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans."""
-    c = _classify(path, trace, labels)
+def extract(path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABELS) -> TraceSpans:
+    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans.
+
+    A ``TraceFile`` is read in chunks (``ftrun.trace.stream``); when that path cannot read the
+    file exactly, it is read whole by ``load_trace`` (the same spans, or the same error)."""
+    c = None
+    if isinstance(trace, TraceFile):
+        try:
+            c = _classify_stream(trace, labels)
+            n_events, di = trace.events, trace.distributedInfo
+        except Fallback:
+            trace = load_trace(path)
+    if c is None:
+        c = _classify(path, trace, labels)
+        n_events, di = len(trace.traceEvents), trace.distributedInfo
     steps, source = (c.ftrun_steps, "ftrun") if c.ftrun_steps else (c.prof_steps, "profiler")
     if not steps:
         raise BadInput(
@@ -452,7 +497,6 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
     notes: list[str] = []
     links = _Launches(c.launches, labels)
     kern = _link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)
-    di = trace.distributedInfo
     return TraceSpans(
         path=path,
         step_source=source,
@@ -463,7 +507,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS) -> TraceS
         rank=di.rank if di is not None else None,
         world_size=di.world_size if di is not None else None,
         has_shapes=has_shapes,
-        trace_events=len(trace.traceEvents),
+        trace_events=n_events,
         kernels=kern,
         device_copies=c.copies,
         stream_waits=sorted((_span(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
