@@ -47,6 +47,8 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import compress
+from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Hashable, Optional
@@ -66,6 +68,7 @@ from ftrun.trace.stream import Fallback, TraceFile
 
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
+_NAME = attrgetter("name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,19 +328,33 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
     comm_prefixes = (labels.c10d_prefix, labels.nccl_host_prefix)
     waits = set(labels.cuda_stream_wait)
     prefixes = _prefixes(labels)
+    # route: name -> None (never kept), a by_name bucket (an exact name no other rule of _sort_event
+    # reads: kept when host-side, counted when a device copy), or True (_sort_event decides)
+    route: dict[str, object] = {}
     relevant: dict[str, bool] = {}
+    special = {labels.param_comms, *waits}
     for chunk in trace.chunks():
-        for e in chunk:
+        # per event only C-level work: its name, a dict lookup, a filter; Python decides once per new name
+        names = list(map(_NAME, chunk))
+        for name in set(names).difference(relevant):
+            route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
+            relevant[name] = route[name] is not None
+        for e in compress(chunk, map(relevant.__getitem__, names)):
             if e.ph != "X":
                 continue
-            name = e.name
-            r = relevant.get(name)
-            if r is None:
-                r = relevant[name] = name in wanted_names or name.startswith(prefixes)
-            if r:
-                if e.args:
-                    e.args = e.args.copy()  # its own bytes: the chunk is freed after this loop
-                _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
+            bucket = route[e.name]
+            if bucket is not True:
+                cat = e.cat.lower()
+                if cat in CPU_CATS:
+                    if e.args:
+                        e.args = e.args.copy()  # its own bytes: the chunk's buffer is freed with the chunk
+                    bucket.append(e)
+                elif cat == GPU_ANNOTATION:
+                    out.copies += 1
+                continue
+            if e.args:
+                e.args = e.args.copy()
+            _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     return out
 
 
