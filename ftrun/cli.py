@@ -6,6 +6,7 @@ exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --h
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 from pathlib import Path
@@ -41,9 +42,12 @@ def refuse_empty(values: dict, positional: dict[str, str] | None = None) -> None
                 raise BadInput(f"{shown} {x!r}: must not be empty")
 
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
 def guarded(fn):
     """Run a command body: BadInput -> exit 2, RunFailed -> exit 1 (Interrupted: 130), one line.
-    SIGINT/SIGTERM -> exit 130."""
+    SIGINT/SIGTERM -> exit 130. A disk that fills up, wherever ftrun was writing: one line, exit 1."""
     old = raise_on_signal()
     try:
         return fn()
@@ -53,6 +57,10 @@ def guarded(fn):
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt as e:
         _fail(f"interrupted{' by ' + str(e) if str(e) else ''}", 130)
+    except OSError as e:
+        if e.errno not in _NO_SPACE:
+            raise  # any other OSError is a bug to see, with its traceback
+        _fail(f"cannot write {e.filename or 'an output'}: {e.strerror or e} (free some space and run again)", 1)
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
@@ -180,8 +188,11 @@ COMPARE_HELP = """Train two configurations (or read two run dirs), check both sc
 A and B are presets (streaming, baseline), config .toml files, or existing run dirs (a run
 of several hosts: its groups' run dirs joined by commas, e.g. job-group0,job-group1). Both
 trainings share model, data, seed, replicas, steps and an emulated link (--link; by default
-one on which plain DiLoCo's full-model sync takes about one step of compute). Writes
-report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a failure.
+one on which plain DiLoCo's full-model sync takes about a quarter of H steps of compute: the
+step is calibrated where it runs, and the link chosen again from the first run's measured
+step when that is more than 25% off; the summary states the share asked for and the share
+achieved). Writes report.json, report.md and timeline.png. Exit 0 = both schedules pass, 1 = a
+failure.
 
 Example: ftrun compare streaming baseline --link 1gbit,20ms
 
@@ -518,6 +529,7 @@ def plan_cmd(
     sync_every: Optional[int] = typer.Option(None, help="H (default 20, or the run's)."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau (default 5, or the run's)."),
     step_jitter: Optional[float] = typer.Option(None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."),
+    overlap_slowdown: Optional[float] = typer.Option(None, metavar="X", help="How much longer a step computes while a fragment's collectives are in flight (default 1, or the run's measured one with --from/--check)."),
     data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
     dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
     train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
@@ -549,7 +561,7 @@ def plan_cmd(
             flops_per_gpu=flops_per_gpu, gpus_per_replica=gpus_per_replica, mfu=mfu, links=tuple(link or ()),
             sweep_link=sweep_link, replicas=replicas, fragments=fragments, layers=layers,
             layers_per_fragment=layers_per_fragment, sync_every=sync_every, fragment_sync_delay=fragment_sync_delay,
-            step_jitter_ms=step_jitter, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
+            step_jitter_ms=step_jitter, overlap_slowdown=overlap_slowdown, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
             target_util=target_util, json_out=json_out, png=png))
 
     raise typer.Exit(guarded(body) or 0)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from ftrun.console import show_value
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError, validate
 
@@ -218,20 +219,28 @@ def _namer(origin: dict[str, str], file_values: dict[str, Any]) -> Callable[[str
     return where
 
 
+# Upper bounds on durations: beyond them torchft's timedelta / time.sleep overflow inside every
+# worker, tens of seconds after start; refused here instead.
+MAX_WAIT_S = 7 * 86400.0  # --quorum-timeout, --stall-timeout, timeout_s
+MAX_STEP_SLEEP_MS = 3600e3  # --step-sleep-ms
+MAX_HEARTBEAT_MS = 3600_000  # heartbeat_timeout_ms
+
 _PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
 _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def _show(value: object) -> str:
-    """A value for a one-line message: strings with newlines or control characters are quoted."""
-    return repr(value) if isinstance(value, str) and not value.isprintable() else str(value)
+_show = show_value  # strings with newlines or control characters are quoted (ftrun.console)
 
 
 def validate_config(
-    cfg: RunConfig, where: Callable[[str], str] = flag, origin: Callable[[str], str] = lambda name: "flag"
+    cfg: RunConfig, where: Callable[[str], str] = flag, origin: Callable[[str], str] | None = None
 ) -> None:
     """All checks that need no torch, in the order a user reads the flags. ``where(name)`` names a
-    field in messages; ``origin(name)`` is "flag", "file", "preset NAME" or "default"."""
+    field in messages; ``origin(name)`` is "flag", "file", "preset NAME" or "default" (None: not
+    known, a ``RunConfig`` made in code: every value counts as given, except a default that is
+    a sentinel, ``restarts = -1``)."""
+    given = origin is not None
+    origin = origin or (lambda name: "flag")
 
     def _bad(name: str, value: object, rule: str) -> BadInput:
         return BadInput(f"{where(name)} {_show(value)}: {rule}")
@@ -290,17 +299,15 @@ def validate_config(
         from ftrun.link_spec import parse_link
 
         parse_link(cfg.link, name=where("link"))
-    if cfg.timeout_s <= 0:
-        raise _bad("timeout_s", cfg.timeout_s, "must be > 0")
-    if cfg.step_sleep_ms < 0:
-        raise _bad("step_sleep_ms", cfg.step_sleep_ms, "must be >= 0")
-    for name in ("stall_timeout_s", "quorum_timeout_s"):
-        if getattr(cfg, name) <= 0:
-            raise _bad(name, getattr(cfg, name), "must be > 0")
-    if cfg.heartbeat_timeout_ms < 100:
-        raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, "must be >= 100")
-    if cfg.restarts < -1:
-        raise _bad("restarts", cfg.restarts, "must be >= 0")
+    for name in ("timeout_s", "stall_timeout_s", "quorum_timeout_s"):
+        if not 0 < getattr(cfg, name) <= MAX_WAIT_S:
+            raise _bad(name, getattr(cfg, name), f"must be > 0 and at most {MAX_WAIT_S:g} s (7 days)")
+    if not 0 <= cfg.step_sleep_ms <= MAX_STEP_SLEEP_MS:
+        raise _bad("step_sleep_ms", cfg.step_sleep_ms, f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
+    if not 100 <= cfg.heartbeat_timeout_ms <= MAX_HEARTBEAT_MS:
+        raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
+    if cfg.restarts < 0 and (cfg.restarts != -1 or given and origin("restarts") in ("flag", "file")):
+        raise _bad("restarts", cfg.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
     for name in ("kill", "hang"):
         if not all(isinstance(x, str) for x in getattr(cfg, name)):
             raise _bad(name, getattr(cfg, name), "must be a list of strings like '1@25'")

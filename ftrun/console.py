@@ -2,33 +2,85 @@
 
 Contract: text is printed literally. Paths, run names, log lines and messages may contain
 ``[brackets]`` or ``:colon_words:``; they are never read as rich markup, emoji codes or
-highlighted. Colour is added only on purpose, with ``styled``/``line`` (``rich.text.Text``),
+highlighted. Terminal control characters in them (ESC sequences, U+202E, ...) are shown
+escaped (``escape_controls``), never sent raw: text from ``print`` elsewhere goes through it too. Colour is added only on purpose, with ``styled``/``line`` (``rich.text.Text``),
 never by markup in strings. Torch-free, and cheap to import.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Iterable, Union
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 Part = Union[str, Text, "tuple[str, str]"]
 
 
+def escape_controls(text: str, keep: str = "") -> str:
+    """``text`` with every character ``str.isprintable`` refuses (C0/C1 controls such as ESC,
+    BEL, CR; bidirectional overrides such as U+202E; other format characters) written as its
+    Python escape (``\\x1b``, ``\\u202e``), except those in ``keep``. The one rule for what may
+    reach a terminal from a path, a log line or anything else a user or a program wrote."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
+def show_value(value: object) -> str:
+    """A value for a one-line message: a string holding anything ``escape_controls`` would
+    escape is quoted as Python would (``'a\\x1bb'``), so the oddity is visible; else ``str``."""
+    return repr(value) if isinstance(value, str) and not value.isprintable() else str(value)
+
+
+class _Console(Console):
+    """Every plain string it renders (``print`` arguments, table cells) goes through
+    ``escape_controls`` before layout; line breaks and tabs stay layout. And whatever else
+    reaches the output (a ``Text`` appended to by hand): its segments' text too, after layout,
+    so that nothing raw gets through whatever built it."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(escape_controls(text, keep="\n\t"), **kwargs)
+
+    def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control or seg.text.isprintable():  # rich's own cursor moves stay controls
+                yield seg
+            else:
+                yield Segment(escape_controls(seg.text, keep="\n\t"), seg.style, seg.control)
+
+
 def console(stderr: bool = False, **kwargs: Any) -> Console:
-    """A Console that prints strings as they are (no markup, no emoji codes, no highlighting)."""
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, **kwargs)
+    """A Console that prints strings as they are (no markup, no emoji codes, no highlighting)
+    and never passes a terminal control character through (``escape_controls``)."""
+    return _Console(stderr=stderr, markup=False, emoji=False, highlight=False, **kwargs)
+
+
+def fits(con: Console, renderable: Any) -> bool:
+    """Whether ``renderable`` (a table of ``no_wrap`` cells) fits ``con``'s width unshrunk: the
+    test a view makes before choosing its wide layout over a stacked one (never cut a number)."""
+    from rich.measure import Measurement
+
+    unbounded = con.options.update_width(100_000)  # its natural width, not one clamped to the console's
+    return Measurement.get(con, unbounded, renderable).maximum <= con.width
 
 
 def styled(text: str, style: str) -> Text:
-    """``text`` literally, in ``style`` (e.g. "bold red")."""
-    return Text(text, style=style)
+    """``text`` literally (controls escaped), in ``style`` (e.g. "bold red")."""
+    return Text(escape_controls(text, keep="\n\t"), style=style)
 
 
 def line(*parts: Part) -> Text:
-    """One line from literal strings, ``Text``s and ``(text, style)`` pairs."""
-    return Text.assemble(*parts)
+    """One line from literal strings, ``Text``s and ``(text, style)`` pairs (controls escaped)."""
+    def clean(p: Part) -> Part:
+        if isinstance(p, str):
+            return escape_controls(p, keep="\t")
+        if isinstance(p, tuple):
+            return (escape_controls(p[0], keep="\t"), p[1])
+        return p
+
+    return Text.assemble(*(clean(p) for p in parts))
 
 
 class LiveTable:

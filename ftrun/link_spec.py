@@ -42,6 +42,7 @@ class LinkSpec:
 
 
 MIN_BPS, MAX_BPS = 1e3, 1e12  # an emulated link: 1 kbit/s .. 1 Tbit/s
+MAX_LATENCY_S = 10.0  # one-way latency: 0 .. 10 s (a geostationary hop is ~0.25 s)
 
 
 def parse_link(text: str, name: str = "--link") -> LinkSpec:
@@ -57,8 +58,8 @@ def parse_link(text: str, name: str = "--link") -> LinkSpec:
     lat = float(m[3] or 0.0)
     unit = (m[4] or "ms").lower()
     lat_s = lat / 1e3 if unit == "ms" else lat / 1e6 if unit == "us" else lat
-    if not math.isfinite(lat_s):
-        raise BadInput(f"{name} {text!r}: latency must be a finite number")
+    if not 0 <= lat_s <= MAX_LATENCY_S:
+        raise BadInput(f"{name} {text!r}: latency {lat_s:g} s is outside 0..10s (one-way, e.g. 20ms)")
     return LinkSpec(bw, lat_s)
 
 

@@ -155,6 +155,26 @@ def _try_lock(run_dir: Path, flag: str) -> int:
     return fd
 
 
+def wait_until_unlocked(run_dir: Path, timeout_s: float) -> str | None:
+    """Wait up to ``timeout_s`` for no process to hold ``run_dir``'s lock (``RunDirLock``);
+    None once free (or when there is no such dir), else the holder's pid as its marker names it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return None
+        except OSError:
+            if time.monotonic() >= deadline:
+                return _holder(run_dir)
+        finally:
+            os.close(fd)
+        time.sleep(0.2)
+
+
 def is_ftrun_run_dir(run_dir: Path) -> bool:
     """Written by ftrun: its run marker, or a manifest that ftrun wrote."""
     if (run_dir / RUN_MARKER).is_file():

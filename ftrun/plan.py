@@ -4,7 +4,9 @@ The timeline (torchft 0.2's schedule, ``ftrun.schedule``; every replica alike; e
 succeeds, so fragment ``cycle % F`` is sent in each cycle):
 
 * every training step computes for ``step_s`` (everything that is not waiting on the link:
-  forward, backward, the inner step, the send's and the sync's own CPU work);
+  forward, backward, the inner step, the send's and the sync's own CPU work); a step between a
+  send and its sync, computing while the fragment's collectives are in flight, computes for
+  ``step_s x overlap_slowdown`` (they share the machine: ``ftrun.check.throughput``);
 * a **send** (after local step w - tau): torchft's ``start_quorum`` is held by its round trips
   on the link (``linkcost.control_s("quorum")``: the emulator holds it, the training thread
   waits for it), then the fragment's pseudo-gradients are allreduced across the R replica
@@ -60,6 +62,7 @@ class Workload:
     of each group's step, independent across groups), ``stalls`` ((step, per-group seconds spent
     outside the step bodies before that step, relative to the groups' mean), ...), and
     ``rpc_s``: the lighthouse's own reply time on top of the held round trips.
+    ``overlap_slowdown``: how much longer a step between a send and its sync computes (1 = not at all).
     """
 
     step_s: float
@@ -69,6 +72,7 @@ class Workload:
     jitter_s: float = 0.0
     stalls: tuple[tuple[int, tuple[float, ...]], ...] = ()
     rpc_s: float = 0.0
+    overlap_slowdown: float = 1.0
 
     @property
     def model_bytes(self) -> int:
@@ -208,10 +212,13 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
     syncs = 0
     drift = _Drift(work)
     pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
+    compute = 0.0
     for step in range(1, steps + 1):
-        t += work.step_s
-        drift.step(step)
         local = schedule.local_step(step)
+        step_s = work.step_s * (work.overlap_slowdown if w - tau < local < w else 1.0)
+        t += step_s
+        compute += step_s
+        drift.step(step)
         frag = schedule.cycle_of(step) % nfrag
         if local == w - tau:  # send: the quorum (the slowest group, the RPC, the held round trips), then the allreduce
             q = drift.wait() + work.rpc_s + linkcost.control_s("quorum", latency_s)
@@ -239,7 +246,7 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
             control += c
             comm += c
             syncs += 1
-    return Prediction(steps, syncs, steps * work.step_s, data, control, comm, bits, peak, t)
+    return Prediction(steps, syncs, compute, data, control, comm, bits, peak, t)
 
 
 def plain(schedule: Schedule) -> Schedule:

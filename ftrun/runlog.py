@@ -18,11 +18,20 @@ LINE = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
 ROOT = "ftrun"
 
 
+class _RunLogHandler(logging.FileHandler):
+    """A record that cannot be written (a full disk) is dropped: this file is for people, and
+    logging's default would print a traceback on the user's terminal for every record. What
+    matters is failed on by the writers of the run's records (``RunState.log_run_event``)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 def attach(run_dir: Path) -> logging.Handler:
     """Send ftrun's log records (logger ``ftrun`` and below, INFO and up) to the run's log file."""
     path = layout.run_log(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler = _RunLogHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(LINE))
     logger = logging.getLogger(ROOT)
     logger.addHandler(handler)
@@ -33,4 +42,7 @@ def attach(run_dir: Path) -> logging.Handler:
 
 def detach(handler: logging.Handler) -> None:
     logging.getLogger(ROOT).removeHandler(handler)
-    handler.close()
+    try:
+        handler.close()  # flushes: on a full disk that fails too
+    except OSError:
+        pass

@@ -428,3 +428,25 @@ def test_repeat_alternates_and_calibrates_the_default_link(tmp_path: Path) -> No
     assert set(link["measured_median_step_s"]) == set(NAMES)
     assert set(link["plain_sync_share_of_measured_h"]) == set(NAMES)
     assert "spread" in d["conclusion"]
+
+
+def test_throughput_decomposition_adds_up_and_explains_the_ratio(trained: Compared) -> None:
+    """Issue 25: each run's loop time = its named terms + unaccounted (exactly, by construction of
+    the remainder); the named terms alone explain the throughput ratio within 5%; baseline
+    (tau = 0) has no overlapped step, so its slowdown is 1; streaming's overlapped steps are
+    measured; the sentence names the largest reason."""
+    from ftrun.check.throughput import TERMS
+
+    for r in trained.report["runs"]:
+        d = r["decomposition"]
+        assert sum(d[k] for k in TERMS) + d["unaccounted_s"] == pytest.approx(d["loop_s"], rel=1e-9)
+        assert d["loop_s"] * d["steps"] > 0 and d["steps"] == STEPS
+    base, stream = trained.runs["baseline"], trained.runs["streaming"]
+    assert base["decomposition"]["overlapped_steps"] == 0 and base["overlap_slowdown"] == 1.0
+    assert stream["decomposition"]["overlapped_steps"] > 0 and stream["overlap_slowdown"] > 0
+    exp = trained.report["throughput"]
+    assert exp["measured_ratio"] == pytest.approx(stream["steps_per_s"] / base["steps_per_s"])
+    assert exp["explained"], exp
+    assert "per step less on communication than baseline" in exp["reason"]
+    md = (trained.dir / "report.md").read_text()
+    assert "Where the loop time went" in md and "overlap slowdown (ms/step)" in md

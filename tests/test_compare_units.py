@@ -134,3 +134,62 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
     assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
     assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))
+
+
+# --- the default link matches the runs' own steps (issue 24 item 19) -------------------------
+
+def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
+    """compare's train mode with the calibration, the trainings and the measured step faked:
+    (calls to train as (run name, link, overwrite), the commands.compare module)."""
+    from ftrun.commands import compare as cmp
+    from ftrun.commands import train as train_mod
+
+    trained = []
+    monkeypatch.setattr(cmp, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000})
+    monkeypatch.setattr(train_mod, "train", lambda cfg, overwrite, json_out, quiet: trained.append((cfg.run_name, cfg.link, overwrite)))
+    monkeypatch.setattr(cmp, "measured_step_s", lambda run_dir, replicas: measured_s)
+    return trained, cmp
+
+
+def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatch, tmp_path) -> None:
+    """The reproduction: calibrated 327 ms while the runs stepped in ~160 ms, so "0.25 of H" was
+    really ~0.5. Now the first run's measured step sets the link, and that run trains again."""
+    trained, cmp = _fake_training(monkeypatch, calibrated_s=0.327, measured_s=0.160)
+    names, per_cfg, _, info = cmp.train_mode(["streaming", "baseline"], {}, None, tmp_path, True, False, "c", 1)
+    first_link, second_link = trained[0][1], trained[1][1]
+    assert [t[0] for t in trained] == ["streaming", "streaming", "baseline"]  # the first run again, on the new link
+    assert trained[1][2] is True and trained[2][2] is False  # only the retrained run replaces its own run dir
+    assert first_link != second_link and trained[2][1] == second_link  # both runs share the recalibrated link
+    assert info["calibrated_step_s"] == 0.327 and info["link_step_s"] == 0.16
+    assert info["recalibrated_from"]["run"] == "streaming" and info["recalibrated_from"]["measured_step_s"] == 0.16
+    assert abs(info["plain_sync_share_of_h"] - 0.25) < 0.05  # a quarter of H steps of the step the runs take
+    assert per_cfg == [[tmp_path / "c" / "streaming"], [tmp_path / "c" / "baseline"]]
+
+
+def test_a_calibration_that_matches_the_run_is_kept(monkeypatch, tmp_path) -> None:
+    trained, cmp = _fake_training(monkeypatch, calibrated_s=0.150, measured_s=0.170)  # 13% off: within DRIFT
+    *_, info = cmp.train_mode(["streaming", "baseline"], {}, None, tmp_path, True, False, "c", 1)
+    assert [t[0] for t in trained] == ["streaming", "baseline"] and "recalibrated_from" not in info
+
+
+def test_the_summary_states_the_share_asked_for_and_the_share_achieved() -> None:
+    from ftrun.report.compare_view import link_line
+
+    link = {"describe": "110 Mbit/s, 8.9 ms", "emulated": True, "chosen": "default: plain DiLoCo's sync ~ 0.25 of H steps of compute",
+            "calibrated_step_s": 0.327, "calibration": "2 concurrent process(es) x 1 thread(s), as the run's ranks",
+            "link_step_s": 0.16, "plain_sync_s": 0.8, "plain_sync_share_of_h": 0.25,
+            "recalibrated_from": {"run": "streaming", "measured_step_s": 0.16, "link": "50 Mbit/s, 10 ms"},
+            "measured_median_step_s": {"streaming": 0.16, "baseline": 0.2},
+            "plain_sync_share_of_measured_h": {"streaming": 0.25, "baseline": 0.2}}
+    text = link_line({"link": link})
+    assert "calibrated step 327.0 ms" in text and "recalibrated on streaming's measured step 160.0 ms" in text, text
+    assert "asked for 0.25 of H steps of 160.0 ms" in text, text
+    assert "achieved: 0.25 of H measured steps (streaming 160.0 ms), 0.20 (baseline 200.0 ms)" in text, text
+
+
+def test_compare_help_says_what_the_default_link_is() -> None:
+    from ftrun.cli import COMPARE_HELP
+
+    flat = " ".join(COMPARE_HELP.split())
+    assert "about one step of compute" not in flat
+    assert "a quarter of H steps of compute" in flat and "measured step" in flat, flat

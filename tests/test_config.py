@@ -306,3 +306,58 @@ def _toml_value(v) -> str:
 def test_error_line_shows_brackets_verbatim(tmp_path):
     res = ftrun_train("--profile", "[/]", "--out", str(tmp_path))
     assert_one_line_error(res, "--profile [/]")
+
+
+# --- values that used to start a run that died 40-55 s later (issue 24, item 14) --------------
+# Each must be refused by the config layer (build / parse_link), one line, before anything starts.
+
+HOSTILE = [
+    ({"quorum_timeout_s": 1e308}, "--quorum-timeout 1e+308"),  # timedelta(seconds=1e308): OverflowError in the worker
+    ({"stall_timeout_s": 1e308}, "--stall-timeout 1e+308"),
+    ({"step_sleep_ms": 1e308}, "--step-sleep-ms 1e+308"),  # time.sleep(1e305): OverflowError in every step
+    ({"timeout_s": 1e308}, "config key timeout_s 1e+308"),
+    ({"heartbeat_timeout_ms": 2**63}, "config key heartbeat_timeout_ms"),
+    ({"restarts": -1}, "--restarts -1"),  # -1 is the default's "1 with a fault, else 0", not a user's value
+    ({"link": "1gbit,1e308ms"}, "latency"),
+    ({"link": "1gbit,11s"}, "latency"),
+]
+
+
+@pytest.mark.parametrize("flags,needle", HOSTILE, ids=[next(iter(f)) + "=" + str(next(iter(f.values()))) for f, _ in HOSTILE])
+def test_values_that_cannot_run_are_refused_by_the_config(tmp_path, flags, needle):
+    with pytest.raises(BadInput) as e:
+        cfgmod.build(out=str(tmp_path), **flags)
+    assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_bounds_are_not_below_real_use(tmp_path):
+    cfg = cfgmod.build(out=str(tmp_path), quorum_timeout_s=86400.0, stall_timeout_s=3600.0, step_sleep_ms=60000.0,
+                       restarts=0, link="1kbit,2s")
+    assert cfg.max_restarts == 0 and cfg.quorum_timeout_s == 86400.0
+    assert cfgmod.build(out=str(tmp_path)).max_restarts == 0  # the default -1 still means "1 with a fault, else 0"
+    cfgmod.validate_config(cfgmod.RunConfig(out=str(tmp_path)))  # a RunConfig made in code keeps its default
+    assert cfgmod.build(out=str(tmp_path), kill=["1@10"], steps=60).max_restarts == 1
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_refused_before_the_run(tmp_path):
+    from ftrun.launch.preflight import check_memory
+
+    cfg = cfgmod.build(out=str(tmp_path), batch_size=9223372036854775807)
+    with pytest.raises(BadInput) as e:
+        check_memory(cfg)
+    assert "--batch-size 9223372036854775807" in str(e.value) and "GiB" in str(e.value), str(e.value)
+    check_memory(cfgmod.build(out=str(tmp_path), batch_size=64))  # an ordinary batch passes
+    user = cfgmod.build(out=str(tmp_path), model="mymodels:f", batch_size=2**40, seq_len=2**20)
+    with pytest.raises(BadInput):  # a user's model's logits [B, T, V] are as big as the built-in one's
+        check_memory(user)
+
+
+def test_train_cli_refuses_a_huge_batch_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from ftrun.cli import app
+
+    r = CliRunner().invoke(app, ["train", "--batch-size", "9223372036854775807", "--out", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--batch-size 9223372036854775807" in lines[0], r.output

@@ -360,3 +360,57 @@ def test_usage_errors_are_one_line_exit_2(monkeypatch, capsys, argv, needle):
     assert e.value.code == 2
     assert [ln for ln in err.splitlines() if ln.strip()] == [f"error: {needle}" + err.split(needle, 1)[1].splitlines()[0]], err
     assert "Usage:" not in err and "Try '" not in err
+
+
+# --- terminal control characters never reach the terminal raw (issue 24 item 16) --------------
+
+RAW = ("\x1b", "\u202e", "\x07", "\r", "\x9b")  # ESC, right-to-left override, bell, carriage return, CSI
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "--model", "x\x1b[2J.py:f"],  # used to clear the screen
+    ["inspect-trace", "/tmp/ab\u202ecd"],  # used to reorder the line
+    ["train", "--data", "/tmp/no\x07such\rfile"],
+    ["compare", "/tmp/a\x9bb", "/tmp/c"],
+])
+def test_control_characters_in_user_strings_are_escaped(args, tmp_path):
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path)] if args[0] == "train" else args)
+    assert res.exit_code == 2, res.output
+    assert not any(c in res.output for c in RAW), repr(res.output)
+    assert any(e in res.output for e in ("\\x1b", "\\u202e", "\\x07", "\\x9b")), res.output  # shown, escaped
+
+
+def test_one_helper_escapes_and_the_console_applies_it_everywhere():
+    from ftrun.console import escape_controls, line, styled
+
+    assert escape_controls("plain [x] é 中") == "plain [x] é 中"  # printable text is untouched
+    assert escape_controls("a\x1b[2Jb\u202ec") == "a\\x1b[2Jb\\u202ec"
+    assert escape_controls("two\nlines\ttab", keep="\n\t") == "two\nlines\ttab"
+    con = console(width=80, record=True, file=open("/dev/null", "w"))
+    con.print("path p\x1b[2J")  # a plain string
+    con.print(line(("error:", "bold red"), " ", "q\u202e"))  # assembled parts
+    con.print(styled("r\x07", "bold"))
+    appended = line("step 30 sync: ")
+    appended.append("t\x1b[31m", "red")  # a Text built up by hand (inspect's problem lines)
+    con.print(appended)
+    from rich.table import Table
+
+    t = Table()
+    t.add_column("file")
+    t.add_row("s\x1b]0;title\x07")  # a table cell
+    con.print(t)
+    text = con.export_text()
+    assert not any(c in text for c in RAW), repr(text)
+    for shown in ("p\\x1b[2J", "q\\u202e", "r\\x07", "s\\x1b]0;title\\x07", "t\\x1b[31m"):
+        assert shown in text.replace("\n", "").replace("│", "").replace(" ", "") or shown in text, (shown, text)
+
+
+def test_readme_inspect_sample_shows_the_columns_the_cli_prints():
+    """Issue 24 item 19: the README's sample had other columns (exposed ms, commit ms) than
+    ``inspect-trace`` prints. Its header row must be the wide table's headers, in order."""
+    from ftrun.report.inspect_view import _COLUMNS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sample = readme.split("$ ftrun inspect-trace profiles/streaming-demo", 1)[1].split("```", 1)[0]
+    header = next(ln for ln in sample.splitlines() if ln.startswith("┃"))
+    assert [h.strip() for h in header.strip("┃").split("┃")] == [head for head, _, _ in _COLUMNS], header

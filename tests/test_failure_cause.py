@@ -57,3 +57,106 @@ def test_a_rank_records_the_wait_it_failed_in(tmp_path: Path) -> None:
     got = json.loads(layout.meta_file(tmp_path, 0, 0).read_text())
     assert (got["status"], got["error"], got["error_type"], got["phase"]) == (
         "failed", "TimeoutError: no quorum within 60 s", "TimeoutError", "quorum")
+
+
+# torchrun 2.13's own report when a rank dies by a signal (captured from a real run of a script
+# that SIGKILLs itself): the rank wrote no exception, only torchrun says what happened.
+TORCHRUN_SIGKILL = """\
+step 1
+E1201 08:41:04.364000 15334 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 0 (pid: 15339) of binary: /x/.venv/bin/python
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/x/.venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+======================================================
+ftrun.worker.main FAILED
+------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_08:41:00
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 15339)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 15339
+======================================================
+"""
+
+
+def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -> None:
+    """Issue 24 item 13: it used to say "no error message in the log" (exit code 1)."""
+    st = _state(tmp_path)
+    log = layout.group_log(tmp_path, 1)
+    log.parent.mkdir(parents=True)
+    log.write_text(TORCHRUN_SIGKILL)
+    reason, phase = _group_error(st, 1)
+    assert reason == "rank 1 was killed by SIGKILL (signal 9)" and phase is None, reason
+
+
+def test_launch_names_the_signal_too(tmp_path: Path) -> None:
+    from ftrun.launch.groups import Group
+    from ftrun.launch.watch import group_error
+
+    log = tmp_path / "replica0.log"
+    log.write_text(TORCHRUN_SIGKILL.replace("ftrun.worker.main", "train_diloco.py"))
+    assert group_error(Group(0, [], {}, log)) == "rank 1 was killed by SIGKILL (signal 9)"
+
+
+def test_an_exit_by_a_signal_is_not_called_an_exit_code() -> None:
+    from ftrun.launch.supervise import exit_description
+
+    assert exit_description(1) == "exited with code 1"
+    assert exit_description(-9) == "was killed by SIGKILL (signal 9)"
+    assert exit_description(-200) == "was killed by signal 200"
+
+
+# --- a disk that fills mid-run (issue 24 item 15): one line, never a traceback -----------------
+
+def test_a_full_disk_under_the_run_event_log_is_one_line(tmp_path: Path) -> None:
+    import pytest
+
+    from ftrun.errors import RunFailed
+
+    st = RunState(RunConfig(), tmp_path, job_id="j", run_event_log=Path("/dev/full"))  # every write: ENOSPC
+    with pytest.raises(RunFailed) as e:
+        st.log_run_event("group_done", replica=0, step=3)
+    msg = str(e.value)
+    assert "/dev/full" in msg and "No space left on device" in msg and "\n" not in msg, msg
+
+
+def test_a_full_disk_under_ftrun_log_prints_no_logging_traceback(tmp_path: Path, capsys) -> None:
+    import logging
+
+    from ftrun import runlog
+
+    layout.run_log(tmp_path).parent.mkdir(parents=True)
+    layout.run_log(tmp_path).symlink_to("/dev/full")
+    h = runlog.attach(tmp_path)
+    try:
+        logging.getLogger("ftrun.test").info("a line that cannot be written")
+    finally:
+        runlog.detach(h)
+    assert "Logging error" not in capsys.readouterr().err
+
+
+def test_the_cli_turns_a_full_disk_anywhere_into_one_line(capsys) -> None:
+    import errno
+    import os
+
+    import pytest
+    import typer
+
+    from ftrun.cli import guarded
+
+    def body():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/runs/x/traces/replica0.json")
+
+    with pytest.raises(typer.Exit) as e:
+        guarded(body)
+    assert e.value.exit_code == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "No space left on device" in err[0] and "/runs/x/traces/replica0.json" in err[0], err

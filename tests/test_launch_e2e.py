@@ -142,3 +142,62 @@ def test_interrupt_stops_every_child(tmp_path, sig):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and sig.name in lines[0] and str(r.run_dir) in lines[0], r.stderr
     assert any("torchft_example.py" in c for c in r.seen), r.seen  # the script's ranks ran, and are gone
+
+
+# A script that escapes a plain process tree: it ignores SIGTERM, and leaves a double-forked,
+# setsid daemon (also ignoring SIGTERM) that writes its pid to FTRUN_RUN_DIR/daemon.pid.
+ESCAPING = """\
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        pid = os.path.join(os.environ["FTRUN_RUN_DIR"], "daemon.pid")
+        open(pid + ".tmp", "w").write(str(os.getpid()))
+        os.replace(pid + ".tmp", pid)
+        time.sleep(300)
+        os._exit(0)
+    os._exit(0)
+print("daemon started", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def _gone_within(pids: list[int], seconds: float) -> tuple[list[int], float]:
+    t0 = time.monotonic()
+    while True:
+        left = [p for p in pids if Path(f"/proc/{p}").exists() and Path(f"/proc/{p}/stat").read_text().split(") ")[1][0] != "Z"]
+        if not left or time.monotonic() - t0 > seconds:
+            return left, time.monotonic() - t0
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL of launch", "script exits"])
+def test_nothing_a_launched_script_starts_outlives_the_launch(tmp_path, how):
+    """Issue 24 item 12: the daemon used to survive, and after SIGKILL of ``ftrun launch`` a
+    script ignoring SIGTERM lingered for torchrun's 30 s grace. Now each group runs under a
+    subreaper: every descendant is gone within 10 s. About 10 s each on 2 CPU cores."""
+    script = tmp_path / "escaping.py"
+    script.write_text(ESCAPING)
+    run_dir = tmp_path / "esc"
+    argv = [*FTRUN, "launch", "--out", str(tmp_path), "--run-name", "esc", "--replicas", "1", "--no-inspect", "--",
+            str(script), "300" if how == "SIGKILL of launch" else "0.5"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watch = TreeWatch(proc.pid)
+    daemon = run_dir / "daemon.pid"
+    deadline = time.monotonic() + 90
+    while not daemon.is_file():
+        assert time.monotonic() < deadline and (proc.poll() is None or how == "script exits"), proc.stderr.read()
+        time.sleep(0.1)
+    pids = [int(daemon.read_text())]
+    if how == "SIGKILL of launch":
+        time.sleep(0.5)  # the script is sleeping, SIGTERM ignored
+        proc.kill()
+    proc.wait(timeout=60)
+    watch.stop()
+    cmds = {pid: cmd for (pid, start), cmd in watch.seen.items() if live(pid, start)}  # pid reuse: not ours
+    left, took = _gone_within(pids + list(cmds), 10.0)
+    for p in left:  # don't leak into the next test
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"{how}: alive 10 s later: {[(p, cmds.get(p, 'the daemon')) for p in left]}"
+    print(f"{how}: every descendant gone {took:.1f} s after the launch ended")

@@ -73,6 +73,8 @@ def test_spec_resolves_script_and_keeps_args(script):
     (None, {**SCHED, "min_replicas": 3}, "--min-replicas 3: must be between 1 and --replicas (2)"),
     (None, {**SCHED, "kill": ["1@3s", "1@3s"]}, "the same fault is given twice"),
     (None, {**SCHED, "timeout": 0}, "--timeout 0: must be > 0"),
+    (None, {**SCHED, "timeout": 1e308}, "--timeout 1e+308: must be > 0 and at most 604800"),  # as train's timeouts
+    (None, {**SCHED, "timeout": float("nan")}, "--timeout nan"),  # a comparison never true: it would never fire
     (None, {**SCHED, "env": ["REPLICA_GROUP_ID=3"]}, "set by ftrun"),
     (None, {**SCHED, "run_name": "a/b"}, "must be a plain name"),
 ])
@@ -100,7 +102,8 @@ def test_group_argv_env_and_cwd(script, tmp_path):
     run = tmp_path / "run"
     base = {"PATH": "/bin", "MINE": "kept", "NCCL_HOSTID": "callers"}
     g = script_group(spec, run, 1, "http://127.0.0.1:9", None, base_env=base)
-    assert g.argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert g.argv[:4] == [sys.executable, "-m", "ftrun.launch.reaper", "--"]  # under a subreaper (issue 24 item 12)
+    assert g.argv[4:7] == [sys.executable, "-m", "torch.distributed.run"]
     assert g.argv[g.argv.index("--nproc-per-node") + 1] == "2"
     assert g.argv[-3:] == [str(script.resolve()), "--lr", "0.1"]
     assert g.cwd == run / "groups" / "replica1" and g.log == run / "logs" / "replica1.log"

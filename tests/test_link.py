@@ -422,3 +422,11 @@ def test_real_collective_error_surfaces(delay_s: float, wait_raises: bool) -> No
     chained = fut.then(lambda f: f.value())
     with pytest.raises(RuntimeError, match="connection reset"):
         chained.wait()
+
+
+@pytest.mark.parametrize("text", ["1gbit,1e308ms", "1gbit,10.5s", "1gbit,99999999us"])
+def test_latency_is_range_checked_like_bandwidth(text: str) -> None:
+    with pytest.raises(BadInput) as e:
+        parse_link(text)
+    assert "latency" in str(e.value) and "0..10s" in str(e.value), str(e.value)
+    assert parse_link("1gbit,10s").latency_s == 10.0

@@ -213,6 +213,80 @@ def test_plan_never_imports_torch(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_plan_json_is_standard_json_at_the_link_limits():
+    """A latency of 1e308 ms used to plan to ``Infinity`` in --json (not JSON); now the link is
+    refused, and the extremes that are accepted plan to finite numbers."""
+    r = CliRunner().invoke(app, ["plan", "--params", "1000", "--step-ms", "1", "--link", "1kbit,1e308ms", "--json"])
+    assert r.exit_code == 2 and "latency" in r.output and "Infinity" not in r.output, r.output
+    for link in ("1kbit,10s", "1000gbit,0ms"):
+        r = CliRunner().invoke(app, ["plan", "--params", "1000000000", "--step-ms", "0.001", "--link", link, "--json"])
+        assert r.exit_code == 0, r.output
+        json.loads(r.output, parse_constant=lambda c: pytest.fail(f"{link}: non-standard JSON constant {c}"))
+
+
+# --- every table fits 80 columns, no number cut (issue 24 item 18) ---------------------------
+
+def _numbers(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"\d[\d,]*(?:\.\d+)?(?:\+\d[\d,]*(?:\.\d+)?)?%?(?: [kMG]bit/s)?", text))
+
+
+def _fits_whole(narrow: str, wide: str) -> None:
+    long = [ln for ln in narrow.splitlines() if len(ln.rstrip()) > 80]
+    assert not long, "\n".join(long)
+    assert "…" not in narrow, narrow
+    flat = " ".join(narrow.split())
+    missing = [n for n in _numbers(wide) if n not in flat]
+    assert not missing, f"numbers of the wide table not shown whole at 80 columns: {missing}\n{narrow}"
+
+
+def test_plan_at_80_columns_or_piped_cuts_no_number() -> None:
+    args = ["plan", "--params", "1000000000", "--dtype", "bf16", "--step-ms", "400",
+            "--link", "1gbit,20ms", "--link", "10gbit,20ms", "--link", "100gbit,20ms"]
+    narrow = CliRunner().invoke(app, args, env={"COLUMNS": "80"})  # CliRunner is piped: not a terminal
+    wide = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert narrow.exit_code == 0 and wide.exit_code == 0, narrow.output
+    for n in ("16,080", "6,040+40.0", "995 Mbit/s", "39.7%", "1 (4)"):
+        assert n in wide.output, (n, wide.output)
+    _fits_whole(narrow.output, wide.output)
+
+
+def test_plan_check_at_80_columns_cuts_no_number(tmp_path: Path) -> None:
+    cmp_dir = make_compare(tmp_path, data_ms=1000.0, control_ms=60.0, sps=2.7)
+    narrow = CliRunner().invoke(app, ["plan", "--check", str(cmp_dir)], env={"COLUMNS": "80"})
+    wide = CliRunner().invoke(app, ["plan", "--check", str(cmp_dir)], env={"COLUMNS": "250"})
+    assert narrow.exit_code == 0 and wide.exit_code == 0, narrow.output
+    assert "1,060" in wide.output and "1,020 / 1,000" in wide.output, wide.output
+    _fits_whole(narrow.output, wide.output)
+
+
+@pytest.mark.parametrize("sweep", ["10mbit..10gbit,10ms", "1gbit..1000gbit,20ms"])
+def test_png_no_label_sits_under_the_legend(sweep: str) -> None:
+    """Issue 24 item 19: a "hides all data from" label was drawn under the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ftrun.report.plan_view import utilisation_figure
+
+    res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", sweep, "--json")
+    assert res.exit_code == 0, res.output
+    fig = utilisation_figure(json.loads(res.output))
+    try:
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        (ax,) = fig.axes
+        legend = ax.get_legend().get_window_extent(r)
+        labels = [t for t in ax.texts if t.get_text()]
+        assert labels, "the sweep should mark where each schedule reaches the target or hides its data"
+        under = [t.get_text() for t in labels if t.get_window_extent(r).overlaps(legend)]
+        assert not under, f"under the legend: {under}"
+    finally:
+        plt.close(fig)
+
+
 def test_measured_arrivals_come_from_step_times_and_end_stamps_not_from_waits(tmp_path: Path) -> None:
     from ftrun.commands.plan import measure_arrivals
 

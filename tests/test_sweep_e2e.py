@@ -10,7 +10,9 @@ shared torchft notes), so that cell is ``failed-commits``, not ``pass``, and the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -79,3 +81,38 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "1", "2")
     case = junit_cases(root)[("sweep", "backend-baby-gloo_tau1")].find("failure")
     assert case.get("message").startswith("failed-commits: ") and "no injected fault" in case.text
+
+
+def test_sweep_killed_mid_cell_takes_its_training_along_and_resume_reruns_it(tmp_path):
+    """Issue 24 item 11: SIGKILL of ``ftrun sweep`` (no handler runs) used to orphan the cell's
+    whole training tree, which trained on; a --resume then recorded "crashed: in use by pid N".
+    Now the training gets the parent-death signal and stops its own children; --resume reruns it.
+    One 40-step cell of 300 ms steps; about 40 s on 2 CPU cores."""
+    sweep_dir = tmp_path / "k"
+    cell = sweep_dir / "tau1"
+    argv = [sys.executable, "-m", "ftrun.cli", "sweep", "--out", str(tmp_path), "--name", "k", "--axis", "fragment_sync_delay=1",
+            "--sync-every", "4", "--fragments", "2", "--steps", "40", "--step-sleep-ms", "300", *SMALL, "--json"]  # 12 s of steps: it cannot finish in the 10 s
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watch = TreeWatch(p.pid)
+    deadline = time.monotonic() + 120
+    while not any(len(f.read_text().splitlines()) >= 2 for f in (cell / "events").glob("replica*_rank0.jsonl")):
+        assert p.poll() is None and time.monotonic() < deadline, "the cell never started training"
+        time.sleep(0.2)
+    p.kill()
+    p.wait()
+    t_kill = time.monotonic()
+    left = survivors(watch, str(sweep_dir), within_s=10)
+    watch.stop()
+    for pid in (int(x.split()[0]) for x in left):  # don't leak into the next test
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert any("ftrun.worker.main" in c for c in watch.seen.values()), watch.seen
+    assert left == [], f"orphans of the SIGKILLed sweep after 10 s: {left}"
+    gone_s = time.monotonic() - t_kill
+    assert not (cell / "manifest.json").exists() and not (cell / "sweep-cell.json").exists()  # stopped, not finished
+
+    r = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)["cells"][0]
+    assert res["verdict"] == "pass" and not res.get("resumed"), res
+    print(f"training tree gone {gone_s:.1f} s after SIGKILL of the sweep")

@@ -241,4 +241,69 @@ def test_console_table_fits_and_keeps_every_verdict(width):
         assert v in text, (v, text)
     assert "…" not in text  # nothing cut
     last = " ".join(ln.split("│")[-2].strip() for ln in text.splitlines() if ln.count("│") > 2)  # the problem column
-    assert "--backend baby-nccl: no GPU visible on this host" in re.sub(r"\s+", " ", last)
+    assert "4 commit(s) failed on 2 rank(s)" in re.sub(r"\s+", " ", last)
+    # an unavailable cell: its reason on one line under the table, not a row
+    assert "unavailable (1): --backend baby-nccl: no GPU visible on this host" in re.sub(r"\s+", " ", text)
+
+
+def test_a_cell_whose_run_dir_is_still_in_use_is_not_run_and_not_recorded(tmp_path, monkeypatch):
+    """Issue 24 item 11: a --resume right after a crashed sweep used to record "crashed: in use by
+    pid N" as the cell's result and keep it for ever. Now it waits for the training that holds
+    the run dir to stop; if it still holds it, the cell is "not run" and nothing is recorded."""
+    import fcntl
+    import os
+
+    from ftrun.commands import sweep as sw
+    from ftrun.output import mark_new_run_dir
+
+    monkeypatch.setattr(sw, "STOP_WAIT_S", 0.3)
+    cell = grid.product([grid.Axis("steps", (8,))])[0]
+    cell.config = build(steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
+    (tmp_path / cell.name).mkdir()
+    lock = mark_new_run_dir(tmp_path / cell.name)  # held as by a training still running
+    runner = sw.Runner(tmp_path)
+    monkeypatch.setattr(runner, "train", lambda c: pytest.fail("trained a cell whose run dir is in use"))
+    res = sw.run_cell(runner, cell)
+    assert res["verdict"] == "not run" and f"in use by pid {os.getpid()}" in res["problem"], res
+    assert not (tmp_path / cell.name / sw.CELL_RESULT).exists()
+    lock.release()
+    assert sw.wait_until_unlocked(tmp_path / cell.name, 0.0) is None
+    fd = os.open(tmp_path / cell.name, os.O_RDONLY)  # free again: the lock is not taken by the probe
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+
+
+def _pgs_like():
+    """The pgs preset's 32 cells as this CPU host classifies them: 8 ran, 24 unavailable."""
+    import itertools
+
+    keys = ["backend", "bucketize", "mode", "quantize"]
+    cells = []
+    for b, bz, m, q in itertools.product(["gloo", "baby-gloo", "nccl", "baby-nccl"], [False, True], ["streaming", "baseline"],
+                                         [False, True]):
+        p = {"backend": b, "bucketize": bz, "mode": m, "quantize": q}
+        if b in ("nccl", "baby-nccl"):
+            cells.append(_cell(p, "unavailable", problem=f"--backend {b}: no GPU visible on this host"))
+        elif q:
+            cells.append(_cell(p, "unavailable", problem="--quantize: needs CUDA and NCCL (torchft's quantized allreduce); this run is on CPU"))
+        else:
+            cells.append(_cell(p, "pass" if b == "gloo" else "failed-commits", commits=2, failed_commits=0, steps_per_s=6.77,
+                               exposed_comm_per_sync_ms=8.2, problem=None if b == "gloo" else "4 commit(s) failed on 2 rank(s)"))
+    return _result([{"key": k, "values": []} for k in keys], cells, counts={"pass": 4, "failed-commits": 4, "unavailable": 24})
+
+
+def test_piped_sweep_fits_80_columns_and_collapses_unavailable_cells(monkeypatch, capsys):
+    """Issue 24 item 18: piped, the table was printed 200 columns wide with a row for each of the
+    24 unavailable cells. Now it fits 80 columns and says each reason once."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    sweep_view.print_sweep(_pgs_like())  # stdout is captured: not a terminal
+    text = capsys.readouterr().out
+    long = [ln for ln in text.splitlines() if len(ln.rstrip()) > 80]
+    assert not long, "\n".join(long)
+    assert "…" not in text
+    flat = re.sub(r"\s+", " ", text)
+    assert flat.count("no GPU visible on this host") == 2  # one line per reason (nccl, baby-nccl)
+    assert flat.count("needs CUDA and NCCL") == 1
+    assert "unavailable (8): --backend nccl: no GPU visible on this host" in flat
+    assert "unavailable (8): --quantize: needs CUDA and NCCL" in flat
+    assert flat.count("backend=baby-gloo") == 4 and flat.count("backend=nccl") == 0  # the cells that ran, one row each

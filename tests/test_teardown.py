@@ -122,3 +122,23 @@ def test_parent_killed_leaves_no_orphans(tmp_path):
     assert any("ftrun.worker.main" in c for c in r.descendants), r.descendants
     assert any("lighthouse_entry" in c for c in r.descendants), r.descendants
     assert not r.survivors, f"orphans after the parent was SIGKILLed: {r.survivors}"
+
+
+def test_a_disk_full_mid_run_is_one_line_and_stops_everything(tmp_path):
+    """Issue 24 item 15: the run's event log becomes unwritable mid-run (``/dev/full``: every
+    write is ENOSPC, as on a full disk); it used to end in a traceback from ``log_run_event``."""
+    def fill_the_disk(proc, run_dir: Path) -> None:
+        assert wait_for_step(run_dir, 3, timeout=60), "training never started"
+        log = layout.run_event_log(run_dir)
+        tmp = log.with_name("full.tmp")
+        tmp.symlink_to("/dev/full")
+        os.replace(tmp, log)
+
+    short = {**LONG, "steps": 24, "step_sleep_ms": 20.0}
+    r = run_train(tmp_path, "full", "--config", str(write_toml(tmp_path / "short.toml", short)), *SMALL,
+                  timeout=90, while_running=fill_the_disk)
+    assert r.rc == 1, r.explain()
+    assert "Traceback" not in r.stderr and "Logging error" not in r.stderr, r.explain()
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "No space left on device" in lines[0] and "run.jsonl" in lines[0], r.stderr
+    assert not r.survivors, r.survivors

@@ -88,3 +88,17 @@ def test_check_reports_fragments_and_warns_on_equal_signatures():
 def test_check_errors_are_one_line(model, needle):
     err = um.check(_cfg(model=model))["error"]
     assert needle in err and "\n" not in err
+
+
+def test_the_hf_hint_names_a_command_that_works(monkeypatch):
+    """Issue 24 item 19: the hint said ``pip install 'ftrun[hf]'``, but ftrun is not on PyPI.
+    Now it names this interpreter's pip and the requirement pyproject.toml's ``hf`` extra lists."""
+    import importlib.util
+    import sys
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else object())
+    with pytest.raises(um.ModelError) as e:
+        um._hf("gpt2", 64, {}, "--model hf:gpt2")
+    msg = str(e.value)
+    assert "ftrun[hf]" not in msg, msg
+    assert f"{sys.executable} -m pip install 'transformers>=4.40'" in msg, msg

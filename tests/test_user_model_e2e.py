@@ -66,7 +66,7 @@ def test_bad_factory_is_refused_before_launch(tmp_path):
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # nothing launched
 
 
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed (pip install 'ftrun[hf]')")
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed (.venv/bin/pip install -e '.[hf]')")
 def test_hugging_face_config_offline(tmp_path):
     r = subprocess.run([*FTRUN, "train", "--model", "hf:gpt2", "--model-arg", "n_layer=4", "--model-arg", "n_embd=32",
                         "--model-arg", "n_head=2", *TRAIN, "--out", str(tmp_path), "--run-name", "hf"],

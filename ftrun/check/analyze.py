@@ -36,6 +36,7 @@ from ftrun.check import commits as commit_checks
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
+from ftrun.check.overlap import overlap_of
 from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
 from ftrun.schedule import Event, Schedule
@@ -451,6 +452,7 @@ def analyze(
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
         comms=_comms(wobs),
     )
+    report.overlap = overlap_of(report)
     return report
 
 

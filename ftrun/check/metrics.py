@@ -29,12 +29,13 @@ import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
+from ftrun.check.throughput import decompose, mean_decomposition
 from ftrun.event_log import read_event_log, replica_stats, stepped
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
 FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
            "per_sync_exposed_ms", "per_sync_exposed_control_ms", "hidden_comm_share", "compute_utilisation",
-           "median_step_s", "final_loss")
+           "median_step_s", "median_overlapped_step_s", "overlap_slowdown", "overlap_lost_s", "final_loss")
 PER_REPLICA_FIGURES = ("steps_per_s_per_replica", "tokens_per_s_per_replica")
 
 
@@ -51,12 +52,14 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     cfg = manifest.config
     frag_bytes = {f.id: f.bytes for f in manifest.fragments}
     per_replica = []
+    parts = []  # each replica's throughput decomposition (ftrun.check.throughput)
     for r in range(manifest.replicas):
         recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
         s = replica_stats(recs)
         if not s.records:
             continue
         train_s = s.train_s
+        parts.append(decompose(recs))
         per_replica.append(
             {
                 "replica": r,
@@ -88,6 +91,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     syncs = _mean([p["syncs"] for p in per_replica]) or 0
     exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
     control = _mean([p["exposed_control_s"] for p in per_replica]) or 0.0
+    decomposition = mean_decomposition([d for d in parts if d is not None])
     return {
         "name": name,
         "run_dir": str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
@@ -109,6 +113,13 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "per_sync_exposed_control_ms": control / syncs * 1e3 if syncs else None,
         "compute_utilisation": _mean([p["compute_utilisation"] for p in per_replica]),
         "median_step_s": _mean([p["median_step_s"] for p in per_replica]),
+        # overlap cost (ftrun.check.throughput): compute time of steps with a fragment in flight
+        "median_unoverlapped_step_s": (decomposition or {}).get("median_plain_compute_s"),
+        "median_overlapped_step_s": (decomposition or {}).get("median_overlapped_compute_s"),
+        "overlap_slowdown": (decomposition or {}).get("overlap_slowdown"),
+        "overlap_lost_s": (decomposition or {}).get("overlap_slowdown_s"),
+        "decomposition": decomposition,
+        "backend": cfg.get("backend"),
         "profiled_syncs": len(sync_events),
         "profiled_comm_ms": comm,
         "profiled_hidden_ms": hidden,
@@ -120,6 +131,13 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "link": msgspec.to_builtins(manifest.link),
         "recovery": recovery_of(dirs),
     }
+
+
+def measured_step_s(run_dir: Path, replicas: int) -> Optional[float]:
+    """A trained run's median compute step (``median_step_s``: steps with neither send nor
+    sync, from rank 0's event log of each replica, averaged), without its traces."""
+    return _mean([replica_stats(read_event_log(layout.event_log(run_dir, r, 0))).median_plain_step_s
+                  for r in range(replicas)])
 
 
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
@@ -162,6 +180,10 @@ def aggregate(reps: list[dict]) -> dict:
         lists = [r.get(key) or [] for r in reps]
         if lists and all(len(x) == len(lists[0]) for x in lists):
             out[key] = [statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None for col in zip(*lists)]
+    parts = [r.get("decomposition") for r in reps]
+    if all(parts):  # term by term, as the figures: the median over the repeats
+        out["decomposition"] = {k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
+                                for k in parts[0] for v in [[d.get(k) for d in parts]]}
     out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
     out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
     out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]

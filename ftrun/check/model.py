@@ -113,6 +113,8 @@ class Report:
     run_problems_by_class: dict[str, list[str]] = field(default_factory=dict)
     # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
     failed_commits: list[dict[str, Any]] = field(default_factory=list)
+    # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
+    overlap: dict[str, Any] = field(default_factory=dict)
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
     spans: dict[str, Any] = field(default_factory=dict, repr=False)

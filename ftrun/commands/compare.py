@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ftrun import layout
+from ftrun.check.metrics import measured_step_s
 from ftrun.config import PRESETS, RunConfig, build, flag, load_toml
 from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
@@ -86,19 +87,34 @@ def config_for(spec: str, flags: dict[str, Any]) -> RunConfig:
     return build(file_values=values, **flags)
 
 
+DRIFT = 0.25  # a first run whose measured step is this far from the calibrated one: recalibrate
+
+
+def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[LinkSpec, dict]:
+    """``link_for`` a compute step of ``step_s``, and what it costs: plain DiLoCo's sync and its
+    share of H such steps (the share asked for is ``SYNC_SHARE``)."""
+    spec = link_for(step_s, model_bytes, cfg.replicas, cfg.sync_every)
+    sync_s = spec.plain_sync_s(model_bytes, max(cfg.replicas, 2))
+    return spec, {"link_step_s": round(step_s, 5), "plain_sync_s": round(sync_s, 4),
+                  "plain_sync_share_of_h": round(sync_s / (cfg.sync_every * step_s), 3)}
+
+
 def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
     """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
     ranks = cfg.replicas * cfg.nproc_per_replica
     m = calibrate(cfg, threads, ranks)
-    spec = link_for(m["step_s"], m["model_bytes"], cfg.replicas, cfg.sync_every)
-    sync_s = spec.plain_sync_s(m["model_bytes"], max(cfg.replicas, 2))
+    spec, cost = link_from_step(cfg, m["step_s"], m["model_bytes"])
     return spec, {
         "calibrated_step_s": round(m["step_s"], 5),
         "calibration": f"{ranks} concurrent process(es) x {threads} thread(s), as the run's ranks",
         "model_bytes": m["model_bytes"],
-        "plain_sync_s": round(sync_s, 4),
-        "plain_sync_share_of_h": round(sync_s / (cfg.sync_every * m["step_s"]), 3),
+        **cost,
     }
+
+
+def drifted(calibrated_s: float, measured_s: Optional[float]) -> bool:
+    """Whether a run's measured compute step is more than ``DRIFT`` away from the calibrated one."""
+    return measured_s is not None and abs(measured_s / calibrated_s - 1.0) > DRIFT
 
 
 def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
@@ -200,6 +216,10 @@ def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | No
     compare dir. Returns (names, run dirs per configuration, compare dir, link info)."""
     from ftrun.commands.train import train
 
+    def say(text: str) -> None:
+        if not json_out:
+            print(text, flush=True)
+
     flags = {k: v for k, v in flags.items() if v is not None}
     flags.pop("run_name", None)
     flags["out"] = str(out_root)  # validated below per run
@@ -220,22 +240,39 @@ def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | No
         spec = parse_link(cfgs[0].link)
         link_info = {"chosen": "by config"}
     else:
-        if not json_out:
-            print(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...", flush=True)
+        say(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...")
         spec, calib = default_link(cfgs[0], threads)
         link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
-        if not json_out:
-            print(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
-                  f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].sync_every} steps", flush=True)
+        say(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
+            f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].sync_every} steps")
     per_cfg: list[list[Path]] = [[], []]
+    plan = repeat_plan(names, repeat)
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
-        for k, rn in repeat_plan(names, repeat):
+        i, again = 0, False
+        while i < len(plan):
+            k, rn = plan[i]
             cfg = replace(cfgs[k], out=str(cmp_dir), run_name=rn, link=spec.as_flag())
-            if not json_out:
-                print(f"training {rn}: {schedule_label(cfg.resolved())}, "
-                      f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...", flush=True)
-            train(cfg, overwrite=overwrite, json_out=False, quiet=True)
+            say(f"training {rn}: {schedule_label(cfg.resolved())}, "
+                f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...")
+            train(cfg, overwrite=overwrite or again, json_out=False, quiet=True)
+            again = False
+            if i == 0 and "calibrated_step_s" in link_info and "recalibrated_from" not in link_info:
+                measured = measured_step_s(cmp_dir / rn, cfg.replicas)
+                if drifted(link_info["calibrated_step_s"], measured):
+                    # the pilot step was not the step the run took (load, profiler): choose the link
+                    # from the run's own measured step, and train this run again on it
+                    first = spec.describe()
+                    spec, cost = link_from_step(cfgs[0], measured, link_info["model_bytes"])
+                    say(f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / link_info['calibrated_step_s'] - 1):.0%} "
+                        f"off the calibrated {link_info['calibrated_step_s'] * 1e3:.1f} ms: link recalibrated to {spec.describe()} "
+                        f"(plain DiLoCo's sync {cost['plain_sync_s'] * 1e3:.0f} ms = {cost['plain_sync_share_of_h']:.2f} of H "
+                        f"measured steps); training {rn} again on it")
+                    link_info.update(cost, recalibrated_from={"run": rn, "measured_step_s": round(measured, 5),
+                                                              "link": first})
+                    again = True  # its run dir is ours: replaced
+                    continue
             per_cfg[k].append(cmp_dir / rn)
+            i += 1
     link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
     return names, per_cfg, cmp_dir, link_info
 
@@ -268,7 +305,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics
-    from ftrun.report.compare_view import conclusion, write_markdown
+    from ftrun.report.compare_view import conclusion, explanation, write_markdown
     from ftrun.report.timeline import draw, lanes_for_run
 
     reading = [q for reps in run_dirs for d in reps for q in (d if isinstance(d, list) else [d])]
@@ -291,6 +328,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "runs": runs,
         "link": link_info,
         "conclusion": conclusion(runs),
+        "throughput": explanation(runs),
         "timeline": str(timeline),
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }

@@ -65,5 +65,7 @@ def inspect_trace(
 
         render(report)
         if exported is not None:
-            print(f"perfetto: {exported['path']} ({exported['events']} trace events, {exported['verdicts']} verdicts; open in ui.perfetto.dev)")
+            from ftrun.console import escape_controls
+
+            print(f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, {exported['verdicts']} verdicts; open in ui.perfetto.dev)")
     return 0 if report.ok else 1

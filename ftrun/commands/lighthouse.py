@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 
+from ftrun.console import escape_controls
 from ftrun.errors import BadInput
 from ftrun.launch.lighthouse import LISTEN_RE, lighthouse_argv, public_url, start_cause
 from ftrun.launch.procs import spawn, stop_tree
@@ -40,10 +41,10 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
                 announced = True
                 print(f"lighthouse: {public_url(m[1], int(hit[1]))}", flush=True)
                 for h in held:
-                    print(h, file=sys.stderr, flush=True)
+                    print(escape_controls(h), file=sys.stderr, flush=True)
                 held.clear()
-            if announced:
-                print(line, file=sys.stderr, flush=True)
+            if announced:  # the binary's output, shown: no control character raw
+                print(escape_controls(line), file=sys.stderr, flush=True)
             else:
                 held.append(line)
         code = proc.wait()

@@ -141,6 +141,20 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
     return Arrivals(bias, jitter, tuple(stalls), rpc)
 
 
+def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
+    """The run's overlap slowdown (mean compute of the steps with a fragment in flight over the
+    plain steps', ``ftrun.check.throughput``; mean over replicas, 1 where none overlapped) and the
+    share of its steps that overlapped."""
+    from ftrun.check.throughput import decompose
+
+    parts = [d for recs in _replica_records(dirs, replicas) if (d := decompose(recs)) is not None]
+    parts = [d for d in parts if d.mean_overlap_slowdown is not None and d.steps]
+    if not parts:
+        return 1.0, 0.0
+    return (sum(d.mean_overlap_slowdown for d in parts) / len(parts),
+            sum(d.overlapped_steps / d.steps for d in parts) / len(parts))
+
+
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     """Fragment bytes, replicas, schedule and link from the manifest; compute step and the
     groups' arrivals (``measure_arrivals``) from the event logs."""
@@ -158,7 +172,11 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
     arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0))
-    work = Workload(compute_step_s(dirs, replicas), nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s)
+    slowdown, overlapped_share = measure_overlap(dirs, replicas)
+    # the run's mean compute step holds its overlapped steps' slowdown: take it out of step_s,
+    # so that the model, which adds it back on those steps, computes what the run computed
+    step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
+    work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown)
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
@@ -205,6 +223,7 @@ class PlanRequest:
     sync_every: Optional[int] = None
     fragment_sync_delay: Optional[int] = None
     step_jitter_ms: Optional[float] = None
+    overlap_slowdown: Optional[float] = None
     data_parallel: bool = False
     dp_dtype: Optional[str] = None
     train_tokens: Optional[float] = None
@@ -293,6 +312,10 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec
         if not (req.step_jitter_ms >= 0 and math.isfinite(req.step_jitter_ms)):
             raise BadInput(f"--step-jitter {req.step_jitter_ms:g}: must be a number of ms >= 0")
         work = replace(work, jitter_s=req.step_jitter_ms / 1e3)
+    if req.overlap_slowdown is not None:
+        if not (math.isfinite(req.overlap_slowdown) and 0.5 <= req.overlap_slowdown <= 10.0):
+            raise BadInput(f"--overlap-slowdown {req.overlap_slowdown:g}: must be a factor from 0.5 to 10 (1 = no slowdown)")
+        work = replace(work, overlap_slowdown=req.overlap_slowdown)
     if req.dp_dtype is not None and req.from_dir is not None:
         raise BadInput("--dp-dtype: applies with --params (a run dir has no data-parallel step)")
     sched = _schedule(_fragment_count(req, sched.fragments),
@@ -370,7 +393,7 @@ def plan(req: PlanRequest) -> int:
         "inputs": {"step_ms": work.step_s * 1e3, "fragment_bytes": list(work.fragment_bytes), "model_bytes": work.model_bytes,
                    "replicas": work.replicas, "fragments": sched.fragments, "sync_every": sched.sync_every,
                    "fragment_sync_delay": sched.fragment_sync_delay, "target_util": target,
-                   "step_jitter_ms": work.jitter_s * 1e3, "lighthouse_rpc_ms": work.rpc_s * 1e3,
+                   "step_jitter_ms": work.jitter_s * 1e3, "overlap_slowdown": work.overlap_slowdown, "lighthouse_rpc_ms": work.rpc_s * 1e3,
                    "replica_bias_ms": [b * 1e3 for b in work.bias_s], "stalls": len(work.stalls),
                    "data_parallel_bytes": grad_bytes, "train_steps": train_steps},
         "configs": configs,

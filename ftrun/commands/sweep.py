@@ -31,7 +31,8 @@ from typing import Any, Optional
 from ftrun import __version__, grid
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
-from ftrun.output import atomic_write, check_name, check_target
+from ftrun.output import atomic_write, check_name, check_target, wait_until_unlocked
+from ftrun.parent_death import die_with_this_process
 
 CELL_RESULT = "sweep-cell.json"
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
@@ -103,7 +104,10 @@ class Runner:
         with open(log_path, "w") as log, self.lock:
             if self.stopping:
                 return 130, "stopped"
-            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            # it dies with the sweep, even a SIGKILLed one (and stops its own children on SIGTERM);
+            # this thread waits for it below, so the parent-death signal is not sent early
+            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 preexec_fn=die_with_this_process(signal.SIGTERM))
             self.procs[cell.name] = p
         try:
             _, err = p.communicate()
@@ -174,15 +178,16 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
 
 
 def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
-    """``logs/replicaR.log: <its first exception line>`` for the first group log holding one
-    (what went wrong inside torchft, as found; ftrun works around nothing)."""
+    """``logs/replicaR.log: <its failure cause>`` for the first group log holding one (a rank's
+    signal or first exception line: what went wrong inside torchft, as found; ftrun works
+    around nothing)."""
     from ftrun import layout
-    from ftrun.launch.supervise import first_exception
+    from ftrun.launch.supervise import failure_cause
 
     for r in range(replicas):
         p = layout.group_log(run_dir, r)
         try:
-            err = first_exception(p.read_text(errors="replace"))
+            err = failure_cause(p.read_text(errors="replace"))
         except OSError:
             continue
         if err:
@@ -193,6 +198,11 @@ def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
 def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
     """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
     run_dir = runner.sweep_dir / cell.name
+    holder = wait_until_unlocked(run_dir, STOP_WAIT_S)  # an earlier sweep's training, still stopping
+    if holder is not None:  # not this cell's result: nothing recorded, a later --resume runs it
+        return {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), "verdict": "not run",
+                "problem": f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
+                           "earlier sweep?); --resume again once it has ended"}
     t0 = time.monotonic()
     rc, err = runner.train(cell)
     if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
@@ -354,9 +364,7 @@ def _run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int
 
     if not todo:
         return
-    err = console(stderr=True)
-    if not err.is_terminal:  # a log: one unwrapped line per cell
-        err.width = 200
+    err = console(stderr=True)  # at its width (80 in a log): a long problem wraps, nothing is cut
     progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=json_out, transient=True)
     with progress, ThreadPoolExecutor(max_workers=parallel) as pool:

@@ -1,7 +1,8 @@
 """Checks before ``ftrun train`` starts anything: what would fail in every worker anyway is
 refused here with its cause (``BadInput``, one line). Torch-free.
 
-* a model whose parameters alone (fp32, once per rank on this host) exceed this host's memory;
+* a model whose parameters alone (fp32, once per rank on this host), or one batch's token ids and
+  logits, exceed this host's memory;
 * ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``.
 (A backend this host cannot run is refused by ``ftrun.launch.placement``.) Each check only
 refuses what cannot work; anything it cannot tell is left to the run.
@@ -50,17 +51,29 @@ def host_memory_bytes() -> int | None:
     return None
 
 
+def batch_bytes(cfg: RunConfig) -> int:
+    """One step's token ids (int64 ``[B, T]``) and fp32 logits ``[B, T, V]``, which every model
+    (built-in or a user's, by the factory contract) holds at once: a lower bound on a step."""
+    return cfg.batch_size * cfg.seq_len * (8 + 4 * cfg.vocab)
+
+
 def check_memory(cfg: RunConfig) -> None:
-    if cfg.model not in ("mlp", "transformer"):
-        return  # a user's model: its size is known only once built (ftrun.model_spec.check)
+    """Refuse a run whose parameters (built-in models; a user's is sized once built, in
+    ``ftrun.model_spec.check``) or one batch's ids and logits alone exceed this host's memory."""
     total = host_memory_bytes()
+    if not total:
+        return
     ranks = len(cfg.groups_here) * cfg.nproc_per_replica
-    need = 4 * param_count(cfg) * ranks  # fp32 parameters only: a lower bound on what a run needs
-    if total and need > total:
-        raise BadInput(
-            f"--width {cfg.width} --blocks {cfg.blocks}: the model's parameters alone need {need / 2**30:.1f} GiB "
-            f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
-        )
+    have = f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
+    if cfg.model in ("mlp", "transformer"):
+        need = 4 * param_count(cfg) * ranks  # fp32 parameters only: a lower bound on what a run needs
+        if need > total:
+            raise BadInput(f"--width {cfg.width} --blocks {cfg.blocks}: the model's parameters alone need "
+                           f"{need / 2**30:.1f} GiB {have}")
+    need = batch_bytes(cfg) * ranks
+    if need > total:
+        raise BadInput(f"--batch-size {cfg.batch_size} --seq-len {cfg.seq_len}: one batch's token ids and logits "
+                       f"(vocab {cfg.vocab}) alone need {need / 2**30:.3g} GiB {have}")
 
 
 def check_lighthouse(cfg: RunConfig) -> None:

@@ -15,14 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Sequence
 
-from ftrun.parent_death import set_parent_death_signal
-
-
-def _pdeathsig(sig: int):
-    def preexec() -> None:
-        set_parent_death_signal(sig)
-
-    return preexec
+from ftrun.parent_death import die_with_this_process
 
 
 def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM,
@@ -36,7 +29,7 @@ def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: i
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_pdeathsig(sig),
+        preexec_fn=die_with_this_process(sig),
     )
 
 

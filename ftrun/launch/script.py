@@ -4,7 +4,8 @@ running a user's script unchanged. Torch-free; no rendering.
 * ``LaunchSpec.build(...)`` checks every flag up front (``BadInput``, one line each): the
   script exists, the schedule obeys torchft's rules (``ftrun.schedule.validate``), ``--kill``
   specs (``ftrun.faults.parse_launch_kill``), ``--env K=V`` pairs.
-* ``script_group`` gives group r: argv ``python -m torch.distributed.run ... SCRIPT ARGS``, the
+* ``script_group`` gives group r: argv ``python -m torch.distributed.run ... SCRIPT ARGS`` under
+  a subreaper (``ftrun.launch.reaper``: nothing the script starts outlives the group), the
   caller's environment plus torchft's (``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``,
   ``TORCHFT_LIGHTHOUSE``), the group's devices and ``NCCL_HOSTID`` with CUDA, ``FTRUN_RUN_DIR``,
   ``FTRUN_TRACE_DIR`` (``traces/replica{r}/``), then ``--env``; it runs in ``groups/replica{r}/``.
@@ -22,9 +23,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun import __version__, layout
+from ftrun.config import MAX_WAIT_S
 from ftrun.errors import BadInput
 from ftrun.faults import LaunchKill, parse_launch_kill
 from ftrun.launch.groups import Group, group_env, torchrun_argv
+from ftrun.launch.reaper import reaper_argv
 from ftrun.output import check_name
 from ftrun.schedule import ScheduleError, validate
 
@@ -115,8 +118,8 @@ class LaunchSpec:
             restarts = 1 if kills else 0  # as `ftrun train`: a killed group is relaunched once
         if restarts < 0:
             raise BadInput(f"--restarts {restarts}: must be >= 0")
-        if timeout is not None and timeout <= 0:
-            raise BadInput(f"--timeout {timeout:g}: must be > 0 seconds")
+        if timeout is not None and not 0 < timeout <= MAX_WAIT_S:  # the bound of train's timeouts
+            raise BadInput(f"--timeout {timeout:g}: must be > 0 and at most {MAX_WAIT_S:g} seconds (7 days)")
         if run_name is not None:
             check_name("--run-name", run_name)
         return cls(path.resolve(), list(args), replicas, nproc_per_replica, lighthouse, mr, sched if given else None,
@@ -133,7 +136,8 @@ def script_group(spec: LaunchSpec, run_dir: Path, replica: int, lighthouse_url: 
     trace_dir = layout.group_trace_dir(run_dir, replica)
     env.update(FTRUN_RUN_DIR=str(run_dir.resolve()), FTRUN_TRACE_DIR=str(trace_dir.resolve()))
     env.update(spec.env)
-    argv = torchrun_argv(spec.nproc_per_replica) + [str(spec.script), *spec.args]
+    # under a subreaper: whatever the script starts (a setsid daemon too) ends with the group
+    argv = reaper_argv(torchrun_argv(spec.nproc_per_replica) + [str(spec.script), *spec.args])
     return Group(replica, argv, env, layout.group_log(run_dir, replica), cwd=layout.group_dir(run_dir, replica))
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftrun import layout
 from ftrun.config import RunConfig
+from ftrun.errors import RunFailed
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
 from ftrun.launch.progress import EventLogTail, GroupProgress, update
@@ -42,10 +44,16 @@ class RunState:
     run_event_log: Path | None = None  # events/run.jsonl
 
     def log_run_event(self, event: str, **fields) -> None:
-        """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop."""
+        """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop. A write
+        that fails (a full disk) fails the run with one line (``RunFailed``): the run's record
+        of what happened would be incomplete, so it must not go on as if it were not."""
         rec = layout.RunEvent(event=event, t=time.time(), **fields)
-        with self.run_event_log.open("a") as f:
-            f.write(layout.to_json(rec) + "\n")
+        try:
+            with self.run_event_log.open("a") as f:
+                f.write(layout.to_json(rec) + "\n")
+        except OSError as e:
+            raise RunFailed(f"cannot write {self.run_event_log} ({e.strerror or e}); the run stopped, "
+                            f"partial run in {self.run_dir}") from None
         log.info("%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
 
     def fail(self, message: str) -> None:
@@ -86,11 +94,54 @@ def first_exception(text: str) -> str:
     return ""
 
 
+# torchrun's report of a rank that died by a signal: "rank : 1 (local_rank: 1)" then
+# "exitcode : -9 (pid: 123)  (SIGKILL)"; the rank itself wrote nothing.
+_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\b")
+_SIGNAL_EXIT_RE = re.compile(r"^\s*exitcode\s*:\s*-(\d+)\b")
+
+
+def _signal_name(signum: int) -> str | None:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return None
+
+
+def exit_description(code: int) -> str:
+    """``exited with code N``, or ``was killed by SIGKILL (signal 9)`` for a negative code."""
+    if code >= 0:
+        return f"exited with code {code}"
+    name = _signal_name(-code)
+    return f"was killed by {name} (signal {-code})" if name else f"was killed by signal {-code}"
+
+
+def rank_signal(text: str) -> str:
+    """``rank R was killed by SIGKILL (signal 9)`` from torchrun's failure report in a group
+    log, for the first rank that died by a signal; else ''."""
+    rank = None
+    for ln in text.splitlines():
+        if m := _RANK_RE.match(ln):
+            rank = m[1]
+        elif (m := _SIGNAL_EXIT_RE.match(ln)) and rank is not None:
+            return f"rank {rank} {exit_description(-int(m[1]))}"
+    return ""
+
+
+def failure_cause(text: str) -> str:
+    """Why a group's ranks failed, from its log: a rank's death by a signal (what torchrun
+    reports; the first exception line is added when there is one), else the first exception
+    line; else ''."""
+    exc, sig = first_exception(text), rank_signal(text)
+    if sig:
+        return sig + (f"; first error in the log: {exc}" if exc else "")
+    return exc
+
+
 def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, str | None]:
     """(reason, phase): the first error a rank of the group wrote to its meta file and the
     torchft wait it failed in (``quorum``, ``sync``, ``step``). A rank that died before it could
-    write one (killed, or failed before Python ran ftrun): the first exception line of the
-    group's log (from byte ``since``: the last incarnation), phase None."""
+    write one (killed, or failed before Python ran ftrun): its log's ``failure_cause`` (from byte
+    ``since``: the last incarnation), phase None."""
     for g in range(state.cfg.nproc_per_replica):
         p = layout.meta_file(state.run_dir, replica, g)
         try:
@@ -105,7 +156,7 @@ def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, st
             text = f.read().decode(errors="replace")
     except OSError:
         return "", None
-    return first_exception(text) or "no error message in the log", None
+    return failure_cause(text) or "no error message in the log", None
 
 
 def _fired_fault(run_dir: Path, replica: int) -> str | None:
@@ -204,7 +255,7 @@ def supervise(state: RunState, on_tick) -> None:
                 )
                 return
             state.fail(
-                f"replica group {r} exited with code {code} at step {step} (manager step {state.progress[r].manager_step})"
+                f"replica group {r} {exit_description(code)} at step {step} (manager step {state.progress[r].manager_step})"
                 + (f" after {g.restarts} restart(s)" if g.restarts else "")
                 + f": {reason}; see {g.log}"
             )

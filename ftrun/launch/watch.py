@@ -28,7 +28,7 @@ from typing import Callable, Optional
 from ftrun.faults import LaunchKill
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import signal_tree, stop_tree
-from ftrun.launch.supervise import first_exception
+from ftrun.launch.supervise import exit_description, failure_cause, first_exception
 from ftrun.launch.tail import LogTail
 
 _QUORUM_ID = re.compile(r"bumping quorum_id to (\d+)")
@@ -130,7 +130,8 @@ def _killed_on_purpose(state: LaunchState, g: Group) -> Optional[str]:
 
 
 def group_error(g: Group) -> str:
-    """The first exception line of the group's last incarnation's output, else its last line."""
+    """Why the group's last incarnation failed (``failure_cause``: a rank's signal, the first
+    exception line), else its last line."""
     try:
         with g.log.open("rb") as f:
             f.seek(g.log_offset)
@@ -138,7 +139,7 @@ def group_error(g: Group) -> str:
     except OSError:
         return ""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return first_exception(text) or (f"last line: {lines[-1][:300]}" if lines else "no output")
+    return failure_cause(text) or (f"last line: {lines[-1][:300]}" if lines else "no output")
 
 
 def _count_quorums(state: LaunchState, r: int, lines: list[str]) -> None:
@@ -204,7 +205,7 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
             state.status[r] = "exited"
             state.failed_group = r
             state.failures.append(
-                f"replica group {r} exited with code {code}" + (f" after {g.restarts} restart(s)" if g.restarts else "")
+                f"replica group {r} {exit_description(code)}" + (f" after {g.restarts} restart(s)" if g.restarts else "")
                 + f": {group_error(g)}; see {g.log}"
             )
             return

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from rich.table import Table
 
+from ftrun.check.throughput import EXPLAINED_WITHIN, TERM_LABELS, TERMS, explained_ratio, largest_reason, per_step_ms
 from ftrun.console import console as make_console, line, styled
 from ftrun.schedule import label as schedule_label
 
@@ -41,12 +42,56 @@ ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("exposed control per sync", "per_sync_exposed_control_ms", lambda v: "-" if v is None else f"{v:.1f} ms"),
     ("compute utilisation", "compute_utilisation", lambda v: "-" if v is None else f"{v * 100:.0f}%"),
     ("median compute step", "median_step_s", lambda v: "-" if v is None else f"{v * 1e3:.1f} ms"),
+    ("compute step, comm in flight", "median_overlapped_step_s", lambda v: "-" if v is None else f"{v * 1e3:.1f} ms"),
+    ("overlap slowdown (in flight / not)", "overlap_slowdown", lambda v: "-" if v is None else f"{v:.2f}x"),
+    ("compute lost to overlap", "overlap_lost_s", lambda v: "-" if v is None else f"{v:.2f} s"),
     ("hidden share of comm (profiled)", "hidden_comm_share", _pct),
     ("peak bytes in one sync", "peak_sync_bytes", _mb),
     ("total bytes sent (per replica)", "total_bytes", _mb),
     ("final loss", "final_loss", _f(".4f")),
     ("loss at equal steps", "loss_at_steps", lambda d: ", ".join(f"{k}: {v:.3f}" for k, v in d.items() if v is not None)),
 ]
+
+
+def decomposition_rows(result: dict) -> list[list[str]]:
+    """The loop time per step, split into its terms (``ftrun.check.throughput``), for every run;
+    the last row: the named terms' total against the measured loop time."""
+    runs = result["runs"]
+    parts = [r.get("decomposition") or {} for r in runs]
+    out = []
+    for key in (*TERMS, "unaccounted_s", "loop_s"):
+        label = "loop time" if key == "loop_s" else TERM_LABELS[key]
+        vals = [per_step_ms(d, key) for d in parts]
+        out.append([f"{label} (ms/step)"] + ["-" if v is None else f"{v:.1f}".replace("-0.0", "0.0") for v in vals])
+    return out
+
+
+def explanation(runs: list[dict]) -> dict | None:
+    """The measured throughput ratio of the first run over the second, the ratio its named terms
+    predict, whether they agree within ``EXPLAINED_WITHIN``, and the largest reason."""
+    a, b = runs[0], runs[1]
+    da, db = a.get("decomposition"), b.get("decomposition")
+    if not da or not db or not a.get("steps_per_s") or not b.get("steps_per_s"):
+        return None
+    measured = a["steps_per_s"] / b["steps_per_s"]
+    predicted = explained_ratio(da, db)
+    return {
+        "measured_ratio": measured,
+        "explained_ratio": predicted,
+        "explained": predicted is not None and abs(predicted / measured - 1) <= EXPLAINED_WITHIN,
+        "within": EXPLAINED_WITHIN,
+        "reason": largest_reason(a["name"], da, b["name"], db, a.get("backend")),
+    }
+
+
+def explanation_line(exp: dict | None) -> str:
+    if not exp:
+        return "throughput not decomposed: a run has no plain step to measure its unoverlapped speed from"
+    if exp["explained_ratio"] is None:
+        return f"throughput {exp['measured_ratio']:.2f}x; the terms could not be measured for both runs"
+    verdict = "explain it" if exp["explained"] else f"do NOT explain it within {exp['within'] * 100:.0f}% (see unaccounted)"
+    text = f"throughput {exp['measured_ratio']:.2f}x measured; the named terms give {exp['explained_ratio']:.2f}x and {verdict}"
+    return text + (f". {exp['reason']}." if exp.get("reason") else ".")
 
 
 def _recovery(r: dict | None) -> str:
@@ -88,13 +133,20 @@ def link_line(result: dict) -> str:
     text = f"link: {link.get('describe')} ({kind}; {link.get('chosen')})"
     if link.get("calibrated_step_s") is not None:
         text += f"; calibrated step {link['calibrated_step_s'] * 1e3:.1f} ms ({link.get('calibration', '')})"
+        again = link.get("recalibrated_from")
+        if again:
+            text += (f"; recalibrated on {again['run']}'s measured step {again['measured_step_s'] * 1e3:.1f} ms "
+                     f"(first link {again['link']}, {again['run']} trained again)")
+        step = link.get("link_step_s", link["calibrated_step_s"])
+        if link.get("plain_sync_share_of_h") is not None:
+            text += (f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: asked for {link['plain_sync_share_of_h']:.2f} "
+                     f"of H steps of {step * 1e3:.1f} ms")
         measured = link.get("measured_median_step_s") or {}
-        got = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in measured.items() if v is not None)
-        if got:
-            text += f"; measured median compute step: {got}"
         shares = link.get("plain_sync_share_of_measured_h") or {}
-        if shares:
-            text += "; plain DiLoCo's sync = " + ", ".join(f"{v:.2f} of H measured steps ({k})" for k, v in shares.items())
+        got = [f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {measured[k] * 1e3:.1f} ms)"
+               for i, (k, v) in enumerate(shares.items()) if measured.get(k) is not None]
+        if got:
+            text += "; achieved: " + ", ".join(got)
     return text
 
 
@@ -109,8 +161,16 @@ def print_report(result: dict) -> None:
     for row in rows(result):
         t.add_row(*row)
     console.print(t)
+    d = Table(title="where the loop time went (per step, mean over replicas)", title_justify="left")
+    d.add_column("", no_wrap=True)
+    for r in result["runs"]:
+        d.add_column(r["name"], justify="right")
+    for row in decomposition_rows(result):
+        d.add_row(*row)
+    console.print(d)
     console.print(link_line(result))
     console.print(result["conclusion"])
+    console.print(explanation_line(result.get("throughput")))
     for r in result["runs"]:
         for p in r["problems"]:
             console.print(line((f"{r['name']}:", "red"), f" {p}"))
@@ -126,7 +186,9 @@ def write_markdown(result: dict, path: Path) -> None:
     names = [r["name"] for r in result["runs"]]
     lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
-    lines += ["", result["conclusion"], "", f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
+    lines += ["", "Where the loop time went (per step, mean over replicas):", "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in decomposition_rows(result)]
+    lines += ["", result["conclusion"], "", explanation_line(result.get("throughput")), "", f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
     path.write_text("\n".join(lines))
 
 

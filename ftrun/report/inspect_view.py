@@ -75,6 +75,22 @@ def _table(title: str, events: list[EventResult], width: int) -> Table:
     return t
 
 
+def overlap_line(report: Report, replica: int, rank: int) -> Optional[str]:
+    """The worker's overlap slowdown (``Report.overlap``): steps with a send in flight against
+    the others, overall and per send."""
+    ov = report.overlap or {}
+    w = next((x for x in ov.get("workers", []) if (x["replica"], x["rank"]) == (replica, rank)), None)
+    if w is None or not w["overlapped_steps"]:
+        return None
+    x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+    sends = [s for s in ov.get("per_send", []) if (s["replica"], s["rank"]) == (replica, rank)]
+    per = ", ".join(f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s['slowdown'])}"
+                    for s in sends)
+    return (f"overlap: {w['overlapped_steps']} step(s) with a send in flight took {_ms(w['median_overlapped_ms'])} ms "
+            f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w['slowdown'])}"
+            + (f"; per send: {per}" if per else ""))
+
+
 def render(report: Report, console: Optional[Console] = None) -> None:
     con = console or make_console()
     s = report.schedule
@@ -102,6 +118,9 @@ def render(report: Report, console: Optional[Console] = None) -> None:
             remark = _remark(e)
             if remark is not None:
                 con.print(Padding(remark, (0, 0, 0, 2)))
+        text = overlap_line(report, w.replica, w.rank)
+        if text:
+            con.print(Padding(text, (0, 0, 0, 2)))
     for c in report.cross_replica:
         if not c.ok:
             con.print(line(("cross-replica:", "red"), f" {c.problem}"))

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from rich.table import Table
 
-from ftrun.console import console, line, styled
+from ftrun.console import console, fits, line, styled
 
 
 def bw(bps: Optional[float]) -> str:
@@ -42,42 +42,72 @@ def _tb(nbytes: Optional[float]) -> str:
     return f"{nbytes:.3g} B"
 
 
-def print_plan(result: dict) -> None:
-    c = console()
+def _table(*heads: str, left: int = 2) -> Table:
+    """Columns that never wrap (a number is never cut); the first ``left`` left-aligned."""
+    t = Table()
+    for i, h in enumerate(heads):
+        t.add_column(h, no_wrap=True, justify="left" if i < left else "right")
+    return t
+
+
+def print_plan(result: dict, c: Any = None) -> None:
+    """The plan: one row per link and schedule when that fits the console, else (80 columns,
+    a pipe) one block per link, the schedules side by side: numbers are never cut."""
+    c = c or console()
     inp = result["inputs"]
     size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
     dp = " vs DP (data-parallel: an allreduce every step)" if inp.get("data_parallel_bytes") else ""
     c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
             f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
             f"vs plain F=1 H={inp['sync_every']} tau=0{dp}")
+    if inp.get("overlap_slowdown", 1.0) != 1.0:
+        c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
     if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
         c.print(f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
                 f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip")
     # with training totals, hours and bytes take the place of the split, the mean bandwidth and
-    # the smallest tau / F (all in --json), so the table still fits 80 columns
+    # the smallest tau / F (all in --json)
     totals = inp.get("train_steps") is not None
-    cols = ["link", "", "exposed ms/sync"] + ([] if totals else ["data+ctrl"]) + ["exposed ms/step", "util", "peak bw"]
-    cols += ["hours", "sent/replica"] if totals else ["mean bw", f"min tau F={inp['fragments']}", "min F (tau)"]
-    t = Table(*cols)
+    heads = ["exposed ms/sync"] + ([] if totals else ["data+ctrl"]) + ["exposed ms/step", "util", "peak bw"]
+    heads += ["hours", "sent/replica"] if totals else ["mean bw"]
+    per_link = [] if totals else [f"min tau F={inp['fragments']}", "min F (tau)"]
+
+    def values(p: dict) -> list:
+        row = [_ms(p["exposed_ms_per_sync"])]
+        row += [] if totals else [f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}"]
+        row += [_ms(p["exposed_ms_per_step"]),
+                styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
+                bw(p["peak_bandwidth_bps"])]
+        row += [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"])] if totals else [bw(p["mean_bandwidth_bps"])]
+        return row
+
+    def link(cfg: dict) -> str:
+        return f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms"
+
+    def mins(cfg: dict) -> list[str]:
+        if totals:
+            return []
+        frag = cfg["smallest_fragments"]
+        return ["none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"]),
+                "none" if frag is None else f"{frag['fragments']} ({frag['tau']})"]
+
+    keys_all = [k for k in ("streaming", "plain", "data_parallel") if any(k in cfg for cfg in result["configs"])]
+    t = _table("link", "", *heads, *per_link)
     for cfg in result["configs"]:
-        keys = [k for k in ("streaming", "plain", "data_parallel") if k in cfg]
-        for key in keys:
-            p = cfg[key]
+        for key in (k for k in keys_all if k in cfg):
             first = key == "streaming"
-            frag = cfg["smallest_fragments"]
-            row = [f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms" if first else "", LABELS[key],
-                   _ms(p["exposed_ms_per_sync"])]
-            row += [] if totals else [f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}"]
-            row += [_ms(p["exposed_ms_per_step"]),
-                    styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
-                    bw(p["peak_bandwidth_bps"])]
-            if totals:
-                row += [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"])]
-            else:
-                row += [bw(p["mean_bandwidth_bps"]),
-                        ("none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"])) if first else "",
-                        ("none" if frag is None else f"{frag['fragments']} ({frag['tau']})") if first else ""]
-            t.add_row(*row)
+            t.add_row(link(cfg) if first else "", LABELS[key], *values(cfg[key]), *(mins(cfg) if first else [""] * len(per_link)))
+    if not fits(c, t):  # stacked: a block per link, a row per figure, the schedules side by side
+        t = _table("link / figure", *(LABELS[k] for k in keys_all), left=1)
+        for i, cfg in enumerate(result["configs"]):
+            if i:
+                t.add_section()
+            t.add_row(styled(link(cfg), "bold"), *[""] * len(keys_all))
+            cols = [values(cfg[k]) if k in cfg else [""] * len(heads) for k in keys_all]
+            for j, head in enumerate(heads):
+                t.add_row(f"  {head}", *(col[j] for col in cols))
+            for head, v in zip(per_link, mins(cfg)):
+                t.add_row(f"  {head}", v, *[""] * (len(keys_all) - 1))
     c.print(t)
     hides = result["hides_from_bps"]
     target = f"{inp['target_util'] * 100:g}%"
@@ -97,10 +127,9 @@ def print_plan(result: dict) -> None:
         c.print(f"plot: {result['png']}")
 
 
-def print_check(result: dict) -> None:
-    c = console()
-    t = Table("run", "link", "exposed ms/sync", "measured", "error", "data (pred/meas)", "control (pred/meas)", "steps/s",
-              "measured", "error")
+def print_check(result: dict, c: Any = None) -> None:
+    """Predicted against measured, a row per run when that fits, else a block per run."""
+    c = c or console()
 
     def err(run: dict, key: str) -> Any:
         e = run["error"][key]
@@ -108,16 +137,33 @@ def print_check(result: dict) -> None:
         text = "-" if e is None else f"{e * 100:+.0f}%"
         return styled(text, "red") if ok is False else text
 
+    def name(r: dict) -> str:
+        return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
+
+    t = _table("run", "link", "exposed ms/sync", "measured", "error", "data (pred/meas)", "control (pred/meas)",
+               "steps/s", "measured", "error")
     for r in result["runs"]:
         p, m = r["predicted"], r["measured"]
-        link = r.get("link") or {}
         t.add_row(
-            r["name"] + ("" if r["planes"] == "data+control" else " (data only)"), str(link.get("describe", "-")),
+            name(r), str((r.get("link") or {}).get("describe", "-")),
             _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"),
             f"{_ms(p['exposed_data_ms_per_sync'])} / {_ms(m['exposed_data_ms_per_sync'])}",
             f"{_ms(p['exposed_control_ms_per_sync'])} / {_ms(m['exposed_control_ms_per_sync'])}",
             f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}", err(r, "steps_per_s"),
         )
+    if not fits(c, t):  # stacked: a block per run, a row per figure
+        t = _table("run / figure", "predicted", "measured", "error")
+        t.columns[1].justify = "right"
+        for i, r in enumerate(result["runs"]):
+            p, m = r["predicted"], r["measured"]
+            if i:
+                t.add_section()
+            t.add_row(styled(f"{name(r)} · {(r.get('link') or {}).get('describe', '-')}", "bold"), "", "", "")
+            t.add_row("  exposed ms/sync", _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"))
+            t.add_row("  data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), "")
+            t.add_row("  control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), "")
+            t.add_row("  steps/s", f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
+                      err(r, "steps_per_s"))
     c.print(t)
     c.print(f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
             "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link")
@@ -129,6 +175,17 @@ def print_check(result: dict) -> None:
 
 def draw_utilisation(result: dict, path: Path) -> Path:
     """Utilisation vs bandwidth for streaming and plain DiLoCo, each schedule's hiding point marked."""
+    import matplotlib.pyplot as plt
+
+    fig = utilisation_figure(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def utilisation_figure(result: dict):
+    """``draw_utilisation``'s figure (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -154,10 +211,8 @@ def draw_utilisation(result: dict, path: Path) -> Path:
     ax.set_ylim(0, 1.02)
     ax.set_title(f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
                  f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    # under the axes, not in them: the marks' labels sit anywhere along both edges of the plot
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

@@ -49,18 +49,23 @@ def _axis_keys(result: dict[str, Any]) -> list[str]:
     return [a["key"] for a in result["axes"]]
 
 
-def print_sweep(result: dict[str, Any], out: Any = None) -> None:
-    """The table of cells, the counts and the notes, on the console. Under 120 columns a compact
-    table (the cell's parameters in one column, two metrics); a log without COLUMNS gets the full
-    table at 200 columns rather than one folded into 80."""
-    import os
+def unavailable_lines(cells: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(reason, how many cells) for the cells this host cannot run, one per reason, in grid order."""
+    out: dict[str, int] = {}
+    for c in cells:
+        if c["verdict"] == "unavailable":
+            out[c.get("problem") or "?"] = out.get(c.get("problem") or "?", 0) + 1
+    return list(out.items())
 
+
+def print_sweep(result: dict[str, Any], out: Any = None) -> None:
+    """The table of cells, one line per reason for the unavailable ones, the counts and the
+    notes, on the console, at its width (80 when piped). Under 120 columns a compact table (the
+    cell's parameters in one column, two metrics)."""
     from rich.table import Table
 
     if out is None:
         out = console(soft_wrap=False)
-        if not out.is_terminal and "COLUMNS" not in os.environ:
-            out.width = 200
     keys = _axis_keys(result)
     t = Table(title=f"sweep {result['name']}", title_justify="left")
     wide = out.width >= 120
@@ -74,11 +79,15 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     for _, head, _ in cols:
         t.add_column(head if wide else head.replace(" ", "\n"), justify="right")
     t.add_column("problem / reason", overflow="fold", ratio=1)
-    for c in result["cells"]:
+    shown = [c for c in result["cells"] if c["verdict"] != "unavailable"]  # those: one line per reason below
+    for c in shown:
         params = [fmt(c["params"][k]) for k in keys] if wide else ["\n".join(f"{k}={fmt(c['params'][k])}" for k in keys)]
         t.add_row(*params, line((c["verdict"], STYLE.get(c["verdict"], ""))),
                   *[_num(c.get(f), spec) for f, _, spec in cols], c.get("problem") or "")
-    out.print(t)
+    if shown:
+        out.print(t)
+    for reason, n in unavailable_lines(result["cells"]):
+        out.print(line(("unavailable", STYLE["unavailable"]), f" ({n}): {reason}"))
     for note in result.get("notes", []):
         out.print(line(("note: ", "bold"), note))
     out.print(line("counts: ", ", ".join(f"{v} {n}" for v, n in result["counts"].items())))

@@ -1,6 +1,7 @@
 """``timeline.png``: one lane per (run, replica) over the profiled window, drawn with matplotlib.
 
-Each lane shows the training steps (alternating grey), each fragment's send->done span
+Each lane shows the training steps (alternating grey; hatched where a fragment's send was in
+flight during the step: ``ftrun.check.overlap``), each fragment's send->done span
 (a bar in the fragment's colour, from the first allreduce issued to the last collective or
 link hold finished), the collectives themselves (darker ticks of the same colour), and the
 blocking part of every sync (red): data-plane communication that was *exposed* to the training
@@ -22,6 +23,7 @@ FRAGMENT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e37
 class Lane:
     label: str
     steps: list[tuple[float, float]] = field(default_factory=list)  # seconds from lane start
+    overlapped: list[tuple[float, float]] = field(default_factory=list)  # steps with a send in flight
     sends: list[tuple[float, float, int]] = field(default_factory=list)  # (issue, done, fragment)
     collectives: list[tuple[float, float, int]] = field(default_factory=list)
     waits: list[tuple[float, float]] = field(default_factory=list)
@@ -33,6 +35,7 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
     """Build lanes (rank 0 of each replica) from an inspect ``Report``: its spans and per-send
     communication (``Report.spans``, ``Report.comms``), as the check measured them."""
     from ftrun.check.comm import blocked_until
+    from ftrun.check.overlap import overlapped_spans
 
     frag_by_ts = {(e.replica, e.rank, e.ts_us): e.fragment for e in report.events if e.kind == "send" and e.ts_us is not None}
     lanes: list[Lane] = []
@@ -47,6 +50,7 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             t0 = spans.steps[0].span.ts
             sec = lambda us: (us - t0) / 1e6  # noqa: E731
             lane.steps += [(sec(s.span.ts), sec(s.span.end)) for s in spans.steps]
+            lane.overlapped += [(sec(a), sec(b)) for a, b in overlapped_spans(report, f)]
             comms = report.comms.get(f, {})
             for send in spans.sends:
                 comm = comms.get(send.span.ts)
@@ -104,6 +108,8 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
         y = len(lanes) - 1 - i
         for j, (a, b) in enumerate(lane.steps):
             ax.broken_barh([(a, b - a)], (y - 0.4, 0.8), facecolors="#e8e8e8" if j % 2 else "#d0d0d0", linewidth=0)
+        for a, b in lane.overlapped:
+            ax.broken_barh([(a, b - a)], (y - 0.4, 0.8), facecolors="none", edgecolors="#999999", hatch="//", linewidth=0)
         for a, b, f in lane.sends:
             frags.add(f)
             ax.broken_barh([(a, b - a)], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], alpha=0.45)
@@ -122,6 +128,8 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
     handles = [Patch(color=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], label=f"fragment {f}: send→done, collectives") for f in sorted(frags)]
     handles += [Patch(color="#d62728", label="sync blocked on data (exposed)"),
                 Patch(color="#6a3d9a", label="quorum / should_commit (exposed control)"), Patch(color="#d0d0d0", label="training steps")]
+    if any(lane.overlapped for lane in lanes):
+        handles.append(Patch(facecolor="#d0d0d0", edgecolor="#999999", hatch="//", label="step with a send in flight"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     fig.tight_layout()

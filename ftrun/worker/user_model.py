@@ -52,9 +52,21 @@ class _LogitsOf(nn.Module):
         return self.lm(input_ids=tokens).logits
 
 
+def hf_requirement() -> str:
+    """The ``hf`` extra's requirement as ftrun's installed metadata lists it (pyproject.toml)."""
+    from importlib import metadata
+
+    try:
+        reqs = metadata.requires("ftrun") or []
+    except metadata.PackageNotFoundError:
+        reqs = []
+    return next((r.split(";")[0].strip() for r in reqs if 'extra == "hf"' in r), "transformers")
+
+
 def _hf(name: str, vocab: int, args: dict[str, Any], flag: str) -> nn.Module:
-    if importlib.util.find_spec("transformers") is None:
-        raise ModelError(f"{flag}: needs the transformers package (pip install 'ftrun[hf]')")
+    if importlib.util.find_spec("transformers") is None:  # ftrun is not on PyPI: name this Python's pip
+        raise ModelError(f"{flag}: needs the transformers package; install it with: "
+                         f"{sys.executable} -m pip install '{hf_requirement()}'")
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:

@@ -1,0 +1,112 @@
+"""The overlap slowdown per send, from the traces: how long the steps between a fragment's send
+and its sync took (its collectives in flight) against the worker's other steps. Torch-free.
+
+A step *overlaps* a send when it starts after the send began and ends before the sync's step
+began: it computed while that fragment's collectives were issued and not yet waited for. The
+steps that hold a send or a sync themselves are in neither class (they also compute
+pseudo-gradients or the outer step, and the sync step holds the exposed wait); every other step
+is an *unoverlapped* one. Durations are whole profiled step spans, so both classes carry the
+profiler's own overhead alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Optional
+
+from ftrun.check.model import EventResult, Report
+
+
+@dataclass(frozen=True)
+class SendWindow:
+    """One send and the sync that waited for it, on one trace file."""
+
+    replica: int
+    rank: int
+    fragment: Optional[int]
+    file: str
+    send_step: Optional[int]
+    sync_step: Optional[int]
+    send_ts: float
+    sync_ts: float
+
+
+def send_windows(report: Report) -> list[SendWindow]:
+    """Every observed send paired with the next observed sync of the same fragment on its file."""
+    by_file: dict[tuple, list[EventResult]] = {}
+    for e in report.events:
+        if e.observed_step is not None and e.ts_us is not None and e.file is not None:
+            by_file.setdefault((e.replica, e.rank, e.file), []).append(e)
+    out = []
+    for (replica, rank, file), events in by_file.items():
+        events.sort(key=lambda e: e.ts_us)
+        for i, send in enumerate(events):
+            if send.kind != "send":
+                continue
+            sync = next((e for e in events[i + 1:] if e.kind == "sync"
+                         and (send.fragment is None or e.fragment is None or e.fragment == send.fragment)), None)
+            if sync is not None:
+                out.append(SendWindow(replica, rank, send.fragment, file, send.observed_step, sync.observed_step,
+                                      send.ts_us, sync.ts_us))
+    return out
+
+
+def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[tuple[float, float, Optional[SendWindow]]]]:
+    """Per file, each step span as (start, end, the window it overlaps or None); steps holding a
+    send or sync are left out."""
+    marks: dict[str, list[float]] = {}
+    for e in report.events:
+        if e.observed_step is not None and e.ts_us is not None and e.file is not None:
+            marks.setdefault(e.file, []).append(e.ts_us)
+    out: dict[str, list] = {}
+    for file, spans in report.spans.items():
+        ts = marks.get(file, [])
+        mine = [w for w in windows if w.file == file]
+        rows = []
+        for s in spans.steps:
+            a, b = s.span.ts, s.span.end
+            if any(a <= t <= b for t in ts):
+                continue
+            w = next((w for w in mine if a > w.send_ts and b < w.sync_ts), None)
+            rows.append((a, b, w))
+        out[file] = rows
+    return out
+
+
+def _ms(xs: list[float]) -> Optional[float]:
+    return round(statistics.median(xs) / 1e3, 3) if xs else None
+
+
+def overlap_of(report: Report) -> dict:
+    """``{"per_send": [...], "workers": [...]}``: per send, its overlapped steps' median duration
+    against the worker's unoverlapped steps (``slowdown`` = their ratio); per worker, the same over
+    all its sends. Empty lists when the traces hold no send/sync pair."""
+    windows = send_windows(report)
+    classes = _step_classes(report, windows)
+    per_send, workers = [], []
+    for wr in report.workers:
+        rows = [r for f in wr.files for r in classes.get(f, [])]
+        other = [(b - a) for a, b, w in rows if w is None]
+        over = [(b - a) for a, b, w in rows if w is not None]
+        base = _ms(other)
+        for w in windows:
+            if (w.replica, w.rank) != (wr.replica, wr.rank):
+                continue
+            mine = [(b - a) for a, b, x in rows if x is w]
+            med = _ms(mine)
+            per_send.append({"replica": w.replica, "rank": w.rank, "fragment": w.fragment, "send_step": w.send_step,
+                             "sync_step": w.sync_step, "overlapped_steps": len(mine), "median_overlapped_ms": med,
+                             "median_other_ms": base, "slowdown": round(med / base, 3) if med and base else None})
+        if over or other:
+            med = _ms(over)
+            workers.append({"replica": wr.replica, "rank": wr.rank, "overlapped_steps": len(over), "other_steps": len(other),
+                            "median_overlapped_ms": med, "median_other_ms": base,
+                            "slowdown": round(med / base, 3) if med and base else None})
+    return {"per_send": per_send, "workers": workers}
+
+
+def overlapped_spans(report: Report, file: str) -> list[tuple[float, float]]:
+    """The step spans of ``file`` that overlapped a send (for the timeline), in trace microseconds."""
+    windows = send_windows(report)
+    return [(a, b) for a, b, w in _step_classes(report, windows).get(file, []) if w is not None]
