@@ -161,9 +161,13 @@ def serialized(
     return count
 
 
+def _start(q: Span) -> float:
+    return q.ts
+
+
 def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Optional[int]]) -> Optional[Span]:
     """The quorum wait of ``send`` (module docstring), or None."""
-    i = bisect_right([q.ts for q in quorums], send.span.ts)
+    i = bisect_right(quorums, send.span.ts, key=_start)  # quorums are sorted by start (TraceSpans.quorums)
     step = step_of(send.span.ts)
     for q in reversed(quorums[:i]):
         if q.thread == send.span.thread and q.end <= send.span.ts:
