@@ -99,8 +99,12 @@ TRAIN_OPTIONS = {
     "out": typer.Option(None, help="Output root (default profiles/)."),
     "kill": typer.Option(None, "--kill", help="Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable."),
     "hang": typer.Option(None, "--hang", help="Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable."),
+    "corrupt_allreduce": typer.Option(None, "--corrupt-allreduce", help="Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, KIND wrong-count, drop, stale, late or noise. Repeatable."),
+    "sketches": typer.Option(None, "--sketches/--no-sketches", help="Sketch every sync for the numeric check (default on)."),
     "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
     "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
+    "profile_recovery": typer.Option(None, "--profile-recovery", metavar="on|off",
+                                     help="Profile a relaunched group from its start through its first commit (default on)."),
     "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
     "quorum_timeout_s": typer.Option(None, "--quorum-timeout", help="Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60)."),
     "overwrite": typer.Option(False, help="Replace an existing run dir of the same name."),
@@ -152,7 +156,10 @@ def train_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    corrupt_allreduce: Optional[List[str]] = TRAIN_OPTIONS["corrupt_allreduce"],
+    sketches: Optional[bool] = TRAIN_OPTIONS["sketches"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
+    profile_recovery: Optional[str] = TRAIN_OPTIONS["profile_recovery"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
     quorum_timeout_s: Optional[float] = TRAIN_OPTIONS["quorum_timeout_s"],
@@ -168,6 +175,7 @@ def train_cmd(
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 corrupt_allreduce=list(corrupt_allreduce) if corrupt_allreduce else None,
                  model_args=list(model_args) if model_args else None)
 
     def body() -> int:
@@ -176,6 +184,7 @@ def train_cmd(
         from ftrun import config as cfgmod
         from ftrun.commands.train import train
 
+        flags["profile_recovery"] = cfgmod.on_off("profile_recovery", profile_recovery)
         file_values = cfgmod.load_toml(config) if config else None
         cfg = cfgmod.build(file_values=file_values, **flags)
         return train(cfg, overwrite=overwrite, json_out=json_out)

@@ -71,10 +71,14 @@ class RunConfig:
     # faults (ftrun.faults) and recovery
     kill: list = field(default_factory=list)
     hang: list = field(default_factory=list)
+    corrupt_allreduce: list = field(default_factory=list)  # R@S:KIND (ftrun.faults.CORRUPT_KINDS)
+    # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
+    sketches: bool = True
     restarts: int = -1  # -1: 1 when any fault is given, else 0
     stall_timeout_s: float = 120.0
     quorum_timeout_s: float = 60.0
     heartbeat_timeout_ms: int = 2000
+    profile_recovery: bool = True  # profile a relaunched group from its start through its first commit
     # several hosts: run only this replica group against an external lighthouse
     replica_group_id: int = -1  # -1: every group, on this host
     job_id: str = ""
@@ -103,7 +107,8 @@ class RunConfig:
     def faults(self) -> list:
         from ftrun.faults import parse_faults
 
-        return parse_faults(self.kill, self.hang, self.replicas, self.steps)
+        return parse_faults(self.kill, self.hang, self.replicas, self.steps, self.corrupt_allreduce,
+                            self.schedule.window, self.sync_every)
 
     @property
     def max_restarts(self) -> int:
@@ -209,6 +214,16 @@ def build(preset: str = "streaming", file_values: dict[str, Any] | None = None, 
     return cfg
 
 
+def on_off(name: str, text: str | None) -> bool | None:
+    """A flag's ``on``/``off`` as a bool (None: not given); anything else is one line, exit 2."""
+    if text is None:
+        return None
+    value = {"on": True, "off": False}.get(text.strip().lower())
+    if value is None:
+        raise BadInput(f"{flag(name)} {_show(text)}: use on or off")
+    return value
+
+
 def _namer(origin: dict[str, str], file_values: dict[str, Any]) -> Callable[[str], str]:
     """How a message names field ``name``: its flag, or ``FILE: key =`` when the file gave it."""
     file_where = getattr(file_values, "where", lambda name: f"config file: {name} =")
@@ -308,10 +323,12 @@ def validate_config(
         raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
     if cfg.restarts < 0 and (cfg.restarts != -1 or given and origin("restarts") in ("flag", "file")):
         raise _bad("restarts", cfg.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
-    for name in ("kill", "hang"):
+    for name in ("kill", "hang", "corrupt_allreduce"):
         if not all(isinstance(x, str) for x in getattr(cfg, name)):
             raise _bad(name, getattr(cfg, name), "must be a list of strings like '1@25'")
     cfg.faults()
+    if cfg.corrupt_allreduce and not cfg.sketches:
+        raise _bad("corrupt_allreduce", cfg.corrupt_allreduce[0], "needs the sketches it is checked by (drop --no-sketches)")
     if cfg.replica_group_id != -1:
         if not 0 <= cfg.replica_group_id < cfg.replicas:
             raise _bad("replica_group_id", cfg.replica_group_id, f"must be in 0..--num-replica-groups-1 ({cfg.replicas - 1})")

@@ -1,6 +1,7 @@
 """Read the JSON-lines event logs: the ranks' step logs (``events/replica{r}_rank{g}.jsonl``, one
 ``ftrun.layout.EventRecord`` per line) and the parent's run log (``events/run.jsonl``, one
-``ftrun.layout.RunEvent`` per line); and what one rank's log says about its run
+``ftrun.layout.RunEvent`` per line), the ranks' lifecycle logs (``events/lifecycle/``, one
+``ftrun.layout.LifecycleEvent`` per line); and what one rank's log says about its run
 (``replica_stats``). The one reader; torch-free.
 
 A group killed mid-write leaves a torn last line, and a relaunched group appends after it, so
@@ -19,9 +20,9 @@ from typing import Optional, TypeVar
 import msgspec
 
 from ftrun.errors import BadInput
-from ftrun.layout import EventRecord, RunEvent
+from ftrun.layout import EventRecord, LifecycleEvent, RunEvent
 
-R = TypeVar("R", EventRecord, RunEvent)
+R = TypeVar("R", EventRecord, RunEvent, LifecycleEvent)
 
 
 def parse_lines(lines: list[str] | list[bytes], path: Path | None = None, strict: bool = False,
@@ -61,6 +62,11 @@ def read_event_log(path: Path, strict: bool = False) -> list[EventRecord]:
 def read_run_events(path: Path, strict: bool = False) -> list[RunEvent]:
     """Every record of the parent's run log ``events/run.jsonl`` ([] for a missing file unless ``strict``)."""
     return parse_lines(_lines(path, strict, "run log"), path, strict, record_type=RunEvent)
+
+
+def read_lifecycle(path: Path, strict: bool = False) -> list[LifecycleEvent]:
+    """Every record of one rank's lifecycle log ``events/lifecycle/replica{r}_rank{g}.jsonl``."""
+    return parse_lines(_lines(path, strict, "lifecycle log"), path, strict, record_type=LifecycleEvent)
 
 
 def stepped(records: list[EventRecord]) -> list[EventRecord]:

@@ -3,6 +3,10 @@
 ``--kill R@S``          SIGKILL every process of replica group R when it reaches step S.
 ``--kill R@S:sigterm``  SIGTERM the group's launcher instead (a polite stop; torchrun stops its ranks).
 ``--hang R@S:SECONDS``  replica group R stalls for SECONDS inside step S (exercises timeouts).
+``--corrupt-allreduce R@S:KIND``  the torchft process group of replica group R (rank 0) computes
+                        a wrong average for the fragment synced at step S (a sync step), as
+                        ``CORRUPT_KINDS`` says; the numeric check (``ftrun.check.numerics``) must
+                        catch it. Injected by ``ftrun.worker.faults.Corruption``.
 
 The worker fires each fault once per run (a marker file in ``<run>/faults/`` records it, so
 a restarted group does not fire it again).
@@ -18,20 +22,33 @@ from ftrun.errors import BadInput
 
 _KILL_RE = re.compile(r"^(\d+)@(\d+)(?::(sigkill|sigterm|kill|term))?$", re.I)
 _HANG_RE = re.compile(r"^(\d+)@(\d+):(\d+(?:\.\d+)?)s?$", re.I)
+_CORRUPT_RE = re.compile(r"^(\d+)@(\d+):([a-z-]+)$", re.I)
+
+# --corrupt-allreduce kinds: what replica R's process group does wrong in the round synced at S.
+CORRUPT_KINDS = {
+    "wrong-count": "the SUM divided by participants + 1 (averaging over the world with one group missing)",
+    "drop": "its own contribution missing from the SUM (zeroed after it was handed to the collective)",
+    "stale": "the collective returns the previous round's SUM of the same fragment",
+    "late": "the averaged result multiplied by 1.1 after torchft's divide callback ran, before the outer step",
+    "noise": "a relative 1e-3 perturbation of one element (the largest) of the SUM",
+}
 
 
 @dataclass(frozen=True)
 class Fault:
     replica: int
     step: int
-    action: str  # "kill" | "sigterm" | "hang"
+    action: str  # "kill" | "sigterm" | "hang" | "corrupt"
     seconds: float = 0.0
+    kind: str = ""  # corrupt: one of CORRUPT_KINDS
 
     @property
     def key(self) -> str:
         return layout.fault_key(self.action, self.replica, self.step)
 
     def describe(self) -> str:
+        if self.action == "corrupt":
+            return f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group at sync step {self.step}"
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]
         return f"{what} replica group {self.replica} at step {self.step}"
 
@@ -54,11 +71,27 @@ def parse_hang(text: str) -> Fault:
     return Fault(int(m[1]), int(m[2]), "hang", float(m[3]))
 
 
-def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int) -> list[Fault]:
-    """Parse and check against the run: the replica must exist and the step lie in 1..steps."""
-    faults = [parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs]
-    for f, text in zip(faults, [*kills, *hangs]):
-        flag = "--hang" if f.action == "hang" else "--kill"
+def parse_corrupt(text: str) -> Fault:
+    m = _CORRUPT_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m or m[3].lower() not in CORRUPT_KINDS:
+        raise BadInput(f"--corrupt-allreduce {text!r}: expected REPLICA@SYNC_STEP:KIND with KIND one of "
+                       f"{', '.join(CORRUPT_KINDS)}, e.g. 1@40:drop")
+    return Fault(int(m[1]), int(m[2]), "corrupt", kind=m[3].lower())
+
+
+def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
+                 corrupts: list[str] = (), window: int = 0, sync_every: int = 0) -> list[Fault]:
+    """Parse and check against the run: the replica must exist and the step lie in 1..steps; a
+    ``--corrupt-allreduce`` step must be a sync step (a multiple of ``window`` = H/F), and
+    ``stale`` needs a previous round of the same fragment (step > ``sync_every``)."""
+    faults = [parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs] + [parse_corrupt(c) for c in corrupts]
+    for f, text in zip(faults, [*kills, *hangs, *corrupts]):
+        flag = {"hang": "--hang", "corrupt": "--corrupt-allreduce"}.get(f.action, "--kill")
+        if f.action == "corrupt" and window and f.step % window:
+            raise BadInput(f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {window} steps: "
+                           f"{window}, {2 * window}, ...)")
+        if f.action == "corrupt" and f.kind == "stale" and f.step <= sync_every:
+            raise BadInput(f"{flag} {text}: stale needs a previous round of the same fragment (a sync step > H = {sync_every})")
         if f.replica >= replicas:
             raise BadInput(f"{flag} {text}: replica group {f.replica} does not exist (--replicas {replicas}: groups 0..{replicas - 1})")
         if not 1 <= f.step <= steps:
@@ -67,7 +100,7 @@ def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int) 
             raise BadInput(f"{flag} {text}: SECONDS must be > 0")
     keys = [f.key for f in faults]
     if len(set(keys)) != len(keys):
-        raise BadInput("--kill/--hang: the same fault is given twice")
+        raise BadInput("--kill/--hang/--corrupt-allreduce: the same fault is given twice")
     return faults
 
 

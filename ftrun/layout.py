@@ -12,6 +12,9 @@ A run dir ``<out>/<run-name>/`` holds::
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
     events/replica{r}_rank{g}.jsonl    one ``EventRecord`` per line, one per training step (read: ``ftrun.event_log``)
     events/run.jsonl                   one ``RunEvent`` per line: group exits, restarts, watchdog, signals
+    events/lifecycle/replica{r}_rank{g}.jsonl
+                                       one ``LifecycleEvent`` per line: every incarnation's start and
+                                       manager up, each process-group configure and checkpoint send/recv
     faults/<key>.json                  one ``FaultMarker`` per injected fault that fired
     meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files, status)
     progress/replica{r}.txt            "STEP PHASE" of rank 0 of group r, right now (``worker.whereabouts``)
@@ -22,6 +25,8 @@ A run dir ``<out>/<run-name>/`` holds::
     tb/replica{r}/                     TensorBoard scalars (loss, participants, manager step, step time)
     groups/replica{r}/                 ftrun launch: the group's working directory (its script's files)
     traces/replica{r}/                 ftrun launch: the group's FTRUN_TRACE_DIR
+    traces/recovery/replica{r}_rank{g}.restart{n}.pt.trace.json.gz
+                                       a relaunched group's profile, start through its first commit
 
 ``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
 ftrun of this format before the field existed and reads as ``FORMAT``; any other value is
@@ -50,6 +55,8 @@ SUMMARY = "summary.json"
 TRACES = "traces"
 EVENT_LOGS = "events"
 RUN_EVENT_LOG = "run.jsonl"
+LIFECYCLE = "lifecycle"  # events/lifecycle/: ``LifecycleEvent`` logs
+RECOVERY_TRACES = "recovery"  # traces/recovery/: relaunched groups' profiles (``--profile-recovery``)
 FAULTS = "faults"
 META = "meta"
 PROGRESS = "progress"
@@ -90,12 +97,14 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang."""
+    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | corrupt
+    (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
 
     replica: int
     step: int
     action: str
     seconds: float = 0.0
+    kind: str = ""
 
     @property
     def key(self) -> str:
@@ -149,6 +158,64 @@ class Rejoined(msgspec.Struct):
     aligned_step: Optional[int]
 
 
+# What a ``Sketch`` is (``ftrun.worker.sketch`` computes it, ``ftrun.check.numerics`` budgets its
+# error): SKETCH_K projections P[j, i] = W[j, i mod SKETCH_PERIOD], W = ±1 drawn from SKETCH_SEED;
+# each tensor first summed in float32 over rows of SKETCH_STAGE columns, then in float64.
+SKETCH_K = 4
+SKETCH_PERIOD = 4093
+SKETCH_STAGE = SKETCH_PERIOD * 32
+SKETCH_SEED = 22
+
+
+class Sketch(msgspec.Struct):
+    """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = SKETCH_K fixed
+    random projections in float64 (the same on every replica), ``norm`` = its L2 norm (None: not
+    measured — the SUM's, the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
+    the tensors sketched."""
+
+    proj: list[float]
+    norm: Optional[float]
+    numel: int
+    dtype: str
+    stage_rows: Optional[int] = None  # most float32 first-stage rows one column summed (0: none ran)
+
+
+class RoundNumerics(msgspec.Struct):
+    """What one rank's torchft did to one fragment in one round (send .. sync), as sketches.
+
+    Written in two parts: at the send (``phase`` "send": ``contribution`` as the process group
+    saw it, zeros when not participating; the quorum) and at the sync (``phase`` "sync": the
+    process group's ``sum``, the ``average`` the outer optimizer stepped on, the ``globals``
+    after the outer step; absent when the commit failed or the collective never completed).
+    A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
+    is the training step of its sync. ``path``: per-param | bucketized | quantized;
+    ``collectives``: process-group allreduces sketched; ``world``: the process group's size.
+    """
+
+    phase: str
+    fragment: int
+    manager_step: int
+    quorum_id: Optional[int]
+    sync_step: Optional[int] = None
+    participants: Optional[int] = None
+    participating: Optional[bool] = None
+    world: Optional[int] = None
+    path: str = "per-param"
+    collectives: int = 0
+    contribution: Optional[Sketch] = None
+    sum: Optional[Sketch] = None
+    average: Optional[Sketch] = None
+    globals: Optional[Sketch] = None
+
+
+class HealNumerics(msgspec.Struct):
+    """Sketches of every fragment's global parameters right after this rank healed (torchft's
+    checkpoint transport) at ``manager_step``: the source's must match (``ftrun.check.numerics``)."""
+
+    manager_step: int
+    fragments: list[Sketch]
+
+
 class EventRecord(msgspec.Struct):
     """One line of ``events/replica{r}_rank{g}.jsonl``: what one rank did in one training step.
 
@@ -158,6 +225,8 @@ class EventRecord(msgspec.Struct):
     commit; ``t``: unix time at step end. Timings (seconds, present when measured this step):
     ``send_s``, ``sync_s``, ``exposed_s`` (data plane), ``quorum_s``, ``commit_s`` (control plane)
     — see ``ftrun.worker.recorder``. ``quorums``/``healed``/``rejoined``: membership changes.
+    ``numerics``: the step's sketches (``RoundNumerics``: a send and/or a sync), ``heal_numerics``
+    after a heal (absent with ``--no-sketches``).
     """
 
     step: Optional[int]
@@ -181,6 +250,8 @@ class EventRecord(msgspec.Struct):
     exposed_s: Union[float, UnsetType] = UNSET
     quorum_s: Union[float, UnsetType] = UNSET
     commit_s: Union[float, UnsetType] = UNSET
+    numerics: Union[list[RoundNumerics], UnsetType] = UNSET
+    heal_numerics: Union[HealNumerics, UnsetType] = UNSET
 
 
 class RunEvent(msgspec.Struct):
@@ -198,6 +269,31 @@ class RunEvent(msgspec.Struct):
     fault: Union[Optional[str], UnsetType] = UNSET
     seconds: Union[float, UnsetType] = UNSET
     signal: Union[str, UnsetType] = UNSET
+
+
+class LifecycleEvent(msgspec.Struct, omit_defaults=True):
+    """One line of ``events/lifecycle/replica{r}_rank{g}.jsonl`` (``ftrun.worker.lifecycle``):
+    what a rank's incarnation went through outside its steps, each with its own clock readings.
+
+    ``event``: ``start`` (the rank's Python entered ftrun's worker), ``manager_up`` (torchft's
+    Manager constructed: its server heartbeats the lighthouse), ``configure`` (torchft's
+    process-group ``configure`` for quorum ``quorum_id``), ``send_checkpoint`` (this rank staged
+    its state for healing peers ``peers``; torchft's HTTP transport serves it afterwards),
+    ``recv_checkpoint`` (this rank fetched a peer's state, ``peers`` = [source replica rank]).
+    ``t_start``/``t``: unix times at start / end (equal for instants); ``bytes``: tensor bytes of
+    the state dict sent or received; ``step``: the manager step torchft healed to;
+    ``hold_s``: the emulated link's hold of the transfer (``--link``), inside ``t_start..t``.
+    """
+
+    event: str
+    incarnation: int
+    t_start: float
+    t: float
+    quorum_id: Optional[int] = None
+    bytes: Optional[int] = None
+    step: Optional[int] = None
+    peers: Optional[list[int]] = None
+    hold_s: Optional[float] = None
 
 
 class Param(msgspec.Struct):
@@ -275,6 +371,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     expected: list[ExpectedEvent] = []
     profile_windows: list[list[int]] = []
     traces: list[TraceRef]
+    recovery_traces: list[TraceRef] = []  # relaunched groups' profiles (traces/recovery/)
     event_logs: list[EventLogRef] = []
     link: Optional[Link] = None
     devices: list[DeviceRef] = []
@@ -425,6 +522,19 @@ def event_log(run_dir: Path, replica: int, rank: int) -> Path:
 def run_event_log(run_dir: Path) -> Path:
     """Parent's log: group exits, restarts, watchdog, signals (one ``RunEvent`` per line)."""
     return run_dir / EVENT_LOGS / RUN_EVENT_LOG
+
+
+def lifecycle_log(run_dir: Path, replica: int, rank: int) -> Path:
+    """One rank's ``LifecycleEvent`` log (every incarnation appends)."""
+    return run_dir / EVENT_LOGS / LIFECYCLE / f"{worker_name(replica, rank)}.jsonl"
+
+
+def recovery_trace_name(replica: int, rank: int, incarnation: int) -> str:
+    return f"{worker_name(replica, rank)}.restart{incarnation}.pt.trace.json.gz"
+
+
+def recovery_trace_dir(run_dir: Path) -> Path:
+    return run_dir / TRACES / RECOVERY_TRACES
 
 
 def fault_marker(run_dir: Path, key: str) -> Path:

@@ -19,7 +19,8 @@ replica groups. ``quorum``: each ``start_quorum`` asks the group's manager serve
 the lighthouse (one request, one reply). ``should_commit``: 0 — torchft's ``should_commit``
 is a vote among the ranks of one replica group (its manager server), so it never crosses the
 inter-group link ("different replica groups may return different values", manager.py).
-Not emulated: the process-group rendezvous after a quorum change and heal checkpoint transfers.
+A heal's checkpoint transfer (``ftrun.worker.lifecycle``) costs a ``recv`` of the state dict's
+tensor bytes between two groups. Not emulated: the process-group rendezvous after a quorum change.
 """
 
 from __future__ import annotations

@@ -61,6 +61,9 @@ class LabelSet:
     torchft_pg_name: re.Pattern[str] = re.compile(r"^torchft_(?:quorum_\d+|[0-9A-Fa-f-]{8,})_rank_(?P<rank>\d+)$")
     cuda_stream_wait: tuple[str, ...] = ("cudaStreamWaitEvent",)
     cuda_sync: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+    # the heal: the source stages its state, the healer fetches it (torchft's quorum thread)
+    send_checkpoint: str = "torchft::manager::_checkpoint_transport::send_checkpoint"
+    recv_checkpoint: str = "torchft::manager::_checkpoint_transport::recv_checkpoint"
 
 
 TORCHFT_0_2 = LabelSet(
@@ -91,6 +94,8 @@ FTRUN_STEP_RE = re.compile(r"^ftrun::step#(\d+) manager_step=(\d+)$")
 LINK_HOLD = "ftrun::link::hold"
 # the emulated link holding a control RPC (see ftrun.linkcost): not data, never a collective
 LINK_CONTROL_QUORUM = "ftrun::link::control::quorum"
+# the emulated link holding a heal's checkpoint transfer (``ftrun.worker.lifecycle``): not a collective
+LINK_HEAL = "ftrun::link::heal"
 
 
 def ftrun_step_label(step: int, manager_step: int) -> str:
@@ -137,6 +142,13 @@ def after_each_quorum(manager: Any, after: Callable[[Any], None]) -> None:
     thread). ``quorum_result``: torchft's ``QuorumResult`` (``quorum_id``, ``replica_ids``,
     ``replica_rank``, ``max_step``, ``heal``, ``recover_src_replica_rank``)."""
     manager._client = _QuorumClient(manager._client, after)
+
+
+def configure_quorum_id(args: tuple, kwargs: dict) -> Optional[int]:
+    """The quorum id of a ``ProcessGroup.configure`` call as torchft 0.2.0 makes it:
+    ``configure(store_addr, replica_id, rank, world_size, quorum_id, group_rank, ...)``."""
+    q = kwargs.get("quorum_id", args[4] if len(args) > 4 else None)
+    return q if isinstance(q, int) else None
 
 
 def lighthouse_main() -> int:

@@ -34,7 +34,18 @@ The last line of output is one JSON object:
 per-step distributions of both sides (10th/50th/90th percentile of the whole-loop step), which
 tell a difference in the work (every percentile moves) from one in contention (only the tail).
 
-Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3]
+``--sketches``: instead, the numeric check's cost (``ftrun.worker.sketch``): ``ftrun train`` with
+sketches on vs ``--no-sketches``, whole loop as above, interleaved, for the default model
+(``--steps``, ``--repeat``) and one of ``LARGE`` (~103 M parameters; ``--large-steps``,
+``--large-repeat``, ``--large-steps 0`` skips it; batch 1 x 16 tokens so a step stays ~1 s on 2
+cores). Besides the whole-loop ratio, one steadier under load: what the send and sync steps
+took beyond the run's own median plain step (the only steps the sketches work in), on vs off,
+per step of the off loop. Also, in this process,
+the sketch work of one sync on the same fragment tensors (contribution, SUM, average, globals:
+what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
+of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
+
+Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches]
 """
 
 from __future__ import annotations
@@ -109,6 +120,10 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
 WARMUP = 10
 VALID_FROM = 0.98  # ftrun cannot be faster than the loop it adds work to: below this the comparison is invalid
 BOOKKEEPING: list[float] = []  # ftrun's per-step time outside the step body, ms, per repeat
+# per run: ms per step that the send and sync steps took beyond the run's own median plain step
+# (the sketches work only in those steps; a load that slows every step alike cancels out)
+SYNC_EXCESS: list[float] = []
+PLAIN: list[float] = []  # per run: its median plain step, ms
 STEPS: dict[str, list[float]] = {"bare": [], "ftrun": []}  # every whole-loop step after the warm-up, ms
 
 
@@ -154,11 +169,12 @@ def run_bare(cfg: dict, replicas: int) -> float:
     return statistics.mean(ms_per_step(st) for st in stamps)
 
 
-def run_ftrun(cfg: dict, replicas: int) -> float:
+def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
     out = tempfile.mkdtemp()
     cmd = [sys.executable, "-m", "ftrun", "train", "--profile", "none",
            "--replicas", str(replicas), "--steps", str(cfg["steps"]), "--out", out, "--run-name", "bench", "--json",
-           "--fragments", str(cfg["fragments"]), "--sync-every", str(cfg["sync_every"]), "--fragment-sync-delay", str(cfg["fragment_sync_delay"])]
+           "--fragments", str(cfg["fragments"]), "--sync-every", str(cfg["sync_every"]), "--fragment-sync-delay", str(cfg["fragment_sync_delay"]),
+           *extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     per_replica, outside = [], []
     for r in range(replicas):
@@ -170,7 +186,75 @@ def run_ftrun(cfg: dict, replicas: int) -> float:
         # what the bare loop does not do: the loop's time per step minus the step body's
         outside.append(loop - statistics.mean(x["step_time_s"] for x in recs[WARMUP:]) * 1e3)
     BOOKKEEPING.append(statistics.mean(outside))
+    excess, plain_ms = [], []
+    for r in range(replicas):
+        recs = [json.loads(line) for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()]
+        recs = [x for x in recs if x.get("step")][WARMUP:]
+        plain = statistics.median(x["step_time_s"] for x in recs if x["sent"] is None and x["synced"] is None)
+        busy = [x["step_time_s"] for x in recs if x["sent"] is not None or x["synced"] is not None]
+        excess.append((sum(busy) - len(busy) * plain) / len(recs) * 1e3)
+        plain_ms.append(plain * 1e3)
+    SYNC_EXCESS.append(statistics.mean(excess))
+    PLAIN.append(statistics.mean(plain_ms))
     return statistics.mean(per_replica)
+
+
+# ~103 M parameters (TokenModel mlp, 6 blocks of width 2048), small batch: a CPU step of ~1 s
+LARGE = {"width": 2048, "blocks": 6, "batch_size": 1, "seq_len": 16}
+
+
+def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
+    """In this process: ms of sketch work for one sync of fragment 0 (the hooks' four sketches of
+    its tensors) and the fragment's elements."""
+    import torch
+
+    from ftrun.worker.models import TokenModel, split_fragments
+    from ftrun.worker.sketch import Builder, Projector
+
+    torch.set_num_threads(threads_for(2))
+    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
+    tensors = [p.detach() for p in split_fragments(model, cfg["fragments"])[0].parameters()]
+    proj = Projector()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for norm in (True, False, False, False):  # contribution (with its norm), SUM, average, globals: as the hooks
+            b = Builder(proj, norm=norm)
+            for t in tensors:
+                b.add(t)
+            b.sketch()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return min(times), sum(t.numel() for t in tensors)
+
+
+def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str, extra: tuple[str, ...]) -> dict:
+    cfg = {**base, "steps": steps}
+    on, off, ex_on, ex_off, plain_off = [], [], [], [], []
+    for i in range(repeat):  # interleaved, alternating who goes first
+        for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
+            if side == "on":
+                on.append(run_ftrun(cfg, replicas, extra))
+                ex_on.append(SYNC_EXCESS[-1])
+            else:
+                off.append(run_ftrun(cfg, replicas, (*extra, "--no-sketches")))
+                ex_off.append(SYNC_EXCESS[-1])
+                plain_off.append(PLAIN[-1])
+        print(f"{label} repeat {i + 1}: sketches on {on[-1]:.2f} ms/step, off {off[-1]:.2f} ms/step", flush=True)
+    o, f = statistics.median(on), statistics.median(off)
+    extra_ms = statistics.median(ex_on) - statistics.median(ex_off)
+    corrected = 1 + extra_ms / statistics.median(off)
+    print(f"{label}: send/sync steps beyond the plain step, per step: on {statistics.median(ex_on):.2f} ms, off "
+          f"{statistics.median(ex_off):.2f} ms -> {extra_ms:+.2f} ms per step = {corrected:.4f}x of the off loop "
+          f"(plain steps: median {statistics.median(plain_off):.2f} ms off)")
+    cost, numel = sketch_cost_ms(cfg)
+    window = cfg["sync_every"] // cfg["fragments"]
+    print(f"{label}: sketches on {o:.2f} / off {f:.2f} ms per step = {o / f:.4f}x (goal <= 1.01x); "
+          f"sketch work per sync (fragment 0, {numel:,} elements, in-process) {cost:.1f} ms = "
+          f"{cost / (window * f) * 100:.2f}% of the {window} steps between syncs")
+    return {"model": label, "params_per_fragment": numel, "steps": steps, "repeats": repeat, "on_ms_per_step": round(o, 3),
+            "off_ms_per_step": round(f, 3), "ratio": round(o / f, 4), "sync_step_excess_ratio": round(corrected, 4),
+            "ratios_per_repeat": [round(a / b, 4) for a, b in zip(on, off)], "sketch_ms_per_sync": round(cost, 2),
+            "sketch_share_of_window": round(cost / (window * f), 5)}
 
 
 def main() -> None:
@@ -178,6 +262,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sketches", action="store_true", help="Measure the numeric check's sketches: on vs --no-sketches.")
+    ap.add_argument("--large-steps", type=int, default=40)
+    ap.add_argument("--large-repeat", type=int, default=1)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--lighthouse", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--cfg", default=None, help=argparse.SUPPRESS)
@@ -191,6 +278,14 @@ def main() -> None:
     cfg = {**build(steps=a.steps, profile="none").resolved(), "replicas": a.replicas}
     if a.repeat < 1 or a.steps <= WARMUP:
         raise SystemExit(f"bench_overhead: need --repeat >= 1 and --steps > {WARMUP}")
+    if a.sketches:
+        rows = [sketch_bench(cfg, a.replicas, a.steps, a.repeat, "default", ())]
+        large = {**cfg, **LARGE}
+        if a.large_steps > WARMUP:
+            rows.append(sketch_bench(large, a.replicas, a.large_steps, a.large_repeat, "large",
+                                 tuple(x for k, v in LARGE.items() for x in (f"--{k.replace('_', '-')}", str(v)))))
+        print(json.dumps({"sketches": rows}))
+        return
     bare, ours = [], []
     print(f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
           f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; {a.replicas} replicas x {a.steps} steps x {a.repeat}, "

@@ -124,14 +124,17 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     d.mkdir()
     (d / "summary.json").write_text(json.dumps({"recovery": {
         "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
-        "restarts": 1, "heals": [{"replica": 1}], "commits_lost": 2}}))
+        "restarts": 1, "heals": [{"replica": 1}], "commits_lost": 2,
+        "breakdown": [{"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}]}}))
     rec = recovery_of([d])
-    assert rec == {"faults": ["kill 1@25"], "restarts": 1, "heals": 1, "commits_lost": 2, "recovered_s": [7.5]}
+    assert rec == {"faults": ["kill 1@25"], "restarts": 1, "heals": 1, "commits_lost": 2, "recovered_s": [7.5],
+                   "recovery_s": [7.6], "largest_phase": [["relaunch", 3.25]]}
     base = {"name": "x", "verdict": "pass", "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
             "syncs": 10 / 3, "commits": 3.0, "exposed_comm_s": 0.0, "loss_at_steps": {}}
     table = rows({"runs": [{**base, "recovery": rec}, {**base, "recovery": None}]})
     row = next(r for r in table if r[0] == "faults and recovery")
     assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
+    assert "largest phase relaunch 3.2 s" in row[1]
     assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
     assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))
 

@@ -68,6 +68,14 @@ def test_kill_one_of_three_with_restart_recovers(tmp_path):
     assert f["heal"]["manager_step"] == rec["heals"][0]["manager_step"]
     assert f"lost steps 25-{r1_back['step'] - 1}" in f["text"]
     assert report["agreement"]["ok"] and not report["problems"]
+    # participants changed 3 -> 2 -> 3 and the healed group contributed: every sync's numbers held,
+    # and the healed replica's parameters equal its source's (the numeric check, ftrun.check.numerics)
+    num = s["numerics"]
+    assert num["status"] == "checked" and not num["problems"] and num["checked"] >= 15, num
+    assert report["numerics"]["checked"] == num["checked"] and not report["numerics"]["problems"]
+    (h,) = num["heals"]
+    assert h["replica"] == 1 and h["source_replica"] == rec["heals"][0]["source_replica"] and h["params_match"] is True
+    assert h["fragments_checked"] == 2 and h["first_contribution"]["follows_rule"] is True
 
 
 @pytest.mark.e2e

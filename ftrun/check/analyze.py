@@ -30,6 +30,7 @@ from ftrun import layout
 from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
 from ftrun.check.agreement import check_agreement
+from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.faults import Faults, describe, fault_marks
 from ftrun.event_log import read_event_log
 from ftrun.check import commits as commit_checks
@@ -424,7 +425,8 @@ def analyze(
     if not allow_failed_commits:
         by_class["commits"] = _unexplained_failed_commits(failed_commits)
     run_problems = [p for ps in by_class.values() for p in ps]
-    ok = ok and not run_problems
+    numerics = run_numerics(inputs, logs)
+    ok = ok and not run_problems and numerics.ok
     report = Report(
         verdict="pass" if ok else "fail",
         mode=mode,
@@ -446,6 +448,7 @@ def analyze(
         job_id=inputs.job_id,
         faults=[m.to_json() for m in faults.marks],
         agreement=agreement,
+        numerics=numerics.to_json(),
         run_problems=run_problems,
         run_problems_by_class=by_class,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
@@ -454,6 +457,18 @@ def analyze(
     )
     report.overlap = overlap_of(report)
     return report
+
+
+def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) -> Numerics:
+    """The numeric check (``ftrun.check.numerics``) of the merged event logs; nothing is checked
+    when only some of the job's groups were given, or the run had ``--no-sketches``."""
+    m = inputs.manifest
+    sketches_on = m.config.get("sketches") if isinstance(m, layout.Manifest) else None
+    partial = None
+    if isinstance(m, layout.Manifest) and logs and len(inputs.groups()) < m.replicas:
+        partial = (f"only replica group(s) {inputs.groups()} of the job's {m.replicas} given "
+                   "(give every group's run dir)")
+    return check_numerics(logs, sketches_on, partial)
 
 
 def _once(spans: list[TraceSpans]) -> list[str]:

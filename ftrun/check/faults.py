@@ -12,7 +12,7 @@ step S (the fault fires before step S runs, so S is the first step the group did
 
 Inspect does not expect events from R in its lost steps, and a replica without a trace is
 explained by such a fault (the killed incarnation never exported its profiler window; a
-relaunched group is not profiled).
+relaunched group has no window trace: its profile covers its recovery, in ``traces/recovery/``).
 """
 
 from __future__ import annotations
@@ -112,5 +112,5 @@ def describe(m: FaultMark) -> str:
         src = m.heal.get("source_replica")
         what += f", healed from replica {'?' if src is None else src} at manager step {m.heal.get('manager_step')}"
     if not m.has_trace:
-        what += "; no trace (the killed incarnation never wrote its profiler window; a relaunched group is not profiled)"
+        what += "; no trace (the killed incarnation never wrote its profiler window; a relaunched group is profiled only through its recovery, traces/recovery/)"
     return what

@@ -99,6 +99,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "schedule": msgspec.to_builtins(manifest.schedule),
         "verdict": report.verdict,
         "problems": report.problems()[:20],
+        "numerics": numerics_brief(report.numerics),
         "steps_per_s": sps,
         "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
         "tokens_per_s": sps * tokens_per_step if sps else None,
@@ -140,6 +141,13 @@ def measured_step_s(run_dir: Path, replicas: int) -> Optional[float]:
                   for r in range(replicas)])
 
 
+def numerics_brief(num: dict[str, Any] | None) -> dict[str, Any]:
+    """The numeric check of a run in brief: status, syncs checked, problems (count), why not checked."""
+    num = num or {"status": "not checked", "why": "no event logs", "checked": 0, "problems": []}
+    return {"status": num["status"], "checked": num.get("checked", 0), "problems": len(num.get("problems") or []),
+            "why": num.get("why")}
+
+
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     """Faults and recovery, from each run dir's summary.json (None when no fault was injected)."""
     recs = []
@@ -151,12 +159,16 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     faults = [f for r in recs for f in r.get("faults", [])]
     if not faults:
         return None
+    breakdown = [b for r in recs for b in r.get("breakdown", [])]
     return {
         "faults": [layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
         "restarts": sum(r.get("restarts", 0) for r in recs),
         "heals": sum(len(r.get("heals", [])) for r in recs),
         "commits_lost": sum(r.get("commits_lost", 0) for r in recs),
         "recovered_s": [f.get("recovered_s") for f in faults],
+        # the breakdown (ftrun.check.recovery): fault -> the group's first commit, and where it went
+        "recovery_s": [b.get("total_s") for b in breakdown],
+        "largest_phase": [[b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))] for b in breakdown],
     }
 
 
@@ -185,6 +197,9 @@ def aggregate(reps: list[dict]) -> dict:
         out["decomposition"] = {k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
                                 for k in parts[0] for v in [[d.get(k) for d in parts]]}
     out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
+    briefs = [r.get("numerics") or {} for r in reps]  # the worst repeat: one with problems, else one not checked
+    out["numerics"] = next((b for b in briefs if b.get("problems")), None) or next(
+        (b for b in briefs if b.get("status") != "checked"), briefs[0])
     out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
     out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]
     return out

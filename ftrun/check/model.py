@@ -106,6 +106,9 @@ class Report:
     faults: list[dict[str, Any]] = field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
     agreement: Optional[dict[str, Any]] = None
+    # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
+    # tolerance, problems, heals
+    numerics: Optional[dict[str, Any]] = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
     run_problems: list[str] = field(default_factory=list)
     # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
@@ -128,6 +131,7 @@ class Report:
         out = [f"replica {e.replica} rank {e.rank}: {e.problem}" for e in self.events if not e.ok]
         out += [c.problem for c in self.cross_replica if not c.ok and c.problem]
         out += self.run_problems
+        out += [f"numerics: {p['text']}" for p in (self.numerics or {}).get("problems", [])]
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -43,6 +43,9 @@ def inspect_trace(
         step_numbering=step_numbering,
         allow_failed_commits=allow_failed_commits,
     )
+    from ftrun.check.recovery import recovery_of_run_dir
+
+    recovery = [x.to_json() for rd in report.run_dirs for x in recovery_of_run_dir(Path(rd))]
     if junit is not None:
         from ftrun.output import atomic_write
         from ftrun.report.junit import inspect_junit
@@ -52,11 +55,17 @@ def inspect_trace(
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export
 
-        exported = export(report, export_perfetto)
+        base_ns = None
+        if recovery and report.workers and report.workers[0].files:
+            from ftrun.trace.load import load_trace
+
+            base_ns = load_trace(Path(report.workers[0].files[0])).baseTimeNanoseconds
+        exported = export(report, export_perfetto, recovery, base_ns)
     if json_out:
         import sys
 
         d = report.to_json()
+        d["recovery"] = recovery
         if exported is not None:
             d["perfetto"] = exported
         sys.stdout.write(msgspec.json.encode(d).decode() + "\n")
@@ -64,6 +73,11 @@ def inspect_trace(
         from ftrun.report.inspect_view import render
 
         render(report)
+        if recovery:
+            from ftrun.console import console
+            from ftrun.report.recovery_view import print_recovery
+
+            print_recovery(console(), recovery)
         if exported is not None:
             from ftrun.console import escape_controls
 

@@ -167,14 +167,24 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         "problem": problem,
         "failed_commits": sum(1 for c in report.failed_commits if not c.get("explained_by_fault")),
         "failed_commits_explained": sum(1 for c in report.failed_commits if c.get("explained_by_fault")),
+        "numerics": m["numerics"],
         "commits": m["commits"],
         "steps_per_s": m["steps_per_s"],
         "exposed_comm_per_sync_ms": m["per_sync_exposed_ms"],
         "exposed_control_per_sync_ms": m["per_sync_exposed_control_ms"],
         "hidden_share": m["hidden_comm_share"],
         "final_loss": m["final_loss"],
+        # the first fault's recovery (ftrun.check.recovery): seconds to the group's first commit, largest phase
+        **_recovery_metrics(summary),
         "notes": report.notes,
     }
+
+
+def _recovery_metrics(summary: Optional[dict]) -> dict[str, Any]:
+    b = ((summary or {}).get("recovery") or {}).get("breakdown") or []
+    if not b:
+        return {"recovery_s": None, "recovery_largest_phase": None}
+    return {"recovery_s": b[0].get("total_s"), "recovery_largest_phase": b[0].get("largest_phase")}
 
 
 def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:

@@ -1,7 +1,7 @@
 """``ftrun train``: check the plan, claim the run dir, run the job, check agreement, summarise, render.
 
 Drives ``ftrun.launch`` (spec, lighthouse, groups, supervision, manifest), then
-``ftrun.check.agreement`` on the event logs, then ``ftrun.report.train_view``.
+``ftrun.check.agreement`` and ``ftrun.check.numerics`` on the event logs, then ``ftrun.report.train_view``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.check.agreement import check_agreement
+from ftrun.check.numerics import check_numerics
+from ftrun.check.recovery import recovery_of
 from ftrun.config import RunConfig
 from ftrun.errors import Interrupted, RunFailed, Stopped, stop_once_on_signal
 from ftrun.launch.placement import check_quantize, plan as plan_placement
@@ -76,15 +78,24 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     view = LiveView(state, enabled=not (json_out or quiet))
     manifest = run_job(state, window, link, placement, signals, view, view.refresh)
     logs = read_logs(state)
-    summary = summarise(state, manifest, logs, check_agreement(logs))
+    cfg = state.cfg
+    partial = (f"only replica group {cfg.replica_group_id}'s event log is on this host (inspect-trace every group's run dir)"
+               if cfg.replica_group_id >= 0 and cfg.replicas > 1 else None)
+    numerics = check_numerics(logs, cfg.sketches, partial)
+    summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
+    summary["recovery"]["breakdown"] = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
     atomic_write(state.run_dir / layout.SUMMARY, json.dumps(summary, indent=1))
     if json_out:
         print(json.dumps(summary, indent=1))
     elif not quiet:
         print_summary({**summary, "failures": []})  # the failure is the one error line below
     if not summary["ok"]:
-        reasons = state.failures or (
-            [f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)"] if not summary["agreement"]["ok"] else ["not every replica finished all steps"]
-        )
+        reasons = list(state.failures)
+        if not reasons and not summary["agreement"]["ok"]:
+            reasons.append(f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)")
+        if not numerics.ok:
+            more = f" (and {len(numerics.problems) - 1} more)" if len(numerics.problems) > 1 else ""
+            reasons.append(f"numerics: {numerics.problems[0]['text']}{more}")
+        reasons = reasons or ["not every replica finished all steps"]
         raise RunFailed("; ".join(reasons))
     return 0

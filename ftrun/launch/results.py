@@ -56,6 +56,11 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             for m in metas
             for t in m.get("traces", [])
         ],
+        "recovery_traces": [
+            {"replica": w[0], "rank": w[1], "path": str(q.relative_to(run_dir)), "window": None}
+            for q in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*"))
+            if (w := layout.parse_worker(q.name)) is not None
+        ],
         "event_logs": [
             {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
             for r in cfg.groups_here
@@ -90,7 +95,7 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
     failed = sorted({rec.manager_step for (r, g), recs in logs.items() for rec in recs if rec.commit is False})
     recov = []
     for f in manifest.faults.fired:
-        if f.action == "hang":
+        if f.action in ("hang", "corrupt"):  # nothing left the quorum
             continue
         back = [
             rec.t for (r, g), recs in logs.items() for rec in recs
@@ -119,8 +124,10 @@ def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]
     }
 
 
-def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement) -> dict:
-    """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``."""
+def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement,
+              numerics=None) -> dict:
+    """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``;
+    ``numerics``: ``ftrun.check.numerics.Numerics`` of ``logs`` (None: not run)."""
     cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
     per_replica = []
@@ -145,7 +152,7 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
                 f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
                 + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
             )
-    ok = not state.failures and agreement.ok
+    ok = not state.failures and agreement.ok and (numerics is None or numerics.ok)
     window = manifest.profile_windows[0] if manifest.profile_windows else None
     if manifest.traces:
         traces_note = None
@@ -166,6 +173,7 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         "devices": msgspec.to_builtins(manifest.devices),
         "replicas": per_replica,
         "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
+        "numerics": numerics.to_json() if numerics is not None else None,
         "recovery": recovery(logs, manifest),
         "failures": state.failures,
         "traces": [str(run_dir / t.path) for t in manifest.traces],

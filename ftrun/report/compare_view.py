@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ftrun.check.throughput import EXPLAINED_WITHIN, TERM_LABELS, TERMS, explained_ratio, largest_reason, per_step_ms
 from ftrun.console import console as make_console, line, styled
+from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
 
 
@@ -31,6 +32,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
 ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
     ("schedule (F, H, tau)", "schedule", schedule_label),
+    ("numerics (every sync)", "numerics", numerics_cell),
     ("steps/s (mean)", "steps_per_s", _f(".2f")),
     ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),
     ("tokens/s per replica", "tokens_per_s_per_replica", _list(",.0f")),
@@ -98,7 +100,9 @@ def _recovery(r: dict | None) -> str:
     if not r:
         return "-"
     back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r["recovered_s"])
-    return f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · commits lost {r['commits_lost']} · back in quorum after {back}"
+    big = ", ".join(f"{p} {s:.1f} s" for p, s in r.get("largest_phase", []) if p is not None and s is not None)
+    return (f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · commits lost {r['commits_lost']} · back in quorum after {back}"
+            + (f" · largest phase {big}" if big else ""))
 
 
 def _num(v: Any) -> str:

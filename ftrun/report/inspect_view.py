@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ftrun.check.model import EventResult, Report
 from ftrun.console import console as make_console, line, styled
+from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
 
 
@@ -131,6 +132,12 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
     for p in report.run_problems:
         con.print(line(("run:", "red"), f" {p}"))
+    num = report.numerics or {}
+    if num.get("problems"):
+        for p in num["problems"]:
+            con.print(line(("numerics:", "red"), f" {p['text']}"))
+    elif num:
+        con.print(numerics_line(num))
     bad = report.problems()
     n = len(report.events)
     tail = ""
@@ -141,6 +148,10 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for c in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
         per.setdefault(c["replica"], set()).add(c["sync_step"])
     per = {r: len(s) for r, s in per.items()}
+    if num.get("status") == "checked" and not num.get("problems"):
+        tail += f"; numerics ok ({num['checked']} sync(s))"
+    elif num.get("status") != "checked":
+        tail += "; numerics not checked"
     if per:
         tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
@@ -174,4 +185,5 @@ def failing_table(report: Report) -> str:
             out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
     out += [f"cross-replica: {c.problem}" for c in report.cross_replica if not c.ok and c.problem]
     out += [f"run: {p}" for p in report.run_problems]
+    out += [f"numerics: {p['text']}" for p in (report.numerics or {}).get("problems", [])]
     return "\n".join(x.rstrip() for x in out)

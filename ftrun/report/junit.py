@@ -86,7 +86,7 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
     if numerics is not None:
         lines = [p if isinstance(p, str) else str(p.get("text") or p) for p in numerics.get("problems") or []]
         cases.append(Case(run_cls, "numerics", lines, out=f"{numerics['checked']} sync(s) checked, tolerance {numerics.get('tolerance')}"))
-        covered |= set(lines)
+        covered |= set(lines) | {f"numerics: {x}" for x in lines}  # Report.problems() names them so
     traces = report.run_problems_by_class.get("traces", [])
     if traces:
         cases.append(Case(run_cls, "traces", list(traces)))

@@ -16,6 +16,9 @@ chrome-JSON trace that Perfetto's UI (ui.perfetto.dev) and chrome://tracing open
   observed sits at the start of its expected step. Failed cross-replica checks add a
   ``cross-replica FAIL`` instant on each worker at that step.
 
+* With a recovery breakdown (``inspect-trace`` of a run with a fault), an ``ftrun recovery``
+  process: a thread per fault, one span per phase over its own interval (``recovery_events``).
+
 Streaming: one trace file is decoded at a time and its events are written out as they go
 (msgspec), so memory stays at about one trace. ``OUT`` ending in ``.gz`` is gzip-compressed.
 """
@@ -174,8 +177,36 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
 
 
-def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
-    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable."""
+RECOVERY_PROCESS = "ftrun recovery"
+
+
+def recovery_events(recs: list[dict[str, Any]], base_ns: int, pid: int) -> list[dict[str, Any]]:
+    """The recovery breakdowns (``ftrun.check.recovery`` JSON) as one process, a thread per fault
+    and a span per phase over its own interval, on the traces' clock (kineto's ``ts`` are
+    microseconds after ``baseTimeNanoseconds``)."""
+    out = [_meta("process_name", pid, 0, {"name": RECOVERY_PROCESS}), _meta("process_sort_index", pid, 0, {"sort_index": -1})]
+    for i, rec in enumerate(recs):
+        tid = i + 1
+        out.append(_meta("thread_name", pid, tid, {"name": rec["fault"]}))
+        for phase, span in (rec.get("spans") or {}).items():
+            if span is None:
+                continue
+            held = (rec.get("phases") or {}).get(phase)
+            out.append({
+                "name": phase + ("" if held is None else f" {held:.2f} s"), "cat": "ftrun,recovery", "ph": "X",
+                "ts": (rec["fault_at"] + span[0]) * 1e6 - base_ns / 1e3, "dur": max((span[1] - span[0]) * 1e6, 1.0),
+                "pid": pid, "tid": tid,
+                "args": {"phase": phase, "seconds_on_critical_path": held, "source": (rec.get("sources") or {}).get(phase),
+                         "total_s": rec.get("total_s"), "unaccounted_s": rec.get("unaccounted_s")},
+            })
+    return out
+
+
+def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict[str, Any]]] = None,
+                    base_ns: Optional[int] = None) -> dict[str, Any]:
+    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable.
+    ``recovery`` + ``base_ns`` (the traces' ``baseTimeNanoseconds``): add an ``ftrun recovery``
+    process with each fault's phases (``recovery_events``)."""
     out_path = Path(out_path)
     offset = NUMBERING_OFFSET.get(str(report.step_numbering.get("used")), 0)
     check_target(out_path, "--export-perfetto", inputs=[Path(f) for wr in report.workers for f in wr.files])
@@ -229,6 +260,9 @@ def export_perfetto(report: Report, out_path: Path) -> dict[str, Any]:
                     })
                     counts["verdicts"] += 1
                 counts["workers"] += 1
+            if recovery and base_ns is not None:
+                for ev in recovery_events(recovery, base_ns, len(report.workers) + 1):
+                    out.write(ev)
             f.write(b"\n],")
             other = {
                 "ftrun_verdict": report.verdict,

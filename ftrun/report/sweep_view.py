@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from ftrun.console import console, line
 from ftrun.grid import fmt
+from ftrun.report.numerics_view import numerics_cell
 
 VERDICTS = ("pass", "fail", "failed-commits", "crashed", "unavailable", "invalid")
 STYLE = {"pass": "green", "fail": "bold red", "failed-commits": "bold red", "crashed": "bold red",
@@ -28,13 +29,17 @@ METRICS = {
     "hidden_share": "hidden share of communication",
     "commits": "commits",
     "failed_commits": "failed commits (unexplained)",
+    "recovery_s": "recovery: fault -> the group's first commit (s)",
 }
 _COLUMNS = [("commits", "commits", "{:g}"), ("failed_commits", "failed", "{:d}"), ("steps_per_s", "steps/s", "{:.2f}"),
             ("exposed_comm_per_sync_ms", "exposed ms/sync", "{:.1f}"), ("hidden_share", "hidden", "{:.0%}"),
-            ("final_loss", "final loss", "{:.3f}")]
+            ("final_loss", "final loss", "{:.3f}"), ("numerics", "numerics", numerics_cell)]
 
 
-def _num(v: Any, spec: str) -> str:
+def _num(v: Any, spec: Any) -> str:
+    """``spec``: a format string, or a function of the value (which then renders None too)."""
+    if callable(spec):
+        return spec(v)
     return "-" if v is None else spec.format(v)
 
 

@@ -6,6 +6,7 @@ from rich import box
 from rich.table import Table
 
 from ftrun.console import LiveTable, console as make_console, line, styled
+from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
 
 
@@ -78,6 +79,11 @@ def print_summary(summary: dict) -> None:
         else styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
     )
     console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agree))
+    num = summary.get("numerics")
+    if num:
+        console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))
+        for p in (num.get("problems") or [])[1:]:
+            console.print(styled(f"numerics: {p['text']}", "red"))
     rec = summary.get("recovery") or {}
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
@@ -87,6 +93,10 @@ def print_summary(summary: dict) -> None:
         console.print(
             f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · commits lost {rec['commits_lost']}"
         )
+        if rec.get("breakdown"):
+            from ftrun.report.recovery_view import print_recovery
+
+            print_recovery(console, rec["breakdown"])
     for r in summary["replicas"]:
         if r.get("lost"):
             console.print(styled(f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on", "yellow"))

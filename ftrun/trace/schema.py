@@ -69,6 +69,7 @@ class ChromeTrace(msgspec.Struct):
 
     traceEvents: list[msgspec.Raw]
     distributedInfo: Optional[DistributedInfo] = None
+    baseTimeNanoseconds: Optional[int] = None  # kineto: unix ns of ts 0 (ts are microseconds after it)
 
 
 DECODER = msgspec.json.Decoder(ChromeTrace)

@@ -5,6 +5,8 @@ At the start of step S, rank 0 of replica group R:
   their parent-death signal — every process of the group is gone, with no chance to clean up.
 * ``sigterm``: SIGTERMs its launcher, which stops its ranks (torchrun's polite shutdown).
 * ``hang``: sleeps SECONDS inside the step (every rank of the group).
+* ``corrupt`` (``--corrupt-allreduce R@S:KIND``): rank 0's torchft process group computes a wrong
+  result for the round synced at step S (``Corruption``, called by ``ftrun.worker.sketch``).
 Each fault fires once per run: a marker ``<run>/faults/<key>.json`` (written before firing)
 tells the parent what happened and keeps a restarted group from firing it again.
 """
@@ -24,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class Faults:
     def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
-        self.mine = {f.step: f for f in specs if f.replica == replica}
+        self.mine = {f.step: f for f in specs if f.replica == replica and f.action != "corrupt"}
         self.rank = rank
         self.run_dir = run_dir
 
@@ -56,3 +58,62 @@ class Faults:
         fired = layout.FaultMarker(f.replica, f.step, f.action, f.seconds, fired_at=time.time(), fired_step=step, pid=os.getpid())
         marker.write_text(layout.to_json(fired))
         log.warning("fault %s fires at step %d", f.key, step)
+
+
+class Corruption:
+    """``--corrupt-allreduce`` faults of this rank, applied to the tensors of one round (tensor
+    methods only: this module stays torch-free). ``ftrun.worker.sketch`` calls the hooks in the
+    order torchft runs: ``at_issue`` (the tensor handed to the process group, after its sketch),
+    ``before_sum`` (the collective's result, before the SUM sketch), ``after_sum`` (after it,
+    before torchft's divide callback), ``before_outer_step`` (the averaged grads, before their
+    sketch and the outer step). ``sync_step`` names the round; a fault fires once per run."""
+
+    def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
+        mine = [f for f in specs if f.action == "corrupt" and f.replica == replica and rank == 0]
+        self.by_step = {f.step: f for f in mine}
+        self.run_dir = run_dir
+        self.keep_sums = any(f.kind == "stale" for f in mine)  # the previous round's SUM, per fragment
+        self._last: dict[int, dict] = {}  # fragment -> index -> a SUM tensor of its last round (stale only)
+        self._current: dict[int, dict] = {}
+        self._fired: set[str] = set()
+
+    def _kind(self, sync_step: int | None, kind: str) -> layout.FaultSpec | None:
+        f = self.by_step.get(sync_step) if sync_step is not None else None
+        if f is None or f.kind != kind or layout.fault_marker(self.run_dir, f.key).exists() and f.key not in self._fired:
+            return None
+        if f.key not in self._fired:
+            self._fired.add(f.key)
+            marker = layout.fault_marker(self.run_dir, f.key)
+            marker.parent.mkdir(exist_ok=True)
+            fired = layout.FaultMarker(f.replica, f.step, f.action, 0.0, f.kind, fired_at=time.time(), fired_step=sync_step, pid=os.getpid())
+            marker.write_text(layout.to_json(fired))
+            log.warning("fault %s (%s) fires in the round synced at step %d", f.key, f.kind, sync_step)
+        return f
+
+    def at_issue(self, tensor, sync_step: int | None, fragment: int, index: int) -> None:
+        """``index``: the tensor's place in the round's collectives, in issue order."""
+        if self.keep_sums and index == 0:  # a new round of the fragment: the last one becomes "previous"
+            self._last[fragment], self._current[fragment] = self._current.get(fragment, {}), {}
+        if self._kind(sync_step, "drop"):
+            tensor.zero_()  # the collective reads zeros: this contribution is missing everywhere
+
+    def before_sum(self, tensor, sync_step: int | None, fragment: int, index: int) -> None:
+        """Runs on the collective's completion thread, in any order across ``index``."""
+        if self.keep_sums:
+            prev = self._last.get(fragment, {}).get(index)
+            if prev is not None and prev.shape == tensor.shape and self._kind(sync_step, "stale"):
+                tensor.copy_(prev)
+            self._current.setdefault(fragment, {})[index] = tensor.detach().clone()
+        if index == 0 and self._kind(sync_step, "noise"):
+            flat = tensor.view(-1)
+            i = int(flat.abs().argmax())
+            flat[i] = flat[i] * (1 + 1e-3)
+
+    def after_sum(self, tensor, sync_step: int | None, participants: int) -> None:
+        if participants > 0 and self._kind(sync_step, "wrong-count"):
+            tensor.mul_(participants / (participants + 1))  # torchft's / participants then gives SUM / (participants + 1)
+
+    def before_outer_step(self, grads: list, sync_step: int | None) -> None:
+        if self._kind(sync_step, "late"):
+            for g in grads:
+                g.mul_(1.1)

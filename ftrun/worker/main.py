@@ -32,13 +32,16 @@ if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
 
     from ftrun.config import RunConfig
     from ftrun.worker.faults import Faults
+    from ftrun.worker.profiling import RecoveryProfile
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
     from ftrun.worker.setup import HealState, RankEnv, Training
+    from ftrun.worker.sketch import NumericsProbe
     from ftrun.worker.whereabouts import Whereabouts
 
 
 def main(spec_path: str) -> int:
+    t_entry = time.time()  # the lifecycle's "start": this rank's Python reached ftrun
     from ftrun.worker.setup import die_with_parent
 
     die_with_parent()
@@ -55,7 +58,8 @@ def main(spec_path: str) -> int:
     from ftrun.worker.faults import Faults
     from ftrun.worker.meta import RankMeta, versions
     from ftrun.worker.models import describe_fragments
-    from ftrun.worker.profiling import make_profiler
+    from ftrun.worker.lifecycle import Lifecycle
+    from ftrun.worker.profiling import RecoveryProfile, make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
     from ftrun.worker.setup import HealState, RankEnv, build_training, device_label, make_manager, pick_device, start_line
@@ -66,11 +70,26 @@ def main(spec_path: str) -> int:
 
     runlog.attach(run_dir)
     log.info("%s starting (restart %d, pid %d)", layout.worker_name(env.replica, env.rank), env.restart, os.getpid())
+    life = Lifecycle(layout.lifecycle_log(run_dir, env.replica, env.rank), env.restart)
+    life.mark("start", t_entry)
+    # a relaunched group is profiled from here through its first commit (--profile-recovery)
+    recovery = None
+    if env.restart and cfg.profile_recovery:
+        recovery = RecoveryProfile(layout.recovery_trace_dir(run_dir) / layout.recovery_trace_name(env.replica, env.rank, env.restart))
     torch.set_num_threads(spec.threads)
     backend, device = pick_device(cfg.backend, env.local_rank)
     training = build_training(cfg, env, device)
     heal = HealState(training)
-    manager = make_manager(spec, cfg, env, backend, heal)
+    numerics = None
+    if cfg.sketches:  # the numeric check's sketches (ftrun.worker.sketch); --no-sketches: none
+        from ftrun.worker.faults import Corruption
+        from ftrun.worker.sketch import NumericsProbe
+
+        numerics = NumericsProbe(Corruption(spec.faults, env.replica, env.rank, run_dir), cfg.fragment_sync_delay,
+                                 cfg.quantize, cfg.bucketize)
+    t_manager = time.time()
+    manager = make_manager(spec, cfg, env, backend, heal, life, numerics)
+    life.mark("manager_up", t_manager, time.time())
     if spec.link is not None:
         from ftrun.worker.link import hold_control
 
@@ -86,7 +105,8 @@ def main(spec_path: str) -> int:
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(run_dir / layout.TB / f"replica{env.replica}"), max_queue=100)
-    # a restarted group is not profiled: its step numbers are known only once it has rejoined
+    # a restarted group gets no window (its step numbers are known only once it has rejoined);
+    # its recovery profile (RecoveryProfile, above) covers its start through its first commit
     window = tuple(spec.profile_window) if spec.profile_window and not env.restart else None
     traces: list[str] = []
     meta = RankMeta(
@@ -114,9 +134,11 @@ def main(spec_path: str) -> int:
             recorder.attach(diloco)
             for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
+            if numerics is not None:
+                numerics.attach(diloco, manager, training.outer, heal)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
             loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            Faults(spec.faults, env.replica, env.rank, run_dir), device)
+                            Faults(spec.faults, env.replica, env.rank, run_dir), device, numerics, recovery)
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
@@ -126,6 +148,7 @@ def main(spec_path: str) -> int:
     log.info("%s done: %d commits, %d failed", layout.worker_name(env.replica, env.rank), recorder.commits, recorder.failed_commits)
     meta.write("done", commits=recorder.commits, failed_commits=recorder.failed_commits, final_manager_step=manager.current_step())
     recorder.close()
+    life.close()
     if writer is not None:
         writer.close()
     manager.shutdown(wait=False)
@@ -140,10 +163,13 @@ class StepLoop:
 
     def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
                  heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
-                 writer: SummaryWriter | None, faults: Faults, device: torch.device) -> None:
+                 writer: SummaryWriter | None, faults: Faults, device: torch.device,
+                 numerics: NumericsProbe | None = None, recovery: RecoveryProfile | None = None) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
         self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
+        self.numerics = numerics
+        self.recovery = recovery  # profiling a relaunched group until its first commit
         self.sleep_s = cfg.step_sleep_ms / 1e3
         self._tb_last: dict = {}
         self._tb_pending: list = []
@@ -164,9 +190,12 @@ class StepLoop:
                 self.where.set("step", step)
                 self.faults.before_step(step)
             self.heal.step = step
+            if self.numerics is not None:
+                self.numerics.step = step
             mstep = self.manager.current_step()
             t0 = time.perf_counter()
-            with record_function(ftrun_step_label(step, mstep)) if prof is not None else contextlib.nullcontext():
+            profiled = prof is not None or (self.recovery is not None and self.recovery.active)
+            with record_function(ftrun_step_label(step, mstep)) if profiled else contextlib.nullcontext():
                 loss = self.train_step()
             dt = time.perf_counter() - t0
             extra = self.membership()
@@ -179,9 +208,13 @@ class StepLoop:
                 step = aligned if aligned is not None else step
                 rejoining = False
             self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, extra)
+            if self.recovery is not None and self.recorder.commits:
+                self.recovery.finish()  # through the first commit with the group back
             step += 1
         if prof is not None:
             prof.stop()
+        if self.recovery is not None:
+            self.recovery.finish()  # the run ended first: what was recorded
 
     def train_step(self):
         from ftrun.worker.setup import train_step
@@ -202,6 +235,12 @@ class StepLoop:
             src = next((q["heal_source"] for q in reversed(quorums) if q["heal"]), None)
             extra["healed"] = {"source_replica": src, "peer_step": self.heal.healed_from_step, "manager_step": self.manager.current_step()}
             self.heal.healed_from_step = None
+        if self.numerics is not None:
+            rounds, healed = self.numerics.take()
+            if rounds:
+                extra["numerics"] = rounds
+            if healed is not None:
+                extra["heal_numerics"] = healed
         return extra
 
     def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:

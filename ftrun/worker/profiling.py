@@ -5,6 +5,8 @@ torchft's ``train_diloco.py`` does: ``ProfilerStep#k`` then holds training step 
 The schedule records exactly steps A..B and writes
 ``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends. All threads are profiled
 (``profile_all_threads``), so spans on helper threads (the emulated link's holds) are kept.
+A relaunched group is profiled by ``RecoveryProfile`` instead (no window: its step numbers are
+known only once it has rejoined).
 """
 
 from __future__ import annotations
@@ -40,20 +42,43 @@ def make_profiler(window: tuple[int, int], trace_dir: Path, replica: int, rank: 
         prof.export_chrome_trace(str(path))
         written.append(path.name)
 
+    return torch.profiler.profile(schedule=window_schedule(first, last), on_trace_ready=on_ready, **_profiler_args())
+
+
+def _profiler_args() -> dict:
+    """What every ftrun profile records: CPU (+ CUDA), shapes, all threads."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    extra = {}
+    args: dict = {"activities": activities, "record_shapes": True}
     try:
         from torch._C._profiler import _ExperimentalConfig
 
-        extra["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
+        args["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
     except (ImportError, TypeError):  # older torch: threads created later are not profiled
         pass
-    return torch.profiler.profile(
-        activities=activities,
-        schedule=window_schedule(first, last),
-        on_trace_ready=on_ready,
-        record_shapes=True,
-        **extra,
-    )
+    return args
+
+
+class RecoveryProfile:
+    """``--profile-recovery``: a relaunched group profiled from before its torchft Manager is
+    built through its first commit (quorum, ``_pg::configure``, the heal's ``recv_checkpoint``
+    and the catch-up steps), no step schedule; written by ``finish`` to
+    ``traces/recovery/replica{r}_rank{g}.restart{n}.pt.trace.json.gz``, beside the window traces."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._prof: torch.profiler.profile | None = torch.profiler.profile(**_profiler_args())
+        self._prof.start()
+
+    @property
+    def active(self) -> bool:
+        return self._prof is not None
+
+    def finish(self) -> None:
+        """Stop and export (once); later calls do nothing."""
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.stop()
+            prof.export_chrome_trace(str(self.path))

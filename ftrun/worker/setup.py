@@ -24,6 +24,7 @@ from ftrun.config import RunConfig
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
+from ftrun.worker.lifecycle import Lifecycle
 from ftrun.worker.models import build_model, split_fragments
 
 
@@ -156,8 +157,10 @@ class HealState:
         self.healed_from_step = int(sd["train_step"])
 
 
-def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None):
-    """torchft's reconfigurable process group, wrapped in the emulated link when asked."""
+def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None, numerics: Any = None):
+    """torchft's reconfigurable process group, wrapped in the emulated link when asked, and
+    outermost (what the Manager sees) in the sketches of ``ftrun.worker.sketch`` (``numerics``:
+    its ``NumericsProbe``, None with ``--no-sketches``)."""
     if backend == "nccl":
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
@@ -172,14 +175,36 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
         from ftrun.worker.link import LinkEmulator
 
         pg = LinkEmulator(pg, link.bandwidth_bps, link.latency_s)
+    if numerics is not None:
+        from ftrun.worker.sketch import SketchPG
+
+        pg = SketchPG(pg, numerics)
     return pg
 
 
-def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState) -> torchft.Manager:
-    """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights)."""
+def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState,
+                 life: Lifecycle, numerics: Any = None) -> torchft.Manager:
+    """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights).
+    ``life`` logs every process-group configure and checkpoint transfer (``ftrun.worker.lifecycle``);
+    with ``--link`` a heal's transfer is held by the link's cost (``linkcost``: a ``recv``)."""
+    from torchft.checkpointing import HTTPTransport
+
+    from ftrun.worker.lifecycle import TimedTransport
+
     timeout = timedelta(seconds=cfg.timeout_s)
+    pg = make_process_group(backend, timeout, spec.link, numerics)
+    life.time_configure(pg)
+    cost = None
+    if spec.link is not None:
+        from ftrun import linkcost
+
+        bw, lat = spec.link.bandwidth_bps, spec.link.latency_s
+        cost = lambda nbytes: linkcost.collective_s("recv", nbytes, 2, bw, lat)  # noqa: E731
+    # the transport torchft's Manager builds by default, timed
+    transport = TimedTransport(HTTPTransport(timeout=timeout, num_chunks=0), life, cost)
     return torchft.Manager(
-        pg=make_process_group(backend, timeout, spec.link),
+        pg=pg,
+        checkpoint_transport=transport,
         min_replica_size=cfg.min_replicas,
         load_state_dict=heal.load_state_dict,
         state_dict=heal.state_dict,

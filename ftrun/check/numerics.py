@@ -1,0 +1,429 @@
+"""Did every sync compute the right numbers? A check of the sketches in the event logs. Torch-free.
+
+Each rank logs, per fragment round (``layout.RoundNumerics``, ``ftrun.worker.sketch``): the
+sketch of its contribution as the process group saw it, of the process group's SUM, of the
+average the outer optimizer stepped on, and of the globals after the step; the participant
+count, the quorum id and whether it participated. Sketches are linear, so for every committed
+sync, on every replica r of the collective (replicas grouped by rank, fragment, quorum id and
+manager step at the send):
+
+* non-participants contributed zeros (their contribution's norm is exactly 0);
+* SUM_r = Σ contributions of every replica in the collective;
+* average_r = SUM_r / participants, participants = the replicas that said they participate,
+  and r's manager counted the same;
+* every participant stepped from the same average.
+
+And after a heal (``layout.HealNumerics``): the healed replica's global parameters equal the
+source's after its last commit of each fragment up to that manager step; its first contribution
+follows the rule above (checked with the others).
+
+A mismatch is a problem naming the sync step, manager step, fragment, replica, expected vs
+observed (the projection that is off most) and the likely cause. Without sketches nothing is
+checked, and ``status`` says so — never "ok".
+
+Tolerance (``tolerance_rule``): per check, Z = 8 times a rounding budget. u_d = the unit
+roundoff of the tensors' dtype; n = participants; W = replicas in the collective; c_q the
+contributions; ||·|| the recorded L2 norms.
+
+* SUM: Z·u_d·(W−1)·Σ||c_q|| (each element of a W-term sum is rounded W−1 times by at most
+  u_d·Σ|c_q,i|; with ±1 projections the errors add like a random walk, bounded by the norms);
+* average: Z·u_d·||SUM||/n (the divide rounds each element once);
+* every sketch's own error: Z·u32·sqrt(rows/2 + 1)·||x|| when its float32 first stage ran
+  (``Sketch.stage_rows``: the most values it summed per column; runs of adjacent tensors below
+  SKETCH_STAGE elements go to float64 directly) + Z·u64·sqrt(numel)·||x||;
+* quantized allreduce (fp8 e4m3, torchft's ``allreduce_quantized``, CUDA + triton only):
+  Z·u8·(Σ||c_q|| + ||SUM||) with u8 = 2^-4 (each contribution and the reduced result are
+  quantized once). UNVERIFIED: ftrun's sketches hook the process group's allreduce, which the
+  quantized path does not call (it uses alltoall + allgather), so quantized rounds are reported
+  "not checked".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ftrun.layout import SKETCH_STAGE, EventRecord, RoundNumerics, Sketch
+
+Z = 8.0
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+FP8_E4M3_ROUNDOFF = 2.0**-4  # the quantized path's budget (unverified, see the module docstring)
+U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
+
+
+def tolerance_rule() -> str:
+    return (f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
+            f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
+            f"W replicas in the collective, n participants; quantized fp8: Z*2^-4*(sum||c||+||SUM||), unverified)")
+
+
+def roundoff(dtype: str) -> float:
+    return UNIT_ROUNDOFF.get(dtype, U32)
+
+
+def sketch_error(s: Sketch, norm: Optional[float] = None) -> float:
+    """Budget for the sketch's own rounding (its float32 first stage and float64 rest); ``norm``
+    stands in for a sketch recorded without its norm."""
+    size = s.norm if s.norm is not None else (norm or 0.0)
+    # the float32 stage's rows as recorded (a sketch from before the field: bounded by the
+    # fragment's size; below SKETCH_STAGE elements no float32 stage runs)
+    rows = s.stage_rows if s.stage_rows is not None else (math.ceil(s.numel / SKETCH_STAGE) if s.numel > SKETCH_STAGE else 0)
+    stage = math.sqrt(rows / 2 + 1) if rows > 1 else 0.0  # one row per column: no float32 addition
+    return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * size
+
+
+def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
+    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality)."""
+    total = sum(c.norm or 0.0 for c in contributions)
+    size = observed.norm if observed.norm is not None else total
+    if path == "quantized":
+        data = Z * FP8_E4M3_ROUNDOFF * (total + size)
+    else:
+        data = Z * roundoff(observed.dtype) * max(world - 1, 0) * total
+    return data + sketch_error(observed, total) + sum(sketch_error(c) for c in contributions)
+
+
+def average_tolerance(total: Sketch, average: Sketch, n: int, bound: Optional[float] = None) -> float:
+    """``total``: the SUM; its norm (or ``bound`` = Σ||c|| when not recorded) also bounds the average's."""
+    size = total.norm if total.norm is not None else (bound or 0.0)
+    return Z * roundoff(average.dtype) * size / n + sketch_error(average, size / n) + sketch_error(total, size) / n
+
+
+def _diff(a: list[float], b: list[float]) -> tuple[float, int]:
+    """Largest |a_j - b_j| and its j."""
+    d = [abs(x - y) for x, y in zip(a, b)]
+    j = max(range(len(d)), key=d.__getitem__) if d else 0
+    return (d[j] if d else 0.0), j
+
+
+def _near(a: list[float], b: list[float], tol: float) -> bool:
+    return len(a) == len(b) and _diff(a, b)[0] <= tol
+
+
+def _scale(a: list[float], k: float) -> list[float]:
+    return [x * k for x in a]
+
+
+def _add(a: list[float], b: list[float], k: float = 1.0) -> list[float]:
+    return [x + k * y for x, y in zip(a, b)]
+
+
+@dataclass
+class ReplicaRound:
+    """One rank's view of one round: its send and sync parts and the sync step's record."""
+
+    replica: int
+    rank: int
+    send: Optional[RoundNumerics] = None
+    sync: Optional[RoundNumerics] = None
+    commit: Optional[bool] = None
+    sync_step: Optional[int] = None
+    manager_step_after: Optional[int] = None
+
+    @property
+    def head(self) -> RoundNumerics:
+        return self.send or self.sync  # type: ignore[return-value]
+
+
+@dataclass
+class Numerics:
+    """The check's result. ``status``: "checked" or "not checked" (``why``)."""
+
+    status: str = "not checked"
+    why: Optional[str] = None
+    checked: int = 0  # collective rounds (committed syncs) whose every check ran
+    replica_syncs_checked: int = 0
+    committed: int = 0  # committed syncs (replica, rank, sync step) in the logs
+    not_checked: dict[str, int] = field(default_factory=dict)  # why -> how many committed replica-syncs
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    largest_error: Optional[dict[str, Any]] = None  # the check closest to its tolerance
+    heals: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    # rounds whose commit failed everywhere: their SUM checked all the same (``_Checker.failed_round``)
+    failed_rounds: dict[str, int] = field(default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0})
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def texts(self) -> list[str]:
+        return [p["text"] for p in self.problems]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "why": self.why, "checked": self.checked,
+            "replica_syncs_checked": self.replica_syncs_checked, "committed": self.committed,
+            "not_checked": self.not_checked, "paths": self.paths,
+            "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error},
+            "problems": self.problems, "heals": self.heals, "failed_rounds": self.failed_rounds,
+        }
+
+
+def _rounds(logs: dict[tuple[int, int], list[EventRecord]]) -> tuple[dict[tuple, list[ReplicaRound]], int, dict[str, int]]:
+    """Group every rank's rounds into collectives: (rank, fragment, quorum id, manager step,
+    occurrence) -> one ``ReplicaRound`` per replica. Also: committed syncs in the logs, and the
+    committed ones without a sync sketch (why -> count)."""
+    groups: dict[tuple, list[ReplicaRound]] = {}
+    committed = 0
+    missing: dict[str, int] = {}
+    for (replica, rank), recs in sorted(logs.items()):
+        open_: dict[tuple, ReplicaRound] = {}
+        seen: dict[tuple, int] = {}
+        for rec in recs:
+            parts = rec.numerics or []
+            if rec.commit:
+                committed += 1
+                if not any(p.phase == "sync" for p in parts):
+                    why = "no sketch of this sync on the rank"
+                    missing[why] = missing.get(why, 0) + 1
+            for p in parts:
+                key = (rank, p.fragment, p.quorum_id, p.manager_step)
+                if p.phase == "send" or key not in open_:
+                    occ = seen.get(key, 0)
+                    seen[key] = occ + 1
+                    rr = ReplicaRound(replica, rank)
+                    open_[key] = rr
+                    groups.setdefault((*key, occ), []).append(rr)
+                rr = open_[key]
+                if p.phase == "send":
+                    rr.send = p
+                else:
+                    rr.sync, rr.commit, rr.sync_step, rr.manager_step_after = p, rec.commit, rec.step, rec.manager_step_after
+                    del open_[key]
+    return groups, committed, missing
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.out = Numerics(status="checked")
+        self.prev: dict[tuple[int, int, int], ReplicaRound] = {}  # (replica, rank, fragment) -> its previous round
+
+    def measure(self, err: float, tol: float, check: str, where: str) -> bool:
+        ratio = err / tol if tol > 0 else (0.0 if err == 0 else math.inf)
+        le = self.out.largest_error
+        if math.isfinite(ratio) and (le is None or ratio > le["ratio"]):
+            self.out.largest_error = {"check": check, "where": where, "error": err, "tolerance": tol, "ratio": ratio}
+        return err <= tol
+
+    def problem(self, rr: ReplicaRound, head: RoundNumerics, check: str, expected: Optional[float], observed: Optional[float],
+                error: Optional[float], tol: Optional[float], cause: str, what: str) -> None:
+        where = (f"sync step {rr.sync_step if rr.sync_step is not None else head.sync_step} (manager step {head.manager_step}), "
+                 f"fragment {head.fragment}, replica {rr.replica} rank {rr.rank}")
+        nums = ""
+        if expected is not None and observed is not None:
+            nums = f": expected {expected:.9g}, observed {observed:.9g}"
+            if error is not None and tol is not None:
+                nums += f" (error {error:.3g}, tolerance {tol:.3g})"
+        self.out.problems.append({
+            "sync_step": rr.sync_step if rr.sync_step is not None else head.sync_step, "manager_step": head.manager_step,
+            "fragment": head.fragment, "replica": rr.replica, "rank": rr.rank, "check": check,
+            "expected": expected, "observed": observed, "error": error, "tolerance": tol, "cause": cause,
+            "text": f"{where}: {what}{nums}; likely cause: {cause}",
+        })
+
+    def failed_round(self, rounds: list[ReplicaRound]) -> None:
+        """A round no replica committed (e.g. torchft 0.2.0's Baby process groups): was its SUM
+        still right? Reported apart (``failed_rounds``), never a problem: nothing stepped on it."""
+        world = max((r.head.world or 0) for r in rounds)
+        sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
+        sums = [r for r in rounds if r.sync is not None and r.sync.sum is not None]
+        fr = self.out.failed_rounds
+        fr["rounds"] += 1
+        if not sums or len(sends) < world:
+            fr["sum_not_sketched"] += 1
+            return
+        total = [0.0] * len(sends[0].send.contribution.proj)
+        for r in sends:
+            total = _add(total, r.send.contribution.proj)
+        contribs = [r.send.contribution for r in sends]
+        ok = all(_diff(r.sync.sum.proj, total)[0] <= sum_tolerance(contribs, r.sync.sum, world, r.head.path) for r in sums)
+        fr["sum_right" if ok else "sum_wrong"] += 1
+
+    def group(self, rounds: list[ReplicaRound]) -> None:
+        done = [r for r in rounds if r.sync is not None and r.commit]
+        if not done:
+            if any(r.sync is not None for r in rounds):
+                self.failed_round(rounds)
+            return
+        head = done[0].head
+        if head.path == "quantized":
+            self.out.not_checked["quantized allreduce (not sketched)"] = self.out.not_checked.get("quantized allreduce (not sketched)", 0) + len(done)
+            return
+        world = max((r.head.world or 0) for r in rounds)
+        sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
+        if len(sends) < world:
+            have = sorted(r.replica for r in sends)
+            for rr in done:
+                self.problem(rr, head, "sketch missing", None, None, None, None, "a sketch missing (a rank's event log lacks its send)",
+                             f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
+                             "the SUM cannot be checked")
+            return
+        participants = [r for r in sends if r.send.participating]
+        n = len(participants)
+        for r in sends:
+            c = r.send.contribution
+            if not r.send.participating and c.norm != 0.0:
+                self.problem(r, head, "non-participant", 0.0, c.norm, c.norm, 0.0, "a non-participant's values reached the SUM",
+                             "a replica not participating contributed non-zero values (norm of its contribution)")
+        total = [0.0] * len(sends[0].send.contribution.proj)
+        for r in sends:
+            total = _add(total, r.send.contribution.proj)
+        contribs = [r.send.contribution for r in sends]
+        bound = sum(c.norm or 0.0 for c in contribs)  # >= ||SUM||: the SUM's norm is not recorded
+        first_avg: Optional[tuple[ReplicaRound, Sketch]] = None
+        checked_all = True
+        for rr in done:
+            s, a = rr.sync.sum, rr.sync.average
+            if s is None or a is None:
+                checked_all = False
+                why = "SUM not sketched (the collective did not complete)" if s is None else "average not sketched"
+                self.out.not_checked[why] = self.out.not_checked.get(why, 0) + 1
+                continue
+            where = f"replica {rr.replica} rank {rr.rank} sync step {rr.sync_step}"
+            prev = self.prev.get((rr.replica, rr.rank, head.fragment))
+            ok = True
+            if rr.head.participants != n:
+                ok = False
+                self.problem(rr, head, "participants", float(n), float(rr.head.participants or 0), None, None,
+                             "a wrong participant count", f"its manager counted {rr.head.participants} participants, "
+                             f"{n} replica(s) of the collective participated")
+            tol = sum_tolerance(contribs, s, world, head.path)
+            err, j = _diff(s.proj, total)
+            if not self.measure(err, tol, "SUM = sum of contributions", where):
+                ok = False
+                cause = self._sum_cause(s, total, sends, prev, tol, bound)
+                self.problem(rr, head, "sum", total[j], s.proj[j], err, tol, cause,
+                             "the process group's SUM is not the sum of the contributions")
+            if n:
+                tol = average_tolerance(s, a, n, bound)
+                want = _scale(s.proj, 1.0 / n)
+                err, j = _diff(a.proj, want)
+                if not self.measure(err, tol, "average = SUM / participants", where):
+                    ok = False
+                    self.problem(rr, head, "average", want[j], a.proj[j], err, tol, self._avg_cause(s, a, n, world, prev, tol),
+                                 f"the average the outer optimizer stepped on is not SUM / {n} participants")
+            # every participant stepped from the same average: each one that passed its own checks
+            # against the first that did (one that failed them is already named above)
+            if ok and n and rr.send is not None and rr.send.participating:
+                if first_avg is None:
+                    first_avg = (rr, a)
+                else:
+                    q, qa = first_avg
+                    size = (s.norm if s.norm is not None else bound) / n
+                    tol = sketch_error(a, size) + sketch_error(qa, size)
+                    err, j = _diff(a.proj, qa.proj)
+                    if not self.measure(err, tol, "same average on every participant", where):
+                        ok = False
+                        self.problem(rr, head, "same average", qa.proj[j], a.proj[j], err, tol,
+                                     "values changed after the collective on one replica",
+                                     f"participants stepped from different averages (replica {q.replica}'s is the reference)")
+            if ok:
+                self.out.replica_syncs_checked += 1
+        if checked_all:
+            self.out.checked += 1
+
+    def remember(self, rounds: list[ReplicaRound]) -> None:
+        for r in rounds:
+            if r.sync is not None:
+                self.prev[(r.replica, r.rank, r.head.fragment)] = r
+
+    def _sum_cause(self, s: Sketch, total: list[float], sends: list[ReplicaRound], prev: Optional[ReplicaRound], tol: float,
+                   bound: float) -> str:
+        for q in sends:
+            if q.send.participating and q.send.contribution.norm > 0 and _near(s.proj, _add(total, q.send.contribution.proj, -1.0), tol):
+                return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
+        if prev is not None and prev.sync.sum is not None and _near(s.proj, prev.sync.sum.proj, 2 * tol):
+            return f"a stale buffer (the SUM equals this replica's previous round of the fragment, manager step {prev.head.manager_step})"
+        rel = _diff(s.proj, total)[0] / max(s.norm if s.norm is not None else bound, 1e-300)
+        return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
+
+    def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: Optional[ReplicaRound], tol: float) -> str:
+        if n > 1 and _near(a.proj, s.proj, n * tol):
+            return "not divided at all: the average is the SUM (torchft's divide-by-participants callback did not run)"
+        if _near(a.proj, _scale(s.proj, 1.0 / (n + 1)), tol):
+            return f"divided by participants + 1 = {n + 1} instead of {n} participants (the world size instead of the participants?)"
+        if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
+            return f"divided by the world size {world} instead of {n} participants"
+        if prev is not None and prev.sync.average is not None and _near(a.proj, prev.sync.average.proj, 2 * tol):
+            return f"a stale buffer (the average equals this replica's previous round, manager step {prev.head.manager_step})"
+        return "values changed after the collective (between torchft's divide and the outer step)"
+
+    def heals(self, logs: dict[tuple[int, int], list[EventRecord]], groups: dict[tuple, list[ReplicaRound]]) -> None:
+        done = [r for rs in groups.values() for r in rs if r.sync is not None and r.commit and r.sync.globals is not None]
+        for (replica, rank), recs in sorted(logs.items()):
+            for i, rec in enumerate(recs):
+                if not rec.heal_numerics:
+                    continue
+                hn = rec.heal_numerics
+                src = rec.healed.source_replica if rec.healed else None
+                entry: dict[str, Any] = {"replica": replica, "rank": rank, "source_replica": src, "manager_step": hn.manager_step,
+                                         "step": rec.step, "fragments_checked": 0, "fragments_not_checked": [], "params_match": None}
+                for f, mine in enumerate(hn.fragments):
+                    theirs = [r for r in done if r.rank == rank and r.head.fragment == f and r.replica != replica
+                              and (src is None or r.replica == src) and (r.manager_step_after or 0) <= hn.manager_step]
+                    if not theirs:
+                        entry["fragments_not_checked"].append(f)
+                        continue
+                    ref = max(theirs, key=lambda r: r.manager_step_after or 0)
+                    tol = sketch_error(mine) + sketch_error(ref.sync.globals, mine.norm)
+                    err, j = _diff(mine.proj, ref.sync.globals.proj)
+                    entry["fragments_checked"] += 1
+                    if not self.measure(err, tol, "healed params = source's", f"replica {replica} rank {rank} heal"):
+                        entry["params_match"] = False
+                        rr = ReplicaRound(replica, rank, sync_step=rec.step)
+                        head = RoundNumerics("heal", f, hn.manager_step, None)
+                        self.problem(rr, head, "heal", ref.sync.globals.proj[j], mine.proj[j], err, tol,
+                                     "the checkpoint transport delivered other parameters",
+                                     f"after healing from replica {ref.replica}, fragment {f}'s global parameters differ from "
+                                     f"the source's after its commit to manager step {ref.manager_step_after}")
+                    elif entry["params_match"] is None:
+                        entry["params_match"] = True
+                first = next((p for x in recs[i:] for p in (x.numerics or []) if p.phase == "send"), None)
+                if first is not None and first.contribution is not None:
+                    # the rule: a non-participant contributes zeros; a participant's values are in
+                    # the SUM, which the round's own check verified (no problem named it)
+                    zero = first.contribution.norm == 0.0
+                    flagged = any(p["fragment"] == first.fragment and p["manager_step"] == first.manager_step
+                                  for p in self.out.problems)
+                    entry["first_contribution"] = {"fragment": first.fragment, "manager_step": first.manager_step,
+                                                   "participating": first.participating, "zero": zero,
+                                                   "follows_rule": (not flagged) if first.participating else zero}
+                self.out.heals.append(entry)
+
+
+def check_numerics(logs: dict[tuple[int, int], list[EventRecord]], sketches_on: Optional[bool] = None,
+                   partial: Optional[str] = None) -> Numerics:
+    """``logs``: (replica, rank) -> records, merged across the job's groups. ``sketches_on``: the
+    run's ``sketches`` setting (None: not known — a foreign run or an ftrun before sketches);
+    ``partial``: why only part of the job is here (then nothing is checked)."""
+    if not logs:
+        return Numerics(why="no event logs")
+    if partial:
+        return Numerics(why=partial)
+    groups, committed, missing = _rounds(logs)
+    if sketches_on is False:
+        return Numerics(why="sketches off (--no-sketches)", committed=committed)
+    if not groups:
+        why = "no sketches in the event logs (a run without them)" if sketches_on is None else "no sync was sketched"
+        out = Numerics(why=why, committed=committed)
+        if sketches_on and committed:
+            out.status, out.why = "checked", None
+            out.problems.append({"check": "sketch missing", "cause": "a sketch missing", "sync_step": None, "manager_step": None,
+                                 "fragment": None, "replica": None, "rank": None, "expected": None, "observed": None,
+                                 "error": None, "tolerance": None,
+                                 "text": f"sketches were on but none was recorded for the {committed} committed sync(s)"})
+        return out
+    c = _Checker()
+    c.out.committed = committed
+    c.out.not_checked.update(missing)
+    order = sorted(groups.items(), key=lambda kv: (min((r.sync_step or 0) for r in kv[1]), kv[0][3], kv[0][1]))
+    for _, rounds in order:
+        c.group(rounds)
+        c.remember(rounds)
+    c.heals(logs, groups)
+    c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
+    if not c.out.checked and not c.out.problems:
+        c.out.status = "not checked"
+        c.out.why = "no sync committed (nothing stepped on an average)" if not committed else "no committed sync had its sketches"
+    return c.out

@@ -1,0 +1,367 @@
+"""Where the time goes between a fault and the first commit with the group back. Torch-free.
+
+For each fired fault (manifest ``faults.fired``: replica R, ``fired_at`` = t0), from the run's
+own records, each phase measured by its own two clock readings (never one phase derived from
+another):
+
+* ``detect``: t0 -> the survivors' first quorum without R (``Quorum.t`` in a survivor's step
+  log). What bounded it: the time the survivors waited in that quorum (``quorum_s``) beside the
+  lighthouse's heartbeat timeout (the run's ``heartbeat_timeout_ms``).
+* ``relaunch``: the group's relaunch (``restart`` in ``events/run.jsonl``: its launcher started)
+  -> torchft Manager up (``manager_up`` in R's lifecycle log, ``ftrun.worker.lifecycle``).
+* ``join``: manager up (a hang: the stall's end) -> the first quorum R's new incarnation
+  computed together with another group (``Quorum.t`` in R's step log).
+* ``reconfigure``: torchft's process-group ``configure`` for that quorum on R: its
+  ``torchft::manager::_pg::configure`` span in R's recovery profile (``traces/recovery/``) where
+  traced, else the ``configure`` lifecycle record (every participant's own configure beside it).
+* ``heal``: R's ``recv_checkpoint`` (traced span, else lifecycle record; bytes = the state
+  dict's tensor bytes, rate over the lifecycle's own timing; source = the quorum's heal
+  source, whose ``send_checkpoint`` record gives the bytes it staged). ``sources`` says which.
+* ``catch_up``: the end of the last of those phases that happened -> R's first commit.
+
+``total_s`` = R's first commit - t0. The phases can overlap in time (the survivors detect the
+loss while R relaunches), so ``phases`` counts each second of [t0, first commit] once: for R's
+own chain first (relaunch, join, reconfigure, heal, catch-up: what the first commit waits on),
+and for ``detect`` only what that chain does not cover (the survivors' detection is on the
+critical path only until R's relaunch begins, or when R waits in its join for it: then it is
+the join's). ``spans`` keeps every phase's own interval (seconds after the fault), so a
+detection hidden behind the relaunch still shows; ``unaccounted_s`` = seconds no phase covers. A phase that did not happen is None, with the
+reason in ``reasons``. Survivors' losses over [t0, first commit]: failed commits, steps they
+ran before R was back in their quorum, steps/s against the same length of time before t0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import msgspec
+
+from ftrun import layout
+from ftrun.event_log import read_lifecycle, seconds
+from ftrun.layout import EventRecord, LifecycleEvent, Manifest, Quorum
+from ftrun.torchft_compat import LABELS
+
+LABELS_CONFIGURE, LABELS_RECV = LABELS.pg_configure, LABELS.recv_checkpoint
+PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
+ACCOUNT_ORDER = ("relaunch", "join", "reconfigure", "heal", "catch_up", "detect")  # who owns an overlapped second
+TOLERANCE = 0.10  # the phases must cover the measured total to within this share
+
+
+@dataclass
+class Recovery:
+    fault: str  # "kill 1@25"
+    replica: int
+    t0: float  # unix time the fault fired
+    total_s: Optional[float]  # None: never back with a commit
+    phases: dict[str, Optional[float]]
+    spans: dict[str, Optional[tuple[float, float]]]
+    reasons: dict[str, str]
+    unaccounted_s: Optional[float]
+    heal_bytes: Optional[int] = None
+    heal_bytes_sent: Optional[int] = None
+    heal_rate_bps: Optional[float] = None
+    heal_source: Optional[int] = None
+    heal_link_hold_s: Optional[float] = None
+    detect_bound: str = ""
+    reconfigure_participants: dict[int, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
+    relaunch_detail: dict[str, float] = field(default_factory=dict)
+    survivors: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def largest_phase(self) -> Optional[str]:
+        done = {k: v for k, v in self.phases.items() if v is not None}
+        return max(done, key=done.get) if done else None
+
+    @property
+    def covered(self) -> bool:
+        """The phases account for the total within ``TOLERANCE``."""
+        return self.total_s is not None and self.unaccounted_s is not None and self.unaccounted_s <= TOLERANCE * self.total_s
+
+    def to_json(self) -> dict[str, Any]:
+        r3 = lambda x: None if x is None else round(x, 3)  # noqa: E731
+        return {
+            "fault": self.fault, "replica": self.replica, "fault_at": self.t0,
+            "phases": {k: r3(v) for k, v in self.phases.items()},
+            "unaccounted_s": r3(self.unaccounted_s), "total_s": r3(self.total_s),
+            "heal_bytes": self.heal_bytes, "heal_source": self.heal_source,
+            "heal_bytes_sent": self.heal_bytes_sent,
+            "heal_rate_bps": None if self.heal_rate_bps is None else round(self.heal_rate_bps),
+            "heal_link_hold_s": r3(self.heal_link_hold_s),
+            "largest_phase": self.largest_phase,
+            "spans": {k: None if v is None else [round(v[0] - self.t0, 3), round(v[1] - self.t0, 3)] for k, v in self.spans.items()},
+            "sources": self.sources, "relaunch_detail": {k: round(v, 3) for k, v in self.relaunch_detail.items()},
+            "reasons": self.reasons, "detect_bound": self.detect_bound,
+            "reconfigure_participants": {str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
+            "survivors": self.survivors, "text": self.text,
+        }
+
+
+def read_lifecycles(run_dir: Path, replicas: list[int]) -> dict[int, list[LifecycleEvent]]:
+    """Rank 0's lifecycle log of each replica group (missing file: [])."""
+    return {r: read_lifecycle(layout.lifecycle_log(run_dir, r, 0)) for r in replicas}
+
+
+TraceSpans = dict[tuple[int, int], dict[str, list[tuple[float, float]]]]  # (replica, incarnation) -> label -> spans
+
+
+def breakdown(manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]],
+              life: dict[int, list[LifecycleEvent]], traced: TraceSpans | None = None) -> list[Recovery]:
+    """One ``Recovery`` per fired fault, in firing order (module docstring). ``traced``: the
+    recovery profiles' ``_pg::configure`` / ``recv_checkpoint`` spans (``recovery_trace_spans``),
+    preferred to the lifecycle log's timings where present."""
+    return [_one(f, manifest, logs, life, traced or {}) for f in sorted(manifest.faults.fired, key=lambda f: f.fired_at)]
+
+
+def recovery_of(run_dir: Path, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]]) -> list[Recovery]:
+    """``breakdown`` with the lifecycle logs and recovery traces read from ``run_dir``."""
+    groups = sorted({r for r, _ in logs} | {f.replica for f in manifest.faults.fired})
+    return breakdown(manifest, logs, read_lifecycles(run_dir, groups), recovery_trace_spans(run_dir))
+
+
+_INCARNATION_RE = re.compile(r"\.restart(\d+)\.")
+
+
+def recovery_trace_spans(run_dir: Path) -> TraceSpans:
+    """Rank 0's recovery profiles (``traces/recovery/``): torchft's configure and heal spans as unix
+    times (the trace's ``baseTimeNanoseconds`` + ts). A trace ftrun cannot read is skipped: the
+    lifecycle log still has the timings."""
+    from ftrun.errors import BadInput
+    from ftrun.trace.load import load_trace
+    from ftrun.trace.schema import name_filter, trace_events
+
+    wanted = (LABELS.pg_configure, LABELS.recv_checkpoint)
+    keep = name_filter(wanted, ())
+    out: TraceSpans = {}
+    for p in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*")):
+        w, m = layout.parse_worker(p.name), _INCARNATION_RE.search(p.name)
+        if w is None or w[1] != 0 or m is None:
+            continue
+        try:
+            trace = load_trace(p)
+            if trace.baseTimeNanoseconds is None:
+                continue
+            base = trace.baseTimeNanoseconds / 1e9
+            found: dict[str, list[tuple[float, float]]] = {}
+            for e in trace_events(trace, keep):
+                if e.name in wanted and e.ph == "X":
+                    found.setdefault(e.name, []).append((base + e.ts / 1e6, base + (e.ts + e.dur) / 1e6))
+        except (BadInput, msgspec.ValidationError):
+            continue
+        out[(w[0], int(m[1]))] = {k: sorted(v) for k, v in found.items()}
+    return out
+
+
+def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
+    """``recovery_of`` for an ``ftrun train`` run dir ([] for another kind or a run without faults)."""
+    from ftrun.event_log import read_event_log
+
+    m = layout.read_manifest(run_dir)
+    if not isinstance(m, Manifest) or not m.faults.fired:
+        return []
+    logs = {(e.replica, e.rank): read_event_log(run_dir / e.path) for e in m.event_logs}
+    return recovery_of(run_dir, m, logs)
+
+
+def _quorums(records: list[EventRecord]) -> list[Quorum]:
+    return [q for x in records for q in (x.quorums or [])]
+
+
+def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]],
+         life: dict[int, list[LifecycleEvent]], traced: TraceSpans) -> Recovery:
+    r, t0 = f.replica, f.fired_at
+    label = layout.fault_label(f.action, r, f.fired_step or f.step)
+    mine = [x for x in logs.get((r, 0), []) if x.t > t0]
+    survivors = sorted(k for k, g in logs if g == 0 and k != r)
+    spans: dict[str, Optional[tuple[float, float]]] = dict.fromkeys(PHASES)
+    reasons: dict[str, str] = {}
+    out = Recovery(label, r, t0, None, dict.fromkeys(PHASES), spans, reasons, None)
+
+    # detect: the survivors' first quorum without R
+    detected = sorted(((q.t, s, q) for s in survivors for q in _quorums(logs[(s, 0)])
+                       if q.t > t0 and r not in q.participants), key=lambda x: x[0])
+    hb = manifest.config.get("heartbeat_timeout_ms")
+    if detected:
+        td, s, q = detected[0]
+        spans["detect"], out.sources["detect"] = (t0, td), "event log"
+        rec = next((x for x in logs[(s, 0)] if x.quorums and any(y.quorum_id == q.quorum_id for y in x.quorums)), None)
+        waited = seconds(rec.quorum_s) if rec is not None and rec.quorum_s is not msgspec.UNSET else None
+        out.detect_bound = (f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
+                            if waited is not None and rec is not None else f"quorum {q.quorum_id}")
+        if hb is not None:
+            out.detect_bound += f"; the lighthouse drops a group whose heartbeats stop after {hb} ms"
+            if waited is not None and waited >= 0.8 * hb / 1e3:
+                out.detect_bound += ": bounded by the heartbeat timeout"
+    else:
+        reasons["detect"] = "no survivor computed a quorum without the group after the fault (it was back first, or none ran)"
+
+    # relaunch: the launcher's restart -> manager up
+    restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
+    inc = restart.incarnation if restart is not None else None
+    events = [e for e in life.get(r, []) if e.t_start > t0 and (inc is None or e.incarnation == inc)]
+    up = next((e for e in events if e.event == "manager_up"), None)
+    if restart is not None and up is not None:
+        spans["relaunch"] = (restart.t, up.t)
+        out.sources["relaunch"] = "event log"
+        began = next((e for e in events if e.event == "start"), None)
+        if began is not None:  # where the relaunch went: torchrun, then imports and the model, then the Manager
+            out.relaunch_detail = {"launcher_to_rank_s": began.t - restart.t, "rank_to_manager_s": up.t_start - began.t,
+                                   "manager_s": up.t - up.t_start}
+    elif restart is None:
+        reasons["relaunch"] = (f"not relaunched: a hang is not a crash, the group's processes lived on (stalled {f.seconds:g} s"
+                               " inside the step; until the stall's end no phase of it is counted)" if f.action == "hang"
+                               else "not relaunched (no restart left: --restarts)")
+    else:
+        reasons["relaunch"] = f"relaunched (incarnation {inc}) but no manager_up in its lifecycle log"
+
+    # join: manager up (a hang: the stall's end) -> first quorum with another group
+    start = up.t if up is not None else (t0 + f.seconds if f.action == "hang" else None)
+    joined = None
+    if start is not None:
+        joined = next((q for q in _quorums(mine) if q.t >= start and any(p is not None and p != r for p in q.participants)), None)
+    if joined is not None and start is not None:
+        spans["join"], out.sources["join"] = (start, joined.t), "event log"
+    else:
+        reasons["join"] = "never in a quorum with another group again" if start is not None else "the group never came back up"
+
+    # reconfigure: R's process-group configure for that quorum (every participant's beside it)
+    if joined is not None:
+        conf = next((e for e in events if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
+        if conf is None:
+            conf = next((e for e in events if e.event == "configure" and e.t_start >= joined.t), None)
+        tspan = _traced(traced, r, inc, LABELS_CONFIGURE, joined.t)
+        if tspan is not None:
+            spans["reconfigure"], out.sources["reconfigure"] = tspan, "trace"
+        elif conf is not None:
+            spans["reconfigure"], out.sources["reconfigure"] = (conf.t_start, conf.t), "event log"
+        else:
+            reasons["reconfigure"] = f"no process-group configure logged for quorum {joined.quorum_id}"
+        for p in joined.participants:
+            c = next((e for e in life.get(p, []) if e.event == "configure" and e.quorum_id == joined.quorum_id), None) if p is not None else None
+            if c is not None:
+                out.reconfigure_participants[p] = c.t - c.t_start
+    else:
+        reasons["reconfigure"] = "no quorum to configure for"
+
+    # heal: R's recv_checkpoint; the source's send_checkpoint
+    recv = next((e for e in events if e.event == "recv_checkpoint" and joined is not None and e.t_start >= joined.t), None)
+    if recv is not None:
+        tspan = _traced(traced, r, inc, LABELS_RECV, recv.t_start - 0.5)
+        spans["heal"], out.sources["heal"] = (tspan, "trace") if tspan is not None else ((recv.t_start, recv.t), "event log")
+        out.heal_bytes, out.heal_link_hold_s = recv.bytes, recv.hold_s
+        if recv.bytes is not None and recv.t > recv.t_start:
+            out.heal_rate_bps = recv.bytes * 8 / (recv.t - recv.t_start)  # the lifecycle's own timing
+        out.heal_source = joined.heal_source if joined is not None else None
+        if out.heal_source is not None:
+            sent = next((e for e in life.get(out.heal_source, []) if e.event == "send_checkpoint"
+                         and joined is not None and e.t_start >= joined.t - 1.0), None)
+            out.heal_bytes_sent = sent.bytes if sent is not None else None
+    elif joined is not None and not joined.heal:
+        reasons["heal"] = f"no heal: torchft's quorum {joined.quorum_id} did not ask this group to heal (nothing committed it lacked)"
+    else:
+        reasons["heal"] = "no checkpoint received"
+
+    # catch-up: the end of the last phase that happened -> R's first commit
+    commit = next((x for x in mine if x.commit and (joined is None or x.t >= joined.t)), None)
+    last_end = max((s[1] for k, s in spans.items() if s is not None and k in ("join", "reconfigure", "heal")), default=None)
+    if commit is not None and last_end is not None:
+        spans["catch_up"], out.sources["catch_up"] = (last_end, commit.t), "event log"
+    else:
+        reasons["catch_up"] = "no commit of the group after the fault" if commit is None else "never rejoined"
+
+    if commit is not None:
+        out.total_s = commit.t - t0
+        _account(out, t0, commit.t)
+    else:  # nothing to account against: each phase's own length
+        out.phases = {k: None if s is None else s[1] - s[0] for k, s in spans.items()}
+    out.survivors = _losses(logs, survivors, r, t0, commit.t if commit is not None else None, joined)
+    out.text = describe(out)
+    return out
+
+
+def _traced(traced: TraceSpans, replica: int, inc: Optional[int], label: str, after: float) -> Optional[tuple[float, float]]:
+    """The first traced span ``label`` of that incarnation starting at or after ``after``."""
+    if inc is None:
+        return None
+    return next((s for s in traced.get((replica, inc), {}).get(label, []) if s[0] >= after), None)
+
+
+def _account(out: Recovery, t0: float, t1: float) -> None:
+    """Each second of [t0, t1] once, for the first phase in ``ACCOUNT_ORDER`` covering it."""
+    covered: list[tuple[float, float]] = []
+    for k in ACCOUNT_ORDER:
+        s = out.spans[k]
+        if s is None:
+            continue
+        a, b = max(s[0], t0), min(s[1], t1)
+        new = 0.0
+        if b > a:
+            new = _length(covered + [(a, b)]) - _length(covered)
+            covered.append((a, b))
+        out.phases[k] = new
+    out.unaccounted_s = max(0.0, (t1 - t0) - _length(covered))
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def _losses(logs: dict[tuple[int, int], list[EventRecord]], survivors: list[int], r: int, t0: float,
+            t1: Optional[float], joined: Optional[Quorum]) -> dict[str, Any]:
+    """What the survivors lost over [t0, t1]: failed commits, steps without R, steps/s before vs during."""
+    if not survivors:
+        return {}
+    end = t1 if t1 is not None else max((x.t for s in survivors for x in logs[(s, 0)]), default=t0)
+    back = joined.t if joined is not None else end
+    span = end - t0
+    failed, without, before, during = 0, 0, [], []
+    for s in survivors:
+        recs = [x for x in logs[(s, 0)] if x.step is not None]
+        failed += sum(1 for x in recs if x.commit is False and t0 < x.t <= end)
+        without = max(without, sum(1 for x in recs if t0 < x.t <= back))
+        if span > 0 and recs:
+            lo = max(t0 - span, recs[0].t)
+            n_before = sum(1 for x in recs if lo < x.t <= t0)
+            if t0 > lo:
+                before.append(n_before / (t0 - lo))
+            during.append(sum(1 for x in recs if t0 < x.t <= end) / span)
+    b = sum(before) / len(before) if before else None
+    d = sum(during) / len(during) if during else None
+    return {
+        "failed_commits": failed, "steps_without_group": without,
+        "steps_per_s_before": None if b is None else round(b, 3),
+        "steps_per_s_during": None if d is None else round(d, 3),
+        "goodput": round(d / b, 3) if b and d is not None else None,
+    }
+
+
+def describe(x: Recovery) -> str:
+    """One paragraph: the total, the largest phase, the phases that did not happen and why."""
+    if x.total_s is None:
+        head = f"{x.fault}: the group never committed again after the fault"
+    else:
+        big = x.largest_phase
+        head = (f"{x.fault}: {x.total_s:.2f} s to the group's first commit; largest phase {big}"
+                f" ({x.phases[big]:.2f} s)" if big else f"{x.fault}: {x.total_s:.2f} s")
+        head += f"; unaccounted {x.unaccounted_s:.2f} s"
+    parts = [head]
+    if x.detect_bound:
+        parts.append(f"detect: {x.detect_bound}")
+    if x.heal_bytes is not None:
+        parts.append(f"heal: {x.heal_bytes:,} bytes from replica {x.heal_source}"
+                     + (f" (source staged {x.heal_bytes_sent:,})" if x.heal_bytes_sent is not None else "")
+                     + (f", link hold {x.heal_link_hold_s:.3f} s" if x.heal_link_hold_s else ""))
+    parts += [f"{k}: {why}" for k, why in x.reasons.items()]
+    return "; ".join(parts)

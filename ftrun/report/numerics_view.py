@@ -1,0 +1,48 @@
+"""The numeric check (``ftrun.check.numerics``) as text: one line, shared by every report."""
+
+from __future__ import annotations
+
+
+def numerics_line(num: dict) -> str:
+    """The numeric check in one line (``ftrun.check.numerics.Numerics.to_json``), for every report."""
+    if num.get("status") != "checked":
+        return f"numerics not checked: {num.get('why')}{failed_rounds(num)}"
+    if num.get("problems"):
+        return f"numerics: {len(num['problems'])} problem(s); first: {num['problems'][0]['text']}"
+    le = (num.get("tolerance") or {}).get("largest_error")
+    worst = f"; largest error {le['error']:.3g} = {le['ratio']:.2g} of its tolerance ({le['check']})" if le else ""
+    rest = num.get("not_checked") or {}
+    skipped = f"; {sum(rest.values())} not checked ({', '.join(rest)})" if rest else ""
+    heals = num.get("heals") or []
+    healed = "".join(f"; heal of replica {h['replica']} from {h['source_replica']} at manager step {h['manager_step']}: params "
+                     + ("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER")
+                     + _first(h.get("first_contribution")) for h in heals)
+    return (f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
+            f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}{failed_rounds(num)}")
+
+
+def failed_rounds(num: dict) -> str:
+    """What the sketches say about rounds whose commit failed everywhere (their SUM)."""
+    fr = num.get("failed_rounds") or {}
+    if not fr.get("rounds"):
+        return ""
+    return (f"; {fr['rounds']} failed round(s): SUM = sum of contributions on {fr['sum_right']}, wrong on {fr['sum_wrong']}, "
+            f"not sketched on {fr['sum_not_sketched']}")
+
+
+def _first(fc: dict | None) -> str:
+    if not fc:
+        return ""
+    what = "participating, in the SUM" if fc["participating"] else "not participating, zeros"
+    return f", first contribution {what} ({'ok' if fc.get('follows_rule') else 'WRONG'})"
+
+
+def numerics_cell(brief: dict | None) -> str:
+    """A table cell (compare, sweep) for ``ftrun.check.metrics.numerics_brief``."""
+    if not brief:
+        return "-"
+    if brief.get("problems"):
+        return f"FAIL ({brief['problems']} problem(s))"
+    if brief.get("status") != "checked":
+        return f"not checked ({brief.get('why')})"
+    return f"ok ({brief.get('checked')} syncs)"

@@ -1,0 +1,382 @@
+"""Sketch what torchft's DiLoCo averaged at every sync, so ``ftrun.check.numerics`` can check it.
+
+Where torchft computes it (0.2.0 and nightly, ``local_sgd.py`` / ``manager.py``): at the send,
+``_StreamingDiLoCoFragment.prepare_sync`` computes each parameter's pseudo-gradient
+``original - current`` and calls ``Manager.allreduce`` per parameter (or per bucket);
+``Manager.allreduce`` zeroes the tensor when the replica is not participating, runs the process
+group's SUM, and chains a callback that divides by ``num_participants()``; at the sync,
+``perform_sync`` waits, and after ``should_commit`` the outer optimizer steps on the average.
+We hook exactly those places, never re-implementing them:
+
+* ``SketchPG`` wraps the process group the Manager uses (torchft's ``ProcessGroupWrapper``
+  extension point): the tensor handed to its ``allreduce`` is the **contribution** as the
+  collective saw it; its result, before torchft's divide callback runs, is the **SUM**.
+* each fragment's ``prepare_sync`` / ``perform_sync`` (instance attributes) name the round:
+  fragment, manager step, quorum id, participants, whether this replica participates.
+* the outer optimizers ftrun built get a step pre-hook (the **average** it steps on: ``p.grad``)
+  and a post-hook (the **globals** after the step).
+* after a heal, the first send sketches every fragment's global parameters (``HealNumerics``).
+
+A sketch (``layout.Sketch``) of a flattened fragment x is k = ``K`` projections P·x with
+P[j, i] = W[j, i mod PERIOD], W a fixed ±1 matrix drawn from ``SEED`` (the same on every
+replica), and ||x||₂. Linear, so P·avg = (Σ P·contribution) / participants up to rounding. It
+is computed on the tensors' device, one tensor at a time at its offset in the fragment: the
+tensor is first summed in float32 over rows of ``STAGE`` columns (a multiple of PERIOD: few rows
+for any tensor, so the float32 error stays ~ u32·sqrt(rows/2)·||x||), then in float64 to PERIOD
+columns and projected in float64. ``ftrun.check.numerics.tolerance`` states the error budget.
+Cost per sync: 5 passes over the fragment, each about one float32 ``sum`` (a fold of each of the
+four, the contribution's norm).
+
+A hook that fails never breaks training: the round is marked unsketched and the check says
+"not checked" for it (logged once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+import torch
+import torch.distributed as dist
+from torchft.process_group import ProcessGroup, ProcessGroupWrapper
+
+from ftrun import layout
+from ftrun.torchft_compat import diloco_fragments, quorum_id
+
+log = logging.getLogger(__name__)
+
+K = layout.SKETCH_K  # projections per sketch
+PERIOD = layout.SKETCH_PERIOD  # columns of W (prime: a fault must not hide in a short period)
+STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~131K): rows = ceil(numel / STAGE)
+SEED = layout.SKETCH_SEED
+BATCH = PERIOD * 64  # tensors smaller than this are copied and projected together (fewer, bigger ops)
+
+
+class Projector:
+    """W (K x PERIOD, ±1, float64) on each device it is asked for; projects one tensor at an offset."""
+
+    def __init__(self) -> None:
+        g = torch.Generator().manual_seed(SEED)
+        self._cpu = torch.randint(0, 2, (K, PERIOD), generator=g, dtype=torch.float64) * 2 - 1
+        self._by_device: dict[torch.device, torch.Tensor] = {}
+        self._lock = threading.Lock()
+
+    def w(self, device: torch.device) -> torch.Tensor:
+        with self._lock:
+            if device not in self._by_device:
+                self._by_device[device] = self._cpu.to(device)
+            return self._by_device[device]
+
+    def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor], int]:
+        """(P·x restricted to elements offset.., as K float64; ||x||² as float32 when ``norm``; the
+        float32 stage's rows, 0 when none ran), the tensors on x's device."""
+        flat = x.detach().reshape(-1)
+        n = flat.numel()
+        body = (n // STAGE) * STAGE
+        if body:  # float32 over rows of STAGE columns, then float64
+            folded = flat[:body].view(-1, STAGE).sum(0, dtype=torch.float32).to(torch.float64)
+            if n > body:
+                folded[: n - body] += flat[body:].to(torch.float64)
+        else:  # a small tensor: float64 directly, padded to whole rows of PERIOD
+            folded = torch.zeros(-(-max(n, 1) // PERIOD) * PERIOD, dtype=torch.float64, device=flat.device)
+            folded[:n] = flat
+        if folded.numel() > PERIOD:
+            folded = folded.view(-1, PERIOD).sum(0)
+        folded = torch.roll(folded, offset % PERIOD)
+        sq = None
+        if norm:
+            sq = torch.linalg.vector_norm(flat, dtype=torch.float32) ** 2 if n else torch.zeros((), device=flat.device)
+        return self.w(flat.device) @ folded, sq, body // STAGE
+
+
+class Builder:
+    """The pieces of one flattened fragment's sketch; ``at(x, offset)`` may run on any thread."""
+
+    def __init__(self, projector: Projector, norm: bool = True) -> None:
+        self.projector = projector
+        self.norm = norm  # measure ||x|| too (one more pass over the data)
+        self.parts: list[tuple[torch.Tensor, Optional[torch.Tensor], int]] = []
+        self.small: list[tuple[int, torch.Tensor]] = []  # (offset, copy) of small tensors, projected by ``sketch``
+        self.numel = 0  # elements placed so far (the next offset, for ``add``)
+        self.dtype = ""
+
+    def add(self, x: torch.Tensor) -> int:
+        """Project ``x`` at the next offset; returns that offset."""
+        offset = self.numel
+        self.numel += x.numel()
+        self.at(x, offset)
+        return offset
+
+    def at(self, x: torch.Tensor, offset: int) -> None:
+        """Sketch ``x`` as it is now (a small one is copied: the collective and torchft's divide
+        change it in place later). list.append: safe across threads."""
+        self.dtype = self.dtype or str(x.dtype).removeprefix("torch.")
+        if x.numel() < BATCH:
+            self.small.append((offset, x.detach().reshape(-1).clone()))
+        else:
+            self.parts.append(self.projector.project(x, offset, self.norm))
+
+    def _project_small(self) -> None:
+        """Project the small tensors' copies, each run of adjacent ones concatenated into one."""
+        runs: list[tuple[int, list[torch.Tensor]]] = []
+        end = None
+        for offset, t in sorted(self.small, key=lambda p: p[0]):
+            if end == offset and runs[-1][1][0].dtype == t.dtype and runs[-1][1][0].device == t.device:
+                runs[-1][1].append(t)
+            else:
+                runs.append((offset, [t]))
+            end = offset + t.numel()
+        self.small = []
+        for offset, ts in runs:
+            self.parts.append(self.projector.project(torch.cat(ts) if len(ts) > 1 else ts[0], offset, self.norm))
+
+    def sketch(self, numel: Optional[int] = None) -> layout.Sketch:
+        """Materialise (one device-to-host copy)."""
+        self._project_small()
+        if not self.parts:
+            return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32", 0)
+        proj = torch.stack([p for p, _, _ in self.parts]).sum(0).cpu().tolist()
+        norm = float(torch.stack([s.to(torch.float64) for _, s, _ in self.parts]).sum().sqrt()) if self.norm else None
+        rows = max(r for _, _, r in self.parts)
+        return layout.Sketch(proj, norm, self.numel if numel is None else numel, self.dtype, rows)
+
+
+class Round:
+    """One fragment's round, from its send to its sync, on this rank."""
+
+    def __init__(self, projector: Projector, fragment: int, manager_step: int, qid: Optional[int], participants: int,
+                 participating: bool, sync_step: Optional[int], path: str) -> None:
+        self.fragment, self.manager_step, self.quorum_id = fragment, manager_step, qid
+        self.participants, self.participating, self.sync_step, self.path = participants, participating, sync_step, path
+        self.world: Optional[int] = None
+        self.contribution = Builder(projector)
+        self.sum = Builder(projector, norm=False)  # the check bounds ||SUM|| by Σ||contribution||
+        self.average: Optional[layout.Sketch] = None
+        self.globals: Optional[layout.Sketch] = None
+        self.issued = 0
+        self.done = 0
+        self.broken = False
+        self.sent = False  # its send part is in the event log
+        self.device = "cpu"  # of the tensors handed to the collective
+
+    def part(self, phase: str, **sketches: Any) -> layout.RoundNumerics:
+        return layout.RoundNumerics(
+            phase=phase, fragment=self.fragment, manager_step=self.manager_step, quorum_id=self.quorum_id,
+            sync_step=self.sync_step, participants=self.participants, participating=self.participating,
+            world=self.world, path=self.path, collectives=self.issued, **sketches)
+
+
+class SketchedWork(dist._Work):
+    """The process group's Work, whose future completes after ``on_done`` sketched the SUM (and
+    before torchft's divide callback, which the Manager chains on this future).
+
+    The chain is built only when someone asks for the future, as torchft's Manager does after
+    ``wait()``: asking earlier changes torchft's behaviour (0.2.0's Baby process groups reply to
+    a future request issued before the op completes with a late-bound op id and then hang)."""
+
+    def __init__(self, work: dist._Work, on_done: Callable[[], None]) -> None:
+        super().__init__()
+        self._work = work
+        self._on_done = on_done
+        self._future: Optional[torch.futures.Future[Any]] = None
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: Any = None) -> bool:
+        ok = self._work.wait() if timeout is None else self._work.wait(timeout)
+        if self._future is not None:
+            self._future.wait()
+        return True if ok is None else ok
+
+    def block_current_stream(self, timeout: Any = None) -> None:
+        self._work.block_current_stream()
+
+    def get_future(self) -> torch.futures.Future[Any]:
+        with self._lock:
+            if self._future is None:
+                on_done = self._on_done
+
+                def done(fut: torch.futures.Future[Any]) -> Any:
+                    value = fut.value()  # the real collective's error, if any, propagates
+                    on_done()
+                    return value
+
+                self._future = self._work.get_future().then(done)
+            return self._future
+
+
+class SketchPG(ProcessGroupWrapper):
+    """``Manager(pg=SketchPG(pg, probe))``: sketches each SUM allreduce issued during a send."""
+
+    def __init__(self, pg: ProcessGroup, probe: "NumericsProbe") -> None:
+        super().__init__(pg=pg)
+        self._inner = pg
+        self._probe = probe
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> dist._Work:
+        r = self._probe.round
+        if r is None or r.broken or len(tensors) != 1 or getattr(opts, "reduceOp", None) != dist.ReduceOp.SUM:
+            return super().allreduce(tensors, opts)
+        t = tensors[0]
+        probe = self._probe
+        try:
+            if r.world is None:
+                r.world = int(self._inner.size())
+                r.device = t.device.type
+            offset, index = r.contribution.add(t), r.issued
+            r.issued += 1
+            probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
+        except Exception:
+            probe.failed(r, "contribution")
+            return super().allreduce(tensors, opts)
+
+        def on_done() -> None:
+            try:
+                probe.corruption.before_sum(t, r.sync_step, r.fragment, index)
+                r.sum.at(t, offset)
+                probe.corruption.after_sum(t, r.sync_step, r.participants)
+                r.done += 1
+            except Exception:  # the SUM is lost (r.done stays short), the contribution stands
+                probe.failed(r, "sum", whole=False)
+
+        return SketchedWork(super().allreduce(tensors, opts), on_done)
+
+    # as ftrun.worker.link.LinkEmulator: keep the wrapped group on abort/shutdown
+    def abort(self, errored: bool = True) -> None:
+        self._inner.abort(errored=errored) if isinstance(self._inner, ProcessGroupWrapper) else self._inner.abort()
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def errored(self) -> Optional[Exception]:
+        return self._inner.errored()
+
+    def getBackendName(self) -> str:
+        return self._inner.getBackendName()
+
+    @property
+    def parent(self) -> ProcessGroup:
+        return self._inner
+
+
+class NumericsProbe:
+    """Per rank: builds each round's sketches from the hooks above; ``take()`` hands the step's
+    ``RoundNumerics`` (and a ``HealNumerics``) to the event-log recorder."""
+
+    def __init__(self, corruption: Any, fragment_sync_delay: int, quantize: bool, bucketize: bool) -> None:
+        self.projector = Projector()
+        self.corruption = corruption
+        self.tau = fragment_sync_delay
+        self.path = "quantized" if quantize else "bucketized" if bucketize else "per-param"
+        self.round: Optional[Round] = None  # the send being issued
+        self.pending: dict[int, Round] = {}  # fragment -> its round in flight
+        self.step = 0  # the training step now running (set by the loop)
+        self.out: list[layout.RoundNumerics] = []
+        self.heal_out: Optional[layout.HealNumerics] = None
+        self._warned = False
+
+    def failed(self, r: Round, where: str, whole: bool = True) -> None:
+        r.broken = r.broken or whole
+        if not self._warned:
+            self._warned = True
+            log.exception("sketch of fragment %d (%s) failed; its rounds are not checked", r.fragment, where)
+
+    def attach(self, diloco: Any, manager: Any, outer: list[torch.optim.Optimizer], heal: Any) -> None:
+        frags = diloco_fragments(diloco)
+        for f, frag in enumerate(frags):
+            frag.prepare_sync = self._send(f, frags, frag.prepare_sync, manager, heal)
+            frag.perform_sync = self._sync(f, frag.perform_sync)
+            outer[f].register_step_pre_hook(self._before_outer(f))
+            outer[f].register_step_post_hook(self._after_outer(f))
+
+    def _send(self, f: int, frags: list[Any], fn: Callable[[], None], manager: Any, heal: Any) -> Callable[[], None]:
+        def prepare_sync() -> None:
+            if getattr(heal, "healed_from_step", None) is not None and self.heal_out is None:
+                self._sketch_heal(frags, manager.current_step())
+            # start_quorum ran just before (DiLoCo's post-hook): the round's quorum is known
+            r = Round(self.projector, f, manager.current_step(), quorum_id(manager), manager.num_participants(),
+                      bool(manager.is_participating()), self.step + self.tau, self.path)
+            self.round = r
+            try:
+                fn()
+            finally:
+                self.round = None
+            self.pending[f] = r
+            on_cpu = r.device == "cpu"
+            # on a GPU, materialising now would wait for the collectives queued behind the
+            # sketches on DiLoCo's stream: the send's part is written at the sync instead
+            if on_cpu:
+                self._emit_send(r)
+
+        return prepare_sync
+
+    def _emit_send(self, r: Round) -> None:
+        if not r.broken and not r.sent:
+            r.sent = True
+            self.out.append(r.part("send", contribution=r.contribution.sketch()))
+
+    def _sketch_heal(self, frags: list[Any], manager_step: int) -> None:
+        try:
+            sketches = []
+            for frag in frags:
+                b = Builder(self.projector)
+                for t in frag.original_parameters.values():
+                    b.add(t)
+                sketches.append(b.sketch())
+            self.heal_out = layout.HealNumerics(manager_step, sketches)
+        except Exception:
+            log.exception("sketch of the healed parameters failed")
+
+    def _sync(self, f: int, fn: Callable[[], bool]) -> Callable[[], bool]:
+        def perform_sync() -> bool:
+            ok = fn()
+            r = self.pending.pop(f, None)
+            if r is not None:
+                self._emit_send(r)
+                if not r.broken:
+                    complete = r.issued > 0 and r.done == r.issued
+                    self.out.append(r.part("sync", sum=r.sum.sketch(r.contribution.numel) if complete else None,
+                                           average=r.average if ok else None, globals=r.globals if ok else None))
+            return ok
+
+        return perform_sync
+
+    def _params(self, opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+        return [p for g in opt.param_groups for p in g["params"]]
+
+    def _before_outer(self, f: int) -> Callable[..., None]:
+        def hook(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            r = self.pending.get(f)
+            if r is None or r.broken:
+                return
+            try:
+                grads = [p.grad for p in self._params(opt) if p.grad is not None]
+                self.corruption.before_outer_step(grads, r.sync_step)
+                b = Builder(self.projector, norm=False)  # its tolerance uses the SUM's norm
+                for g in grads:
+                    b.add(g)
+                r.average = b.sketch()
+            except Exception:
+                self.failed(r, "average")
+
+        return hook
+
+    def _after_outer(self, f: int) -> Callable[..., None]:
+        def hook(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            r = self.pending.get(f)
+            if r is None or r.broken:
+                return
+            try:
+                b = Builder(self.projector, norm=False)  # the heal check uses the healed side's norm
+                for p in self._params(opt):
+                    b.add(p.data)
+                r.globals = b.sketch()
+            except Exception:
+                self.failed(r, "globals")
+
+        return hook
+
+    def take(self) -> tuple[list[layout.RoundNumerics], Optional[layout.HealNumerics]]:
+        out, heal = self.out, self.heal_out
+        self.out, self.heal_out = [], None
+        return out, heal
