@@ -287,6 +287,13 @@ def inspect_cmd(
     allow_failed_commits: bool = typer.Option(
         False, "--allow-failed-commits", help="Do not fail on commits that failed without an injected fault."
     ),
+    merge_jobs: bool = typer.Option(
+        False, "--merge-jobs", help="Check traces of different runs (other world size, GPUs or wall clock) together anyway."
+    ),
+    max_trace_mb: Optional[int] = typer.Option(
+        None, "--max-trace-mb", help="Refuse a trace file whose JSON (gunzipped) exceeds this many MB (default 4096)."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Let --export-perfetto replace a file ftrun did not write."),
     junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
 ) -> None:
     given = dict(locals())
@@ -305,6 +312,9 @@ def inspect_cmd(
             json_out=json_out,
             export_perfetto=Path(export_perfetto) if export_perfetto is not None else None,
             allow_failed_commits=allow_failed_commits,
+            merge_jobs=merge_jobs,
+            max_trace_mb=max_trace_mb,
+            overwrite=overwrite,
             junit=Path(junit) if junit is not None else None,
         )
 

@@ -1,6 +1,7 @@
 """User-facing errors and interrupts.
 
-``BadInput`` = something the user gave us is wrong: one line, exit 2. ``RunFailed``: exit 1.
+``BadInput`` = something the user gave us is wrong: one line, exit 2 (``NotChecked``: the input
+holds no evidence to judge, a kind of it). ``RunFailed``: exit 1.
 ``Interrupted``: ftrun stopped because of SIGINT or SIGTERM: one line, exit 130, at any moment
 (``exit_on_signal`` covers start-up, before the command body runs; ``raise_on_signal`` then
 turns both signals into ``KeyboardInterrupt`` for the command to clean up after;
@@ -20,6 +21,11 @@ class BadInput(Exception):
     """A bad flag, config key, path or file. The message is one line naming what and where."""
 
     exit_code = 2
+
+
+class NotChecked(BadInput):
+    """Nothing could be checked: not a torchft trace, traces of different runs, no quorum. One
+    line; exit 2 from ``inspect-trace``, turned into a failed run (exit 1) by ``ftrun launch``."""
 
 
 class RunFailed(Exception):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -49,6 +49,8 @@ from ftrun.errors import BadInput
 FORMAT = 1
 
 RUN_MARKER = ".ftrun-run"
+OUT_MARKER = ".ftrun-out"  # ftrun made this output dir (compare, sweep; ``ftrun.output``)
+TMP_PREFIX = ".ftrun-tmp-"  # a file being written (``ftrun.output``): never read as a result
 SPEC = "spec.json"
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
@@ -440,6 +442,42 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
 
 
 AnyManifest = Union[Manifest, LaunchManifest]
+
+
+SWEEP_CELL = "sweep-cell.json"  # ftrun sweep: a finished cell's result, in the cell's run dir
+SWEEP_VERDICTS = ("pass", "fail", "failed-commits", "crashed")
+
+
+class SweepCell(msgspec.Struct, kw_only=True):
+    """``CELL/sweep-cell.json``: what ``ftrun sweep`` found for one cell (``--resume`` reads it,
+    then re-checks the cell from its run dir). Metrics as ``ftrun.commands.sweep.evaluate``."""
+
+    name: str = ""
+    params: dict[str, Any] = {}
+    run_dir: Optional[str] = None
+    verdict: Literal["pass", "fail", "failed-commits", "crashed"]
+    problem: Optional[str] = None
+    config: dict[str, Any] = {}
+    wall_s: Optional[float] = None
+    failed_commits: Optional[int] = None
+    failed_commits_explained: Optional[int] = None
+    commits: Optional[float] = None
+    steps_per_s: Optional[float] = None
+    exposed_comm_per_sync_ms: Optional[float] = None
+    exposed_control_per_sync_ms: Optional[float] = None
+    hidden_share: Optional[float] = None
+    final_loss: Optional[float] = None
+    notes: list[str] = []
+
+
+def read_sweep_cell(path: Path) -> SweepCell:
+    """``BadInput`` (one line naming the file and the field) unless it is a sweep cell result."""
+    try:
+        return msgspec.json.decode(Path(path).read_bytes(), type=SweepCell)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read ({e.strerror or e})") from None
+    except msgspec.DecodeError as e:  # ValidationError is a DecodeError
+        raise BadInput(f"{path}: not an ftrun sweep cell result ({e})") from None
 
 
 class ManifestStamp(msgspec.Struct):

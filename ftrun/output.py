@@ -5,9 +5,19 @@ Contract:
 * ``check_target(out, flag, inputs=..., reading=...)``: refuses (``BadInput``, one line) an
   output path that is one of the command's input files or lies inside a directory the command
   is reading (a run dir, a trace folder).
-* ``atomic_open`` / ``atomic_write``: write to a temporary file next to the target, rename it
-  over the target only once complete; on any error (or Ctrl-C) the temporary is removed and the
-  target is untouched.
+* ``atomic_path`` / ``atomic_open`` / ``atomic_write``: every file ftrun writes goes to a
+  temporary name next to the target (``.ftrun-tmp-PID-NAME``, which readers skip) and is renamed
+  over the target only once complete; on any error (a full disk, Ctrl-C, SIGTERM) the temporary
+  is removed and the target is untouched, so no 0-byte or partial file ever sits under a final
+  name. A full disk is one ``BadInput`` line ("cannot write ... (No space left on device)").
+* ``check_writable``: an existing target is replaced only when it lies inside an ftrun dir (a
+  run dir's marker ``.ftrun-run`` or an output dir's ``.ftrun-out`` in one of its parents), is
+  itself a file ftrun wrote (``written_by_ftrun``: a Perfetto export, a JUnit report) or the
+  user passed ``overwrite`` (``--overwrite``); a symlink is never turned into a file: it is
+  refused, or with ``overwrite`` its target is written.
+* ``claim_output_dir``: compare's and sweep's output dir; one that ftrun creates gets the
+  ``.ftrun-out`` marker; an existing dir ftrun did not make is written into only when none of
+  the files the command writes is there already (or with ``overwrite``).
 * ``check_name(flag, value)``: a user-given name is one path component of sane length.
 * ``removed_if_empty_on_error(dir)``: a directory a failed command created stays behind only
   if something was written into it.
@@ -26,7 +36,9 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import time
+import zlib
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -36,10 +48,11 @@ from ftrun import layout
 from ftrun.errors import BadInput
 
 RUN_MARKER = layout.RUN_MARKER
+OUT_MARKER = layout.OUT_MARKER
 MAX_NAME = 200  # leaves room for "-group<K>" and temporary suffixes under NAME_MAX (255)
 # Everything ftrun itself puts into a run dir (see ftrun.layout).
 RUN_DIR_ENTRIES = set(layout.OWN_ENTRIES)
-_TMP_PREFIX = ".ftrun-tmp-"
+_TMP_PREFIX = layout.TMP_PREFIX
 
 
 # --- names and targets ---------------------------------------------------------------------
@@ -74,34 +87,135 @@ def check_target(out: Path, flag: str, inputs: Iterable[Path] = (), reading: Ite
 
 @contextlib.contextmanager
 def removed_if_empty_on_error(path: Path) -> Iterator[None]:
-    """If the block fails, remove ``path`` when it did not exist before and is still empty."""
+    """If the block fails, remove ``path`` when it did not exist before and is still empty (or
+    holds only ftrun's output marker)."""
     fresh = not os.path.lexists(path)
     try:
         yield
     except BaseException:
         if fresh:
             with contextlib.suppress(OSError):
+                if [e.name for e in Path(path).iterdir()] == [OUT_MARKER]:
+                    (Path(path) / OUT_MARKER).unlink()
+            with contextlib.suppress(OSError):
                 Path(path).rmdir()  # only ever an empty directory
         raise
+
+
+def in_ftrun_dir(path: Path) -> bool:
+    """Does ``path`` lie inside a directory ftrun made (a run dir or an output dir)?"""
+    for d in _real(path).parents:
+        if (d / RUN_MARKER).is_file() or (d / OUT_MARKER).is_file():
+            return True
+    return False
+
+
+# How a file ftrun wrote outside its own dirs announces itself in its first bytes (gunzipped):
+# a Perfetto export's leading key, a JUnit report's root element. Rewriting one needs no flag.
+FTRUN_SIGNATURES = (b'{"ftrun_export":', b'<testsuites name="ftrun"')
+_HEAD = 4096
+
+
+def written_by_ftrun(path: Path) -> bool:
+    """Does ``path`` (a regular file) start like a file ftrun writes (``FTRUN_SIGNATURES``)?"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, _HEAD)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, _HEAD)
+        except zlib.error:
+            return False
+    head = head.lstrip()
+    if head.startswith(b"<?xml"):
+        head = head[head.find(b"?>") + 2:].lstrip()
+    return any(head.startswith(sig) for sig in FTRUN_SIGNATURES)
+
+
+def check_writable(path: Path, flag: str = "output", overwrite: bool = False) -> Path:
+    """The path to write for target ``path`` (see the module contract); ``BadInput`` when
+    writing would replace something that is not ftrun's without ``overwrite``."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return path
+    if path.is_symlink():
+        if not overwrite:
+            raise BadInput(f"{flag} {path}: is a symlink (to {os.path.realpath(path)}); refusing to replace it "
+                           "(pass --overwrite to write to its target, or write elsewhere)")
+        path = _real(path)
+        if not os.path.lexists(path):
+            return path
+    if path.is_dir():
+        raise BadInput(f"{flag} {path}: is a directory")
+    if not path.is_file():
+        raise BadInput(f"{flag} {path}: exists and is not a regular file; refusing to replace it")
+    if not overwrite and not in_ftrun_dir(path) and not written_by_ftrun(path):
+        raise BadInput(f"{flag} {path}: exists and ftrun did not write it; refusing to overwrite it "
+                       "(pass --overwrite, or write elsewhere)")
+    return path
+
+
+def claim_output_dir(out_dir: Path, flag: str, writes: Iterable[str], overwrite: bool = False) -> Path:
+    """Create ``out_dir`` with ftrun's output marker, or accept an existing one: ftrun's, or a
+    dir holding none of ``writes`` (else ``BadInput`` unless ``overwrite``). Returns it."""
+    out_dir = Path(out_dir)
+    if out_dir.is_symlink() and not overwrite:
+        raise BadInput(f"{flag}: {out_dir} is a symlink; refusing to write through it (pass --overwrite, or pick another name)")
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        raise BadInput(f"{flag}: {out_dir} exists and is not a directory")
+    if not out_dir.exists():
+        try:
+            out_dir.mkdir(parents=True)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise BadInput(f"{flag}: cannot create {out_dir} ({e.strerror or e})") from None
+        mark_output_dir(out_dir, flag)
+        return out_dir
+    if (out_dir / OUT_MARKER).is_file() or (out_dir / RUN_MARKER).is_file() or overwrite:
+        return out_dir
+    theirs = [w for w in writes if os.path.lexists(out_dir / w)]
+    if theirs:
+        raise BadInput(f"{flag}: {out_dir} is not a directory ftrun made and holds {', '.join(theirs)}; refusing to "
+                       "overwrite (pass --overwrite, or pick another name)")
+    return out_dir
+
+
+def mark_output_dir(out_dir: Path, flag: str = "output") -> None:
+    """Mark ``out_dir`` as made by ftrun (its files may then be replaced; ``check_writable``)."""
+    if not (out_dir / OUT_MARKER).is_file():
+        atomic_write(out_dir / OUT_MARKER, json.dumps({"pid": os.getpid(), "started": time.time()}), flag)
+
+
+def tmp_name(path: Path) -> Path:
+    """The temporary name ``path`` is written under: same dir, same ending (writers that pick a
+    format by the name, torch's ``.gz`` and matplotlib's ``.png``, still do)."""
+    path = Path(path)
+    return path.with_name((f"{_TMP_PREFIX}{os.getpid()}-" + path.name[-(250 - len(_TMP_PREFIX) - 12):]))
 
 
 # --- atomic writes -------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def atomic_open(path: Path, flag: str = "output") -> Iterator[IO[bytes]]:
-    """A binary file that replaces ``path`` only when the ``with`` block completes."""
-    path = Path(path)
-    if path.is_dir():
-        raise BadInput(f"{flag} {path}: is a directory")
-    tmp = path.with_name(f"{_TMP_PREFIX}{os.getpid()}-{path.name}"[:250])
-    try:
-        f = tmp.open("wb")
-    except OSError as e:
-        raise BadInput(f"{flag} {path}: cannot write ({e.strerror or e})") from None
+def atomic_path(path: Path, flag: str = "output", overwrite: bool = False) -> Iterator[Path]:
+    """A temporary path for a writer that takes a file name; renamed over ``path`` (checked by
+    ``check_writable``) only when the ``with`` block completes."""
+    path = check_writable(Path(path), flag, overwrite)
+    tmp = tmp_name(path)
     ok = False
     try:
-        with f:
-            yield f
+        yield tmp
+        if not tmp.is_file():
+            raise BadInput(f"{flag} {path}: nothing was written")
         os.replace(tmp, path)
         ok = True
     except OSError as e:
@@ -112,8 +226,20 @@ def atomic_open(path: Path, flag: str = "output") -> Iterator[IO[bytes]]:
                 tmp.unlink()
 
 
-def atomic_write(path: Path, data: bytes | str, flag: str = "output") -> None:
-    with atomic_open(path, flag) as f:
+@contextlib.contextmanager
+def atomic_open(path: Path, flag: str = "output", overwrite: bool = False) -> Iterator[IO[bytes]]:
+    """A binary file that replaces ``path`` only when the ``with`` block completes."""
+    with atomic_path(path, flag, overwrite) as tmp:
+        try:
+            f = tmp.open("wb")
+        except OSError as e:
+            raise BadInput(f"{flag} {path}: cannot write ({e.strerror or e})") from None
+        with f:
+            yield f
+
+
+def atomic_write(path: Path, data: bytes | str, flag: str = "output", overwrite: bool = False) -> None:
+    with atomic_open(path, flag, overwrite) as f:
         f.write(data.encode() if isinstance(data, str) else data)
 
 

@@ -122,6 +122,35 @@ def test_script_without_traces_says_where_it_looked(tmp_path):
     assert f"group 1 {(r.run_dir / 'traces' / 'replica1').resolve()}" in log
 
 
+NOT_TORCHFT = """\
+import os, torch
+from torch.profiler import profile, schedule
+d = os.environ["FTRUN_TRACE_DIR"]
+x = torch.randn(64, 64)
+with profile(schedule=schedule(wait=0, warmup=0, active=6),
+             on_trace_ready=lambda p: p.export_chrome_trace(os.path.join(d, "step-6.json"))) as prof:
+    for _ in range(7):
+        prof.step()
+        x = x @ x / 64
+"""
+
+
+@pytest.mark.parametrize("sched", [["--fragments", "1", "--sync-every", "100", "--fragment-sync-delay", "0"], SCHED],
+                         ids=["nothing expected in the window (was: PASS 0 events)", "events expected (was: FAIL each)"])
+def test_script_that_never_touched_torchft_is_nothing_checked(tmp_path, sched):
+    """Issue 24 item 4: ProfilerStep# spans only, no quorum: not a PASS on 0 events; exit 1."""
+    plain = tmp_path / "plain.py"
+    plain.write_text(NOT_TORCHFT)
+    r = run_launch(tmp_path, "plain", *sched, "--", str(plain))
+    assert r.rc == 1, r.explain()
+    assert not r.survivors, r.survivors
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "nothing checked" in lines[0], r.stderr
+    assert "never joined a torchft quorum" in lines[0] and "0, 1" in lines[0]
+    assert "PASS" not in r.stdout
+    assert json.loads((r.run_dir / "summary.json").read_text())["ok"] is False
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupt_stops_every_child(tmp_path, sig):
     def interrupt(proc, run_dir: Path) -> None:

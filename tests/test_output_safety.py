@@ -14,7 +14,7 @@ import pytest
 
 from ftrun.errors import BadInput
 from ftrun.output import RUN_MARKER, atomic_write, check_name, claim_run_dir
-from train_fixtures import cli
+from train_fixtures import cli, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 
@@ -26,10 +26,8 @@ def one_line(res) -> str:
 
 
 def trace(steps: range, t0: float = 0.0) -> bytes:
-    """A minimal chrome trace: ProfilerStep#k spans only (a valid, passing trace)."""
-    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t0 + 10.0 * k, "dur": 5.0, "pid": 1, "tid": 1}
-          for k in steps]
-    return json.dumps({"traceEvents": ev}).encode()
+    """A minimal torchft chrome trace: ProfilerStep#k spans with FLAGS' sends and syncs."""
+    return json.dumps({"traceEvents": torchft_events(steps, t0)}).encode()
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -70,11 +68,11 @@ def test_atomic_write_leaves_the_target_alone_when_writing_fails(tmp_path):
     from ftrun.output import atomic_open
 
     with pytest.raises(Boom):
-        with atomic_open(target) as f:
+        with atomic_open(target, overwrite=True) as f:
             f.write(b"half")
             raise Boom
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
-    atomic_write(target, "new")
+    atomic_write(target, "new", overwrite=True)  # (a file ftrun did not write: only with --overwrite)
     assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 

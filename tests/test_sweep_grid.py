@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from ftrun.config import build
 from ftrun.errors import BadInput
 from ftrun.launch.preflight import why_unavailable
 from ftrun.report import sweep_view
+
+CPU_RUN = Path(__file__).parent / "data" / "cpu_run"
 
 
 def test_parse_axis_types_and_separators():
@@ -205,8 +208,49 @@ def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
     with pytest.raises(BadInput, match="steps = 16, this sweep asks for 8"):
         finished(tmp_path, cell)
     same = build(backend="gloo", steps=8, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
+    shutil.rmtree(tmp_path / cell.name)
+    shutil.copytree(CPU_RUN, tmp_path / cell.name)  # a real run dir: --resume re-checks it
     (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(same)}))
     assert finished(tmp_path, cell)["verdict"] == "pass"  # the same options, spelled with another --out
+
+
+def _resumable(tmp_path: Path, record: dict):
+    """A finished cell (the real CPU run's dir) whose sweep-cell.json is ``record`` + its config."""
+    from ftrun.commands.sweep import CELL_RESULT, _differing
+
+    cell = grid.product([grid.Axis("backend", ("gloo",))])[0]
+    cell.config = build(backend="gloo", steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
+    shutil.copytree(CPU_RUN, tmp_path / cell.name)
+    (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"params": cell.params, "config": _differing(cell.config), **record}))
+    return cell
+
+
+def test_resume_rechecks_a_passed_cell_whose_traces_were_corrupted(tmp_path):
+    from ftrun.commands.sweep import finished
+
+    cell = _resumable(tmp_path, {"verdict": "pass", "commits": 4})
+    assert finished(tmp_path, cell)["verdict"] == "pass"
+    t = tmp_path / cell.name / "traces" / "replica1_rank0.21.pt.trace.json.gz"
+    t.write_bytes(t.read_bytes()[: len(t.read_bytes()) // 2])  # corrupted after the cell passed
+    got = finished(tmp_path, cell)
+    assert got["verdict"] == "fail" and got["recorded_verdict"] == "pass", got
+    assert "re-checked on --resume (recorded pass)" in got["problem"] and "broken gzip" in got["problem"]
+
+
+@pytest.mark.parametrize("record, phrase", [
+    ({"verdict": "pass", "commits": "four"}, "commits"),
+    ({"verdict": "pass", "params": ["not", "a", "dict"]}, "params"),
+    ({"verdict": "bogus"}, "verdict"),
+    ({"commits": 4}, "verdict"),
+], ids=["wrong-typed figure", "wrong-typed params", "made-up verdict", "no verdict"])
+def test_resume_refuses_a_tampered_cell_file_in_one_line(tmp_path, record, phrase):
+    from ftrun.commands.sweep import finished
+
+    cell = _resumable(tmp_path, record)
+    with pytest.raises(BadInput) as e:
+        finished(tmp_path, cell)
+    msg = str(e.value)
+    assert msg.startswith("--resume: ") and "sweep-cell.json" in msg and phrase in msg and "\n" not in msg, msg
 
 
 def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):

@@ -387,10 +387,6 @@ def ddp_files(tmp_path: Path, n: int = 2) -> list[Path]:
     return [kc.write(kc.ddp_trace(rank=r, world=n), tmp_path / f"ddp_rank{r}.json") for r in range(n)]
 
 
-NOT_TORCHFT = pytest.mark.xfail(strict=True, reason="issue 21 part 1 (helper i24a's shared loader rule): remove this mark when it lands")
-
-
-@NOT_TORCHFT
 @pytest.mark.parametrize("flags", [SCHEDULE, {}])
 def test_ddp_trace_is_not_a_torchft_trace(tmp_path, flags):
     """Part 1's rule, on a DDP-shaped NCCL trace (today: FAIL "send of fragment 0 missing" with
@@ -401,7 +397,6 @@ def test_ddp_trace_is_not_a_torchft_trace(tmp_path, flags):
         analyze(ddp_files(tmp_path), **flags)
 
 
-@NOT_TORCHFT
 def test_inference_trace_is_not_a_torchft_trace(tmp_path):
     from ftrun.errors import BadInput
 

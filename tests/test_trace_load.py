@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ftrun.errors import BadInput
 from ftrun.trace.load import decode, load_trace
 from ftrun.trace.spans import extract
-from train_fixtures import FTRUN, inspect as cli
+from train_fixtures import FTRUN, inspect as cli, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}
@@ -61,15 +61,19 @@ def test_bad_input_exit_2_one_line(tmp_path, case):
     assert "Traceback" not in out
 
 
+def _torchft(tmp_path: Path) -> Path:
+    return _mk(tmp_path, "ok.json", json.dumps({"traceEvents": torchft_events(range(1, 5))}).encode())
+
+
 def test_missing_schedule_flags(tmp_path):
-    p = _mk(tmp_path, "ok.json", json.dumps({"traceEvents": [STEP]}).encode())
+    p = _torchft(tmp_path)
     res = cli(str(p))
     assert res.exit_code == 2
     assert str(p) in res.output and "--fragments --sync-every --fragment-sync-delay" in res.output
 
 
 def test_bad_step_numbering_and_bad_schedule(tmp_path):
-    p = _mk(tmp_path, "ok.json", json.dumps({"traceEvents": [STEP]}).encode())
+    p = _torchft(tmp_path)
     res = cli(str(p), *FLAGS, "--step-numbering", "middle")
     assert res.exit_code == 2 and "--step-numbering 'middle'" in res.output
     res = cli(str(p), "--fragments", "3", "--sync-every", "8", "--fragment-sync-delay", "0")
@@ -85,9 +89,8 @@ def test_subprocess_no_traceback(tmp_path):
     assert "broken gzip" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_minimal_valid_trace_without_events_passes(tmp_path):
-    p = _mk(tmp_path, "ok.json", json.dumps({"traceEvents": [STEP]}).encode())
-    res = cli(str(p), *FLAGS)
+def test_minimal_torchft_trace_passes(tmp_path):
+    res = cli(str(_torchft(tmp_path)), *FLAGS)
     assert res.exit_code == 0, res.output
 
 

@@ -65,7 +65,7 @@ def test_chunks_are_bounded_and_count_every_event(small_chunks, tmp_path):
     tf = TraceFile(p)
     sizes = [len(c) for c in tf.chunks()]
     assert len(sizes) > 10 and sum(sizes) == tf.events == 400
-    assert tf.distributedInfo is not None and tf.distributedInfo.rank == 3
+    assert tf.meta.distributedInfo is not None and tf.meta.distributedInfo.rank == 3
     whole, chunked = _both(p)
     assert chunked == whole and chunked.rank == 3
 

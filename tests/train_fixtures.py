@@ -83,6 +83,23 @@ def png_size(path: Path) -> tuple[int, int]:
 # --- trace JSON edits (decoded chrome traces, plain dicts) -----------------------------------
 
 
+def torchft_events(steps, t0: float = 0.0, window: int = 4, delay: int = 2, pid: int = 1) -> list[dict]:
+    """``ProfilerStep#k`` spans (10 us apart, 5 us long) with a ``torchft::local_sgd`` send at
+    local step w - tau and a sync at w (FOREIGN's schedule by default): the smallest trace that
+    holds torchft evidence."""
+    ev = []
+    for k in steps:
+        ts = t0 + 10.0 * k
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": ts, "dur": 5.0, "pid": pid, "tid": 1})
+        if k % window == window - delay:
+            ev.append({"ph": "X", "cat": "user_annotation", "name": "torchft::local_sgd::prepare_sync", "ts": ts + 1, "dur": 1.0,
+                       "pid": pid, "tid": 1})
+        if k % window == 0:
+            ev.append({"ph": "X", "cat": "user_annotation", "name": "torchft::local_sgd::perform_sync", "ts": ts + 2, "dur": 1.0,
+                       "pid": pid, "tid": 1})
+    return ev
+
+
 def read(path: Path) -> dict:
     raw = path.read_bytes()
     return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)

@@ -34,16 +34,18 @@ from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.faults import Faults, describe, fault_marks
 from ftrun.event_log import read_event_log
 from ftrun.check import commits as commit_checks
+from ftrun.check import provenance
 from ftrun.check.evidence import NO_EVIDENCE, Identity, RunIdentities, Signature, restore_signature, send_signature
 from ftrun.check.expect import schedule_for
 from ftrun.check.model import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.check.overlap import overlap_of
 from ftrun.check.workers import Worker, assign
-from ftrun.errors import BadInput
+from ftrun.errors import BadInput, NotChecked
 from ftrun.schedule import Event, Schedule
 from ftrun.trace.discover import discover
+from ftrun.trace.load import MAX_TRACE_BYTES
+from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract, no_steps
 from ftrun.trace.stream import TraceFile
-from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract
 
 NUMBERINGS = {"top": 0, "end": 1}
 
@@ -365,21 +367,38 @@ def analyze(
     fragment_sync_delay: Optional[int] = None,
     step_numbering: Optional[str] = "top",
     allow_failed_commits: bool = False,
+    merge_jobs: bool = False,
+    max_trace_bytes: int = MAX_TRACE_BYTES,
 ) -> Report:
-    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input.
+    """Check the traces under ``paths`` (run dir, folder or files). ``BadInput`` on bad input;
+    ``NotChecked`` when they hold no evidence to judge (``ftrun.check.provenance``).
 
-    A failed commit no injected fault explains fails the verdict unless ``allow_failed_commits``.
+    A failed commit no injected fault explains fails the verdict unless ``allow_failed_commits``;
+    traces of different runs are refused unless ``merge_jobs``; each file is read up to
+    ``max_trace_bytes`` (``ftrun.trace.load``).
     """
     inputs = discover([Path(p) for p in paths])
     if step_numbering is None:  # not given: what the run recorded (ftrun launch), else top
         step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
-    schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
-    spans = [extract(f.path, TraceFile(f.path)) for f in inputs.files]
-    trace_notes = _once(spans)
+    # evidence first: a trace that is not torchft's, or traces of two runs, are refused before
+    # any schedule is asked for (flags cannot make them checkable)
+    spans, headers = [], {}
+    for f in inputs.files:
+        trace = TraceFile(f.path, max_trace_bytes)  # read in chunks; the header keys kept in trace.meta
+        spans.append(extract(f.path, trace, require_steps=False))
+        headers[f.path] = provenance.header(trace.meta)
+        del trace
+    provenance.require_torchft(spans)
+    for sp in spans:
+        if not sp.steps:  # a torchft trace without step spans: nothing to place its events in
+            raise no_steps(sp.path)
     workers = assign(inputs.files, spans)
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
+    provenance.check_one_run(workers, headers, logs, merge_jobs)
+    schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
+    trace_notes = _once(spans)
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed_commits = commit_checks.from_logs(logs)
     failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule) for w in workers}
@@ -418,10 +437,10 @@ def analyze(
         ag = check_agreement(logs)
         agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
         by_class["agreement"] = _disagreements(ag)
-    ok = all(r.ok for r in results) and all(c.ok for c in cross) and bool(results)
-    if not results:
-        notes.append("no sends or syncs expected or observed in the captured steps")
-        ok = True
+    unseen = [f"replica {wo.worker.replica} rank {wo.worker.rank}" for wo in wobs if not wo.obs]
+    if unseen or not results:  # never PASS on zero evidence (require_torchft makes this rare)
+        raise NotChecked(f"nothing checked: no torchft send or sync observed for {', '.join(unseen) or 'any worker'}")
+    ok = all(r.ok for r in results) and all(c.ok for c in cross)
     if not allow_failed_commits:
         by_class["commits"] = _unexplained_failed_commits(failed_commits)
     run_problems = [p for ps in by_class.values() for p in ps]

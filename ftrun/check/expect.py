@@ -8,9 +8,20 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError
 from ftrun.trace.discover import Inputs
+
+
+def _spec_hint(run_dir) -> str:
+    """What the interrupted run's ``spec.json`` says it was started with, as flags to pass."""
+    try:
+        c = layout.read_spec(run_dir / layout.SPEC).config
+        flags = f"--fragments {c['fragments']} --sync-every {c['sync_every']} --fragment-sync-delay {c['fragment_sync_delay']}"
+    except (BadInput, KeyError, TypeError, AttributeError):
+        return "; to check the traces it wrote anyway, give --fragments --sync-every --fragment-sync-delay"
+    return f"; it was started with {flags}: pass them to check the traces it wrote"
 
 
 def schedule_for(
@@ -37,6 +48,9 @@ def schedule_for(
         if missing:
             first = inputs.files[0].path
             need = " ".join(f"--{k.replace('_', '-')}" for k in missing)
+            if inputs.interrupted:  # ftrun's own run, stopped before it wrote its manifest
+                raise BadInput(f"{inputs.interrupted[0]}: interrupted run (stopped before it finished: no manifest.json, "
+                               f"so no schedule was recorded){_spec_hint(inputs.interrupted[0])}")
             raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {need}")
         values = flags
     try:

@@ -6,7 +6,8 @@ step S (the fault fires before step S runs, so S is the first step the group did
 * ``rejoined_step``: the step of the first event-log record of R after the fault that has a
   ``rejoined`` entry (a relaunched group aligned with the live ones), else the first record
   after the fault with a step number; ``None`` = never rejoined (no relaunch, or the others
-  finished first).
+  finished first). A group whose aligned step lies past the run's last step came back only
+  after the others had finished (``late_step``): it never rejoined the run.
 * ``lost``: steps ``S .. rejoined_step - 1`` (``S .. steps`` when it never rejoined).
 * ``heal``: the first ``healed`` record after the fault (source replica, manager step, peer step).
 
@@ -36,6 +37,8 @@ class FaultMark:
     lost_steps: Optional[tuple[int, int]]  # inclusive; None when no step was lost
     rejoined_step: Optional[int]  # None = never rejoined
     heal: Optional[dict[str, Any]] = None  # {source_replica, manager_step, peer_step, step}
+    late_step: Optional[int] = None  # came back at this step, past the run's last: never rejoined the run
+    last_step: Optional[int] = None  # the run's last step
     has_trace: bool = False
     run_dir: Optional[str] = None
     text: str = ""
@@ -48,7 +51,7 @@ class FaultMark:
         return {
             "replica": self.replica, "action": self.action, "step": self.step,
             "lost_steps": list(self.lost_steps) if self.lost_steps else None,
-            "rejoined_step": self.rejoined_step, "never_rejoined": self.never_rejoined,
+            "rejoined_step": self.rejoined_step, "never_rejoined": self.never_rejoined, "late_step": self.late_step,
             "heal": self.heal, "has_trace": self.has_trace, "run_dir": self.run_dir, "text": self.text,
         }
 
@@ -89,11 +92,16 @@ def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[t
                 back = rejoined.rejoined.aligned_step
             healed = next((x for x in recs if x.healed), None)
             heal = {**msgspec.to_builtins(healed.healed), "step": healed.step} if healed is not None else None
+            late = None
+            if back is not None and steps is not None and back > steps:  # after the run's last step
+                late, back = back, None
+                if heal is not None and (heal.get("step") is None or heal["step"] > steps):
+                    heal = None  # a heal after the end is no part of the run
             if back is None:
                 lost = (s, steps) if steps is not None and steps >= s else (s, s)
             else:
                 lost = (s, back - 1) if back > s else None
-            out.marks.append(FaultMark(r, f.action, s, lost, back, heal, run_dir=str(rd)))
+            out.marks.append(FaultMark(r, f.action, s, lost, back, heal, late_step=late, last_step=steps, run_dir=str(rd)))
     return out
 
 
@@ -104,7 +112,10 @@ def describe(m: FaultMark) -> str:
         what += f", lost step{'s' if b > a else ''} {a}" + (f"-{b}" if b > a else "")
     else:
         what += ", no steps lost"
-    if m.never_rejoined:
+    if m.late_step is not None:
+        what += (f", never rejoined the run (relaunched, it came back at step {m.late_step}, after the run's last "
+                 f"step {m.last_step}: the other groups had finished)")
+    elif m.never_rejoined:
         what += ", never rejoined"
     else:
         what += f", rejoined at step {m.rejoined_step}"

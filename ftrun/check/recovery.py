@@ -40,6 +40,7 @@ from typing import Any, Optional
 import msgspec
 
 from ftrun import layout
+from ftrun.check.provenance import header
 from ftrun.event_log import read_lifecycle, seconds
 from ftrun.layout import EventRecord, LifecycleEvent, Manifest, Quorum
 from ftrun.torchft_compat import LABELS
@@ -143,9 +144,10 @@ def recovery_trace_spans(run_dir: Path) -> TraceSpans:
             continue
         try:
             trace = load_trace(p)
-            if trace.baseTimeNanoseconds is None:
+            base_us = header(trace).base_us
+            if base_us is None:
                 continue
-            base = trace.baseTimeNanoseconds / 1e9
+            base = base_us / 1e6
             found: dict[str, list[tuple[float, float]]] = {}
             for e in trace_events(trace, keep):
                 if e.name in wanted and e.ph == "X":

@@ -25,7 +25,7 @@ from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
 from ftrun.link_spec import SYNC_SHARE, LinkSpec, link_for, parse_link
-from ftrun.output import atomic_write, check_name, check_target, removed_if_empty_on_error
+from ftrun.output import atomic_write, check_name, check_target, check_writable, claim_output_dir, removed_if_empty_on_error
 from ftrun.schedule import label as schedule_label
 
 
@@ -189,6 +189,7 @@ def run_compare(
     mode = resolve_specs(specs)
     if junit is not None:  # before training or reading: never write into a run dir being compared
         check_target(junit, "--junit", reading=[d for s in specs for d in split_spec(s)] if mode == "read" else [])
+        check_writable(junit, "--junit", overwrite)  # nor onto a user's file (ftrun.output)
     out_root = Path(out or "profiles")
     if mode == "train":
         names, run_dirs, cmp_dir, link_info = train_mode(specs, flags, link_spec, out_root, not progress, overwrite, name, repeat)
@@ -202,11 +203,11 @@ def run_compare(
             raise BadInput(f"{flag(given[0])}: a training setting applies only when compare trains; "
                            "run dirs keep the settings they were trained with")
         names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
-    result, reports = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden)
+    result, reports = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden, overwrite)
     if junit is not None:
         from ftrun.report.junit import compare_junit
 
-        atomic_write(junit, compare_junit(result, names, reports), "--junit")
+        atomic_write(junit, compare_junit(result, names, reports), "--junit", overwrite)
     return result, reports
 
 
@@ -248,6 +249,7 @@ def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | No
     per_cfg: list[list[Path]] = [[], []]
     plan = repeat_plan(names, repeat)
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
+        claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
         i, again = 0, False
         while i < len(plan):
             k, rn = plan[i]
@@ -299,7 +301,11 @@ def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[
     return names, run_dirs, cmp_dir, link_info
 
 
-def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float]) -> tuple[dict, list[list]]:
+COMPARE_FILES = ("report.json", "report.md", "timeline.png")
+
+
+def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float],
+            overwrite: bool = False) -> tuple[dict, list[list]]:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns
     the result and the check reports (per configuration, per repeat).
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
@@ -310,8 +316,10 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
 
     reading = [q for reps in run_dirs for d in reps for q in (d if isinstance(d, list) else [d])]
     check_target(cmp_dir, "--name", reading=reading)  # never write into a run dir being compared
-    reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
-    cmp_dir.mkdir(parents=True, exist_ok=True)
+    with removed_if_empty_on_error(cmp_dir):
+        # before any work: never onto a user's report.md in a dir ftrun did not make (ftrun.output)
+        claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
+        reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
     runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports)])
             for n, reps, reps_reports in zip(names, run_dirs, reports)]
     calibrated = link_info.get("calibrated_step_s")
@@ -322,7 +330,8 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
             r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
             for r in runs if r.get("median_step_s")}
     lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
-    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}" + (" (emulated)" if link_info.get("emulated") else ""))
+    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
+                    + (" (emulated)" if link_info.get("emulated") else ""), overwrite=overwrite)
     result = {
         "compare_dir": str(cmp_dir),
         "runs": runs,
@@ -333,8 +342,11 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }
     if expect_hidden is not None:
-        share = runs[0]["hidden_comm_share"]
-        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": share is not None and share >= expect_hidden}
-    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare")
-    write_markdown(result, cmp_dir / "report.md")
+        share = runs[0]["hidden_comm_share"]  # the exact share, compared unrounded
+        ok = share is not None and share >= expect_hidden
+        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": ok, "run": names[0]}
+        if not ok:  # one verdict: never PASS printed (or "pass" in report.json) with exit 1
+            result["verdict"] = "fail"
+    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare", overwrite)
+    write_markdown(result, cmp_dir / "report.md", overwrite)
     return result, reports

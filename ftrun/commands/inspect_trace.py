@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import msgspec
 
 from ftrun.check.analyze import analyze
+from ftrun.errors import BadInput
 
 
 def inspect_trace(
@@ -23,11 +24,19 @@ def inspect_trace(
     json_out: bool = False,
     export_perfetto: Optional[Path] = None,
     allow_failed_commits: bool = False,
+    merge_jobs: bool = False,
+    max_trace_mb: Optional[int] = None,
+    overwrite: bool = False,
     junit: Optional[Path] = None,
 ) -> int:
+    from ftrun.trace.load import LIMIT_FLAG, MAX_TRACE_BYTES
+
+    if max_trace_mb is not None and max_trace_mb < 1:
+        raise BadInput(f"{LIMIT_FLAG} {max_trace_mb}: must be at least 1")
+    limit = max_trace_mb << 20 if max_trace_mb is not None else MAX_TRACE_BYTES
     outs = [(export_perfetto, "--export-perfetto"), (junit, "--junit")]
     if any(o is not None for o, _ in outs):  # before reading anything: never write onto what we read
-        from ftrun.output import check_target
+        from ftrun.output import check_target, check_writable
         from ftrun.trace.discover import run_dir_of
 
         given = [Path(p) for p in paths]
@@ -35,6 +44,7 @@ def inspect_trace(
             if target is not None:
                 check_target(target, flag, inputs=[p for p in given if not p.is_dir()],
                              reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
+                check_writable(target, flag, overwrite)  # nor onto a user's file (ftrun.output)
     report = analyze(
         paths,
         fragments=fragments,
@@ -42,6 +52,8 @@ def inspect_trace(
         fragment_sync_delay=fragment_sync_delay,
         step_numbering=step_numbering,
         allow_failed_commits=allow_failed_commits,
+        merge_jobs=merge_jobs,
+        max_trace_bytes=limit,
     )
     from ftrun.check.recovery import recovery_of_run_dir
 
@@ -50,17 +62,19 @@ def inspect_trace(
         from ftrun.output import atomic_write
         from ftrun.report.junit import inspect_junit
 
-        atomic_write(junit, inspect_junit(report), "--junit")
+        atomic_write(junit, inspect_junit(report), "--junit", overwrite)
     exported = None
     if export_perfetto is not None:
         from ftrun.report.perfetto import export_perfetto as export
 
-        base_ns = None
+        base_ns = None  # the traces' clock origin, for the recovery process
         if recovery and report.workers and report.workers[0].files:
+            from ftrun.check.provenance import header
             from ftrun.trace.load import load_trace
 
-            base_ns = load_trace(Path(report.workers[0].files[0])).baseTimeNanoseconds
-        exported = export(report, export_perfetto, recovery, base_ns)
+            base_us = header(load_trace(Path(report.workers[0].files[0]), limit)).base_us
+            base_ns = None if base_us is None else base_us * 1e3
+        exported = export(report, export_perfetto, recovery, base_ns, overwrite=overwrite, max_trace_bytes=limit)
     if json_out:
         import sys
 

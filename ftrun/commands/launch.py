@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ftrun import layout
-from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, raise_on_signal, stop_once_on_signal
+from ftrun.errors import BadInput, Interrupted, NotChecked, RunFailed, Stopped, raise_on_signal, stop_once_on_signal
 from ftrun.launch.groups import start_lighthouse
 from ftrun.launch.placement import plan as plan_placement
 from ftrun.launch.rundir import claim_named_run_dir
 from ftrun.launch.script import LaunchSpec, launch_manifest, script_group
-from ftrun.launch.watch import LaunchState, LogTail, Quorums, stop_groups, watch
+from ftrun.launch.watch import JOINED, LaunchState, LogTail, Quorums, stop_groups, watch
 from ftrun.output import atomic_write
 
 
@@ -133,7 +133,21 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, signals: di
             raise BadInput(f"{spec.script.name} wrote no chrome trace (looked for *.json / *.json.gz holding traceEvents under {looked})")
         from ftrun.check.analyze import analyze
 
-        report = analyze([run_dir], step_numbering=spec.step_numbering)
+        # a verdict needs evidence: every group joined a torchft quorum, every trace holds a
+        # torchft send or sync; else nothing was checked, and the launch fails (exit 1)
+        absent = [r for r in range(spec.replicas) if not state.quorums_joined.get(r)]
+        if absent:
+            summary["ok"] = False
+            _finish(run_dir, summary, json_out, print_summary)
+            logs = ", ".join(str(layout.group_log(run_dir, r)) for r in absent[:2])
+            raise RunFailed(f"nothing checked: replica group(s) {', '.join(map(str, absent))} never joined a torchft "
+                            f"quorum (no '{JOINED}' in {logs}); does {spec.script.name} use torchft's Manager?")
+        try:
+            report = analyze([run_dir], step_numbering=spec.step_numbering)
+        except NotChecked as e:
+            summary["ok"] = False
+            _finish(run_dir, summary, json_out, print_summary)
+            raise RunFailed(f"nothing checked: {e}") from None
         summary["inspection"] = report.to_json()
         summary["ok"] = report.ok
     _finish(run_dir, summary, json_out, print_summary)

@@ -28,14 +28,15 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional
 
-from ftrun import __version__, grid
+from ftrun import __version__, grid, layout
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
-from ftrun.output import atomic_write, check_name, check_target, wait_until_unlocked
+from ftrun.output import atomic_write, check_name, check_target, check_writable, claim_output_dir, mark_output_dir, wait_until_unlocked
 from ftrun.parent_death import die_with_this_process
 
-CELL_RESULT = "sweep-cell.json"
+CELL_RESULT = layout.SWEEP_CELL
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
+SWEEP_FILES = ("sweep.json", "sweep.md", "sweep.png")
 STOP_WAIT_S = 60.0
 
 
@@ -225,19 +226,37 @@ def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
 
 
 def finished(sweep_dir: Path, cell: grid.Cell) -> Optional[dict[str, Any]]:
-    """The cell's finished result from an earlier run of this sweep, or None. ``BadInput`` when
-    it was trained with other options (a resumed sweep must not mix two configurations)."""
+    """The cell's result from an earlier run of this sweep, re-checked from its run dir, or None.
+
+    ``sweep-cell.json`` says only that the cell finished and with which options: its verdict and
+    figures are evaluated again from the run dir (traces corrupted since then fail, whatever the
+    file says). ``BadInput`` (one line) when the file is not a cell result (a wrong-typed field,
+    an unknown verdict) or the cell was trained with other options (a resumed sweep must not
+    mix two configurations)."""
+    from ftrun import layout
+
     p = sweep_dir / cell.name / CELL_RESULT
-    try:
-        res = json.loads(p.read_text())
-    except (OSError, ValueError):
+    if not p.is_file():
         return None
+    try:
+        rec = layout.read_sweep_cell(p)
+    except BadInput as e:
+        raise BadInput(f"--resume: {e}") from None
     now = {k: v for k, v in json.loads(json.dumps(_differing(cell.config))).items() if k != "out"}  # as the file spells it
-    then = {k: v for k, v in res.get("config", {}).items() if k != "out"}
+    then = {k: v for k, v in rec.config.items() if k != "out"}
     if then != now:
         key = next(k for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k))
         raise BadInput(f"--resume: cell {cell.name} was trained with {key} = {then.get(key)!r}, this sweep asks for "
                        f"{now.get(key)!r} (give the same options, or another --name)")
+    run_dir = sweep_dir / cell.name
+    fresh = evaluate(cell, run_dir, 1 if rec.verdict == "crashed" else 0, "")
+    if fresh["verdict"] == "crashed" and rec.verdict == "crashed" and rec.problem:
+        fresh["problem"] = rec.problem  # the training's own error line, from when it ran
+    res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **fresh, "wall_s": rec.wall_s,
+           "config": rec.config}
+    if fresh["verdict"] != rec.verdict:
+        res["recorded_verdict"] = rec.verdict
+        res["problem"] = f"re-checked on --resume (recorded {rec.verdict}): {fresh.get('problem') or 'now ' + fresh['verdict']}"
     return res
 
 
@@ -297,12 +316,17 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
         raise BadInput(f"--resume: {sweep_dir} holds no sweep to resume")
     if junit is not None:  # the sweep dir is ftrun's (cells, --resume): the report goes elsewhere
         check_target(junit, "--junit", inputs=[Path(config)] if config else [], reading=[sweep_dir])
+        check_writable(junit, "--junit")  # nor onto a user's file (ftrun.output)
     file_values = cfgmod.load_toml(config) if config else None
     shared = {k: v for k, v in flags.items() if v is not None}
     axes, shared, cells, notes = plan(preset, axes_text, shared, file_values, sweep_dir)
     if parallel > 1:
         notes.append(f"--parallel {parallel}: cells ran {parallel} at a time on {os.cpu_count()} CPUs, so their timing "
                      "figures (steps/s, exposed communication) are distorted by each other")
+    if resume:
+        mark_output_dir(sweep_dir, "--resume")  # the sweep being finished: ftrun's (it holds cells/)
+    else:
+        claim_output_dir(sweep_dir, "sweep", SWEEP_FILES)
     (sweep_dir / CELLS).mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     for c in cells:

@@ -102,7 +102,12 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
             if rec.commit and rec.t > f.fired_at and (rec.participants or 0) >= replicas
             and any(hr == f.replica and h.manager_step <= rec.manager_step_after for hr, _, h in heals)
         ]
-        recov.append({**msgspec.to_builtins(f), "recovered_s": round(min(back) - f.fired_at, 3) if back else None})
+        late = [rec.rejoined.aligned_step for rec in logs.get((f.replica, 0), [])
+                if rec.t > f.fired_at and rec.rejoined and rec.rejoined.aligned_step is not None
+                and manifest.schedule.steps is not None and rec.rejoined.aligned_step > manifest.schedule.steps]
+        recov.append({**msgspec.to_builtins(f), "recovered_s": round(min(back) - f.fired_at, 3) if back else None,
+                      # relaunched, but back only after the others finished: never in the run's quorum again
+                      "rejoined_after_end": late[0] if late else None, "last_step": manifest.schedule.steps})
     restarts = [e for e in manifest.run_events if e.event == "restart"]
     return {
         "faults": recov,

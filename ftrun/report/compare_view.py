@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ftrun.check.throughput import EXPLAINED_WITHIN, TERM_LABELS, TERMS, explained_ratio, largest_reason, per_step_ms
 from ftrun.console import console as make_console, line, styled
+from ftrun.output import atomic_write
 from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
 
@@ -23,6 +24,18 @@ def _mb(v: Any) -> str:
 
 def _pct(v: Any) -> str:
     return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def pct_against(observed: float, threshold: float) -> str:
+    """``observed`` as a percentage with just enough digits to show on which side of
+    ``threshold`` it lies (98.5% against 99%, never a rounded "99%" that fails)."""
+    t = threshold * 100
+    for d in range(0, 7):
+        shown = float(f"{observed * 100:.{d}f}")
+        edge = shown in (0.0, 100.0) and observed not in (0.0, 1.0)  # never "100%" for 99.5%
+        if (shown < t) == (observed < threshold) and not edge:
+            return f"{observed * 100:.{d}f}%"
+    return f"{observed * 100!r}%"
 
 
 def _list(fmt: str) -> Callable[[Any], str]:
@@ -180,20 +193,37 @@ def print_report(result: dict) -> None:
             console.print(line((f"{r['name']}:", "red"), f" {p}"))
     exp = result.get("expect_hidden")
     if exp:
-        console.print(styled(f"--expect-hidden {exp['min']}: observed {_pct(exp['observed'])}", "green" if exp["ok"] else "red"))
+        console.print(styled(expect_hidden_line(exp), "green" if exp["ok"] else "red"))
     console.print(f"timeline: {result['timeline']}")
     colour = "green" if result["verdict"] == "pass" else "red"
     console.print(styled(result["verdict"].upper(), f"bold {colour}"))
 
 
-def write_markdown(result: dict, path: Path) -> None:
+def expect_hidden_line(exp: dict) -> str:
+    """``--expect-hidden``'s verdict, from the exact share (``exp['observed']``)."""
+    head = f"--expect-hidden {exp['min']:g}: {result_name(exp)} hid "
+    if exp["observed"] is None:
+        return head.replace(" hid ", "") + "no hidden share measured: FAIL"
+    got = pct_against(exp["observed"], exp["min"])
+    return head + f"{got} of its communication, {'at least' if exp['ok'] else 'below'} {exp['min'] * 100:g}%: " + (
+        "ok" if exp["ok"] else "FAIL")
+
+
+def result_name(exp: dict) -> str:
+    return exp.get("run") or "the first run"
+
+
+def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
     names = [r["name"] for r in result["runs"]]
     lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
     lines += ["", "Where the loop time went (per step, mean over replicas):", "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in decomposition_rows(result)]
-    lines += ["", result["conclusion"], "", explanation_line(result.get("throughput")), "", f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
-    path.write_text("\n".join(lines))
+    lines += ["", result["conclusion"], "", explanation_line(result.get("throughput")), ""]
+    if result.get("expect_hidden"):
+        lines += [expect_hidden_line(result["expect_hidden"]), ""]
+    lines += [f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
+    atomic_write(path, "\n".join(lines), "compare", overwrite)  # never onto a user's report.md (ftrun.output)
 
 
 def throughput_claim(a: dict, b: dict) -> str:

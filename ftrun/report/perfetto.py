@@ -34,7 +34,7 @@ import msgspec
 from ftrun.check.model import EventResult, Report
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
-from ftrun.trace.load import decode, read_bytes
+from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
 
 VERDICT_THREAD = "ftrun verdicts"
 VERDICT_TID = 9_999_999  # above Linux's pid_max: never a real thread id
@@ -143,8 +143,8 @@ def step_starts(spans: list, offset: int) -> dict[int, float]:
     return out
 
 
-def _stream_file(path: Path, w: _Worker, out: _Writer) -> int:
-    trace = decode(path, read_bytes(path))
+def _stream_file(path: Path, w: _Worker, out: _Writer, limit: int) -> int:
+    trace = decode(path, read_bytes(path, limit))
     n = 0
     for raw in trace.traceEvents:
         try:
@@ -203,8 +203,11 @@ def recovery_events(recs: list[dict[str, Any]], base_ns: int, pid: int) -> list[
 
 
 def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict[str, Any]]] = None,
-                    base_ns: Optional[int] = None) -> dict[str, Any]:
-    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable.
+                    base_ns: Optional[float] = None, overwrite: bool = False,
+                    max_trace_bytes: int = MAX_TRACE_BYTES) -> dict[str, Any]:
+    """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable,
+    or when ``out_path`` is a file or symlink ftrun did not write and not ``overwrite``
+    (``ftrun.output``).
     ``recovery`` + ``base_ns`` (the traces' ``baseTimeNanoseconds``): add an ``ftrun recovery``
     process with each fault's phases (``recovery_events``)."""
     out_path = Path(out_path)
@@ -216,10 +219,10 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
         raise BadInput(f"--export-perfetto {out_path}: cannot write ({e.strerror or e})") from None
     counts = {"events": 0, "verdicts": 0, "workers": 0}
     # written to a temporary file, renamed over OUT only when complete (ftrun.output)
-    with atomic_open(out_path, "--export-perfetto") as raw_f:
+    with atomic_open(out_path, "--export-perfetto", overwrite) as raw_f:
         f: IO[bytes] = gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
         try:
-            f.write(b'{"traceEvents":[')
+            f.write(b'{"ftrun_export":"inspect-trace --export-perfetto","traceEvents":[')  # (ftrun.output knows it by this)
             out = _Writer(f)
             for i, wr in enumerate(sorted(report.workers, key=lambda w: (w.replica, w.rank))):
                 pid = i + 1
@@ -231,7 +234,7 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
                 out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
                 out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
                 for file in wr.files:
-                    counts["events"] += _stream_file(Path(file), w, out)
+                    counts["events"] += _stream_file(Path(file), w, out, max_trace_bytes)
                 starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
                 fallback = w.first_ts if w.first_ts is not None else 0.0
                 for e in report.events:

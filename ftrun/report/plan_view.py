@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from rich.table import Table
 
+from ftrun.output import atomic_path
 from ftrun.console import console, fits, line, styled
 
 
@@ -179,8 +180,11 @@ def draw_utilisation(result: dict, path: Path) -> Path:
 
     fig = utilisation_figure(result)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "--png", overwrite=True) as tmp:  # plan already refused a target that is not a PNG
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 

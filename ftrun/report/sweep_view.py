@@ -13,6 +13,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Optional
 
+from ftrun.output import atomic_path
 from ftrun.console import console, line
 from ftrun.grid import fmt
 from ftrun.report.numerics_view import numerics_cell
@@ -203,6 +204,9 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
         for s in ax.spines.values():
             s.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "sweep", overwrite=False) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftrun.output import atomic_path
+
 MIN_CONTROL_US = 100.0  # quorum waits shorter than this are not drawn
 FRAGMENT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
@@ -93,7 +95,9 @@ def _in_step(ts: float, steps) -> bool:
     return i >= 0 and ts <= steps[i].span.end
 
 
-def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Path:
+def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600, overwrite: bool = False) -> Path:
+    """Render the lanes to ``path`` (a PNG), written temp + rename (``ftrun.output.atomic_path``:
+    a full disk leaves no 0-byte ``timeline.png`` and is one line)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,6 +137,9 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600) -> Pat
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "compare", overwrite) as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png")
+    finally:
+        plt.close(fig)
     return path

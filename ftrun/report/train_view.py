@@ -87,7 +87,13 @@ def print_summary(summary: dict) -> None:
     rec = summary.get("recovery") or {}
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
-            back = f"back in the quorum with a commit {f['recovered_s']:.1f} s later" if f.get("recovered_s") is not None else "never back in the quorum"
+            if f.get("recovered_s") is not None:
+                back = f"back in the quorum with a commit {f['recovered_s']:.1f} s later"
+            elif f.get("rejoined_after_end") is not None:
+                back = (f"relaunched, but back only after the run's last step {f['last_step']} (the other groups had "
+                        "finished): never in the run's quorum again")
+            else:
+                back = "never back in the quorum"
             console.print(f"fault: {f['action']} replica group {f['replica']} at step {f['step']} · {back}")
         heals = ", ".join(f"group {h['replica']} from group {h['source_replica']} at step {h['step']}" for h in rec["heals"]) or "none"
         console.print(

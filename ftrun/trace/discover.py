@@ -28,6 +28,7 @@ from typing import Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
+from ftrun.event_log import read_event_log
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_TRACES = {layout.MANIFEST, layout.SUMMARY, layout.SPEC}
@@ -50,6 +51,7 @@ class Inputs:
     run_dirs: list[Path] = field(default_factory=list)  # every merged run dir (groups of one job)
     manifests: list[layout.AnyManifest] = field(default_factory=list)  # their manifests, same order
     whole_run: bool = False  # run dirs (or traces/ folders) given, not hand-picked trace files
+    interrupted: list[Path] = field(default_factory=list)  # ftrun run dirs without a manifest (stopped early)
 
     @property
     def job_id(self) -> Optional[str]:
@@ -61,7 +63,8 @@ class Inputs:
 
 
 def is_trace_name(p: Path) -> bool:
-    return p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
+    """A trace file's name (never one of ftrun's own files, nor a file still being written)."""
+    return p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES and not p.name.startswith(layout.TMP_PREFIX)
 
 
 def _run_dir_bookkeeping(q: Path, top: Path) -> bool:
@@ -102,6 +105,7 @@ def discover(paths: list[Path]) -> Inputs:
         raise BadInput("inspect-trace: give at least one PATH")
     files: list[TraceFile] = []
     run_dirs: list[Path] = []
+    interrupted: list[Path] = []
     for p in paths:
         p = Path(p)
         if not p.exists():
@@ -119,6 +123,7 @@ def discover(paths: list[Path]) -> Inputs:
             if not found:
                 raise BadInput(f"{p}: interrupted run: no traces were written (no {layout.MANIFEST})")
             files.extend(TraceFile(q) for q in found)
+            interrupted.append(p)
         elif p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and not _run_dir_bookkeeping(q, p))
             if not found:
@@ -132,7 +137,7 @@ def discover(paths: list[Path]) -> Inputs:
         if first is not f.path:
             raise BadInput(f"{f.path}: given twice (also as {first}); give each trace once")
     if not run_dirs:
-        return Inputs(files)
+        return Inputs(files, interrupted=interrupted)
     manifests = [layout.read_manifest(rd) for rd in run_dirs]
     _check_one_job(run_dirs, manifests)
     chosen: list[TraceFile] = []
@@ -150,13 +155,29 @@ def discover(paths: list[Path]) -> Inputs:
         known = {t.path.resolve() for t in chosen}
         chosen += [f for f in files if f.path.resolve() not in known]
     if not chosen:
-        where = " and ".join(str(rd / layout.MANIFEST) for rd in run_dirs)
-        raise BadInput(f"{where}: lists no traces (was the run profiled?)")
+        raise BadInput(_why_no_traces(run_dirs[0], manifests[0], logs))
     for t in chosen:
         if not t.path.is_file():
             rd = run_dir_of(t.path) or run_dirs[0]
             raise BadInput(f"{t.path}: listed in {rd / layout.MANIFEST} but missing")
     return Inputs(chosen, run_dirs[0], manifests[0], logs, run_dirs, manifests, whole_run=not files)
+
+
+def _why_no_traces(run_dir: Path, m: layout.AnyManifest, logs: dict[tuple[int, int], Path]) -> str:
+    """The cause, as the run dir tells it, of a manifest that lists no trace."""
+    where = run_dir / layout.MANIFEST
+    if isinstance(m, layout.LaunchManifest):
+        return f"{where}: lists no traces (the script wrote no chrome trace ftrun could find)"
+    windows = [w for w in m.profile_windows if len(w) == 2]
+    if not windows:
+        return f"{where}: lists no traces: the run was not profiled (--profile none)"
+    first, last = min(w[0] for w in windows), max(w[1] for w in windows)
+    reached = max((r.step for p in logs.values() for r in read_event_log(p) if r.step is not None), default=None)
+    if reached is None or reached < last:
+        got = "before its first step" if reached is None else f"at step {reached}"
+        return (f"{run_dir}: the run ended {got}, before the end of its profiled window (steps {first}-{last}), "
+                "so no trace was written; nothing to check")
+    return f"{where}: lists no traces, though the run reached its profiled window (steps {first}-{last})"
 
 
 def _unlisted(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
@@ -166,6 +187,8 @@ def _unlisted(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
     groups = {e.replica for e in m.event_logs}
     out = []
     for q in sorted((run_dir / layout.TRACES).glob("*.pt.trace.json*")):
+        if q.name.startswith(layout.TMP_PREFIX):
+            continue  # a trace still being written (or cut short by a signal): not a result
         w = layout.parse_worker(q.name)
         if w is not None and q.resolve() not in listed and (not groups or w[0] in groups):
             out.append(TraceFile(q, w[0], w[1], "manifest"))

@@ -65,11 +65,18 @@ class DistributedInfo(msgspec.Struct):
 
 
 class ChromeTrace(msgspec.Struct):
-    """``traceEvents`` stay raw JSON slices; ``events`` decodes the ones a filter keeps."""
+    """``traceEvents`` stay raw JSON slices; ``events`` decodes the ones a filter keeps.
+
+    The run-identity keys (``ftrun.check.provenance``): ``baseTimeNanoseconds`` (kineto: unix
+    time of the trace's clock origin; ``ts`` are microseconds from it), ``trace_id`` (one per
+    file), ``deviceProperties`` (the GPUs)."""
 
     traceEvents: list[msgspec.Raw]
     distributedInfo: Optional[DistributedInfo] = None
-    baseTimeNanoseconds: Optional[int] = None  # kineto: unix ns of ts 0 (ts are microseconds after it)
+    # lenient types: a writer's odd value here never makes the trace unreadable
+    baseTimeNanoseconds: Union[int, float, str, None] = None
+    trace_id: Union[str, int, None] = None
+    deviceProperties: msgspec.Raw = EMPTY
 
 
 DECODER = msgspec.json.Decoder(ChromeTrace)

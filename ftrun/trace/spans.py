@@ -487,27 +487,32 @@ def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls
     return colls
 
 
-def extract(path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABELS) -> TraceSpans:
-    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans.
+def no_steps(path: Path) -> BadInput:
+    return BadInput(f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
+                    "profile with a torch.profiler schedule or ftrun's worker")
+
+
+def extract(path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABELS, require_steps: bool = True) -> TraceSpans:
+    """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans, unless
+    not ``require_steps`` (the caller first says what else the trace is: ``ftrun.check.provenance``).
 
     A ``TraceFile`` is read in chunks (``ftrun.trace.stream``); when that path cannot read the
-    file exactly, it is read whole by ``load_trace`` (the same spans, or the same error)."""
+    file exactly, it is read whole by ``load_trace`` under the same limit (the same spans, or the
+    same error), and ``trace.meta`` is that whole trace."""
     c = None
     if isinstance(trace, TraceFile):
+        tf = trace
         try:
-            c = _classify_stream(trace, labels)
-            n_events, di = trace.events, trace.distributedInfo
+            c = _classify_stream(tf, labels)
+            n_events, di = tf.events, tf.meta.distributedInfo
         except Fallback:
-            trace = load_trace(path)
+            trace = tf.meta = load_trace(path, tf.limit)
     if c is None:
         c = _classify(path, trace, labels)
         n_events, di = len(trace.traceEvents), trace.distributedInfo
     steps, source = (c.ftrun_steps, "ftrun") if c.ftrun_steps else (c.prof_steps, "profiler")
-    if not steps:
-        raise BadInput(
-            f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
-            "profile with a torch.profiler schedule or ftrun's worker"
-        )
+    if not steps and require_steps:
+        raise no_steps(path)
     steps.sort(key=lambda s: s.span.ts)
     sends, calls, _, has_shapes = _sends(c.by_name, labels)
     syncs = _syncs(c.by_name, c.commit_children, labels)

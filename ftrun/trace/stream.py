@@ -2,7 +2,8 @@
 
 Contract: ``TraceFile(path).chunks()`` yields lists of ``schema.TraceEvent`` (every event of the
 file, in file order, a chunk of about ``CHUNK`` bytes at a time); afterwards ``events`` is how
-many there were and ``distributedInfo`` is decoded. Nothing but the current chunk is held, so a
+many there were and ``meta`` is a ``ChromeTrace`` of the other keys (``distributedInfo``, the
+run-identity keys ``ftrun.check.provenance`` reads) with an empty ``traceEvents``. Nothing but the current chunk is held, so a
 trace of any size is read in a few chunks' memory (plus what the caller keeps: an event's
 ``args`` points into its chunk's bytes, so a caller that keeps events keeps ``args.copy()``).
 
@@ -18,18 +19,21 @@ unreadable file, a broken gzip) raises ``Fallback``: the caller then reads the f
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import msgspec
 
-from ftrun.trace.schema import ChromeTrace, DistributedInfo, TraceEvent
+from ftrun.errors import BadInput
+from ftrun.trace.load import GZIP_MAGIC, MAX_TRACE_BYTES, open_regular
+from ftrun.trace.load import _chunks as load_chunks
+from ftrun.trace.schema import EMPTY, ChromeTrace, DistributedInfo, TraceEvent
 
 CHUNK = 4 << 20  # bytes decoded at a time: big enough that per-call costs vanish, small next to any trace
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
-GZIP_MAGIC = b"\x1f\x8b"
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 _EVENTS = msgspec.json.Decoder(list[TraceEvent])
@@ -41,49 +45,62 @@ class Fallback(Exception):
 
 
 class _Tail(msgspec.Struct):
+    """The keys after the array, typed as ``ChromeTrace``'s (lenient where it is)."""
+
     traceEvents: list[TraceEvent]
     distributedInfo: Optional[DistributedInfo] = None
+    baseTimeNanoseconds: Union[int, float, str, None] = None
+    trace_id: Union[str, int, None] = None
+    deviceProperties: msgspec.Raw = EMPTY
 
 
 _TAIL = msgspec.json.Decoder(_Tail)
 
 
-def _byte_chunks(path: Path) -> Iterator[bytes]:
-    """The file's bytes (gunzipped when it starts with the gzip magic), ``CHUNK`` at a time.
-    Reading stops at the end of the first gzip stream, as ``load.gunzip`` does."""
+def _byte_chunks(path: Path, limit: int) -> Iterator[bytes]:
+    """The file's bytes (gunzipped when it starts with the gzip magic), a piece at a time, through
+    ``load``'s guard: regular files only (``open_regular``), bounded reads, at most ``limit``
+    bytes out (beyond it, ``Fallback``: ``load_trace`` then says so in its words). Reading stops
+    at the end of the first gzip stream, as ``load.read_bounded`` does."""
     try:
-        f = open(path, "rb")
-    except OSError:
+        fd = open_regular(path)
+    except BadInput:
         raise Fallback from None
-    with f:
-        try:
-            first = f.read(CHUNK)
-            if first[:2] != GZIP_MAGIC:
-                b = first
-                while b:
-                    yield b
-                    b = f.read(CHUNK)
-                return
-            gz = zlib.decompressobj(wbits=31)
-            b = first
-            while b and not gz.eof:
-                data = b
-                while data and not gz.eof:  # at most CHUNK out per call: a bomb never lands whole
-                    out = gz.decompress(data, CHUNK)
-                    data = gz.unconsumed_tail
-                    if out:
-                        yield out
-                b = f.read(CHUNK)
-            if not gz.eof:
-                raise Fallback  # truncated stream: load_trace says so
-        except (OSError, zlib.error):
-            raise Fallback from None
+    try:
+        src = load_chunks(path, fd)
+        gz, n = None, 0
+        for b in src:
+            if gz is None and n == 0 and b[:2] == GZIP_MAGIC:
+                gz = zlib.decompressobj(wbits=31)
+            if gz is None:
+                n += len(b)
+                if n > limit:
+                    raise Fallback
+                yield b
+                continue
+            data = b
+            while data and not gz.eof:  # at most CHUNK out per call: a bomb never lands whole
+                out = gz.decompress(data, CHUNK)
+                data = gz.unconsumed_tail
+                n += len(out)
+                if n > limit:
+                    raise Fallback
+                if out:
+                    yield out
+            if gz.eof:
+                break
+        if gz is not None and not gz.eof:
+            raise Fallback  # truncated stream: load_trace says so
+    except (BadInput, zlib.error):
+        raise Fallback from None
+    finally:
+        os.close(fd)
 
 
-def _cut(buf: bytearray, lo: int) -> int:
-    """Index just past the last ``}`` in ``buf[lo:]`` that is followed by ``, {`` (whitespace
+def _cut(buf: bytearray, lo: int, hi: int) -> int:
+    """Index just past the last ``}`` in ``buf[lo:hi]`` that is followed by ``, {`` (whitespace
     allowed): a candidate end of one event. -1 when there is none."""
-    j = len(buf)
+    j = hi
     while True:
         j = buf.rfind(b"{", lo, j)
         if j <= lo:
@@ -102,13 +119,37 @@ def _cut(buf: bytearray, lo: int) -> int:
 class TraceFile:
     """One trace file, read when ``chunks()`` is iterated (once)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int = MAX_TRACE_BYTES) -> None:
         self.path = Path(path)
+        self.limit = limit
         self.events = 0
-        self.distributedInfo: Optional[DistributedInfo] = None
+        self.meta = ChromeTrace([])  # the keys besides traceEvents (its events are not kept here)
+
+    def _cut_chunk(self, buf: bytearray) -> Optional[tuple[list[TraceEvent], bytearray]]:
+        """(the events before a cut near ``CHUNK`` (else the last cut) of ``buf``, a new buffer of
+        "[" and the rest), or None when no cut decodes yet."""
+        for hi in (min(CHUNK, len(buf)), len(buf)):
+            k = _cut(buf, 1, hi)
+            if k < 0:
+                continue
+            comma = buf.index(b",", k)
+            buf[comma] = 0x5D  # "]"
+            try:
+                evs = _EVENTS.decode(memoryview(buf)[: comma + 1])
+            except msgspec.ValidationError:
+                raise Fallback from None
+            except msgspec.DecodeError:
+                buf[comma] = 0x2C
+                continue  # the cut was inside a string or a nested value: another cut, or more bytes
+            rest = bytearray(b"[")
+            rest += memoryview(buf)[comma + 1:]
+            return evs, rest
+        if len(buf) > 8 * CHUNK:
+            raise Fallback  # no cut decodes: not a trace this path reads
+        return None
 
     def chunks(self) -> Iterator[list[TraceEvent]]:
-        src = _byte_chunks(self.path)
+        src = _byte_chunks(self.path, self.limit)
         buf = bytearray()
         m = None
         for b in src:
@@ -120,43 +161,39 @@ class TraceFile:
             raise Fallback
         head = bytes(buf[: m.start()])
         try:  # the keys before traceEvents: a JSON object's opening, nothing nested left open
-            self.distributedInfo = _HEAD.decode(head + b'"traceEvents":[]}').distributedInfo
+            self.meta = _HEAD.decode(head + b'"traceEvents":[]}')
         except msgspec.DecodeError:
             raise Fallback from None
         # Each chunk gets its own buffer: "[", the bytes not decoded yet, the new bytes. A cut at
         # k turns the "," after it into "]" and decodes buf[:k] in place; the events' args
         # (msgspec.Raw) point into that buffer, which is freed with them (kept ones are copied).
         buf = bytearray(buf[m.end() - 1:])
-        for b in src:
+        more = True
+        while True:
+            while len(buf) >= CHUNK:
+                got = self._cut_chunk(buf)
+                if got is None:
+                    break  # no cut decodes yet: more bytes
+                evs, buf = got
+                self.events += len(evs)
+                yield evs
+                del evs, got
+            if not more:
+                break
+            b = next(src, None)
+            if b is None:
+                more = False
+                break
             buf += b
-            if len(buf) < CHUNK:
-                continue
-            k = _cut(buf, 1)
-            if k < 0:
-                continue
-            comma = buf.index(b",", k)
-            buf[comma] = 0x5D  # "]"
-            try:
-                evs = _EVENTS.decode(memoryview(buf)[: comma + 1])
-            except msgspec.ValidationError:
-                raise Fallback from None
-            except msgspec.DecodeError:
-                buf[comma] = 0x2C
-                if len(buf) > 8 * CHUNK:
-                    raise Fallback from None  # no cut decodes: not a trace this path reads
-                continue  # the cut was inside a string or a nested value: more bytes, another cut
-            rest = bytearray(b"[")
-            rest += memoryview(buf)[comma + 1:]
-            buf = rest
-            self.events += len(evs)
-            yield evs
-            del evs
         try:  # the rest of the array and the keys after it
             tail = _TAIL.decode(b'{"traceEvents":' + bytes(buf))
         except msgspec.DecodeError:
             raise Fallback from None
-        if tail.distributedInfo is not None:
-            self.distributedInfo = tail.distributedInfo
+        for key in ("distributedInfo", "baseTimeNanoseconds", "trace_id"):  # a key after the array: the file's
+            if getattr(tail, key) is not None:
+                setattr(self.meta, key, getattr(tail, key))
+        if tail.deviceProperties:
+            self.meta.deviceProperties = tail.deviceProperties
         self.events += len(tail.traceEvents)
         yield tail.traceEvents
 

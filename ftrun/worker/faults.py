@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from ftrun import layout
+from ftrun.output import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class Faults:
     def _mark(self, marker: Path, f: layout.FaultSpec, step: int) -> None:
         marker.parent.mkdir(exist_ok=True)
         fired = layout.FaultMarker(f.replica, f.step, f.action, f.seconds, fired_at=time.time(), fired_step=step, pid=os.getpid())
-        marker.write_text(layout.to_json(fired))
+        atomic_write(marker, layout.to_json(fired), "fault marker")  # the parent may read it meanwhile
         log.warning("fault %s fires at step %d", f.key, step)
 
 

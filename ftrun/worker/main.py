@@ -200,11 +200,14 @@ class StepLoop:
             dt = time.perf_counter() - t0
             extra = self.membership()
             if rejoining and extra.get("quorums"):
-                from ftrun.worker.rejoin import aligned_step
+                from ftrun.worker.rejoin import aligned_step, too_late
 
                 peer = extra.get("healed", {}).get("peer_step")
                 aligned = aligned_step(peer, self.run_dir, self.env.replica)
                 extra["rejoined"] = {"local_step": step, "aligned_step": aligned}
+                if too_late(aligned, self.cfg.steps):  # the others finished first: no step of the run is left
+                    self.log_step(None, mstep, float(loss.detach()), dt, extra)
+                    break
                 step = aligned if aligned is not None else step
                 rejoining = False
             self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, extra)

@@ -3,7 +3,7 @@
 ``prof.start()`` before the loop and ``prof.step()`` at the top of every iteration, as
 torchft's ``train_diloco.py`` does: ``ProfilerStep#k`` then holds training step k (1-based).
 The schedule records exactly steps A..B and writes
-``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends. All threads are profiled
+``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends (temp + rename). All threads are profiled
 (``profile_all_threads``), so spans on helper threads (the emulated link's holds) are kept.
 A relaunched group is profiled by ``RecoveryProfile`` instead (no window: its step numbers are
 known only once it has rejoined).
@@ -18,6 +18,7 @@ import torch
 from torch.profiler import ProfilerAction
 
 from ftrun.layout import trace_name
+from ftrun.output import atomic_path
 
 
 def window_schedule(first: int, last: int) -> Callable[[int], ProfilerAction]:
@@ -33,14 +34,21 @@ def window_schedule(first: int, last: int) -> Callable[[int], ProfilerAction]:
     return action
 
 
+def export_trace(prof, path: Path) -> Path:
+    """Write the chrome trace under a temporary name and rename it to ``path`` once complete:
+    SIGTERM or a full disk mid-write never leaves a 0-byte or partial trace under its final name
+    (``ftrun.output.atomic_path``; the temporary keeps the ``.gz`` ending torch compresses by)."""
+    with atomic_path(path, "trace") as tmp:
+        prof.export_chrome_trace(str(tmp))
+    return path
+
+
 def make_profiler(window: tuple[int, int], trace_dir: Path, replica: int, rank: int, written: list[str]):
     first, last = window
     trace_dir.mkdir(parents=True, exist_ok=True)
 
     def on_ready(prof: torch.profiler.profile) -> None:
-        path = trace_dir / trace_name(replica, rank, first)
-        prof.export_chrome_trace(str(path))
-        written.append(path.name)
+        written.append(export_trace(prof, trace_dir / trace_name(replica, rank, first)).name)
 
     return torch.profiler.profile(schedule=window_schedule(first, last), on_trace_ready=on_ready, **_profiler_args())
 
