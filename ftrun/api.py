@@ -226,7 +226,8 @@ def config_of(config: ConfigLike, out: Optional[PathLike] = None) -> "RunConfig"
     from ftrun import config as cfgmod
 
     if isinstance(config, cfgmod.RunConfig):
-        cfg = dataclasses.replace(config, kill=list(config.kill), hang=list(config.hang), model_args=list(config.model_args))
+        cfg = dataclasses.replace(config, kill=list(config.kill), hang=list(config.hang), fail_commit=list(config.fail_commit),
+                                  model_args=list(config.model_args))
         if out is not None:
             cfg.out = str(out)
         cfgmod.validate_config(cfg)

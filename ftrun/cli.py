@@ -90,7 +90,7 @@ TRAIN_OPTIONS = {
     "seq_len": typer.Option(None, help="Tokens per sample."),
     "batch_size": typer.Option(None, help="Samples per step."),
     "data": typer.Option(None, help="synthetic, or a text file (byte-level tokens)."),
-    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo."),
+    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo; torchft-nightly also lists gloo-native, torchcomms."),
     "min_replicas": typer.Option(None, help="torchft min_replica_size (and the lighthouse's min_replicas)."),
     "seed": typer.Option(None, help="Seed for model and data."),
     "profile": typer.Option(None, help="auto, none, or A:B (profile steps A..B)."),
@@ -101,6 +101,7 @@ TRAIN_OPTIONS = {
     "hang": typer.Option(None, "--hang", help="Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable."),
     "corrupt_allreduce": typer.Option(None, "--corrupt-allreduce", help="Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, KIND wrong-count, drop, stale, late or noise. Repeatable."),
     "sketches": typer.Option(None, "--sketches/--no-sketches", help="Sketch every sync for the numeric check (default on)."),
+    "fail_commit": typer.Option(None, "--fail-commit", help="Fault: replica group R votes false in should_commit at its first sync from step S: R@S. Repeatable."),
     "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
     "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
     "profile_recovery": typer.Option(None, "--profile-recovery", metavar="on|off",
@@ -158,6 +159,7 @@ def train_cmd(
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
     corrupt_allreduce: Optional[List[str]] = TRAIN_OPTIONS["corrupt_allreduce"],
     sketches: Optional[bool] = TRAIN_OPTIONS["sketches"],
+    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     profile_recovery: Optional[str] = TRAIN_OPTIONS["profile_recovery"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
@@ -166,9 +168,10 @@ def train_cmd(
     run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK)."),
     replica_group_id: Optional[int] = typer.Option(None, help="Several hosts: run only replica group K here (needs --lighthouse)."),
     job_id: Optional[str] = typer.Option(None, help="Several hosts: the job's id (default: from --lighthouse and --run-name)."),
-    master_addr: Optional[str] = typer.Option(None, help="Several hosts: torchrun --master-addr for this group's store."),
-    master_port: Optional[int] = typer.Option(None, help="Several hosts: torchrun --master-port (default: a free port, --standalone)."),
-    advertise_host: Optional[str] = typer.Option(None, help="Several hosts: name other groups reach this host at (default: hostname)."),
+    master_addr: Optional[str] = typer.Option(None, help="Several hosts: torchrun --master-addr for this group's store (default: this host's address on the interface that routes to the lighthouse)."),
+    master_port: Optional[int] = typer.Option(None, help="Several hosts: torchrun --master-port (default: a free port)."),
+    advertise_host: Optional[str] = typer.Option(None, help="Several hosts: name torchft hands to the other groups for this host (default: this host's address on the interface that routes to the lighthouse)."),
+    interface: Optional[str] = typer.Option(None, help="Several hosts: the network interface the other hosts reach this one through (default: the one that routes to the lighthouse); also GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set."),
     overwrite: bool = TRAIN_OPTIONS["overwrite"],
     json_out: bool = TRAIN_OPTIONS["json_out"],
 ) -> None:
@@ -176,6 +179,7 @@ def train_cmd(
     flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
     flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
                  corrupt_allreduce=list(corrupt_allreduce) if corrupt_allreduce else None,
+                 fail_commit=list(fail_commit) if fail_commit else None,
                  model_args=list(model_args) if model_args else None)
 
     def body() -> int:
@@ -234,6 +238,7 @@ def compare_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
@@ -247,7 +252,8 @@ def compare_cmd(
 ) -> None:
     given = dict(locals())
     flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "junit", "overwrite", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 fail_commit=list(fail_commit) if fail_commit else None)
 
     def body() -> int:
         refuse_empty(given, {"runs": "A/B"})
@@ -486,6 +492,7 @@ def sweep_cmd(
     out: Optional[str] = TRAIN_OPTIONS["out"],
     kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
     hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
+    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
     restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
     step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
     stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
@@ -495,7 +502,8 @@ def sweep_cmd(
     given = dict(locals())
     flags = {k: v for k, v in locals().items()
              if k not in ("given", "preset", "axis", "name", "parallel", "resume", "junit", "metric", "config", "out", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None)
+    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
+                 fail_commit=list(fail_commit) if fail_commit else None)
 
     def body() -> int:
         refuse_empty(given)

@@ -29,7 +29,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 MODELS = ("mlp", "transformer")
-BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo")
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")  # the last two: torchft-nightly (ftrun.torchft_compat)
 
 
 @dataclass
@@ -71,6 +71,7 @@ class RunConfig:
     # faults (ftrun.faults) and recovery
     kill: list = field(default_factory=list)
     hang: list = field(default_factory=list)
+    fail_commit: list = field(default_factory=list)  # R@S: group R's commit fails at its first sync from step S
     corrupt_allreduce: list = field(default_factory=list)  # R@S:KIND (ftrun.faults.CORRUPT_KINDS)
     # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
     sketches: bool = True
@@ -85,6 +86,7 @@ class RunConfig:
     master_addr: str = ""
     master_port: int = 0
     advertise_host: str = ""  # host name other groups reach this group's manager at
+    interface: str = ""  # network interface other hosts reach this group through (ftrun.launch.network)
 
     @property
     def schedule(self) -> Schedule:
@@ -107,8 +109,8 @@ class RunConfig:
     def faults(self) -> list:
         from ftrun.faults import parse_faults
 
-        return parse_faults(self.kill, self.hang, self.replicas, self.steps, self.corrupt_allreduce,
-                            self.schedule.window, self.sync_every)
+        return parse_faults(self.kill, self.hang, self.replicas, self.steps, self.fail_commit, self.schedule.window,
+                            corrupts=self.corrupt_allreduce, sync_every=self.sync_every)
 
     @property
     def max_restarts(self) -> int:
@@ -323,7 +325,7 @@ def validate_config(
         raise _bad("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
     if cfg.restarts < 0 and (cfg.restarts != -1 or given and origin("restarts") in ("flag", "file")):
         raise _bad("restarts", cfg.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
-    for name in ("kill", "hang", "corrupt_allreduce"):
+    for name in ("kill", "hang", "fail_commit", "corrupt_allreduce"):
         if not all(isinstance(x, str) for x in getattr(cfg, name)):
             raise _bad(name, getattr(cfg, name), "must be a list of strings like '1@25'")
     cfg.faults()

@@ -1,4 +1,4 @@
-"""Fault specs for ``--kill`` and ``--hang``. Torch-free; parsed and validated before spawning.
+"""Fault specs for ``--kill``, ``--hang`` and ``--fail-commit``. Torch-free; parsed and validated before spawning.
 
 ``--kill R@S``          SIGKILL every process of replica group R when it reaches step S.
 ``--kill R@S:sigterm``  SIGTERM the group's launcher instead (a polite stop; torchrun stops its ranks).
@@ -7,6 +7,10 @@
                         a wrong average for the fragment synced at step S (a sync step), as
                         ``CORRUPT_KINDS`` says; the numeric check (``ftrun.check.numerics``) must
                         catch it. Injected by ``ftrun.worker.faults.Corruption``.
+``--fail-commit R@S``   rank 0 of replica group R votes false in ``should_commit`` at the first
+                        sync at or after step S, so the group's commit fails there (torchft's own
+                        ``Manager.report_error``: the same path a real error in the step takes) —
+                        a failed commit on every torchft, with no upstream bug needed.
 
 The worker fires each fault once per run (a marker file in ``<run>/faults/`` records it, so
 a restarted group does not fire it again).
@@ -33,12 +37,16 @@ CORRUPT_KINDS = {
     "noise": "a relative 1e-3 perturbation of one element (the largest) of the SUM",
 }
 
+_FAIL_COMMIT_RE = re.compile(r"^(\d+)@(\d+)$")
+FLAGS = {"kill": "--kill", "sigterm": "--kill", "hang": "--hang", "fail-commit": "--fail-commit",
+         "corrupt": "--corrupt-allreduce"}
+
 
 @dataclass(frozen=True)
 class Fault:
     replica: int
     step: int
-    action: str  # "kill" | "sigterm" | "hang" | "corrupt"
+    action: str  # "kill" | "sigterm" | "hang" | "fail-commit" | "corrupt"
     seconds: float = 0.0
     kind: str = ""  # corrupt: one of CORRUPT_KINDS
 
@@ -49,6 +57,8 @@ class Fault:
     def describe(self) -> str:
         if self.action == "corrupt":
             return f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group at sync step {self.step}"
+        if self.action == "fail-commit":
+            return f"failed commit of replica group {self.replica} at its first sync from step {self.step}"
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]
         return f"{what} replica group {self.replica} at step {self.step}"
 
@@ -79,17 +89,27 @@ def parse_corrupt(text: str) -> Fault:
     return Fault(int(m[1]), int(m[2]), "corrupt", kind=m[3].lower())
 
 
+def parse_fail_commit(text: str) -> Fault:
+    m = _FAIL_COMMIT_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise BadInput(f"--fail-commit {text!r}: expected REPLICA@STEP, e.g. 1@8")
+    return Fault(int(m[1]), int(m[2]), "fail-commit")
+
+
 def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
-                 corrupts: list[str] = (), window: int = 0, sync_every: int = 0) -> list[Fault]:
-    """Parse and check against the run: the replica must exist and the step lie in 1..steps; a
-    ``--corrupt-allreduce`` step must be a sync step (a multiple of ``window`` = H/F), and
+                 fail_commits: list[str] = (), sync_window: int = 1, corrupts: list[str] = (),
+                 sync_every: int = 0) -> list[Fault]:
+    """Parse and check against the run: the replica must exist and the step lie in 1..steps;
+    a ``--fail-commit`` needs a sync at or after its step (syncs every ``sync_window`` = H/F steps);
+    a ``--corrupt-allreduce`` step must be a sync step (a multiple of ``sync_window``), and
     ``stale`` needs a previous round of the same fragment (step > ``sync_every``)."""
-    faults = [parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs] + [parse_corrupt(c) for c in corrupts]
-    for f, text in zip(faults, [*kills, *hangs, *corrupts]):
-        flag = {"hang": "--hang", "corrupt": "--corrupt-allreduce"}.get(f.action, "--kill")
-        if f.action == "corrupt" and window and f.step % window:
-            raise BadInput(f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {window} steps: "
-                           f"{window}, {2 * window}, ...)")
+    faults = ([parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs] + [parse_fail_commit(c) for c in fail_commits]
+              + [parse_corrupt(c) for c in corrupts])
+    for f, text in zip(faults, [*kills, *hangs, *fail_commits, *corrupts]):
+        flag = FLAGS[f.action]
+        if f.action == "corrupt" and sync_window > 1 and f.step % sync_window:
+            raise BadInput(f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {sync_window} steps: "
+                           f"{sync_window}, {2 * sync_window}, ...)")
         if f.action == "corrupt" and f.kind == "stale" and f.step <= sync_every:
             raise BadInput(f"{flag} {text}: stale needs a previous round of the same fragment (a sync step > H = {sync_every})")
         if f.replica >= replicas:
@@ -98,9 +118,13 @@ def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
             raise BadInput(f"{flag} {text}: step {f.step} is outside 1..--steps ({steps})")
         if f.action == "hang" and f.seconds <= 0:
             raise BadInput(f"{flag} {text}: SECONDS must be > 0")
+        last_sync = steps // sync_window * sync_window
+        if f.action == "fail-commit" and f.step > last_sync:
+            raise BadInput(f"{flag} {text}: no sync at or after step {f.step} (one every H/F = {sync_window} steps; "
+                           f"the last of --steps {steps} is at step {last_sync})")
     keys = [f.key for f in faults]
     if len(set(keys)) != len(keys):
-        raise BadInput("--kill/--hang/--corrupt-allreduce: the same fault is given twice")
+        raise BadInput("--kill/--hang/--fail-commit/--corrupt-allreduce: the same fault is given twice")
     return faults
 
 

@@ -27,7 +27,7 @@ from ftrun.errors import BadInput
 
 # Options a sweep sets itself or that make no sense per cell (one host, one sweep dir).
 NOT_AXES = frozenset({"out", "run_name", "lighthouse", "replica_group_id", "job_id", "master_addr",
-                      "master_port", "advertise_host"})
+                      "master_port", "advertise_host", "interface"})
 AXIS_KEYS = frozenset(FIELD_NAMES) - NOT_AXES
 CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "backend": BACKENDS, "mode": tuple(PRESETS)}
 PRESET_NAMES = ("pgs", "tau", "fragments")
@@ -139,12 +139,14 @@ def check_shared(axes: list[Axis], shared: dict[str, Any]) -> None:
             raise BadInput(f"--{a.key.replace('_', '-')}: also an axis of this sweep (drop one of them)")
 
 
-def preset_axes(name: str, shared: dict[str, Any], cuda: bool) -> tuple[list[Axis], dict[str, Any]]:
+def preset_axes(name: str, shared: dict[str, Any], cuda: bool,
+                backends: tuple[str, ...] = ("gloo", "baby-gloo", "nccl", "baby-nccl")) -> tuple[list[Axis], dict[str, Any]]:
     """A preset's axes and the shared values it sets when the user did not (``shared`` = the
     user's flags, None = not given). ``cuda``: whether this host has a CUDA device.
 
-    * ``pgs``: backend gloo, baby-gloo, nccl, baby-nccl x bucketize off/on x mode streaming/baseline
-      x quantize off/on (every group torchft ships; what this host cannot run is ``unavailable``).
+    * ``pgs``: backend ``backends`` (every group the installed torchft offers:
+      ``ftrun.torchft_compat.process_group_backends``; torchft's four by default) x bucketize
+      off/on x mode streaming/baseline x quantize off/on (what this host cannot run is ``unavailable``).
     * ``tau``: fragment_sync_delay 0 .. H/F-1, streaming (H and F: the flags, else the preset's).
     * ``fragments``: F over the divisors of H, tau = the flag's, else 0.
     """
@@ -153,7 +155,7 @@ def preset_axes(name: str, shared: dict[str, Any], cuda: bool) -> tuple[list[Axi
     mode = shared.get("mode") or "streaming"
     h = shared.get("sync_every") or PRESETS[mode]["sync_every"]
     if name == "pgs":
-        return [Axis("backend", ("gloo", "baby-gloo", "nccl", "baby-nccl")), Axis("bucketize", (False, True)),
+        return [Axis("backend", tuple(backends)), Axis("bucketize", (False, True)),
                 Axis("mode", ("streaming", "baseline")), Axis("quantize", (False, True))], {}
     if name == "tau":
         f = shared.get("fragments") or PRESETS["streaming"]["fragments"]

@@ -99,8 +99,8 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | corrupt
-    (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
+    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | fail-commit |
+    corrupt (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
 
     replica: int
     step: int
@@ -114,11 +114,30 @@ class FaultSpec(msgspec.Struct):
 
 
 class FaultMarker(FaultSpec):
-    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired."""
+    """``faults/<key>.json``: a fault that fired, written by the rank that fired it, before it fired
+    (``fired_step``: the step it fired in; for ``fail-commit`` the sync whose vote it turned)."""
 
     fired_at: float = 0.0
     fired_step: int = 0
     pid: int = 0
+
+
+class Network(msgspec.Struct, kw_only=True):
+    """How the other hosts of a job reach this host's replica group (``ftrun.launch.network``).
+    ``scope``: "loopback" (every group on this host) or "hosts"; ``address``: the group's store
+    (torchrun ``--master-addr``) and process-group address; ``interface``: the one holding it;
+    ``advertise_host``: what torchft's manager and checkpoint server hand to the other groups;
+    ``found``: how the address was chosen; ``env``: ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME``
+    as the groups get them, ``env_from_user`` the ones the user had set (kept as they were)."""
+
+    scope: str
+    address: str
+    interface: Optional[str]
+    advertise_host: str
+    found: str
+    env: dict[str, str] = {}
+    env_from_user: list[str] = []
+    store_port: Optional[int] = None  # torchrun --master-port (None: --standalone picks one)
 
 
 class Spec(msgspec.Struct):
@@ -135,6 +154,7 @@ class Spec(msgspec.Struct):
     start_barrier: Optional[int]  # ranks writing to this run dir (None: groups on several hosts)
     hostname: str
     format: int = FORMAT
+    network: Optional[Network] = None  # None: a spec of an earlier ftrun (loopback)
 
 
 class Quorum(msgspec.Struct):
@@ -381,6 +401,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     run_events: list[RunEvent] = []
     wall_s: Optional[float] = None
     format: int = FORMAT
+    network: Optional[Network] = None
 
 
 class LaunchSchedule(msgspec.Struct):
@@ -418,6 +439,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     script: str
     args: list[str]
     python: str
+    versions: dict[str, Optional[str]] = {}  # ``ftrun.torchft_compat.versions`` (empty: an earlier ftrun)
     env_added: dict[str, str]
     schedule: LaunchSchedule
     step_numbering: str = "top"

@@ -1,24 +1,52 @@
-"""Everything ftrun relies on inside torchft: its profiler labels and the private attributes
-of its live objects. A torchft upgrade touches this file only. Torch-free (objects come in).
+"""Everything ftrun relies on inside torchft: which release is installed, its profiler labels,
+its process-group API and the private attributes of its live objects. A torchft upgrade
+touches this file only, and nothing else in ftrun branches on torchft's version.
+Torch-free (objects come in; torchft is imported only inside the functions that need it).
+
+Releases (``installed()``, ``require_supported()``): two distributions install the same
+import name ``torchft`` — ``torchft`` 0.2.x (PyPI) and ``torchft-nightly`` (checked:
+2026.10.26). ftrun requires neither by name (either satisfies it); the command paths that
+train check the installed one against ``SUPPORTED`` at start-up.
+
+Process-group API (``pg_api``): 0.2.x configures a group with ``ProcessGroup.configure(store_addr,
+replica_id, rank, world_size, ...)`` ("configure"); the nightly removed it for
+``supports_reconfigure`` / ``set_rank_info`` / ``get_reconfigure_handle()`` /
+``reconfigure(ReconfigureOptions)`` ("reconfigure"), exchanges the handles through the
+lighthouse (the quorum RPC gains a ``reconfigure_handle`` argument, its result
+``reconfigure_handles``) and refuses a group without ``supports_reconfigure``. ftrun's wrapper
+(``ftrun.worker.link.LinkEmulator``) inherits torchft's ``ProcessGroupWrapper`` and so either
+API; the quorum proxy (``after_each_quorum``) passes every argument through; ``connect()``
+joins a group without a Manager on either API.
 
 Labels, as versioned data (the one place that spells them): torchft emits these with
 ``torch.profiler.record_function``; ftrun's worker adds its own step annotation. Checked
-against torchft 0.2.0 (``local_sgd.py``, ``manager.py``) and torch 2.13. When a torchft release
-renames a label, add a new ``LabelSet`` and keep the old one: traces written by older versions
-must still be read.
+against torchft 0.2.0 and torchft-nightly 2026.10.26 (``local_sgd.py`` byte-identical,
+``manager.py``'s labels the same names) and torch 2.13. When a torchft release renames a
+label, add a new ``LabelSet`` and keep the old one: traces written by older versions must
+still be read.
 
-Private attributes (torchft 0.2.0), read or wrapped only through the functions at the end:
-``DiLoCo._fragments`` (the ``_StreamingDiLoCoFragment`` objects, whose ``prepare_sync`` /
-``perform_sync`` / ``wait`` / ``original_parameters`` the worker wraps and reads),
-``Manager._quorum_future`` (set once a quorum was asked for), ``Manager._quorum_id``,
-``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``.
+Private attributes (the same in 0.2.0 and the nightly), read or wrapped only through the
+functions at the end: ``DiLoCo._fragments`` (the ``_StreamingDiLoCoFragment`` objects, whose
+``prepare_sync`` / ``perform_sync`` / ``wait`` / ``original_parameters`` the worker wraps and
+reads), ``Manager._quorum_future`` (set once a quorum was asked for), ``Manager._quorum_id``,
+``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``,
+on the nightly ``ProcessGroup._handle_id()`` (``connect``), and the ``socket`` module torchft's
+modules call ``socket.gethostname()`` on (``advertise_as``).
 """
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
+import socket
+import sys
+import types
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Callable, Optional
+
+from ftrun.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -103,6 +131,260 @@ def ftrun_step_label(step: int, manager_step: int) -> str:
     return f"{FTRUN_STEP_PREFIX}#{step} manager_step={manager_step}"
 
 
+# --- which torchft is installed (torch-free: package metadata and source text) -------------
+
+DISTRIBUTIONS = ("torchft", "torchft-nightly")
+# distribution -> (lowest version, first version not supported; None = no upper bound).
+# torchft 0.2.x: the release ftrun was built on. torchft-nightly: from the first nightly
+# checked (2026.10.26, reconfigure API); later nightlies are accepted (the adapter picks the API
+# by what the installed torchft has, not by its version) and earlier ones refused (not checked).
+SUPPORTED: dict[str, tuple[tuple[int, ...], Optional[tuple[int, ...]]]] = {
+    "torchft": ((0, 2, 0), (0, 3)),
+    "torchft-nightly": ((2026, 10, 26), None),
+}
+_SOURCE_LIMIT = 4 << 20  # bytes of torchft/process_group.py read to tell its API (80 kB today)
+
+
+@dataclass(frozen=True)
+class Release:
+    """The installed torchft: ``distribution`` (``torchft`` | ``torchft-nightly``; None = none
+    installed; several, space-separated, when more than one claims the files), its ``version``,
+    its process-group API ``pg_api`` (``configure`` | ``reconfigure``; None = unknown) and torch's
+    version (None = not installed)."""
+
+    distribution: Optional[str]
+    version: Optional[str]
+    pg_api: Optional[str]
+    torch: Optional[str]
+
+    def describe(self) -> str:
+        """``torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu``."""
+        ft = f"{self.distribution} {self.version}" if self.distribution else "torchft not installed"
+        api = f" (process groups: {self.pg_api})" if self.pg_api else ""
+        return f"{ft}{api}, torch {self.torch or 'not installed'}"
+
+    def to_json(self) -> dict[str, Optional[str]]:
+        """What run dirs and reports record (manifest/meta ``versions``, sweep, compare)."""
+        return {"torch": self.torch, "torchft": self.version, "torchft_distribution": self.distribution,
+                "torchft_pg_api": self.pg_api}
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """``0.2.0`` -> (0, 2, 0); ``2026.10.26`` -> (2026, 10, 26); stops at the first non-number
+    part (``0.2.1.dev3`` -> (0, 2, 1))."""
+    out = []
+    for part in text.split("."):
+        m = re.match(r"\d+", part)
+        if not m:
+            break
+        out.append(int(m[0]))
+        if m.end() != len(part):
+            break
+    return tuple(out)
+
+
+def pg_api_of_source(source: str) -> Optional[str]:
+    """The process-group API a ``torchft/process_group.py`` defines: ``reconfigure`` (the
+    nightly's ``supports_reconfigure``/``reconfigure``), ``configure`` (0.2.x), else None."""
+    if re.search(r"def supports_reconfigure\(", source) and re.search(r"def reconfigure\(", source):
+        return "reconfigure"
+    if re.search(r"def configure\(", source):
+        return "configure"
+    return None
+
+
+def _pg_api_installed() -> Optional[str]:
+    """Read (not import: importing torchft imports torch) the installed process_group.py."""
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec("torchft")
+    except (ImportError, ValueError):
+        return None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(loc) / "process_group.py"
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return pg_api_of_source(f.read(_SOURCE_LIMIT))
+        except OSError:
+            continue
+    return None
+
+
+def installed() -> Release:
+    """The installed torchft and torch, from package metadata; torch-free."""
+    from importlib import metadata
+
+    found = []
+    for dist in DISTRIBUTIONS:
+        try:
+            found.append((dist, metadata.version(dist)))
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = None
+    if not found:
+        return Release(None, None, None, torch)
+    return Release(" ".join(d for d, _ in found), " ".join(v for _, v in found), _pg_api_installed(), torch)
+
+
+def versions(torch_version: Optional[str] = None) -> dict[str, Optional[str]]:
+    """What ran, as run dirs and reports record it (``versions``): python, ftrun, torch
+    (``torch_version`` when the caller imported torch, else its metadata) and the torchft release
+    (``Release.to_json``)."""
+    import platform
+
+    from ftrun import __version__
+
+    found = installed().to_json()
+    if torch_version is not None:
+        found["torch"] = torch_version
+    return {"python": platform.python_version(), "ftrun": __version__, **found}
+
+
+def describe_versions(versions: Optional[dict[str, Any]]) -> Optional[str]:
+    """``Release.describe()`` of a recorded ``versions`` dict; None when it names no torchft
+    (a run dir of an earlier ftrun may have only ``torchft``: the distribution is then unknown)."""
+    if not versions or not versions.get("torchft"):
+        return None
+    rel = Release(versions.get("torchft_distribution") or "torchft", versions["torchft"], versions.get("torchft_pg_api"),
+                  versions.get("torch"))
+    return rel.describe()
+
+
+# --- the process groups a release offers (ftrun's --backend names) -------------------------
+
+TORCHFT_BACKENDS = ("gloo", "baby-gloo", "nccl", "baby-nccl")  # torchft's own groups, in every release
+# the nightly's Manager also takes a native c10d group built with enable_reconfigure=True
+# (``gloo-native``; torch with native reconfiguration) and torchcomms' group
+# (``torchft.torchcomms.ProcessGroupTorchComms``, where torchcomms is installed)
+RECONFIGURE_BACKENDS = ("gloo-native", "torchcomms")
+
+
+def process_group_backends(rel: Release) -> tuple[str, ...]:
+    """The ``--backend`` values the installed release offers (``ftrun sweep --preset pgs``)."""
+    return TORCHFT_BACKENDS + (RECONFIGURE_BACKENDS if rel.pg_api == "reconfigure" else ())
+
+
+def _torch_native_reconfigure() -> bool:
+    """Whether the installed torch builds native groups with ``enable_reconfigure`` (read from
+    its ``distributed_c10d.py``, not imported: torch-free)."""
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            with open(Path(loc) / "distributed" / "distributed_c10d.py", encoding="utf-8", errors="replace") as f:
+                return "enable_reconfigure" in f.read(_SOURCE_LIMIT)
+        except OSError:
+            continue
+    return False
+
+
+def backend_unavailable(backend: str, rel: Release) -> Optional[str]:
+    """Why ``--backend backend`` cannot run on this release and torch (one line), or None.
+    Only the reconfigure-API groups are decided here; the rest is placement's (GPUs)."""
+    if backend not in RECONFIGURE_BACKENDS:
+        return None
+    if rel.pg_api != "reconfigure":
+        return (f"--backend {backend}: {rel.distribution or 'torchft'} {rel.version or ''} has no reconfigure API "
+                "(its Manager takes torchft's own process groups only; torchft-nightly has it)").replace("  ", " ")
+    if backend == "gloo-native" and not _torch_native_reconfigure():
+        return (f"--backend gloo-native: torch {rel.torch} cannot reconfigure a native group "
+                "(no enable_reconfigure in torch.distributed; torchft's shim says torch >= 2.14)")
+    if backend == "torchcomms":
+        import importlib.util
+
+        if importlib.util.find_spec("torchcomms") is None:
+            return "--backend torchcomms: torchcomms is not installed (pip install torchcomms)"
+    # torch and torchft offer it, but ftrun does not build it yet: a native group needs a
+    # bootstrap store shared by every replica group (torchft's tests host one in the parent),
+    # torchcomms a TorchComm per rank; neither is wired into ftrun's launcher
+    return f"--backend {backend}: offered by {rel.distribution} {rel.version} and torch {rel.torch}, but ftrun does not build it yet"
+
+
+def baby_pg_fails_commits(rel: Release) -> bool:
+    """Whether this release's Baby process groups fail every commit: torchft 0.2.x's
+    ``_ManagedWork`` callback late-binding bug (upstream PR #355), fixed in the nightly
+    (torchft-notes "Known torchft 0.2.0 defects"). Reports use it to say why; tests, what to expect."""
+    return rel.distribution == "torchft"
+
+
+def unsupported(rel: Release) -> Optional[str]:
+    """Why ftrun cannot run on ``rel`` (one line), or None when it is supported."""
+    hint = "install torchft 0.2.x (pip install 'torchft>=0.2.0,<0.3') or torchft-nightly (FTRUN_TORCHFT=nightly bash scripts/setup.sh)"
+    if rel.distribution is None:
+        return f"torchft is not installed: {hint}"
+    if " " in rel.distribution:
+        return (f"torchft: both {rel.distribution.replace(' ', ' and ')} are installed ({rel.version}) and share the "
+                "same files; uninstall both and install one of them (pip install --force-reinstall DIST)")
+    low, high = SUPPORTED[rel.distribution]
+    v = _version_tuple(rel.version or "")
+    supported = "0.2.x" if rel.distribution == "torchft" else f">= {'.'.join(map(str, low))}"
+    if not v or v < low or (high is not None and v >= high):
+        return f"{rel.distribution} {rel.version} is not supported (ftrun supports {rel.distribution} {supported}); {hint}"
+    if rel.pg_api is None:
+        import importlib.util
+
+        if importlib.util.find_spec("torchft") is None:
+            return (f"{rel.distribution} {rel.version} is installed but has no torchft package files (removed, e.g. by "
+                    f"uninstalling the other distribution); reinstall it: pip install --force-reinstall {rel.distribution}")
+        return f"{rel.distribution} {rel.version}: its process groups have neither configure nor reconfigure; {hint}"
+    return None
+
+
+def require_supported() -> Release:
+    """The installed release, or ``BadInput`` (one line, exit 2) naming it when unsupported."""
+    rel = installed()
+    why = unsupported(rel)
+    if why:
+        raise BadInput(why)
+    return rel
+
+
+# --- process groups: either API ---------------------------------------------------------
+
+
+def pg_api(pg: Any) -> str:
+    """``reconfigure`` or ``configure``: what a live torchft process group offers."""
+    return "reconfigure" if getattr(pg, "supports_reconfigure", False) else "configure"
+
+
+def connect(pg: Any, store_addr: str, rank: int, world_size: int, timeout: timedelta = timedelta(seconds=60)) -> None:
+    """Make ``pg`` rank ``rank`` of a group of ``world_size`` that meets on the TCPStore at
+    ``store_addr`` (``host:port/prefix``, one prefix per group), without a Manager.
+
+    "configure": ``pg.configure(store_addr, "0", rank, world_size)``. "reconfigure": the
+    exchange of torchft's ``reconfigure_with_store``, except that each handle names the given
+    store: torchft's own ``get_reconfigure_handle()`` starts a store on this host's name (every
+    interface), and ftrun's tests bind loopback only."""
+    if pg_api(pg) == "configure":
+        pg.configure(store_addr, "0", rank, world_size)
+        return
+    from torchft.process_group import ReconfigureOptions, create_store_client
+
+    host_port = store_addr.partition("/")[0]
+    store = create_store_client(store_addr, timeout)
+    store.set(f"handle/{rank}", json.dumps({"id": pg._handle_id(), "store": host_port, "global_rank": rank}))
+    if rank == 0:
+        store.set("uuid", str(secrets.randbits(63)))
+    keys = ["uuid", *(f"handle/{r}" for r in range(world_size))]
+    store.wait(keys, timeout)
+    uuid, *handles = store.multi_get(keys)
+    opts = ReconfigureOptions()
+    opts.uuid = int(uuid)
+    opts.handles = [h.decode("utf-8") for h in handles]
+    opts.timeout = timeout
+    pg.reconfigure(opts).wait()
+
+
 # --- private attributes of live torchft objects ----------------------------------------------
 
 
@@ -122,7 +404,8 @@ def quorum_id(manager: Any) -> Optional[int]:
 
 
 class _QuorumClient:
-    """A transparent proxy for torchft's ``ManagerClient``: ``after(result)`` runs after each quorum RPC."""
+    """A transparent proxy for torchft's ``ManagerClient``: ``after(result)`` runs after each quorum
+    RPC. Every argument passes through as given (the nightly adds ``reconfigure_handle``)."""
 
     def __init__(self, client: Any, after: Callable[[Any], None]) -> None:
         self._client = client
@@ -149,6 +432,41 @@ def configure_quorum_id(args: tuple, kwargs: dict) -> Optional[int]:
     ``configure(store_addr, replica_id, rank, world_size, quorum_id, group_rank, ...)``."""
     q = kwargs.get("quorum_id", args[4] if len(args) > 4 else None)
     return q if isinstance(q, int) else None
+
+
+class _AdvertisingSocket(types.ModuleType):
+    """The ``socket`` module, except that ``gethostname()`` returns the host given."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__("socket")
+        self._host = host
+
+    def gethostname(self) -> str:
+        return self._host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+
+def advertise_as(host: str) -> list[str]:
+    """Make torchft hand ``host`` to the other replica groups wherever it would hand them
+    ``socket.gethostname()``: 0.2.0 and nightly's checkpoint server (``HTTPTransport.address``,
+    the healing source), nightly's process-group rendezvous store (``get_reconfigure_handle``),
+    its parameter server. A host name is often unknown to the other hosts or resolves to loopback
+    (a stock ``/etc/hosts``). Only torchft's own modules see the change, not this process's
+    ``socket``. The Manager's advertised name is its ``hostname`` argument (passed explicitly).
+    Returns the modules changed."""
+    import torchft  # noqa: F401  (loads its modules)
+    import torchft.checkpointing.http_transport  # noqa: F401
+    import torchft.process_group  # noqa: F401
+
+    proxy = _AdvertisingSocket(host)
+    changed = []
+    for name, mod in list(sys.modules.items()):
+        if (name == "torchft" or name.startswith("torchft.")) and getattr(mod, "socket", None) is socket:
+            mod.socket = proxy
+            changed.append(name)
+    return changed
 
 
 def lighthouse_main() -> int:

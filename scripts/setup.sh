@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
-# Create .venv (if needed) and install ftrun into it. Idempotent and quick when nothing changed.
+# Create a venv (if needed) and install ftrun into it. Idempotent and quick when nothing changed.
 # torch: an importable torch is kept (GPU machines keep their CUDA build). Otherwise a GPU host
 # gets pip's default torch, and a CPU host gets $FTRUN_CPU_TORCH (default torch==2.13.0, a CPU
 # wheel on this project's machines) so the install never pulls a multi-GB CUDA build by accident.
+# torchft: an importable torchft (either distribution, 0.2.x or torchft-nightly) is kept — ftrun
+# does not require the distribution name, so installing it never replaces a user's torchft.
+# Otherwise $FTRUN_TORCHFT picks it: unset or "0.2" = torchft 0.2.x (PyPI `torchft`), "nightly" =
+# torchft-nightly==2026.10.26 (PyPI `torchft-nightly`, same import name).
+# $FTRUN_VENV: the venv's directory (default .venv); e.g. FTRUN_VENV=.venv-nightly FTRUN_TORCHFT=nightly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 # progress: a line per step with the seconds since the start; a long pip step says it is still
-# running every FTRUN_SETUP_TICK_S seconds (pip's own output goes to .venv/setup.log)
+# running every FTRUN_SETUP_TICK_S seconds (pip's own output goes to $VENV/setup.log)
 step() { printf 'setup: [%3d s] %s\n' "$SECONDS" "$*" >&2; }
 tick=${FTRUN_SETUP_TICK_S:-30}
-if [ ! -x .venv/bin/python ]; then
-  step "creating .venv with $PY"
-  "$PY" -m venv .venv
+VENV=${FTRUN_VENV:-.venv}
+case "${FTRUN_TORCHFT:-0.2}" in
+  0.2) want_dist=torchft; want_req="torchft>=0.2.0,<0.3" ;;
+  nightly) want_dist=torchft-nightly; want_req="torchft-nightly==2026.10.26" ;;
+  *) echo "setup: FTRUN_TORCHFT=${FTRUN_TORCHFT}: expected 0.2 or nightly" >&2; exit 2 ;;
+esac
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating $VENV with $PY"
+  "$PY" -m venv "$VENV"
 fi
-VPY=.venv/bin/python
-stamp=.venv/.ftrun-installed
-want=$(cat pyproject.toml | sha1sum | cut -c1-40)
+VPY=$VENV/bin/python
+stamp=$VENV/.ftrun-installed
+want=$( { cat pyproject.toml; echo "${FTRUN_TORCHFT:-}"; } | sha1sum | cut -c1-40)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c "import ftrun, torch, torchft" 2>/dev/null; then
   exit 0
 fi
-log=.venv/setup.log  # pip's output; shown only when an install fails
+log=$VENV/setup.log  # pip's output; shown only when an install fails
 : > "$log"
 pip_install() {
   local what=$1; shift
@@ -52,6 +63,26 @@ if ! "$VPY" -c "import torch" 2>/dev/null; then
 else
   step "keeping the importable torch ($("$VPY" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
 fi
+# Which distribution owns the importable torchft (none, torchft or torchft-nightly)?
+have_dist=$("$VPY" - <<'PYEOF'
+from importlib import metadata
+have = []
+for d in ("torchft", "torchft-nightly"):
+    try:
+        metadata.version(d)
+        have.append(d)
+    except metadata.PackageNotFoundError:
+        pass
+print(" ".join(have))
+PYEOF
+)
+if [ -z "$have_dist" ] || ! "$VPY" -c "import torchft" 2>/dev/null; then
+  [ -z "$have_dist" ] || { echo "setup: $have_dist is installed in $VENV but torchft does not import; reinstall it or use a fresh venv" >&2; exit 1; }
+  pip_install "$want_dist" "$want_req"
+elif [ -n "${FTRUN_TORCHFT:-}" ] && [ "$have_dist" != "$want_dist" ]; then
+  echo "setup: $VENV already has $have_dist; FTRUN_TORCHFT=$FTRUN_TORCHFT asks for $want_dist — not replacing it (use another FTRUN_VENV)" >&2
+  exit 1
+fi
 pip_install "ftrun and its dependencies" -e ".[test]"
 echo "$want" > "$stamp"
-step "done: .venv/bin/ftrun"
+step "done: $VENV/bin/ftrun"

@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
-# Two hosts, one replica group each, joined by torchft's lighthouse — the plain commands.
+# Two hosts, one replica group each, joined by torchft's lighthouse — the README's commands:
 #
-# Host A (also runs the lighthouse):
-#   ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 1 &
-#   ftrun train --lighthouse http://HOST_A:29510 --replica-group-id 0 --num-replica-groups 2 \
-#               --nproc-per-replica 8 --run-name job1 --out profiles
-# Host B:
-#   ftrun train --lighthouse http://HOST_A:29510 --replica-group-id 1 --num-replica-groups 2 \
-#               --nproc-per-replica 8 --run-name job1 --out profiles
-# Afterwards, with both run dirs on one machine (job1-group0, job1-group1):
-#   ftrun inspect-trace profiles/job1-group0 profiles/job1-group1
+#   host0$ ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 2
+#   host0$ ftrun train --lighthouse http://host0:29510 --replica-group-id 0 --num-replica-groups 2 --run-name job1
+#   host1$ ftrun train --lighthouse http://host0:29510 --replica-group-id 1 --num-replica-groups 2 --run-name job1
+#   any$   ftrun inspect-trace profiles/job1-group0 profiles/job1-group1   # both run dirs copied here
 #
-# Under the hood each `ftrun train --replica-group-id K` is one torchrun job per host, exactly:
-#   REPLICA_GROUP_ID=K NUM_REPLICA_GROUPS=2 TORCHFT_LIGHTHOUSE=http://HOST_A:29510 \
-#   python -m torch.distributed.run --nnodes 1 --nproc-per-node 8 --standalone \
+# Under the hood each `ftrun train --replica-group-id K` is one torchrun job on its host:
+#   REPLICA_GROUP_ID=K NUM_REPLICA_GROUPS=2 TORCHFT_LIGHTHOUSE=http://host0:29510 \
+#   GLOO_SOCKET_IFNAME=IF NCCL_SOCKET_IFNAME=IF \
+#   python -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --master-addr ADDR --master-port PORT \
 #       -m ftrun.worker.main profiles/job1-groupK/spec.json
-# (add --master-addr/--master-port instead of --standalone when you pin the group's store).
+# ADDR being this host's address on the interface IF that routes to the lighthouse (README,
+# "Several hosts"). tests/test_hosts_netns.py runs them on two network namespaces.
 #
 # This script runs the same thing on one machine over loopback, as a smoke test:
 set -euo pipefail
@@ -23,11 +20,17 @@ cd "$(dirname "$0")/.."
 FTRUN=${FTRUN:-.venv/bin/ftrun}
 OUT=${OUT:-profiles}
 STEPS=${STEPS:-40}
-"$FTRUN" lighthouse --bind 127.0.0.1:0 --min-replicas 2 --join-timeout-ms 10000 > /tmp/ftrun-lighthouse.$$ 2>/dev/null &
+LH_OUT=$(mktemp "${TMPDIR:-/tmp}/ftrun-lighthouse.XXXXXX")
+LH=""
+cleanup() {
+  [ -z "$LH" ] || { kill "$LH" 2>/dev/null || true; wait "$LH" 2>/dev/null || true; }
+  rm -f "$LH_OUT"
+}
+trap cleanup EXIT
+"$FTRUN" lighthouse --bind 127.0.0.1:0 --min-replicas 2 --join-timeout-ms 10000 > "$LH_OUT" 2>/dev/null &
 LH=$!
-trap 'kill $LH 2>/dev/null || true' EXIT
-for _ in $(seq 50); do grep -q '^lighthouse: ' /tmp/ftrun-lighthouse.$$ && break; sleep 0.2; done
-URL=$(sed -n 's/^lighthouse: //p' /tmp/ftrun-lighthouse.$$)
+for _ in $(seq 50); do grep -q '^lighthouse: ' "$LH_OUT" && break; sleep 0.2; done
+URL=$(sed -n 's/^lighthouse: //p' "$LH_OUT")
 echo "lighthouse at $URL"
 "$FTRUN" train --lighthouse "$URL" --replica-group-id 0 --num-replica-groups 2 --run-name two-hosts --out "$OUT" --steps "$STEPS" --overwrite &
 G0=$!

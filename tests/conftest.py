@@ -52,6 +52,22 @@ def ftrun_run(tmp_path_factory):
     return get
 
 
+def pytest_collection_finish(session):
+    """Build matplotlib's font cache once, before any test runs and outside the no-process guard.
+
+    On a fresh machine (empty ``MPLCONFIGDIR``) matplotlib's first ``font_manager`` use runs
+    ``fc-list`` to list the system fonts; the guard below would fail whichever unit test drew
+    first. Loading it here (once per session, only when a selected test may draw) keeps the rule
+    intact for the tests themselves."""
+    if not session.items:
+        return
+    try:
+        from matplotlib import font_manager
+    except ImportError:  # no matplotlib: nothing draws
+        return
+    font_manager.fontManager  # noqa: B018 - loading the module builds (or reads) the cache
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Unit tests start no process: outside ``@pytest.mark.e2e`` tests (fixtures included),

@@ -7,12 +7,15 @@ iteration after ``prof.start()`` (so ``ProfilerStep#k`` holds the k-th optimizer
 
     python tests/foreign_diloco.py --out DIR [--replicas R] [--steps N] [--fragments F]
         [--sync-every H] [--delay T] [--wait W --warmup U --active A --repeat P] [--step-at end]
-        [--no-shapes] [--uneven] [--pg gloo|baby-gloo]
+        [--no-shapes] [--uneven] [--pg gloo|baby-gloo] [--fail-commit STEP]
 
 ``--no-shapes`` profiles with ``record_shapes=False`` (as torchft's ``train_diloco.py`` does);
 ``--uneven`` gives fragment i i+1 Linear layers (2(i+1) parameters), so fragments differ in the
 number of allreduces; ``--pg baby-gloo`` uses ``ProcessGroupBabyGloo`` (torchft 0.2.0's Baby PGs
-fail commits: see /work/shared/torchft-notes.md "Known defects").
+fail commits: see /work/shared/torchft-notes.md "Known defects"; the nightly's commit).
+``--fail-commit STEP``: every replica's commit fails at its first sync at or after optimizer step
+STEP (the worker reports an error to its Manager before ``should_commit``, as a user's script
+whose step went wrong would) — a failed commit on every torchft release.
 
 With R replicas the parent runs an in-process lighthouse on loopback and starts R worker
 processes; worker r writes ``DIR/r{r}/step-{n}.json``. Everything binds loopback or an
@@ -73,6 +76,17 @@ def worker(args: argparse.Namespace) -> None:
         quorum_timeout=timedelta(seconds=30),
         connect_timeout=timedelta(seconds=30),
     )
+    step = [0]
+    if args.fail_commit is not None:
+        real_should_commit = manager.should_commit
+
+        def should_commit(*a, **k):
+            if step[0] >= args.fail_commit and not step[1:]:
+                step.append(True)  # once
+                manager.report_error(RuntimeError(f"foreign_diloco --fail-commit {args.fail_commit}"))
+            return real_should_commit(*a, **k)
+
+        manager.should_commit = should_commit
     out = os.path.join(args.out, f"r{args.worker}")
     os.makedirs(out, exist_ok=True)
     x = torch.randn(16, WIDTHS[0])
@@ -92,6 +106,7 @@ def worker(args: argparse.Namespace) -> None:
             inner.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
+            step[0] += 1
             inner.step()
             if args.step_at == "end":
                 prof.step()
@@ -120,6 +135,7 @@ def main() -> None:
     p.add_argument("--no-shapes", action="store_true", help="record_shapes=False (torchft's train_diloco.py)")
     p.add_argument("--uneven", action="store_true", help="fragment i has i+1 Linear layers")
     p.add_argument("--pg", choices=("gloo", "baby-gloo"), default="gloo")
+    p.add_argument("--fail-commit", type=int, default=None, help="fail the commit at the first sync from this step")
     p.add_argument("--worker", type=int, default=None)
     p.add_argument("--lighthouse", default=None)
     args = p.parse_args()

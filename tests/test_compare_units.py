@@ -196,3 +196,20 @@ def test_compare_help_says_what_the_default_link_is() -> None:
     flat = " ".join(COMPARE_HELP.split())
     assert "about one step of compute" not in flat
     assert "a quarter of H steps of compute" in flat and "measured step" in flat, flat
+
+
+def test_report_says_what_each_run_ran_on(tmp_path: Path) -> None:
+    from ftrun.report.compare_view import versions_line, write_markdown
+
+    nightly = {"torch": "2.13.0+cpu", "torchft": "2026.10.26", "torchft_distribution": "torchft-nightly", "torchft_pg_api": "reconfigure"}
+    old = {"torch": "2.13.0+cpu", "torchft": "0.2.0"}  # an earlier ftrun's manifest: no distribution recorded
+    same = {"versions": {"a": nightly, "b": dict(nightly)}}
+    assert versions_line(same) == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
+    assert versions_line({"versions": {"a": nightly, "b": old}}) == (
+        "ran on a: torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu; b: torchft 0.2.0, torch 2.13.0+cpu")
+    assert versions_line({"versions": {"a": None, "b": None}}) is None and versions_line({}) is None
+    runs = [_fake_run("a"), _fake_run("b")]
+    result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": "c", "timeline": "timeline.png", "verdict": "pass",
+              "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}, **same}
+    write_markdown(result, tmp_path / "report.md")
+    assert "\n\nran on torchft-nightly 2026.10.26" in (tmp_path / "report.md").read_text()

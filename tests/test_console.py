@@ -414,3 +414,21 @@ def test_readme_inspect_sample_shows_the_columns_the_cli_prints():
     sample = readme.split("$ ftrun inspect-trace profiles/streaming-demo", 1)[1].split("```", 1)[0]
     header = next(ln for ln in sample.splitlines() if ln.startswith("┃"))
     assert [h.strip() for h in header.strip("┃").split("┃")] == [head for head, _, _ in _COLUMNS], header
+
+
+def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
+    """A group's own run dir (several hosts) compares nothing: "agreed after all 0 commits" under
+    "commits 6" was wrong; it points at the job-wide check instead."""
+    s = summary()
+    s["replicas"] = s["replicas"][:1]
+    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=1, groups_in_job=2)
+    train_view.print_summary(s)
+    out = _flat(capsys.readouterr().out)
+    assert "agreed after" not in out
+    assert "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` of all 2 groups' run dirs" in out
+    s = summary()
+    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2)
+    train_view.print_summary(s)
+    assert "no commit seen by two replicas: agreement not checked" in _flat(capsys.readouterr().out)
+    train_view.print_summary(summary())
+    assert "replicas agreed after all 6 commits" in _flat(capsys.readouterr().out)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftrun.errors import BadInput
-from ftrun.faults import parse_faults, parse_hang, parse_kill
+from ftrun.faults import parse_fail_commit, parse_faults, parse_hang, parse_kill
 from train_fixtures import FTRUN, SMALL, run_train
 
 # small model + a sleep per step: slow enough that a restarted group (a fresh torchrun, torch
@@ -79,6 +79,54 @@ def test_kill_one_of_three_with_restart_recovers(tmp_path):
 
 
 @pytest.mark.e2e
+def test_fail_commit_fails_one_commit_of_one_group_on_every_torchft(tmp_path):
+    """--fail-commit 1@5 at H=4, F=2, tau=1 (syncs at 2, 4, 6, ...): group 1 votes against its
+    commit at step 6; group 0 commits, so group 1 heals to its manager step at the next quorum
+    and both send fragment 1 at step 7. inspect-trace passes: the fault explains the failure."""
+    run = run_train(tmp_path, "fc", *SMALL, "--replicas", "2", "--steps", "12", "--sync-every", "4", "--fragments", "2",
+                    "--fragment-sync-delay", "1", "--profile", "3:8", "--fail-commit", "1@5", timeout=180)
+    assert run.rc == 0, run.explain()
+    s = run.summary()
+    assert [(r["replica"], r["commits"], r["failed_commits"]) for r in s["replicas"]] == [(0, 6, 0), (1, 5, 1)]
+    assert [x["step"] for x in _events(run.run_dir, 1) if x.get("commit") is False] == [6]
+    assert [x["step"] for x in _events(run.run_dir, 0) if x.get("commit") is False] == []
+    rec = s["recovery"]
+    assert [(f["action"], f["replica"], f["step"]) for f in rec["faults"]] == [("fail-commit", 1, 5)]
+    assert [(h["replica"], h["source_replica"]) for h in rec["heals"]] == [(1, 0)]
+    assert s["agreement"]["ok"]
+    marker = json.loads((run.run_dir / "faults" / "fail-commit-r1-s5.json").read_text())
+    assert marker["fired_step"] == 6
+    res = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    report = json.loads(res.stdout)
+    assert [(c["replica"], c["sync_step"], c["explained_by_fault"]) for c in report["failed_commits"]] == [(1, 6, True)]
+    assert [(f["action"], f["sync_step"]) for f in report["faults"]] == [("fail-commit", 6)]
+    sends7 = {e["replica"]: e["fragment"] for e in report["events"] if e["kind"] == "send" and e["observed_step"] == 7}
+    assert sends7 == {0: 1, 1: 1}, sends7  # healed past its failed commit: no retry
+    assert not report["problems"]
+
+
+@pytest.mark.e2e
+def test_baby_gloo_commits_as_the_release_does(tmp_path):
+    """Version-specific: ``--backend baby-gloo`` on torchft 0.2.x fails every commit (its Baby
+    PGs' managed-future bug: the run fails its agreement-free checks and inspect FAILs), on
+    torchft-nightly it commits 4 of 4 and inspect PASSes."""
+    from ftrun.torchft_compat import baby_pg_fails_commits, installed
+
+    run = run_train(tmp_path, "baby", *SMALL, "--replicas", "2", "--steps", "8", "--sync-every", "4", "--fragments", "2",
+                    "--fragment-sync-delay", "1", "--backend", "baby-gloo", timeout=180)
+    res = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120)
+    report = json.loads(res.stdout)
+    if baby_pg_fails_commits(installed()):  # torchft 0.2.x
+        assert report["failed_commits"] and not any(c["explained_by_fault"] for c in report["failed_commits"])
+        assert res.returncode == 1 and any("no injected fault explains" in p for p in report["problems"])
+    else:  # torchft-nightly
+        assert run.rc == 0, run.explain()
+        assert [(r["commits"], r["failed_commits"]) for r in run.summary()["replicas"]] == [(4, 0), (4, 0)]
+        assert res.returncode == 0 and report["failed_commits"] == [], report["problems"]
+
+
+@pytest.mark.e2e
 def test_kill_without_restart_below_min_replicas_fails_clearly(tmp_path):
     run = run_train(tmp_path, "lost", *FAULT_RUN, "--replicas", "2", "--min-replicas", "2", "--steps", "60",
                     "--kill", "1@15", "--restarts", "0", "--quorum-timeout", "6", timeout=180)
@@ -137,10 +185,13 @@ def test_two_concurrent_runs_on_one_host(tmp_path):
         ([], ["1@10"], "expected REPLICA@STEP:SECONDS"),
         ([], ["1@10:0"], "SECONDS must be > 0"),
         (["1@10", "1@10"], [], "same fault"),
+        (["fail:2@10"], [], "replica group 2 does not exist"),
+        (["fail:1-5"], [], "--fail-commit '1-5': expected REPLICA@STEP"),
     ],
 )
 def test_bad_fault_specs_are_one_line_exit_2(tmp_path, kill, hang, message):
-    args = [a for k in kill for a in ("--kill", k)] + [a for h in hang for a in ("--hang", h)]
+    args = [a for k in kill for a in (("--fail-commit", k[5:]) if k.startswith("fail:") else ("--kill", k))]
+    args += [a for h in hang for a in ("--hang", h)]
     res = subprocess.run([*FTRUN, "train", "--out", str(tmp_path), "--steps", "40", *args], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
@@ -150,10 +201,11 @@ def test_bad_fault_specs_are_one_line_exit_2(tmp_path, kill, hang, message):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=3), st.lists(st.text(max_size=12), max_size=3),
-       st.integers(-3, 5), st.integers(-5, 200))
-def test_fault_parser_never_raises_anything_but_bad_input(kills, hangs, replicas, steps):
+       st.integers(-3, 5), st.integers(-5, 200), st.lists(st.text(max_size=12) | st.from_regex(r"\d@\d{1,3}", fullmatch=True), max_size=2),
+       st.integers(1, 30))
+def test_fault_parser_never_raises_anything_but_bad_input(kills, hangs, replicas, steps, fail_commits, window):
     try:
-        faults = parse_faults(kills, hangs, replicas, steps)
+        faults = parse_faults(kills, hangs, replicas, steps, fail_commits, window)
     except BadInput as e:
         assert "\n" not in str(e)
         return
@@ -166,3 +218,63 @@ def test_fault_parser_examples():
     assert parse_kill("1@25:sigterm").action == "sigterm"
     h = parse_hang("0@12:2.5")
     assert (h.replica, h.step, h.seconds, h.action) == (0, 12, 2.5, "hang")
+    c = parse_fail_commit(" 1@5 ")
+    assert (c.replica, c.step, c.action, c.key) == (1, 5, "fail-commit", "fail-commit-r1-s5")
+    # the last sync of 40 steps at w = 10 is step 40; at w = 7, step 35
+    assert parse_faults([], [], 2, 40, ["1@40"], 10)[0].step == 40
+    with pytest.raises(BadInput, match="no sync at or after step 36 .*at step 35"):
+        parse_faults([], [], 2, 40, ["1@36"], 7)
+    with pytest.raises(BadInput, match="same fault"):
+        parse_faults([], [], 2, 40, ["1@5", "1@5"], 10)
+
+
+class _Manager:
+    """What the worker's fault hook touches of torchft's Manager: ``should_commit``, ``report_error``."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.votes: list[bool] = []
+
+    def report_error(self, e: Exception) -> None:
+        self.errors.append(str(e))
+
+    def should_commit(self) -> bool:
+        ok = not self.errors
+        self.votes.append(ok)
+        self.errors = []  # torchft clears the error at the next quorum
+        return ok
+
+
+def test_fail_commit_hook_votes_once_at_the_first_sync_from_its_step(tmp_path):
+    from ftrun import layout
+    from ftrun.worker.faults import Faults
+
+    specs = [layout.FaultSpec(1, 5, "fail-commit"), layout.FaultSpec(0, 3, "fail-commit")]
+    m = _Manager()
+    f = Faults(specs, replica=1, rank=0, run_dir=tmp_path)
+    f.wrap_commit(m)
+    for step in range(1, 13):
+        f.before_step(step)
+        if step % 2 == 0:  # a sync every 2 steps
+            m.should_commit()
+    assert m.votes == [True, True, False, True, True, True]  # steps 2, 4, 6 (first sync from 5), 8, ...
+    marker = layout.read_fault_markers(tmp_path)
+    assert [(x.replica, x.step, x.action, x.fired_step) for x in marker] == [(1, 5, "fail-commit", 6)]
+    # a restarted group (marker present) does not fire it again; other ranks never vote against
+    for rank in (0, 1):
+        m2 = _Manager()
+        f2 = Faults(specs, replica=1, rank=rank, run_dir=tmp_path)
+        f2.wrap_commit(m2)
+        f2.before_step(6)
+        assert m2.should_commit() is True
+
+
+def test_fail_commit_explains_only_its_groups_commit_at_its_sync():
+    from ftrun.check.commits import FailedCommit, explain
+    from ftrun.check.faults import CommitVote, Faults as CheckFaults
+    from ftrun.schedule import Schedule
+
+    commits = [FailedCommit(1, 0, 6, 0, "event_log"), FailedCommit(1, 1, 6, 0, "event_log"),
+               FailedCommit(0, 0, 6, 0, "event_log"), FailedCommit(1, 0, 8, 1, "event_log")]
+    explain(commits, CheckFaults(votes=[CommitVote(1, 5, 6)]), Schedule(2, 4, 1))
+    assert [c.explained for c in commits] == [True, True, False, False]

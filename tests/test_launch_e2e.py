@@ -77,10 +77,16 @@ def test_launch_finds_traces_and_inspection_passes(tmp_path):
     m = json.loads((r.run_dir / "manifest.json").read_text())
     assert m["script"] == str(SCRIPT) and m["args"] == ["--manager-steps", "6"]
     assert m["schedule"]["fragments"] == 2 and len(m["traces"]) == 2
+    from ftrun.torchft_compat import installed
+
+    rel = installed()  # what the groups ran on: this interpreter's torchft (either release)
+    assert (m["versions"]["torchft_distribution"], m["versions"]["torchft"], m["versions"]["torchft_pg_api"]) == (
+        rel.distribution, rel.version, rel.pg_api)
     # the run dir alone is enough for inspect-trace later: no flags
     again = subprocess.run([*FTRUN, "inspect-trace", str(r.run_dir), "--json"], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["verdict"] == "pass"
+    assert json.loads(again.stdout)["versions"]["torchft_distribution"] == rel.distribution
 
 
 def test_kill_on_log_line_then_restart(tmp_path):

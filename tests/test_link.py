@@ -1,8 +1,8 @@
 """The emulated link: ``ftrun.link_spec.parse_link`` and ``ftrun.worker.link.LinkEmulator``.
 
 LinkEmulator tests run in-process on a real torchft ``ProcessGroupGloo`` of world size 1
-(configured on a TCPStore at 127.0.0.1 with an ephemeral port, as torchft's own
-process_group tests do), so the collective really runs; no lighthouse, no Manager.
+(joined on a TCPStore at 127.0.0.1 with an ephemeral port through
+``ftrun.torchft_compat.connect``: ``configure`` on torchft 0.2.x, ``reconfigure`` on the nightly), so the collective really runs; no lighthouse, no Manager.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
 from torchft.process_group import ProcessGroup, ProcessGroupGloo
 
 from ftrun.errors import BadInput
+from ftrun.torchft_compat import connect
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.worker.link import HeldWork, LinkEmulator, hold_control
 
@@ -114,7 +115,7 @@ def test_parse_link_total(text: str) -> None:
 def gloo():
     store = TCPStore(host_name="127.0.0.1", port=0, is_master=True, wait_for_workers=False)
     pg = ProcessGroupGloo()
-    pg.configure(f"127.0.0.1:{store.port}/ftrun-link-test", "0", 0, 1)
+    connect(pg, f"127.0.0.1:{store.port}/ftrun-link-test", 0, 1)  # torchft 0.2.x configure / nightly reconfigure
     assert pg.size() == 1
     yield pg
     pg.abort()
@@ -190,7 +191,7 @@ def gloo_pair():
     store = TCPStore(host_name="127.0.0.1", port=0, is_master=True, wait_for_workers=False)
     pgs = [ProcessGroupGloo(), ProcessGroupGloo()]
     threads = [
-        threading.Thread(target=pgs[r].configure, args=(f"127.0.0.1:{store.port}/ftrun-link-pair", "0", r, 2))
+        threading.Thread(target=connect, args=(pgs[r], f"127.0.0.1:{store.port}/ftrun-link-pair", r, 2))
         for r in range(2)
     ]
     for th in threads:

@@ -129,6 +129,12 @@ def test_manifest_contract(run):
     assert m["replicas"] == 2 and m["nproc_per_replica"] == 1
     assert set(m["versions"]) >= {"python", "torch", "torchft", "ftrun"}
     assert all(m["versions"][k] for k in ("python", "torch", "torchft", "ftrun"))
+    from ftrun.torchft_compat import installed
+
+    rel = installed()  # either release; the worker's record names it and its process-group API
+    assert (m["versions"]["torchft_distribution"], m["versions"]["torchft"], m["versions"]["torchft_pg_api"]) == (
+        rel.distribution, rel.version, rel.pg_api)
+    assert r.summary()["versions"] == m["versions"]
     assert m["schedule"] == {"fragments": f, "sync_every": h, "fragment_sync_delay": tau, "steps": steps}
     assert m["expected"] == [dataclasses.asdict(e) for e in Schedule(f, h, tau).events(steps)]
     assert m["profile_windows"] == [list(window)]

@@ -401,7 +401,8 @@ def analyze(
     trace_notes = _once(spans)
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
     failed_commits = commit_checks.from_logs(logs)
-    failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule) for w in workers}
+    heals = _heal_steps(logs)
+    failed = {(w.replica, w.rank): _failed_cycles(w.replica, failed_commits, faults, schedule, heals) for w in workers}
     offset, numbering = _fit_offset(workers, schedule, failed, step_numbering, faults)
     wobs = [_observe(w, schedule, failed[(w.replica, w.rank)], offset, faults.lost(w.replica)) for w in workers]
     mode = "manifest" if inputs.manifest is not None else "foreign"
@@ -465,12 +466,13 @@ def analyze(
         notes=notes,
         run_dirs=[str(p) for p in inputs.run_dirs],
         job_id=inputs.job_id,
-        faults=[m.to_json() for m in faults.marks],
+        faults=[m.to_json() for m in faults.marks] + [v.to_json() for v in faults.votes],
         agreement=agreement,
         numerics=numerics.to_json(),
         run_problems=run_problems,
         run_problems_by_class=by_class,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
+        versions=dict(inputs.manifest.versions) if inputs.manifest is not None and inputs.manifest.versions else None,
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
         comms=_comms(wobs),
     )
@@ -490,6 +492,14 @@ def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) 
     return check_numerics(logs, sketches_on, partial)
 
 
+def _heal_steps(logs: dict[tuple[int, int], list[layout.EventRecord]]) -> dict[int, list[int]]:
+    """replica -> the steps at which its event logs record a heal."""
+    out: dict[int, list[int]] = {}
+    for (r, _), recs in logs.items():
+        out.setdefault(r, []).extend(rec.step for rec in recs if rec.healed and rec.step is not None)
+    return out
+
+
 def _once(spans: list[TraceSpans]) -> list[str]:
     """What the traces cannot tell, each kind of note said once: the first file's, with how many
     more files said the same (a note's kind: its text after the file name, numbers aside)."""
@@ -505,10 +515,17 @@ def _once(spans: list[TraceSpans]) -> list[str]:
     return [n + (f" (likewise in {more[k]} more trace file(s))" if more[k] else "") for k, n in first.items()]
 
 
-def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule) -> list[int]:
-    """The cycles whose commit failed for ``replica``: its own failed commits, except those inside
-    steps it lost to a fault, plus the others' failed commits while it was away (it healed past them)."""
-    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica})
+def _failed_cycles(replica: int, failed_commits: list[commit_checks.FailedCommit], faults: Faults, schedule: Schedule,
+                   heals: Optional[dict[int, list[int]]] = None) -> list[int]:
+    """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
+    its own failed commits, except those inside steps it lost to a fault and those it healed past
+    (a replica whose commit failed while others committed is behind them at the next quorum and
+    heals to their manager step, so it moves on with them: ``heals``, replica -> heal steps from
+    the event logs, a heal within one window w after the sync), plus the others' failed commits
+    while it was away (it healed past them)."""
+    healed = (heals or {}).get(replica, [])
+    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica
+                   and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)})
     lost = faults.lost(replica)
     if lost:
         away = {schedule.cycle_of(c.sync_step) for c in failed_commits

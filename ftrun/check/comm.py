@@ -166,13 +166,22 @@ def _start(q: Span) -> float:
 
 
 def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Optional[int]]) -> Optional[Span]:
-    """The quorum wait of ``send`` (module docstring), or None."""
+    """The quorum wait of ``send`` (module docstring), or None: the longest ``wait_quorum`` on the
+    send's thread in its step before it. torchft (and the numeric check's sketches, which ask
+    ``num_participants``) also call ``wait_quorum`` on the quorum once it is formed: those
+    microsecond spans come later but are not the wait."""
     i = bisect_right(quorums, send.span.ts, key=_start)  # quorums are sorted by start (TraceSpans.quorums)
     step = step_of(send.span.ts)
-    for q in reversed(quorums[:i]):
-        if q.thread == send.span.thread and q.end <= send.span.ts:
-            return q if step_of(q.ts) == step else None
-    return None
+    best = None
+    for j in range(i - 1, -1, -1):  # backwards from the send, no copy of the list
+        q = quorums[j]
+        if q.thread != send.span.thread or q.end > send.span.ts:
+            continue
+        if step_of(q.ts) != step:
+            break
+        if best is None or q.dur > best.dur:
+            best = q
+    return best
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ cycle sends the same fragment again (``ftrun.schedule``). Hence, on one worker:
      mismatch, reported elsewhere). Needs F >= 2 and classes that tell every fragment apart.
 
 A healthy run does not fail commits: ``unexplained`` lists those no fired fault accounts for (a
-fault fired at step f explains failures at sync steps from f up to H steps after the faulted
-replica rejoined, or to the end when it never did).
+kill fired at step f explains failures at sync steps from f up to H steps after the faulted
+replica rejoined, or to the end when it never did; a ``--fail-commit`` explains its group's
+failed commit at the sync it fired in).
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool 
 def explain(commits: list[FailedCommit], faults: Faults, schedule: Schedule) -> None:
     """Mark the failed commits a fired fault accounts for (module docstring)."""
     for c in commits:
+        if any(v.replica == c.replica and v.sync_step == c.sync_step for v in faults.votes):
+            c.explained = True
+            continue
         for m in faults.marks:
             until = (m.rejoined_step + schedule.sync_every) if m.rejoined_step is not None else None
             if m.step <= c.sync_step and (until is None or c.sync_step <= until):

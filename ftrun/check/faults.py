@@ -14,6 +14,9 @@ step S (the fault fires before step S runs, so S is the first step the group did
 Inspect does not expect events from R in its lost steps, and a replica without a trace is
 explained by such a fault (the killed incarnation never exported its profiler window; a
 relaunched group has no window trace: its profile covers its recovery, in ``traces/recovery/``).
+
+A fired ``fail-commit`` fault (``CommitVote``) loses no steps: it explains exactly the failed
+commits of its replica group at the sync it fired in (``fired_step``), and nothing else.
 """
 
 from __future__ import annotations
@@ -56,9 +59,24 @@ class FaultMark:
         }
 
 
+@dataclass(frozen=True)
+class CommitVote:
+    """A fired ``--fail-commit R@S``: group R voted against its commit at sync step ``sync_step``."""
+
+    replica: int
+    step: int  # as asked: the first sync at or after it
+    sync_step: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replica": self.replica, "action": "fail-commit", "step": self.step, "sync_step": self.sync_step,
+                "lost_steps": None, "text": f"replica {self.replica}: voted against its commit at sync step {self.sync_step} "
+                                            f"(--fail-commit {self.replica}@{self.step})"}
+
+
 @dataclass
 class Faults:
     marks: list[FaultMark] = field(default_factory=list)
+    votes: list[CommitVote] = field(default_factory=list)
 
     def lost(self, replica: int) -> list[tuple[int, int]]:
         return [m.lost_steps for m in self.marks if m.replica == replica and m.lost_steps]
@@ -75,6 +93,11 @@ def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[t
         steps = m.schedule.steps
         fired = m.faults.fired if isinstance(m, Manifest) else []  # ftrun launch: its faults are not steps
         for f in sorted(fired, key=lambda f: f.fired_at):
+            if f.action == "fail-commit":
+                vote = CommitVote(f.replica, f.step, f.fired_step or f.step)
+                if vote not in out.votes:  # merged group dirs of one job hold the same marker
+                    out.votes.append(vote)
+                continue
             if f.action not in ACTIONS:
                 continue
             r, s = f.replica, f.fired_step or f.step

@@ -118,6 +118,8 @@ class Report:
     failed_commits: list[dict[str, Any]] = field(default_factory=list)
     # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
     overlap: dict[str, Any] = field(default_factory=dict)
+    # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
+    versions: Optional[dict[str, Any]] = None
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
     spans: dict[str, Any] = field(default_factory=dict, repr=False)

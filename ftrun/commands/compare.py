@@ -131,7 +131,7 @@ def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
 SHARED_SETTINGS = (
     "replicas", "nproc_per_replica", "fragment_update_alpha", "outer_lr", "outer_momentum", "inner_lr", "bucketize",
     "steps", "model", "blocks", "width", "seq_len", "batch_size", "data", "backend", "min_replicas", "seed", "profile",
-    "kill", "hang", "restarts", "step_sleep_ms", "stall_timeout_s", "quorum_timeout_s",
+    "kill", "hang", "fail_commit", "restarts", "step_sleep_ms", "stall_timeout_s", "quorum_timeout_s",
 )
 
 
@@ -338,6 +338,8 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "link": link_info,
         "conclusion": conclusion(runs),
         "throughput": explanation(runs),
+        # what each configuration ran on (its first run's manifest ``versions``)
+        "versions": {n: r[0].versions for n, r in zip(names, reports)},
         "timeline": str(timeline),
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }

@@ -47,6 +47,9 @@ def launch(script_and_args: Sequence[str], *, json_out: bool = False, overwrite:
 
 
 def _launch(spec: LaunchSpec, json_out: bool, overwrite: bool, signals: dict) -> int:
+    from ftrun.torchft_compat import require_supported
+
+    require_supported()  # ftrun's lighthouse is torchft's: an unsupported torchft is refused before anything starts
     placement = plan_placement("auto", range(spec.replicas), spec.nproc_per_replica)  # BadInput before launch
     run_dir, lock = claim_named_run_dir(Path(spec.out), spec.run_name, "launch", overwrite, inputs=[spec.script])
     try:

@@ -47,16 +47,11 @@ def _toml(values: dict[str, Any]) -> str:
 
 
 def versions() -> dict[str, str]:
-    """python, ftrun, torch, torchft, as installed (read without importing torch)."""
-    from importlib import metadata
+    """python, ftrun, torch, torchft (version, distribution, process-group API), as installed
+    (read without importing torch: ``ftrun.torchft_compat.installed``)."""
+    from ftrun.torchft_compat import versions as found
 
-    out = {"python": platform.python_version(), "ftrun": __version__}
-    for pkg in ("torch", "torchft"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+    return {k: "not installed" if v is None else v for k, v in found().items()}
 
 
 def machine() -> dict[str, Any]:
@@ -267,7 +262,10 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
 
     notes: list[str] = []
     user_axes = [grid.parse_axis(t) for t in axes_text]
-    p_axes, p_shared = grid.preset_axes(preset, {**(file_values or {}), **shared}, has_cuda_device()) if preset else ([], {})
+    from ftrun.torchft_compat import installed, process_group_backends
+
+    p_axes, p_shared = (grid.preset_axes(preset, {**(file_values or {}), **shared}, has_cuda_device(),
+                                         process_group_backends(installed())) if preset else ([], {}))
     axes = grid.merge_axes(p_axes, user_axes)
     grid.check_shared(axes, shared)
     keys = {a.key for a in axes}
@@ -308,6 +306,9 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
         raise BadInput(f"--parallel {parallel}: must be at least 1")
     if metric not in view.METRICS:
         raise BadInput(f"--metric {metric}: choose from {', '.join(view.METRICS)}")
+    from ftrun.torchft_compat import require_supported
+
+    require_supported()  # once here, not once per cell
     name = check_name("--name", name or f"sweep-{preset or 'axes'}-{time.strftime('%Y%m%d-%H%M%S')}")
     sweep_dir = Path(out or "profiles") / name
     if sweep_dir.exists() and not resume:

@@ -41,7 +41,9 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
 
 def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
     from ftrun.launch.preflight import preflight
+    from ftrun.torchft_compat import require_supported
 
+    require_supported()  # an unsupported torchft: one line naming it, exit 2, before anything starts
     window = cfg.profile_window()
     placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
     check_quantize(cfg.quantize, cfg.backend, placement)
@@ -54,7 +56,7 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
     jid = job_id(cfg)
     if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
         cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
-    preflight(cfg)
+    network = preflight(cfg)
     from ftrun.model_spec import is_user_model
 
     if is_user_model(cfg.model):  # build it once in a child: import errors, blocks, fragments (BadInput)
@@ -65,7 +67,7 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
             console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
-        return _run(RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir)),
+        return _run(RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir), network=network),
                     window, link, placement, json_out, quiet, signals)
     finally:
         lock.release()

@@ -3,7 +3,9 @@
 Lighthouse: torchft's own ``lighthouse_main`` (the ``torchft_lighthouse`` binary) in a child,
 bound to loopback on a free port. Replica group r: ``python -m torch.distributed.run
 --standalone --nproc-per-node G -m ftrun.worker.main SPEC`` — torchrun's standalone rendezvous
-picks the group's own free master port — with the env torchft's examples use.
+picks the group's own free master port — with the env torchft's examples use. Across hosts,
+``--master-addr ADDR --master-port P`` instead, ADDR being the address other hosts reach this
+one at (``ftrun.launch.network``), plus that network's ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``.
 """
 
 from __future__ import annotations
@@ -100,10 +102,12 @@ def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str
 
 def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, nproc: int, lighthouse_url: str,
                backend: str, threads: int, master: tuple[str, int] | None = None,
-               placement_env: dict[str, str] | None = None) -> Group:
+               placement_env: dict[str, str] | None = None, network_env: dict[str, str] | None = None) -> Group:
     """``placement_env``: the group's ``CUDA_VISIBLE_DEVICES`` / ``NCCL_HOSTID`` from
-    ``ftrun.launch.placement.plan`` (None: the old rule, an ``NCCL_HOSTID`` per group)."""
+    ``ftrun.launch.placement.plan`` (None: the old rule, an ``NCCL_HOSTID`` per group);
+    ``network_env``: the interface variables of ``layout.Network.env``."""
     env = group_env(replica, replicas, lighthouse_url, threads, backend, placement_env)
+    env.update(network_env or {})
     env["OMP_NUM_THREADS"] = str(threads)
     argv = torchrun_argv(nproc, master) + ["-m", "ftrun.worker.main", str(spec_path)]
     return Group(replica, argv, env, layout.group_log(run_dir, replica))

@@ -8,8 +8,11 @@ defaults) through ``lighthouse_entry.py``. Used by ``ftrun lighthouse`` (foregro
 from __future__ import annotations
 
 import re
+import socket
 import sys
 from pathlib import Path
+from typing import Optional
+from urllib.parse import urlparse
 
 from ftrun.launch.hosts import url_host
 
@@ -38,3 +41,14 @@ def start_cause(lines: list[str]) -> str:
     text = errs[-1]
     hit = re.search(r"[Aa]ddress already in use|[Pp]ermission denied|[Cc]annot assign requested address", text)
     return hit[0] if hit else text[-200:]
+
+
+def unreachable(url: str, timeout_s: float) -> Optional[str]:
+    """Why a lighthouse at ``url`` does not accept a TCP connection within ``timeout_s``, or None."""
+    u = urlparse(url)
+    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as e:
+        return e.strerror or str(e) or type(e).__name__

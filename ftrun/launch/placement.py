@@ -104,5 +104,10 @@ def check_quantize(quantize: bool, backend: str, placement: Placement, has_trito
 
 
 def threads_per_rank(ranks: int) -> int:
-    """CPU threads each of ``ranks`` concurrent ranks gets: this host's cores shared out, at least 1."""
-    return max(1, (os.cpu_count() or 1) // max(ranks, 1))
+    """CPU threads each of ``ranks`` concurrent ranks gets: the cores this process may run on
+    (its affinity: what Slurm or taskset gave it, else the host's) shared out, at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(ranks, 1))

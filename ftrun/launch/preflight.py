@@ -3,19 +3,22 @@ refused here with its cause (``BadInput``, one line). Torch-free.
 
 * a model whose parameters alone (fp32, once per rank on this host), or one batch's token ids and
   logits, exceed this host's memory;
-* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``.
+* ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
+* a ``--backend`` the installed torchft or torch does not offer (``ftrun.torchft_compat``).
+* across hosts, an address or interface the other hosts could not reach this group at
+  (``ftrun.launch.network.resolve``, whose result ``preflight`` returns).
 (A backend this host cannot run is refused by ``ftrun.launch.placement``.) Each check only
 refuses what cannot work; anything it cannot tell is left to the run.
 """
 
 from __future__ import annotations
 
-import socket
+import os
 import time
-from urllib.parse import urlparse
 
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
+from ftrun.layout import Network
 
 
 def has_cuda_device() -> bool:
@@ -78,25 +81,37 @@ def check_memory(cfg: RunConfig) -> None:
 
 def check_lighthouse(cfg: RunConfig) -> None:
     """``--lighthouse``: a TCP connection within ``--quorum-timeout`` (retried: it may be starting)."""
+    from ftrun.launch.lighthouse import unreachable
+
     if not cfg.lighthouse:
         return
-    u = urlparse(cfg.lighthouse)
-    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
     deadline = time.monotonic() + cfg.quorum_timeout_s
     while True:
-        try:
-            with socket.create_connection((host, port), timeout=max(0.5, min(5.0, deadline - time.monotonic()))):
-                return
-        except OSError as e:
-            cause = e.strerror or str(e) or type(e).__name__
+        cause = unreachable(cfg.lighthouse, max(0.5, min(5.0, deadline - time.monotonic())))
+        if cause is None:
+            return
         if time.monotonic() >= deadline:
             raise BadInput(f"--lighthouse {cfg.lighthouse}: no answer within --quorum-timeout {cfg.quorum_timeout_s:g} s ({cause})")
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
-def preflight(cfg: RunConfig) -> None:
+def check_backend(cfg: RunConfig) -> None:
+    """A process group the installed torchft or torch does not offer (``ftrun.torchft_compat``)."""
+    from ftrun.torchft_compat import backend_unavailable, installed
+
+    why = backend_unavailable(cfg.backend, installed())
+    if why:
+        raise BadInput(why)
+
+
+def preflight(cfg: RunConfig, environ: dict | None = None) -> Network:
+    """Every check above, in order; returns how the other hosts reach this host's groups."""
+    from ftrun.launch.network import resolve
+
+    check_backend(cfg)
     check_memory(cfg)
     check_lighthouse(cfg)
+    return resolve(cfg, os.environ if environ is None else environ)
 
 
 def why_unavailable(cfg: RunConfig) -> str | None:
@@ -105,6 +120,7 @@ def why_unavailable(cfg: RunConfig) -> str | None:
     from ftrun.launch.placement import check_quantize, plan
 
     try:
+        check_backend(cfg)
         placement = plan(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)
         check_quantize(cfg.quantize, cfg.backend, placement)
         check_memory(cfg)

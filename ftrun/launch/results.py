@@ -75,6 +75,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         },
         "run_events": read_run_events(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
+        "network": msgspec.to_builtins(state.network) if state.network else None,
     }, layout.Manifest)
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
     return manifest
@@ -177,13 +178,16 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         "link": msgspec.to_builtins(manifest.link),
         "devices": msgspec.to_builtins(manifest.devices),
         "replicas": per_replica,
-        "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements},
+        # what this run dir saw: with one group here, nothing to compare (inspect-trace of all groups does)
+        "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements,
+                      "groups_here": len(cfg.groups_here), "groups_in_job": cfg.replicas},
         "numerics": numerics.to_json() if numerics is not None else None,
         "recovery": recovery(logs, manifest),
         "failures": state.failures,
         "traces": [str(run_dir / t.path) for t in manifest.traces],
         "traces_note": traces_note,
         "manifest": str(run_dir / layout.MANIFEST),
+        "versions": dict(manifest.versions),
     }
 
 

@@ -17,11 +17,10 @@ import msgspec
 
 from ftrun import layout, runlog
 from ftrun.errors import Interrupted, Stopped
-from ftrun.launch.groups import make_group, start_lighthouse
+from ftrun.launch.groups import free_port, make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
-from ftrun.launch.rundir import advertise_host
 from ftrun.launch.supervise import RunState, stop_all, supervise
 from ftrun.output import atomic_write
 
@@ -43,11 +42,26 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
         quorum_timeout_s=cfg.quorum_timeout_s,
         # every rank of the job writes to this run dir only when all groups run on this host
         start_barrier=cfg.replicas * cfg.nproc_per_replica if cfg.replica_group_id < 0 else None,
-        hostname=advertise_host(cfg),
+        hostname=state.network.advertise_host,
+        network=state.network,
     )
     path = state.run_dir / layout.SPEC
     atomic_write(path, layout.to_json(spec, indent=1))
     return path
+
+
+def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
+    """The group's torchrun store (``--master-addr``, ``--master-port``): across hosts always on
+    the found address (a free port unless pinned; recorded in ``network.store_port``), so the
+    lighthouse hands the other groups an address they reach; locally ``--standalone`` (None)
+    unless a port is pinned."""
+    if network.scope == "hosts":
+        network.store_port = cfg.master_port or free_port(network.address)
+        return network.address, network.store_port
+    if cfg.master_port:
+        network.store_port = cfg.master_port
+        return cfg.master_addr or "127.0.0.1", cfg.master_port
+    return None
 
 
 def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
@@ -71,6 +85,7 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
     try:
         state.run_event_log.parent.mkdir(parents=True, exist_ok=True)
         threads = threads_per_rank(cfg.replicas * cfg.nproc_per_replica)
+        master = store_address(state.network, cfg)  # before the spec: it records the store port
         spec_path = write_spec(state, window, threads, link)
         state.started = time.time()
         if cfg.lighthouse:
@@ -79,10 +94,9 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
             state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas, heartbeat_timeout_ms=cfg.heartbeat_timeout_ms)
             url = state.lighthouse.url
         log.info("lighthouse %s", url)
-        master = (cfg.master_addr or "127.0.0.1", cfg.master_port) if cfg.master_port else None
         for r in cfg.groups_here:
             g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master,
-                           placement.env.get(r) if placement.mode != "cpu" else None)
+                           placement.env.get(r) if placement.mode != "cpu" else None, state.network.env)
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
             log.info("replica group %d started (pid %d)", r, g.proc.pid)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import socket
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlparse
 
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
@@ -55,16 +53,3 @@ def job_id(cfg: RunConfig) -> str:
     if cfg.replica_group_id >= 0:
         return "job-" + hashlib.sha1(f"{cfg.lighthouse}|{cfg.run_name}".encode()).hexdigest()[:12]
     return uuid.uuid4().hex[:12]
-
-
-def advertise_host(cfg: RunConfig) -> str:
-    """The name other groups use to reach this group's torchft manager: loopback for a local
-    run or a loopback lighthouse, else this host's name (or --advertise-host)."""
-    if cfg.advertise_host:
-        return cfg.advertise_host
-    host = urlparse(cfg.lighthouse).hostname if cfg.lighthouse else None
-    if host is None or host in ("127.0.0.1", "localhost", "::1"):
-        return "localhost"
-    return socket.gethostname()
-
-

@@ -30,6 +30,7 @@ from ftrun.launch.groups import Group, group_env, torchrun_argv
 from ftrun.launch.reaper import reaper_argv
 from ftrun.output import check_name
 from ftrun.schedule import ScheduleError, validate
+from ftrun.torchft_compat import versions
 
 NUMBERINGS = ("top", "end", "auto")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -155,6 +156,7 @@ def launch_manifest(spec: LaunchSpec, run_dir: Path, lighthouse_url: str, groups
         "script": str(spec.script),
         "args": spec.args,
         "python": sys.executable,
+        "versions": versions(),  # the groups run this interpreter (torchrun of sys.executable)
         "env_added": {**{k: "<per group>" for k in RESERVED_ENV}, **spec.env},
         "schedule": sched,
         "step_numbering": spec.step_numbering,

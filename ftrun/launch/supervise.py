@@ -42,6 +42,7 @@ class RunState:
     failures: list[str] = field(default_factory=list)
     lost: dict[int, str] = field(default_factory=dict)  # replica -> fault that killed it for good
     run_event_log: Path | None = None  # events/run.jsonl
+    network: layout.Network | None = None  # how other hosts reach this host's groups (launch.network)
 
     def log_run_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop. A write
@@ -246,6 +247,12 @@ def supervise(state: RunState, on_tick) -> None:
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
             reason, phase = _group_error(state, r, g.log_offset)
+            if state.lighthouse is None and cfg.lighthouse:  # another host's lighthouse: is it still there?
+                from ftrun.launch.lighthouse import unreachable
+
+                gone = unreachable(cfg.lighthouse, 3.0)
+                if gone:
+                    reason = f"the lighthouse {cfg.lighthouse} does not answer ({gone}); {reason}"
             if state.lost and len(pending) < cfg.min_replicas and phase == "quorum":
                 alive = len(pending)
                 state.fail(

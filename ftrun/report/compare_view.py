@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from rich.table import Table
 
@@ -12,6 +12,7 @@ from ftrun.console import console as make_console, line, styled
 from ftrun.output import atomic_write
 from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
+from ftrun.torchft_compat import describe_versions
 
 
 def _f(fmt: str) -> Callable[[Any], str]:
@@ -167,6 +168,18 @@ def link_line(result: dict) -> str:
     return text
 
 
+def versions_line(result: dict) -> Optional[str]:
+    """``ran on torchft 0.2.0 (process groups: configure), torch 2.13.0`` — per configuration
+    when they differ; None when no run recorded it."""
+    ran = {name: describe_versions(v) for name, v in (result.get("versions") or {}).items()}
+    known = {d for d in ran.values() if d}
+    if not known:
+        return None
+    if len(set(ran.values())) == 1:
+        return f"ran on {known.pop()}"
+    return "ran on " + "; ".join(f"{n}: {d or 'not recorded'}" for n, d in ran.items())
+
+
 def print_report(result: dict) -> None:
     console = make_console()
     reps = max((r.get("repeats") or 1 for r in result["runs"]), default=1)
@@ -186,6 +199,8 @@ def print_report(result: dict) -> None:
         d.add_row(*row)
     console.print(d)
     console.print(link_line(result))
+    if ran := versions_line(result):
+        console.print(ran)
     console.print(result["conclusion"])
     console.print(explanation_line(result.get("throughput")))
     for r in result["runs"]:
@@ -215,7 +230,8 @@ def result_name(exp: dict) -> str:
 
 def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
     names = [r["name"] for r in result["runs"]]
-    lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    ran = versions_line(result)
+    lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), *(["", ran] if ran else []), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
     lines += ["", "Where the loop time went (per step, mean over replicas):", "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in decomposition_rows(result)]

@@ -20,6 +20,7 @@ from ftrun.check.model import EventResult, Report
 from ftrun.console import console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
+from ftrun.torchft_compat import describe_versions
 
 
 def _ms(x: Optional[float]) -> str:
@@ -95,6 +96,9 @@ def overlap_line(report: Report, replica: int, rank: int) -> Optional[str]:
 def render(report: Report, console: Optional[Console] = None) -> None:
     con = console or make_console()
     s = report.schedule
+    ran = describe_versions(report.versions)
+    if ran:
+        con.print(f"ran on {ran}")
     if len(report.run_dirs) > 1:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(

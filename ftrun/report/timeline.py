@@ -77,6 +77,8 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
     for f in report.faults:
+        if f["action"] == "fail-commit":  # loses no steps: its replica's lane shows the failed commit itself
+            continue
         label = f"{name} · replica {f['replica']}"
         if label not in traced and len(lanes) < max_replicas:
             lost = f.get("lost_steps")

@@ -8,6 +8,7 @@ from rich.table import Table
 from ftrun.console import LiveTable, console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
+from ftrun.torchft_compat import describe_versions
 
 
 def _progress_table(state) -> Table:
@@ -50,6 +51,20 @@ class LiveView(LiveTable):
             self.show(_progress_table(state))
 
 
+def agreement_text(a: dict):
+    """What this run dir's agreement check saw, and only that: one group here compares nothing
+    (the job-wide check is inspect-trace of every group's run dir)."""
+    if not a["ok"]:
+        return styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
+    here, job = a.get("groups_here", 2), a.get("groups_in_job", 2)
+    if here < 2:
+        return (f"one replica group of {job} here: agreement across groups is checked by "
+                f"`ftrun inspect-trace` of all {job} groups' run dirs")
+    if not a["commits_checked"]:
+        return "no commit seen by two replicas: agreement not checked"
+    return styled(f"replicas agreed after all {a['commits_checked']} commits", "green")
+
+
 def print_summary(summary: dict) -> None:
     console = make_console()
     s = summary["schedule"]
@@ -72,13 +87,9 @@ def print_summary(summary: dict) -> None:
             "-" if r["final_manager_step"] is None else str(r["final_manager_step"]),
         )
     console.print(t)
-    a = summary["agreement"]
-    agree = (
-        styled(f"replicas agreed after all {a['commits_checked']} commits", "green")
-        if a["ok"]
-        else styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
-    )
-    console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agree))
+    console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agreement_text(summary["agreement"])))
+    if ran := describe_versions(summary.get("versions")):
+        console.print(styled(f"ran on {ran}", "dim"))
     num = summary.get("numerics")
     if num:
         console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))

@@ -1,4 +1,4 @@
-"""Fire ``--kill``/``--hang`` faults inside the target group, exactly at the step. Torch-free.
+"""Fire ``--kill``/``--hang``/``--fail-commit`` faults inside the target group, exactly at the step. Torch-free.
 
 At the start of step S, rank 0 of replica group R:
 * ``kill``: SIGKILLs its launcher (torchrun) and itself; the group's other ranks die through
@@ -7,6 +7,10 @@ At the start of step S, rank 0 of replica group R:
 * ``hang``: sleeps SECONDS inside the step (every rank of the group).
 * ``corrupt`` (``--corrupt-allreduce R@S:KIND``): rank 0's torchft process group computes a wrong
   result for the round synced at step S (``Corruption``, called by ``ftrun.worker.sketch``).
+* ``fail-commit``: from step S on, at the group's next ``should_commit``, rank 0 reports an error
+  to its Manager (``Manager.report_error``, torchft's public API for "this step went wrong"), so it
+  votes false and the whole group's commit fails (the vote is a collective inside the group);
+  torchft clears the error at the next quorum. The other groups commit as usual.
 Each fault fires once per run: a marker ``<run>/faults/<key>.json`` (written before firing)
 tells the parent what happened and keeps a restarted group from firing it again.
 """
@@ -18,6 +22,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from ftrun import layout
 from ftrun.output import atomic_write
@@ -27,11 +32,32 @@ log = logging.getLogger(__name__)
 
 class Faults:
     def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
-        self.mine = {f.step: f for f in specs if f.replica == replica and f.action != "corrupt"}
+        self.mine = {f.step: f for f in specs if f.replica == replica and f.action not in ("corrupt", "fail-commit")}
+        self.commit_faults = sorted((f for f in specs if f.replica == replica and f.action == "fail-commit"), key=lambda f: f.step)
         self.rank = rank
         self.run_dir = run_dir
+        self.step = 0  # the step being trained (``before_step``)
+
+    def wrap_commit(self, manager: Any) -> None:
+        """Route ``manager.should_commit`` through the ``fail-commit`` faults (rank 0 votes)."""
+        if not self.commit_faults or self.rank != 0:
+            return
+        real = manager.should_commit
+
+        def should_commit(*args: Any, **kwargs: Any) -> bool:
+            f = next((f for f in self.commit_faults if f.step <= self.step), None)
+            if f is not None:
+                self.commit_faults.remove(f)
+                marker = layout.fault_marker(self.run_dir, f.key)
+                if not marker.exists():  # a restarted group does not fire it again
+                    self._mark(marker, f, self.step)
+                    manager.report_error(RuntimeError(f"ftrun --fail-commit {f.replica}@{f.step}: this rank votes against the commit"))
+            return real(*args, **kwargs)
+
+        manager.should_commit = should_commit
 
     def before_step(self, step: int) -> None:
+        self.step = step
         f = self.mine.get(step)
         if f is None:
             return

@@ -56,7 +56,8 @@ def main(spec_path: str) -> int:
 
     from ftrun.torchft_compat import diloco_fragments
     from ftrun.worker.faults import Faults
-    from ftrun.worker.meta import RankMeta, versions
+    from ftrun.torchft_compat import versions
+    from ftrun.worker.meta import RankMeta
     from ftrun.worker.models import describe_fragments
     from ftrun.worker.lifecycle import Lifecycle
     from ftrun.worker.profiling import RecoveryProfile, make_profiler
@@ -137,8 +138,10 @@ def main(spec_path: str) -> int:
             if numerics is not None:
                 numerics.attach(diloco, manager, training.outer, heal)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
+            faults = Faults(spec.faults, env.replica, env.rank, run_dir)
+            faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync
             loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            Faults(spec.faults, env.replica, env.rank, run_dir), device, numerics, recovery)
+                            faults, device, numerics, recovery)
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:

@@ -10,21 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ftrun import __version__
 from ftrun.output import atomic_write
-
-
-def versions(torch_version: str) -> dict[str, str | None]:
-    try:
-        torchft = version("torchft")
-    except PackageNotFoundError:
-        torchft = None
-    return {"python": platform.python_version(), "torch": torch_version, "torchft": torchft, "ftrun": __version__}
 
 
 class RankMeta:

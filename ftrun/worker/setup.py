@@ -22,6 +22,7 @@ import torchft
 from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.parent_death import set_parent_death_signal
+from ftrun.torchft_compat import RECONFIGURE_BACKENDS, backend_unavailable, installed
 from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
 from ftrun.worker.lifecycle import Lifecycle
@@ -165,10 +166,12 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
         pg = torchft.ProcessGroupBabyNCCL(timeout=timeout)
-    elif backend == "baby-gloo":  # collectives in a subprocess; torchft 0.2.0 fails its commits (torchft-notes)
+    elif backend == "baby-gloo":  # collectives in a subprocess; torchft 0.2.x fails its commits, the nightly not (torchft-notes)
         from torchft.process_group import ProcessGroupBabyGloo
 
         pg = ProcessGroupBabyGloo(timeout=timeout)
+    elif backend in RECONFIGURE_BACKENDS:  # refused by the parent's preflight; never silently Gloo
+        raise RuntimeError(backend_unavailable(backend, installed()))
     else:
         pg = torchft.ProcessGroupGloo(timeout=timeout)
     if link:
@@ -192,6 +195,10 @@ def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, 
     from ftrun.worker.lifecycle import TimedTransport
 
     timeout = timedelta(seconds=cfg.timeout_s)
+    if spec.network is not None and spec.network.scope == "hosts":
+        from ftrun.torchft_compat import advertise_as
+
+        advertise_as(spec.hostname)  # torchft's own gethostname() uses: what the other hosts reach
     pg = make_process_group(backend, timeout, spec.link, numerics)
     life.time_configure(pg)
     cost = None
