@@ -5,10 +5,18 @@
     python scripts/bench_inspect.py --source RUN_DIR       # replicate one trace of an ftrun run dir
     python scripts/bench_inspect.py --trace BIG.json --fragments 2 --sync-every 8 --fragment-sync-delay 2
 
+    python scripts/bench_inspect.py --large               # ~300 MB: MB/s, peak RSS / file, gzip vs bare zlib
+
+The last line is one JSON object: ``ratio`` (HTA load / inspect-trace, goal >= 20), or with
+``--large`` ``mb_per_s`` (goal >= 500), ``rss_per_file`` (goal <= 1) and ``gz_vs_zlib`` (the gz
+trace's inspect-trace time over a bare streaming zlib decompress of it); ``load_avg`` says how
+busy the machine was.
+
 Synthesis: the source trace's events are repeated, each copy shifted in time and in step
 numbers by a multiple of H (so the copies follow the same schedule), until the file reaches
 ``--size-mb``. Each measurement runs in its own subprocess on the same file, in the same run:
-``ftrun inspect-trace --json`` end to end (wall, incl. interpreter start), ``analyze()``
+``ftrun inspect-trace --json`` end to end (wall, incl. interpreter start; best of ``--repeat``;
+peak RSS of that process alone), ``analyze()``
 in-process (time, tracemalloc peak, RSS growth), ``json.load``, and HTA (optional: skipped
 when ``hta`` is not importable). Prints the ratios and the peak memory vs the trace size.
 """
@@ -144,19 +152,110 @@ def source_trace(args, tmp: Path) -> tuple[Path, int, int, int]:
     return next((out / "r0").glob("step-*.json")), 2, 8, 2
 
 
+CHILD_RUN = """
+import resource, subprocess, sys, time
+t = time.perf_counter()
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+dt = time.perf_counter() - t
+if r.returncode not in (0, 1):
+    sys.exit(r.stderr.decode()[-2000:])
+print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, r.returncode)
+"""
+
+CHILD_ZLIB = """
+import sys, time, zlib
+t = time.perf_counter()
+d = zlib.decompressobj(wbits=31)
+n = 0
+with open(sys.argv[1], "rb") as f:
+    while b := f.read(4 << 20):
+        data = b
+        while data and not d.eof:
+            n += len(d.decompress(data, 4 << 20))
+            data = d.unconsumed_tail
+print(time.perf_counter() - t, n)
+"""
+
+CHILD_GZIP = """
+import gzip, shutil, sys
+with open(sys.argv[1], "rb") as src, gzip.open(sys.argv[2], "wb", compresslevel=6) as dst:
+    shutil.copyfileobj(src, dst, 4 << 20)
+"""
+
+
+def run_cli(trace: Path, flags: list[str], repeat: int) -> tuple[float, int]:
+    """(best wall seconds of ``ftrun inspect-trace --json``, end to end in a fresh process; its peak RSS in bytes).
+    Run under a small wrapper process so the RSS is the CLI's own, not this script's."""
+    exe = Path(sys.executable).parent / "ftrun"
+    best, rss = float("inf"), 0
+    for _ in range(repeat):
+        dt, r, _rc = child(CHILD_RUN, str(exe), "inspect-trace", str(trace), *flags, "--json")
+        best, rss = min(best, float(dt)), max(rss, int(r))
+    return best, rss
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def large(args, tmp: Path) -> None:
+    """``--large``: a ~300 MB trace (and its gzip) end to end: MB/s, peak RSS / file, gz vs bare zlib."""
+    if args.trace is not None:
+        trace, F, H, T = args.trace, args.fragments, args.sync_every, args.fragment_sync_delay
+    else:
+        src, F, H, T = source_trace(args, tmp)
+        trace = tmp / "large.json"
+        subprocess.run([sys.executable, __file__, "--synth", str(src), str(trace), str(args.size_mb), str(H), str(F)],
+                       check=True, timeout=1800)
+    flags = ["--fragments", str(F), "--sync-every", str(H), "--fragment-sync-delay", str(T)]
+    size = trace.stat().st_size
+    print(f"trace {trace.name}: {size / 1e6:.1f} MB; F={F} H={H} tau={T}; load {load_avg()}")
+    s, rss = run_cli(trace, flags, args.repeat)
+    out = {"bench": "inspect-large", "trace_mb": round(size / 1e6, 1), "inspect_s": round(s, 3),
+           "mb_per_s": round(size / 1e6 / s, 1), "rss_mb": round(rss / 1e6, 1), "rss_per_file": round(rss / size, 3),
+           "goal": {"mb_per_s": 500, "rss_per_file": 1.0}}
+    print(f"inspect-trace: {s:.3f} s = {size / 1e6 / s:.0f} MB/s, peak RSS {rss / 1e6:.0f} MB = {rss / size:.2f}x the file")
+    if not args.no_gz:
+        gz = tmp / (trace.name + ".gz")
+        if not trace.name.endswith(".gz"):
+            child(CHILD_GZIP, str(trace), str(gz), timeout=1800)
+        else:
+            gz = trace
+        zs = min(float(child(CHILD_ZLIB, str(gz))[0]) for _ in range(args.repeat))
+        gs, grss = run_cli(gz, flags, args.repeat)
+        print(f"gz {gz.stat().st_size / 1e6:.1f} MB: inspect-trace {gs:.3f} s, bare zlib stream {zs:.3f} s "
+              f"(inspect / zlib = {gs / zs:.2f}x), peak RSS {grss / 1e6:.0f} MB")
+        out.update(gz_mb=round(gz.stat().st_size / 1e6, 1), gz_inspect_s=round(gs, 3), zlib_s=round(zs, 3),
+                   gz_vs_zlib=round(gs / zs, 2), gz_rss_per_file=round(grss / size, 3))
+    out["load_avg"] = load_avg()
+    print(json.dumps(out))
+
+
 def main() -> None:
+    if len(sys.argv) == 7 and sys.argv[1] == "--synth":  # child: synthesize without holding it in the parent
+        src, out, size, sync_every, fragments = sys.argv[2:]
+        synthesize(Path(src), Path(out), float(size), int(sync_every), int(fragments))
+        return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", type=Path, help="benchmark this trace as is (needs the schedule flags)")
     p.add_argument("--source", type=Path, help="run dir or trace file to replicate (default: fresh torchft trace)")
-    p.add_argument("--size-mb", type=float, default=20.0)
+    p.add_argument("--size-mb", type=float, default=None, help="synthesized size (default 19, --large 300)")
     p.add_argument("--fragments", type=int, default=2)
     p.add_argument("--sync-every", type=int, default=8)
     p.add_argument("--fragment-sync-delay", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each timed command (best is kept)")
+    p.add_argument("--large", action="store_true", help="a ~300 MB trace: MB/s, peak RSS / file, gzip vs zlib")
+    p.add_argument("--no-gz", action="store_true", help="--large: skip the gzip measurement")
     p.add_argument("--no-hta", action="store_true")
     args = p.parse_args()
+    if args.size_mb is None:
+        args.size_mb = 300.0 if args.large else 19.0
 
     with tempfile.TemporaryDirectory() as tmpd:
         tmp = Path(tmpd)
+        if args.large:
+            large(args, tmp)
+            return
         if args.trace is not None:
             trace, F, H, T = args.trace, args.fragments, args.sync_every, args.fragment_sync_delay
         else:
@@ -165,21 +264,17 @@ def main() -> None:
             trace = synthesize(src, tmp / "big" / "rank0.json", args.size_mb, H, F)
         size = trace.stat().st_size
         raw_size = len(gzip.decompress(trace.read_bytes())) if trace.name.endswith(".gz") else size
-        print(f"trace {trace.name}: {size / 1e6:.1f} MB on disk, {raw_size / 1e6:.1f} MB JSON; F={F} H={H} tau={T}")
+        print(f"trace {trace.name}: {size / 1e6:.1f} MB on disk, {raw_size / 1e6:.1f} MB JSON; F={F} H={H} tau={T}; load {load_avg()}")
 
         flags = ["--fragments", str(F), "--sync-every", str(H), "--fragment-sync-delay", str(T)]
         exe = Path(sys.executable).parent / "ftrun"
-        walls = []
-        for _ in range(3):
-            t = time.perf_counter()
-            res = subprocess.run([str(exe), "inspect-trace", str(trace), *flags, "--json"], capture_output=True, timeout=900)
-            walls.append(time.perf_counter() - t)
+        res = subprocess.run([str(exe), "inspect-trace", str(trace), *flags, "--json"], capture_output=True, timeout=900)
         verdict = json.loads(res.stdout)["verdict"] if res.stdout else f"exit {res.returncode}"
-        cli_s = min(walls)
+        cli_s, cli_rss = run_cli(trace, flags, args.repeat)
         a1, a2, peak, rss, v2, nev = child(CHILD_ANALYZE, str(trace), str(F), str(H), str(T))
         js, js_rss = child(CHILD_JSON, str(trace))
         rows = [
-            ("ftrun inspect-trace (CLI, end to end)", cli_s, None),
+            ("ftrun inspect-trace (CLI, end to end)", cli_s, float(cli_rss)),
             ("ftrun analyze() in-process", float(a2), float(rss)),
             ("stdlib json.load", float(js), float(js_rss)),
         ]
@@ -192,22 +287,27 @@ def main() -> None:
             else:
                 hta_dir = trace.parent
             try:
-                hs, hrss = child(CHILD_HTA, str(hta_dir))
-                hta_s = float(hs)
-                rows.append(("HTA TraceAnalysis load", hta_s, float(hrss)))
+                runs = [child(CHILD_HTA, str(hta_dir)) for _ in range(min(2, args.repeat))]
+                hta_s = min(float(hs) for hs, _ in runs)
+                rows.append(("HTA TraceAnalysis load", hta_s, max(float(r) for _, r in runs)))
             except RuntimeError as e:
                 print(f"HTA failed: {str(e).strip().splitlines()[-1]}")
         else:
-            print("HTA: not installed (pip install HolisticTraceAnalysis) or --no-hta; skipped")
+            print("HTA: not installed (pip install HolisticTraceAnalysis, the bench extra) or --no-hta; skipped")
 
         print(f"verdict {verdict} ({nev} events)")
-        print(f"{'what':42s} {'seconds':>9s} {'peak RSS growth MB':>19s}")
+        print(f"{'what':42s} {'seconds':>9s} {'peak RSS (growth) MB':>21s}")
         for name, s, mem in rows:
-            print(f"{name:42s} {s:9.3f} {('' if mem is None else f'{mem / 1e6:.1f}'):>19s}")
+            print(f"{name:42s} {s:9.3f} {('' if mem is None else f'{mem / 1e6:.1f}'):>21s}")
         print(f"analyze tracemalloc peak: {int(peak) / 1e6:.1f} MB = {int(peak) / raw_size:.2f}x the JSON size")
         print(f"json.load / inspect (CLI) = {float(js) / cli_s:.2f}x")
+        out = {"bench": "inspect", "trace_mb": round(size / 1e6, 1), "inspect_s": round(cli_s, 3),
+               "json_load_s": round(float(js), 3), "hta_s": None if hta_s is None else round(hta_s, 3),
+               "ratio": None if hta_s is None else round(hta_s / cli_s, 1), "goal": 20, "verdict": verdict,
+               "load_avg": load_avg()}
         if hta_s is not None:
-            print(f"HTA load / inspect (CLI) = {hta_s / cli_s:.1f}x  (goal >= 10x)")
+            print(f"HTA load / inspect (CLI) = {hta_s / cli_s:.1f}x  (goal >= 20x)")
+        print(json.dumps(out))
 
 
 if __name__ == "__main__":

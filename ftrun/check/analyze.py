@@ -43,8 +43,9 @@ from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput, NotChecked
 from ftrun.schedule import Event, Schedule
 from ftrun.trace.discover import discover
-from ftrun.trace.load import MAX_TRACE_BYTES, load_trace
+from ftrun.trace.load import MAX_TRACE_BYTES
 from ftrun.trace.spans import Send, Span, Sync, TraceSpans, extract, no_steps
+from ftrun.trace.stream import TraceFile
 
 NUMBERINGS = {"top": 0, "end": 1}
 
@@ -385,9 +386,9 @@ def analyze(
     # any schedule is asked for (flags cannot make them checkable)
     spans, headers = [], {}
     for f in inputs.files:
-        trace = load_trace(f.path, max_trace_bytes)
+        trace = TraceFile(f.path, max_trace_bytes)  # read in chunks; the header keys kept in trace.meta
         spans.append(extract(f.path, trace, require_steps=False))
-        headers[f.path] = provenance.header(trace)
+        headers[f.path] = provenance.header(trace.meta)
         del trace
     provenance.require_torchft(spans)
     for sp in spans:

@@ -161,15 +161,20 @@ def serialized(
     return count
 
 
+def _start(q: Span) -> float:
+    return q.ts
+
+
 def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Optional[int]]) -> Optional[Span]:
     """The quorum wait of ``send`` (module docstring), or None: the longest ``wait_quorum`` on the
     send's thread in its step before it. torchft (and the numeric check's sketches, which ask
     ``num_participants``) also call ``wait_quorum`` on the quorum once it is formed: those
     microsecond spans come later but are not the wait."""
-    i = bisect_right([q.ts for q in quorums], send.span.ts)
+    i = bisect_right(quorums, send.span.ts, key=_start)  # quorums are sorted by start (TraceSpans.quorums)
     step = step_of(send.span.ts)
     best = None
-    for q in reversed(quorums[:i]):
+    for j in range(i - 1, -1, -1):  # backwards from the send, no copy of the list
+        q = quorums[j]
         if q.thread != send.span.thread or q.end > send.span.ts:
             continue
         if step_of(q.ts) != step:

@@ -16,7 +16,8 @@ their device vs not (``scripts/gpu_check.py`` reports it).
 from __future__ import annotations
 
 import statistics
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Optional
 
@@ -67,14 +68,23 @@ def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[t
             marks.setdefault(e.file, []).append(e.ts_us)
     out: dict[str, list] = {}
     for file, spans in report.spans.items():
-        ts = marks.get(file, [])
-        mine = [w for w in windows if w.file == file]
+        ts = sorted(marks.get(file, []))
+        mine = [w for w in windows if w.file == file]  # by send (send_windows' order)
+        sends = [w.send_ts for w in mine]
+        # the first window (in order) with sync_ts > b is the first whose running max of sync_ts is > b
+        reach = list(accumulate((w.sync_ts for w in mine), max))
+        ordered = all(x <= y for x, y in zip(sends, sends[1:]))
         rows = []
         for s in spans.steps:
             a, b = s.span.ts, s.span.end
-            if any(a <= t <= b for t in ts):
-                continue
-            w = next((w for w in mine if a > w.send_ts and b < w.sync_ts), None)
+            j = bisect_left(ts, a)
+            if j < len(ts) and ts[j] <= b:
+                continue  # a mark inside the step
+            if ordered:
+                i = bisect_right(reach, b)  # first window reaching past b ...
+                w = mine[i] if i < bisect_left(sends, a) else None  # ... whose send is before a
+            else:
+                w = next((w for w in mine if a > w.send_ts and b < w.sync_ts), None)
             rows.append((a, b, w))
         out[file] = rows
     return out

@@ -47,6 +47,8 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import compress
+from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Hashable, Optional
@@ -56,14 +58,17 @@ import msgspec
 from ftrun.errors import BadInput
 from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
 from ftrun.trace import nccl
+from ftrun.trace.load import load_trace
 from ftrun.trace.nccl import DTYPE_BYTES, kernel_op  # noqa: F401  (kernel_op: re-exported for callers)
 from ftrun.trace.schema import (
     CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_dict, args_of, name_filter, raw_json,
     trace_events,
 )
+from ftrun.trace.stream import Fallback, TraceFile
 
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
+_NAME = attrgetter("name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,12 +258,16 @@ class _Index:
 _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
 
 
+def _prefixes(labels: LabelSet) -> tuple[str, ...]:
+    """Name prefixes of the events ``_sort_event`` may keep (with ``_wanted``'s exact names)."""
+    return ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
+            *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
+
+
 def _filter(labels: LabelSet, names: set[str]):
     key = (labels, frozenset(names))
     if key not in _FILTERS:
-        prefixes = ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
-                    *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
-        _FILTERS[key] = name_filter(names, prefixes)
+        _FILTERS[key] = name_filter(names, _prefixes(labels))
     return _FILTERS[key]
 
 
@@ -305,6 +314,47 @@ def _classify(path: Path, trace: ChromeTrace, labels: LabelSet) -> _Classified:
             _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     except msgspec.DecodeError as err:
         raise BadInput(f"{path}: JSON but not a chrome trace (bad event: {err})") from None
+    return out
+
+
+def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
+    """``_classify`` of a file read in chunks (``stream.Fallback`` when the fast path cannot read
+    it). The same events reach ``_sort_event``: an event's name is looked up once per distinct
+    name (exact names, then prefixes), not searched per event."""
+    wanted_names = _wanted(labels)
+    out = _Classified({n: [] for n in wanted_names})
+    kernel_prefixes = labels.nccl_kernel_any
+    launch_names = (*labels.cuda_launch, *labels.cuda_graph_launch)
+    comm_prefixes = (labels.c10d_prefix, labels.nccl_host_prefix)
+    waits = set(labels.cuda_stream_wait)
+    prefixes = _prefixes(labels)
+    # route: name -> None (never kept), a by_name bucket (an exact name no other rule of _sort_event
+    # reads: kept when host-side, counted when a device copy), or True (_sort_event decides)
+    route: dict[str, object] = {}
+    relevant: dict[str, bool] = {}
+    special = {labels.param_comms, *waits}
+    for chunk in trace.chunks():
+        # per event only C-level work: its name, a dict lookup, a filter; Python decides once per new name
+        names = list(map(_NAME, chunk))
+        for name in set(names).difference(relevant):
+            route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
+            relevant[name] = route[name] is not None
+        for e in compress(chunk, map(relevant.__getitem__, names)):
+            if e.ph != "X":
+                continue
+            bucket = route[e.name]
+            if bucket is not True:
+                cat = e.cat.lower()
+                if cat in CPU_CATS:
+                    if e.args:
+                        e.args = e.args.copy()  # its own bytes: the chunk's buffer is freed with the chunk
+                    bucket.append(e)
+                elif cat == GPU_ANNOTATION:
+                    out.copies += 1
+                continue
+            if e.args:
+                e.args = e.args.copy()
+            _sort_event(e, out, labels, kernel_prefixes, launch_names, comm_prefixes, waits)
     return out
 
 
@@ -442,10 +492,24 @@ def no_steps(path: Path) -> BadInput:
                     "profile with a torch.profiler schedule or ftrun's worker")
 
 
-def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS, require_steps: bool = True) -> TraceSpans:
+def extract(path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABELS, require_steps: bool = True) -> TraceSpans:
     """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans, unless
-    not ``require_steps`` (the caller first says what else the trace is: ``ftrun.check.provenance``)."""
-    c = _classify(path, trace, labels)
+    not ``require_steps`` (the caller first says what else the trace is: ``ftrun.check.provenance``).
+
+    A ``TraceFile`` is read in chunks (``ftrun.trace.stream``); when that path cannot read the
+    file exactly, it is read whole by ``load_trace`` under the same limit (the same spans, or the
+    same error), and ``trace.meta`` is that whole trace."""
+    c = None
+    if isinstance(trace, TraceFile):
+        tf = trace
+        try:
+            c = _classify_stream(tf, labels)
+            n_events, di = tf.events, tf.meta.distributedInfo
+        except Fallback:
+            trace = tf.meta = load_trace(path, tf.limit)
+    if c is None:
+        c = _classify(path, trace, labels)
+        n_events, di = len(trace.traceEvents), trace.distributedInfo
     steps, source = (c.ftrun_steps, "ftrun") if c.ftrun_steps else (c.prof_steps, "profiler")
     if not steps and require_steps:
         raise no_steps(path)
@@ -455,7 +519,6 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS, require_s
     notes: list[str] = []
     links = _Launches(c.launches, labels)
     kern = _link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)
-    di = trace.distributedInfo
     return TraceSpans(
         path=path,
         step_source=source,
@@ -466,7 +529,7 @@ def extract(path: Path, trace: ChromeTrace, labels: LabelSet = LABELS, require_s
         rank=di.rank if di is not None else None,
         world_size=di.world_size if di is not None else None,
         has_shapes=has_shapes,
-        trace_events=len(trace.traceEvents),
+        trace_events=n_events,
         kernels=kern,
         device_copies=c.copies,
         stream_waits=sorted((_span(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
