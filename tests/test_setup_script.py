@@ -21,10 +21,12 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent
 
 # A stand-in interpreter: `-m venv DIR` makes DIR/bin/python (itself); `-m pip ...` is logged
-# (installing ftrun sleeps FAKE_PIP_S); `-c CODE` fails, so torch counts as missing.
+# (installing ftrun sleeps FAKE_PIP_S); `-c CODE` fails, so torch and torchft count as missing; a
+# script on stdin (`-`: which torchft distribution is installed) prints none.
 FAKE_PY = """#!/usr/bin/env bash
 echo "$*" >> "$FAKE_LOG"
 if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi
+if [ "$1" = "-" ]; then cat > /dev/null; exit 0; fi
 if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
   case "$*" in *" -e "*) sleep "$FAKE_PIP_S";; esac
   exit 0
@@ -47,7 +49,7 @@ def test_setup_prints_a_line_per_step_with_the_time_so_far(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert all(re.match(r"^setup: \[\s*\d+ s\] ", ln) for ln in lines), r.stderr
     text = "\n".join(lines)
-    for step in ("creating .venv", "torch==2.13.0", "ftrun and its dependencies", "done"):
+    for step in ("creating .venv", "torch==2.13.0", "torchft", "ftrun and its dependencies", "done"):
         assert step in text, (step, text)
     assert any("still installing" in ln for ln in lines), text  # the long pip step is not silent
     calls = (tmp_path / "calls.log").read_text()
