@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from ftrun.torchft_compat import LABELS
-from train_fixtures import FOREIGN_FLAGS, inspect, nested, read, run_foreign, send_ops, spans, swap_send_sizes, write
+from train_fixtures import NATIVE_CRASH, FOREIGN_FLAGS, inspect, nested, read, run_foreign, send_ops, spans, swap_send_sizes, write
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
+
+
 
 
 def inspect_json(*args: str) -> tuple[int, dict]:
@@ -223,6 +225,7 @@ def test_one_replica_retrying_while_the_other_moves_on_is_caught(foreign):
     assert any(p.startswith("replicas disagree on the send at step 6") for p in bad), bad
 
 
+@NATIVE_CRASH
 def test_failed_commit_inferred_from_the_trace_alone(tmp_path):
     # every replica's commit fails at the sync of step 8 (the script reports an error to its
     # Manager: the same on every torchft release); no event log, the trace alone must show it

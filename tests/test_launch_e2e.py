@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, TreeWatch, live, survivors
+from train_fixtures import NATIVE_CRASH, FTRUN, TreeWatch, live, survivors
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "torchft_example.py"
 SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
+
+
 
 
 @dataclass
@@ -62,6 +64,7 @@ def run_launch(out: Path, name: str, *args: str, timeout: float = 150, while_run
     return Launch(out / name, proc.returncode, stdout, stderr, survivors(watch, str(out / name)), sorted(watch.seen.values()))
 
 
+@NATIVE_CRASH
 def test_launch_finds_traces_and_inspection_passes(tmp_path):
     r = run_launch(tmp_path, "ok", "--json", *SCHED, "--", str(SCRIPT), "--manager-steps", "6")
     assert r.rc == 0, r.explain()

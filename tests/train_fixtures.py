@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import pytest
+
 from ftrun import layout
 from ftrun.torchft_compat import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
 
@@ -450,3 +452,9 @@ def write_toml(path: Path, values: dict) -> Path:
             lines.append(f"{k} = {v!r}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# A native crash inside torch's profiler or Gloo in a plain torchft script (no ftrun code in
+# the process: "free(): invalid pointer" right after kineto's profiler_start, or a SIGSEGV), seen
+# about once in a loaded suite run: rerun once, and only for those signatures.
+NATIVE_CRASH = pytest.mark.flaky(reruns=1, only_rerun=[r"SIGSEGV", r"free\(\): invalid pointer", r"Timeout expired"])
