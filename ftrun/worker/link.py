@@ -33,9 +33,10 @@ from typing import Any, List, Optional
 import torch
 import torch.distributed as dist
 from torch.profiler import record_function
-from torchft.process_group import ProcessGroup, ProcessGroupWrapper
+from torchft.process_group import ProcessGroup
 
 from ftrun import linkcost
+from ftrun.worker.pg_wrapper import KeptWrapper
 from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LINK_HOLD, after_each_quorum
 
 
@@ -87,15 +88,14 @@ def _nbytes(tensors: Any) -> int:
     return sum(_nbytes(t) for t in tensors or [])
 
 
-class LinkEmulator(ProcessGroupWrapper):
+class LinkEmulator(KeptWrapper):
     """Wrap ``pg`` so that each collective takes at least its ``ftrun.linkcost`` cost.
 
     ``replicas``: R for the cost; None (the default) = the group's size at each collective.
     """
 
     def __init__(self, pg: ProcessGroup, bandwidth_bps: float, latency_s: float = 0.0, replicas: Optional[int] = None) -> None:
-        super().__init__(pg=pg)
-        self._inner = pg
+        super().__init__(pg)
         self.bandwidth_bps = float(bandwidth_bps)
         self.latency_s = float(latency_s)
         self.replicas = replicas
@@ -166,22 +166,8 @@ class LinkEmulator(ProcessGroupWrapper):
         issued = time.monotonic()
         return self._held("barrier", super().barrier(opts), 0, issued)
 
-    # torchft's ProcessGroupWrapper drops a wrapped group on abort/shutdown; keep ours.
-    def abort(self, errored: bool = True) -> None:
-        self._inner.abort(errored=errored) if isinstance(self._inner, ProcessGroupWrapper) else self._inner.abort()
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def errored(self) -> Optional[Exception]:
-        return self._inner.errored()
-
     def getBackendName(self) -> str:
         return f"{self._inner.getBackendName()}+link"
-
-    @property
-    def parent(self) -> ProcessGroup:
-        return self._inner
 
 
 def hold_control(manager: Any, latency_s: float) -> None:

@@ -39,10 +39,11 @@ from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
-from torchft.process_group import ProcessGroup, ProcessGroupWrapper
+from torchft.process_group import ProcessGroup
 
 from ftrun import layout
 from ftrun.torchft_compat import diloco_fragments, quorum_id
+from ftrun.worker.pg_wrapper import KeptWrapper
 
 log = logging.getLogger(__name__)
 
@@ -205,12 +206,11 @@ class SketchedWork(dist._Work):
             return self._future
 
 
-class SketchPG(ProcessGroupWrapper):
+class SketchPG(KeptWrapper):
     """``Manager(pg=SketchPG(pg, probe))``: sketches each SUM allreduce issued during a send."""
 
     def __init__(self, pg: ProcessGroup, probe: "NumericsProbe") -> None:
-        super().__init__(pg=pg)
-        self._inner = pg
+        super().__init__(pg)
         self._probe = probe
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> dist._Work:
@@ -241,22 +241,6 @@ class SketchPG(ProcessGroupWrapper):
 
         return SketchedWork(super().allreduce(tensors, opts), on_done)
 
-    # as ftrun.worker.link.LinkEmulator: keep the wrapped group on abort/shutdown
-    def abort(self, errored: bool = True) -> None:
-        self._inner.abort(errored=errored) if isinstance(self._inner, ProcessGroupWrapper) else self._inner.abort()
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def errored(self) -> Optional[Exception]:
-        return self._inner.errored()
-
-    def getBackendName(self) -> str:
-        return self._inner.getBackendName()
-
-    @property
-    def parent(self) -> ProcessGroup:
-        return self._inner
 
 
 class NumericsProbe:
