@@ -427,6 +427,12 @@ def after_each_quorum(manager: Any, after: Callable[[Any], None]) -> None:
     manager._client = _QuorumClient(manager._client, after)
 
 
+def configure_method(pg: Any) -> str:
+    """The name of the call torchft's Manager makes on ``pg`` at every quorum change:
+    ``configure`` (0.2.x) or ``reconfigure`` (the nightly, whose groups ``supports_reconfigure``)."""
+    return "reconfigure" if hasattr(pg, "supports_reconfigure") and hasattr(pg, "reconfigure") else "configure"
+
+
 def configure_quorum_id(args: tuple, kwargs: dict) -> Optional[int]:
     """The quorum id of a ``ProcessGroup.configure`` call as torchft 0.2.0 makes it:
     ``configure(store_addr, replica_id, rank, world_size, quorum_id, group_rank, ...)``."""

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 from torchft.checkpointing import CheckpointTransport
 
 from ftrun.layout import LifecycleEvent, to_json
-from ftrun.torchft_compat import configure_quorum_id
+from ftrun.torchft_compat import configure_method, configure_quorum_id
 
 
 def state_bytes(obj: Any) -> int:
@@ -54,17 +54,21 @@ class Lifecycle:
             self._file.write(to_json(rec) + "\n")
 
     def time_configure(self, pg: Any) -> None:
-        """Wrap ``pg.configure`` (torchft calls it on every quorum change) to log its duration."""
-        inner = pg.configure
+        """Wrap the call torchft makes on ``pg`` at every quorum change (``configure`` on 0.2.x,
+        ``reconfigure`` on the nightly: ``torchft_compat.configure_method``) to log its duration.
+        The nightly's call carries no quorum id (its options hold the peers' handles)."""
+        name = configure_method(pg)
+        inner = getattr(pg, name)
 
         def configure(*args: Any, **kwargs: Any) -> Any:
             t0 = time.time()
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.mark("configure", t0, time.time(), quorum_id=configure_quorum_id(args, kwargs))
+                self.mark("configure", t0, time.time(),
+                          quorum_id=configure_quorum_id(args, kwargs) if name == "configure" else None)
 
-        pg.configure = configure
+        setattr(pg, name, configure)
 
     def close(self) -> None:
         with self._lock:
