@@ -92,19 +92,41 @@ class Arrivals:
     jitter_s: float
     stalls: tuple[tuple[int, tuple[float, ...]], ...]
     rpc_s: float
+    drift_sd: tuple[float, ...] = ()
+    replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
 
 
-def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals:
+def drift_spread(dev: list[list[float]], bias: tuple[float, ...], lags: int) -> tuple[float, ...]:
+    """For n = 1..``lags``: the spread of one group's drift over n consecutive steps, as the
+    standard deviation of an independent group's (the convention of ``jitter_s``): the rms, over
+    the groups and every window of n steps, of the summed deviations from the groups' mean (less
+    the group's bias), times sqrt(R / (R - 1)). Measured, so a slow spell lasting several steps
+    counts (it makes the drift grow faster than sqrt(n))."""
+    r = len(dev)
+    out = []
+    for n in range(1, lags + 1):
+        sq = [sum(d - bias[i] for d in dev[i][k:k + n]) ** 2 for i in range(r) for k in range(len(dev[i]) - n + 1)]
+        if not sq:
+            break
+        out.append(math.sqrt(sum(sq) / len(sq) * r / (r - 1)))
+    return tuple(out)
+
+
+def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int = 0) -> Arrivals:
     """Per-group bias and per-step jitter around the groups' mean step, the stalls (the start,
     time outside the steps above ``STALL_S``), and the lighthouse's reply time: at each quorum,
     the group that waited least waited for no one, so its wait minus the held round trips
-    ``hold_s`` is the RPC (median over the quorums)."""
+    ``hold_s`` is the RPC (median over the quorums). ``lags``: measure the drift's spread
+    (``drift_spread``) over up to that many steps (at most half the steps measured). ``replay``:
+    every step's per-group arrival (compute plus time outside the step body) less the groups'
+    mean — the run's own drift, for ``--check``."""
     recs = _replica_records(dirs, replicas)
     if replicas < 2 or any(not r for r in recs):
         return Arrivals((), 0.0, (), 0.0)
     by_step = [{x.step: (i, x) for i, x in enumerate(r)} for r in recs]
     common = sorted(set.intersection(*(set(b) for b in by_step)))
     stalls: list[tuple[int, tuple[float, ...]]] = []
+    replay: list[tuple[int, tuple[float, ...]]] = []
     dev: list[list[float]] = [[] for _ in range(replicas)]
     for step in common:
         per = []
@@ -119,6 +141,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
             mean = sum(at) / replicas
             stalls.append((step, tuple(a - mean for a in at)))
             if first:
+                replay.append(stalls[-1])
                 continue
             xs = [c for c, _ in per]
         else:
@@ -126,6 +149,8 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
         mean = sum(xs) / replicas
         for r in range(replicas):
             dev[r].append(xs[r] - mean)
+        whole = [c + o for c, o in per]
+        replay.append((step, tuple(x - sum(whole) / replicas for x in whole)))
     n = len(dev[0])
     if n < 2:
         return Arrivals((), 0.0, tuple(stalls), 0.0)
@@ -138,7 +163,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
         if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
             waits.append(max(0.0, min(qs) - hold_s))
     rpc = statistics.median(waits) if waits else 0.0
-    return Arrivals(bias, jitter, tuple(stalls), rpc)
+    return Arrivals(bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay))
 
 
 def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
@@ -155,9 +180,29 @@ def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
             sum(d.overlapped_steps / d.steps for d in parts) / len(parts))
 
 
+def measure_send_s(dirs: list[Path], replicas: int) -> float:
+    """The send's own CPU work (``prepare_sync``, event log ``send_s``): mean over the groups' sends."""
+    per = [statistics.mean(seconds(x.send_s) for x in recs if x.sent is not None)
+           for recs in _replica_records(dirs, replicas) if any(x.sent is not None for x in recs)]
+    return sum(per) / len(per) if per else 0.0
+
+
+def window_traces(dirs: list[Path], m: layout.Manifest) -> list[Path]:
+    """The run's window traces that exist (the manifest's, relative to the run dir)."""
+    return [p for t in m.traces if (p := dirs[0] / t.path).is_file()]
+
+
+def profiled_steps(m: layout.Manifest) -> tuple[tuple[int, int], ...]:
+    """The steps the profiler ran on: each window with its warm-up step (``ftrun.worker.profiling``)."""
+    return tuple((a - 1, b) for a, b in m.profile_windows)
+
+
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     """Fragment bytes, replicas, schedule and link from the manifest; compute step and the
-    groups' arrivals (``measure_arrivals``) from the event logs."""
+    groups' arrivals (``measure_arrivals``) from the event logs; the send's CPU work, and the
+    costs the emulator does not replace from the window traces (``ftrun.trace.sync_costs``)."""
+    from ftrun.trace.sync_costs import sync_costs
+
     m = _manifest(dirs[0])
     sched = m.schedule
     try:
@@ -171,12 +216,17 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
-    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0))
+    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0), sched.sync_every)
     slowdown, overlapped_share = measure_overlap(dirs, replicas)
     # the run's mean compute step holds its overlapped steps' slowdown: take it out of step_s,
     # so that the model, which adds it back on those steps, computes what the run computed
     step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
-    work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown)
+    costs = sync_costs(window_traces(dirs, m))
+    tensors = tuple(len(f.params) for f in sorted(m.fragments, key=lambda f: f.id))
+    work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown,
+                    drift_sd=arr.drift_sd, send_s=measure_send_s(dirs, replicas), sync_work_s=costs.sync_work_s or 0.0,
+                    real_collective_s=costs.real_collective_s or 0.0, collective_threads=costs.collective_threads,
+                    fragment_tensors=tensors, real_steps=profiled_steps(m), replay=arr.replay)
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
@@ -290,8 +340,9 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
-        # export) belong to its own step numbers, so only its bias, jitter and RPC carry over
-        work, sched, link, source = replace(run.work, stalls=()), run.schedule, run.link, f"run {req.from_dir}"
+        # export) and its profiled steps' real loopback collectives belong to its own step
+        # numbers, so only its bias, jitter, drift, RPC and CPU work per send / sync carry over
+        work, sched, link, source = replace(run.work, stalls=(), real_steps=(), replay=()), run.schedule, run.link, f"run {req.from_dir}"
     else:
         if req.params is None:
             raise BadInput("plan: give --from RUN_DIR, or --params N and --step-ms MS (and --dtype)")
@@ -504,7 +555,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         raise BadInput(f"--check {dir_}: not a directory")
     runs = []
     for mr in _measured_runs(root):
-        preds = []
+        preds, expect = [], []
         for dirs in mr["dirs"]:
             inp = read_run(dirs)
             link = inp.link or LOOPBACK
@@ -512,8 +563,12 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
                 mr["link"] = {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
                               "describe": link.describe() if inp.link else "loopback (no emulated link)"}
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
+            # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
+            expect.append(simulate(replace(inp.work, replay=()), inp.schedule, link.bandwidth_bps, link.latency_s,
+                                   inp.steps).as_dict())
         # compare reports the median of its repeats: predict each repeat, take the median too
         pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
+        expected = {k: statistics.median(p[k] for p in expect) for k in CHECKED}
         planes = mr.get("planes", "data+control")
         if planes == "data":
             pred_all["exposed_ms_per_sync"] = pred_all["exposed_data_ms_per_sync"]
@@ -522,7 +577,8 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         errors = {k: error_of(predicted[k], meas.get(k)) for k in CHECKED}
         ok = {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}
         runs.append({"name": mr["name"], "planes": planes, "link": mr["link"], "repeats": len(preds),
-                     "predicted": predicted, "measured": {k: meas.get(k) for k in CHECKED},
+                     "predicted": predicted, "expected_from_statistics": expected,
+                     "measured": {k: meas.get(k) for k in CHECKED},
                      "error": errors, "within_tolerance": ok})
     if not runs:
         raise BadInput(f"--check {dir_}: no runs to check")
