@@ -82,7 +82,9 @@ class Workload:
     ``real_steps`` ((first, last) step ranges where the real collectives were measured): the
     costs the emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
     per-group arrival deviation from the groups' mean in that step), ...): a measured run's own
-    drift, step by step, in place of bias, jitter and stalls (``ftrun plan --check``).
+    drift, step by step, in place of bias, jitter and stalls (``ftrun plan --check``); ``step_times``:
+    ((step, the groups' mean compute in that step), ...): its own pace, in place of ``step_s`` (and
+    of ``overlap_slowdown``: a measured step holds its own).
     """
 
     step_s: float
@@ -101,6 +103,7 @@ class Workload:
     fragment_tensors: tuple[int, ...] = ()
     real_steps: tuple[tuple[int, int], ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    step_times: tuple[tuple[int, float], ...] = ()
 
     @property
     def model_bytes(self) -> int:
@@ -266,9 +269,10 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
     drift = _Drift(work)
     pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
     compute = 0.0
+    paced = dict(work.step_times)
     for step in range(1, steps + 1):
         local = schedule.local_step(step)
-        step_s = work.step_s * (work.overlap_slowdown if w - tau < local < w else 1.0)
+        step_s = paced[step] if step in paced else work.step_s * (work.overlap_slowdown if w - tau < local < w else 1.0)
         frag = schedule.cycle_of(step) % nfrag
         sending = local == w - tau
         # the send's own CPU work comes after the quorum, issuing the collectives as it goes

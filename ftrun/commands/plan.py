@@ -94,6 +94,7 @@ class Arrivals:
     rpc_s: float
     drift_sd: tuple[float, ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    step_times: tuple[tuple[int, float], ...] = ()
 
 
 def drift_spread(dev: list[list[float]], bias: tuple[float, ...], lags: int) -> tuple[float, ...]:
@@ -119,7 +120,8 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
     ``hold_s`` is the RPC (median over the quorums). ``lags``: measure the drift's spread
     (``drift_spread``) over up to that many steps (at most half the steps measured). ``replay``:
     every step's per-group arrival (compute plus time outside the step body) less the groups'
-    mean — the run's own drift, for ``--check``."""
+    mean — the run's own drift, for ``--check``; ``step_times``: every step's mean compute over
+    the groups — the run's own pace."""
     recs = _replica_records(dirs, replicas)
     if replicas < 2 or any(not r for r in recs):
         return Arrivals((), 0.0, (), 0.0)
@@ -127,6 +129,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
     common = sorted(set.intersection(*(set(b) for b in by_step)))
     stalls: list[tuple[int, tuple[float, ...]]] = []
     replay: list[tuple[int, tuple[float, ...]]] = []
+    paced: list[tuple[int, float]] = []
     dev: list[list[float]] = [[] for _ in range(replicas)]
     for step in common:
         per = []
@@ -134,6 +137,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
             i, x = by_step[r][step]
             outside = x.t - recs[r][i - 1].t - x.step_time_s if i > 0 else x.t - x.step_time_s  # i = 0: the start time
             per.append((_compute_s(x), outside))
+        paced.append((step, sum(c for c, _ in per) / replicas))
         first = step == common[0]
         if first or any(o > STALL_S for _, o in per):
             # the start (absolute start times and the warm-up step) or a stall: a place, not jitter
@@ -163,7 +167,8 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
         if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
             waits.append(max(0.0, min(qs) - hold_s))
     rpc = statistics.median(waits) if waits else 0.0
-    return Arrivals(bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay))
+    return Arrivals(bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay),
+                    tuple(paced))
 
 
 def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
@@ -226,7 +231,8 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown,
                     drift_sd=arr.drift_sd, send_s=measure_send_s(dirs, replicas), sync_work_s=costs.sync_work_s or 0.0,
                     real_collective_s=costs.real_collective_s or 0.0, collective_threads=costs.collective_threads,
-                    fragment_tensors=tensors, real_steps=profiled_steps(m), replay=arr.replay)
+                    fragment_tensors=tensors, real_steps=profiled_steps(m), replay=arr.replay,
+                    step_times=arr.step_times)
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
@@ -342,7 +348,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
         # export) and its profiled steps' real loopback collectives belong to its own step
         # numbers, so only its bias, jitter, drift, RPC and CPU work per send / sync carry over
-        work, sched, link, source = replace(run.work, stalls=(), real_steps=(), replay=()), run.schedule, run.link, f"run {req.from_dir}"
+        work, sched, link, source = replace(run.work, stalls=(), real_steps=(), replay=(), step_times=()), run.schedule, run.link, f"run {req.from_dir}"
     else:
         if req.params is None:
             raise BadInput("plan: give --from RUN_DIR, or --params N and --step-ms MS (and --dtype)")
@@ -564,7 +570,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
                               "describe": link.describe() if inp.link else "loopback (no emulated link)"}
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
             # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
-            expect.append(simulate(replace(inp.work, replay=()), inp.schedule, link.bandwidth_bps, link.latency_s,
+            expect.append(simulate(replace(inp.work, replay=(), step_times=()), inp.schedule, link.bandwidth_bps, link.latency_s,
                                    inp.steps).as_dict())
         # compare reports the median of its repeats: predict each repeat, take the median too
         pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}

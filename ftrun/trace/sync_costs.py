@@ -5,12 +5,13 @@ completion: a collective completes at the later of its hold and its real complet
 costs therefore reach the training thread, and ``ftrun plan --check`` models both from these
 measurements (``ftrun.plan.Workload``):
 
-* ``real_collective_s``: one real backend allreduce on loopback (``gloo:all_reduce`` spans): the
-  median span, leaving out the first of each send's chain (it also waits for the peer groups to
-  issue theirs). The process group runs them on ``collective_threads`` worker threads (the
-  spans' distinct threads), so a fragment of k tensors needs about ceil(k / threads) of them
-  after its first is issued. Under the profiler every thread is instrumented (the spans are
-  the evidence), so this is the cost on the profiled steps; outside them nothing measures it.
+* ``real_collective_s``: the pace of the real backend allreduces on loopback (``gloo:all_reduce``
+  spans). The process group runs a send's k collectives on ``collective_threads`` worker
+  threads (the spans' distinct threads), so its chain — first span's start (it also waits for
+  the peer groups to issue theirs) to last span's end, gaps where the threads did not run
+  included — is ceil(k / threads) rounds: the median over the traced chains of span / rounds.
+  Under the profiler every thread is instrumented (the spans are the evidence), so this is the
+  cost on the profiled steps; outside them nothing measures it.
 * ``sync_work_s``: the sync's own work on the training thread after its data is in —
   torchft's per-tensor divide callbacks and ftrun's sketches of each result, which run inside
   ``perform_sync``'s ``work.wait()`` calls: ``torchft::local_sgd::wait``'s end minus the later
@@ -20,6 +21,7 @@ measurements (``ftrun.plan.Workload``):
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +77,10 @@ def sync_costs(paths: list[Path]) -> SyncCosts:
                 syncs.append((e.ts, e.dur))
             else:
                 waits.append((e.ts, e.dur))
+        per_thread = len({e for p, e in threads if p == str(path)}) or 1
         for chain in _chains(real):
-            durations += [d for _, d in chain[1:]]
+            span = max(ts + d for ts, d in chain) - chain[0][0]
+            durations.append(span / math.ceil(len(chain) / per_thread))
         done = sorted(real + held)
         for ts, dur in syncs:
             wait_end = max((w + d for w, d in waits if ts <= w <= ts + dur), default=None)

@@ -90,7 +90,7 @@ def test_sync_costs_from_a_window_trace(tmp_path: Path) -> None:
     ev += [{"name": "torchft::local_sgd::perform_sync", "ts": 32000, "dur": 8000, "tid": 5},
            {"name": "torchft::local_sgd::wait", "ts": 34500, "dur": 500, "tid": 5}]
     c = sync_costs([_trace(tmp_path / "r0.pt.trace.json.gz", ev)])
-    assert c.real_collective_s == pytest.approx(0.0035)  # median of 2, 3, 4, 5 ms (the first left out)
+    assert c.real_collective_s == pytest.approx(0.017 / 3)  # the chain: 0 .. 17 ms, ceil(5 / 2) = 3 rounds
     assert c.collective_threads == 2
     assert c.sync_work_s == pytest.approx(0.003)
     assert c.traced_syncs == 1
@@ -100,3 +100,13 @@ def test_sync_costs_from_a_window_trace(tmp_path: Path) -> None:
            {"name": "torchft::local_sgd::wait", "ts": 10500, "dur": 500, "tid": 5}]
     assert sync_costs([_trace(tmp_path / "r1.pt.trace.json.gz", ev2)]).sync_work_s == pytest.approx(0.001)
     assert sync_costs([]).real_collective_s is None
+
+
+def test_a_replay_of_the_runs_own_pace_exposes_what_a_fast_spell_leaves() -> None:
+    # tau = 2 steps of 100 ms would hide the 120 ms hold by 80 ms; the run ran those two steps
+    # in 50 ms each, so its sync waited 20 ms: the pace replay says so, the mean step cannot
+    sched = Schedule(1, 10, 2)
+    mean = Workload(0.1, (100_000,), 2)
+    assert simulate(mean, sched, BW, LAT, steps=10).exposed_data_s == 0.0
+    paced = Workload(0.1, (100_000,), 2, step_times=((9, 0.05), (10, 0.05)))
+    assert simulate(paced, sched, BW, LAT, steps=10).exposed_data_s == pytest.approx(0.02)
