@@ -30,6 +30,8 @@ from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import (Prediction, Workload, data_hidden_bandwidth, data_parallel_hidden_bandwidth,
                         data_parallel_hiding_bandwidth, hiding_bandwidth, plain, simulate, simulate_data_parallel,
                         smallest_fragments, smallest_tau)
+from ftrun.plan_recovery import (MEASURED_ONLY, STATE_TENSOR_BYTES, RecoveryInputs, RecoveryPrediction, heal_bytes,
+                                 predict_recovery, within as within_recovery)
 from ftrun.schedule import Schedule, ScheduleError
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per exchanged value
@@ -283,6 +285,7 @@ class PlanRequest:
     data_parallel: bool = False
     dp_dtype: Optional[str] = None
     train_tokens: Optional[float] = None
+    heartbeat_timeout_ms: Optional[float] = None  # recovery: the lighthouse's heartbeat timeout
     target_util: float = 0.95
     json_out: bool = False
     png: Optional[str] = None
@@ -457,6 +460,7 @@ def plan(req: PlanRequest) -> int:
         "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
         "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up
     }
+    result["recovery"] = plan_recovery(req, work, sched, specs)
     if req.png is not None:
         path = Path(req.png)
         if path.is_dir():
@@ -469,6 +473,28 @@ def plan(req: PlanRequest) -> int:
     else:
         print_plan(result)
     return 0
+
+
+def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[LinkSpec]) -> dict:
+    """Predicted recovery of one killed group per link (``ftrun.plan_recovery``): from ``--from``
+    a run dir's own state bytes, heartbeat timeout and (a kill run's) measured relaunch / join /
+    reconfigure; from ``--params`` float32 state of that many parameters with ftrun's optimizers
+    (AdamW inner, outer momentum 0.9), the relaunch, join and reconfigure not predicted."""
+    if req.heartbeat_timeout_ms is not None and not (math.isfinite(req.heartbeat_timeout_ms) and req.heartbeat_timeout_ms > 0):
+        raise BadInput(f"--heartbeat-timeout-ms {req.heartbeat_timeout_ms:g}: must be a number of ms > 0")
+    if req.from_dir is not None:
+        run_dir = Path(req.from_dir)
+        x = recovery_inputs(run_dir, RunInputs(run_dir.name, work, sched, 0, None), with_measured=True)
+        x = replace(x, kill_step=None)  # a what-if: where a kill lands in the schedule is not known
+    else:
+        params = round(req.params or 0)
+        x = RecoveryInputs(heartbeat_timeout_s=2.0, state_bytes=heal_bytes(params * STATE_TENSOR_BYTES, 0, True),
+                           schedule=sched, step_s=work.step_s, fragment_bytes=work.fragment_bytes, replicas=work.replicas)
+    if req.heartbeat_timeout_ms is not None:
+        x = replace(x, heartbeat_timeout_s=req.heartbeat_timeout_ms / 1e3)
+    per_link = [{"link": s.describe(), **predict_recovery(x, s.bandwidth_bps, s.latency_s).as_dict()} for s in specs]
+    return {"heartbeat_timeout_s": x.heartbeat_timeout_s, "state_bytes": x.state_bytes, "measured_from": x.measured_from,
+            "links": per_link}
 
 
 # --- --check ---------------------------------------------------------------------------------
@@ -559,6 +585,8 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
     root = Path(dir_)
     if not root.is_dir():
         raise BadInput(f"--check {dir_}: not a directory")
+    if (root / layout.MANIFEST).is_file() and not (root / "report.json").is_file():
+        return check_recovery(root, tolerance, json_out)
     runs = []
     for mr in _measured_runs(root):
         preds, expect = [], []
@@ -595,4 +623,82 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         print(json.dumps(result, indent=1))
     else:
         print_check(result)
+    return 1 if failed else 0
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+RECOVERY_FLOOR_S = 0.2  # a phase error this small always passes: the lighthouse's 100 ms tick and a step's length
+RECOVERY_GATED = ("detect", "heal", "catch_up", "total")
+
+
+def recovery_inputs(run_dir: Path, inp: RunInputs, with_measured: bool) -> RecoveryInputs:
+    """The recovery model's inputs from a run dir: heartbeat timeout, state bytes (the manifest's
+    parameters, float32; the outer momentum from its config), the first kill's step, the run's
+    step/send/sync costs; with ``with_measured``, its first kill's relaunch, join and reconfigure
+    (each phase's own interval, ``ftrun.check.recovery``) as inputs."""
+    from ftrun.check.recovery import recovery_of_run_dir
+
+    m = _manifest(run_dir)
+    cfg = m.config or {}
+    params = [p for f in m.fragments for p in f.params]
+    state = heal_bytes(sum(p.numel for p in params) * STATE_TENSOR_BYTES, len(params),
+                       float(cfg.get("outer_momentum", 0.9)) > 0)
+    kills = sorted((f for f in m.faults.fired if f.action == "kill"), key=lambda f: f.fired_at)
+    measured: dict[str, float] = {}
+    if with_measured and kills:
+        rec = next((x for x in recovery_of_run_dir(run_dir) if x.replica == kills[0].replica), None)
+        if rec is not None:
+            measured = {k: s[1] - s[0] for k, s in rec.spans.items() if k in MEASURED_ONLY and s is not None}
+    w = inp.work
+    return RecoveryInputs(heartbeat_timeout_s=float(cfg.get("heartbeat_timeout_ms", 2000)) / 1e3, state_bytes=state,
+                          schedule=inp.schedule, step_s=w.step_s, fragment_bytes=w.fragment_bytes, replicas=w.replicas,
+                          send_s=w.send_s, sync_work_s=w.sync_work_s, overlap_slowdown=w.overlap_slowdown, rpc_s=w.rpc_s,
+                          kill_step=(kills[0].fired_step or kills[0].step) if kills else None, measured=measured,
+                          measured_from=str(run_dir) if measured else None)
+
+
+def recovery_rows(pred: RecoveryPrediction, recs: list[Any], tolerance: float) -> tuple[list[dict], list[str]]:
+    """Each fault's breakdown (``ftrun.check.recovery.Recovery``: each phase's own interval, the
+    total) against the prediction, and what is outside tolerance (a predicted phase, the total,
+    or heal bytes that differ from what torchft sent). Relaunch, join and reconfigure are inputs."""
+    rows = []
+    for rec in recs:
+        meas: dict[str, Optional[float]] = {k: (s[1] - s[0]) if s is not None else None for k, s in rec.spans.items()}
+        meas["total"] = rec.total_s
+        p = dict(pred.phases)
+        p["total"] = pred.total_s
+        ok = {k: within_recovery(p.get(k), meas.get(k), tolerance, RECOVERY_FLOOR_S) for k in p}
+        for k in MEASURED_ONLY:
+            ok[k] = None  # inputs: measured, not predicted
+        rows.append({"fault": rec.fault, "replica": rec.replica, "predicted": p, "measured": meas, "how": pred.how,
+                     "heal_bytes": {"predicted": pred.heal_bytes, "measured": rec.heal_bytes, "sent": rec.heal_bytes_sent},
+                     "within_tolerance": ok, "error": {k: error_of(p.get(k), meas.get(k)) for k in p}})
+    failed = [f"{r['fault']}: {k}" for r in rows for k in RECOVERY_GATED if r["within_tolerance"].get(k) is False]
+    failed += [f"{r['fault']}: heal bytes" for r in rows
+               if r["heal_bytes"]["measured"] is not None and r["heal_bytes"]["measured"] != r["heal_bytes"]["predicted"]]
+    return rows, failed
+
+
+def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
+    """``--check RUN_DIR`` of a run with a ``--kill``: each fault's predicted vs measured phases."""
+    from ftrun.check.recovery import recovery_of_run_dir
+    from ftrun.report.plan_view import print_recovery_check
+
+    recs = [x for x in recovery_of_run_dir(root) if x.fault.startswith("kill")]
+    if not recs:
+        raise BadInput(f"--check {root}: a run dir, but no --kill fired in it (nothing to compare a recovery with)")
+    inp = read_run([root])
+    x = recovery_inputs(root, inp, with_measured=True)
+    link = inp.link
+    pred = predict_recovery(x, link.bandwidth_bps if link else None, link.latency_s if link else 0.0)
+    rows, failed = recovery_rows(pred, recs, tolerance)
+    result = {"check": str(root), "kind": "recovery", "tolerance": tolerance, "floor_s": RECOVERY_FLOOR_S,
+              "link": None if link is None else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
+                                                 "describe": link.describe()},
+              "recovery": rows, "verdict": "fail" if failed else "pass", "outside_tolerance": failed}
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        print_recovery_check(result)
     return 1 if failed else 0
