@@ -84,7 +84,8 @@ class Workload:
     per-group arrival deviation from the groups' mean in that step), ...): a measured run's own
     drift, step by step, in place of bias, jitter and stalls (``ftrun plan --check``); ``step_times``:
     ((step, the groups' mean compute in that step), ...): its own pace, in place of ``step_s`` (and
-    of ``overlap_slowdown``: a measured step holds its own).
+    of ``overlap_slowdown``: a measured step holds its own). ``commit_s``: ``should_commit``'s own
+    RPC to the group's manager server (it crosses no inter-group link, but it is not free).
     """
 
     step_s: float
@@ -104,6 +105,7 @@ class Workload:
     real_steps: tuple[tuple[int, int], ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
     step_times: tuple[tuple[int, float], ...] = ()
+    commit_s: float = 0.0
 
     @property
     def model_bytes(self) -> int:
@@ -306,7 +308,7 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
             data += blocked
             if t > issued:
                 peak = max(peak, sent_bits / (t - issued))
-            c = linkcost.control_s("should_commit", latency_s)
+            c = linkcost.control_s("should_commit", latency_s) + work.commit_s
             t += c
             control += c
             comm += c

@@ -194,6 +194,14 @@ def measure_send_s(dirs: list[Path], replicas: int) -> float:
     return sum(per) / len(per) if per else 0.0
 
 
+def measure_commit_s(dirs: list[Path], replicas: int) -> float:
+    """``should_commit``'s own RPC (event log ``commit_s``, a vote inside one replica group that
+    waits for no other group): the median over the groups' syncs."""
+    xs = [seconds(x.commit_s) for recs in _replica_records(dirs, replicas) for x in recs
+          if x.synced is not None and x.commit_s is not msgspec.UNSET]
+    return statistics.median(xs) if xs else 0.0
+
+
 def window_traces(dirs: list[Path], m: layout.Manifest) -> list[Path]:
     """The run's window traces that exist (the manifest's, relative to the run dir)."""
     return [p for t in m.traces if (p := dirs[0] / t.path).is_file()]
@@ -234,7 +242,7 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
                     drift_sd=arr.drift_sd, send_s=measure_send_s(dirs, replicas), sync_work_s=costs.sync_work_s or 0.0,
                     real_collective_s=costs.real_collective_s or 0.0, collective_threads=costs.collective_threads,
                     fragment_tensors=tensors, real_steps=profiled_steps(m), replay=arr.replay,
-                    step_times=arr.step_times)
+                    step_times=arr.step_times, commit_s=measure_commit_s(dirs, replicas))
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
