@@ -155,7 +155,8 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
         mean = sum(xs) / replicas
         for r in range(replicas):
             dev[r].append(xs[r] - mean)
-        whole = [c + o for c, o in per]
+        # its own should_commit is no wait on another group either: it delays that group's arrival
+        whole = [c + o + seconds(by_step[r][step][1].commit_s) for r, (c, o) in enumerate(per)]
         replay.append((step, tuple(x - sum(whole) / replicas for x in whole)))
     n = len(dev[0])
     if n < 2:

@@ -110,3 +110,26 @@ def test_a_replay_of_the_runs_own_pace_exposes_what_a_fast_spell_leaves() -> Non
     assert simulate(mean, sched, BW, LAT, steps=10).exposed_data_s == 0.0
     paced = Workload(0.1, (100_000,), 2, step_times=((9, 0.05), (10, 0.05)))
     assert simulate(paced, sched, BW, LAT, steps=10).exposed_data_s == pytest.approx(0.02)
+
+
+def test_the_replay_counts_a_groups_own_should_commit_in_its_arrival(tmp_path: Path) -> None:
+    from train_fixtures import event_record
+
+    from ftrun.commands.plan import measure_arrivals
+
+    # both groups compute 100 ms a step; at the sync of step 2 group 1's should_commit takes 30 ms
+    # (its own RPC, no wait on group 0): it arrives 30 ms later, 15 ms behind the mean
+    run = tmp_path / "r"
+    (run / "events").mkdir(parents=True)
+    for r in range(2):
+        t, lines = 1000.0, []
+        for step in range(1, 5):
+            commit = 0.03 if (r == 1 and step == 2) else 0.0
+            rec = event_record(step, step_time_s=0.1 + commit, synced=0 if step == 2 else None, commit_s=commit)
+            t += rec["step_time_s"]
+            rec["t"] = t
+            lines.append(json.dumps(rec))
+        (run / "events" / f"replica{r}_rank0.jsonl").write_text("\n".join(lines) + "\n")
+    replay = dict(measure_arrivals([run], 2, hold_s=0.0).replay)
+    assert replay[2] == pytest.approx((-0.015, 0.015))
+    assert replay[3] == pytest.approx((0.0, 0.0))
