@@ -46,6 +46,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ftrun import linkcost
+from ftrun.model_desc import even_split
 from ftrun.schedule import Schedule
 
 # Without a step count: one round of H steps. Every round repeats the same timeline (each sync
@@ -82,9 +83,7 @@ class Workload:
         """The same model in ``fragments`` fragments: its own split when F matches, else even parts."""
         if fragments == len(self.fragment_bytes):
             return self
-        total = self.model_bytes
-        parts = tuple(total // fragments + (1 if i < total % fragments else 0) for i in range(fragments))
-        return replace(self, fragment_bytes=parts)
+        return replace(self, fragment_bytes=even_split(self.model_bytes, fragments))
 
     def with_replicas(self, replicas: int) -> Workload:
         """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
