@@ -19,8 +19,7 @@ import time
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
 from ftrun.layout import Network
-from ftrun.model_desc import Architecture
-from ftrun.model_spec import is_user_model
+from ftrun.model_desc import architecture
 
 
 def has_cuda_device() -> bool:
@@ -55,11 +54,11 @@ def check_memory(cfg: RunConfig) -> None:
         return
     ranks = len(cfg.groups_here) * cfg.nproc_per_replica
     have = f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
-    if not is_user_model(cfg.model):
-        arch = Architecture(cfg.model, cfg.vocab, cfg.width, cfg.blocks, cfg.seq_len)
+    arch = architecture(cfg.resolved())
+    if arch is not None:
         need = arch.param_bytes() * ranks  # parameters only: a lower bound on what a run needs
         if need > total:
-            raise BadInput(f"--width {cfg.width} --blocks {cfg.blocks}: the model's parameters alone need "
+            raise BadInput(f"--width {arch.width} --blocks {arch.blocks}: the model's parameters alone need "
                            f"{need / 2**30:.1f} GiB {have}")
     need = batch_bytes(cfg) * ranks
     if need > total:

@@ -18,7 +18,7 @@ import sys
 import torch
 from torch import nn
 
-from ftrun.model_desc import BUILTIN_MODELS, Architecture
+from ftrun.model_desc import Architecture, architecture
 from ftrun.model_spec import parse_fragment_fqns
 from ftrun.worker.fragments import Fragment, ModelError, assign_fragments, describe_fragments, same_signatures, split
 from ftrun.worker.user_model import build_user_model
@@ -80,9 +80,8 @@ def build_model(cfg) -> nn.Module:
     """The run's model from its config (a ``RunConfig`` or its ``resolved()`` dict): the built-in
     ``TokenModel`` or a user's factory (``--model MODULE:FACTORY`` / ``hf:NAME``)."""
     c = _as_dict(cfg)
-    if c["model"] in BUILTIN_MODELS:
-        return TokenModel(Architecture(c["model"], c["vocab"], c["width"], c["blocks"], c["seq_len"]))
-    return build_user_model(c)
+    arch = architecture(c)
+    return TokenModel(arch) if arch is not None else build_user_model(c)
 
 
 def build_fragments(model: nn.Module, cfg) -> list[Fragment]:

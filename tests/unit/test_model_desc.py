@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ftrun import model_desc
-from ftrun.model_desc import BUILTIN_MODELS, Architecture, even_split
+from ftrun.model_desc import BUILTIN_MODELS, Architecture, architecture, even_split
 
 ARCHS = [Architecture("mlp", 256, 32, 4, 64), Architecture("transformer", 256, 64, 3, 64),
          Architecture("mlp", 256, 128, 1, 64), Architecture("transformer", 64, 30, 5, 16)]  # 30: one head
@@ -34,7 +34,7 @@ def test_the_description_is_torch_free() -> None:
     tree = ast.parse(Path(model_desc.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"__future__", "dataclasses"}, imported
+    assert imported <= {"__future__", "dataclasses", "typing"}, imported
 
 
 def test_one_list_of_builtin_names() -> None:
@@ -43,6 +43,7 @@ def test_one_list_of_builtin_names() -> None:
 
     assert MODELS is BUILTIN_MODELS
     assert not any(is_user_model(m) for m in BUILTIN_MODELS) and is_user_model("mymodels:f")
+    assert architecture({"model": "mymodels:f"}) is None
     with pytest.raises(ValueError, match="not a built-in model"):
         Architecture("mymodels:f", 64, 8, 2, 8)
 
@@ -74,15 +75,15 @@ def test_preflight_refuses_by_the_size_of_the_model_the_worker_builds(tmp_path, 
     from ftrun.errors import BadInput
     from ftrun.launch import preflight
 
-    cfg = build(out=str(tmp_path), model="transformer", width=64, blocks=3, fragments=1, sync_every=4,
-                fragment_sync_delay=0, batch_size=1, seq_len=8)
+    cfg = build(out=str(tmp_path), replicas=1, model="transformer", width=64, blocks=3, fragments=1, sync_every=4,
+                fragment_sync_delay=0, batch_size=1, seq_len=8)  # one rank on this host
+    assert architecture(cfg.resolved()) == Architecture("transformer", 256, 64, 3, 8)
     real = sum(p.numel() * p.element_size() for p in build_model(cfg).parameters())
-    ranks = len(cfg.groups_here) * cfg.nproc_per_replica
-    assert preflight.batch_bytes(cfg) * ranks < real * ranks  # only the parameters can be refused here
-    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: real * ranks)
+    assert preflight.batch_bytes(cfg) < real  # only the parameters can be refused here
+    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: real)
     preflight.check_memory(cfg)
-    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: real * ranks - 1)
-    with pytest.raises(BadInput, match="the model's parameters alone need"):
+    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: real - 1)
+    with pytest.raises(BadInput, match="--width 64 --blocks 3: the model's parameters alone need .* for 1 rank"):
         preflight.check_memory(cfg)
 
 
