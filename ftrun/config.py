@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ftrun.console import show_value
 from ftrun.errors import BadInput
+from ftrun.model_desc import BUILTIN_MODELS
 from ftrun.schedule import Schedule, ScheduleError, validate
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -28,7 +29,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "baseline": {"fragments": 1, "sync_every": 20, "fragment_sync_delay": 0},
 }
 
-MODELS = ("mlp", "transformer")
+MODELS = BUILTIN_MODELS
 BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")  # the last two: torchft-nightly (ftrun.torchft_compat)
 
 

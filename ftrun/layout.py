@@ -325,7 +325,7 @@ class Param(msgspec.Struct):
 
 
 class Fragment(msgspec.Struct):
-    """One model fragment as the ranks built it (``ftrun.worker.models.describe_fragments``)."""
+    """One model fragment as the ranks built it (``ftrun.worker.fragments.Fragment.record``)."""
 
     id: int
     params: list[Param]

@@ -74,12 +74,12 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     from torchft.local_sgd import DiLoCo
 
     from ftrun.worker.data import Batches
-    from ftrun.worker.models import TokenModel, split_fragments
+    from ftrun.worker.models import build_fragments, build_model
 
     torch.set_num_threads(threads_for(replicas))
     torch.manual_seed(cfg["seed"])
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
-    frags = split_fragments(model, cfg["fragments"])
+    model = build_model(cfg)
+    frags = build_fragments(model, cfg)
     inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
     outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
     data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], replica)
@@ -208,12 +208,12 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
     its tensors) and the fragment's elements."""
     import torch
 
-    from ftrun.worker.models import TokenModel, split_fragments
+    from ftrun.worker.models import build_fragments, build_model
     from ftrun.worker.sketch import Builder, Projector
 
     torch.set_num_threads(threads_for(2))
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
-    tensors = [p.detach() for p in split_fragments(model, cfg["fragments"])[0].parameters()]
+    model = build_model(cfg)
+    tensors = [p.detach() for p in build_fragments(model, cfg)[0].parameters()]
     proj = Projector()
     times = []
     for _ in range(3):

@@ -1,8 +1,8 @@
 """Checks before ``ftrun train`` starts anything: what would fail in every worker anyway is
 refused here with its cause (``BadInput``, one line). Torch-free.
 
-* a model whose parameters alone (fp32, once per rank on this host), or one batch's token ids and
-  logits, exceed this host's memory;
+* a built-in model whose parameters alone (``ftrun.model_desc``, once per rank on this host), or
+  one batch's token ids and logits, exceed this host's memory;
 * ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
 * a ``--backend`` the installed torchft or torch does not offer (``ftrun.torchft_compat``).
 * across hosts, an address or interface the other hosts could not reach this group at
@@ -19,6 +19,7 @@ import time
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
 from ftrun.layout import Network
+from ftrun.model_desc import architecture
 
 
 def has_cuda_device() -> bool:
@@ -27,21 +28,6 @@ def has_cuda_device() -> bool:
     from ftrun.launch.placement import host_devices
 
     return bool(host_devices())
-
-
-def param_count(cfg: RunConfig) -> int:
-    """Parameters of ``ftrun.worker.models.TokenModel`` for this config (same formula, no torch;
-    tests/test_output_safety.py checks it against the real model)."""
-    w, v = cfg.width, cfg.vocab
-    n = v * w + (w * v + v) + 2 * w  # embedding, head, final norm
-    if cfg.model == "transformer":
-        n += cfg.seq_len * w
-    for i in range(cfg.blocks):
-        f = 2 * w + 16 * i
-        n += 2 * w + (w * f + f) + (f * w + w)  # norm, up, down
-        if cfg.model == "transformer":
-            n += 2 * w + 4 * w * w + 4 * w  # norm1, attention in/out projections
-    return n
 
 
 def host_memory_bytes() -> int | None:
@@ -68,10 +54,11 @@ def check_memory(cfg: RunConfig) -> None:
         return
     ranks = len(cfg.groups_here) * cfg.nproc_per_replica
     have = f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
-    if cfg.model in ("mlp", "transformer"):
-        need = 4 * param_count(cfg) * ranks  # fp32 parameters only: a lower bound on what a run needs
+    arch = architecture(cfg.resolved())
+    if arch is not None:
+        need = arch.param_bytes() * ranks  # parameters only: a lower bound on what a run needs
         if need > total:
-            raise BadInput(f"--width {cfg.width} --blocks {cfg.blocks}: the model's parameters alone need "
+            raise BadInput(f"--width {arch.width} --blocks {arch.blocks}: the model's parameters alone need "
                            f"{need / 2**30:.1f} GiB {have}")
     need = batch_bytes(cfg) * ranks
     if need > total:

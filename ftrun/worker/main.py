@@ -58,7 +58,7 @@ def main(spec_path: str) -> int:
     from ftrun.worker.faults import Faults
     from ftrun.torchft_compat import versions
     from ftrun.worker.meta import RankMeta
-    from ftrun.worker.models import describe_fragments
+    from ftrun.worker.fragments import describe_fragments
     from ftrun.worker.lifecycle import Lifecycle
     from ftrun.worker.profiling import RecoveryProfile, make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe

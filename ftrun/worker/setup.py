@@ -23,10 +23,10 @@ from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.torchft_compat import RECONFIGURE_BACKENDS, backend_unavailable, installed
-from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
+from ftrun.worker.fragments import Fragment
 from ftrun.worker.lifecycle import Lifecycle
-from ftrun.worker.models import build_model, split_fragments
+from ftrun.worker.models import build_fragments, build_model
 
 
 def die_with_parent() -> None:
@@ -76,7 +76,7 @@ def device_label(device: torch.device, environ: dict | None = None) -> str:
 @dataclass
 class Training:
     model: torch.nn.Module
-    fragments: list[torch.nn.Module]
+    fragments: list[Fragment]
     train_model: torch.nn.Module  # the model, or its DDP wrapper when the group has several ranks
     data: Batches
     inner: torch.optim.Optimizer
@@ -114,12 +114,7 @@ def train_step(model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batch
 def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
     model = make_model(cfg, device)
-    if is_user_model(cfg.model):  # --model MODULE:FACTORY (checked by the parent before launch)
-        from ftrun.worker.user_model import split_user_model
-
-        fragments = split_user_model(model, cfg.fragments, parse_fragment_fqns(cfg.fragment_fqns or "", cfg.fragments))
-    else:
-        fragments = split_fragments(model, cfg.fragments)
+    fragments = build_fragments(model, cfg)  # a user's model was checked by the parent before launch
     train_model: torch.nn.Module = model
     if env.group_size > 1:
         import torch.distributed as dist

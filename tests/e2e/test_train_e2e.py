@@ -154,9 +154,9 @@ def test_manifest_contract(run):
             for d in p["shape"]:
                 n *= d
             assert n == p["numel"]
-    from ftrun.worker.models import TokenModel
+    from ftrun.worker.models import build_model
 
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
+    model = build_model(cfg)
     assert sum(fr["numel"] for fr in m["fragments"]) == sum(p.numel() for p in model.parameters())
     assert sorted((t["replica"], t["rank"], t["path"], tuple(t["window"])) for t in m["traces"]) == [
         (rep, 0, f"{layout.TRACES}/{layout.trace_name(rep, 0, window[0])}", window) for rep in range(2)
