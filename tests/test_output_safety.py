@@ -298,5 +298,5 @@ def test_preflight_param_count_matches_the_worker_model(model, width, blocks):
     from ftrun.worker.models import TokenModel
 
     cfg = build(model=model, width=width, blocks=blocks, fragments=1, sync_every=4, fragment_sync_delay=0)
-    real = sum(p.numel() for p in TokenModel(cfg.model, cfg.vocab, cfg.width, cfg.blocks, cfg.seq_len).parameters())
+    real = sum(p.numel() for p in TokenModel(cfg.model.model, cfg.model.vocab, cfg.model.width, cfg.model.blocks, cfg.data.seq_len).parameters())
     assert param_count(cfg) == real
