@@ -100,13 +100,13 @@ class ScheduleConfig(msgspec.Struct, kw_only=True):
     def _message(self, e: ScheduleError, at: At) -> str:
         """One line for a schedule torchft would reject. A rule between several values is blamed
         on one the user gave (not on a preset's value), and names the others with their origin."""
-        f, h, tau = self.fragments, self.sync_every, self.fragment_sync_delay
+        f, h, delay = self.fragments, self.sync_every, self.fragment_sync_delay
         if e.field == "sync_every" and h >= 1:
             involved = ["sync_every", "fragments"]
             rule = f"torchft needs H >= F and H a multiple of F, here H={h}, F={f}"
-        elif e.field == "fragment_sync_delay" and tau >= 0:
+        elif e.field == "fragment_sync_delay" and delay >= 0:
             involved = ["fragment_sync_delay", "sync_every", "fragments"]
-            rule = (f"torchft needs tau < H/F, here tau={tau} >= {h}/{f} = {h // f} "
+            rule = (f"torchft needs tau < H/F, here tau={delay} >= {h}/{f} = {h // f} "
                     f"(a fragment must sync before it is sent again)")
         else:
             return f"{at.where(e.field)} {_show(e.value)}: {e.rule}"
