@@ -13,8 +13,16 @@ from ftrun.config.parts import (BACKENDS, MAX_HEARTBEAT_MS, MAX_STEP_SLEEP_MS, M
                                 EmulationConfig, FaultsConfig, HostsConfig, ModelConfig, OptimizerConfig,
                                 ProfilingConfig, RunConfig, ScheduleConfig, TimeoutsConfig)
 
-FIELD_NAMES = frozenset(fields())
-FILE_ONLY = frozenset(k for k, f in fields().items() if not f.flags)
+
+
+def __getattr__(name: str) -> frozenset:
+    """``FIELD_NAMES``, ``FILE_ONLY``: computed when first read (reading the fields' ``Opt``s costs
+    a few ms; importing the config, as ``ftrun.layout`` does, should not)."""
+    if name == "FIELD_NAMES":
+        return frozenset(fields())
+    if name == "FILE_ONLY":
+        return frozenset(k for k, f in fields().items() if not f.flags)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "BACKENDS", "FIELD_NAMES", "FILE_ONLY", "MAX_HEARTBEAT_MS", "MAX_STEP_SLEEP_MS", "MAX_WAIT_S", "MODELS", "PRESETS",

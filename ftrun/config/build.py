@@ -9,7 +9,6 @@ ftrun's), each one line naming the flag, the value and the rule. Torch-free.
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -39,6 +38,7 @@ class FileValues(dict):
 
 def load_toml(path: str | Path) -> FileValues:
     """Read a config file; errors name the file and, for syntax errors, the line."""
+    import tomllib  # only a command that reads a file pays for it
     p = Path(path)
     try:
         text = p.read_text()

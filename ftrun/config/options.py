@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import typing
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import msgspec
@@ -16,14 +15,13 @@ from ftrun.config.parts import Opt, RunConfig, _show
 from ftrun.errors import BadInput
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     """One config field: ``key`` (its name everywhere), ``part`` (None: a field of ``RunConfig``
     itself), ``kind`` (int, float, bool, str or list: a list of strings), its default and ``Opt``."""
 
     key: str
     part: Optional[str]
-    kind: type
+    kind: Any  # int, float, bool, str or list
     default: Any
     opt: Opt
 

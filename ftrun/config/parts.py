@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
@@ -39,14 +38,13 @@ TRAIN, COMPARE, SWEEP = "train", "compare", "sweep"
 _ALL = (TRAIN, COMPARE, SWEEP)
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(msgspec.Struct, frozen=True):
     """A field's command-line face. ``flags``: its flag(s), default ``--key-with-dashes`` (a bool:
     ``--key/--no-key``); ``commands``: which of train, compare, sweep take it as a flag (none: a
     ``--config`` key only); ``on_off``: given as the text on|off."""
 
     help: str = ""
-    flags: tuple[str, ...] = ()
+    flags: tuple = ()
     commands: tuple[str, ...] = _ALL
     metavar: Optional[str] = None
     on_off: bool = False
@@ -58,14 +56,13 @@ def _show(value: object) -> str:
     return show_value(value)
 
 
-@dataclass(frozen=True)
-class At:
+class At(msgspec.Struct, frozen=True):
     """How a check names field ``name``: ``where(name)`` (its flag, or ``FILE: key =``);
     ``origin(name)``: "flag", "file", "preset NAME" or "default"; ``known``: whether origins are
     known (False: a ``RunConfig`` made in code, every value counts as given)."""
 
-    where: Callable[[str], str]
-    origin: Callable[[str], str]
+    where: Callable
+    origin: Callable
     known: bool = True
 
     def bad(self, name: str, value: object, rule: str) -> BadInput:
