@@ -34,7 +34,7 @@ class Field(msgspec.Struct, frozen=True):
 
 
 def _fields_of(cls: type, part: Optional[str]) -> list[Field]:
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = cls.__annotations__  # objects, not strings (ftrun.config.parts): nothing to evaluate
     out = []
     for f in msgspec.structs.fields(cls):
         hint = hints[f.name]

@@ -9,7 +9,8 @@ naming the field as ``at.where`` says (``--flag VALUE`` or ``FILE: key = VALUE``
 need two parts live with the part that owns the value blamed.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: the fields' ``Opt``s are objects at class creation,
+# so reading them (``ftrun.config.options``) evaluates no annotation strings (the CLI does it at every start).
 
 import functools
 import os
@@ -88,7 +89,7 @@ class ScheduleConfig(msgspec.Struct, kw_only=True):
         """The schedule the traces must show (``ScheduleError`` if torchft would refuse it)."""
         return Schedule(self.fragments, self.sync_every, self.fragment_sync_delay)
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         try:
             validate(self.fragments, self.sync_every, self.fragment_sync_delay, self.fragment_update_alpha)
         except ScheduleError as e:
@@ -150,16 +151,16 @@ class HostsConfig(msgspec.Struct, kw_only=True):
         """The replica groups this host launches."""
         return list(range(self.replicas)) if self.replica_group_id < 0 else [self.replica_group_id]
 
-    def check_sizes(self, cfg: RunConfig, at: At) -> None:
+    def check_sizes(self, cfg: "RunConfig", at: At) -> None:
         _at_least_one(at, self, "replicas", "nproc_per_replica")
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         if self.backend not in BACKENDS:
             raise at.bad("backend", self.backend, f"choose from {', '.join(BACKENDS)}")
         if not 1 <= self.min_replicas <= self.replicas:
             raise at.bad("min_replicas", self.min_replicas, f"must be between 1 and --replicas ({self.replicas})")
 
-    def check_hosts(self, cfg: RunConfig, at: At) -> None:
+    def check_hosts(self, cfg: "RunConfig", at: At) -> None:
         """The several-hosts rules (after the faults, as a user reads the flags)."""
         if self.replica_group_id != -1:
             if not 0 <= self.replica_group_id < self.replicas:
@@ -192,7 +193,7 @@ class ModelConfig(msgspec.Struct, kw_only=True):
     width: Annotated[int, Opt("Model width (default 128).")] = 128
     vocab: Annotated[int, Opt(commands=())] = 256
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         from ftrun.model_spec import is_user_model, parse_fragment_fqns, parse_model, parse_model_args
 
         fragments = cfg.schedule.fragments
@@ -210,7 +211,7 @@ class ModelConfig(msgspec.Struct, kw_only=True):
                 raise at.bad("fragments", fragments,
                              f"must be <= the model's blocks ({self.blocks}); each fragment is a group of whole blocks")
 
-    def check_vocab(self, cfg: RunConfig, at: At) -> None:
+    def check_vocab(self, cfg: "RunConfig", at: At) -> None:
         if self.vocab < 2 or self.vocab > 256 and cfg.data.data != "synthetic":
             raise at.bad("vocab", self.vocab, "must be 2..256 for byte-level text data")
 
@@ -223,7 +224,7 @@ class DataConfig(msgspec.Struct, kw_only=True):
     data: Annotated[str, Opt("synthetic, or a text file (byte-level tokens).")] = "synthetic"
     seed: Annotated[int, Opt("Seed for model and data.")] = 0
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         if self.data != "synthetic":
             p = Path(self.data)
             if not p.is_file():
@@ -245,7 +246,7 @@ class OptimizerConfig(msgspec.Struct, kw_only=True):
     quantize: Annotated[bool, Opt("torchft quantized allreduce (needs triton/GPU).", commands=(TRAIN, SWEEP))] = False
     bucketize: Annotated[bool, Opt("One allreduce per bucket instead of per parameter.")] = False
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         if self.inner_lr <= 0 or self.outer_lr <= 0:
             raise at.bad("inner_lr" if self.inner_lr <= 0 else "outer_lr", min(self.inner_lr, self.outer_lr), "must be > 0")
         if not 0.0 <= self.outer_momentum < 1.0:
@@ -262,7 +263,7 @@ class ProfilingConfig(msgspec.Struct, kw_only=True):
     # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
     sketches: Annotated[bool, Opt("Sketch every sync for the numeric check (default on).", commands=(TRAIN,))] = True
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         steps, h = cfg.steps, cfg.schedule.sync_every
         if self.profile not in ("auto", "none"):
             m = _PROFILE_RE.fullmatch(self.profile)
@@ -288,7 +289,7 @@ class EmulationConfig(msgspec.Struct, kw_only=True):
 
             parse_link(self.link, name=at.where("link"))
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         if not 0 <= self.step_sleep_ms <= MAX_STEP_SLEEP_MS:
             raise at.bad("step_sleep_ms", self.step_sleep_ms, f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
 
@@ -303,7 +304,7 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True):
                                            "(default 60).", flags=("--quorum-timeout",))] = 60.0
     heartbeat_timeout_ms: Annotated[int, Opt(commands=())] = 2000
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         for name in ("timeout_s", "stall_timeout_s", "quorum_timeout_s"):
             if not 0 < getattr(self, name) <= MAX_WAIT_S:
                 raise at.bad(name, getattr(self, name), f"must be > 0 and at most {MAX_WAIT_S:g} s (7 days)")
@@ -334,7 +335,7 @@ class FaultsConfig(msgspec.Struct, kw_only=True):
             return self.restarts
         return 1 if (self.kill or self.hang) else 0
 
-    def check(self, cfg: RunConfig, at: At) -> None:
+    def check(self, cfg: "RunConfig", at: At) -> None:
         if self.restarts < 0 and (self.restarts != -1 or at.known and at.origin("restarts") in ("flag", "file")):
             raise at.bad("restarts", self.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
         for name in _FAULT_LISTS:
@@ -427,12 +428,12 @@ class RunConfig(msgspec.Struct, kw_only=True):
         part = _part_of().get(key)
         return getattr(getattr(self, part) if part else self, key)
 
-    def replaced(self, **values: object) -> RunConfig:
+    def replaced(self, **values: object) -> "RunConfig":
         """A copy with ``values`` (by key) set; unchecked."""
         return RunConfig.from_keys(**{**self.resolved(), **values})
 
     @classmethod
-    def from_keys(cls, **values: object) -> RunConfig:
+    def from_keys(cls, **values: object) -> "RunConfig":
         """A tree from flat key values (the rest: defaults), unchecked (``ftrun.config.build`` checks)."""
         cfg, part_of = cls(), _part_of()
         for key, v in values.items():
