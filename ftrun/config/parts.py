@@ -76,7 +76,7 @@ def _at_least_one(at: At, part: object, *names: str) -> None:
             raise at.bad(name, getattr(part, name), "must be at least 1")
 
 
-class ScheduleConfig(msgspec.Struct, kw_only=True):
+class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """torchft's streaming-DiLoCo schedule, by torchft's names (``ftrun.schedule``)."""
 
     fragments: Annotated[int, Opt("Model fragments F.", commands=(TRAIN, SWEEP))] = 2
@@ -120,7 +120,7 @@ class ScheduleConfig(msgspec.Struct, kw_only=True):
         return f"{at.where(lead)} {getattr(self, lead)}: {rule}; {', '.join(others)}"
 
 
-class HostsConfig(msgspec.Struct, kw_only=True):
+class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The replica groups, their ranks and process group, and (several hosts) where this one runs."""
 
     replicas: Annotated[int, Opt("Replica groups R (default 2).", flags=("--replicas", "--num-replica-groups"))] = 2
@@ -179,7 +179,7 @@ class HostsConfig(msgspec.Struct, kw_only=True):
             raise at.bad("lighthouse", self.lighthouse, "expected http://HOST:PORT")
 
 
-class ModelConfig(msgspec.Struct, kw_only=True):
+class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The model: a built-in one (its shape) or a user's ``MODULE:FACTORY`` / ``hf:NAME`` (``ftrun.model_spec``)."""
 
     model: Annotated[str, Opt("mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, "
@@ -216,7 +216,7 @@ class ModelConfig(msgspec.Struct, kw_only=True):
             raise at.bad("vocab", self.vocab, "must be 2..256 for byte-level text data")
 
 
-class DataConfig(msgspec.Struct, kw_only=True):
+class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What each step trains on."""
 
     seq_len: Annotated[int, Opt("Tokens per sample.")] = 64
@@ -237,7 +237,7 @@ class DataConfig(msgspec.Struct, kw_only=True):
             raise at.bad("seed", self.seed, "must be between 0 and 2**32-1")
 
 
-class OptimizerConfig(msgspec.Struct, kw_only=True):
+class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """DiLoCo's inner and outer optimizers, and how the outer step's allreduce runs."""
 
     outer_lr: Annotated[float, Opt("Outer Nesterov SGD lr (default 0.7).")] = 0.7
@@ -253,7 +253,7 @@ class OptimizerConfig(msgspec.Struct, kw_only=True):
             raise at.bad("outer_momentum", self.outer_momentum, "must be in [0, 1)")
 
 
-class ProfilingConfig(msgspec.Struct, kw_only=True):
+class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What the run records: the profiled steps, a relaunched group's profile, the numeric sketches."""
 
     profile: Annotated[str, Opt("auto, none, or A:B (profile steps A..B).")] = "auto"
@@ -277,7 +277,7 @@ class ProfilingConfig(msgspec.Struct, kw_only=True):
                          f"profiling needs at least one full cycle of --sync-every {h} steps (or --profile none)")
 
 
-class EmulationConfig(msgspec.Struct, kw_only=True):
+class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Stand-ins for what this machine lacks: a slow link between the groups, a bigger model's compute."""
 
     link: Annotated[str, Opt("Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms.")] = ""
@@ -294,7 +294,7 @@ class EmulationConfig(msgspec.Struct, kw_only=True):
             raise at.bad("step_sleep_ms", self.step_sleep_ms, f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
 
 
-class TimeoutsConfig(msgspec.Struct, kw_only=True):
+class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How long ftrun and torchft wait before they call something lost."""
 
     timeout_s: Annotated[float, Opt(commands=())] = 60.0
@@ -317,7 +317,7 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True):
 _FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
 
 
-class FaultsConfig(msgspec.Struct, kw_only=True):
+class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Injected faults (``ftrun.faults``) and how often a dead group is relaunched."""
 
     kill: Annotated[list[str], Opt("Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
@@ -347,7 +347,7 @@ class FaultsConfig(msgspec.Struct, kw_only=True):
                          "needs the sketches it is checked by (drop --no-sketches)")
 
 
-class RunConfig(msgspec.Struct, kw_only=True):
+class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything a run needs, as parts. ``resolved()``: the flat form by key (manifest, TOML);
     ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``)."""
 

@@ -47,11 +47,13 @@ def test_the_spec_carries_the_tree_typed(tmp_path) -> None:
     back = layout.read_spec(tmp_path / layout.SPEC).config
     assert isinstance(back, cfgmod.RunConfig) and back == cfg
     assert back.schedule.fragment_sync_delay == 3 and back.faults.kill == ["1@10"]
-    bad = msgspec.json.decode((tmp_path / layout.SPEC).read_bytes())
-    bad["config"]["schedule"]["fragments"] = "two"
-    (tmp_path / layout.SPEC).write_bytes(msgspec.json.encode(bad))
-    with pytest.raises(BadInput, match="not an ftrun spec"):
-        layout.read_spec(tmp_path / layout.SPEC)
+    good = msgspec.json.decode((tmp_path / layout.SPEC).read_bytes())
+    for part, key, value in (("schedule", "fragments", "two"), ("schedule", "tau", 3)):  # a wrong type, an unknown key
+        bad = msgspec.json.decode(msgspec.json.encode(good))
+        bad["config"][part][key] = value
+        (tmp_path / layout.SPEC).write_bytes(msgspec.json.encode(bad))
+        with pytest.raises(BadInput, match=rf"not an ftrun spec .*\$\.config\.{part}"):
+            layout.read_spec(tmp_path / layout.SPEC)
 
 
 def test_each_flag_is_declared_once_and_generated_for_its_commands() -> None:
