@@ -79,9 +79,9 @@ def schedule_for(
                 raise BadInput(f"{inputs.interrupted[0]}: interrupted run (stopped before it finished: no manifest.json, "
                                f"so no schedule was recorded){_spec_hint(inputs.interrupted[0])}")
             raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {' '.join(missing)}")
-    f, h, tau = values
-    assert f is not None and h is not None and tau is not None
+    f, h, delay = values
+    assert f is not None and h is not None and delay is not None
     try:
-        return Schedule(f, h, tau)
+        return Schedule(f, h, delay)
     except ScheduleError as e:
         raise BadInput(f"schedule {e}") from None
