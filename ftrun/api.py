@@ -305,5 +305,6 @@ def compare(
         raise BadInput(f"compare: settings {', '.join(unknown)}: not shared by both runs (known: {', '.join(SHARED_SETTINGS)})")
     specs = [str(x.path) if isinstance(x, Run) else str(x) for x in (a, b)]
     opts = overrides({**settings, "link": link, "out": str(out) if out is not None else None})
-    result, reports = run_compare(specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=False)
+    result, reports = run_compare(specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+                                  progress=False)
     return Comparison(result, [[Report(r) for r in reps] for reps in reports])

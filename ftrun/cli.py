@@ -95,7 +95,8 @@ class ConfigOptions:
                 if self.command not in f.opt.commands:
                     continue
                 kind = Optional[List[str]] if f.kind is list else Optional[str if f.opt.on_off else f.kind]
-                decls = f.flags if f.kind is not bool or f.opt.on_off else (f"--{f.key.replace('_', '-')}/--no-{f.key.replace('_', '-')}",)
+                name = f.key.replace("_", "-")
+                decls = f.flags if f.kind is not bool or f.opt.on_off else (f"--{name}/--no-{name}",)
                 option = typer.Option(None, *decls, help=f.opt.help, metavar=f.opt.metavar)
                 params.append(inspect.Parameter(f.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
                 keys.add(f.key)

@@ -3,9 +3,9 @@ before anything runs. Pure and torch-free (``ftrun sweep`` runs the cells; see
 ``ftrun.commands.sweep``).
 
 * An axis is ``KEY=V1,V2,...`` over any ``ftrun train`` option (a config key, ``ftrun.config``:
-  the flag's and the TOML file's name, dashes or underscores; ``mode`` = the streaming/baseline preset). Values are split on ``;`` when the
-  text holds one (``link=1gbit,20ms;100mbit,5ms``), else on ``,``. Booleans: on/off, true/false,
-  yes/no, 1/0. ``kill``/``hang``: one value = one run's faults, several joined by ``+``
+  the flag's and the TOML file's name, dashes or underscores; ``mode`` = the streaming/baseline
+  preset). Values are split on ``;`` when the text holds one (``link=1gbit,20ms;100mbit,5ms``),
+  else on ``,``. Booleans: on/off, true/false, yes/no, 1/0. ``kill``/``hang``: one value = one run's faults, several joined by ``+``
   (``kill=none,1@10``). A value that is not of the option's type, or not one of its choices
   (model, backend, mode), is bad input; a value that breaks a rule only together with others
   makes its cells ``invalid``.

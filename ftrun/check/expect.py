@@ -78,7 +78,8 @@ def schedule_for(
             if inputs.interrupted:  # ftrun's own run, stopped before it wrote its manifest
                 raise BadInput(f"{inputs.interrupted[0]}: interrupted run (stopped before it finished: no manifest.json, "
                                f"so no schedule was recorded){_spec_hint(inputs.interrupted[0])}")
-            raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {' '.join(missing)}")
+            need = " ".join(missing)
+            raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {need}")
     f, h, delay = values
     assert f is not None and h is not None and delay is not None
     try:

@@ -73,7 +73,8 @@ def build(preset: str = "streaming", file_values: Optional[dict[str, Any]] = Non
     ``--flag VALUE``, a file's value as ``FILE: key = VALUE``, and a value that came from the
     preset or the default with its origin."""
     file_values = file_values if file_values is not None else {}
-    given = {**(given_of(overrides) if overrides is not None else {}), **{k: v for k, v in flags.items() if v is not None}}
+    given = given_of(overrides) if overrides is not None else {}
+    given.update((k, v) for k, v in flags.items() if v is not None)
     origin = {k: "flag" for k in given}
     for k in file_values:
         origin.setdefault(k, "file")

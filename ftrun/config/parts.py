@@ -24,7 +24,8 @@ from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError, validate
 
 MODELS = ("mlp", "transformer")
-BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")  # the last two: torchft-nightly (ftrun.torchft_compat)
+# the last two: torchft-nightly (ftrun.torchft_compat)
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")
 
 # Upper bounds on durations: beyond them torchft's timedelta / time.sleep overflow inside every
 # worker, tens of seconds after start; refused here instead.
@@ -81,7 +82,8 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     fragments: Annotated[int, Opt("Model fragments F.", commands=(TRAIN, SWEEP))] = 2
     sync_every: Annotated[int, Opt("Inner steps H between two syncs of a fragment.", commands=(TRAIN, SWEEP))] = 20
-    fragment_sync_delay: Annotated[int, Opt("Steps tau between a fragment's send and its sync.", commands=(TRAIN, SWEEP))] = 5
+    fragment_sync_delay: Annotated[int, Opt("Steps tau between a fragment's send and its sync.",
+                                            commands=(TRAIN, SWEEP))] = 5
     fragment_update_alpha: Annotated[float, Opt("alpha: mix of local into global params after a sync.")] = 0.0
 
     @property
@@ -205,7 +207,8 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             parse_fragment_fqns(self.fragment_fqns, fragments)
         else:
             if self.model_args or self.fragment_fqns:
-                raise at.bad("model_args" if self.model_args else "fragment_fqns", self.model_args or self.fragment_fqns,
+                name = "model_args" if self.model_args else "fragment_fqns"
+                raise at.bad(name, self.model_args or self.fragment_fqns,
                              f"only for --model MODULE:FACTORY, not the built-in {self.model}")
             if fragments > self.blocks:
                 raise at.bad("fragments", fragments,
@@ -248,7 +251,8 @@ class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def check(self, cfg: "RunConfig", at: At) -> None:
         if self.inner_lr <= 0 or self.outer_lr <= 0:
-            raise at.bad("inner_lr" if self.inner_lr <= 0 else "outer_lr", min(self.inner_lr, self.outer_lr), "must be > 0")
+            name = "inner_lr" if self.inner_lr <= 0 else "outer_lr"
+            raise at.bad(name, min(self.inner_lr, self.outer_lr), "must be > 0")
         if not 0.0 <= self.outer_momentum < 1.0:
             raise at.bad("outer_momentum", self.outer_momentum, "must be in [0, 1)")
 
@@ -291,7 +295,8 @@ class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def check(self, cfg: "RunConfig", at: At) -> None:
         if not 0 <= self.step_sleep_ms <= MAX_STEP_SLEEP_MS:
-            raise at.bad("step_sleep_ms", self.step_sleep_ms, f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
+            raise at.bad("step_sleep_ms", self.step_sleep_ms,
+                         f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
 
 
 class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -311,7 +316,8 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def check_heartbeat(self, at: At) -> None:
         if not 100 <= self.heartbeat_timeout_ms <= MAX_HEARTBEAT_MS:
-            raise at.bad("heartbeat_timeout_ms", self.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
+            raise at.bad("heartbeat_timeout_ms", self.heartbeat_timeout_ms,
+                         f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
 
 
 _FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
@@ -321,13 +327,15 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Injected faults (``ftrun.faults``) and how often a dead group is relaunched."""
 
     kill: Annotated[list[str], Opt("Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
-    hang: Annotated[list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable.")] = []
+    hang: Annotated[list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. "
+                                   "Repeatable.")] = []
     corrupt_allreduce: Annotated[list[str], Opt(
         "Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, "
         "KIND wrong-count, drop, stale, late or noise. Repeatable.", commands=(TRAIN,))] = []  # KINDs: ftrun.faults
     fail_commit: Annotated[list[str], Opt("Fault: replica group R votes false in should_commit at its first sync from "
                                           "step S: R@S. Repeatable.")] = []
-    restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1  # -1: 1 with a fault
+    # -1: 1 with a fault, else 0 (``max_restarts``)
+    restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1
 
     @property
     def max_restarts(self) -> int:
@@ -382,8 +390,9 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         from ftrun.faults import parse_faults
 
         f = self.faults
-        return parse_faults(f.kill, f.hang, self.hosts.replicas, self.steps, f.fail_commit, self.schedule.expected.window,
-                            corrupts=f.corrupt_allreduce, sync_every=self.schedule.sync_every)
+        return parse_faults(f.kill, f.hang, self.hosts.replicas, self.steps, f.fail_commit,
+                            self.schedule.expected.window, corrupts=f.corrupt_allreduce,
+                            sync_every=self.schedule.sync_every)
 
     def check(self, at: At) -> None:
         """Every part's rules, in the order a user reads the flags."""
@@ -419,7 +428,8 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         out: dict = {}
         for name in self.__struct_fields__:
             v = getattr(self, name)
-            for key, x in ((k, getattr(v, k)) for k in v.__struct_fields__) if isinstance(v, msgspec.Struct) else [(name, v)]:
+            items = [(k, getattr(v, k)) for k in v.__struct_fields__] if isinstance(v, msgspec.Struct) else [(name, v)]
+            for key, x in items:
                 out[key] = list(x) if isinstance(x, list) else x
         return out
 
