@@ -67,12 +67,12 @@ def schedule_for(
         elif any(v is None for v in recorded):
             raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay")
         else:
-            for k, v, want in zip(_FLAGS, flags, recorded):
+            for k, v, want in zip(_FLAGS, flags, recorded, strict=True):
                 if v is not None and v != want:
                     raise BadInput(f"{_FLAGS[k]} {v} disagrees with {where} ({k}={want})")
             values = recorded
     else:
-        missing = [_FLAGS[k] for k, v in zip(_FLAGS, flags) if v is None]
+        missing = [_FLAGS[k] for k, v in zip(_FLAGS, flags, strict=True) if v is None]
         if missing:
             first = inputs.files[0].path
             if inputs.interrupted:  # ftrun's own run, stopped before it wrote its manifest

@@ -15,7 +15,7 @@ from ftrun.config.parts import (BACKENDS, MAX_HEARTBEAT_MS, MAX_STEP_SLEEP_MS, M
 
 
 
-def __getattr__(name: str) -> frozenset:
+def __getattr__(name: str) -> frozenset[str]:
     """``FIELD_NAMES``, ``FILE_ONLY``: computed when first read (reading the fields' ``Opt``s costs
     a few ms; importing the config, as ``ftrun.layout`` does, should not)."""
     if name == "FIELD_NAMES":

@@ -24,16 +24,17 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class FileValues(dict):
-    """``load_toml``'s result: field -> value, plus where each came from (``path``, ``keys``)."""
+class FileValues(dict[str, Any]):
+    """``load_toml``'s result: key -> value, plus where each came from (``path``; ``spelling``:
+    each key as the file spells it, dashes or underscores)."""
 
-    def __init__(self, values: dict[str, Any], path: str, keys: dict[str, str]) -> None:
+    def __init__(self, values: dict[str, Any], path: str, spelling: dict[str, str]) -> None:
         super().__init__(values)
-        self.path, self.keys = path, keys
+        self.path, self.spelling = path, spelling
 
     def where(self, name: str) -> str:
         """``FILE: key =``, the key as the file spells it."""
-        return f"{self.path}: {self.keys.get(name, name)} ="
+        return f"{self.path}: {self.spelling.get(name, name)} ="
 
 
 def load_toml(path: str | Path) -> FileValues:

@@ -38,9 +38,9 @@ def _fields_of(cls: type, part: Optional[str]) -> list[Field]:
     out = []
     for f in msgspec.structs.fields(cls):
         hint = hints[f.name]
-        if typing.get_origin(hint) is not typing.Annotated:
-            continue  # a part: its own fields follow
-        base, opt = typing.get_args(hint)[:2]
+        if not hasattr(hint, "__metadata__"):  # not Annotated[T, Opt(...)]: a part, its own fields follow
+            continue
+        base, opt = hint.__origin__, hint.__metadata__[0]
         kind = list if typing.get_origin(base) is list else base
         default = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
         out.append(Field(f.name, part, kind, default, opt))

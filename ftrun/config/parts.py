@@ -16,12 +16,15 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import msgspec
 
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError, validate
+
+if TYPE_CHECKING:
+    from ftrun.faults import Fault
 
 MODELS = ("mlp", "transformer")
 # the last two: torchft-nightly (ftrun.torchft_compat)
@@ -46,7 +49,7 @@ class Opt(msgspec.Struct, frozen=True):
     ``--config`` key only); ``on_off``: given as the text on|off."""
 
     help: str = ""
-    flags: tuple = ()
+    flags: tuple[str, ...] = ()
     commands: tuple[str, ...] = _ALL
     metavar: Optional[str] = None
     on_off: bool = False
@@ -63,8 +66,8 @@ class At(msgspec.Struct, frozen=True):
     ``origin(name)``: "flag", "file", "preset NAME" or "default"; ``known``: whether origins are
     known (False: a ``RunConfig`` made in code, every value counts as given)."""
 
-    where: Callable
-    origin: Callable
+    where: Callable[[str], str]
+    origin: Callable[[str], str]
     known: bool = True
 
     def bad(self, name: str, value: object, rule: str) -> BadInput:
@@ -385,7 +388,7 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         a, b = (int(x) for x in profile.split(":"))
         return (a, b)
 
-    def planned_faults(self) -> list:
+    def planned_faults(self) -> "list[Fault]":
         """The injected faults, parsed and checked against the run (``ftrun.faults``)."""
         from ftrun.faults import parse_faults
 
@@ -422,10 +425,10 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if not probe.is_dir() or not os.access(probe, os.W_OK):
             raise at.bad("out", self.out, "output directory is not writable")
 
-    def resolved(self) -> dict:
+    def resolved(self) -> dict[str, Any]:
         """The flat form: every field by its key, the top level's first (``manifest.json``'s
         ``config``, a TOML file's keys); lists copied."""
-        out: dict = {}
+        out: dict[str, Any] = {}
         for name in self.__struct_fields__:
             v = getattr(self, name)
             items = [(k, getattr(v, k)) for k in v.__struct_fields__] if isinstance(v, msgspec.Struct) else [(name, v)]
