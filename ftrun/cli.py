@@ -1,7 +1,8 @@
 """The ``ftrun`` command line (typer + rich). Never imports torch: training runs in children.
 
 Each command parses flags, hands them to its module, and maps ``BadInput`` to one red line and
-exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
+exit 2. ``train``, ``compare`` and ``sweep`` take the config's fields as flags, generated from
+their one declaration in ``ftrun.config`` (``config_options``), and get them as one ``Overrides``. Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
 """
 
 from __future__ import annotations
