@@ -2,7 +2,8 @@
 
 Each command parses flags, hands them to its module, and maps ``BadInput`` to one red line and
 exit 2. ``train``, ``compare`` and ``sweep`` take the config's fields as flags, generated from
-their one declaration in ``ftrun.config`` (``config_options``), and get them as one ``Overrides``. Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
+their one declaration in ``ftrun.config`` (``config_options``), and get them as one ``Overrides``.
+Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
 """
 
 from __future__ import annotations
