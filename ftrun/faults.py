@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from ftrun import layout
 from ftrun.errors import BadInput
 
 _KILL_RE = re.compile(r"^(\d+)@(\d+)(?::(sigkill|sigterm|kill|term))?$", re.I)
@@ -42,6 +41,11 @@ FLAGS = {"kill": "--kill", "sigterm": "--kill", "hang": "--hang", "fail-commit":
          "corrupt": "--corrupt-allreduce"}
 
 
+def fault_key(action: str, replica: int, step: int) -> str:
+    """A fault's name: its marker file ``faults/<key>.json`` (``ftrun.layout``) and its identity in a run."""
+    return f"{action}-r{replica}-s{step}"
+
+
 @dataclass(frozen=True)
 class Fault:
     replica: int
@@ -52,7 +56,7 @@ class Fault:
 
     @property
     def key(self) -> str:
-        return layout.fault_key(self.action, self.replica, self.step)
+        return fault_key(self.action, self.replica, self.step)
 
     def describe(self) -> str:
         if self.action == "corrupt":

@@ -101,18 +101,18 @@ def parse_fragment_fqns(text: str, fragments: int) -> list[list[str]] | None:
 def check(cfg) -> dict:
     """Build the user's model in a child (``python -m ftrun.worker.models``): returns
     {"fragments": [...], "warnings": [...]} or raises ``BadInput`` with its one-line error."""
-    payload = json.dumps({"model": cfg.model, "model_args": parse_model_args(cfg.model_args), "vocab": cfg.vocab,
-                          "seq_len": cfg.seq_len, "fragments": cfg.fragments, "fragment_fqns": cfg.fragment_fqns,
-                          "seed": cfg.seed})
+    payload = json.dumps({"model": cfg.model.model, "model_args": parse_model_args(cfg.model.model_args), "vocab": cfg.model.vocab,
+                          "seq_len": cfg.data.seq_len, "fragments": cfg.schedule.fragments, "fragment_fqns": cfg.model.fragment_fqns,
+                          "seed": cfg.data.seed})
     try:
         res = subprocess.run([sys.executable, "-m", "ftrun.worker.models", payload], capture_output=True, text=True,
                              timeout=300)
     except subprocess.TimeoutExpired:
-        raise BadInput(f"--model {cfg.model}: building the model took more than 300 s") from None
+        raise BadInput(f"--model {cfg.model.model}: building the model took more than 300 s") from None
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
     if res.returncode != 0 or not lines:
         err = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadInput(f"--model {cfg.model}: {err[:400]}")
+        raise BadInput(f"--model {cfg.model.model}: {err[:400]}")
     out = json.loads(lines[-1])
     if out.get("error"):
         raise BadInput(out["error"])

@@ -85,17 +85,17 @@ class Training:
 
 def make_model(cfg: RunConfig, device: torch.device) -> torch.nn.Module:
     """The run's model (built-in or ``--model MODULE:FACTORY``) with its seeded weights (the same on every rank)."""
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.data.seed)
     return build_model(cfg).to(device)
 
 
 def make_data(cfg: RunConfig, stream: int) -> Batches:
-    return Batches(cfg.data, cfg.vocab, cfg.seq_len, cfg.batch_size, cfg.seed, stream)
+    return Batches(cfg.data.data, cfg.model.vocab, cfg.data.seq_len, cfg.data.batch_size, cfg.data.seed, stream)
 
 
 def make_inner(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
     """The inner optimizer: AdamW."""
-    return torch.optim.AdamW(model.parameters(), lr=cfg.inner_lr)
+    return torch.optim.AdamW(model.parameters(), lr=cfg.optimizer.inner_lr)
 
 
 def train_step(model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batches, device: torch.device) -> torch.Tensor:
@@ -120,13 +120,13 @@ def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Traini
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeout_s))
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeouts.timeout_s))
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
     data = make_data(cfg, stream)
     inner = make_inner(model, cfg)
     outer = [
-        torch.optim.SGD(f.parameters(), lr=cfg.outer_lr, momentum=cfg.outer_momentum, nesterov=cfg.outer_momentum > 0)
+        torch.optim.SGD(f.parameters(), lr=cfg.optimizer.outer_lr, momentum=cfg.optimizer.outer_momentum, nesterov=cfg.optimizer.outer_momentum > 0)
         for f in fragments
     ]
     return Training(model, fragments, train_model, data, inner, outer)
@@ -189,7 +189,7 @@ def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, 
 
     from ftrun.worker.lifecycle import TimedTransport
 
-    timeout = timedelta(seconds=cfg.timeout_s)
+    timeout = timedelta(seconds=cfg.timeouts.timeout_s)
     if spec.network is not None and spec.network.scope == "hosts":
         from ftrun.torchft_compat import advertise_as
 
@@ -207,7 +207,7 @@ def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, 
     return torchft.Manager(
         pg=pg,
         checkpoint_transport=transport,
-        min_replica_size=cfg.min_replicas,
+        min_replica_size=cfg.hosts.min_replicas,
         load_state_dict=heal.load_state_dict,
         state_dict=heal.state_dict,
         replica_id=f"{spec.job_id}_replica{env.replica}",

@@ -169,20 +169,20 @@ def test_config_of_dict_toml_and_runconfig(tmp_path):
     from ftrun.config import RunConfig
 
     cfg = api.config_of({"fragments": 2, "sync-every": 8, "fragment_sync_delay": 2, "steps": 16}, out=tmp_path)
-    assert (cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay, cfg.steps, cfg.out) == (2, 8, 2, 16, str(tmp_path))
+    assert (cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay, cfg.steps, cfg.out) == (2, 8, 2, 16, str(tmp_path))
     with pytest.raises(ftrun.BadInput, match=r"^config: fragment_sync_delay = 4: torchft needs tau < H/F"):
         api.config_of({"sync_every": 8, "fragment_sync_delay": 4})
     with pytest.raises(ftrun.BadInput, match="unknown option"):
         api.config_of({"nonsense": 1})
     toml = tmp_path / "run.toml"
     toml.write_text("mode = 'baseline'\nsteps = 20\n")
-    assert (api.config_of(toml).fragments, api.config_of(str(toml)).steps) == (1, 20)
+    assert (api.config_of(toml).schedule.fragments, api.config_of(str(toml)).steps) == (1, 20)
     with pytest.raises(ftrun.BadInput, match="not found"):
         api.config_of(tmp_path / "missing.toml")
-    mine = RunConfig(steps=0)
+    mine = RunConfig.from_keys(steps=0)
     with pytest.raises(ftrun.BadInput, match="--steps 0: must be at least 1"):
         api.config_of(mine)
-    ok = RunConfig(steps=20)
+    ok = RunConfig.from_keys(steps=20)
     assert api.config_of(ok, out=tmp_path).out == str(tmp_path) and ok.out == "profiles"  # the caller's is not changed
     with pytest.raises(ftrun.BadInput, match="must be a RunConfig"):
         api.config_of(42)

@@ -52,23 +52,23 @@ def test_config_file_gives_same_keys_as_flags(tmp_path, dashes):
     from_flags = cfgmod.build(**values)
     assert from_file.resolved() == from_flags.resolved()
     for k, v in values.items():
-        assert getattr(from_file, k) == v, k
+        assert cfgmod.get(from_file, k) == v, k
 
 
 def test_flags_override_config_file(tmp_path):
     p = write_toml(tmp_path / "c.toml", {**SAMPLE, "out": str(tmp_path)})
     cfg = cfgmod.build(file_values=cfgmod.load_toml(p), steps=40, width=16, mode="streaming", fragments=2,
                        fragment_sync_delay=None)
-    assert (cfg.steps, cfg.width, cfg.mode, cfg.fragments) == (40, 16, "streaming", 2)
-    assert cfg.fragment_sync_delay == 2 and cfg.sync_every == 8  # None = not given: the file's value stays
+    assert (cfg.steps, cfg.model.width, cfg.mode, cfg.schedule.fragments) == (40, 16, "streaming", 2)
+    assert cfg.schedule.fragment_sync_delay == 2 and cfg.schedule.sync_every == 8  # None = not given: the file's value stays
     # the file beats the preset, the preset fills what neither gives
     cfg = cfgmod.build(file_values={"mode": "streaming", "sync_every": 12, "out": str(tmp_path)})
-    assert (cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay) == (2, 12, 5)
+    assert (cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay) == (2, 12, 5)
 
 
 # --- property: build() never raises anything but BadInput ----------------------------------
 
-FIELD_TYPES = {f: type(getattr(cfgmod.RunConfig(), f)) for f in cfgmod.FIELD_NAMES}
+FIELD_TYPES = {k: f.kind for k, f in cfgmod.fields().items()}
 wild = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=1),
@@ -115,18 +115,18 @@ def test_build_valid_or_badinput(tmp_path_factory, file_values, flags, preset):
     # a config that builds is one the run can use
     assert cfg.mode in cfgmod.PRESETS
     for name in cfgmod.FIELD_NAMES:
-        v = getattr(cfg, name)
+        v = cfgmod.get(cfg, name)
         assert type(v) is FIELD_TYPES[name], name
         if isinstance(v, float):
             assert math.isfinite(v), name
-    Schedule(cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay)
-    assert 1 <= cfg.fragments <= cfg.blocks
+    Schedule(cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay)
+    assert 1 <= cfg.schedule.fragments <= cfg.model.blocks
     window = cfg.profile_window()
     if window is not None:
         assert 1 <= window[0] <= window[1] <= cfg.steps
-    assert cfg.timeout_s > 0 and cfg.step_sleep_ms >= 0 and cfg.inner_lr > 0
+    assert cfg.timeouts.timeout_s > 0 and cfg.emulation.step_sleep_ms >= 0 and cfg.optimizer.inner_lr > 0
     assert "\n" not in cfg.run_name and "/" not in cfg.run_name
-    assert 0 <= cfg.seed < 2**32
+    assert 0 <= cfg.data.seed < 2**32
     json.dumps(cfg.resolved(), allow_nan=False)  # the manifest form is plain JSON
 
 
@@ -185,10 +185,10 @@ def test_values_that_cannot_run_are_refused_by_the_config(tmp_path, flags, needl
 def test_the_bounds_are_not_below_real_use(tmp_path):
     cfg = cfgmod.build(out=str(tmp_path), quorum_timeout_s=86400.0, stall_timeout_s=3600.0, step_sleep_ms=60000.0,
                        restarts=0, link="1kbit,2s")
-    assert cfg.max_restarts == 0 and cfg.quorum_timeout_s == 86400.0
-    assert cfgmod.build(out=str(tmp_path)).max_restarts == 0  # the default -1 still means "1 with a fault, else 0"
+    assert cfg.faults.max_restarts == 0 and cfg.timeouts.quorum_timeout_s == 86400.0
+    assert cfgmod.build(out=str(tmp_path)).faults.max_restarts == 0  # the default -1 still means "1 with a fault, else 0"
     cfgmod.validate_config(cfgmod.RunConfig(out=str(tmp_path)))  # a RunConfig made in code keeps its default
-    assert cfgmod.build(out=str(tmp_path), kill=["1@10"], steps=60).max_restarts == 1
+    assert cfgmod.build(out=str(tmp_path), kill=["1@10"], steps=60).faults.max_restarts == 1
 
 
 def test_a_batch_that_cannot_fit_in_memory_is_refused_before_the_run(tmp_path):

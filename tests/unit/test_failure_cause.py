@@ -12,7 +12,7 @@ from ftrun.launch.supervise import RunState, _group_error
 
 
 def _state(tmp_path: Path) -> RunState:
-    return RunState(RunConfig(nproc_per_replica=2), tmp_path, job_id="j", run_event_log=layout.run_event_log(tmp_path))
+    return RunState(RunConfig.from_keys(nproc_per_replica=2), tmp_path, job_id="j", run_event_log=layout.run_event_log(tmp_path))
 
 
 def test_meta_error_and_phase_win_over_the_log(tmp_path: Path) -> None:

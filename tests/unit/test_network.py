@@ -48,10 +48,7 @@ def host(monkeypatch):
 
 
 def cfg(**kw) -> RunConfig:
-    c = RunConfig(lighthouse="http://head:29510", replica_group_id=1, replicas=2)
-    for k, v in kw.items():
-        setattr(c, k, v)
-    return c
+    return RunConfig.from_keys(**{"lighthouse": "http://head:29510", "replica_group_id": 1, "replicas": 2, **kw})
 
 
 def test_loopback_lighthouse_keeps_everything_local(host) -> None:
@@ -155,8 +152,8 @@ def test_the_store_is_on_the_found_address_across_hosts_and_standalone_locally()
 
     local = Network(scope="loopback", address="localhost", interface=None, advertise_host="localhost", found="x")
     assert store_address(local, RunConfig()) is None and local.store_port is None  # torchrun --standalone
-    assert store_address(local, RunConfig(master_port=29600)) == ("127.0.0.1", 29600)
+    assert store_address(local, RunConfig.from_keys(master_port=29600)) == ("127.0.0.1", 29600)
     hosts = Network(scope="hosts", address="127.0.0.1", interface="lo", advertise_host="127.0.0.1", found="x")
     addr, port = store_address(hosts, RunConfig())
     assert addr == "127.0.0.1" and port == hosts.store_port and port > 0  # a free port, recorded
-    assert store_address(hosts, RunConfig(master_port=29601)) == ("127.0.0.1", 29601)
+    assert store_address(hosts, RunConfig.from_keys(master_port=29601)) == ("127.0.0.1", 29601)

@@ -148,7 +148,7 @@ def test_default_config_is_small_and_valid():
     from ftrun.pytest_plugin import SMALL_CONFIG
 
     cfg = api.config_of(dict(SMALL_CONFIG))
-    assert cfg.steps <= 16 and cfg.width <= 32 and cfg.replicas == 2 and cfg.profile_window() == (9, 16)
+    assert cfg.steps <= 16 and cfg.model.width <= 32 and cfg.hosts.replicas == 2 and cfg.profile_window() == (9, 16)
 
 
 def test_assert_numerics_never_passes_silently(pytester):

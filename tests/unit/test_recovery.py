@@ -131,12 +131,12 @@ def test_profile_recovery_is_a_typed_on_off_field() -> None:
     from ftrun.config import RunConfig, build, on_off
     from ftrun.errors import BadInput
 
-    assert RunConfig().profile_recovery is True
+    assert RunConfig().profiling.profile_recovery is True
     assert on_off("profile_recovery", "off") is False and on_off("profile_recovery", "ON") is True
     assert on_off("profile_recovery", None) is None
     with pytest.raises(BadInput, match=r"--profile-recovery 'maybe'|--profile-recovery maybe: use on or off"):
         on_off("profile_recovery", "maybe")
-    assert build(profile_recovery=False).profile_recovery is False
+    assert build(profile_recovery=False).profiling.profile_recovery is False
 
 
 def test_a_hang_gets_the_same_breakdown_without_a_relaunch() -> None:

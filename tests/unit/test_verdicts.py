@@ -95,20 +95,24 @@ def test_an_unprofiled_run_says_so(tmp_path):
     assert "not profiled (--profile none)" in line
 
 
-def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path):
-    """No manifest (SIGTERM, scancel): the run marker and spec.json, and the traces it wrote."""
+@pytest.mark.parametrize("tree", [True, False], ids=["spec-of-this-ftrun", "spec-of-an-earlier-ftrun"])
+def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path, tree):
+    """No manifest (SIGTERM, scancel): the run marker and spec.json, and the traces it wrote.
+    spec.json's config is the typed tree now; an earlier ftrun's was flat, by key: both are read."""
     run = tmp_path / "run"
     shutil.copytree(DATA, run)
     (run / "manifest.json").unlink()
     (run / ".ftrun-run").write_text(json.dumps({"pid": 1}))
-    spec = {"config": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "run_dir": str(run), "job_id": "j",
+    schedule = {"fragments": 4, "sync_every": 24, "fragment_sync_delay": 3}  # not the defaults
+    config = {"schedule": schedule, "steps": 48} if tree else {**schedule, "steps": 48, "vocab": 256}
+    spec = {"config": config, "run_dir": str(run), "job_id": "j",
             "profile_window": [21, 40], "threads": 1, "link": None, "faults": [], "quorum_timeout_s": 60.0,
             "start_barrier": 2, "hostname": "127.0.0.1"}
     (run / "spec.json").write_text(json.dumps(spec))
     res = cli("inspect-trace", str(run))
     line = one_line(res)
     assert res.exit_code == 2 and "interrupted run" in line and str(run) in line, line
-    assert "--fragments 2 --sync-every 20 --fragment-sync-delay 5" in line
+    assert "--fragments 4 --sync-every 24 --fragment-sync-delay 3" in line
     res = cli("inspect-trace", str(run), "--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5")
     assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output  # checked, as asked
 
