@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import msgspec
 
 from ftrun.errors import BadInput
+from ftrun.model_desc import BUILTIN_MODELS
 from ftrun.schedule import Schedule, ScheduleError, validate
 
 if TYPE_CHECKING:
