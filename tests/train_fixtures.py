@@ -1,7 +1,7 @@
 """The tests' shared helpers (the one module test files import from; test modules never import
-each other): how to run ``ftrun`` (the binary, in a child: ``FTRUN``; in-process: ``cli``,
-``inspect``), the small model (``SMALL``), torchft's own DiLoCo as a trace source
-(``run_foreign``), trace JSON edits, and ``ftrun train`` runs with their process trees.
+each other): how to run ``ftrun`` (the binary, in a child: ``FTRUN``, ``run_ftrun``; in-process:
+``cli``, ``inspect``), the one-line error of bad input (``one_line``), the small model (``SMALL``),
+torchft's own DiLoCo as a trace source (``run_foreign``), trace JSON edits, and ``ftrun train`` runs with their process trees.
 
 Every ``ftrun train`` run goes through :func:`run_train`, which starts ``ftrun train`` as a child, records
 every process that descends from it (polling /proc while it runs, since orphans are
@@ -36,13 +36,35 @@ _BIN = Path(sys.executable).with_name("ftrun")
 FTRUN: list[str] = [str(_BIN)] if _BIN.exists() else ([shutil.which("ftrun")] if shutil.which("ftrun") else [sys.executable, "-m", "ftrun"])
 
 
-def cli(*args: str):
+def cli(*args: str, env: dict[str, str] | None = None):
     """``ftrun ARGS`` in this process (typer's CliRunner): ``.exit_code``, ``.output``."""
     from typer.testing import CliRunner
 
     from ftrun.cli import app
 
-    return CliRunner().invoke(app, list(args))
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def run_ftrun(*args: str, timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``ftrun ARGS`` in a child process (e2e tests): ``.returncode``, ``.stdout``, ``.stderr``."""
+    return subprocess.run([*FTRUN, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def one_line(res, *needles: str) -> str:
+    """The error line of a refused command (the house rule for bad input): exit 2, no traceback,
+    exactly one non-empty line (stderr of a child process; the output of :func:`cli`), holding
+    each of ``needles``. Returns the line."""
+    if isinstance(res, subprocess.CompletedProcess):
+        code, text, everything = res.returncode, res.stderr, res.stdout + res.stderr
+    else:
+        code, text, everything = res.exit_code, res.output, res.output
+    assert code == 2, (code, everything)
+    assert "Traceback" not in everything, everything
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert len(lines) == 1, everything
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
 
 
 def inspect(*args: str):
@@ -51,6 +73,45 @@ def inspect(*args: str):
 
 
 # torchft's own DiLoCo (tests/foreign_diloco.py): the schedule it runs, as inspect-trace flags
+def same_as_cli(report, *args: str) -> None:
+    """An ``ftrun.api.Report`` says what ``ftrun inspect-trace ARGS --json`` says: exit code,
+    verdict, problems and every event's (replica, kind, expected/observed step, fragment, ok)."""
+    res = inspect(*args, "--json")
+    d = json.loads(res.output)
+    assert res.exit_code == (0 if report.ok else 1)
+    assert report.verdict == d["verdict"]
+    assert report.problems == d["problems"]
+
+    def rows(events: list[dict]) -> list[tuple]:
+        return [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in events]
+
+    assert rows(report.to_json()["events"]) == rows(d["events"])
+
+
+CPU_RUN = ROOT / "tests" / "data" / "cpu_run"  # a real 2-replica streaming run, trimmed (tests/data/README.md)
+
+
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of ``CPU_RUN`` (runA, runB) under ``tmp_path``: what ``ftrun compare`` reads."""
+    a, b = tmp_path / "runA", tmp_path / "runB"
+    shutil.copytree(CPU_RUN, a)
+    shutil.copytree(CPU_RUN, b)
+    return a, b
+
+
+def lighthouse_url(proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> str:
+    """The URL a started ``ftrun lighthouse`` prints (its stdout line ``lighthouse: URL``); an
+    AssertionError with the tail of its ``log`` if it prints none (the caller stops it)."""
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("lighthouse: ") or not line:
+            break
+    assert line.startswith("lighthouse: "), f"no URL from ftrun lighthouse: {line!r}\n{log.read_text(errors='replace')[-2000:]}"
+    return line.split(" ", 1)[1].strip()
+
+
 FOREIGN = dict(fragments=2, sync_every=8, delay=2)
 FOREIGN_FLAGS = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
                  "--fragment-sync-delay", str(FOREIGN["delay"])]

@@ -3,29 +3,12 @@ the CLI. Real processes (the interpreter; the foreign_traces fixture trains)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
 import ftrun
-from ftrun import api
-from train_fixtures import drop_sync, inspect, move_send, read, write
-
-
-def _cli_json(*args: str) -> tuple[int, dict]:
-    res = inspect(*args, "--json")
-    return res.exit_code, json.loads(res.output)
-
-
-def _same_as_cli(report: api.Report, *args: str) -> None:
-    code, d = _cli_json(*args)
-    assert code == (0 if report.ok else 1)
-    assert report.verdict == d["verdict"]
-    assert report.problems == d["problems"]
-    mine = report.to_json()
-    assert [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in mine["events"]] == \
-           [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in d["events"]]
+from train_fixtures import drop_sync, move_send, read, same_as_cli, write
 
 
 @pytest.mark.e2e
@@ -65,4 +48,4 @@ def test_torchfts_own_traces_same_verdict_as_cli(tmp_path, foreign_traces, mutat
         write(f, d)
     r = ftrun.check_traces(root, schedule=schedule)
     assert r.ok == (mutation is None)
-    _same_as_cli(r, str(root), *FOREIGN_FLAGS)
+    same_as_cli(r, str(root), *FOREIGN_FLAGS)

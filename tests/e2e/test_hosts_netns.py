@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, ROOT
+from train_fixtures import FTRUN, ROOT, lighthouse_url
 
 pytestmark = pytest.mark.e2e
 
@@ -131,14 +131,7 @@ def ftrun_argv(command: str, *extra: str) -> list[str]:
 
 def start_lighthouse(hosts: Hosts, command: str) -> tuple[subprocess.Popen, str]:
     lh = hosts.popen("host0", ftrun_argv(command), hosts.tmp / "lighthouse.log")
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline:
-        line = lh.stdout.readline()
-        if line.startswith("lighthouse: ") or not line:
-            break
-    assert line.startswith("lighthouse: "), (line, (hosts.tmp / "lighthouse.log").read_text()[-2000:])
-    return lh, line.split(" ", 1)[1].strip()
+    return lh, lighthouse_url(lh, hosts.tmp / "lighthouse.log")
 
 
 def stop(p: subprocess.Popen) -> None:

@@ -12,14 +12,13 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, SMALL, TreeWatch, survivors
+from train_fixtures import FTRUN, SMALL, TreeWatch, lighthouse_url, survivors
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
@@ -43,17 +42,12 @@ def _start_lighthouse(log: Path) -> tuple[subprocess.Popen, TreeWatch, str]:
     argv = [*FTRUN, "lighthouse", "--bind", "127.0.0.1:0", "--min-replicas", "2", "--join-timeout-ms", "10000"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log.open("wb"), text=True)
     watch = TreeWatch(proc.pid)
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("lighthouse: ") or not line:
-            break
-    if not line.startswith("lighthouse: "):
+    try:
+        return proc, watch, lighthouse_url(proc, log)
+    except AssertionError:
         proc.kill()
         watch.stop()
-        raise AssertionError(f"no URL from ftrun lighthouse: {line!r}\n{log.read_text(errors='replace')[-2000:]}")
-    return proc, watch, line.split(" ", 1)[1].strip()
+        raise
 
 
 @pytest.fixture(scope="module")

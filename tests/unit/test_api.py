@@ -14,7 +14,7 @@ import ftrun
 from ftrun import api, cli as cli_module
 from ftrun import schedule as schedule_module
 from ftrun.commands.compare import SHARED_SETTINGS
-from train_fixtures import cli, drop_sync, inspect, move_send, read, swap_send_sizes, write
+from train_fixtures import cli, drop_sync, inspect, move_send, read, same_as_cli, swap_send_sizes, write
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 FLAGS = ["--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5"]  # cpu_run's schedule
@@ -30,25 +30,10 @@ def _traces(run: Path) -> dict[int, Path]:
     return {t["replica"]: run / t["path"] for t in json.loads((run / "manifest.json").read_text())["traces"]}
 
 
-def _cli_json(*args: str) -> tuple[int, dict]:
-    res = inspect(*args, "--json")
-    return res.exit_code, json.loads(res.output)
-
-
 def _cli_error(*args: str) -> str:
     res = inspect(*args)
     assert res.exit_code == 2, res.output
     return res.output.strip().removeprefix("error: ")
-
-
-def _same_as_cli(report: api.Report, *args: str) -> None:
-    code, d = _cli_json(*args)
-    assert code == (0 if report.ok else 1)
-    assert report.verdict == d["verdict"]
-    assert report.problems == d["problems"]
-    mine = report.to_json()
-    assert [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in mine["events"]] == \
-           [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in d["events"]]
 
 
 def test_the_stored_run_passes_as_on_the_cli():
@@ -58,7 +43,7 @@ def test_the_stored_run_passes_as_on_the_cli():
     assert all(e.expected_step == e.observed_step and e.expected_fragment == e.fragment for e in r.events)
     assert r.schedule == ftrun.Schedule(2, 20, 5)
     assert r.numerics is None  # this run carries no numeric check: None, never a pass
-    _same_as_cli(r, str(DATA))
+    same_as_cli(r, str(DATA))
     table = r.table()
     assert "replica 0 rank 0" in table and "PASS 8 events on 2 worker(s) landed as expected" in table
     assert "\x1b[" not in table  # plain text
@@ -73,7 +58,7 @@ def test_moved_send_same_verdict_and_table(tmp_path):
     r = ftrun.check_traces([run])
     assert not r.ok
     assert "replica 0 rank 0: send of fragment 0 expected at step 25, observed at step 26" in r.problems
-    _same_as_cli(r, str(run))
+    same_as_cli(r, str(run))
     table = r.failing_table().splitlines()
     assert table[0].split() == ["replica", "rank", "kind", "step", "fragment", "problem"]
     assert table[1].split()[:5] == ["0", "0", "send", "25→26", "0"]
@@ -93,7 +78,7 @@ def test_mutations_same_verdict_as_cli(tmp_path, mutation):
     write(files[replica], d)
     r = ftrun.check_traces(run)
     assert not r.ok and r.problems
-    _same_as_cli(r, str(run))
+    same_as_cli(r, str(run))
     want = {"drop_sync": "replica 0 rank 0: sync of fragment 0 missing at step 30",
             "swap_fragments": "replica 0 rank 0: send at step 25: fragment 1, expected fragment 0",
             "one_replica_disagrees": "replica 1 rank 0: send at step 25: fragment 1, expected fragment 0"}[mutation]
@@ -112,7 +97,7 @@ def _bare_traces(tmp_path: Path) -> Path:
 def test_schedule_and_manifest_for_traces_without_one(tmp_path):
     bare = _bare_traces(tmp_path)
     by_schedule = ftrun.check_traces(bare, schedule=ftrun.Schedule(2, 20, fragment_sync_delay=5))
-    _same_as_cli(by_schedule, str(bare), *FLAGS)
+    same_as_cli(by_schedule, str(bare), *FLAGS)
     assert by_schedule.ok and by_schedule.raw.mode == "foreign"
     by_manifest = ftrun.check_traces(bare, manifest=DATA / "manifest.json")
     assert by_manifest.to_json() == by_schedule.to_json()

@@ -19,15 +19,9 @@ import pytest
 
 from ftrun.errors import BadInput
 from ftrun.trace import load
-from train_fixtures import inspect as cli, torchft_events
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
-
-
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 @pytest.fixture

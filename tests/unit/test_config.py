@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ftrun import config as cfgmod
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule
-from train_fixtures import write_toml
+from train_fixtures import cli, one_line, write_toml
 
 
 # --- --config file vs flags ------------------------------------------------------------------
@@ -205,11 +205,4 @@ def test_a_batch_that_cannot_fit_in_memory_is_refused_before_the_run(tmp_path):
 
 
 def test_train_cli_refuses_a_huge_batch_in_one_line(tmp_path):
-    from typer.testing import CliRunner
-
-    from ftrun.cli import app
-
-    r = CliRunner().invoke(app, ["train", "--batch-size", "9223372036854775807", "--out", str(tmp_path)])
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "--batch-size 9223372036854775807" in lines[0], r.output
+    one_line(cli("train", "--batch-size", "9223372036854775807", "--out", str(tmp_path)), "--batch-size 9223372036854775807")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
 from ftrun import config as cfgmod
 from ftrun.check.model import EventResult, Report, WorkerReport
@@ -23,6 +22,7 @@ from ftrun.errors import BadInput
 from ftrun.launch.progress import GroupProgress
 from ftrun.link_spec import parse_link
 from ftrun.report import compare_view, inspect_view, train_view
+from train_fixtures import cli, one_line
 
 WIDTH = 80
 TRICKY = "x:smile:y [rank0] [/y] [enforce fail at alloc.cpp:83] 5:100"  # markup, emoji codes, a closing tag
@@ -158,7 +158,7 @@ def test_compare_view_prints_problems_literally(capsys):
 
 def test_live_view_prints_run_dir_literally(capsys):
     view = train_view.LiveView(progress_state(), enabled=False)
-    view.console.print(train_view._progress_table(progress_state(run_dir="ws/run[/x]:smile:")))
+    view.console.print(train_view.progress_table(progress_state(run_dir="ws/run[/x]:smile:")))
     assert "ws/run[/x]:smile:" in _flat(capsys.readouterr().out)
 
 
@@ -176,12 +176,10 @@ def test_every_console_comes_from_the_factory():
 
 def test_error_line_is_literal_and_one_line():
     """--profile 5:100 used to print "5💯"; the message is also one line, exit 2."""
-    res = CliRunner().invoke(app, ["train", "--profile", "5:100", "--steps", "60"])
+    res = cli("train", "--profile", "5:100", "--steps", "60")
     assert res.exit_code == 2, res.output
     assert "--profile 5:100:" in res.output and "💯" not in res.output
-    res = CliRunner().invoke(app, ["train", "--data", "x:smile:y[/b]"])
-    assert res.exit_code == 2 and "--data x:smile:y[/b]:" in res.output, res.output
-    assert len([ln for ln in res.output.splitlines() if ln.strip()]) == 1, res.output
+    one_line(cli("train", "--data", "x:smile:y[/b]"), "--data x:smile:y[/b]:")
 
 
 # --- 80 columns ---------------------------------------------------------------------------------
@@ -193,7 +191,7 @@ def _commands() -> dict:
 
 @pytest.mark.parametrize("name", [None, "train", "compare", "inspect-trace", "lighthouse", "view", "plan", "sweep", "launch"])
 def test_help_fits_80_columns_with_every_flag_whole(name):
-    res = CliRunner().invoke(app, ([name] if name else []) + ["--help"], env={"COLUMNS": str(WIDTH)})
+    res = cli(*([name] if name else []), "--help", env={"COLUMNS": str(WIDTH)})
     assert res.exit_code == 0, res.output
     _fits(res.output)
     if name is None:
@@ -248,7 +246,7 @@ def test_train_summary_fits_80_columns(capsys):
 
 
 def test_live_view_fits_80_columns_one_line_per_group():
-    text = render_to_text(train_view._progress_table(progress_state()))
+    text = render_to_text(train_view.progress_table(progress_state()))
     _fits(text)
     rows = [ln for ln in _lines(text) if "FAILED" in ln or "rejoining" in ln]
     assert len(rows) == 2, text  # one line per group: no cell split over two lines
@@ -337,10 +335,7 @@ def test_link_bounds_are_inclusive(text, bw):
     ],
 )
 def test_empty_strings_are_refused(args, needle):
-    res = CliRunner().invoke(app, args)
-    assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and needle in lines[0] and "empty" in lines[0], res.output
+    one_line(cli(*args), needle, "empty")
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -374,7 +369,7 @@ RAW = ("\x1b", "\u202e", "\x07", "\r", "\x9b")  # ESC, right-to-left override, b
     ["compare", "/tmp/a\x9bb", "/tmp/c"],
 ])
 def test_control_characters_in_user_strings_are_escaped(args, tmp_path):
-    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path)] if args[0] == "train" else args)
+    res = cli(*([*args, "--out", str(tmp_path)] if args[0] == "train" else args))
     assert res.exit_code == 2, res.output
     assert not any(c in res.output for c in RAW), repr(res.output)
     assert any(e in res.output for e in ("\\x1b", "\\u202e", "\\x07", "\\x9b")), res.output  # shown, escaped

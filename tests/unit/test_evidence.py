@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import inspect as cli, torchft_events
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 BASE_NS = 1_790_857_026_000_000_000
-
-
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 def write(path: Path, events: list[dict], **top) -> Path:

@@ -125,7 +125,7 @@ def test_sweep_cells(tmp_path):
 def test_xml_is_safe_for_any_text(tmp_path):
     c = junit_view.Case("a<b>&\"", "x\x1by", ["bad \x00 text <tag> & more"])
     out = tmp_path / "x.xml"
-    out.write_text(junit_view._xml([junit_view.Suite("s", [c])]))
+    out.write_text(junit_view.to_xml([junit_view.Suite("s", [c])]))
     root = validate(out)
     (tc,) = root.iter("testcase")
     assert tc.get("classname") == 'a<b>&"' and tc.find("failure").text == "bad ? text <tag> & more"

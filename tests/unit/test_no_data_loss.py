@@ -14,15 +14,9 @@ from pathlib import Path
 import pytest
 
 from ftrun.errors import BadInput
-from train_fixtures import cli
+from train_fixtures import cli, one_line, two_runs
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
-
-
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 # --- item 1: --export-perfetto onto a user's file or symlink --------------------------------
@@ -60,15 +54,8 @@ def test_export_perfetto_to_a_new_file_needs_no_flag(tmp_path):
 
 # --- item 2: compare into an existing folder ftrun did not make -----------------------------
 
-def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
-    a, b = tmp_path / "runA", tmp_path / "runB"
-    shutil.copytree(DATA, a)
-    shutil.copytree(DATA, b)
-    return a, b
-
-
 def test_compare_refuses_to_overwrite_a_users_report_md(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "report.md").write_text("my notes\n")
@@ -79,7 +66,7 @@ def test_compare_refuses_to_overwrite_a_users_report_md(tmp_path):
 
 
 def test_compare_writes_into_its_own_dir_again_with_overwrite(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "cmp")
     assert res.exit_code == 0, res.output[-800:]
     assert (tmp_path / "cmp" / ".ftrun-out").is_file() and (tmp_path / "cmp" / "report.md").is_file()
@@ -96,7 +83,7 @@ def _enospc(*a, **k):
 def test_full_disk_while_drawing_the_timeline_is_one_line_and_leaves_no_empty_png(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
 
     def half_then_full(self, fname, *a, **k):
         Path(fname).write_bytes(b"")  # what a full disk leaves: a 0-byte file

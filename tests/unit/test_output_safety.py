@@ -14,15 +14,9 @@ import pytest
 
 from ftrun.errors import BadInput
 from ftrun.output import RUN_MARKER, atomic_write, check_name, claim_run_dir
-from train_fixtures import cli, torchft_events
+from train_fixtures import cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
-
-
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 def trace(steps: range, t0: float = 0.0) -> bytes:

@@ -14,10 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-from train_fixtures import event_record, train_manifest
 
-from ftrun.cli import app
+from train_fixtures import cli, event_record, one_line, train_manifest
 
 PRED_MS, PRED_SPS = 1110.0, 8 / 3.02
 
@@ -54,16 +52,8 @@ def make_compare(root: Path, data_ms: float, control_ms: float, sps: float) -> P
 
 
 def invoke(*args: str):
-    return CliRunner().invoke(app, ["plan", *args])
-
-
-def assert_one_line(res, *needles: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.output
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
+    """``ftrun plan ARGS`` in this process."""
+    return cli("plan", *args)
 
 
 @pytest.mark.parametrize(
@@ -89,12 +79,12 @@ def assert_one_line(res, *needles: str) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
-    assert_one_line(invoke(*args), needle)
+    one_line(invoke(*args), needle)
 
 
 def test_from_and_params_together_is_refused(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r")
-    assert_one_line(invoke("--from", str(run), "--params", "5", "--link", "1gbit"), "--from")
+    one_line(invoke("--from", str(run), "--params", "5", "--link", "1gbit"), "--from")
 
 
 def test_from_run_dir_takes_its_bytes_replicas_schedule_and_compute(tmp_path: Path) -> None:
@@ -126,7 +116,7 @@ def test_several_links_and_a_png(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
     other = tmp_path / "notes.png"
     other.write_text("mine")
-    assert_one_line(invoke("--params", "1000", "--step-ms", "10", "--link", "1gbit", "--png", str(other)), "not overwriting")
+    one_line(invoke("--params", "1000", "--step-ms", "10", "--link", "1gbit", "--png", str(other)), "not overwriting")
     assert other.read_text() == "mine"
 
 
@@ -181,7 +171,7 @@ def test_check_a_moved_compare_dir_and_missing_run_files(tmp_path: Path) -> None
     cmp_dir.rename(moved)
     assert invoke("--check", str(moved)).exit_code == 0  # run dirs found next to report.json
     (moved / "baseline" / "manifest.json").unlink()
-    assert_one_line(invoke("--check", str(moved)), "run dir", "missing")
+    one_line(invoke("--check", str(moved)), "run dir", "missing")
 
 
 def test_check_a_sweep_dir(tmp_path: Path) -> None:
@@ -201,10 +191,10 @@ def test_check_a_sweep_dir(tmp_path: Path) -> None:
 def test_plan_json_is_standard_json_at_the_link_limits():
     """A latency of 1e308 ms used to plan to ``Infinity`` in --json (not JSON); now the link is
     refused, and the extremes that are accepted plan to finite numbers."""
-    r = CliRunner().invoke(app, ["plan", "--params", "1000", "--step-ms", "1", "--link", "1kbit,1e308ms", "--json"])
+    r = cli("plan", "--params", "1000", "--step-ms", "1", "--link", "1kbit,1e308ms", "--json")
     assert r.exit_code == 2 and "latency" in r.output and "Infinity" not in r.output, r.output
     for link in ("1kbit,10s", "1000gbit,0ms"):
-        r = CliRunner().invoke(app, ["plan", "--params", "1000000000", "--step-ms", "0.001", "--link", link, "--json"])
+        r = cli("plan", "--params", "1000000000", "--step-ms", "0.001", "--link", link, "--json")
         assert r.exit_code == 0, r.output
         json.loads(r.output, parse_constant=lambda c: pytest.fail(f"{link}: non-standard JSON constant {c}"))
 
@@ -229,8 +219,8 @@ def _fits_whole(narrow: str, wide: str) -> None:
 def test_plan_at_80_columns_or_piped_cuts_no_number() -> None:
     args = ["plan", "--params", "1000000000", "--dtype", "bf16", "--step-ms", "400",
             "--link", "1gbit,20ms", "--link", "10gbit,20ms", "--link", "100gbit,20ms"]
-    narrow = CliRunner().invoke(app, args, env={"COLUMNS": "80"})  # CliRunner is piped: not a terminal
-    wide = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    narrow = cli(*args, env={"COLUMNS": "80"})  # CliRunner is piped: not a terminal
+    wide = cli(*args, env={"COLUMNS": "250"})
     assert narrow.exit_code == 0 and wide.exit_code == 0, narrow.output
     for n in ("16,080", "6,040+40.0", "995 Mbit/s", "39.7%", "1 (4)"):
         assert n in wide.output, (n, wide.output)
@@ -239,8 +229,8 @@ def test_plan_at_80_columns_or_piped_cuts_no_number() -> None:
 
 def test_plan_check_at_80_columns_cuts_no_number(tmp_path: Path) -> None:
     cmp_dir = make_compare(tmp_path, data_ms=1000.0, control_ms=60.0, sps=2.7)
-    narrow = CliRunner().invoke(app, ["plan", "--check", str(cmp_dir)], env={"COLUMNS": "80"})
-    wide = CliRunner().invoke(app, ["plan", "--check", str(cmp_dir)], env={"COLUMNS": "250"})
+    narrow = cli("plan", "--check", str(cmp_dir), env={"COLUMNS": "80"})
+    wide = cli("plan", "--check", str(cmp_dir), env={"COLUMNS": "250"})
     assert narrow.exit_code == 0 and wide.exit_code == 0, narrow.output
     assert "1,060" in wide.output and "1,020 / 1,000" in wide.output, wide.output
     _fits_whole(narrow.output, wide.output)
@@ -348,4 +338,4 @@ def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
     ],
 )
 def test_paper_scale_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
-    assert_one_line(invoke(*args), needle)
+    one_line(invoke(*args), needle)

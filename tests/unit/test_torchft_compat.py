@@ -11,11 +11,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from ftrun import torchft_compat as compat
-from ftrun.cli import app
 from ftrun.errors import BadInput
+from train_fixtures import cli, one_line
 
 CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
@@ -49,12 +48,16 @@ def test_installed_release_matches_metadata_and_the_live_api() -> None:
     assert compat.unsupported(rel) is None and compat.require_supported() == rel
 
 
-def test_version_tuple() -> None:
-    assert compat._version_tuple("0.2.0") == (0, 2, 0)
-    assert compat._version_tuple("2026.10.26") == (2026, 10, 26)
-    assert compat._version_tuple("0.2.1.dev3") == (0, 2, 1)
-    assert compat._version_tuple("0.3rc1") == (0, 3)
-    assert compat._version_tuple("garbage") == ()
+@pytest.mark.parametrize("dist, version, supported", [
+    ("torchft", "0.2.0", True),
+    ("torchft", "0.2.1.dev3", True),  # compared by its numbers up to the first non-number part: 0.2.1
+    ("torchft", "0.3rc1", False),  # 0.3: the first unsupported release
+    ("torchft", "garbage", False),  # no number at all
+    ("torchft-nightly", "2026.10.26", True),
+    ("torchft-nightly", "2026.10.25", False),  # each number counts, not only the first
+])
+def test_versions_compare_by_their_numeric_parts(dist, version, supported) -> None:
+    assert (compat.unsupported(compat.Release(dist, version, "configure", "2.13.0")) is None) == supported
 
 
 def test_pg_api_of_source() -> None:
@@ -96,10 +99,7 @@ def _fake(monkeypatch, rel: compat.Release) -> None:
                                   ["launch", "--no-inspect", "tests/torchft_example.py"]])
 def test_commands_that_train_refuse_an_unsupported_torchft(monkeypatch, tmp_path, argv) -> None:
     _fake(monkeypatch, compat.Release("torchft", "0.1.0", "configure", "2.13.0"))
-    res = CliRunner().invoke(app, [*argv, "--out", str(tmp_path)])
-    assert res.exit_code == 2, res.output
-    out = res.output.strip()
-    assert "torchft 0.1.0 is not supported" in out and len(out.splitlines()) == 1 and "Traceback" not in out
+    one_line(cli(*argv, "--out", str(tmp_path)), "torchft 0.1.0 is not supported")
     assert not any(tmp_path.iterdir()), "nothing was started or written"
 
 
@@ -125,13 +125,13 @@ def test_inspect_header_names_what_ran(tmp_path) -> None:
     m = json.loads((run / "manifest.json").read_text())
     m["versions"].update(torchft="2026.10.26", torchft_distribution="torchft-nightly", torchft_pg_api="reconfigure")
     (run / "manifest.json").write_text(json.dumps(m))
-    res = CliRunner().invoke(app, ["inspect-trace", str(run)])
+    res = cli("inspect-trace", str(run))
     assert res.exit_code == 0, res.output
     head = " ".join(res.output.split("schedule")[0].split())  # the lines before the schedule, unwrapped
     assert head == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
-    res = CliRunner().invoke(app, ["inspect-trace", str(run), "--json"])
+    res = cli("inspect-trace", str(run), "--json")
     assert json.loads(res.output)["versions"]["torchft_distribution"] == "torchft-nightly"
-    old = CliRunner().invoke(app, ["inspect-trace", str(CPU_RUN)])  # an earlier ftrun's manifest: what it has
+    old = cli("inspect-trace", str(CPU_RUN))  # an earlier ftrun's manifest: what it has
     assert " ".join(old.output.split("schedule")[0].split()) == "ran on torchft 0.2.0, torch 2.13.0+cpu"
 
 
@@ -186,6 +186,6 @@ def test_pgs_preset_lists_what_the_installed_release_offers(tmp_path) -> None:
 
 def test_train_refuses_a_backend_the_release_does_not_offer(monkeypatch, tmp_path) -> None:
     _fake(monkeypatch, compat.Release("torchft", "0.2.0", "configure", "2.13.0"))
-    res = CliRunner().invoke(app, ["train", "--backend", "gloo-native", "--steps", "4", "--profile", "none", "--out", str(tmp_path)])
+    res = cli("train", "--backend", "gloo-native", "--steps", "4", "--profile", "none", "--out", str(tmp_path))
     assert res.exit_code == 2 and "--backend gloo-native: torchft 0.2.0 has no reconfigure API" in " ".join(res.output.split())
     assert not any(tmp_path.iterdir())

@@ -9,22 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import cli
+from train_fixtures import cli, two_runs
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
-
-
-def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
-    a, b = tmp_path / "runA", tmp_path / "runB"
-    shutil.copytree(DATA, a)
-    shutil.copytree(DATA, b)
-    return a, b
 
 
 # --- item 8: compare --expect-hidden never prints PASS with exit 1 ---------------------------
 
 def test_expect_hidden_just_above_the_observed_share_fails_everywhere(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "probe", "--json")
     assert res.exit_code == 0, res.output[-500:]
     share = json.loads(res.output)["runs"][0]["hidden_comm_share"]
@@ -44,7 +37,7 @@ def test_expect_hidden_just_above_the_observed_share_fails_everywhere(tmp_path):
 
 
 def test_expect_hidden_met_passes(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "ok", "--expect-hidden", "0.01")
     assert res.exit_code == 0, res.output[-500:]
     assert [ln for ln in res.output.splitlines() if ln.strip()][-1].strip() == "PASS"
