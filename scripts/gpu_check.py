@@ -87,9 +87,18 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         rep = analyze(run_dirs)
     except BadInput as e:
         return {"inspect": {"verdict": "bad input", "problems": [str(e)]}}
-    problems = [e.problem for e in rep.events if e.problem] + [c.problem for c in rep.cross_replica if c.problem] + rep.run_problems
+    problems = (
+        [e.problem for e in rep.events if e.problem]
+        + [c.problem for c in rep.cross_replica if c.problem]
+        + rep.run_problems
+    )
     out: dict = {
-        "inspect": {"verdict": rep.verdict, "events": len(rep.events), "problems": problems[:5], "notes": rep.notes[:5]},
+        "inspect": {
+            "verdict": rep.verdict,
+            "events": len(rep.events),
+            "problems": problems[:5],
+            "notes": rep.notes[:5],
+        },
         "traces": {},
     }
     manifest = run_dirs[0] / "manifest.json"
@@ -184,7 +193,14 @@ def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:
             need = (last_send[key].bytes * 8 / bandwidth_bps + latency_s) * 1000.0
             good = e.exposed_comm_ms is not None and e.exposed_comm_ms >= need
             ok = ok and good
-            rows.append({"replica": e.replica, "step": e.observed_step, "exposed_ms": e.exposed_comm_ms, "wire_plus_latency_ms": round(need, 3)})
+            rows.append(
+                {
+                    "replica": e.replica,
+                    "step": e.observed_step,
+                    "exposed_ms": e.exposed_comm_ms,
+                    "wire_plus_latency_ms": round(need, 3),
+                }
+            )
     return {"hold_spans": holds, "syncs": rows, "ok": ok and bool(rows), "verdict": rep.verdict}
 
 
@@ -217,9 +233,13 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
     got: dict = {"exit": res.returncode, "wall_s": round(time.monotonic() - t0, 1), "run_dir": str(out / name)}
     try:
         summ = json.loads(res.stdout)
-        got.update(ok=summ.get("ok"), commits=[r.get("commits") for r in summ.get("replicas", [])],
-                   agreement=summ.get("agreement", {}).get("ok"), commits_checked=summ.get("agreement", {}).get("commits_checked"),
-                   devices=summ.get("devices"))
+        got.update(
+            ok=summ.get("ok"),
+            commits=[r.get("commits") for r in summ.get("replicas", [])],
+            agreement=summ.get("agreement", {}).get("ok"),
+            commits_checked=summ.get("agreement", {}).get("commits_checked"),
+            devices=summ.get("devices"),
+        )
     except json.JSONDecodeError:
         got.update(ok=False, error=(res.stderr.strip().splitlines() or ["no output"])[-1][:300])
     return got
@@ -253,9 +273,40 @@ def main(argv: list[str]) -> int:
         ("streaming", [*base, "--mode", "streaming", "--steps", "60"], 0.25),
         ("bucketized", [*base, "--mode", "streaming", "--steps", "60", "--bucketize"], 0.2),
         ("link", [*base, "--mode", "baseline", "--steps", "40", "--link", LINK[0]], 0.2),
-        ("quantize", [*base, "--quantize", "--steps", "10", "--sync-every", "4", "--fragment-sync-delay", "1", "--profile", "none"], 0.15),
-        ("baby-nccl", ["--backend", "baby-nccl", "--replicas", "2", "--steps", "10", "--sync-every", "4",
-                       "--fragment-sync-delay", "1", "--profile", "none"], 0.15),
+        (
+            "quantize",
+            [
+                *base,
+                "--quantize",
+                "--steps",
+                "10",
+                "--sync-every",
+                "4",
+                "--fragment-sync-delay",
+                "1",
+                "--profile",
+                "none",
+            ],
+            0.15,
+        ),
+        (
+            "baby-nccl",
+            [
+                "--backend",
+                "baby-nccl",
+                "--replicas",
+                "2",
+                "--steps",
+                "10",
+                "--sync-every",
+                "4",
+                "--fragment-sync-delay",
+                "1",
+                "--profile",
+                "none",
+            ],
+            0.15,
+        ),
     ]
     runs: dict = {}
     for name, args, share in plan:
@@ -273,7 +324,10 @@ def main(argv: list[str]) -> int:
             r["nccl_transport"] = nccl_transport(rd)
         runs[name] = r
     summary["runs"] = runs
-    summary["ok"] = all(r.get("ok") for r in runs.values()) and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
+    summary["ok"] = (
+        all(r.get("ok") for r in runs.values())
+        and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
+    )
     print(json.dumps(summary, indent=1))
     return 0 if summary["ok"] else 1
 

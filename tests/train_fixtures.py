@@ -33,7 +33,11 @@ from ftrun.torchft_compat import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
 
 ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).with_name("ftrun")
-FTRUN: list[str] = [str(_BIN)] if _BIN.exists() else ([shutil.which("ftrun")] if shutil.which("ftrun") else [sys.executable, "-m", "ftrun"])
+FTRUN: list[str] = (
+    [str(_BIN)]
+    if _BIN.exists()
+    else ([shutil.which("ftrun")] if shutil.which("ftrun") else [sys.executable, "-m", "ftrun"])
+)
 
 
 def cli(*args: str, env: dict[str, str] | None = None):
@@ -83,7 +87,9 @@ def same_as_cli(report, *args: str) -> None:
     assert report.problems == d["problems"]
 
     def rows(events: list[dict]) -> list[tuple]:
-        return [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in events]
+        return [
+            (e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in events
+        ]
 
     assert rows(report.to_json()["events"]) == rows(d["events"])
 
@@ -108,26 +114,49 @@ def lighthouse_url(proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> 
         line = proc.stdout.readline()
         if line.startswith("lighthouse: ") or not line:
             break
-    assert line.startswith("lighthouse: "), f"no URL from ftrun lighthouse: {line!r}\n{log.read_text(errors='replace')[-2000:]}"
+    assert line.startswith("lighthouse: "), (
+        f"no URL from ftrun lighthouse: {line!r}\n{log.read_text(errors='replace')[-2000:]}"
+    )
     return line.split(" ", 1)[1].strip()
 
 
 FOREIGN = dict(fragments=2, sync_every=8, delay=2)
-FOREIGN_FLAGS = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-                 "--fragment-sync-delay", str(FOREIGN["delay"])]
+FOREIGN_FLAGS = [
+    "--fragments",
+    str(FOREIGN["fragments"]),
+    "--sync-every",
+    str(FOREIGN["sync_every"]),
+    "--fragment-sync-delay",
+    str(FOREIGN["delay"]),
+]
 
 
 def run_foreign(out: Path, *extra: str) -> Path:
     """tests/foreign_diloco.py with FOREIGN's schedule, 2 replicas, 24 steps, into ``out``."""
     import pytest
 
-    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
-           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-           "--delay", str(FOREIGN["delay"]), "--steps", "24", *extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "tests" / "foreign_diloco.py"),
+        "--out",
+        str(out),
+        "--replicas",
+        "2",
+        "--fragments",
+        str(FOREIGN["fragments"]),
+        "--sync-every",
+        str(FOREIGN["sync_every"]),
+        "--delay",
+        str(FOREIGN["delay"]),
+        "--steps",
+        "24",
+        *extra,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if res.returncode != 0:
         pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return out
+
 
 # Small and fast on 2 CPU cores.
 SMALL = ["--width", "32", "--batch-size", "4", "--seq-len", "16"]
@@ -153,13 +182,41 @@ def torchft_events(steps, t0: float = 0.0, window: int = 4, delay: int = 2, pid:
     ev = []
     for k in steps:
         ts = t0 + 10.0 * k
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": ts, "dur": 5.0, "pid": pid, "tid": 1})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k}",
+                "ts": ts,
+                "dur": 5.0,
+                "pid": pid,
+                "tid": 1,
+            }
+        )
         if k % window == window - delay:
-            ev.append({"ph": "X", "cat": "user_annotation", "name": "torchft::local_sgd::prepare_sync", "ts": ts + 1, "dur": 1.0,
-                       "pid": pid, "tid": 1})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "torchft::local_sgd::prepare_sync",
+                    "ts": ts + 1,
+                    "dur": 1.0,
+                    "pid": pid,
+                    "tid": 1,
+                }
+            )
         if k % window == 0:
-            ev.append({"ph": "X", "cat": "user_annotation", "name": "torchft::local_sgd::perform_sync", "ts": ts + 2, "dur": 1.0,
-                       "pid": pid, "tid": 1})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "torchft::local_sgd::perform_sync",
+                    "ts": ts + 2,
+                    "dur": 1.0,
+                    "pid": pid,
+                    "tid": 1,
+                }
+            )
     return ev
 
 
@@ -188,13 +245,22 @@ def steps(d: dict) -> dict[int, dict]:
 
 def spans(d: dict, name: str, step: int) -> list[dict]:
     s = steps(d)[step]
-    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("name") == name
-            and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+    return [
+        e
+        for e in d["traceEvents"]
+        if e.get("ph") == "X" and e.get("name") == name and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]
+    ]
 
 
 def nested(d: dict, outer: dict) -> list[dict]:
-    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("tid") == outer["tid"]
-            and e.get("pid") == outer["pid"] and outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]]
+    return [
+        e
+        for e in d["traceEvents"]
+        if e.get("ph") == "X"
+        and e.get("tid") == outer["tid"]
+        and e.get("pid") == outer["pid"]
+        and outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]
+    ]
 
 
 def move_send(d: dict, step: int) -> None:
@@ -257,9 +323,12 @@ def validate_junit(path: Path) -> ET.Element:
         assert JUNIT_REQUIRED["testsuite"] <= set(s.attrib), s.attrib
         cases = s.findall("testcase")
         assert len(list(s)) == len(cases)
-        counts = {"tests": len(cases), "failures": sum(c.find("failure") is not None for c in cases),
-                  "errors": sum(c.find("error") is not None for c in cases),
-                  "skipped": sum(c.find("skipped") is not None for c in cases)}
+        counts = {
+            "tests": len(cases),
+            "failures": sum(c.find("failure") is not None for c in cases),
+            "errors": sum(c.find("error") is not None for c in cases),
+            "skipped": sum(c.find("skipped") is not None for c in cases),
+        }
         for k, v in counts.items():
             assert int(s.get(k, "0")) == v, (k, s.attrib)
             total[k] += v
@@ -281,8 +350,8 @@ def junit_cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
     return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
 
 
-
 # --- /proc -------------------------------------------------------------------------------
+
 
 def _stat(pid: int) -> tuple[int, str, int] | None:
     """(ppid, state, starttime) of a live pid, or None."""
@@ -362,6 +431,7 @@ def survivors(watch: TreeWatch, marker: str, within_s: float = 5.0) -> list[str]
 
 # --- running ftrun train -------------------------------------------------------------------
 
+
 @dataclass
 class TrainRun:
     run_dir: Path
@@ -405,8 +475,9 @@ def run_train(
     run_dir = out / run_name
     argv = [*FTRUN, "train", "--out", str(out), "--run-name", run_name, *args]
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     watch = TreeWatch(proc.pid)
     try:
         if while_running is not None:
@@ -428,7 +499,7 @@ def run_train(
         watch.stop()
     left = survivors(watch, str(run_dir))
     if left:
-        for (pid, start) in list(watch.seen):  # don't leak into the next test
+        for pid, start in list(watch.seen):  # don't leak into the next test
             if live(pid, start):
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -438,7 +509,7 @@ def run_train(
 
 
 def _kill_seen(proc: subprocess.Popen, watch: TreeWatch) -> None:
-    for (pid, start) in [(proc.pid, 0), *watch.seen]:
+    for pid, start in [(proc.pid, 0), *watch.seen]:
         try:
             if pid == proc.pid or live(pid, start):
                 os.kill(pid, signal.SIGKILL)
@@ -463,6 +534,7 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 60.0, replica: int 
 
 # --- hand-made run dirs ---------------------------------------------------------------------
 
+
 def train_manifest(**fields) -> dict:
     """A ``manifest.json`` of ``ftrun train`` (``ftrun.layout.Manifest``) as JSON data: the one of
     tests/data/cpu_run, with ``fields`` replaced."""
@@ -472,12 +544,26 @@ def train_manifest(**fields) -> dict:
 def event_record(step: int | None, **fields) -> dict:
     """One event-log line (``ftrun.layout.EventRecord``) as JSON data: a plain step that sent and
     synced nothing, with ``fields`` set on top."""
-    return {"step": step, "manager_step": 0, "manager_step_after": 0, "participants": None, "quorum_id": None,
-            "loss": 0.0, "step_time_s": 0.0, "restart": 0, "sent": None, "synced": None, "commit": None,
-            "fingerprint": None, "t": 0.0, **fields}
+    return {
+        "step": step,
+        "manager_step": 0,
+        "manager_step_after": 0,
+        "participants": None,
+        "quorum_id": None,
+        "loss": 0.0,
+        "step_time_s": 0.0,
+        "restart": 0,
+        "sent": None,
+        "synced": None,
+        "commit": None,
+        "fingerprint": None,
+        "t": 0.0,
+        **fields,
+    }
 
 
 # --- checks shared by the end-to-end tests --------------------------------------------------
+
 
 def actual_events(records: list[dict]) -> list[tuple[int, str, int, int]]:
     """(step, kind, fragment, manager_step) of each send/sync an event log recorded, in order."""
@@ -494,7 +580,9 @@ def trace_names(path: Path) -> list[str]:
     """Names of the complete ("X") events in a chrome trace (.json.gz)."""
     with gzip.open(path, "rt") as f:
         trace = json.load(f)
-    return [ev["name"] for ev in trace.get("traceEvents", []) if ev.get("ph") == "X" and isinstance(ev.get("name"), str)]
+    return [
+        ev["name"] for ev in trace.get("traceEvents", []) if ev.get("ph") == "X" and isinstance(ev.get("name"), str)
+    ]
 
 
 def trace_step_spans(path: Path) -> set[int]:

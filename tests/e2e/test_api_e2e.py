@@ -42,8 +42,11 @@ def test_torchfts_own_traces_same_verdict_as_cli(tmp_path, foreign_traces, mutat
     if mutation is not None:
         f = root / "r0" / "step-12.json"
         d = read(f)
-        first = next(e for e in ftrun.check_traces(root, schedule=schedule).events
-                     if e.replica == 0 and e.kind == ("send" if mutation == "move_send" else "sync"))
+        first = next(
+            e
+            for e in ftrun.check_traces(root, schedule=schedule).events
+            if e.replica == 0 and e.kind == ("send" if mutation == "move_send" else "sync")
+        )
         (move_send if mutation == "move_send" else drop_sync)(d, first.observed_step)
         write(f, d)
     r = ftrun.check_traces(root, schedule=schedule)

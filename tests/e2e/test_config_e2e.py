@@ -12,13 +12,13 @@ from train_fixtures import SMALL, one_line, run_ftrun, write_toml
 
 def bad_toml(tmp: Path) -> Path:
     p = tmp / "bad.toml"
-    p.write_text('steps = 10\nwidth = = 3\n')
+    p.write_text("steps = 10\nwidth = = 3\n")
     return p
 
 
 def unknown_key_toml(tmp: Path) -> Path:
     p = tmp / "unknown.toml"
-    p.write_text('steps = 10\nsync_evry = 5\n')
+    p.write_text("steps = 10\nsync_evry = 5\n")
     return p
 
 
@@ -33,16 +33,28 @@ CASES = [
     # torchft's DiLoCo rules
     ("F>H", ["--fragments", "4", "--sync-every", "2", "--blocks", "4"], ["--sync-every 2", "H >= F", "--fragments 4"]),
     ("H%F", ["--fragments", "2", "--sync-every", "5"], ["--sync-every 5", "multiple of F", "--fragments 2"]),
-    ("tau>=H/F", ["--fragments", "2", "--sync-every", "6", "--fragment-sync-delay", "3"], ["--fragment-sync-delay 3", "6/2 = 3"]),
+    (
+        "tau>=H/F",
+        ["--fragments", "2", "--sync-every", "6", "--fragment-sync-delay", "3"],
+        ["--fragment-sync-delay 3", "6/2 = 3"],
+    ),
     # a rule between flags is blamed on the flag given, not on the preset's value
     ("F vs preset tau", ["--fragments", "5"], ["--fragments 5:", "--fragment-sync-delay 5 (preset streaming)"]),
     ("tau<0", ["--fragment-sync-delay=-1"], ["--fragment-sync-delay -1"]),
     ("alpha>1", ["--fragment-update-alpha", "1.5"], ["--fragment-update-alpha 1.5"]),
     ("alpha<0", ["--fragment-update-alpha=-0.25"], ["--fragment-update-alpha -0.25"]),
     # ftrun's own
-    ("F>blocks", ["--fragments", "4", "--sync-every", "8", "--fragment-sync-delay", "0", "--blocks", "2"], ["--fragments 4", "blocks (2)"]),
+    (
+        "F>blocks",
+        ["--fragments", "4", "--sync-every", "8", "--fragment-sync-delay", "0", "--blocks", "2"],
+        ["--fragments 4", "blocks (2)"],
+    ),
     ("steps<H profiled", ["--steps", "5", "--sync-every", "20"], ["--steps 5", "--sync-every 20"]),
-    ("profile past steps", ["--steps", "10", "--sync-every", "10", "--fragment-sync-delay", "1", "--profile", "1:50"], ["--profile 1:50"]),
+    (
+        "profile past steps",
+        ["--steps", "10", "--sync-every", "10", "--fragment-sync-delay", "1", "--profile", "1:50"],
+        ["--profile 1:50"],
+    ),
     ("bad profile", ["--profile", "sometimes"], ["--profile sometimes"]),
     ("profile B<A", ["--steps", "40", "--profile", "9:3"], ["--profile 9:3"]),
     ("unknown mode", ["--mode", "turbo"], ["--mode turbo", "streaming"]),
@@ -109,7 +121,9 @@ def test_cli_config_then_flags(tmp_path):
     """Through the real CLI: a file value that is invalid is fixed by a flag, and vice versa."""
     p = write_toml(tmp_path / "c.toml", {"fragments": 2, "sync-every": 6, "fragment-sync-delay": 3})
     one_line(run_ftrun("train", "--config", str(p), "--out", str(tmp_path)), f"{p}: fragment-sync-delay = 3")
-    res = run_ftrun("train", "--config", str(p), "--fragment-sync-delay", "1", "--fragments", "4", "--out", str(tmp_path))
+    res = run_ftrun(
+        "train", "--config", str(p), "--fragment-sync-delay", "1", "--fragments", "4", "--out", str(tmp_path)
+    )
     one_line(res, f"{p}: sync-every = 6", "--fragments 4")
 
 

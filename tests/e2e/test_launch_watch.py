@@ -17,8 +17,13 @@ pytestmark = pytest.mark.e2e
 
 
 def _group(tmp_path: Path, r: int, code: str) -> Group:
-    return Group(r, [sys.executable, "-u", "-c", code], {"PATH": "/usr/bin:/bin"}, tmp_path / "logs" / f"replica{r}.log",
-                 cwd=tmp_path / "groups" / f"replica{r}")
+    return Group(
+        r,
+        [sys.executable, "-u", "-c", code],
+        {"PATH": "/usr/bin:/bin"},
+        tmp_path / "logs" / f"replica{r}.log",
+        cwd=tmp_path / "groups" / f"replica{r}",
+    )
 
 
 def _run(tmp_path, groups, **kw) -> LaunchState:
@@ -37,8 +42,12 @@ LOOP = "import time\nfor i in range(200):\n    print('tick', i, flush=True); tim
 
 
 def test_line_kill_fires_once_and_restart_finishes(tmp_path):
-    g = _group(tmp_path, 0, "import os,time\nn=os.environ.get('FTRUN_RESTART')\nprint('go', n, flush=True)\n"
-               "time.sleep(0.3 if n else 30)\nprint('done', flush=True)\n")
+    g = _group(
+        tmp_path,
+        0,
+        "import os,time\nn=os.environ.get('FTRUN_RESTART')\nprint('go', n, flush=True)\n"
+        "time.sleep(0.3 if n else 30)\nprint('done', flush=True)\n",
+    )
     state = _run(tmp_path, [g], kills=[parse_launch_kill("0@line:^go None", 1)], restarts=1)
     assert state.failures == [] and g.exit_codes == [-9, 0]
     assert len(state.fired) == 1 and state.fired[0]["trigger"] == "go None"

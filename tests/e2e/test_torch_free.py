@@ -21,9 +21,13 @@ CASES = {
         "assert r.exit_code == 2, r.output\n",
         {"torch"},
     ),
-    "inspect-trace import": ("import ftrun.commands.inspect_trace, ftrun.check.analyze, ftrun.report.inspect_view\n", {"torch"}),
+    "inspect-trace import": (
+        "import ftrun.commands.inspect_trace, ftrun.check.analyze, ftrun.report.inspect_view\n",
+        {"torch"},
+    ),
     "plan with a sweep and a png": (
-        RUN + "r = run('plan', '--params', '1000000', '--step-ms', '50', '--sweep-link', '10mbit..1gbit', '--png', PNG)\n"
+        RUN
+        + "r = run('plan', '--params', '1000000', '--step-ms', '50', '--sweep-link', '10mbit..1gbit', '--png', PNG)\n"
         "assert r.exit_code == 0, r.output\n",
         {"torch"},
     ),

@@ -47,7 +47,9 @@ DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopbac
 URL_RE = re.compile(r"^view: (http://127\.0\.0\.1:(\d+)/)#pytorch_profiler$")
 PLUGIN = "data/plugin/pytorch_profiler"
 CHROMIUM = next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and os.access(p, os.X_OK)), None)
-CHROMEDRIVER = next((p for p in (shutil.which("chromedriver"), "/usr/bin/chromedriver") if p and os.access(p, os.X_OK)), None)
+CHROMEDRIVER = next(
+    (p for p in (shutil.which("chromedriver"), "/usr/bin/chromedriver") if p and os.access(p, os.X_OK)), None
+)
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # W3C WebDriver element reference key
 
 
@@ -68,8 +70,23 @@ def get_json(url: str):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("view")
-    cmd = [*FTRUN, "train", "--steps", "20", "--profile", "1:20", "--sync-every", "10", "--fragment-sync-delay", "2",
-           *SMALL, "--out", str(out), "--run-name", RUN]
+    cmd = [
+        *FTRUN,
+        "train",
+        "--steps",
+        "20",
+        "--profile",
+        "1:20",
+        "--sync-every",
+        "10",
+        "--fragment-sync-delay",
+        "2",
+        *SMALL,
+        "--out",
+        str(out),
+        "--run-name",
+        RUN,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if res.returncode != 0:
         pytest.fail(f"ftrun train failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
@@ -78,7 +95,10 @@ def run_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def workers(run_dir) -> list[str]:
-    names = sorted(layout.worker_name(t["replica"], t["rank"]) for t in json.loads((run_dir / layout.MANIFEST).read_text())["traces"])
+    names = sorted(
+        layout.worker_name(t["replica"], t["rank"])
+        for t in json.loads((run_dir / layout.MANIFEST).read_text())["traces"]
+    )
     assert names == ["replica0_rank0", "replica1_rank0"]
     return names
 
@@ -86,8 +106,12 @@ def workers(run_dir) -> list[str]:
 class Viewer:
     def __init__(self, run_dir: Path, tmp: Path) -> None:
         self.err_path = tmp / "view.stderr"
-        self.proc = subprocess.Popen([*FTRUN, "view", str(run_dir), "--port", "0"], stdout=subprocess.PIPE,
-                                     stderr=open(self.err_path, "wb"), text=True)
+        self.proc = subprocess.Popen(
+            [*FTRUN, "view", str(run_dir), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=open(self.err_path, "wb"),
+            text=True,
+        )
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout], daemon=True).start()
         try:
@@ -193,16 +217,30 @@ class WebDriver:
             except OSError:
                 assert time.monotonic() < deadline, "chromedriver did not start"
                 time.sleep(0.1)
-        args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-quic", "--window-size=1400,900",
-                f"--user-data-dir={self.profile}"]
-        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome",
-                                                 "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}}
+        args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-quic",
+            "--window-size=1400,900",
+            f"--user-data-dir={self.profile}",
+        ]
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}
+            }
+        }
         self.sid = self._call("POST", "/session", caps)["sessionId"]
 
     def _call(self, method: str, path: str, body=None):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with DIRECT.open(req, timeout=60) as r:
                 return json.loads(r.read())["value"]
@@ -254,7 +292,10 @@ def select_texts(wd: WebDriver) -> list[str]:
     return [wd.text(e) for e in wd.find_all("[aria-haspopup=listbox]")]
 
 
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="Chromium/chromedriver not installed (Debian: apt-get install chromium chromium-driver)")
+@pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="Chromium/chromedriver not installed (Debian: apt-get install chromium chromium-driver)",
+)
 def test_browser_lists_workers(viewer, workers, tmp_path):
     wait_loaded(viewer)
     wd = WebDriver(tmp_path)

@@ -39,7 +39,12 @@ def _cli_error(*args: str) -> str:
 def test_the_stored_run_passes_as_on_the_cli():
     r = ftrun.check_traces(DATA)
     assert r.ok and r.verdict == "pass" and r.problems == [] and r.failing == [] and r.failing_table() == ""
-    assert len(r.events) == 8 and {(e.replica, e.kind) for e in r.events} == {(0, "send"), (0, "sync"), (1, "send"), (1, "sync")}
+    assert len(r.events) == 8 and {(e.replica, e.kind) for e in r.events} == {
+        (0, "send"),
+        (0, "sync"),
+        (1, "send"),
+        (1, "sync"),
+    }
     assert all(e.expected_step == e.observed_step and e.expected_fragment == e.fragment for e in r.events)
     assert r.schedule == ftrun.Schedule(2, 20, 5)
     assert r.numerics is None  # this run carries no numeric check: None, never a pass
@@ -79,9 +84,11 @@ def test_mutations_same_verdict_as_cli(tmp_path, mutation):
     r = ftrun.check_traces(run)
     assert not r.ok and r.problems
     same_as_cli(r, str(run))
-    want = {"drop_sync": "replica 0 rank 0: sync of fragment 0 missing at step 30",
-            "swap_fragments": "replica 0 rank 0: send at step 25: fragment 1, expected fragment 0",
-            "one_replica_disagrees": "replica 1 rank 0: send at step 25: fragment 1, expected fragment 0"}[mutation]
+    want = {
+        "drop_sync": "replica 0 rank 0: sync of fragment 0 missing at step 30",
+        "swap_fragments": "replica 0 rank 0: send at step 25: fragment 1, expected fragment 0",
+        "one_replica_disagrees": "replica 1 rank 0: send at step 25: fragment 1, expected fragment 0",
+    }[mutation]
     assert want in r.problems, r.problems
 
 
@@ -109,7 +116,11 @@ def test_bad_input_is_the_clis_one_line(tmp_path):
     cases = [
         ([str(tmp_path / "nope")], dict(), []),
         ([str(bare)], dict(), []),  # no manifest, no schedule
-        ([str(DATA)], dict(schedule=ftrun.Schedule(1, 20, 0)), ["--fragments", "1", "--sync-every", "20", "--fragment-sync-delay", "0"]),
+        (
+            [str(DATA)],
+            dict(schedule=ftrun.Schedule(1, 20, 0)),
+            ["--fragments", "1", "--sync-every", "20", "--fragment-sync-delay", "0"],
+        ),
         ([str(DATA)], dict(step_numbering="middle"), ["--step-numbering", "middle"]),
     ]
     for paths, kw, flags in cases:
@@ -135,9 +146,21 @@ def test_schedule_is_the_schedule_module():
     assert ftrun.Schedule is schedule_module.Schedule
     s = ftrun.Schedule(fragments=2, sync_every=20, fragment_sync_delay=5)
     assert [(e.step, e.kind, e.fragment) for e in s.events(40)] == [
-        (5, "send", 0), (10, "sync", 0), (15, "send", 1), (20, "sync", 1),
-        (25, "send", 0), (30, "sync", 0), (35, "send", 1), (40, "sync", 1)]
-    assert [e.fragment for e in s.events(40, failed_cycles=[0]) if e.kind == "sync"] == [0, 0, 1, 0]  # a failed commit repeats
+        (5, "send", 0),
+        (10, "sync", 0),
+        (15, "send", 1),
+        (20, "sync", 1),
+        (25, "send", 0),
+        (30, "sync", 0),
+        (35, "send", 1),
+        (40, "sync", 1),
+    ]
+    assert [e.fragment for e in s.events(40, failed_cycles=[0]) if e.kind == "sync"] == [
+        0,
+        0,
+        1,
+        0,
+    ]  # a failed commit repeats
     with pytest.raises(ftrun.ScheduleError, match="fragment_sync_delay=10"):
         ftrun.Schedule(2, 20, 10)
 
@@ -184,7 +207,18 @@ def test_run_handle_on_a_stored_run(tmp_path):
 def test_compare_reads_two_runs(tmp_path):
     other = _copy(tmp_path)
     junit = tmp_path / "cmp.xml"
-    res = cli("compare", str(DATA), str(other), "--out", str(tmp_path / "out"), "--name", "cli", "--json", "--junit", str(junit))
+    res = cli(
+        "compare",
+        str(DATA),
+        str(other),
+        "--out",
+        str(tmp_path / "out"),
+        "--name",
+        "cli",
+        "--json",
+        "--junit",
+        str(junit),
+    )
     assert res.exit_code == 0, res.output
     c = ftrun.compare(ftrun.Run(DATA), other, out=tmp_path / "out", name="api")
     assert c.ok and c.dir == tmp_path / "out" / "api" and (c.dir / "report.json").is_file()
@@ -228,5 +262,3 @@ def test_train_hands_the_config_to_ftrun_train_and_wraps_its_failure(tmp_path, m
     assert str(e.value) == f"replica group 1 exited with code 1 (run dir {tmp_path / 'bad'})"
     with pytest.raises(ftrun.BadInput, match="^config: steps = 0: must be at least 1$"):
         ftrun.train({"steps": 0}, out=tmp_path)  # refused before anything starts
-
-

@@ -66,10 +66,31 @@ def test_parse_link_units(text: str, bw: float, lat: float) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", " ", "fast", "0", "0gbit,1ms", "-1gbit", "1tbit", "1gbit,", "1gbit,20min", "1gbit,-5ms", ",20ms",
-     "1gbit,20ms,3", "1 gbit 20ms", "gbit", "1.gbit", "nan", "inf", "1gbit,20ms;rm -rf /",
-     # non-finite after scaling: used to give LinkSpec(inf, ...) (no emulation, or a hold forever)
-     "1e400", "1e308gbit", "1gbit," + "9" * 400 + "ms", "1e-400"],
+    [
+        "",
+        " ",
+        "fast",
+        "0",
+        "0gbit,1ms",
+        "-1gbit",
+        "1tbit",
+        "1gbit,",
+        "1gbit,20min",
+        "1gbit,-5ms",
+        ",20ms",
+        "1gbit,20ms,3",
+        "1 gbit 20ms",
+        "gbit",
+        "1.gbit",
+        "nan",
+        "inf",
+        "1gbit,20ms;rm -rf /",
+        # non-finite after scaling: used to give LinkSpec(inf, ...) (no emulation, or a hold forever)
+        "1e400",
+        "1e308gbit",
+        "1gbit," + "9" * 400 + "ms",
+        "1e-400",
+    ],
 )
 def test_parse_link_rejects(text: str) -> None:
     with pytest.raises(BadInput) as e:
@@ -92,7 +113,12 @@ def test_link_spec_costs_and_describe() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=40) | st.from_regex(r"\s*[0-9.e+-]{0,8}\s*[kmgKMGt]?(bit|b|bps|bit/s)?\s*(,\s*[0-9.]{0,6}\s*(ms|s|us|min)?)?\s*", fullmatch=True))
+@given(
+    st.text(max_size=40)
+    | st.from_regex(
+        r"\s*[0-9.e+-]{0,8}\s*[kmgKMGt]?(bit|b|bps|bit/s)?\s*(,\s*[0-9.]{0,6}\s*(ms|s|us|min)?)?\s*", fullmatch=True
+    )
+)
 def test_parse_link_total(text: str) -> None:
     """Any string gives a usable LinkSpec or BadInput; never another exception."""
     try:

@@ -21,6 +21,7 @@ DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 # --- item 1: --export-perfetto onto a user's file or symlink --------------------------------
 
+
 def test_export_perfetto_refuses_an_existing_user_file(tmp_path):
     mine = tmp_path / "mine.json"
     mine.write_text("precious\n")
@@ -54,6 +55,7 @@ def test_export_perfetto_to_a_new_file_needs_no_flag(tmp_path):
 
 # --- item 2: compare into an existing folder ftrun did not make -----------------------------
 
+
 def test_compare_refuses_to_overwrite_a_users_report_md(tmp_path):
     a, b = two_runs(tmp_path)
     mine = tmp_path / "mine"
@@ -75,6 +77,7 @@ def test_compare_writes_into_its_own_dir_again_with_overwrite(tmp_path):
 
 
 # --- item 3: temp + rename for every output; a full disk is one line -------------------------
+
 
 def _enospc(*a, **k):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -110,7 +113,10 @@ def test_full_disk_in_any_atomic_write_keeps_the_old_file(tmp_path, monkeypatch)
     with pytest.raises(BadInput, match="No space left on device"):
         atomic_write(target, "new")
     monkeypatch.setattr(os, "replace", real_replace)
-    assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == [".ftrun-run", "summary.json"]
+    assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == [
+        ".ftrun-run",
+        "summary.json",
+    ]
 
 
 class _Prof:
@@ -125,8 +131,11 @@ class _Prof:
         raise self.exc
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt("SIGTERM"), OSError(errno.ENOSPC, "No space left on device")],
-                         ids=["SIGTERM", "full disk"])
+@pytest.mark.parametrize(
+    "exc",
+    [KeyboardInterrupt("SIGTERM"), OSError(errno.ENOSPC, "No space left on device")],
+    ids=["SIGTERM", "full disk"],
+)
 def test_a_worker_cut_short_while_writing_its_trace_leaves_no_trace_under_the_final_name(tmp_path, exc):
     from ftrun.worker.profiling import export_trace
 
@@ -159,8 +168,9 @@ def test_atomic_path_renames_only_a_complete_file(tmp_path):
     assert out.read_bytes() == b"png"
 
 
-@pytest.mark.parametrize("flag, name", [("--export-perfetto", "out.json"), ("--export-perfetto", "out.json.gz"),
-                                        ("--junit", "junit.xml")])
+@pytest.mark.parametrize(
+    "flag, name", [("--export-perfetto", "out.json"), ("--export-perfetto", "out.json.gz"), ("--junit", "junit.xml")]
+)
 def test_ftruns_own_export_is_rewritten_without_a_flag_a_users_file_is_not(tmp_path, flag, name):
     out = tmp_path / name
     for _ in range(2):  # the second run replaces what the first wrote: recognised as ftrun's

@@ -30,6 +30,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 # --- --export-perfetto never onto an input -------------------------------------------------
 
+
 def test_perfetto_export_onto_its_input_trace_is_refused(tmp_path):
     t = tmp_path / "replica0_rank0.1.pt.trace.json"
     t.write_bytes(trace(range(1, 5)))
@@ -145,6 +146,7 @@ def test_overwrite_refuses_a_run_dir_holding_an_input_of_the_run(tmp_path):
 
 # --- user-given names are one path component -----------------------------------------------
 
+
 def test_a_300_character_run_name_is_bad_input(tmp_path):
     res = cli(*TRAIN, "--out", str(tmp_path), "--run-name", "x" * 300)
     assert res.exit_code == 2 and "--run-name" in one_line(res)
@@ -179,6 +181,7 @@ def test_check_name_accepts_plain_names(value):
 
 
 # --- inspect-trace: interrupted runs, duplicates, mixed runs --------------------------------
+
 
 def test_inspect_an_interrupted_run_dir(tmp_path):
     run = tmp_path / "run"
@@ -277,11 +280,15 @@ def test_group_error_is_the_first_exception_line():
     got = first_exception(TORCHRUN_LOG)
     assert got.startswith("RuntimeError: [enforce fail at alloc_cpu.cpp:117]") and "640000000000 bytes" in got
     assert first_exception("ConnectionRefusedError: [Errno 111] Connection refused\n") == (
-        "ConnectionRefusedError: [Errno 111] Connection refused")
-    assert "To enable traceback" not in first_exception(TORCHRUN_LOG.split("[rank0]: RuntimeError")[1].split("\n", 1)[1])
+        "ConnectionRefusedError: [Errno 111] Connection refused"
+    )
+    assert "To enable traceback" not in first_exception(
+        TORCHRUN_LOG.split("[rank0]: RuntimeError")[1].split("\n", 1)[1]
+    )
 
 
 # --- the preflight's model size is the worker's model size ---------------------------------
+
 
 @pytest.mark.parametrize("model, width, blocks", [("mlp", 32, 4), ("transformer", 64, 3), ("mlp", 128, 1)])
 def test_preflight_param_count_matches_the_worker_model(model, width, blocks):

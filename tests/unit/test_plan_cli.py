@@ -23,10 +23,20 @@ PRED_MS, PRED_SPS = 1110.0, 8 / 3.02
 def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Path:
     (path / "events").mkdir(parents=True)
     manifest = train_manifest(
-        replicas=2, nproc_per_replica=1,
+        replicas=2,
+        nproc_per_replica=1,
         schedule={"fragments": 1, "sync_every": 4, "fragment_sync_delay": 0, "steps": 8},
-        fragments=[{"id": 0, "params": [{"name": "w", "numel": 250_000, "shape": [250_000]}], "numel": 250_000, "bytes": 1_000_000}],
-        link=link if link is not None else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
+        fragments=[
+            {
+                "id": 0,
+                "params": [{"name": "w", "numel": 250_000, "shape": [250_000]}],
+                "numel": 250_000,
+                "bytes": 1_000_000,
+            }
+        ],
+        link=link
+        if link is not None
+        else {"bandwidth_bps": 8e6, "latency_s": 0.01, "emulated": True, "describe": "8 Mbit/s, 10 ms"},
     )
     (path / "manifest.json").write_text(json.dumps(manifest))
     for r in range(2):
@@ -44,9 +54,19 @@ def make_run(path: Path, compute_s: float = 0.1, link: dict | None = None) -> Pa
 def make_compare(root: Path, data_ms: float, control_ms: float, sps: float) -> Path:
     cmp_dir = root / "cmp"
     run = make_run(cmp_dir / "baseline")
-    report = {"runs": [{"name": "baseline", "run_dir": str(run), "run_dirs": [str(run)], "per_sync_exposed_ms": data_ms,
-                        "per_sync_exposed_control_ms": control_ms, "steps_per_s": sps,
-                        "link": {"bandwidth_bps": 8e6, "latency_s": 0.01, "describe": "8 Mbit/s, 10 ms"}}]}
+    report = {
+        "runs": [
+            {
+                "name": "baseline",
+                "run_dir": str(run),
+                "run_dirs": [str(run)],
+                "per_sync_exposed_ms": data_ms,
+                "per_sync_exposed_control_ms": control_ms,
+                "steps_per_s": sps,
+                "link": {"bandwidth_bps": 8e6, "latency_s": 0.01, "describe": "8 Mbit/s, 10 ms"},
+            }
+        ]
+    }
     (cmp_dir / "report.json").write_text(json.dumps(report))
     return cmp_dir
 
@@ -61,7 +81,10 @@ def invoke(*args: str):
     [
         (["--params", "1000", "--step-ms", "10", "--link", "10xbit,5ms"], "--link '10xbit,5ms'"),
         (["--params", "1000", "--step-ms", "10", "--link", "0mbit,5ms"], "bandwidth must be"),
-        (["--params", "1000", "--step-ms", "10", "--link", "1gbit,5ms", "--fragment-sync-delay", "10"], "--fragment-sync-delay 10"),
+        (
+            ["--params", "1000", "--step-ms", "10", "--link", "1gbit,5ms", "--fragment-sync-delay", "10"],
+            "--fragment-sync-delay 10",
+        ),
         (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--fragments", "3"], "--sync-every 20"),
         (["--params", "1000", "--step-ms", "10", "--link", "1gbit", "--dtype", "int3"], "--dtype 'int3'"),
         (["--params", "1000", "--step-ms", "0", "--link", "1gbit"], "--step-ms 0"),
@@ -103,8 +126,21 @@ def test_from_run_dir_takes_its_bytes_replicas_schedule_and_compute(tmp_path: Pa
 
 def test_several_links_and_a_png(tmp_path: Path) -> None:
     png = tmp_path / "u.png"
-    res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--link", "100mbit,10ms",
-                 "--link", "10gbit,1ms", "--png", str(png), "--json")
+    res = invoke(
+        "--params",
+        "25000000",
+        "--dtype",
+        "bf16",
+        "--step-ms",
+        "100",
+        "--link",
+        "100mbit,10ms",
+        "--link",
+        "10gbit,1ms",
+        "--png",
+        str(png),
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     slow, fast = out["configs"]
@@ -121,7 +157,9 @@ def test_several_links_and_a_png(tmp_path: Path) -> None:
 
 
 def test_sweep_link_is_log_spaced_and_marks_where_each_hides() -> None:
-    res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", "10mbit..10gbit,10ms", "--json")
+    res = invoke(
+        "--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", "10mbit..10gbit,10ms", "--json"
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     bws = [c["link"]["bandwidth_bps"] for c in out["configs"]]
@@ -141,8 +179,12 @@ def test_check_a_compare_dir_within_tolerance(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     (run,) = json.loads(res.output)["runs"]
     assert run["name"] == "baseline"
-    assert run["measured"] == {"exposed_ms_per_sync": 1060.0, "exposed_data_ms_per_sync": 1000.0,
-                               "exposed_control_ms_per_sync": 60.0, "steps_per_s": 2.7}
+    assert run["measured"] == {
+        "exposed_ms_per_sync": 1060.0,
+        "exposed_data_ms_per_sync": 1000.0,
+        "exposed_control_ms_per_sync": 60.0,
+        "steps_per_s": 2.7,
+    }
     assert run["predicted"]["exposed_ms_per_sync"] == pytest.approx(PRED_MS)
     assert run["predicted"]["exposed_data_ms_per_sync"] == pytest.approx(1020.0)
     assert run["predicted"]["steps_per_s"] == pytest.approx(PRED_SPS)
@@ -177,8 +219,15 @@ def test_check_a_moved_compare_dir_and_missing_run_files(tmp_path: Path) -> None
 def test_check_a_sweep_dir(tmp_path: Path) -> None:
     sweep = tmp_path / "sw"
     run = make_run(sweep / "cell-0")
-    cells = [{"params": {"link": "8mbit,10ms"}, "verdict": "pass", "steps_per_s": 2.7,
-              "exposed_comm_per_sync_ms": 1010.0, "run_dir": str(run)}]
+    cells = [
+        {
+            "params": {"link": "8mbit,10ms"},
+            "verdict": "pass",
+            "steps_per_s": 2.7,
+            "exposed_comm_per_sync_ms": 1010.0,
+            "run_dir": str(run),
+        }
+    ]
     (sweep / "sweep.json").write_text(json.dumps({"cells": cells}))
     res = invoke("--check", str(sweep), "--json")
     assert res.exit_code == 0, res.output
@@ -201,6 +250,7 @@ def test_plan_json_is_standard_json_at_the_link_limits():
 
 # --- every table fits 80 columns, no number cut (issue 24 item 18) ---------------------------
 
+
 def _numbers(text: str) -> set[str]:
     import re
 
@@ -217,8 +267,21 @@ def _fits_whole(narrow: str, wide: str) -> None:
 
 
 def test_plan_at_80_columns_or_piped_cuts_no_number() -> None:
-    args = ["plan", "--params", "1000000000", "--dtype", "bf16", "--step-ms", "400",
-            "--link", "1gbit,20ms", "--link", "10gbit,20ms", "--link", "100gbit,20ms"]
+    args = [
+        "plan",
+        "--params",
+        "1000000000",
+        "--dtype",
+        "bf16",
+        "--step-ms",
+        "400",
+        "--link",
+        "1gbit,20ms",
+        "--link",
+        "10gbit,20ms",
+        "--link",
+        "100gbit,20ms",
+    ]
     narrow = cli(*args, env={"COLUMNS": "80"})  # CliRunner is piped: not a terminal
     wide = cli(*args, env={"COLUMNS": "250"})
     assert narrow.exit_code == 0 and wide.exit_code == 0, narrow.output
@@ -291,22 +354,64 @@ def test_measured_arrivals_come_from_step_times_and_end_stamps_not_from_waits(tm
 
 
 def test_step_jitter_is_a_what_if_and_fp4_and_flops_set_bytes_and_step(tmp_path: Path) -> None:
-    res = invoke("--params", "1e9", "--dtype", "fp4", "--tokens-per-step", "1e6", "--flops-per-gpu", "1e15",
-                 "--gpus-per-replica", "10", "--mfu", "0.5", "--link", "10gbit,10ms", "--step-jitter", "20", "--json")
+    res = invoke(
+        "--params",
+        "1e9",
+        "--dtype",
+        "fp4",
+        "--tokens-per-step",
+        "1e6",
+        "--flops-per-gpu",
+        "1e15",
+        "--gpus-per-replica",
+        "10",
+        "--mfu",
+        "0.5",
+        "--link",
+        "10gbit,10ms",
+        "--step-jitter",
+        "20",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["inputs"]["model_bytes"] == 500_000_000  # 1e9 x 0.5 byte
     assert out["inputs"]["step_ms"] == pytest.approx(6 * 1e9 * 1e6 / (10 * 1e15 * 0.5) * 1e3)  # 1.2 s
     assert out["inputs"]["step_jitter_ms"] == 20.0
-    quiet = json.loads(invoke("--params", "1e9", "--dtype", "fp4", "--step-ms", "1200", "--link", "10gbit,10ms", "--json").output)
+    quiet = json.loads(
+        invoke("--params", "1e9", "--dtype", "fp4", "--step-ms", "1200", "--link", "10gbit,10ms", "--json").output
+    )
     noisy, calm = out["configs"][0]["streaming"], quiet["configs"][0]["streaming"]
     assert noisy["exposed_control_ms_per_sync"] > calm["exposed_control_ms_per_sync"] == pytest.approx(20.0)
 
 
 def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
-    res = invoke("--params", "1e9", "--dtype", "fp4", "--dp-dtype", "bf16", "--step-ms", "100", "--tokens-per-step", "1e6",
-                 "--train-tokens", "1e9", "--layers", "20", "--layers-per-fragment", "2", "--sync-every", "100",
-                 "--fragment-sync-delay", "1", "--data-parallel", "--link", "1gbit", "--json")
+    res = invoke(
+        "--params",
+        "1e9",
+        "--dtype",
+        "fp4",
+        "--dp-dtype",
+        "bf16",
+        "--step-ms",
+        "100",
+        "--tokens-per-step",
+        "1e6",
+        "--train-tokens",
+        "1e9",
+        "--layers",
+        "20",
+        "--layers-per-fragment",
+        "2",
+        "--sync-every",
+        "100",
+        "--fragment-sync-delay",
+        "1",
+        "--data-parallel",
+        "--link",
+        "1gbit",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["inputs"]["fragments"] == 10 and out["inputs"]["train_steps"] == 1000
@@ -325,11 +430,47 @@ def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
     [
         (["--params", "1e9", "--link", "1gbit", "--tokens-per-step", "1e6"], "--flops-per-gpu"),
         (["--params", "1e9", "--step-ms", "10", "--mfu", "0.5", "--link", "1gbit"], "--step-ms"),
-        (["--params", "1e9", "--tokens-per-step", "1e6", "--flops-per-gpu", "1e15", "--mfu", "1.5", "--link", "1gbit"], "--mfu 1.5"),
-        (["--params", "1e9", "--tokens-per-step", "-1", "--flops-per-gpu", "1e15", "--link", "1gbit"], "--tokens-per-step -1"),
-        (["--params", "1e9", "--step-ms", "10", "--layers", "24", "--layers-per-fragment", "5", "--link", "1gbit"], "--layers-per-fragment 5"),
+        (
+            [
+                "--params",
+                "1e9",
+                "--tokens-per-step",
+                "1e6",
+                "--flops-per-gpu",
+                "1e15",
+                "--mfu",
+                "1.5",
+                "--link",
+                "1gbit",
+            ],
+            "--mfu 1.5",
+        ),
+        (
+            ["--params", "1e9", "--tokens-per-step", "-1", "--flops-per-gpu", "1e15", "--link", "1gbit"],
+            "--tokens-per-step -1",
+        ),
+        (
+            ["--params", "1e9", "--step-ms", "10", "--layers", "24", "--layers-per-fragment", "5", "--link", "1gbit"],
+            "--layers-per-fragment 5",
+        ),
         (["--params", "1e9", "--step-ms", "10", "--layers-per-fragment", "2", "--link", "1gbit"], "--layers"),
-        (["--params", "1e9", "--step-ms", "10", "--fragments", "2", "--layers", "4", "--layers-per-fragment", "2", "--link", "1gbit"], "--fragments"),
+        (
+            [
+                "--params",
+                "1e9",
+                "--step-ms",
+                "10",
+                "--fragments",
+                "2",
+                "--layers",
+                "4",
+                "--layers-per-fragment",
+                "2",
+                "--link",
+                "1gbit",
+            ],
+            "--fragments",
+        ),
         (["--params", "1e9", "--step-ms", "10", "--step-jitter", "-1", "--link", "1gbit"], "--step-jitter -1"),
         (["--params", "1e9", "--step-ms", "10", "--train-tokens", "1e9", "--link", "1gbit"], "--tokens-per-step"),
         (["--params", "1e9", "--step-ms", "10", "--dp-dtype", "int2", "--link", "1gbit"], "--dp-dtype 'int2'"),

@@ -16,6 +16,7 @@ DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 # --- item 8: compare --expect-hidden never prints PASS with exit 1 ---------------------------
 
+
 def test_expect_hidden_just_above_the_observed_share_fails_everywhere(tmp_path):
     a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "probe", "--json")
@@ -53,6 +54,7 @@ def test_pct_against_shows_the_side_of_the_threshold():
 
 
 # --- item 17: the cause a run dir really tells ---------------------------------------------
+
 
 def one_line(res) -> str:
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
@@ -94,9 +96,18 @@ def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path)
     shutil.copytree(DATA, run)
     (run / "manifest.json").unlink()
     (run / ".ftrun-run").write_text(json.dumps({"pid": 1}))
-    spec = {"config": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "run_dir": str(run), "job_id": "j",
-            "profile_window": [21, 40], "threads": 1, "link": None, "faults": [], "quorum_timeout_s": 60.0,
-            "start_barrier": 2, "hostname": "127.0.0.1"}
+    spec = {
+        "config": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "run_dir": str(run),
+        "job_id": "j",
+        "profile_window": [21, 40],
+        "threads": 1,
+        "link": None,
+        "faults": [],
+        "quorum_timeout_s": 60.0,
+        "start_barrier": 2,
+        "hostname": "127.0.0.1",
+    }
     (run / "spec.json").write_text(json.dumps(spec))
     res = cli("inspect-trace", str(run))
     line = one_line(res)
@@ -108,7 +119,9 @@ def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path)
 
 # --- item 9: a group that comes back only after the last step ---------------------------------
 
-KILL_RUN = Path(__file__).parent.parent / "data" / "kill_run"  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
+KILL_RUN = (
+    Path(__file__).parent.parent / "data" / "kill_run"
+)  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
 
 
 def _late_rejoin(tmp_path: Path, with_step: bool) -> Path:
@@ -119,13 +132,29 @@ def _late_rejoin(tmp_path: Path, with_step: bool) -> Path:
     shutil.copytree(KILL_RUN, run)
     log = run / "events" / "replica1_rank0.jsonl"
     recs = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
-    done = max(json.loads(ln)["t"] for ln in (run / "events" / "replica0_rank0.jsonl").read_text().splitlines() if ln.strip())
+    done = max(
+        json.loads(ln)["t"] for ln in (run / "events" / "replica0_rank0.jsonl").read_text().splitlines() if ln.strip()
+    )
     keep = [r for r in recs if r["restart"] == 0 or r["step"] is None]
     unset = ("healed", "rejoined", "quorums")  # optional fields: absent, never null
-    late = {**{k: v for k, v in keep[-1].items() if k not in unset}, "step": 61 if with_step else None, "participants": 1,
-            "t": done + 2.0, "rejoined": {"local_step": 5, "aligned_step": 61},
-            "quorums": [{"quorum_id": 4, "participants": [1], "replica_rank": 0, "max_step": 0, "heal": False,
-                         "heal_source": None, "t": done + 1.9}]}
+    late = {
+        **{k: v for k, v in keep[-1].items() if k not in unset},
+        "step": 61 if with_step else None,
+        "participants": 1,
+        "t": done + 2.0,
+        "rejoined": {"local_step": 5, "aligned_step": 61},
+        "quorums": [
+            {
+                "quorum_id": 4,
+                "participants": [1],
+                "replica_rank": 0,
+                "max_step": 0,
+                "heal": False,
+                "heal_source": None,
+                "t": done + 1.9,
+            }
+        ],
+    }
     log.write_text("".join(json.dumps(r) + "\n" for r in keep + [late]))
     return run
 
@@ -160,14 +189,26 @@ def test_train_summary_says_a_group_back_after_the_last_step_never_rejoined(tmp_
     (f,) = rec["faults"]
     assert f["recovered_s"] is None and f["rejoined_after_end"] == 61 and rec["heals"] == []
     m = layout.read_train_manifest(run)
-    summary = {"schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "backend": "gloo", "link": None,
-               "replicas": [], "wall_s": 1.0, "agreement": {"ok": True, "commits_checked": 6, "disagreements": []},
-               "recovery": rec, "failures": [], "traces": [], "traces_note": None, "manifest": str(run / "manifest.json"),
-               "run_dir": str(run)}
+    summary = {
+        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "backend": "gloo",
+        "link": None,
+        "replicas": [],
+        "wall_s": 1.0,
+        "agreement": {"ok": True, "commits_checked": 6, "disagreements": []},
+        "recovery": rec,
+        "failures": [],
+        "traces": [],
+        "traces_note": None,
+        "manifest": str(run / "manifest.json"),
+        "run_dir": str(run),
+    }
     assert m.schedule.steps == 60
     print_summary(summary)
     text = " ".join(capsys.readouterr().out.split())
-    assert "fault: kill replica group 1 at step 25 · relaunched, but back only after the run's last step 60" in text, text
+    assert "fault: kill replica group 1 at step 25 · relaunched, but back only after the run's last step 60" in text, (
+        text
+    )
     assert "never in the run's quorum again" in text
 
 
