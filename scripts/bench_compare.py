@@ -118,7 +118,8 @@ def print_table(rows: list[dict]) -> None:
                 r["link"],
                 fmt(r["exposed_ratio"], ".3f"),
                 f"{fmt(r['per_sync_exposed_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_ms'][1], '.1f')}",
-                f"{fmt(r['per_sync_exposed_control_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_control_ms'][1], '.1f')}",
+                f"{fmt(r['per_sync_exposed_control_ms'][0], '.1f')} | "
+                f"{fmt(r['per_sync_exposed_control_ms'][1], '.1f')}",
                 f"{fmt(r['peak_ratio'], '.3f')} ({fmt(r['peak_vs_1_over_f'], '.3f')})",
                 f"{fmt(r['hidden_share'][0], '.0%')} | {fmt(r['hidden_share'][1], '.0%')}",
                 f"{fmt(r['compute_utilisation'][0], '.0%')} | {fmt(r['compute_utilisation'][1], '.0%')}",
@@ -129,7 +130,7 @@ def print_table(rows: list[dict]) -> None:
         )
     widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
     for i, ln in enumerate(lines):
-        print("  ".join(c.ljust(w) for c, w in zip(ln, widths)))
+        print("  ".join(c.ljust(w) for c, w in zip(ln, widths, strict=False)))
         if i == 0:
             print("  ".join("-" * w for w in widths))
 

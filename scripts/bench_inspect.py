@@ -31,7 +31,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,7 +250,8 @@ def large(args, tmp: Path) -> None:
         "goal": {"mb_per_s": 500, "rss_per_file": 1.0},
     }
     print(
-        f"inspect-trace: {s:.3f} s = {size / 1e6 / s:.0f} MB/s, peak RSS {rss / 1e6:.0f} MB = {rss / size:.2f}x the file"
+        f"inspect-trace: {s:.3f} s = {size / 1e6 / s:.0f} MB/s, "
+        f"peak RSS {rss / 1e6:.0f} MB = {rss / size:.2f}x the file"
     )
     if not args.no_gz:
         gz = tmp / (trace.name + ".gz")
@@ -310,7 +310,8 @@ def main() -> None:
         size = trace.stat().st_size
         raw_size = len(gzip.decompress(trace.read_bytes())) if trace.name.endswith(".gz") else size
         print(
-            f"trace {trace.name}: {size / 1e6:.1f} MB on disk, {raw_size / 1e6:.1f} MB JSON; F={F} H={H} tau={T}; load {load_avg()}"
+            f"trace {trace.name}: {size / 1e6:.1f} MB on disk, {raw_size / 1e6:.1f} MB JSON; "
+            f"F={F} H={H} tau={T}; load {load_avg()}"
         )
 
         flags = ["--fragments", str(F), "--sync-every", str(H), "--fragment-sync-delay", str(T)]

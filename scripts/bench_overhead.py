@@ -186,7 +186,7 @@ def run_bare(cfg: dict, replicas: int) -> float:
         lh.kill()
         lh.wait()
     stamps = [json.loads(Path(o).read_text()) for o in outs]
-    STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:])]
+    STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
     return statistics.mean(ms_per_step(st) for st in stamps)
 
 
@@ -225,7 +225,7 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         ]
         recs = [x for x in recs if x.get("step")]
         loop = ms_per_step([x["t"] for x in recs])
-        STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:])]
+        STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)]
         per_replica.append(loop)
         # what the bare loop does not do: the loop's time per step minus the step body's
         outside.append(loop - statistics.mean(x["step_time_s"] for x in recs[WARMUP:]) * 1e3)
@@ -311,7 +311,7 @@ def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str,
         "off_ms_per_step": round(f, 3),
         "ratio": round(o / f, 4),
         "sync_step_excess_ratio": round(corrected, 4),
-        "ratios_per_repeat": [round(a / b, 4) for a, b in zip(on, off)],
+        "ratios_per_repeat": [round(a / b, 4) for a, b in zip(on, off, strict=False)],
         "sketch_ms_per_sync": round(cost, 2),
         "sketch_share_of_window": round(cost / (window * f), 5),
     }
@@ -359,7 +359,8 @@ def main() -> None:
     bare, ours = [], []
     print(
         f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
-        f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; {a.replicas} replicas x {a.steps} steps x {a.repeat}, "
+        f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; "
+        f"{a.replicas} replicas x {a.steps} steps x {a.repeat}, "
         f"{threads_for(a.replicas)} threads per rank",
         flush=True,
     )
@@ -382,7 +383,8 @@ def main() -> None:
     print(f"ratio ftrun / bare        : {ratio:.3f}x (goal 1.00-1.02x)")
     print(
         f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
-        f"{statistics.median(BOOKKEEPING):.3f} ms per step ({statistics.median(BOOKKEEPING) / o * 100:.2f}% of its step)"
+        f"{statistics.median(BOOKKEEPING):.3f} ms per step "
+        f"({statistics.median(BOOKKEEPING) / o * 100:.2f}% of its step)"
     )
     quantiles = {}
     for side in ("bare", "ftrun"):
@@ -390,15 +392,17 @@ def main() -> None:
         quantiles[side] = [xs[int(q * (len(xs) - 1))] for q in (0.1, 0.25, 0.5, 0.9)]
         p10, p25, p50, p90 = quantiles[side]
         print(
-            f"{side:5} whole-loop step, ms: p10 {p10:.2f}  p25 {p25:.2f}  p50 {p50:.2f}  p90 {p90:.2f}  ({len(xs)} steps)"
+            f"{side:5} whole-loop step, ms: p10 {p10:.2f}  p25 {p25:.2f}  p50 {p50:.2f}  p90 {p90:.2f}  "
+            f"({len(xs)} steps)"
         )
     print(
-        f"ratio of the fast steps (p25, where other load rarely reaches): {quantiles['ftrun'][1] / quantiles['bare'][1]:.3f}x"
+        "ratio of the fast steps (p25, where other load rarely reaches): "
+        f"{quantiles['ftrun'][1] / quantiles['bare'][1]:.3f}x"
     )
     if not valid:
         print(
-            f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly more per "
-            "step, so the two sides did not run the same work, or the load on the machine changed between them"
+            f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly "
+            "more per step, so the two sides did not run the same work, or the load on the machine changed between them"
         )
     print(
         json.dumps(

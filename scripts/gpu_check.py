@@ -28,17 +28,16 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
+from ftrun.check.overlap import gpu_overlap  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
-from ftrun.check.overlap import gpu_overlap  # noqa: E402
-from ftrun.trace.spans import compute_launches, extract  # noqa: E402
+from ftrun.trace.spans import compute_launches  # noqa: E402
 
 STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
 KERNEL_RE = re.compile(r"^(ncclDevKernel_|ncclKernel_)([A-Za-z]+)")
@@ -46,13 +45,13 @@ TRANSPORT_RE = re.compile(r"NCCL INFO .*(via |Using network|NET/|P2P|SHM|Channel
 LINK = ("1gbit,20ms", 1e9, 0.020)
 
 
-def _stats(xs: list[float]) -> Optional[dict]:
+def _stats(xs: list[float]) -> dict | None:
     if not xs:
         return None
     return {"n": len(xs), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3), "min": round(min(xs), 3)}
 
 
-def _group(cat: str, name: str) -> Optional[str]:
+def _group(cat: str, name: str) -> str | None:
     """The name a (cat, name) count goes under, or None when the check does not count it."""
     m = STEP_RE.match(name)
     if m:
@@ -167,7 +166,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
     return out
 
 
-def _bytes(shapes, itemsize: Optional[int]) -> Optional[int]:
+def _bytes(shapes, itemsize: int | None) -> int | None:
     if not shapes:
         return None
     n = 0

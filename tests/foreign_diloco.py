@@ -52,8 +52,8 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     from torch.distributed import TCPStore
     from torchft import Manager, ProcessGroupGloo
-    from torchft.process_group import ProcessGroupBabyGloo
     from torchft.local_sgd import DiLoCo
+    from torchft.process_group import ProcessGroupBabyGloo
 
     torch.manual_seed(0)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)

@@ -37,7 +37,6 @@ import copy
 import gzip
 import json
 from pathlib import Path
-from typing import Optional
 
 DEVICE = 0
 COMPUTE_STREAM = 7
@@ -105,7 +104,7 @@ class _Ids:
 
 
 def comm_args(
-    kind: str, nelems: int, dtype: str = "Float", group: int = 2, pg: str = "1", out: Optional[int] = None
+    kind: str, nelems: int, dtype: str = "Float", group: int = 2, pg: str = "1", out: int | None = None
 ) -> dict:
     return {
         "Collective name": kind,
@@ -122,7 +121,7 @@ def collective(
     out: list,
     ids: _Ids,
     thread: tuple,
-    c10d: Optional[dict],
+    c10d: dict | None,
     ts: float,
     dur: float,
     *,
@@ -361,12 +360,12 @@ def queued_gaps(trace: dict) -> list[float]:
     ks, ls = kernels(trace), launches(trace)
     return [
         k["ts"] - (p["ts"] + p["dur"])
-        for p, k in zip(ks, ks[1:])
+        for p, k in zip(ks, ks[1:], strict=False)
         if ls[k["args"]["correlation"]]["ts"] < p["ts"] + p["dur"]
     ]
 
 
-def queue_behind(trace: dict, first_of_later: int, extra_us: Optional[float] = None, gap_us: float = 0.0) -> dict:
+def queue_behind(trace: dict, first_of_later: int, extra_us: float | None = None, gap_us: float = 0.0) -> dict:
     """Hand-made queueing: stretch the NCCL kernel before ``first_of_later`` (index into the NCCL
     kernels by start) until past that kernel's launch, and start the later kernels of the stream
     ``gap_us`` after their predecessor's end when they would start before it (a negative gap: a
@@ -586,7 +585,7 @@ def inference_trace(replays: int = 6, rank: int = 0, world: int = 2) -> dict:
     ids = _Ids(ext=7000, corr=7000)
     pid = tid = 9100
     t = 2_000_000.0
-    for r in range(replays):
+    for _r in range(replays):
         ex = {
             "ph": "X",
             "cat": "user_annotation",
@@ -651,7 +650,7 @@ def trim_run(src: Path, dst: Path) -> Path:
         evs = d["traceEvents"]
         restores = [e for e in evs if e.get("name") == "torchft::local_sgd::restore_parameters"]
 
-        def in_restore(e: dict) -> bool:
+        def in_restore(e: dict, restores: list[dict] = restores) -> bool:
             return any(r["tid"] == e["tid"] and r["ts"] <= e["ts"] <= r["ts"] + r["dur"] for r in restores)
 
         d["traceEvents"] = [

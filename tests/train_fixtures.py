@@ -1,7 +1,8 @@
 """The tests' shared helpers (the one module test files import from; test modules never import
 each other): how to run ``ftrun`` (the binary, in a child: ``FTRUN``, ``run_ftrun``; in-process:
 ``cli``, ``inspect``), the one-line error of bad input (``one_line``), the small model (``SMALL``),
-torchft's own DiLoCo as a trace source (``run_foreign``), trace JSON edits, and ``ftrun train`` runs with their process trees.
+torchft's own DiLoCo as a trace source (``run_foreign``), trace JSON edits, and ``ftrun train``
+runs with their process trees.
 
 Every ``ftrun train`` run goes through :func:`run_train`, which starts ``ftrun train`` as a child, records
 every process that descends from it (polling /proc while it runs, since orphans are
@@ -20,11 +21,11 @@ import struct
 import subprocess
 import sys
 import threading
-import xml.etree.ElementTree as ET
 import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -289,7 +290,7 @@ def swap_send_sizes(d: dict, a: int, b: int) -> None:
     """
     oa, ob = send_ops(d, a), send_ops(d, b)
     if len(oa) == len(ob):
-        for x, y in zip(oa, ob):
+        for x, y in zip(oa, ob, strict=False):
             x["args"]["Input Dims"], y["args"]["Input Dims"] = y["args"]["Input Dims"], x["args"]["Input Dims"]
         return
     (pa,), (pb,) = spans(d, LABELS.prepare_sync, a), spans(d, LABELS.prepare_sync, b)
@@ -493,7 +494,8 @@ def run_train(
         except subprocess.TimeoutExpired:
             _kill_seen(proc, watch)
             stdout, stderr = proc.communicate()
-            raise AssertionError(f"ftrun train did not finish in {timeout}s:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+            tail = f"{stdout[-2000:]}\n{stderr[-2000:]}"
+            raise AssertionError(f"ftrun train did not finish in {timeout}s:\n{tail}") from None
     finally:
         wall = time.monotonic() - t0
         watch.stop()

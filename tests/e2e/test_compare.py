@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ftrun import layout
-from train_fixtures import FTRUN, TIMELINE_WIDTH_PX as WIDTH_PX, png_size
+from train_fixtures import FTRUN, png_size
+from train_fixtures import TIMELINE_WIDTH_PX as WIDTH_PX
 
 pytestmark = pytest.mark.e2e  # trains, or runs `ftrun compare` in a child
 
@@ -203,7 +204,7 @@ def test_plan_check_predicts_the_compare(trained: Compared) -> None:
 def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     """Every quorum crossed the link: a control-hold span of >= one round trip per send in the
     traces; compare reports the control plane apart from the data plane, in the table and sentence."""
-    from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LABELS
+    from ftrun.torchft_compat import LABELS, LINK_CONTROL_QUORUM
     from ftrun.trace.load import load_trace
     from ftrun.trace.schema import name_filter, trace_events
 

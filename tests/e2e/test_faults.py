@@ -276,7 +276,7 @@ def test_two_concurrent_runs_on_one_host(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    for name, run in results.items():
+    for _name, run in results.items():
         assert run.rc == 0, run.explain()
         assert run.summary()["ok"] and not run.survivors
 

@@ -76,7 +76,7 @@ class Hosts:
 
     def _make(self) -> None:
         a, b = f"fa{self.tag}", f"fb{self.tag}"
-        for h, ns in self.ns.items():
+        for ns in self.ns.values():
             self._ip("netns", "add", ns)
             self.made.append(ns)
         self._ip("link", "add", a, "type", "veth", "peer", "name", b)

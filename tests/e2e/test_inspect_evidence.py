@@ -15,8 +15,8 @@ import pytest
 
 from ftrun.torchft_compat import LABELS
 from train_fixtures import (
-    NATIVE_CRASH,
     FOREIGN_FLAGS,
+    NATIVE_CRASH,
     inspect,
     nested,
     read,
@@ -97,7 +97,7 @@ def test_manifest_of_another_model_fails_every_event(streaming):
     assert seen and all(not e["ok"] and not e["fragment_checked"] and e["fragment"] is None for e in seen)
     send = next(e for e in seen if e["kind"] == "send")
     p0 = m["fragments"][0]["params"]
-    assert "match no manifest fragment" in send["problem"] and f"allreduces of [" in send["problem"]
+    assert "match no manifest fragment" in send["problem"] and "allreduces of [" in send["problem"]
     assert f"fragment 0: {len(p0)} parameters of [" in send["problem"] and "fragment 1:" in send["problem"]
     assert not any("grouped" in n or "signature" in n for n in d["notes"])  # no fallback to the schedule
 
@@ -166,9 +166,9 @@ def test_foreign_equal_sized_fragments_said_once(foreign):
         s0 = [op["args"]["Input Dims"] for op in send_ops(t, 2)]
         r0 = [op["args"]["Input Dims"] for op in restore_ops(t, 4)]
         for step in (6,):
-            for op, dims in zip(send_ops(t, step), s0):
+            for op, dims in zip(send_ops(t, step), s0, strict=False):
                 op["args"]["Input Dims"] = dims
-        for op, dims in zip(restore_ops(t, 8), r0):
+        for op, dims in zip(restore_ops(t, 8), r0, strict=False):
             op["args"]["Input Dims"] = dims
 
     for r in (0, 1):
@@ -210,7 +210,7 @@ def retry_at_4(t: dict) -> None:
     again in the next cycle (6, 8), fragment 1 only after (10); no should_commit span at 4, so
     only the rotation tells."""
     swap_send_sizes(t, 6, 10)
-    for op, src in zip(restore_ops(t, 8), restore_ops(t, 4)):
+    for op, src in zip(restore_ops(t, 8), restore_ops(t, 4), strict=False):
         op["args"]["Input Dims"] = src["args"]["Input Dims"]
     drop_in_sync(t, 4, LABELS.should_commit)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 
-from ftrun.check.analyze import analyze
-
-from train_fixtures import FOREIGN, FOREIGN_FLAGS as FLAGS, ROOT, inspect as run
 import pytest
+
+from ftrun.check.analyze import analyze
+from train_fixtures import FOREIGN, ROOT
+from train_fixtures import FOREIGN_FLAGS as FLAGS
+from train_fixtures import inspect as run
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import NATIVE_CRASH, FTRUN, TreeWatch, live, survivors
+from train_fixtures import FTRUN, NATIVE_CRASH, TreeWatch, live, survivors
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +56,8 @@ def run_launch(out: Path, name: str, *args: str, timeout: float = 150, while_run
                 if pid == proc.pid or live(pid, start):
                     os.kill(pid, signal.SIGKILL)
             stdout, stderr = proc.communicate()
-            raise AssertionError(f"ftrun launch did not finish in {timeout}s:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+            tail = f"{stdout[-2000:]}\n{stderr[-2000:]}"
+            raise AssertionError(f"ftrun launch did not finish in {timeout}s:\n{tail}") from None
     finally:
         watch.stop()
     return Launch(

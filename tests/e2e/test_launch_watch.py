@@ -73,7 +73,10 @@ def test_crash_names_group_error_and_log(tmp_path):
 
 
 def test_timeout_names_the_group_that_joined_no_quorum(tmp_path):
-    joins = "import time\nprint('[Replica a_0] got lighthouse quorum LighthouseQuorumResponse', flush=True)\ntime.sleep(5)\n"
+    joins = (
+        "import time\nprint('[Replica a_0] got lighthouse quorum LighthouseQuorumResponse', flush=True)\n"
+        "time.sleep(5)\n"
+    )
     a = _group(tmp_path, 0, joins)
     b = _group(tmp_path, 1, LOOP)
     state = _run(tmp_path, [a, b], timeout_s=0.8)

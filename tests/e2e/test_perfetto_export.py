@@ -58,7 +58,7 @@ def test_export_keeps_events_and_adds_a_verdict_per_send_and_sync(ftrun_run, tmp
         mine = [e for e in report["events"] if e["replica"] == w["replica"] and e["rank"] == w["rank"]]
         got = sorted(by_pid[pid], key=lambda e: e["ts"])
         assert len(got) == len(mine) > 0
-        for e, v in zip(sorted(mine, key=lambda e: e["ts_us"]), got):
+        for e, v in zip(sorted(mine, key=lambda e: e["ts_us"]), got, strict=False):
             assert v["name"] == f"{e['kind']} frag {e['fragment']} ok"
             assert v["ph"] in ("i", "X") and v["ts"] == e["ts_us"]
             a = v["args"]

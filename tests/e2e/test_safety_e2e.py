@@ -49,8 +49,8 @@ def test_two_concurrent_overwrite_trainings(tmp_path):
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=180) for p in procs]
     codes = sorted(p.returncode for p in procs)
-    assert codes == [0, 2], [(p.returncode, o[1][-2000:]) for p, o in zip(procs, outs)]
-    refused = next(o for p, o in zip(procs, outs) if p.returncode == 2)
+    assert codes == [0, 2], [(p.returncode, o[1][-2000:]) for p, o in zip(procs, outs, strict=False)]
+    refused = next(o for p, o in zip(procs, outs, strict=False) if p.returncode == 2)
     (line,) = lines_of(refused[1])
     assert "in use by pid" in line and "Traceback" not in refused[1], line
     run = tmp_path / "same"

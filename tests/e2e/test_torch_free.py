@@ -8,7 +8,10 @@ import sys
 
 import pytest
 
-RUN = "from typer.testing import CliRunner\nfrom ftrun.cli import app\nrun = lambda *a: CliRunner().invoke(app, list(a))\n"
+RUN = (
+    "from typer.testing import CliRunner\nfrom ftrun.cli import app\n"
+    "def run(*args):\n    return CliRunner().invoke(app, list(args))\n"
+)
 
 # case id -> (code to run, top-level packages it must not load)
 CASES = {

@@ -16,9 +16,9 @@ import msgspec
 import pytest
 
 from ftrun import layout
-from ftrun.torchft_compat import LABELS
 from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
+from ftrun.torchft_compat import LABELS
 from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)

@@ -113,7 +113,7 @@ class Viewer:
             text=True,
         )
         lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout], daemon=True).start()
+        threading.Thread(target=lambda: [lines.put(ln) for ln in self.proc.stdout], daemon=True).start()
         try:
             self.line = lines.get(timeout=120).rstrip("\n")
         except queue.Empty:
@@ -178,7 +178,10 @@ def test_plugin_lists_every_worker_and_renders_overview(viewer, workers):
     assert listening_addrs(viewer.port) == {"0100007F"}, "TensorBoard must listen on 127.0.0.1 only"
     runs = wait_loaded(viewer)
     assert runs["runs"] == [RUN], runs  # one profiler run, named after the run dir
-    q = lambda **kw: "?" + urllib.parse.urlencode(kw)
+
+    def q(**kw) -> str:
+        return "?" + urllib.parse.urlencode(kw)
+
     views = get_json(viewer.base + PLUGIN + "/views" + q(run=RUN))
     assert "Overview" in views and "Trace" in views, views
     assert get_json(viewer.base + PLUGIN + "/workers" + q(run=RUN, view="Overview")) == workers

@@ -300,7 +300,8 @@ def test_report_says_what_each_run_ran_on(tmp_path: Path) -> None:
     same = {"versions": {"a": nightly, "b": dict(nightly)}}
     assert versions_line(same) == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
     assert versions_line({"versions": {"a": nightly, "b": old}}) == (
-        "ran on a: torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu; b: torchft 0.2.0, torch 2.13.0+cpu"
+        "ran on a: torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu; "
+        "b: torchft 0.2.0, torch 2.13.0+cpu"
     )
     assert versions_line({"versions": {"a": None, "b": None}}) is None and versions_line({}) is None
     runs = [_fake_run("a"), _fake_run("b")]

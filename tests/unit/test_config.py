@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 
 import pytest
+import tomllib
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +15,6 @@ from ftrun import config as cfgmod
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule
 from train_fixtures import cli, one_line, write_toml
-
 
 # --- --config file vs flags ------------------------------------------------------------------
 

@@ -521,8 +521,8 @@ def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
     out = _flat(capsys.readouterr().out)
     assert "agreed after" not in out
     assert (
-        "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` of all 2 groups' run dirs"
-        in out
+        "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` "
+        "of all 2 groups' run dirs" in out
     )
     s = summary()
     s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2)

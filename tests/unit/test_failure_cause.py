@@ -80,7 +80,7 @@ Traceback (most recent call last):
   File "<frozen runpy>", line 198, in _run_module_as_main
   File "/x/.venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
     raise ChildFailedError(
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\x20
 ======================================================
 ftrun.worker.main FAILED
 ------------------------------------------------------
@@ -96,7 +96,7 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 15339
 ======================================================
-"""
+"""  # noqa: E501 (torchrun's lines, as captured)
 
 
 def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -> None:

@@ -88,7 +88,8 @@ def test_fail_commit_hook_votes_once_at_the_first_sync_from_its_step(tmp_path):
 
 def test_fail_commit_explains_only_its_groups_commit_at_its_sync():
     from ftrun.check.commits import FailedCommit, explain
-    from ftrun.check.faults import CommitVote, Faults as CheckFaults
+    from ftrun.check.faults import CommitVote
+    from ftrun.check.faults import Faults as CheckFaults
     from ftrun.schedule import Schedule
 
     commits = [

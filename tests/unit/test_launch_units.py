@@ -13,8 +13,8 @@ import pytest
 from ftrun.errors import BadInput
 from ftrun.faults import LaunchKill, parse_launch_kill
 from ftrun.launch.script import LaunchSpec, parse_env_pairs, script_group
-from ftrun.layout import LaunchManifest, LaunchSchedule
 from ftrun.launch.watch import LogTail, Quorums
+from ftrun.layout import LaunchManifest, LaunchSchedule
 from ftrun.trace.harvest import find_traces, sniff
 
 SCHED = dict(fragments=2, sync_every=4, fragment_sync_delay=1)

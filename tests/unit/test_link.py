@@ -2,7 +2,8 @@
 
 LinkEmulator tests run in-process on a real torchft ``ProcessGroupGloo`` of world size 1
 (joined on a TCPStore at 127.0.0.1 with an ephemeral port through
-``ftrun.torchft_compat.connect``: ``configure`` on torchft 0.2.x, ``reconfigure`` on the nightly), so the collective really runs; no lighthouse, no Manager.
+``ftrun.torchft_compat.connect``: ``configure`` on torchft 0.2.x, ``reconfigure`` on the nightly),
+so the collective really runs; no lighthouse, no Manager.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 import torch
@@ -23,8 +24,8 @@ from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
 from torchft.process_group import ProcessGroup, ProcessGroupGloo
 
 from ftrun.errors import BadInput
-from ftrun.torchft_compat import connect
 from ftrun.link_spec import LinkSpec, parse_link
+from ftrun.torchft_compat import connect
 from ftrun.worker.link import HeldWork, LinkEmulator, hold_control
 
 # Slack for the *upper* bounds only (a loaded 2-core machine); lower bounds are exact.
@@ -158,7 +159,7 @@ class _Done:
 
     def __init__(self, work: dist._Work) -> None:
         self.event = threading.Event()
-        self.t: Optional[float] = None
+        self.t: float | None = None
         work.get_future().add_done_callback(self._on_done)
 
     def _on_done(self, _fut: torch.futures.Future[Any]) -> None:
@@ -397,7 +398,7 @@ class _FailingWork(dist._Work):
         else:
             threading.Timer(delay_s, lambda: self._fut.set_exception(error)).start()
 
-    def wait(self, timeout: Optional[timedelta] = None) -> bool:
+    def wait(self, timeout: timedelta | None = None) -> bool:
         try:
             self._fut.wait()
         except Exception:
@@ -422,7 +423,7 @@ class _FailingPG(ProcessGroup):
         self.calls += 1
         return _FailingWork(RuntimeError("gloo: connection reset by peer"), self.delay_s, self.wait_raises)
 
-    def errored(self) -> Optional[Exception]:
+    def errored(self) -> Exception | None:
         return None
 
     def getBackendName(self) -> str:

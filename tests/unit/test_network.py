@@ -30,7 +30,7 @@ def host(monkeypatch):
         try:
             socket.inet_aton(h)
         except OSError:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
         return [(socket.AF_INET, socket.SOCK_DGRAM, 0, "", (h, port or 0))]
 
     real_route_source = network.route_source

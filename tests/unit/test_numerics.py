@@ -27,7 +27,7 @@ def vec(seed, scale=1.0):
 
 
 def add(*vs):
-    return [sum(x) for x in zip(*vs)]
+    return [sum(x) for x in zip(*vs, strict=False)]
 
 
 def mul(v, k):
@@ -74,7 +74,7 @@ def round_logs(
     """Event records of one round on len(contribs) replicas: send at step 5, sync at step 10."""
     n = participants if participants is not None else sum(participating)
     logs = {}
-    for r, (c, s, a) in enumerate(zip(contribs, sums, avgs)):
+    for r, (c, s, a) in enumerate(zip(contribs, sums, avgs, strict=False)):
         g = globals_[r] if globals_ else sk(vec(100 + r))
         logs[(r, 0)] = [
             rec(
@@ -143,7 +143,9 @@ def test_wrong_count():
         abs(
             p["expected"]
             - a.proj[
-                [abs(x - y) for x, y in zip(a.proj, bad.proj)].index(max(abs(x - y) for x, y in zip(a.proj, bad.proj)))
+                [abs(x - y) for x, y in zip(a.proj, bad.proj, strict=True)].index(
+                    max(abs(x - y) for x, y in zip(a.proj, bad.proj, strict=True))
+                )
             ]
         )
         < 1e-12
@@ -290,12 +292,11 @@ def test_heal_params_checked_against_the_source():
     cs, s, a = clean()
     g = sk(vec(50))
     logs = round_logs(cs, [s, s], [a, a], globals_=[g, g])
-    healed = lambda frag: rec(
-        25,
-        [part("send", 1, contribution=cs[1])],
-        healed=Healed(0, 20, 1),  # noqa: E731
-        heal_numerics=HealNumerics(1, [frag]),
-    )
+
+    def healed(frag):
+        send = [part("send", 1, contribution=cs[1])]
+        return rec(25, send, healed=Healed(0, 20, 1), heal_numerics=HealNumerics(1, [frag]))
+
     logs[(1, 0)].append(healed(g))
     out = check_numerics(logs, sketches_on=True)
     assert out.ok and out.heals[0]["params_match"] is True and out.heals[0]["fragments_checked"] == 1
@@ -358,9 +359,9 @@ def test_sketch_is_linear_and_placed_by_offset():
     from ftrun.check.numerics import sketch_error
 
     tol = sketch_error(whole) + sketch_error(pieces)
-    assert max(abs(x - y) for x, y in zip(whole.proj, pieces.proj)) <= tol
+    assert max(abs(x - y) for x, y in zip(whole.proj, pieces.proj, strict=False)) <= tol
     assert abs(whole.norm - pieces.norm) < 1e-4 * whole.norm
     twice = sketch([2 * torch.cat(parts)])
-    assert max(abs(2 * x - y) for x, y in zip(whole.proj, twice.proj)) <= 2 * tol + sketch_error(twice)
+    assert max(abs(2 * x - y) for x, y in zip(whole.proj, twice.proj, strict=False)) <= 2 * tol + sketch_error(twice)
     shifted = sketch([torch.zeros(3), torch.cat(parts)])  # other offsets: other projections
-    assert max(abs(x - y) for x, y in zip(whole.proj, shifted.proj)) > 100 * tol
+    assert max(abs(x - y) for x, y in zip(whole.proj, shifted.proj, strict=False)) > 100 * tol

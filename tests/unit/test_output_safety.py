@@ -271,7 +271,7 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
 ============================================================
-"""
+"""  # noqa: E501 (torchrun's lines, as captured)
 
 
 def test_group_error_is_the_first_exception_line():

@@ -245,7 +245,7 @@ def test_plan_json_is_standard_json_at_the_link_limits():
     for link in ("1kbit,10s", "1000gbit,0ms"):
         r = cli("plan", "--params", "1000000000", "--step-ms", "0.001", "--link", link, "--json")
         assert r.exit_code == 0, r.output
-        json.loads(r.output, parse_constant=lambda c: pytest.fail(f"{link}: non-standard JSON constant {c}"))
+        json.loads(r.output, parse_constant=lambda c, link=link: pytest.fail(f"{link}: non-standard JSON constant {c}"))
 
 
 # --- every table fits 80 columns, no number cut (issue 24 item 18) ---------------------------

@@ -259,7 +259,8 @@ def test_unlinked_kernels_fall_back_to_their_stated_kind():
     t = _spans(tr)
     assert all(k.launch is None for k in t.kernels)
     assert len(t.collectives) == len(t.kernels) > 0  # the kernels' args say allreduce
-    assert all(c.shapes == ((k.comm.in_nelems,),) and c.itemsize == 4 for c, k in zip(t.collectives, t.kernels))
+    pairs = zip(t.collectives, t.kernels, strict=True)
+    assert all(c.shapes == ((k.comm.in_nelems,),) and c.itemsize == 4 for c, k in pairs)
 
 
 def test_unlinked_kernels_attributed_by_element_count(tmp_path):
@@ -365,7 +366,7 @@ def _loose(tmp_path: Path, infos: list[tuple[int, int]], pg: str = "1") -> list[
     """The run's two traces as loose files (no run dir, no replica in the name), CUDA-shaped,
     with the given (distributedInfo.rank, world_size)."""
     out = []
-    for i, (p, (rank, world)) in enumerate(zip(sorted((DATA / "traces").glob("*.gz")), infos)):
+    for i, (p, (rank, world)) in enumerate(zip(sorted((DATA / "traces").glob("*.gz")), infos, strict=False)):
         tr = kc.to_cuda(kc.read(p), pg=pg)
         tr["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
         out.append(kc.write(tr, tmp_path / f"a{i}.json"))

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from ftrun.errors import BadInput
 from ftrun.trace.load import decode
 from ftrun.trace.spans import extract
-from train_fixtures import inspect as cli, one_line, torchft_events
+from train_fixtures import inspect as cli
+from train_fixtures import one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}
