@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from ftrun import layout
-from train_fixtures import FTRUN, png_size
-from train_fixtures import TIMELINE_WIDTH_PX as WIDTH_PX
+from train_fixtures import FTRUN, TIMELINE_WIDTH_PX as WIDTH_PX, png_size
 
 pytestmark = pytest.mark.e2e  # trains, or runs `ftrun compare` in a child
 

@@ -8,9 +8,7 @@ import shutil
 import pytest
 
 from ftrun.check.analyze import analyze
-from train_fixtures import FOREIGN, ROOT
-from train_fixtures import FOREIGN_FLAGS as FLAGS
-from train_fixtures import inspect as run
+from train_fixtures import FOREIGN, FOREIGN_FLAGS as FLAGS, ROOT, inspect as run
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 

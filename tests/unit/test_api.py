@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 import ftrun
-from ftrun import api
-from ftrun import cli as cli_module
-from ftrun import schedule as schedule_module
+from ftrun import api, cli as cli_module, schedule as schedule_module
 from ftrun.commands.compare import SHARED_SETTINGS
 from train_fixtures import cli, drop_sync, inspect, move_send, read, same_as_cli, swap_send_sizes, write
 

@@ -19,8 +19,7 @@ import pytest
 
 from ftrun.errors import BadInput
 from ftrun.trace import load
-from train_fixtures import inspect as cli
-from train_fixtures import one_line, torchft_events
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 

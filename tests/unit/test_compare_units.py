@@ -222,8 +222,7 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
 def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
     """compare's train mode with the calibration, the trainings and the measured step faked:
     (calls to train as (run name, link, overwrite), the commands.compare module)."""
-    from ftrun.commands import compare as cmp
-    from ftrun.commands import train as train_mod
+    from ftrun.commands import compare as cmp, train as train_mod
 
     trained = []
     monkeypatch.setattr(

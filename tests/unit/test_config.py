@@ -8,8 +8,7 @@ import math
 
 import pytest
 import tomllib
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from ftrun import config as cfgmod
 from ftrun.errors import BadInput

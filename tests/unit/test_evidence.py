@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import inspect as cli
-from train_fixtures import one_line, torchft_events
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"

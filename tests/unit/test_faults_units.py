@@ -4,8 +4,7 @@ against a stand-in for torchft's Manager: no process."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ftrun.errors import BadInput
 from ftrun.faults import parse_fail_commit, parse_faults, parse_hang, parse_kill
@@ -88,8 +87,7 @@ def test_fail_commit_hook_votes_once_at_the_first_sync_from_its_step(tmp_path):
 
 def test_fail_commit_explains_only_its_groups_commit_at_its_sync():
     from ftrun.check.commits import FailedCommit, explain
-    from ftrun.check.faults import CommitVote
-    from ftrun.check.faults import Faults as CheckFaults
+    from ftrun.check.faults import CommitVote, Faults as CheckFaults
     from ftrun.schedule import Schedule
 
     commits = [

@@ -12,9 +12,7 @@ import pytest
 
 from ftrun.check.model import numerics_of
 from ftrun.report import junit as junit_view
-from train_fixtures import drop_sync, inspect, move_send, read, write
-from train_fixtures import junit_cases as cases
-from train_fixtures import validate_junit as validate
+from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 

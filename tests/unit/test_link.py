@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from torch.distributed import TCPStore
 from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
 from torchft.process_group import ProcessGroup, ProcessGroupGloo

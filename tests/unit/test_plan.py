@@ -8,8 +8,7 @@ so 100 kB cost 0.1 s + 20 ms = 120 ms; the quorum holds one round trip, 20 ms.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ftrun import linkcost
 from ftrun.plan import (

@@ -11,14 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
 from ftrun.errors import BadInput
 from ftrun.trace.load import decode
 from ftrun.trace.spans import extract
-from train_fixtures import inspect as cli
-from train_fixtures import one_line, torchft_events
+from fuzz_traces import json_values, traces
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1}
@@ -83,53 +82,6 @@ def test_minimal_torchft_trace_passes(tmp_path):
 
 
 # ---------------------------------------------------------------- property: only BadInput
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=25,
-)
-names = st.sampled_from(
-    [
-        "ProfilerStep#1",
-        "ProfilerStep#x",
-        "ftrun::step#3 manager_step=1",
-        "torchft::local_sgd::prepare_sync",
-        "torchft::local_sgd::perform_sync",
-        "torchft::manager::allreduce",
-        "c10d::allreduce_",
-        "gloo:all_reduce",
-        "torchft::local_sgd::restore_parameters",
-        "aten::copy_",
-        "ftrun::link::hold",
-        "ncclDevKernel_AllReduce_x",
-        "ncclKernel_SendRecv_x",
-        "cudaLaunchKernel",
-        "cudaStreamWaitEvent",
-        "torchft::manager::should_commit",
-        "torchft::manager::should_commit::current_stream::synchronize",
-    ]
-)
-trace_events = st.fixed_dictionaries(
-    {"name": names, "ph": st.sampled_from(["X", "i", "M"])},
-    optional={
-        "cat": st.sampled_from(
-            ["user_annotation", "cpu_op", "gpu_user_annotation", "kernel", "cuda_runtime", "gpu_memcpy", ""]
-        ),
-        "ts": st.floats(allow_nan=False, allow_infinity=False) | st.integers(-10, 10**6),
-        "dur": st.floats(allow_nan=False, allow_infinity=False) | st.integers(-10, 10**6),
-        "tid": st.integers(0, 3) | st.text(max_size=3),
-        "pid": st.integers(0, 3),
-        "args": st.dictionaries(
-            st.sampled_from(["Input Dims", "Input type", "External id", "correlation", "stream", "x"]),
-            json_values | st.integers(0, 3),
-            max_size=3,
-        ),
-    },
-)
-traces = st.fixed_dictionaries(
-    {"traceEvents": st.lists(trace_events, max_size=12)}, optional={"distributedInfo": json_values}
-)
 
 
 def _load(data: bytes) -> None:

@@ -13,15 +13,14 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_trace_load import traces
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ftrun.errors import BadInput
 from ftrun.trace import stream
 from ftrun.trace.load import load_trace
 from ftrun.trace.spans import extract
 from ftrun.trace.stream import Fallback, TraceFile
+from fuzz_traces import traces
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
 
