@@ -26,7 +26,7 @@ check() {
     failed+=("$name")
   fi
 }
-check "ruff check" "$PY" -m ruff check --quiet "${PATHS[@]}"
+check "ruff check" "$PY" -m ruff check --quiet --output-format concise "${PATHS[@]}"
 check "ruff format --check" "$PY" -m ruff format --check --quiet "${PATHS[@]}"
 check "mypy ftrun" "$PY" -m mypy
 check "layering (tests/unit/test_layering.py)" \
@@ -37,7 +37,8 @@ for d in "${FTRUN_SHARED:-}" ../shared ${common:+"$(dirname "$common")/../shared
   if [ -n "$d" ] && [ -f "$d/tools/import_cycles.py" ]; then shared=$d; break; fi
 done
 if [ -n "$shared" ]; then
-  check "import cycles ($shared/tools/import_cycles.py)" python3 "$shared/tools/import_cycles.py" --modules ftrun
+  echo "lint: import cycles: $shared/tools/import_cycles.py --modules ftrun" >&2
+  check "import cycles" python3 "$shared/tools/import_cycles.py" --modules ftrun
 else
   echo "lint: [  0 s] SKIPPED import cycles: no tools/import_cycles.py in \$FTRUN_SHARED, ../shared or beside the main checkout" >&2
 fi
