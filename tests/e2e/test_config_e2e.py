@@ -1,5 +1,5 @@
 """``ftrun train`` input validation through the real CLI: one line on stderr, exit 2, nothing
-started; the CLI imports no torch for help and bad input."""
+started (that help and bad input import no torch: test_torch_free.py)."""
 
 from __future__ import annotations
 

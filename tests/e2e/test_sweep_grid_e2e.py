@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from train_fixtures import one_line, run_ftrun
 
 
 @pytest.mark.e2e
@@ -19,12 +18,6 @@ def test_sweep_bad_input_is_one_line_exit_2(tmp_path):
         ["--axis", "steps=8", "--metric", "bogus"],
         ["--axis", "steps=8", "--parallel", "0"],
     ):
-        r = subprocess.run(
-            [sys.executable, "-m", "ftrun.cli", "sweep", "--out", str(tmp_path), "--name", "s", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert r.returncode == 2, (args, r.stderr)
-        assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        line = one_line(run_ftrun("sweep", "--out", str(tmp_path), "--name", "s", *args))
+        assert line.startswith("error: "), (args, line)
     assert not (tmp_path / "s").exists()

@@ -38,7 +38,7 @@ import pytest
 
 from ftrun import layout
 from ftrun.launch.procs import descendants, spawn, stop_tree
-from train_fixtures import FTRUN, SMALL, _cmdline, _stat, live
+from train_fixtures import FTRUN, SMALL, _cmdline, _stat, live, one_line, run_ftrun
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
@@ -374,7 +374,6 @@ def test_bad_input_is_one_line_exit_2(run_dir, tmp_path):
             "bad port": ([str(run_dir), "--port", "70000"], "--port 70000"),
         }
         for label, (args, want) in cases.items():
-            res = subprocess.run([*FTRUN, "view", *args], capture_output=True, text=True, timeout=60)
-            assert res.returncode == 2, (label, res.returncode, res.stdout, res.stderr)
-            assert want in res.stderr and "Traceback" not in res.stderr, (label, res.stderr)
-            assert len(res.stderr.strip().splitlines()) == 1 and not res.stdout, (label, res.stdout, res.stderr)
+            res = run_ftrun("view", *args)
+            one_line(res, want)
+            assert not res.stdout, (label, res.stdout)
