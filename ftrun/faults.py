@@ -19,6 +19,7 @@ a restarted group does not fire it again).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ftrun.errors import BadInput
@@ -101,7 +102,7 @@ def parse_fail_commit(text: str) -> Fault:
 
 
 def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
-                 fail_commits: list[str] = (), sync_window: int = 1, corrupts: list[str] = (),
+                 fail_commits: Sequence[str] = (), sync_window: int = 1, corrupts: Sequence[str] = (),
                  sync_every: int = 0) -> list[Fault]:
     """Parse and check against the run: the replica must exist and the step lie in 1..steps;
     a ``--fail-commit`` needs a sync at or after its step (syncs every ``sync_window`` = H/F steps);

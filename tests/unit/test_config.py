@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+import tomllib
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from ftrun import config as cfgmod
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule
-from train_fixtures import write_toml
-
+from train_fixtures import cli, one_line, write_toml
 
 # --- --config file vs flags ------------------------------------------------------------------
+
 
 def _train_option_names() -> set[str]:
     import typer.main
@@ -34,12 +33,33 @@ def test_every_train_flag_is_a_toml_key():
 
 
 SAMPLE = {
-    "mode": "baseline", "replicas": 3, "nproc_per_replica": 2, "fragments": 1, "sync_every": 8,
-    "fragment_sync_delay": 2, "fragment_update_alpha": 0.5, "outer_lr": 0.5, "outer_momentum": 0.0,
-    "inner_lr": 0.01, "quantize": False, "bucketize": True, "steps": 32, "model": "transformer",
-    "blocks": 2, "width": 48, "seq_len": 8, "batch_size": 3, "vocab": 64, "backend": "gloo",
-    "min_replicas": 2, "seed": 3, "profile": "9:16", "run_name": "from-file", "link": "1gbit,2ms",
-    "step_sleep_ms": 1.5, "timeout_s": 30.0,
+    "mode": "baseline",
+    "replicas": 3,
+    "nproc_per_replica": 2,
+    "fragments": 1,
+    "sync_every": 8,
+    "fragment_sync_delay": 2,
+    "fragment_update_alpha": 0.5,
+    "outer_lr": 0.5,
+    "outer_momentum": 0.0,
+    "inner_lr": 0.01,
+    "quantize": False,
+    "bucketize": True,
+    "steps": 32,
+    "model": "transformer",
+    "blocks": 2,
+    "width": 48,
+    "seq_len": 8,
+    "batch_size": 3,
+    "vocab": 64,
+    "backend": "gloo",
+    "min_replicas": 2,
+    "seed": 3,
+    "profile": "9:16",
+    "run_name": "from-file",
+    "link": "1gbit,2ms",
+    "step_sleep_ms": 1.5,
+    "timeout_s": 30.0,
 }
 
 
@@ -70,17 +90,46 @@ def test_flags_override_config_file(tmp_path):
 
 FIELD_TYPES = {k: f.kind for k, f in cfgmod.fields().items()}
 wild = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=1),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=1),
 )
 plausible = {
     int: st.one_of(st.integers(1, 8), st.integers(-2, 70)),
     float: st.one_of(st.floats(-0.5, 2.0), st.sampled_from([0.0, 1.0, 0.7, float("nan"), float("inf")])),
     bool: st.booleans(),
-    list: st.lists(st.one_of(st.sampled_from(["1@5", "0@3:sigterm", "1@2:0.5", "2@1", "0@0"]), st.text(max_size=6)), max_size=2),
+    list: st.lists(
+        st.one_of(st.sampled_from(["1@5", "0@3:sigterm", "1@2:0.5", "2@1", "0@0"]), st.text(max_size=6)), max_size=2
+    ),
     str: st.one_of(
-        st.sampled_from(["streaming", "baseline", "auto", "none", "1:20", "0:3", "5:2", "synthetic", "mlp", "transformer",
-                         "gloo", "nccl", "http://127.0.0.1:29510", "1gbit,20ms", "10mbit", "", "x\ny", "[/]", "/", "a:b"]),
+        st.sampled_from(
+            [
+                "streaming",
+                "baseline",
+                "auto",
+                "none",
+                "1:20",
+                "0:3",
+                "5:2",
+                "synthetic",
+                "mlp",
+                "transformer",
+                "gloo",
+                "nccl",
+                "http://127.0.0.1:29510",
+                "1gbit,20ms",
+                "10mbit",
+                "",
+                "x\ny",
+                "[/]",
+                "/",
+                "a:b",
+            ]
+        ),
         st.text(max_size=12),
     ),
 }
@@ -89,7 +138,9 @@ plausible = {
 @st.composite
 def settings_dicts(draw, max_keys: int = 6):
     out = {}
-    for name in draw(st.lists(st.sampled_from(sorted(cfgmod.FIELD_NAMES - {"out", "data"})), unique=True, max_size=max_keys)):
+    for name in draw(
+        st.lists(st.sampled_from(sorted(cfgmod.FIELD_NAMES - {"out", "data"})), unique=True, max_size=max_keys)
+    ):
         good = plausible.get(FIELD_TYPES[name], wild)
         out[name] = draw(st.one_of(good, wild) if draw(st.booleans()) else good)
     if draw(st.integers(0, 9)) == 0:
@@ -130,7 +181,11 @@ def test_build_valid_or_badinput(tmp_path_factory, file_values, flags, preset):
     json.dumps(cfg.resolved(), allow_nan=False)  # the manifest form is plain JSON
 
 
-@given(st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.integers(), st.text(max_size=5), st.booleans()), max_size=4))
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=8), st.one_of(st.integers(), st.text(max_size=5), st.booleans()), max_size=4
+    )
+)
 @settings(max_examples=100, deadline=None)
 def test_load_toml_valid_or_badinput(tmp_path_factory, table):
     p = tmp_path_factory.mktemp("toml") / "c.toml"
@@ -175,7 +230,9 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("flags,needle", HOSTILE, ids=[next(iter(f)) + "=" + str(next(iter(f.values()))) for f, _ in HOSTILE])
+@pytest.mark.parametrize(
+    "flags,needle", HOSTILE, ids=[next(iter(f)) + "=" + str(next(iter(f.values()))) for f, _ in HOSTILE]
+)
 def test_values_that_cannot_run_are_refused_by_the_config(tmp_path, flags, needle):
     with pytest.raises(BadInput) as e:
         cfgmod.build(out=str(tmp_path), **flags)
@@ -205,11 +262,6 @@ def test_a_batch_that_cannot_fit_in_memory_is_refused_before_the_run(tmp_path):
 
 
 def test_train_cli_refuses_a_huge_batch_in_one_line(tmp_path):
-    from typer.testing import CliRunner
-
-    from ftrun.cli import app
-
-    r = CliRunner().invoke(app, ["train", "--batch-size", "9223372036854775807", "--out", str(tmp_path)])
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "--batch-size 9223372036854775807" in lines[0], r.output
+    one_line(
+        cli("train", "--batch-size", "9223372036854775807", "--out", str(tmp_path)), "--batch-size 9223372036854775807"
+    )

@@ -23,19 +23,27 @@ def _cfg(model="tests.user_model_fixtures:stack", fragments=2, **kw):
 
 def test_parse_model_and_args():
     assert parse_model("pkg.mod:make") == ("pkg.mod", "make")
-    assert parse_model_args(["depth=3", "lr=0.5", "tied=true", "name=x=y"]) == {"depth": 3, "lr": 0.5, "tied": True, "name": "x=y"}
+    assert parse_model_args(["depth=3", "lr=0.5", "tied=true", "name=x=y"]) == {
+        "depth": 3,
+        "lr": 0.5,
+        "tied": True,
+        "name": "x=y",
+    }
     assert parse_fragment_fqns("a,b; c", 2) == [["a", "b"], ["c"]]
 
 
-@pytest.mark.parametrize("fn, arg, needle", [
-    (parse_model, "justamodule", "--model justamodule: expected mlp, transformer, MODULE:FACTORY"),
-    (parse_model, "no/such.py:f", "no such file"),
-    (parse_model, "a-b:f", "is not a module name"),
-    (lambda a: parse_model_args([a]), "depth", "expected KEY=VALUE"),
-    (lambda a: parse_model_args([a]), "vocab_size=3", "given by ftrun"),
-    (lambda a: parse_fragment_fqns(a, 2), "a;b;c", "names 3 fragment(s) but --fragments is 2"),
-    (lambda a: parse_fragment_fqns(a, 2), "a;", "an empty fragment"),
-])
+@pytest.mark.parametrize(
+    "fn, arg, needle",
+    [
+        (parse_model, "justamodule", "--model justamodule: expected mlp, transformer, MODULE:FACTORY"),
+        (parse_model, "no/such.py:f", "no such file"),
+        (parse_model, "a-b:f", "is not a module name"),
+        (lambda a: parse_model_args([a]), "depth", "expected KEY=VALUE"),
+        (lambda a: parse_model_args([a]), "vocab_size=3", "given by ftrun"),
+        (lambda a: parse_fragment_fqns(a, 2), "a;b;c", "names 3 fragment(s) but --fragments is 2"),
+        (lambda a: parse_fragment_fqns(a, 2), "a;", "an empty fragment"),
+    ],
+)
 def test_bad_specs(fn, arg, needle):
     with pytest.raises(BadInput) as e:
         fn(arg)
@@ -53,7 +61,15 @@ def test_default_split_largest_modulelist_with_leading_and_trailing_params():
     m = fx.stack(64, 8, depth=5)
     got = fr.assign_fragments(m, 2)
     assert got == [
-        ["emb.weight", "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias", "layers.2.weight", "layers.2.bias"],
+        [
+            "emb.weight",
+            "layers.0.weight",
+            "layers.0.bias",
+            "layers.1.weight",
+            "layers.1.bias",
+            "layers.2.weight",
+            "layers.2.bias",
+        ],
         ["layers.3.weight", "layers.3.bias", "layers.4.weight", "layers.4.bias", "out.weight"],
     ]
     frags = models.build_fragments(m, _cfg(fragments=2))
@@ -81,12 +97,15 @@ def test_check_reports_fragments_and_warns_on_equal_signatures():
     assert len(same["warnings"]) == 1 and "fragments 0 and 1 have identical parameter sizes" in same["warnings"][0]
 
 
-@pytest.mark.parametrize("model, needle", [
-    ("tests.user_model_fixtures:not_a_module", "returned str, not a torch.nn.Module"),
-    ("tests.user_model_fixtures:wrong_output", "ftrun needs logits [B, T, V] = [2, 8, 64]"),
-    ("tests.user_model_fixtures:missing", "has no attribute 'missing'"),
-    ("tests.no_such_module:f", "cannot import tests.no_such_module: ModuleNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "model, needle",
+    [
+        ("tests.user_model_fixtures:not_a_module", "returned str, not a torch.nn.Module"),
+        ("tests.user_model_fixtures:wrong_output", "ftrun needs logits [B, T, V] = [2, 8, 64]"),
+        ("tests.user_model_fixtures:missing", "has no attribute 'missing'"),
+        ("tests.no_such_module:f", "cannot import tests.no_such_module: ModuleNotFoundError"),
+    ],
+)
 def test_check_errors_are_one_line(model, needle):
     err = models.check(_cfg(model=model))["error"]
     assert needle in err and "\n" not in err
