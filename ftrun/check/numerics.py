@@ -159,7 +159,26 @@ class ReplicaRound:
 
     @property
     def head(self) -> RoundNumerics:
-        return self.send or self.sync  # type: ignore[return-value]
+        head = self.send or self.sync
+        assert head is not None, "a ReplicaRound is made from one of its parts"
+        return head
+
+    # the parts, for a round a list was filtered on (``sends``: a send with a contribution;
+    # ``done``, ``sums``: a sync)
+    @property
+    def sent(self) -> RoundNumerics:
+        assert self.send is not None
+        return self.send
+
+    @property
+    def contribution(self) -> Sketch:
+        assert self.send is not None and self.send.contribution is not None
+        return self.send.contribution
+
+    @property
+    def synced(self) -> RoundNumerics:
+        assert self.sync is not None
+        return self.sync
 
 
 @dataclass
@@ -263,17 +282,17 @@ class _Checker:
         still right? Reported apart (``failed_rounds``), never a problem: nothing stepped on it."""
         world = max((r.head.world or 0) for r in rounds)
         sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
-        sums = [r for r in rounds if r.sync is not None and r.sync.sum is not None]
+        sums = [(r, r.sync.sum) for r in rounds if r.sync is not None and r.sync.sum is not None]
         fr = self.out.failed_rounds
         fr["rounds"] += 1
         if not sums or len(sends) < world:
             fr["sum_not_sketched"] += 1
             return
-        total = [0.0] * len(sends[0].send.contribution.proj)
+        total = [0.0] * len(sends[0].contribution.proj)
         for r in sends:
-            total = _add(total, r.send.contribution.proj)
-        contribs = [r.send.contribution for r in sends]
-        ok = all(_diff(r.sync.sum.proj, total)[0] <= sum_tolerance(contribs, r.sync.sum, world, r.head.path) for r in sums)
+            total = _add(total, r.contribution.proj)
+        contribs = [r.contribution for r in sends]
+        ok = all(_diff(s.proj, total)[0] <= sum_tolerance(contribs, s, world, r.head.path) for r, s in sums)
         fr["sum_right" if ok else "sum_wrong"] += 1
 
     def group(self, rounds: list[ReplicaRound]) -> None:
@@ -285,10 +304,10 @@ class _Checker:
         head = done[0].head
         world = max((r.head.world or 0) for r in rounds)
         sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
-        if head.path == "quantized" and not any(r.sync.sum is not None for r in done):
+        if head.path == "quantized" and not any(r.synced.sum is not None for r in done):
             # torchft's quantized allreduce bypassed the hooked allreduce: nothing to check, unless
             # the contributions were sketched some other way (then: the fp8 budget on the average)
-            if len(sends) < world or not world or any(not r.send.contribution.numel for r in sends):
+            if len(sends) < world or not world or any(not r.contribution.numel for r in sends):
                 self.out.not_checked[QUANTIZED_NOT_CHECKED] = self.out.not_checked.get(QUANTIZED_NOT_CHECKED, 0) + len(done)
                 return
             self._quantized(rounds, done, sends, head)
@@ -300,22 +319,22 @@ class _Checker:
                              f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
                              "the SUM cannot be checked")
             return
-        participants = [r for r in sends if r.send.participating]
+        participants = [r for r in sends if r.sent.participating]
         n = len(participants)
         for r in sends:
-            c = r.send.contribution
-            if not r.send.participating and c.norm != 0.0:
+            c = r.contribution
+            if not r.sent.participating and c.norm != 0.0:
                 self.problem(r, head, "non-participant", 0.0, c.norm, c.norm, 0.0, "a non-participant's values reached the SUM",
                              "a replica not participating contributed non-zero values (norm of its contribution)")
-        total = [0.0] * len(sends[0].send.contribution.proj)
+        total = [0.0] * len(sends[0].contribution.proj)
         for r in sends:
-            total = _add(total, r.send.contribution.proj)
-        contribs = [r.send.contribution for r in sends]
+            total = _add(total, r.contribution.proj)
+        contribs = [r.contribution for r in sends]
         bound = sum(c.norm or 0.0 for c in contribs)  # >= ||SUM||: the SUM's norm is not recorded
         first_avg: Optional[tuple[ReplicaRound, Sketch]] = None
         checked_all = True
         for rr in done:
-            s, a = rr.sync.sum, rr.sync.average
+            s, a = rr.synced.sum, rr.synced.average
             if s is None or a is None:
                 checked_all = False
                 why = "SUM not sketched (the collective did not complete)" if s is None else "average not sketched"
@@ -346,7 +365,7 @@ class _Checker:
                                  f"the average the outer optimizer stepped on is not SUM / {n} participants")
             # every participant stepped from the same average: each one that passed its own checks
             # against the first that did (one that failed them is already named above)
-            if ok and n and rr.send is not None and rr.send.participating:
+            if ok and n and rr.send is not None and rr.sent.participating:
                 if first_avg is None:
                     first_avg = (rr, a)
                 else:
@@ -368,14 +387,14 @@ class _Checker:
                    head: RoundNumerics) -> None:
         """A quantized round with every contribution sketched: average = Σ contributions / n
         within ``quantized_average_tolerance`` (no SUM is observable on that path)."""
-        n = sum(1 for r in sends if r.send.participating)
-        contribs = [r.send.contribution for r in sends]
+        n = sum(1 for r in sends if r.sent.participating)
+        contribs = [r.contribution for r in sends]
         want = [0.0] * len(contribs[0].proj)
         for c in contribs:
             want = _add(want, c.proj)
         checked_all = True
         for rr in done:
-            a = rr.sync.average
+            a = rr.synced.average
             if a is None or not n:
                 checked_all = False
                 self.out.not_checked["average not sketched"] = self.out.not_checked.get("average not sketched", 0) + 1
@@ -402,9 +421,9 @@ class _Checker:
     def _sum_cause(self, s: Sketch, total: list[float], sends: list[ReplicaRound], prev: Optional[ReplicaRound], tol: float,
                    bound: float) -> str:
         for q in sends:
-            if q.send.participating and q.send.contribution.norm > 0 and _near(s.proj, _add(total, q.send.contribution.proj, -1.0), tol):
+            if q.sent.participating and q.contribution.norm != 0.0 and _near(s.proj, _add(total, q.contribution.proj, -1.0), tol):
                 return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
-        if prev is not None and prev.sync.sum is not None and _near(s.proj, prev.sync.sum.proj, 2 * tol):
+        if prev is not None and prev.synced.sum is not None and _near(s.proj, prev.synced.sum.proj, 2 * tol):
             return f"a stale buffer (the SUM equals this replica's previous round of the fragment, manager step {prev.head.manager_step})"
         rel = _diff(s.proj, total)[0] / max(s.norm if s.norm is not None else bound, 1e-300)
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
@@ -416,7 +435,7 @@ class _Checker:
             return f"divided by participants + 1 = {n + 1} instead of {n} participants (the world size instead of the participants?)"
         if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
             return f"divided by the world size {world} instead of {n} participants"
-        if prev is not None and prev.sync.average is not None and _near(a.proj, prev.sync.average.proj, 2 * tol):
+        if prev is not None and prev.synced.average is not None and _near(a.proj, prev.synced.average.proj, 2 * tol):
             return f"a stale buffer (the average equals this replica's previous round, manager step {prev.head.manager_step})"
         return "values changed after the collective (between torchft's divide and the outer step)"
 
@@ -437,14 +456,16 @@ class _Checker:
                         entry["fragments_not_checked"].append(f)
                         continue
                     ref = max(theirs, key=lambda r: r.manager_step_after or 0)
-                    tol = sketch_error(mine) + sketch_error(ref.sync.globals, mine.norm)
-                    err, j = _diff(mine.proj, ref.sync.globals.proj)
+                    ref_globals = ref.synced.globals
+                    assert ref_globals is not None  # ``done`` holds only syncs with their globals
+                    tol = sketch_error(mine) + sketch_error(ref_globals, mine.norm)
+                    err, j = _diff(mine.proj, ref_globals.proj)
                     entry["fragments_checked"] += 1
                     if not self.measure(err, tol, "healed params = source's", f"replica {replica} rank {rank} heal"):
                         entry["params_match"] = False
                         rr = ReplicaRound(replica, rank, sync_step=rec.step)
                         head = RoundNumerics("heal", f, hn.manager_step, None)
-                        self.problem(rr, head, "heal", ref.sync.globals.proj[j], mine.proj[j], err, tol,
+                        self.problem(rr, head, "heal", ref_globals.proj[j], mine.proj[j], err, tol,
                                      "the checkpoint transport delivered other parameters",
                                      f"after healing from replica {ref.replica}, fragment {f}'s global parameters differ from "
                                      f"the source's after its commit to manager step {ref.manager_step_after}")
