@@ -36,7 +36,7 @@ __all__ = [
     "TrainFailed", "check_traces", "compare", "train",
 ]
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 StepNumbering = Literal["top", "end", "auto"]
 
 

@@ -14,7 +14,7 @@ import inspect
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Protocol, runtime_checkable
 
 import typer
 
@@ -96,7 +96,7 @@ class ConfigOptions:
             for f in fields().values():
                 if self.command not in f.opt.commands:
                     continue
-                kind = Optional[List[str]] if f.kind is list else Optional[str if f.opt.on_off else f.kind]
+                kind = list[str] | None if f.kind is list else (str if f.opt.on_off else f.kind) | None
                 name = f.key.replace("_", "-")
                 decls = f.flags if f.kind is not bool or f.opt.on_off else (f"--{name}/--no-{name}",)
                 option = typer.Option(None, *decls, help=f.opt.help, metavar=f.opt.metavar)
@@ -138,7 +138,8 @@ launcher, trains, and writes traces, manifest and event logs to OUT/RUN_NAME. Wi
 
 Example: ftrun train --mode streaming --replicas 2 --steps 60
 
-Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-group-id K --num-replica-groups R --run-name job1
+Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-group-id K
+--num-replica-groups R --run-name job1
 """
 
 
@@ -220,7 +221,8 @@ def inspect_cmd(
     sync_every: Optional[int] = typer.Option(None, help="H, for traces without a manifest."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau, for traces without a manifest."),
     step_numbering: Optional[str] = typer.Option(
-        None, help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; auto: fit. Default: the run's (ftrun launch records it), else top."
+        None, help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; "
+        "auto: fit. Default: the run's (ftrun launch records it), else top."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     export_perfetto: Optional[str] = typer.Option(
@@ -284,7 +286,8 @@ def launch_cmd(
     replicas: int = typer.Option(2, "--replicas", "--num-replica-groups", help="Replica groups R."),
     nproc_per_replica: int = typer.Option(1, help="Ranks per replica group G (torchrun --nproc-per-node)."),
     lighthouse: Optional[str] = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
-    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; a group lost for good then stalls the rest until --timeout)."),
+    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; "
+                                                   "a group lost for good then stalls the rest until --timeout)."),
     fragments: Optional[int] = typer.Option(None, help="F the script uses (for the check)."),
     sync_every: Optional[int] = typer.Option(None, help="H the script uses (for the check)."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau the script uses (for the check)."),
@@ -292,7 +295,8 @@ def launch_cmd(
     step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
     kill: Optional[List[str]] = typer.Option(None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."),
     restarts: Optional[int] = typer.Option(None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0)."),
-    timeout: Optional[float] = typer.Option(None, help="Seconds a group may run without joining a quorum (read from torchft's log) before the launch fails, naming it. Default: no limit."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds a group may run without joining a quorum (read from torchft's log) "
+                                             "before the launch fails, naming it. Default: no limit."),
     env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
     out: str = typer.Option("profiles", help="Output root."),
     run_name: Optional[str] = typer.Option(None, help="Run directory name (default launch-<time>)."),
@@ -400,7 +404,8 @@ def sweep_cmd(
     parallel: int = typer.Option(1, help="Run K cells at once (timing figures are then distorted)."),
     resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
     junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
-    metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, steps_per_s, final_loss, hidden_share, commits, failed_commits."),
+    metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, "
+                                                                 "steps_per_s, final_loss, hidden_share, commits, failed_commits."),
     config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
     opts: Any = None,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -431,7 +436,9 @@ was measured (exit 1 when an error exceeds --tolerance).
 
 Example: ftrun plan --params 1000000000 --dtype bf16 --step-ms 400 --sweep-link 10mbit..10gbit,20ms --png plan.png
 
-Example: ftrun plan --params 1e9 --dtype fp4 --dp-dtype bf16 --tokens-per-step 1048576 --flops-per-gpu 1e15 --gpus-per-replica 156 --sync-every 100 --fragments 10 --fragment-sync-delay 1 --data-parallel --train-tokens 25e9 --link 1gbit
+Example: ftrun plan --params 1e9 --dtype fp4 --dp-dtype bf16 --tokens-per-step 1048576 --flops-per-gpu 1e15
+--gpus-per-replica 156 --sync-every 100 --fragments 10 --fragment-sync-delay 1 --data-parallel --train-tokens 25e9
+--link 1gbit
 
 Example: ftrun plan --check profiles/compare-20260101-120000
 """
@@ -456,7 +463,8 @@ def plan_cmd(
     sync_every: Optional[int] = typer.Option(None, help="H (default 20, or the run's)."),
     fragment_sync_delay: Optional[int] = typer.Option(None, help="tau (default 5, or the run's)."),
     step_jitter: Optional[float] = typer.Option(None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."),
-    overlap_slowdown: Optional[float] = typer.Option(None, metavar="X", help="How much longer a step computes while a fragment's collectives are in flight (default 1, or the run's measured one with --from/--check)."),
+    overlap_slowdown: Optional[float] = typer.Option(None, metavar="X", help="How much longer a step computes while a fragment's collectives are in flight "
+                                                   "(default 1, or the run's measured one with --from/--check)."),
     data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
     dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
     train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
@@ -495,15 +503,24 @@ def plan_cmd(
     raise typer.Exit(guarded(body) or 0)
 
 
+@runtime_checkable
+class _UsageError(Protocol):
+    """typer's (vendored click's) UsageError family, duck-typed: typer exports no public class for it."""
+
+    exit_code: int
+
+    def format_message(self) -> str: ...
+
+    def show(self) -> None: ...
+
+
 def main() -> None:
     """The console script. A usage error (unknown option or command, a value of the wrong type)
     is one line naming the command, exit 2, like every other bad input."""
     try:
         rv = app(prog_name="ftrun", standalone_mode=False)
     except Exception as e:
-        # typer's (vendored click's) UsageError family: format_message + exit_code. Duck-typed,
-        # since typer exports no public class for it.
-        if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
+        if not isinstance(e, _UsageError):
             raise
         if type(e).__name__ == "NoArgsIsHelpError":  # `ftrun` alone: the help, as before
             e.show()
@@ -518,4 +535,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

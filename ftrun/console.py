@@ -3,8 +3,9 @@
 Contract: text is printed literally. Paths, run names, log lines and messages may contain
 ``[brackets]`` or ``:colon_words:``; they are never read as rich markup, emoji codes or
 highlighted. Terminal control characters in them (ESC sequences, U+202E, ...) are shown
-escaped (``escape_controls``), never sent raw: text from ``print`` elsewhere goes through it too. Colour is added only on purpose, with ``styled``/``line`` (``rich.text.Text``),
-never by markup in strings. Torch-free, and cheap to import.
+escaped (``escape_controls``), never sent raw: text from ``print`` elsewhere goes through it too.
+Colour is added only on purpose, with ``styled``/``line`` (``rich.text.Text``), never by markup
+in strings. Torch-free, and cheap to import.
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ class Fault:
 
     def describe(self) -> str:
         if self.action == "corrupt":
-            return f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group at sync step {self.step}"
+            return (f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group "
+                    f"at sync step {self.step}")
         if self.action == "fail-commit":
             return f"failed commit of replica group {self.replica} at its first sync from step {self.step}"
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]
@@ -110,7 +111,7 @@ def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
     ``stale`` needs a previous round of the same fragment (step > ``sync_every``)."""
     faults = ([parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs] + [parse_fail_commit(c) for c in fail_commits]
               + [parse_corrupt(c) for c in corrupts])
-    for f, text in zip(faults, [*kills, *hangs, *fail_commits, *corrupts]):
+    for f, text in zip(faults, [*kills, *hangs, *fail_commits, *corrupts], strict=True):
         flag = FLAGS[f.action]
         if f.action == "corrupt" and sync_window > 1 and f.step % sync_window:
             raise BadInput(f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {sync_window} steps: "
@@ -118,7 +119,8 @@ def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
         if f.action == "corrupt" and f.kind == "stale" and f.step <= sync_every:
             raise BadInput(f"{flag} {text}: stale needs a previous round of the same fragment (a sync step > H = {sync_every})")
         if f.replica >= replicas:
-            raise BadInput(f"{flag} {text}: replica group {f.replica} does not exist (--replicas {replicas}: groups 0..{replicas - 1})")
+            raise BadInput(f"{flag} {text}: replica group {f.replica} does not exist "
+                           f"(--replicas {replicas}: groups 0..{replicas - 1})")
         if not 1 <= f.step <= steps:
             raise BadInput(f"{flag} {text}: step {f.step} is outside 1..--steps ({steps})")
         if f.action == "hang" and f.seconds <= 0:

@@ -5,10 +5,10 @@ before anything runs. Pure and torch-free (``ftrun sweep`` runs the cells; see
 * An axis is ``KEY=V1,V2,...`` over any ``ftrun train`` option (a config key, ``ftrun.config``:
   the flag's and the TOML file's name, dashes or underscores; ``mode`` = the streaming/baseline
   preset). Values are split on ``;`` when the text holds one (``link=1gbit,20ms;100mbit,5ms``),
-  else on ``,``. Booleans: on/off, true/false, yes/no, 1/0. ``kill``/``hang``: one value = one run's faults, several joined by ``+``
-  (``kill=none,1@10``). A value that is not of the option's type, or not one of its choices
-  (model, backend, mode), is bad input; a value that breaks a rule only together with others
-  makes its cells ``invalid``.
+  else on ``,``. Booleans: on/off, true/false, yes/no, 1/0. ``kill``/``hang``: one value = one
+  run's faults, several joined by ``+`` (``kill=none,1@10``). A value that is not of the option's
+  type, or not one of its choices (model, backend, mode), is bad input; a value that breaks a
+  rule only together with others makes its cells ``invalid``.
 * A cell's status: ``invalid`` when ``ftrun.config.build`` refuses its configuration (torchft's
   schedule rules live in ``ftrun.schedule.validate``, ftrun's in ``ftrun.config``; the message
   is kept as the rule), ``unavailable`` when this host cannot run it (the caller's check:
@@ -193,9 +193,10 @@ def product(axes: list[Axis]) -> list[Cell]:
     Names are unique (a clash after sanitising gets ``-2``, ``-3``...)."""
     if not axes:
         raise BadInput("sweep: empty grid (give --preset pgs|tau|fragments or --axis KEY=V1,V2,...)")
-    cells, seen = [], {}
+    cells: list[Cell] = []
+    seen: dict[str, int] = {}
     for combo in itertools.product(*(a.values for a in axes)):
-        params = {a.key: v for a, v in zip(axes, combo)}
+        params = {a.key: v for a, v in zip(axes, combo, strict=True)}
         name = cell_name(params)
         seen[name] = seen.get(name, 0) + 1
         cells.append(Cell(name if seen[name] == 1 else f"{name}-{seen[name]}", params))

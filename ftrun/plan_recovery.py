@@ -106,7 +106,8 @@ def predict_recovery(x: RecoveryInputs, bandwidth_bps: Optional[float], latency_
                          f"{x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms lighthouse tick, + the held round trip")
     else:
         ask = 0.0
-        how["detect"] = f"heartbeat timeout {x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms tick + the held round trip"
+        how["detect"] = (f"heartbeat timeout {x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms tick "
+                         "+ the held round trip")
     phases["detect"] = max(ask, timeout) + hold + x.rpc_s
 
     for k in MEASURED_ONLY:
@@ -137,7 +138,8 @@ def predict_recovery(x: RecoveryInputs, bandwidth_bps: Optional[float], latency_
     how["catch_up"] = (f"the send's rest {x.send_s * 1e3:.0f} ms + tau={tau} steps of {x.step_s * 1e3:.0f} ms + "
                        f"the sync's wait for its fragment's allreduce and its own work")
     chain = [phases[k] for k in ("relaunch", "join", "reconfigure", "heal", "catch_up")]
-    total = sum(chain) if all(v is not None for v in chain) else None  # type: ignore[misc]
+    known = [v for v in chain if v is not None]
+    total = sum(known) if len(known) == len(chain) else None
     return RecoveryPrediction(phases, how, x.state_bytes, total)
 
 

@@ -307,7 +307,8 @@ def backend_unavailable(backend: str, rel: Release) -> Optional[str]:
     # torch and torchft offer it, but ftrun does not build it yet: a native group needs a
     # bootstrap store shared by every replica group (torchft's tests host one in the parent),
     # torchcomms a TorchComm per rank; neither is wired into ftrun's launcher
-    return f"--backend {backend}: offered by {rel.distribution} {rel.version} and torch {rel.torch}, but ftrun does not build it yet"
+    return (f"--backend {backend}: offered by {rel.distribution} {rel.version} and torch {rel.torch}, "
+            "but ftrun does not build it yet")
 
 
 def baby_pg_fails_commits(rel: Release) -> bool:
@@ -319,7 +320,8 @@ def baby_pg_fails_commits(rel: Release) -> bool:
 
 def unsupported(rel: Release) -> Optional[str]:
     """Why ftrun cannot run on ``rel`` (one line), or None when it is supported."""
-    hint = "install torchft 0.2.x (pip install 'torchft>=0.2.0,<0.3') or torchft-nightly (FTRUN_TORCHFT=nightly bash scripts/setup.sh)"
+    hint = ("install torchft 0.2.x (pip install 'torchft>=0.2.0,<0.3') "
+            "or torchft-nightly (FTRUN_TORCHFT=nightly bash scripts/setup.sh)")
     if rel.distribution is None:
         return f"torchft is not installed: {hint}"
     if " " in rel.distribution:

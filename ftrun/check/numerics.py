@@ -49,8 +49,8 @@ contributions; ||·|| the recorded L2 norms.
   N = the fragment's elements, n = participants. That budget is about the size of the average
   itself (Z x 2 x 2^-4 = 1 of the contributions' norms, over n): on a quantized round the check
   can catch gross errors (an undivided SUM, another tensor) but not a count off by one. The
-  int8 fallback (before sm90) is not budgeted. Whether ftrun's sketches see a quantized round at all: they hook the process group's
-  ``allreduce``, which the quantized path never calls (it calls ``alltoall_base`` and
+  int8 fallback (before sm90) is not budgeted. Whether ftrun's sketches see a quantized round at
+  all: they hook the process group's ``allreduce``, which the quantized path never calls (it calls ``alltoall_base`` and
   ``allgather_into_tensor_coalesced``), so a real quantized round has no contribution and no SUM
   sketch: the check says "quantized rounds: not checked" (once, with the count), never ok. A
   round of a ``--quantize`` run whose SUM was sketched went through the plain allreduce (torchft's
@@ -76,9 +76,11 @@ U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 
 def tolerance_rule() -> str:
     return (f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
-            f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
+            f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
+            f"and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
             f"W replicas in the collective, n participants; quantized fp8 e4m3 average: "
-            f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements; quantized rounds are not sketched: not checked)")
+            f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements; "
+            f"quantized rounds are not sketched: not checked)")
 
 
 def roundoff(dtype: str) -> float:
@@ -128,7 +130,7 @@ def average_tolerance(total: Sketch, average: Sketch, n: int, bound: Optional[fl
 
 def _diff(a: list[float], b: list[float]) -> tuple[float, int]:
     """Largest |a_j - b_j| and its j."""
-    d = [abs(x - y) for x, y in zip(a, b)]
+    d = [abs(x - y) for x, y in zip(a, b, strict=True)]  # two sketches: SKETCH_K projections each
     j = max(range(len(d)), key=d.__getitem__) if d else 0
     return (d[j] if d else 0.0), j
 
@@ -142,7 +144,7 @@ def _scale(a: list[float], k: float) -> list[float]:
 
 
 def _add(a: list[float], b: list[float], k: float = 1.0) -> list[float]:
-    return [x + k * y for x, y in zip(a, b)]
+    return [x + k * y for x, y in zip(a, b, strict=True)]
 
 
 @dataclass
@@ -263,7 +265,8 @@ class _Checker:
 
     def problem(self, rr: ReplicaRound, head: RoundNumerics, check: str, expected: Optional[float], observed: Optional[float],
                 error: Optional[float], tol: Optional[float], cause: str, what: str) -> None:
-        where = (f"sync step {rr.sync_step if rr.sync_step is not None else head.sync_step} (manager step {head.manager_step}), "
+        where = (f"sync step {rr.sync_step if rr.sync_step is not None else head.sync_step} "
+                 f"(manager step {head.manager_step}), "
                  f"fragment {head.fragment}, replica {rr.replica} rank {rr.rank}")
         nums = ""
         if expected is not None and observed is not None:
@@ -424,7 +427,8 @@ class _Checker:
             if q.sent.participating and q.contribution.norm != 0.0 and _near(s.proj, _add(total, q.contribution.proj, -1.0), tol):
                 return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
         if prev is not None and prev.synced.sum is not None and _near(s.proj, prev.synced.sum.proj, 2 * tol):
-            return f"a stale buffer (the SUM equals this replica's previous round of the fragment, manager step {prev.head.manager_step})"
+            return ("a stale buffer (the SUM equals this replica's previous round of the fragment, "
+                    f"manager step {prev.head.manager_step})")
         rel = _diff(s.proj, total)[0] / max(s.norm if s.norm is not None else bound, 1e-300)
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
 
@@ -432,11 +436,13 @@ class _Checker:
         if n > 1 and _near(a.proj, s.proj, n * tol):
             return "not divided at all: the average is the SUM (torchft's divide-by-participants callback did not run)"
         if _near(a.proj, _scale(s.proj, 1.0 / (n + 1)), tol):
-            return f"divided by participants + 1 = {n + 1} instead of {n} participants (the world size instead of the participants?)"
+            return (f"divided by participants + 1 = {n + 1} instead of {n} participants "
+                    "(the world size instead of the participants?)")
         if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
             return f"divided by the world size {world} instead of {n} participants"
         if prev is not None and prev.synced.average is not None and _near(a.proj, prev.synced.average.proj, 2 * tol):
-            return f"a stale buffer (the average equals this replica's previous round, manager step {prev.head.manager_step})"
+            return ("a stale buffer (the average equals this replica's previous round, "
+                    f"manager step {prev.head.manager_step})")
         return "values changed after the collective (between torchft's divide and the outer step)"
 
     def heals(self, logs: dict[tuple[int, int], list[EventRecord]], groups: dict[tuple, list[ReplicaRound]]) -> None:

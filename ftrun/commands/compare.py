@@ -187,6 +187,8 @@ def run_compare(
         check_target(junit, "--junit", reading=[d for s in specs for d in split_spec(s)] if mode == "read" else [])
         check_writable(junit, "--junit", overwrite)  # nor onto a user's file (ftrun.output)
     out_root = Path(out or "profiles")
+    # per configuration: its run dirs (train), its jobs' group dirs (read)
+    run_dirs: list[list[Path]] | list[list[list[Path]]]
     if mode == "train":
         names, run_dirs, cmp_dir, link_info = train_mode(specs, opts, link_spec, out_root, not progress, overwrite, name, repeat)
     else:
@@ -239,7 +241,8 @@ def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root
         spec, calib = default_link(cfgs[0], threads)
         link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
         say(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
-            f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].schedule.sync_every} steps")
+            f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} "
+            f"of H={cfgs[0].schedule.sync_every} steps")
     per_cfg: list[list[Path]] = [[], []]
     plan = repeat_plan(names, repeat)
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
@@ -254,15 +257,16 @@ def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root
             again = False
             if i == 0 and "calibrated_step_s" in link_info and "recalibrated_from" not in link_info:
                 measured = measured_step_s(cmp_dir / rn, cfg.hosts.replicas)
-                if drifted(link_info["calibrated_step_s"], measured):
+                if measured is not None and drifted(link_info["calibrated_step_s"], measured):
                     # the pilot step was not the step the run took (load, profiler): choose the link
                     # from the run's own measured step, and train this run again on it
                     first = spec.describe()
                     spec, cost = link_from_step(cfgs[0], measured, link_info["model_bytes"])
-                    say(f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / link_info['calibrated_step_s'] - 1):.0%} "
-                        f"off the calibrated {link_info['calibrated_step_s'] * 1e3:.1f} ms: link recalibrated to {spec.describe()} "
-                        f"(plain DiLoCo's sync {cost['plain_sync_s'] * 1e3:.0f} ms = {cost['plain_sync_share_of_h']:.2f} of H "
-                        f"measured steps); training {rn} again on it")
+                    calibrated_s = link_info["calibrated_step_s"]
+                    say(f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calibrated_s - 1):.0%} "
+                        f"off the calibrated {calibrated_s * 1e3:.1f} ms: link recalibrated to {spec.describe()} "
+                        f"(plain DiLoCo's sync {cost['plain_sync_s'] * 1e3:.0f} ms = "
+                        f"{cost['plain_sync_share_of_h']:.2f} of H measured steps); training {rn} again on it")
                     link_info.update(cost, recalibrated_from={"run": rn, "measured_step_s": round(measured, 5),
                                                               "link": first})
                     again = True  # its run dir is ours: replaced
@@ -314,8 +318,8 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         # before any work: never onto a user's report.md in a dir ftrun did not make (ftrun.output)
         claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
         reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
-    runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports)])
-            for n, reps, reps_reports in zip(names, run_dirs, reports)]
+    runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports, strict=True)])
+            for n, reps, reps_reports in zip(names, run_dirs, reports, strict=True)]
     calibrated = link_info.get("calibrated_step_s")
     if calibrated is not None:
         link_info["measured_median_step_s"] = {r["name"]: r.get("median_step_s") for r in runs}
@@ -323,7 +327,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         link_info["plain_sync_share_of_measured_h"] = {
             r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
             for r in runs if r.get("median_step_s")}
-    lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
+    lanes = [lane for n, r in zip(names, reports, strict=True) for lane in lanes_for_run(n, r[0])]
     timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
                     + (" (emulated)" if link_info.get("emulated") else ""), overwrite=overwrite)
     result = {
@@ -333,7 +337,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         "conclusion": conclusion(runs),
         "throughput": explanation(runs),
         # what each configuration ran on (its first run's manifest ``versions``)
-        "versions": {n: r[0].versions for n, r in zip(names, reports)},
+        "versions": {n: r[0].versions for n, r in zip(names, reports, strict=True)},
         "timeline": str(timeline),
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }

@@ -33,6 +33,7 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
     proc = spawn(argv, dict(os.environ), subprocess.PIPE)
     announced = False
     held: list[str] = []  # the child's output before it listens: shown only if it then runs
+    assert proc.stdout is not None  # spawned with stdout=PIPE
     try:
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip()

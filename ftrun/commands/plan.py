@@ -127,7 +127,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
     recs = _replica_records(dirs, replicas)
     if replicas < 2 or any(not r for r in recs):
         return Arrivals((), 0.0, (), 0.0)
-    by_step = [{x.step: (i, x) for i, x in enumerate(r)} for r in recs]
+    by_step = [{x.step: (i, x) for i, x in enumerate(r) if x.step is not None} for r in recs]  # all: ``stepped``
     common = sorted(set.intersection(*(set(b) for b in by_step)))
     stalls: list[tuple[int, tuple[float, ...]]] = []
     replay: list[tuple[int, tuple[float, ...]]] = []
@@ -181,11 +181,11 @@ def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
     from ftrun.check.throughput import decompose
 
     parts = [d for recs in _replica_records(dirs, replicas) if (d := decompose(recs)) is not None]
-    parts = [d for d in parts if d.mean_overlap_slowdown is not None and d.steps]
-    if not parts:
+    measured = [(d.mean_overlap_slowdown, d.overlapped_steps / d.steps) for d in parts
+                if d.mean_overlap_slowdown is not None and d.steps]
+    if not measured:
         return 1.0, 0.0
-    return (sum(d.mean_overlap_slowdown for d in parts) / len(parts),
-            sum(d.overlapped_steps / d.steps for d in parts) / len(parts))
+    return (sum(s for s, _ in measured) / len(measured), sum(o for _, o in measured) / len(measured))
 
 
 def measure_send_s(dirs: list[Path], replicas: int) -> float:
@@ -329,6 +329,7 @@ def step_seconds(req: PlanRequest) -> tuple[float, str]:
     if not 0.0 < mfu <= 1.0:
         raise BadInput(f"--mfu {mfu:g}: must be in (0, 1]")
     gpus = req.gpus_per_replica or 1
+    assert req.params is not None  # its one caller checked --params first
     step = 6.0 * req.params * req.tokens_per_step / (gpus * req.flops_per_gpu * mfu)
     return step, (f"step 6 N T / (G F MFU) = 6 x {req.params:.3g} x {req.tokens_per_step:.3g} / "
                   f"({gpus} x {req.flops_per_gpu:.3g} x {mfu:g}) = {step * 1e3:.3g} ms")

@@ -338,7 +338,8 @@ def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Option
             results[c.name] = {**done, "resumed": True}
     todo = [c for c in cells if c.status == "run" and c.name not in results]
     if resume:
-        notes.append(f"--resume: {sum(1 for r in results.values() if r.get('resumed'))} finished cell(s) kept, {len(todo)} run now")
+        resumed = sum(1 for r in results.values() if r.get("resumed"))
+        notes.append(f"--resume: {resumed} finished cell(s) kept, {len(todo)} run now")
 
     def assemble() -> dict[str, Any]:
         listed = [results.get(c.name) or {"name": c.name, "params": c.params, "verdict": "not run",

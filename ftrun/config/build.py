@@ -9,6 +9,7 @@ ftrun's), each one line naming the flag, the value and the rule. Torch-free.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -39,20 +40,24 @@ class FileValues(dict[str, Any]):
 
 def load_toml(path: str | Path) -> FileValues:
     """Read a config file; errors name the file and, for syntax errors, the line."""
-    import tomllib  # only a command that reads a file pays for it
+    # only a command that reads a file pays for it
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # the same parser, before it joined the stdlib
+        import tomli as tomllib
     p = Path(path)
     try:
         text = p.read_text()
     except FileNotFoundError:
-        raise BadInput(f"--config {p}: not found")
+        raise BadInput(f"--config {p}: not found") from None
     except UnicodeDecodeError as e:
-        raise BadInput(f"--config {p}: not a UTF-8 text file ({e.reason} at byte {e.start})")
+        raise BadInput(f"--config {p}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
     except OSError as e:
-        raise BadInput(f"--config {p}: cannot read ({e.strerror})")
+        raise BadInput(f"--config {p}: cannot read ({e.strerror})") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"--config {p}: invalid TOML: {e}")
+        raise BadInput(f"--config {p}: invalid TOML: {e}") from None
     known = fields()
     out: dict[str, Any] = {}
     keys: dict[str, str] = {}

@@ -80,7 +80,7 @@ def for_command(command: str) -> list[Field]:
 @functools.cache
 def overrides_type() -> type:
     """``Overrides``: every field by key as ``Optional`` (None: not given, the preset or file decides)."""
-    return msgspec.defstruct("Overrides", [(f.key, Optional[f.kind], None) for f in fields().values()], kw_only=True)
+    return msgspec.defstruct("Overrides", [(f.key, f.kind | None, None) for f in fields().values()], kw_only=True)
 
 
 def overrides(given: dict[str, Any]) -> Any:

@@ -106,7 +106,8 @@ def explanation_line(exp: dict | None) -> str:
     if exp["explained_ratio"] is None:
         return f"throughput {exp['measured_ratio']:.2f}x; the terms could not be measured for both runs"
     verdict = "explain it" if exp["explained"] else f"do NOT explain it within {exp['within'] * 100:.0f}% (see unaccounted)"
-    text = f"throughput {exp['measured_ratio']:.2f}x measured; the named terms give {exp['explained_ratio']:.2f}x and {verdict}"
+    text = (f"throughput {exp['measured_ratio']:.2f}x measured; "
+            f"the named terms give {exp['explained_ratio']:.2f}x and {verdict}")
     return text + (f". {exp['reason']}." if exp.get("reason") else ".")
 
 
@@ -115,7 +116,8 @@ def _recovery(r: dict | None) -> str:
         return "-"
     back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r["recovered_s"])
     big = ", ".join(f"{p} {s:.1f} s" for p, s in r.get("largest_phase", []) if p is not None and s is not None)
-    return (f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · commits lost {r['commits_lost']} · back in quorum after {back}"
+    return (f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · "
+            f"commits lost {r['commits_lost']} · back in quorum after {back}"
             + (f" · largest phase {big}" if big else ""))
 
 
@@ -157,8 +159,8 @@ def link_line(result: dict) -> str:
                      f"(first link {again['link']}, {again['run']} trained again)")
         step = link.get("link_step_s", link["calibrated_step_s"])
         if link.get("plain_sync_share_of_h") is not None:
-            text += (f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: asked for {link['plain_sync_share_of_h']:.2f} "
-                     f"of H steps of {step * 1e3:.1f} ms")
+            text += (f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: "
+                     f"asked for {link['plain_sync_share_of_h']:.2f} of H steps of {step * 1e3:.1f} ms")
         measured = link.get("measured_median_step_s") or {}
         shares = link.get("plain_sync_share_of_measured_h") or {}
         got = [f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {measured[k] * 1e3:.1f} ms)"

@@ -67,7 +67,8 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
         syncs_seen = sum(e.kind == "sync" and e.observed_step is not None for e in mine)
         if syncs_seen or failed:
             unexplained = [c for c in failed if not c.get("explained_by_fault")]
-            lines = [f"commit at sync step {c['sync_step']} (fragment {'?' if c.get('fragment') is None else c['fragment']}) "
+            lines = [f"commit at sync step {c['sync_step']} "
+                     f"(fragment {'?' if c.get('fragment') is None else c['fragment']}) "
                      f"failed, no injected fault explains it ({c['source'].replace('_', ' ')}: {c.get('evidence')})"
                      for c in unexplained] if commit_problems else []
             accepted = f"; {len(unexplained)} unexplained failed commit(s) accepted" if unexplained and not commit_problems else ""
@@ -136,7 +137,7 @@ def inspect_junit(report: Report) -> str:
 def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[Report]]) -> str:
     """One suite per run checked (``NAME`` or ``NAME #k`` with ``--repeat``), plus ``--expect-hidden``."""
     suites = []
-    for name, reps in zip(names, reports):
+    for name, reps in zip(names, reports, strict=True):  # a name per configuration
         for i, r in enumerate(reps):
             label = name if len(reps) == 1 else f"{name} #{i + 1}"
             suites.append(Suite(f"ftrun compare: {label}", report_cases(r, prefix=f"{label}.")))

@@ -35,7 +35,8 @@ def print_summary(summary: dict) -> None:
     """The launch summary (``--json`` prints ``summary`` itself instead)."""
     c = make_console(soft_wrap=True)
     q = summary.get("quorums_seen")
-    c.print(_table(f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · last quorum id {'?' if q is None else q}",
+    c.print(_table(f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · "
+                   f"last quorum id {'?' if q is None else q}",
                    summary["groups"]))
     for f in summary["faults_fired"]:
         c.print(line("fault: ", f"{f['signal']} replica group {f['replica']} at {f['at_s']:g} s ({f['trigger']})"))

@@ -26,8 +26,8 @@ def failed_rounds(num: dict) -> str:
     fr = num.get("failed_rounds") or {}
     if not fr.get("rounds"):
         return ""
-    return (f"; {fr['rounds']} failed round(s): SUM = sum of contributions on {fr['sum_right']}, wrong on {fr['sum_wrong']}, "
-            f"not sketched on {fr['sum_not_sketched']}")
+    return (f"; {fr['rounds']} failed round(s): SUM = sum of contributions on {fr['sum_right']}, "
+            f"wrong on {fr['sum_wrong']}, not sketched on {fr['sum_not_sketched']}")
 
 
 def _first(fc: dict | None) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from rich.table import Table
+from rich.text import Text
 
 from ftrun.output import atomic_path
 from ftrun.console import console, fits, line, styled
@@ -59,8 +60,8 @@ def print_plan(result: dict, c: Any = None) -> None:
     size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
     dp = " vs DP (data-parallel: an allreduce every step)" if inp.get("data_parallel_bytes") else ""
     c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
-            f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} tau={inp['fragment_sync_delay']} "
-            f"vs plain F=1 H={inp['sync_every']} tau=0{dp}")
+            f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} "
+            f"tau={inp['fragment_sync_delay']} vs plain F=1 H={inp['sync_every']} tau=0{dp}")
     if inp.get("overlap_slowdown", 1.0) != 1.0:
         c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
     if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
@@ -74,7 +75,7 @@ def print_plan(result: dict, c: Any = None) -> None:
     per_link = [] if totals else [f"min tau F={inp['fragments']}", "min F (tau)"]
 
     def values(p: dict) -> list:
-        row = [_ms(p["exposed_ms_per_sync"])]
+        row: list[str | Text] = [_ms(p["exposed_ms_per_sync"])]
         row += [] if totals else [f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}"]
         row += [_ms(p["exposed_ms_per_step"]),
                 styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
@@ -107,7 +108,7 @@ def print_plan(result: dict, c: Any = None) -> None:
             cols = [values(cfg[k]) if k in cfg else [""] * len(heads) for k in keys_all]
             for j, head in enumerate(heads):
                 t.add_row(f"  {head}", *(col[j] for col in cols))
-            for head, v in zip(per_link, mins(cfg)):
+            for head, v in zip(per_link, mins(cfg), strict=True):
                 t.add_row(f"  {head}", v, *[""] * (len(keys_all) - 1))
     c.print(t)
     hides = result["hides_from_bps"]
@@ -119,7 +120,8 @@ def print_plan(result: dict, c: Any = None) -> None:
         where = "on no link up to 1 Tbit/s" if v is None else f"from {bw(v)} up"
         d = result["data_hidden_from_bps"][key]
         data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
-        c.print(f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
+        c.print(f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} "
+                f"(latency {hides['latency_s'] * 1e3:g} ms)")
     print_recovery(result.get("recovery"), c)
     c.print("model: compute per step; at each quorum the slowest group's arrival, the lighthouse's reply and the held "
             "round trip; each fragment's ring allreduce queued on the uplink from the send's start (ftrun.linkcost, as the "
@@ -278,11 +280,12 @@ def print_recovery(rec: Optional[dict], c: Any) -> None:
             if i:
                 t.add_section()
             t.add_row(styled(row[0], "bold"), "")
-            for head, v in zip(("detect", "heal", "catch-up", "relaunch+join+reconf.", "total"), row[1:]):
+            for head, v in zip(("detect", "heal", "catch-up", "relaunch+join+reconf.", "total"), row[1:], strict=True):
                 t.add_row(f"  {head}", v)
     c.print(t)
     src = f"relaunch, join and reconfigure measured in {rec['measured_from']}" if rec.get("measured_from") else (
-        "relaunch, join and reconfigure not predicted (a process start and torchft's rendezvous: give --from a kill run)")
+        "relaunch, join and reconfigure not predicted "
+        "(a process start and torchft's rendezvous: give --from a kill run)")
     c.print(f"recovery: heal = {_tb(rec['state_bytes'])} of float32 model + AdamW + DiLoCo state (what torchft's HTTP "
             f"checkpoint transport sends) over the link; detect = the {rec['heartbeat_timeout_s']:g} s heartbeat timeout + "
             f"half a lighthouse tick + the held round trip; {src}")

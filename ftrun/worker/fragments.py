@@ -32,7 +32,7 @@ class Fragment(nn.Module):
         """Manifest form (``layout.Fragment``): each parameter's name, numel and shape in allreduce
         order; bytes as its tensors hold them (each parameter's own dtype)."""
         ps = list(self.parameters())
-        params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, p in zip(self.fqns, ps)]
+        params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, p in zip(self.fqns, ps, strict=True)]
         return {"id": i, "params": params, "numel": sum(p.numel() for p in ps),
                 "bytes": sum(p.numel() * p.element_size() for p in ps)}
 

@@ -107,7 +107,10 @@ def main(spec_path: str) -> int:
         writer = SummaryWriter(str(run_dir / layout.TB / f"replica{env.replica}"), max_queue=100)
     # a restarted group gets no window (its step numbers are known only once it has rejoined);
     # its recovery profile (RecoveryProfile, above) covers its start through its first commit
-    window = tuple(spec.profile_window) if spec.profile_window and not env.restart else None
+    window: tuple[int, int] | None = None
+    if spec.profile_window and not env.restart:
+        first, last = spec.profile_window  # [first, last] steps, as the launcher wrote it
+        window = (first, last)
     traces: list[str] = []
     meta = RankMeta(
         layout.meta_file(run_dir, env.replica, env.rank),

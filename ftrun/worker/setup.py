@@ -125,7 +125,7 @@ def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Traini
     stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
     data = make_data(cfg, stream)
     inner = make_inner(model, cfg)
-    outer = [
+    outer: list[torch.optim.Optimizer] = [
         torch.optim.SGD(f.parameters(), lr=cfg.optimizer.outer_lr, momentum=cfg.optimizer.outer_momentum, nesterov=cfg.optimizer.outer_momentum > 0)
         for f in fragments
     ]

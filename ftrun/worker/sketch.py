@@ -138,7 +138,7 @@ class Builder:
         if not self.parts:
             return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32", 0)
         proj = torch.stack([p for p, _, _ in self.parts]).sum(0).cpu().tolist()
-        norm = float(torch.stack([s.to(torch.float64) for _, s, _ in self.parts]).sum().sqrt()) if self.norm else None
+        norm = float(torch.stack([s.to(torch.float64) for _, s, _ in self.parts if s is not None]).sum().sqrt()) if self.norm else None
         rows = max(r for _, _, r in self.parts)
         return layout.Sketch(proj, norm, self.numel if numel is None else numel, self.dtype, rows)
 

@@ -21,6 +21,8 @@ def _import(module: str, flag: str):
     try:
         if module.endswith(".py"):
             spec = importlib.util.spec_from_file_location(Path(module).stem, module)
+            if spec is None or spec.loader is None:  # not a file Python can load as a module
+                raise ImportError(f"no module loader for {module}")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = mod
             spec.loader.exec_module(mod)
@@ -65,7 +67,8 @@ def _hf(name: str, vocab: int, args: dict[str, Any], flag: str) -> nn.Module:
         config = AutoConfig.for_model(name, vocab_size=vocab, **args)
         return _LogitsOf(AutoModelForCausalLM.from_config(config))
     except Exception as e:
-        raise ModelError(f"{flag}: transformers cannot build {name!r}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ModelError(f"{flag}: transformers cannot build {name!r}: {type(e).__name__}: {first}") from None
 
 
 def build_user_model(cfg: dict) -> nn.Module:
