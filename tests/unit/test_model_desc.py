@@ -111,7 +111,7 @@ def test_builtin_fragments_are_whole_blocks_evenly(arch: Architecture, fragments
     assert frags[0].fqns[0] == ("pos" if arch.kind == "transformer" else "embed.weight")
     assert frags[-1].fqns[-2:] == ["head.weight", "head.bias"]
     named = dict(model.named_parameters())
-    assert all(p is named[n] for f in frags for n, p in zip(f.fqns, f.parameters()))  # shared, not copied
+    assert all(p is named[n] for f in frags for n, p in zip(f.fqns, f.parameters(), strict=True))  # shared, not copied
 
 
 def test_fragment_bytes_come_from_the_dtype() -> None:

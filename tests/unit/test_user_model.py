@@ -9,9 +9,7 @@ from ftrun.errors import BadInput
 from ftrun.model_spec import parse_fragment_fqns, parse_model, parse_model_args
 
 torch = pytest.importorskip("torch")
-from ftrun.worker import fragments as fr  # noqa: E402
-from ftrun.worker import models  # noqa: E402
-from ftrun.worker import user_model as um  # noqa: E402
+from ftrun.worker import fragments as fr, models, user_model as um  # noqa: E402
 from tests import user_model_fixtures as fx  # noqa: E402
 
 BASE = {"vocab": 64, "seq_len": 8, "seed": 0, "fragment_fqns": ""}
