@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence, Union
 
-from ftrun.check import model
-from ftrun.check.model import EventResult
+from ftrun.check import result as check_result
+from ftrun.check.result import EventResult
 from ftrun.errors import BadInput, RunFailed
 from ftrun.schedule import Event, Schedule, ScheduleError
 
@@ -58,7 +58,7 @@ class Report:
     (``expected_step`` vs ``observed_step``, ``expected_fragment`` vs ``fragment``, ``ok``,
     ``problem``). ``raw`` is the check's own report (its fields may change between releases)."""
 
-    raw: model.Report
+    raw: check_result.Report
 
     @property
     def ok(self) -> bool:
@@ -103,7 +103,7 @@ class Report:
     def numerics(self) -> Optional[dict[str, Any]]:
         """The numeric check of the outer steps (``{checked, tolerance, problems}``), or None
         when it did not run: numerics were then not checked (never read None as a pass)."""
-        from ftrun.check.model import numerics_of
+        from ftrun.check.result import numerics_of
 
         return numerics_of(self.raw)
 

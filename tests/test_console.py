@@ -7,6 +7,7 @@ process through typer's CliRunner, and only for --help or bad input (nothing tra
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from ftrun import config as cfgmod
-from ftrun.check.model import EventResult, Report, WorkerReport
+from ftrun.check.result import EventResult, Report, SyncFigures, WorkerReport
 from ftrun.cli import app
 from ftrun.console import console
 from ftrun.errors import BadInput
@@ -69,12 +70,14 @@ def report(problem: str | None = None, notes: list[str] | None = None, run_dir: 
             e = EventResult(replica=r, rank=0, kind=kind, fragment=frag, expected_fragment=frag, expected_step=step,
                             observed_step=step, ok=True, fragment_checked=True)
             if kind == "sync":
-                e.exposed_comm_ms, e.hidden_comm_ms, e.send_to_done_ms, e.should_commit_ms = 12345.88, 21.97, 23.85, 0.65
-                e.exposed_data_ms, e.exposed_control_ms = 12345.88, 42.5
+                e.sync = SyncFigures(exposed_comm_ms=12345.88, hidden_comm_ms=21.97, send_to_done_ms=23.85, comm_union_ms=None,
+                                     should_commit_ms=0.65, exposed_data_ms=12345.88, exposed_control_ms=42.5, quorum_ms=None,
+                                     serialized=False, serialized_collectives=0, send_captured=True)
             events.append(e)
     if problem:
         e = events[1]
-        e.ok, e.observed_step, e.problem, e.serialized, e.serialized_collectives = False, 31, problem, True, 3
+        e.ok, e.observed_step, e.problem = False, 31, problem
+        e.sync = dataclasses.replace(e.sync, serialized=True, serialized_collectives=3)
     events[3].notes = list(notes or [])
     workers = [WorkerReport(replica=r, rank=0, source="manifest", files=["f"], step_source="ftrun",
                             step_ranges=[(21, 40)], failed_cycles=[2] if r else []) for r in (0, 1)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftrun.check import comm
-from ftrun.check.analyze import runs
+from ftrun.check.observe import runs
 from ftrun.check.commits import NO_OUTER_STEP, SENT_AGAIN, SyncSeen, infer
 from ftrun.check.evidence import ClusterIdentifier, ManifestIdentifier, Signature, restore_signature, send_signature
 from ftrun.layout import Fragment, Param

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.check.model import numerics_of
+from ftrun.check.result import numerics_of
 from ftrun.report import junit as junit_view
 from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
 

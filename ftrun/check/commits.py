@@ -104,3 +104,30 @@ def explain(commits: list[FailedCommit], faults: Faults, schedule: Schedule) -> 
             until = (m.rejoined_step + schedule.sync_every) if m.rejoined_step is not None else None
             if m.step <= c.sync_step and (until is None or c.sync_step <= until):
                 c.explained = True
+
+
+def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list[int]]:
+    """replica -> the steps at which its event logs record a heal."""
+    out: dict[int, list[int]] = {}
+    for (r, _), recs in logs.items():
+        out.setdefault(r, []).extend(rec.step for rec in recs if rec.healed and rec.step is not None)
+    return out
+
+
+def failed_cycles(replica: int, failed_commits: list[FailedCommit], faults: Faults, schedule: Schedule,
+                  heals: Optional[dict[int, list[int]]] = None) -> list[int]:
+    """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
+    its own failed commits, except those inside steps it lost to a fault and those it healed past
+    (a replica whose commit failed while others committed is behind them at the next quorum and
+    heals to their manager step, so it moves on with them: ``heals``, replica -> heal steps from
+    the event logs, a heal within one window w after the sync), plus the others' failed commits
+    while it was away (it healed past them)."""
+    healed = (heals or {}).get(replica, [])
+    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica
+                   and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)})
+    lost = faults.lost(replica)
+    if lost:
+        away = {schedule.cycle_of(c.sync_step) for c in failed_commits
+                if c.replica != replica and any(a <= c.sync_step <= b for a, b in lost)}
+        mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
+    return mine

@@ -21,7 +21,7 @@ from itertools import accumulate
 from dataclasses import dataclass
 from typing import Optional
 
-from ftrun.check.model import EventResult, Report
+from ftrun.check.result import EventResult, Report
 from ftrun.trace.spans import TraceSpans
 
 

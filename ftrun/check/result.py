@@ -1,9 +1,11 @@
-"""The result of ``ftrun.check.analyze.analyze``: plain dataclasses, JSON-ready via ``to_json``.
+"""What the check found (``ftrun.check.analyze.analyze``): plain dataclasses, JSON-ready via ``to_json``.
 
 ``Report.events`` holds one ``EventResult`` per expected or observed send/sync on every
-worker, ordered by (replica, rank, step). ``compare`` can reuse the per-sync timings
-(``exposed_comm_ms``, ``hidden_comm_ms``, ``send_to_done_ms``, ``should_commit_ms``) and the
-per-send ``bytes``, and ``WorkerReport.totals``.
+worker, ordered by (replica, rank, step): where it was expected and observed, its verdict, and
+its figures — ``SendFigures`` (a send's payload and queueing) or ``SyncFigures`` (the timing of
+a sync and the send it waited for). ``compare`` reuses the per-sync timings and the per-send
+``bytes``, and ``WorkerReport.totals``. In the JSON an event is one flat row (``EVENT_KEYS``):
+the figures of the other kind, or of an event not observed, are null.
 """
 
 from __future__ import annotations
@@ -11,6 +13,41 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class SendFigures:
+    """One observed send: what it moved and how its collectives queued (``ftrun.check.figures``)."""
+
+    allreduces: int  # torchft manager.allreduce calls
+    numel: Optional[int]  # elements moved; None without tensor sizes
+    bytes: Optional[int]  # None without sizes or element size
+    collectives: int  # attributed collective spans (backend span or NCCL kernel) + link holds
+    queue_delay_ms: Optional[float] = None  # largest start - issue of its collectives (ftrun.check.gpu_comm)
+    queue_cause: Optional[str] = None  # that delay's cause
+
+
+@dataclass(frozen=True)
+class SyncFigures:
+    """One observed sync and the send it waited for, in ms (``ftrun.check.comm``'s definitions)."""
+
+    exposed_comm_ms: float
+    hidden_comm_ms: Optional[float]
+    send_to_done_ms: Optional[float]
+    comm_union_ms: Optional[float]
+    should_commit_ms: Optional[float]
+    exposed_data_ms: float  # = exposed_comm_ms: the fragment's collectives
+    exposed_control_ms: float  # quorum wait before its send + should_commit
+    quorum_ms: Optional[float]
+    serialized: Optional[bool]
+    serialized_collectives: Optional[int]
+    send_captured: bool
+    # should_commit's stream synchronizes (where a CUDA run's CPU blocks), apart from exposed
+    commit_sync_ms: Optional[float] = None
+
+
+_SEND_KEYS = tuple(f.name for f in dataclasses.fields(SendFigures))
+_SYNC_KEYS = tuple(f.name for f in dataclasses.fields(SyncFigures))
 
 
 @dataclass
@@ -32,28 +69,26 @@ class EventResult:
     cycle: Optional[int] = None
     file: Optional[str] = None
     ts_us: Optional[float] = None
-    # sends
-    allreduces: Optional[int] = None
-    numel: Optional[int] = None
-    bytes: Optional[int] = None
-    collectives: Optional[int] = None
-    # syncs
-    exposed_comm_ms: Optional[float] = None
-    hidden_comm_ms: Optional[float] = None
-    send_to_done_ms: Optional[float] = None
-    comm_union_ms: Optional[float] = None
-    should_commit_ms: Optional[float] = None
-    exposed_data_ms: Optional[float] = None  # = exposed_comm_ms: the fragment's collectives
-    exposed_control_ms: Optional[float] = None  # quorum wait before its send + should_commit
-    quorum_ms: Optional[float] = None
-    serialized: Optional[bool] = None
-    serialized_collectives: Optional[int] = None
-    send_captured: Optional[bool] = None
-    # GPU-aware figures (ftrun.check.gpu_comm): sends' largest queue delay and its cause; syncs'
-    # should_commit stream synchronizes (where a CUDA run's CPU blocks), apart from exposed
-    queue_delay_ms: Optional[float] = None
-    queue_cause: Optional[str] = None
-    commit_sync_ms: Optional[float] = None
+    send: Optional[SendFigures] = None  # an observed send's figures
+    sync: Optional[SyncFigures] = None  # an observed sync's figures
+
+    def to_json(self) -> dict[str, Any]:
+        """One flat row: the placement and verdict, then every figure key (``EVENT_KEYS``)."""
+        d = {f: getattr(self, f) for f in _PLACEMENT_KEYS}
+        d["notes"] = list(self.notes)
+        d["fragment_candidates"] = list(self.fragment_candidates) if self.fragment_candidates is not None else None
+        send = dataclasses.asdict(self.send) if self.send is not None else {}
+        sync = dataclasses.asdict(self.sync) if self.sync is not None else {}
+        for k in _FIGURE_KEYS:
+            d[k] = send.get(k, sync.get(k))
+        return d
+
+
+_PLACEMENT_KEYS = tuple(f.name for f in dataclasses.fields(EventResult) if f.name not in ("send", "sync"))
+# the published row order (unchanged since the row was one flat record): send figures, sync
+# figures, then the GPU-aware ones of each
+_FIGURE_KEYS = (*_SEND_KEYS[:4], *_SYNC_KEYS[:-1], *_SEND_KEYS[4:], *_SYNC_KEYS[-1:])
+EVENT_KEYS = (*_PLACEMENT_KEYS, *_FIGURE_KEYS)
 
 
 @dataclass
@@ -137,8 +172,9 @@ class Report:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(dataclasses.replace(self, spans={}, comms={}))
+        d = dataclasses.asdict(dataclasses.replace(self, events=[], spans={}, comms={}))
         del d["spans"], d["comms"]
+        d["events"] = [e.to_json() for e in self.events]
         d["problems"] = self.problems()
         return d
 
