@@ -88,8 +88,8 @@ def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
         t = TraceSpans(Path("x"), "ftrun", [], sends, [], sorted([a, b], key=lambda c: c.span.ts))
         comms = comm.attribute(t.sends, t.collectives)
         q = gpu_comm.queueing(t, comms)
-        assert gpu_comm.serialized_count(q, 1) == int(expect), (b, q)
-        assert gpu_comm.serialized_count(q, 0) == 0
+        assert gpu_comm.send_queue(q, 1).serialized == int(expect), (b, q)
+        assert gpu_comm.send_queue(q, 0).serialized == 0
 
 
 def test_stream_wait_is_the_cause_without_a_blocking_kernel():

@@ -32,12 +32,12 @@ def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement
                 key = (rank, rec.manager_step_after)
                 by_key.setdefault(key, {})[replica] = (rec.fingerprint, rec.synced)
     out = Agreement()
-    for (rank, mstep), seen in sorted(by_key.items()):
+    for (rank, manager_step), seen in sorted(by_key.items()):
         if len(seen) < 2:
             continue
         out.commits_checked += 1
         if len(set(seen.values())) > 1:
             out.disagreements.append(
-                {"rank": rank, "manager_step": mstep, "replicas": {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}}
+                {"rank": rank, "manager_step": manager_step, "replicas": {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}}
             )
     return out

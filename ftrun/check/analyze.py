@@ -29,7 +29,7 @@ from ftrun.check import provenance
 from ftrun.check.cross import cross_replica
 from ftrun.check.events import event_results
 from ftrun.check.expect import schedule_for
-from ftrun.check.faults import Faults, describe, fault_marks
+from ftrun.check.fired_faults import FiredFaults, describe, fault_marks
 from ftrun.check.identify import RunIdentities
 from ftrun.check.match import expect, fit_offset, infer_failed, pair, unseen_syncs
 from ftrun.check.numerics import Numerics, check_numerics
@@ -71,7 +71,7 @@ def analyze(
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     spans, workers, logs = _load(inputs, max_trace_bytes, merge_jobs)
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
-    faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else Faults()
+    faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else FiredFaults()
     failed_commits = commit_checks.from_logs(logs)
     heals = commit_checks.heal_steps(logs)
     failed = {(w.replica, w.rank): commit_checks.failed_cycles(w.replica, failed_commits, faults, schedule, heals)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
-from ftrun.check.faults import Faults
+from ftrun.check.fired_faults import FiredFaults
 from ftrun.layout import EventRecord
 from ftrun.schedule import Schedule
 
@@ -94,7 +94,7 @@ def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool 
     return out
 
 
-def explain(commits: list[FailedCommit], faults: Faults, schedule: Schedule) -> None:
+def explain(commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule) -> None:
     """Mark the failed commits a fired fault accounts for (module docstring)."""
     for c in commits:
         if any(v.replica == c.replica and v.sync_step == c.sync_step for v in faults.votes):
@@ -114,7 +114,7 @@ def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list
     return out
 
 
-def failed_cycles(replica: int, failed_commits: list[FailedCommit], faults: Faults, schedule: Schedule,
+def failed_cycles(replica: int, failed_commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule,
                   heals: Optional[dict[int, list[int]]] = None) -> list[int]:
     """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
     its own failed commits, except those inside steps it lost to a fault and those it healed past

@@ -110,11 +110,6 @@ def _stream_wait_before(waits: list[Span], calls: list[Span], launch_ts: float) 
     return False
 
 
-def serialized_count(queued: list[Queued], send: int) -> int:
-    """How many of send ``send``'s collectives were serialized behind another send's."""
-    return sum(q.serialized for q in queued if q.send == send)
-
-
 @dataclass(frozen=True)
 class SendQueue:
     max_delay_ms: Optional[float]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ftrun.check import commits as commit_checks
-from ftrun.check.faults import Faults
+from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.identify import Pair, RunIdentities
 from ftrun.check.observe import NUMBERINGS, Obs, WorkerObs, observe
 from ftrun.check.workers import Worker
@@ -73,7 +73,7 @@ def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pai
     return pairs
 
 
-def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: Faults) -> tuple[int, dict]:
+def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: FiredFaults) -> tuple[int, dict]:
     """The ``ProfilerStep`` offset, and how it was chosen (the report's ``step_numbering``)."""
     if requested != "auto":
         return NUMBERINGS[requested], {"requested": requested, "used": requested}

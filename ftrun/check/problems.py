@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 from ftrun.check import commits as commit_checks
 from ftrun.check.agreement import check_agreement
 from ftrun.check.evidence import Identity
-from ftrun.check.faults import Faults
+from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.observe import Obs, WorkerObs
 from ftrun.check.result import EventResult
 from ftrun.errors import NotChecked
@@ -55,7 +55,7 @@ class RunProblems:
         return [p for ps in self.by_class.values() for p in ps]
 
 
-def run_problems(inputs, traced: set[int], faults: Faults, notes: list[str], logs: dict,
+def run_problems(inputs, traced: set[int], faults: FiredFaults, notes: list[str], logs: dict,
                  failed_commits: list[commit_checks.FailedCommit], allow_failed_commits: bool) -> RunProblems:
     """The run's problems (module docstring); notes a job of which only some groups were given."""
     out = RunProblems({"traces": missing_traces(inputs, traced, faults, notes), "agreement": [], "commits": []})
@@ -75,7 +75,7 @@ def require_evidence(seen: Sequence[WorkerObs], results: Sequence[EventResult]) 
         raise NotChecked(f"nothing checked: no torchft send or sync observed for {', '.join(unseen) or 'any worker'}")
 
 
-def missing_traces(inputs, traced: set[int], faults: Faults, notes: list[str]) -> list[str]:
+def missing_traces(inputs, traced: set[int], faults: FiredFaults, notes: list[str]) -> list[str]:
     """Run problems: a replica group of the run without a trace that no fault explains. Notes a
     job of which only some groups were given."""
     problems: list[str] = []

@@ -137,7 +137,7 @@ class Report:
     # merged runs: every run dir (the replica groups of one job) and the job's id
     run_dirs: list[str] = field(default_factory=list)
     job_id: Optional[str] = None
-    # injected faults that fired (``ftrun.check.faults.FaultMark.to_json``): steps each replica lost
+    # injected faults that fired (``ftrun.check.fired_faults.FaultMark.to_json``): steps each replica lost
     faults: list[dict[str, Any]] = field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
     agreement: Optional[dict[str, Any]] = None

@@ -74,7 +74,7 @@ class CommitVote:
 
 
 @dataclass
-class Faults:
+class FiredFaults:
     marks: list[FaultMark] = field(default_factory=list)
     votes: list[CommitVote] = field(default_factory=list)
 
@@ -85,9 +85,9 @@ class Faults:
         return any(m.replica == replica for m in self.marks)
 
 
-def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> Faults:
+def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> FiredFaults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
-    out = Faults()
+    out = FiredFaults()
     seen: set[tuple[int, int, str]] = set()
     for rd, m in zip(run_dirs, manifests):
         steps = m.schedule.steps
