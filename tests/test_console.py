@@ -7,11 +7,11 @@ process through typer's CliRunner, and only for --help or bad input (nothing tra
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 import typer.main
 from typer.testing import CliRunner
@@ -77,7 +77,7 @@ def report(problem: str | None = None, notes: list[str] | None = None, run_dir: 
     if problem:
         e = events[1]
         e.ok, e.observed_step, e.problem = False, 31, problem
-        e.sync = dataclasses.replace(e.sync, serialized=True, serialized_collectives=3)
+        e.sync = msgspec.structs.replace(e.sync, serialized=True, serialized_collectives=3)
     events[3].notes = list(notes or [])
     workers = [WorkerReport(replica=r, rank=0, source="manifest", files=["f"], step_source="ftrun",
                             step_ranges=[(21, 40)], failed_cycles=[2] if r else []) for r in (0, 1)]

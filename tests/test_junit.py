@@ -154,16 +154,16 @@ def test_sweep_refuses_junit_inside_its_dir(tmp_path):
 def test_no_problem_is_lost():
     """A worker known only from its failed commits gets its failing case; a run problem of no
     known class lands in ``other``; a failing verdict never renders as all-pass."""
-    import dataclasses
+    import msgspec
 
     base = _report()
     lost = {"replica": 5, "rank": 0, "sync_step": 30, "fragment": 0, "source": "event_log", "evidence": "commit: false",
             "explained_by_fault": False}
     line = "replica 5 rank 0: 1 commit(s) failed (...)"
-    r = dataclasses.replace(base, verdict="fail", failed_commits=[lost], run_problems=[line, "something new"],
-                            run_problems_by_class={"traces": [], "agreement": [], "commits": [line]})
+    r = msgspec.structs.replace(base, verdict="fail", failed_commits=[lost], run_problems=[line, "something new"],
+                                 run_problems_by_class={"traces": [], "agreement": [], "commits": [line]})
     got = {(c.classname, c.name): c for c in junit_view.report_cases(r)}
     assert "commit at sync step 30" in got[("replica5.rank0", "commits")].failures[0]
     assert got[("run", "other")].failures == ["something new"]
-    bare = dataclasses.replace(base, verdict="fail")
+    bare = msgspec.structs.replace(base, verdict="fail")
     assert {(c.classname, c.name): c.failures for c in junit_view.report_cases(bare)}[("run", "other")] == ["verdict fail"]

@@ -10,8 +10,9 @@ stage needs to infer failed commits); ``label(wobs, pairs)`` then fixes each obs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
+
+import msgspec
 
 from ftrun.check.evidence import NO_EVIDENCE, ClusterIdentifier, Identity, ManifestIdentifier, trace_key
 from ftrun.check.observe import Obs, WorkerObs
@@ -21,11 +22,10 @@ from ftrun.schedule import Event, Schedule
 Pair = tuple[Optional[Event], Optional[Obs]]  # (expected, observed), from the expect/match stage
 
 
-@dataclass
-class Identities:
+class Identities(msgspec.Struct):
     """Each observation's identity (``NO_EVIDENCE`` for one never labelled)."""
 
-    by_obs: dict[Obs, Identity] = field(default_factory=dict)
+    by_obs: dict[Obs, Identity] = msgspec.field(default_factory=dict)
 
     def of(self, o: Obs) -> Identity:
         return self.by_obs.get(o, NO_EVIDENCE)

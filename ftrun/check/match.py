@@ -12,8 +12,9 @@ expected events (ties: top).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
+
+import msgspec
 
 from ftrun.check import commits as commit_checks
 from ftrun.check.fired_faults import FiredFaults
@@ -23,15 +24,14 @@ from ftrun.check.workers import Worker
 from ftrun.schedule import Event, Schedule
 
 
-@dataclass
-class WorkerMatch:
+class WorkerMatch(msgspec.Struct):
     """One worker's expectations and the (expected, observed) pairs; ``None`` on a side: missing / unexpected."""
 
     seen: WorkerObs
     failed: list[int]  # cycles whose commit failed: their fragment is sent again
     lost: list[tuple[int, int]]  # steps lost to a fault: nothing expected
     expected: list[Event]
-    pairs: list[Pair] = field(default_factory=list)
+    pairs: list[Pair] = msgspec.field(default_factory=list)
 
 
 def expected_events(schedule: Schedule, ranges, failed: Sequence[int], lost) -> list[Event]:

@@ -14,8 +14,9 @@ Step numbering for ``ProfilerStep#k`` (ftrun's ``ftrun::step#S`` spans are absol
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
 from typing import Optional
+
+import msgspec
 
 from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
@@ -26,8 +27,7 @@ from ftrun.trace.spans import Send, Span, Sync, TraceSpans
 NUMBERINGS = {"top": 0, "end": 1}  # ProfilerStep#k -> step k + offset
 
 
-@dataclass(eq=False)  # hashed by identity: later stages key their findings by observation
-class Obs:
+class Obs(msgspec.Struct, eq=False):  # eq=False: hashed by identity, later stages key their findings by observation
     """One observed send (``send`` set) or sync (``sync`` set) on a worker."""
 
     kind: str
@@ -44,8 +44,7 @@ class Obs:
     paired: Optional["Obs"] = None  # syncs: the send they wait for
 
 
-@dataclass
-class WorkerObs:
+class WorkerObs(msgspec.Struct):
     """What one worker's traces show: its captured step runs and its observations in time order."""
 
     worker: Worker

@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
+
+import msgspec
 
 from ftrun.check import commits as commit_checks
 from ftrun.check.agreement import check_agreement
@@ -43,11 +44,10 @@ def event_problem(kind: str, e: Optional[Event], o: Optional[Obs], identity: Opt
     return "; ".join(problems) if problems else None
 
 
-@dataclass
-class RunProblems:
+class RunProblems(msgspec.Struct):
     """Run-level problems by class (the report's ``run_problems_by_class``) and the agreement check."""
 
-    by_class: dict[str, list[str]] = field(default_factory=dict)
+    by_class: dict[str, list[str]] = msgspec.field(default_factory=dict)
     agreement: Optional[dict[str, Any]] = None  # None: no event logs, nothing checked
 
     @property

@@ -1,4 +1,4 @@
-"""What the check found (``ftrun.check.analyze.analyze``): plain dataclasses, JSON-ready via ``to_json``.
+"""What the check found (``ftrun.check.analyze.analyze``): msgspec Structs, JSON-ready via ``to_json``.
 
 ``Report.events`` holds one ``EventResult`` per expected or observed send/sync on every
 worker, ordered by (replica, rank, step): where it was expected and observed, its verdict, and
@@ -11,12 +11,12 @@ the figures of the other kind, or of an event not observed, are null.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import msgspec
 
-@dataclass(frozen=True)
-class SendFigures:
+
+class SendFigures(msgspec.Struct, frozen=True):
     """One observed send: what it moved and how its collectives queued (``ftrun.check.figures``)."""
 
     allreduces: int  # torchft manager.allreduce calls
@@ -27,8 +27,7 @@ class SendFigures:
     queue_cause: Optional[str] = None  # that delay's cause
 
 
-@dataclass(frozen=True)
-class SyncFigures:
+class SyncFigures(msgspec.Struct, frozen=True):
     """One observed sync and the send it waited for, in ms (``ftrun.check.comm``'s definitions)."""
 
     exposed_comm_ms: float
@@ -46,12 +45,11 @@ class SyncFigures:
     commit_sync_ms: Optional[float] = None
 
 
-_SEND_KEYS = tuple(f.name for f in dataclasses.fields(SendFigures))
-_SYNC_KEYS = tuple(f.name for f in dataclasses.fields(SyncFigures))
+_SEND_KEYS = SendFigures.__struct_fields__
+_SYNC_KEYS = SyncFigures.__struct_fields__
 
 
-@dataclass
-class EventResult:
+class EventResult(msgspec.Struct):
     replica: int
     rank: int
     kind: str  # "send" | "sync"
@@ -61,7 +59,7 @@ class EventResult:
     observed_step: Optional[int]  # None: missing event
     ok: bool
     problem: Optional[str] = None  # what is wrong, one phrase; None when ok
-    notes: list[str] = field(default_factory=list)  # e.g. "send not captured", "ambiguous ..."
+    notes: list[str] = msgspec.field(default_factory=list)  # e.g. "send not captured", "ambiguous ..."
     evidence: str = "none"  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     fragment_checked: bool = False  # the observed fragment was identified from evidence (not ambiguous, not absent)
     fragment_candidates: Optional[list[int]] = None
@@ -77,22 +75,21 @@ class EventResult:
         d = {f: getattr(self, f) for f in _PLACEMENT_KEYS}
         d["notes"] = list(self.notes)
         d["fragment_candidates"] = list(self.fragment_candidates) if self.fragment_candidates is not None else None
-        send = dataclasses.asdict(self.send) if self.send is not None else {}
-        sync = dataclasses.asdict(self.sync) if self.sync is not None else {}
+        send = msgspec.structs.asdict(self.send) if self.send is not None else {}
+        sync = msgspec.structs.asdict(self.sync) if self.sync is not None else {}
         for k in _FIGURE_KEYS:
             d[k] = send.get(k, sync.get(k))
         return d
 
 
-_PLACEMENT_KEYS = tuple(f.name for f in dataclasses.fields(EventResult) if f.name not in ("send", "sync"))
+_PLACEMENT_KEYS = tuple(f for f in EventResult.__struct_fields__ if f not in ("send", "sync"))
 # the published row order (unchanged since the row was one flat record): send figures, sync
 # figures, then the GPU-aware ones of each
 _FIGURE_KEYS = (*_SEND_KEYS[:4], *_SYNC_KEYS[:-1], *_SEND_KEYS[4:], *_SYNC_KEYS[-1:])
 EVENT_KEYS = (*_PLACEMENT_KEYS, *_FIGURE_KEYS)
 
 
-@dataclass
-class WorkerReport:
+class WorkerReport(msgspec.Struct):
     replica: int
     rank: int
     source: str  # how (replica, rank) was decided: manifest, file name, file order (+ torchft's process-group name)
@@ -100,7 +97,7 @@ class WorkerReport:
     step_source: str  # "ftrun" (ftrun::step#S) or "profiler" (ProfilerStep#k)
     step_ranges: list[tuple[int, int]]  # captured training steps per file
     failed_cycles: list[int]
-    totals: dict[str, Any] = field(default_factory=dict)
+    totals: dict[str, Any] = msgspec.field(default_factory=dict)
     # the traces' distributedInfo: the default group's rank and size ("global rank 3 of 8"), never the replica
     global_rank: Optional[int] = None
     world_size: Optional[int] = None
@@ -111,8 +108,7 @@ class WorkerReport:
         return f"global rank {self.global_rank}" + (f" of {self.world_size}" if self.world_size is not None else "")
 
 
-@dataclass
-class CrossCheck:
+class CrossCheck(msgspec.Struct):
     kind: str
     step: int
     manager_step: Optional[int]
@@ -121,8 +117,7 @@ class CrossCheck:
     problem: Optional[str] = None
 
 
-@dataclass
-class Report:
+class Report(msgspec.Struct):
     verdict: str  # "pass" | "fail"
     mode: str  # "manifest" | "foreign"
     files: list[str]
@@ -133,32 +128,35 @@ class Report:
     events: list[EventResult]
     cross_replica: list[CrossCheck]
     run_dir: Optional[str] = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     # merged runs: every run dir (the replica groups of one job) and the job's id
-    run_dirs: list[str] = field(default_factory=list)
+    run_dirs: list[str] = msgspec.field(default_factory=list)
     job_id: Optional[str] = None
     # injected faults that fired (``ftrun.check.fired_faults.FaultMark.to_json``): steps each replica lost
-    faults: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
     agreement: Optional[dict[str, Any]] = None
     # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
     # tolerance, problems, heals
     numerics: Optional[dict[str, Any]] = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
-    run_problems: list[str] = field(default_factory=list)
+    run_problems: list[str] = msgspec.field(default_factory=list)
     # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
     # "commits" (failed commits no fault explains, unless allowed); run_problems is their concatenation
-    run_problems_by_class: dict[str, list[str]] = field(default_factory=dict)
+    run_problems_by_class: dict[str, list[str]] = msgspec.field(default_factory=dict)
     # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
-    failed_commits: list[dict[str, Any]] = field(default_factory=list)
+    failed_commits: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
-    overlap: dict[str, Any] = field(default_factory=dict)
+    overlap: dict[str, Any] = msgspec.field(default_factory=dict)
     # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
     versions: Optional[dict[str, Any]] = None
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
-    spans: dict[str, Any] = field(default_factory=dict, repr=False)
-    comms: dict[str, dict[float, Any]] = field(default_factory=dict, repr=False)
+    spans: dict[str, Any] = msgspec.field(default_factory=dict)
+    comms: dict[str, dict[float, Any]] = msgspec.field(default_factory=dict)
+
+    def __repr__(self) -> str:  # not the spans and comms it carries for renderers
+        return f"Report(verdict={self.verdict!r}, mode={self.mode!r}, files={self.files!r}, events={len(self.events)})"
 
     @property
     def ok(self) -> bool:
@@ -172,8 +170,7 @@ class Report:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(dataclasses.replace(self, events=[], spans={}, comms={}))
-        del d["spans"], d["comms"]
+        d = {f: _plain(getattr(self, f)) for f in self.__struct_fields__ if f not in ("spans", "comms")}
         d["events"] = [e.to_json() for e in self.events]
         d["problems"] = self.problems()
         return d
@@ -185,3 +182,18 @@ def numerics_of(report: Report) -> Optional[dict[str, Any]]:
     then numerics were not checked, and nothing may say they passed."""
     n = report.to_json().get("numerics")
     return n if isinstance(n, dict) and n.get("checked") else None
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-ready copy of ``x``: records as dicts (field order), containers copied, tuples kept."""
+    if isinstance(x, msgspec.Struct):
+        return {f: _plain(getattr(x, f)) for f in x.__struct_fields__}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
