@@ -117,8 +117,20 @@ class SendQueue:
     serialized: int
 
 
+def send_queues(queued: list[Queued], sends: int) -> list[SendQueue]:
+    """``send_queue`` of every send ``0 .. sends - 1``, in one pass over ``queued``."""
+    mine: list[list[Queued]] = [[] for _ in range(sends)]
+    for q in queued:
+        mine[q.send].append(q)
+    return [_summary(m) for m in mine]
+
+
 def send_queue(queued: list[Queued], send: int) -> SendQueue:
-    mine = [q for q in queued if q.send == send]
+    """The queueing of send ``send``'s collectives: its largest delay, that delay's cause, how many were serialized."""
+    return _summary([q for q in queued if q.send == send])
+
+
+def _summary(mine: list[Queued]) -> SendQueue:
     if not mine:
         return SendQueue(None, None, 0)
     worst = max(mine, key=lambda q: q.delay_us)

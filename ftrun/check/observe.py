@@ -92,12 +92,12 @@ def observe(w: Worker, window: int, offset: int) -> WorkerObs:
         steps = StepIndex(t, offset)
         ranges.extend(steps.ranges)
         comms = communication.attribute(t.sends, t.collectives)
-        queued = gpu_comm.queueing(t, comms)  # serialized = queued behind another send's collective
-        for i, (send, sc) in enumerate(zip(t.sends, comms)):
+        queues = gpu_comm.send_queues(gpu_comm.queueing(t, comms), len(comms))  # serialized: behind another send's
+        for send, sc, queue in zip(t.sends, comms, queues):
             step, manager_step = steps.at(send.span.ts)
             sig = send_signature([a.shapes for a in send.allreduces], (c.itemsize for _, c in sc.calls if c is not None))
             obs.append(Obs("send", send.span.ts, step, manager_step, t, send=send, sig=sig, comm=sc,
-                           queue=gpu_comm.send_queue(queued, i),
+                           queue=queue,
                            quorum=communication.quorum_before(send, t.quorums, steps.step_of)))
         for sync in t.syncs:
             step, manager_step = steps.at(sync.span.ts)
