@@ -43,11 +43,13 @@ class RunIdentities:
         self.manifest: Optional[ManifestIdentifier] = None
         self.cluster: Optional[ClusterIdentifier] = None
         if frags:
-            self.manifest = ManifestIdentifier(frags, isinstance(manifest, Manifest) and bool(manifest.config.get("bucketize")))
+            bucketized = isinstance(manifest, Manifest) and bool(manifest.config.get("bucketize"))
+            self.manifest = ManifestIdentifier(frags, bucketized)
             return
         self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)
         order = sorted(
-            ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o) for wi, wo in enumerate(wobs) for o in wo.obs),
+            ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o)
+             for wi, wo in enumerate(wobs) for o in wo.obs),
             key=lambda x: x[:4],
         )
         for *_, o in order:
@@ -83,7 +85,8 @@ class RunIdentities:
                 # only the first captured run of steps: later ones depend on commits nobody saw
                 lo, hi = min(wo.ranges) if wo.ranges else (0, -1)
                 for e, o in mine:
-                    if e is not None and o is not None and o.kind == "send" and o.sig is not None and lo <= (o.step or -1) <= hi:
+                    first_run = lo <= (o.step or -1) <= hi if o is not None else False
+                    if e is not None and o is not None and o.kind == "send" and o.sig is not None and first_run:
                         self.cluster.vote(o.sig, e.fragment)
                         needed.add(e.fragment)
             self.cluster.finish(len(needed))
@@ -115,7 +118,8 @@ class RunIdentities:
                     "torchft's Baby process groups): sends told apart by their number of allreduces"
                 )
             else:
-                out.append("no tensor sizes in the trace (record_shapes off): sends told apart by their number of allreduces")
+                out.append("no tensor sizes in the trace (record_shapes off): sends told apart by their number of "
+                           "allreduces")
         traces = {id(o.trace): o.trace for o in sends}
         bare = [t for t in traces.values() if not t.collectives]
         if bare:
@@ -129,7 +133,8 @@ class RunIdentities:
             else:
                 out.append(
                     f"{'no fragment sizes in the manifest' if self.has_manifest else 'no manifest'}: fragment ids are "
-                    "classes of equal signatures, labelled once for every file and replica, anchored on the expected schedule"
+                    "classes of equal signatures, labelled once for every file and replica, anchored on the expected "
+                    "schedule"
                 )
         amb = sorted({ids.of(o).candidates for o in obs if ids.of(o).ambiguous and ids.of(o).candidates})
         for c in amb:

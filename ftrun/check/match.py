@@ -73,7 +73,8 @@ def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pai
     return pairs
 
 
-def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: FiredFaults) -> tuple[int, dict]:
+def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str,
+               faults: FiredFaults) -> tuple[int, dict]:
     """The ``ProfilerStep`` offset, and how it was chosen (the report's ``step_numbering``)."""
     if requested != "auto":
         return NUMBERINGS[requested], {"requested": requested, "used": requested}
@@ -106,7 +107,8 @@ def syncs_seen(seen: WorkerObs, ids: RunIdentities) -> list[commit_checks.SyncSe
             continue
         nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
         out.append(commit_checks.SyncSeen(
-            o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None, o.sync.committed,
+            o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None,
+            o.sync.committed,
         ))
     return out
 

@@ -95,7 +95,8 @@ def observe(w: Worker, window: int, offset: int) -> WorkerObs:
         queues = gpu_comm.send_queues(gpu_comm.queueing(t, comms), len(comms))  # serialized: behind another send's
         for send, sc, queue in zip(t.sends, comms, queues):
             step, manager_step = steps.at(send.span.ts)
-            sig = send_signature([a.shapes for a in send.allreduces], (c.itemsize for _, c in sc.calls if c is not None))
+            itemsizes = (c.itemsize for _, c in sc.calls if c is not None)
+            sig = send_signature([a.shapes for a in send.allreduces], itemsizes)
             obs.append(Obs("send", send.span.ts, step, manager_step, t, send=send, sig=sig, comm=sc,
                            queue=queue,
                            quorum=communication.quorum_before(send, t.quorums, steps.step_of)))

@@ -96,10 +96,10 @@ def disagreements(ag) -> list[str]:
     """Run problems: replicas whose synced parameters differ after a commit (``check_agreement``)."""
     out = []
     for d in ag.disagreements:
-        seen = ", ".join(
-            f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}" for r, v in sorted(d["replicas"].items())
-        )
-        out.append(f"replicas disagree on the synced parameters after manager step {d['manager_step']} (rank {d['rank']}): {seen}")
+        seen = ", ".join(f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}"
+                         for r, v in sorted(d["replicas"].items()))
+        out.append(f"replicas disagree on the synced parameters after manager step {d['manager_step']} "
+                   f"(rank {d['rank']}): {seen}")
     return out
 
 
@@ -113,7 +113,8 @@ def unexplained_failed_commits(failed_commits: list[commit_checks.FailedCommit])
     for (rep, rank), cs in sorted(by_worker.items()):
         how = "; ".join(sorted({f"{c.source.replace('_', ' ')}: {c.evidence}" for c in cs}))
         out.append(
-            f"replica {rep} rank {rank}: {len(cs)} commit(s) failed (sync steps {', '.join(str(c.sync_step) for c in cs)}; "
+            f"replica {rep} rank {rank}: {len(cs)} commit(s) failed "
+            f"(sync steps {', '.join(str(c.sync_step) for c in cs)}; "
             f"{how}) and no injected fault explains it (--allow-failed-commits to accept)"
         )
     return out

@@ -112,7 +112,8 @@ def _ev(kind: str, step: int, fragment: int = 0) -> Event:
 
 def test_pair_same_step_then_nearest_within_a_window():
     exp = [_ev("send", 5), _ev("sync", 10), _ev("send", 15)]
-    o_send, o_sync_late, o_extra = Obs("send", 1.0, 5, 0, TRACE), Obs("sync", 2.0, 12, 0, TRACE), Obs("sync", 3.0, 40, 0, TRACE)
+    o_send, o_sync_late = Obs("send", 1.0, 5, 0, TRACE), Obs("sync", 2.0, 12, 0, TRACE)
+    o_extra = Obs("sync", 3.0, 40, 0, TRACE)
     got = pair(exp, [o_send, o_sync_late, o_extra], window=10)
     assert (exp[0], o_send) in got  # same step
     assert (exp[1], o_sync_late) in got  # 2 steps off, within the window
@@ -124,8 +125,8 @@ def test_pair_same_step_then_nearest_within_a_window():
 def test_expect_leaves_out_lost_steps_and_shifts_by_failed_cycles():
     wo = WorkerObs(Worker(0, 0, "file order", [TRACE]), [(1, 40)], [])
     plain = expect(wo, SCHEDULE, [], [])
-    assert [(e.kind, e.step, e.fragment) for e in plain.expected][:4] == [("send", 5, 0), ("sync", 10, 0), ("send", 15, 1),
-                                                                         ("sync", 20, 1)]
+    got = [(e.kind, e.step, e.fragment) for e in plain.expected][:4]
+    assert got == [("send", 5, 0), ("sync", 10, 0), ("send", 15, 1), ("sync", 20, 1)]
     lost = expect(wo, SCHEDULE, [], [(1, 20)])
     assert all(e.step > 20 for e in lost.expected)
     failed = expect(wo, SCHEDULE, [0], [])  # cycle 0's commit failed: fragment 0 is sent again next cycle
@@ -177,7 +178,8 @@ def test_cross_replica_flags_a_worker_missing_an_event():
     assert cc.ok and cc.fragments == {"0/0": 0, "1/0": 0} and cc.problem is None
     (cc,) = cross_replica([m(0), m(1)], both[:1])
     assert not cc.ok and cc.fragments == {"0/0": 0, "1/0": None}
-    assert cc.problem == "replicas disagree on the send at step 5 (manager step 0): replica 0 rank 0: fragment 0, replica 1 rank 0: none"
+    assert cc.problem == ("replicas disagree on the send at step 5 (manager step 0): "
+                          "replica 0 rank 0: fragment 0, replica 1 rank 0: none")
     other = [both[0], EventResult(replica=1, rank=0, fragment=1, observed_step=5, **row)]
     assert "fragment 1" in cross_replica([m(0), m(1)], other)[0].problem
     assert cross_replica([m(0)], both[:1]) == []  # one worker: nothing to compare
@@ -191,9 +193,10 @@ def test_event_problem_names_what_is_wrong():
     assert event_problem("send", None, o, ok) == "unexpected send (fragment 0) at step 6"
     assert event_problem("send", e, None, None) == "send of fragment 0 missing at step 5"
     other = Identity(1, (1,), "send sizes")
-    assert event_problem("send", e, Obs("send", 1.0, 5, 0, TRACE), other) == "send at step 5: fragment 1, expected fragment 0"
+    at5 = Obs("send", 1.0, 5, 0, TRACE)
+    assert event_problem("send", e, at5, other) == "send at step 5: fragment 1, expected fragment 0"
     unknown = Identity(None, (0, 1), "send count", ambiguous=True)
-    assert event_problem("send", e, Obs("send", 1.0, 5, 0, TRACE), unknown) is None  # ambiguous: not checked, not failed
+    assert event_problem("send", e, at5, unknown) is None  # ambiguous: not checked, not failed
 
 
 def test_nothing_observed_is_not_checked():
