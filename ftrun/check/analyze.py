@@ -31,7 +31,7 @@ from ftrun.check.events import event_results
 from ftrun.check.expect import schedule_for
 from ftrun.check.fired_faults import FiredFaults, describe, fault_marks
 from ftrun.check.identify import RunIdentities
-from ftrun.check.match import expect, fit_offset, infer_failed, pair, unseen_syncs
+from ftrun.check.match import expect, fit_offset, infer_failed, inferred_commits, pair, unseen_syncs
 from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.observe import NUMBERINGS, comms_by_file, observe
 from ftrun.check.overlap import overlap_of
@@ -65,10 +65,7 @@ def analyze(
     ``max_trace_bytes`` (``ftrun.trace.load``).
     """
     inputs = discover([Path(p) for p in paths])
-    if step_numbering is None:  # not given: what the run recorded (ftrun launch), else top
-        step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
-    if step_numbering not in (*NUMBERINGS, "auto"):
-        raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
+    step_numbering = _numbering(inputs, step_numbering)
     spans, workers, logs = _load(inputs, max_trace_bytes, merge_jobs)
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else FiredFaults()
@@ -79,38 +76,34 @@ def analyze(
     offset, numbering = fit_offset(workers, schedule, failed, step_numbering, faults)
 
     seen = [observe(w, schedule.window, offset) for w in workers]  # 1. observe
-    classes = RunIdentities(inputs.manifest, seen, schedule)  # 2. identify (classes)
+    classes = RunIdentities(inputs.manifest, seen, schedule)  # 2. identify: signature classes
     matches = [expect(wo, schedule, failed[(wo.worker.replica, wo.worker.rank)], faults.lost(wo.worker.replica))
                for wo in seen]  # 3. expect/match
     inferred = infer_failed(matches, {r for r, _ in logs}, classes, schedule)
     for m in matches:
         m.pairs = pair(m.expected, m.seen.obs, schedule.window)
-    ids = classes.label(seen, [m.pairs for m in matches])  # 2. identify (labels, from the matches)
-    notes = _once(spans) + classes.notes(seen, ids) + _commit_notes(seen, logs, classes, schedule)
-    for m, step, how in inferred:
-        sync = next((o for o in m.seen.obs if o.kind == "sync" and o.step == step), None)
-        frag = ids.of(sync).fragment if sync is not None else None
-        failed_commits.append(commit_checks.FailedCommit(m.seen.worker.replica, m.seen.worker.rank, step, frag,
-                                                         "inferred", how))
+    ids = classes.label(seen, [m.pairs for m in matches])  # 2. identify: labels, anchored on the matches
+    failed_commits += inferred_commits(inferred, ids)
     commit_checks.explain(failed_commits, faults, schedule)
-
     results, reports = event_results(matches, ids, schedule)  # 4. figures
     cross = cross_replica(matches, results)  # 5. cross-replica
+
+    notes = _once(spans) + classes.notes(seen, ids) + _commit_notes(seen, logs, classes, schedule)
     if step_numbering == "auto":
         notes.append(f"step numbering: fitted '{numbering['used']}'")
     traced = {w.replica for w in workers}
-    for mark in faults.marks:
-        mark.has_trace = mark.replica in traced
-        mark.text = describe(mark)
     problems = run_problems(inputs, traced, faults, notes, logs, failed_commits, allow_failed_commits)  # 6. problems
     require_evidence(seen, results)
     numerics = run_numerics(inputs, logs)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and not problems.lines and numerics.ok
+    for mark in faults.marks:
+        mark.has_trace = mark.replica in traced
+        mark.text = describe(mark)
     report = Report(
         verdict="pass" if ok else "fail",
         mode="manifest" if inputs.manifest is not None else "foreign",
         files=[str(f.path) for f in inputs.files],
-        replicas=sorted({w.replica for w in workers}),
+        replicas=sorted(traced),
         schedule={
             "fragments": schedule.fragments,
             "sync_every": schedule.sync_every,
@@ -137,6 +130,15 @@ def analyze(
     )
     report.overlap = overlap_of(report)
     return report
+
+
+def _numbering(inputs, step_numbering: Optional[str]) -> str:
+    """The ``ProfilerStep`` numbering asked for: not given, what the run recorded (ftrun launch), else top."""
+    if step_numbering is None:
+        step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
+    if step_numbering not in (*NUMBERINGS, "auto"):
+        raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
+    return step_numbering
 
 
 def _load(inputs, max_trace_bytes: int, merge_jobs: bool):

@@ -18,7 +18,7 @@ import msgspec
 
 from ftrun.check import commits as commit_checks
 from ftrun.check.fired_faults import FiredFaults
-from ftrun.check.identify import Pair, RunIdentities
+from ftrun.check.identify import Identities, Pair, RunIdentities
 from ftrun.check.observe import NUMBERINGS, Obs, WorkerObs, observe
 from ftrun.check.workers import Worker
 from ftrun.schedule import Event, Schedule
@@ -127,3 +127,13 @@ def infer_failed(matches: list[WorkerMatch], logged: set[int], ids: RunIdentitie
             m.expected = expected_events(schedule, m.seen.ranges, m.failed, m.lost)
             inferred += [(m, s, how) for s, how in steps]
     return inferred
+
+
+def inferred_commits(inferred: list[tuple[WorkerMatch, int, str]], ids: Identities) -> list[commit_checks.FailedCommit]:
+    """``infer_failed``'s findings as failed commits, each with the fragment its sync moved (once labelled)."""
+    out = []
+    for m, step, how in inferred:
+        sync = next((o for o in m.seen.obs if o.kind == "sync" and o.step == step), None)
+        frag = ids.of(sync).fragment if sync is not None else None
+        out.append(commit_checks.FailedCommit(m.seen.worker.replica, m.seen.worker.rank, step, frag, "inferred", how))
+    return out
