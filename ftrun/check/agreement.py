@@ -8,15 +8,14 @@ the same outer update. Ranks that missed a commit (dead, healing) simply have no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from ftrun.layout import EventRecord
 
 
-@dataclass
-class Agreement:
+class Agreement(msgspec.Struct):
     commits_checked: int = 0
-    disagreements: list[dict] = field(default_factory=list)
+    disagreements: list[dict] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:

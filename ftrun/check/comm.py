@@ -30,18 +30,18 @@ Definitions (all in milliseconds, per sync and the send it waits for):
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import Callable, Optional
+
+import msgspec
 
 from ftrun.check.evidence import numels_of
 from ftrun.trace.spans import Collective, Send, Span, Sync
 
 
-@dataclass
-class SendComm:
+class SendComm(msgspec.Struct):
     issue_ts: float
-    calls: list[tuple[float, Optional[Collective]]] = field(default_factory=list)  # (issue ts, collective)
-    holds: list[Collective] = field(default_factory=list)
+    calls: list[tuple[float, Optional[Collective]]] = msgspec.field(default_factory=list)  # (issue ts, collective)
+    holds: list[Collective] = msgspec.field(default_factory=list)
     numel: Optional[int] = None
     bytes: Optional[int] = None
 
@@ -154,8 +154,7 @@ def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Op
     return best
 
 
-@dataclass(frozen=True)
-class SyncTiming:
+class SyncTiming(msgspec.Struct, frozen=True):
     exposed_ms: float
     hidden_ms: Optional[float]
     send_to_done_ms: Optional[float]

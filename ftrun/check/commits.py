@@ -23,16 +23,16 @@ failed commit at the sync it fired in).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
+
+import msgspec
 
 from ftrun.check.fired_faults import FiredFaults
 from ftrun.layout import EventRecord
 from ftrun.schedule import Schedule
 
 
-@dataclass
-class FailedCommit:
+class FailedCommit(msgspec.Struct):
     replica: int
     rank: int
     sync_step: int
@@ -60,8 +60,7 @@ def from_logs(logs: dict[tuple[int, int], list[EventRecord]]) -> list[FailedComm
     return out
 
 
-@dataclass(frozen=True)
-class SyncSeen:
+class SyncSeen(msgspec.Struct, frozen=True):
     """One observed sync: its step, the class of the send it waited for and of its own restore
     (None = no evidence), and the class of the next send on the worker (None = none captured)."""
 

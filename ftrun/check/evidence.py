@@ -37,8 +37,9 @@ observation of a run.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
+
+import msgspec
 
 from ftrun.layout import Fragment
 
@@ -57,8 +58,7 @@ def numels_of(shapes: Optional[Sequence[Sequence[int]]]) -> Optional[Numels]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(msgspec.Struct, frozen=True):
     """``kind``: "send" (entries = allreduces) or "restore" (entries = parameters)."""
 
     kind: str
@@ -102,8 +102,7 @@ def trace_key(sigs: Iterable[Signature]) -> bool:
     return bool(sigs) and all(s.sizes is not None for s in sigs)
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(msgspec.Struct, frozen=True):
     fragment: Optional[int]  # None: not identified (no evidence, ambiguous, or no match)
     candidates: tuple[int, ...]
     evidence: str  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
@@ -127,8 +126,7 @@ def _short(sizes: Sequence[int], most: int = 6) -> str:
     return "[" + ", ".join(map(str, s[:most])) + (f", … {len(s) - most} more" if len(s) > most else "") + "]"
 
 
-@dataclass(frozen=True)
-class _Frag:
+class _Frag(msgspec.Struct, frozen=True):
     id: int
     sizes: Numels  # sorted parameter numels
     total: int

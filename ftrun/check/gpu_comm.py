@@ -31,8 +31,9 @@ this module only reads those attributions):
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
 from typing import Optional
+
+import msgspec
 
 from ftrun.check.comm import SendComm
 from ftrun.trace.spans import Collective, Span, Sync, TraceSpans
@@ -42,8 +43,7 @@ PIN_HOST_US = 1000.0  # a Gloo worker thread wakes up within a millisecond on a 
 EARLY_US = 15.0  # ... and may start up to 13 us before it ends (real V100 traces): clock rounding, PDL
 
 
-@dataclass(frozen=True)
-class Queued:
+class Queued(msgspec.Struct, frozen=True):
     """One attributed collective's queueing. ``send``: index of its send in the trace."""
 
     send: int
@@ -110,8 +110,7 @@ def _stream_wait_before(waits: list[Span], calls: list[Span], launch_ts: float) 
     return False
 
 
-@dataclass(frozen=True)
-class SendQueue:
+class SendQueue(msgspec.Struct, frozen=True):
     max_delay_ms: Optional[float]
     cause: Optional[str]  # cause of the largest delay
     serialized: int

@@ -18,15 +18,15 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from dataclasses import dataclass
 from typing import Optional
+
+import msgspec
 
 from ftrun.check.result import EventResult, Report
 from ftrun.trace.spans import TraceSpans
 
 
-@dataclass(frozen=True)
-class SendWindow:
+class SendWindow(msgspec.Struct, frozen=True):
     """One send and the sync that waited for it, on one trace file."""
 
     replica: int
