@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence, Union
 
-from ftrun.check import result as check_result
-from ftrun.check.result import EventResult
 from ftrun.errors import BadInput, RunFailed
 from ftrun.schedule import Event, Schedule, ScheduleError
 
 if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, rich, typer)
     from ftrun import layout
+    from ftrun.check import result as check_result
+    from ftrun.check.result import EventResult
     from ftrun.config import RunConfig
 
 __all__ = [
@@ -38,6 +38,16 @@ __all__ = [
 ]
 
 PathLike = Union[str, Path]
+
+
+def __getattr__(name: str):
+    """``EventResult`` on first use: the check's records are msgspec Structs, and importing
+    ftrun.api imports no msgspec."""
+    if name == "EventResult":
+        from ftrun.check.result import EventResult
+
+        return EventResult
+    raise AttributeError(f"module 'ftrun.api' has no attribute {name!r}")
 StepNumbering = Literal["top", "end", "auto"]
 
 
