@@ -188,18 +188,6 @@ def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) 
     return check_numerics(logs, sketches_on, partial)
 
 
-def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) -> Numerics:
-    """The numeric check (``ftrun.check.numerics``) of the merged event logs; nothing is checked
-    when only some of the job's groups were given, or the run had ``--no-sketches``."""
-    m = inputs.manifest
-    sketches_on = m.config.get("sketches") if isinstance(m, layout.Manifest) else None
-    partial = None
-    if isinstance(m, layout.Manifest) and logs and len(inputs.groups()) < m.replicas:
-        partial = (f"only replica group(s) {inputs.groups()} of the job's {m.replicas} given "
-                   "(give every group's run dir)")
-    return check_numerics(logs, sketches_on, partial)
-
-
 def _once(spans: list[TraceSpans]) -> list[str]:
     """What the traces cannot tell, each kind of note said once: the first file's, with how many
     more files said the same (a note's kind: its text after the file name, numbers aside)."""
