@@ -36,7 +36,6 @@ def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement
             continue
         out.commits_checked += 1
         if len(set(seen.values())) > 1:
-            out.disagreements.append(
-                {"rank": rank, "manager_step": manager_step, "replicas": {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}}
-            )
+            replicas = {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}
+            out.disagreements.append({"rank": rank, "manager_step": manager_step, "replicas": replicas})
     return out

@@ -44,7 +44,9 @@ def event_results(matches: list[WorkerMatch], ids: Identities,
 
 def _result(m: WorkerMatch, e: Optional[Event], o: Optional[Obs], ids: Identities, schedule: Schedule) -> EventResult:
     w = m.seen.worker
-    kind = e.kind if e is not None else o.kind
+    first = e if e is not None else o
+    assert first is not None, "a pair has an expected or an observed side"
+    kind = first.kind
     r = EventResult(
         replica=w.replica, rank=w.rank, kind=kind, fragment=None,
         expected_fragment=e.fragment if e else None,
@@ -55,7 +57,7 @@ def _result(m: WorkerMatch, e: Optional[Event], o: Optional[Obs], ids: Identitie
         cycle=e.cycle if e else (schedule.cycle_of(o.step) if o and o.step else None),
     )
     identity = ids.of(o) if o is not None else None
-    if o is not None:
+    if o is not None and identity is not None:
         r.fragment, r.evidence, r.fragment_checked = identity.fragment, identity.evidence, identity.checked
         r.fragment_candidates = list(identity.candidates) if identity.candidates else None
         r.file, r.ts_us = str(o.trace.path), o.ts

@@ -8,7 +8,7 @@ observe stage's ``Obs``.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ftrun.check import comm as communication
 from ftrun.check import gpu_comm
@@ -30,19 +30,22 @@ def send_figures(o: Obs) -> Optional[SendFigures]:
     return SendFigures(
         allreduces=len(sc.calls), numel=sc.numel, bytes=sc.bytes,
         collectives=sum(c is not None for _, c in sc.calls) + len(sc.holds),
-        queue_delay_ms=_r(q.max_delay_ms) if delayed else None, queue_cause=q.cause if delayed else None,
+        queue_delay_ms=_r(q.max_delay_ms) if q is not None and delayed else None,
+        queue_cause=q.cause if q is not None and delayed else None,
     )
 
 
 def sync_figures(o: Obs) -> SyncFigures:
     """The sync ``o``'s timing, with the send it waited for when that was captured (``o.paired``)."""
+    assert o.sync is not None, "sync figures of a send"
     p = o.paired
     t = communication.sync_timing(o.sync, p.comm if p else None, p.queue.serialized if p and p.queue else None,
                                   p.quorum if p else None)
     return SyncFigures(
-        exposed_comm_ms=_r(t.exposed_ms), hidden_comm_ms=_r(t.hidden_ms), send_to_done_ms=_r(t.send_to_done_ms),
+        exposed_comm_ms=round(t.exposed_ms, 3), hidden_comm_ms=_r(t.hidden_ms), send_to_done_ms=_r(t.send_to_done_ms),
         comm_union_ms=_r(t.comm_union_ms), should_commit_ms=_r(t.should_commit_ms),
-        exposed_data_ms=_r(t.exposed_data_ms), exposed_control_ms=_r(t.exposed_control_ms), quorum_ms=_r(t.quorum_ms),
+        exposed_data_ms=round(t.exposed_data_ms, 3), exposed_control_ms=round(t.exposed_control_ms, 3),
+        quorum_ms=_r(t.quorum_ms),
         serialized=bool(t.serialized_collectives) if t.serialized_collectives is not None else None,
         serialized_collectives=t.serialized_collectives, send_captured=p is not None,
         commit_sync_ms=_r(gpu_comm.commit_sync_ms(o.sync)),
@@ -56,7 +59,7 @@ _SUMMED = ("exposed_comm_ms", "hidden_comm_ms", "send_to_done_ms", "should_commi
 def totals(results: Sequence[EventResult]) -> dict:
     """One worker's totals (``WorkerReport.totals``): events and verdicts, summed sync figures, bytes sent."""
     syncs = [r for r in results if r.kind == "sync" and r.observed_step is not None]
-    out = {
+    out: dict[str, Any] = {
         "events": len(results),
         "ok": sum(r.ok for r in results),
         "failed": sum(not r.ok for r in results),

@@ -81,7 +81,7 @@ class RunIdentities:
         """Every observation's identity; ``pairs``: each worker's matched (expected, observed), as ``wobs``."""
         if self.cluster is not None:
             needed: set[int] = set()
-            for wo, mine in zip(wobs, pairs):
+            for wo, mine in zip(wobs, pairs, strict=True):
                 # only the first captured run of steps: later ones depend on commits nobody saw
                 lo, hi = min(wo.ranges) if wo.ranges else (0, -1)
                 for e, o in mine:

@@ -64,7 +64,7 @@ def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pai
     for e in left_e:
         near = [o for o in left_o if o.kind == e.kind and o.step is not None and abs(o.step - e.step) < window]
         if near:
-            o = min(near, key=lambda o: abs(o.step - e.step))
+            o = min(near, key=lambda o: abs((o.step or 0) - e.step))  # every one in near has a step
             left_o.remove(o)
             pairs.append((e, o))
         else:
@@ -103,7 +103,7 @@ def syncs_seen(seen: WorkerObs, ids: RunIdentities) -> list[commit_checks.SyncSe
     out = []
     obs = sorted(seen.obs, key=lambda o: o.ts)
     for i, o in enumerate(obs):
-        if o.kind != "sync" or o.step is None:
+        if o.sync is None or o.step is None:
             continue
         nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
         out.append(commit_checks.SyncSeen(

@@ -102,8 +102,8 @@ def observe(w: Worker, window: int, offset: int) -> WorkerObs:
                            quorum=communication.quorum_before(send, t.quorums, steps.step_of)))
         for sync in t.syncs:
             step, manager_step = steps.at(sync.span.ts)
-            sig = restore_signature(sync.restore_copies, sync.restore_shapes)
-            obs.append(Obs("sync", sync.span.ts, step, manager_step, t, sync=sync, sig=sig))
+            restored = restore_signature(sync.restore_copies, sync.restore_shapes)
+            obs.append(Obs("sync", sync.span.ts, step, manager_step, t, sync=sync, sig=restored))
     obs.sort(key=lambda o: o.ts)
     pending: Optional[Obs] = None
     for o in obs:
@@ -122,6 +122,6 @@ def comms_by_file(wobs: list[WorkerObs]) -> dict[str, dict[float, communication.
     out: dict[str, dict[float, communication.SendComm]] = {}
     for wo in wobs:
         for o in wo.obs:
-            if o.kind == "send" and o.comm is not None:
+            if o.send is not None and o.comm is not None:
                 out.setdefault(str(o.trace.path), {})[o.send.span.ts] = o.comm
     return out

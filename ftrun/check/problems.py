@@ -30,9 +30,10 @@ def event_problem(kind: str, e: Optional[Event], o: Optional[Obs], identity: Opt
     fragment = identity.fragment if identity is not None else None
     fr = "?" if fragment is None else fragment
     if e is None:
+        assert o is not None, "a pair has an expected or an observed side"
         where = f"at step {o.step}" if o.step is not None else "outside every step span"
         return f"unexpected {kind} (fragment {fr}) {where}"
-    if o is None:
+    if o is None or identity is None:
         return f"{kind} of fragment {e.fragment} missing at step {e.step}"
     problems = []
     if o.step != e.step:

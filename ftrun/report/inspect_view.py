@@ -44,10 +44,10 @@ _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
     ("kind", "kind", lambda e: e.kind),
     ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?")),
     ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
-    ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.sync and e.sync.exposed_data_ms)),
-    ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.sync and e.sync.exposed_control_ms)),
-    ("hidden ms", "hidden\nms", lambda e: _ms(e.sync and e.sync.hidden_comm_ms)),
-    ("send→done ms", "send→\ndone ms", lambda e: _ms(e.sync and e.sync.send_to_done_ms)),
+    ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.sync.exposed_data_ms if e.sync else None)),
+    ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.sync.exposed_control_ms if e.sync else None)),
+    ("hidden ms", "hidden\nms", lambda e: _ms(e.sync.hidden_comm_ms if e.sync else None)),
+    ("send→done ms", "send→\ndone ms", lambda e: _ms(e.sync.send_to_done_ms if e.sync else None)),
 ]
 _WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
 
