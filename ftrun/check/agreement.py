@@ -24,7 +24,7 @@ class Agreement(msgspec.Struct):
 
 def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement:
     """``logs``: (replica, rank) -> event records. Compares fingerprints per (rank, manager step)."""
-    by_key: dict[tuple[int, int], dict[int, tuple[str, int]]] = {}
+    by_key: dict[tuple[int, int], dict[int, tuple[str, int | None]]] = {}  # -> replica -> (fingerprint, fragment)
     for (replica, rank), records in logs.items():
         for rec in records:
             if rec.commit and rec.fingerprint:

@@ -59,7 +59,8 @@ class SendComm(msgspec.Struct):
         return max(x.end for x in s) if s and self.complete else None
 
     def union_us(self) -> float:
-        total, cur_s, cur_e = 0.0, None, None
+        total, cur_s = 0.0, 0.0
+        cur_e: Optional[float] = None  # the merged span being summed: cur_s..cur_e
         for s in sorted(self.spans, key=lambda s: s.ts):
             if cur_e is None or s.ts > cur_e:
                 if cur_e is not None:
@@ -82,7 +83,7 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
     for send in sends:
         ars = send.allreduces
         sc = SendComm(ars[0].issue_ts if ars else send.span.ts)
-        numel = 0
+        numel: Optional[int] = 0
         nbytes: Optional[int] = 0
         for ar in ars:
             i0 = bisect_right(starts, ar.issue_ts - 1e-3)
@@ -172,7 +173,7 @@ class SyncTiming(msgspec.Struct, frozen=True):
 def sync_timing(sync: Sync, sc: Optional[SendComm], serial: Optional[int], quorum: Optional[Span] = None) -> SyncTiming:
     exposed = (blocked_until(sync) - sync.span.ts) / 1000.0
     done = sc.done_ts if sc is not None else None
-    s2d = (done - sc.issue_ts) / 1000.0 if done is not None else None
+    s2d = (done - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None
     quorum_ms = quorum.dur / 1000.0 if quorum is not None else None
     commit_ms = sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None
     return SyncTiming(

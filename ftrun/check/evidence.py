@@ -216,7 +216,8 @@ class ClusterIdentifier:
             if k not in self.ids and f not in used and 0 <= f < self.f:
                 self.ids[k] = f
                 used.add(f)
-        anchor = self.ids.get(self.order[0], 0) if self.order else 0
+        first = self.ids.get(self.order[0]) if self.order else None  # the loop above gave it an int, or none
+        anchor = first if first is not None else 0
         for k in self.order:
             if k in self.ids:
                 continue

@@ -116,6 +116,7 @@ def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[t
                 late, back = back, None
                 if heal is not None and (heal.get("step") is None or heal["step"] > steps):
                     heal = None  # a heal after the end is no part of the run
+            lost: tuple[int, int] | None  # the steps the fault cost, first..last
             if back is None:
                 lost = (s, steps) if steps is not None and steps >= s else (s, s)
             else:

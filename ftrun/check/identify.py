@@ -59,15 +59,21 @@ class RunIdentities:
             if o.kind == "sync" and o.sig is not None:
                 self.cluster.learn_restore(o.sig, o.paired.sig if o.paired is not None else None)
 
+    @property
+    def _clusters(self) -> ClusterIdentifier:
+        """The signature classes: ``__init__`` made them wherever the manifest gave no fragments."""
+        assert self.cluster is not None
+        return self.cluster
+
     def _identity(self, o: Obs) -> Identity:
         if self.manifest is not None:
             return self.manifest.identify(o.sig)
-        return self.cluster.identify(o.sig)
+        return self._clusters.identify(o.sig)
 
     @property
     def distinct(self) -> bool:
         """Can the classes tell every fragment apart? (Else a repeated class is no evidence of a retry.)"""
-        return self.manifest is not None or len(self.cluster.order) >= self.schedule.fragments
+        return self.manifest is not None or len(self._clusters.order) >= self.schedule.fragments
 
     def cls(self, o: Optional[Obs]):
         """A label-free class of what ``o`` moved (manifest fragment, else signature class)."""
@@ -75,7 +81,7 @@ class RunIdentities:
             return None
         if self.manifest is not None:
             return self._identity(o).fragment
-        return self.cluster.class_of(o.sig)
+        return self._clusters.class_of(o.sig)
 
     def label(self, wobs: Sequence[WorkerObs], pairs: Sequence[Sequence[Pair]]) -> Identities:
         """Every observation's identity; ``pairs``: each worker's matched (expected, observed), as ``wobs``."""
@@ -138,7 +144,7 @@ class RunIdentities:
                 )
         amb = sorted({ids.of(o).candidates for o in obs if ids.of(o).ambiguous and ids.of(o).candidates})
         for c in amb:
-            sig = next(o.sig for o in obs if ids.of(o).candidates == c and ids.of(o).ambiguous)
+            sig = next(o.sig for o in obs if o.sig is not None and ids.of(o).candidates == c and ids.of(o).ambiguous)
             frs = ", ".join(map(str, c[:-1])) + f" and {c[-1]}"
             out.append(
                 f"ambiguous: fragments {frs} have the same signature ({sig.describe()}): "

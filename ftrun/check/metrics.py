@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, TypedDict
 
 import msgspec
 
@@ -39,9 +39,27 @@ FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_d
 PER_REPLICA_FIGURES = ("steps_per_s_per_replica", "tokens_per_s_per_replica")
 
 
-def _mean(xs: list[float]) -> Optional[float]:
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
+def _mean(xs: Sequence[float | None]) -> Optional[float]:
+    """The mean of the figures measured (None: not measured), None when none was."""
+    got = [x for x in xs if x is not None]
+    return sum(got) / len(got) if got else None
+
+
+class _ReplicaFigures(TypedDict):
+    """One replica group's figures, from its rank 0's event log (``replica_stats``)."""
+
+    replica: int
+    steps: int
+    steps_per_s: float | None
+    train_s: float
+    syncs: int
+    commits: int
+    exposed_comm_s: float
+    exposed_control_s: float
+    compute_utilisation: float | None
+    median_step_s: float | None
+    total_bytes: int
+    losses: dict[int, float]
 
 
 def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]:
@@ -51,7 +69,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     manifest = manifests[0]
     cfg = manifest.config
     frag_bytes = {f.id: f.bytes for f in manifest.fragments}
-    per_replica = []
+    per_replica: list[_ReplicaFigures] = []
     parts = []  # each replica's throughput decomposition (ftrun.check.throughput)
     for r in range(manifest.replicas):
         recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
@@ -186,15 +204,17 @@ def aggregate(reps: list[dict]) -> dict:
         return out
     for key in FIGURES:
         vals = [r.get(key) for r in reps]
-        if all(isinstance(v, (int, float)) for v in vals):
-            out[key] = statistics.median(vals)
-            out["spread"][key] = [min(vals), max(vals)]
+        nums = [v for v in vals if isinstance(v, (int, float))]
+        if len(nums) == len(vals):
+            out[key] = statistics.median(nums)
+            out["spread"][key] = [min(nums), max(nums)]
     for key in PER_REPLICA_FIGURES:  # element-wise median, per replica
         lists = [r.get(key) or [] for r in reps]
         if lists and all(len(x) == len(lists[0]) for x in lists):
-            out[key] = [statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None for col in zip(*lists)]
-    parts = [r.get("decomposition") for r in reps]
-    if all(parts):  # term by term, as the figures: the median over the repeats
+            out[key] = [statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None
+                        for col in zip(*lists, strict=True)]
+    parts = [d for r in reps if (d := r.get("decomposition"))]
+    if len(parts) == len(reps):  # term by term, as the figures: the median over the repeats
         out["decomposition"] = {k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
                                 for k in parts[0] for v in [[d.get(k) for d in parts]]}
     out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"

@@ -41,21 +41,22 @@ class SendWindow(msgspec.Struct, frozen=True):
 
 def send_windows(report: Report) -> list[SendWindow]:
     """Every observed send paired with the next observed sync of the same fragment on its file."""
-    by_file: dict[tuple, list[EventResult]] = {}
+    by_file: dict[tuple, list[tuple[float, EventResult]]] = {}  # each event with its timestamp
     for e in report.events:
         if e.observed_step is not None and e.ts_us is not None and e.file is not None:
-            by_file.setdefault((e.replica, e.rank, e.file), []).append(e)
+            by_file.setdefault((e.replica, e.rank, e.file), []).append((e.ts_us, e))
     out = []
     for (replica, rank, file), events in by_file.items():
-        events.sort(key=lambda e: e.ts_us)
-        for i, send in enumerate(events):
+        events.sort(key=lambda te: te[0])
+        for i, (send_ts, send) in enumerate(events):
             if send.kind != "send":
                 continue
-            sync = next((e for e in events[i + 1:] if e.kind == "sync"
+            sync = next(((ts, e) for ts, e in events[i + 1:] if e.kind == "sync"
                          and (send.fragment is None or e.fragment is None or e.fragment == send.fragment)), None)
             if sync is not None:
-                out.append(SendWindow(replica, rank, send.fragment, file, send.observed_step, sync.observed_step,
-                                      send.ts_us, sync.ts_us))
+                sync_ts, sync_e = sync
+                out.append(SendWindow(replica, rank, send.fragment, file, send.observed_step, sync_e.observed_step,
+                                      send_ts, sync_ts))
     return out
 
 
@@ -175,10 +176,10 @@ def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> Optional[dict]:
             got[0] += dur
             got[1] = got[1] or over
     weight = ratio = 0.0
-    for over, alone in by_name.values():
-        if over and alone:
-            weight += len(over)
-            ratio += len(over) * (sum(over) / len(over)) / (sum(alone) / len(alone))
+    for overlapped, alone in by_name.values():
+        if overlapped and alone:
+            weight += len(overlapped)
+            ratio += len(overlapped) * (sum(overlapped) / len(overlapped)) / (sum(alone) / len(alone))
     with_ = [t for t, o in per_step.values() if o]
     without = [t for t, o in per_step.values() if not o]
     return {

@@ -96,6 +96,7 @@ def step_costs(records: list[EventRecord]) -> list[StepCost]:
         exposed = seconds(x.exposed_s) + seconds(x.quorum_s) + seconds(x.commit_s)
         comm = x.sent is not None or x.synced is not None or bool(x.quorums)
         kind = "comm" if comm else "overlapped" if in_flight else "plain"
+        assert x.step is not None  # a stepped record
         out.append(StepCost(x.step, kind, max(0.0, x.step_time_s - exposed), x.step_time_s))
         if x.synced is not None:
             in_flight = False
@@ -126,7 +127,7 @@ def decompose(records: list[EventRecord]) -> Optional[Decomposition]:
         unaccounted = loop - data - control
     else:
         base = sum(plain) / len(plain)
-        slowdown = (med_over / med_plain if med_plain else None) if over else 1.0
+        slowdown = (med_over / med_plain if med_plain and med_over is not None else None) if over else 1.0
         mean_slowdown = (sum(over) / len(over) / base if base else None) if over else 1.0
         at_base = len(costs) * base
         slow_s = sum(over) - len(over) * base
@@ -155,8 +156,8 @@ def mean_decomposition(parts: list[Decomposition]) -> Optional[dict]:
 def explained_ratio(a: dict, b: dict) -> Optional[float]:
     """Throughput ratio a/b that the named terms alone predict (steps per second of named time)."""
     def named(d: dict) -> Optional[float]:
-        vals = [d.get(k) for k in TERMS]
-        return None if any(v is None for v in vals) or not d.get("steps") else sum(vals) / d["steps"]
+        vals = [v for k in TERMS if (v := d.get(k)) is not None]
+        return None if len(vals) < len(TERMS) or not d.get("steps") else sum(vals) / d["steps"]
 
     na, nb = named(a), named(b)
     return nb / na if na and nb else None
@@ -177,9 +178,10 @@ def overlap_cause(backend: Optional[str]) -> str:
 def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: Optional[str]) -> Optional[str]:
     """One sentence: how much exposed communication ``a`` saved per step against ``b``, and the
     largest term that took the gain back (or that it became throughput)."""
-    saved = [per_step_ms(b, k) for k in ("exposed_data_s", "exposed_control_s")]
-    spent = [per_step_ms(a, k) for k in ("exposed_data_s", "exposed_control_s")]
-    if None in saved or None in spent:
+    exposed = ("exposed_data_s", "exposed_control_s")
+    saved = [v for k in exposed if (v := per_step_ms(b, k)) is not None]
+    spent = [v for k in exposed if (v := per_step_ms(a, k)) is not None]
+    if len(saved) < len(exposed) or len(spent) < len(exposed):
         return None
     gain = sum(saved) - sum(spent)  # ms per step of communication a no longer waits for
     costs = {}

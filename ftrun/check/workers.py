@@ -84,8 +84,8 @@ def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
     for f, t in zip(files, spans):
         if f.replica is not None and f.rank is not None:
             key, src = (f.replica, f.rank), f.source or MANIFEST
-        elif (w := parse_worker(f.path.name)) is not None:
-            key, src = w, FILE_NAME
+        elif (named := parse_worker(f.path.name)) is not None:
+            key, src = named, FILE_NAME
         else:
             loose.setdefault((str(f.path.parent), t.rank), []).append(t)
             continue
