@@ -125,7 +125,7 @@ def analyze(
         run_problems_by_class=problems.by_class,
         failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
         versions=dict(inputs.manifest.versions) if inputs.manifest is not None and inputs.manifest.versions else None,
-        spans={str(f.path): sp for f, sp in zip(inputs.files, spans)},
+        spans={str(f.path): sp for f, sp in zip(inputs.files, spans, strict=True)},
         comms=comms_by_file(seen),
     )
     report.overlap = overlap_of(report)

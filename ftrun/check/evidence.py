@@ -18,17 +18,19 @@ trace without ``record_shapes`` is compared by counts only.
   fragment's parameter sizes (one allreduce per parameter), else (a send) when they chunk the
   fragment's total the way torchft's bucketization does (equal buckets, the last one smaller),
   or — without sizes — when its count equals the fragment's parameter count (a bucketized run's
-  send without sizes: any fragment, so ambiguous unless there is one). No match: ``Identity.problem`` names the observed sizes and the manifest's fragments
-  (the event fails). Several matches: ambiguous, never reported as checked.
+  send without sizes: any fragment, so ambiguous unless there is one). No match:
+  ``Identity.problem`` names the observed sizes and the manifest's fragments (the event fails).
+  Several matches: ambiguous, never reported as checked.
 * ``ClusterIdentifier`` (no manifest): sends with the same signature are one class everywhere
   (every file, replica and rank). Classes are labelled once, anchored on the expected
   schedule where it is sound — the first captured run of steps of each worker (later runs
   depend on commits outside the trace): each class takes the fragment most of its sends there
   were expected to carry, the first captured send breaking ties (so one corrupted send cannot
   relabel the run); a class left over takes the next free id in torchft's rotation. From then
-  on every send is checked against the rotation the schedule and the failed commits give. Sync signatures join the send class with the
-  same signature, else the class most of their paired sends had. Fewer classes than the
-  fragments the captured sends cover: identity cannot be checked (``unusable`` says why).
+  on every send is checked against the rotation the schedule and the failed commits give. Sync
+  signatures join the send class with the same signature, else the class most of their paired
+  sends had. Fewer classes than the fragments the captured sends cover: identity cannot be
+  checked (``unusable`` says why).
 
 Pure: signatures and identifiers only. ``ftrun.check.identify`` applies them to every
 observation of a run.
@@ -212,7 +214,7 @@ class ClusterIdentifier:
     def finish(self, needed: int) -> None:
         pos = {k: i for i, k in enumerate(self.order)}
         used: set[int] = set()
-        for _, _, k, f in sorted((-n, pos[k], k, f) for k in self.order for f, n in self.votes[k].items()):
+        for _, _, k, f in sorted((-n, pos[key], key, fid) for key in self.order for fid, n in self.votes[key].items()):
             if k not in self.ids and f not in used and 0 <= f < self.f:
                 self.ids[k] = f
                 used.add(f)

@@ -85,7 +85,7 @@ def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[t
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
     out = FiredFaults()
     seen: set[tuple[int, int, str]] = set()
-    for rd, m in zip(run_dirs, manifests):
+    for rd, m in zip(run_dirs, manifests, strict=True):  # a manifest per run dir, same order
         steps = m.schedule.steps
         fired = m.faults.fired if isinstance(m, Manifest) else []  # ftrun launch: its faults are not steps
         for f in sorted(fired, key=lambda f: f.fired_at):
@@ -143,5 +143,6 @@ def describe(m: FaultMark) -> str:
         src = m.heal.get("source_replica")
         what += f", healed from replica {'?' if src is None else src} at manager step {m.heal.get('manager_step')}"
     if not m.has_trace:
-        what += "; no trace (the killed incarnation never wrote its profiler window; a relaunched group is profiled only through its recovery, traces/recovery/)"
+        what += ("; no trace (the killed incarnation never wrote its profiler window; "
+                 "a relaunched group is profiled only through its recovery, traces/recovery/)")
     return what

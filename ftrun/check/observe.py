@@ -93,7 +93,7 @@ def observe(w: Worker, window: int, offset: int) -> WorkerObs:
         ranges.extend(steps.ranges)
         comms = communication.attribute(t.sends, t.collectives)
         queues = gpu_comm.send_queues(gpu_comm.queueing(t, comms), len(comms))  # serialized: behind another send's
-        for send, sc, queue in zip(t.sends, comms, queues):
+        for send, sc, queue in zip(t.sends, comms, queues, strict=True):  # one of each per send
             step, manager_step = steps.at(send.span.ts)
             itemsizes = (c.itemsize for _, c in sc.calls if c is not None)
             sig = send_signature([a.shapes for a in send.allreduces], itemsizes)

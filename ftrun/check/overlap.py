@@ -74,7 +74,7 @@ def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[t
         sends = [w.send_ts for w in mine]
         # the first window (in order) with sync_ts > b is the first whose running max of sync_ts is > b
         reach = list(accumulate((w.sync_ts for w in mine), max))
-        ordered = all(x <= y for x, y in zip(sends, sends[1:]))
+        ordered = all(x <= y for x, y in zip(sends, sends[1:], strict=False))  # neighbours
         rows = []
         for s in spans.steps:
             a, b = s.span.ts, s.span.end

@@ -67,7 +67,7 @@ def _refuse_duplicates(spans: list[TraceSpans]) -> None:
 
 def _refuse_overlaps(w: Worker) -> None:
     ts = sorted(w.traces, key=lambda t: _range(t))
-    for a, b in zip(ts, ts[1:]):
+    for a, b in zip(ts, ts[1:], strict=False):  # neighbours
         if _range(b)[0] <= _range(a)[1]:
             (a0, a1), (b0, b1) = _range(a), _range(b)
             raise BadInput(
@@ -81,7 +81,7 @@ def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
     _refuse_duplicates(spans)
     known: dict[tuple[int, int], Worker] = {}
     loose: dict[tuple[str, Optional[int]], list[TraceSpans]] = {}
-    for f, t in zip(files, spans):
+    for f, t in zip(files, spans, strict=True):  # a spans per file
         if f.replica is not None and f.rank is not None:
             key, src = (f.replica, f.rank), f.source or MANIFEST
         elif (named := parse_worker(f.path.name)) is not None:
