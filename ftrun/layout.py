@@ -376,6 +376,20 @@ class FaultsInfo(msgspec.Struct):
     max_restarts: int
 
 
+class DetectionBound(msgspec.Struct):
+    """What bounds how long the survivors take to notice a lost group (manifest ``detection``):
+    the lighthouse drops a group whose heartbeats stop after ``heartbeat_timeout_ms`` (a killed
+    group), and issues a quorum without a group that heartbeats but does not ask after
+    ``join_timeout_ms`` (a stalled group: torchft's heartbeats run on their own thread);
+    ``quorum_tick_ms``: how often it decides. None: not known here (``--lighthouse URL``: a
+    lighthouse ftrun did not start)."""
+
+    heartbeat_timeout_ms: Optional[int] = None
+    join_timeout_ms: Optional[int] = None
+    quorum_tick_ms: Optional[int] = None
+    lighthouse: str = "ftrun"  # "ftrun": started by this run; "external": --lighthouse URL
+
+
 class Manifest(msgspec.Struct, kw_only=True):
     """``manifest.json`` of ``ftrun train``: the run as it happened, written by the parent at the
     end. (The fields with defaults may be missing from a manifest of an earlier ftrun.)"""
@@ -402,6 +416,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     wall_s: Optional[float] = None
     format: int = FORMAT
     network: Optional[Network] = None
+    detection: Optional[DetectionBound] = None  # what bounded detection (None: a manifest of an earlier ftrun)
 
 
 class LaunchSchedule(msgspec.Struct):

@@ -20,18 +20,18 @@ def test_kill_one_of_three_recovery_breakdown(tmp_path):
     run = run_train(tmp_path, "rec", *RUN, timeout=240)
     assert run.rc == 0, run.explain()
     s = run.summary()
-    (x,) = s["recovery"]["breakdown"]
+    (x,) = s["recovery"]  # top level, as inspect-trace --json has it
     assert (x["fault"], x["replica"]) == ("kill 1@15", 1)
     # every phase happened, and each holds a positive share of the critical path
     assert all(x["phases"][k] is not None and x["phases"][k] > 0 for k in PHASES), x
     assert not x["reasons"], x["reasons"]
     # the phases cover the fault -> first-commit time the summary measured on its own, within 10%
-    recovered = s["recovery"]["faults"][0]["recovered_s"]
+    recovered = s["faults"]["faults"][0]["recovered_s"]
     assert recovered is not None
     assert abs(sum(x["phases"].values()) - recovered) <= 0.10 * recovered, (x, recovered)
     assert x["unaccounted_s"] <= 0.10 * x["total_s"]
     # heal: what the healer received is what the source staged
-    assert x["heal_source"] in (0, 2) and x["heal_source"] == s["recovery"]["heals"][0]["source_replica"]
+    assert x["heal_source"] in (0, 2) and x["heal_source"] == s["faults"]["heals"][0]["source_replica"]
     assert x["heal_bytes"] > 0 and x["heal_bytes"] == x["heal_bytes_sent"]
     # the relaunched group was profiled through its first commit: its trace is beside the window
     # traces, and torchft's own configure / recv_checkpoint spans there were used
@@ -58,7 +58,7 @@ def test_heal_crosses_the_emulated_link_and_profile_recovery_off(tmp_path):
     run = run_train(tmp_path, "reclink", *RUN, "--link", "20mbit,5ms", "--profile-recovery", "off", timeout=240)
     assert run.rc == 0, run.explain()
     s = run.summary()
-    (x,) = s["recovery"]["breakdown"]
+    (x,) = s["recovery"]
     # the checkpoint transfer was held by the link's cost for its bytes (a recv between two groups)
     want = linkcost.collective_s("recv", x["heal_bytes"], 2, 20e6, 0.005)
     a, b = x["spans"]["heal"]

@@ -67,6 +67,7 @@ class Recovery:
     heal_source: Optional[int] = None
     heal_link_hold_s: Optional[float] = None
     detect_bound: str = ""
+    detect_limits: dict[str, Any] = field(default_factory=dict)  # the manifest's ``detection`` (what bounds it)
     reconfigure_participants: dict[int, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
     relaunch_detail: dict[str, float] = field(default_factory=dict)
@@ -96,7 +97,7 @@ class Recovery:
             "largest_phase": self.largest_phase,
             "spans": {k: None if v is None else [round(v[0] - self.t0, 3), round(v[1] - self.t0, 3)] for k, v in self.spans.items()},
             "sources": self.sources, "relaunch_detail": {k: round(v, 3) for k, v in self.relaunch_detail.items()},
-            "reasons": self.reasons, "detect_bound": self.detect_bound,
+            "reasons": self.reasons, "detect_bound": self.detect_bound, "detect_limits": self.detect_limits,
             "reconfigure_participants": {str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
             "survivors": self.survivors, "text": self.text,
         }
@@ -169,6 +170,16 @@ def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
     return recovery_of(run_dir, m, logs)
 
 
+def from_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the fault story, the breakdowns) of a summary.json: ``faults`` (faults, restarts, heals,
+    quorum changes, commits lost) and ``recovery`` (``Recovery.to_json`` per fault, as inspect-trace
+    --json has it); a summary of an earlier ftrun kept both in ``recovery`` (``recovery.breakdown``)."""
+    rec = summary.get("recovery")
+    if isinstance(rec, dict):  # the earlier shape
+        return {k: v for k, v in rec.items() if k != "breakdown"}, list(rec.get("breakdown") or [])
+    return dict(summary.get("faults") or {}), list(rec or [])
+
+
 def _quorums(records: list[EventRecord]) -> list[Quorum]:
     return [q for x in records for q in (x.quorums or [])]
 
@@ -186,7 +197,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     # detect: the survivors' first quorum without R
     detected = sorted(((q.t, s, q) for s in survivors for q in _quorums(logs[(s, 0)])
                        if q.t > t0 and r not in q.participants), key=lambda x: x[0])
-    hb = manifest.config.get("heartbeat_timeout_ms")
+    out.detect_limits = detection_limits(manifest)
     if detected:
         td, s, q = detected[0]
         spans["detect"], out.sources["detect"] = (t0, td), "event log"
@@ -194,12 +205,10 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         waited = seconds(rec.quorum_s) if rec is not None and rec.quorum_s is not msgspec.UNSET else None
         out.detect_bound = (f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
                             if waited is not None and rec is not None else f"quorum {q.quorum_id}")
-        if hb is not None:
-            out.detect_bound += f"; the lighthouse drops a group whose heartbeats stop after {hb} ms"
-            if waited is not None and waited >= 0.8 * hb / 1e3:
-                out.detect_bound += ": bounded by the heartbeat timeout"
+        out.detect_bound += _bound_text(out.detect_limits, f.action, waited)
     else:
         reasons["detect"] = "no survivor computed a quorum without the group after the fault (it was back first, or none ran)"
+        out.detect_bound = _bound_text(out.detect_limits, f.action, None).lstrip("; ")
 
     # relaunch: the launcher's restart -> manager up
     restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
@@ -282,6 +291,41 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         out.phases = {k: None if s is None else s[1] - s[0] for k, s in spans.items()}
     out.survivors = _losses(logs, survivors, r, t0, commit.t if commit is not None else None, joined)
     out.text = describe(out)
+    return out
+
+
+def detection_limits(manifest: Manifest) -> dict[str, Any]:
+    """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); a manifest
+    of an earlier ftrun has only the configured heartbeat timeout ({} when not even that)."""
+    if manifest.detection is not None:
+        return msgspec.to_builtins(manifest.detection)
+    hb = manifest.config.get("heartbeat_timeout_ms")
+    return {"heartbeat_timeout_ms": hb, "join_timeout_ms": None, "quorum_tick_ms": None, "lighthouse": "ftrun"} if hb else {}
+
+
+def _bound_text(limits: dict[str, Any], action: str, waited: Optional[float]) -> str:
+    """The limit that decides when the lighthouse leaves the group out, for this kind of fault,
+    and whether the survivors' wait shows it (within 20% of it or more)."""
+    if limits.get("lighthouse") == "external":
+        return "; the lighthouse is not ftrun's (--lighthouse): its heartbeat and join timeouts are not known here"
+    hb, jt = limits.get("heartbeat_timeout_ms"), limits.get("join_timeout_ms")
+    out = ""
+    if action == "hang":  # a stalled group's torchft server still heartbeats: only the join timeout leaves it out
+        if jt is not None:
+            out = (f"; a stalled group still heartbeats (torchft's server thread), so the lighthouse issues the quorum"
+                   f" without it after its join timeout, {jt} ms")
+            bound = jt
+        else:
+            return ""
+    elif hb is not None:
+        out = f"; the lighthouse drops a group whose heartbeats stop after {hb} ms (heartbeat timeout)"
+        if jt is not None:
+            out += f", or issues the quorum without it {jt} ms after the first group asked (join timeout)"
+        bound = hb
+    else:
+        return ""
+    if waited is not None and waited >= 0.8 * bound / 1e3:
+        out += ": bounded by the " + ("join timeout" if action == "hang" else "heartbeat timeout")
     return out
 
 
