@@ -608,6 +608,15 @@ def recovery_trace_name(replica: int, rank: int, incarnation: int) -> str:
     return f"{worker_name(replica, rank)}.restart{incarnation}.pt.trace.json.gz"
 
 
+def around_fault_trace_name(replica: int, rank: int, fault_key: str, part: int = 1) -> str:
+    """A surviving rank's profile around another group's fault (``ftrun.worker.profiling.AroundFault``):
+    ``replica0_rank0.kill-r1-s25.pt.trace.json.gz``; a second part (after the step window) ``....2.pt...``."""
+    return f"{worker_name(replica, rank)}.{fault_key}{'' if part <= 1 else f'.{part}'}.pt.trace.json.gz"
+
+
+AROUND_FAULT_RE = re.compile(r"\.((?:kill|sigterm|hang)-r\d+-s\d+)(?:\.\d+)?\.pt\.trace\.json")
+
+
 def recovery_trace_dir(run_dir: Path) -> Path:
     return run_dir / TRACES / RECOVERY_TRACES
 
