@@ -112,10 +112,10 @@ def print_summary(summary: dict) -> None:
         console.print(
             f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · commits lost {rec['commits_lost']}"
         )
-        if breakdown:
-            from ftrun.report.recovery_view import print_recovery
+    if breakdown:  # every fired fault, a hang too (it lists no fault above: nothing was relaunched)
+        from ftrun.report.recovery_view import print_recovery
 
-            print_recovery(console, breakdown)
+        print_recovery(console, breakdown)
     for r in summary["replicas"]:
         if r.get("lost"):
             console.print(styled(f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on", "yellow"))

@@ -185,3 +185,20 @@ def test_the_breakdown_text_shows_the_bound() -> None:
                                           "lighthouse": "ftrun"}), logs, {0: [], 1: []})
     lines = recovery_lines(x.to_json())
     assert any(ln.startswith("detect: replica 0 waited 2.00 s in quorum 5") and "heartbeat timeout" in ln for ln in lines)
+
+
+def test_train_prints_the_breakdown_of_a_hang_too(capsys) -> None:
+    """A hang relaunches nothing and lists no fault in ``faults``: its breakdown is printed all the same."""
+    from ftrun.report.train_view import print_summary
+
+    reps = [dict(replica=r, steps=80, steps_per_s=8.0, commits=8, failed_commits=0, final_loss=2.0, final_manager_step=8)
+            for r in (0, 1, 2)]
+    hang = _rec(fault="hang 1@15", phases={**_rec()["phases"], "relaunch": None},
+                reasons={"relaunch": "not relaunched: a hang is not a crash"})
+    s = dict(schedule=dict(fragments=2, sync_every=10, fragment_sync_delay=3), backend="gloo", link=None, replicas=reps,
+             agreement=dict(ok=True, commits_checked=8, disagreements=[]), wall_s=37.0, failures=[], traces=[],
+             run_dir="r", manifest="r/manifest.json", recovery=[hang],
+             faults=dict(faults=[], restarts=0, heals=[], quorum_changes=[], commits_lost=0))
+    print_summary(s)
+    out = capsys.readouterr().out
+    assert "recovery · hang 1@15" in out and "not relaunched: a hang is" in out  # (the note column wraps)
