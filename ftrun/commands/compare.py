@@ -305,15 +305,18 @@ COMPARE_FILES = ("report.json", "report.md", "timeline.png")
 
 
 def _breakdown(run: Any) -> list[dict[str, Any]]:
-    """The recovery breakdowns in a run dir's summary.json ([] without one: read mode of a job's groups)."""
+    """The recovery breakdowns in a run's summary.json: a run dir's, or for a job's group dirs
+    the first that has any (each host's summary breaks down the faults it saw); [] without one."""
     from ftrun.check.recovery import from_summary
 
-    if isinstance(run, list):
-        return []
-    try:
-        return from_summary(json.loads((Path(run) / layout.SUMMARY).read_text()))[1]
-    except (OSError, ValueError, AttributeError):
-        return []
+    for d in run if isinstance(run, list) else [run]:
+        try:
+            found = from_summary(json.loads((Path(d) / layout.SUMMARY).read_text()))[1]
+        except (OSError, ValueError, AttributeError):
+            continue
+        if found:
+            return found
+    return []
 
 
 def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float],

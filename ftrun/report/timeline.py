@@ -122,7 +122,7 @@ def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
     handles = [Patch(color=PHASE_COLOURS[k], label=k.replace("_", "-")) for k in RECOVERY_PHASES]
     handles.append(Patch(facecolor="none", edgecolor=UNACCOUNTED_COLOUR, hatch="xx", label="unaccounted (no phase)"))
     handles.append(Line2D([], [], color="black", linewidth=0.8, linestyle="--", label="the group's first commit"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) == 1 else -0.12),
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.3 / len(lanes)),
               ncol=len(handles), fontsize=7)
 
 
