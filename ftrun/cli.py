@@ -105,7 +105,8 @@ TRAIN_OPTIONS = {
     "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
     "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
     "profile_recovery": typer.Option(None, "--profile-recovery", metavar="on|off",
-                                     help="Profile a relaunched group from its start through its first commit (default on)."),
+                                     help="Profile a relaunched group from its start through its first commit, and the "
+                                          "surviving groups around that quorum change (default on)."),
     "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
     "quorum_timeout_s": typer.Option(None, "--quorum-timeout", help="Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60)."),
     "overwrite": typer.Option(False, help="Replace an existing run dir of the same name."),
