@@ -257,7 +257,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         if rpc:
             b, a, s = rpc[0]
             spans["detect"], out.sources["detect"] = (t0, b), "trace"
-            waited = b - a
+            waited: Optional[float] = b - a
             out.detect_bound = f"replica {s}'s quorum RPC for quorum {q.quorum_id} waited {waited:.2f} s (traced)"
         else:
             spans["detect"], out.sources["detect"] = (t0, td), "event log"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ftrun.output import atomic_path
 
@@ -119,7 +120,7 @@ def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
     ax.set_yticklabels(labels, fontsize=7)
     ax.set_ylim(-1, len(lanes) * (rows + 1) - 0.3)
     ax.set_xlabel("seconds from the fault")
-    handles = [Patch(color=PHASE_COLOURS[k], label=k.replace("_", "-")) for k in RECOVERY_PHASES]
+    handles: list[Any] = [Patch(color=PHASE_COLOURS[k], label=k.replace("_", "-")) for k in RECOVERY_PHASES]
     handles.append(Patch(facecolor="none", edgecolor=UNACCOUNTED_COLOUR, hatch="xx", label="unaccounted (no phase)"))
     handles.append(Line2D([], [], color="black", linewidth=0.8, linestyle="--", label="the group's first commit"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.3 / len(lanes)),
