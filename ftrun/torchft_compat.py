@@ -92,6 +92,8 @@ class LabelSet:
     # the heal: the source stages its state, the healer fetches it (torchft's quorum thread)
     send_checkpoint: str = "torchft::manager::_checkpoint_transport::send_checkpoint"
     recv_checkpoint: str = "torchft::manager::_checkpoint_transport::recv_checkpoint"
+    # the quorum RPC to the lighthouse inside _async_quorum: ends when the lighthouse answered
+    client_quorum: str = "torchft::manager::_client::_quorum"
 
 
 TORCHFT_0_2 = LabelSet(
