@@ -28,9 +28,10 @@ own chain first (relaunch, join, reconfigure, heal, catch-up: what the first com
 and for ``detect`` only what that chain does not cover (the survivors' detection is on the
 critical path only until R's relaunch begins, or when R waits in its join for it: then it is
 the join's). ``spans`` keeps every phase's own interval (seconds after the fault), so a
-detection hidden behind the relaunch still shows; ``unaccounted_s`` = seconds no phase covers. A phase that did not happen is None, with the
-reason in ``reasons``. Survivors' losses over [t0, first commit]: failed commits, steps they
-ran before R was back in their quorum, steps/s against the same length of time before t0.
+detection hidden behind the relaunch still shows; ``unaccounted_s`` = seconds no phase covers.
+A phase that did not happen is None, with the reason in ``reasons``. Survivors' losses over
+[t0, first commit]: failed commits, steps they ran before R was back in their quorum, steps/s
+against the same length of time before t0.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class Recovery:
     @property
     def largest_phase(self) -> Optional[str]:
         done = {k: v for k, v in self.phases.items() if v is not None}
-        return max(done, key=done.get) if done else None
+        return max(done, key=lambda k: done[k]) if done else None
 
     @property
     def covered(self) -> bool:
@@ -273,6 +274,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     # relaunch: the launcher's restart -> manager up
     restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
     inc = restart.incarnation if restart is not None else None
+    traced_inc = inc if isinstance(inc, int) else None  # an incarnation the traces can name (not UNSET)
     events = [e for e in life.get(r, []) if e.t_start > t0 and (inc is None or e.incarnation == inc)]
     up = next((e for e in events if e.event == "manager_up"), None)
     if restart is not None and up is not None:
@@ -304,7 +306,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         conf = next((e for e in events if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
         if conf is None:
             conf = next((e for e in events if e.event == "configure" and e.t_start >= joined.t), None)
-        tspan = _traced(traced, r, inc, LABELS_CONFIGURE, joined.t)
+        tspan = _traced(traced, r, traced_inc, LABELS_CONFIGURE, joined.t)
         if tspan is not None:
             spans["reconfigure"], out.sources["reconfigure"] = tspan, "trace"
         elif conf is not None:
@@ -330,7 +332,7 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     # heal: R's recv_checkpoint; the source's send_checkpoint
     recv = next((e for e in events if e.event == "recv_checkpoint" and joined is not None and e.t_start >= joined.t), None)
     if recv is not None:
-        tspan = _traced(traced, r, inc, LABELS_RECV, recv.t_start - 0.5)
+        tspan = _traced(traced, r, traced_inc, LABELS_RECV, recv.t_start - 0.5)
         spans["heal"], out.sources["heal"] = (tspan, "trace") if tspan is not None else ((recv.t_start, recv.t), "event log")
         out.heal_bytes, out.heal_link_hold_s = recv.bytes, recv.hold_s
         if recv.bytes is not None and recv.t > recv.t_start:

@@ -121,7 +121,7 @@ def interface_of(address: str, ifaces: Mapping[str, list[str]]) -> Optional[str]
 def _resolve_here(flag: str, host: str) -> str:
     """``host`` resolved on this host (an address stays as it is); ``BadInput`` if it does not resolve."""
     try:
-        return socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)[0][4][0]
+        return str(socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)[0][4][0])  # the address
     except socket.gaierror as e:
         raise BadInput(f"{flag} {host}: does not resolve on this host ({e.strerror}); "
                        "the other hosts must reach this group under it") from None

@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from ftrun.errors import BadInput
 
@@ -59,13 +59,13 @@ def place(device_ids: Sequence[str], groups: Sequence[int], nproc: int) -> Place
     return Placement(mode, env, devices)
 
 
-def host_devices(environ: Optional[dict] = None) -> list[str]:
+def host_devices(environ: Optional[Mapping[str, str]] = None) -> list[str]:
     """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else ``nvidia-smi -L``.
 
     Torch-free (the parent never imports torch). No ``nvidia-smi`` or an error: no GPUs.
     """
-    environ = os.environ if environ is None else environ
-    vis = environ.get("CUDA_VISIBLE_DEVICES")
+    env = os.environ if environ is None else environ
+    vis = env.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
         return [x.strip() for x in vis.split(",") if x.strip() and x.strip() != "-1"]
     exe = shutil.which("nvidia-smi")
@@ -78,7 +78,7 @@ def host_devices(environ: Optional[dict] = None) -> list[str]:
     return [str(i) for i, line in enumerate(x for x in out.splitlines() if x.startswith("GPU "))]
 
 
-def plan(backend: str, groups: Sequence[int], nproc: int, environ: Optional[dict] = None) -> Placement:
+def plan(backend: str, groups: Sequence[int], nproc: int, environ: Optional[Mapping[str, str]] = None) -> Placement:
     """The placement for this launch (``BadInput`` when it cannot work). Gloo: always CPU."""
     if backend not in NCCL_BACKENDS:
         return Placement("cpu")

@@ -78,7 +78,8 @@ def check_lighthouse(cfg: RunConfig) -> None:
         if cause is None:
             return
         if time.monotonic() >= deadline:
-            raise BadInput(f"--lighthouse {cfg.hosts.lighthouse}: no answer within --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({cause})")
+            raise BadInput(f"--lighthouse {cfg.hosts.lighthouse}: no answer within "
+                           f"--quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({cause})")
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 

@@ -6,6 +6,7 @@ import hashlib
 import time
 import uuid
 from pathlib import Path
+from typing import Iterable
 
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
@@ -22,7 +23,7 @@ def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
 
 
 def claim_named_run_dir(root: Path, run_name: str | None, prefix: str, overwrite: bool,
-                        inputs: list[Path] = ()) -> tuple[Path, RunDirLock]:
+                        inputs: Iterable[Path] = ()) -> tuple[Path, RunDirLock]:
     """``root/run_name`` claimed (see ``prepare_run_dir``); without a name, a fresh
     ``PREFIX-<time>`` claimed atomically: two runs started in the same second get -2, -3, ..."""
     if not run_name:
@@ -30,7 +31,7 @@ def claim_named_run_dir(root: Path, run_name: str | None, prefix: str, overwrite
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise BadInput(f"--out {root}: cannot create ({e.strerror})")
+            raise BadInput(f"--out {root}: cannot create ({e.strerror})") from None
         for n in range(1, 1000):
             name = base if n == 1 else f"{base}-{n}"
             try:
@@ -38,8 +39,9 @@ def claim_named_run_dir(root: Path, run_name: str | None, prefix: str, overwrite
             except FileExistsError:
                 continue
             except OSError as e:
-                raise BadInput(f"--out {root}: cannot create {root / name} ({e.strerror})")
+                raise BadInput(f"--out {root}: cannot create {root / name} ({e.strerror})") from None
             return root / name, mark_new_run_dir(root / name)
+        raise BadInput(f"--out {root}: {base} and {base}-2 .. {base}-999 all exist; give --run-name")
     check_name("--run-name", run_name)
     run_dir = root / run_name
     return run_dir, claim_run_dir(run_dir, overwrite, inputs=inputs)

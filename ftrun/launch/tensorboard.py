@@ -131,10 +131,10 @@ class TensorBoard:
         self.port_seen.set()
 
     def last_error(self) -> str:
-        lines = [l for l in self.tail if l.strip()]
-        for l in reversed(lines):
-            if "error" in l.lower() or "could not" in l.lower() or "in use" in l.lower():
-                return l.strip()
+        lines = [line for line in self.tail if line.strip()]
+        for line in reversed(lines):
+            if "error" in line.lower() or "could not" in line.lower() or "in use" in line.lower():
+                return line.strip()
         return lines[-1].strip() if lines else "(no output)"
 
     def stop(self, grace_s: float = 1.5) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 PHASE_NAMES = {"detect": "detect", "relaunch": "relaunch", "join": "join", "reconfigure": "reconfigure",
@@ -25,7 +26,9 @@ def recovery_table(rec: dict[str, Any]) -> Table:
     total = rec.get("total_s")
     t = Table(title=f"recovery · {rec['fault']}" + (f" · {total:.2f} s to the group's first commit" if total is not None else " · never back"),
               title_justify="left")
-    for col, just in (("phase", "left"), ("s", "right"), ("share", "right"), ("own interval", "right"), ("from", "left"), ("note", "left")):
+    columns: list[tuple[str, JustifyMethod]] = [("phase", "left"), ("s", "right"), ("share", "right"),
+                                                ("own interval", "right"), ("from", "left"), ("note", "left")]
+    for col, just in columns:
         t.add_column(col, justify=just)
     spans = rec.get("spans") or {}
     reasons = rec.get("reasons") or {}

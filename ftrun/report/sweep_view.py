@@ -135,7 +135,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# ftrun sweep {result['name']}",
         "",
-        f"- grid: {' x '.join(str(a['key']) + ' (' + str(len(a['values'])) + ')' for a in result['axes'])} = {len(result['cells'])} cells"
+        f"- grid: {' x '.join(str(a['key']) + ' (' + str(len(a['values'])) + ')' for a in result['axes'])} "
+        f"= {len(result['cells'])} cells"
         + (f" (preset {result['preset']})" if result.get("preset") else ""),
         f"- shared train options: {', '.join(f'{k}={fmt(x)}' for k, x in result['shared'].items()) or 'defaults'}",
         f"- machine: {m.get('cpus')} CPUs, {m.get('gpus') or 'no'} GPU(s), {m.get('platform')}; "
@@ -192,7 +193,7 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
         others = [a for a in result["axes"] if a["key"] != x_key]
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for combo in itertools.product(*(a["values"] for a in others)) if others else [()]:
-            want = dict(zip((a["key"] for a in others), combo))
+            want = dict(zip((a["key"] for a in others), combo, strict=True))
             pts = sorted((c["params"][x_key], c.get(metric), c["verdict"]) for c in result["cells"]
                          if all(c["params"][k] == v for k, v in want.items()) and c.get(metric) is not None)
             if not pts:
@@ -228,7 +229,7 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
         ax.set_ylim(len(rows), 0)
         ax.set_xticks([j + 0.5 for j in range(len(last["values"]))], [f"{last['key']}={fmt(v)}" for v in last["values"]], fontsize=8)
         ax.set_yticks([i + 0.5 for i in range(len(rows))],
-                      [", ".join(f"{a['key']}={fmt(x)}" for a, x in zip(rows_axes, combo)) for combo in rows], fontsize=8)
+                      [", ".join(f"{a['key']}={fmt(x)}" for a, x in zip(rows_axes, combo, strict=True)) for combo in rows], fontsize=8)
         ax.set_title(f"verdicts (sweep {result['name']})", fontsize=10)
         for s in ax.spines.values():
             s.set_visible(False)

@@ -144,7 +144,7 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             if spans is None or not spans.steps:
                 continue
             t0 = spans.steps[0].span.ts
-            sec = lambda us: (us - t0) / 1e6  # noqa: E731
+            sec = lambda us, t0=t0: (us - t0) / 1e6  # noqa: E731
             lane.steps += [(sec(s.span.ts), sec(s.span.end)) for s in spans.steps]
             lane.overlapped += [(sec(a), sec(b)) for a, b in overlapped_spans(report, f)]
             comms = report.comms.get(f, {})

@@ -110,7 +110,8 @@ def print_summary(summary: dict) -> None:
             console.print(f"fault: {f['action']} replica group {f['replica']} at step {f['step']} · {back}")
         heals = ", ".join(f"group {h['replica']} from group {h['source_replica']} at step {h['step']}" for h in rec["heals"]) or "none"
         console.print(
-            f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · commits lost {rec['commits_lost']}"
+            f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · "
+            f"commits lost {rec['commits_lost']}"
         )
     if breakdown:  # every fired fault, a hang too (it lists no fault above: nothing was relaunched)
         from ftrun.report.recovery_view import print_recovery
@@ -118,7 +119,8 @@ def print_summary(summary: dict) -> None:
         print_recovery(console, breakdown)
     for r in summary["replicas"]:
         if r.get("lost"):
-            console.print(styled(f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on", "yellow"))
+            lost = f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on"
+            console.print(styled(lost, "yellow"))
     for f in summary["failures"]:
         console.print(line(("failure:", "red"), f" {f}"))
     if summary["traces"]:
