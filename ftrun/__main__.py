@@ -2,6 +2,6 @@ from ftrun.errors import exit_on_signal
 
 exit_on_signal()  # a Ctrl-C while the CLI is still importing: one line, exit 130
 
-from ftrun.cli import main  # noqa: E402
+from ftrun.entry import main  # noqa: E402
 
 main()

@@ -1,0 +1,125 @@
+"""The ``ftrun`` console script (and ``python -m ftrun``): ``ftrun.cli.main``, with one shortcut.
+
+A command line that is plainly ``ftrun inspect-trace ...`` runs the check without importing
+typer, whose import is about a fifth of a small trace's whole ``inspect-trace``. Plainly means:
+only the options ``ftrun.cli``'s ``inspect-trace`` declares (``INSPECT_VALUES``,
+``INSPECT_FLAGS``), each at most once, every value and path a non-blank string that does not
+start with ``-``, integers that ``int`` reads, at least one path. Anything else (``--help``, an
+unknown or repeated option, a bad value, another command) goes to ``ftrun.cli.main`` untouched,
+so typer words every usage error as before. An error of the check itself (bad input, Ctrl-C,
+a full disk) is worded by ``ftrun.cli.guarded``, imported only then: one home for how errors
+read. ``tests/unit/test_entry_fast_inspect.py`` holds the tables to typer's declaration and the
+parsed values to what typer hands ``inspect_trace``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+INSPECT = "inspect-trace"
+# option -> (parameter of ``ftrun.commands.inspect_trace.inspect_trace``, type of its value)
+INSPECT_VALUES: dict[str, tuple[str, type]] = {
+    "--fragments": ("fragments", int),
+    "--sync-every": ("sync_every", int),
+    "--fragment-sync-delay": ("fragment_sync_delay", int),
+    "--step-numbering": ("step_numbering", str),
+    "--export-perfetto": ("export_perfetto", Path),
+    "--max-trace-mb": ("max_trace_mb", int),
+    "--junit": ("junit", Path),
+}
+INSPECT_FLAGS: dict[str, str] = {
+    "--json": "json_out",
+    "--allow-failed-commits": "allow_failed_commits",
+    "--merge-jobs": "merge_jobs",
+    "--overwrite": "overwrite",
+}
+
+
+def plain_inspect(argv: Sequence[str]) -> Optional[tuple[list[Path], dict[str, object]]]:
+    """(paths, inspect_trace's keyword values) of a plain ``inspect-trace`` command line, else None."""
+    if len(argv) < 2 or argv[0] != INSPECT:
+        return None
+    paths: list[Path] = []
+    values: dict[str, object] = {}
+    rest = list(argv[1:])
+    rest.reverse()
+    while rest:
+        arg = rest.pop()
+        if not arg.startswith("-"):
+            if not arg.strip():
+                return None
+            paths.append(Path(arg))
+            continue
+        opt, eq, value = arg.partition("=")
+        if opt in INSPECT_FLAGS and not eq:
+            name, kind, value = INSPECT_FLAGS[opt], bool, "1"
+        elif opt in INSPECT_VALUES:
+            name, kind = INSPECT_VALUES[opt]
+            if not eq:
+                if not rest:
+                    return None
+                value = rest.pop()
+            if not value.strip() or value.startswith("-"):
+                return None
+        else:
+            return None
+        if name in values:
+            return None
+        try:
+            values[name] = True if kind is bool else kind(value)
+        except ValueError:
+            return None
+    return (paths, values) if paths else None
+
+
+def _inspect(paths: list[Path], values: dict[str, object]) -> int:
+    from ftrun.errors import raise_on_signal
+
+    old = raise_on_signal()  # as ftrun.cli.guarded: Ctrl-C / SIGTERM -> KeyboardInterrupt -> one line, 130
+    try:
+        from ftrun.commands.inspect_trace import inspect_trace
+
+        return inspect_trace(
+            paths,
+            fragments=values.get("fragments"),
+            sync_every=values.get("sync_every"),
+            fragment_sync_delay=values.get("fragment_sync_delay"),
+            step_numbering=values.get("step_numbering"),
+            json_out=bool(values.get("json_out", False)),
+            export_perfetto=values.get("export_perfetto"),
+            allow_failed_commits=bool(values.get("allow_failed_commits", False)),
+            merge_jobs=bool(values.get("merge_jobs", False)),
+            max_trace_mb=values.get("max_trace_mb"),
+            overwrite=bool(values.get("overwrite", False)),
+            junit=values.get("junit"),
+        )
+    except (Exception, KeyboardInterrupt) as e:
+        import typer
+
+        from ftrun.cli import guarded
+
+        def again():
+            raise e
+
+        try:
+            guarded(again)  # prints its one line and raises typer.Exit, or re-raises (a bug: the traceback)
+        except typer.Exit as x:
+            return x.exit_code
+        raise AssertionError("unreachable: guarded returned") from e
+    finally:
+        import signal
+
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def main() -> None:
+    got = plain_inspect(sys.argv[1:])
+    if got is None:
+        from ftrun.cli import main as cli_main
+
+        cli_main()
+        return
+    sys.exit(_inspect(*got))
