@@ -68,6 +68,7 @@ from ftrun.trace.stream import Fallback, TraceFile
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
 _NAME = attrgetter("name")
+_TS = attrgetter("ts")
 
 
 class Span(msgspec.Struct, frozen=True, gc=False):
@@ -225,11 +226,14 @@ class _Index:
     def __init__(self, events: list[TraceEvent]) -> None:
         self.by_thread: dict[Hashable, tuple[list[float], list[TraceEvent]]] = {}
         groups: dict[Hashable, list[TraceEvent]] = {}
-        for e in events:
-            groups.setdefault(_thread(e), []).append(e)
+        for e in events:  # (_thread inlined: thousands of aten::copy_ per trace)
+            g = groups.get((e.pid, e.tid))
+            if g is None:
+                g = groups[(e.pid, e.tid)] = []
+            g.append(e)
         for t, evs in groups.items():
-            evs.sort(key=lambda e: e.ts)
-            self.by_thread[t] = ([e.ts for e in evs], evs)
+            evs.sort(key=_TS)
+            self.by_thread[t] = (list(map(_TS, evs)), evs)
 
     def inside(self, outer: TraceEvent) -> list[TraceEvent]:
         got = self.by_thread.get(_thread(outer))
