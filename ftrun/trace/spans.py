@@ -47,8 +47,8 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from pathlib import Path
 from typing import Hashable, Optional
 
@@ -329,11 +329,13 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
     special = {labels.param_comms, *waits}
     for chunk in trace.chunks():
         # per event only C-level work: its name, a dict lookup, a filter; Python decides once per new name
-        names = list(map(_NAME, chunk))
-        for name in set(names).difference(relevant):
-            route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
-            relevant[name] = route[name] is not None
-        for e in compress(chunk, map(relevant.__getitem__, names)):
+        keep = list(map(relevant.get, map(_NAME, chunk)))  # None: a name not seen before
+        if None in keep:
+            for name in set(map(_NAME, compress(chunk, map(is_, keep, repeat(None))))):
+                route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
+                relevant[name] = route[name] is not None
+            keep = list(map(relevant.__getitem__, map(_NAME, chunk)))
+        for e in compress(chunk, keep):
             if e.ph != "X":
                 continue
             bucket = route[e.name]
