@@ -560,9 +560,10 @@ def plan_cmd(
     data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
     dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
     train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
+    heartbeat_timeout_ms: Optional[float] = typer.Option(None, metavar="MS", help="Recovery: how long the lighthouse keeps a group whose heartbeats stopped (default 2000, or the run's)."),
     target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
     png: Optional[str] = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
-    check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir and compare."),
+    check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir (or a --kill run dir's recovery) and compare."),
     tolerance: float = typer.Option(0.25, help="--check: largest relative error (exposed time: or 5 ms) before exit 1."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -589,7 +590,7 @@ def plan_cmd(
             sweep_link=sweep_link, replicas=replicas, fragments=fragments, layers=layers,
             layers_per_fragment=layers_per_fragment, sync_every=sync_every, fragment_sync_delay=fragment_sync_delay,
             step_jitter_ms=step_jitter, overlap_slowdown=overlap_slowdown, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
-            target_util=target_util, json_out=json_out, png=png))
+            heartbeat_timeout_ms=heartbeat_timeout_ms, target_util=target_util, json_out=json_out, png=png))
 
     raise typer.Exit(guarded(body) or 0)
 
