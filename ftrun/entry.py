@@ -1,4 +1,4 @@
-"""The ``ftrun`` console script (and ``python -m ftrun``): ``ftrun.cli.main``, with one shortcut.
+"""The command line behind the ``ftrun`` console script (``ftrun.__main__``): ``ftrun.cli.main``, with one shortcut.
 
 A command line that is plainly ``ftrun inspect-trace ...`` runs the check without importing
 typer, whose import is about a fifth of a small trace's whole ``inspect-trace``. Plainly means:

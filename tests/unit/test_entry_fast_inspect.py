@@ -99,7 +99,14 @@ def test_errors_read_as_the_cli_words_them(tmp_path, capsys) -> None:
     assert fast == slow and "nothing-here" in fast.err and len(fast.err.strip().splitlines()) == 1
 
 
-def test_the_console_script_is_the_entry() -> None:
+def test_the_console_script_goes_through_the_entry(monkeypatch) -> None:
     text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
-    assert 'ftrun = "ftrun.entry:main"' in text
+    assert 'ftrun = "ftrun.__main__:main"' in text
+    import ftrun.__main__ as console
+
+    seen = []
+    monkeypatch.setattr(entry, "main", lambda: seen.append("entry"))
+    monkeypatch.setattr("ftrun.errors.exit_on_signal", lambda: seen.append("signals"))
+    console.main()
+    assert seen == ["signals", "entry"]
 
