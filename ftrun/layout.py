@@ -44,7 +44,9 @@ from typing import Any, Literal, Optional, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
+from ftrun.faults import fault_key  # a fault's name: its marker file faults/<key>.json
 
 FORMAT = 1
 
@@ -77,11 +79,6 @@ WORKER_RE = re.compile(r"replica(\d+)_rank(\d+)")
 
 
 # --- the files' records -------------------------------------------------------------------
-
-
-def fault_key(action: str, replica: int, step: int) -> str:
-    """A fault's name: its marker file ``faults/<key>.json`` and its identity in a run."""
-    return f"{action}-r{replica}-s{step}"
 
 
 def fault_label(action: str, replica: int, step: int) -> str:
@@ -141,9 +138,10 @@ class Network(msgspec.Struct, kw_only=True):
 
 
 class Spec(msgspec.Struct):
-    """``spec.json``: what every rank of the run runs. ``config``: ``RunConfig.resolved()``."""
+    """``spec.json``: what every rank of the run runs. ``config``: the run's ``RunConfig`` tree
+    (``ftrun.config``), decoded with its type (written and read by the same ftrun)."""
 
-    config: dict[str, Any]
+    config: RunConfig
     run_dir: str
     job_id: str
     profile_window: Optional[list[int]]
@@ -325,7 +323,7 @@ class Param(msgspec.Struct):
 
 
 class Fragment(msgspec.Struct):
-    """One model fragment as the ranks built it (``ftrun.worker.models.describe_fragments``)."""
+    """One model fragment as the ranks built it (``ftrun.worker.fragments.Fragment.record``)."""
 
     id: int
     params: list[Param]
@@ -334,10 +332,16 @@ class Fragment(msgspec.Struct):
 
 
 class ScheduleInfo(msgspec.Struct):
+    """The manifest's schedule: the config's (``ScheduleConfig``, torchft's names) and the run's steps."""
+
     fragments: int
     sync_every: int
     fragment_sync_delay: int
     steps: int
+
+    @classmethod
+    def of(cls, schedule: ScheduleConfig, steps: int) -> ScheduleInfo:
+        return cls(schedule.fragments, schedule.sync_every, schedule.fragment_sync_delay, steps)
 
 
 class ExpectedEvent(msgspec.Struct):

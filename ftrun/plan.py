@@ -59,6 +59,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ftrun import linkcost
+from ftrun.model_desc import even_split
 from ftrun.schedule import Schedule
 
 # Without a step count: one round of H steps. Every round repeats the same timeline (each sync
@@ -115,8 +116,7 @@ class Workload:
         """The same model in ``fragments`` fragments: its own split when F matches, else even parts."""
         if fragments == len(self.fragment_bytes):
             return self
-        total = self.model_bytes
-        parts = tuple(total // fragments + (1 if i < total % fragments else 0) for i in range(fragments))
+        parts = even_split(self.model_bytes, fragments)
         tensors = sum(self.fragment_tensors)
         counts = tuple(max(1, tensors // fragments) for _ in range(fragments)) if tensors else ()
         return replace(self, fragment_bytes=parts, fragment_tensors=counts)

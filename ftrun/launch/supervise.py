@@ -143,7 +143,7 @@ def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, st
     torchft wait it failed in (``quorum``, ``sync``, ``step``). A rank that died before it could
     write one (killed, or failed before Python ran ftrun): its log's ``failure_cause`` (from byte
     ``since``: the last incarnation), phase None."""
-    for g in range(state.cfg.nproc_per_replica):
+    for g in range(state.cfg.hosts.nproc_per_replica):
         p = layout.meta_file(state.run_dir, replica, g)
         try:
             meta = json.loads(p.read_text())
@@ -172,7 +172,7 @@ PHASES = {"step": "computing, not in a torchft wait", "quorum": "waiting for a q
 
 def _culprit(state: RunState, r: int, pending: dict, last_progress: dict, now: float) -> int:
     """Among stalled groups, blame one that is stuck outside torchft's waits (the others wait for it)."""
-    stalled = [k for k in pending if now - last_progress[k] > state.cfg.stall_timeout_s * 0.5]
+    stalled = [k for k in pending if now - last_progress[k] > state.cfg.timeouts.stall_timeout_s * 0.5]
     for k in stalled:
         w = whereabouts.read(state.run_dir, k)
         if w is not None and w[1] == "step":
@@ -188,7 +188,7 @@ def supervise(state: RunState, on_tick) -> None:
     pending = {g.replica: g for g in state.groups}
     last_progress = {r: time.monotonic() for r in pending}
     started = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
-    startup_grace_s = max(cfg.stall_timeout_s, 180.0)
+    startup_grace_s = max(cfg.timeouts.stall_timeout_s, 180.0)
     while pending:
         now = time.monotonic()
         for r, tail in state.tails.items():
@@ -209,17 +209,17 @@ def supervise(state: RunState, on_tick) -> None:
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
             code = g.proc.poll()
             if code is None:
-                if now - last_progress[r] > (cfg.stall_timeout_s if r in started else startup_grace_s):
+                if now - last_progress[r] > (cfg.timeouts.stall_timeout_s if r in started else startup_grace_s):
                     r = _culprit(state, r, pending, last_progress, now)
                     g = pending[r]
                     step = state.progress[r].step
                     where = whereabouts.read(state.run_dir, r)
                     inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
                     waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
-                    msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}{inside})"
+                    msg = (f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s (stuck after step {step}{inside})"
                            + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
                            + f"; last log line: {_last_line(g.log)!r}; see {g.log}")
-                    state.log_run_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
+                    state.log_run_event("stall", replica=r, step=step, seconds=cfg.timeouts.stall_timeout_s)
                     state.fail(msg)
                     return
                 continue
@@ -231,7 +231,7 @@ def supervise(state: RunState, on_tick) -> None:
                 state.log_run_event("group_done", replica=r, step=step)
                 continue
             state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
-            if g.restarts < cfg.max_restarts:
+            if g.restarts < cfg.faults.max_restarts:
                 g.restarts += 1
                 g.env["FTRUN_RESTART"] = str(g.restarts)
                 g.start()
@@ -247,18 +247,18 @@ def supervise(state: RunState, on_tick) -> None:
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
             reason, phase = _group_error(state, r, g.log_offset)
-            if state.lighthouse is None and cfg.lighthouse:  # another host's lighthouse: is it still there?
+            if state.lighthouse is None and cfg.hosts.lighthouse:  # another host's lighthouse: is it still there?
                 from ftrun.launch.lighthouse import unreachable
 
-                gone = unreachable(cfg.lighthouse, 3.0)
+                gone = unreachable(cfg.hosts.lighthouse, 3.0)
                 if gone:
-                    reason = f"the lighthouse {cfg.lighthouse} does not answer ({gone}); {reason}"
-            if state.lost and len(pending) < cfg.min_replicas and phase == "quorum":
+                    reason = f"the lighthouse {cfg.hosts.lighthouse} does not answer ({gone}); {reason}"
+            if state.lost and len(pending) < cfg.hosts.min_replicas and phase == "quorum":
                 alive = len(pending)
                 state.fail(
-                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.min_replicas} after "
+                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.hosts.min_replicas} after "
                     + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
-                    + f"; replica group {r} gave up after --quorum-timeout {cfg.quorum_timeout_s:g} s ({reason}); see {g.log}"
+                    + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({reason}); see {g.log}"
                 )
                 return
             state.fail(

@@ -12,15 +12,23 @@ from ftrun.launch.supervise import RunState, _group_error
 
 
 def _state(tmp_path: Path) -> RunState:
-    return RunState(RunConfig(nproc_per_replica=2), tmp_path, job_id="j", run_event_log=layout.run_event_log(tmp_path))
+    return RunState(RunConfig.from_keys(nproc_per_replica=2), tmp_path, job_id="j", run_event_log=layout.run_event_log(tmp_path))
 
 
 def test_meta_error_and_phase_win_over_the_log(tmp_path: Path) -> None:
     st = _state(tmp_path)
     layout.meta_file(tmp_path, 1, 1).parent.mkdir(parents=True)
     layout.meta_file(tmp_path, 1, 0).write_text(json.dumps({"status": "running"}))
-    layout.meta_file(tmp_path, 1, 1).write_text(json.dumps(
-        {"status": "failed", "error": "RuntimeError: quorum timed out", "error_type": "RuntimeError", "phase": "quorum"}))
+    layout.meta_file(tmp_path, 1, 1).write_text(
+        json.dumps(
+            {
+                "status": "failed",
+                "error": "RuntimeError: quorum timed out",
+                "error_type": "RuntimeError",
+                "phase": "quorum",
+            }
+        )
+    )
     layout.group_log(tmp_path, 1).parent.mkdir(parents=True)
     layout.group_log(tmp_path, 1).write_text("ValueError: something else in the log\n")
     assert _group_error(st, 1) == ("RuntimeError: quorum timed out", "quorum")
@@ -56,7 +64,11 @@ def test_a_rank_records_the_wait_it_failed_in(tmp_path: Path) -> None:
     meta.failed(exc.value, where.failed_in)
     got = json.loads(layout.meta_file(tmp_path, 0, 0).read_text())
     assert (got["status"], got["error"], got["error_type"], got["phase"]) == (
-        "failed", "TimeoutError: no quorum within 60 s", "TimeoutError", "quorum")
+        "failed",
+        "TimeoutError: no quorum within 60 s",
+        "TimeoutError",
+        "quorum",
+    )
 
 
 # torchrun 2.13's own report when a rank dies by a signal (captured from a real run of a script
@@ -68,7 +80,7 @@ Traceback (most recent call last):
   File "<frozen runpy>", line 198, in _run_module_as_main
   File "/x/.venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
     raise ChildFailedError(
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\x20
 ======================================================
 ftrun.worker.main FAILED
 ------------------------------------------------------
@@ -84,7 +96,7 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 15339
 ======================================================
-"""
+"""  # noqa: E501 (torchrun's lines, as captured)
 
 
 def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -> None:
@@ -115,6 +127,7 @@ def test_an_exit_by_a_signal_is_not_called_an_exit_code() -> None:
 
 
 # --- a disk that fills mid-run (issue 24 item 15): one line, never a traceback -----------------
+
 
 def test_a_full_disk_under_the_run_event_log_is_one_line(tmp_path: Path) -> None:
     import pytest

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ftrun.check.numerics import (QUANTIZED_NOT_CHECKED, Z, check_numerics, quantized_average_tolerance,
-                                  tolerance_rule)
+from ftrun.check.numerics import QUANTIZED_NOT_CHECKED, Z, check_numerics, quantized_average_tolerance, tolerance_rule
 from ftrun.layout import EventRecord, RoundNumerics, Sketch
 from ftrun.report.numerics_view import numerics_line
 
@@ -32,7 +31,7 @@ def quantize(x: torch.Tensor) -> torch.Tensor:
 
 def quantized_average(contribs: list[list[torch.Tensor]], n: int) -> list[torch.Tensor]:
     out = []
-    for parts in zip(*contribs):
+    for parts in zip(*contribs, strict=True):
         total = sum(quantize(p) for p in parts)  # dequantized contributions summed in fp32
         out.append(quantize(total) / n)
     return out
@@ -45,26 +44,46 @@ def sketch(tensors: list[torch.Tensor], p: torch.Tensor) -> Sketch:
 
 def logs_of(contribs: list[Sketch | None], avgs: list[Sketch], n: int, sums: list[Sketch | None] | None = None):
     logs = {}
-    for r, (c, a) in enumerate(zip(contribs, avgs)):
+    for r, (c, a) in enumerate(zip(contribs, avgs, strict=True)):
         world = len(contribs) if c is not None and c.numel else None
-        head = dict(fragment=0, manager_step=0, quorum_id=1, sync_step=10, participants=n, participating=True,
-                    world=world, path="quantized")
+        head = dict(
+            fragment=0,
+            manager_step=0,
+            quorum_id=1,
+            sync_step=10,
+            participants=n,
+            participating=True,
+            world=world,
+            path="quantized",
+        )
         send = RoundNumerics(phase="send", contribution=c, **head)
         sync = RoundNumerics(phase="sync", sum=(sums or [None] * len(avgs))[r], average=a, globals=a, **head)
-        base = dict(manager_step=0, participants=n, quorum_id=1, loss=0.0, step_time_s=0.0, restart=0, sent=None,
-                    fingerprint=None)
-        logs[(r, 0)] = [EventRecord(step=5, manager_step_after=0, synced=None, commit=None, t=5.0, numerics=[send], **base),
-                        EventRecord(step=10, manager_step_after=1, synced=0, commit=True, t=10.0, numerics=[sync], **base)]
+        base = dict(
+            manager_step=0,
+            participants=n,
+            quorum_id=1,
+            loss=0.0,
+            step_time_s=0.0,
+            restart=0,
+            sent=None,
+            fingerprint=None,
+        )
+        logs[(r, 0)] = [
+            EventRecord(step=5, manager_step_after=0, synced=None, commit=None, t=5.0, numerics=[send], **base),
+            EventRecord(step=10, manager_step_after=1, synced=0, commit=True, t=10.0, numerics=[sync], **base),
+        ]
     return logs
 
 
 def setup(seed: int = 0, replicas: int = 3):
     g = torch.Generator().manual_seed(seed)
     shapes = [(64, 96), (96,), (32, 64)]  # weights (rows scaled apart) and a bias
-    contribs = [[torch.randn(s, generator=g) * (1 + torch.arange(s[0]).reshape(-1, *[1] * (len(s) - 1)) / 8)
-                 for s in shapes] for _ in range(replicas)]
+    contribs = [
+        [torch.randn(s, generator=g) * (1 + torch.arange(s[0]).reshape(-1, *[1] * (len(s) - 1)) / 8) for s in shapes]
+        for _ in range(replicas)
+    ]
     numel = sum(t.numel() for t in contribs[0])
-    p = (torch.randint(0, 2, (K, numel), generator=g, dtype=torch.float64) * 2 - 1)
+    p = torch.randint(0, 2, (K, numel), generator=g, dtype=torch.float64) * 2 - 1
     return contribs, p
 
 
@@ -80,8 +99,8 @@ def test_a_simulated_fp8_round_is_within_the_budget_and_the_budget_is_not_vacuou
     assert le["check"].startswith("quantized average")
     # the real fp8 error is a visible share of the budget (not 1e-9 of it) and inside it
     assert 1.0 / (Z * Z) < le["ratio"] < 1.0, le
-    exact = sketch([sum(ts) / n for ts in zip(*contribs)], p)
-    err = max(abs(x - y) for x, y in zip(a.proj, exact.proj))
+    exact = sketch([sum(ts) / n for ts in zip(*contribs, strict=True)], p)
+    err = max(abs(x - y) for x, y in zip(a.proj, exact.proj, strict=True))
     assert err > 1e-3 * quantized_average_tolerance(cs, a, n)  # fp8 really rounded (fp32 alone would be ~1e-7)
     assert "2^-4" in tolerance_rule() and "2^-10/448" in tolerance_rule()
 
@@ -120,7 +139,7 @@ def test_a_quantize_run_whose_sum_was_sketched_went_through_the_plain_allreduce(
     contribs, p = setup(3)
     n = len(contribs)
     cs = [sketch(c, p) for c in contribs]
-    total = [sum(ts) for ts in zip(*contribs)]
+    total = [sum(ts) for ts in zip(*contribs, strict=True)]
     s = sketch(total, p)
     a = sketch([t / n for t in total], p)
     out = check_numerics(logs_of(cs, [a] * n, n, sums=[s] * n))

@@ -33,12 +33,14 @@ def test_the_send_issues_its_collectives_while_it_runs() -> None:
 
 def test_a_collective_completes_at_the_later_of_its_hold_and_its_real_chain() -> None:
     # 9 tensors on 2 threads: 5 real allreduces of 40 ms = 200 ms > the 120 ms hold, on the profiled steps only
-    w = Workload(0.1, (100_000,), 2, real_collective_s=0.04, collective_threads=2, fragment_tensors=(9,),
-                 real_steps=((9, 10),))
+    w = Workload(
+        0.1, (100_000,), 2, real_collective_s=0.04, collective_threads=2, fragment_tensors=(9,), real_steps=((9, 10),)
+    )
     p = simulate(w, PLAIN, BW, LAT, steps=20)  # syncs at 10 (profiled) and 20 (not)
     assert p.exposed_data_s == pytest.approx(0.2 + 0.12)
-    fast = Workload(0.1, (100_000,), 2, real_collective_s=0.01, collective_threads=2, fragment_tensors=(9,),
-                    real_steps=((1, 20),))
+    fast = Workload(
+        0.1, (100_000,), 2, real_collective_s=0.01, collective_threads=2, fragment_tensors=(9,), real_steps=((1, 20),)
+    )
     assert simulate(fast, PLAIN, BW, LAT, steps=20).exposed_data_s == pytest.approx(2 * 0.12)  # the hold covers 50 ms
 
 
@@ -48,8 +50,11 @@ def test_a_sync_runs_its_own_work_after_its_data_and_that_is_no_wait_for_data() 
     p = simulate(w, sched, BW, LAT, steps=20)
     assert p.exposed_data_s == pytest.approx(2 * 0.004)
     assert data_hidden_bandwidth(w, sched, LAT, 1e5, 1e12) == data_hidden_bandwidth(
-        Workload(0.1, (100_000, 100_000), 2), sched, LAT, 1e5, 1e12)
-    assert simulate(Workload(0.1, (100_000,), 1, sync_work_s=0.004), PLAIN, BW, LAT).exposed_data_s == 0.0  # alone: no collective
+        Workload(0.1, (100_000, 100_000), 2), sched, LAT, 1e5, 1e12
+    )
+    assert (
+        simulate(Workload(0.1, (100_000,), 1, sync_work_s=0.004), PLAIN, BW, LAT).exposed_data_s == 0.0
+    )  # alone: no collective
 
 
 def test_measured_drift_spread_replaces_the_iid_square_root() -> None:
@@ -85,19 +90,26 @@ def test_sync_costs_from_a_window_trace(tmp_path: Path) -> None:
     # one send: 5 real allreduces on 2 threads (the first waits 9 ms for the peer), then a sync
     # whose data was in 2 ms before it began; its wait ends 3 ms in
     ev = [{"name": "gloo:all_reduce", "ts": 0, "dur": 9000, "tid": 1}]
-    ev += [{"name": "gloo:all_reduce", "ts": 9000 + 1000 * i, "dur": d, "tid": 1 + i % 2} for i, d in enumerate((2000, 3000, 4000, 5000))]
+    ev += [
+        {"name": "gloo:all_reduce", "ts": 9000 + 1000 * i, "dur": d, "tid": 1 + i % 2}
+        for i, d in enumerate((2000, 3000, 4000, 5000))
+    ]
     ev += [{"name": "ftrun::link::hold", "ts": 10000, "dur": 20000, "tid": 7}]
-    ev += [{"name": "torchft::local_sgd::perform_sync", "ts": 32000, "dur": 8000, "tid": 5},
-           {"name": "torchft::local_sgd::wait", "ts": 34500, "dur": 500, "tid": 5}]
+    ev += [
+        {"name": "torchft::local_sgd::perform_sync", "ts": 32000, "dur": 8000, "tid": 5},
+        {"name": "torchft::local_sgd::wait", "ts": 34500, "dur": 500, "tid": 5},
+    ]
     c = sync_costs([_trace(tmp_path / "r0.pt.trace.json.gz", ev)])
     assert c.real_collective_s == pytest.approx(0.017 / 3)  # the chain: 0 .. 17 ms, ceil(5 / 2) = 3 rounds
     assert c.collective_threads == 2
     assert c.sync_work_s == pytest.approx(0.003)
     assert c.traced_syncs == 1
     # a sync still waiting for its hold: only what follows the hold's end is its own work
-    ev2 = [{"name": "ftrun::link::hold", "ts": 0, "dur": 10000, "tid": 7},
-           {"name": "torchft::local_sgd::perform_sync", "ts": 2000, "dur": 9000, "tid": 5},
-           {"name": "torchft::local_sgd::wait", "ts": 10500, "dur": 500, "tid": 5}]
+    ev2 = [
+        {"name": "ftrun::link::hold", "ts": 0, "dur": 10000, "tid": 7},
+        {"name": "torchft::local_sgd::perform_sync", "ts": 2000, "dur": 9000, "tid": 5},
+        {"name": "torchft::local_sgd::wait", "ts": 10500, "dur": 500, "tid": 5},
+    ]
     assert sync_costs([_trace(tmp_path / "r1.pt.trace.json.gz", ev2)]).sync_work_s == pytest.approx(0.001)
     assert sync_costs([]).real_collective_s is None
 
@@ -113,9 +125,8 @@ def test_a_replay_of_the_runs_own_pace_exposes_what_a_fast_spell_leaves() -> Non
 
 
 def test_the_replay_counts_a_groups_own_should_commit_in_its_arrival(tmp_path: Path) -> None:
-    from train_fixtures import event_record
-
     from ftrun.commands.plan import measure_arrivals
+    from train_fixtures import event_record
 
     # both groups compute 100 ms a step; at the sync of step 2 group 1's should_commit takes 30 ms
     # (its own RPC, no wait on group 0): it arrives 30 ms later, 15 ms behind the mean

@@ -21,8 +21,16 @@ SCHED = Schedule(2, 10, 3)  # window 5: sends at local step 2 (steps 2, 7, 12, 1
 
 
 def inputs(**kw) -> RecoveryInputs:
-    base = dict(heartbeat_timeout_s=2.0, state_bytes=heal_bytes(4000, 3, True), schedule=SCHED, step_s=0.1,
-                fragment_bytes=(2000, 2000), replicas=3, send_s=0.005, sync_work_s=0.002)
+    base = dict(
+        heartbeat_timeout_s=2.0,
+        state_bytes=heal_bytes(4000, 3, True),
+        schedule=SCHED,
+        step_s=0.1,
+        fragment_bytes=(2000, 2000),
+        replicas=3,
+        send_s=0.005,
+        sync_work_s=0.002,
+    )
     base.update(kw)
     return RecoveryInputs(**base)
 
@@ -44,9 +52,13 @@ def test_each_phase_by_its_mechanism_and_the_unmodelled_ones_not_predicted() -> 
     assert p.phases["relaunch"] is p.phases["join"] is p.phases["reconfigure"] is None
     assert "not predicted" in p.how["relaunch"] and p.total_s is None
     # a long heartbeat timeout is hidden ... a late request is not
-    assert predict_recovery(inputs(kill_step=15, heartbeat_timeout_s=0.1), BW, LAT).phases["detect"] == pytest.approx(0.3 + 0.02)
+    assert predict_recovery(inputs(kill_step=15, heartbeat_timeout_s=0.1), BW, LAT).phases["detect"] == pytest.approx(
+        0.3 + 0.02
+    )
     # measured inputs make a total; without a link the heal is not predicted
-    m = predict_recovery(inputs(measured={"relaunch": 3.0, "join": 1.5, "reconfigure": 0.01}, measured_from="run"), BW, LAT)
+    m = predict_recovery(
+        inputs(measured={"relaunch": 3.0, "join": 1.5, "reconfigure": 0.01}, measured_from="run"), BW, LAT
+    )
     assert m.total_s == pytest.approx(3.0 + 1.5 + 0.01 + m.phases["heal"] + m.phases["catch_up"])
     assert "measured in run" in m.how["join"]
     assert predict_recovery(inputs(), None, 0.0).phases["heal"] is None
@@ -60,8 +72,18 @@ def test_a_slow_link_makes_the_catch_up_wait_for_the_sync() -> None:
 
 def recovery(spans: dict, total: float, heal_bytes_: int | None = 20_012) -> Recovery:
     full = {k: spans.get(k) for k in PHASES}
-    return Recovery("kill 1@15", 1, 100.0, total, {k: None for k in PHASES}, full, {}, 0.0, heal_bytes=heal_bytes_,
-                    heal_bytes_sent=heal_bytes_)
+    return Recovery(
+        "kill 1@15",
+        1,
+        100.0,
+        total,
+        {k: None for k in PHASES},
+        full,
+        {},
+        0.0,
+        heal_bytes=heal_bytes_,
+        heal_bytes_sent=heal_bytes_,
+    )
 
 
 def test_check_compares_each_predicted_phase_and_takes_the_rest_as_inputs() -> None:
@@ -69,8 +91,14 @@ def test_check_compares_each_predicted_phase_and_takes_the_rest_as_inputs() -> N
     pred = predict_recovery(x, BW, LAT)
     heal, catch = pred.phases["heal"], pred.phases["catch_up"]
     t = 100.0
-    spans = {"detect": (t, t + 2.2), "relaunch": (t + 0.1, t + 3.1), "join": (t + 3.1, t + 4.6),
-             "reconfigure": (t + 4.6, t + 4.61), "heal": (t + 4.61, t + 4.61 + heal), "catch_up": (t + 4.7, t + 4.7 + catch)}
+    spans = {
+        "detect": (t, t + 2.2),
+        "relaunch": (t + 0.1, t + 3.1),
+        "join": (t + 3.1, t + 4.6),
+        "reconfigure": (t + 4.6, t + 4.61),
+        "heal": (t + 4.61, t + 4.61 + heal),
+        "catch_up": (t + 4.7, t + 4.7 + catch),
+    }
     rows, failed = recovery_rows(pred, [recovery(spans, 4.7 + catch)], 0.25)
     (r,) = rows
     assert not failed, rows
