@@ -15,8 +15,8 @@ parsed values to what typer hands ``inspect_trace``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 INSPECT = "inspect-trace"
 # option -> (parameter of ``ftrun.commands.inspect_trace.inspect_trace``, type of its value)
@@ -37,7 +37,7 @@ INSPECT_FLAGS: dict[str, str] = {
 }
 
 
-def plain_inspect(argv: Sequence[str]) -> Optional[tuple[list[Path], dict[str, object]]]:
+def plain_inspect(argv: Sequence[str]) -> tuple[list[Path], dict[str, object]] | None:
     """(paths, inspect_trace's keyword values) of a plain ``inspect-trace`` command line, else None."""
     if len(argv) < 2 or argv[0] != INSPECT:
         return None
@@ -100,14 +100,16 @@ def _inspect(paths: list[Path], values: dict[str, object]) -> int:
 
         from ftrun.cli import guarded
 
+        err = e
+
         def again():
-            raise e
+            raise err
 
         try:
             guarded(again)  # prints its one line and raises typer.Exit, or re-raises (a bug: the traceback)
         except typer.Exit as x:
             return x.exit_code
-        raise AssertionError("unreachable: guarded returned") from e
+        raise AssertionError("unreachable: guarded returned") from err
     finally:
         import signal
 

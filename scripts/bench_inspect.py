@@ -314,7 +314,7 @@ def main() -> None:
     p.add_argument("--large", action="store_true", help="a ~300 MB trace: MB/s, peak RSS / file, gzip vs zlib")
     p.add_argument("--no-gz", action="store_true", help="--large: skip the gzip measurement")
     p.add_argument("--no-hta", action="store_true")
-    p.add_argument("--ftrun", help="the ftrun command to time, e.g. 'python -m ftrun' (default: this venv's console script)")
+    p.add_argument("--ftrun", help="the ftrun command to time, e.g. 'python -m ftrun' (default: this venv's ftrun)")
     args = p.parse_args()
     if args.ftrun:
         FTRUN[:] = args.ftrun.split()

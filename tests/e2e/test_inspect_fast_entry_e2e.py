@@ -37,10 +37,23 @@ def cuda_run(tmp_path_factory) -> Path:
 def test_the_entry_prints_what_the_typer_cli_prints(case, cuda_run, tmp_path) -> None:
     gz = next((DATA / "cpu_run" / "traces").glob("replica0*"))
     args = {
-        "cpu": [str(DATA / "cpu_run"), "--json"], "cpu-text": [str(DATA / "cpu_run")],
-        "kill": [str(DATA / "kill_run"), "--json"], "cuda": [str(cuda_run), "--json"], "cuda-text": [str(cuda_run)],
-        "file-flags": [str(gz), "--fragments=2", "--sync-every", "20", "--fragment-sync-delay", "5", "--step-numbering", "auto"],
-        "missing": [str(tmp_path / "nothing"), "--json"], "help": ["--help"],
+        "cpu": [str(DATA / "cpu_run"), "--json"],
+        "cpu-text": [str(DATA / "cpu_run")],
+        "kill": [str(DATA / "kill_run"), "--json"],
+        "cuda": [str(cuda_run), "--json"],
+        "cuda-text": [str(cuda_run)],
+        "file-flags": [
+            str(gz),
+            "--fragments=2",
+            "--sync-every",
+            "20",
+            "--fragment-sync-delay",
+            "5",
+            "--step-numbering",
+            "auto",
+        ],
+        "missing": [str(tmp_path / "nothing"), "--json"],
+        "help": ["--help"],
     }[case]
     fast, slow = _run(args, entry=True), _run(args, entry=False)
     assert fast == slow
@@ -48,8 +61,12 @@ def test_the_entry_prints_what_the_typer_cli_prints(case, cuda_run, tmp_path) ->
 
 
 def test_the_entry_does_not_import_typer() -> None:
-    code = ("import runpy, sys; sys.argv = ['ftrun', 'inspect-trace', sys.argv[1], '--json']\n"
-            "try:\n    runpy.run_module('ftrun', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
-            "print(code, sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'rich', 'click', 'torch')))\n")
-    r = subprocess.run([sys.executable, "-c", code, str(DATA / "cpu_run")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    code = (
+        "import runpy, sys; sys.argv = ['ftrun', 'inspect-trace', sys.argv[1], '--json']\n"
+        "try:\n    runpy.run_module('ftrun', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'rich', 'click', 'torch')))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(DATA / "cpu_run")], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert r.stdout.strip().splitlines()[-1] == "0 []", r.stdout[-2000:] + r.stderr[-2000:]

@@ -3,8 +3,6 @@ typer would, and sends every command line it does not plainly understand to type
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,9 @@ def test_the_tables_are_typers_declaration() -> None:
     flags = {o: p.name for p in params.values() if getattr(p, "is_flag", False) for o in p.opts}
     assert flags == entry.INSPECT_FLAGS
     assert all(not p.secondary_opts for p in params.values() if getattr(p, "is_flag", False))
-    values = {o: p.name for p in params.values() if p.name != "paths" and not getattr(p, "is_flag", False) for o in p.opts}
+    values = {
+        o: p.name for p in params.values() if p.name != "paths" and not getattr(p, "is_flag", False) for o in p.opts
+    }
     assert values == {o: name for o, (name, _) in entry.INSPECT_VALUES.items()}
     for opt, (name, kind) in entry.INSPECT_VALUES.items():
         assert type(params[name].type).__name__ == ("IntParamType" if kind is int else "StringParamType"), opt
@@ -65,7 +65,16 @@ PLAIN = [
     ["inspect-trace", "run"],
     ["inspect-trace", "a.json", "b.json.gz", "--json"],
     ["inspect-trace", "--fragments", "2", "t.json", "--sync-every=8", "--fragment-sync-delay", " 3 ", "--json"],
-    ["inspect-trace", "r", "--step-numbering", "auto", "--max-trace-mb", "12", "--allow-failed-commits", "--merge-jobs"],
+    [
+        "inspect-trace",
+        "r",
+        "--step-numbering",
+        "auto",
+        "--max-trace-mb",
+        "12",
+        "--allow-failed-commits",
+        "--merge-jobs",
+    ],
     ["inspect-trace", "r", "--export-perfetto", "o.json", "--junit=j.xml", "--overwrite", "--step-numbering= end"],
 ]
 
@@ -75,15 +84,31 @@ def test_a_plain_command_line_gets_what_typer_gives(argv, monkeypatch) -> None:
     assert _via_entry(argv, monkeypatch) == _via_typer(argv, monkeypatch)
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["inspect-trace"], ["inspect-trace", "--json"], ["train", "x"], ["inspect-trace", "r", "--help"],
-    ["inspect-trace", "r", "--fragments"], ["inspect-trace", "r", "--fragments", "two"],
-    ["inspect-trace", "r", "--fragments", "1.5"], ["inspect-trace", "r", "--fragments", "-1"],
-    ["inspect-trace", "r", "--fragments", "2", "--fragments", "3"], ["inspect-trace", "r", "--json", "--json"],
-    ["inspect-trace", "r", "--json=1"], ["inspect-trace", "r", "--frag", "2"], ["inspect-trace", "-", "r"],
-    ["inspect-trace", "--", "r"], ["inspect-trace", ""], ["inspect-trace", "r", "--junit", " "],
-    ["inspect-trace", "r", "--junit="], ["inspect-trace", "r", "--junit", "--json"], ["inspect-trace", "r", "-h"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["inspect-trace"],
+        ["inspect-trace", "--json"],
+        ["train", "x"],
+        ["inspect-trace", "r", "--help"],
+        ["inspect-trace", "r", "--fragments"],
+        ["inspect-trace", "r", "--fragments", "two"],
+        ["inspect-trace", "r", "--fragments", "1.5"],
+        ["inspect-trace", "r", "--fragments", "-1"],
+        ["inspect-trace", "r", "--fragments", "2", "--fragments", "3"],
+        ["inspect-trace", "r", "--json", "--json"],
+        ["inspect-trace", "r", "--json=1"],
+        ["inspect-trace", "r", "--frag", "2"],
+        ["inspect-trace", "-", "r"],
+        ["inspect-trace", "--", "r"],
+        ["inspect-trace", ""],
+        ["inspect-trace", "r", "--junit", " "],
+        ["inspect-trace", "r", "--junit="],
+        ["inspect-trace", "r", "--junit", "--json"],
+        ["inspect-trace", "r", "-h"],
+    ],
+)
 def test_anything_else_goes_to_typer(argv) -> None:
     assert entry.plain_inspect(argv) is None
 
@@ -109,4 +134,3 @@ def test_the_console_script_goes_through_the_entry(monkeypatch) -> None:
     monkeypatch.setattr("ftrun.errors.exit_on_signal", lambda: seen.append("signals"))
     console.main()
     assert seen == ["signals", "entry"]
-
