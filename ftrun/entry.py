@@ -37,12 +37,31 @@ INSPECT_FLAGS: dict[str, str] = {
 }
 
 
-def plain_inspect(argv: Sequence[str]) -> tuple[list[Path], dict[str, object]] | None:
-    """(paths, inspect_trace's keyword values) of a plain ``inspect-trace`` command line, else None."""
+class InspectLine:
+    """What a plain ``inspect-trace`` command line gives ``inspect_trace``: typer's defaults, then
+    the values given (typed as ``INSPECT_VALUES`` says)."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self.given: set[str] = set()
+        self.fragments: int | None = None
+        self.sync_every: int | None = None
+        self.fragment_sync_delay: int | None = None
+        self.step_numbering: str | None = None
+        self.export_perfetto: Path | None = None
+        self.max_trace_mb: int | None = None
+        self.junit: Path | None = None
+        self.json_out = False
+        self.allow_failed_commits = False
+        self.merge_jobs = False
+        self.overwrite = False
+
+
+def plain_inspect(argv: Sequence[str]) -> InspectLine | None:
+    """The values of a plain ``inspect-trace`` command line, else None."""
     if len(argv) < 2 or argv[0] != INSPECT:
         return None
-    paths: list[Path] = []
-    values: dict[str, object] = {}
+    line = InspectLine()
     rest = list(argv[1:])
     rest.reverse()
     while rest:
@@ -50,11 +69,12 @@ def plain_inspect(argv: Sequence[str]) -> tuple[list[Path], dict[str, object]] |
         if not arg.startswith("-"):
             if not arg.strip():
                 return None
-            paths.append(Path(arg))
+            line.paths.append(Path(arg))
             continue
         opt, eq, value = arg.partition("=")
+        kind: type
         if opt in INSPECT_FLAGS and not eq:
-            name, kind, value = INSPECT_FLAGS[opt], bool, "1"
+            name, kind = INSPECT_FLAGS[opt], bool
         elif opt in INSPECT_VALUES:
             name, kind = INSPECT_VALUES[opt]
             if not eq:
@@ -65,16 +85,17 @@ def plain_inspect(argv: Sequence[str]) -> tuple[list[Path], dict[str, object]] |
                 return None
         else:
             return None
-        if name in values:
+        if name in line.given:
             return None
+        line.given.add(name)
         try:
-            values[name] = True if kind is bool else kind(value)
+            setattr(line, name, True if kind is bool else kind(value))
         except ValueError:
             return None
-    return (paths, values) if paths else None
+    return line if line.paths else None
 
 
-def _inspect(paths: list[Path], values: dict[str, object]) -> int:
+def _inspect(line: InspectLine) -> int:
     from ftrun.errors import raise_on_signal
 
     old = raise_on_signal()  # as ftrun.cli.guarded: Ctrl-C / SIGTERM -> KeyboardInterrupt -> one line, 130
@@ -82,18 +103,18 @@ def _inspect(paths: list[Path], values: dict[str, object]) -> int:
         from ftrun.commands.inspect_trace import inspect_trace
 
         return inspect_trace(
-            paths,
-            fragments=values.get("fragments"),
-            sync_every=values.get("sync_every"),
-            fragment_sync_delay=values.get("fragment_sync_delay"),
-            step_numbering=values.get("step_numbering"),
-            json_out=bool(values.get("json_out", False)),
-            export_perfetto=values.get("export_perfetto"),
-            allow_failed_commits=bool(values.get("allow_failed_commits", False)),
-            merge_jobs=bool(values.get("merge_jobs", False)),
-            max_trace_mb=values.get("max_trace_mb"),
-            overwrite=bool(values.get("overwrite", False)),
-            junit=values.get("junit"),
+            line.paths,
+            fragments=line.fragments,
+            sync_every=line.sync_every,
+            fragment_sync_delay=line.fragment_sync_delay,
+            step_numbering=line.step_numbering,
+            json_out=line.json_out,
+            export_perfetto=line.export_perfetto,
+            allow_failed_commits=line.allow_failed_commits,
+            merge_jobs=line.merge_jobs,
+            max_trace_mb=line.max_trace_mb,
+            overwrite=line.overwrite,
+            junit=line.junit,
         )
     except (Exception, KeyboardInterrupt) as e:
         import typer
@@ -124,4 +145,4 @@ def main() -> None:
 
         cli_main()
         return
-    sys.exit(_inspect(*got))
+    sys.exit(_inspect(got))

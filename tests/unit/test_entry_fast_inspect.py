@@ -57,7 +57,7 @@ def _via_entry(argv: list[str], monkeypatch) -> tuple[list[Path], dict]:
     monkeypatch.setattr(mod, "inspect_trace", fake)
     got = entry.plain_inspect(argv)
     assert got is not None, argv
-    assert entry._inspect(*got) == 0
+    assert entry._inspect(got) == 0
     return seen["paths"], seen["kw"]
 
 
@@ -117,7 +117,7 @@ def test_errors_read_as_the_cli_words_them(tmp_path, capsys) -> None:
     cmd = ["inspect-trace", str(tmp_path / "nothing-here"), "--json"]
     got = entry.plain_inspect(cmd)
     assert got is not None
-    assert entry._inspect(*got) == 2
+    assert entry._inspect(got) == 2
     fast = capsys.readouterr()
     assert app(cmd, prog_name="ftrun", standalone_mode=False) == 2
     slow = capsys.readouterr()
