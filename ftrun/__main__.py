@@ -1,7 +1,17 @@
-from ftrun.errors import exit_on_signal
+"""The console script (``ftrun``, and ``python -m ftrun``). Importing this module does nothing."""
 
-exit_on_signal()  # a Ctrl-C while the CLI is still importing: one line, exit 130
 
-from ftrun.cli import main  # noqa: E402
+def main() -> None:
+    """Install the start-up signal handlers, then run the command line: a Ctrl-C while it is
+    still importing is one line, exit 130 (``ftrun.errors.exit_on_signal``). ``ftrun.entry`` runs
+    a plain ``inspect-trace`` without importing typer and hands everything else to ``ftrun.cli``."""
+    from ftrun.errors import exit_on_signal
 
-main()
+    exit_on_signal()
+    from ftrun.entry import main as entry_main
+
+    entry_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
-import socket
 import sys
 import types
 from dataclasses import dataclass
@@ -378,6 +376,8 @@ def connect(pg: Any, store_addr: str, rank: int, world_size: int, timeout: timed
     store = create_store_client(store_addr, timeout)
     store.set(f"handle/{rank}", json.dumps({"id": pg._handle_id(), "store": host_port, "global_rank": rank}))
     if rank == 0:
+        import secrets  # (here: hashlib and random stay out of the torch-free commands' imports)
+
         store.set("uuid", str(secrets.randbits(63)))
     keys = ["uuid", *(f"handle/{r}" for r in range(world_size))]
     store.wait(keys, timeout)
@@ -455,6 +455,8 @@ class _AdvertisingSocket(types.ModuleType):
         return self._host
 
     def __getattr__(self, name: str) -> Any:
+        import socket
+
         return getattr(socket, name)
 
 
@@ -469,6 +471,8 @@ def advertise_as(host: str) -> list[str]:
     import torchft  # noqa: F401  (loads its modules)
     import torchft.checkpointing.http_transport  # noqa: F401
     import torchft.process_group  # noqa: F401
+
+    import socket
 
     proxy = _AdvertisingSocket(host)
     changed = []
