@@ -95,5 +95,6 @@ def inspect_trace(
         if exported is not None:
             from ftrun.console import escape_controls
 
-            print(f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, {exported['verdicts']} verdicts; open in ui.perfetto.dev)")
+            print(f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, "
+                  f"{exported['verdicts']} verdicts; open in ui.perfetto.dev)")
     return 0 if report.ok else 1

@@ -105,8 +105,8 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         f"schedule {schedule_label(s)} (w={s['window']}), "
         f"{report.mode}, step numbering {report.step_numbering['used']}"
     )
-    for n in report.notes:
-        con.print(styled(f"note: {n}", "dim"))
+    for note in report.notes:
+        con.print(styled(f"note: {note}", "dim"))
     for w in report.workers:
         ranges = ", ".join(f"{a}-{b}" for a, b in w.step_ranges)
         mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
@@ -132,8 +132,9 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     for f in report.faults:
         con.print(line(("fault:", "yellow"), f" {f['text']}"))
     if report.agreement is not None and report.agreement["ok"]:
-        n = report.agreement["commits_checked"]
-        con.print(f"fingerprints: replicas agreed after {n} commit(s)" if n else "fingerprints: no commit seen by two replicas")
+        agreed = report.agreement["commits_checked"]
+        con.print(f"fingerprints: replicas agreed after {agreed} commit(s)" if agreed
+                  else "fingerprints: no commit seen by two replicas")
     for p in report.run_problems:
         con.print(line(("run:", "red"), f" {p}"))
     num = report.numerics or {}
@@ -148,10 +149,10 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     unchecked = sum(1 for e in report.events if e.observed_step is not None and not e.fragment_checked)
     if unchecked:
         tail += f"; fragment not checked for {unchecked} (see note)"
-    per: dict[int, set] = {}
-    for c in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
-        per.setdefault(c["replica"], set()).add(c["sync_step"])
-    per = {r: len(s) for r, s in per.items()}
+    failed_steps: dict[int, set] = {}
+    for fc in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
+        failed_steps.setdefault(fc["replica"], set()).add(fc["sync_step"])
+    per = {r: len(s) for r, s in failed_steps.items()}
     if num.get("status") == "checked" and not num.get("problems"):
         tail += f"; numerics ok ({num['checked']} sync(s))"
     elif num.get("status") != "checked":
@@ -186,7 +187,7 @@ def failing_table(report: Report) -> str:
     if bad:
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
-            out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
+            out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
     out += [f"cross-replica: {c.problem}" for c in report.cross_replica if not c.ok and c.problem]
     out += [f"run: {p}" for p in report.run_problems]
     out += [f"numerics: {p['text']}" for p in (report.numerics or {}).get("problems", [])]

@@ -143,7 +143,7 @@ def discover(paths: list[Path]) -> Inputs:
     chosen: list[TraceFile] = []
     logs: dict[tuple[int, int], Path] = {}
     explicit = {f.path.resolve() for f in files}
-    for rd, m in zip(run_dirs, manifests):
+    for rd, m in zip(run_dirs, manifests, strict=True):  # a manifest per run dir
         listed = _manifest_files(rd, m) + _unlisted(rd, m)
         if files:  # explicit files inside the run dir: only those, with the manifest's identity
             chosen += [t for t in listed if t.path.resolve() in explicit]
@@ -204,7 +204,7 @@ def _check_one_job(run_dirs: list[Path], manifests: list[layout.AnyManifest]) ->
         return
     a, ma = run_dirs[0], manifests[0]
     seen: dict[int, Path] = {}
-    for rd, m in zip(run_dirs, manifests):
+    for rd, m in zip(run_dirs, manifests, strict=True):  # a manifest per run dir
         if not ma.job_id or m.job_id != ma.job_id:
             raise BadInput(
                 f"{rd}: not a replica group of the same job as {a} (job_id {m.job_id!r} vs {ma.job_id!r}); "

@@ -50,7 +50,8 @@ from bisect import bisect_left
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from pathlib import Path
-from typing import Hashable, Optional
+import re
+from typing import Hashable, Literal, Optional
 
 import msgspec
 
@@ -324,7 +325,7 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
     prefixes = _prefixes(labels)
     # route: name -> None (never kept), a by_name bucket (an exact name no other rule of _sort_event
     # reads: kept when host-side, counted when a device copy), or True (_sort_event decides)
-    route: dict[str, object] = {}
+    route: dict[str, list[TraceEvent] | Literal[True] | None] = {}
     relevant: dict[str, bool] = {}
     special = {labels.param_comms, *waits}
     for chunk in trace.chunks():
@@ -344,6 +345,7 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
                 if cat in CPU_CATS:
                     if e.args:
                         e.args = e.args.copy()  # its own bytes: the chunk's buffer is freed with the chunk
+                    assert bucket is not None  # a relevant name's: a bucket
                     bucket.append(e)
                 elif cat == GPU_ANNOTATION:
                     out.copies += 1
@@ -418,8 +420,9 @@ def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list
                     shapes = (shapes or ()) + got
             if shapes is None and not quantized:  # no record_shapes: NCCL's record_param_comms states the count
                 counts = [i.in_nelems for i in map(_param_comms, rpc_index.inside(ar)) if i is not None and i.kind == "allreduce"]
-                if counts and all(n is not None for n in counts):
-                    shapes = tuple((n,) for n in counts)
+                known = [n for n in counts if n is not None]
+                if counts and len(known) == len(counts):
+                    shapes = tuple((n,) for n in known)
             ars.append(Allreduce(_span(ar), shapes, issue, quantized))
             calls.append(ar)
             call_shapes.append(shapes)
@@ -496,16 +499,18 @@ def extract(path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABEL
     file exactly, it is read whole by ``load_trace`` under the same limit (the same spans, or the
     same error), and ``trace.meta`` is that whole trace."""
     c = None
+    whole = None if isinstance(trace, TraceFile) else trace  # the trace in memory, if it is
     if isinstance(trace, TraceFile):
         tf = trace
         try:
             c = _classify_stream(tf, labels)
             n_events, di = tf.events, tf.meta.distributedInfo
         except Fallback:
-            trace = tf.meta = load_trace(path, tf.limit)
+            whole = tf.meta = load_trace(path, tf.limit)
     if c is None:
-        c = _classify(path, trace, labels)
-        n_events, di = len(trace.traceEvents), trace.distributedInfo
+        assert whole is not None  # given whole, or read whole on the fallback
+        c = _classify(path, whole, labels)
+        n_events, di = len(whole.traceEvents), whole.distributedInfo
     steps, source = (c.ftrun_steps, "ftrun") if c.ftrun_steps else (c.prof_steps, "profiler")
     if not steps and require_steps:
         raise no_steps(path)
@@ -567,7 +572,7 @@ class _Launches:
         return launch.name.startswith(self.graph_names)
 
 
-_COMPUTE: dict[LabelSet, object] = {}
+_COMPUTE: dict[LabelSet, re.Pattern[bytes]] = {}
 
 
 def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float, float, str]]:

@@ -3,9 +3,10 @@
 Contract: ``TraceFile(path).chunks()`` yields lists of ``schema.TraceEvent`` (every event of the
 file, in file order, a chunk of about ``CHUNK`` bytes at a time); afterwards ``events`` is how
 many there were and ``meta`` is a ``ChromeTrace`` of the other keys (``distributedInfo``, the
-run-identity keys ``ftrun.check.provenance`` reads) with an empty ``traceEvents``. Nothing but the current chunk is held, so a
-trace of any size is read in a few chunks' memory (plus what the caller keeps: an event's
-``args`` points into its chunk's bytes, so a caller that keeps events keeps ``args.copy()``).
+run-identity keys ``ftrun.check.provenance`` reads) with an empty ``traceEvents``. Nothing but
+the current chunk is held, so a trace of any size is read in a few chunks' memory (plus what
+the caller keeps: an event's ``args`` points into its chunk's bytes, so a caller that keeps
+events keeps ``args.copy()``).
 
 The fast path only serves files it can read exactly as ``load.load_trace`` would: the object
 before ``"traceEvents": [`` and after the array's end are checked by decoding them as a
