@@ -60,6 +60,12 @@ class Group:
     log_offset: int = 0  # where the current incarnation's output starts in ``log``
     cwd: Path | None = None  # working directory (``ftrun launch``: ``groups/replica{r}/``)
 
+    @property
+    def process(self) -> subprocess.Popen:
+        """The current incarnation's process, once ``start`` ran (the supervisor's loops run after it)."""
+        assert self.proc is not None, f"replica group {self.replica} was never started"
+        return self.proc
+
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         if self.cwd is not None:
