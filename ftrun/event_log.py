@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, TypeVar
+from typing import Any, Optional, TypeVar, overload
 
 import msgspec
 
@@ -26,10 +26,20 @@ from ftrun.layout import EventRecord, LifecycleEvent, RunEvent
 R = TypeVar("R", EventRecord, RunEvent, LifecycleEvent)
 
 
+@overload
+def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False) -> list[EventRecord]: ...
+
+
+@overload
+def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False, *,
+                record_type: type[R]) -> list[R]: ...
+
+
 def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False,
-                record_type: type[R] = EventRecord) -> list[R]:  # type: ignore[assignment]  # a TypeVar's default
-    """The records of ``lines`` (torn and foreign lines skipped as the module docstring says)."""
-    out: list[R] = []
+                record_type: type[Any] = EventRecord) -> list[Any]:
+    """The records of ``lines`` (torn and foreign lines skipped as the module docstring says),
+    of ``record_type`` (``EventRecord`` unless given)."""
+    out: list[Any] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -40,7 +40,8 @@ def test_hang_one_of_three_gets_the_recovery_breakdown(tmp_path):
     assert x["spans"]["join"][0] == pytest.approx(HANG_S, abs=0.01)
     assert x["total_s"] > HANG_S
     assert sum(v for v in x["phases"].values() if v is not None) + x["unaccounted_s"] == pytest.approx(x["total_s"], abs=0.01)
-    # what no phase covers is the stall after the survivors had dropped it (detect end -> stall end), not more than 10% beside
+    # what no phase covers is the stall after the survivors had dropped it (detect end -> stall end),
+    # not more than 10% beside
     stalled_alone = HANG_S - x["spans"]["detect"][1]
     assert x["unaccounted_s"] <= stalled_alone + 0.10 * x["total_s"], x
     if x["phases"]["heal"] is not None:
