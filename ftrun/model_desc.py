@@ -10,8 +10,9 @@ apart from the allreduce sizes alone, without trusting the schedule.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 BUILTIN_MODELS = ("mlp", "transformer")  # --model names of the built-in models; anything else is a user's
 
