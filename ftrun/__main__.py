@@ -1,7 +1,16 @@
-from ftrun.errors import exit_on_signal
+"""The console script (``ftrun``, and ``python -m ftrun``). Importing this module does nothing."""
 
-exit_on_signal()  # a Ctrl-C while the CLI is still importing: one line, exit 130
 
-from ftrun.cli import main  # noqa: E402
+def main() -> None:
+    """Install the start-up signal handlers, then import and run the CLI: a Ctrl-C while the
+    CLI is still importing is one line, exit 130 (``ftrun.errors.exit_on_signal``)."""
+    from ftrun.errors import exit_on_signal
 
-main()
+    exit_on_signal()
+    from ftrun.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

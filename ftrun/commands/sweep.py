@@ -62,15 +62,6 @@ def machine() -> dict[str, Any]:
             "gpus": len(host_devices()), "cuda_device": has_cuda_device()}
 
 
-def first_error(text: str) -> Optional[str]:
-    """The training's one error line (``error: ...`` from ``ftrun train``), else its last line."""
-    lines = [x.strip() for x in text.splitlines() if x.strip()]
-    for x in lines:
-        if x.startswith("error:"):
-            return x[len("error:"):].strip()
-    return lines[-1] if lines else None
-
-
 def _differing(cfg) -> dict[str, Any]:
     """The fields of ``cfg`` that differ from ``RunConfig()``'s, plus mode, out and run name."""
     from ftrun.config import RunConfig
@@ -144,7 +135,9 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         except ValueError:
             summary = None
     if rc != 0 and (summary is None or summary.get("failures")):
-        out["problem"] = first_error(err) or f"ftrun train exited {rc}"
+        from ftrun.launch.diagnose import ftrun_error
+
+        out["problem"] = ftrun_error(err) or f"ftrun train exited {rc}"
         return out
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import run_metrics
@@ -188,14 +181,12 @@ def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
     signal or first exception line: what went wrong inside torchft, as found; ftrun works
     around nothing)."""
     from ftrun import layout
-    from ftrun.launch.supervise import failure_cause
+    from ftrun.launch.diagnose import failure_cause, read_log
 
     for r in range(replicas):
         p = layout.group_log(run_dir, r)
-        try:
-            err = failure_cause(p.read_text(errors="replace"))
-        except OSError:
-            continue
+        text = read_log(p)
+        err = failure_cause(text) if text is not None else ""
         if err:
             return f"{p.relative_to(run_dir)}: {err}"
     return None
