@@ -23,6 +23,8 @@ class RankMeta:
 
     def __init__(self, path: Path, **fields: Any) -> None:
         self.path = path
+        if fields.get("versions"):  # torch's version is a str subclass the encoder refuses: plain text
+            fields["versions"] = {k: None if v is None else str(v) for k, v in fields["versions"].items()}
         self.record = msgspec.convert({**fields, "pid": os.getpid()}, layout.RankMeta, from_attributes=True)
         path.parent.mkdir(parents=True, exist_ok=True)
 
