@@ -12,7 +12,7 @@
 #   python -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --master-addr ADDR --master-port PORT \
 #       -m ftrun.worker.main profiles/job1-groupK/spec.json
 # ADDR being this host's address on the interface IF that routes to the lighthouse (README,
-# "Several hosts"). tests/test_hosts_netns.py runs them on two network namespaces.
+# "Several hosts"). tests/e2e/test_hosts_netns.py runs them on two network namespaces.
 #
 # This script runs the same thing on one machine over loopback, as a smoke test:
 set -euo pipefail

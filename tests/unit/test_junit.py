@@ -14,7 +14,7 @@ from ftrun.check.model import numerics_of
 from ftrun.report import junit as junit_view
 from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
 
-DATA = Path(__file__).parent / "data" / "cpu_run"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def test_a_passing_run(tmp_path):

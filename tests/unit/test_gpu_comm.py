@@ -11,7 +11,7 @@ from ftrun.check import comm, gpu_comm
 from ftrun.check.analyze import analyze
 from ftrun.trace.spans import Allreduce, Collective, Send, Span, Sync, TraceSpans
 
-DATA = Path(__file__).parent / "data" / "cpu_run"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _sync_rows(report):

@@ -16,7 +16,7 @@ import pytest
 from ftrun.errors import BadInput
 from train_fixtures import cli
 
-DATA = Path(__file__).parent / "data" / "cpu_run"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def one_line(res) -> str:

@@ -16,7 +16,7 @@ import pytest
 from train_fixtures import inspect as cli, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
-DATA = Path(__file__).parent / "data" / "cpu_run"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 BASE_NS = 1_790_857_026_000_000_000
 
 

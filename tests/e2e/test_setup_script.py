@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # A stand-in interpreter: `-m venv DIR` makes DIR/bin/python (itself); `-m pip ...` is logged
 # (installing ftrun sleeps FAKE_PIP_S); `-c CODE` fails, so torch and torchft count as missing; a

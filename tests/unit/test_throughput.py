@@ -10,7 +10,7 @@ import pytest
 from ftrun.check.throughput import decompose, explained_ratio, largest_reason, mean_decomposition, step_costs
 from ftrun.layout import EventRecord
 
-DATA = Path(__file__).parent / "data" / "cpu_run"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def log(steps: int, window: int, delay: int, plain_ms: float, overlapped_ms: float, *, send_ms: float = 0.0,

@@ -23,7 +23,7 @@ from ftrun.trace.spans import extract
 from ftrun.trace.stream import Fallback, TraceFile
 from test_trace_load import traces
 
-DATA = Path(__file__).parent / "data" / "cpu_run" / "traces"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
 
 
 def _both(p: Path):

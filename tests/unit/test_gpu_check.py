@@ -8,8 +8,8 @@ from pathlib import Path
 
 import kineto_cuda as kc
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "data" / "cpu_run"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _script():

@@ -21,7 +21,7 @@ from train_fixtures import NATIVE_CRASH, FTRUN, TreeWatch, live, survivors
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "torchft_example.py"
 SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
 

@@ -13,7 +13,7 @@ from ftrun import layout
 from ftrun.errors import BadInput
 from train_fixtures import inspect
 
-CPU_RUN = Path(__file__).parent / "data" / "cpu_run"
+CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _record(**over) -> layout.EventRecord:

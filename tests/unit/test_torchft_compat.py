@@ -17,7 +17,7 @@ from ftrun import torchft_compat as compat
 from ftrun.cli import app
 from ftrun.errors import BadInput
 
-CPU_RUN = Path(__file__).parent / "data" / "cpu_run"
+CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _dist() -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "ftrun"
+PKG = Path(__file__).resolve().parents[2] / "ftrun"
 
 
 def _part(module: str) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 
 from train_fixtures import cli
 
-DATA = Path(__file__).parent / "data" / "cpu_run"
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
@@ -115,7 +115,7 @@ def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path)
 
 # --- item 9: a group that comes back only after the last step ---------------------------------
 
-KILL_RUN = Path(__file__).parent / "data" / "kill_run"  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
+KILL_RUN = Path(__file__).parent.parent / "data" / "kill_run"  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
 
 
 def _late_rejoin(tmp_path: Path, with_step: bool) -> Path:

@@ -14,8 +14,8 @@ import ftrun.api  # noqa: F401  (imported here, so the inner sessions share it w
 
 pytest_plugins = ["pytester"]
 
-DATA = Path(__file__).parent / "data" / "cpu_run"
-HELPERS = str(Path(__file__).parent)
+DATA = Path(__file__).parent.parent / "data" / "cpu_run"
+HELPERS = str(Path(__file__).parent.parent)
 
 
 def test_loaded_from_its_entry_point(pytester):
