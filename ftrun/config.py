@@ -68,11 +68,11 @@ class RunConfig:
     link: str = ""
     step_sleep_ms: float = 0.0
     timeout_s: float = 60.0
-    # faults (ftrun.faults) and recovery
+    # faults (ftrun.fault_flags) and recovery
     kill: list = field(default_factory=list)
     hang: list = field(default_factory=list)
     fail_commit: list = field(default_factory=list)  # R@S: group R's commit fails at its first sync from step S
-    corrupt_allreduce: list = field(default_factory=list)  # R@S:KIND (ftrun.faults.CORRUPT_KINDS)
+    corrupt_allreduce: list = field(default_factory=list)  # R@S:KIND (ftrun.fault_flags.CORRUPT_KINDS)
     # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
     sketches: bool = True
     restarts: int = -1  # -1: 1 when any fault is given, else 0
@@ -107,7 +107,7 @@ class RunConfig:
         return list(range(self.replicas)) if self.replica_group_id < 0 else [self.replica_group_id]
 
     def faults(self) -> list:
-        from ftrun.faults import parse_faults
+        from ftrun.fault_flags import parse_faults
 
         return parse_faults(self.kill, self.hang, self.replicas, self.steps, self.fail_commit, self.schedule.window,
                             corrupts=self.corrupt_allreduce, sync_every=self.sync_every)

@@ -100,8 +100,8 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | fail-commit |
-    corrupt (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
+    """A planned fault (``ftrun.fault_flags.Fault``): ``action`` kill | sigterm | hang | fail-commit |
+    corrupt (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.fault_flags.CORRUPT_KINDS``)."""
 
     replica: int
     step: int
@@ -431,7 +431,7 @@ class UncheckedTrace(msgspec.Struct):
 
 class FiredKill(msgspec.Struct, kw_only=True):
     """A ``--kill`` of ``ftrun launch`` that fired (``ftrun.launch.watch``): the flag's fields
-    (``ftrun.faults.LaunchKill``), ``at_s`` after the launch started, what triggered it, and
+    (``ftrun.fault_flags.LaunchKill``), ``at_s`` after the launch started, what triggered it, and
     the group's incarnation it killed."""
 
     replica: int

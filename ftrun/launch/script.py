@@ -3,7 +3,7 @@ running a user's script unchanged. Torch-free; no rendering.
 
 * ``LaunchSpec.build(...)`` checks every flag up front (``BadInput``, one line each): the
   script exists, the schedule obeys torchft's rules (``ftrun.schedule.validate``), ``--kill``
-  specs (``ftrun.faults.parse_launch_kill``), ``--env K=V`` pairs.
+  specs (``ftrun.fault_flags.parse_launch_kill``), ``--env K=V`` pairs.
 * ``script_group`` gives group r: argv ``python -m torch.distributed.run ... SCRIPT ARGS`` under
   a subreaper (``ftrun.launch.reaper``: nothing the script starts outlives the group), the
   caller's environment plus torchft's (``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``,
@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 from ftrun import __version__, layout
 from ftrun.config import MAX_WAIT_S
 from ftrun.errors import BadInput
-from ftrun.faults import LaunchKill, parse_launch_kill
+from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.groups import Group, group_env, torchrun_argv
 from ftrun.launch.reaper import reaper_argv
 from ftrun.output import check_name

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ftrun import layout
-from ftrun.faults import LaunchKill
+from ftrun.fault_flags import LaunchKill
 from ftrun.launch import policy
 from ftrun.launch.diagnose import describe, read_log
 from ftrun.launch.groups import Group, Lighthouse

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.faults import parse_launch_kill
+from ftrun.fault_flags import parse_launch_kill
 from ftrun.launch.groups import Group
 from ftrun.launch.watch import LaunchState, stop_groups, watch
 

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from ftrun.errors import BadInput
-from ftrun.faults import LaunchKill, parse_launch_kill
+from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.script import LaunchSpec, parse_env_pairs, script_group
 from ftrun import layout
 from ftrun.layout import LaunchManifest, LaunchSchedule
