@@ -629,6 +629,7 @@ class SweepCell(msgspec.Struct, kw_only=True):
     exposed_control_per_sync_ms: Optional[float] = None
     hidden_share: Optional[float] = None
     final_loss: Optional[float] = None
+    numerics: Optional[dict[str, Any]] = None  # ``ftrun.check.metrics.numerics_brief`` (None: an earlier ftrun's file)
     notes: list[str] = []
 
 

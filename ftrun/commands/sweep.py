@@ -28,6 +28,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
 from ftrun import __version__, grid, layout
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
@@ -207,7 +209,7 @@ def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
     res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **evaluate(cell, run_dir, rc, err),
            "wall_s": round(time.monotonic() - t0, 2), "config": _differing(cell.config)}
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(run_dir / CELL_RESULT, json.dumps(res, indent=1))
+    atomic_write(run_dir / CELL_RESULT, layout.to_json(msgspec.convert(res, layout.SweepCell), indent=1))
     return res
 
 
