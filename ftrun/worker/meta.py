@@ -19,17 +19,25 @@ from ftrun.output import atomic_write
 
 
 class RankMeta:
-    """The rank's meta record and where it goes; ``fields`` are ``layout.RankMeta``'s."""
+    """The rank's meta record and where it goes. ``fields`` are ``layout.RankMeta``'s, held as
+    given: a list the rank keeps filling (``traces``, as the profiler writes them) is written
+    as it stands at each ``write``."""
 
     def __init__(self, path: Path, **fields: Any) -> None:
         self.path = path
-        if fields.get("versions"):  # torch's version is a str subclass the encoder refuses: plain text
-            fields["versions"] = {k: None if v is None else str(v) for k, v in fields["versions"].items()}
-        self.record = msgspec.convert({**fields, "pid": os.getpid()}, layout.RankMeta, from_attributes=True)
+        self.fields: dict[str, Any] = {**fields, "pid": os.getpid()}
+        self.record = self._record()  # a field of the wrong type fails here, at the rank's start
         path.parent.mkdir(parents=True, exist_ok=True)
 
+    def _record(self) -> layout.RankMeta:
+        fields = dict(self.fields)
+        if fields.get("versions"):  # torch's version is a str subclass the encoder refuses: plain text
+            fields["versions"] = {k: None if v is None else str(v) for k, v in fields["versions"].items()}
+        return msgspec.convert(fields, layout.RankMeta, from_attributes=True)
+
     def write(self, status: str, **fields: Any) -> None:
-        self.record = msgspec.structs.replace(self.record, status=status, **fields)
+        self.fields.update(fields, status=status)
+        self.record = self._record()
         atomic_write(self.path, layout.to_json(self.record, indent=1))  # the parent may read it meanwhile
 
     def failed(self, e: BaseException, phase: str | None = None) -> None:
