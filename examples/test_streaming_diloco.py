@@ -37,9 +37,16 @@ BABY_BROKEN = _torchft_release() == "torchft 0.2.0"
 
 PROCESS_GROUPS = [
     pytest.param("gloo", id="gloo"),
-    pytest.param("baby-gloo", id="baby-gloo", marks=pytest.mark.xfail(
-        BABY_BROKEN, reason="torchft 0.2.0: Baby PG callbacks bind late (torchft PR #355), commits fail",
-        raises=(AssertionError, RunFailed), strict=False)),
+    pytest.param(
+        "baby-gloo",
+        id="baby-gloo",
+        marks=pytest.mark.xfail(
+            BABY_BROKEN,
+            reason="torchft 0.2.0: Baby PG callbacks bind late (torchft PR #355), commits fail",
+            raises=(AssertionError, RunFailed),
+            strict=False,
+        ),
+    ),
 ]
 # nccl and baby-nccl need a GPU per replica group: add them here on a CUDA host.
 
@@ -52,9 +59,19 @@ def bucketize(request) -> bool:
 @pytest.fixture(params=PROCESS_GROUPS)
 def ftrun_config(request, bucketize) -> dict:
     """What ftrun_train trains: F=2 fragments, H=8, tau=2 over 16 steps, 2 replica groups."""
-    return {"mode": "streaming", "backend": request.param, "bucketize": bucketize, "replicas": 2,
-            "fragments": 2, "sync_every": 8, "fragment_sync_delay": 2, "steps": 16,
-            "width": 32, "batch_size": 4, "seq_len": 16}
+    return {
+        "mode": "streaming",
+        "backend": request.param,
+        "bucketize": bucketize,
+        "replicas": 2,
+        "fragments": 2,
+        "sync_every": 8,
+        "fragment_sync_delay": 2,
+        "steps": 16,
+        "width": 32,
+        "batch_size": 4,
+        "seq_len": 16,
+    }
 
 
 def test_streaming_sync_schedule(ftrun_train):

@@ -16,7 +16,6 @@ changes: README, "Python API and pytest plugin".
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 from dataclasses import dataclass
@@ -226,8 +225,7 @@ def config_of(config: ConfigLike, out: Optional[PathLike] = None) -> "RunConfig"
     from ftrun import config as cfgmod
 
     if isinstance(config, cfgmod.RunConfig):
-        cfg = dataclasses.replace(config, kill=list(config.kill), hang=list(config.hang), fail_commit=list(config.fail_commit),
-                                  model_args=list(config.model_args))
+        cfg = cfgmod.RunConfig.from_keys(**config.resolved())  # a copy: the caller's stays as it was
         if out is not None:
             cfg.out = str(out)
         cfgmod.validate_config(cfg)
@@ -299,12 +297,14 @@ def compare(
     options by field name, e.g. ``{"steps": 20}``) or two runs (read). Writes report.json,
     report.md and timeline.png under ``out/name``; prints nothing."""
     from ftrun.commands.compare import SHARED_SETTINGS, run_compare
+    from ftrun.config import overrides
 
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(SHARED_SETTINGS))
     if unknown:
         raise BadInput(f"compare: settings {', '.join(unknown)}: not shared by both runs (known: {', '.join(SHARED_SETTINGS)})")
     specs = [str(x.path) if isinstance(x, Run) else str(x) for x in (a, b)]
-    result, reports = run_compare(specs, {k: settings.get(k) for k in SHARED_SETTINGS}, link, str(out) if out is not None else None,
-                                  expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=False)
+    opts = overrides({**settings, "link": link, "out": str(out) if out is not None else None})
+    result, reports = run_compare(specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+                                  progress=False)
     return Comparison(result, [[Report(r) for r in reps] for reps in reports])

@@ -1,16 +1,20 @@
 """The ``ftrun`` command line (typer + rich). Never imports torch: training runs in children.
 
 Each command parses flags, hands them to its module, and maps ``BadInput`` to one red line and
-exit 2. Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
+exit 2. ``train``, ``compare`` and ``sweep`` take the config's fields as flags, generated from
+their one declaration in ``ftrun.config`` (``config_options``), and get them as one ``Overrides``.
+Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
+import inspect
 import signal
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
@@ -69,48 +73,62 @@ def guarded(fn):
 JUNIT_HELP = ("Also write JUnit XML to this file: a test case per checked event class per worker "
               "(sends, syncs, commits) and run-wide (agreement, numerics), or per sweep cell.")
 
-# The typer options of the training settings, shared by `train`, `compare` and `sweep`
-# (None = not given: the preset or --config decides).
-TRAIN_OPTIONS = {
-    "replicas": typer.Option(None, "--replicas", "--num-replica-groups", help="Replica groups R (default 2)."),
-    "nproc_per_replica": typer.Option(None, help="Ranks per replica group G (default 1)."),
-    "fragments": typer.Option(None, help="Model fragments F."),
-    "sync_every": typer.Option(None, help="Inner steps H between two syncs of a fragment."),
-    "fragment_sync_delay": typer.Option(None, help="Steps tau between a fragment's send and its sync."),
-    "fragment_update_alpha": typer.Option(None, help="alpha: mix of local into global params after a sync."),
-    "outer_lr": typer.Option(None, help="Outer Nesterov SGD lr (default 0.7)."),
-    "outer_momentum": typer.Option(None, help="Outer momentum (default 0.9)."),
-    "inner_lr": typer.Option(None, help="Inner AdamW lr."),
-    "quantize": typer.Option(None, "--quantize/--no-quantize", help="torchft quantized allreduce (needs triton/GPU)."),
-    "bucketize": typer.Option(None, "--bucketize/--no-bucketize", help="One allreduce per bucket instead of per parameter."),
-    "steps": typer.Option(None, help="Inner training steps N (default 60)."),
-    "model": typer.Option(None, help="mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, **model_args) -> logits [B,T,V]) or hf:NAME."),
-    "blocks": typer.Option(None, help="Model blocks (>= fragments; default 4)."),
-    "width": typer.Option(None, help="Model width (default 128)."),
-    "seq_len": typer.Option(None, help="Tokens per sample."),
-    "batch_size": typer.Option(None, help="Samples per step."),
-    "data": typer.Option(None, help="synthetic, or a text file (byte-level tokens)."),
-    "backend": typer.Option(None, help="auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo; torchft-nightly also lists gloo-native, torchcomms."),
-    "min_replicas": typer.Option(None, help="torchft min_replica_size (and the lighthouse's min_replicas)."),
-    "seed": typer.Option(None, help="Seed for model and data."),
-    "profile": typer.Option(None, help="auto, none, or A:B (profile steps A..B)."),
-    "lighthouse": typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
-    "link": typer.Option(None, help="Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms."),
-    "out": typer.Option(None, help="Output root (default profiles/)."),
-    "kill": typer.Option(None, "--kill", help="Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable."),
-    "hang": typer.Option(None, "--hang", help="Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable."),
-    "corrupt_allreduce": typer.Option(None, "--corrupt-allreduce", help="Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, KIND wrong-count, drop, stale, late or noise. Repeatable."),
-    "sketches": typer.Option(None, "--sketches/--no-sketches", help="Sketch every sync for the numeric check (default on)."),
-    "fail_commit": typer.Option(None, "--fail-commit", help="Fault: replica group R votes false in should_commit at its first sync from step S: R@S. Repeatable."),
-    "step_sleep_ms": typer.Option(None, help="Sleep this long in every step (stand-in for a bigger model's compute)."),
-    "restarts": typer.Option(None, help="Relaunch a dead group up to N times (default 1 with faults, else 0)."),
-    "profile_recovery": typer.Option(None, "--profile-recovery", metavar="on|off",
-                                     help="Profile a relaunched group from its start through its first commit (default on)."),
-    "stall_timeout_s": typer.Option(None, "--stall-timeout", help="Seconds without progress before a group is reported and the run stopped (default 120)."),
-    "quorum_timeout_s": typer.Option(None, "--quorum-timeout", help="Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60)."),
-    "overwrite": typer.Option(False, help="Replace an existing run dir of the same name."),
-    "json_out": typer.Option(False, "--json", help="Print the result as JSON."),
-}
+class ConfigOptions:
+    """A command taking config fields as flags: ``fn``'s parameter ``opts`` stands for the fields
+    ``command`` takes (``ftrun.config``: each field's flags and help, declared once on the field);
+    typer sees them in its place, ``fn`` gets them as one typed ``Overrides``. Built when typer
+    first reads the signature, so importing the CLI imports no config."""
+
+    def __init__(self, fn: Callable[..., Any], command: str) -> None:
+        self.fn, self.command, self.__name__, self.__doc__ = fn, command, fn.__name__, fn.__doc__
+
+    @functools.cached_property
+    def _params(self) -> tuple[inspect.Signature, dict[str, Any], frozenset[str]]:
+        from ftrun.config import fields
+
+        own = inspect.signature(self.fn, eval_str=True)
+        params: list[inspect.Parameter] = []
+        keys: set[str] = set()
+        for p in own.parameters.values():
+            if p.name != "opts":
+                params.append(p)
+                continue
+            for f in fields().values():
+                if self.command not in f.opt.commands:
+                    continue
+                kind = Optional[List[str]] if f.kind is list else Optional[str if f.opt.on_off else f.kind]
+                name = f.key.replace("_", "-")
+                decls = f.flags if f.kind is not bool or f.opt.on_off else (f"--{name}/--no-{name}",)
+                option = typer.Option(None, *decls, help=f.opt.help, metavar=f.opt.metavar)
+                params.append(inspect.Parameter(f.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
+                keys.add(f.key)
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+        return inspect.Signature(params), {p.name: p.annotation for p in params}, frozenset(keys)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return self._params[0]
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return self._params[1]
+
+    def __call__(self, **values: Any) -> Any:
+        from ftrun.config import overrides
+
+        keys = self._params[2]
+        given = {k: values.pop(k) for k in list(values) if k in keys}
+        return self.fn(opts=guarded(lambda: overrides(given)), **values)  # a bad on|off: one line, exit 2
+
+
+def config_options(command: str) -> Callable[[Callable[..., Any]], ConfigOptions]:
+    """``@config_options("train")``: the command takes the config fields ``command`` takes, as ``opts``."""
+    return lambda fn: ConfigOptions(fn, command)
+
+
+OVERWRITE_HELP = "Replace an existing run dir of the same name."
+JSON_HELP = "Print the result as JSON."
+
 
 TRAIN_HELP = """Run torchft DiLoCo across replica groups and capture traces.
 
@@ -125,73 +143,21 @@ Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-gro
 
 
 @app.command("train", help=TRAIN_HELP, short_help="Run torchft DiLoCo across replica groups and capture traces.")
+@config_options("train")
 def train_cmd(
-    mode: Optional[str] = typer.Option(None, help="Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0)."),
+    opts: Any = None,
     config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file with the same keys as the flags."),
-    replicas: Optional[int] = TRAIN_OPTIONS["replicas"],
-    nproc_per_replica: Optional[int] = TRAIN_OPTIONS["nproc_per_replica"],
-    fragments: Optional[int] = TRAIN_OPTIONS["fragments"],
-    sync_every: Optional[int] = TRAIN_OPTIONS["sync_every"],
-    fragment_sync_delay: Optional[int] = TRAIN_OPTIONS["fragment_sync_delay"],
-    fragment_update_alpha: Optional[float] = TRAIN_OPTIONS["fragment_update_alpha"],
-    outer_lr: Optional[float] = TRAIN_OPTIONS["outer_lr"],
-    outer_momentum: Optional[float] = TRAIN_OPTIONS["outer_momentum"],
-    inner_lr: Optional[float] = TRAIN_OPTIONS["inner_lr"],
-    quantize: Optional[bool] = TRAIN_OPTIONS["quantize"],
-    bucketize: Optional[bool] = TRAIN_OPTIONS["bucketize"],
-    steps: Optional[int] = TRAIN_OPTIONS["steps"],
-    model: Optional[str] = TRAIN_OPTIONS["model"],
-    model_args: Optional[List[str]] = typer.Option(None, "--model-arg", help="KEY=VALUE for --model MODULE:FACTORY's factory. Repeatable."),
-    fragment_fqns: Optional[str] = typer.Option(None, help="--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: its largest ModuleList split in F)."),
-    blocks: Optional[int] = TRAIN_OPTIONS["blocks"],
-    width: Optional[int] = TRAIN_OPTIONS["width"],
-    seq_len: Optional[int] = TRAIN_OPTIONS["seq_len"],
-    batch_size: Optional[int] = TRAIN_OPTIONS["batch_size"],
-    data: Optional[str] = TRAIN_OPTIONS["data"],
-    backend: Optional[str] = TRAIN_OPTIONS["backend"],
-    min_replicas: Optional[int] = TRAIN_OPTIONS["min_replicas"],
-    seed: Optional[int] = TRAIN_OPTIONS["seed"],
-    profile: Optional[str] = TRAIN_OPTIONS["profile"],
-    lighthouse: Optional[str] = TRAIN_OPTIONS["lighthouse"],
-    link: Optional[str] = TRAIN_OPTIONS["link"],
-    out: Optional[str] = TRAIN_OPTIONS["out"],
-    kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
-    hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
-    corrupt_allreduce: Optional[List[str]] = TRAIN_OPTIONS["corrupt_allreduce"],
-    sketches: Optional[bool] = TRAIN_OPTIONS["sketches"],
-    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
-    restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
-    profile_recovery: Optional[str] = TRAIN_OPTIONS["profile_recovery"],
-    step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
-    stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
-    quorum_timeout_s: Optional[float] = TRAIN_OPTIONS["quorum_timeout_s"],
-    run_name: Optional[str] = typer.Option(None, help="Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK)."),
-    replica_group_id: Optional[int] = typer.Option(None, help="Several hosts: run only replica group K here (needs --lighthouse)."),
-    job_id: Optional[str] = typer.Option(None, help="Several hosts: the job's id (default: from --lighthouse and --run-name)."),
-    master_addr: Optional[str] = typer.Option(None, help="Several hosts: torchrun --master-addr for this group's store (default: this host's address on the interface that routes to the lighthouse)."),
-    master_port: Optional[int] = typer.Option(None, help="Several hosts: torchrun --master-port (default: a free port)."),
-    advertise_host: Optional[str] = typer.Option(None, help="Several hosts: name torchft hands to the other groups for this host (default: this host's address on the interface that routes to the lighthouse)."),
-    interface: Optional[str] = typer.Option(None, help="Several hosts: the network interface the other hosts reach this one through (default: the one that routes to the lighthouse); also GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set."),
-    overwrite: bool = TRAIN_OPTIONS["overwrite"],
-    json_out: bool = TRAIN_OPTIONS["json_out"],
+    overwrite: bool = typer.Option(False, help=OVERWRITE_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    given = dict(locals())
-    flags = {k: v for k, v in locals().items() if k not in ("given", "config", "overwrite", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
-                 corrupt_allreduce=list(corrupt_allreduce) if corrupt_allreduce else None,
-                 fail_commit=list(fail_commit) if fail_commit else None,
-                 model_args=list(model_args) if model_args else None)
-
     def body() -> int:
-        refuse_empty(given)
+        refuse_empty({"config": config})
 
         from ftrun import config as cfgmod
         from ftrun.commands.train import train
 
-        flags["profile_recovery"] = cfgmod.on_off("profile_recovery", profile_recovery)
         file_values = cfgmod.load_toml(config) if config else None
-        cfg = cfgmod.build(file_values=file_values, **flags)
-        return train(cfg, overwrite=overwrite, json_out=json_out)
+        return train(cfgmod.build(file_values=file_values, overrides=opts), overwrite=overwrite, json_out=json_out)
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -214,53 +180,23 @@ Example: ftrun compare profiles/cmp/streaming profiles/cmp/baseline --name again
 
 
 @app.command("compare", help=COMPARE_HELP, short_help="Train (or read) two configurations, check both, report side by side.")
+@config_options("compare")
 def compare_cmd(
     runs: List[str] = typer.Argument(..., metavar="A B", help="Two presets/config files, or two run dirs."),
-    replicas: Optional[int] = TRAIN_OPTIONS["replicas"],
-    nproc_per_replica: Optional[int] = TRAIN_OPTIONS["nproc_per_replica"],
-    fragment_update_alpha: Optional[float] = TRAIN_OPTIONS["fragment_update_alpha"],
-    outer_lr: Optional[float] = TRAIN_OPTIONS["outer_lr"],
-    outer_momentum: Optional[float] = TRAIN_OPTIONS["outer_momentum"],
-    inner_lr: Optional[float] = TRAIN_OPTIONS["inner_lr"],
-    bucketize: Optional[bool] = TRAIN_OPTIONS["bucketize"],
-    steps: Optional[int] = TRAIN_OPTIONS["steps"],
-    model: Optional[str] = TRAIN_OPTIONS["model"],
-    blocks: Optional[int] = TRAIN_OPTIONS["blocks"],
-    width: Optional[int] = TRAIN_OPTIONS["width"],
-    seq_len: Optional[int] = TRAIN_OPTIONS["seq_len"],
-    batch_size: Optional[int] = TRAIN_OPTIONS["batch_size"],
-    data: Optional[str] = TRAIN_OPTIONS["data"],
-    backend: Optional[str] = TRAIN_OPTIONS["backend"],
-    min_replicas: Optional[int] = TRAIN_OPTIONS["min_replicas"],
-    seed: Optional[int] = TRAIN_OPTIONS["seed"],
-    profile: Optional[str] = TRAIN_OPTIONS["profile"],
-    link: Optional[str] = TRAIN_OPTIONS["link"],
-    out: Optional[str] = TRAIN_OPTIONS["out"],
-    kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
-    hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
-    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
-    restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
-    step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
-    stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
-    quorum_timeout_s: Optional[float] = TRAIN_OPTIONS["quorum_timeout_s"],
+    opts: Any = None,
     name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
     expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
     repeat: int = typer.Option(1, help="Train each run N times, alternating which goes first; report median and spread."),
     junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
-    overwrite: bool = TRAIN_OPTIONS["overwrite"],
-    json_out: bool = TRAIN_OPTIONS["json_out"],
+    overwrite: bool = typer.Option(False, help=OVERWRITE_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    given = dict(locals())
-    flags = {k: v for k, v in locals().items() if k not in ("given", "runs", "link", "out", "name", "expect_hidden", "repeat", "junit", "overwrite", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
-                 fail_commit=list(fail_commit) if fail_commit else None)
-
     def body() -> int:
-        refuse_empty(given, {"runs": "A/B"})
+        refuse_empty({"runs": runs, "name": name, "junit": junit}, {"runs": "A/B"})
 
         from ftrun.commands.compare import compare
 
-        return compare(runs, flags, link, out, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+        return compare(runs, opts, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
                        junit=Path(junit) if junit is not None else None)
 
     raise typer.Exit(guarded(body) or 0)
@@ -456,6 +392,7 @@ Example: ftrun sweep --axis fragments=1,2,4 --axis link=1gbit,20ms;100mbit,20ms 
 
 
 @app.command("sweep", help=SWEEP_HELP, short_help="Run a grid of trainings and check every cell.")
+@config_options("sweep")
 def sweep_cmd(
     preset: Optional[str] = typer.Option(None, help="pgs, tau or fragments."),
     axis: Optional[List[str]] = typer.Option(None, "--axis", metavar="KEY=V1,V2", help="An axis over a train option. Repeatable."),
@@ -464,53 +401,16 @@ def sweep_cmd(
     resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
     junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
     metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, steps_per_s, final_loss, hidden_share, commits, failed_commits."),
-    mode: Optional[str] = typer.Option(None, help="Preset for every cell: streaming or baseline."),
     config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
-    replicas: Optional[int] = TRAIN_OPTIONS["replicas"],
-    nproc_per_replica: Optional[int] = TRAIN_OPTIONS["nproc_per_replica"],
-    fragments: Optional[int] = TRAIN_OPTIONS["fragments"],
-    sync_every: Optional[int] = TRAIN_OPTIONS["sync_every"],
-    fragment_sync_delay: Optional[int] = TRAIN_OPTIONS["fragment_sync_delay"],
-    fragment_update_alpha: Optional[float] = TRAIN_OPTIONS["fragment_update_alpha"],
-    outer_lr: Optional[float] = TRAIN_OPTIONS["outer_lr"],
-    outer_momentum: Optional[float] = TRAIN_OPTIONS["outer_momentum"],
-    inner_lr: Optional[float] = TRAIN_OPTIONS["inner_lr"],
-    quantize: Optional[bool] = TRAIN_OPTIONS["quantize"],
-    bucketize: Optional[bool] = TRAIN_OPTIONS["bucketize"],
-    steps: Optional[int] = TRAIN_OPTIONS["steps"],
-    model: Optional[str] = TRAIN_OPTIONS["model"],
-    blocks: Optional[int] = TRAIN_OPTIONS["blocks"],
-    width: Optional[int] = TRAIN_OPTIONS["width"],
-    seq_len: Optional[int] = TRAIN_OPTIONS["seq_len"],
-    batch_size: Optional[int] = TRAIN_OPTIONS["batch_size"],
-    data: Optional[str] = TRAIN_OPTIONS["data"],
-    backend: Optional[str] = TRAIN_OPTIONS["backend"],
-    min_replicas: Optional[int] = TRAIN_OPTIONS["min_replicas"],
-    seed: Optional[int] = TRAIN_OPTIONS["seed"],
-    profile: Optional[str] = TRAIN_OPTIONS["profile"],
-    link: Optional[str] = TRAIN_OPTIONS["link"],
-    out: Optional[str] = TRAIN_OPTIONS["out"],
-    kill: Optional[List[str]] = TRAIN_OPTIONS["kill"],
-    hang: Optional[List[str]] = TRAIN_OPTIONS["hang"],
-    fail_commit: Optional[List[str]] = TRAIN_OPTIONS["fail_commit"],
-    restarts: Optional[int] = TRAIN_OPTIONS["restarts"],
-    step_sleep_ms: Optional[float] = TRAIN_OPTIONS["step_sleep_ms"],
-    stall_timeout_s: Optional[float] = TRAIN_OPTIONS["stall_timeout_s"],
-    quorum_timeout_s: Optional[float] = TRAIN_OPTIONS["quorum_timeout_s"],
-    json_out: bool = TRAIN_OPTIONS["json_out"],
+    opts: Any = None,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    given = dict(locals())
-    flags = {k: v for k, v in locals().items()
-             if k not in ("given", "preset", "axis", "name", "parallel", "resume", "junit", "metric", "config", "out", "json_out")}
-    flags.update(kill=list(kill) if kill else None, hang=list(hang) if hang else None,
-                 fail_commit=list(fail_commit) if fail_commit else None)
-
     def body() -> int:
-        refuse_empty(given)
+        refuse_empty({"preset": preset, "axis": axis, "name": name, "junit": junit, "metric": metric, "config": config})
 
         from ftrun.commands.sweep import sweep
 
-        return sweep(preset, list(axis or []), flags, config, out, name, parallel, resume, metric, json_out,
+        return sweep(preset, list(axis or []), opts, config, name, parallel, resume, metric, json_out,
                      junit=Path(junit) if junit is not None else None)
 
     raise typer.Exit(guarded(body) or 0)
@@ -560,9 +460,10 @@ def plan_cmd(
     data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
     dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
     train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
+    heartbeat_timeout_ms: Optional[float] = typer.Option(None, metavar="MS", help="Recovery: how long the lighthouse keeps a group whose heartbeats stopped (default 2000, or the run's)."),
     target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
     png: Optional[str] = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
-    check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir and compare."),
+    check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir (or a --kill run dir's recovery) and compare."),
     tolerance: float = typer.Option(0.25, help="--check: largest relative error (exposed time: or 5 ms) before exit 1."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -589,7 +490,7 @@ def plan_cmd(
             sweep_link=sweep_link, replicas=replicas, fragments=fragments, layers=layers,
             layers_per_fragment=layers_per_fragment, sync_every=sync_every, fragment_sync_delay=fragment_sync_delay,
             step_jitter_ms=step_jitter, overlap_slowdown=overlap_slowdown, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
-            target_util=target_util, json_out=json_out, png=png))
+            heartbeat_timeout_ms=heartbeat_timeout_ms, target_util=target_util, json_out=json_out, png=png))
 
     raise typer.Exit(guarded(body) or 0)
 

@@ -13,6 +13,7 @@ that is not even a torn record, a JSON object that is not a record, or an unread
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TypeVar
@@ -25,8 +26,8 @@ from ftrun.layout import EventRecord, LifecycleEvent, RunEvent
 R = TypeVar("R", EventRecord, RunEvent, LifecycleEvent)
 
 
-def parse_lines(lines: list[str] | list[bytes], path: Path | None = None, strict: bool = False,
-                record_type: type[R] = EventRecord) -> list[R]:
+def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False,
+                record_type: type[R] = EventRecord) -> list[R]:  # type: ignore[assignment]  # a TypeVar's default
     """The records of ``lines`` (torn and foreign lines skipped as the module docstring says)."""
     out: list[R] = []
     for n, line in enumerate(lines, 1):
@@ -109,10 +110,11 @@ def replica_stats(records: list[EventRecord]) -> ReplicaStats:
         return ReplicaStats()
     syncs = [x for x in recs if x.synced is not None]
     plain = sorted(x.step_time_s for x in recs if x.sent is None and x.synced is None and not x.quorums)
+    steps = [x.step for x in recs if x.step is not None]  # every one of them: recs are stepped
     return ReplicaStats(
         records=len(recs),
-        steps=len({x.step for x in recs}),
-        last_step=recs[-1].step,
+        steps=len(set(steps)),
+        last_step=steps[-1],
         train_s=sum(x.step_time_s for x in recs),
         syncs=len(syncs),
         commits=sum(1 for x in recs if x.commit),
@@ -122,7 +124,7 @@ def replica_stats(records: list[EventRecord]) -> ReplicaStats:
         median_plain_step_s=plain[len(plain) // 2] if plain else None,
         final_loss=recs[-1].loss,
         final_manager_step=recs[-1].manager_step_after,
-        losses={x.step: x.loss for x in recs},
+        losses={s: x.loss for s, x in zip(steps, recs, strict=True)},
     )
 
 

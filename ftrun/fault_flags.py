@@ -21,9 +21,9 @@ a restarted group does not fire it again).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from ftrun import layout
 from ftrun.errors import BadInput
 
 _KILL_RE = re.compile(r"^(\d+)@(\d+)(?::(sigkill|sigterm|kill|term))?$", re.I)
@@ -44,6 +44,11 @@ FLAGS = {"kill": "--kill", "sigterm": "--kill", "hang": "--hang", "fail-commit":
          "corrupt": "--corrupt-allreduce"}
 
 
+def fault_key(action: str, replica: int, step: int) -> str:
+    """A fault's name: its marker file ``faults/<key>.json`` (``ftrun.layout``) and its identity in a run."""
+    return f"{action}-r{replica}-s{step}"
+
+
 @dataclass(frozen=True)
 class Fault:
     replica: int
@@ -54,7 +59,7 @@ class Fault:
 
     @property
     def key(self) -> str:
-        return layout.fault_key(self.action, self.replica, self.step)
+        return fault_key(self.action, self.replica, self.step)
 
     def describe(self) -> str:
         if self.action == "corrupt":
@@ -99,7 +104,7 @@ def parse_fail_commit(text: str) -> Fault:
 
 
 def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
-                 fail_commits: list[str] = (), sync_window: int = 1, corrupts: list[str] = (),
+                 fail_commits: Sequence[str] = (), sync_window: int = 1, corrupts: Sequence[str] = (),
                  sync_every: int = 0) -> list[Fault]:
     """Parse and check against the run: the replica must exist and the step lie in 1..steps;
     a ``--fail-commit`` needs a sync at or after its step (syncs every ``sync_window`` = H/F steps);

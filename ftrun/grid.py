@@ -2,10 +2,10 @@
 before anything runs. Pure and torch-free (``ftrun sweep`` runs the cells; see
 ``ftrun.commands.sweep``).
 
-* An axis is ``KEY=V1,V2,...`` over any ``ftrun train`` option (a ``RunConfig`` field, dashes
-  or underscores; ``mode`` = the streaming/baseline preset). Values are split on ``;`` when the
-  text holds one (``link=1gbit,20ms;100mbit,5ms``), else on ``,``. Booleans: on/off, true/false,
-  yes/no, 1/0. ``kill``/``hang``: one value = one run's faults, several joined by ``+``
+* An axis is ``KEY=V1,V2,...`` over any ``ftrun train`` option (a config key, ``ftrun.config``:
+  the flag's and the TOML file's name, dashes or underscores; ``mode`` = the streaming/baseline
+  preset). Values are split on ``;`` when the text holds one (``link=1gbit,20ms;100mbit,5ms``),
+  else on ``,``. Booleans: on/off, true/false, yes/no, 1/0. ``kill``/``hang``: one value = one run's faults, several joined by ``+``
   (``kill=none,1@10``). A value that is not of the option's type, or not one of its choices
   (model, backend, mode), is bad input; a value that breaks a rule only together with others
   makes its cells ``invalid``.
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ftrun.config import BACKENDS, FIELD_NAMES, MODELS, PRESETS, RunConfig
+from ftrun.config import BACKENDS, FIELD_NAMES, MODELS, PRESETS, fields, flag
 from ftrun.errors import BadInput
 
 # Options a sweep sets itself or that make no sense per cell (one host, one sweep dir).
@@ -35,7 +35,6 @@ PRESET_NAMES = ("pgs", "tau", "fragments")
 SHORT = {"fragments": "F", "sync_every": "H", "fragment_sync_delay": "tau", "fragment_update_alpha": "alpha",
          "replicas": "R", "nproc_per_replica": "G"}
 _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
-_DEFAULTS = RunConfig()
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,13 @@ def axis_key(key: str, where: str) -> str:
 
 
 def parse_value(key: str, raw: str, where: str) -> Any:
-    """One axis value, typed like ``RunConfig.<key>`` (``mode``: a preset name)."""
+    """One axis value, typed like the config field ``key`` (``mode``: a preset name)."""
     text = raw.strip()
     if key == "mode" or key in CHOICES:
         if text not in CHOICES[key]:
             raise BadInput(f"{where}: {key} {text!r} is not one of {', '.join(CHOICES[key])}")
         return text
-    kind = type(getattr(_DEFAULTS, key))
+    kind = fields()[key].kind
     if kind is bool:
         if text.lower() in _TRUE:
             return True
@@ -109,7 +108,7 @@ def parse_axis(text: str) -> Axis:
     key, _, rest = text.partition("=")
     k = axis_key(key, where)
     parts = rest.split(";") if ";" in rest else rest.split(",")
-    if not rest.strip() or any(not p.strip() for p in parts) and type(getattr(_DEFAULTS, k, None)) is not list:
+    if not rest.strip() or any(not p.strip() for p in parts) and fields()[k].kind is not list:
         raise BadInput(f"{where}: empty value (give V1,V2,...; values with commas: separate them with ';')")
     values = tuple(parse_value(k, p, where) for p in parts)
     seen: list = []
@@ -136,7 +135,7 @@ def check_shared(axes: list[Axis], shared: dict[str, Any]) -> None:
     """A train flag shared by all cells must not also be an axis."""
     for a in axes:
         if shared.get(a.key) is not None:
-            raise BadInput(f"--{a.key.replace('_', '-')}: also an axis of this sweep (drop one of them)")
+            raise BadInput(f"{flag(a.key)}: also an axis of this sweep (drop one of them)")
 
 
 def preset_axes(name: str, shared: dict[str, Any], cuda: bool,

@@ -45,7 +45,9 @@ from typing import Any, Literal, Optional, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
+from ftrun.fault_flags import fault_key  # a fault's name: its marker file faults/<key>.json
 
 FORMAT = 1
 
@@ -78,11 +80,6 @@ WORKER_RE = re.compile(r"replica(\d+)_rank(\d+)")
 
 
 # --- the files' records -------------------------------------------------------------------
-
-
-def fault_key(action: str, replica: int, step: int) -> str:
-    """A fault's name: its marker file ``faults/<key>.json`` and its identity in a run."""
-    return f"{action}-r{replica}-s{step}"
 
 
 def fault_label(action: str, replica: int, step: int) -> str:
@@ -142,9 +139,10 @@ class Network(msgspec.Struct, kw_only=True):
 
 
 class Spec(msgspec.Struct):
-    """``spec.json``: what every rank of the run runs. ``config``: ``RunConfig.resolved()``."""
+    """``spec.json``: what every rank of the run runs. ``config``: the run's ``RunConfig`` tree
+    (``ftrun.config``), decoded with its type (written and read by the same ftrun)."""
 
-    config: dict[str, Any]
+    config: RunConfig
     run_dir: str
     job_id: str
     profile_window: Optional[list[int]]
@@ -326,7 +324,7 @@ class Param(msgspec.Struct):
 
 
 class Fragment(msgspec.Struct):
-    """One model fragment as the ranks built it (``ftrun.worker.models.describe_fragments``)."""
+    """One model fragment as the ranks built it (``ftrun.worker.fragments.Fragment.record``)."""
 
     id: int
     params: list[Param]
@@ -335,10 +333,16 @@ class Fragment(msgspec.Struct):
 
 
 class ScheduleInfo(msgspec.Struct):
+    """The manifest's schedule: the config's (``ScheduleConfig``, torchft's names) and the run's steps."""
+
     fragments: int
     sync_every: int
     fragment_sync_delay: int
     steps: int
+
+    @classmethod
+    def of(cls, schedule: ScheduleConfig, steps: int) -> ScheduleInfo:
+        return cls(schedule.fragments, schedule.sync_every, schedule.fragment_sync_delay, steps)
 
 
 class ExpectedEvent(msgspec.Struct):

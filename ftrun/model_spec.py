@@ -10,11 +10,12 @@ cross-entropy. ``--model-arg KEY=VALUE`` pairs reach the factory as keyword argu
 int, float, true/false, else the string). MODULE is a dotted module name importable from the
 working directory or ``PYTHONPATH``, or a path to a ``.py`` file.
 
-Fragments (``ftrun.worker.user_model``): the model's largest ``nn.ModuleList`` split into F
-contiguous groups, parameters before it in the first fragment and those after it in the last
-(torchtitan's ``module_fqns_per_model_fragment`` convention); or ``--fragment-fqns
-"emb,stack.0;stack.1,out"``: fragments separated by ';', each a comma list of module or
-parameter names (prefixes by whole name components). Every parameter must fall in exactly one.
+Fragments (``ftrun.worker.fragments``, as for a built-in model): the model's largest
+``nn.ModuleList`` split into F contiguous groups (``ftrun.model_desc.even_split``), parameters
+before it in the first fragment and those after it in the last (torchtitan's
+``module_fqns_per_model_fragment`` convention); or ``--fragment-fqns "emb,stack.0;stack.1,out"``:
+fragments separated by ';', each a comma list of module or parameter names (prefixes by whole
+name components). Every parameter must fall in exactly one.
 
 ``check(cfg)`` builds the model once in a child process (the parent never imports torch) and
 returns each fragment's parameters; any problem is ``BadInput`` with the child's one line.
@@ -30,15 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from ftrun.errors import BadInput
+from ftrun.model_desc import BUILTIN_MODELS
 
-BUILTIN = ("mlp", "transformer")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
 _FACTORY_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
 
 
 def is_user_model(model: str) -> bool:
-    return model not in BUILTIN
+    return model not in BUILTIN_MODELS
 
 
 def parse_model(text: str) -> tuple[str, str]:
@@ -46,7 +47,8 @@ def parse_model(text: str) -> tuple[str, str]:
     module, sep, factory = text.rpartition(":")
     if not sep or not module or not factory:
         shown = text if text.isprintable() and " " not in text else repr(text)
-        raise BadInput(f"--model {shown}: expected mlp, transformer, MODULE:FACTORY (e.g. mymodels:tiny_gpt) or hf:NAME")
+        raise BadInput(f"--model {shown}: expected {', '.join(BUILTIN_MODELS)}, "
+                       "MODULE:FACTORY (e.g. mymodels:tiny_gpt) or hf:NAME")
     if module.endswith(".py"):
         if not Path(module).is_file():
             raise BadInput(f"--model {text}: {module}: no such file")
@@ -97,20 +99,20 @@ def parse_fragment_fqns(text: str, fragments: int) -> list[list[str]] | None:
 
 
 def check(cfg) -> dict:
-    """Build the user's model in a child (``python -m ftrun.worker.user_model``): returns
+    """Build the user's model in a child (``python -m ftrun.worker.models``): returns
     {"fragments": [...], "warnings": [...]} or raises ``BadInput`` with its one-line error."""
-    payload = json.dumps({"model": cfg.model, "model_args": parse_model_args(cfg.model_args), "vocab": cfg.vocab,
-                          "seq_len": cfg.seq_len, "fragments": cfg.fragments, "fragment_fqns": cfg.fragment_fqns,
-                          "seed": cfg.seed})
+    payload = json.dumps({"model": cfg.model.model, "model_args": parse_model_args(cfg.model.model_args), "vocab": cfg.model.vocab,
+                          "seq_len": cfg.data.seq_len, "fragments": cfg.schedule.fragments, "fragment_fqns": cfg.model.fragment_fqns,
+                          "seed": cfg.data.seed})
     try:
-        res = subprocess.run([sys.executable, "-m", "ftrun.worker.user_model", payload], capture_output=True, text=True,
+        res = subprocess.run([sys.executable, "-m", "ftrun.worker.models", payload], capture_output=True, text=True,
                              timeout=300)
     except subprocess.TimeoutExpired:
-        raise BadInput(f"--model {cfg.model}: building the model took more than 300 s") from None
+        raise BadInput(f"--model {cfg.model.model}: building the model took more than 300 s") from None
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
     if res.returncode != 0 or not lines:
         err = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadInput(f"--model {cfg.model}: {err[:400]}")
+        raise BadInput(f"--model {cfg.model.model}: {err[:400]}")
     out = json.loads(lines[-1])
     if out.get("error"):
         raise BadInput(out["error"])

@@ -35,9 +35,22 @@ for its data longer. (With jitter, utilisation can dip a little just where a fas
 the syncs from blocking, since those no longer align the groups; the bandwidth and tau
 searches below treat utilisation as monotone all the same.)
 
+How far the groups drift is measured, not assumed, where a run says (``drift_sd``: for each
+number of steps n, the spread of a group's summed deviation over n consecutive steps): on a
+loaded machine a slow spell lasts several steps, so the drift grows faster than sqrt(n) x jitter;
+beyond the measured lags (and for a what-if with ``--step-jitter``) the steps are independent.
+
+The costs the emulator does not replace (``ftrun.trace.sync_costs``): the send issues its
+collectives while it runs (``send_s``: the send's own CPU work, from the first collective on),
+so the hold starts ``send_s`` before the step's end; every collective also runs for real, and
+completes at the later of its hold and its real completion: a fragment of k tensors needs
+ceil(k / ``collective_threads``) real allreduces of ``real_collective_s`` each (measured on the
+profiled steps, ``real_steps``; elsewhere nothing measures it and the hold is taken to cover
+it); and a sync, after its data is in, still runs torchft's per-tensor callbacks and ftrun's
+sketches (``sync_work_s``), which the measured exposed time contains.
+
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
-matter): the real collectives on loopback (their own CPU cost, under load), process-group
-reconfiguration, heals, failed commits.
+matter): process-group reconfiguration, heals, failed commits.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ftrun import linkcost
+from ftrun.model_desc import even_split
 from ftrun.schedule import Schedule
 
 # Without a step count: one round of H steps. Every round repeats the same timeline (each sync
@@ -63,6 +77,16 @@ class Workload:
     outside the step bodies before that step, relative to the groups' mean), ...), and
     ``rpc_s``: the lighthouse's own reply time on top of the held round trips.
     ``overlap_slowdown``: how much longer a step between a send and its sync computes (1 = not at all).
+    ``drift_sd``: the measured spread of one group's drift over n = 1, 2, ... steps (module docstring;
+    empty: ``jitter_s`` x sqrt(n)). ``send_s``, ``sync_work_s``, ``real_collective_s``,
+    ``collective_threads``, ``fragment_tensors`` (tensors per fragment: one collective each) and
+    ``real_steps`` ((first, last) step ranges where the real collectives were measured): the
+    costs the emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
+    per-group arrival deviation from the groups' mean in that step), ...): a measured run's own
+    drift, step by step, in place of bias, jitter and stalls (``ftrun plan --check``); ``step_times``:
+    ((step, the groups' mean compute in that step), ...): its own pace, in place of ``step_s`` (and
+    of ``overlap_slowdown``: a measured step holds its own). ``commit_s``: ``should_commit``'s own
+    RPC to the group's manager server (it crosses no inter-group link, but it is not free).
     """
 
     step_s: float
@@ -73,6 +97,16 @@ class Workload:
     stalls: tuple[tuple[int, tuple[float, ...]], ...] = ()
     rpc_s: float = 0.0
     overlap_slowdown: float = 1.0
+    drift_sd: tuple[float, ...] = ()
+    send_s: float = 0.0
+    sync_work_s: float = 0.0
+    real_collective_s: float = 0.0
+    collective_threads: int = 1
+    fragment_tensors: tuple[int, ...] = ()
+    real_steps: tuple[tuple[int, int], ...] = ()
+    replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    step_times: tuple[tuple[int, float], ...] = ()
+    commit_s: float = 0.0
 
     @property
     def model_bytes(self) -> int:
@@ -82,9 +116,17 @@ class Workload:
         """The same model in ``fragments`` fragments: its own split when F matches, else even parts."""
         if fragments == len(self.fragment_bytes):
             return self
-        total = self.model_bytes
-        parts = tuple(total // fragments + (1 if i < total % fragments else 0) for i in range(fragments))
-        return replace(self, fragment_bytes=parts)
+        parts = even_split(self.model_bytes, fragments)
+        tensors = sum(self.fragment_tensors)
+        counts = tuple(max(1, tensors // fragments) for _ in range(fragments)) if tensors else ()
+        return replace(self, fragment_bytes=parts, fragment_tensors=counts)
+
+    def real_chain_s(self, fragment: int, step: int) -> float:
+        """Seconds from a send's first collective to its last real completion (0: not measured here)."""
+        if not self.real_collective_s or not any(a <= step <= b for a, b in self.real_steps):
+            return 0.0
+        k = self.fragment_tensors[fragment] if fragment < len(self.fragment_tensors) else 1
+        return math.ceil(k / max(1, self.collective_threads)) * self.real_collective_s
 
     def with_replicas(self, replicas: int) -> Workload:
         """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
@@ -119,14 +161,30 @@ class _Drift:
         self.bias = list(work.bias_s) if len(work.bias_s) == r else [0.0] * r
         self.stalls = {step: list(v) for step, v in work.stalls if len(v) == r}
         self.jitter = work.jitter_s
+        self.drift_sd = work.drift_sd
+        self.replay = {step: list(v) for step, v in work.replay if len(v) == r}
+        if self.replay:  # the run's own arrivals: nothing left to chance
+            self.bias, self.stalls, self.jitter, self.drift_sd = [0.0] * r, {}, 0.0, ()
         self.align()
+
+    def sd(self) -> float:
+        """One group's drift spread after ``steps`` steps: measured where the run says, else iid."""
+        n = self.steps
+        if n == 0:
+            return 0.0
+        if n <= len(self.drift_sd):
+            return self.drift_sd[n - 1]
+        if self.drift_sd:  # beyond the measured lags: independent steps on top of the last one
+            m = len(self.drift_sd)
+            return math.sqrt(self.drift_sd[-1] ** 2 + (n - m) * self.jitter ** 2)
+        return self.jitter * math.sqrt(n)
 
     def align(self) -> None:
         self.offsets = [0.0] * len(self.bias)
         self.steps = 0
 
     def step(self, step: int) -> None:
-        extra = self.stalls.get(step)
+        extra = self.stalls.get(step) or self.replay.get(step)
         for i, b in enumerate(self.bias):
             self.offsets[i] += b + (extra[i] if extra else 0.0)
         self.steps += 1
@@ -134,12 +192,12 @@ class _Drift:
     def wait(self) -> float:
         """The mean group's wait for the slowest one, at a quorum now."""
         mean = sum(self.offsets) / len(self.offsets)
-        return expected_max(self.offsets, self.jitter * math.sqrt(self.steps)) - mean
+        return expected_max(self.offsets, self.sd()) - mean
 
     def blocked(self, ahead: float) -> float:
         """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives:
         a group that got here early waits longer, one that is late may not wait at all."""
-        sd = self.jitter * math.sqrt(self.steps)
+        sd = self.sd()
         return sum(expected_shortfall(ahead - o, sd) for o in self.offsets) / len(self.offsets)
 
 
@@ -213,14 +271,18 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
     drift = _Drift(work)
     pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
     compute = 0.0
+    paced = dict(work.step_times)
     for step in range(1, steps + 1):
         local = schedule.local_step(step)
-        step_s = work.step_s * (work.overlap_slowdown if w - tau < local < w else 1.0)
-        t += step_s
+        step_s = paced[step] if step in paced else work.step_s * (work.overlap_slowdown if w - tau < local < w else 1.0)
+        frag = schedule.cycle_of(step) % nfrag
+        sending = local == w - tau
+        # the send's own CPU work comes after the quorum, issuing the collectives as it goes
+        send_cpu = min(work.send_s, step_s) if sending else 0.0
+        t += step_s - send_cpu
         compute += step_s
         drift.step(step)
-        frag = schedule.cycle_of(step) % nfrag
-        if local == w - tau:  # send: the quorum (the slowest group, the RPC, the held round trips), then the allreduce
+        if sending:  # send: the quorum (the slowest group, the RPC, the held round trips), then the allreduce
             q = drift.wait() + work.rpc_s + linkcost.control_s("quorum", latency_s)
             drift.align()
             t += q
@@ -228,20 +290,25 @@ def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s
             comm += q
             nbytes = work.fragment_bytes[frag]
             free_at, done = linkcost.enqueue(free_at, t, "allreduce", nbytes, work.replicas, bandwidth_bps, latency_s)
+            if work.replicas > 1:  # completes at the later of its hold and its real collectives
+                done = max(done, t + work.real_chain_s(frag, step))
             sent_bits = linkcost.wire("allreduce", nbytes, work.replicas)[1] * 8.0
             pending[frag] = (t, done, sent_bits)
             comm += done - t
             bits += sent_bits
+            t += send_cpu
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
             issued, done, sent_bits = pending.pop(frag)
             blocked = drift.blocked(done - t) if work.replicas > 1 else max(0.0, done - t)
             if done > t and work.replicas > 1:  # every group leaves the same allreduce together
                 drift.align()
+            # after its data is in, the sync runs its callbacks and sketches (measured exposed time holds them)
+            blocked += work.sync_work_s if work.replicas > 1 else 0.0
             t += blocked
             data += blocked
             if t > issued:
                 peak = max(peak, sent_bits / (t - issued))
-            c = linkcost.control_s("should_commit", latency_s)
+            c = linkcost.control_s("should_commit", latency_s) + work.commit_s
             t += c
             control += c
             comm += c
@@ -309,8 +376,14 @@ def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, targe
 def data_hidden_bandwidth(work: Workload, schedule: Schedule, latency_s: float,
                           lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) at which no sync waits for its data: every
-    allreduce done within tau steps. None when none is (always for tau = 0 with R > 1)."""
-    return lowest_bandwidth(lambda bw: simulate(work, schedule, bw, latency_s, steps).exposed_data_s == 0.0, lo_bps, hi_bps)
+    allreduce done within tau steps (a sync's own ``sync_work_s`` is no wait). None when none is
+    (always for tau = 0 with R > 1)."""
+    def hidden(bw: float) -> bool:
+        p = simulate(work, schedule, bw, latency_s, steps)
+        own = p.syncs * work.sync_work_s if work.replicas > 1 else 0.0
+        return p.exposed_data_s - own <= 1e-12
+
+    return lowest_bandwidth(hidden, lo_bps, hi_bps)
 
 
 # Data-parallel training (the paper's baseline): every step all-reduces the whole model's

@@ -119,7 +119,7 @@ class Schedule:
         return (h + 1, 2 * h) if steps >= 2 * h else (1, h)
 
 
-def validate(fragments: int, sync_every: int, delay: int, alpha: float = 0.0) -> None:
+def validate(fragments: int, sync_every: int, fragment_sync_delay: int, fragment_update_alpha: float = 0.0) -> None:
     """torchft's constructor rules (``DiLoCo.__init__``), as one-line ``ScheduleError``s."""
     if fragments < 1:
         raise ScheduleError("fragments", fragments, "must be at least 1")
@@ -130,14 +130,14 @@ def validate(fragments: int, sync_every: int, delay: int, alpha: float = 0.0) ->
     if sync_every % fragments != 0:
         raise ScheduleError("sync_every", sync_every, f"must be a multiple of fragments ({fragments})")
     w = sync_every // fragments
-    if delay < 0:
-        raise ScheduleError("fragment_sync_delay", delay, "must be >= 0")
-    if delay >= w:
+    if fragment_sync_delay < 0:
+        raise ScheduleError("fragment_sync_delay", fragment_sync_delay, "must be >= 0")
+    if fragment_sync_delay >= w:
         raise ScheduleError(
-            "fragment_sync_delay", delay, f"must be < sync_every/fragments = {w}; a fragment must sync before it is sent again"
+            "fragment_sync_delay", fragment_sync_delay, f"must be < sync_every/fragments = {w}; a fragment must sync before it is sent again"
         )
-    if not 0.0 <= alpha <= 1.0:
-        raise ScheduleError("fragment_update_alpha", alpha, "must be between 0 and 1")
+    if not 0.0 <= fragment_update_alpha <= 1.0:
+        raise ScheduleError("fragment_update_alpha", fragment_update_alpha, "must be between 0 and 1")
 
 
 def label(schedule: dict) -> str:

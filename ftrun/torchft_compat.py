@@ -470,7 +470,7 @@ def advertise_as(host: str) -> list[str]:
     changed = []
     for name, mod in list(sys.modules.items()):
         if (name == "torchft" or name.startswith("torchft.")) and getattr(mod, "socket", None) is socket:
-            mod.socket = proxy
+            setattr(mod, "socket", proxy)  # noqa: B010 (a module's attribute mypy cannot know)
             changed.append(name)
     return changed
 

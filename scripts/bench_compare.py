@@ -37,7 +37,20 @@ DEFAULT_LINKS = ["1gbit,20ms", "200mbit,20ms", "50mbit,20ms"]
 
 
 def run_compare(link: str, out: Path, extra: list[str], timeout: float) -> tuple[dict | None, str, float]:
-    cmd = [*FTRUN, "compare", "streaming", "baseline", "--link", link, "--out", str(out), "--name", "c", "--json", *extra]
+    cmd = [
+        *FTRUN,
+        "compare",
+        "streaming",
+        "baseline",
+        "--link",
+        link,
+        "--out",
+        str(out),
+        "--name",
+        "c",
+        "--json",
+        *extra,
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     took = time.monotonic() - t0
@@ -64,8 +77,10 @@ def row(link: str, result: dict, load: tuple[float, float], took: float) -> dict
         "exposed_s": [s["exposed_comm_s"], b["exposed_comm_s"]],
         "per_sync_exposed_ms": [s["per_sync_exposed_ms"], b["per_sync_exposed_ms"]],
         "per_sync_exposed_control_ms": [s.get("per_sync_exposed_control_ms"), b.get("per_sync_exposed_control_ms")],
-        "exposed_total_ratio": ratio(s["exposed_comm_s"] + (s.get("exposed_control_s") or 0.0),
-                                     b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0)),
+        "exposed_total_ratio": ratio(
+            s["exposed_comm_s"] + (s.get("exposed_control_s") or 0.0),
+            b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0),
+        ),
         "compute_utilisation": [s.get("compute_utilisation"), b.get("compute_utilisation")],
         "peak_ratio": peak_ratio,
         "peak_vs_1_over_f": peak_ratio * f if peak_ratio is not None else None,
@@ -84,25 +99,38 @@ def fmt(v, spec: str) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ["link", "exposed S/B", "data ms/sync S | B", "control ms/sync S | B", "peak S/B (x F)", "hidden S | B",
-            "util S | B", "steps/s S | B", "load 1m", "verdict"]
+    head = [
+        "link",
+        "exposed S/B",
+        "data ms/sync S | B",
+        "control ms/sync S | B",
+        "peak S/B (x F)",
+        "hidden S | B",
+        "util S | B",
+        "steps/s S | B",
+        "load 1m",
+        "verdict",
+    ]
     lines = [head]
     for r in rows:
-        lines.append([
-            r["link"],
-            fmt(r["exposed_ratio"], ".3f"),
-            f"{fmt(r['per_sync_exposed_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_ms'][1], '.1f')}",
-            f"{fmt(r['per_sync_exposed_control_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_control_ms'][1], '.1f')}",
-            f"{fmt(r['peak_ratio'], '.3f')} ({fmt(r['peak_vs_1_over_f'], '.3f')})",
-            f"{fmt(r['hidden_share'][0], '.0%')} | {fmt(r['hidden_share'][1], '.0%')}",
-            f"{fmt(r['compute_utilisation'][0], '.0%')} | {fmt(r['compute_utilisation'][1], '.0%')}",
-            f"{fmt(r['steps_per_s'][0], '.1f')} | {fmt(r['steps_per_s'][1], '.1f')}",
-            f"{r['load_1m'][0]:.1f}->{r['load_1m'][1]:.1f}",
-            r["verdict"],
-        ])
+        lines.append(
+            [
+                r["link"],
+                fmt(r["exposed_ratio"], ".3f"),
+                f"{fmt(r['per_sync_exposed_ms'][0], '.1f')} | {fmt(r['per_sync_exposed_ms'][1], '.1f')}",
+                f"{fmt(r['per_sync_exposed_control_ms'][0], '.1f')} | "
+                f"{fmt(r['per_sync_exposed_control_ms'][1], '.1f')}",
+                f"{fmt(r['peak_ratio'], '.3f')} ({fmt(r['peak_vs_1_over_f'], '.3f')})",
+                f"{fmt(r['hidden_share'][0], '.0%')} | {fmt(r['hidden_share'][1], '.0%')}",
+                f"{fmt(r['compute_utilisation'][0], '.0%')} | {fmt(r['compute_utilisation'][1], '.0%')}",
+                f"{fmt(r['steps_per_s'][0], '.1f')} | {fmt(r['steps_per_s'][1], '.1f')}",
+                f"{r['load_1m'][0]:.1f}->{r['load_1m'][1]:.1f}",
+                r["verdict"],
+            ]
+        )
     widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
     for i, ln in enumerate(lines):
-        print("  ".join(c.ljust(w) for c, w in zip(ln, widths)))
+        print("  ".join(c.ljust(w) for c, w in zip(ln, widths, strict=False)))
         if i == 0:
             print("  ".join("-" * w for w in widths))
 
@@ -130,7 +158,10 @@ def main() -> int:
         extra = ["--steps", str(args.steps), *extra]
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-compare-"))
-    print(f"# ftrun compare streaming baseline; {os.cpu_count()} CPUs; extra flags: {' '.join(extra) or '(defaults)'}", flush=True)
+    print(
+        f"# ftrun compare streaming baseline; {os.cpu_count()} CPUs; extra flags: {' '.join(extra) or '(defaults)'}",
+        flush=True,
+    )
     rows, failed = [], False
     try:
         for i, link in enumerate(args.links):

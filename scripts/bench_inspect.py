@@ -31,7 +31,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +64,9 @@ def synthesize(src: Path, out: Path, size_mb: float, sync_every: int, fragments:
             if (m := STEP_RE.match(name)) is not None:
                 c["name"] = f"{m[1]}{int(m[2]) + k * shift_steps}"
             elif (m := FTRUN_RE.match(name)) is not None:
-                c["name"] = f"{m[1]}{int(m[2]) + k * shift_steps}{m[3]}{int(m[4]) + k * shift_steps // sync_every * fragments}"
+                c["name"] = (
+                    f"{m[1]}{int(m[2]) + k * shift_steps}{m[3]}{int(m[4]) + k * shift_steps // sync_every * fragments}"
+                )
             out_events.append(c)
     d["traceEvents"] = out_events
     d.pop("distributedInfo", None)
@@ -85,7 +86,9 @@ def hwm():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 """
 
-CHILD_ANALYZE = HWM + """
+CHILD_ANALYZE = (
+    HWM
+    + """
 import resource, sys, time, tracemalloc
 from ftrun.check.analyze import analyze
 kw = dict(fragments=int(sys.argv[2]), sync_every=int(sys.argv[3]), fragment_sync_delay=int(sys.argv[4]))
@@ -102,8 +105,11 @@ analyze([sys.argv[1]], **kw)
 peak = tracemalloc.get_traced_memory()[1]
 print(dt, min(dt, dt2), peak, (rss1 - rss0) * 1024, r.verdict, len(r.events))
 """
+)
 
-CHILD_JSON = HWM + """
+CHILD_JSON = (
+    HWM
+    + """
 import json, resource, sys, time
 rss0 = hwm()
 t = time.perf_counter()
@@ -112,8 +118,11 @@ with open(sys.argv[1]) as f:
 dt = time.perf_counter() - t
 print(dt, (hwm() - rss0) * 1024)
 """
+)
 
-CHILD_HTA = HWM + """
+CHILD_HTA = (
+    HWM
+    + """
 import resource, sys, time, logging
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
@@ -123,6 +132,7 @@ TraceAnalysis(trace_dir=sys.argv[1])
 dt = time.perf_counter() - t
 print(dt, (hwm() - rss0) * 1024)
 """
+)
 
 
 def child(code: str, *args: str, timeout: int = 900) -> list[str]:
@@ -145,9 +155,25 @@ def source_trace(args, tmp: Path) -> tuple[Path, int, int, int]:
         return args.source, args.fragments, args.sync_every, args.fragment_sync_delay
     out = tmp / "foreign"
     subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--steps", "12",
-         "--fragments", "2", "--sync-every", "8", "--delay", "2", "--repeat", "1"],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "foreign_diloco.py"),
+            "--out",
+            str(out),
+            "--steps",
+            "12",
+            "--fragments",
+            "2",
+            "--sync-every",
+            "8",
+            "--delay",
+            "2",
+            "--repeat",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     return next((out / "r0").glob("step-*.json")), 2, 8, 2
 
@@ -205,16 +231,28 @@ def large(args, tmp: Path) -> None:
     else:
         src, F, H, T = source_trace(args, tmp)
         trace = tmp / "large.json"
-        subprocess.run([sys.executable, __file__, "--synth", str(src), str(trace), str(args.size_mb), str(H), str(F)],
-                       check=True, timeout=1800)
+        subprocess.run(
+            [sys.executable, __file__, "--synth", str(src), str(trace), str(args.size_mb), str(H), str(F)],
+            check=True,
+            timeout=1800,
+        )
     flags = ["--fragments", str(F), "--sync-every", str(H), "--fragment-sync-delay", str(T)]
     size = trace.stat().st_size
     print(f"trace {trace.name}: {size / 1e6:.1f} MB; F={F} H={H} tau={T}; load {load_avg()}")
     s, rss = run_cli(trace, flags, args.repeat)
-    out = {"bench": "inspect-large", "trace_mb": round(size / 1e6, 1), "inspect_s": round(s, 3),
-           "mb_per_s": round(size / 1e6 / s, 1), "rss_mb": round(rss / 1e6, 1), "rss_per_file": round(rss / size, 3),
-           "goal": {"mb_per_s": 500, "rss_per_file": 1.0}}
-    print(f"inspect-trace: {s:.3f} s = {size / 1e6 / s:.0f} MB/s, peak RSS {rss / 1e6:.0f} MB = {rss / size:.2f}x the file")
+    out = {
+        "bench": "inspect-large",
+        "trace_mb": round(size / 1e6, 1),
+        "inspect_s": round(s, 3),
+        "mb_per_s": round(size / 1e6 / s, 1),
+        "rss_mb": round(rss / 1e6, 1),
+        "rss_per_file": round(rss / size, 3),
+        "goal": {"mb_per_s": 500, "rss_per_file": 1.0},
+    }
+    print(
+        f"inspect-trace: {s:.3f} s = {size / 1e6 / s:.0f} MB/s, "
+        f"peak RSS {rss / 1e6:.0f} MB = {rss / size:.2f}x the file"
+    )
     if not args.no_gz:
         gz = tmp / (trace.name + ".gz")
         if not trace.name.endswith(".gz"):
@@ -223,10 +261,17 @@ def large(args, tmp: Path) -> None:
             gz = trace
         zs = min(float(child(CHILD_ZLIB, str(gz))[0]) for _ in range(args.repeat))
         gs, grss = run_cli(gz, flags, args.repeat)
-        print(f"gz {gz.stat().st_size / 1e6:.1f} MB: inspect-trace {gs:.3f} s, bare zlib stream {zs:.3f} s "
-              f"(inspect / zlib = {gs / zs:.2f}x), peak RSS {grss / 1e6:.0f} MB")
-        out.update(gz_mb=round(gz.stat().st_size / 1e6, 1), gz_inspect_s=round(gs, 3), zlib_s=round(zs, 3),
-                   gz_vs_zlib=round(gs / zs, 2), gz_rss_per_file=round(grss / size, 3))
+        print(
+            f"gz {gz.stat().st_size / 1e6:.1f} MB: inspect-trace {gs:.3f} s, bare zlib stream {zs:.3f} s "
+            f"(inspect / zlib = {gs / zs:.2f}x), peak RSS {grss / 1e6:.0f} MB"
+        )
+        out.update(
+            gz_mb=round(gz.stat().st_size / 1e6, 1),
+            gz_inspect_s=round(gs, 3),
+            zlib_s=round(zs, 3),
+            gz_vs_zlib=round(gs / zs, 2),
+            gz_rss_per_file=round(grss / size, 3),
+        )
     out["load_avg"] = load_avg()
     print(json.dumps(out))
 
@@ -264,11 +309,16 @@ def main() -> None:
             trace = synthesize(src, tmp / "big" / "rank0.json", args.size_mb, H, F)
         size = trace.stat().st_size
         raw_size = len(gzip.decompress(trace.read_bytes())) if trace.name.endswith(".gz") else size
-        print(f"trace {trace.name}: {size / 1e6:.1f} MB on disk, {raw_size / 1e6:.1f} MB JSON; F={F} H={H} tau={T}; load {load_avg()}")
+        print(
+            f"trace {trace.name}: {size / 1e6:.1f} MB on disk, {raw_size / 1e6:.1f} MB JSON; "
+            f"F={F} H={H} tau={T}; load {load_avg()}"
+        )
 
         flags = ["--fragments", str(F), "--sync-every", str(H), "--fragment-sync-delay", str(T)]
         exe = Path(sys.executable).parent / "ftrun"
-        res = subprocess.run([str(exe), "inspect-trace", str(trace), *flags, "--json"], capture_output=True, timeout=900)
+        res = subprocess.run(
+            [str(exe), "inspect-trace", str(trace), *flags, "--json"], capture_output=True, timeout=900
+        )
         verdict = json.loads(res.stdout)["verdict"] if res.stdout else f"exit {res.returncode}"
         cli_s, cli_rss = run_cli(trace, flags, args.repeat)
         a1, a2, peak, rss, v2, nev = child(CHILD_ANALYZE, str(trace), str(F), str(H), str(T))
@@ -301,10 +351,17 @@ def main() -> None:
             print(f"{name:42s} {s:9.3f} {('' if mem is None else f'{mem / 1e6:.1f}'):>21s}")
         print(f"analyze tracemalloc peak: {int(peak) / 1e6:.1f} MB = {int(peak) / raw_size:.2f}x the JSON size")
         print(f"json.load / inspect (CLI) = {float(js) / cli_s:.2f}x")
-        out = {"bench": "inspect", "trace_mb": round(size / 1e6, 1), "inspect_s": round(cli_s, 3),
-               "json_load_s": round(float(js), 3), "hta_s": None if hta_s is None else round(hta_s, 3),
-               "ratio": None if hta_s is None else round(hta_s / cli_s, 1), "goal": 20, "verdict": verdict,
-               "load_avg": load_avg()}
+        out = {
+            "bench": "inspect",
+            "trace_mb": round(size / 1e6, 1),
+            "inspect_s": round(cli_s, 3),
+            "json_load_s": round(float(js), 3),
+            "hta_s": None if hta_s is None else round(hta_s, 3),
+            "ratio": None if hta_s is None else round(hta_s / cli_s, 1),
+            "goal": 20,
+            "verdict": verdict,
+            "load_avg": load_avg(),
+        }
         if hta_s is not None:
             print(f"HTA load / inspect (CLI) = {hta_s / cli_s:.1f}x  (goal >= 20x)")
         print(json.dumps(out))

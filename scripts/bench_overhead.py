@@ -74,12 +74,12 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     from torchft.local_sgd import DiLoCo
 
     from ftrun.worker.data import Batches
-    from ftrun.worker.models import TokenModel, split_fragments
+    from ftrun.worker.models import build_fragments, build_model
 
     torch.set_num_threads(threads_for(replicas))
     torch.manual_seed(cfg["seed"])
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
-    frags = split_fragments(model, cfg["fragments"])
+    model = build_model(cfg)
+    frags = build_fragments(model, cfg)
     inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
     outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
     data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], replica)
@@ -105,7 +105,9 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     while len(list(ready.iterdir())) < replicas:  # ftrun's start_line: every Manager is up
         time.sleep(0.005)
     stamps = []
-    with DiLoCo(manager, frags, inner, outer, sync_every=cfg["sync_every"], fragment_sync_delay=cfg["fragment_sync_delay"]):
+    with DiLoCo(
+        manager, frags, inner, outer, sync_every=cfg["sync_every"], fragment_sync_delay=cfg["fragment_sync_delay"]
+    ):
         for _ in range(cfg["steps"]):
             x, y = data.next()  # as ftrun's worker: data + forward/backward + step (+ DiLoCo hook)
             inner.zero_grad()
@@ -152,10 +154,29 @@ def run_bare(cfg: dict, replicas: int) -> float:
     tmp = tempfile.mkdtemp()
     outs = [f"{tmp}/r{r}.json" for r in range(replicas)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), "--replicas", str(replicas), "--lighthouse", f"http://127.0.0.1:{port}",
-                               "--cfg", json.dumps(cfg), "--out", outs[r]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                              start_new_session=True)
-             for r in range(replicas)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                str(r),
+                "--replicas",
+                str(replicas),
+                "--lighthouse",
+                f"http://127.0.0.1:{port}",
+                "--cfg",
+                json.dumps(cfg),
+                "--out",
+                outs[r],
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        for r in range(replicas)
+    ]
     try:
         for p in procs:
             p.wait(timeout=600)
@@ -165,30 +186,56 @@ def run_bare(cfg: dict, replicas: int) -> float:
         lh.kill()
         lh.wait()
     stamps = [json.loads(Path(o).read_text()) for o in outs]
-    STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1:], st[WARMUP:])]
+    STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
     return statistics.mean(ms_per_step(st) for st in stamps)
 
 
 def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
     out = tempfile.mkdtemp()
-    cmd = [sys.executable, "-m", "ftrun", "train", "--profile", "none",
-           "--replicas", str(replicas), "--steps", str(cfg["steps"]), "--out", out, "--run-name", "bench", "--json",
-           "--fragments", str(cfg["fragments"]), "--sync-every", str(cfg["sync_every"]), "--fragment-sync-delay", str(cfg["fragment_sync_delay"]),
-           *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ftrun",
+        "train",
+        "--profile",
+        "none",
+        "--replicas",
+        str(replicas),
+        "--steps",
+        str(cfg["steps"]),
+        "--out",
+        out,
+        "--run-name",
+        "bench",
+        "--json",
+        "--fragments",
+        str(cfg["fragments"]),
+        "--sync-every",
+        str(cfg["sync_every"]),
+        "--fragment-sync-delay",
+        str(cfg["fragment_sync_delay"]),
+        *extra,
+    ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     per_replica, outside = [], []
     for r in range(replicas):
-        recs = [json.loads(line) for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()]
+        recs = [
+            json.loads(line)
+            for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()
+        ]
         recs = [x for x in recs if x.get("step")]
         loop = ms_per_step([x["t"] for x in recs])
-        STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1:], recs[WARMUP:])]
+        STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)]
         per_replica.append(loop)
         # what the bare loop does not do: the loop's time per step minus the step body's
         outside.append(loop - statistics.mean(x["step_time_s"] for x in recs[WARMUP:]) * 1e3)
     BOOKKEEPING.append(statistics.mean(outside))
     excess, plain_ms = [], []
     for r in range(replicas):
-        recs = [json.loads(line) for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()]
+        recs = [
+            json.loads(line)
+            for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()
+        ]
         recs = [x for x in recs if x.get("step")][WARMUP:]
         plain = statistics.median(x["step_time_s"] for x in recs if x["sent"] is None and x["synced"] is None)
         busy = [x["step_time_s"] for x in recs if x["sent"] is not None or x["synced"] is not None]
@@ -208,12 +255,12 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
     its tensors) and the fragment's elements."""
     import torch
 
-    from ftrun.worker.models import TokenModel, split_fragments
+    from ftrun.worker.models import build_fragments, build_model
     from ftrun.worker.sketch import Builder, Projector
 
     torch.set_num_threads(threads_for(2))
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
-    tensors = [p.detach() for p in split_fragments(model, cfg["fragments"])[0].parameters()]
+    model = build_model(cfg)
+    tensors = [p.detach() for p in build_fragments(model, cfg)[0].parameters()]
     proj = Projector()
     times = []
     for _ in range(3):
@@ -231,7 +278,7 @@ def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str,
     cfg = {**base, "steps": steps}
     on, off, ex_on, ex_off, plain_off = [], [], [], [], []
     for i in range(repeat):  # interleaved, alternating who goes first
-        for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
+        for side in ("on", "off") if i % 2 == 0 else ("off", "on"):
             if side == "on":
                 on.append(run_ftrun(cfg, replicas, extra))
                 ex_on.append(SYNC_EXCESS[-1])
@@ -243,18 +290,31 @@ def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str,
     o, f = statistics.median(on), statistics.median(off)
     extra_ms = statistics.median(ex_on) - statistics.median(ex_off)
     corrected = 1 + extra_ms / statistics.median(off)
-    print(f"{label}: send/sync steps beyond the plain step, per step: on {statistics.median(ex_on):.2f} ms, off "
-          f"{statistics.median(ex_off):.2f} ms -> {extra_ms:+.2f} ms per step = {corrected:.4f}x of the off loop "
-          f"(plain steps: median {statistics.median(plain_off):.2f} ms off)")
+    print(
+        f"{label}: send/sync steps beyond the plain step, per step: on {statistics.median(ex_on):.2f} ms, off "
+        f"{statistics.median(ex_off):.2f} ms -> {extra_ms:+.2f} ms per step = {corrected:.4f}x of the off loop "
+        f"(plain steps: median {statistics.median(plain_off):.2f} ms off)"
+    )
     cost, numel = sketch_cost_ms(cfg)
     window = cfg["sync_every"] // cfg["fragments"]
-    print(f"{label}: sketches on {o:.2f} / off {f:.2f} ms per step = {o / f:.4f}x (goal <= 1.01x); "
-          f"sketch work per sync (fragment 0, {numel:,} elements, in-process) {cost:.1f} ms = "
-          f"{cost / (window * f) * 100:.2f}% of the {window} steps between syncs")
-    return {"model": label, "params_per_fragment": numel, "steps": steps, "repeats": repeat, "on_ms_per_step": round(o, 3),
-            "off_ms_per_step": round(f, 3), "ratio": round(o / f, 4), "sync_step_excess_ratio": round(corrected, 4),
-            "ratios_per_repeat": [round(a / b, 4) for a, b in zip(on, off)], "sketch_ms_per_sync": round(cost, 2),
-            "sketch_share_of_window": round(cost / (window * f), 5)}
+    print(
+        f"{label}: sketches on {o:.2f} / off {f:.2f} ms per step = {o / f:.4f}x (goal <= 1.01x); "
+        f"sketch work per sync (fragment 0, {numel:,} elements, in-process) {cost:.1f} ms = "
+        f"{cost / (window * f) * 100:.2f}% of the {window} steps between syncs"
+    )
+    return {
+        "model": label,
+        "params_per_fragment": numel,
+        "steps": steps,
+        "repeats": repeat,
+        "on_ms_per_step": round(o, 3),
+        "off_ms_per_step": round(f, 3),
+        "ratio": round(o / f, 4),
+        "sync_step_excess_ratio": round(corrected, 4),
+        "ratios_per_repeat": [round(a / b, 4) for a, b in zip(on, off, strict=False)],
+        "sketch_ms_per_sync": round(cost, 2),
+        "sketch_share_of_window": round(cost / (window * f), 5),
+    }
 
 
 def main() -> None:
@@ -262,7 +322,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sketches", action="store_true", help="Measure the numeric check's sketches: on vs --no-sketches.")
+    ap.add_argument(
+        "--sketches", action="store_true", help="Measure the numeric check's sketches: on vs --no-sketches."
+    )
     ap.add_argument("--large-steps", type=int, default=40)
     ap.add_argument("--large-repeat", type=int, default=1)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
@@ -282,42 +344,77 @@ def main() -> None:
         rows = [sketch_bench(cfg, a.replicas, a.steps, a.repeat, "default", ())]
         large = {**cfg, **LARGE}
         if a.large_steps > WARMUP:
-            rows.append(sketch_bench(large, a.replicas, a.large_steps, a.large_repeat, "large",
-                                 tuple(x for k, v in LARGE.items() for x in (f"--{k.replace('_', '-')}", str(v)))))
+            rows.append(
+                sketch_bench(
+                    large,
+                    a.replicas,
+                    a.large_steps,
+                    a.large_repeat,
+                    "large",
+                    tuple(x for k, v in LARGE.items() for x in (f"--{k.replace('_', '-')}", str(v))),
+                )
+            )
         print(json.dumps({"sketches": rows}))
         return
     bare, ours = [], []
-    print(f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
-          f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; {a.replicas} replicas x {a.steps} steps x {a.repeat}, "
-          f"{threads_for(a.replicas)} threads per rank", flush=True)
+    print(
+        f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
+        f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; "
+        f"{a.replicas} replicas x {a.steps} steps x {a.repeat}, "
+        f"{threads_for(a.replicas)} threads per rank",
+        flush=True,
+    )
     for i in range(a.repeat):  # interleaved (and alternating who goes first), so drift in load hits both
-        for side in (("bare", "ftrun") if i % 2 == 0 else ("ftrun", "bare")):
+        for side in ("bare", "ftrun") if i % 2 == 0 else ("ftrun", "bare"):
             if side == "bare":
                 bare.append(run_bare(cfg, a.replicas))
             else:
                 ours.append(run_ftrun(cfg, a.replicas))
-        print(f"repeat {i + 1}: bare {bare[-1]:.2f} ms/step, ftrun {ours[-1]:.2f} ms/step "
-              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"repeat {i + 1}: bare {bare[-1]:.2f} ms/step, ftrun {ours[-1]:.2f} ms/step "
+            f"(load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
     b, o = statistics.median(bare), statistics.median(ours)
     print(f"bare torchft DiLoCo loop  : median {b:.2f} ms per step (whole loop, steps {WARMUP + 1}..{a.steps})")
     print(f"ftrun train --profile none: median {o:.2f} ms per step")
     ratio = o / b
     valid = ratio >= VALID_FROM
     print(f"ratio ftrun / bare        : {ratio:.3f}x (goal 1.00-1.02x)")
-    print(f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
-          f"{statistics.median(BOOKKEEPING):.3f} ms per step ({statistics.median(BOOKKEEPING) / o * 100:.2f}% of its step)")
+    print(
+        f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
+        f"{statistics.median(BOOKKEEPING):.3f} ms per step "
+        f"({statistics.median(BOOKKEEPING) / o * 100:.2f}% of its step)"
+    )
     quantiles = {}
     for side in ("bare", "ftrun"):
         xs = sorted(STEPS[side])
         quantiles[side] = [xs[int(q * (len(xs) - 1))] for q in (0.1, 0.25, 0.5, 0.9)]
         p10, p25, p50, p90 = quantiles[side]
-        print(f"{side:5} whole-loop step, ms: p10 {p10:.2f}  p25 {p25:.2f}  p50 {p50:.2f}  p90 {p90:.2f}  ({len(xs)} steps)")
-    print(f"ratio of the fast steps (p25, where other load rarely reaches): {quantiles['ftrun'][1] / quantiles['bare'][1]:.3f}x")
+        print(
+            f"{side:5} whole-loop step, ms: p10 {p10:.2f}  p25 {p25:.2f}  p50 {p50:.2f}  p90 {p90:.2f}  "
+            f"({len(xs)} steps)"
+        )
+    print(
+        "ratio of the fast steps (p25, where other load rarely reaches): "
+        f"{quantiles['ftrun'][1] / quantiles['bare'][1]:.3f}x"
+    )
     if not valid:
-        print(f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly more per "
-              "step, so the two sides did not run the same work, or the load on the machine changed between them")
-    print(json.dumps({"bare_ms_per_step": round(b, 3), "ftrun_ms_per_step": round(o, 3), "ratio": round(ratio, 4),
-                      "repeats": a.repeat, "valid": valid}))
+        print(
+            f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly "
+            "more per step, so the two sides did not run the same work, or the load on the machine changed between them"
+        )
+    print(
+        json.dumps(
+            {
+                "bare_ms_per_step": round(b, 3),
+                "ftrun_ms_per_step": round(o, 3),
+                "ratio": round(ratio, 4),
+                "repeats": a.repeat,
+                "valid": valid,
+            }
+        )
+    )
     if not valid:
         raise SystemExit(1)
 

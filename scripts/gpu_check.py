@@ -28,17 +28,16 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
+from ftrun.check.overlap import gpu_overlap  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
-from ftrun.check.overlap import gpu_overlap  # noqa: E402
-from ftrun.trace.spans import compute_launches, extract  # noqa: E402
+from ftrun.trace.spans import compute_launches  # noqa: E402
 
 STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
 KERNEL_RE = re.compile(r"^(ncclDevKernel_|ncclKernel_)([A-Za-z]+)")
@@ -46,13 +45,13 @@ TRANSPORT_RE = re.compile(r"NCCL INFO .*(via |Using network|NET/|P2P|SHM|Channel
 LINK = ("1gbit,20ms", 1e9, 0.020)
 
 
-def _stats(xs: list[float]) -> Optional[dict]:
+def _stats(xs: list[float]) -> dict | None:
     if not xs:
         return None
     return {"n": len(xs), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3), "min": round(min(xs), 3)}
 
 
-def _group(cat: str, name: str) -> Optional[str]:
+def _group(cat: str, name: str) -> str | None:
     """The name a (cat, name) count goes under, or None when the check does not count it."""
     m = STEP_RE.match(name)
     if m:
@@ -87,9 +86,18 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         rep = analyze(run_dirs)
     except BadInput as e:
         return {"inspect": {"verdict": "bad input", "problems": [str(e)]}}
-    problems = [e.problem for e in rep.events if e.problem] + [c.problem for c in rep.cross_replica if c.problem] + rep.run_problems
+    problems = (
+        [e.problem for e in rep.events if e.problem]
+        + [c.problem for c in rep.cross_replica if c.problem]
+        + rep.run_problems
+    )
     out: dict = {
-        "inspect": {"verdict": rep.verdict, "events": len(rep.events), "problems": problems[:5], "notes": rep.notes[:5]},
+        "inspect": {
+            "verdict": rep.verdict,
+            "events": len(rep.events),
+            "problems": problems[:5],
+            "notes": rep.notes[:5],
+        },
         "traces": {},
     }
     manifest = run_dirs[0] / "manifest.json"
@@ -158,7 +166,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
     return out
 
 
-def _bytes(shapes, itemsize: Optional[int]) -> Optional[int]:
+def _bytes(shapes, itemsize: int | None) -> int | None:
     if not shapes:
         return None
     n = 0
@@ -184,7 +192,14 @@ def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:
             need = (last_send[key].bytes * 8 / bandwidth_bps + latency_s) * 1000.0
             good = e.exposed_comm_ms is not None and e.exposed_comm_ms >= need
             ok = ok and good
-            rows.append({"replica": e.replica, "step": e.observed_step, "exposed_ms": e.exposed_comm_ms, "wire_plus_latency_ms": round(need, 3)})
+            rows.append(
+                {
+                    "replica": e.replica,
+                    "step": e.observed_step,
+                    "exposed_ms": e.exposed_comm_ms,
+                    "wire_plus_latency_ms": round(need, 3),
+                }
+            )
     return {"hold_spans": holds, "syncs": rows, "ok": ok and bool(rows), "verdict": rep.verdict}
 
 
@@ -217,9 +232,13 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
     got: dict = {"exit": res.returncode, "wall_s": round(time.monotonic() - t0, 1), "run_dir": str(out / name)}
     try:
         summ = json.loads(res.stdout)
-        got.update(ok=summ.get("ok"), commits=[r.get("commits") for r in summ.get("replicas", [])],
-                   agreement=summ.get("agreement", {}).get("ok"), commits_checked=summ.get("agreement", {}).get("commits_checked"),
-                   devices=summ.get("devices"))
+        got.update(
+            ok=summ.get("ok"),
+            commits=[r.get("commits") for r in summ.get("replicas", [])],
+            agreement=summ.get("agreement", {}).get("ok"),
+            commits_checked=summ.get("agreement", {}).get("commits_checked"),
+            devices=summ.get("devices"),
+        )
     except json.JSONDecodeError:
         got.update(ok=False, error=(res.stderr.strip().splitlines() or ["no output"])[-1][:300])
     return got
@@ -253,9 +272,40 @@ def main(argv: list[str]) -> int:
         ("streaming", [*base, "--mode", "streaming", "--steps", "60"], 0.25),
         ("bucketized", [*base, "--mode", "streaming", "--steps", "60", "--bucketize"], 0.2),
         ("link", [*base, "--mode", "baseline", "--steps", "40", "--link", LINK[0]], 0.2),
-        ("quantize", [*base, "--quantize", "--steps", "10", "--sync-every", "4", "--fragment-sync-delay", "1", "--profile", "none"], 0.15),
-        ("baby-nccl", ["--backend", "baby-nccl", "--replicas", "2", "--steps", "10", "--sync-every", "4",
-                       "--fragment-sync-delay", "1", "--profile", "none"], 0.15),
+        (
+            "quantize",
+            [
+                *base,
+                "--quantize",
+                "--steps",
+                "10",
+                "--sync-every",
+                "4",
+                "--fragment-sync-delay",
+                "1",
+                "--profile",
+                "none",
+            ],
+            0.15,
+        ),
+        (
+            "baby-nccl",
+            [
+                "--backend",
+                "baby-nccl",
+                "--replicas",
+                "2",
+                "--steps",
+                "10",
+                "--sync-every",
+                "4",
+                "--fragment-sync-delay",
+                "1",
+                "--profile",
+                "none",
+            ],
+            0.15,
+        ),
     ]
     runs: dict = {}
     for name, args, share in plan:
@@ -273,7 +323,10 @@ def main(argv: list[str]) -> int:
             r["nccl_transport"] = nccl_transport(rd)
         runs[name] = r
     summary["runs"] = runs
-    summary["ok"] = all(r.get("ok") for r in runs.values()) and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
+    summary["ok"] = (
+        all(r.get("ok") for r in runs.values())
+        and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
+    )
     print(json.dumps(summary, indent=1))
     return 0 if summary["ok"] else 1
 

@@ -69,11 +69,14 @@ def main() -> None:
             good = all(ok[k] is True for k in ("exposed_ms_per_sync", "steps_per_s"))
             passed += good
             rows.append({"link": link, "run": r["name"], "predicted": p, "measured": m, "error": e, "pass": good})
-            print(f"| {r['link']['describe']} | {r['name']} "
-                  f"| {ms(p['exposed_data_ms_per_sync'])} / {ms(m['exposed_data_ms_per_sync'])} "
-                  f"| {ms(p['exposed_control_ms_per_sync'])} / {ms(m['exposed_control_ms_per_sync'])} "
-                  f"| {ms(p['exposed_ms_per_sync'])} / {ms(m['exposed_ms_per_sync'])} ({pct(e['exposed_ms_per_sync'])}) "
-                  f"| {p['steps_per_s']:.2f} / {m['steps_per_s']:.2f} ({pct(e['steps_per_s'])}) | {'pass' if good else 'FAIL'} |")
+            print(
+                f"| {r['link']['describe']} | {r['name']} "
+                f"| {ms(p['exposed_data_ms_per_sync'])} / {ms(m['exposed_data_ms_per_sync'])} "
+                f"| {ms(p['exposed_control_ms_per_sync'])} / {ms(m['exposed_control_ms_per_sync'])} "
+                f"| {ms(p['exposed_ms_per_sync'])} / {ms(m['exposed_ms_per_sync'])} ({pct(e['exposed_ms_per_sync'])}) "
+                f"| {p['steps_per_s']:.2f} / {m['steps_per_s']:.2f} ({pct(e['steps_per_s'])}) "
+                f"| {'pass' if good else 'FAIL'} |"
+            )
     print(json.dumps({"rows": len(rows), "passed": passed, "tolerance": a.tolerance, "out": str(out)}))
 
 

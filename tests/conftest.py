@@ -41,8 +41,19 @@ def ftrun_run(tmp_path_factory):
     def get(name: str) -> Path:
         if name not in cache:
             out = tmp_path_factory.mktemp(f"train-{name}")
-            cmd = [*FTRUN, "train", *TRAIN_CONFIGS[name], "--steps", "40",
-                   "--replicas", "2", "--out", str(out), "--run-name", name]
+            cmd = [
+                *FTRUN,
+                "train",
+                *TRAIN_CONFIGS[name],
+                "--steps",
+                "40",
+                "--replicas",
+                "2",
+                "--out",
+                str(out),
+                "--run-name",
+                name,
+            ]
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
             if res.returncode != 0:
                 pytest.fail(f"ftrun train {name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")

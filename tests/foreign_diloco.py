@@ -41,8 +41,10 @@ def build_model(fragments: int, uneven: bool = False):
     if not uneven:
         layers = [nn.Linear(WIDTHS[i], WIDTHS[i + 1]) for i in range(fragments)]
         return nn.Sequential(*layers), layers
-    frags = [nn.Sequential(nn.Linear(WIDTHS[i], WIDTHS[i + 1]), *(nn.Linear(WIDTHS[i + 1], WIDTHS[i + 1]) for _ in range(i)))
-             for i in range(fragments)]
+    frags = [
+        nn.Sequential(nn.Linear(WIDTHS[i], WIDTHS[i + 1]), *(nn.Linear(WIDTHS[i + 1], WIDTHS[i + 1]) for _ in range(i)))
+        for i in range(fragments)
+    ]
     return nn.Sequential(*frags), frags
 
 
@@ -50,8 +52,8 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     from torch.distributed import TCPStore
     from torchft import Manager, ProcessGroupGloo
-    from torchft.process_group import ProcessGroupBabyGloo
     from torchft.local_sgd import DiLoCo
+    from torchft.process_group import ProcessGroupBabyGloo
 
     torch.manual_seed(0)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
@@ -96,9 +98,7 @@ def worker(args: argparse.Namespace) -> None:
         on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/step-{p.step_num}.json"),
         record_shapes=not args.no_shapes,
     )
-    with DiLoCo(
-        manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay
-    ):
+    with DiLoCo(manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay):
         prof.start()
         for _ in range(args.steps):
             if args.step_at == "top":

@@ -37,7 +37,6 @@ import copy
 import gzip
 import json
 from pathlib import Path
-from typing import Optional
 
 DEVICE = 0
 COMPUTE_STREAM = 7
@@ -52,8 +51,11 @@ KERNEL_NAMES = {
     "dev": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
     "old": "ncclKernel_AllReduce_RING_LL_Sum_float",
 }
-LAUNCHES = {"driver": ("cuda_driver", "cuLaunchKernelEx"), "runtime": ("cuda_runtime", "cudaLaunchKernel"),
-            "exc": ("cuda_runtime", "cudaLaunchKernelExC_v11060")}
+LAUNCHES = {
+    "driver": ("cuda_driver", "cuLaunchKernelEx"),
+    "runtime": ("cuda_runtime", "cudaLaunchKernel"),
+    "exc": ("cuda_runtime", "cudaLaunchKernelExC_v11060"),
+}
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 COMPUTE_KERNEL = "void at::native::vectorized_elementwise_kernel<4>"
 
@@ -64,14 +66,21 @@ def read(path: Path) -> dict:
 
 
 def write(trace: dict, path: Path) -> Path:
-    path.write_bytes(gzip.compress(json.dumps(trace).encode()) if path.name.endswith(".gz") else json.dumps(trace).encode())
+    path.write_bytes(
+        gzip.compress(json.dumps(trace).encode()) if path.name.endswith(".gz") else json.dumps(trace).encode()
+    )
     return path
 
 
 def _numel(dims: object) -> int:
     n = 0
-    for shape in (dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]
-                  and isinstance(dims[0][0], list) else dims[:1] if isinstance(dims, list) else []):
+    for shape in (
+        dims[0]
+        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] and isinstance(dims[0][0], list)
+        else dims[:1]
+        if isinstance(dims, list)
+        else []
+    ):
         k = 1
         for d in shape:
             k *= d
@@ -94,49 +103,152 @@ class _Ids:
         return self.corr
 
 
-def comm_args(kind: str, nelems: int, dtype: str = "Float", group: int = 2, pg: str = "1", out: Optional[int] = None) -> dict:
-    return {"Collective name": kind, "In msg nelems": nelems, "Out msg nelems": nelems if out is None else out,
-            "dtype": dtype, "Group size": group, "Process Group Name": pg, "Process Group Ranks": str(list(range(group)))}
+def comm_args(
+    kind: str, nelems: int, dtype: str = "Float", group: int = 2, pg: str = "1", out: int | None = None
+) -> dict:
+    return {
+        "Collective name": kind,
+        "In msg nelems": nelems,
+        "Out msg nelems": nelems if out is None else out,
+        "dtype": dtype,
+        "Group size": group,
+        "Process Group Name": pg,
+        "Process Group Ranks": str(list(range(group))),
+    }
 
 
-def collective(out: list, ids: _Ids, thread: tuple, c10d: Optional[dict], ts: float, dur: float, *, kind: str,
-               nccl_name: str, args: dict, kernel_ts: float, kernel_dur: float, naming: str, launch: str,
-               kernel_args: bool, stream: int = NCCL_STREAM, device: int = DEVICE, rpc: bool = True) -> dict:
+def collective(
+    out: list,
+    ids: _Ids,
+    thread: tuple,
+    c10d: dict | None,
+    ts: float,
+    dur: float,
+    *,
+    kind: str,
+    nccl_name: str,
+    args: dict,
+    kernel_ts: float,
+    kernel_dur: float,
+    naming: str,
+    launch: str,
+    kernel_args: bool,
+    stream: int = NCCL_STREAM,
+    device: int = DEVICE,
+    rpc: bool = True,
+) -> dict:
     """Append what one NCCL collective writes (rule 2) inside ``[ts, ts+dur]`` on ``thread``; the
     kernel at ``kernel_ts``. ``c10d``: the existing c10d op (None: write one). Returns the kernel."""
     pid, tid = thread
     if c10d is None:
-        out.append({"ph": "X", "cat": "cpu_op", "name": f"c10d::{kind}_", "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-                    "args": {"External id": ids.next_ext()}})
+        out.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"c10d::{kind}_",
+                "pid": pid,
+                "tid": tid,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": ids.next_ext()},
+            }
+        )
     t, d = ts + 0.3, max(dur - 0.6, 2.0)
     if rpc:
-        out.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": pid, "tid": tid, "ts": t, "dur": d,
-                    "args": {"External id": ids.next_ext(), **args, "Rank": 0}})
+        out.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "record_param_comms",
+                "pid": pid,
+                "tid": tid,
+                "ts": t,
+                "dur": d,
+                "args": {"External id": ids.next_ext(), **args, "Rank": 0},
+            }
+        )
     t, d = t + 0.2, max(d - 0.4, 1.5)
     ext = ids.next_ext()
-    out.append({"ph": "X", "cat": "user_annotation", "name": nccl_name, "pid": pid, "tid": tid, "ts": t, "dur": d,
-                "args": {"External id": ext}})
+    out.append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": nccl_name,
+            "pid": pid,
+            "tid": tid,
+            "ts": t,
+            "dur": d,
+            "args": {"External id": ext},
+        }
+    )
     corr = ids.next_corr()
     cat, lname = LAUNCHES[launch]
     lts = t + 0.2
-    out.append({"ph": "X", "cat": cat, "name": lname, "pid": pid, "tid": tid, "ts": lts, "dur": min(LAUNCH_DUR_US, d - 0.4),
-                "args": {"External id": ext, "cbid": 211, "correlation": corr}})
-    kargs = {"External id": ext, "queued": 0, "device": device, "context": 1, "stream": stream, "correlation": corr,
-             "registers per thread": 96, "grid": [2, 1, 1], "block": [640, 1, 1]}
+    out.append(
+        {
+            "ph": "X",
+            "cat": cat,
+            "name": lname,
+            "pid": pid,
+            "tid": tid,
+            "ts": lts,
+            "dur": min(LAUNCH_DUR_US, d - 0.4),
+            "args": {"External id": ext, "cbid": 211, "correlation": corr},
+        }
+    )
+    kargs = {
+        "External id": ext,
+        "queued": 0,
+        "device": device,
+        "context": 1,
+        "stream": stream,
+        "correlation": corr,
+        "registers per thread": 96,
+        "grid": [2, 1, 1],
+        "block": [640, 1, 1],
+    }
     if kernel_args:
         kargs.update(args)
-    k = {"ph": "X", "cat": "kernel", "name": KERNEL_NAMES[naming], "pid": device, "tid": stream, "ts": kernel_ts,
-         "dur": kernel_dur, "args": kargs}
+    k = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": KERNEL_NAMES[naming],
+        "pid": device,
+        "tid": stream,
+        "ts": kernel_ts,
+        "dur": kernel_dur,
+        "args": kargs,
+    }
     out.append(k)
-    out.append({"ph": "X", "cat": "gpu_user_annotation", "name": nccl_name, "pid": device, "tid": stream, "ts": kernel_ts,
-                "dur": kernel_dur, "args": {"External id": ext}})
+    out.append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": nccl_name,
+            "pid": device,
+            "tid": stream,
+            "ts": kernel_ts,
+            "dur": kernel_dur,
+            "args": {"External id": ext},
+        }
+    )
     out.append({"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": lts, "cat": "ac2g", "name": "ac2g"})
-    out.append({"ph": "f", "id": corr, "pid": device, "tid": stream, "ts": kernel_ts, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+    out.append(
+        {"ph": "f", "id": corr, "pid": device, "tid": stream, "ts": kernel_ts, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+    )
     return k
 
 
-def to_cuda(trace: dict, naming: str = "generic", compute_kernels: bool = True, launch: str = "driver",
-            kernel_args: bool = True, gaps: tuple[float, ...] = GAPS_US, pg: str = "1", group: int = 2) -> dict:
+def to_cuda(
+    trace: dict,
+    naming: str = "generic",
+    compute_kernels: bool = True,
+    launch: str = "driver",
+    kernel_args: bool = True,
+    gaps: tuple[float, ...] = GAPS_US,
+    pg: str = "1",
+    group: int = 2,
+) -> dict:
     """A copy of ``trace`` (a real ftrun CPU trace) in kineto's CUDA shape (module rules 1-5)."""
     out = copy.deepcopy(trace)
     evs: list[dict] = out["traceEvents"]
@@ -160,9 +272,22 @@ def to_cuda(trace: dict, naming: str = "generic", compute_kernels: bool = True, 
         if start < stream_free:  # queued behind the stream's previous kernel (rule 4)
             start = max(stream_free + gaps[queued % len(gaps)], launch_ts + LAUNCH_LAG_US)
             queued += 1
-        collective(added, ids, (op["pid"], op["tid"]), op, op["ts"], op["dur"], kind="allreduce", nccl_name="nccl:all_reduce",
-                   args=comm_args("allreduce", n, pg=pg, group=group), kernel_ts=start, kernel_dur=g["dur"],
-                   naming=naming, launch=launch, kernel_args=kernel_args)
+        collective(
+            added,
+            ids,
+            (op["pid"], op["tid"]),
+            op,
+            op["ts"],
+            op["dur"],
+            kind="allreduce",
+            nccl_name="nccl:all_reduce",
+            args=comm_args("allreduce", n, pg=pg, group=group),
+            kernel_ts=start,
+            kernel_dur=g["dur"],
+            naming=naming,
+            launch=launch,
+            kernel_args=kernel_args,
+        )
         stream_free = start + g["dur"]
     if compute_kernels:  # rule 5, with rule 3's copy of the step (the innermost annotation at the launch)
         for e in host:
@@ -175,36 +300,72 @@ def to_cuda(trace: dict, naming: str = "generic", compute_kernels: bool = True, 
     return out
 
 
-def compute_kernel(ids: _Ids, annotation: dict, launch_ts: float, ts: float, dur: float, stream: int = COMPUTE_STREAM) -> list[dict]:
+def compute_kernel(
+    ids: _Ids, annotation: dict, launch_ts: float, ts: float, dur: float, stream: int = COMPUTE_STREAM
+) -> list[dict]:
     """A compute kernel launched inside ``annotation`` (its innermost user annotation), with its copy."""
     corr, ext = ids.next_corr(), annotation.get("args", {}).get("External id", 0)
     return [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": annotation["pid"], "tid": annotation["tid"],
-         "ts": launch_ts, "dur": LAUNCH_DUR_US, "args": {"External id": ext, "cbid": 211, "correlation": corr}},
-        {"ph": "X", "cat": "kernel", "name": COMPUTE_KERNEL, "pid": DEVICE, "tid": stream, "ts": ts, "dur": dur,
-         "args": {"External id": ext, "correlation": corr, "device": DEVICE, "stream": stream}},
-        {"ph": "X", "cat": "gpu_user_annotation", "name": annotation["name"], "pid": DEVICE, "tid": stream, "ts": ts,
-         "dur": dur, "args": {"External id": ext}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": annotation["pid"],
+            "tid": annotation["tid"],
+            "ts": launch_ts,
+            "dur": LAUNCH_DUR_US,
+            "args": {"External id": ext, "cbid": 211, "correlation": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": COMPUTE_KERNEL,
+            "pid": DEVICE,
+            "tid": stream,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": ext, "correlation": corr, "device": DEVICE, "stream": stream},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": annotation["name"],
+            "pid": DEVICE,
+            "tid": stream,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": ext},
+        },
     ]
 
 
 def kernels(trace: dict) -> list[dict]:
-    return sorted((e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
-                  key=lambda e: e["ts"])
+    return sorted(
+        (e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
+        key=lambda e: e["ts"],
+    )
 
 
 def launches(trace: dict) -> dict[int, dict]:
     """Launch events by correlation (runtime and driver)."""
-    return {e["args"]["correlation"]: e for e in trace["traceEvents"] if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
+    return {
+        e["args"]["correlation"]: e
+        for e in trace["traceEvents"]
+        if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
 
 
 def queued_gaps(trace: dict) -> list[float]:
     """start - previous end of every NCCL kernel that was queued (launched before the previous ended)."""
     ks, ls = kernels(trace), launches(trace)
-    return [k["ts"] - (p["ts"] + p["dur"]) for p, k in zip(ks, ks[1:]) if ls[k["args"]["correlation"]]["ts"] < p["ts"] + p["dur"]]
+    return [
+        k["ts"] - (p["ts"] + p["dur"])
+        for p, k in zip(ks, ks[1:], strict=False)
+        if ls[k["args"]["correlation"]]["ts"] < p["ts"] + p["dur"]
+    ]
 
 
-def queue_behind(trace: dict, first_of_later: int, extra_us: Optional[float] = None, gap_us: float = 0.0) -> dict:
+def queue_behind(trace: dict, first_of_later: int, extra_us: float | None = None, gap_us: float = 0.0) -> dict:
     """Hand-made queueing: stretch the NCCL kernel before ``first_of_later`` (index into the NCCL
     kernels by start) until past that kernel's launch, and start the later kernels of the stream
     ``gap_us`` after their predecessor's end when they would start before it (a negative gap: a
@@ -245,7 +406,11 @@ def quantize(tr: dict) -> dict:
         k = ks[launch["args"]["correlation"]]
         n = k["args"]["In msg nelems"]
         for e in evs:  # the allreduce host stack around this launch becomes the alltoall's
-            if e.get("pid") == launch["pid"] and e.get("tid") == launch["tid"] and e["ts"] <= launch["ts"] <= e["ts"] + e.get("dur", 0):
+            if (
+                e.get("pid") == launch["pid"]
+                and e.get("tid") == launch["tid"]
+                and e["ts"] <= launch["ts"] <= e["ts"] + e.get("dur", 0)
+            ):
                 if e["name"] == "c10d::allreduce_":
                     e["name"] = "c10d::alltoall_base_"
                 elif e["name"] == "record_param_comms":
@@ -256,11 +421,25 @@ def quantize(tr: dict) -> dict:
         k["dur"] /= 2
         ag = copy.deepcopy(k)
         ag["ts"] = k["ts"] + k["dur"] + 1.0
-        ag["args"].update(comm_args("allgather_into_tensor_coalesced", n, dtype="Char"), correlation=k["args"]["correlation"] + 50000)
+        ag["args"].update(
+            comm_args("allgather_into_tensor_coalesced", n, dtype="Char"), correlation=k["args"]["correlation"] + 50000
+        )
         agl = {**copy.deepcopy(launch), "ts": launch["ts"] + 1.0, "dur": 1.0}
         agl["args"]["correlation"] = ag["args"]["correlation"]
-        evs += [ag, agl, {"ph": "X", "cat": "cpu_op", "name": "c10d::allgather_into_tensor_coalesced_", "pid": launch["pid"],
-                          "tid": launch["tid"], "ts": launch["ts"] + 0.9, "dur": 1.2, "args": {}}]
+        evs += [
+            ag,
+            agl,
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "c10d::allgather_into_tensor_coalesced_",
+                "pid": launch["pid"],
+                "tid": launch["tid"],
+                "ts": launch["ts"] + 0.9,
+                "dur": 1.2,
+                "args": {},
+            },
+        ]
     for e in evs:
         if e.get("cat") == "gpu_user_annotation" and e["name"] == "nccl:all_reduce":
             e["name"] = "nccl:all_to_all"
@@ -287,7 +466,11 @@ def graph_replay(trace: dict, kernels_per_graph: int = 3) -> dict:
     evs = out["traceEvents"]
     compute = {e["args"]["correlation"]: e for e in evs if e.get("cat") == "kernel" and e["name"] == COMPUTE_KERNEL}
     for e in evs:
-        if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel" and e["args"].get("correlation") in compute:
+        if (
+            e.get("cat") == "cuda_runtime"
+            and e["name"] == "cudaLaunchKernel"
+            and e["args"].get("correlation") in compute
+        ):
             e["name"], e["args"]["cbid"] = "cudaGraphLaunch", 311
             k = compute[e["args"]["correlation"]]
             for j in range(1, kernels_per_graph):
@@ -306,15 +489,35 @@ def convert_run(run_dir: Path, dst: Path, naming: str = "generic", **kw) -> Path
 
 
 def _base(rank: int, world: int, nccl_version: str = "2.21.5") -> dict:
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world, "pg_count": 1,
-                                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                                               "ranks": list(range(world))}], "nccl_version": nccl_version},
-            "record_shapes": 0, "trace_id": f"DDP{rank:04d}", "baseTimeNanoseconds": 1700000000000000000, "traceEvents": []}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": world,
+            "pg_count": 1,
+            "pg_config": [
+                {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": list(range(world))}
+            ],
+            "nccl_version": nccl_version,
+        },
+        "record_shapes": 0,
+        "trace_id": f"DDP{rank:04d}",
+        "baseTimeNanoseconds": 1700000000000000000,
+        "traceEvents": [],
+    }
 
 
-def ddp_trace(steps: int = 4, buckets: int = 5, rank: int = 3, world: int = 8, naming: str = "sendrecv",
-              launch: str = "runtime", kernel_args: bool = True) -> dict:
+def ddp_trace(
+    steps: int = 4,
+    buckets: int = 5,
+    rank: int = 3,
+    world: int = 8,
+    naming: str = "sendrecv",
+    launch: str = "runtime",
+    kernel_args: bool = True,
+) -> dict:
     """A DDP step loop as kineto writes it: ``ProfilerStep#k`` (profiler schedule), forward under
     ``DistributedDataParallel.forward``, and per gradient bucket an NCCL allreduce launched from
     the autograd thread (rule 2, generic kernel names). No torchft span anywhere."""
@@ -326,19 +529,48 @@ def ddp_trace(steps: int = 4, buckets: int = 5, rank: int = 3, world: int = 8, n
     free = 0.0
     for s in range(steps):
         k = s + 2  # the schedule's warm-up steps are before the window
-        step = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": pid, "tid": main, "ts": t, "dur": 9000.0,
-                "args": {"External id": ids.next_ext()}}
-        fwd = {"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward", "pid": pid, "tid": main,
-               "ts": t + 10, "dur": 3000.0, "args": {"External id": ids.next_ext()}}
+        step = {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ProfilerStep#{k}",
+            "pid": pid,
+            "tid": main,
+            "ts": t,
+            "dur": 9000.0,
+            "args": {"External id": ids.next_ext()},
+        }
+        fwd = {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "DistributedDataParallel.forward",
+            "pid": pid,
+            "tid": main,
+            "ts": t + 10,
+            "dur": 3000.0,
+            "args": {"External id": ids.next_ext()},
+        }
         evs += [step, fwd]
         evs += compute_kernel(ids, fwd, t + 20, t + 40, 2500.0)
         for b in range(buckets):
             ts = t + 4000 + b * 900
             n = 25_000_000 // buckets
             start = max(ts + 8.0, free + (10.0 if free > ts else 0.0))
-            collective(evs, ids, (pid, autograd), None, ts, 60.0, kind="allreduce", nccl_name="nccl:all_reduce",
-                       args=comm_args("allreduce", n, group=world, pg="0"), kernel_ts=start, kernel_dur=700.0,
-                       naming=naming, launch=launch, kernel_args=kernel_args)
+            collective(
+                evs,
+                ids,
+                (pid, autograd),
+                None,
+                ts,
+                60.0,
+                kind="allreduce",
+                nccl_name="nccl:all_reduce",
+                args=comm_args("allreduce", n, group=world, pg="0"),
+                kernel_ts=start,
+                kernel_dur=700.0,
+                naming=naming,
+                launch=launch,
+                kernel_args=kernel_args,
+            )
             free = start + 700.0
         t += 10_000.0
     return d
@@ -353,15 +585,49 @@ def inference_trace(replays: int = 6, rank: int = 0, world: int = 2) -> dict:
     ids = _Ids(ext=7000, corr=7000)
     pid = tid = 9100
     t = 2_000_000.0
-    for r in range(replays):
-        ex = {"ph": "X", "cat": "user_annotation", "name": "execute_model", "pid": pid, "tid": tid, "ts": t, "dur": 400.0,
-              "args": {"External id": ids.next_ext()}}
+    for _r in range(replays):
+        ex = {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "execute_model",
+            "pid": pid,
+            "tid": tid,
+            "ts": t,
+            "dur": 400.0,
+            "args": {"External id": ids.next_ext()},
+        }
         corr = ids.next_corr()
-        evs += [ex, {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": pid, "tid": tid, "ts": t + 5, "dur": 12.0,
-                     "args": {"External id": ex["args"]["External id"], "cbid": 311, "correlation": corr}}]
+        evs += [
+            ex,
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaGraphLaunch",
+                "pid": pid,
+                "tid": tid,
+                "ts": t + 5,
+                "dur": 12.0,
+                "args": {"External id": ex["args"]["External id"], "cbid": 311, "correlation": corr},
+            },
+        ]
         for j, name in enumerate((COMPUTE_KERNEL, "ncclDevKernel_Generic_1", COMPUTE_KERNEL)):
-            evs.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": COMPUTE_STREAM, "ts": t + 30 + j * 60, "dur": 50.0,
-                        "args": {"External id": ex["args"]["External id"], "correlation": corr, "device": 0, "stream": COMPUTE_STREAM}})
+            evs.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": COMPUTE_STREAM,
+                    "ts": t + 30 + j * 60,
+                    "dur": 50.0,
+                    "args": {
+                        "External id": ex["args"]["External id"],
+                        "correlation": corr,
+                        "device": 0,
+                        "stream": COMPUTE_STREAM,
+                    },
+                }
+            )
         t += 1000.0
     return d
 
@@ -384,10 +650,15 @@ def trim_run(src: Path, dst: Path) -> Path:
         evs = d["traceEvents"]
         restores = [e for e in evs if e.get("name") == "torchft::local_sgd::restore_parameters"]
 
-        def in_restore(e: dict) -> bool:
+        def in_restore(e: dict, restores: list[dict] = restores) -> bool:
             return any(r["tid"] == e["tid"] and r["ts"] <= e["ts"] <= r["ts"] + r["dur"] for r in restores)
 
-        d["traceEvents"] = [e for e in evs if e.get("ph") == "M" or e.get("name", "").startswith(TRIM_KEEP)
-                            or (e.get("name") == "aten::copy_" and in_restore(e))]
+        d["traceEvents"] = [
+            e
+            for e in evs
+            if e.get("ph") == "M"
+            or e.get("name", "").startswith(TRIM_KEEP)
+            or (e.get("name") == "aten::copy_" and in_restore(e))
+        ]
         (dst / "traces" / p.name).write_bytes(gzip.compress(json.dumps(d).encode(), mtime=0))
     return dst

@@ -32,7 +32,9 @@ def main() -> None:
     p.add_argument("--wait", type=int, default=1)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=8)
-    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep in every step (stands in for compute)")
+    p.add_argument(
+        "--step-sleep", type=float, default=0.0, help="seconds to sleep in every step (stands in for compute)"
+    )
     p.add_argument("--crash-group", type=int, default=None)
     p.add_argument("--crash-at", type=int, default=3)
     args = p.parse_args()

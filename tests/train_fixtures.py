@@ -1,7 +1,8 @@
 """The tests' shared helpers (the one module test files import from; test modules never import
-each other): how to run ``ftrun`` (the binary, in a child: ``FTRUN``; in-process: ``cli``,
-``inspect``), the small model (``SMALL``), torchft's own DiLoCo as a trace source
-(``run_foreign``), trace JSON edits, and ``ftrun train`` runs with their process trees.
+each other): how to run ``ftrun`` (the binary, in a child: ``FTRUN``, ``run_ftrun``; in-process:
+``cli``, ``inspect``), the one-line error of bad input (``one_line``), the small model (``SMALL``),
+torchft's own DiLoCo as a trace source (``run_foreign``), trace JSON edits, and ``ftrun train``
+runs with their process trees.
 
 Every ``ftrun train`` run goes through :func:`run_train`, which starts ``ftrun train`` as a child, records
 every process that descends from it (polling /proc while it runs, since orphans are
@@ -20,11 +21,11 @@ import struct
 import subprocess
 import sys
 import threading
-import xml.etree.ElementTree as ET
 import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -33,16 +34,42 @@ from ftrun.torchft_compat import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
 
 ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).with_name("ftrun")
-FTRUN: list[str] = [str(_BIN)] if _BIN.exists() else ([shutil.which("ftrun")] if shutil.which("ftrun") else [sys.executable, "-m", "ftrun"])
+FTRUN: list[str] = (
+    [str(_BIN)]
+    if _BIN.exists()
+    else ([shutil.which("ftrun")] if shutil.which("ftrun") else [sys.executable, "-m", "ftrun"])
+)
 
 
-def cli(*args: str):
+def cli(*args: str, env: dict[str, str] | None = None):
     """``ftrun ARGS`` in this process (typer's CliRunner): ``.exit_code``, ``.output``."""
     from typer.testing import CliRunner
 
     from ftrun.cli import app
 
-    return CliRunner().invoke(app, list(args))
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def run_ftrun(*args: str, timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``ftrun ARGS`` in a child process (e2e tests): ``.returncode``, ``.stdout``, ``.stderr``."""
+    return subprocess.run([*FTRUN, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def one_line(res, *needles: str) -> str:
+    """The error line of a refused command (the house rule for bad input): exit 2, no traceback,
+    exactly one non-empty line (stderr of a child process; the output of :func:`cli`), holding
+    each of ``needles``. Returns the line."""
+    if isinstance(res, subprocess.CompletedProcess):
+        code, text, everything = res.returncode, res.stderr, res.stdout + res.stderr
+    else:
+        code, text, everything = res.exit_code, res.output, res.output
+    assert code == 2, (code, everything)
+    assert "Traceback" not in everything, everything
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert len(lines) == 1, everything
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
 
 
 def inspect(*args: str):
@@ -51,22 +78,86 @@ def inspect(*args: str):
 
 
 # torchft's own DiLoCo (tests/foreign_diloco.py): the schedule it runs, as inspect-trace flags
+def same_as_cli(report, *args: str) -> None:
+    """An ``ftrun.api.Report`` says what ``ftrun inspect-trace ARGS --json`` says: exit code,
+    verdict, problems and every event's (replica, kind, expected/observed step, fragment, ok)."""
+    res = inspect(*args, "--json")
+    d = json.loads(res.output)
+    assert res.exit_code == (0 if report.ok else 1)
+    assert report.verdict == d["verdict"]
+    assert report.problems == d["problems"]
+
+    def rows(events: list[dict]) -> list[tuple]:
+        return [
+            (e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in events
+        ]
+
+    assert rows(report.to_json()["events"]) == rows(d["events"])
+
+
+CPU_RUN = ROOT / "tests" / "data" / "cpu_run"  # a real 2-replica streaming run, trimmed (tests/data/README.md)
+
+
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of ``CPU_RUN`` (runA, runB) under ``tmp_path``: what ``ftrun compare`` reads."""
+    a, b = tmp_path / "runA", tmp_path / "runB"
+    shutil.copytree(CPU_RUN, a)
+    shutil.copytree(CPU_RUN, b)
+    return a, b
+
+
+def lighthouse_url(proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> str:
+    """The URL a started ``ftrun lighthouse`` prints (its stdout line ``lighthouse: URL``); an
+    AssertionError with the tail of its ``log`` if it prints none (the caller stops it)."""
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("lighthouse: ") or not line:
+            break
+    assert line.startswith("lighthouse: "), (
+        f"no URL from ftrun lighthouse: {line!r}\n{log.read_text(errors='replace')[-2000:]}"
+    )
+    return line.split(" ", 1)[1].strip()
+
+
 FOREIGN = dict(fragments=2, sync_every=8, delay=2)
-FOREIGN_FLAGS = ["--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-                 "--fragment-sync-delay", str(FOREIGN["delay"])]
+FOREIGN_FLAGS = [
+    "--fragments",
+    str(FOREIGN["fragments"]),
+    "--sync-every",
+    str(FOREIGN["sync_every"]),
+    "--fragment-sync-delay",
+    str(FOREIGN["delay"]),
+]
 
 
 def run_foreign(out: Path, *extra: str) -> Path:
     """tests/foreign_diloco.py with FOREIGN's schedule, 2 replicas, 24 steps, into ``out``."""
     import pytest
 
-    cmd = [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--replicas", "2",
-           "--fragments", str(FOREIGN["fragments"]), "--sync-every", str(FOREIGN["sync_every"]),
-           "--delay", str(FOREIGN["delay"]), "--steps", "24", *extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "tests" / "foreign_diloco.py"),
+        "--out",
+        str(out),
+        "--replicas",
+        "2",
+        "--fragments",
+        str(FOREIGN["fragments"]),
+        "--sync-every",
+        str(FOREIGN["sync_every"]),
+        "--delay",
+        str(FOREIGN["delay"]),
+        "--steps",
+        "24",
+        *extra,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if res.returncode != 0:
         pytest.fail(f"foreign_diloco.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return out
+
 
 # Small and fast on 2 CPU cores.
 SMALL = ["--width", "32", "--batch-size", "4", "--seq-len", "16"]
@@ -92,13 +183,41 @@ def torchft_events(steps, t0: float = 0.0, window: int = 4, delay: int = 2, pid:
     ev = []
     for k in steps:
         ts = t0 + 10.0 * k
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": ts, "dur": 5.0, "pid": pid, "tid": 1})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k}",
+                "ts": ts,
+                "dur": 5.0,
+                "pid": pid,
+                "tid": 1,
+            }
+        )
         if k % window == window - delay:
-            ev.append({"ph": "X", "cat": "user_annotation", "name": "torchft::local_sgd::prepare_sync", "ts": ts + 1, "dur": 1.0,
-                       "pid": pid, "tid": 1})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "torchft::local_sgd::prepare_sync",
+                    "ts": ts + 1,
+                    "dur": 1.0,
+                    "pid": pid,
+                    "tid": 1,
+                }
+            )
         if k % window == 0:
-            ev.append({"ph": "X", "cat": "user_annotation", "name": "torchft::local_sgd::perform_sync", "ts": ts + 2, "dur": 1.0,
-                       "pid": pid, "tid": 1})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "torchft::local_sgd::perform_sync",
+                    "ts": ts + 2,
+                    "dur": 1.0,
+                    "pid": pid,
+                    "tid": 1,
+                }
+            )
     return ev
 
 
@@ -127,13 +246,22 @@ def steps(d: dict) -> dict[int, dict]:
 
 def spans(d: dict, name: str, step: int) -> list[dict]:
     s = steps(d)[step]
-    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("name") == name
-            and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+    return [
+        e
+        for e in d["traceEvents"]
+        if e.get("ph") == "X" and e.get("name") == name and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]
+    ]
 
 
 def nested(d: dict, outer: dict) -> list[dict]:
-    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("tid") == outer["tid"]
-            and e.get("pid") == outer["pid"] and outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]]
+    return [
+        e
+        for e in d["traceEvents"]
+        if e.get("ph") == "X"
+        and e.get("tid") == outer["tid"]
+        and e.get("pid") == outer["pid"]
+        and outer["ts"] <= e["ts"] <= outer["ts"] + outer["dur"]
+    ]
 
 
 def move_send(d: dict, step: int) -> None:
@@ -162,7 +290,7 @@ def swap_send_sizes(d: dict, a: int, b: int) -> None:
     """
     oa, ob = send_ops(d, a), send_ops(d, b)
     if len(oa) == len(ob):
-        for x, y in zip(oa, ob):
+        for x, y in zip(oa, ob, strict=False):
             x["args"]["Input Dims"], y["args"]["Input Dims"] = y["args"]["Input Dims"], x["args"]["Input Dims"]
         return
     (pa,), (pb,) = spans(d, LABELS.prepare_sync, a), spans(d, LABELS.prepare_sync, b)
@@ -196,9 +324,12 @@ def validate_junit(path: Path) -> ET.Element:
         assert JUNIT_REQUIRED["testsuite"] <= set(s.attrib), s.attrib
         cases = s.findall("testcase")
         assert len(list(s)) == len(cases)
-        counts = {"tests": len(cases), "failures": sum(c.find("failure") is not None for c in cases),
-                  "errors": sum(c.find("error") is not None for c in cases),
-                  "skipped": sum(c.find("skipped") is not None for c in cases)}
+        counts = {
+            "tests": len(cases),
+            "failures": sum(c.find("failure") is not None for c in cases),
+            "errors": sum(c.find("error") is not None for c in cases),
+            "skipped": sum(c.find("skipped") is not None for c in cases),
+        }
         for k, v in counts.items():
             assert int(s.get(k, "0")) == v, (k, s.attrib)
             total[k] += v
@@ -220,8 +351,8 @@ def junit_cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
     return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
 
 
-
 # --- /proc -------------------------------------------------------------------------------
+
 
 def _stat(pid: int) -> tuple[int, str, int] | None:
     """(ppid, state, starttime) of a live pid, or None."""
@@ -301,6 +432,7 @@ def survivors(watch: TreeWatch, marker: str, within_s: float = 5.0) -> list[str]
 
 # --- running ftrun train -------------------------------------------------------------------
 
+
 @dataclass
 class TrainRun:
     run_dir: Path
@@ -344,8 +476,9 @@ def run_train(
     run_dir = out / run_name
     argv = [*FTRUN, "train", "--out", str(out), "--run-name", run_name, *args]
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     watch = TreeWatch(proc.pid)
     try:
         if while_running is not None:
@@ -361,13 +494,14 @@ def run_train(
         except subprocess.TimeoutExpired:
             _kill_seen(proc, watch)
             stdout, stderr = proc.communicate()
-            raise AssertionError(f"ftrun train did not finish in {timeout}s:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+            tail = f"{stdout[-2000:]}\n{stderr[-2000:]}"
+            raise AssertionError(f"ftrun train did not finish in {timeout}s:\n{tail}") from None
     finally:
         wall = time.monotonic() - t0
         watch.stop()
     left = survivors(watch, str(run_dir))
     if left:
-        for (pid, start) in list(watch.seen):  # don't leak into the next test
+        for pid, start in list(watch.seen):  # don't leak into the next test
             if live(pid, start):
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -377,7 +511,7 @@ def run_train(
 
 
 def _kill_seen(proc: subprocess.Popen, watch: TreeWatch) -> None:
-    for (pid, start) in [(proc.pid, 0), *watch.seen]:
+    for pid, start in [(proc.pid, 0), *watch.seen]:
         try:
             if pid == proc.pid or live(pid, start):
                 os.kill(pid, signal.SIGKILL)
@@ -402,6 +536,7 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 60.0, replica: int 
 
 # --- hand-made run dirs ---------------------------------------------------------------------
 
+
 def train_manifest(**fields) -> dict:
     """A ``manifest.json`` of ``ftrun train`` (``ftrun.layout.Manifest``) as JSON data: the one of
     tests/data/cpu_run, with ``fields`` replaced."""
@@ -411,12 +546,26 @@ def train_manifest(**fields) -> dict:
 def event_record(step: int | None, **fields) -> dict:
     """One event-log line (``ftrun.layout.EventRecord``) as JSON data: a plain step that sent and
     synced nothing, with ``fields`` set on top."""
-    return {"step": step, "manager_step": 0, "manager_step_after": 0, "participants": None, "quorum_id": None,
-            "loss": 0.0, "step_time_s": 0.0, "restart": 0, "sent": None, "synced": None, "commit": None,
-            "fingerprint": None, "t": 0.0, **fields}
+    return {
+        "step": step,
+        "manager_step": 0,
+        "manager_step_after": 0,
+        "participants": None,
+        "quorum_id": None,
+        "loss": 0.0,
+        "step_time_s": 0.0,
+        "restart": 0,
+        "sent": None,
+        "synced": None,
+        "commit": None,
+        "fingerprint": None,
+        "t": 0.0,
+        **fields,
+    }
 
 
 # --- checks shared by the end-to-end tests --------------------------------------------------
+
 
 def actual_events(records: list[dict]) -> list[tuple[int, str, int, int]]:
     """(step, kind, fragment, manager_step) of each send/sync an event log recorded, in order."""
@@ -433,7 +582,9 @@ def trace_names(path: Path) -> list[str]:
     """Names of the complete ("X") events in a chrome trace (.json.gz)."""
     with gzip.open(path, "rt") as f:
         trace = json.load(f)
-    return [ev["name"] for ev in trace.get("traceEvents", []) if ev.get("ph") == "X" and isinstance(ev.get("name"), str)]
+    return [
+        ev["name"] for ev in trace.get("traceEvents", []) if ev.get("ph") == "X" and isinstance(ev.get("name"), str)
+    ]
 
 
 def trace_step_spans(path: Path) -> set[int]:

@@ -8,52 +8,81 @@ from __future__ import annotations
 
 from typing import Optional
 
+import msgspec
+
 from ftrun import layout
+from ftrun.config import ScheduleConfig
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError
 from ftrun.trace.discover import Inputs
 
 
+class _FlatSchedule(msgspec.Struct):
+    fragments: int
+    sync_every: int
+    fragment_sync_delay: int
+
+
+class _EarlierSpec(msgspec.Struct):
+    """The spec.json of an ftrun before the config tree: its ``config`` was flat, by key."""
+
+    config: _FlatSchedule
+
+
 def _spec_hint(run_dir) -> str:
     """What the interrupted run's ``spec.json`` says it was started with, as flags to pass."""
+    path = run_dir / layout.SPEC
+    s: ScheduleConfig | _FlatSchedule
     try:
-        c = layout.read_spec(run_dir / layout.SPEC).config
-        flags = f"--fragments {c['fragments']} --sync-every {c['sync_every']} --fragment-sync-delay {c['fragment_sync_delay']}"
-    except (BadInput, KeyError, TypeError, AttributeError):
-        return "; to check the traces it wrote anyway, give --fragments --sync-every --fragment-sync-delay"
+        s = layout.read_spec(path).config.schedule
+    except BadInput:
+        try:
+            s = msgspec.json.decode(path.read_bytes(), type=_EarlierSpec).config
+        except (OSError, msgspec.DecodeError):
+            return "; to check the traces it wrote anyway, give --fragments --sync-every --fragment-sync-delay"
+    flags = f"--fragments {s.fragments} --sync-every {s.sync_every} --fragment-sync-delay {s.fragment_sync_delay}"
     return f"; it was started with {flags}: pass them to check the traces it wrote"
 
 
+# How messages name the three schedule values (the flags of inspect-trace, by their keys).
+_FLAGS = {"fragments": "--fragments", "sync_every": "--sync-every", "fragment_sync_delay": "--fragment-sync-delay"}
+Triple = tuple[Optional[int], Optional[int], Optional[int]]
+
+
 def schedule_for(
-    inputs: Inputs, fragments: Optional[int], sync_every: Optional[int], delay: Optional[int]
+    inputs: Inputs, fragments: Optional[int], sync_every: Optional[int], fragment_sync_delay: Optional[int]
 ) -> Schedule:
     """The manifest's schedule (flags, if given, must agree) or the one the flags give."""
-    flags = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": delay}
-    sched = {k: getattr(inputs.manifest.schedule, k) for k in flags} if inputs.manifest is not None else {}
-    if inputs.manifest is not None and all(v is None for v in sched.values()) and all(v is not None for v in flags.values()):
-        values = flags  # a manifest that records no schedule (ftrun launch --no-inspect): the flags say it
-    elif inputs.manifest is not None:
+    flags: Triple = (fragments, sync_every, fragment_sync_delay)
+    m = inputs.manifest
+    values = flags
+    if m is not None:
+        recorded: Triple = (m.schedule.fragments, m.schedule.sync_every, m.schedule.fragment_sync_delay)
         where = inputs.run_dir / "manifest.json" if inputs.run_dir else "manifest.json"
-        if all(v is None for v in sched.values()):
-            raise BadInput(f"{where}: records no schedule (launched with --no-inspect); give --fragments, --sync-every "
-                           "and --fragment-sync-delay")
-        if any(v is None for v in sched.values()):
+        if all(v is None for v in recorded):
+            if any(v is None for v in flags):
+                raise BadInput(f"{where}: records no schedule (launched with --no-inspect); give --fragments, "
+                               "--sync-every and --fragment-sync-delay")
+            # a manifest that records no schedule (ftrun launch --no-inspect): the flags say it
+        elif any(v is None for v in recorded):
             raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay")
-        values = sched
-        for k, v in flags.items():
-            if v is not None and v != values[k]:
-                raise BadInput(f"--{k.replace('_', '-')} {v} disagrees with {where} ({k}={values[k]})")
+        else:
+            for k, v, want in zip(_FLAGS, flags, recorded, strict=True):
+                if v is not None and v != want:
+                    raise BadInput(f"{_FLAGS[k]} {v} disagrees with {where} ({k}={want})")
+            values = recorded
     else:
-        missing = [k for k, v in flags.items() if v is None]
+        missing = [_FLAGS[k] for k, v in zip(_FLAGS, flags, strict=True) if v is None]
         if missing:
             first = inputs.files[0].path
-            need = " ".join(f"--{k.replace('_', '-')}" for k in missing)
             if inputs.interrupted:  # ftrun's own run, stopped before it wrote its manifest
                 raise BadInput(f"{inputs.interrupted[0]}: interrupted run (stopped before it finished: no manifest.json, "
                                f"so no schedule was recorded){_spec_hint(inputs.interrupted[0])}")
+            need = " ".join(missing)
             raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {need}")
-        values = flags
+    f, h, delay = values
+    assert f is not None and h is not None and delay is not None
     try:
-        return Schedule(values["fragments"], values["sync_every"], values["fragment_sync_delay"])
+        return Schedule(f, h, delay)
     except ScheduleError as e:
         raise BadInput(f"schedule {e}") from None

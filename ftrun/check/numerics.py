@@ -31,11 +31,30 @@ contributions; ||·|| the recorded L2 norms.
 * every sketch's own error: Z·u32·sqrt(rows/2 + 1)·||x|| when its float32 first stage ran
   (``Sketch.stage_rows``: the most values it summed per column; runs of adjacent tensors below
   SKETCH_STAGE elements go to float64 directly) + Z·u64·sqrt(numel)·||x||;
-* quantized allreduce (fp8 e4m3, torchft's ``allreduce_quantized``, CUDA + triton only):
-  Z·u8·(Σ||c_q|| + ||SUM||) with u8 = 2^-4 (each contribution and the reduced result are
-  quantized once). UNVERIFIED: ftrun's sketches hook the process group's allreduce, which the
-  quantized path does not call (it uses alltoall + allgather), so quantized rounds are reported
-  "not checked".
+* quantized allreduce (``--quantize``; torchft 0.2's ``collectives.allreduce_quantized``, taken
+  only when triton imports, i.e. CUDA — without it torchft silently runs the plain allreduce).
+  What it quantizes: every row of each 2-D tensor (a 1-D tensor becomes n rows of one element)
+  is scaled by its own fp32 scale FP8_MAX / max|row| and cast to fp8 e4m3 (``float8e4nv``,
+  FP8_MAX = 448) on compute capability >= 9.0, to int8 (max 127) before; an alltoall gives each
+  rank one block of rows from every replica, which it dequantizes, sums in fp32 (torchft passes
+  SUM: the Manager divides by the participants afterwards), and re-quantizes per row; an
+  allgather returns the blocks, dequantized into the tensor. So each element is rounded twice
+  in e4m3 — each contribution, then the reduced sum — each time by at most u8·|x_i| + a8·m_row
+  (u8 = 2^-4: 3 mantissa bits, round to nearest; a8 = 2^-10/448: half the subnormal spacing,
+  relative to the row's max m_row = the value mapped to 448). With ±1 projections independent
+  of the errors, P·e has standard deviation ||e||₂, and ||e||₂ <= (u8 + a8·sqrt(numel))·||x||
+  (m_row <= ||row||). The average's budget (``quantized_average_tolerance``):
+  Z·(u8 + a8·sqrt(N))·(Σ||c_q|| + ||SUM||)/n + Z·u_d·||SUM||/n (the divide) + the sketches'
+  own errors, with ||SUM|| <= (1 + u8 + a8·sqrt(N))·Σ||c_q|| (the SUM's norm is not recorded);
+  N = the fragment's elements, n = participants. That budget is about the size of the average
+  itself (Z x 2 x 2^-4 = 1 of the contributions' norms, over n): on a quantized round the check
+  can catch gross errors (an undivided SUM, another tensor) but not a count off by one. The
+  int8 fallback (before sm90) is not budgeted. Whether ftrun's sketches see a quantized round at all: they hook the process group's
+  ``allreduce``, which the quantized path never calls (it calls ``alltoall_base`` and
+  ``allgather_into_tensor_coalesced``), so a real quantized round has no contribution and no SUM
+  sketch: the check says "quantized rounds: not checked" (once, with the count), never ok. A
+  round of a ``--quantize`` run whose SUM was sketched went through the plain allreduce (torchft's
+  fallback without triton) and is checked by the rules above.
 """
 
 from __future__ import annotations
@@ -48,14 +67,18 @@ from ftrun.layout import SKETCH_STAGE, EventRecord, RoundNumerics, Sketch
 
 Z = 8.0
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
-FP8_E4M3_ROUNDOFF = 2.0**-4  # the quantized path's budget (unverified, see the module docstring)
+FP8_E4M3_ROUNDOFF = 2.0**-4  # e4m3: 3 mantissa bits, round to nearest (module docstring)
+FP8_E4M3_SUBNORMAL = 2.0**-10 / 448.0  # half of e4m3's subnormal spacing 2^-9, relative to a row's max (scaled to 448)
+QUANTIZED_NOT_CHECKED = ("quantized rounds: not checked (torchft's quantized allreduce calls the process group's "
+                         "alltoall + allgather, not the allreduce the sketches hook)")
 U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 
 
 def tolerance_rule() -> str:
     return (f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
             f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
-            f"W replicas in the collective, n participants; quantized fp8: Z*2^-4*(sum||c||+||SUM||), unverified)")
+            f"W replicas in the collective, n participants; quantized fp8 e4m3 average: "
+            f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements; quantized rounds are not sketched: not checked)")
 
 
 def roundoff(dtype: str) -> float:
@@ -74,14 +97,27 @@ def sketch_error(s: Sketch, norm: Optional[float] = None) -> float:
 
 
 def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
-    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality)."""
+    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality). A sketched
+    SUM came from the process group's plain allreduce, whatever ``path`` says (a ``--quantize``
+    round with a SUM is torchft's fallback without triton: nothing was quantized)."""
     total = sum(c.norm or 0.0 for c in contributions)
-    size = observed.norm if observed.norm is not None else total
-    if path == "quantized":
-        data = Z * FP8_E4M3_ROUNDOFF * (total + size)
-    else:
-        data = Z * roundoff(observed.dtype) * max(world - 1, 0) * total
+    data = Z * roundoff(observed.dtype) * max(world - 1, 0) * total
     return data + sketch_error(observed, total) + sum(sketch_error(c) for c in contributions)
+
+
+def quantized_unit(numel: int) -> float:
+    """One e4m3 per-row quantization's error, relative to the L2 norm of what it quantizes."""
+    return FP8_E4M3_ROUNDOFF + FP8_E4M3_SUBNORMAL * math.sqrt(max(numel, 1))
+
+
+def quantized_average_tolerance(contributions: list[Sketch], average: Sketch, n: int) -> float:
+    """The average of a quantized round against Σ contributions / n (module docstring): two e4m3
+    roundings per element (each contribution, the reduced sum), then torchft's divide."""
+    total = sum(c.norm or 0.0 for c in contributions)
+    q = quantized_unit(average.numel)
+    sum_norm = (1.0 + q) * total  # bounds the dequantized SUM's norm (not recorded)
+    data = Z * (q * (total + sum_norm) + roundoff(average.dtype) * sum_norm) / n
+    return data + sketch_error(average, sum_norm / n) + sum(sketch_error(c) for c in contributions) / n
 
 
 def average_tolerance(total: Sketch, average: Sketch, n: int, bound: Optional[float] = None) -> float:
@@ -247,11 +283,16 @@ class _Checker:
                 self.failed_round(rounds)
             return
         head = done[0].head
-        if head.path == "quantized":
-            self.out.not_checked["quantized allreduce (not sketched)"] = self.out.not_checked.get("quantized allreduce (not sketched)", 0) + len(done)
-            return
         world = max((r.head.world or 0) for r in rounds)
         sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
+        if head.path == "quantized" and not any(r.sync.sum is not None for r in done):
+            # torchft's quantized allreduce bypassed the hooked allreduce: nothing to check, unless
+            # the contributions were sketched some other way (then: the fp8 budget on the average)
+            if len(sends) < world or not world or any(not r.send.contribution.numel for r in sends):
+                self.out.not_checked[QUANTIZED_NOT_CHECKED] = self.out.not_checked.get(QUANTIZED_NOT_CHECKED, 0) + len(done)
+                return
+            self._quantized(rounds, done, sends, head)
+            return
         if len(sends) < world:
             have = sorted(r.replica for r in sends)
             for rr in done:
@@ -320,6 +361,36 @@ class _Checker:
                                      f"participants stepped from different averages (replica {q.replica}'s is the reference)")
             if ok:
                 self.out.replica_syncs_checked += 1
+        if checked_all:
+            self.out.checked += 1
+
+    def _quantized(self, rounds: list[ReplicaRound], done: list[ReplicaRound], sends: list[ReplicaRound],
+                   head: RoundNumerics) -> None:
+        """A quantized round with every contribution sketched: average = Σ contributions / n
+        within ``quantized_average_tolerance`` (no SUM is observable on that path)."""
+        n = sum(1 for r in sends if r.send.participating)
+        contribs = [r.send.contribution for r in sends]
+        want = [0.0] * len(contribs[0].proj)
+        for c in contribs:
+            want = _add(want, c.proj)
+        checked_all = True
+        for rr in done:
+            a = rr.sync.average
+            if a is None or not n:
+                checked_all = False
+                self.out.not_checked["average not sketched"] = self.out.not_checked.get("average not sketched", 0) + 1
+                continue
+            tol = quantized_average_tolerance(contribs, a, n)
+            exp = _scale(want, 1.0 / n)
+            err, j = _diff(a.proj, exp)
+            where = f"replica {rr.replica} rank {rr.rank} sync step {rr.sync_step}"
+            if self.measure(err, tol, "quantized average = sum of contributions / participants", where):
+                self.out.replica_syncs_checked += 1
+            else:
+                self.problem(rr, head, "average", exp[j], a.proj[j], err, tol,
+                             "values beyond the fp8 quantization error (or a wrong divide)",
+                             f"the quantized round's average is not the sum of the contributions / {n} participants "
+                             "within the fp8 e4m3 budget")
         if checked_all:
             self.out.checked += 1
 
@@ -425,5 +496,7 @@ def check_numerics(logs: dict[tuple[int, int], list[EventRecord]], sketches_on: 
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
     if not c.out.checked and not c.out.problems:
         c.out.status = "not checked"
-        c.out.why = "no sync committed (nothing stepped on an average)" if not committed else "no committed sync had its sketches"
+        c.out.why = ("no sync committed (nothing stepped on an average)" if not committed
+                     else QUANTIZED_NOT_CHECKED if QUANTIZED_NOT_CHECKED in c.out.not_checked
+                     else "no committed sync had its sketches")
     return c.out

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
 from ftrun import layout
 from ftrun.check.metrics import measured_step_s
-from ftrun.config import PRESETS, RunConfig, build, flag, load_toml
+from ftrun.config import PRESETS, RunConfig, build, flag, for_command, load_toml
 from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
@@ -80,11 +81,11 @@ def resolve_specs(specs: list[str]) -> str:
     return kinds[0]
 
 
-def config_for(spec: str, flags: dict[str, Any]) -> RunConfig:
+def config_for(spec: str, opts: Any) -> RunConfig:
+    """Run ``spec`` (a preset or a TOML file) with the shared settings ``opts`` (``Overrides``)."""
     if spec in PRESETS:
-        return build(preset=spec, mode=spec, **flags)
-    values = load_toml(spec)
-    return build(file_values=values, **flags)
+        return build(preset=spec, overrides=msgspec.structs.replace(opts, mode=spec))
+    return build(file_values=load_toml(spec), overrides=opts)
 
 
 DRIFT = 0.25  # a first run whose measured step is this far from the calibrated one: recalibrate
@@ -93,15 +94,15 @@ DRIFT = 0.25  # a first run whose measured step is this far from the calibrated 
 def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[LinkSpec, dict]:
     """``link_for`` a compute step of ``step_s``, and what it costs: plain DiLoCo's sync and its
     share of H such steps (the share asked for is ``SYNC_SHARE``)."""
-    spec = link_for(step_s, model_bytes, cfg.replicas, cfg.sync_every)
-    sync_s = spec.plain_sync_s(model_bytes, max(cfg.replicas, 2))
+    spec = link_for(step_s, model_bytes, cfg.hosts.replicas, cfg.schedule.sync_every)
+    sync_s = spec.plain_sync_s(model_bytes, max(cfg.hosts.replicas, 2))
     return spec, {"link_step_s": round(step_s, 5), "plain_sync_s": round(sync_s, 4),
-                  "plain_sync_share_of_h": round(sync_s / (cfg.sync_every * step_s), 3)}
+                  "plain_sync_share_of_h": round(sync_s / (cfg.schedule.sync_every * step_s), 3)}
 
 
 def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
     """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
-    ranks = cfg.replicas * cfg.nproc_per_replica
+    ranks = cfg.hosts.replicas * cfg.hosts.nproc_per_replica
     m = calibrate(cfg, threads, ranks)
     spec, cost = link_from_step(cfg, m["step_s"], m["model_bytes"])
     return spec, {
@@ -127,19 +128,14 @@ def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
     return plan
 
 
-# The training settings both runs of a trained compare share (``ftrun compare``'s train flags).
-SHARED_SETTINGS = (
-    "replicas", "nproc_per_replica", "fragment_update_alpha", "outer_lr", "outer_momentum", "inner_lr", "bucketize",
-    "steps", "model", "blocks", "width", "seq_len", "batch_size", "data", "backend", "min_replicas", "seed", "profile",
-    "kill", "hang", "fail_commit", "restarts", "step_sleep_ms", "stall_timeout_s", "quorum_timeout_s",
-)
+# The training settings both runs of a trained compare share: ``ftrun compare``'s config flags
+# (``ftrun.config``, the fields that take ``compare``) but the link and the output root.
+SHARED_SETTINGS = tuple(f.key for f in for_command("compare") if f.key not in ("link", "out"))
 
 
 def compare(
     specs: list[str],
-    flags: dict[str, Any],
-    link: Optional[str],
-    out: Optional[str],
+    opts: Any,
     json_out: bool,
     expect_hidden: Optional[float],
     overwrite: bool = False,
@@ -148,7 +144,7 @@ def compare(
     junit: Optional[Path] = None,
 ) -> int:
     """Exit 0 when both schedules pass (and ``--expect-hidden`` holds), 1 otherwise."""
-    result, _ = run_compare(specs, flags, link, out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
+    result, _ = run_compare(specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
                             progress=not json_out, junit=junit)
     if json_out:
         print(json.dumps(result, indent=1))
@@ -165,9 +161,7 @@ def compare(
 
 def run_compare(
     specs: list[str],
-    flags: dict[str, Any],
-    link: Optional[str],
-    out: Optional[str],
+    opts: Any,
     expect_hidden: Optional[float],
     overwrite: bool = False,
     name: Optional[str] = None,
@@ -176,8 +170,10 @@ def run_compare(
     junit: Optional[Path] = None,
 ) -> tuple[dict, list[list]]:
     """Train or read both runs, check and measure them, write the outputs (and ``junit``).
-    Returns (report.json's result, each configuration's check reports). ``progress``: the
-    training lines on stdout."""
+    Returns (report.json's result, each configuration's check reports). ``opts``: the
+    ``Overrides`` of compare's config flags (its ``link`` and ``out`` are compare's own);
+    ``progress``: the training lines on stdout."""
+    link, out = opts.link, opts.out
     if repeat < 1:
         raise BadInput(f"--repeat {repeat}: must be at least 1")
     if expect_hidden is not None and not 0.0 <= expect_hidden <= 1.0:
@@ -192,13 +188,13 @@ def run_compare(
         check_writable(junit, "--junit", overwrite)  # nor onto a user's file (ftrun.output)
     out_root = Path(out or "profiles")
     if mode == "train":
-        names, run_dirs, cmp_dir, link_info = train_mode(specs, flags, link_spec, out_root, not progress, overwrite, name, repeat)
+        names, run_dirs, cmp_dir, link_info = train_mode(specs, opts, link_spec, out_root, not progress, overwrite, name, repeat)
     else:
         if link_spec is not None:
             raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
         if repeat != 1:
             raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
-        given = [k for k, v in flags.items() if v is not None]
+        given = [k for k in SHARED_SETTINGS if getattr(opts, k) is not None]
         if given:
             raise BadInput(f"{flag(given[0])}: a training setting applies only when compare trains; "
                            "run dirs keep the settings they were trained with")
@@ -211,7 +207,7 @@ def run_compare(
     return result, reports
 
 
-def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | None, out_root: Path, json_out: bool,
+def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root: Path, json_out: bool,
                overwrite: bool, name: Optional[str], repeat: int) -> tuple[list[str], list[list[Path]], Path, dict[str, Any]]:
     """Train both configurations (``repeat`` times each, alternating) on one link under a new
     compare dir. Returns (names, run dirs per configuration, compare dir, link info)."""
@@ -221,31 +217,29 @@ def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | No
         if not json_out:
             print(text, flush=True)
 
-    flags = {k: v for k, v in flags.items() if v is not None}
-    flags.pop("run_name", None)
-    flags["out"] = str(out_root)  # validated below per run
-    cfgs = [config_for(s, flags) for s in specs]
+    opts = msgspec.structs.replace(opts, link=None, run_name=None, out=str(out_root))  # out: validated per run
+    cfgs = [config_for(s, opts) for s in specs]
     names = [Path(s).stem if s.endswith(".toml") else s for s in specs]
     if names[0] == names[1]:
         names = [f"{names[0]}-a", f"{names[1]}-b"]
     cmp_dir = out_root / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
     if cmp_dir.exists() and not overwrite:
         raise BadInput(f"compare: {cmp_dir} already exists (pass --overwrite or another --name)")
-    ranks = cfgs[0].replicas * cfgs[0].nproc_per_replica
+    ranks = cfgs[0].hosts.replicas * cfgs[0].hosts.nproc_per_replica
     threads = threads_per_rank(ranks)
     link_info: dict[str, Any]
     if link_spec is not None:
         spec = link_spec
         link_info = {"chosen": "by --link"}
-    elif cfgs[0].link:
-        spec = parse_link(cfgs[0].link)
+    elif cfgs[0].emulation.link:
+        spec = parse_link(cfgs[0].emulation.link)
         link_info = {"chosen": "by config"}
     else:
         say(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...")
         spec, calib = default_link(cfgs[0], threads)
         link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
         say(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
-            f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].sync_every} steps")
+            f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} of H={cfgs[0].schedule.sync_every} steps")
     per_cfg: list[list[Path]] = [[], []]
     plan = repeat_plan(names, repeat)
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
@@ -253,13 +247,13 @@ def train_mode(specs: list[str], flags: dict[str, Any], link_spec: LinkSpec | No
         i, again = 0, False
         while i < len(plan):
             k, rn = plan[i]
-            cfg = replace(cfgs[k], out=str(cmp_dir), run_name=rn, link=spec.as_flag())
+            cfg = cfgs[k].replaced(out=str(cmp_dir), run_name=rn, link=spec.as_flag())
             say(f"training {rn}: {schedule_label(cfg.resolved())}, "
-                f"{cfg.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...")
+                f"{cfg.hosts.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...")
             train(cfg, overwrite=overwrite or again, json_out=False, quiet=True)
             again = False
             if i == 0 and "calibrated_step_s" in link_info and "recalibrated_from" not in link_info:
-                measured = measured_step_s(cmp_dir / rn, cfg.replicas)
+                measured = measured_step_s(cmp_dir / rn, cfg.hosts.replicas)
                 if drifted(link_info["calibrated_step_s"], measured):
                     # the pilot step was not the step the run took (load, profiler): choose the link
                     # from the run's own measured step, and train this run again on it

@@ -30,6 +30,8 @@ from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import (Prediction, Workload, data_hidden_bandwidth, data_parallel_hidden_bandwidth,
                         data_parallel_hiding_bandwidth, hiding_bandwidth, plain, simulate, simulate_data_parallel,
                         smallest_fragments, smallest_tau)
+from ftrun.plan_recovery import (MEASURED_ONLY, STATE_TENSOR_BYTES, RecoveryInputs, RecoveryPrediction, heal_bytes,
+                                 predict_recovery, within as within_recovery)
 from ftrun.schedule import Schedule, ScheduleError
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per exchanged value
@@ -92,19 +94,44 @@ class Arrivals:
     jitter_s: float
     stalls: tuple[tuple[int, tuple[float, ...]], ...]
     rpc_s: float
+    drift_sd: tuple[float, ...] = ()
+    replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    step_times: tuple[tuple[int, float], ...] = ()
 
 
-def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals:
+def drift_spread(dev: list[list[float]], bias: tuple[float, ...], lags: int) -> tuple[float, ...]:
+    """For n = 1..``lags``: the spread of one group's drift over n consecutive steps, as the
+    standard deviation of an independent group's (the convention of ``jitter_s``): the rms, over
+    the groups and every window of n steps, of the summed deviations from the groups' mean (less
+    the group's bias), times sqrt(R / (R - 1)). Measured, so a slow spell lasting several steps
+    counts (it makes the drift grow faster than sqrt(n))."""
+    r = len(dev)
+    out = []
+    for n in range(1, lags + 1):
+        sq = [sum(d - bias[i] for d in dev[i][k:k + n]) ** 2 for i in range(r) for k in range(len(dev[i]) - n + 1)]
+        if not sq:
+            break
+        out.append(math.sqrt(sum(sq) / len(sq) * r / (r - 1)))
+    return tuple(out)
+
+
+def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int = 0) -> Arrivals:
     """Per-group bias and per-step jitter around the groups' mean step, the stalls (the start,
     time outside the steps above ``STALL_S``), and the lighthouse's reply time: at each quorum,
     the group that waited least waited for no one, so its wait minus the held round trips
-    ``hold_s`` is the RPC (median over the quorums)."""
+    ``hold_s`` is the RPC (median over the quorums). ``lags``: measure the drift's spread
+    (``drift_spread``) over up to that many steps (at most half the steps measured). ``replay``:
+    every step's per-group arrival (compute plus time outside the step body) less the groups'
+    mean — the run's own drift, for ``--check``; ``step_times``: every step's mean compute over
+    the groups — the run's own pace."""
     recs = _replica_records(dirs, replicas)
     if replicas < 2 or any(not r for r in recs):
         return Arrivals((), 0.0, (), 0.0)
     by_step = [{x.step: (i, x) for i, x in enumerate(r)} for r in recs]
     common = sorted(set.intersection(*(set(b) for b in by_step)))
     stalls: list[tuple[int, tuple[float, ...]]] = []
+    replay: list[tuple[int, tuple[float, ...]]] = []
+    paced: list[tuple[int, float]] = []
     dev: list[list[float]] = [[] for _ in range(replicas)]
     for step in common:
         per = []
@@ -112,6 +139,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
             i, x = by_step[r][step]
             outside = x.t - recs[r][i - 1].t - x.step_time_s if i > 0 else x.t - x.step_time_s  # i = 0: the start time
             per.append((_compute_s(x), outside))
+        paced.append((step, sum(c for c, _ in per) / replicas))
         first = step == common[0]
         if first or any(o > STALL_S for _, o in per):
             # the start (absolute start times and the warm-up step) or a stall: a place, not jitter
@@ -119,6 +147,7 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
             mean = sum(at) / replicas
             stalls.append((step, tuple(a - mean for a in at)))
             if first:
+                replay.append(stalls[-1])
                 continue
             xs = [c for c, _ in per]
         else:
@@ -126,6 +155,9 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
         mean = sum(xs) / replicas
         for r in range(replicas):
             dev[r].append(xs[r] - mean)
+        # its own should_commit is no wait on another group either: it delays that group's arrival
+        whole = [c + o + seconds(by_step[r][step][1].commit_s) for r, (c, o) in enumerate(per)]
+        replay.append((step, tuple(x - sum(whole) / replicas for x in whole)))
     n = len(dev[0])
     if n < 2:
         return Arrivals((), 0.0, tuple(stalls), 0.0)
@@ -138,7 +170,8 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float) -> Arrivals
         if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
             waits.append(max(0.0, min(qs) - hold_s))
     rpc = statistics.median(waits) if waits else 0.0
-    return Arrivals(bias, jitter, tuple(stalls), rpc)
+    return Arrivals(bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay),
+                    tuple(paced))
 
 
 def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
@@ -155,9 +188,37 @@ def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
             sum(d.overlapped_steps / d.steps for d in parts) / len(parts))
 
 
+def measure_send_s(dirs: list[Path], replicas: int) -> float:
+    """The send's own CPU work (``prepare_sync``, event log ``send_s``): mean over the groups' sends."""
+    per = [statistics.mean(seconds(x.send_s) for x in recs if x.sent is not None)
+           for recs in _replica_records(dirs, replicas) if any(x.sent is not None for x in recs)]
+    return sum(per) / len(per) if per else 0.0
+
+
+def measure_commit_s(dirs: list[Path], replicas: int) -> float:
+    """``should_commit``'s own RPC (event log ``commit_s``, a vote inside one replica group that
+    waits for no other group): the median over the groups' syncs."""
+    xs = [seconds(x.commit_s) for recs in _replica_records(dirs, replicas) for x in recs
+          if x.synced is not None and x.commit_s is not msgspec.UNSET]
+    return statistics.median(xs) if xs else 0.0
+
+
+def window_traces(dirs: list[Path], m: layout.Manifest) -> list[Path]:
+    """The run's window traces that exist (the manifest's, relative to the run dir)."""
+    return [p for t in m.traces if (p := dirs[0] / t.path).is_file()]
+
+
+def profiled_steps(m: layout.Manifest) -> tuple[tuple[int, int], ...]:
+    """The steps the profiler ran on: each window with its warm-up step (``ftrun.worker.profiling``)."""
+    return tuple((a - 1, b) for a, b in m.profile_windows)
+
+
 def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     """Fragment bytes, replicas, schedule and link from the manifest; compute step and the
-    groups' arrivals (``measure_arrivals``) from the event logs."""
+    groups' arrivals (``measure_arrivals``) from the event logs; the send's CPU work, and the
+    costs the emulator does not replace from the window traces (``ftrun.trace.sync_costs``)."""
+    from ftrun.trace.sync_costs import sync_costs
+
     m = _manifest(dirs[0])
     sched = m.schedule
     try:
@@ -171,12 +232,18 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
-    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0))
+    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0), sched.sync_every)
     slowdown, overlapped_share = measure_overlap(dirs, replicas)
     # the run's mean compute step holds its overlapped steps' slowdown: take it out of step_s,
     # so that the model, which adds it back on those steps, computes what the run computed
     step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
-    work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown)
+    costs = sync_costs(window_traces(dirs, m))
+    tensors = tuple(len(f.params) for f in sorted(m.fragments, key=lambda f: f.id))
+    work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown,
+                    drift_sd=arr.drift_sd, send_s=measure_send_s(dirs, replicas), sync_work_s=costs.sync_work_s or 0.0,
+                    real_collective_s=costs.real_collective_s or 0.0, collective_threads=costs.collective_threads,
+                    fragment_tensors=tensors, real_steps=profiled_steps(m), replay=arr.replay,
+                    step_times=arr.step_times, commit_s=measure_commit_s(dirs, replicas))
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
@@ -227,6 +294,7 @@ class PlanRequest:
     data_parallel: bool = False
     dp_dtype: Optional[str] = None
     train_tokens: Optional[float] = None
+    heartbeat_timeout_ms: Optional[float] = None  # recovery: the lighthouse's heartbeat timeout
     target_util: float = 0.95
     json_out: bool = False
     png: Optional[str] = None
@@ -290,8 +358,9 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
-        # export) belong to its own step numbers, so only its bias, jitter and RPC carry over
-        work, sched, link, source = replace(run.work, stalls=()), run.schedule, run.link, f"run {req.from_dir}"
+        # export) and its profiled steps' real loopback collectives belong to its own step
+        # numbers, so only its bias, jitter, drift, RPC and CPU work per send / sync carry over
+        work, sched, link, source = replace(run.work, stalls=(), real_steps=(), replay=(), step_times=()), run.schedule, run.link, f"run {req.from_dir}"
     else:
         if req.params is None:
             raise BadInput("plan: give --from RUN_DIR, or --params N and --step-ms MS (and --dtype)")
@@ -400,6 +469,7 @@ def plan(req: PlanRequest) -> int:
         "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
         "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up
     }
+    result["recovery"] = plan_recovery(req, work, sched, specs)
     if req.png is not None:
         path = Path(req.png)
         if path.is_dir():
@@ -412,6 +482,28 @@ def plan(req: PlanRequest) -> int:
     else:
         print_plan(result)
     return 0
+
+
+def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[LinkSpec]) -> dict:
+    """Predicted recovery of one killed group per link (``ftrun.plan_recovery``): from ``--from``
+    a run dir's own state bytes, heartbeat timeout and (a kill run's) measured relaunch / join /
+    reconfigure; from ``--params`` float32 state of that many parameters with ftrun's optimizers
+    (AdamW inner, outer momentum 0.9), the relaunch, join and reconfigure not predicted."""
+    if req.heartbeat_timeout_ms is not None and not (math.isfinite(req.heartbeat_timeout_ms) and req.heartbeat_timeout_ms > 0):
+        raise BadInput(f"--heartbeat-timeout-ms {req.heartbeat_timeout_ms:g}: must be a number of ms > 0")
+    if req.from_dir is not None:
+        run_dir = Path(req.from_dir)
+        x = recovery_inputs(run_dir, RunInputs(run_dir.name, work, sched, 0, None), with_measured=True)
+        x = replace(x, kill_step=None)  # a what-if: where a kill lands in the schedule is not known
+    else:
+        params = round(req.params or 0)
+        x = RecoveryInputs(heartbeat_timeout_s=2.0, state_bytes=heal_bytes(params * STATE_TENSOR_BYTES, 0, True),
+                           schedule=sched, step_s=work.step_s, fragment_bytes=work.fragment_bytes, replicas=work.replicas)
+    if req.heartbeat_timeout_ms is not None:
+        x = replace(x, heartbeat_timeout_s=req.heartbeat_timeout_ms / 1e3)
+    per_link = [{"link": s.describe(), **predict_recovery(x, s.bandwidth_bps, s.latency_s).as_dict()} for s in specs]
+    return {"heartbeat_timeout_s": x.heartbeat_timeout_s, "state_bytes": x.state_bytes, "measured_from": x.measured_from,
+            "links": per_link}
 
 
 # --- --check ---------------------------------------------------------------------------------
@@ -502,9 +594,11 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
     root = Path(dir_)
     if not root.is_dir():
         raise BadInput(f"--check {dir_}: not a directory")
+    if (root / layout.MANIFEST).is_file() and not (root / "report.json").is_file():
+        return check_recovery(root, tolerance, json_out)
     runs = []
     for mr in _measured_runs(root):
-        preds = []
+        preds, expect = [], []
         for dirs in mr["dirs"]:
             inp = read_run(dirs)
             link = inp.link or LOOPBACK
@@ -512,8 +606,12 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
                 mr["link"] = {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
                               "describe": link.describe() if inp.link else "loopback (no emulated link)"}
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
+            # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
+            expect.append(simulate(replace(inp.work, replay=(), step_times=()), inp.schedule, link.bandwidth_bps, link.latency_s,
+                                   inp.steps).as_dict())
         # compare reports the median of its repeats: predict each repeat, take the median too
         pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
+        expected = {k: statistics.median(p[k] for p in expect) for k in CHECKED}
         planes = mr.get("planes", "data+control")
         if planes == "data":
             pred_all["exposed_ms_per_sync"] = pred_all["exposed_data_ms_per_sync"]
@@ -522,7 +620,8 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         errors = {k: error_of(predicted[k], meas.get(k)) for k in CHECKED}
         ok = {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}
         runs.append({"name": mr["name"], "planes": planes, "link": mr["link"], "repeats": len(preds),
-                     "predicted": predicted, "measured": {k: meas.get(k) for k in CHECKED},
+                     "predicted": predicted, "expected_from_statistics": expected,
+                     "measured": {k: meas.get(k) for k in CHECKED},
                      "error": errors, "within_tolerance": ok})
     if not runs:
         raise BadInput(f"--check {dir_}: no runs to check")
@@ -533,4 +632,82 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         print(json.dumps(result, indent=1))
     else:
         print_check(result)
+    return 1 if failed else 0
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+RECOVERY_FLOOR_S = 0.2  # a phase error this small always passes: the lighthouse's 100 ms tick and a step's length
+RECOVERY_GATED = ("detect", "heal", "catch_up", "total")
+
+
+def recovery_inputs(run_dir: Path, inp: RunInputs, with_measured: bool) -> RecoveryInputs:
+    """The recovery model's inputs from a run dir: heartbeat timeout, state bytes (the manifest's
+    parameters, float32; the outer momentum from its config), the first kill's step, the run's
+    step/send/sync costs; with ``with_measured``, its first kill's relaunch, join and reconfigure
+    (each phase's own interval, ``ftrun.check.recovery``) as inputs."""
+    from ftrun.check.recovery import recovery_of_run_dir
+
+    m = _manifest(run_dir)
+    cfg = m.config or {}
+    params = [p for f in m.fragments for p in f.params]
+    state = heal_bytes(sum(p.numel for p in params) * STATE_TENSOR_BYTES, len(params),
+                       float(cfg.get("outer_momentum", 0.9)) > 0)
+    kills = sorted((f for f in m.faults.fired if f.action == "kill"), key=lambda f: f.fired_at)
+    measured: dict[str, float] = {}
+    if with_measured and kills:
+        rec = next((x for x in recovery_of_run_dir(run_dir) if x.replica == kills[0].replica), None)
+        if rec is not None:
+            measured = {k: s[1] - s[0] for k, s in rec.spans.items() if k in MEASURED_ONLY and s is not None}
+    w = inp.work
+    return RecoveryInputs(heartbeat_timeout_s=float(cfg.get("heartbeat_timeout_ms", 2000)) / 1e3, state_bytes=state,
+                          schedule=inp.schedule, step_s=w.step_s, fragment_bytes=w.fragment_bytes, replicas=w.replicas,
+                          send_s=w.send_s, sync_work_s=w.sync_work_s, overlap_slowdown=w.overlap_slowdown, rpc_s=w.rpc_s,
+                          kill_step=(kills[0].fired_step or kills[0].step) if kills else None, measured=measured,
+                          measured_from=str(run_dir) if measured else None)
+
+
+def recovery_rows(pred: RecoveryPrediction, recs: list[Any], tolerance: float) -> tuple[list[dict], list[str]]:
+    """Each fault's breakdown (``ftrun.check.recovery.Recovery``: each phase's own interval, the
+    total) against the prediction, and what is outside tolerance (a predicted phase, the total,
+    or heal bytes that differ from what torchft sent). Relaunch, join and reconfigure are inputs."""
+    rows = []
+    for rec in recs:
+        meas: dict[str, Optional[float]] = {k: (s[1] - s[0]) if s is not None else None for k, s in rec.spans.items()}
+        meas["total"] = rec.total_s
+        p = dict(pred.phases)
+        p["total"] = pred.total_s
+        ok = {k: within_recovery(p.get(k), meas.get(k), tolerance, RECOVERY_FLOOR_S) for k in p}
+        for k in MEASURED_ONLY:
+            ok[k] = None  # inputs: measured, not predicted
+        rows.append({"fault": rec.fault, "replica": rec.replica, "predicted": p, "measured": meas, "how": pred.how,
+                     "heal_bytes": {"predicted": pred.heal_bytes, "measured": rec.heal_bytes, "sent": rec.heal_bytes_sent},
+                     "within_tolerance": ok, "error": {k: error_of(p.get(k), meas.get(k)) for k in p}})
+    failed = [f"{r['fault']}: {k}" for r in rows for k in RECOVERY_GATED if r["within_tolerance"].get(k) is False]
+    failed += [f"{r['fault']}: heal bytes" for r in rows
+               if r["heal_bytes"]["measured"] is not None and r["heal_bytes"]["measured"] != r["heal_bytes"]["predicted"]]
+    return rows, failed
+
+
+def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
+    """``--check RUN_DIR`` of a run with a ``--kill``: each fault's predicted vs measured phases."""
+    from ftrun.check.recovery import recovery_of_run_dir
+    from ftrun.report.plan_view import print_recovery_check
+
+    recs = [x for x in recovery_of_run_dir(root) if x.fault.startswith("kill")]
+    if not recs:
+        raise BadInput(f"--check {root}: a run dir, but no --kill fired in it (nothing to compare a recovery with)")
+    inp = read_run([root])
+    x = recovery_inputs(root, inp, with_measured=True)
+    link = inp.link
+    pred = predict_recovery(x, link.bandwidth_bps if link else None, link.latency_s if link else 0.0)
+    rows, failed = recovery_rows(pred, recs, tolerance)
+    result = {"check": str(root), "kind": "recovery", "tolerance": tolerance, "floor_s": RECOVERY_FLOOR_S,
+              "link": None if link is None else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
+                                                 "describe": link.describe()},
+              "recovery": rows, "verdict": "fail" if failed else "pass", "outside_tolerance": failed}
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        print_recovery_check(result)
     return 1 if failed else 0

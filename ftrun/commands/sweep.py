@@ -150,7 +150,7 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     except BadInput as e:
         return {"verdict": "fail", "problem": f"inspect: {e}"}
     v, problem = grid.verdict(report.verdict, report.problems(), report.failed_commits)
-    group_error = first_group_error(run_dir, cell.config.replicas) if v != "pass" else None
+    group_error = first_group_error(run_dir, cell.config.hosts.replicas) if v != "pass" else None
     if group_error:
         problem = f"{problem}; first error in {group_error}"
     return {
@@ -271,7 +271,7 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
         from ftrun.link_spec import SYNC_SHARE
 
         base = build(file_values=file_values, **shared, **{a.key: a.values[0] for a in axes})  # the grid's first cell
-        ranks = base.replicas * base.nproc_per_replica
+        ranks = base.hosts.replicas * base.hosts.nproc_per_replica
         spec, calib = default_link(base, threads_per_rank(ranks))
         shared["link"] = spec.as_flag()
         notes.append(f"link {spec.describe()} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
@@ -290,8 +290,9 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
     return axes, shared, cells, notes
 
 
-def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], config: Optional[str], out: Optional[str],
+def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Optional[str],
           name: Optional[str], parallel: int, resume: bool, metric: str, json_out: bool, junit: Optional[Path] = None) -> int:
+    """``opts``: the ``Overrides`` of sweep's config flags: shared by every cell, but ``out``: the sweep's root."""
     from ftrun import config as cfgmod
     from ftrun.report import sweep_view as view
 
@@ -303,7 +304,7 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
 
     require_supported()  # once here, not once per cell
     name = check_name("--name", name or f"sweep-{preset or 'axes'}-{time.strftime('%Y%m%d-%H%M%S')}")
-    sweep_dir = Path(out or "profiles") / name
+    sweep_dir = Path(opts.out or "profiles") / name
     if sweep_dir.exists() and not resume:
         raise BadInput(f"sweep: {sweep_dir} already exists (pass --resume to finish it, or another --name)")
     if resume and not (sweep_dir / CELLS).is_dir():
@@ -312,7 +313,7 @@ def sweep(preset: Optional[str], axes_text: list[str], flags: dict[str, Any], co
         check_target(junit, "--junit", inputs=[Path(config)] if config else [], reading=[sweep_dir])
         check_writable(junit, "--junit")  # nor onto a user's file (ftrun.output)
     file_values = cfgmod.load_toml(config) if config else None
-    shared = {k: v for k, v in flags.items() if v is not None}
+    shared = {k: v for k, v in cfgmod.given(opts).items() if k != "out"}  # by key, as the grid's cells (ftrun.grid)
     axes, shared, cells, notes = plan(preset, axes_text, shared, file_values, sweep_dir)
     if parallel > 1:
         notes.append(f"--parallel {parallel}: cells ran {parallel} at a time on {os.cpu_count()} CPUs, so their timing "

@@ -41,21 +41,21 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
 
     require_supported()  # an unsupported torchft: one line naming it, exit 2, before anything starts
     window = cfg.profile_window()
-    placement = plan_placement(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)  # BadInput before launch
-    check_quantize(cfg.quantize, cfg.backend, placement)
+    placement = plan_placement(cfg.hosts.backend, cfg.hosts.groups_here, cfg.hosts.nproc_per_replica)  # BadInput before launch
+    check_quantize(cfg.optimizer.quantize, cfg.hosts.backend, placement)
     link = None
-    if cfg.link:
+    if cfg.emulation.link:
         from ftrun.link_spec import parse_link
 
-        spec = parse_link(cfg.link)
+        spec = parse_link(cfg.emulation.link)
         link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
     jid = job_id(cfg)
-    if cfg.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
-        cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.replica_group_id}"
+    if cfg.hosts.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
+        cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.hosts.replica_group_id}"
     network = preflight(cfg)
     from ftrun.model_spec import is_user_model
 
-    if is_user_model(cfg.model):  # build it once in a child: import errors, blocks, fragments (BadInput)
+    if is_user_model(cfg.model.model):  # build it once in a child: import errors, blocks, fragments (BadInput)
         from ftrun import model_spec
         from ftrun.console import console, line
 
@@ -77,9 +77,9 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     manifest = run_job(state, window, link, placement, stop, view, view.refresh)
     logs = read_logs(state)
     cfg = state.cfg
-    partial = (f"only replica group {cfg.replica_group_id}'s event log is on this host (inspect-trace every group's run dir)"
-               if cfg.replica_group_id >= 0 and cfg.replicas > 1 else None)
-    numerics = check_numerics(logs, cfg.sketches, partial)
+    partial = (f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host (inspect-trace every group's run dir)"
+               if cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1 else None)
+    numerics = check_numerics(logs, cfg.profiling.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     summary.recovery["breakdown"] = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
     text = write_summary(state.run_dir, summary)

@@ -158,45 +158,45 @@ def _pick_when_lighthouse_is_here(lh_host: str, ifaces: Mapping[str, list[str]])
 
 def resolve(cfg: RunConfig, environ: Mapping[str, str]) -> Network:
     """This host's groups' network identity (module rules); ``BadInput`` for what cannot work."""
-    lh = urlparse(cfg.lighthouse).hostname if cfg.lighthouse else None
+    lh = urlparse(cfg.hosts.lighthouse).hostname if cfg.hosts.lighthouse else None
     if lh is None or is_loopback(lh):
-        for flag, value in (("--master-addr", cfg.master_addr), ("--advertise-host", cfg.advertise_host)):
+        for flag, value in (("--master-addr", cfg.hosts.master_addr), ("--advertise-host", cfg.hosts.advertise_host)):
             if value and not is_loopback(value):
                 _resolve_here(flag, value)
-        return Network(scope="loopback", address=cfg.master_addr or "localhost", interface=None,
-                       advertise_host=cfg.advertise_host or "localhost",
+        return Network(scope="loopback", address=cfg.hosts.master_addr or "localhost", interface=None,
+                       advertise_host=cfg.hosts.advertise_host or "localhost",
                        found="loopback lighthouse: every group on this host", env={}, env_from_user=[])
     ifaces = interfaces()
     _check_ifname_vars(environ, ifaces)
-    if cfg.interface and cfg.interface not in ifaces:
-        raise BadInput(f"--interface {cfg.interface}: no such interface on this host (interfaces: {', '.join(ifaces)})")
-    user_if = cfg.interface or environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0].strip()
-    if cfg.master_addr:
-        if is_loopback(cfg.master_addr):
-            raise BadInput(f"--master-addr {cfg.master_addr}: loopback, but the lighthouse {cfg.lighthouse} is not; "
+    if cfg.hosts.interface and cfg.hosts.interface not in ifaces:
+        raise BadInput(f"--interface {cfg.hosts.interface}: no such interface on this host (interfaces: {', '.join(ifaces)})")
+    user_if = cfg.hosts.interface or environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0].strip()
+    if cfg.hosts.master_addr:
+        if is_loopback(cfg.hosts.master_addr):
+            raise BadInput(f"--master-addr {cfg.hosts.master_addr}: loopback, but the lighthouse {cfg.hosts.lighthouse} is not; "
                            "the other hosts could not reach this group's store")
-        address = _resolve_here("--master-addr", cfg.master_addr)
+        address = _resolve_here("--master-addr", cfg.hosts.master_addr)
         interface = interface_of(address, ifaces)
         if interface is None:
-            raise BadInput(f"--master-addr {cfg.master_addr}: {address} is no address of this host "
+            raise BadInput(f"--master-addr {cfg.hosts.master_addr}: {address} is no address of this host "
                            f"(interfaces: {', '.join(f'{n} {a}' for n, a in ifaces.items() if a)})")
-        address, found = cfg.master_addr, "--master-addr"
+        address, found = cfg.hosts.master_addr, "--master-addr"
     elif user_if:
-        src = "--interface" if cfg.interface else "GLOO_SOCKET_IFNAME"
+        src = "--interface" if cfg.hosts.interface else "GLOO_SOCKET_IFNAME"
         if not ifaces.get(user_if):
             raise BadInput(f"{src} {user_if}: the interface has no address")
         address, interface, found = ifaces[user_if][0], user_if, src
     else:
-        address = route_source(lh, urlparse(cfg.lighthouse).port or 80)
+        address = route_source(lh, urlparse(cfg.hosts.lighthouse).port or 80)
         interface = interface_of(address, ifaces)
         found = "the route to the lighthouse"
         if is_loopback(address) or interface is None:
             address, interface, found = _pick_when_lighthouse_is_here(lh, ifaces)
-    advertise = cfg.advertise_host or address
-    if cfg.advertise_host:
-        if is_loopback(cfg.advertise_host) or is_loopback(_resolve_here("--advertise-host", cfg.advertise_host)):
-            raise BadInput(f"--advertise-host {cfg.advertise_host}: loopback on this host, but the lighthouse "
-                           f"{cfg.lighthouse} is not; torchft hands this name to the other groups")
+    advertise = cfg.hosts.advertise_host or address
+    if cfg.hosts.advertise_host:
+        if is_loopback(cfg.hosts.advertise_host) or is_loopback(_resolve_here("--advertise-host", cfg.hosts.advertise_host)):
+            raise BadInput(f"--advertise-host {cfg.hosts.advertise_host}: loopback on this host, but the lighthouse "
+                           f"{cfg.hosts.lighthouse} is not; torchft hands this name to the other groups")
     env = {var: environ[var] for var in IFNAME_VARS if environ.get(var)}
     from_user = sorted(env)
     for var in IFNAME_VARS:

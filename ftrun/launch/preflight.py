@@ -1,8 +1,8 @@
 """Checks before ``ftrun train`` starts anything: what would fail in every worker anyway is
 refused here with its cause (``BadInput``, one line). Torch-free.
 
-* a model whose parameters alone (fp32, once per rank on this host), or one batch's token ids and
-  logits, exceed this host's memory;
+* a built-in model whose parameters alone (``ftrun.model_desc``, once per rank on this host), or
+  one batch's token ids and logits, exceed this host's memory;
 * ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
 * a ``--backend`` the installed torchft or torch does not offer (``ftrun.torchft_compat``).
 * across hosts, an address or interface the other hosts could not reach this group at
@@ -19,6 +19,7 @@ import time
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
 from ftrun.layout import Network
+from ftrun.model_desc import architecture
 
 
 def has_cuda_device() -> bool:
@@ -27,21 +28,6 @@ def has_cuda_device() -> bool:
     from ftrun.launch.placement import host_devices
 
     return bool(host_devices())
-
-
-def param_count(cfg: RunConfig) -> int:
-    """Parameters of ``ftrun.worker.models.TokenModel`` for this config (same formula, no torch;
-    tests/test_output_safety.py checks it against the real model)."""
-    w, v = cfg.width, cfg.vocab
-    n = v * w + (w * v + v) + 2 * w  # embedding, head, final norm
-    if cfg.model == "transformer":
-        n += cfg.seq_len * w
-    for i in range(cfg.blocks):
-        f = 2 * w + 16 * i
-        n += 2 * w + (w * f + f) + (f * w + w)  # norm, up, down
-        if cfg.model == "transformer":
-            n += 2 * w + 4 * w * w + 4 * w  # norm1, attention in/out projections
-    return n
 
 
 def host_memory_bytes() -> int | None:
@@ -57,7 +43,7 @@ def host_memory_bytes() -> int | None:
 def batch_bytes(cfg: RunConfig) -> int:
     """One step's token ids (int64 ``[B, T]``) and fp32 logits ``[B, T, V]``, which every model
     (built-in or a user's, by the factory contract) holds at once: a lower bound on a step."""
-    return cfg.batch_size * cfg.seq_len * (8 + 4 * cfg.vocab)
+    return cfg.data.batch_size * cfg.data.seq_len * (8 + 4 * cfg.model.vocab)
 
 
 def check_memory(cfg: RunConfig) -> None:
@@ -66,32 +52,33 @@ def check_memory(cfg: RunConfig) -> None:
     total = host_memory_bytes()
     if not total:
         return
-    ranks = len(cfg.groups_here) * cfg.nproc_per_replica
+    ranks = len(cfg.hosts.groups_here) * cfg.hosts.nproc_per_replica
     have = f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
-    if cfg.model in ("mlp", "transformer"):
-        need = 4 * param_count(cfg) * ranks  # fp32 parameters only: a lower bound on what a run needs
+    arch = architecture(cfg.resolved())
+    if arch is not None:
+        need = arch.param_bytes() * ranks  # parameters only: a lower bound on what a run needs
         if need > total:
-            raise BadInput(f"--width {cfg.width} --blocks {cfg.blocks}: the model's parameters alone need "
+            raise BadInput(f"--width {arch.width} --blocks {arch.blocks}: the model's parameters alone need "
                            f"{need / 2**30:.1f} GiB {have}")
     need = batch_bytes(cfg) * ranks
     if need > total:
-        raise BadInput(f"--batch-size {cfg.batch_size} --seq-len {cfg.seq_len}: one batch's token ids and logits "
-                       f"(vocab {cfg.vocab}) alone need {need / 2**30:.3g} GiB {have}")
+        raise BadInput(f"--batch-size {cfg.data.batch_size} --seq-len {cfg.data.seq_len}: one batch's token ids and logits "
+                       f"(vocab {cfg.model.vocab}) alone need {need / 2**30:.3g} GiB {have}")
 
 
 def check_lighthouse(cfg: RunConfig) -> None:
     """``--lighthouse``: a TCP connection within ``--quorum-timeout`` (retried: it may be starting)."""
     from ftrun.launch.lighthouse import unreachable
 
-    if not cfg.lighthouse:
+    if not cfg.hosts.lighthouse:
         return
-    deadline = time.monotonic() + cfg.quorum_timeout_s
+    deadline = time.monotonic() + cfg.timeouts.quorum_timeout_s
     while True:
-        cause = unreachable(cfg.lighthouse, max(0.5, min(5.0, deadline - time.monotonic())))
+        cause = unreachable(cfg.hosts.lighthouse, max(0.5, min(5.0, deadline - time.monotonic())))
         if cause is None:
             return
         if time.monotonic() >= deadline:
-            raise BadInput(f"--lighthouse {cfg.lighthouse}: no answer within --quorum-timeout {cfg.quorum_timeout_s:g} s ({cause})")
+            raise BadInput(f"--lighthouse {cfg.hosts.lighthouse}: no answer within --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({cause})")
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
@@ -99,7 +86,7 @@ def check_backend(cfg: RunConfig) -> None:
     """A process group the installed torchft or torch does not offer (``ftrun.torchft_compat``)."""
     from ftrun.torchft_compat import backend_unavailable, installed
 
-    why = backend_unavailable(cfg.backend, installed())
+    why = backend_unavailable(cfg.hosts.backend, installed())
     if why:
         raise BadInput(why)
 
@@ -121,8 +108,8 @@ def why_unavailable(cfg: RunConfig) -> str | None:
 
     try:
         check_backend(cfg)
-        placement = plan(cfg.backend, cfg.groups_here, cfg.nproc_per_replica)
-        check_quantize(cfg.quantize, cfg.backend, placement)
+        placement = plan(cfg.hosts.backend, cfg.hosts.groups_here, cfg.hosts.nproc_per_replica)
+        check_quantize(cfg.optimizer.quantize, cfg.hosts.backend, placement)
         check_memory(cfg)
     except BadInput as e:
         return str(e)

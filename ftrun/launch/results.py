@@ -25,7 +25,7 @@ def _resolved_backend(backend: str) -> str:
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> layout.Manifest:
     """manifest.json (``layout.Manifest``, validated before it is written); returns it."""
     cfg, run_dir = state.cfg, state.run_dir
-    metas = [m for r in cfg.groups_here for g in range(cfg.nproc_per_replica)
+    metas = [m for r in cfg.hosts.groups_here for g in range(cfg.hosts.nproc_per_replica)
              if (m := layout.read_rank_meta(layout.meta_file(run_dir, r, g))) is not None]
     first = metas[0] if metas else None
     manifest = msgspec.convert({
@@ -35,17 +35,12 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "run_name": cfg.run_name,
         "config": cfg.resolved(),
         "versions": first.versions if first is not None else {"python": sys.version.split()[0], "ftrun": __version__},
-        "backend": (first.backend if first is not None else None) or _resolved_backend(cfg.backend),
-        "replicas": cfg.replicas,
-        "nproc_per_replica": cfg.nproc_per_replica,
-        "schedule": {
-            "fragments": cfg.fragments,
-            "sync_every": cfg.sync_every,
-            "fragment_sync_delay": cfg.fragment_sync_delay,
-            "steps": cfg.steps,
-        },
+        "backend": (first.backend if first is not None else None) or _resolved_backend(cfg.hosts.backend),
+        "replicas": cfg.hosts.replicas,
+        "nproc_per_replica": cfg.hosts.nproc_per_replica,
+        "schedule": layout.ScheduleInfo.of(cfg.schedule, cfg.steps),
         "fragments": first.fragments if first is not None else [],
-        "expected": [e.__dict__ for e in cfg.schedule.events(cfg.steps)],
+        "expected": [e.__dict__ for e in cfg.schedule.expected.events(cfg.steps)],
         "profile_windows": [list(window)] if window else [],
         "traces": [
             {"replica": m.replica, "rank": m.rank, "path": f"{layout.TRACES}/{t}", "window": m.profile_window}
@@ -59,15 +54,15 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         ],
         "event_logs": [
             {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
-            for r in cfg.groups_here
-            for g in range(cfg.nproc_per_replica)
+            for r in cfg.hosts.groups_here
+            for g in range(cfg.hosts.nproc_per_replica)
         ],
         "link": link,
         "devices": [{"replica": m.replica, "rank": m.rank, "device": m.device} for m in metas],
         "faults": {
-            "planned": [f.to_json() for f in cfg.faults()],
+            "planned": [f.to_json() for f in cfg.planned_faults()],
             "fired": layout.read_fault_markers(run_dir),
-            "max_restarts": cfg.max_restarts,
+            "max_restarts": cfg.faults.max_restarts,
         },
         "run_events": read_run_events(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
@@ -121,8 +116,8 @@ def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]
     cfg = state.cfg
     return {
         (r, g): read_event_log(layout.event_log(state.run_dir, r, g))
-        for r in cfg.groups_here
-        for g in range(cfg.nproc_per_replica)
+        for r in cfg.hosts.groups_here
+        for g in range(cfg.hosts.nproc_per_replica)
     }
 
 
@@ -133,7 +128,7 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
     cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
     per_replica = []
-    for r in cfg.groups_here:
+    for r in cfg.hosts.groups_here:
         s = replica_stats(logs.get((r, 0), []))
         per_replica.append(layout.ReplicaSummary(
             replica=r, steps=s.steps, last_step=s.last_step, steps_per_s=round(s.steps_per_s, 3) if s.steps_per_s else None,
@@ -167,8 +162,8 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         replicas=per_replica,
         # what this run dir saw: with one group here, nothing to compare (inspect-trace of all groups does)
         agreement=layout.AgreementSummary(ok=agreement.ok, commits_checked=agreement.commits_checked,
-                                          disagreements=agreement.disagreements, groups_here=len(cfg.groups_here),
-                                          groups_in_job=cfg.replicas),
+                                          disagreements=agreement.disagreements, groups_here=len(cfg.hosts.groups_here),
+                                          groups_in_job=cfg.hosts.replicas),
         numerics=numerics.to_json() if numerics is not None else None,
         recovery=recovery(logs, manifest),
         failures=state.failures,

@@ -32,16 +32,16 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     """spec.json (``layout.Spec``): what every rank of the run reads at start."""
     cfg = state.cfg
     spec = layout.Spec(
-        config=cfg.resolved(),
+        config=cfg,
         run_dir=str(state.run_dir.resolve()),
         job_id=state.job_id,
         profile_window=list(window) if window else None,
         threads=threads,
         link=msgspec.convert(link, layout.Link) if link else None,
-        faults=[msgspec.convert(f.to_json(), layout.FaultSpec) for f in cfg.faults()],
-        quorum_timeout_s=cfg.quorum_timeout_s,
+        faults=[msgspec.convert(f.to_json(), layout.FaultSpec) for f in cfg.planned_faults()],
+        quorum_timeout_s=cfg.timeouts.quorum_timeout_s,
         # every rank of the job writes to this run dir only when all groups run on this host
-        start_barrier=cfg.replicas * cfg.nproc_per_replica if cfg.replica_group_id < 0 else None,
+        start_barrier=cfg.hosts.replicas * cfg.hosts.nproc_per_replica if cfg.hosts.replica_group_id < 0 else None,
         hostname=state.network.advertise_host,
         network=state.network,
     )
@@ -56,11 +56,11 @@ def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
     lighthouse hands the other groups an address they reach; locally ``--standalone`` (None)
     unless a port is pinned."""
     if network.scope == "hosts":
-        network.store_port = cfg.master_port or free_port(network.address)
+        network.store_port = cfg.hosts.master_port or free_port(network.address)
         return network.address, network.store_port
-    if cfg.master_port:
-        network.store_port = cfg.master_port
-        return cfg.master_addr or "127.0.0.1", cfg.master_port
+    if cfg.hosts.master_port:
+        network.store_port = cfg.hosts.master_port
+        return cfg.hosts.master_addr or "127.0.0.1", cfg.hosts.master_port
     return None
 
 
@@ -80,22 +80,22 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
              stop: Stopping, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
-    log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.groups_here),
-             cfg.replicas, cfg.steps)
+    log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.hosts.groups_here),
+             cfg.hosts.replicas, cfg.steps)
     try:
         state.run_event_log.parent.mkdir(parents=True, exist_ok=True)
-        threads = threads_per_rank(cfg.replicas * cfg.nproc_per_replica)
+        threads = threads_per_rank(cfg.hosts.replicas * cfg.hosts.nproc_per_replica)
         master = store_address(state.network, cfg)  # before the spec: it records the store port
         spec_path = write_spec(state, window, threads, link)
         state.started = time.time()
-        if cfg.lighthouse:
-            url = cfg.lighthouse
+        if cfg.hosts.lighthouse:
+            url = cfg.hosts.lighthouse
         else:
-            state.lighthouse = start_lighthouse(run_dir, cfg.min_replicas, heartbeat_timeout_ms=cfg.heartbeat_timeout_ms)
+            state.lighthouse = start_lighthouse(run_dir, cfg.hosts.min_replicas, heartbeat_timeout_ms=cfg.timeouts.heartbeat_timeout_ms)
             url = state.lighthouse.url
         log.info("lighthouse %s", url)
-        for r in cfg.groups_here:
-            g = make_group(run_dir, spec_path, r, cfg.replicas, cfg.nproc_per_replica, url, cfg.backend, threads, master,
+        for r in cfg.hosts.groups_here:
+            g = make_group(run_dir, spec_path, r, cfg.hosts.replicas, cfg.hosts.nproc_per_replica, url, cfg.hosts.backend, threads, master,
                            placement.env.get(r) if placement.mode != "cpu" else None, state.network.env)
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()

@@ -15,7 +15,7 @@ from ftrun.output import RunDirLock, check_name, claim_run_dir, mark_new_run_dir
 def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
     """``<out>/<run-name>``, created and locked for this run (``ftrun.output.claim_run_dir``):
     an existing dir is refused unless ``overwrite``, and then only an ftrun run dir is replaced."""
-    inputs = [Path(cfg.data)] if cfg.data and cfg.data != "synthetic" else []
+    inputs = [Path(cfg.data.data)] if cfg.data.data and cfg.data.data != "synthetic" else []
     run_dir, lock = claim_named_run_dir(Path(cfg.out), cfg.run_name, cfg.mode, overwrite, inputs)
     cfg.run_name = run_dir.name
     return run_dir, lock
@@ -48,8 +48,8 @@ def claim_named_run_dir(root: Path, run_name: str | None, prefix: str, overwrite
 def job_id(cfg: RunConfig) -> str:
     """One id for all replica groups of a job. Local runs: random. Multi-host: --job-id, else
     derived from the lighthouse URL and run name that every host's command line shares."""
-    if cfg.job_id:
-        return cfg.job_id
-    if cfg.replica_group_id >= 0:
-        return "job-" + hashlib.sha1(f"{cfg.lighthouse}|{cfg.run_name}".encode()).hexdigest()[:12]
+    if cfg.hosts.job_id:
+        return cfg.hosts.job_id
+    if cfg.hosts.replica_group_id >= 0:
+        return "job-" + hashlib.sha1(f"{cfg.hosts.lighthouse}|{cfg.run_name}".encode()).hexdigest()[:12]
     return uuid.uuid4().hex[:12]

@@ -89,7 +89,7 @@ PHASES = {"step": "computing, not in a torchft wait", "quorum": "waiting for a q
 
 def _culprit(state: RunState, r: int, pending: dict, last_progress: dict, now: float) -> int:
     """Among stalled groups, blame one that is stuck outside torchft's waits (the others wait for it)."""
-    stalled = [k for k in pending if now - last_progress[k] > state.cfg.stall_timeout_s * 0.5]
+    stalled = [k for k in pending if now - last_progress[k] > state.cfg.timeouts.stall_timeout_s * 0.5]
     for k in stalled:
         w = whereabouts.read(state.run_dir, k)
         if w is not None and w[1] == "step":
@@ -105,7 +105,7 @@ def supervise(state: RunState, on_tick) -> None:
     pending = {g.replica: g for g in state.groups}
     last_progress = {r: time.monotonic() for r in pending}
     started = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
-    startup_grace_s = max(cfg.stall_timeout_s, 180.0)
+    startup_grace_s = max(cfg.timeouts.stall_timeout_s, 180.0)
     while pending:
         now = time.monotonic()
         for r, tail in state.tails.items():
@@ -121,17 +121,17 @@ def supervise(state: RunState, on_tick) -> None:
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
             code = g.proc.poll()
             if code is None:
-                if now - last_progress[r] > (cfg.stall_timeout_s if r in started else startup_grace_s):
+                if now - last_progress[r] > (cfg.timeouts.stall_timeout_s if r in started else startup_grace_s):
                     r = _culprit(state, r, pending, last_progress, now)
                     g = pending[r]
                     step = state.progress[r].step
                     where = whereabouts.read(state.run_dir, r)
                     inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
                     waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
-                    msg = (f"replica group {r} made no progress for {cfg.stall_timeout_s:g} s (stuck after step {step}{inside})"
+                    msg = (f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s (stuck after step {step}{inside})"
                            + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
                            + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}")
-                    state.log_run_event("stall", replica=r, step=step, seconds=cfg.stall_timeout_s)
+                    state.log_run_event("stall", replica=r, step=step, seconds=cfg.timeouts.stall_timeout_s)
                     state.fail(msg)
                     return
                 continue
@@ -139,7 +139,7 @@ def supervise(state: RunState, on_tick) -> None:
             update(state.progress[r], state.tails[r].read_new())  # the steps it logged before exiting
             step = state.progress[r].step
             fault = _fired_fault(state.run_dir, r)
-            outcome = policy.on_exit(code, g.restarts, cfg.max_restarts, fault)
+            outcome = policy.on_exit(code, g.restarts, cfg.faults.max_restarts, fault)
             if outcome == "done":
                 del pending[r]
                 state.log_run_event("group_done", replica=r, step=step)
@@ -156,19 +156,19 @@ def supervise(state: RunState, on_tick) -> None:
                 state.lost[r] = fault
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
-            reason, phase = group_error(state.run_dir, r, cfg.nproc_per_replica, g.log_offset)
-            if state.lighthouse is None and cfg.lighthouse:  # another host's lighthouse: is it still there?
+            reason, phase = group_error(state.run_dir, r, cfg.hosts.nproc_per_replica, g.log_offset)
+            if state.lighthouse is None and cfg.hosts.lighthouse:  # another host's lighthouse: is it still there?
                 from ftrun.launch.lighthouse import unreachable
 
-                gone = unreachable(cfg.lighthouse, 3.0)
+                gone = unreachable(cfg.hosts.lighthouse, 3.0)
                 if gone:
-                    reason = f"the lighthouse {cfg.lighthouse} does not answer ({gone}); {reason}"
-            if state.lost and len(pending) < cfg.min_replicas and phase == "quorum":
+                    reason = f"the lighthouse {cfg.hosts.lighthouse} does not answer ({gone}); {reason}"
+            if state.lost and len(pending) < cfg.hosts.min_replicas and phase == "quorum":
                 alive = len(pending)
                 state.fail(
-                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.min_replicas} after "
+                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.hosts.min_replicas} after "
                     + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
-                    + f"; replica group {r} gave up after --quorum-timeout {cfg.quorum_timeout_s:g} s ({reason}); see {g.log}"
+                    + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({reason}); see {g.log}"
                 )
                 return
             state.fail(policy.group_failed(r, code, g.restarts, reason, g.log,

@@ -43,7 +43,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
     return lambda v: " / ".join("-" if x is None else format(x, fmt) for x in (v or []))
 
 
-ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
+ROWS: list[tuple[str, str, Optional[Callable[[Any], str]]]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
     ("schedule (F, H, tau)", "schedule", schedule_label),
     ("numerics (every sync)", "numerics", numerics_cell),

@@ -97,7 +97,7 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
     return cases
 
 
-def _xml(suites: Sequence[Suite]) -> str:
+def to_xml(suites: Sequence[Suite]) -> str:
     root = ET.Element("testsuites", name="ftrun")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
@@ -130,7 +130,7 @@ def _clean(text: str) -> str:
 
 
 def inspect_junit(report: Report) -> str:
-    return _xml([Suite("ftrun inspect-trace", report_cases(report))])
+    return to_xml([Suite("ftrun inspect-trace", report_cases(report))])
 
 
 def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[Report]]) -> str:
@@ -146,7 +146,7 @@ def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[R
         shown = "none measured" if share is None else f"{share:.4f}"
         suites.append(Suite("ftrun compare", [Case("compare", "expect-hidden", [] if e["ok"] else [
             f"{names[0]} hid {shown} of its communication, expected at least {e['min']}"], out=f"hidden share {shown}")]))
-    return _xml(suites)
+    return to_xml(suites)
 
 
 _SKIPPED = ("invalid", "unavailable")
@@ -164,4 +164,4 @@ def sweep_junit(result: dict[str, Any]) -> str:
         elif v != "pass":
             case.failures = [f"{v}: {problem}" if problem else v]
         cases.append(case)
-    return _xml([Suite(f"ftrun sweep {result['name']}", cases)])
+    return to_xml([Suite(f"ftrun sweep {result['name']}", cases)])

@@ -68,7 +68,7 @@ def verdict_name(e: EventResult) -> str:
 
 
 def verdict_args(e: EventResult) -> dict[str, Any]:
-    args = {
+    args: dict[str, Any] = {
         "verdict": "ok" if e.ok else "FAIL",
         "kind": e.kind,
         "replica": e.replica,
@@ -95,7 +95,7 @@ def verdict_args(e: EventResult) -> dict[str, Any]:
 
 
 class _Writer:
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes] | gzip.GzipFile) -> None:
         self.f = f
         self.n = 0
 
@@ -180,7 +180,7 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
 RECOVERY_PROCESS = "ftrun recovery"
 
 
-def recovery_events(recs: list[dict[str, Any]], base_ns: int, pid: int) -> list[dict[str, Any]]:
+def recovery_events(recs: list[dict[str, Any]], base_ns: float, pid: int) -> list[dict[str, Any]]:
     """The recovery breakdowns (``ftrun.check.recovery`` JSON) as one process, a thread per fault
     and a span per phase over its own interval, on the traces' clock (kineto's ``ts`` are
     microseconds after ``baseTimeNanoseconds``)."""
@@ -215,12 +215,14 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
     check_target(out_path, "--export-perfetto", inputs=[Path(f) for wr in report.workers for f in wr.files])
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise BadInput(f"--export-perfetto {out_path}: cannot write ({e.strerror or e})") from None
-    counts = {"events": 0, "verdicts": 0, "workers": 0}
+    except OSError as err:
+        raise BadInput(f"--export-perfetto {out_path}: cannot write ({err.strerror or err})") from None
+    counts: dict[str, Any] = {"events": 0, "verdicts": 0, "workers": 0}
     # written to a temporary file, renamed over OUT only when complete (ftrun.output)
     with atomic_open(out_path, "--export-perfetto", overwrite) as raw_f:
-        f: IO[bytes] = gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
+        f: IO[bytes] | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
+        )
         try:
             f.write(b'{"ftrun_export":"inspect-trace --export-perfetto","traceEvents":[')  # (ftrun.output knows it by this)
             out = _Writer(f)

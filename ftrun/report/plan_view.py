@@ -120,10 +120,12 @@ def print_plan(result: dict, c: Any = None) -> None:
         d = result["data_hidden_from_bps"][key]
         data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
         c.print(f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} (latency {hides['latency_s'] * 1e3:g} ms)")
+    print_recovery(result.get("recovery"), c)
     c.print("model: compute per step; at each quorum the slowest group's arrival, the lighthouse's reply and the held "
-            "round trip; each fragment's ring allreduce queued on the uplink (ftrun.linkcost, as the emulator); the sync "
-            "blocks for the rest. Not modelled: the real collectives' own CPU cost on loopback (ftrun plan --check shows "
-            "how much it weighs)")
+            "round trip; each fragment's ring allreduce queued on the uplink from the send's start (ftrun.linkcost, as the "
+            "emulator); the sync blocks for the rest, then runs its callbacks and sketches. With --from a run: its drift "
+            "per lag and its CPU work per send and sync; ftrun plan --check also replays its steps and its real loopback "
+            "collectives")
     if result.get("png"):
         c.print(f"plot: {result['png']}")
 
@@ -220,3 +222,67 @@ def utilisation_figure(result: dict):
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+RECOVERY_ROWS = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up", "total")
+
+
+def _s(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def print_recovery_check(result: dict, c: Any = None) -> None:
+    """``--check RUN_DIR`` of a kill run: a block per fault, a row per phase (each its own interval)."""
+    c = c or console()
+    t = _table("fault / phase", "predicted s", "measured s", "error", "how", left=1)
+    t.columns[4].justify = "left"
+    t.columns[4].no_wrap = False
+    for i, r in enumerate(result["recovery"]):
+        if i:
+            t.add_section()
+        link = (result.get("link") or {}).get("describe", "no emulated link")
+        t.add_row(styled(f"{r['fault']} · replica {r['replica']} · {link}", "bold"), "", "", "", "")
+        for k in RECOVERY_ROWS:
+            p, m, e, ok = r["predicted"].get(k), r["measured"].get(k), r["error"].get(k), r["within_tolerance"].get(k)
+            err = "-" if e is None or ok is None else f"{e * 100:+.0f}%"
+            how = "relaunch + join + reconfigure (measured) + heal + catch-up" if k == "total" else r["how"].get(k, "")
+            t.add_row(f"  {k}", _s(p), _s(m), styled(err, "red") if ok is False else err, how)
+        hb = r["heal_bytes"]
+        t.add_row("  heal bytes", f"{hb['predicted']:,}", "-" if hb["measured"] is None else f"{hb['measured']:,}", "",
+                  "model + AdamW moments and steps + DiLoCo's global copy + outer momentum (torchft's HTTP transport)")
+    c.print(t)
+    c.print(f"tolerance {result['tolerance'] * 100:g}% or {result['floor_s']:g} s per phase (each phase's own interval, "
+            "ftrun.check.recovery); relaunch, join and reconfigure are this run's own measurements, not predictions")
+    if result["outside_tolerance"]:
+        c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
+    else:
+        c.print(line(("PASS", "bold green"), " every predicted phase within tolerance"))
+
+
+def print_recovery(rec: Optional[dict], c: Any) -> None:
+    """The predicted recovery of one killed group, a row per link (``ftrun.plan_recovery``)."""
+    if not rec or not rec.get("links"):
+        return
+    t = _table("recovery of one killed group", "detect s", "heal s", "catch-up s", "relaunch+join+reconfigure s", "total s",
+               left=1)
+    rows = []
+    for r in rec["links"]:
+        ph = r["phases"]
+        given = [ph[k] for k in ("relaunch", "join", "reconfigure")]
+        rows.append((r["link"], _s(ph["detect"]), _s(ph["heal"]), _s(ph["catch_up"]),
+                     "not predicted" if any(v is None for v in given) else f"{sum(given):.2f} (measured)", _s(r["total_s"])))
+        t.add_row(*rows[-1])
+    if not fits(c, t):  # stacked: a block per link, a row per phase
+        t = _table("recovery · link / phase", "seconds", left=1)
+        for i, row in enumerate(rows):
+            if i:
+                t.add_section()
+            t.add_row(styled(row[0], "bold"), "")
+            for head, v in zip(("detect", "heal", "catch-up", "relaunch+join+reconf.", "total"), row[1:]):
+                t.add_row(f"  {head}", v)
+    c.print(t)
+    src = f"relaunch, join and reconfigure measured in {rec['measured_from']}" if rec.get("measured_from") else (
+        "relaunch, join and reconfigure not predicted (a process start and torchft's rendezvous: give --from a kill run)")
+    c.print(f"recovery: heal = {_tb(rec['state_bytes'])} of float32 model + AdamW + DiLoCo state (what torchft's HTTP "
+            f"checkpoint transport sends) over the link; detect = the {rec['heartbeat_timeout_s']:g} s heartbeat timeout + "
+            f"half a lighthouse tick + the held round trip; {src}")

@@ -11,7 +11,7 @@ from ftrun.schedule import label as schedule_label
 from ftrun.torchft_compat import describe_versions
 
 
-def _progress_table(state) -> Table:
+def progress_table(state) -> Table:
     """One line per replica group. Fits 80 columns: no cell wraps, short headers (two lines where
     needed), the step total in the title, and no vertical rules."""
     t = Table(
@@ -48,7 +48,7 @@ class LiveView(LiveTable):
 
     def refresh(self, state) -> None:
         if self.enabled:
-            self.show(_progress_table(state))
+            self.show(progress_table(state))
 
 
 def agreement_text(a: dict):

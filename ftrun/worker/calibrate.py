@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+import msgspec
+
 from ftrun.config import RunConfig
 
 
@@ -31,7 +33,7 @@ def measure(cfg: RunConfig, threads: int, steps: int = 8) -> dict:
     from ftrun.worker.setup import make_data, make_inner, make_model, train_step
 
     torch.set_num_threads(threads)
-    cuda = torch.cuda.is_available() and cfg.backend in ("auto", "nccl", "baby-nccl")
+    cuda = torch.cuda.is_available() and cfg.hosts.backend in ("auto", "nccl", "baby-nccl")
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     model = make_model(cfg, device)
@@ -70,4 +72,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 3:
         print(json.dumps(measure_layout(cfg_arg, threads_arg, int(sys.argv[3]))))
     else:
-        print(json.dumps(measure(RunConfig(**json.loads(cfg_arg)), threads_arg)))
+        print(json.dumps(measure(msgspec.json.decode(cfg_arg, type=RunConfig), threads_arg)))

@@ -107,7 +107,9 @@ class Corruption:
         self._fired: set[str] = set()
 
     def _kind(self, sync_step: int | None, kind: str) -> layout.FaultSpec | None:
-        f = self.by_step.get(sync_step) if sync_step is not None else None
+        if sync_step is None:
+            return None
+        f = self.by_step.get(sync_step)
         if f is None or f.kind != kind or layout.fault_marker(self.run_dir, f.key).exists() and f.key not in self._fired:
             return None
         if f.key not in self._fired:

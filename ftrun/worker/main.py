@@ -46,10 +46,9 @@ def main(spec_path: str) -> int:
 
     die_with_parent()
     from ftrun import layout
-    from ftrun.config import RunConfig
 
-    spec = layout.read_spec(Path(spec_path))
-    cfg, run_dir = RunConfig(**spec.config), Path(spec.run_dir)
+    spec = layout.read_spec(Path(spec_path))  # decodes the config tree with its type (layout.Spec)
+    cfg, run_dir = spec.config, Path(spec.run_dir)
 
     import torch
     from torchft.local_sgd import DiLoCo
@@ -58,7 +57,7 @@ def main(spec_path: str) -> int:
     from ftrun.worker.fault_injection import FaultInjector
     from ftrun.torchft_compat import versions
     from ftrun.worker.meta import RankMeta
-    from ftrun.worker.models import describe_fragments
+    from ftrun.worker.fragments import describe_fragments
     from ftrun.worker.lifecycle import Lifecycle
     from ftrun.worker.profiling import RecoveryProfile, make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
@@ -75,19 +74,19 @@ def main(spec_path: str) -> int:
     life.mark("start", t_entry)
     # a relaunched group is profiled from here through its first commit (--profile-recovery)
     recovery = None
-    if env.restart and cfg.profile_recovery:
+    if env.restart and cfg.profiling.profile_recovery:
         recovery = RecoveryProfile(layout.recovery_trace_dir(run_dir) / layout.recovery_trace_name(env.replica, env.rank, env.restart))
     torch.set_num_threads(spec.threads)
-    backend, device = pick_device(cfg.backend, env.local_rank)
+    backend, device = pick_device(cfg.hosts.backend, env.local_rank)
     training = build_training(cfg, env, device)
     heal = HealState(training)
     numerics = None
-    if cfg.sketches:  # the numeric check's sketches (ftrun.worker.sketch); --no-sketches: none
+    if cfg.profiling.sketches:  # the numeric check's sketches (ftrun.worker.sketch); --no-sketches: none
         from ftrun.worker.fault_injection import Corruption
         from ftrun.worker.sketch import NumericsProbe
 
-        numerics = NumericsProbe(Corruption(spec.faults, env.replica, env.rank, run_dir), cfg.fragment_sync_delay,
-                                 cfg.quantize, cfg.bucketize)
+        numerics = NumericsProbe(Corruption(spec.faults, env.replica, env.rank, run_dir), cfg.schedule.fragment_sync_delay,
+                                 cfg.optimizer.quantize, cfg.optimizer.bucketize)
     t_manager = time.time()
     manager = make_manager(spec, cfg, env, backend, heal, life, numerics)
     life.mark("manager_up", t_manager, time.time())
@@ -125,11 +124,11 @@ def main(spec_path: str) -> int:
             training.fragments,
             training.inner,
             training.outer,
-            sync_every=cfg.sync_every,
-            fragment_sync_delay=cfg.fragment_sync_delay,
-            fragment_update_alpha=cfg.fragment_update_alpha,
-            use_bucketization=cfg.bucketize,
-            should_quantize=cfg.quantize,
+            sync_every=cfg.schedule.sync_every,
+            fragment_sync_delay=cfg.schedule.fragment_sync_delay,
+            fragment_update_alpha=cfg.schedule.fragment_update_alpha,
+            use_bucketization=cfg.optimizer.bucketize,
+            should_quantize=cfg.optimizer.quantize,
             backup_device=device,
         ) as diloco:
             recorder.attach(diloco)
@@ -173,7 +172,7 @@ class StepLoop:
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
         self.numerics = numerics
         self.recovery = recovery  # profiling a relaunched group until its first commit
-        self.sleep_s = cfg.step_sleep_ms / 1e3
+        self.sleep_s = cfg.emulation.step_sleep_ms / 1e3
         self._tb_last: dict = {}
         self._tb_pending: list = []
 

@@ -1,38 +1,47 @@
-"""Small models split into contiguous fragments of whole blocks, as torchtitan splits an LLM.
+"""The run's model and its fragments, built-in or a user's: the one worker-side builder.
 
-Both models are token models: embedding -> N blocks -> head, predicting the next token.
-Block i's feed-forward width is ``2*width + 16*i``, so every block — and therefore every
-fragment — has a distinct parameter-size signature. That is what lets ``inspect-trace``
-tell fragments apart from the allreduce sizes alone, without trusting the schedule.
+The built-in ``TokenModel`` is the torch form of ``ftrun.model_desc.Architecture`` (which holds
+its shape, parameter count and why every block differs in size); a user's model comes from its
+factory (``ftrun.worker.user_model``). Both are split by ``ftrun.worker.fragments``.
+
+Run as ``python -m ftrun.worker.models JSON`` it is the parent's pre-launch check of a user's
+model (``ftrun.model_spec.check``): it builds the model once, runs one forward pass on a ``[2, T]``
+batch to check the output is ``[2, T, V]`` logits, splits it, and prints one JSON line:
+{"fragments": [...], "warnings": [...]} or {"error": "one line"}.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+
 import torch
 from torch import nn
 
-
-def ffn_width(width: int, i: int) -> int:
-    return 2 * width + 16 * i
+from ftrun.model_desc import Architecture, architecture
+from ftrun.model_spec import parse_fragment_fqns
+from ftrun.worker.fragments import Fragment, ModelError, assign_fragments, describe_fragments, same_signatures, split
+from ftrun.worker.user_model import build_user_model
 
 
 class MLPBlock(nn.Module):
-    def __init__(self, width: int, i: int) -> None:
+    def __init__(self, arch: Architecture, i: int) -> None:
         super().__init__()
+        width = arch.width
         self.norm = nn.LayerNorm(width)
-        self.up = nn.Linear(width, ffn_width(width, i))
-        self.down = nn.Linear(ffn_width(width, i), width)
+        self.up = nn.Linear(width, arch.ffn_width(i))
+        self.down = nn.Linear(arch.ffn_width(i), width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.down(torch.relu(self.up(self.norm(x))))
 
 
 class DecoderBlock(nn.Module):
-    def __init__(self, width: int, i: int, heads: int) -> None:
+    def __init__(self, arch: Architecture, i: int) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(width)
-        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
-        self.mlp = MLPBlock(width, i)
+        self.norm1 = nn.LayerNorm(arch.width)
+        self.attn = nn.MultiheadAttention(arch.width, arch.heads, batch_first=True)
+        self.mlp = MLPBlock(arch, i)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t = x.shape[1]
@@ -43,18 +52,16 @@ class DecoderBlock(nn.Module):
 
 
 class TokenModel(nn.Module):
-    """embedding -> blocks -> norm + head. ``kind``: 'mlp' (per-token residual MLP) or 'transformer'."""
+    """embedding -> blocks -> norm + head, as ``arch`` describes it."""
 
-    def __init__(self, kind: str, vocab: int, width: int, blocks: int, seq_len: int) -> None:
+    def __init__(self, arch: Architecture) -> None:
         super().__init__()
-        self.embed = nn.Embedding(vocab, width)
-        self.pos = nn.Parameter(torch.zeros(1, seq_len, width)) if kind == "transformer" else None
-        heads = 4 if width % 4 == 0 else 1
-        self.blocks = nn.ModuleList(
-            DecoderBlock(width, i, heads) if kind == "transformer" else MLPBlock(width, i) for i in range(blocks)
-        )
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
+        self.embed = nn.Embedding(arch.vocab, arch.width)
+        self.pos = nn.Parameter(torch.zeros(1, arch.seq_len, arch.width)) if arch.kind == "transformer" else None
+        block = DecoderBlock if arch.kind == "transformer" else MLPBlock
+        self.blocks = nn.ModuleList(block(arch, i) for i in range(arch.blocks))
+        self.norm = nn.LayerNorm(arch.width)
+        self.head = nn.Linear(arch.width, arch.vocab)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)
@@ -65,61 +72,50 @@ class TokenModel(nn.Module):
         return self.head(self.norm(x))
 
 
+def _as_dict(cfg) -> dict:
+    return cfg if isinstance(cfg, dict) else cfg.resolved()
+
+
 def build_model(cfg) -> nn.Module:
     """The run's model from its config (a ``RunConfig`` or its ``resolved()`` dict): the built-in
-    ``TokenModel`` or a user's factory (``--model MODULE:FACTORY``, ``ftrun.worker.user_model``)."""
-    if not isinstance(cfg, dict):
-        cfg = cfg.resolved()
-    if cfg["model"] in ("mlp", "transformer"):
-        return TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
-    from ftrun.worker.user_model import build_user_model
-
-    return build_user_model(cfg)
+    ``TokenModel`` or a user's factory (``--model MODULE:FACTORY`` / ``hf:NAME``)."""
+    c = _as_dict(cfg)
+    arch = architecture(c)
+    return TokenModel(arch) if arch is not None else build_user_model(c)
 
 
-class _Fragment(nn.Module):
-    """A view over some of the model's modules; parameters are shared, not copied."""
-
-    def __init__(self, parts: dict[str, nn.Module], params: dict[str, nn.Parameter]) -> None:
-        super().__init__()
-        for name, mod in parts.items():
-            self.add_module(name, mod)
-        for name, p in params.items():
-            self.register_parameter(name, p)
-
-
-def split_fragments(model: TokenModel, fragments: int) -> list[nn.Module]:
-    """F contiguous groups of blocks; the first also holds the embedding, the last the head.
-
-    Blocks are spread as evenly as possible, earlier fragments taking the remainder.
-    """
-    n = len(model.blocks)
-    assert 1 <= fragments <= n
-    sizes = [n // fragments + (1 if i < n % fragments else 0) for i in range(fragments)]
-    out: list[nn.Module] = []
-    start = 0
-    for f, size in enumerate(sizes):
-        parts: dict[str, nn.Module] = {f"block{start + j}": model.blocks[start + j] for j in range(size)}
-        params: dict[str, nn.Parameter] = {}
-        if f == 0:
-            parts = {"embed": model.embed, **parts}
-            if model.pos is not None:
-                params["pos"] = model.pos
-        if f == fragments - 1:
-            parts.update({"norm": model.norm, "head": model.head})
-        out.append(_Fragment(parts, params))
-        start += size
-    return out
+def build_fragments(model: nn.Module, cfg) -> list[Fragment]:
+    """The run's ``--fragments`` fragments of ``model`` (``ftrun.worker.fragments``): a built-in
+    model by its blocks, a user's by ``--fragment-fqns`` or its largest ``nn.ModuleList``."""
+    c = _as_dict(cfg)
+    if isinstance(model, TokenModel):
+        groups = assign_fragments(model, c["fragments"], blocks=("blocks", model.blocks))
+    else:
+        fqns = parse_fragment_fqns(c.get("fragment_fqns") or "", c["fragments"])
+        groups = assign_fragments(model, c["fragments"], fqns)
+    return split(model, groups)
 
 
-def describe_fragments(fragments: list[nn.Module]) -> list[dict]:
-    """Manifest form: per fragment, each parameter's name, numel and shape (in allreduce order).
-    A fragment with ``fqns`` (``ftrun.worker.user_model``) is named by the model's own names."""
-    out = []
-    for i, frag in enumerate(fragments):
-        named = list(frag.named_parameters())
-        names = getattr(frag, "fqns", None) or [n for n, _ in named]
-        params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, (_, p) in zip(names, named)]
-        numel = sum(p["numel"] for p in params)
-        out.append({"id": i, "params": params, "numel": numel, "bytes": numel * 4})
-    return out
+def check(cfg: dict) -> dict:
+    """The pre-launch check (module docstring)."""
+    try:
+        model = build_model(cfg)
+        with torch.no_grad():
+            out = model(torch.zeros(2, cfg["seq_len"], dtype=torch.long))
+        want = (2, cfg["seq_len"], cfg["vocab"])
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ModelError(f"--model {cfg['model']}: maps token ids [2, {cfg['seq_len']}] to {got}; "
+                             f"ftrun needs logits [B, T, V] = {list(want)}")
+        frags = build_fragments(model, cfg)
+    except ModelError as e:
+        return {"error": str(e)}
+    except Exception as e:  # the user's forward pass
+        first = str(e).splitlines()[0] if str(e) else ""
+        return {"error": f"--model {cfg['model']}: forward pass failed: {type(e).__name__}: {first}"}
+    described = describe_fragments(frags)
+    return {"fragments": described, "warnings": same_signatures(described)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(check(json.loads(sys.argv[1]))), flush=True)

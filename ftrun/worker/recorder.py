@@ -117,13 +117,14 @@ class StepRecorder:
 
     def end_step(self, **fields: Any) -> EventRecord:
         """Write the step's ``layout.EventRecord``; ``fields``: what the loop knows (step, loss, ...)."""
+        timings: dict[str, Any] = {k: round(v, 6) for k, v in self.timings.items()}
         rec = EventRecord(
             **fields,
             sent=self.sent,
             synced=self.synced,
             commit=self.commit,
             fingerprint=self.fingerprint,
-            **{k: round(v, 6) for k, v in self.timings.items()},
+            **timings,
             t=time.time(),
         )
         self.timings = {}

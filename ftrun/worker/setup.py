@@ -23,10 +23,10 @@ from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.torchft_compat import RECONFIGURE_BACKENDS, backend_unavailable, installed
-from ftrun.model_spec import is_user_model, parse_fragment_fqns
 from ftrun.worker.data import Batches
+from ftrun.worker.fragments import Fragment
 from ftrun.worker.lifecycle import Lifecycle
-from ftrun.worker.models import build_model, split_fragments
+from ftrun.worker.models import build_fragments, build_model
 
 
 def die_with_parent() -> None:
@@ -76,7 +76,7 @@ def device_label(device: torch.device, environ: dict | None = None) -> str:
 @dataclass
 class Training:
     model: torch.nn.Module
-    fragments: list[torch.nn.Module]
+    fragments: list[Fragment]
     train_model: torch.nn.Module  # the model, or its DDP wrapper when the group has several ranks
     data: Batches
     inner: torch.optim.Optimizer
@@ -85,17 +85,17 @@ class Training:
 
 def make_model(cfg: RunConfig, device: torch.device) -> torch.nn.Module:
     """The run's model (built-in or ``--model MODULE:FACTORY``) with its seeded weights (the same on every rank)."""
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.data.seed)
     return build_model(cfg).to(device)
 
 
 def make_data(cfg: RunConfig, stream: int) -> Batches:
-    return Batches(cfg.data, cfg.vocab, cfg.seq_len, cfg.batch_size, cfg.seed, stream)
+    return Batches(cfg.data.data, cfg.model.vocab, cfg.data.seq_len, cfg.data.batch_size, cfg.data.seed, stream)
 
 
 def make_inner(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
     """The inner optimizer: AdamW."""
-    return torch.optim.AdamW(model.parameters(), lr=cfg.inner_lr)
+    return torch.optim.AdamW(model.parameters(), lr=cfg.optimizer.inner_lr)
 
 
 def train_step(model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batches, device: torch.device) -> torch.Tensor:
@@ -114,24 +114,19 @@ def train_step(model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batch
 def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
     model = make_model(cfg, device)
-    if is_user_model(cfg.model):  # --model MODULE:FACTORY (checked by the parent before launch)
-        from ftrun.worker.user_model import split_user_model
-
-        fragments = split_user_model(model, cfg.fragments, parse_fragment_fqns(cfg.fragment_fqns or "", cfg.fragments))
-    else:
-        fragments = split_fragments(model, cfg.fragments)
+    fragments = build_fragments(model, cfg)  # a user's model was checked by the parent before launch
     train_model: torch.nn.Module = model
     if env.group_size > 1:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeout_s))
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeouts.timeout_s))
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
     data = make_data(cfg, stream)
     inner = make_inner(model, cfg)
     outer = [
-        torch.optim.SGD(f.parameters(), lr=cfg.outer_lr, momentum=cfg.outer_momentum, nesterov=cfg.outer_momentum > 0)
+        torch.optim.SGD(f.parameters(), lr=cfg.optimizer.outer_lr, momentum=cfg.optimizer.outer_momentum, nesterov=cfg.optimizer.outer_momentum > 0)
         for f in fragments
     ]
     return Training(model, fragments, train_model, data, inner, outer)
@@ -194,7 +189,7 @@ def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, 
 
     from ftrun.worker.lifecycle import TimedTransport
 
-    timeout = timedelta(seconds=cfg.timeout_s)
+    timeout = timedelta(seconds=cfg.timeouts.timeout_s)
     if spec.network is not None and spec.network.scope == "hosts":
         from ftrun.torchft_compat import advertise_as
 
@@ -212,7 +207,7 @@ def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, 
     return torchft.Manager(
         pg=pg,
         checkpoint_transport=transport,
-        min_replica_size=cfg.min_replicas,
+        min_replica_size=cfg.hosts.min_replicas,
         load_state_dict=heal.load_state_dict,
         state_dict=heal.state_dict,
         replica_id=f"{spec.job_id}_replica{env.replica}",

@@ -3,29 +3,12 @@ the CLI. Real processes (the interpreter; the foreign_traces fixture trains)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
 import ftrun
-from ftrun import api
-from train_fixtures import drop_sync, inspect, move_send, read, write
-
-
-def _cli_json(*args: str) -> tuple[int, dict]:
-    res = inspect(*args, "--json")
-    return res.exit_code, json.loads(res.output)
-
-
-def _same_as_cli(report: api.Report, *args: str) -> None:
-    code, d = _cli_json(*args)
-    assert code == (0 if report.ok else 1)
-    assert report.verdict == d["verdict"]
-    assert report.problems == d["problems"]
-    mine = report.to_json()
-    assert [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in mine["events"]] == \
-           [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in d["events"]]
+from train_fixtures import drop_sync, move_send, read, same_as_cli, write
 
 
 @pytest.mark.e2e
@@ -40,7 +23,8 @@ def test_import_is_cheap_and_leaves_signals_alone():
         "before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))\n"
         "import ftrun, ftrun.pytest_plugin\n"
         "ftrun.Schedule(2, 20, 5).events(40); ftrun.check_traces; ftrun.Report; ftrun.train\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchft', 'typer', 'rich', 'msgspec', 'matplotlib', 'numpy'))\n"
+        "heavy = ('torch', 'torchft', 'typer', 'rich', 'msgspec', 'matplotlib', 'numpy')\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
         "print(heavy, before == (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -59,10 +43,13 @@ def test_torchfts_own_traces_same_verdict_as_cli(tmp_path, foreign_traces, mutat
     if mutation is not None:
         f = root / "r0" / "step-12.json"
         d = read(f)
-        first = next(e for e in ftrun.check_traces(root, schedule=schedule).events
-                     if e.replica == 0 and e.kind == ("send" if mutation == "move_send" else "sync"))
+        first = next(
+            e
+            for e in ftrun.check_traces(root, schedule=schedule).events
+            if e.replica == 0 and e.kind == ("send" if mutation == "move_send" else "sync")
+        )
         (move_send if mutation == "move_send" else drop_sync)(d, first.observed_step)
         write(f, d)
     r = ftrun.check_traces(root, schedule=schedule)
     assert r.ok == (mutation is None)
-    _same_as_cli(r, str(root), *FOREIGN_FLAGS)
+    same_as_cli(r, str(root), *FOREIGN_FLAGS)

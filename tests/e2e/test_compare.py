@@ -26,10 +26,21 @@ BW, LAT = 50e6, 0.005
 MODEL = ["--width", "64", "--batch-size", "8", "--seq-len", "32"]  # bigger than SMALL: syncs worth hiding
 NAMES = ["streaming", "baseline"]
 RUN_FIELDS = {
-    "name": str, "verdict": str, "steps_per_s": float, "wall_s": float, "syncs": (int, float),
-    "commits": (int, float), "exposed_comm_s": float, "hidden_comm_share": float,
-    "peak_sync_bytes": int, "total_bytes": (int, float), "final_loss": float,
-    "exposed_data_s": float, "exposed_control_s": float, "compute_utilisation": float, "median_step_s": float,
+    "name": str,
+    "verdict": str,
+    "steps_per_s": float,
+    "wall_s": float,
+    "syncs": (int, float),
+    "commits": (int, float),
+    "exposed_comm_s": float,
+    "hidden_comm_share": float,
+    "peak_sync_bytes": int,
+    "total_bytes": (int, float),
+    "final_loss": float,
+    "exposed_data_s": float,
+    "exposed_control_s": float,
+    "compute_utilisation": float,
+    "median_step_s": float,
 }
 
 
@@ -56,8 +67,21 @@ class Compared:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Compared:
     out = tmp_path_factory.mktemp("compare")
-    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *MODEL, "--link", LINK, "--out", str(out), "--name", "c",
-                 "--json", timeout=480)
+    proc = ftrun(
+        "compare",
+        *NAMES,
+        "--steps",
+        str(STEPS),
+        *MODEL,
+        "--link",
+        LINK,
+        "--out",
+        str(out),
+        "--name",
+        "c",
+        "--json",
+        timeout=480,
+    )
     if proc.returncode != 0:
         pytest.fail(f"ftrun compare exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return Compared(proc, out)
@@ -170,14 +194,16 @@ def test_plan_check_predicts_the_compare(trained: Compared) -> None:
         assert m["exposed_data_ms_per_sync"] == r["per_sync_exposed_ms"] and m["steps_per_s"] == r["steps_per_s"]
         assert m["exposed_control_ms_per_sync"] == r["per_sync_exposed_control_ms"]
     base = got["baseline"]
-    assert base["predicted"]["exposed_data_ms_per_sync"] == pytest.approx(base["measured"]["exposed_data_ms_per_sync"], rel=0.5)
+    assert base["predicted"]["exposed_data_ms_per_sync"] == pytest.approx(
+        base["measured"]["exposed_data_ms_per_sync"], rel=0.5
+    )
     assert got["streaming"]["predicted"]["exposed_data_ms_per_sync"] < base["predicted"]["exposed_data_ms_per_sync"]
 
 
 def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:
     """Every quorum crossed the link: a control-hold span of >= one round trip per send in the
     traces; compare reports the control plane apart from the data plane, in the table and sentence."""
-    from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LABELS
+    from ftrun.torchft_compat import LABELS, LINK_CONTROL_QUORUM
     from ftrun.trace.load import load_trace
     from ftrun.trace.schema import name_filter, trace_events
 
@@ -214,7 +240,9 @@ def test_inspect_splits_exposed_into_data_and_control(trained: Compared) -> None
             assert e.quorum_ms is not None and e.quorum_ms >= 2 * LAT * 1e3 - 0.5, (n, e.observed_step, e.quorum_ms)
             assert e.exposed_control_ms > e.quorum_ms  # should_commit on top
         totals = report.workers[0].totals
-        assert totals["exposed_control_ms"] >= 2 * LAT * 1e3 * len([e for e in syncs if e.replica == report.workers[0].replica])
+        assert totals["exposed_control_ms"] >= 2 * LAT * 1e3 * len(
+            [e for e in syncs if e.replica == report.workers[0].replica]
+        )
 
 
 def test_exposed_comm_is_run_total_per_replica_mean(trained: Compared) -> None:
@@ -223,12 +251,17 @@ def test_exposed_comm_is_run_total_per_replica_mean(trained: Compared) -> None:
         m = trained.manifest(n)
         totals = []
         for rep in range(m["replicas"]):
-            recs = [json.loads(x) for x in layout.event_log(trained.run_dir(n), rep, 0).read_text().splitlines() if x.strip()]
+            recs = [
+                json.loads(x)
+                for x in layout.event_log(trained.run_dir(n), rep, 0).read_text().splitlines()
+                if x.strip()
+            ]
             assert len(recs) == STEPS
             totals.append(sum(x.get("exposed_s", 0.0) for x in recs if x.get("synced") is not None))
         assert trained.runs[n]["exposed_comm_s"] == pytest.approx(sum(totals) / len(totals))
         assert trained.runs[n]["per_sync_exposed_ms"] == pytest.approx(
-            trained.runs[n]["exposed_comm_s"] / trained.runs[n]["syncs"] * 1e3)
+            trained.runs[n]["exposed_comm_s"] / trained.runs[n]["syncs"] * 1e3
+        )
 
 
 def test_bytes_per_sync(trained: Compared) -> None:
@@ -268,7 +301,7 @@ def test_timeline_png(trained: Compared) -> None:
     rgb = (img[..., :3] * 255).round().astype(int)
 
     def count(hex_colour: str, tol: int = 6) -> int:
-        c = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+        c = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
         return int((np.abs(rgb - c) <= tol).all(axis=-1).sum())
 
     # drawn, not blank: training steps (grey), exposed waits (red), fragment 0 and 1 (blue, orange)
@@ -280,14 +313,27 @@ def test_timeline_png(trained: Compared) -> None:
 
 
 def test_existing_compare_dir_needs_overwrite(trained: Compared) -> None:
-    proc = ftrun("compare", *NAMES, "--steps", str(STEPS), *MODEL, "--link", LINK, "--out", str(trained.out), "--name", "c")
+    proc = ftrun(
+        "compare", *NAMES, "--steps", str(STEPS), *MODEL, "--link", LINK, "--out", str(trained.out), "--name", "c"
+    )
     assert "already exists" in one_line_error(proc)
 
 
 # --- read mode on the fixture's run dirs ---------------------------------------------------
 
-KEYS = ["verdict", "steps_per_s", "wall_s", "syncs", "commits", "exposed_comm_s", "hidden_comm_share",
-        "peak_sync_bytes", "total_bytes", "final_loss", "schedule"]
+KEYS = [
+    "verdict",
+    "steps_per_s",
+    "wall_s",
+    "syncs",
+    "commits",
+    "exposed_comm_s",
+    "hidden_comm_share",
+    "peak_sync_bytes",
+    "total_bytes",
+    "final_loss",
+    "schedule",
+]
 
 
 def test_read_mode_matches_training_report(trained: Compared, tmp_path: Path) -> None:
@@ -365,7 +411,9 @@ def test_run_dir_without_event_logs(trained: Compared, tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(trained.run_dir("baseline"), broken)
     shutil.rmtree(broken / layout.EVENT_LOGS)
-    line = one_line_error(ftrun("compare", str(trained.run_dir("streaming")), str(broken), "--out", str(tmp_path / "o")))
+    line = one_line_error(
+        ftrun("compare", str(trained.run_dir("streaming")), str(broken), "--out", str(tmp_path / "o"))
+    )
     assert "event" in line  # "no event logs" or "...events/replica0_rank0.jsonl: unreadable ..."
 
 
@@ -407,13 +455,28 @@ def test_repeat_alternates_and_calibrates_the_default_link(tmp_path: Path) -> No
     """No --link: the step is calibrated on the run's layout and the link chosen from it; with
     --repeat 2 the order alternates (s-1, b-1, then b-2, s-2) and figures get a spread."""
     steps = 20
-    proc = ftrun("compare", *NAMES, "--steps", str(steps), *MODEL, "--repeat", "2", "--out", str(tmp_path), "--name", "r",
-                 "--json", timeout=600)
+    proc = ftrun(
+        "compare",
+        *NAMES,
+        "--steps",
+        str(steps),
+        *MODEL,
+        "--repeat",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "r",
+        "--json",
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     d = json.loads(proc.stdout)
     cmp_dir = tmp_path / "r"
-    started = {n: json.loads((cmp_dir / n / layout.MANIFEST).read_text()) for n in
-               ("streaming-1", "baseline-1", "baseline-2", "streaming-2")}
+    started = {
+        n: json.loads((cmp_dir / n / layout.MANIFEST).read_text())
+        for n in ("streaming-1", "baseline-1", "baseline-2", "streaming-2")
+    }
     assert not (cmp_dir / "streaming").exists()
     order = sorted(started, key=lambda n: (cmp_dir / n / layout.MANIFEST).stat().st_ctime)
     assert order == ["streaming-1", "baseline-1", "baseline-2", "streaming-2"], order

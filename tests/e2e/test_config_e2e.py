@@ -1,40 +1,24 @@
 """``ftrun train`` input validation through the real CLI: one line on stderr, exit 2, nothing
-started; the CLI imports no torch for help and bad input."""
+started (that help and bad input import no torch: test_torch_free.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, SMALL, write_toml
-
-
-def ftrun_train(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*FTRUN, "train", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
-
-
-def assert_one_line_error(res: subprocess.CompletedProcess, *needles: str) -> str:
-    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout, res.stderr
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+from train_fixtures import SMALL, one_line, run_ftrun, write_toml
 
 
 def bad_toml(tmp: Path) -> Path:
     p = tmp / "bad.toml"
-    p.write_text('steps = 10\nwidth = = 3\n')
+    p.write_text("steps = 10\nwidth = = 3\n")
     return p
 
 
 def unknown_key_toml(tmp: Path) -> Path:
     p = tmp / "unknown.toml"
-    p.write_text('steps = 10\nsync_evry = 5\n')
+    p.write_text("steps = 10\nsync_evry = 5\n")
     return p
 
 
@@ -49,16 +33,28 @@ CASES = [
     # torchft's DiLoCo rules
     ("F>H", ["--fragments", "4", "--sync-every", "2", "--blocks", "4"], ["--sync-every 2", "H >= F", "--fragments 4"]),
     ("H%F", ["--fragments", "2", "--sync-every", "5"], ["--sync-every 5", "multiple of F", "--fragments 2"]),
-    ("tau>=H/F", ["--fragments", "2", "--sync-every", "6", "--fragment-sync-delay", "3"], ["--fragment-sync-delay 3", "6/2 = 3"]),
+    (
+        "tau>=H/F",
+        ["--fragments", "2", "--sync-every", "6", "--fragment-sync-delay", "3"],
+        ["--fragment-sync-delay 3", "6/2 = 3"],
+    ),
     # a rule between flags is blamed on the flag given, not on the preset's value
     ("F vs preset tau", ["--fragments", "5"], ["--fragments 5:", "--fragment-sync-delay 5 (preset streaming)"]),
     ("tau<0", ["--fragment-sync-delay=-1"], ["--fragment-sync-delay -1"]),
     ("alpha>1", ["--fragment-update-alpha", "1.5"], ["--fragment-update-alpha 1.5"]),
     ("alpha<0", ["--fragment-update-alpha=-0.25"], ["--fragment-update-alpha -0.25"]),
     # ftrun's own
-    ("F>blocks", ["--fragments", "4", "--sync-every", "8", "--fragment-sync-delay", "0", "--blocks", "2"], ["--fragments 4", "blocks (2)"]),
+    (
+        "F>blocks",
+        ["--fragments", "4", "--sync-every", "8", "--fragment-sync-delay", "0", "--blocks", "2"],
+        ["--fragments 4", "blocks (2)"],
+    ),
     ("steps<H profiled", ["--steps", "5", "--sync-every", "20"], ["--steps 5", "--sync-every 20"]),
-    ("profile past steps", ["--steps", "10", "--sync-every", "10", "--fragment-sync-delay", "1", "--profile", "1:50"], ["--profile 1:50"]),
+    (
+        "profile past steps",
+        ["--steps", "10", "--sync-every", "10", "--fragment-sync-delay", "1", "--profile", "1:50"],
+        ["--profile 1:50"],
+    ),
     ("bad profile", ["--profile", "sometimes"], ["--profile sometimes"]),
     ("profile B<A", ["--steps", "40", "--profile", "9:3"], ["--profile 9:3"]),
     ("unknown mode", ["--mode", "turbo"], ["--mode turbo", "streaming"]),
@@ -100,58 +96,38 @@ def test_bad_input_is_one_line_exit_2(tmp_path, case, flags, needles):
 
     flags = [sub(f) for f in flags]
     out = [] if "--out" in flags else ["--out", str(tmp_path / "runs")]
-    res = ftrun_train(*flags, *out, *SMALL)
-    assert_one_line_error(res, *[sub(n) for n in needles])
+    res = run_ftrun("train", *flags, *out, *SMALL)
+    one_line(res, *[sub(n) for n in needles])
     assert not (tmp_path / "runs").exists(), "nothing may be created for bad input"
 
 
 @pytest.mark.e2e
 def test_toml_values_are_type_checked(tmp_path):
     p = write_toml(tmp_path / "t.toml", {"steps": "many"})
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: steps = 'many'", "int")
+    one_line(run_ftrun("train", "--config", str(p), "--out", str(tmp_path)), f"{p}: steps = 'many'", "int")
     p = tmp_path / "mode.toml"
     p.write_text('mode = ["streaming"]\n')
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: mode =")
+    one_line(run_ftrun("train", "--config", str(p), "--out", str(tmp_path)), f"{p}: mode =")
     p = tmp_path / "nan.toml"
     p.write_text("timeout_s = nan\n")
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: timeout_s = nan")
+    one_line(run_ftrun("train", "--config", str(p), "--out", str(tmp_path)), f"{p}: timeout_s = nan")
     p = tmp_path / "binary.toml"
     p.write_bytes(b"\xff\xfe\x00steps")
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"--config {p}")
-
-
-@pytest.mark.e2e
-def test_cli_import_is_torch_free():
-    code = "import ftrun.cli, sys; assert 'torch' not in sys.modules, 'ftrun.cli imported torch'"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-
-
-@pytest.mark.e2e
-def test_train_help_and_bad_input_do_not_import_torch():
-    code = (
-        "import sys\n"
-        "from typer.testing import CliRunner\n"
-        "from ftrun.cli import app\n"
-        "r = CliRunner().invoke(app, ['train', '--help'])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "assert '--sync-every' in r.output and '--fragment-sync-delay' in r.output\n"
-        "r = CliRunner().invoke(app, ['train', '--fragments', '3', '--sync-every', '4'])\n"
-        "assert r.exit_code == 2, r.output\n"
-        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    one_line(run_ftrun("train", "--config", str(p), "--out", str(tmp_path)), f"--config {p}")
 
 
 @pytest.mark.e2e
 def test_cli_config_then_flags(tmp_path):
     """Through the real CLI: a file value that is invalid is fixed by a flag, and vice versa."""
     p = write_toml(tmp_path / "c.toml", {"fragments": 2, "sync-every": 6, "fragment-sync-delay": 3})
-    assert_one_line_error(ftrun_train("--config", str(p), "--out", str(tmp_path)), f"{p}: fragment-sync-delay = 3")
-    res = ftrun_train("--config", str(p), "--fragment-sync-delay", "1", "--fragments", "4", "--out", str(tmp_path))
-    assert_one_line_error(res, f"{p}: sync-every = 6", "--fragments 4")
+    one_line(run_ftrun("train", "--config", str(p), "--out", str(tmp_path)), f"{p}: fragment-sync-delay = 3")
+    res = run_ftrun(
+        "train", "--config", str(p), "--fragment-sync-delay", "1", "--fragments", "4", "--out", str(tmp_path)
+    )
+    one_line(res, f"{p}: sync-every = 6", "--fragments 4")
 
 
 @pytest.mark.e2e
 def test_error_line_shows_brackets_verbatim(tmp_path):
-    res = ftrun_train("--profile", "[/]", "--out", str(tmp_path))
-    assert_one_line_error(res, "--profile [/]")
+    res = run_ftrun("train", "--profile", "[/]", "--out", str(tmp_path))
+    one_line(res, "--profile [/]")

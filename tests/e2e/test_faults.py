@@ -26,8 +26,24 @@ def _events(run_dir, replica):
 
 @pytest.mark.e2e
 def test_kill_one_of_three_with_restart_recovers(tmp_path):
-    run = run_train(tmp_path, "kill", *FAULT_RUN, "--replicas", "3", "--steps", "110", "--step-sleep-ms", "120",
-                    "--kill", "1@25", "--restarts", "1", "--profile", "21:60", timeout=240)
+    run = run_train(
+        tmp_path,
+        "kill",
+        *FAULT_RUN,
+        "--replicas",
+        "3",
+        "--steps",
+        "110",
+        "--step-sleep-ms",
+        "120",
+        "--kill",
+        "1@25",
+        "--restarts",
+        "1",
+        "--profile",
+        "21:60",
+        timeout=240,
+    )
     assert run.rc == 0, run.explain()
     assert not run.survivors, run.survivors
     s = run.summary()
@@ -49,7 +65,9 @@ def test_kill_one_of_three_with_restart_recovers(tmp_path):
     # the run's own log tells the story, and inspect-trace still passes on the run dir
     kinds = [json.loads(x)["event"] for x in (run.run_dir / "events" / "run.jsonl").read_text().splitlines()]
     assert kinds[:2] == ["group_exit", "restart"]
-    res = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     report = json.loads(res.stdout)
     assert report["verdict"] == "pass"
@@ -79,8 +97,26 @@ def test_fail_commit_fails_one_commit_of_one_group_on_every_torchft(tmp_path):
     """--fail-commit 1@5 at H=4, F=2, tau=1 (syncs at 2, 4, 6, ...): group 1 votes against its
     commit at step 6; group 0 commits, so group 1 heals to its manager step at the next quorum
     and both send fragment 1 at step 7. inspect-trace passes: the fault explains the failure."""
-    run = run_train(tmp_path, "fc", *SMALL, "--replicas", "2", "--steps", "12", "--sync-every", "4", "--fragments", "2",
-                    "--fragment-sync-delay", "1", "--profile", "3:8", "--fail-commit", "1@5", timeout=180)
+    run = run_train(
+        tmp_path,
+        "fc",
+        *SMALL,
+        "--replicas",
+        "2",
+        "--steps",
+        "12",
+        "--sync-every",
+        "4",
+        "--fragments",
+        "2",
+        "--fragment-sync-delay",
+        "1",
+        "--profile",
+        "3:8",
+        "--fail-commit",
+        "1@5",
+        timeout=180,
+    )
     assert run.rc == 0, run.explain()
     s = run.summary()
     assert [(r["replica"], r["commits"], r["failed_commits"]) for r in s["replicas"]] == [(0, 6, 0), (1, 5, 1)]
@@ -92,7 +128,9 @@ def test_fail_commit_fails_one_commit_of_one_group_on_every_torchft(tmp_path):
     assert s["agreement"]["ok"]
     marker = json.loads((run.run_dir / "faults" / "fail-commit-r1-s5.json").read_text())
     assert marker["fired_step"] == 6
-    res = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     report = json.loads(res.stdout)
     assert [(c["replica"], c["sync_step"], c["explained_by_fault"]) for c in report["failed_commits"]] == [(1, 6, True)]
@@ -109,9 +147,27 @@ def test_baby_gloo_commits_as_the_release_does(tmp_path):
     torchft-nightly it commits 4 of 4 and inspect PASSes."""
     from ftrun.torchft_compat import baby_pg_fails_commits, installed
 
-    run = run_train(tmp_path, "baby", *SMALL, "--replicas", "2", "--steps", "8", "--sync-every", "4", "--fragments", "2",
-                    "--fragment-sync-delay", "1", "--backend", "baby-gloo", timeout=180)
-    res = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120)
+    run = run_train(
+        tmp_path,
+        "baby",
+        *SMALL,
+        "--replicas",
+        "2",
+        "--steps",
+        "8",
+        "--sync-every",
+        "4",
+        "--fragments",
+        "2",
+        "--fragment-sync-delay",
+        "1",
+        "--backend",
+        "baby-gloo",
+        timeout=180,
+    )
+    res = subprocess.run(
+        [*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120
+    )
     report = json.loads(res.stdout)
     if baby_pg_fails_commits(installed()):  # torchft 0.2.x
         assert report["failed_commits"] and not any(c["explained_by_fault"] for c in report["failed_commits"])
@@ -124,8 +180,24 @@ def test_baby_gloo_commits_as_the_release_does(tmp_path):
 
 @pytest.mark.e2e
 def test_kill_without_restart_below_min_replicas_fails_clearly(tmp_path):
-    run = run_train(tmp_path, "lost", *FAULT_RUN, "--replicas", "2", "--min-replicas", "2", "--steps", "60",
-                    "--kill", "1@15", "--restarts", "0", "--quorum-timeout", "6", timeout=180)
+    run = run_train(
+        tmp_path,
+        "lost",
+        *FAULT_RUN,
+        "--replicas",
+        "2",
+        "--min-replicas",
+        "2",
+        "--steps",
+        "60",
+        "--kill",
+        "1@15",
+        "--restarts",
+        "0",
+        "--quorum-timeout",
+        "6",
+        timeout=180,
+    )
     assert run.rc == 1, run.explain()
     assert not run.survivors, run.survivors
     err = run.stderr.strip().splitlines()[-1]
@@ -135,7 +207,20 @@ def test_kill_without_restart_below_min_replicas_fails_clearly(tmp_path):
 
 @pytest.mark.e2e
 def test_kill_without_restart_survivors_carry_on(tmp_path):
-    run = run_train(tmp_path, "carry", *FAULT_RUN, "--replicas", "2", "--steps", "40", "--kill", "1@15", "--restarts", "0", timeout=180)
+    run = run_train(
+        tmp_path,
+        "carry",
+        *FAULT_RUN,
+        "--replicas",
+        "2",
+        "--steps",
+        "40",
+        "--kill",
+        "1@15",
+        "--restarts",
+        "0",
+        timeout=180,
+    )
     assert run.rc == 0, run.explain()
     s = run.summary()
     by = {r["replica"]: r for r in s["replicas"]}
@@ -145,8 +230,20 @@ def test_kill_without_restart_survivors_carry_on(tmp_path):
 
 @pytest.mark.e2e
 def test_hang_longer_than_stall_timeout_is_reported_and_stopped(tmp_path):
-    run = run_train(tmp_path, "hang", *FAULT_RUN, "--replicas", "2", "--steps", "40", "--hang", "1@12:60",
-                    "--stall-timeout", "5", timeout=150)
+    run = run_train(
+        tmp_path,
+        "hang",
+        *FAULT_RUN,
+        "--replicas",
+        "2",
+        "--steps",
+        "40",
+        "--hang",
+        "1@12:60",
+        "--stall-timeout",
+        "5",
+        timeout=150,
+    )
     assert run.rc == 1, run.explain()
     assert not run.survivors, run.survivors
     err = run.stderr.strip().splitlines()[-1]
@@ -159,14 +256,27 @@ def test_two_concurrent_runs_on_one_host(tmp_path):
     results = {}
 
     def one(name):
-        results[name] = run_train(tmp_path, name, *SMALL, "--steps", "20", "--sync-every", "10", "--fragment-sync-delay", "2", "--profile", "none", timeout=240)
+        results[name] = run_train(
+            tmp_path,
+            name,
+            *SMALL,
+            "--steps",
+            "20",
+            "--sync-every",
+            "10",
+            "--fragment-sync-delay",
+            "2",
+            "--profile",
+            "none",
+            timeout=240,
+        )
 
     threads = [threading.Thread(target=one, args=(n,)) for n in ("a", "b")]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for name, run in results.items():
+    for _name, run in results.items():
         assert run.rc == 0, run.explain()
         assert run.summary()["ok"] and not run.survivors
 
@@ -188,7 +298,9 @@ def test_two_concurrent_runs_on_one_host(tmp_path):
 def test_bad_fault_specs_are_one_line_exit_2(tmp_path, kill, hang, message):
     args = [a for k in kill for a in (("--fail-commit", k[5:]) if k.startswith("fail:") else ("--kill", k))]
     args += [a for h in hang for a in ("--hang", h)]
-    res = subprocess.run([*FTRUN, "train", "--out", str(tmp_path), "--steps", "40", *args], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [*FTRUN, "train", "--out", str(tmp_path), "--steps", "40", *args], capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], res.stderr

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, ROOT
+from train_fixtures import FTRUN, ROOT, lighthouse_url
 
 pytestmark = pytest.mark.e2e
 
@@ -44,9 +44,9 @@ def _why_not() -> str | None:
 def readme_commands() -> list[tuple[str, str]]:
     """The README's "Several hosts" block: (host, command) per ``HOST$ ftrun ...`` line."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Several hosts"):]
-    block = section[section.index("```") + 3:]
-    block = block[:block.index("```")]
+    section = text[text.index("## Several hosts") :]
+    block = section[section.index("```") + 3 :]
+    block = block[: block.index("```")]
     out = []
     for ln in block.splitlines():
         m = re.match(r"^(\w+)\$\s+(ftrun .*?)\s*(#.*)?$", ln)
@@ -76,7 +76,7 @@ class Hosts:
 
     def _make(self) -> None:
         a, b = f"fa{self.tag}", f"fb{self.tag}"
-        for h, ns in self.ns.items():
+        for ns in self.ns.values():
             self._ip("netns", "add", ns)
             self.made.append(ns)
         self._ip("link", "add", a, "type", "veth", "peer", "name", b)
@@ -95,10 +95,27 @@ class Hosts:
 
     def popen(self, host: str, argv: list[str], log: Path) -> subprocess.Popen:
         """``argv`` on ``host``: its namespace, its own host name (a UTS namespace), its own cwd."""
-        wrapped = ["ip", "netns", "exec", self.ns[host], "unshare", "--uts", "sh", "-c",
-                   f'hostname {host} && exec "$@"', "sh", *argv]
-        return subprocess.Popen(wrapped, cwd=self.tmp / host, stdout=subprocess.PIPE, stderr=log.open("wb"),
-                                text=True, start_new_session=True)
+        wrapped = [
+            "ip",
+            "netns",
+            "exec",
+            self.ns[host],
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            f'hostname {host} && exec "$@"',
+            "sh",
+            *argv,
+        ]
+        return subprocess.Popen(
+            wrapped,
+            cwd=self.tmp / host,
+            stdout=subprocess.PIPE,
+            stderr=log.open("wb"),
+            text=True,
+            start_new_session=True,
+        )
 
     def remove(self) -> None:
         for ns in self.made:
@@ -131,14 +148,7 @@ def ftrun_argv(command: str, *extra: str) -> list[str]:
 
 def start_lighthouse(hosts: Hosts, command: str) -> tuple[subprocess.Popen, str]:
     lh = hosts.popen("host0", ftrun_argv(command), hosts.tmp / "lighthouse.log")
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline:
-        line = lh.stdout.readline()
-        if line.startswith("lighthouse: ") or not line:
-            break
-    assert line.startswith("lighthouse: "), (line, (hosts.tmp / "lighthouse.log").read_text()[-2000:])
-    return lh, line.split(" ", 1)[1].strip()
+    return lh, lighthouse_url(lh, hosts.tmp / "lighthouse.log")
 
 
 def stop(p: subprocess.Popen) -> None:
@@ -174,7 +184,9 @@ def test_readme_commands_on_two_hosts_then_one_inspection(hosts: Hosts) -> None:
     words = cmds[3][1].split()
     r = subprocess.run([*FTRUN, *words[1:]], cwd=anyh, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert re.search(r"job job-\w+: 2 run dirs merged \(profiles/job1-group0, profiles/job1-group1\)", re.sub(r"\s+", " ", r.stdout)), r.stdout
+    assert re.search(
+        r"job job-\w+: 2 run dirs merged \(profiles/job1-group0, profiles/job1-group1\)", re.sub(r"\s+", " ", r.stdout)
+    ), r.stdout
     assert re.search(r"fingerprints: replicas agreed after [1-9]\d* commit", r.stdout), r.stdout
     assert "PASS" in r.stdout.splitlines()[-1]
     # what each host recorded about how the other reaches it
@@ -188,7 +200,9 @@ def test_readme_commands_on_two_hosts_then_one_inspection(hosts: Hosts) -> None:
         assert net["interface"] == ("fa" if k == 0 else "fb") + hosts.tag
         assert net["env"] == {"GLOO_SOCKET_IFNAME": net["interface"], "NCCL_SOCKET_IFNAME": net["interface"]}
         assert f'store_address: "{hosts.addr[h]}:{net["store_port"]}"' in lh_log
-    assert "localhost" not in re.sub(r"http://localhost:\d+/?", "", " ".join(re.findall(r'store_address: "[^"]*"', lh_log)))
+    assert "localhost" not in re.sub(
+        r"http://localhost:\d+/?", "", " ".join(re.findall(r'store_address: "[^"]*"', lh_log))
+    )
     quorums = len(re.findall(r"Quorum! Quorum", lh_log))
     print(f"\ntwo namespaces: wall {wall:.1f} s, {quorums} quorums, verdict: {r.stdout.splitlines()[-1]}")
 
@@ -217,7 +231,10 @@ def test_lighthouse_killed_mid_run_fails_both_groups_naming_it(hosts: Hosts) -> 
             took = time.monotonic() - killed
             err = (hosts.tmp / f"{h}.train.log").read_text(errors="replace")
             assert p.returncode == 1, (h, p.returncode, out, err[-2000:])
-            assert took < QUORUM_TIMEOUT + 30, (h, took)  # the quorum timeout, plus the probe and shutdown (16 s measured)
+            assert took < QUORUM_TIMEOUT + 30, (
+                h,
+                took,
+            )  # the quorum timeout, plus the probe and shutdown (16 s measured)
             assert "http://host0:29510" in err.splitlines()[-1] and "lighthouse" in err.splitlines()[-1], err[-2000:]
             print(f"\n{h}: failed {took:.1f} s after the lighthouse was killed: {err.splitlines()[-1][:300]}")
     finally:

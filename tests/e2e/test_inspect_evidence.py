@@ -14,11 +14,20 @@ from pathlib import Path
 import pytest
 
 from ftrun.torchft_compat import LABELS
-from train_fixtures import NATIVE_CRASH, FOREIGN_FLAGS, inspect, nested, read, run_foreign, send_ops, spans, swap_send_sizes, write
+from train_fixtures import (
+    FOREIGN_FLAGS,
+    NATIVE_CRASH,
+    inspect,
+    nested,
+    read,
+    run_foreign,
+    send_ops,
+    spans,
+    swap_send_sizes,
+    write,
+)
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
-
-
 
 
 def inspect_json(*args: str) -> tuple[int, dict]:
@@ -88,7 +97,7 @@ def test_manifest_of_another_model_fails_every_event(streaming):
     assert seen and all(not e["ok"] and not e["fragment_checked"] and e["fragment"] is None for e in seen)
     send = next(e for e in seen if e["kind"] == "send")
     p0 = m["fragments"][0]["params"]
-    assert "match no manifest fragment" in send["problem"] and f"allreduces of [" in send["problem"]
+    assert "match no manifest fragment" in send["problem"] and "allreduces of [" in send["problem"]
     assert f"fragment 0: {len(p0)} parameters of [" in send["problem"] and "fragment 1:" in send["problem"]
     assert not any("grouped" in n or "signature" in n for n in d["notes"])  # no fallback to the schedule
 
@@ -144,7 +153,9 @@ def test_foreign_without_shapes_and_equal_counts_cannot_check_identity(foreign):
     assert "1 distinct allreduce count signature(s) for the 2 fragments" in note
     seen = [e for e in d["events"] if e["observed_step"] is not None]
     assert seen and not any(e["fragment_checked"] for e in seen)
-    assert all(e["fragment"] is None and e["notes"] in ([], ["send not captured (before the profiled steps)"]) for e in seen)
+    assert all(
+        e["fragment"] is None and e["notes"] in ([], ["send not captured (before the profiled steps)"]) for e in seen
+    )
     # nothing inferred about commits from signatures that cannot tell fragments apart
     assert d["failed_commits"] == []
 
@@ -155,9 +166,9 @@ def test_foreign_equal_sized_fragments_said_once(foreign):
         s0 = [op["args"]["Input Dims"] for op in send_ops(t, 2)]
         r0 = [op["args"]["Input Dims"] for op in restore_ops(t, 4)]
         for step in (6,):
-            for op, dims in zip(send_ops(t, step), s0):
+            for op, dims in zip(send_ops(t, step), s0, strict=False):
                 op["args"]["Input Dims"] = dims
-        for op, dims in zip(restore_ops(t, 8), r0):
+        for op, dims in zip(restore_ops(t, 8), r0, strict=False):
             op["args"]["Input Dims"] = dims
 
     for r in (0, 1):
@@ -178,8 +189,16 @@ def test_commit_without_outer_step_is_a_failed_commit(foreign):
     code, d = inspect_json(str(foreign), *FOREIGN_FLAGS)
     assert code == 1
     assert d["failed_commits"] == [
-        {"replica": r, "rank": 0, "sync_step": 8, "fragment": 1, "source": "inferred",
-         "evidence": "no outer step after should_commit", "explained_by_fault": False} for r in (0, 1)
+        {
+            "replica": r,
+            "rank": 0,
+            "sync_step": 8,
+            "fragment": 1,
+            "source": "inferred",
+            "evidence": "no outer step after should_commit",
+            "explained_by_fault": False,
+        }
+        for r in (0, 1)
     ]
     # the expectation follows the retry: fragment 1 again at step 10, but the trace moved on
     assert "send at step 10: fragment 0, expected fragment 1" in problems(d, 0), problems(d)
@@ -191,7 +210,7 @@ def retry_at_4(t: dict) -> None:
     again in the next cycle (6, 8), fragment 1 only after (10); no should_commit span at 4, so
     only the rotation tells."""
     swap_send_sizes(t, 6, 10)
-    for op, src in zip(restore_ops(t, 8), restore_ops(t, 4)):
+    for op, src in zip(restore_ops(t, 8), restore_ops(t, 4), strict=False):
         op["args"]["Input Dims"] = src["args"]["Input Dims"]
     drop_in_sync(t, 4, LABELS.should_commit)
 
@@ -203,7 +222,8 @@ def test_commit_failure_inferred_from_the_rotation(foreign):
     code, d = inspect_json(*files, *FOREIGN_FLAGS)
     assert code == 1
     assert [(c["replica"], c["sync_step"], c["fragment"], c["evidence"]) for c in d["failed_commits"]] == [
-        (0, 4, 0, "the same fragment was sent again"), (1, 4, 0, "the same fragment was sent again")
+        (0, 4, 0, "the same fragment was sent again"),
+        (1, 4, 0, "the same fragment was sent again"),
     ]
     assert not problems(d)  # every event landed where a retry puts it
     assert all(w["failed_cycles"] == [0] for w in d["workers"])
@@ -233,7 +253,9 @@ def test_failed_commit_inferred_from_the_trace_alone(tmp_path):
     code, d = inspect_json(str(out), *FOREIGN_FLAGS)
     assert code == 1
     assert [(c["replica"], c["sync_step"], c["source"], c["evidence"]) for c in d["failed_commits"]] == [
-        (0, 8, "inferred", "no outer step after should_commit"), (1, 8, "inferred", "no outer step after should_commit")]
+        (0, 8, "inferred", "no outer step after should_commit"),
+        (1, 8, "inferred", "no outer step after should_commit"),
+    ]
     assert any("commit(s) failed" in p for p in d["run_problems"])
     assert not problems(d), "the retried fragment landed where a retry puts it"
     code, d = inspect_json(str(out), *FOREIGN_FLAGS, "--allow-failed-commits")

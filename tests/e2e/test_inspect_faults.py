@@ -32,24 +32,41 @@ def fire(root: Path, m: dict, step: int, rejoin: int | None) -> None:
     recs = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
     before = [r for r in recs if r["step"] < step]
     t = before[-1]["t"]
-    m["faults"] = {"planned": [{"replica": 1, "step": step, "action": "kill", "seconds": 0.0}],
-                   "fired": [{"replica": 1, "step": step, "action": "kill", "seconds": 0.0, "fired_at": t + 0.001,
-                              "fired_step": step, "pid": 1}], "max_restarts": 1}
+    m["faults"] = {
+        "planned": [{"replica": 1, "step": step, "action": "kill", "seconds": 0.0}],
+        "fired": [
+            {
+                "replica": 1,
+                "step": step,
+                "action": "kill",
+                "seconds": 0.0,
+                "fired_at": t + 0.001,
+                "fired_step": step,
+                "pid": 1,
+            }
+        ],
+        "max_restarts": 1,
+    }
     (root / "manifest.json").write_text(json.dumps(m))
     out = list(before)
     if rejoin is not None:
         out.append({**before[-1], "step": None, "t": t + 1, "commit": None, "fingerprint": None, "restart": 1})
         after = [dict(r) for r in recs if r["step"] >= rejoin]
-        after[0].update(rejoined={"local_step": 2, "aligned_step": rejoin},
-                        healed={"source_replica": 0, "peer_step": rejoin, "manager_step": after[0]["manager_step"]})
+        after[0].update(
+            rejoined={"local_step": 2, "aligned_step": rejoin},
+            healed={"source_replica": 0, "peer_step": rejoin, "manager_step": after[0]["manager_step"]},
+        )
         out += [{**r, "t": t + 2 + i} for i, r in enumerate(after)]
     log.write_text("".join(json.dumps(r) + "\n" for r in out))
     # the real run's sketches say both groups took part in every round, which the doctored kill
     # contradicts (the numeric check would rightly find replica 1's missing): this fault story
     # is told without them, as by a run with --no-sketches
     for path in (root / "events").glob("replica*_rank*.jsonl"):
-        kept = [{k: v for k, v in json.loads(x).items() if k not in ("numerics", "heal_numerics")}
-                for x in path.read_text().splitlines() if x.strip()]
+        kept = [
+            {k: v for k, v in json.loads(x).items() if k not in ("numerics", "heal_numerics")}
+            for x in path.read_text().splitlines()
+            if x.strip()
+        ]
         path.write_text("".join(json.dumps(r) + "\n" for r in kept))
     m = json.loads((root / "manifest.json").read_text())
     m["config"]["sketches"] = False

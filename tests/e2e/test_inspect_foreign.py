@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from ftrun.check.analyze import analyze
-
-from train_fixtures import FOREIGN, FOREIGN_FLAGS as FLAGS, ROOT, inspect as run
 import pytest
+
+from ftrun.check.analyze import analyze
+from train_fixtures import FOREIGN, FOREIGN_FLAGS as FLAGS, ROOT, inspect as run
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
@@ -25,8 +25,16 @@ def test_foreign_passes_with_schedule_flags(foreign_traces):
     # H=8, F=2, tau=2 (w=4): sends at 2, 6, 10 | 14, 18, 22; syncs at 4, 8 | 16, 20.
     r0 = [(e["kind"], e["observed_step"], e["fragment"]) for e in d["events"] if e["replica"] == 0]
     assert r0 == [
-        ("send", 2, 0), ("sync", 4, 0), ("send", 6, 1), ("sync", 8, 1), ("send", 10, 0),
-        ("send", 14, 1), ("sync", 16, 1), ("send", 18, 0), ("sync", 20, 0), ("send", 22, 1),
+        ("send", 2, 0),
+        ("sync", 4, 0),
+        ("send", 6, 1),
+        ("sync", 8, 1),
+        ("send", 10, 0),
+        ("send", 14, 1),
+        ("sync", 16, 1),
+        ("send", 18, 0),
+        ("sync", 20, 0),
+        ("send", 22, 1),
     ]
     for e in d["events"]:
         assert {"replica", "rank", "kind", "fragment", "expected_step", "observed_step", "ok"} <= set(e)
@@ -45,7 +53,10 @@ def test_foreign_passes_with_schedule_flags(foreign_traces):
     assert d["failed_commits"] == []
     assert "no event log: commits before and between the captured steps are assumed to have succeeded" in d["notes"]
     # Windows of one worker belong together; the replicas come from file order (no names/metadata).
-    assert [(w["replica"], w["source"], len(w["files"])) for w in d["workers"]] == [(0, "file order", 2), (1, "file order", 2)]
+    assert [(w["replica"], w["source"], len(w["files"])) for w in d["workers"]] == [
+        (0, "file order", 2),
+        (1, "file order", 2),
+    ]
     assert all(c["ok"] for c in d["cross_replica"])
 
 
@@ -77,7 +88,11 @@ def test_second_window_alone_and_single_file(foreign_traces):
     r = analyze([foreign_traces / "r0" / "step-24.json"], **KW)
     assert r.ok
     assert [(e.kind, e.observed_step) for e in r.events] == [
-        ("send", 14), ("sync", 16), ("send", 18), ("sync", 20), ("send", 22)
+        ("send", 14),
+        ("sync", 16),
+        ("send", 18),
+        ("sync", 20),
+        ("send", 22),
     ]
 
 
@@ -124,12 +139,29 @@ def test_prof_step_at_loop_end(tmp_path):
     import subprocess
     import sys
 
-
     out = tmp_path / "end"
     subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "foreign_diloco.py"), "--out", str(out), "--step-at", "end",
-         "--steps", "14", "--repeat", "1", "--fragments", "2", "--sync-every", "8", "--delay", "2"],
-        check=True, capture_output=True, timeout=240,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "foreign_diloco.py"),
+            "--out",
+            str(out),
+            "--step-at",
+            "end",
+            "--steps",
+            "14",
+            "--repeat",
+            "1",
+            "--fragments",
+            "2",
+            "--sync-every",
+            "8",
+            "--delay",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=240,
     )
     assert not analyze([out], **KW).ok
     assert analyze([out], **KW, step_numbering="end").ok
@@ -137,6 +169,10 @@ def test_prof_step_at_loop_end(tmp_path):
     assert r.ok and r.step_numbering["used"] == "end"
     # ProfilerStep#2..#11 = steps 3..12: the window opens with the sync of a send at step 2.
     assert [(e.kind, e.observed_step) for e in r.events] == [
-        ("sync", 4), ("send", 6), ("sync", 8), ("send", 10), ("sync", 12)
+        ("sync", 4),
+        ("send", 6),
+        ("sync", 8),
+        ("send", 10),
+        ("sync", 12),
     ]
     assert "send not captured (before the profiled steps)" in r.events[0].notes

@@ -25,7 +25,7 @@ def test_ftrun_runs_pass(ftrun_run, name):
     assert d["replicas"] == list(range(m["replicas"]))
     sch = m["schedule"]
     s = Schedule(sch["fragments"], sch["sync_every"], sch["fragment_sync_delay"])
-    (lo, hi), = m["profile_windows"]
+    ((lo, hi),) = m["profile_windows"]
     want = [(e.kind, e.step, e.fragment) for e in s.events(hi) if lo <= e.step]
     for w in d["workers"]:
         assert w["source"] == "manifest" and w["step_source"] == "ftrun"
@@ -91,7 +91,10 @@ def test_commit_failure_in_event_log_shifts_expectations(ftrun_run, tmp_path):
     assert "send at step 35: fragment 1, expected fragment 0" in probs, probs
     assert "sync at step 40: fragment 1, expected fragment 0" in probs, probs
     assert [(c["replica"], c["rank"], c["sync_step"], c["source"]) for c in d["failed_commits"]] == [
-        (0, 0, 30, "event_log"), (1, 0, 30, "event_log")
+        (0, 0, 30, "event_log"),
+        (1, 0, 30, "event_log"),
     ]
-    assert "replica 0 rank 0: 1 commit(s) failed (sync steps 30; event log: commit: false) and no injected fault " \
+    assert (
+        "replica 0 rank 0: 1 commit(s) failed (sync steps 30; event log: commit: false) and no injected fault "
         "explains it (--allow-failed-commits to accept)" in d["run_problems"]
+    )

@@ -22,8 +22,6 @@ pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixt
 # ---------------------------------------------------------------- the traces under test
 
 
-
-
 class Subject:
     """A copy of a passing trace set: ``files`` per replica (first window), args for the CLI."""
 
@@ -98,8 +96,12 @@ def test_fragment_swapped(subject):
     write(subject.files[0], d)
     out = subject.check()
     probs = _problems(out)
-    assert f"send at step {a['observed_step']}: fragment {b['fragment']}, expected fragment {a['fragment']}" in probs, probs
-    assert f"send at step {b['observed_step']}: fragment {a['fragment']}, expected fragment {b['fragment']}" in probs, probs
+    assert f"send at step {a['observed_step']}: fragment {b['fragment']}, expected fragment {a['fragment']}" in probs, (
+        probs
+    )
+    assert f"send at step {b['observed_step']}: fragment {a['fragment']}, expected fragment {b['fragment']}" in probs, (
+        probs
+    )
     assert not _problems(out, replica=1)  # the other replica is untouched
 
 
@@ -114,8 +116,12 @@ def test_one_replica_disagrees(subject):
     out = subject.check()
     bad = [c for c in out["cross_replica"] if not c["ok"]]
     assert any(
-        re.match(rf"replicas disagree on the send at step {a['observed_step']}\b.*replica 0 rank 0: fragment {a['fragment']}"
-                 rf", replica 1 rank 0: fragment {b['fragment']}", c["problem"]) for c in bad
+        re.match(
+            rf"replicas disagree on the send at step {a['observed_step']}\b.*replica 0 rank 0: fragment {a['fragment']}"
+            rf", replica 1 rank 0: fragment {b['fragment']}",
+            c["problem"],
+        )
+        for c in bad
     ), bad
     assert not _problems(out, replica=0)
     assert _problems(out, replica=1)

@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import NATIVE_CRASH, FTRUN, TreeWatch, live, survivors
+from train_fixtures import FTRUN, NATIVE_CRASH, TreeWatch, live, survivors
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "torchft_example.py"
 SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
-
-
 
 
 @dataclass
@@ -58,10 +56,13 @@ def run_launch(out: Path, name: str, *args: str, timeout: float = 150, while_run
                 if pid == proc.pid or live(pid, start):
                     os.kill(pid, signal.SIGKILL)
             stdout, stderr = proc.communicate()
-            raise AssertionError(f"ftrun launch did not finish in {timeout}s:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+            tail = f"{stdout[-2000:]}\n{stderr[-2000:]}"
+            raise AssertionError(f"ftrun launch did not finish in {timeout}s:\n{tail}") from None
     finally:
         watch.stop()
-    return Launch(out / name, proc.returncode, stdout, stderr, survivors(watch, str(out / name)), sorted(watch.seen.values()))
+    return Launch(
+        out / name, proc.returncode, stdout, stderr, survivors(watch, str(out / name)), sorted(watch.seen.values())
+    )
 
 
 @NATIVE_CRASH
@@ -84,17 +85,36 @@ def test_launch_finds_traces_and_inspection_passes(tmp_path):
 
     rel = installed()  # what the groups ran on: this interpreter's torchft (either release)
     assert (m["versions"]["torchft_distribution"], m["versions"]["torchft"], m["versions"]["torchft_pg_api"]) == (
-        rel.distribution, rel.version, rel.pg_api)
+        rel.distribution,
+        rel.version,
+        rel.pg_api,
+    )
     # the run dir alone is enough for inspect-trace later: no flags
-    again = subprocess.run([*FTRUN, "inspect-trace", str(r.run_dir), "--json"], capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [*FTRUN, "inspect-trace", str(r.run_dir), "--json"], capture_output=True, text=True, timeout=60
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["verdict"] == "pass"
     assert json.loads(again.stdout)["versions"]["torchft_distribution"] == rel.distribution
 
 
 def test_kill_on_log_line_then_restart(tmp_path):
-    r = run_launch(tmp_path, "kill", *SCHED, "--kill", "1@line:inner step 4 ", "--restarts", "1", "--json",
-                   "--", str(SCRIPT), "--manager-steps", "6", "--step-sleep", "0.3")
+    r = run_launch(
+        tmp_path,
+        "kill",
+        *SCHED,
+        "--kill",
+        "1@line:inner step 4 ",
+        "--restarts",
+        "1",
+        "--json",
+        "--",
+        str(SCRIPT),
+        "--manager-steps",
+        "6",
+        "--step-sleep",
+        "0.3",
+    )
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
     s = json.loads(r.stdout)
@@ -144,8 +164,11 @@ with profile(schedule=schedule(wait=0, warmup=0, active=6),
 """
 
 
-@pytest.mark.parametrize("sched", [["--fragments", "1", "--sync-every", "100", "--fragment-sync-delay", "0"], SCHED],
-                         ids=["nothing expected in the window (was: PASS 0 events)", "events expected (was: FAIL each)"])
+@pytest.mark.parametrize(
+    "sched",
+    [["--fragments", "1", "--sync-every", "100", "--fragment-sync-delay", "0"], SCHED],
+    ids=["nothing expected in the window (was: PASS 0 events)", "events expected (was: FAIL each)"],
+)
 def test_script_that_never_touched_torchft_is_nothing_checked(tmp_path, sched):
     """Issue 24 item 4: ProfilerStep# spans only, no quorum: not a PASS on 0 events; exit 1."""
     plain = tmp_path / "plain.py"
@@ -173,8 +196,18 @@ def test_interrupt_stops_every_child(tmp_path, sig):
             raise AssertionError("training never started")
         proc.send_signal(sig)
 
-    r = run_launch(tmp_path, "stop", *SCHED, "--", str(SCRIPT), "--manager-steps", "200", "--step-sleep", "0.2",
-                   while_running=interrupt)
+    r = run_launch(
+        tmp_path,
+        "stop",
+        *SCHED,
+        "--",
+        str(SCRIPT),
+        "--manager-steps",
+        "200",
+        "--step-sleep",
+        "0.2",
+        while_running=interrupt,
+    )
     assert r.rc == 130, r.explain()
     assert not r.survivors, r.survivors
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -204,7 +237,11 @@ time.sleep(float(sys.argv[1]))
 def _gone_within(pids: list[int], seconds: float) -> tuple[list[int], float]:
     t0 = time.monotonic()
     while True:
-        left = [p for p in pids if Path(f"/proc/{p}").exists() and Path(f"/proc/{p}/stat").read_text().split(") ")[1][0] != "Z"]
+        left = [
+            p
+            for p in pids
+            if Path(f"/proc/{p}").exists() and Path(f"/proc/{p}/stat").read_text().split(") ")[1][0] != "Z"
+        ]
         if not left or time.monotonic() - t0 > seconds:
             return left, time.monotonic() - t0
         time.sleep(0.1)
@@ -218,8 +255,20 @@ def test_nothing_a_launched_script_starts_outlives_the_launch(tmp_path, how):
     script = tmp_path / "escaping.py"
     script.write_text(ESCAPING)
     run_dir = tmp_path / "esc"
-    argv = [*FTRUN, "launch", "--out", str(tmp_path), "--run-name", "esc", "--replicas", "1", "--no-inspect", "--",
-            str(script), "300" if how == "SIGKILL of launch" else "0.5"]
+    argv = [
+        *FTRUN,
+        "launch",
+        "--out",
+        str(tmp_path),
+        "--run-name",
+        "esc",
+        "--replicas",
+        "1",
+        "--no-inspect",
+        "--",
+        str(script),
+        "300" if how == "SIGKILL of launch" else "0.5",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     watch = TreeWatch(proc.pid)
     daemon = run_dir / "daemon.pid"

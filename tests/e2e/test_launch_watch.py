@@ -17,8 +17,13 @@ pytestmark = pytest.mark.e2e
 
 
 def _group(tmp_path: Path, r: int, code: str) -> Group:
-    return Group(r, [sys.executable, "-u", "-c", code], {"PATH": "/usr/bin:/bin"}, tmp_path / "logs" / f"replica{r}.log",
-                 cwd=tmp_path / "groups" / f"replica{r}")
+    return Group(
+        r,
+        [sys.executable, "-u", "-c", code],
+        {"PATH": "/usr/bin:/bin"},
+        tmp_path / "logs" / f"replica{r}.log",
+        cwd=tmp_path / "groups" / f"replica{r}",
+    )
 
 
 def _run(tmp_path, groups, **kw) -> LaunchState:
@@ -37,8 +42,12 @@ LOOP = "import time\nfor i in range(200):\n    print('tick', i, flush=True); tim
 
 
 def test_line_kill_fires_once_and_restart_finishes(tmp_path):
-    g = _group(tmp_path, 0, "import os,time\nn=os.environ.get('FTRUN_RESTART')\nprint('go', n, flush=True)\n"
-               "time.sleep(0.3 if n else 30)\nprint('done', flush=True)\n")
+    g = _group(
+        tmp_path,
+        0,
+        "import os,time\nn=os.environ.get('FTRUN_RESTART')\nprint('go', n, flush=True)\n"
+        "time.sleep(0.3 if n else 30)\nprint('done', flush=True)\n",
+    )
     state = _run(tmp_path, [g], kills=[parse_launch_kill("0@line:^go None", 1)], restarts=1)
     assert state.failures == [] and g.exit_codes == [-9, 0]
     assert len(state.fired) == 1 and state.fired[0].trigger == "go None"
@@ -64,7 +73,10 @@ def test_crash_names_group_error_and_log(tmp_path):
 
 
 def test_timeout_names_the_group_that_joined_no_quorum(tmp_path):
-    joins = "import time\nprint('[Replica a_0] got lighthouse quorum LighthouseQuorumResponse', flush=True)\ntime.sleep(5)\n"
+    joins = (
+        "import time\nprint('[Replica a_0] got lighthouse quorum LighthouseQuorumResponse', flush=True)\n"
+        "time.sleep(5)\n"
+    )
     a = _group(tmp_path, 0, joins)
     b = _group(tmp_path, 1, LOOP)
     state = _run(tmp_path, [a, b], timeout_s=0.8)

@@ -12,14 +12,13 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, SMALL, TreeWatch, survivors
+from train_fixtures import FTRUN, SMALL, TreeWatch, lighthouse_url, survivors
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
@@ -43,17 +42,12 @@ def _start_lighthouse(log: Path) -> tuple[subprocess.Popen, TreeWatch, str]:
     argv = [*FTRUN, "lighthouse", "--bind", "127.0.0.1:0", "--min-replicas", "2", "--join-timeout-ms", "10000"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log.open("wb"), text=True)
     watch = TreeWatch(proc.pid)
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("lighthouse: ") or not line:
-            break
-    if not line.startswith("lighthouse: "):
+    try:
+        return proc, watch, lighthouse_url(proc, log)
+    except AssertionError:
         proc.kill()
         watch.stop()
-        raise AssertionError(f"no URL from ftrun lighthouse: {line!r}\n{log.read_text(errors='replace')[-2000:]}")
-    return proc, watch, line.split(" ", 1)[1].strip()
+        raise
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +58,23 @@ def job(tmp_path_factory) -> Job:
     try:
         procs = []
         for k in (0, 1):  # as if on two hosts: nothing shared but the lighthouse URL and the run name
-            argv = [*FTRUN, "train", "--lighthouse", url, "--replica-group-id", str(k), "--num-replica-groups", "2",
-                    "--run-name", "job", "--steps", STEPS, *SMALL, "--out", str(out)]
+            argv = [
+                *FTRUN,
+                "train",
+                "--lighthouse",
+                url,
+                "--replica-group-id",
+                str(k),
+                "--num-replica-groups",
+                "2",
+                "--run-name",
+                "job",
+                "--steps",
+                STEPS,
+                *SMALL,
+                "--out",
+                str(out),
+            ]
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             procs.append((k, p, TreeWatch(p.pid)))
         for k, p, watch in procs:
@@ -75,8 +84,14 @@ def job(tmp_path_factory) -> Job:
                 p.kill()
                 stdout, stderr = p.communicate()
             watch.stop()
-            groups.append({"rc": p.returncode, "stdout": stdout, "stderr": stderr,
-                           "survivors": survivors(watch, str(out / f"job-group{k}"))})
+            groups.append(
+                {
+                    "rc": p.returncode,
+                    "stdout": stdout,
+                    "stderr": stderr,
+                    "survivors": survivors(watch, str(out / f"job-group{k}")),
+                }
+            )
     finally:
         children = [c for c in lh_watch.seen.values() if "lighthouse_entry" in c]
         lh.send_signal(signal.SIGINT)
@@ -97,7 +112,9 @@ def job(tmp_path_factory) -> Job:
 
 
 def inspect(*paths: Path, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    return subprocess.run([*FTRUN, "inspect-trace", *map(str, paths), *extra], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*FTRUN, "inspect-trace", *map(str, paths), *extra], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_both_groups_train_against_one_lighthouse(job: Job) -> None:
@@ -155,10 +172,13 @@ def _doctored(job: Job, tmp_path: Path, **changes) -> Path:
     return other
 
 
-@pytest.mark.parametrize("changes,needle", [
-    ({"job_id": "job-0123456789ab"}, "not a replica group of the same job"),
-    ({"sync_every": 10}, "schedule differs"),
-])
+@pytest.mark.parametrize(
+    "changes,needle",
+    [
+        ({"job_id": "job-0123456789ab"}, "not a replica group of the same job"),
+        ({"sync_every": 10}, "schedule differs"),
+    ],
+)
 def test_mixing_two_jobs_is_refused_in_one_line(job: Job, tmp_path: Path, changes, needle) -> None:
     other = _doctored(job, tmp_path, **changes)
     res = inspect(job.dir(0), other)
@@ -193,8 +213,9 @@ def test_fingerprint_disagreement_across_groups_fails(job: Job, tmp_path: Path) 
 
 def test_compare_reads_comma_separated_group_dirs(job: Job, tmp_path: Path) -> None:
     spec = f"{job.dir(0)},{job.dir(1)}"
-    res = subprocess.run([*FTRUN, "compare", spec, spec, "--out", str(tmp_path), "--json"],
-                         capture_output=True, text=True, timeout=180)
+    res = subprocess.run(
+        [*FTRUN, "compare", spec, spec, "--out", str(tmp_path), "--json"], capture_output=True, text=True, timeout=180
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     d = json.loads(res.stdout)
     assert [r["name"] for r in d["runs"]] == ["job-a", "job-b"]
@@ -203,6 +224,10 @@ def test_compare_reads_comma_separated_group_dirs(job: Job, tmp_path: Path) -> N
         assert len(r["steps_per_s_per_replica"]) == 2  # both groups' event logs were read
         assert r["syncs"] == 4 and r["commits"] == 4
     # a bad member of a list is one line, exit 2
-    res = subprocess.run([*FTRUN, "compare", f"{job.dir(0)},{tmp_path / 'nope'}", spec, "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [*FTRUN, "compare", f"{job.dir(0)},{tmp_path / 'nope'}", spec, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "nope" in res.stderr, res.stderr

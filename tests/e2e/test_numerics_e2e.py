@@ -62,7 +62,9 @@ def test_bucketized_run_passes(tmp_path):
 
 
 def test_no_sketches_is_not_checked_never_ok(tmp_path):
-    run = run_train(tmp_path, "off", *SCHEDULE, "--steps", "10", "--profile", "none", "--no-sketches", "--json", timeout=180)
+    run = run_train(
+        tmp_path, "off", *SCHEDULE, "--steps", "10", "--profile", "none", "--no-sketches", "--json", timeout=180
+    )
     assert run.rc == 0, run.explain()
     num = run.summary()["numerics"]
     assert num["status"] == "not checked" and "sketches off" in num["why"] and num["checked"] == 0

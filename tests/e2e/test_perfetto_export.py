@@ -27,12 +27,17 @@ def export(tmp_path: Path, *paths: Path, name: str = "out.json") -> tuple[int, d
 
 
 def processes(trace: dict) -> dict[int, str]:
-    return {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
+    return {
+        e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"
+    }
 
 
 def verdicts(trace: dict) -> dict[int, list[dict]]:
-    vt = {(e["pid"], e["tid"]) for e in trace["traceEvents"]
-          if e.get("ph") == "M" and e["name"] == "thread_name" and e["args"]["name"] == VERDICT_THREAD}
+    vt = {
+        (e["pid"], e["tid"])
+        for e in trace["traceEvents"]
+        if e.get("ph") == "M" and e["name"] == "thread_name" and e["args"]["name"] == VERDICT_THREAD
+    }
     out: dict[int, list[dict]] = {}
     for e in trace["traceEvents"]:
         if (e.get("pid"), e.get("tid")) in vt and e.get("ph") != "M":
@@ -53,12 +58,16 @@ def test_export_keeps_events_and_adds_a_verdict_per_send_and_sync(ftrun_run, tmp
         mine = [e for e in report["events"] if e["replica"] == w["replica"] and e["rank"] == w["rank"]]
         got = sorted(by_pid[pid], key=lambda e: e["ts"])
         assert len(got) == len(mine) > 0
-        for e, v in zip(sorted(mine, key=lambda e: e["ts_us"]), got):
+        for e, v in zip(sorted(mine, key=lambda e: e["ts_us"]), got, strict=False):
             assert v["name"] == f"{e['kind']} frag {e['fragment']} ok"
             assert v["ph"] in ("i", "X") and v["ts"] == e["ts_us"]
             a = v["args"]
             assert (a["expected_step"], a["observed_step"], a["fragment"], a["verdict"]) == (
-                e["expected_step"], e["observed_step"], e["fragment"], "ok")
+                e["expected_step"],
+                e["observed_step"],
+                e["fragment"],
+                "ok",
+            )
             if e["kind"] == "sync":
                 assert a["exposed_comm_ms"] == e["exposed_comm_ms"] and a["hidden_comm_ms"] == e["hidden_comm_ms"]
                 assert "serialized" in a
@@ -69,7 +78,11 @@ def test_export_keeps_events_and_adds_a_verdict_per_send_and_sync(ftrun_run, tmp
         # every original event of the worker's trace is there, in its own process
         (f,) = w["files"]
         orig = [e for e in read(Path(f))["traceEvents"] if e.get("ph") == "X"]
-        kept = [e for e in trace["traceEvents"] if e.get("pid") == pid and e.get("ph") == "X" and e.get("cat") != "ftrun,verdict"]
+        kept = [
+            e
+            for e in trace["traceEvents"]
+            if e.get("pid") == pid and e.get("ph") == "X" and e.get("cat") != "ftrun,verdict"
+        ]
         assert len(kept) == len(orig)
         assert sorted((e["name"], e["ts"]) for e in kept) == sorted((e["name"], e["ts"]) for e in orig)
     assert trace["otherData"]["ftrun_verdict"] == "pass"
@@ -81,14 +94,18 @@ def test_export_of_a_failing_trace_names_the_failures(ftrun_run, tmp_path):
     m = json.loads((root / "manifest.json").read_text())
     f0 = root / next(t["path"] for t in m["traces"] if t["replica"] == 0)
     d = read(f0)
-    first_send = min(e["step"] for e in m["expected"] if e["kind"] == "send" and e["step"] >= m["profile_windows"][0][0])
+    first_send = min(
+        e["step"] for e in m["expected"] if e["kind"] == "send" and e["step"] >= m["profile_windows"][0][0]
+    )
     move_send(d, first_send)
     write(f0, d)
     code, report, trace = export(tmp_path, root, name="fail.json.gz")
     assert code == 1 and report["verdict"] == "fail"
     procs = {name: pid for pid, name in processes(trace).items()}
     v0 = verdicts(trace)[procs["replica 0 rank 0"]]
-    frag = next(e["expected_fragment"] for e in report["events"] if e["replica"] == 0 and e["expected_step"] == first_send)
+    frag = next(
+        e["expected_fragment"] for e in report["events"] if e["replica"] == 0 and e["expected_step"] == first_send
+    )
     want = f"send frag {frag} FAIL: expected step {first_send}, observed {first_send + 1}"
     hit = [v for v in v0 if v["name"] == want]
     assert hit, sorted(v["name"] for v in v0)
@@ -96,7 +113,11 @@ def test_export_of_a_failing_trace_names_the_failures(ftrun_run, tmp_path):
     assert hit[0]["args"]["observed_step"] == first_send + 1 and "expected at step" in hit[0]["args"]["problem"]
     assert any(v["name"].startswith("cross-replica FAIL: send at step") for v in v0)
     # the untouched replica's verdicts stay ok
-    assert all(v["name"].endswith(" ok") for v in verdicts(trace)[procs["replica 1 rank 0"]] if "cross-replica" not in v["name"])
+    assert all(
+        v["name"].endswith(" ok")
+        for v in verdicts(trace)[procs["replica 1 rank 0"]]
+        if "cross-replica" not in v["name"]
+    )
     assert trace["otherData"]["ftrun_verdict"] == "fail"
 
 

@@ -11,8 +11,27 @@ import pytest
 from ftrun.check.recovery import PHASES
 from train_fixtures import FTRUN, SMALL, run_train
 
-RUN = [*SMALL, "--profile", "3:8", "--sync-every", "10", "--fragments", "2", "--fragment-sync-delay", "3",
-       "--replicas", "3", "--steps", "50", "--step-sleep-ms", "100", "--kill", "1@15", "--restarts", "1"]
+RUN = [
+    *SMALL,
+    "--profile",
+    "3:8",
+    "--sync-every",
+    "10",
+    "--fragments",
+    "2",
+    "--fragment-sync-delay",
+    "3",
+    "--replicas",
+    "3",
+    "--steps",
+    "50",
+    "--step-sleep-ms",
+    "100",
+    "--kill",
+    "1@15",
+    "--restarts",
+    "1",
+]
 
 
 @pytest.mark.e2e
@@ -43,11 +62,15 @@ def test_kill_one_of_three_recovery_breakdown(tmp_path):
     assert x["survivors"]["steps_without_group"] > 0 and x["survivors"]["goodput"] is not None
     assert "recovery · kill 1@15" in run.stdout or "recovery" in run.stdout
     # inspect-trace of the run dir gives the same breakdown
-    res = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [*FTRUN, "inspect-trace", str(run.run_dir), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     (y,) = json.loads(res.stdout)["recovery"]
     assert y["phases"] == x["phases"] and y["heal_bytes"] == x["heal_bytes"]
-    text = subprocess.run([*FTRUN, "inspect-trace", str(run.run_dir)], capture_output=True, text=True, timeout=120).stdout
+    text = subprocess.run(
+        [*FTRUN, "inspect-trace", str(run.run_dir)], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "recovery · kill 1@15" in text and "unaccounted" in text
 
 

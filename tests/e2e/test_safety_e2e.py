@@ -21,8 +21,21 @@ from train_fixtures import FTRUN, SMALL, run_train, wait_for_step, write_toml
 pytestmark = pytest.mark.e2e
 
 STEPS = 12
-SHORT = ["--steps", str(STEPS), "--sync-every", "4", "--fragments", "2", "--fragment-sync-delay", "1",
-         "--profile", "none", "--step-sleep-ms", "100", *SMALL]
+SHORT = [
+    "--steps",
+    str(STEPS),
+    "--sync-every",
+    "4",
+    "--fragments",
+    "2",
+    "--fragment-sync-delay",
+    "1",
+    "--profile",
+    "none",
+    "--step-sleep-ms",
+    "100",
+    *SMALL,
+]
 
 
 def lines_of(text: str) -> list[str]:
@@ -36,8 +49,8 @@ def test_two_concurrent_overwrite_trainings(tmp_path):
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=180) for p in procs]
     codes = sorted(p.returncode for p in procs)
-    assert codes == [0, 2], [(p.returncode, o[1][-2000:]) for p, o in zip(procs, outs)]
-    refused = next(o for p, o in zip(procs, outs) if p.returncode == 2)
+    assert codes == [0, 2], [(p.returncode, o[1][-2000:]) for p, o in zip(procs, outs, strict=False)]
+    refused = next(o for p, o in zip(procs, outs, strict=False) if p.returncode == 2)
     (line,) = lines_of(refused[1])
     assert "in use by pid" in line and "Traceback" not in refused[1], line
     run = tmp_path / "same"
@@ -48,11 +61,15 @@ def test_two_concurrent_overwrite_trainings(tmp_path):
     assert events.count("group_done") == 2 and "group_exit" not in events, events
 
 
-@pytest.mark.parametrize("args, cause", [
-    (["--backend", "nccl"], "no GPU visible on this host"),
-    (["--width", "200000"], "GiB of memory"),
-    (["--lighthouse", "http://127.0.0.1:{port}", "--quorum-timeout", "2"], "Connection refused"),
-], ids=["nccl-without-cuda", "impossible-allocation", "dead-lighthouse"])
+@pytest.mark.parametrize(
+    "args, cause",
+    [
+        (["--backend", "nccl"], "no GPU visible on this host"),
+        (["--width", "200000"], "GiB of memory"),
+        (["--lighthouse", "http://127.0.0.1:{port}", "--quorum-timeout", "2"], "Connection refused"),
+    ],
+    ids=["nccl-without-cuda", "impossible-allocation", "dead-lighthouse"],
+)
 def test_launch_that_cannot_work_names_its_cause(tmp_path, args, cause):
     if "nccl" in args and list(Path("/dev").glob("nvidia[0-9]*")):
         pytest.skip("this host has a CUDA device")
@@ -61,8 +78,12 @@ def test_launch_that_cannot_work_names_its_cause(tmp_path, args, cause):
         port = s.getsockname()[1]
     args = [a.replace("{port}", str(port)) for a in args]
     t0 = time.monotonic()
-    res = subprocess.run([*FTRUN, "train", "--out", str(tmp_path), "--run-name", "x", *SHORT, *args],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [*FTRUN, "train", "--out", str(tmp_path), "--run-name", "x", *SHORT, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     wall = time.monotonic() - t0
     (line,) = lines_of(res.stderr)
     assert res.returncode == 2 and cause in line and "To enable traceback" not in line, res.stderr
@@ -70,7 +91,14 @@ def test_launch_that_cannot_work_names_its_cause(tmp_path, args, cause):
     assert wall < 30, f"took {wall:.0f} s"
 
 
-LONG = {"steps": 200, "sync_every": 4, "fragments": 2, "fragment_sync_delay": 1, "profile": "none", "step_sleep_ms": 50.0}
+LONG = {
+    "steps": 200,
+    "sync_every": 4,
+    "fragments": 2,
+    "fragment_sync_delay": 1,
+    "profile": "none",
+    "step_sleep_ms": 50.0,
+}
 
 
 def _catches_sigterm(pid: int) -> bool:
@@ -88,8 +116,12 @@ def test_sigint_before_training_starts_is_130(tmp_path, when):
     """A Ctrl-C while the CLI is still importing (right after ftrun's first line ran: the
     issue's "first 50 ms"), or while it prepares the run: exit 130, one line, no traceback.
     (A signal during the interpreter's own start-up, before any ftrun code, is Python's.)"""
-    proc = subprocess.Popen([*FTRUN, "train", "--out", str(tmp_path), "--run-name", "early", *SHORT],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*FTRUN, "train", "--out", str(tmp_path), "--run-name", "early", *SHORT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     t0 = time.monotonic()
     if when == "first-code":
         while not _catches_sigterm(proc.pid) and proc.poll() is None and time.monotonic() - t0 < 30:
@@ -124,8 +156,12 @@ def test_lighthouse_on_a_busy_port_is_one_line(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        res = subprocess.run([*FTRUN, "lighthouse", "--bind", f"127.0.0.1:{port}", "--min-replicas", "1"],
-                             capture_output=True, text=True, timeout=60)
+        res = subprocess.run(
+            [*FTRUN, "lighthouse", "--bind", f"127.0.0.1:{port}", "--min-replicas", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     (line,) = lines_of(res.stderr)
     assert res.returncode == 2 and "in use" in line, res.stderr
     assert res.stdout == ""

@@ -42,9 +42,17 @@ def test_setup_prints_a_line_per_step_with_the_time_so_far(tmp_path):
     py = tmp_path / "fakepy"
     py.write_text(FAKE_PY)
     py.chmod(0o755)
-    env = {**os.environ, "PYTHON": str(py), "FAKE_LOG": str(tmp_path / "calls.log"), "FAKE_PIP_S": "3",
-           "FTRUN_SETUP_TICK_S": "1", "PATH": "/usr/bin:/bin"}  # no nvidia-smi: the CPU torch
-    r = subprocess.run(["bash", str(tmp_path / "scripts" / "setup.sh")], capture_output=True, text=True, env=env, timeout=60)
+    env = {
+        **os.environ,
+        "PYTHON": str(py),
+        "FAKE_LOG": str(tmp_path / "calls.log"),
+        "FAKE_PIP_S": "3",
+        "FTRUN_SETUP_TICK_S": "1",
+        "PATH": "/usr/bin:/bin",
+    }  # no nvidia-smi: the CPU torch
+    r = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "setup.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert all(re.match(r"^setup: \[\s*\d+ s\] ", ln) for ln in lines), r.stderr
@@ -53,4 +61,4 @@ def test_setup_prints_a_line_per_step_with_the_time_so_far(tmp_path):
         assert step in text, (step, text)
     assert any("still installing" in ln for ln in lines), text  # the long pip step is not silent
     calls = (tmp_path / "calls.log").read_text()
-    assert "-m pip install -q torch==2.13.0" in calls and '-m pip install -q -e .[test]' in calls, calls
+    assert "-m pip install -q torch==2.13.0" in calls and "-m pip install -q -e .[test,lint]" in calls, calls

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.e2e
 
 def readme_sbatch_lines() -> list[str]:
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("**Slurm**"):]
-    block = section[section.index("```") + 3:]
-    block = block[:block.index("```")]
+    section = text[text.index("**Slurm**") :]
+    block = section[section.index("```") + 3 :]
+    block = block[: block.index("```")]
     return [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("sbatch ")]
 
 
@@ -40,8 +40,12 @@ def slurm(tmp_path_factory):
     if missing:
         pytest.skip(f"needs slurm-wlm and munge ({', '.join(missing)} not found)")
     state = tmp_path_factory.mktemp("slurm")
-    up = subprocess.run(["bash", str(ROOT / "scripts" / "slurm_local.sh"), "up", str(state)],
-                        capture_output=True, text=True, timeout=120)
+    up = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "slurm_local.sh"), "up", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         env = dict(os.environ, SLURM_CONF=str(state / "slurm.conf"))
@@ -124,7 +128,9 @@ def test_scancel_mid_run_leaves_no_process(slurm) -> None:
     job = _submit(env, submit, "sbatch --nodes=2 scripts/slurm_ftrun.sbatch --steps 5000 --profile none")
     deadline = time.monotonic() + 120
     run = submit / "profiles" / f"slurm-{job}-group1" / "events"
-    while time.monotonic() < deadline and not (run.is_dir() and any(p.stat().st_size for p in run.glob("replica*.jsonl"))):
+    while time.monotonic() < deadline and not (
+        run.is_dir() and any(p.stat().st_size for p in run.glob("replica*.jsonl"))
+    ):
         time.sleep(0.5)
     assert run.is_dir(), (submit / f"ftrun-{job}.out").read_text(errors="replace")[-3000:]
     subprocess.run(["scancel", job], env=env, check=True, timeout=30)

@@ -28,8 +28,20 @@ from train_fixtures import SMALL, TreeWatch, junit_cases, survivors, validate_ju
 
 pytestmark = pytest.mark.e2e
 
-GRID = ["--axis", "fail_commit=none,1@3", "--axis", "fragment_sync_delay=1,3", "--sync-every", "4", "--fragments", "2",
-        "--steps", "8", *SMALL, "--json"]
+GRID = [
+    "--axis",
+    "fail_commit=none,1@3",
+    "--axis",
+    "fragment_sync_delay=1,3",
+    "--sync-every",
+    "4",
+    "--fragments",
+    "2",
+    "--steps",
+    "8",
+    *SMALL,
+    "--json",
+]
 
 
 def _cmd(out: Path, *extra: str, grid: list[str] = GRID, name: str = "s") -> list[str]:
@@ -66,11 +78,18 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     cells = {c["name"]: c for c in result["cells"]}
-    assert list(cells) == ["fail-commit-none_tau1", "fail-commit-none_tau3", "fail-commit-1-3_tau1", "fail-commit-1-3_tau3"]
+    assert list(cells) == [
+        "fail-commit-none_tau1",
+        "fail-commit-none_tau3",
+        "fail-commit-1-3_tau1",
+        "fail-commit-1-3_tau3",
+    ]
     assert cells["fail-commit-none_tau1"]["resumed"] and (gloo / "sweep-cell.json").stat().st_mtime_ns == kept
     b = cells["fail-commit-1-3_tau1"]
     assert b["verdict"] == "pass" and b["problem"] is None, b
-    assert b["failed_commits"] == 0 and b["failed_commits_explained"] == 1, b  # group 1 at step 4, explained by its fault
+    assert b["failed_commits"] == 0 and b["failed_commits_explained"] == 1, (
+        b
+    )  # group 1 at step 4, explained by its fault
     for n in ("fail-commit-none_tau3", "fail-commit-1-3_tau3"):
         assert cells[n]["verdict"] == "invalid" and "tau < H/F" in cells[n]["problem"]
         assert not (sweep_dir / n).exists()  # listed, never run
@@ -89,8 +108,28 @@ def test_sweep_killed_mid_cell_takes_its_training_along_and_resume_reruns_it(tmp
     One 40-step cell of 300 ms steps; about 40 s on 2 CPU cores."""
     sweep_dir = tmp_path / "k"
     cell = sweep_dir / "tau1"
-    argv = [sys.executable, "-m", "ftrun.cli", "sweep", "--out", str(tmp_path), "--name", "k", "--axis", "fragment_sync_delay=1",
-            "--sync-every", "4", "--fragments", "2", "--steps", "40", "--step-sleep-ms", "300", *SMALL, "--json"]  # 12 s of steps: it cannot finish in the 10 s
+    argv = [
+        sys.executable,
+        "-m",
+        "ftrun.cli",
+        "sweep",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "k",
+        "--axis",
+        "fragment_sync_delay=1",
+        "--sync-every",
+        "4",
+        "--fragments",
+        "2",
+        "--steps",
+        "40",
+        "--step-sleep-ms",
+        "300",
+        *SMALL,
+        "--json",
+    ]  # 12 s of steps: it cannot finish in the 10 s
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     watch = TreeWatch(p.pid)
     deadline = time.monotonic() + 120
@@ -121,10 +160,24 @@ def test_baby_gloo_cell_verdict_follows_the_release(tmp_path):
     """Version-specific (module docstring): torchft 0.2.x fails baby-gloo's commits, the nightly commits."""
     from ftrun.torchft_compat import baby_pg_fails_commits, installed
 
-    grid = ["--axis", "backend=baby-gloo", "--sync-every", "4", "--fragments", "2", "--fragment-sync-delay", "1",
-            "--steps", "8", *SMALL, "--json"]
+    grid = [
+        "--axis",
+        "backend=baby-gloo",
+        "--sync-every",
+        "4",
+        "--fragments",
+        "2",
+        "--fragment-sync-delay",
+        "1",
+        "--steps",
+        "8",
+        *SMALL,
+        "--json",
+    ]
     junit = tmp_path / "baby.xml"
-    r = subprocess.run(_cmd(tmp_path, "--junit", str(junit), grid=grid, name="baby"), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        _cmd(tmp_path, "--junit", str(junit), grid=grid, name="baby"), capture_output=True, text=True, timeout=300
+    )
     (b,) = json.loads(r.stdout)["cells"]
     assert sum("no collective spans" in n for n in b["notes"]) == 1  # said once, and the rest still checked
     assert b["hidden_share"] is None  # no collective spans on a Baby group: hidden time is not claimed

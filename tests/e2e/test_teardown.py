@@ -21,7 +21,14 @@ from train_fixtures import SMALL, run_train, wait_for_step, write_toml
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
 # A run long enough to interrupt: ~200 steps at >= 50 ms each.
-LONG = {"steps": 200, "sync_every": 4, "fragments": 2, "fragment_sync_delay": 1, "profile": "none", "step_sleep_ms": 50.0}
+LONG = {
+    "steps": 200,
+    "sync_every": 4,
+    "fragments": 2,
+    "fragment_sync_delay": 1,
+    "profile": "none",
+    "step_sleep_ms": 50.0,
+}
 
 
 def _long_config(tmp_path: Path) -> list[str]:
@@ -58,8 +65,13 @@ def test_interrupted_run_leaves_no_children(tmp_path, sig):
 
 def test_second_signal_during_stop_still_stops_everything(tmp_path):
     """Impatient Ctrl-C Ctrl-C: the second signal must not cut the clean-up short."""
-    r = run_train(tmp_path, "twice", *_long_config(tmp_path), timeout=90,
-                  while_running=_signal_when_training(signal.SIGINT, again=signal.SIGINT))
+    r = run_train(
+        tmp_path,
+        "twice",
+        *_long_config(tmp_path),
+        timeout=90,
+        while_running=_signal_when_training(signal.SIGINT, again=signal.SIGINT),
+    )
     assert r.rc == 130, r.explain()
     assert "Traceback" not in r.stderr, r.explain()
     assert not r.survivors, f"left behind after a second SIGINT: {r.survivors}"
@@ -117,7 +129,9 @@ def test_crashed_group_is_reported_not_hung_on(tmp_path):
 
 def test_parent_killed_leaves_no_orphans(tmp_path):
     """ftrun itself SIGKILLed (no handler runs): its children die with it (parent-death signals)."""
-    r = run_train(tmp_path, "orphans", *_long_config(tmp_path), timeout=90, while_running=_signal_when_training(signal.SIGKILL))
+    r = run_train(
+        tmp_path, "orphans", *_long_config(tmp_path), timeout=90, while_running=_signal_when_training(signal.SIGKILL)
+    )
     assert r.rc == -signal.SIGKILL, r.explain()
     assert any("ftrun.worker.main" in c for c in r.descendants), r.descendants
     assert any("lighthouse_entry" in c for c in r.descendants), r.descendants
@@ -127,6 +141,7 @@ def test_parent_killed_leaves_no_orphans(tmp_path):
 def test_a_disk_full_mid_run_is_one_line_and_stops_everything(tmp_path):
     """Issue 24 item 15: the run's event log becomes unwritable mid-run (``/dev/full``: every
     write is ENOSPC, as on a full disk); it used to end in a traceback from ``log_run_event``."""
+
     def fill_the_disk(proc, run_dir: Path) -> None:
         assert wait_for_step(run_dir, 3, timeout=60), "training never started"
         log = layout.run_event_log(run_dir)
@@ -135,8 +150,15 @@ def test_a_disk_full_mid_run_is_one_line_and_stops_everything(tmp_path):
         os.replace(tmp, log)
 
     short = {**LONG, "steps": 24, "step_sleep_ms": 20.0}
-    r = run_train(tmp_path, "full", "--config", str(write_toml(tmp_path / "short.toml", short)), *SMALL,
-                  timeout=90, while_running=fill_the_disk)
+    r = run_train(
+        tmp_path,
+        "full",
+        "--config",
+        str(write_toml(tmp_path / "short.toml", short)),
+        *SMALL,
+        timeout=90,
+        while_running=fill_the_disk,
+    )
     assert r.rc == 1, r.explain()
     assert "Traceback" not in r.stderr and "Logging error" not in r.stderr, r.explain()
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

@@ -16,9 +16,9 @@ import msgspec
 import pytest
 
 from ftrun import layout
-from ftrun.torchft_compat import LABELS
 from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
+from ftrun.torchft_compat import LABELS
 from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
@@ -36,18 +36,43 @@ CASES = {
 
 def _launch(name: str, out: Path) -> TrainRun:
     if name == "stream_f2":
-        return run_train(out, name, "--mode", "streaming", "--fragments", "2", "--sync-every", "6",
-                         "--fragment-sync-delay", "2", "--steps", "12", *SMALL, "--json")
+        return run_train(
+            out,
+            name,
+            "--mode",
+            "streaming",
+            "--fragments",
+            "2",
+            "--sync-every",
+            "6",
+            "--fragment-sync-delay",
+            "2",
+            "--steps",
+            "12",
+            *SMALL,
+            "--json",
+        )
     if name == "baseline":
         data = out / "corpus.txt"
         data.write_text("the quick brown fox jumps over the lazy dog. " * 40)
-        return run_train(out, name, "--mode", "baseline", "--sync-every", "4", "--steps", "8",
-                         "--data", str(data), *SMALL)
+        return run_train(
+            out, name, "--mode", "baseline", "--sync-every", "4", "--steps", "8", "--data", str(data), *SMALL
+        )
     if name == "f3_toml":
-        cfg = write_toml(out / "f3.toml", {
-            "mode": "streaming", "fragments": 3, "sync-every": 12, "fragment_sync_delay": 1,
-            "blocks": 3, "steps": 100, "width": 64, "profile": "none", "seed": 7,
-        })
+        cfg = write_toml(
+            out / "f3.toml",
+            {
+                "mode": "streaming",
+                "fragments": 3,
+                "sync-every": 12,
+                "fragment_sync_delay": 1,
+                "blocks": 3,
+                "steps": 100,
+                "width": 64,
+                "profile": "none",
+                "seed": 7,
+            },
+        )
         # flags win over the file: steps, width (in SMALL) and profile
         return run_train(out, name, "--config", str(cfg), "--steps", "12", "--profile", "5:10", *SMALL)
     raise KeyError(name)
@@ -115,9 +140,23 @@ def test_manifest_contract(run):
     name, r = run
     f, h, tau, steps, blocks, window = CASES[name]
     m = r.manifest()
-    for key in ("ftrun_version", "job_id", "run_name", "config", "versions", "backend", "replicas",
-                "nproc_per_replica", "schedule", "fragments", "expected", "profile_windows", "traces",
-                "event_logs", "link"):
+    for key in (
+        "ftrun_version",
+        "job_id",
+        "run_name",
+        "config",
+        "versions",
+        "backend",
+        "replicas",
+        "nproc_per_replica",
+        "schedule",
+        "fragments",
+        "expected",
+        "profile_windows",
+        "traces",
+        "event_logs",
+        "link",
+    ):
         assert key in m, key
     assert m["run_name"] == name
     assert m["format"] == layout.FORMAT
@@ -133,14 +172,23 @@ def test_manifest_contract(run):
 
     rel = installed()  # either release; the worker's record names it and its process-group API
     assert (m["versions"]["torchft_distribution"], m["versions"]["torchft"], m["versions"]["torchft_pg_api"]) == (
-        rel.distribution, rel.version, rel.pg_api)
+        rel.distribution,
+        rel.version,
+        rel.pg_api,
+    )
     assert r.summary()["versions"] == m["versions"]
     assert m["schedule"] == {"fragments": f, "sync_every": h, "fragment_sync_delay": tau, "steps": steps}
     assert m["expected"] == [dataclasses.asdict(e) for e in Schedule(f, h, tau).events(steps)]
     assert m["profile_windows"] == [list(window)]
     assert m["link"] is None
     cfg = m["config"]
-    assert (cfg["fragments"], cfg["sync_every"], cfg["fragment_sync_delay"], cfg["steps"], cfg["blocks"]) == (f, h, tau, steps, blocks)
+    assert (cfg["fragments"], cfg["sync_every"], cfg["fragment_sync_delay"], cfg["steps"], cfg["blocks"]) == (
+        f,
+        h,
+        tau,
+        steps,
+        blocks,
+    )
     assert cfg["width"] == 32
     # fragments: F disjoint groups of parameters covering the whole model, in order
     assert [fr["id"] for fr in m["fragments"]] == list(range(f))
@@ -154,9 +202,9 @@ def test_manifest_contract(run):
             for d in p["shape"]:
                 n *= d
             assert n == p["numel"]
-    from ftrun.worker.models import TokenModel
+    from ftrun.worker.models import build_model
 
-    model = TokenModel(cfg["model"], cfg["vocab"], cfg["width"], cfg["blocks"], cfg["seq_len"])
+    model = build_model(cfg)
     assert sum(fr["numel"] for fr in m["fragments"]) == sum(p.numel() for p in model.parameters())
     assert sorted((t["replica"], t["rank"], t["path"], tuple(t["window"])) for t in m["traces"]) == [
         (rep, 0, f"{layout.TRACES}/{layout.trace_name(rep, 0, window[0])}", window) for rep in range(2)
@@ -198,7 +246,10 @@ def test_replicas_agree(run):
     assert [p["steps"] for p in s["replicas"]] == [steps, steps]
     assert [p["commits"] for p in s["replicas"]] == [commits, commits]
     # and directly: the same fingerprint on both replicas for every commit
-    fps = [{x["manager_step_after"]: (x["synced"], x["fingerprint"]) for x in r.events(rep) if x["commit"]} for rep in range(2)]
+    fps = [
+        {x["manager_step_after"]: (x["synced"], x["fingerprint"]) for x in r.events(rep) if x["commit"]}
+        for rep in range(2)
+    ]
     assert fps[0] == fps[1] and len(fps[0]) == commits
     # successive commits of different fragments (or of the same one later) differ
     assert len({fp for _, fp in fps[0].values()}) == commits
@@ -207,8 +258,23 @@ def test_replicas_agree(run):
 def test_two_ranks_per_group(tmp_path):
     """2 replica groups x 2 ranks: 4 event logs, each on schedule, agreement per rank."""
     f, h, tau, steps = 2, 4, 1, 8
-    r = run_train(tmp_path, "np2", "--nproc-per-replica", "2", "--fragments", str(f), "--sync-every", str(h),
-                  "--fragment-sync-delay", str(tau), "--steps", str(steps), "--profile", "none", *SMALL)
+    r = run_train(
+        tmp_path,
+        "np2",
+        "--nproc-per-replica",
+        "2",
+        "--fragments",
+        str(f),
+        "--sync-every",
+        str(h),
+        "--fragment-sync-delay",
+        str(tau),
+        "--steps",
+        str(steps),
+        "--profile",
+        "none",
+        *SMALL,
+    )
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
     logs = sorted(p.name for p in (r.run_dir / layout.EVENT_LOGS).glob("replica*_rank*.jsonl"))
@@ -234,7 +300,19 @@ def test_existing_run_dir_refused_unless_overwrite(tmp_path):
     run_dir = tmp_path / "again"
     run_dir.mkdir()
     (run_dir / "keep.txt").write_text("mine")
-    args = ["--steps", "4", "--sync-every", "2", "--fragments", "1", "--fragment-sync-delay", "0", "--profile", "none", *SMALL]
+    args = [
+        "--steps",
+        "4",
+        "--sync-every",
+        "2",
+        "--fragments",
+        "1",
+        "--fragment-sync-delay",
+        "0",
+        "--profile",
+        "none",
+        *SMALL,
+    ]
     r = run_train(tmp_path, "again", *args)
     assert r.rc == 2, r.explain()
     lines = r.stderr.strip().splitlines()

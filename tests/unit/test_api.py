@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 import ftrun
-from ftrun import api, cli as cli_module
-from ftrun import schedule as schedule_module
+from ftrun import api, cli as cli_module, schedule as schedule_module
 from ftrun.commands.compare import SHARED_SETTINGS
-from train_fixtures import cli, drop_sync, inspect, move_send, read, swap_send_sizes, write
+from train_fixtures import cli, drop_sync, inspect, move_send, read, same_as_cli, swap_send_sizes, write
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 FLAGS = ["--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5"]  # cpu_run's schedule
@@ -30,35 +29,25 @@ def _traces(run: Path) -> dict[int, Path]:
     return {t["replica"]: run / t["path"] for t in json.loads((run / "manifest.json").read_text())["traces"]}
 
 
-def _cli_json(*args: str) -> tuple[int, dict]:
-    res = inspect(*args, "--json")
-    return res.exit_code, json.loads(res.output)
-
-
 def _cli_error(*args: str) -> str:
     res = inspect(*args)
     assert res.exit_code == 2, res.output
     return res.output.strip().removeprefix("error: ")
 
 
-def _same_as_cli(report: api.Report, *args: str) -> None:
-    code, d = _cli_json(*args)
-    assert code == (0 if report.ok else 1)
-    assert report.verdict == d["verdict"]
-    assert report.problems == d["problems"]
-    mine = report.to_json()
-    assert [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in mine["events"]] == \
-           [(e["replica"], e["kind"], e["expected_step"], e["observed_step"], e["fragment"], e["ok"]) for e in d["events"]]
-
-
 def test_the_stored_run_passes_as_on_the_cli():
     r = ftrun.check_traces(DATA)
     assert r.ok and r.verdict == "pass" and r.problems == [] and r.failing == [] and r.failing_table() == ""
-    assert len(r.events) == 8 and {(e.replica, e.kind) for e in r.events} == {(0, "send"), (0, "sync"), (1, "send"), (1, "sync")}
+    assert len(r.events) == 8 and {(e.replica, e.kind) for e in r.events} == {
+        (0, "send"),
+        (0, "sync"),
+        (1, "send"),
+        (1, "sync"),
+    }
     assert all(e.expected_step == e.observed_step and e.expected_fragment == e.fragment for e in r.events)
     assert r.schedule == ftrun.Schedule(2, 20, 5)
     assert r.numerics is None  # this run carries no numeric check: None, never a pass
-    _same_as_cli(r, str(DATA))
+    same_as_cli(r, str(DATA))
     table = r.table()
     assert "replica 0 rank 0" in table and "PASS 8 events on 2 worker(s) landed as expected" in table
     assert "\x1b[" not in table  # plain text
@@ -73,7 +62,7 @@ def test_moved_send_same_verdict_and_table(tmp_path):
     r = ftrun.check_traces([run])
     assert not r.ok
     assert "replica 0 rank 0: send of fragment 0 expected at step 25, observed at step 26" in r.problems
-    _same_as_cli(r, str(run))
+    same_as_cli(r, str(run))
     table = r.failing_table().splitlines()
     assert table[0].split() == ["replica", "rank", "kind", "step", "fragment", "problem"]
     assert table[1].split()[:5] == ["0", "0", "send", "25→26", "0"]
@@ -93,10 +82,12 @@ def test_mutations_same_verdict_as_cli(tmp_path, mutation):
     write(files[replica], d)
     r = ftrun.check_traces(run)
     assert not r.ok and r.problems
-    _same_as_cli(r, str(run))
-    want = {"drop_sync": "replica 0 rank 0: sync of fragment 0 missing at step 30",
-            "swap_fragments": "replica 0 rank 0: send at step 25: fragment 1, expected fragment 0",
-            "one_replica_disagrees": "replica 1 rank 0: send at step 25: fragment 1, expected fragment 0"}[mutation]
+    same_as_cli(r, str(run))
+    want = {
+        "drop_sync": "replica 0 rank 0: sync of fragment 0 missing at step 30",
+        "swap_fragments": "replica 0 rank 0: send at step 25: fragment 1, expected fragment 0",
+        "one_replica_disagrees": "replica 1 rank 0: send at step 25: fragment 1, expected fragment 0",
+    }[mutation]
     assert want in r.problems, r.problems
 
 
@@ -112,7 +103,7 @@ def _bare_traces(tmp_path: Path) -> Path:
 def test_schedule_and_manifest_for_traces_without_one(tmp_path):
     bare = _bare_traces(tmp_path)
     by_schedule = ftrun.check_traces(bare, schedule=ftrun.Schedule(2, 20, fragment_sync_delay=5))
-    _same_as_cli(by_schedule, str(bare), *FLAGS)
+    same_as_cli(by_schedule, str(bare), *FLAGS)
     assert by_schedule.ok and by_schedule.raw.mode == "foreign"
     by_manifest = ftrun.check_traces(bare, manifest=DATA / "manifest.json")
     assert by_manifest.to_json() == by_schedule.to_json()
@@ -124,7 +115,11 @@ def test_bad_input_is_the_clis_one_line(tmp_path):
     cases = [
         ([str(tmp_path / "nope")], dict(), []),
         ([str(bare)], dict(), []),  # no manifest, no schedule
-        ([str(DATA)], dict(schedule=ftrun.Schedule(1, 20, 0)), ["--fragments", "1", "--sync-every", "20", "--fragment-sync-delay", "0"]),
+        (
+            [str(DATA)],
+            dict(schedule=ftrun.Schedule(1, 20, 0)),
+            ["--fragments", "1", "--sync-every", "20", "--fragment-sync-delay", "0"],
+        ),
         ([str(DATA)], dict(step_numbering="middle"), ["--step-numbering", "middle"]),
     ]
     for paths, kw, flags in cases:
@@ -150,9 +145,21 @@ def test_schedule_is_the_schedule_module():
     assert ftrun.Schedule is schedule_module.Schedule
     s = ftrun.Schedule(fragments=2, sync_every=20, fragment_sync_delay=5)
     assert [(e.step, e.kind, e.fragment) for e in s.events(40)] == [
-        (5, "send", 0), (10, "sync", 0), (15, "send", 1), (20, "sync", 1),
-        (25, "send", 0), (30, "sync", 0), (35, "send", 1), (40, "sync", 1)]
-    assert [e.fragment for e in s.events(40, failed_cycles=[0]) if e.kind == "sync"] == [0, 0, 1, 0]  # a failed commit repeats
+        (5, "send", 0),
+        (10, "sync", 0),
+        (15, "send", 1),
+        (20, "sync", 1),
+        (25, "send", 0),
+        (30, "sync", 0),
+        (35, "send", 1),
+        (40, "sync", 1),
+    ]
+    assert [e.fragment for e in s.events(40, failed_cycles=[0]) if e.kind == "sync"] == [
+        0,
+        0,
+        1,
+        0,
+    ]  # a failed commit repeats
     with pytest.raises(ftrun.ScheduleError, match="fragment_sync_delay=10"):
         ftrun.Schedule(2, 20, 10)
 
@@ -169,20 +176,20 @@ def test_config_of_dict_toml_and_runconfig(tmp_path):
     from ftrun.config import RunConfig
 
     cfg = api.config_of({"fragments": 2, "sync-every": 8, "fragment_sync_delay": 2, "steps": 16}, out=tmp_path)
-    assert (cfg.fragments, cfg.sync_every, cfg.fragment_sync_delay, cfg.steps, cfg.out) == (2, 8, 2, 16, str(tmp_path))
+    assert (cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay, cfg.steps, cfg.out) == (2, 8, 2, 16, str(tmp_path))
     with pytest.raises(ftrun.BadInput, match=r"^config: fragment_sync_delay = 4: torchft needs tau < H/F"):
         api.config_of({"sync_every": 8, "fragment_sync_delay": 4})
     with pytest.raises(ftrun.BadInput, match="unknown option"):
         api.config_of({"nonsense": 1})
     toml = tmp_path / "run.toml"
     toml.write_text("mode = 'baseline'\nsteps = 20\n")
-    assert (api.config_of(toml).fragments, api.config_of(str(toml)).steps) == (1, 20)
+    assert (api.config_of(toml).schedule.fragments, api.config_of(str(toml)).steps) == (1, 20)
     with pytest.raises(ftrun.BadInput, match="not found"):
         api.config_of(tmp_path / "missing.toml")
-    mine = RunConfig(steps=0)
+    mine = RunConfig.from_keys(steps=0)
     with pytest.raises(ftrun.BadInput, match="--steps 0: must be at least 1"):
         api.config_of(mine)
-    ok = RunConfig(steps=20)
+    ok = RunConfig.from_keys(steps=20)
     assert api.config_of(ok, out=tmp_path).out == str(tmp_path) and ok.out == "profiles"  # the caller's is not changed
     with pytest.raises(ftrun.BadInput, match="must be a RunConfig"):
         api.config_of(42)
@@ -199,7 +206,18 @@ def test_run_handle_on_a_stored_run(tmp_path):
 def test_compare_reads_two_runs(tmp_path):
     other = _copy(tmp_path)
     junit = tmp_path / "cmp.xml"
-    res = cli("compare", str(DATA), str(other), "--out", str(tmp_path / "out"), "--name", "cli", "--json", "--junit", str(junit))
+    res = cli(
+        "compare",
+        str(DATA),
+        str(other),
+        "--out",
+        str(tmp_path / "out"),
+        "--name",
+        "cli",
+        "--json",
+        "--junit",
+        str(junit),
+    )
     assert res.exit_code == 0, res.output
     c = ftrun.compare(ftrun.Run(DATA), other, out=tmp_path / "out", name="api")
     assert c.ok and c.dir == tmp_path / "out" / "api" and (c.dir / "report.json").is_file()
@@ -243,5 +261,3 @@ def test_train_hands_the_config_to_ftrun_train_and_wraps_its_failure(tmp_path, m
     assert str(e.value) == f"replica group 1 exited with code 1 (run dir {tmp_path / 'bad'})"
     with pytest.raises(ftrun.BadInput, match="^config: steps = 0: must be at least 1$"):
         ftrun.train({"steps": 0}, out=tmp_path)  # refused before anything starts
-
-

@@ -19,22 +19,18 @@ import pytest
 
 from ftrun.errors import BadInput
 from ftrun.trace import load
-from train_fixtures import inspect as cli, torchft_events
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
-
-
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 @pytest.fixture
 def deadline():
     """Fail (not hang) a test that blocks for more than 10 s."""
+
     def boom(signum, frame):
         raise TimeoutError("blocked")
+
     old = signal.signal(signal.SIGALRM, boom)
     signal.alarm(10)
     yield
@@ -98,8 +94,19 @@ def test_a_gzip_bomb_whose_first_byte_is_not_json_stops_at_once(tmp_path, deadli
 
 def test_the_limit_is_one_line_and_the_flag_raises_it(tmp_path):
     ev = torchft_events(range(1, 9))
-    ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 1.0, "pid": 1, "tid": 1, "args": {"pad": "x" * 1000}}
-           for _ in range(1500)]  # about 1.6 MB of JSON
+    ev += [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "ts": 1.0,
+            "dur": 1.0,
+            "pid": 1,
+            "tid": 1,
+            "args": {"pad": "x" * 1000},
+        }
+        for _ in range(1500)
+    ]  # about 1.6 MB of JSON
     t = tmp_path / "replica0_rank0.1.pt.trace.json.gz"
     t.write_bytes(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
     res = cli(str(t), *FLAGS, "--max-trace-mb", "1")

@@ -9,12 +9,15 @@ import pytest
 
 from ftrun.check.metrics import FIGURES, aggregate
 from ftrun.commands.compare import repeat_plan
+from ftrun.config import overrides
 from ftrun.link_spec import link_for
 from ftrun.report.compare_view import conclusion, rows, throughput_claim
 from train_fixtures import TIMELINE_WIDTH_PX, png_size
 
 
-@pytest.mark.parametrize("step_s, model_bytes, replicas, h", [(0.03, 400_000, 2, 20), (0.2, 50_000_000, 4, 100), (0.005, 80_000, 8, 10)])
+@pytest.mark.parametrize(
+    "step_s, model_bytes, replicas, h", [(0.03, 400_000, 2, 20), (0.2, 50_000_000, 4, 100), (0.005, 80_000, 8, 10)]
+)
 def test_default_link_makes_plain_sync_a_quarter_of_h(step_s: float, model_bytes: int, replicas: int, h: int) -> None:
     link = link_for(step_s, model_bytes, replicas, h)
     share = link.plain_sync_s(model_bytes, replicas) / (h * step_s)
@@ -28,17 +31,31 @@ def test_repeat_alternates_who_goes_first() -> None:
 
 
 def _run(name: str, sps: float, **over) -> dict:
-    r = {"name": name, "run_dir": f"/c/{name}", "verdict": "pass", "problems": [], "steps_per_s": sps,
-         "exposed_comm_s": 1.0, "exposed_control_s": 0.2, "per_sync_exposed_ms": 50.0, "per_sync_exposed_control_ms": 10.0,
-         "hidden_comm_share": 0.5, "compute_utilisation": 0.8, "peak_sync_bytes": 100, "final_loss": 3.0}
+    r = {
+        "name": name,
+        "run_dir": f"/c/{name}",
+        "verdict": "pass",
+        "problems": [],
+        "steps_per_s": sps,
+        "exposed_comm_s": 1.0,
+        "exposed_control_s": 0.2,
+        "per_sync_exposed_ms": 50.0,
+        "per_sync_exposed_control_ms": 10.0,
+        "hidden_comm_share": 0.5,
+        "compute_utilisation": 0.8,
+        "peak_sync_bytes": 100,
+        "final_loss": 3.0,
+    }
     r.update(over)
     return r
 
 
 def test_aggregate_median_spread_and_verdict() -> None:
-    reps = [_run("a", 10.0, run_dir="/c/a-1", steps_per_s_per_replica=[9.0, 11.0]),
-            _run("a", 14.0, run_dir="/c/a-2", verdict="fail", problems=["x"], steps_per_s_per_replica=[15.0, 13.0]),
-            _run("a", 11.0, run_dir="/c/a-3", steps_per_s_per_replica=[12.0, None])]
+    reps = [
+        _run("a", 10.0, run_dir="/c/a-1", steps_per_s_per_replica=[9.0, 11.0]),
+        _run("a", 14.0, run_dir="/c/a-2", verdict="fail", problems=["x"], steps_per_s_per_replica=[15.0, 13.0]),
+        _run("a", 11.0, run_dir="/c/a-3", steps_per_s_per_replica=[12.0, None]),
+    ]
     got = aggregate(reps)
     assert got["steps_per_s_per_replica"] == [12.0, None]  # per replica; a missing value stays missing
     assert got["steps_per_s"] == 11.0 and got["spread"]["steps_per_s"] == [10.0, 14.0]
@@ -63,7 +80,12 @@ def test_throughput_claimed_only_beyond_the_spread() -> None:
 def test_table_shows_median_and_range() -> None:
     a = aggregate([_run("a", x) for x in (10.0, 12.0, 11.0)])
     b = aggregate([_run("b", 9.0)])
-    base = {"schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0}, "syncs": 2, "commits": 2, "loss_at_steps": {}}
+    base = {
+        "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
+        "syncs": 2,
+        "commits": 2,
+        "loss_at_steps": {},
+    }
     table = {r[0]: r[1:] for r in rows({"runs": [{**base, **a}, {**base, **b}]})}
     assert table["steps/s (mean)"] == ["11.00 (10.00 to 12.00)", "9.00"]
     assert table["compute utilisation"] == ["80% (80% to 80%)", "80%"]
@@ -72,12 +94,29 @@ def test_table_shows_median_and_range() -> None:
 
 def _fake_run(name: str, **over) -> dict:
     r = {
-        "name": name, "run_dir": f"/x/{name}", "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
-        "verdict": "pass", "problems": [], "steps_per_s": 10.0, "steps_per_s_per_replica": [10.0, None],
-        "tokens_per_s": 2560.0, "tokens_per_s_per_replica": [2560.0, None], "wall_s": None, "syncs": 0, "commits": 0,
-        "exposed_comm_s": 0.0, "per_sync_exposed_ms": None, "profiled_syncs": 0, "profiled_comm_ms": 0.0,
-        "profiled_hidden_ms": 0.0, "hidden_comm_share": None, "peak_sync_bytes": 0, "total_bytes": 0.0,
-        "final_loss": None, "loss_at_steps": {"10": None, "20": 4.2}, "link": None,
+        "name": name,
+        "run_dir": f"/x/{name}",
+        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "verdict": "pass",
+        "problems": [],
+        "steps_per_s": 10.0,
+        "steps_per_s_per_replica": [10.0, None],
+        "tokens_per_s": 2560.0,
+        "tokens_per_s_per_replica": [2560.0, None],
+        "wall_s": None,
+        "syncs": 0,
+        "commits": 0,
+        "exposed_comm_s": 0.0,
+        "per_sync_exposed_ms": None,
+        "profiled_syncs": 0,
+        "profiled_comm_ms": 0.0,
+        "profiled_hidden_ms": 0.0,
+        "hidden_comm_share": None,
+        "peak_sync_bytes": 0,
+        "total_bytes": 0.0,
+        "final_loss": None,
+        "loss_at_steps": {"10": None, "20": 4.2},
+        "link": None,
     }
     r.update(over)
     return r
@@ -86,12 +125,21 @@ def _fake_run(name: str, **over) -> dict:
 def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
     from ftrun.report.compare_view import conclusion, rows, write_markdown
 
-    runs = [_fake_run("a"), _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2)]
+    runs = [
+        _fake_run("a"),
+        _fake_run("b", hidden_comm_share=0.5, per_sync_exposed_ms=12.0, exposed_comm_s=0.1, syncs=2, commits=2),
+    ]
     text = conclusion(runs)
     assert text.startswith("a exposed 0.00 s of data; b hid 50% of its data communication")
     assert "%" in text and "of a's" not in text  # no ratio when a run exposed nothing
-    result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": text, "timeline": "timeline.png", "verdict": "pass",
-              "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}}
+    result = {
+        "compare_dir": str(tmp_path),
+        "runs": runs,
+        "conclusion": text,
+        "timeline": "timeline.png",
+        "verdict": "pass",
+        "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"},
+    }
     table = rows(result)
     assert all(len(r) == 3 for r in table)
     by_label = {r[0]: r[1:] for r in table}
@@ -109,8 +157,13 @@ def test_timeline_draw_without_lanes(tmp_path: Path) -> None:
 
     path = draw([], tmp_path / "empty.png", "nothing profiled")
     assert png_size(path)[0] == TIMELINE_WIDTH_PX
-    lane = Lane("x · replica 0", steps=[(0.0, 0.1), (0.1, 0.2)], sends=[(0.05, 0.15, 9)], collectives=[(0.06, 0.06, 9)],
-                waits=[(0.15, 0.15)])
+    lane = Lane(
+        "x · replica 0",
+        steps=[(0.0, 0.1), (0.1, 0.2)],
+        sends=[(0.05, 0.15, 9)],
+        collectives=[(0.06, 0.06, 9)],
+        waits=[(0.15, 0.15)],
+    )
     path = draw([lane], tmp_path / "one.png", "one lane, fragment id beyond the palette")
     assert png_size(path) == (TIMELINE_WIDTH_PX, round(100 * (1.2 + 0.75)))
 
@@ -122,15 +175,40 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
 
     d = tmp_path / "run"
     d.mkdir()
-    (d / "summary.json").write_text(json.dumps({"recovery": {
-        "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
-        "restarts": 1, "heals": [{"replica": 1}], "commits_lost": 2,
-        "breakdown": [{"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}]}}))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "recovery": {
+                    "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
+                    "restarts": 1,
+                    "heals": [{"replica": 1}],
+                    "commits_lost": 2,
+                    "breakdown": [
+                        {"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}
+                    ],
+                }
+            }
+        )
+    )
     rec = recovery_of([d])
-    assert rec == {"faults": ["kill 1@25"], "restarts": 1, "heals": 1, "commits_lost": 2, "recovered_s": [7.5],
-                   "recovery_s": [7.6], "largest_phase": [["relaunch", 3.25]]}
-    base = {"name": "x", "verdict": "pass", "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
-            "syncs": 10 / 3, "commits": 3.0, "exposed_comm_s": 0.0, "loss_at_steps": {}}
+    assert rec == {
+        "faults": ["kill 1@25"],
+        "restarts": 1,
+        "heals": 1,
+        "commits_lost": 2,
+        "recovered_s": [7.5],
+        "recovery_s": [7.6],
+        "largest_phase": [["relaunch", 3.25]],
+    }
+    base = {
+        "name": "x",
+        "verdict": "pass",
+        "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
+        "syncs": 10 / 3,
+        "commits": 3.0,
+        "exposed_comm_s": 0.0,
+        "loss_at_steps": {},
+    }
     table = rows({"runs": [{**base, "recovery": rec}, {**base, "recovery": None}]})
     row = next(r for r in table if r[0] == "faults and recovery")
     assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
@@ -141,15 +219,15 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
 
 # --- the default link matches the runs' own steps (issue 24 item 19) -------------------------
 
+
 def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
     """compare's train mode with the calibration, the trainings and the measured step faked:
     (calls to train as (run name, link, overwrite), the commands.compare module)."""
-    from ftrun.commands import compare as cmp
-    from ftrun.commands import train as train_mod
+    from ftrun.commands import compare as cmp, train as train_mod
 
     trained = []
     monkeypatch.setattr(cmp, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000})
-    monkeypatch.setattr(train_mod, "train", lambda cfg, overwrite, json_out, quiet: trained.append((cfg.run_name, cfg.link, overwrite)))
+    monkeypatch.setattr(train_mod, "train", lambda cfg, overwrite, json_out, quiet: trained.append((cfg.run_name, cfg.emulation.link, overwrite)))
     monkeypatch.setattr(cmp, "measured_step_s", lambda run_dir, replicas: measured_s)
     return trained, cmp
 
@@ -158,7 +236,7 @@ def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatc
     """The reproduction: calibrated 327 ms while the runs stepped in ~160 ms, so "0.25 of H" was
     really ~0.5. Now the first run's measured step sets the link, and that run trains again."""
     trained, cmp = _fake_training(monkeypatch, calibrated_s=0.327, measured_s=0.160)
-    names, per_cfg, _, info = cmp.train_mode(["streaming", "baseline"], {}, None, tmp_path, True, False, "c", 1)
+    names, per_cfg, _, info = cmp.train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
     first_link, second_link = trained[0][1], trained[1][1]
     assert [t[0] for t in trained] == ["streaming", "streaming", "baseline"]  # the first run again, on the new link
     assert trained[1][2] is True and trained[2][2] is False  # only the retrained run replaces its own run dir
@@ -171,19 +249,26 @@ def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatc
 
 def test_a_calibration_that_matches_the_run_is_kept(monkeypatch, tmp_path) -> None:
     trained, cmp = _fake_training(monkeypatch, calibrated_s=0.150, measured_s=0.170)  # 13% off: within DRIFT
-    *_, info = cmp.train_mode(["streaming", "baseline"], {}, None, tmp_path, True, False, "c", 1)
+    *_, info = cmp.train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
     assert [t[0] for t in trained] == ["streaming", "baseline"] and "recalibrated_from" not in info
 
 
 def test_the_summary_states_the_share_asked_for_and_the_share_achieved() -> None:
     from ftrun.report.compare_view import link_line
 
-    link = {"describe": "110 Mbit/s, 8.9 ms", "emulated": True, "chosen": "default: plain DiLoCo's sync ~ 0.25 of H steps of compute",
-            "calibrated_step_s": 0.327, "calibration": "2 concurrent process(es) x 1 thread(s), as the run's ranks",
-            "link_step_s": 0.16, "plain_sync_s": 0.8, "plain_sync_share_of_h": 0.25,
-            "recalibrated_from": {"run": "streaming", "measured_step_s": 0.16, "link": "50 Mbit/s, 10 ms"},
-            "measured_median_step_s": {"streaming": 0.16, "baseline": 0.2},
-            "plain_sync_share_of_measured_h": {"streaming": 0.25, "baseline": 0.2}}
+    link = {
+        "describe": "110 Mbit/s, 8.9 ms",
+        "emulated": True,
+        "chosen": "default: plain DiLoCo's sync ~ 0.25 of H steps of compute",
+        "calibrated_step_s": 0.327,
+        "calibration": "2 concurrent process(es) x 1 thread(s), as the run's ranks",
+        "link_step_s": 0.16,
+        "plain_sync_s": 0.8,
+        "plain_sync_share_of_h": 0.25,
+        "recalibrated_from": {"run": "streaming", "measured_step_s": 0.16, "link": "50 Mbit/s, 10 ms"},
+        "measured_median_step_s": {"streaming": 0.16, "baseline": 0.2},
+        "plain_sync_share_of_measured_h": {"streaming": 0.25, "baseline": 0.2},
+    }
     text = link_line({"link": link})
     assert "calibrated step 327.0 ms" in text and "recalibrated on streaming's measured step 160.0 ms" in text, text
     assert "asked for 0.25 of H steps of 160.0 ms" in text, text
@@ -201,15 +286,29 @@ def test_compare_help_says_what_the_default_link_is() -> None:
 def test_report_says_what_each_run_ran_on(tmp_path: Path) -> None:
     from ftrun.report.compare_view import versions_line, write_markdown
 
-    nightly = {"torch": "2.13.0+cpu", "torchft": "2026.10.26", "torchft_distribution": "torchft-nightly", "torchft_pg_api": "reconfigure"}
+    nightly = {
+        "torch": "2.13.0+cpu",
+        "torchft": "2026.10.26",
+        "torchft_distribution": "torchft-nightly",
+        "torchft_pg_api": "reconfigure",
+    }
     old = {"torch": "2.13.0+cpu", "torchft": "0.2.0"}  # an earlier ftrun's manifest: no distribution recorded
     same = {"versions": {"a": nightly, "b": dict(nightly)}}
     assert versions_line(same) == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
     assert versions_line({"versions": {"a": nightly, "b": old}}) == (
-        "ran on a: torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu; b: torchft 0.2.0, torch 2.13.0+cpu")
+        "ran on a: torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu; "
+        "b: torchft 0.2.0, torch 2.13.0+cpu"
+    )
     assert versions_line({"versions": {"a": None, "b": None}}) is None and versions_line({}) is None
     runs = [_fake_run("a"), _fake_run("b")]
-    result = {"compare_dir": str(tmp_path), "runs": runs, "conclusion": "c", "timeline": "timeline.png", "verdict": "pass",
-              "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"}, **same}
+    result = {
+        "compare_dir": str(tmp_path),
+        "runs": runs,
+        "conclusion": "c",
+        "timeline": "timeline.png",
+        "verdict": "pass",
+        "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"},
+        **same,
+    }
     write_markdown(result, tmp_path / "report.md")
     assert "\n\nran on torchft-nightly 2026.10.26" in (tmp_path / "report.md").read_text()

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
 from ftrun import config as cfgmod
 from ftrun.check.model import EventResult, Report, WorkerReport
@@ -23,6 +22,7 @@ from ftrun.errors import BadInput
 from ftrun.launch.progress import GroupProgress
 from ftrun.link_spec import parse_link
 from ftrun.report import compare_view, inspect_view, train_view
+from train_fixtures import cli, one_line
 
 WIDTH = 80
 TRICKY = "x:smile:y [rank0] [/y] [enforce fail at alloc.cpp:83] 5:100"  # markup, emoji codes, a closing tag
@@ -51,58 +51,129 @@ def _flat(text: str) -> str:
 
 
 def summary(run_dir: str = "ws/x[/y]", failures: list[str] | None = None) -> dict:
-    reps = [dict(replica=r, steps=60, steps_per_s=28.05 + r, commits=6, failed_commits=r, final_loss=2.0225 - r / 10,
-                 final_manager_step=6) for r in (0, 1)]
+    reps = [
+        dict(
+            replica=r,
+            steps=60,
+            steps_per_s=28.05 + r,
+            commits=6,
+            failed_commits=r,
+            final_loss=2.0225 - r / 10,
+            final_manager_step=6,
+        )
+        for r in (0, 1)
+    ]
     return dict(
-        schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5), backend="gloo",
-        link=dict(describe="260 Mbit/s, 10 ms"), replicas=reps,
-        agreement=dict(ok=True, commits_checked=6, disagreements=[]), wall_s=10.5, recovery={},
+        schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5),
+        backend="gloo",
+        link=dict(describe="260 Mbit/s, 10 ms"),
+        replicas=reps,
+        agreement=dict(ok=True, commits_checked=6, disagreements=[]),
+        wall_s=10.5,
+        recovery={},
         failures=failures if failures is not None else [],
-        traces=["a", "b"], run_dir=run_dir, manifest=f"{run_dir}/manifest.json",
+        traces=["a", "b"],
+        run_dir=run_dir,
+        manifest=f"{run_dir}/manifest.json",
     )
 
 
-def report(problem: str | None = None, notes: list[str] | None = None, run_dir: str = "profiles/streaming-demo") -> Report:
+def report(
+    problem: str | None = None, notes: list[str] | None = None, run_dir: str = "profiles/streaming-demo"
+) -> Report:
     events = []
     for r in (0, 1):
         for step, kind, frag in ((25, "send", 0), (30, "sync", 0), (35, "send", 1), (40, "sync", 1)):
-            e = EventResult(replica=r, rank=0, kind=kind, fragment=frag, expected_fragment=frag, expected_step=step,
-                            observed_step=step, ok=True, fragment_checked=True)
+            e = EventResult(
+                replica=r,
+                rank=0,
+                kind=kind,
+                fragment=frag,
+                expected_fragment=frag,
+                expected_step=step,
+                observed_step=step,
+                ok=True,
+                fragment_checked=True,
+            )
             if kind == "sync":
-                e.exposed_comm_ms, e.hidden_comm_ms, e.send_to_done_ms, e.should_commit_ms = 12345.88, 21.97, 23.85, 0.65
+                e.exposed_comm_ms, e.hidden_comm_ms, e.send_to_done_ms, e.should_commit_ms = (
+                    12345.88,
+                    21.97,
+                    23.85,
+                    0.65,
+                )
                 e.exposed_data_ms, e.exposed_control_ms = 12345.88, 42.5
             events.append(e)
     if problem:
         e = events[1]
         e.ok, e.observed_step, e.problem, e.serialized, e.serialized_collectives = False, 31, problem, True, 3
     events[3].notes = list(notes or [])
-    workers = [WorkerReport(replica=r, rank=0, source="manifest", files=["f"], step_source="ftrun",
-                            step_ranges=[(21, 40)], failed_cycles=[2] if r else []) for r in (0, 1)]
-    return Report(verdict="fail" if problem else "pass", mode="manifest", files=["a", "b"], replicas=[0, 1],
-                  schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5, window=10),
-                  step_numbering={"used": "top"}, workers=workers, events=events, cross_replica=[], run_dir=run_dir,
-                  notes=[f"note {TRICKY}"], run_problems=[f"run problem {TRICKY}"] if problem else [],
-                  failed_commits=[dict(replica=1, rank=0, sync_step=30, fragment=0, source="event_log")])
+    workers = [
+        WorkerReport(
+            replica=r,
+            rank=0,
+            source="manifest",
+            files=["f"],
+            step_source="ftrun",
+            step_ranges=[(21, 40)],
+            failed_cycles=[2] if r else [],
+        )
+        for r in (0, 1)
+    ]
+    return Report(
+        verdict="fail" if problem else "pass",
+        mode="manifest",
+        files=["a", "b"],
+        replicas=[0, 1],
+        schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5, window=10),
+        step_numbering={"used": "top"},
+        workers=workers,
+        events=events,
+        cross_replica=[],
+        run_dir=run_dir,
+        notes=[f"note {TRICKY}"],
+        run_problems=[f"run problem {TRICKY}"] if problem else [],
+        failed_commits=[dict(replica=1, rank=0, sync_step=30, fragment=0, source="event_log")],
+    )
 
 
 def compare_result(problem: str | None = None, faults: bool = True) -> dict:
     def run(name: str, verdict: str, f: int, tau: int) -> dict:
         return dict(
-            name=name, verdict=verdict, schedule=dict(fragments=f, sync_every=20, fragment_sync_delay=tau),
-            steps_per_s=11.17, steps_per_s_per_replica=[11.2, 11.14], tokens_per_s_per_replica=[11436.0, 11400.0],
-            wall_s=25.4, syncs=6, commits=6, exposed_comm_s=0.02, per_sync_exposed_ms=2.7, hidden_comm_share=0.98,
-            peak_sync_bytes=740_000, total_bytes=4_270_000, final_loss=2.0062,
+            name=name,
+            verdict=verdict,
+            schedule=dict(fragments=f, sync_every=20, fragment_sync_delay=tau),
+            steps_per_s=11.17,
+            steps_per_s_per_replica=[11.2, 11.14],
+            tokens_per_s_per_replica=[11436.0, 11400.0],
+            wall_s=25.4,
+            syncs=6,
+            commits=6,
+            exposed_comm_s=0.02,
+            per_sync_exposed_ms=2.7,
+            hidden_comm_share=0.98,
+            peak_sync_bytes=740_000,
+            total_bytes=4_270_000,
+            final_loss=2.0062,
             loss_at_steps={"10": 2.345, "20": 2.2, "40": 2.1, "60": 2.0062},
-            recovery=dict(faults=["kill 1@25"], restarts=1, heals=1, commits_lost=1, recovered_s=[3.2]) if faults else None,
+            recovery=dict(faults=["kill 1@25"], restarts=1, heals=1, commits_lost=1, recovered_s=[3.2])
+            if faults
+            else None,
             problems=[problem] if problem and verdict == "fail" else [],
         )
 
     d = "profiles/compare-20261130-052207"
     return dict(
-        compare_dir=d, runs=[run("streaming", "pass", 2, 5), run("baseline", "fail" if problem else "pass", 1, 0)],
-        link=dict(describe="260 Mbit/s, 10 ms", emulated=True, chosen="default: plain DiLoCo's full-model sync ~ one step of compute"),
+        compare_dir=d,
+        runs=[run("streaming", "pass", 2, 5), run("baseline", "fail" if problem else "pass", 1, 0)],
+        link=dict(
+            describe="260 Mbit/s, 10 ms",
+            emulated=True,
+            chosen="default: plain DiLoCo's full-model sync ~ one step of compute",
+        ),
         conclusion="streaming hid 98% of its communication and exposed 0.02 s (3 ms per sync); baseline hid 10%.",
-        expect_hidden=dict(ok=True, min=0.5, observed=0.98), timeline=f"{d}/timeline.png",
+        expect_hidden=dict(ok=True, min=0.5, observed=0.98),
+        timeline=f"{d}/timeline.png",
         verdict="fail" if problem else "pass",
     )
 
@@ -112,11 +183,20 @@ class _State:
         self.run_dir, self.cfg, self.progress = run_dir, type("C", (), {"steps": steps})(), {}
 
 
-def progress_state(run_dir: str = "profiles/streaming-20261130-092233", last_sync: str = "frag 12 @ 12345 FAILED") -> _State:
+def progress_state(
+    run_dir: str = "profiles/streaming-20261130-092233", last_sync: str = "frag 12 @ 12345 FAILED"
+) -> _State:
     st = _State(run_dir, 100_000)
     for r in (0, 1):
         p = GroupProgress(r)
-        p.step, p.loss, p.manager_step, p.commits, p.failed_commits, p.participants = 99_999, 12.3456, 9999, 9999, 999, 2
+        p.step, p.loss, p.manager_step, p.commits, p.failed_commits, p.participants = (
+            99_999,
+            12.3456,
+            9999,
+            9999,
+            999,
+            2,
+        )
         p.last_sync = last_sync if r == 0 else "rejoining (restart 10)"
         st.progress[r] = p
     return st
@@ -158,7 +238,7 @@ def test_compare_view_prints_problems_literally(capsys):
 
 def test_live_view_prints_run_dir_literally(capsys):
     view = train_view.LiveView(progress_state(), enabled=False)
-    view.console.print(train_view._progress_table(progress_state(run_dir="ws/run[/x]:smile:")))
+    view.console.print(train_view.progress_table(progress_state(run_dir="ws/run[/x]:smile:")))
     assert "ws/run[/x]:smile:" in _flat(capsys.readouterr().out)
 
 
@@ -167,7 +247,8 @@ def test_every_console_comes_from_the_factory():
     root = Path(cfgmod.__file__).parent
     offenders = [
         f"{p.relative_to(root)}:{i}"
-        for p in root.rglob("*.py") if p.name != "console.py" or p.parent != root
+        for p in root.rglob("*.py")
+        if p.name != "console.py" or p.parent != root
         for i, ln in enumerate(p.read_text().splitlines(), 1)
         if re.search(r"\bConsole\(|from rich import print|rich\.print\(|rich\.markup", ln)
     ]
@@ -176,12 +257,10 @@ def test_every_console_comes_from_the_factory():
 
 def test_error_line_is_literal_and_one_line():
     """--profile 5:100 used to print "5💯"; the message is also one line, exit 2."""
-    res = CliRunner().invoke(app, ["train", "--profile", "5:100", "--steps", "60"])
+    res = cli("train", "--profile", "5:100", "--steps", "60")
     assert res.exit_code == 2, res.output
     assert "--profile 5:100:" in res.output and "💯" not in res.output
-    res = CliRunner().invoke(app, ["train", "--data", "x:smile:y[/b]"])
-    assert res.exit_code == 2 and "--data x:smile:y[/b]:" in res.output, res.output
-    assert len([ln for ln in res.output.splitlines() if ln.strip()]) == 1, res.output
+    one_line(cli("train", "--data", "x:smile:y[/b]"), "--data x:smile:y[/b]:")
 
 
 # --- 80 columns ---------------------------------------------------------------------------------
@@ -191,9 +270,11 @@ def _commands() -> dict:
     return typer.main.get_command(app).commands
 
 
-@pytest.mark.parametrize("name", [None, "train", "compare", "inspect-trace", "lighthouse", "view", "plan", "sweep", "launch"])
+@pytest.mark.parametrize(
+    "name", [None, "train", "compare", "inspect-trace", "lighthouse", "view", "plan", "sweep", "launch"]
+)
 def test_help_fits_80_columns_with_every_flag_whole(name):
-    res = CliRunner().invoke(app, ([name] if name else []) + ["--help"], env={"COLUMNS": str(WIDTH)})
+    res = cli(*([name] if name else []), "--help", env={"COLUMNS": str(WIDTH)})
     assert res.exit_code == 0, res.output
     _fits(res.output)
     if name is None:
@@ -218,8 +299,9 @@ def test_inspect_tables_fit_80_columns(capsys):
     out = capsys.readouterr().out
     _fits(out)
     rows = [ln for ln in _lines(out) if ln.startswith("│")]
-    assert rows and all(ln.rstrip().endswith("│") and ln.count("│") == len(inspect_view._COLUMNS) + 1 for ln in rows), \
+    assert rows and all(ln.rstrip().endswith("│") and ln.count("│") == len(inspect_view._COLUMNS) + 1 for ln in rows), (
         "a table was cropped:\n" + out
+    )
     assert "12345.88" in out and "30→31" in out
     assert problem in _flat(out) and "1 commit(s) failed, at sync steps [30] (event_log)" in _flat(out)
 
@@ -228,7 +310,9 @@ def test_inspect_tables_use_the_width_there_is():
     con = console(width=140, record=True, file=open("/dev/null", "w"))
     inspect_view.render(report(), con)
     text = con.export_text()
-    assert "exposed data ms" in text and "exposed ctrl ms" in text and "send→done ms" in text  # one-line headers on a wide terminal
+    assert (
+        "exposed data ms" in text and "exposed ctrl ms" in text and "send→done ms" in text
+    )  # one-line headers on a wide terminal
 
 
 def test_compare_table_fits_80_columns(capsys):
@@ -240,7 +324,9 @@ def test_compare_table_fits_80_columns(capsys):
 
 
 def test_train_summary_fits_80_columns(capsys):
-    train_view.print_summary(summary(run_dir="profiles/streaming-demo", failures=["group 1 exited with code 1 at step 6: " + "x" * 90]))
+    train_view.print_summary(
+        summary(run_dir="profiles/streaming-demo", failures=["group 1 exited with code 1 at step 6: " + "x" * 90])
+    )
     out = capsys.readouterr().out
     _fits(out)
     for col in ("replica", "steps/s", "final loss", "manager step"):
@@ -248,7 +334,7 @@ def test_train_summary_fits_80_columns(capsys):
 
 
 def test_live_view_fits_80_columns_one_line_per_group():
-    text = render_to_text(train_view._progress_table(progress_state()))
+    text = render_to_text(train_view.progress_table(progress_state()))
     _fits(text)
     rows = [ln for ln in _lines(text) if "FAILED" in ln or "rejoining" in ln]
     assert len(rows) == 2, text  # one line per group: no cell split over two lines
@@ -294,18 +380,22 @@ def test_schedule_rule_is_blamed_on_the_value_given():
 
 def test_config_file_values_are_named_file_and_key(tmp_path):
     p = tmp_path / "run.toml"
-    p.write_text('fragments = 5\nstall-timeout-s = 1\n')
+    p.write_text("fragments = 5\nstall-timeout-s = 1\n")
     msg = _build_error(file_values=cfgmod.load_toml(p), out=str(tmp_path))
     assert msg.startswith(f"{p}: fragments = 5:"), msg
-    p.write_text('heartbeat-timeout-ms = 5\n')
-    assert _build_error(file_values=cfgmod.load_toml(p), out=str(tmp_path)).startswith(f"{p}: heartbeat-timeout-ms = 5:")
+    p.write_text("heartbeat-timeout-ms = 5\n")
+    assert _build_error(file_values=cfgmod.load_toml(p), out=str(tmp_path)).startswith(
+        f"{p}: heartbeat-timeout-ms = 5:"
+    )
     p.write_text('link = "1"\n')
     assert _build_error(file_values=cfgmod.load_toml(p), out=str(tmp_path)).startswith(f"{p}: link = '1':")
     p.write_text('out = ""\n')
     assert _build_error(file_values=cfgmod.load_toml(p)).startswith(f"{p}: out = '':")
     # a flag still beats the file, and is named as a flag
     p.write_text("stall_timeout_s = 5\n")
-    assert _build_error(file_values=cfgmod.load_toml(p), stall_timeout_s=-2.0, out=str(tmp_path)).startswith("--stall-timeout -2.0:")
+    assert _build_error(file_values=cfgmod.load_toml(p), stall_timeout_s=-2.0, out=str(tmp_path)).startswith(
+        "--stall-timeout -2.0:"
+    )
 
 
 @pytest.mark.parametrize("text", ["1", "999", "0.5kbit", "999bit,20ms", "1001gbit", "2000000mbit", "1e13"])
@@ -337,18 +427,18 @@ def test_link_bounds_are_inclusive(text, bw):
     ],
 )
 def test_empty_strings_are_refused(args, needle):
-    res = CliRunner().invoke(app, args)
-    assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and needle in lines[0] and "empty" in lines[0], res.output
+    one_line(cli(*args), needle, "empty")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["train", "--steps", "abc"], "ftrun train: Invalid value for '--steps'"),
-    (["trian"], "ftrun: No such command 'trian'"),
-    (["train", "--nope"], "ftrun train: No such option: --nope"),
-    (["inspect-trace"], "ftrun inspect-trace: Missing argument"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["train", "--steps", "abc"], "ftrun train: Invalid value for '--steps'"),
+        (["trian"], "ftrun: No such command 'trian'"),
+        (["train", "--nope"], "ftrun train: No such option: --nope"),
+        (["inspect-trace"], "ftrun inspect-trace: Missing argument"),
+    ],
+)
 def test_usage_errors_are_one_line_exit_2(monkeypatch, capsys, argv, needle):
     """The console script turns typer's usage block (4 lines) into the one error line every bad input gets."""
     from ftrun import cli
@@ -358,7 +448,9 @@ def test_usage_errors_are_one_line_exit_2(monkeypatch, capsys, argv, needle):
         cli.main()
     err = capsys.readouterr().err
     assert e.value.code == 2
-    assert [ln for ln in err.splitlines() if ln.strip()] == [f"error: {needle}" + err.split(needle, 1)[1].splitlines()[0]], err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        f"error: {needle}" + err.split(needle, 1)[1].splitlines()[0]
+    ], err
     assert "Usage:" not in err and "Try '" not in err
 
 
@@ -367,14 +459,17 @@ def test_usage_errors_are_one_line_exit_2(monkeypatch, capsys, argv, needle):
 RAW = ("\x1b", "\u202e", "\x07", "\r", "\x9b")  # ESC, right-to-left override, bell, carriage return, CSI
 
 
-@pytest.mark.parametrize("args", [
-    ["train", "--model", "x\x1b[2J.py:f"],  # used to clear the screen
-    ["inspect-trace", "/tmp/ab\u202ecd"],  # used to reorder the line
-    ["train", "--data", "/tmp/no\x07such\rfile"],
-    ["compare", "/tmp/a\x9bb", "/tmp/c"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--model", "x\x1b[2J.py:f"],  # used to clear the screen
+        ["inspect-trace", "/tmp/ab\u202ecd"],  # used to reorder the line
+        ["train", "--data", "/tmp/no\x07such\rfile"],
+        ["compare", "/tmp/a\x9bb", "/tmp/c"],
+    ],
+)
 def test_control_characters_in_user_strings_are_escaped(args, tmp_path):
-    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path)] if args[0] == "train" else args)
+    res = cli(*([*args, "--out", str(tmp_path)] if args[0] == "train" else args))
     assert res.exit_code == 2, res.output
     assert not any(c in res.output for c in RAW), repr(res.output)
     assert any(e in res.output for e in ("\\x1b", "\\u202e", "\\x07", "\\x9b")), res.output  # shown, escaped
@@ -425,7 +520,10 @@ def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
     train_view.print_summary(s)
     out = _flat(capsys.readouterr().out)
     assert "agreed after" not in out
-    assert "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` of all 2 groups' run dirs" in out
+    assert (
+        "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` "
+        "of all 2 groups' run dirs" in out
+    )
     s = summary()
     s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2)
     train_view.print_summary(s)

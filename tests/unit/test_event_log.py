@@ -6,11 +6,11 @@ import json
 
 import msgspec
 import pytest
-from train_fixtures import event_record
 
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, read_run_events, replica_stats
 from ftrun.layout import EventRecord, Quorum
+from train_fixtures import event_record
 
 
 def _line(step, **kw) -> str:

@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import inspect as cli, torchft_events
+from train_fixtures import inspect as cli, one_line, torchft_events
 
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 BASE_NS = 1_790_857_026_000_000_000
-
-
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 def write(path: Path, events: list[dict], **top) -> Path:
@@ -36,7 +30,17 @@ def matmul_trace(steps=range(1, 9)) -> list[dict]:
     """A plain torch.profiler trace: ProfilerStep#k with an aten::mm in each, nothing of torchft."""
     ev = []
     for k in steps:
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": 10.0 * k, "dur": 8.0, "pid": 1, "tid": 1})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k}",
+                "ts": 10.0 * k,
+                "dur": 8.0,
+                "pid": 1,
+                "tid": 1,
+            }
+        )
         ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10.0 * k + 1, "dur": 5.0, "pid": 1, "tid": 1})
     return ev
 
@@ -47,19 +51,60 @@ def ddp_gpu_trace(steps=range(1, 9), per_step: int = 4) -> list[dict]:
     ev, corr = [], 0
     for k in steps:
         t = 1000.0 * k
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": 900.0, "pid": 1, "tid": 1})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k}",
+                "ts": t,
+                "dur": 900.0,
+                "pid": 1,
+                "tid": 1,
+            }
+        )
         for j in range(per_step):
             corr += 1
             a = t + 10 + 100 * j
-            ev.append({"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "ts": a, "dur": 20.0, "pid": 1, "tid": 1})
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": a + 1, "dur": 5.0, "pid": 1, "tid": 1,
-                       "args": {"correlation": corr}})
-            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic_1", "ts": a + 10, "dur": 50.0, "pid": 0, "tid": 7,
-                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "nccl:all_reduce",
+                    "ts": a,
+                    "dur": 20.0,
+                    "pid": 1,
+                    "tid": 1,
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": a + 1,
+                    "dur": 5.0,
+                    "pid": 1,
+                    "tid": 1,
+                    "args": {"correlation": corr},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "ncclDevKernel_Generic_1",
+                    "ts": a + 10,
+                    "dur": 50.0,
+                    "pid": 0,
+                    "tid": 7,
+                    "args": {"correlation": corr, "device": 0, "stream": 7},
+                }
+            )
     return ev
 
 
 # --- not a torchft trace (items 5; issue 21 part 1) -----------------------------------------
+
 
 @pytest.mark.parametrize("flags", [FLAGS, []], ids=["with schedule flags", "without"])
 def test_plain_profiler_trace_is_not_a_torchft_trace(tmp_path, flags):
@@ -95,8 +140,18 @@ def test_folder_where_only_some_files_are_torchft_says_which(tmp_path):
 
 
 def test_an_ftrun_window_without_send_or_sync_is_nothing_checked(tmp_path):
-    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ftrun::step#{k} manager_step=0", "ts": 10.0 * k, "dur": 5.0,
-           "pid": 1, "tid": 1} for k in (1, 2, 3)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ftrun::step#{k} manager_step=0",
+            "ts": 10.0 * k,
+            "dur": 5.0,
+            "pid": 1,
+            "tid": 1,
+        }
+        for k in (1, 2, 3)
+    ]
     t = write(tmp_path / "replica0_rank0.1.pt.trace.json", ev)
     res = cli(str(t), *FLAGS)
     line = one_line(res)
@@ -111,11 +166,16 @@ def test_a_torchft_trace_still_passes(tmp_path):
 
 # --- one run's traces (item 6; issue 21 part 5) ---------------------------------------------
 
+
 def test_folder_holding_traces_of_two_runs_is_refused(tmp_path):
     """Run A's two replicas and run B's two (642 s later), foreign names: not one run of 4 replicas."""
     for name, base, t0 in (("a0", 0, 0.0), ("a1", 0, 3.0), ("b0", 642, 1.0), ("b1", 642, 2.0)):
-        write(tmp_path / f"{name}.json", torchft_events(range(1, 9), t0), baseTimeNanoseconds=BASE_NS + base * 10**9,
-              trace_id=name.upper() * 8)
+        write(
+            tmp_path / f"{name}.json",
+            torchft_events(range(1, 9), t0),
+            baseTimeNanoseconds=BASE_NS + base * 10**9,
+            trace_id=name.upper() * 8,
+        )
     res = cli(str(tmp_path), *FLAGS)
     line = one_line(res)
     assert res.exit_code == 2, res.output
@@ -163,17 +223,29 @@ def test_traces_of_another_run_under_this_run_dirs_event_logs_are_refused(tmp_pa
 
 def test_rank0_traces_of_two_jobs_are_not_merged_into_one_worker(tmp_path):
     """Issue 21: two unrelated jobs' rank-0 traces (other dates, world sizes) in one folder."""
-    write(tmp_path / "jobA_rank0.json", torchft_events(range(1, 9)), baseTimeNanoseconds=BASE_NS,
-          distributedInfo={"rank": 0, "world_size": 8})
-    write(tmp_path / "jobB_rank0.json", torchft_events(range(9, 17)), baseTimeNanoseconds=BASE_NS + 86400 * 10**9 * 30,
-          distributedInfo={"rank": 0, "world_size": 2})
+    write(
+        tmp_path / "jobA_rank0.json",
+        torchft_events(range(1, 9)),
+        baseTimeNanoseconds=BASE_NS,
+        distributedInfo={"rank": 0, "world_size": 8},
+    )
+    write(
+        tmp_path / "jobB_rank0.json",
+        torchft_events(range(9, 17)),
+        baseTimeNanoseconds=BASE_NS + 86400 * 10**9 * 30,
+        distributedInfo={"rank": 0, "world_size": 2},
+    )
     res = cli(str(tmp_path), *FLAGS)
     line = one_line(res)
     assert res.exit_code == 2 and "traces of different runs" in line and "world_size 2 vs 8" in line, res.output
     assert "jobA_rank0.json" in line and "jobB_rank0.json" in line
     # the same world size, a month apart: the wall clock says it
-    write(tmp_path / "jobB_rank0.json", torchft_events(range(9, 17)), baseTimeNanoseconds=BASE_NS + 86400 * 10**9 * 30,
-          distributedInfo={"rank": 0, "world_size": 8})
+    write(
+        tmp_path / "jobB_rank0.json",
+        torchft_events(range(9, 17)),
+        baseTimeNanoseconds=BASE_NS + 86400 * 10**9 * 30,
+        distributedInfo={"rank": 0, "world_size": 8},
+    )
     res = cli(str(tmp_path), *FLAGS)
     line = one_line(res)
     assert res.exit_code == 2 and "traces of different runs" in line and "s apart for 1 step(s)" in line, res.output

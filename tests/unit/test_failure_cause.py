@@ -18,9 +18,18 @@ def _group_error(run_dir: Path, replica: int, since: int = 0) -> tuple[str, str 
 def test_meta_error_and_phase_win_over_the_log(tmp_path: Path) -> None:
     layout.meta_file(tmp_path, 1, 1).parent.mkdir(parents=True)
     layout.meta_file(tmp_path, 1, 0).write_text(json.dumps({"replica": 1, "rank": 0, "status": "running"}))
-    layout.meta_file(tmp_path, 1, 1).write_text(json.dumps(
-        {"replica": 1, "rank": 1, "status": "failed", "error": "RuntimeError: quorum timed out", "error_type": "RuntimeError",
-         "phase": "quorum"}))
+    layout.meta_file(tmp_path, 1, 1).write_text(
+        json.dumps(
+            {
+                "replica": 1,
+                "rank": 1,
+                "status": "failed",
+                "error": "RuntimeError: quorum timed out",
+                "error_type": "RuntimeError",
+                "phase": "quorum",
+            }
+        )
+    )
     layout.group_log(tmp_path, 1).parent.mkdir(parents=True)
     layout.group_log(tmp_path, 1).write_text("ValueError: something else in the log\n")
     assert _group_error(tmp_path, 1) == ("RuntimeError: quorum timed out", "quorum")
@@ -55,7 +64,11 @@ def test_a_rank_records_the_wait_it_failed_in(tmp_path: Path) -> None:
     meta.failed(exc.value, where.failed_in)
     got = json.loads(layout.meta_file(tmp_path, 0, 0).read_text())
     assert (got["status"], got["error"], got["error_type"], got["phase"]) == (
-        "failed", "TimeoutError: no quorum within 60 s", "TimeoutError", "quorum")
+        "failed",
+        "TimeoutError: no quorum within 60 s",
+        "TimeoutError",
+        "quorum",
+    )
 
 
 # torchrun 2.13's own report when a rank dies by a signal (captured from a real run of a script
@@ -67,7 +80,7 @@ Traceback (most recent call last):
   File "<frozen runpy>", line 198, in _run_module_as_main
   File "/x/.venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
     raise ChildFailedError(
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\x20
 ======================================================
 ftrun.worker.main FAILED
 ------------------------------------------------------
@@ -83,7 +96,7 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 15339
 ======================================================
-"""
+"""  # noqa: E501 (torchrun's lines, as captured)
 
 
 def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -> None:
@@ -113,6 +126,7 @@ def test_an_exit_by_a_signal_is_not_called_an_exit_code() -> None:
 
 
 # --- a disk that fills mid-run (issue 24 item 15): one line, never a traceback -----------------
+
 
 def test_a_full_disk_under_the_run_event_log_is_one_line(tmp_path: Path) -> None:
     import pytest

@@ -4,17 +4,21 @@ against a stand-in for torchft's Manager: no process."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ftrun.errors import BadInput
 from ftrun.fault_flags import parse_fail_commit, parse_faults, parse_hang, parse_kill
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(max_size=12), max_size=3), st.lists(st.text(max_size=12), max_size=3),
-       st.integers(-3, 5), st.integers(-5, 200), st.lists(st.text(max_size=12) | st.from_regex(r"\d@\d{1,3}", fullmatch=True), max_size=2),
-       st.integers(1, 30))
+@given(
+    st.lists(st.text(max_size=12), max_size=3),
+    st.lists(st.text(max_size=12), max_size=3),
+    st.integers(-3, 5),
+    st.integers(-5, 200),
+    st.lists(st.text(max_size=12) | st.from_regex(r"\d@\d{1,3}", fullmatch=True), max_size=2),
+    st.integers(1, 30),
+)
 def test_fault_parser_never_raises_anything_but_bad_input(kills, hangs, replicas, steps, fail_commits, window):
     try:
         faults = parse_faults(kills, hangs, replicas, steps, fail_commits, window)
@@ -86,7 +90,11 @@ def test_fail_commit_explains_only_its_groups_commit_at_its_sync():
     from ftrun.check.faults import CommitVote, Faults as CheckFaults
     from ftrun.schedule import Schedule
 
-    commits = [FailedCommit(1, 0, 6, 0, "event_log"), FailedCommit(1, 1, 6, 0, "event_log"),
-               FailedCommit(0, 0, 6, 0, "event_log"), FailedCommit(1, 0, 8, 1, "event_log")]
+    commits = [
+        FailedCommit(1, 0, 6, 0, "event_log"),
+        FailedCommit(1, 1, 6, 0, "event_log"),
+        FailedCommit(0, 0, 6, 0, "event_log"),
+        FailedCommit(1, 0, 8, 1, "event_log"),
+    ]
     explain(commits, CheckFaults(votes=[CommitVote(1, 5, 6)]), Schedule(2, 4, 1))
     assert [c.explained for c in commits] == [True, True, False, False]

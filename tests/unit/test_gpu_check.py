@@ -28,8 +28,15 @@ def test_analysis_of_converted_run(tmp_path):
     counts = out["traces"]["replica0_rank0.21.pt.trace.json.gz"]
     # kineto copies the innermost annotation at a launch: the steps (compute launched in them) and nccl:all_reduce
     assert counts["user_annotation ftrun::step#*"] == counts["gpu_user_annotation ftrun::step#*"] == 20
-    assert "gpu_user_annotation ProfilerStep#*" not in counts and "gpu_user_annotation torchft::local_sgd::prepare_sync" not in counts
-    assert counts["kernel ncclDevKernel_Generic*"] == counts["user_annotation nccl:all_reduce"] == counts["gpu_user_annotation nccl:all_reduce"]
+    assert (
+        "gpu_user_annotation ProfilerStep#*" not in counts
+        and "gpu_user_annotation torchft::local_sgd::prepare_sync" not in counts
+    )
+    assert (
+        counts["kernel ncclDevKernel_Generic*"]
+        == counts["user_annotation nccl:all_reduce"]
+        == counts["gpu_user_annotation nccl:all_reduce"]
+    )
     assert "user_annotation gloo:all_reduce" not in counts
     assert out["nccl_kernel_kinds"] == {"allreduce from kernel args": 58}
     q = out["queued_start_minus_previous_end_us"]

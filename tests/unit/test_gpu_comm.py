@@ -65,26 +65,36 @@ def test_overlapping_kernels_keep_the_cause_split():
     """b starts 5 us before a ends (same stream): held by a; c (another stream) is not."""
     a = Collective("k", Span(100.0, 1000.0, (0, 20)), None, None, launch_ts=90.0, stream=(0, 20), kernels=1)
     b = Collective("k", Span(995.0, 1100.0, (0, 20)), None, None, launch_ts=500.0, stream=(0, 20), kernels=1)
-    sends = [Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),
-             Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),))]
+    sends = [
+        Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),
+        Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),)),
+    ]
     t = TraceSpans(Path("x"), "ftrun", [], sends, [], [a, b], stream_waits=[Span(490.0, 492.0, "t")])
     q = gpu_comm.queueing(t, comm.attribute(t.sends, t.collectives))
-    assert [(x.cause, x.serialized, x.blocker_send) for x in q] == [(None, False, None), ("previous collective", True, 0)]
+    assert [(x.cause, x.serialized, x.blocker_send) for x in q] == [
+        (None, False, None),
+        ("previous collective", True, 0),
+    ]
     assert gpu_comm.EARLY_US == 15.0 and gpu_comm.PIN_KERNEL_US == 300.0
 
 
 def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
     """A kernel that starts well after the blocker ended was not held by it."""
+
     def coll(ts, end, launch, stream=(0, 20)):
-        return Collective("ncclDevKernel_AllReduce", Span(ts, end, stream), None, None, launch_ts=launch, stream=stream, kernels=1)
+        return Collective(
+            "ncclDevKernel_AllReduce", Span(ts, end, stream), None, None, launch_ts=launch, stream=stream, kernels=1
+        )
 
     a = coll(100.0, 1000.0, 90.0)
     b_pinned = coll(1010.0, 1100.0, 500.0)
     b_late = coll(1400.0, 1500.0, 500.0)
     b_other_stream = coll(1010.0, 1100.0, 500.0, stream=(0, 21))
     for b, expect in ((b_pinned, True), (b_late, False), (b_other_stream, False)):
-        sends = [Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),
-                 Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),))]
+        sends = [
+            Send(Span(0, 50, "t"), (Allreduce(Span(80, 95, "t"), None, 80.0),)),
+            Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),)),
+        ]
         t = TraceSpans(Path("x"), "ftrun", [], sends, [], sorted([a, b], key=lambda c: c.span.ts))
         comms = comm.attribute(t.sends, t.collectives)
         q = gpu_comm.queueing(t, comms)
@@ -93,7 +103,9 @@ def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
 
 
 def test_stream_wait_is_the_cause_without_a_blocking_kernel():
-    k = Collective("ncclDevKernel_AllReduce", Span(900.0, 950.0, (0, 20)), None, None, launch_ts=500.0, stream=(0, 20), kernels=1)
+    k = Collective(
+        "ncclDevKernel_AllReduce", Span(900.0, 950.0, (0, 20)), None, None, launch_ts=500.0, stream=(0, 20), kernels=1
+    )
     send = Send(Span(400, 600, "t"), (Allreduce(Span(480, 520, "t"), None, 480.0),))
     t = TraceSpans(Path("x"), "ftrun", [], [send], [], [k], stream_waits=[Span(490.0, 492.0, "t")])
     q = gpu_comm.queueing(t, comm.attribute(t.sends, t.collectives))

@@ -51,7 +51,9 @@ def test_manifest_identifier_exact_bucketized_count_and_ambiguous():
     assert m.identify(Signature("send", 3, None)).fragment == 3  # count only: 3 parameters
     assert m.identify(Signature("send", 2, (3, 5), itemsize=2)).problem  # half precision: not these float32 fragments
     bad = m.identify(Signature("send", 2, (9, 15)))
-    assert bad.fragment is None and bad.problem.startswith("2 allreduces of [9, 15] elements match no manifest fragment")
+    assert bad.fragment is None and bad.problem.startswith(
+        "2 allreduces of [9, 15] elements match no manifest fragment"
+    )
     assert "fragment 1: 2 parameters of [3, 5]" in bad.problem
     # a bucketized run without sizes (Baby process groups): a count of buckets names no fragment
     mb = ManifestIdentifier(FRAGS, bucketized=True)
@@ -89,7 +91,9 @@ def test_cluster_identifier_too_few_classes_is_unusable():
     c.finish(2)
     i = c.identify(s)
     assert i.fragment is None and not i.checked and i.problem is None
-    assert c.unusable.startswith("fragment identity cannot be checked from this trace: 1 distinct allreduce count signature(s)")
+    assert c.unusable.startswith(
+        "fragment identity cannot be checked from this trace: 1 distinct allreduce count signature(s)"
+    )
 
 
 def test_failed_commits_inferred_from_the_sync_or_the_rotation():

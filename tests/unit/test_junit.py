@@ -23,9 +23,14 @@ def test_a_passing_run(tmp_path):
     assert res.exit_code == 0, res.output
     root = validate(out)
     got = cases(root)
-    assert set(got) == {(f"replica{r}.rank0", k) for r in (0, 1) for k in ("sends", "syncs", "commits")} | {("run", "agreement")}
+    assert set(got) == {(f"replica{r}.rank0", k) for r in (0, 1) for k in ("sends", "syncs", "commits")} | {
+        ("run", "agreement")
+    }
     assert root.get("tests") == "7" and root.get("failures") == "0"
-    assert "2 send(s) expected or observed, 2 observed, 0 not as expected" in got[("replica0.rank0", "sends")].find("system-out").text
+    assert (
+        "2 send(s) expected or observed, 2 observed, 0 not as expected"
+        in got[("replica0.rank0", "sends")].find("system-out").text
+    )
     assert not any(c.get("name") == "numerics" for c in root.iter("testcase"))  # no numeric check in this run: no case
 
 
@@ -75,12 +80,27 @@ def test_numerics_case_only_with_the_check(monkeypatch):
     report = _report()
     assert numerics_of(report) is None
     assert "numerics" not in {c.name for c in junit_view.report_cases(report)}
-    monkeypatch.setattr(type(report), "to_json", lambda self: {"numerics": {"checked": 0, "tolerance": 1e-6, "problems": []}})
+    monkeypatch.setattr(
+        type(report), "to_json", lambda self: {"numerics": {"checked": 0, "tolerance": 1e-6, "problems": []}}
+    )
     assert numerics_of(report) is None  # nothing checked is no evidence
-    monkeypatch.setattr(type(report), "to_json", lambda self: {"numerics": {"checked": 4, "tolerance": 1e-6, "problems": [
-        "sync step 30 (manager step 2, fragment 0) replica 1: average off by 0.5 (divided by world size?)"]}})
+    monkeypatch.setattr(
+        type(report),
+        "to_json",
+        lambda self: {
+            "numerics": {
+                "checked": 4,
+                "tolerance": 1e-6,
+                "problems": [
+                    "sync step 30 (manager step 2, fragment 0) replica 1: average off by 0.5 (divided by world size?)"
+                ],
+            }
+        },
+    )
     got = {c.name: c for c in junit_view.report_cases(report)}
-    assert got["numerics"].failures == ["sync step 30 (manager step 2, fragment 0) replica 1: average off by 0.5 (divided by world size?)"]
+    assert got["numerics"].failures == [
+        "sync step 30 (manager step 2, fragment 0) replica 1: average off by 0.5 (divided by world size?)"
+    ]
     assert "4 sync(s) checked" in got["numerics"].out
 
 
@@ -104,28 +124,34 @@ def test_failed_commits_fail_the_commits_case_unless_allowed(tmp_path):
 
 
 def test_sweep_cells(tmp_path):
-    result = {"name": "pgs", "cells": [
-        {"name": "backend-gloo", "verdict": "pass", "wall_s": 10.5},
-        {"name": "backend-baby-gloo", "verdict": "failed-commits", "problem": "4 commit(s) failed on 2 rank(s)"},
-        {"name": "backend-x", "verdict": "fail", "problem": "replicas disagree on the synced parameters"},
-        {"name": "backend-y", "verdict": "crashed", "problem": "exited 1"},
-        {"name": "backend-nccl", "verdict": "unavailable", "problem": "no GPU visible on this host"},
-        {"name": "tau-9", "verdict": "invalid", "problem": "--fragment-sync-delay 9: ..."},
-    ]}
+    result = {
+        "name": "pgs",
+        "cells": [
+            {"name": "backend-gloo", "verdict": "pass", "wall_s": 10.5},
+            {"name": "backend-baby-gloo", "verdict": "failed-commits", "problem": "4 commit(s) failed on 2 rank(s)"},
+            {"name": "backend-x", "verdict": "fail", "problem": "replicas disagree on the synced parameters"},
+            {"name": "backend-y", "verdict": "crashed", "problem": "exited 1"},
+            {"name": "backend-nccl", "verdict": "unavailable", "problem": "no GPU visible on this host"},
+            {"name": "tau-9", "verdict": "invalid", "problem": "--fragment-sync-delay 9: ..."},
+        ],
+    }
     out = tmp_path / "sweep.xml"
     out.write_text(junit_view.sweep_junit(result))
     root = validate(out)
     assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("6", "3", "2")
     got = cases(root)
-    assert got[("sweep", "backend-baby-gloo")].find("failure").get("message") == "failed-commits: 4 commit(s) failed on 2 rank(s)"
+    assert (
+        got[("sweep", "backend-baby-gloo")].find("failure").get("message")
+        == "failed-commits: 4 commit(s) failed on 2 rank(s)"
+    )
     assert got[("sweep", "backend-nccl")].find("skipped").get("message") == "unavailable: no GPU visible on this host"
     assert got[("sweep", "backend-gloo")].get("time") == "10.500"
 
 
 def test_xml_is_safe_for_any_text(tmp_path):
-    c = junit_view.Case("a<b>&\"", "x\x1by", ["bad \x00 text <tag> & more"])
+    c = junit_view.Case('a<b>&"', "x\x1by", ["bad \x00 text <tag> & more"])
     out = tmp_path / "x.xml"
-    out.write_text(junit_view._xml([junit_view.Suite("s", [c])]))
+    out.write_text(junit_view.to_xml([junit_view.Suite("s", [c])]))
     root = validate(out)
     (tc,) = root.iter("testcase")
     assert tc.get("classname") == 'a<b>&"' and tc.find("failure").text == "bad ? text <tag> & more"
@@ -146,7 +172,17 @@ def test_junit_never_written_onto_what_is_read(tmp_path, where):
 def test_sweep_refuses_junit_inside_its_dir(tmp_path):
     from train_fixtures import cli
 
-    res = cli("sweep", "--axis", "fragments=1,2", "--out", str(tmp_path), "--name", "s", "--junit", str(tmp_path / "s" / "j.xml"))
+    res = cli(
+        "sweep",
+        "--axis",
+        "fragments=1,2",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "s",
+        "--junit",
+        str(tmp_path / "s" / "j.xml"),
+    )
     assert res.exit_code == 2 and "--junit" in res.output, res.output
     assert not (tmp_path / "s").exists()
 
@@ -157,13 +193,27 @@ def test_no_problem_is_lost():
     import dataclasses
 
     base = _report()
-    lost = {"replica": 5, "rank": 0, "sync_step": 30, "fragment": 0, "source": "event_log", "evidence": "commit: false",
-            "explained_by_fault": False}
+    lost = {
+        "replica": 5,
+        "rank": 0,
+        "sync_step": 30,
+        "fragment": 0,
+        "source": "event_log",
+        "evidence": "commit: false",
+        "explained_by_fault": False,
+    }
     line = "replica 5 rank 0: 1 commit(s) failed (...)"
-    r = dataclasses.replace(base, verdict="fail", failed_commits=[lost], run_problems=[line, "something new"],
-                            run_problems_by_class={"traces": [], "agreement": [], "commits": [line]})
+    r = dataclasses.replace(
+        base,
+        verdict="fail",
+        failed_commits=[lost],
+        run_problems=[line, "something new"],
+        run_problems_by_class={"traces": [], "agreement": [], "commits": [line]},
+    )
     got = {(c.classname, c.name): c for c in junit_view.report_cases(r)}
     assert "commit at sync step 30" in got[("replica5.rank0", "commits")].failures[0]
     assert got[("run", "other")].failures == ["something new"]
     bare = dataclasses.replace(base, verdict="fail")
-    assert {(c.classname, c.name): c.failures for c in junit_view.report_cases(bare)}[("run", "other")] == ["verdict fail"]
+    assert {(c.classname, c.name): c.failures for c in junit_view.report_cases(bare)}[("run", "other")] == [
+        "verdict fail"
+    ]

@@ -10,12 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.script import LaunchSpec, parse_env_pairs, script_group
-from ftrun import layout
-from ftrun.layout import LaunchManifest, LaunchSchedule
 from ftrun.launch.watch import LogTail, Quorums
+from ftrun.layout import LaunchManifest, LaunchSchedule
 from ftrun.trace.harvest import find_traces, sniff
 
 SCHED = dict(fragments=2, sync_every=4, fragment_sync_delay=1)
@@ -30,6 +30,7 @@ def script(tmp_path) -> Path:
 
 # --- kill specs ---------------------------------------------------------------------------
 
+
 def test_kill_by_time_and_signal():
     assert parse_launch_kill("1@30s", 2) == LaunchKill(1, "SIGKILL", seconds=30.0)
     assert parse_launch_kill("0@2.5s:sigterm", 2) == LaunchKill(0, "SIGTERM", seconds=2.5)
@@ -42,12 +43,15 @@ def test_kill_by_line_keeps_colons_in_the_regex():
     assert parse_launch_kill("1@line:step 4:sigterm", 2).pattern == "step 4"
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("1@30", "expected REPLICA@SECONDSs"),
-    ("x@30s", "expected REPLICA@SECONDSs"),
-    ("2@30s", "replica group 2 does not exist"),
-    ("0@line:(", "does not compile"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("1@30", "expected REPLICA@SECONDSs"),
+        ("x@30s", "expected REPLICA@SECONDSs"),
+        ("2@30s", "replica group 2 does not exist"),
+        ("0@line:(", "does not compile"),
+    ],
+)
 def test_bad_kill(text, needle):
     with pytest.raises(BadInput, match=needle.replace("(", r"\(")):
         parse_launch_kill(text, 2)
@@ -55,30 +59,42 @@ def test_bad_kill(text, needle):
 
 # --- flags --------------------------------------------------------------------------------
 
+
 def test_spec_resolves_script_and_keeps_args(script):
     spec = LaunchSpec.build([str(script), "--steps", "5", "--", "x"], **SCHED)
     assert spec.script == script.resolve() and spec.args == ["--steps", "5", "--", "x"]
     assert spec.min_replicas == spec.replicas == 2 and spec.inspect
 
 
-@pytest.mark.parametrize("args, flags, needle", [
-    ([], SCHED, "no script: give it after --"),
-    (["missing.py"], SCHED, "script missing.py: no such file"),
-    (None, {}, "--fragments --sync-every --fragment-sync-delay: give the schedule"),
-    (None, dict(fragments=2), "--sync-every --fragment-sync-delay"),
-    (None, dict(fragments=2, sync_every=5, fragment_sync_delay=1), "--sync-every 5: must be a multiple of fragments"),
-    (None, dict(fragments=2, sync_every=4, fragment_sync_delay=2), "--fragment-sync-delay 2: must be < sync_every/fragments"),
-    (None, {**SCHED, "step_numbering": "middle"}, "--step-numbering 'middle'"),
-    (None, {**SCHED, "lighthouse": "http://h:1", "min_replicas": 1}, "--min-replicas: configures the lighthouse"),
-    (None, {**SCHED, "lighthouse": "h:1"}, "expected http://HOST:PORT"),
-    (None, {**SCHED, "min_replicas": 3}, "--min-replicas 3: must be between 1 and --replicas (2)"),
-    (None, {**SCHED, "kill": ["1@3s", "1@3s"]}, "the same fault is given twice"),
-    (None, {**SCHED, "timeout": 0}, "--timeout 0: must be > 0"),
-    (None, {**SCHED, "timeout": 1e308}, "--timeout 1e+308: must be > 0 and at most 604800"),  # as train's timeouts
-    (None, {**SCHED, "timeout": float("nan")}, "--timeout nan"),  # a comparison never true: it would never fire
-    (None, {**SCHED, "env": ["REPLICA_GROUP_ID=3"]}, "set by ftrun"),
-    (None, {**SCHED, "run_name": "a/b"}, "must be a plain name"),
-])
+@pytest.mark.parametrize(
+    "args, flags, needle",
+    [
+        ([], SCHED, "no script: give it after --"),
+        (["missing.py"], SCHED, "script missing.py: no such file"),
+        (None, {}, "--fragments --sync-every --fragment-sync-delay: give the schedule"),
+        (None, dict(fragments=2), "--sync-every --fragment-sync-delay"),
+        (
+            None,
+            dict(fragments=2, sync_every=5, fragment_sync_delay=1),
+            "--sync-every 5: must be a multiple of fragments",
+        ),
+        (
+            None,
+            dict(fragments=2, sync_every=4, fragment_sync_delay=2),
+            "--fragment-sync-delay 2: must be < sync_every/fragments",
+        ),
+        (None, {**SCHED, "step_numbering": "middle"}, "--step-numbering 'middle'"),
+        (None, {**SCHED, "lighthouse": "http://h:1", "min_replicas": 1}, "--min-replicas: configures the lighthouse"),
+        (None, {**SCHED, "lighthouse": "h:1"}, "expected http://HOST:PORT"),
+        (None, {**SCHED, "min_replicas": 3}, "--min-replicas 3: must be between 1 and --replicas (2)"),
+        (None, {**SCHED, "kill": ["1@3s", "1@3s"]}, "the same fault is given twice"),
+        (None, {**SCHED, "timeout": 0}, "--timeout 0: must be > 0"),
+        (None, {**SCHED, "timeout": 1e308}, "--timeout 1e+308: must be > 0 and at most 604800"),  # as train's timeouts
+        (None, {**SCHED, "timeout": float("nan")}, "--timeout nan"),  # a comparison never true: it would never fire
+        (None, {**SCHED, "env": ["REPLICA_GROUP_ID=3"]}, "set by ftrun"),
+        (None, {**SCHED, "run_name": "a/b"}, "must be a plain name"),
+    ],
+)
 def test_bad_flags(script, args, flags, needle):
     with pytest.raises(BadInput) as e:
         LaunchSpec.build([str(script)] if args is None else args, **flags)
@@ -98,6 +114,7 @@ def test_env_pairs():
 
 # --- argv and env -------------------------------------------------------------------------
 
+
 def test_group_argv_env_and_cwd(script, tmp_path):
     spec = LaunchSpec.build([str(script), "--lr", "0.1"], replicas=3, nproc_per_replica=2, env=["FOO=bar"], **SCHED)
     run = tmp_path / "run"
@@ -110,7 +127,9 @@ def test_group_argv_env_and_cwd(script, tmp_path):
     assert g.cwd == run / "groups" / "replica1" and g.log == run / "logs" / "replica1.log"
     e = g.env
     assert (e["REPLICA_GROUP_ID"], e["NUM_REPLICA_GROUPS"], e["TORCHFT_LIGHTHOUSE"]) == ("1", "3", "http://127.0.0.1:9")
-    assert e["FTRUN_RUN_DIR"] == str(run.resolve()) and e["FTRUN_TRACE_DIR"] == str((run / "traces" / "replica1").resolve())
+    assert e["FTRUN_RUN_DIR"] == str(run.resolve()) and e["FTRUN_TRACE_DIR"] == str(
+        (run / "traces" / "replica1").resolve()
+    )
     assert e["MINE"] == "kept" and e["FOO"] == "bar"
     assert e["NCCL_HOSTID"] == "callers"  # no GPUs: ftrun does not touch it
 
@@ -123,11 +142,14 @@ def test_group_env_with_gpus_sets_devices_and_hostid(script, tmp_path):
 
 # --- quorums from the lighthouse log -------------------------------------------------------
 
+
 def test_quorums_from_lighthouse_log(tmp_path):
     log = tmp_path / "lighthouse.log"
-    log.write_text("x - Received quorum request for replica train_diloco_0:abc\n"
-                   "x - Detected quorum change, bumping quorum_id to 1\n"
-                   "x - Detected quorum change, bumping quorum_id to 3\npartial")
+    log.write_text(
+        "x - Received quorum request for replica train_diloco_0:abc\n"
+        "x - Detected quorum change, bumping quorum_id to 1\n"
+        "x - Detected quorum change, bumping quorum_id to 3\npartial"
+    )
     q = Quorums(LogTail(log))
     q.update()
     assert q.last_id == 3 and q.asked(0) is True and q.asked(1) is False
@@ -135,6 +157,7 @@ def test_quorums_from_lighthouse_log(tmp_path):
 
 
 # --- trace discovery ----------------------------------------------------------------------
+
 
 def _trace(rank=None) -> str:
     d = {"schemaVersion": 1}
@@ -172,14 +195,34 @@ def test_sniff_rejects_json_without_trace_events(tmp_path):
 
 # --- a launch manifest read back by inspect-trace -------------------------------------------
 
+
 def test_manifest_without_schedule_takes_the_flags_or_says_what_is_missing(tmp_path):
     from ftrun.check.expect import schedule_for
     from ftrun.trace.discover import Inputs, TraceFile
 
-    m = msgspec.convert({"ftrun_version": "0", "job_id": "j", "run_name": "x", "script": "s.py", "args": [], "python": "py",
-                         "env_added": {}, "schedule": {"steps": None}, "replicas": 2, "nproc_per_replica": 1,
-                         "lighthouse": "", "min_replicas": 1, "restarts": 0, "timeout_s": 1.0, "seconds": 1.0, "groups": [],
-                         "launch_faults": {}, "traces": []}, LaunchManifest)
+    m = msgspec.convert(
+        {
+            "ftrun_version": "0",
+            "job_id": "j",
+            "run_name": "x",
+            "script": "s.py",
+            "args": [],
+            "python": "py",
+            "env_added": {},
+            "schedule": {"steps": None},
+            "replicas": 2,
+            "nproc_per_replica": 1,
+            "lighthouse": "",
+            "min_replicas": 1,
+            "restarts": 0,
+            "timeout_s": 1.0,
+            "seconds": 1.0,
+            "groups": [],
+            "launch_faults": {},
+            "traces": [],
+        },
+        LaunchManifest,
+    )
     inputs = Inputs([TraceFile(tmp_path / "t.json")], run_dir=tmp_path, manifest=m)
     s = schedule_for(inputs, 2, 4, 1)
     assert (s.fragments, s.sync_every, s.fragment_sync_delay) == (2, 4, 1)
@@ -197,14 +240,22 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
     spec = LaunchSpec.build([str(script), "--x"], step_numbering="end", env=["A=1"], **SCHED)
     g = script_group(spec, tmp_path, 0, "http://l:1", None, base_env={})
     g.exit_codes = [0]
-    found = [FoundTrace(tmp_path / "groups/replica0/a.json", 0, 0, "one rank per group"),
-             FoundTrace(tmp_path / "groups/replica0/b.json", 0, None, "unknown")]
+    found = [
+        FoundTrace(tmp_path / "groups/replica0/a.json", 0, 0, "one rank per group"),
+        FoundTrace(tmp_path / "groups/replica0/b.json", 0, None, "unknown"),
+    ]
     written = launch_manifest(spec, tmp_path, "http://l:1", [g], {0: "exited"}, [], found, 1.0)
     m = json.loads(layout.to_json(written, indent=1))  # as the file holds it
     assert [t["path"] for t in m["traces"]] == ["groups/replica0/a.json"]
     assert m["step_numbering"] == "end" and m["args"] == ["--x"] and m["env_added"]["A"] == "1"
-    assert m["groups"][0] == {"replica": 0, "cwd": "groups/replica0", "log": "logs/replica0.log", "state": "exited",
-                              "exit_codes": [0], "restarts": 0}
+    assert m["groups"][0] == {
+        "replica": 0,
+        "cwd": "groups/replica0",
+        "log": "logs/replica0.log",
+        "state": "exited",
+        "exit_codes": [0],
+        "restarts": 0,
+    }
     assert {k: m["schedule"][k] for k in SCHED} == SCHED and m["schedule"]["steps"] is None
     assert m["format"] == layout.FORMAT and m["kind"] == "launch"
     assert m["launch_faults"] == {"requested": [], "fired": []}

@@ -65,8 +65,12 @@ def test_no_part_imports_another_around_a_loop() -> None:
 
 def test_the_layers() -> None:
     edges = import_graph()
-    assert {p for p, dst in edges.items() if "commands" in dst} <= {"cli", "api"}, "only the front doors (CLI, Python API) call commands"
-    assert {p for p, dst in edges.items() if "api" in dst} <= {"pytest_plugin"}, "the API is the top: only the pytest plugin uses it"
+    assert {p for p, dst in edges.items() if "commands" in dst} <= {"cli", "api"}, (
+        "only the front doors (CLI, Python API) call commands"
+    )
+    assert {p for p, dst in edges.items() if "api" in dst} <= {"pytest_plugin"}, (
+        "the API is the top: only the pytest plugin uses it"
+    )
     assert edges.get("pytest_plugin", set()) <= {"api"}, "the pytest plugin goes through the public API"
     assert not edges.get("report", set()) & {"launch", "worker", "commands"}, "report only renders"
     assert not edges.get("launch", set()) & {"report", "check", "commands"}, "launch neither renders nor analyses"

@@ -11,14 +11,27 @@ import pytest
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from train_fixtures import inspect
+from train_fixtures import inspect, one_line
 
 CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _record(**over) -> layout.EventRecord:
-    base = dict(step=3, manager_step=1, manager_step_after=2, participants=2, quorum_id=1, loss=5.0, step_time_s=0.1,
-                restart=0, sent=None, synced=1, commit=True, fingerprint="ab", t=1.0)
+    base = dict(
+        step=3,
+        manager_step=1,
+        manager_step_after=2,
+        participants=2,
+        quorum_id=1,
+        loss=5.0,
+        step_time_s=0.1,
+        restart=0,
+        sent=None,
+        synced=1,
+        commit=True,
+        fingerprint="ab",
+        t=1.0,
+    )
     return layout.EventRecord(**{**base, **over})
 
 
@@ -38,7 +51,10 @@ def test_run_event_refuses_a_field_outside_the_contract() -> None:
     with pytest.raises(TypeError):
         layout.RunEvent(event="stall", t=1.0, replica=0, colour="red")
     assert json.loads(layout.to_json(layout.RunEvent(event="stopped", t=1.0, signal="SIGINT"))) == {
-        "event": "stopped", "t": 1.0, "signal": "SIGINT"}
+        "event": "stopped",
+        "t": 1.0,
+        "signal": "SIGINT",
+    }
 
 
 def test_fault_marker_key_and_label() -> None:
@@ -69,10 +85,7 @@ def test_manifest_of_another_shape_is_refused_in_one_line(tmp_path: Path) -> Non
     m = json.loads((run / layout.MANIFEST).read_text())
     del m["schedule"]["sync_every"]
     (run / layout.MANIFEST).write_text(json.dumps(m))
-    res = inspect(str(run))
-    assert res.exit_code == 2
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "not an ftrun manifest" in lines[0] and "sync_every" in lines[0], res.output
+    one_line(inspect(str(run)), "not an ftrun manifest", "sync_every")
 
 
 def test_manifest_of_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -80,8 +93,4 @@ def test_manifest_of_another_format_is_refused_in_one_line(tmp_path: Path) -> No
     shutil.copytree(CPU_RUN, run)
     m = json.loads((run / layout.MANIFEST).read_text())
     (run / layout.MANIFEST).write_text(json.dumps({**m, "format": layout.FORMAT + 1}))
-    res = inspect(str(run))
-    assert res.exit_code == 2
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and f"format {layout.FORMAT + 1}" in lines[0] and "Traceback" not in res.output
-
+    one_line(inspect(str(run)), f"format {layout.FORMAT + 1}")

@@ -2,7 +2,8 @@
 
 LinkEmulator tests run in-process on a real torchft ``ProcessGroupGloo`` of world size 1
 (joined on a TCPStore at 127.0.0.1 with an ephemeral port through
-``ftrun.torchft_compat.connect``: ``configure`` on torchft 0.2.x, ``reconfigure`` on the nightly), so the collective really runs; no lighthouse, no Manager.
+``ftrun.torchft_compat.connect``: ``configure`` on torchft 0.2.x, ``reconfigure`` on the nightly),
+so the collective really runs; no lighthouse, no Manager.
 """
 
 from __future__ import annotations
@@ -11,20 +12,19 @@ import math
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from torch.distributed import TCPStore
 from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
 from torchft.process_group import ProcessGroup, ProcessGroupGloo
 
 from ftrun.errors import BadInput
-from ftrun.torchft_compat import connect
 from ftrun.link_spec import LinkSpec, parse_link
+from ftrun.torchft_compat import connect
 from ftrun.worker.link import HeldWork, LinkEmulator, hold_control
 
 # Slack for the *upper* bounds only (a loaded 2-core machine); lower bounds are exact.
@@ -66,10 +66,31 @@ def test_parse_link_units(text: str, bw: float, lat: float) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", " ", "fast", "0", "0gbit,1ms", "-1gbit", "1tbit", "1gbit,", "1gbit,20min", "1gbit,-5ms", ",20ms",
-     "1gbit,20ms,3", "1 gbit 20ms", "gbit", "1.gbit", "nan", "inf", "1gbit,20ms;rm -rf /",
-     # non-finite after scaling: used to give LinkSpec(inf, ...) (no emulation, or a hold forever)
-     "1e400", "1e308gbit", "1gbit," + "9" * 400 + "ms", "1e-400"],
+    [
+        "",
+        " ",
+        "fast",
+        "0",
+        "0gbit,1ms",
+        "-1gbit",
+        "1tbit",
+        "1gbit,",
+        "1gbit,20min",
+        "1gbit,-5ms",
+        ",20ms",
+        "1gbit,20ms,3",
+        "1 gbit 20ms",
+        "gbit",
+        "1.gbit",
+        "nan",
+        "inf",
+        "1gbit,20ms;rm -rf /",
+        # non-finite after scaling: used to give LinkSpec(inf, ...) (no emulation, or a hold forever)
+        "1e400",
+        "1e308gbit",
+        "1gbit," + "9" * 400 + "ms",
+        "1e-400",
+    ],
 )
 def test_parse_link_rejects(text: str) -> None:
     with pytest.raises(BadInput) as e:
@@ -92,7 +113,12 @@ def test_link_spec_costs_and_describe() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=40) | st.from_regex(r"\s*[0-9.e+-]{0,8}\s*[kmgKMGt]?(bit|b|bps|bit/s)?\s*(,\s*[0-9.]{0,6}\s*(ms|s|us|min)?)?\s*", fullmatch=True))
+@given(
+    st.text(max_size=40)
+    | st.from_regex(
+        r"\s*[0-9.e+-]{0,8}\s*[kmgKMGt]?(bit|b|bps|bit/s)?\s*(,\s*[0-9.]{0,6}\s*(ms|s|us|min)?)?\s*", fullmatch=True
+    )
+)
 def test_parse_link_total(text: str) -> None:
     """Any string gives a usable LinkSpec or BadInput; never another exception."""
     try:
@@ -132,7 +158,7 @@ class _Done:
 
     def __init__(self, work: dist._Work) -> None:
         self.event = threading.Event()
-        self.t: Optional[float] = None
+        self.t: float | None = None
         work.get_future().add_done_callback(self._on_done)
 
     def _on_done(self, _fut: torch.futures.Future[Any]) -> None:
@@ -371,7 +397,7 @@ class _FailingWork(dist._Work):
         else:
             threading.Timer(delay_s, lambda: self._fut.set_exception(error)).start()
 
-    def wait(self, timeout: Optional[timedelta] = None) -> bool:
+    def wait(self, timeout: timedelta | None = None) -> bool:
         try:
             self._fut.wait()
         except Exception:
@@ -396,7 +422,7 @@ class _FailingPG(ProcessGroup):
         self.calls += 1
         return _FailingWork(RuntimeError("gloo: connection reset by peer"), self.delay_s, self.wait_raises)
 
-    def errored(self) -> Optional[Exception]:
+    def errored(self) -> Exception | None:
         return None
 
     def getBackendName(self) -> str:

@@ -10,9 +10,15 @@ from ftrun import linkcost
 @pytest.mark.parametrize(
     "kind, r, steps, frac",
     [
-        ("allreduce", 2, 2, 1.0), ("allreduce", 4, 6, 1.5), ("allreduce", 8, 14, 1.75),
-        ("allgather", 4, 3, 0.75), ("alltoall", 4, 3, 0.75), ("reduce_scatter", 2, 1, 0.5),
-        ("broadcast", 3, 2, 1.0), ("send", 5, 1, 1.0), ("barrier", 3, 4, 0.0),
+        ("allreduce", 2, 2, 1.0),
+        ("allreduce", 4, 6, 1.5),
+        ("allreduce", 8, 14, 1.75),
+        ("allgather", 4, 3, 0.75),
+        ("alltoall", 4, 3, 0.75),
+        ("reduce_scatter", 2, 1, 0.5),
+        ("broadcast", 3, 2, 1.0),
+        ("send", 5, 1, 1.0),
+        ("barrier", 3, 4, 0.0),
     ],
 )
 def test_ring_steps_and_bytes(kind: str, r: int, steps: int, frac: float) -> None:

@@ -30,7 +30,7 @@ def host(monkeypatch):
         try:
             socket.inet_aton(h)
         except OSError:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
         return [(socket.AF_INET, socket.SOCK_DGRAM, 0, "", (h, port or 0))]
 
     real_route_source = network.route_source
@@ -48,10 +48,7 @@ def host(monkeypatch):
 
 
 def cfg(**kw) -> RunConfig:
-    c = RunConfig(lighthouse="http://head:29510", replica_group_id=1, replicas=2)
-    for k, v in kw.items():
-        setattr(c, k, v)
-    return c
+    return RunConfig.from_keys(**{"lighthouse": "http://head:29510", "replica_group_id": 1, "replicas": 2, **kw})
 
 
 def test_loopback_lighthouse_keeps_everything_local(host) -> None:
@@ -74,7 +71,9 @@ def test_a_route_through_another_interface_wins_over_the_default_route(host) -> 
 
 def test_the_users_variables_are_kept_and_recorded(host) -> None:
     n = resolve(cfg(), {"NCCL_SOCKET_IFNAME": "ib"})
-    assert n.env == {"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "ib"} and n.env_from_user == ["NCCL_SOCKET_IFNAME"]
+    assert n.env == {"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "ib"} and n.env_from_user == [
+        "NCCL_SOCKET_IFNAME"
+    ]
     n = resolve(cfg(), {"GLOO_SOCKET_IFNAME": "ib0"})  # the user's Gloo interface also picks the address
     assert (n.address, n.interface, n.found) == ("192.168.7.5", "ib0", "GLOO_SOCKET_IFNAME")
 
@@ -90,25 +89,38 @@ def test_lighthouse_on_this_host_under_a_loopback_name(host) -> None:
     n = resolve(cfg(lighthouse="http://selfname:29510"), {})
     assert (n.address, n.interface) == ("10.0.0.5", "eth0") and "only interface" in n.found
     host["up"] = {"eth0", "ib0"}
-    with pytest.raises(BadInput, match=r"selfname resolves to loopback on this host .*eth0 \(10.0.0.5\), ib0 .*--interface"):
+    with pytest.raises(
+        BadInput, match=r"selfname resolves to loopback on this host .*eth0 \(10.0.0.5\), ib0 .*--interface"
+    ):
         resolve(cfg(lighthouse="http://selfname:29510"), {})
 
 
-@pytest.mark.parametrize("kw, env, needle", [
-    ({"master_addr": "127.0.0.1"}, {}, r"^--master-addr 127.0.0.1: loopback, but the lighthouse http://head:29510 is not"),
-    ({"master_addr": "localhost"}, {}, r"^--master-addr localhost: loopback"),
-    ({"master_addr": "10.9.9.9"}, {}, r"^--master-addr 10.9.9.9: 10.9.9.9 is no address of this host"),
-    ({"master_addr": "nosuch"}, {}, r"^--master-addr nosuch: does not resolve on this host"),
-    ({"advertise_host": "localhost"}, {}, r"^--advertise-host localhost: loopback on this host"),
-    ({"advertise_host": "selfname"}, {}, r"^--advertise-host selfname: loopback on this host"),
-    ({"advertise_host": "nosuch"}, {}, r"^--advertise-host nosuch: does not resolve on this host"),
-    ({"interface": "eth9"}, {}, r"^--interface eth9: no such interface on this host \(interfaces: lo, eth0, ib0, down0\)"),
-    ({"interface": "down0"}, {}, r"^--interface down0: the interface has no address"),
-    ({}, {"GLOO_SOCKET_IFNAME": "eth0,eth7"}, r"^GLOO_SOCKET_IFNAME=eth0,eth7: no interface 'eth7'"),
-    ({}, {"NCCL_SOCKET_IFNAME": "=eth"}, r"^NCCL_SOCKET_IFNAME==eth: no interface 'eth'"),
-    ({}, {"NCCL_SOCKET_IFNAME": "en"}, r"^NCCL_SOCKET_IFNAME=en: no interface 'en'"),
-    ({"lighthouse": "http://nosuchhead:29510"}, {}, r"^--lighthouse: host 'nosuchhead' does not resolve"),
-])
+@pytest.mark.parametrize(
+    "kw, env, needle",
+    [
+        (
+            {"master_addr": "127.0.0.1"},
+            {},
+            r"^--master-addr 127.0.0.1: loopback, but the lighthouse http://head:29510 is not",
+        ),
+        ({"master_addr": "localhost"}, {}, r"^--master-addr localhost: loopback"),
+        ({"master_addr": "10.9.9.9"}, {}, r"^--master-addr 10.9.9.9: 10.9.9.9 is no address of this host"),
+        ({"master_addr": "nosuch"}, {}, r"^--master-addr nosuch: does not resolve on this host"),
+        ({"advertise_host": "localhost"}, {}, r"^--advertise-host localhost: loopback on this host"),
+        ({"advertise_host": "selfname"}, {}, r"^--advertise-host selfname: loopback on this host"),
+        ({"advertise_host": "nosuch"}, {}, r"^--advertise-host nosuch: does not resolve on this host"),
+        (
+            {"interface": "eth9"},
+            {},
+            r"^--interface eth9: no such interface on this host \(interfaces: lo, eth0, ib0, down0\)",
+        ),
+        ({"interface": "down0"}, {}, r"^--interface down0: the interface has no address"),
+        ({}, {"GLOO_SOCKET_IFNAME": "eth0,eth7"}, r"^GLOO_SOCKET_IFNAME=eth0,eth7: no interface 'eth7'"),
+        ({}, {"NCCL_SOCKET_IFNAME": "=eth"}, r"^NCCL_SOCKET_IFNAME==eth: no interface 'eth'"),
+        ({}, {"NCCL_SOCKET_IFNAME": "en"}, r"^NCCL_SOCKET_IFNAME=en: no interface 'en'"),
+        ({"lighthouse": "http://nosuchhead:29510"}, {}, r"^--lighthouse: host 'nosuchhead' does not resolve"),
+    ],
+)
 def test_what_other_hosts_could_not_reach_is_refused_in_one_line(host, kw, env, needle) -> None:
     with pytest.raises(BadInput, match=needle) as e:
         resolve(cfg(**kw), env)
@@ -155,8 +167,8 @@ def test_the_store_is_on_the_found_address_across_hosts_and_standalone_locally()
 
     local = Network(scope="loopback", address="localhost", interface=None, advertise_host="localhost", found="x")
     assert store_address(local, RunConfig()) is None and local.store_port is None  # torchrun --standalone
-    assert store_address(local, RunConfig(master_port=29600)) == ("127.0.0.1", 29600)
+    assert store_address(local, RunConfig.from_keys(master_port=29600)) == ("127.0.0.1", 29600)
     hosts = Network(scope="hosts", address="127.0.0.1", interface="lo", advertise_host="127.0.0.1", found="x")
     addr, port = store_address(hosts, RunConfig())
     assert addr == "127.0.0.1" and port == hosts.store_port and port > 0  # a free port, recorded
-    assert store_address(hosts, RunConfig(master_port=29601)) == ("127.0.0.1", 29601)
+    assert store_address(hosts, RunConfig.from_keys(master_port=29601)) == ("127.0.0.1", 29601)

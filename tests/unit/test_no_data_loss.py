@@ -14,18 +14,13 @@ from pathlib import Path
 import pytest
 
 from ftrun.errors import BadInput
-from train_fixtures import cli
+from train_fixtures import cli, one_line, two_runs
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
-def one_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
-
-
 # --- item 1: --export-perfetto onto a user's file or symlink --------------------------------
+
 
 def test_export_perfetto_refuses_an_existing_user_file(tmp_path):
     mine = tmp_path / "mine.json"
@@ -60,15 +55,9 @@ def test_export_perfetto_to_a_new_file_needs_no_flag(tmp_path):
 
 # --- item 2: compare into an existing folder ftrun did not make -----------------------------
 
-def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
-    a, b = tmp_path / "runA", tmp_path / "runB"
-    shutil.copytree(DATA, a)
-    shutil.copytree(DATA, b)
-    return a, b
-
 
 def test_compare_refuses_to_overwrite_a_users_report_md(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "report.md").write_text("my notes\n")
@@ -79,7 +68,7 @@ def test_compare_refuses_to_overwrite_a_users_report_md(tmp_path):
 
 
 def test_compare_writes_into_its_own_dir_again_with_overwrite(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "cmp")
     assert res.exit_code == 0, res.output[-800:]
     assert (tmp_path / "cmp" / ".ftrun-out").is_file() and (tmp_path / "cmp" / "report.md").is_file()
@@ -89,6 +78,7 @@ def test_compare_writes_into_its_own_dir_again_with_overwrite(tmp_path):
 
 # --- item 3: temp + rename for every output; a full disk is one line -------------------------
 
+
 def _enospc(*a, **k):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -96,7 +86,7 @@ def _enospc(*a, **k):
 def test_full_disk_while_drawing_the_timeline_is_one_line_and_leaves_no_empty_png(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
 
     def half_then_full(self, fname, *a, **k):
         Path(fname).write_bytes(b"")  # what a full disk leaves: a 0-byte file
@@ -123,7 +113,10 @@ def test_full_disk_in_any_atomic_write_keeps_the_old_file(tmp_path, monkeypatch)
     with pytest.raises(BadInput, match="No space left on device"):
         atomic_write(target, "new")
     monkeypatch.setattr(os, "replace", real_replace)
-    assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == [".ftrun-run", "summary.json"]
+    assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == [
+        ".ftrun-run",
+        "summary.json",
+    ]
 
 
 class _Prof:
@@ -138,8 +131,11 @@ class _Prof:
         raise self.exc
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt("SIGTERM"), OSError(errno.ENOSPC, "No space left on device")],
-                         ids=["SIGTERM", "full disk"])
+@pytest.mark.parametrize(
+    "exc",
+    [KeyboardInterrupt("SIGTERM"), OSError(errno.ENOSPC, "No space left on device")],
+    ids=["SIGTERM", "full disk"],
+)
 def test_a_worker_cut_short_while_writing_its_trace_leaves_no_trace_under_the_final_name(tmp_path, exc):
     from ftrun.worker.profiling import export_trace
 
@@ -172,8 +168,9 @@ def test_atomic_path_renames_only_a_complete_file(tmp_path):
     assert out.read_bytes() == b"png"
 
 
-@pytest.mark.parametrize("flag, name", [("--export-perfetto", "out.json"), ("--export-perfetto", "out.json.gz"),
-                                        ("--junit", "junit.xml")])
+@pytest.mark.parametrize(
+    "flag, name", [("--export-perfetto", "out.json"), ("--export-perfetto", "out.json.gz"), ("--junit", "junit.xml")]
+)
 def test_ftruns_own_export_is_rewritten_without_a_flag_a_users_file_is_not(tmp_path, flag, name):
     out = tmp_path / name
     for _ in range(2):  # the second run replaces what the first wrote: recognised as ftrun's

@@ -13,7 +13,12 @@ N = 100_000  # elements per fragment
 
 
 def sk(proj, norm=None, numel=N, dtype="float32"):
-    return Sketch([float(x) for x in proj], float(norm if norm is not None else max(1e-3, sum(x * x for x in proj) ** 0.5)), numel, dtype)
+    return Sketch(
+        [float(x) for x in proj],
+        float(norm if norm is not None else max(1e-3, sum(x * x for x in proj) ** 0.5)),
+        numel,
+        dtype,
+    )
 
 
 def vec(seed, scale=1.0):
@@ -22,7 +27,7 @@ def vec(seed, scale=1.0):
 
 
 def add(*vs):
-    return [sum(x) for x in zip(*vs)]
+    return [sum(x) for x in zip(*vs, strict=False)]
 
 
 def mul(v, k):
@@ -30,26 +35,78 @@ def mul(v, k):
 
 
 def rec(step, parts, commit=None, mstep_after=0, **extra):
-    return EventRecord(step=step, manager_step=0, manager_step_after=mstep_after, participants=2, quorum_id=1, loss=0.0,
-                       step_time_s=0.0, restart=0, sent=None, synced=None, commit=commit, fingerprint=None, t=float(step),
-                       numerics=parts, **extra)
+    return EventRecord(
+        step=step,
+        manager_step=0,
+        manager_step_after=mstep_after,
+        participants=2,
+        quorum_id=1,
+        loss=0.0,
+        step_time_s=0.0,
+        restart=0,
+        sent=None,
+        synced=None,
+        commit=commit,
+        fingerprint=None,
+        t=float(step),
+        numerics=parts,
+        **extra,
+    )
 
 
 def part(phase, mstep=0, fragment=0, participants=2, participating=True, world=2, qid=1, **sketches):
-    return RoundNumerics(phase=phase, fragment=fragment, manager_step=mstep, quorum_id=qid, sync_step=10 + 10 * mstep,
-                         participants=participants, participating=participating, world=world, **sketches)
+    return RoundNumerics(
+        phase=phase,
+        fragment=fragment,
+        manager_step=mstep,
+        quorum_id=qid,
+        sync_step=10 + 10 * mstep,
+        participants=participants,
+        participating=participating,
+        world=world,
+        **sketches,
+    )
 
 
-def round_logs(contribs, sums, avgs, participating=(True, True), mstep=0, participants=None, globals_=None, base_step=0):
+def round_logs(
+    contribs, sums, avgs, participating=(True, True), mstep=0, participants=None, globals_=None, base_step=0
+):
     """Event records of one round on len(contribs) replicas: send at step 5, sync at step 10."""
     n = participants if participants is not None else sum(participating)
     logs = {}
-    for r, (c, s, a) in enumerate(zip(contribs, sums, avgs)):
+    for r, (c, s, a) in enumerate(zip(contribs, sums, avgs, strict=False)):
         g = globals_[r] if globals_ else sk(vec(100 + r))
         logs[(r, 0)] = [
-            rec(base_step + 5, [part("send", mstep, participants=n, participating=participating[r], world=len(contribs), contribution=c)]),
-            rec(base_step + 10, [part("sync", mstep, participants=n, participating=participating[r], world=len(contribs),
-                                      sum=s, average=a, globals=g)], commit=True, mstep_after=mstep + 1),
+            rec(
+                base_step + 5,
+                [
+                    part(
+                        "send",
+                        mstep,
+                        participants=n,
+                        participating=participating[r],
+                        world=len(contribs),
+                        contribution=c,
+                    )
+                ],
+            ),
+            rec(
+                base_step + 10,
+                [
+                    part(
+                        "sync",
+                        mstep,
+                        participants=n,
+                        participating=participating[r],
+                        world=len(contribs),
+                        sum=s,
+                        average=a,
+                        globals=g,
+                    )
+                ],
+                commit=True,
+                mstep_after=mstep + 1,
+            ),
         ]
     return logs
 
@@ -82,7 +139,17 @@ def test_wrong_count():
     p = out.problems[0]
     assert "participants + 1 = 3 instead of 2" in p["cause"] and p["check"] == "average"
     assert p["sync_step"] == 10 and p["manager_step"] == 0 and p["fragment"] == 0
-    assert abs(p["expected"] - a.proj[[abs(x - y) for x, y in zip(a.proj, bad.proj)].index(max(abs(x - y) for x, y in zip(a.proj, bad.proj)))]) < 1e-12
+    assert (
+        abs(
+            p["expected"]
+            - a.proj[
+                [abs(x - y) for x, y in zip(a.proj, bad.proj, strict=True)].index(
+                    max(abs(x - y) for x, y in zip(a.proj, bad.proj, strict=True))
+                )
+            ]
+        )
+        < 1e-12
+    )
 
 
 def test_sum_never_divided():
@@ -225,8 +292,11 @@ def test_heal_params_checked_against_the_source():
     cs, s, a = clean()
     g = sk(vec(50))
     logs = round_logs(cs, [s, s], [a, a], globals_=[g, g])
-    healed = lambda frag: rec(25, [part("send", 1, contribution=cs[1])], healed=Healed(0, 20, 1),  # noqa: E731
-                              heal_numerics=HealNumerics(1, [frag]))
+
+    def healed(frag):
+        send = [part("send", 1, contribution=cs[1])]
+        return rec(25, send, healed=Healed(0, 20, 1), heal_numerics=HealNumerics(1, [frag]))
+
     logs[(1, 0)].append(healed(g))
     out = check_numerics(logs, sketches_on=True)
     assert out.ok and out.heals[0]["params_match"] is True and out.heals[0]["fragments_checked"] == 1
@@ -236,13 +306,16 @@ def test_heal_params_checked_against_the_source():
     assert out.heals[0]["params_match"] is False and any(p["check"] == "heal" for p in out.problems)
 
 
-@pytest.mark.parametrize("flags,message", [
-    ({"corrupt_allreduce": ["1@30:bogus"]}, "KIND one of wrong-count, drop, stale, late, noise"),
-    ({"corrupt_allreduce": ["1@25:drop"]}, "step 25 is not a sync step"),
-    ({"corrupt_allreduce": ["1@20:stale"]}, "stale needs a previous round"),
-    ({"corrupt_allreduce": ["2@30:drop"]}, "replica group 2 does not exist"),
-    ({"corrupt_allreduce": ["1@30:drop"], "sketches": False}, "needs the sketches"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        ({"corrupt_allreduce": ["1@30:bogus"]}, "KIND one of wrong-count, drop, stale, late, noise"),
+        ({"corrupt_allreduce": ["1@25:drop"]}, "step 25 is not a sync step"),
+        ({"corrupt_allreduce": ["1@20:stale"]}, "stale needs a previous round"),
+        ({"corrupt_allreduce": ["2@30:drop"]}, "replica group 2 does not exist"),
+        ({"corrupt_allreduce": ["1@30:drop"], "sketches": False}, "needs the sketches"),
+    ],
+)
 def test_corrupt_allreduce_bad_input_is_one_line(flags, message):
     from ftrun import config
     from ftrun.errors import BadInput
@@ -257,8 +330,8 @@ def test_corrupt_allreduce_is_a_typed_fault_and_never_kills():
     from ftrun.worker.fault_injection import FaultInjector
 
     cfg = config.build(corrupt_allreduce=["1@30:late"])
-    (f,) = cfg.faults()
-    assert (f.replica, f.step, f.action, f.kind) == (1, 30, "corrupt", "late") and cfg.max_restarts == 0
+    (f,) = cfg.planned_faults()
+    assert (f.replica, f.step, f.action, f.kind) == (1, 30, "corrupt", "late") and cfg.faults.max_restarts == 0
     spec = layout.FaultSpec(f.replica, f.step, f.action, kind=f.kind)
     assert FaultInjector([spec], 1, 0, None).mine == {}  # before_step never fires it
 
@@ -286,9 +359,9 @@ def test_sketch_is_linear_and_placed_by_offset():
     from ftrun.check.numerics import sketch_error
 
     tol = sketch_error(whole) + sketch_error(pieces)
-    assert max(abs(x - y) for x, y in zip(whole.proj, pieces.proj)) <= tol
+    assert max(abs(x - y) for x, y in zip(whole.proj, pieces.proj, strict=False)) <= tol
     assert abs(whole.norm - pieces.norm) < 1e-4 * whole.norm
     twice = sketch([2 * torch.cat(parts)])
-    assert max(abs(2 * x - y) for x, y in zip(whole.proj, twice.proj)) <= 2 * tol + sketch_error(twice)
+    assert max(abs(2 * x - y) for x, y in zip(whole.proj, twice.proj, strict=False)) <= 2 * tol + sketch_error(twice)
     shifted = sketch([torch.zeros(3), torch.cat(parts)])  # other offsets: other projections
-    assert max(abs(x - y) for x, y in zip(whole.proj, shifted.proj)) > 100 * tol
+    assert max(abs(x - y) for x, y in zip(whole.proj, shifted.proj, strict=False)) > 100 * tol

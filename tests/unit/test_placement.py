@@ -28,7 +28,11 @@ def test_visible_ids_are_kept_as_given():
 def test_groups_share_with_their_own_hostid():
     p = place(["0"], [0, 1, 2], 1)
     assert p.mode == "shared"
-    assert {g: e["NCCL_HOSTID"] for g, e in p.env.items()} == {0: "ftrun_replica0", 1: "ftrun_replica1", 2: "ftrun_replica2"}
+    assert {g: e["NCCL_HOSTID"] for g, e in p.env.items()} == {
+        0: "ftrun_replica0",
+        1: "ftrun_replica1",
+        2: "ftrun_replica2",
+    }
     assert set(p.devices.values()) == {"0"}
 
 
@@ -78,5 +82,3 @@ def test_quantize_refused_without_cuda_or_triton():
         check_quantize(True, "gloo", place([], [0], 1), has_triton=True)
     with pytest.raises(BadInput, match="needs triton"):
         check_quantize(True, "nccl", gpu, has_triton=False)
-
-

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ftrun import linkcost
-from ftrun.plan import Workload, data_hidden_bandwidth, hiding_bandwidth, plain, simulate, smallest_fragments, smallest_tau
+from ftrun.plan import (
+    Workload,
+    data_hidden_bandwidth,
+    hiding_bandwidth,
+    plain,
+    simulate,
+    smallest_fragments,
+    smallest_tau,
+)
 from ftrun.schedule import Schedule
 
 BW, LAT = 8e6, 0.01
@@ -96,10 +104,12 @@ def test_hiding_bandwidth_is_where_utilisation_reaches_the_target() -> None:
     # F=2 tau=5, 2 syncs in 20 steps: 98% leaves 0.8 ms beyond the 40 ms of quorums, so each
     # 0.8 Mbit fragment must fit in 500 ms - 20 ms of latency (+0.4 ms): ~1.665 Mbit/s
     assert hiding_bandwidth(TWO_FRAGS, Schedule(2, 20, 5), LAT, 0.98, 1e5, 1e12, steps=20) == pytest.approx(
-        0.8e6 / 0.480408, rel=0.011)
+        0.8e6 / 0.480408, rel=0.011
+    )
     # plain: one sync exposes 1.6 Mbit + 20 ms + a 20 ms quorum: 98% needs 1.6 Mbit in 0.82 ms
     assert hiding_bandwidth(TWO_FRAGS, plain(Schedule(2, 20, 5)), LAT, 0.98, 1e5, 1e12, steps=20) == pytest.approx(
-        1.6e6 / 0.000816, rel=0.011)
+        1.6e6 / 0.000816, rel=0.011
+    )
     # 99% is out of reach at any bandwidth: the latency terms alone cost 2%
     assert hiding_bandwidth(TWO_FRAGS, plain(Schedule(2, 20, 5)), LAT, 0.99, 1e5, 1e12, steps=20) is None
     # already reached at the low end: the low end is returned
@@ -108,7 +118,9 @@ def test_hiding_bandwidth_is_where_utilisation_reaches_the_target() -> None:
 
 def test_data_hidden_bandwidth_is_where_no_sync_waits() -> None:
     # each 0.8 Mbit fragment must arrive within 5 steps (500 ms) minus 20 ms of latency: 1.667 Mbit/s
-    assert data_hidden_bandwidth(TWO_FRAGS, Schedule(2, 20, 5), LAT, 1e5, 1e12) == pytest.approx(0.8e6 / 0.48, rel=0.011)
+    assert data_hidden_bandwidth(TWO_FRAGS, Schedule(2, 20, 5), LAT, 1e5, 1e12) == pytest.approx(
+        0.8e6 / 0.48, rel=0.011
+    )
     assert data_hidden_bandwidth(TWO_FRAGS, plain(Schedule(2, 20, 5)), LAT, 1e5, 1e12) is None  # tau=0 always waits
 
 
@@ -183,10 +195,10 @@ def test_expected_max_of_normals() -> None:
     assert expected_max([0.0, 3.0], 0.0) == 3.0
     assert expected_max([1.0], 5.0) == 1.0
     # two iid N(0, 1): E[max] = 1/sqrt(pi); far apart: the larger mean
-    assert expected_max([0.0, 0.0], 1.0) == pytest.approx(1 / 3.141592653589793 ** 0.5, rel=1e-3)
+    assert expected_max([0.0, 0.0], 1.0) == pytest.approx(1 / 3.141592653589793**0.5, rel=1e-3)
     assert expected_max([0.0, 100.0], 1.0) == pytest.approx(100.0, rel=1e-6)
     # three iid N(0, 1): 3 / (2 sqrt(pi))
-    assert expected_max([0.0, 0.0, 0.0], 2.0) == pytest.approx(2 * 3 / (2 * 3.141592653589793 ** 0.5), rel=1e-3)
+    assert expected_max([0.0, 0.0, 0.0], 2.0) == pytest.approx(2 * 3 / (2 * 3.141592653589793**0.5), rel=1e-3)
 
 
 def test_a_group_that_is_slower_per_step_makes_the_other_wait_at_each_quorum() -> None:
@@ -202,17 +214,17 @@ def test_a_group_that_is_slower_per_step_makes_the_other_wait_at_each_quorum() -
 def test_jitter_grows_with_the_steps_between_alignments() -> None:
     # iid per-step noise of 10 ms per group: after n steps each group is N(0, n 1e-4); for R=2
     # the mean group waits sd / sqrt(pi). Plain H=10: every quorum after 10 steps.
-    sd10 = 0.01 * 10 ** 0.5
+    sd10 = 0.01 * 10**0.5
     p = simulate(Workload(0.1, (1_000,), 2, jitter_s=0.01), Schedule(1, 10, 0), 1e12, 0.0, steps=30)
-    assert p.exposed_control_s == pytest.approx(3 * sd10 / 3.141592653589793 ** 0.5, rel=1e-3)
+    assert p.exposed_control_s == pytest.approx(3 * sd10 / 3.141592653589793**0.5, rel=1e-3)
     # streaming F=2 H=20 tau=5 on a fast link: the first quorum after 5 steps, later ones after 10
     # (a sync that does not block does not align the groups)
     s = simulate(Workload(0.1, (1_000, 1_000), 2, jitter_s=0.01), Schedule(2, 20, 5), 1e12, 0.0, steps=40)
-    assert s.exposed_control_s == pytest.approx((0.01 * 5 ** 0.5 + 3 * sd10) / 3.141592653589793 ** 0.5, rel=1e-3)
+    assert s.exposed_control_s == pytest.approx((0.01 * 5**0.5 + 3 * sd10) / 3.141592653589793**0.5, rel=1e-3)
     # on a slow link every sync blocks on the same allreduce, which aligns the groups: 5 steps each
     slow = simulate(Workload(0.1, (100_000, 100_000), 2, jitter_s=0.01), Schedule(2, 20, 5), 1e6, 0.0, steps=40)
     assert slow.exposed_data_s > 0
-    assert slow.exposed_control_s == pytest.approx(4 * 0.01 * 5 ** 0.5 / 3.141592653589793 ** 0.5, rel=1e-3)
+    assert slow.exposed_control_s == pytest.approx(4 * 0.01 * 5**0.5 / 3.141592653589793**0.5, rel=1e-3)
 
 
 def test_stalls_and_the_lighthouse_reply_add_to_the_quorum() -> None:

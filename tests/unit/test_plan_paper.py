@@ -21,7 +21,7 @@ import pytest
 
 from ftrun.commands.plan import PlanRequest, plan_inputs
 from ftrun.link_spec import LinkSpec
-from ftrun.plan import (data_parallel_hiding_bandwidth, hiding_bandwidth, simulate, simulate_data_parallel)
+from ftrun.plan import data_parallel_hiding_bandwidth, hiding_bandwidth, simulate, simulate_data_parallel
 
 TOKENS_PER_STEP = 2**20
 TRAIN_TOKENS = 25e9
@@ -30,9 +30,20 @@ PAPER_DP_95 = {1e9: 100e9, 1e10: 200e9, 1e11: 300e9}
 
 
 def paper_request(params: float) -> PlanRequest:
-    return PlanRequest(params=params, dtype="fp4", dp_dtype="bf16", tokens_per_step=TOKENS_PER_STEP,
-                       flops_per_gpu=1e15, gpus_per_replica=156, mfu=0.4, replicas=2, sync_every=100,
-                       fragments=10, fragment_sync_delay=1, data_parallel=True)
+    return PlanRequest(
+        params=params,
+        dtype="fp4",
+        dp_dtype="bf16",
+        tokens_per_step=TOKENS_PER_STEP,
+        flops_per_gpu=1e15,
+        gpus_per_replica=156,
+        mfu=0.4,
+        replicas=2,
+        sync_every=100,
+        fragments=10,
+        fragment_sync_delay=1,
+        data_parallel=True,
+    )
 
 
 def within_2x(got: float, want: float) -> bool:

@@ -53,12 +53,14 @@ def test_assert_schedule_failure_is_the_table_of_failing_rows(pytester, tmp_path
     """)
     res = pytester.runpytest("-p", "no:cacheprovider")
     res.assert_outcomes(passed=1, failed=1)
-    res.stdout.fnmatch_lines([
-        "*AssertionError: ftrun: schedule check failed, 3 problem(s) (F=2 H=20 tau=5):",
-        "E*replica  rank  kind  step   fragment  problem",
-        "E*0        0     send  25→26  0         send of fragment 0 expected at step 25, observed at step 26",
-        "E*cross-replica: replicas disagree on the send at step 25*",
-    ])
+    res.stdout.fnmatch_lines(
+        [
+            "*AssertionError: ftrun: schedule check failed, 3 problem(s) (F=2 H=20 tau=5):",
+            "E*replica  rank  kind  step   fragment  problem",
+            "E*0        0     send  25→26  0         send of fragment 0 expected at step 25, observed at step 26",
+            "E*cross-replica: replicas disagree on the send at step 25*",
+        ]
+    )
 
 
 FAKE_TRAIN = """
@@ -104,7 +106,9 @@ def test_keep_keeps_failed_tests_run_dirs_only(pytester):
     res.assert_outcomes(passed=1, failed=1)
     good, bad = _run_dirs(res)
     assert not good.exists() and bad.is_dir() and (bad / "config.json").is_file()
-    res.stdout.fnmatch_lines(["*ftrun: run dirs of failed tests kept*", f"test_keep_keeps_failed_tests_run_dirs_only.py::test_bad: {bad}"])
+    res.stdout.fnmatch_lines(
+        ["*ftrun: run dirs of failed tests kept*", f"test_keep_keeps_failed_tests_run_dirs_only.py::test_bad: {bad}"]
+    )
 
 
 def test_without_keep_every_run_dir_goes(pytester):
@@ -148,7 +152,7 @@ def test_default_config_is_small_and_valid():
     from ftrun.pytest_plugin import SMALL_CONFIG
 
     cfg = api.config_of(dict(SMALL_CONFIG))
-    assert cfg.steps <= 16 and cfg.width <= 32 and cfg.replicas == 2 and cfg.profile_window() == (9, 16)
+    assert cfg.steps <= 16 and cfg.model.width <= 32 and cfg.hosts.replicas == 2 and cfg.profile_window() == (9, 16)
 
 
 def test_assert_numerics_never_passes_silently(pytester):

@@ -17,9 +17,23 @@ T0 = 1000.0
 
 def rec(step, t, *, commit=None, quorums=(), participants=3, quorum_s=None, restart=0):
     extra = {"quorum_s": quorum_s} if quorum_s is not None else {}
-    return EventRecord(step=step, manager_step=0, manager_step_after=0, participants=participants, quorum_id=None,
-                       loss=1.0, step_time_s=0.1, restart=restart, sent=None, synced=None, commit=commit,
-                       fingerprint=None, t=t, quorums=list(quorums) if quorums else msgspec.UNSET, **extra)
+    return EventRecord(
+        step=step,
+        manager_step=0,
+        manager_step_after=0,
+        participants=participants,
+        quorum_id=None,
+        loss=1.0,
+        step_time_s=0.1,
+        restart=restart,
+        sent=None,
+        synced=None,
+        commit=commit,
+        fingerprint=None,
+        t=t,
+        quorums=list(quorums) if quorums else msgspec.UNSET,
+        **extra,
+    )
 
 
 def q(qid, participants, t, heal=False, src=None):
@@ -27,16 +41,30 @@ def q(qid, participants, t, heal=False, src=None):
 
 
 def manifest(restart=True):
-    events = [{"event": "group_exit", "t": T0 + 0.1, "replica": 1, "code": -9},
-              *([{"event": "restart", "t": T0 + 0.2, "replica": 1, "incarnation": 1}] if restart else [])]
-    return msgspec.convert({
-        "ftrun_version": "x", "job_id": "j", "run_name": "r", "config": {"heartbeat_timeout_ms": 2000},
-        "versions": {}, "backend": "gloo", "replicas": 3,
-        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5, "steps": 60},
-        "traces": [], "run_events": events,
-        "faults": {"planned": [], "fired": [{"replica": 1, "step": 15, "action": "kill", "fired_at": T0, "fired_step": 15}],
-                   "max_restarts": 1 if restart else 0},
-    }, layout.Manifest)
+    events = [
+        {"event": "group_exit", "t": T0 + 0.1, "replica": 1, "code": -9},
+        *([{"event": "restart", "t": T0 + 0.2, "replica": 1, "incarnation": 1}] if restart else []),
+    ]
+    return msgspec.convert(
+        {
+            "ftrun_version": "x",
+            "job_id": "j",
+            "run_name": "r",
+            "config": {"heartbeat_timeout_ms": 2000},
+            "versions": {},
+            "backend": "gloo",
+            "replicas": 3,
+            "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5, "steps": 60},
+            "traces": [],
+            "run_events": events,
+            "faults": {
+                "planned": [],
+                "fired": [{"replica": 1, "step": 15, "action": "kill", "fired_at": T0, "fired_step": 15}],
+                "max_restarts": 1 if restart else 0,
+            },
+        },
+        layout.Manifest,
+    )
 
 
 def survivor(r):
@@ -49,10 +77,12 @@ def survivor(r):
 
 
 def lifecycles(heal=True):
-    r1 = [LifecycleEvent("start", 0, T0 - 50, T0 - 50),  # the first incarnation: before the fault, ignored
-          LifecycleEvent("start", 1, T0 + 1.0, T0 + 1.0),
-          LifecycleEvent("manager_up", 1, T0 + 2.5, T0 + 3.0),
-          LifecycleEvent("configure", 1, T0 + 5.05, T0 + 5.25, quorum_id=3)]
+    r1 = [
+        LifecycleEvent("start", 0, T0 - 50, T0 - 50),  # the first incarnation: before the fault, ignored
+        LifecycleEvent("start", 1, T0 + 1.0, T0 + 1.0),
+        LifecycleEvent("manager_up", 1, T0 + 2.5, T0 + 3.0),
+        LifecycleEvent("configure", 1, T0 + 5.05, T0 + 5.25, quorum_id=3),
+    ]
     r0 = [LifecycleEvent("configure", 0, T0 + 5.05, T0 + 5.2, quorum_id=3)]
     if heal:
         r1.append(LifecycleEvent("recv_checkpoint", 1, T0 + 5.3, T0 + 5.5, bytes=1000, peers=[0]))
@@ -61,10 +91,12 @@ def lifecycles(heal=True):
 
 
 def healer(heal=True):
-    return [rec(14, T0 - 0.2),
-            rec(None, T0 + 4.0, restart=1, participants=None),
-            rec(25, T0 + 5.6, restart=1, quorums=[q(3, [0, 1, 2], T0 + 5.0, heal=heal, src=0 if heal else None)]),
-            rec(30, T0 + 6.0, restart=1, commit=True)]
+    return [
+        rec(14, T0 - 0.2),
+        rec(None, T0 + 4.0, restart=1, participants=None),
+        rec(25, T0 + 5.6, restart=1, quorums=[q(3, [0, 1, 2], T0 + 5.0, heal=heal, src=0 if heal else None)]),
+        rec(30, T0 + 6.0, restart=1, commit=True),
+    ]
 
 
 def logs(heal=True):
@@ -131,20 +163,24 @@ def test_profile_recovery_is_a_typed_on_off_field() -> None:
     from ftrun.config import RunConfig, build, on_off
     from ftrun.errors import BadInput
 
-    assert RunConfig().profile_recovery is True
+    assert RunConfig().profiling.profile_recovery is True
     assert on_off("profile_recovery", "off") is False and on_off("profile_recovery", "ON") is True
     assert on_off("profile_recovery", None) is None
     with pytest.raises(BadInput, match=r"--profile-recovery 'maybe'|--profile-recovery maybe: use on or off"):
         on_off("profile_recovery", "maybe")
-    assert build(profile_recovery=False).profile_recovery is False
+    assert build(profile_recovery=False).profiling.profile_recovery is False
 
 
 def test_a_hang_gets_the_same_breakdown_without_a_relaunch() -> None:
     m = manifest(restart=False)
     m.faults.fired[0].action, m.faults.fired[0].seconds = "hang", 3.0
     lg = logs()
-    lg[(1, 0)] = [rec(14, T0 - 0.2), rec(15, T0 + 3.2), rec(25, T0 + 5.1, quorums=[q(3, [0, 1, 2], T0 + 5.0)]),
-                  rec(30, T0 + 6.0, commit=True)]
+    lg[(1, 0)] = [
+        rec(14, T0 - 0.2),
+        rec(15, T0 + 3.2),
+        rec(25, T0 + 5.1, quorums=[q(3, [0, 1, 2], T0 + 5.0)]),
+        rec(30, T0 + 6.0, commit=True),
+    ]
     life = lifecycles(heal=False)
     life[1] = [LifecycleEvent("configure", 0, T0 + 5.05, T0 + 5.25, quorum_id=3)]
     (x,) = breakdown(m, lg, life)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from torch import nn
 from torchft.local_sgd import DiLoCo
 
@@ -91,15 +90,23 @@ def drive(fragments: int, sync_every: int, delay: int, steps: int, failed_cycles
     seen: list[tuple[int, str, int, int]] = []
     current = {"step": 0}
     with DiLoCo(
-        manager, frags, inner, outer, sync_every=sync_every, fragment_sync_delay=delay,
-        use_bucketization=bucketize, pin_memory=False,
+        manager,
+        frags,
+        inner,
+        outer,
+        sync_every=sync_every,
+        fragment_sync_delay=delay,
+        use_bucketization=bucketize,
+        pin_memory=False,
     ) as diloco:
         assert len(manager.state_dict_fns) == fragments
         for i, frag in enumerate(diloco._fragments):
+
             def wrap(kind, fn, i=i):
                 def hooked():
                     seen.append((current["step"], kind, i, manager.current_step()))
                     return fn()
+
                 return hooked
 
             frag.prepare_sync = wrap("send", frag.prepare_sync)
@@ -186,8 +193,16 @@ def test_validate_agrees_with_diloco_constructor(f, h, tau, alpha):
     inner = torch.optim.SGD([p for m in frags for p in m.parameters()], lr=0.1)
     outer = [torch.optim.SGD(m.parameters(), lr=0.1) for m in frags]
     try:
-        DiLoCo(FakeManager(), frags, inner, outer, sync_every=h, fragment_sync_delay=tau,
-               fragment_update_alpha=alpha, pin_memory=False)
+        DiLoCo(
+            FakeManager(),
+            frags,
+            inner,
+            outer,
+            sync_every=h,
+            fragment_sync_delay=tau,
+            fragment_update_alpha=alpha,
+            pin_memory=False,
+        )
         theirs = None
     except ValueError as e:
         theirs = e

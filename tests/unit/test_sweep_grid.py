@@ -29,20 +29,23 @@ def test_parse_axis_types_and_separators():
     assert grid.parse_axis("backend=gloo,baby-gloo").values == ("gloo", "baby-gloo")
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("foo=1", "unknown option 'foo'"),
-    ("fragments", "expected KEY=V1,V2"),
-    ("fragments=", "empty value"),
-    ("fragments=1,,2", "empty value"),
-    ("fragments=1,x", "'x' is not an integer"),
-    ("fragment_update_alpha=half", "not a number"),
-    ("bucketize=maybe", "not on/off"),
-    ("backend=mpi", "not one of"),
-    ("mode=fast", "not one of"),
-    ("fragments=2,2", "given twice"),
-    ("out=a,b", "cannot vary per cell"),
-    ("run_name=a,b", "cannot vary per cell"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("foo=1", "unknown option 'foo'"),
+        ("fragments", "expected KEY=V1,V2"),
+        ("fragments=", "empty value"),
+        ("fragments=1,,2", "empty value"),
+        ("fragments=1,x", "'x' is not an integer"),
+        ("fragment_update_alpha=half", "not a number"),
+        ("bucketize=maybe", "not on/off"),
+        ("backend=mpi", "not one of"),
+        ("mode=fast", "not one of"),
+        ("fragments=2,2", "given twice"),
+        ("out=a,b", "cannot vary per cell"),
+        ("run_name=a,b", "cannot vary per cell"),
+    ],
+)
 def test_bad_axes_name_the_axis(text, needle):
     with pytest.raises(BadInput) as e:
         grid.parse_axis(text)
@@ -52,7 +55,11 @@ def test_bad_axes_name_the_axis(text, needle):
 def test_merge_and_shared_conflicts():
     p = [grid.Axis("backend", ("gloo", "nccl")), grid.Axis("bucketize", (False, True))]
     mine = grid.merge_axes(p, [grid.Axis("backend", ("gloo",)), grid.Axis("steps", (10, 20))])
-    assert [(a.key, a.values) for a in mine] == [("backend", ("gloo",)), ("bucketize", (False, True)), ("steps", (10, 20))]
+    assert [(a.key, a.values) for a in mine] == [
+        ("backend", ("gloo",)),
+        ("bucketize", (False, True)),
+        ("steps", (10, 20)),
+    ]
     with pytest.raises(BadInput, match="given twice"):
         grid.merge_axes([], [grid.Axis("steps", (1,)), grid.Axis("steps", (2,))])
     with pytest.raises(BadInput, match="--bucketize: also an axis"):
@@ -62,9 +69,12 @@ def test_merge_and_shared_conflicts():
 
 def test_presets():
     axes, shared = grid.preset_axes("pgs", {}, cuda=False)
-    assert {a.key: a.values for a in axes} == {"backend": ("gloo", "baby-gloo", "nccl", "baby-nccl"),
-                                               "bucketize": (False, True), "mode": ("streaming", "baseline"),
-                                               "quantize": (False, True)}
+    assert {a.key: a.values for a in axes} == {
+        "backend": ("gloo", "baby-gloo", "nccl", "baby-nccl"),
+        "bucketize": (False, True),
+        "mode": ("streaming", "baseline"),
+        "quantize": (False, True),
+    }
     axes, shared = grid.preset_axes("tau", {"sync_every": 12, "fragments": 3}, cuda=False)
     assert axes == [grid.Axis("fragment_sync_delay", (0, 1, 2, 3))] and shared == {"mode": "streaming"}
     axes, shared = grid.preset_axes("fragments", {"sync_every": 12}, cuda=False)
@@ -76,10 +86,19 @@ def test_presets():
 
 
 def test_product_order_and_names():
-    cells = grid.product([grid.Axis("backend", ("gloo", "baby-gloo")), grid.Axis("fragment_sync_delay", (0, 5)),
-                          grid.Axis("bucketize", (True,))])
-    assert [c.name for c in cells] == ["backend-gloo_tau0_bucketize-on", "backend-gloo_tau5_bucketize-on",
-                                       "backend-baby-gloo_tau0_bucketize-on", "backend-baby-gloo_tau5_bucketize-on"]
+    cells = grid.product(
+        [
+            grid.Axis("backend", ("gloo", "baby-gloo")),
+            grid.Axis("fragment_sync_delay", (0, 5)),
+            grid.Axis("bucketize", (True,)),
+        ]
+    )
+    assert [c.name for c in cells] == [
+        "backend-gloo_tau0_bucketize-on",
+        "backend-gloo_tau5_bucketize-on",
+        "backend-baby-gloo_tau0_bucketize-on",
+        "backend-baby-gloo_tau5_bucketize-on",
+    ]
     assert cells[1].params == {"backend": "gloo", "fragment_sync_delay": 5, "bucketize": True}
     link = grid.product([grid.Axis("link", ("1gbit,20ms", "1gbit 20ms"))])
     assert [c.name for c in link] == ["link-1gbit-20ms", "link-1gbit-20ms-2"]  # unique after sanitising
@@ -91,9 +110,9 @@ def test_classify_uses_config_rules_and_host_checks(tmp_path):
     cells = grid.product([grid.Axis("fragment_sync_delay", (1, 3)), grid.Axis("backend", ("gloo", "nccl"))])
     env_no_gpu = {"sync_every": 4, "fragments": 2, "out": str(tmp_path)}
     grid.classify(cells, lambda p: build(**env_no_gpu, **p),
-                  lambda cfg: "no GPU here" if cfg.backend == "nccl" else None)
+                  lambda cfg: "no GPU here" if cfg.hosts.backend == "nccl" else None)
     by = {c.name: c for c in cells}
-    assert by["tau1_backend-gloo"].status == "run" and by["tau1_backend-gloo"].config.fragment_sync_delay == 1
+    assert by["tau1_backend-gloo"].status == "run" and by["tau1_backend-gloo"].config.schedule.fragment_sync_delay == 1
     assert by["tau1_backend-nccl"].status == "unavailable" and by["tau1_backend-nccl"].reason == "no GPU here"
     for n in ("tau3_backend-gloo", "tau3_backend-nccl"):  # invalid wins: never asked whether the host could
         assert by[n].status == "invalid" and "tau < H/F" in by[n].reason and by[n].config is None
@@ -112,11 +131,20 @@ FC = {"replica": 0, "rank": 0, "sync_step": 10, "fragment": 1, "source": "event_
 
 def test_verdicts():
     assert grid.verdict("pass", [], []) == ("pass", None)
-    assert grid.verdict("fail", ["replica 0 rank 0: sync missing"], [{**FC, "explained_by_fault": False}]) == \
-        ("fail", "replica 0 rank 0: sync missing")
+    assert grid.verdict("fail", ["replica 0 rank 0: sync missing"], [{**FC, "explained_by_fault": False}]) == (
+        "fail",
+        "replica 0 rank 0: sync missing",
+    )
     assert grid.verdict("pass", [], [{**FC, "explained_by_fault": True}]) == ("pass", None)
-    v, why = grid.verdict("pass", [], [{**FC, "explained_by_fault": False}, {**FC, "replica": 1, "explained_by_fault": False},
-                                       {**FC, "sync_step": 5, "explained_by_fault": False}])
+    v, why = grid.verdict(
+        "pass",
+        [],
+        [
+            {**FC, "explained_by_fault": False},
+            {**FC, "replica": 1, "explained_by_fault": False},
+            {**FC, "sync_step": 5, "explained_by_fault": False},
+        ],
+    )
     assert v == "failed-commits" and why.startswith("3 commit(s) failed on 2 rank(s)")
     assert "replica 0 rank 0 at sync steps 5, 10" in why
 
@@ -129,21 +157,43 @@ def test_exit_code():
 
 
 def _result(axes, cells, **kw):
-    return {"sweep_dir": "/x/s", "name": "s", "preset": None, "axes": axes, "shared": {"steps": 8}, "metric": "steps_per_s",
-            "parallel": 1, "machine": {"cpus": 2, "gpus": 0, "platform": "linux"}, "versions": {"torchft": "0.2.0"},
-            "notes": [], "counts": {}, "cells": cells, **kw}
+    return {
+        "sweep_dir": "/x/s",
+        "name": "s",
+        "preset": None,
+        "axes": axes,
+        "shared": {"steps": 8},
+        "metric": "steps_per_s",
+        "parallel": 1,
+        "machine": {"cpus": 2, "gpus": 0, "platform": "linux"},
+        "versions": {"torchft": "0.2.0"},
+        "notes": [],
+        "counts": {},
+        "cells": cells,
+        **kw,
+    }
 
 
 def _cell(params, verdict, **m):
-    return {"name": grid.cell_name(params), "params": params, "verdict": verdict, "problem": m.pop("problem", None), **m}
+    return {
+        "name": grid.cell_name(params),
+        "params": params,
+        "verdict": verdict,
+        "problem": m.pop("problem", None),
+        **m,
+    }
 
 
 def test_markdown_lists_every_cell_with_its_reason():
-    cells = [_cell({"backend": "gloo", "bucketize": False}, "pass", commits=3, failed_commits=0, steps_per_s=2.5),
-             _cell({"backend": "gloo", "bucketize": True}, "failed-commits", problem="4 commit(s) failed | x"),
-             _cell({"backend": "nccl", "bucketize": False}, "unavailable", problem="no GPU"),
-             _cell({"backend": "nccl", "bucketize": True}, "invalid", problem="rule")]
-    md = sweep_view.markdown(_result([{"key": "backend", "values": ["gloo", "nccl"]}, {"key": "bucketize", "values": [False, True]}], cells))
+    cells = [
+        _cell({"backend": "gloo", "bucketize": False}, "pass", commits=3, failed_commits=0, steps_per_s=2.5),
+        _cell({"backend": "gloo", "bucketize": True}, "failed-commits", problem="4 commit(s) failed | x"),
+        _cell({"backend": "nccl", "bucketize": False}, "unavailable", problem="no GPU"),
+        _cell({"backend": "nccl", "bucketize": True}, "invalid", problem="rule"),
+    ]
+    md = sweep_view.markdown(
+        _result([{"key": "backend", "values": ["gloo", "nccl"]}, {"key": "bucketize", "values": [False, True]}], cells)
+    )
     rows = [x for x in md.splitlines() if x.startswith("| gloo") or x.startswith("| nccl")]
     assert len(rows) == 4
     assert rows[0].startswith("| gloo | off | **pass** | 3 | 0 | 2.50 |")
@@ -158,12 +208,19 @@ def _png_size(p: Path) -> tuple[int, int]:
 
 
 def test_pictures(tmp_path):
-    grid_res = _result([{"key": "backend", "values": ["gloo", "baby-gloo"]}, {"key": "mode", "values": ["streaming", "baseline"]}],
-                       [_cell({"backend": b, "mode": m}, "pass") for b in ("gloo", "baby-gloo") for m in ("streaming", "baseline")])
+    grid_res = _result(
+        [{"key": "backend", "values": ["gloo", "baby-gloo"]}, {"key": "mode", "values": ["streaming", "baseline"]}],
+        [_cell({"backend": b, "mode": m}, "pass") for b in ("gloo", "baby-gloo") for m in ("streaming", "baseline")],
+    )
     w1, h1 = _png_size(sweep_view.draw(grid_res, tmp_path / "g.png", "steps_per_s"))
-    line_res = _result([{"key": "fragment_sync_delay", "values": [0, 1, 2]}, {"key": "bucketize", "values": [False, True]}],
-                       [_cell({"fragment_sync_delay": t, "bucketize": b}, "pass", steps_per_s=1.0 + t)
-                        for t in (0, 1, 2) for b in (False, True)])
+    line_res = _result(
+        [{"key": "fragment_sync_delay", "values": [0, 1, 2]}, {"key": "bucketize", "values": [False, True]}],
+        [
+            _cell({"fragment_sync_delay": t, "bucketize": b}, "pass", steps_per_s=1.0 + t)
+            for t in (0, 1, 2)
+            for b in (False, True)
+        ],
+    )
     w2, h2 = _png_size(sweep_view.draw(line_res, tmp_path / "l.png", "steps_per_s"))
     assert (w1, h1) != (w2, h2)  # a grid sized by its cells vs the fixed-size line plot
     assert sweep_view._numeric_axis(line_res) == "fragment_sync_delay" and sweep_view._numeric_axis(grid_res) is None
@@ -174,8 +231,16 @@ def test_cell_config_file_round_trips(tmp_path):
     from ftrun import config as cfgmod
     from ftrun.commands.sweep import _differing, _toml
 
-    cfg = build(mode="baseline", backend="baby-gloo", bucketize=True, fragment_update_alpha=0.5, kill=["1@10"],
-                link="1gbit,20ms", out=str(tmp_path / "s"), run_name="backend-baby-gloo")
+    cfg = build(
+        mode="baseline",
+        backend="baby-gloo",
+        bucketize=True,
+        fragment_update_alpha=0.5,
+        kill=["1@10"],
+        link="1gbit,20ms",
+        out=str(tmp_path / "s"),
+        run_name="backend-baby-gloo",
+    )
     p = tmp_path / "c.toml"
     p.write_text(_toml(_differing(cfg)))
     again = cfgmod.build(file_values=cfgmod.load_toml(p))
@@ -190,13 +255,17 @@ def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
     assert finished(tmp_path, cell) is None  # nothing there yet
     (tmp_path / cell.name).mkdir()
     old = build(backend="gloo", steps=16, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
-    (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(old)}))
+    (tmp_path / cell.name / CELL_RESULT).write_text(
+        json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(old)})
+    )
     with pytest.raises(BadInput, match="steps = 16, this sweep asks for 8"):
         finished(tmp_path, cell)
     same = build(backend="gloo", steps=8, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
     shutil.rmtree(tmp_path / cell.name)
     shutil.copytree(CPU_RUN, tmp_path / cell.name)  # a real run dir: --resume re-checks it
-    (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(same)}))
+    (tmp_path / cell.name / CELL_RESULT).write_text(
+        json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(same)})
+    )
     assert finished(tmp_path, cell)["verdict"] == "pass"  # the same options, spelled with another --out
 
 
@@ -207,7 +276,9 @@ def _resumable(tmp_path: Path, record: dict):
     cell = grid.product([grid.Axis("backend", ("gloo",))])[0]
     cell.config = build(backend="gloo", steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
     shutil.copytree(CPU_RUN, tmp_path / cell.name)
-    (tmp_path / cell.name / CELL_RESULT).write_text(json.dumps({"params": cell.params, "config": _differing(cell.config), **record}))
+    (tmp_path / cell.name / CELL_RESULT).write_text(
+        json.dumps({"params": cell.params, "config": _differing(cell.config), **record})
+    )
     return cell
 
 
@@ -223,12 +294,16 @@ def test_resume_rechecks_a_passed_cell_whose_traces_were_corrupted(tmp_path):
     assert "re-checked on --resume (recorded pass)" in got["problem"] and "broken gzip" in got["problem"]
 
 
-@pytest.mark.parametrize("record, phrase", [
-    ({"verdict": "pass", "commits": "four"}, "commits"),
-    ({"verdict": "pass", "params": ["not", "a", "dict"]}, "params"),
-    ({"verdict": "bogus"}, "verdict"),
-    ({"commits": 4}, "verdict"),
-], ids=["wrong-typed figure", "wrong-typed params", "made-up verdict", "no verdict"])
+@pytest.mark.parametrize(
+    "record, phrase",
+    [
+        ({"verdict": "pass", "commits": "four"}, "commits"),
+        ({"verdict": "pass", "params": ["not", "a", "dict"]}, "params"),
+        ({"verdict": "bogus"}, "verdict"),
+        ({"commits": 4}, "verdict"),
+    ],
+    ids=["wrong-typed figure", "wrong-typed params", "made-up verdict", "no verdict"],
+)
 def test_resume_refuses_a_tampered_cell_file_in_one_line(tmp_path, record, phrase):
     from ftrun.commands.sweep import finished
 
@@ -249,7 +324,10 @@ def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
     cell = grid.product([grid.Axis("steps", (8,))])[0]
     run_dir = tmp_path / cell.name
     run_dir.mkdir()
-    assert evaluate(cell, run_dir, 1, err) == {"verdict": "crashed", "problem": "replica group 1 exited with code 1 at step 3: RuntimeError: boom"}
+    assert evaluate(cell, run_dir, 1, err) == {
+        "verdict": "crashed",
+        "problem": "replica group 1 exited with code 1 at step 3: RuntimeError: boom",
+    }
     (run_dir / "summary.json").write_text(json.dumps({"failures": ["replica group 0 stopped at step 2 of 8"]}))
     assert evaluate(cell, run_dir, 1, "")["problem"] == "ftrun train exited 1"
 
@@ -259,16 +337,35 @@ def test_console_table_fits_and_keeps_every_verdict(width):
     from ftrun.console import console
 
     keys = ["backend", "bucketize", "mode", "quantize"]
-    cells = [_cell({"backend": b, "bucketize": False, "mode": "streaming", "quantize": False}, v, commits=1.5, failed_commits=1,
-                   steps_per_s=3.41, exposed_comm_per_sync_ms=6.4, problem=p)
-             for b, v, p in (("gloo", "pass", None), ("baby-gloo", "failed-commits", "4 commit(s) failed on 2 rank(s) " * 4),
-                             ("baby-nccl", "unavailable", "--backend baby-nccl: no GPU visible on this host"))]
+    cells = [
+        _cell(
+            {"backend": b, "bucketize": False, "mode": "streaming", "quantize": False},
+            v,
+            commits=1.5,
+            failed_commits=1,
+            steps_per_s=3.41,
+            exposed_comm_per_sync_ms=6.4,
+            problem=p,
+        )
+        for b, v, p in (
+            ("gloo", "pass", None),
+            ("baby-gloo", "failed-commits", "4 commit(s) failed on 2 rank(s) " * 4),
+            ("baby-nccl", "unavailable", "--backend baby-nccl: no GPU visible on this host"),
+        )
+    ]
     res = _result([{"key": k, "values": []} for k in keys], cells, picture="/x/s/sweep.png", counts={"pass": 1})
     con = console(width=width, record=True, file=open("/dev/null", "w"))
     sweep_view.print_sweep(res, con)
     text = con.export_text()
     assert max(len(ln.rstrip()) for ln in text.splitlines()) <= width
-    for v in ("pass", "failed-commits", "unavailable", "backend=baby-gloo" if width < 120 else "baby-gloo", "3.41", "6.4"):
+    for v in (
+        "pass",
+        "failed-commits",
+        "unavailable",
+        "backend=baby-gloo" if width < 120 else "baby-gloo",
+        "3.41",
+        "6.4",
+    ):
         assert v in text, (v, text)
     assert "…" not in text  # nothing cut
     last = " ".join(ln.split("│")[-2].strip() for ln in text.splitlines() if ln.count("│") > 2)  # the problem column
@@ -310,17 +407,35 @@ def _pgs_like():
 
     keys = ["backend", "bucketize", "mode", "quantize"]
     cells = []
-    for b, bz, m, q in itertools.product(["gloo", "baby-gloo", "nccl", "baby-nccl"], [False, True], ["streaming", "baseline"],
-                                         [False, True]):
+    for b, bz, m, q in itertools.product(
+        ["gloo", "baby-gloo", "nccl", "baby-nccl"], [False, True], ["streaming", "baseline"], [False, True]
+    ):
         p = {"backend": b, "bucketize": bz, "mode": m, "quantize": q}
         if b in ("nccl", "baby-nccl"):
             cells.append(_cell(p, "unavailable", problem=f"--backend {b}: no GPU visible on this host"))
         elif q:
-            cells.append(_cell(p, "unavailable", problem="--quantize: needs CUDA and NCCL (torchft's quantized allreduce); this run is on CPU"))
+            cells.append(
+                _cell(
+                    p,
+                    "unavailable",
+                    problem="--quantize: needs CUDA and NCCL (torchft's quantized allreduce); this run is on CPU",
+                )
+            )
         else:
-            cells.append(_cell(p, "pass" if b == "gloo" else "failed-commits", commits=2, failed_commits=0, steps_per_s=6.77,
-                               exposed_comm_per_sync_ms=8.2, problem=None if b == "gloo" else "4 commit(s) failed on 2 rank(s)"))
-    return _result([{"key": k, "values": []} for k in keys], cells, counts={"pass": 4, "failed-commits": 4, "unavailable": 24})
+            cells.append(
+                _cell(
+                    p,
+                    "pass" if b == "gloo" else "failed-commits",
+                    commits=2,
+                    failed_commits=0,
+                    steps_per_s=6.77,
+                    exposed_comm_per_sync_ms=8.2,
+                    problem=None if b == "gloo" else "4 commit(s) failed on 2 rank(s)",
+                )
+            )
+    return _result(
+        [{"key": k, "values": []} for k in keys], cells, counts={"pass": 4, "failed-commits": 4, "unavailable": 24}
+    )
 
 
 def test_piped_sweep_fits_80_columns_and_collapses_unavailable_cells(monkeypatch, capsys):

@@ -13,8 +13,17 @@ from ftrun.layout import EventRecord
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
-def log(steps: int, window: int, delay: int, plain_ms: float, overlapped_ms: float, *, send_ms: float = 0.0,
-        exposed_ms: float = 0.0, quorum_ms: float = 0.0) -> list[EventRecord]:
+def log(
+    steps: int,
+    window: int,
+    delay: int,
+    plain_ms: float,
+    overlapped_ms: float,
+    *,
+    send_ms: float = 0.0,
+    exposed_ms: float = 0.0,
+    quorum_ms: float = 0.0,
+) -> list[EventRecord]:
     """A rank's event log of ``steps`` steps under F=1, w=``window``, tau=``delay``: plain steps
     compute ``plain_ms``, steps with the send in flight ``overlapped_ms``; a send step adds
     ``send_ms`` of compute and ``quorum_ms`` of quorum wait, a sync step ``exposed_ms`` of wait."""
@@ -35,9 +44,24 @@ def log(steps: int, window: int, delay: int, plain_ms: float, overlapped_ms: flo
         if sent is not None:
             extra["quorum_s"] = quorum_ms / 1e3
             wait += quorum_ms
-        out.append(EventRecord(step=s, manager_step=0, manager_step_after=0, participants=2, quorum_id=1, loss=1.0,
-                               step_time_s=(compute + wait) / 1e3, restart=0, sent=sent, synced=synced,
-                               commit=True if synced is not None else None, fingerprint=None, t=float(s), **extra))
+        out.append(
+            EventRecord(
+                step=s,
+                manager_step=0,
+                manager_step_after=0,
+                participants=2,
+                quorum_id=1,
+                loss=1.0,
+                step_time_s=(compute + wait) / 1e3,
+                restart=0,
+                sent=sent,
+                synced=synced,
+                commit=True if synced is not None else None,
+                fingerprint=None,
+                t=float(s),
+                **extra,
+            )
+        )
     return out
 
 
@@ -115,7 +139,9 @@ def test_inspect_reports_overlap_per_send_and_worker():
     assert {(s["send_step"], s["sync_step"]) for s in ov["per_send"]} == {(25, 30), (35, 40)}
     assert all(s["overlapped_steps"] == 4 for s in ov["per_send"])  # the tau - 1 steps between, no send/sync step
     for w in ov["workers"]:
-        assert w["overlapped_steps"] == 8 and w["slowdown"] == pytest.approx(w["median_overlapped_ms"] / w["median_other_ms"], rel=1e-2)
+        assert w["overlapped_steps"] == 8 and w["slowdown"] == pytest.approx(
+            w["median_overlapped_ms"] / w["median_other_ms"], rel=1e-2
+        )
 
 
 def test_plan_adds_the_overlap_slowdown_to_the_steps_between_send_and_sync():

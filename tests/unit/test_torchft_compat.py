@@ -11,11 +11,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from ftrun import torchft_compat as compat
-from ftrun.cli import app
 from ftrun.errors import BadInput
+from train_fixtures import cli, one_line
 
 CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
@@ -49,12 +48,19 @@ def test_installed_release_matches_metadata_and_the_live_api() -> None:
     assert compat.unsupported(rel) is None and compat.require_supported() == rel
 
 
-def test_version_tuple() -> None:
-    assert compat._version_tuple("0.2.0") == (0, 2, 0)
-    assert compat._version_tuple("2026.10.26") == (2026, 10, 26)
-    assert compat._version_tuple("0.2.1.dev3") == (0, 2, 1)
-    assert compat._version_tuple("0.3rc1") == (0, 3)
-    assert compat._version_tuple("garbage") == ()
+@pytest.mark.parametrize(
+    "dist, version, supported",
+    [
+        ("torchft", "0.2.0", True),
+        ("torchft", "0.2.1.dev3", True),  # compared by its numbers up to the first non-number part: 0.2.1
+        ("torchft", "0.3rc1", False),  # 0.3: the first unsupported release
+        ("torchft", "garbage", False),  # no number at all
+        ("torchft-nightly", "2026.10.26", True),
+        ("torchft-nightly", "2026.10.25", False),  # each number counts, not only the first
+    ],
+)
+def test_versions_compare_by_their_numeric_parts(dist, version, supported) -> None:
+    assert (compat.unsupported(compat.Release(dist, version, "configure", "2.13.0")) is None) == supported
 
 
 def test_pg_api_of_source() -> None:
@@ -66,24 +72,39 @@ def test_pg_api_of_source() -> None:
     assert compat.pg_api_of_source("def allreduce(") is None
 
 
-@pytest.mark.parametrize("rel, needle", [
-    (compat.Release(None, None, None, "2.13.0"), "torchft is not installed"),
-    (compat.Release("torchft", "0.1.9", "configure", "2.13.0"), "torchft 0.1.9 is not supported (ftrun supports torchft 0.2.x)"),
-    (compat.Release("torchft", "0.3.0", "configure", "2.13.0"), "torchft 0.3.0 is not supported"),
-    (compat.Release("torchft-nightly", "2026.9.1", "configure", "2.13.0"), "torchft-nightly 2026.9.1 is not supported (ftrun supports torchft-nightly >= 2026.10.26)"),
-    (compat.Release("torchft torchft-nightly", "0.2.0 2026.10.26", "configure", "2.13.0"), "both torchft and torchft-nightly are installed"),
-])
+@pytest.mark.parametrize(
+    "rel, needle",
+    [
+        (compat.Release(None, None, None, "2.13.0"), "torchft is not installed"),
+        (
+            compat.Release("torchft", "0.1.9", "configure", "2.13.0"),
+            "torchft 0.1.9 is not supported (ftrun supports torchft 0.2.x)",
+        ),
+        (compat.Release("torchft", "0.3.0", "configure", "2.13.0"), "torchft 0.3.0 is not supported"),
+        (
+            compat.Release("torchft-nightly", "2026.9.1", "configure", "2.13.0"),
+            "torchft-nightly 2026.9.1 is not supported (ftrun supports torchft-nightly >= 2026.10.26)",
+        ),
+        (
+            compat.Release("torchft torchft-nightly", "0.2.0 2026.10.26", "configure", "2.13.0"),
+            "both torchft and torchft-nightly are installed",
+        ),
+    ],
+)
 def test_unsupported_is_one_line_naming_the_release(rel, needle) -> None:
     why = compat.unsupported(rel)
     assert why and needle in why and "\n" not in why
 
 
-@pytest.mark.parametrize("rel", [
-    compat.Release("torchft", "0.2.0", "configure", "2.13.0"),
-    compat.Release("torchft", "0.2.7", "configure", "2.13.0"),
-    compat.Release("torchft-nightly", "2026.10.26", "reconfigure", "2.13.0"),
-    compat.Release("torchft-nightly", "2027.1.5", "reconfigure", "2.14.0"),
-])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        compat.Release("torchft", "0.2.0", "configure", "2.13.0"),
+        compat.Release("torchft", "0.2.7", "configure", "2.13.0"),
+        compat.Release("torchft-nightly", "2026.10.26", "reconfigure", "2.13.0"),
+        compat.Release("torchft-nightly", "2027.1.5", "reconfigure", "2.14.0"),
+    ],
+)
 def test_supported_releases(rel) -> None:
     assert compat.unsupported(rel) is None
 
@@ -92,14 +113,17 @@ def _fake(monkeypatch, rel: compat.Release) -> None:
     monkeypatch.setattr(compat, "installed", lambda: rel)
 
 
-@pytest.mark.parametrize("argv", [["train", "--steps", "4", "--profile", "none"], ["sweep", "--preset", "pgs", "--steps", "4"],
-                                  ["launch", "--no-inspect", "tests/torchft_example.py"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--steps", "4", "--profile", "none"],
+        ["sweep", "--preset", "pgs", "--steps", "4"],
+        ["launch", "--no-inspect", "tests/torchft_example.py"],
+    ],
+)
 def test_commands_that_train_refuse_an_unsupported_torchft(monkeypatch, tmp_path, argv) -> None:
     _fake(monkeypatch, compat.Release("torchft", "0.1.0", "configure", "2.13.0"))
-    res = CliRunner().invoke(app, [*argv, "--out", str(tmp_path)])
-    assert res.exit_code == 2, res.output
-    out = res.output.strip()
-    assert "torchft 0.1.0 is not supported" in out and len(out.splitlines()) == 1 and "Traceback" not in out
+    one_line(cli(*argv, "--out", str(tmp_path)), "torchft 0.1.0 is not supported")
     assert not any(tmp_path.iterdir()), "nothing was started or written"
 
 
@@ -113,7 +137,9 @@ def test_versions_record_and_describe() -> None:
     v = compat.versions("9.9.9")
     assert v["torch"] == "9.9.9" and v["torchft_distribution"] == _dist() and v["torchft"] and v["torchft_pg_api"]
     assert v["ftrun"] and v["python"]
-    assert compat.describe_versions(v) == f"{_dist()} {v['torchft']} (process groups: {v['torchft_pg_api']}), torch 9.9.9"
+    assert (
+        compat.describe_versions(v) == f"{_dist()} {v['torchft']} (process groups: {v['torchft_pg_api']}), torch 9.9.9"
+    )
     # a run dir of an earlier ftrun: only "torchft"; its distribution and API are unknown
     assert compat.describe_versions({"torch": "2.13.0+cpu", "torchft": "0.2.0"}) == "torchft 0.2.0, torch 2.13.0+cpu"
     assert compat.describe_versions({"torch": "2.13.0"}) is None and compat.describe_versions(None) is None
@@ -125,13 +151,13 @@ def test_inspect_header_names_what_ran(tmp_path) -> None:
     m = json.loads((run / "manifest.json").read_text())
     m["versions"].update(torchft="2026.10.26", torchft_distribution="torchft-nightly", torchft_pg_api="reconfigure")
     (run / "manifest.json").write_text(json.dumps(m))
-    res = CliRunner().invoke(app, ["inspect-trace", str(run)])
+    res = cli("inspect-trace", str(run))
     assert res.exit_code == 0, res.output
     head = " ".join(res.output.split("schedule")[0].split())  # the lines before the schedule, unwrapped
     assert head == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
-    res = CliRunner().invoke(app, ["inspect-trace", str(run), "--json"])
+    res = cli("inspect-trace", str(run), "--json")
     assert json.loads(res.output)["versions"]["torchft_distribution"] == "torchft-nightly"
-    old = CliRunner().invoke(app, ["inspect-trace", str(CPU_RUN)])  # an earlier ftrun's manifest: what it has
+    old = cli("inspect-trace", str(CPU_RUN))  # an earlier ftrun's manifest: what it has
     assert " ".join(old.output.split("schedule")[0].split()) == "ran on torchft 0.2.0, torch 2.13.0+cpu"
 
 
@@ -166,7 +192,10 @@ def test_process_groups_each_release_offers(monkeypatch) -> None:
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchcomms" else real(name, *a))
-    assert compat.backend_unavailable("torchcomms", new) == "--backend torchcomms: torchcomms is not installed (pip install torchcomms)"
+    assert (
+        compat.backend_unavailable("torchcomms", new)
+        == "--backend torchcomms: torchcomms is not installed (pip install torchcomms)"
+    )
 
 
 def test_pgs_preset_lists_what_the_installed_release_offers(tmp_path) -> None:
@@ -186,6 +215,8 @@ def test_pgs_preset_lists_what_the_installed_release_offers(tmp_path) -> None:
 
 def test_train_refuses_a_backend_the_release_does_not_offer(monkeypatch, tmp_path) -> None:
     _fake(monkeypatch, compat.Release("torchft", "0.2.0", "configure", "2.13.0"))
-    res = CliRunner().invoke(app, ["train", "--backend", "gloo-native", "--steps", "4", "--profile", "none", "--out", str(tmp_path)])
-    assert res.exit_code == 2 and "--backend gloo-native: torchft 0.2.0 has no reconfigure API" in " ".join(res.output.split())
+    res = cli("train", "--backend", "gloo-native", "--steps", "4", "--profile", "none", "--out", str(tmp_path))
+    assert res.exit_code == 2 and "--backend gloo-native: torchft 0.2.0 has no reconfigure API" in " ".join(
+        res.output.split()
+    )
     assert not any(tmp_path.iterdir())

@@ -67,14 +67,27 @@ def test_kernel_op_both_namings():
     assert nccl.kind_from_kernel_name("ncclDevKernel_Generic_1", pre) is None
 
 
-@pytest.mark.parametrize("name, kind", [
-    ("allreduce", "allreduce"), ("nccl:all_reduce", "allreduce"), ("c10d::allreduce_", "allreduce"),
-    ("allreduce_coalesced", "allreduce"), ("_allgather_base", "allgather"), ("nccl:_all_gather_base", "allgather"),
-    ("c10d::allgather_into_tensor_coalesced_", "allgather"), ("nccl:_reduce_scatter_base", "reduce_scatter"),
-    ("reduce_scatter_tensor_coalesced", "reduce_scatter"), ("c10d::alltoall_base_", "alltoall"), ("all_to_allv", "alltoall"),
-    ("nccl:all_to_all", "alltoall"), ("broadcast", "broadcast"), ("_broadcast_oop", "broadcast"), ("nccl:send 0->1", "send"),
-    ("aten::mm", None),
-])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("allreduce", "allreduce"),
+        ("nccl:all_reduce", "allreduce"),
+        ("c10d::allreduce_", "allreduce"),
+        ("allreduce_coalesced", "allreduce"),
+        ("_allgather_base", "allgather"),
+        ("nccl:_all_gather_base", "allgather"),
+        ("c10d::allgather_into_tensor_coalesced_", "allgather"),
+        ("nccl:_reduce_scatter_base", "reduce_scatter"),
+        ("reduce_scatter_tensor_coalesced", "reduce_scatter"),
+        ("c10d::alltoall_base_", "alltoall"),
+        ("all_to_allv", "alltoall"),
+        ("nccl:all_to_all", "alltoall"),
+        ("broadcast", "broadcast"),
+        ("_broadcast_oop", "broadcast"),
+        ("nccl:send 0->1", "send"),
+        ("aten::mm", None),
+    ],
+)
 def test_kind_spellings(name, kind):
     assert nccl.normalise(name) == kind
 
@@ -96,17 +109,22 @@ def test_converted_real_run_passes(tmp_path, naming, launch):
         assert {(k.kind, k.comm.source) for k in sp.kernels} == {("allreduce", "kernel args")}
 
 
-@pytest.mark.parametrize("strip, source", [
-    ("kernel args", "record_param_comms"),  # pre-2024 kineto: no collective args on kernels
-    ("record_param_comms", "nccl:all_reduce"),
-    ("nccl:", "c10d::allreduce_"),
-])
+@pytest.mark.parametrize(
+    "strip, source",
+    [
+        ("kernel args", "record_param_comms"),  # pre-2024 kineto: no collective args on kernels
+        ("record_param_comms", "nccl:all_reduce"),
+        ("nccl:", "c10d::allreduce_"),
+    ],
+)
 def test_kind_from_the_cpu_side_when_kernels_do_not_say(strip, source):
     """A generic kernel name says nothing; the launch's host spans do, most trusted first."""
     tr = kc.to_cuda(_one_trace(), "sendrecv", kernel_args=False)
-    keep = {"kernel args": lambda e: True,
-            "record_param_comms": lambda e: e.get("name") != "record_param_comms",
-            "nccl:": lambda e: e.get("name") != "record_param_comms" and not e.get("name", "").startswith("nccl:")}[strip]
+    keep = {
+        "kernel args": lambda e: True,
+        "record_param_comms": lambda e: e.get("name") != "record_param_comms",
+        "nccl:": lambda e: e.get("name") != "record_param_comms" and not e.get("name", "").startswith("nccl:"),
+    }[strip]
     tr["traceEvents"] = [e for e in tr["traceEvents"] if keep(e)]
     t = _spans(tr)
     assert t.kernels and {(k.kind, k.comm.source) for k in t.kernels} == {("allreduce", source)}
@@ -164,16 +182,34 @@ def test_ddp_trace_collectives_read_from_what_it_states():
     assert all(k.launch is not None and k.call is None for k in t.kernels)
     assert t.sends == [] and t.syncs == [] and t.collectives == []
     assert (t.rank, t.world_size) == (3, 8)
-    assert t.device_copies == 20  # the nccl:all_reduce copies (DistributedDataParallel.forward's are not read); no ProfilerStep copy
+    assert (
+        t.device_copies == 20
+    )  # the nccl:all_reduce copies (DistributedDataParallel.forward's are not read); no ProfilerStep copy
 
 
 def test_compute_and_ddp_kernels_are_not_collectives():
     tr = kc.to_cuda(_one_trace())
     # an allreduce launched outside any manager.allreduce (DDP's own gradient allreduce)
-    step = next(e for e in tr["traceEvents"] if e.get("cat") == "user_annotation" and e["name"].startswith("ftrun::step#"))
-    kc.collective(tr["traceEvents"], kc._Ids(10, 10), (step["pid"], step["tid"]), None, step["ts"] + 1, 3.0, kind="allreduce",
-                  nccl_name="nccl:all_reduce", args=kc.comm_args("allreduce", 10), kernel_ts=step["ts"] + 5, kernel_dur=9.0,
-                  naming="generic", launch="driver", kernel_args=True, stream=30)
+    step = next(
+        e for e in tr["traceEvents"] if e.get("cat") == "user_annotation" and e["name"].startswith("ftrun::step#")
+    )
+    kc.collective(
+        tr["traceEvents"],
+        kc._Ids(10, 10),
+        (step["pid"], step["tid"]),
+        None,
+        step["ts"] + 1,
+        3.0,
+        kind="allreduce",
+        nccl_name="nccl:all_reduce",
+        args=kc.comm_args("allreduce", 10),
+        kernel_ts=step["ts"] + 5,
+        kernel_dur=9.0,
+        naming="generic",
+        launch="driver",
+        kernel_args=True,
+        stream=30,
+    )
     base = _spans(kc.to_cuda(_one_trace()))
     t = _spans(tr)
     assert len(t.kernels) == len(base.kernels) + 1
@@ -223,7 +259,8 @@ def test_unlinked_kernels_fall_back_to_their_stated_kind():
     t = _spans(tr)
     assert all(k.launch is None for k in t.kernels)
     assert len(t.collectives) == len(t.kernels) > 0  # the kernels' args say allreduce
-    assert all(c.shapes == ((k.comm.in_nelems,),) and c.itemsize == 4 for c, k in zip(t.collectives, t.kernels))
+    pairs = zip(t.collectives, t.kernels, strict=True)
+    assert all(c.shapes == ((k.comm.in_nelems,),) and c.itemsize == 4 for c, k in pairs)
 
 
 def test_unlinked_kernels_attributed_by_element_count(tmp_path):
@@ -290,8 +327,18 @@ def test_inference_trace_kernels_linked_through_graph_replays():
     tr = kc.inference_trace()
     with pytest.raises(BadInput, match="no step spans"):
         _spans(tr)
-    tr["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 9100, "tid": 9100,
-                              "ts": 1_999_000.0, "dur": 10_000.0, "args": {}})
+    tr["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 9100,
+            "tid": 9100,
+            "ts": 1_999_000.0,
+            "dur": 10_000.0,
+            "args": {},
+        }
+    )
     t = _spans(tr)
     assert len(t.kernels) == 6 and all(k.graph and k.kind is None for k in t.kernels)  # pynccl: nothing states the op
     assert t.collectives == [] and len(_compute(tr)) == 12
@@ -319,7 +366,7 @@ def _loose(tmp_path: Path, infos: list[tuple[int, int]], pg: str = "1") -> list[
     """The run's two traces as loose files (no run dir, no replica in the name), CUDA-shaped,
     with the given (distributedInfo.rank, world_size)."""
     out = []
-    for i, (p, (rank, world)) in enumerate(zip(sorted((DATA / "traces").glob("*.gz")), infos)):
+    for i, (p, (rank, world)) in enumerate(zip(sorted((DATA / "traces").glob("*.gz")), infos, strict=False)):
         tr = kc.to_cuda(kc.read(p), pg=pg)
         tr["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
         out.append(kc.write(tr, tmp_path / f"a{i}.json"))
@@ -350,7 +397,9 @@ def test_rank_from_torchfts_process_group_name(tmp_path):
     assert t.group_rank == 1
     rep = analyze(files, **SCHEDULE)
     assert [(w.replica, w.rank, w.source) for w in rep.workers] == [
-        (0, 1, "file order; rank from torchft's process-group name"), (1, 1, "file order; rank from torchft's process-group name")]
+        (0, 1, "file order; rank from torchft's process-group name"),
+        (1, 1, "file order; rank from torchft's process-group name"),
+    ]
     # a nightly name (torchft_{uuid}_rank_{r}) states it too; a plain c10d name does not
     from ftrun.torchft_compat import LABELS
 
@@ -366,7 +415,9 @@ def test_manifest_identity_keeps_distributed_info_apart(tmp_path):
         kc.write(tr, p)
     rep = analyze([run])
     assert [(w.replica, w.rank, w.source, w.global_rank_text()) for w in rep.workers] == [
-        (0, 0, "manifest", "global rank 0 of 1"), (1, 0, "manifest", "global rank 0 of 1")]
+        (0, 0, "manifest", "global rank 0 of 1"),
+        (1, 0, "manifest", "global rank 0 of 1"),
+    ]
 
 
 # --- traces that are not torchft's: the refusal is part 1 (the shared loader/verdict rule) ---
@@ -419,8 +470,10 @@ def test_gpu_overlap_measures_the_same_kernels_both_ways():
     from ftrun.trace.spans import Kernel, Span, StepSpan, TraceSpans
 
     steps = [StepSpan(n, None, Span(n * 1000.0, n * 1000.0 + 999.0, "t")) for n in range(1, 5)]
-    nccl = [Kernel("ncclDevKernel_Generic", "Generic", Span(3000.0, 3400.0, (0, 20)), (0, 20)),
-            Kernel("ncclDevKernel_Generic", "Generic", Span(1000.0, 1900.0, (1, 20)), (1, 20))]
+    nccl = [
+        Kernel("ncclDevKernel_Generic", "Generic", Span(3000.0, 3400.0, (0, 20)), (0, 20)),
+        Kernel("ncclDevKernel_Generic", "Generic", Span(1000.0, 1900.0, (1, 20)), (1, 20)),
+    ]
     compute = []
     for n in range(1, 5):  # two gemms per step, launched in step n, on device 0
         for j in range(2):

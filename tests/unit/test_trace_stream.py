@@ -13,15 +13,14 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ftrun.errors import BadInput
 from ftrun.trace import stream
 from ftrun.trace.load import load_trace
 from ftrun.trace.spans import extract
 from ftrun.trace.stream import Fallback, TraceFile
-from test_trace_load import traces
+from fuzz_traces import traces
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
 
@@ -58,10 +57,23 @@ def test_real_trace_same_spans_at_any_chunk_size(monkeypatch, tmp_path):
 
 
 def test_chunks_are_bounded_and_count_every_event(small_chunks, tmp_path):
-    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "ts": float(i * 10), "dur": 5.0,
-               "pid": 1, "tid": 1, "args": {"x": "}, {" * 3}} for i in range(400)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ProfilerStep#{i}",
+            "ts": float(i * 10),
+            "dur": 5.0,
+            "pid": 1,
+            "tid": 1,
+            "args": {"x": "}, {" * 3},
+        }
+        for i in range(400)
+    ]
     p = tmp_path / "t.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}, "traceName": "x"}))
+    p.write_text(
+        json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}, "traceName": "x"})
+    )
     tf = TraceFile(p)
     sizes = [len(c) for c in tf.chunks()]
     assert len(sizes) > 10 and sum(sizes) == tf.events == 400
@@ -70,14 +82,17 @@ def test_chunks_are_bounded_and_count_every_event(small_chunks, tmp_path):
     assert chunked == whole and chunked.rank == 3
 
 
-@pytest.mark.parametrize("data", [
-    b'{"traceEvents": [1, 2]}',  # not events: the whole-file reader skips them
-    b'{"a": "\\"traceEvents\\": [", "traceEvents": []}',  # the key inside a string first
-    b'{"x": {"traceEvents": [{"name": "ProfilerStep#1"}]}, "traceEvents": []}',  # nested key first
-    b'{"traceEvents": [{"name": "ProfilerStep#1", "ph": "X", "ts": "soon"}]}',
-    b'{"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": "soon"}, {"name": "ProfilerStep#1", "ph": "X"}]}',
-    b'{"traceEvents": [{"name": "ProfilerStep#1", "ph": "X"}]',  # truncated
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"traceEvents": [1, 2]}',  # not events: the whole-file reader skips them
+        b'{"a": "\\"traceEvents\\": [", "traceEvents": []}',  # the key inside a string first
+        b'{"x": {"traceEvents": [{"name": "ProfilerStep#1"}]}, "traceEvents": []}',  # nested key first
+        b'{"traceEvents": [{"name": "ProfilerStep#1", "ph": "X", "ts": "soon"}]}',
+        b'{"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": "soon"}, {"name": "ProfilerStep#1", "ph": "X"}]}',
+        b'{"traceEvents": [{"name": "ProfilerStep#1", "ph": "X"}]',  # truncated
+    ],
+)
 def test_fast_path_refuses_what_it_cannot_read_exactly(small_chunks, tmp_path, data):
     p = tmp_path / "t.json"
     p.write_bytes(data)

@@ -9,6 +9,8 @@ from ftrun.errors import BadInput
 from ftrun.model_spec import parse_fragment_fqns, parse_model, parse_model_args
 
 torch = pytest.importorskip("torch")
+from ftrun.worker import fragments as fr  # noqa: E402
+from ftrun.worker import models  # noqa: E402
 from ftrun.worker import user_model as um  # noqa: E402
 from tests import user_model_fixtures as fx  # noqa: E402
 
@@ -21,19 +23,27 @@ def _cfg(model="tests.user_model_fixtures:stack", fragments=2, **kw):
 
 def test_parse_model_and_args():
     assert parse_model("pkg.mod:make") == ("pkg.mod", "make")
-    assert parse_model_args(["depth=3", "lr=0.5", "tied=true", "name=x=y"]) == {"depth": 3, "lr": 0.5, "tied": True, "name": "x=y"}
+    assert parse_model_args(["depth=3", "lr=0.5", "tied=true", "name=x=y"]) == {
+        "depth": 3,
+        "lr": 0.5,
+        "tied": True,
+        "name": "x=y",
+    }
     assert parse_fragment_fqns("a,b; c", 2) == [["a", "b"], ["c"]]
 
 
-@pytest.mark.parametrize("fn, arg, needle", [
-    (parse_model, "justamodule", "--model justamodule: expected mlp, transformer, MODULE:FACTORY"),
-    (parse_model, "no/such.py:f", "no such file"),
-    (parse_model, "a-b:f", "is not a module name"),
-    (lambda a: parse_model_args([a]), "depth", "expected KEY=VALUE"),
-    (lambda a: parse_model_args([a]), "vocab_size=3", "given by ftrun"),
-    (lambda a: parse_fragment_fqns(a, 2), "a;b;c", "names 3 fragment(s) but --fragments is 2"),
-    (lambda a: parse_fragment_fqns(a, 2), "a;", "an empty fragment"),
-])
+@pytest.mark.parametrize(
+    "fn, arg, needle",
+    [
+        (parse_model, "justamodule", "--model justamodule: expected mlp, transformer, MODULE:FACTORY"),
+        (parse_model, "no/such.py:f", "no such file"),
+        (parse_model, "a-b:f", "is not a module name"),
+        (lambda a: parse_model_args([a]), "depth", "expected KEY=VALUE"),
+        (lambda a: parse_model_args([a]), "vocab_size=3", "given by ftrun"),
+        (lambda a: parse_fragment_fqns(a, 2), "a;b;c", "names 3 fragment(s) but --fragments is 2"),
+        (lambda a: parse_fragment_fqns(a, 2), "a;", "an empty fragment"),
+    ],
+)
 def test_bad_specs(fn, arg, needle):
     with pytest.raises(BadInput) as e:
         fn(arg)
@@ -49,44 +59,55 @@ def test_config_accepts_user_model_and_refuses_model_args_for_builtin():
 
 def test_default_split_largest_modulelist_with_leading_and_trailing_params():
     m = fx.stack(64, 8, depth=5)
-    got = um.assign_fragments(m, 2)
+    got = fr.assign_fragments(m, 2)
     assert got == [
-        ["emb.weight", "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias", "layers.2.weight", "layers.2.bias"],
+        [
+            "emb.weight",
+            "layers.0.weight",
+            "layers.0.bias",
+            "layers.1.weight",
+            "layers.1.bias",
+            "layers.2.weight",
+            "layers.2.bias",
+        ],
         ["layers.3.weight", "layers.3.bias", "layers.4.weight", "layers.4.bias", "out.weight"],
     ]
-    frags = um.split_user_model(m, 2)
+    frags = models.build_fragments(m, _cfg(fragments=2))
     assert sum(p.numel() for f in frags for p in f.parameters()) == sum(p.numel() for p in m.parameters())
     assert frags[1].fqns[-1] == "out.weight" and frags[1].get_parameter("out/weight") is m.out.weight  # shared
 
 
 def test_explicit_fqns_and_their_errors():
     m = fx.stack(64, 8, depth=2)
-    assert um.assign_fragments(m, 2, [["emb", "layers.0"], ["layers.1", "out"]])[1] == ["layers.1.weight", "layers.1.bias", "out.weight"]
-    with pytest.raises(um.ModelError, match="layers.1.weight belongs to no fragment"):
-        um.assign_fragments(m, 2, [["emb", "layers.0"], ["out"]])
-    with pytest.raises(um.ModelError, match="belongs to fragments 0 and 1"):
-        um.assign_fragments(m, 2, [["emb", "layers"], ["layers.1", "out"]])
-    with pytest.raises(um.ModelError, match="exceeds the 2 blocks of layers"):
-        um.assign_fragments(m, 3)
+    assert fr.assign_fragments(m, 2, [["emb", "layers.0"], ["layers.1", "out"]])[1] == ["layers.1.weight", "layers.1.bias", "out.weight"]
+    with pytest.raises(fr.ModelError, match="layers.1.weight belongs to no fragment"):
+        fr.assign_fragments(m, 2, [["emb", "layers.0"], ["out"]])
+    with pytest.raises(fr.ModelError, match="belongs to fragments 0 and 1"):
+        fr.assign_fragments(m, 2, [["emb", "layers"], ["layers.1", "out"]])
+    with pytest.raises(fr.ModelError, match="exceeds the 2 blocks of layers"):
+        fr.assign_fragments(m, 3)
 
 
 def test_check_reports_fragments_and_warns_on_equal_signatures():
-    ok = um.check(_cfg(model_args={"depth": 4}))
+    ok = models.check(_cfg(model_args={"depth": 4}))
     assert "error" not in ok and [f["id"] for f in ok["fragments"]] == [0, 1] and ok["warnings"] == []
     assert ok["fragments"][0]["params"][0] == {"name": "emb.weight", "numel": 64 * 16, "shape": [64, 16]}
     # same-width layers, emb and out (64x16 each) on either side: both fragments move the same sizes
-    same = um.check(_cfg(model_args={"depth": 2, "growing": False}, fragment_fqns="emb,layers.0;layers.1,out"))
+    same = models.check(_cfg(model_args={"depth": 2, "growing": False}, fragment_fqns="emb,layers.0;layers.1,out"))
     assert len(same["warnings"]) == 1 and "fragments 0 and 1 have identical parameter sizes" in same["warnings"][0]
 
 
-@pytest.mark.parametrize("model, needle", [
-    ("tests.user_model_fixtures:not_a_module", "returned str, not a torch.nn.Module"),
-    ("tests.user_model_fixtures:wrong_output", "ftrun needs logits [B, T, V] = [2, 8, 64]"),
-    ("tests.user_model_fixtures:missing", "has no attribute 'missing'"),
-    ("tests.no_such_module:f", "cannot import tests.no_such_module: ModuleNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "model, needle",
+    [
+        ("tests.user_model_fixtures:not_a_module", "returned str, not a torch.nn.Module"),
+        ("tests.user_model_fixtures:wrong_output", "ftrun needs logits [B, T, V] = [2, 8, 64]"),
+        ("tests.user_model_fixtures:missing", "has no attribute 'missing'"),
+        ("tests.no_such_module:f", "cannot import tests.no_such_module: ModuleNotFoundError"),
+    ],
+)
 def test_check_errors_are_one_line(model, needle):
-    err = um.check(_cfg(model=model))["error"]
+    err = models.check(_cfg(model=model))["error"]
     assert needle in err and "\n" not in err
 
 
@@ -97,7 +118,7 @@ def test_the_hf_hint_names_a_command_that_works(monkeypatch):
     import sys
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else object())
-    with pytest.raises(um.ModelError) as e:
+    with pytest.raises(fr.ModelError) as e:
         um._hf("gpt2", 64, {}, "--model hf:gpt2")
     msg = str(e.value)
     assert "ftrun[hf]" not in msg, msg

@@ -9,22 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import cli
+from train_fixtures import cli, two_runs
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
-def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
-    a, b = tmp_path / "runA", tmp_path / "runB"
-    shutil.copytree(DATA, a)
-    shutil.copytree(DATA, b)
-    return a, b
-
-
 # --- item 8: compare --expect-hidden never prints PASS with exit 1 ---------------------------
 
+
 def test_expect_hidden_just_above_the_observed_share_fails_everywhere(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "probe", "--json")
     assert res.exit_code == 0, res.output[-500:]
     share = json.loads(res.output)["runs"][0]["hidden_comm_share"]
@@ -44,7 +38,7 @@ def test_expect_hidden_just_above_the_observed_share_fails_everywhere(tmp_path):
 
 
 def test_expect_hidden_met_passes(tmp_path):
-    a, b = _two_runs(tmp_path)
+    a, b = two_runs(tmp_path)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "ok", "--expect-hidden", "0.01")
     assert res.exit_code == 0, res.output[-500:]
     assert [ln for ln in res.output.splitlines() if ln.strip()][-1].strip() == "PASS"
@@ -60,6 +54,7 @@ def test_pct_against_shows_the_side_of_the_threshold():
 
 
 # --- item 17: the cause a run dir really tells ---------------------------------------------
+
 
 def one_line(res) -> str:
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
@@ -95,27 +90,33 @@ def test_an_unprofiled_run_says_so(tmp_path):
     assert "not profiled (--profile none)" in line
 
 
-def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path):
-    """No manifest (SIGTERM, scancel): the run marker and spec.json, and the traces it wrote."""
+@pytest.mark.parametrize("tree", [True, False], ids=["spec-of-this-ftrun", "spec-of-an-earlier-ftrun"])
+def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path, tree):
+    """No manifest (SIGTERM, scancel): the run marker and spec.json, and the traces it wrote.
+    spec.json's config is the typed tree now; an earlier ftrun's was flat, by key: both are read."""
     run = tmp_path / "run"
     shutil.copytree(DATA, run)
     (run / "manifest.json").unlink()
     (run / ".ftrun-run").write_text(json.dumps({"pid": 1}))
-    spec = {"config": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "run_dir": str(run), "job_id": "j",
+    schedule = {"fragments": 4, "sync_every": 24, "fragment_sync_delay": 3}  # not the defaults
+    config = {"schedule": schedule, "steps": 48} if tree else {**schedule, "steps": 48, "vocab": 256}
+    spec = {"config": config, "run_dir": str(run), "job_id": "j",
             "profile_window": [21, 40], "threads": 1, "link": None, "faults": [], "quorum_timeout_s": 60.0,
             "start_barrier": 2, "hostname": "127.0.0.1"}
     (run / "spec.json").write_text(json.dumps(spec))
     res = cli("inspect-trace", str(run))
     line = one_line(res)
     assert res.exit_code == 2 and "interrupted run" in line and str(run) in line, line
-    assert "--fragments 2 --sync-every 20 --fragment-sync-delay 5" in line
+    assert "--fragments 4 --sync-every 24 --fragment-sync-delay 3" in line
     res = cli("inspect-trace", str(run), "--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5")
     assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output  # checked, as asked
 
 
 # --- item 9: a group that comes back only after the last step ---------------------------------
 
-KILL_RUN = Path(__file__).parent.parent / "data" / "kill_run"  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
+KILL_RUN = (
+    Path(__file__).parent.parent / "data" / "kill_run"
+)  # ftrun train --replicas 3 --steps 60 --kill 1@25 (trimmed)
 
 
 def _late_rejoin(tmp_path: Path, with_step: bool) -> Path:
@@ -126,13 +127,29 @@ def _late_rejoin(tmp_path: Path, with_step: bool) -> Path:
     shutil.copytree(KILL_RUN, run)
     log = run / "events" / "replica1_rank0.jsonl"
     recs = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
-    done = max(json.loads(ln)["t"] for ln in (run / "events" / "replica0_rank0.jsonl").read_text().splitlines() if ln.strip())
+    done = max(
+        json.loads(ln)["t"] for ln in (run / "events" / "replica0_rank0.jsonl").read_text().splitlines() if ln.strip()
+    )
     keep = [r for r in recs if r["restart"] == 0 or r["step"] is None]
     unset = ("healed", "rejoined", "quorums")  # optional fields: absent, never null
-    late = {**{k: v for k, v in keep[-1].items() if k not in unset}, "step": 61 if with_step else None, "participants": 1,
-            "t": done + 2.0, "rejoined": {"local_step": 5, "aligned_step": 61},
-            "quorums": [{"quorum_id": 4, "participants": [1], "replica_rank": 0, "max_step": 0, "heal": False,
-                         "heal_source": None, "t": done + 1.9}]}
+    late = {
+        **{k: v for k, v in keep[-1].items() if k not in unset},
+        "step": 61 if with_step else None,
+        "participants": 1,
+        "t": done + 2.0,
+        "rejoined": {"local_step": 5, "aligned_step": 61},
+        "quorums": [
+            {
+                "quorum_id": 4,
+                "participants": [1],
+                "replica_rank": 0,
+                "max_step": 0,
+                "heal": False,
+                "heal_source": None,
+                "t": done + 1.9,
+            }
+        ],
+    }
     log.write_text("".join(json.dumps(r) + "\n" for r in keep + [late]))
     return run
 
@@ -167,14 +184,26 @@ def test_train_summary_says_a_group_back_after_the_last_step_never_rejoined(tmp_
     (f,) = rec["faults"]
     assert f["recovered_s"] is None and f["rejoined_after_end"] == 61 and rec["heals"] == []
     m = layout.read_train_manifest(run)
-    summary = {"schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5}, "backend": "gloo", "link": None,
-               "replicas": [], "wall_s": 1.0, "agreement": {"ok": True, "commits_checked": 6, "disagreements": []},
-               "recovery": rec, "failures": [], "traces": [], "traces_note": None, "manifest": str(run / "manifest.json"),
-               "run_dir": str(run)}
+    summary = {
+        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "backend": "gloo",
+        "link": None,
+        "replicas": [],
+        "wall_s": 1.0,
+        "agreement": {"ok": True, "commits_checked": 6, "disagreements": []},
+        "recovery": rec,
+        "failures": [],
+        "traces": [],
+        "traces_note": None,
+        "manifest": str(run / "manifest.json"),
+        "run_dir": str(run),
+    }
     assert m.schedule.steps == 60
     print_summary(summary)
     text = " ".join(capsys.readouterr().out.split())
-    assert "fault: kill replica group 1 at step 25 · relaunched, but back only after the run's last step 60" in text, text
+    assert "fault: kill replica group 1 at step 25 · relaunched, but back only after the run's last step 60" in text, (
+        text
+    )
     assert "never in the run's quorum again" in text
 
 

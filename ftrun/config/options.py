@@ -1,0 +1,115 @@
+"""The config tree's fields by key: where each lives, its type, its flags and help (from its
+``Opt``, ``ftrun.config.parts``), the flat form, and ``Overrides``, what a command's flags give.
+Torch-free; read by the CLI when it builds its options, so it stays cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from typing import Any, Optional
+
+import msgspec
+
+from ftrun.config.parts import Opt, RunConfig, _show
+from ftrun.errors import BadInput
+
+
+class Field(msgspec.Struct, frozen=True):
+    """One config field: ``key`` (its name everywhere), ``part`` (None: a field of ``RunConfig``
+    itself), ``kind`` (int, float, bool, str or list: a list of strings), its default and ``Opt``."""
+
+    key: str
+    part: Optional[str]
+    kind: Any  # int, float, bool, str or list
+    default: Any
+    opt: Opt
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The flag(s) that set it (empty: a ``--config`` key only)."""
+        if not self.opt.commands:
+            return ()
+        return self.opt.flags or ("--" + self.key.replace("_", "-"),)
+
+
+def _fields_of(cls: type, part: Optional[str]) -> list[Field]:
+    hints = cls.__annotations__  # objects, not strings (ftrun.config.parts): nothing to evaluate
+    out = []
+    for f in msgspec.structs.fields(cls):
+        hint = hints[f.name]
+        if not hasattr(hint, "__metadata__"):  # not Annotated[T, Opt(...)]: a part, its own fields follow
+            continue
+        base, opt = hint.__origin__, hint.__metadata__[0]
+        kind = list if typing.get_origin(base) is list else base
+        default = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
+        out.append(Field(f.name, part, kind, default, opt))
+    return out
+
+
+@functools.cache
+def fields() -> dict[str, Field]:
+    """Every field by key, in the tree's order (the top level first, then each part's)."""
+    out = {f.key: f for f in _fields_of(RunConfig, None)}
+    for f in msgspec.structs.fields(RunConfig):
+        if f.default is msgspec.NODEFAULT and f.default_factory is not msgspec.NODEFAULT:
+            for sub in _fields_of(f.default_factory, f.name):
+                assert sub.key not in out, f"config key {sub.key} twice"
+                out[sub.key] = sub
+    return out
+
+
+def flag(name: str) -> str:
+    """The command-line flag that sets field ``name`` (for a file-only field: its key)."""
+    f = fields().get(name)
+    if f is not None and not f.flags:
+        return f"config key {name}"
+    return f.flags[0] if f is not None else "--" + name.replace("_", "-")
+
+
+def get(cfg: RunConfig, key: str) -> Any:
+    """Field ``key`` of ``cfg`` (a key from a TOML file, a sweep axis or a test)."""
+    return cfg.get(key)
+
+
+def for_command(command: str) -> list[Field]:
+    """The fields ``command`` (train, compare, sweep) takes as flags, in the tree's order."""
+    return [f for f in fields().values() if command in f.opt.commands]
+
+
+@functools.cache
+def overrides_type() -> type:
+    """``Overrides``: every field by key as ``Optional`` (None: not given, the preset or file decides)."""
+    return msgspec.defstruct("Overrides", [(f.key, Optional[f.kind], None) for f in fields().values()], kw_only=True)
+
+
+def overrides(given: dict[str, Any]) -> Any:
+    """A command's parsed flags (by key) as ``Overrides``: lists as lists, on|off text as a bool,
+    a blank string is bad input (one line naming the flag)."""
+    out = {}
+    for key, v in given.items():
+        f = fields()[key]
+        if v is None:
+            continue
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(x, str) and not x.strip():
+                raise BadInput(f"{flag(key)} {x!r}: must not be empty")
+        if f.opt.on_off:
+            v = on_off(key, v)
+        out[key] = list(v) if isinstance(v, (list, tuple)) else v
+    return overrides_type()(**out)
+
+
+def given(opts: Any) -> dict[str, Any]:
+    """The fields ``opts`` (an ``Overrides``) sets, by key."""
+    return {k: v for k, v in msgspec.structs.asdict(opts).items() if v is not None}
+
+
+def on_off(name: str, text: str | None) -> bool | None:
+    """A flag's ``on``/``off`` as a bool (None: not given); anything else is one line, exit 2."""
+    if text is None:
+        return None
+    value = {"on": True, "off": False}.get(text.strip().lower())
+    if value is None:
+        raise BadInput(f"{flag(name)} {_show(text)}: use on or off")
+    return value

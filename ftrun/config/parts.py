@@ -1,0 +1,466 @@
+"""The run's configuration as one typed tree: ``RunConfig`` and its parts, each a msgspec Struct
+that checks its own rules. Torch-free and cheap to import (the CLI builds its options from it).
+
+Every field's name is its key everywhere: the ``--config`` TOML key, the flag (dashes; a few
+aliases, ``Opt.flags``), the sweep axis and the manifest's ``config`` entry; its ``Opt`` is its
+command-line face (help, flags, which commands take it). A field's home in code is its part:
+``cfg.schedule.fragment_sync_delay``. A part's ``check(cfg, at)`` raises one ``BadInput`` line
+naming the field as ``at.where`` says (``--flag VALUE`` or ``FILE: key = VALUE``); rules that
+need two parts live with the part that owns the value blamed.
+"""
+
+# No ``from __future__ import annotations``: the fields' ``Opt``s are objects at class creation,
+# so reading them (``ftrun.config.options``) evaluates no annotation strings (the CLI does it at every start).
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+
+import msgspec
+
+from ftrun.errors import BadInput
+from ftrun.model_desc import BUILTIN_MODELS
+from ftrun.schedule import Schedule, ScheduleError, validate
+
+if TYPE_CHECKING:
+    from ftrun.fault_flags import Fault
+
+MODELS = BUILTIN_MODELS
+# the last two: torchft-nightly (ftrun.torchft_compat)
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")
+
+# Upper bounds on durations: beyond them torchft's timedelta / time.sleep overflow inside every
+# worker, tens of seconds after start; refused here instead.
+MAX_WAIT_S = 7 * 86400.0  # --quorum-timeout, --stall-timeout, timeout_s
+MAX_STEP_SLEEP_MS = 3600e3  # --step-sleep-ms
+MAX_HEARTBEAT_MS = 3600_000  # heartbeat_timeout_ms
+
+_PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
+_RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+TRAIN, COMPARE, SWEEP = "train", "compare", "sweep"
+_ALL = (TRAIN, COMPARE, SWEEP)
+
+
+class Opt(msgspec.Struct, frozen=True):
+    """A field's command-line face. ``flags``: its flag(s), default ``--key-with-dashes`` (a bool:
+    ``--key/--no-key``); ``commands``: which of train, compare, sweep take it as a flag (none: a
+    ``--config`` key only); ``on_off``: given as the text on|off."""
+
+    help: str = ""
+    flags: tuple[str, ...] = ()
+    commands: tuple[str, ...] = _ALL
+    metavar: Optional[str] = None
+    on_off: bool = False
+
+
+def _show(value: object) -> str:
+    from ftrun.console import show_value  # rich: only when a message is made
+
+    return show_value(value)
+
+
+class At(msgspec.Struct, frozen=True):
+    """How a check names field ``name``: ``where(name)`` (its flag, or ``FILE: key =``);
+    ``origin(name)``: "flag", "file", "preset NAME" or "default"; ``known``: whether origins are
+    known (False: a ``RunConfig`` made in code, every value counts as given)."""
+
+    where: Callable[[str], str]
+    origin: Callable[[str], str]
+    known: bool = True
+
+    def bad(self, name: str, value: object, rule: str) -> BadInput:
+        return BadInput(f"{self.where(name)} {_show(value)}: {rule}")
+
+
+def _at_least_one(at: At, part: object, *names: str) -> None:
+    for name in names:
+        if getattr(part, name) < 1:
+            raise at.bad(name, getattr(part, name), "must be at least 1")
+
+
+class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """torchft's streaming-DiLoCo schedule, by torchft's names (``ftrun.schedule``)."""
+
+    fragments: Annotated[int, Opt("Model fragments F.", commands=(TRAIN, SWEEP))] = 2
+    sync_every: Annotated[int, Opt("Inner steps H between two syncs of a fragment.", commands=(TRAIN, SWEEP))] = 20
+    fragment_sync_delay: Annotated[int, Opt("Steps tau between a fragment's send and its sync.",
+                                            commands=(TRAIN, SWEEP))] = 5
+    fragment_update_alpha: Annotated[float, Opt("alpha: mix of local into global params after a sync.")] = 0.0
+
+    @property
+    def expected(self) -> Schedule:
+        """The schedule the traces must show (``ScheduleError`` if torchft would refuse it)."""
+        return Schedule(self.fragments, self.sync_every, self.fragment_sync_delay)
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        try:
+            validate(self.fragments, self.sync_every, self.fragment_sync_delay, self.fragment_update_alpha)
+        except ScheduleError as e:
+            raise BadInput(self._message(e, at)) from None
+
+    def _message(self, e: ScheduleError, at: At) -> str:
+        """One line for a schedule torchft would reject. A rule between several values is blamed
+        on one the user gave (not on a preset's value), and names the others with their origin."""
+        f, h, delay = self.fragments, self.sync_every, self.fragment_sync_delay
+        if e.field == "sync_every" and h >= 1:
+            involved = ["sync_every", "fragments"]
+            rule = f"torchft needs H >= F and H a multiple of F, here H={h}, F={f}"
+        elif e.field == "fragment_sync_delay" and delay >= 0:
+            involved = ["fragment_sync_delay", "sync_every", "fragments"]
+            rule = (f"torchft needs tau < H/F, here tau={delay} >= {h}/{f} = {h // f} "
+                    f"(a fragment must sync before it is sent again)")
+        else:
+            return f"{at.where(e.field)} {_show(e.value)}: {e.rule}"
+        given = [k for k in involved if at.origin(k) in ("flag", "file")]
+        lead = e.field if e.field in given or not given else given[0]
+        letter = {"fragments": "F", "sync_every": "H", "fragment_sync_delay": "tau"}
+        others = []
+        for k in involved:
+            if k != lead:
+                src = at.origin(k)
+                others.append(f"{letter[k]} is {at.where(k)} {getattr(self, k)}"
+                              + ("" if src in ("flag", "file") else f" ({src})"))
+        return f"{at.where(lead)} {getattr(self, lead)}: {rule}; {', '.join(others)}"
+
+
+class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The replica groups, their ranks and process group, and (several hosts) where this one runs."""
+
+    replicas: Annotated[int, Opt("Replica groups R (default 2).", flags=("--replicas", "--num-replica-groups"))] = 2
+    nproc_per_replica: Annotated[int, Opt("Ranks per replica group G (default 1).")] = 1
+    backend: Annotated[str, Opt("auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo; torchft-nightly "
+                                "also lists gloo-native, torchcomms.")] = "auto"
+    min_replicas: Annotated[int, Opt("torchft min_replica_size (and the lighthouse's min_replicas).")] = 1
+    lighthouse: Annotated[str, Opt("Use this lighthouse (http://HOST:PORT) instead of starting one.",
+                                   commands=(TRAIN,))] = ""
+    replica_group_id: Annotated[int, Opt("Several hosts: run only replica group K here (needs --lighthouse).",
+                                         commands=(TRAIN,))] = -1  # -1: every group, on this host
+    job_id: Annotated[str, Opt("Several hosts: the job's id (default: from --lighthouse and --run-name).",
+                               commands=(TRAIN,))] = ""
+    master_addr: Annotated[str, Opt("Several hosts: torchrun --master-addr for this group's store (default: this "
+                                    "host's address on the interface that routes to the lighthouse).",
+                                    commands=(TRAIN,))] = ""
+    master_port: Annotated[int, Opt("Several hosts: torchrun --master-port (default: a free port).",
+                                    commands=(TRAIN,))] = 0
+    advertise_host: Annotated[str, Opt("Several hosts: name torchft hands to the other groups for this host (default: "
+                                       "this host's address on the interface that routes to the lighthouse).",
+                                       commands=(TRAIN,))] = ""
+    interface: Annotated[str, Opt("Several hosts: the network interface the other hosts reach this one through "
+                                  "(default: the one that routes to the lighthouse); also "
+                                  "GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set.", commands=(TRAIN,))] = ""
+
+    @property
+    def groups_here(self) -> list[int]:
+        """The replica groups this host launches."""
+        return list(range(self.replicas)) if self.replica_group_id < 0 else [self.replica_group_id]
+
+    def check_sizes(self, cfg: "RunConfig", at: At) -> None:
+        _at_least_one(at, self, "replicas", "nproc_per_replica")
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        if self.backend not in BACKENDS:
+            raise at.bad("backend", self.backend, f"choose from {', '.join(BACKENDS)}")
+        if not 1 <= self.min_replicas <= self.replicas:
+            raise at.bad("min_replicas", self.min_replicas, f"must be between 1 and --replicas ({self.replicas})")
+
+    def check_hosts(self, cfg: "RunConfig", at: At) -> None:
+        """The several-hosts rules (after the faults, as a user reads the flags)."""
+        if self.replica_group_id != -1:
+            if not 0 <= self.replica_group_id < self.replicas:
+                raise at.bad("replica_group_id", self.replica_group_id,
+                             f"must be in 0..--num-replica-groups-1 ({self.replicas - 1})")
+            if not self.lighthouse:
+                raise at.bad("replica_group_id", self.replica_group_id,
+                             "needs --lighthouse http://HOST:PORT (start one with `ftrun lighthouse`)")
+        if self.master_port and not 1 <= self.master_port <= 65535:
+            raise at.bad("master_port", self.master_port, "must be a TCP port")
+        if self.job_id and not _RUN_NAME_RE.fullmatch(self.job_id):
+            raise at.bad("job_id", self.job_id, "use letters, digits, '.', '_' or '-'")
+
+    def check_lighthouse(self, at: At) -> None:
+        if self.lighthouse and not re.fullmatch(r"https?://[^/:\s]+(:\d+)?/?", self.lighthouse):
+            raise at.bad("lighthouse", self.lighthouse, "expected http://HOST:PORT")
+
+
+class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The model: a built-in one (its shape) or a user's ``MODULE:FACTORY`` / ``hf:NAME`` (``ftrun.model_spec``)."""
+
+    model: Annotated[str, Opt("mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, "
+                              "**model_args) -> logits [B,T,V]) or hf:NAME.")] = "mlp"
+    model_args: Annotated[list[str], Opt("KEY=VALUE for --model MODULE:FACTORY's factory. Repeatable.",
+                                         flags=("--model-arg",), commands=(TRAIN,))] = []
+    # user model: explicit fragments "a,b;c" (default: split its largest ModuleList)
+    fragment_fqns: Annotated[str, Opt("--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: "
+                                      "its largest ModuleList split in F).", commands=(TRAIN,))] = ""
+    blocks: Annotated[int, Opt("Model blocks (>= fragments; default 4).")] = 4
+    width: Annotated[int, Opt("Model width (default 128).")] = 128
+    vocab: Annotated[int, Opt(commands=())] = 256
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        from ftrun.model_spec import is_user_model, parse_fragment_fqns, parse_model, parse_model_args
+
+        fragments = cfg.schedule.fragments
+        if is_user_model(self.model):  # its blocks are checked when the model is built (ftrun.model_spec.check)
+            parse_model(self.model)
+            if not all(isinstance(x, str) for x in self.model_args):
+                raise at.bad("model_args", self.model_args, "must be a list of strings like 'n_layer=4'")
+            parse_model_args(self.model_args)
+            parse_fragment_fqns(self.fragment_fqns, fragments)
+        else:
+            if self.model_args or self.fragment_fqns:
+                name = "model_args" if self.model_args else "fragment_fqns"
+                raise at.bad(name, self.model_args or self.fragment_fqns,
+                             f"only for --model MODULE:FACTORY, not the built-in {self.model}")
+            if fragments > self.blocks:
+                raise at.bad("fragments", fragments,
+                             f"must be <= the model's blocks ({self.blocks}); each fragment is a group of whole blocks")
+
+    def check_vocab(self, cfg: "RunConfig", at: At) -> None:
+        if self.vocab < 2 or self.vocab > 256 and cfg.data.data != "synthetic":
+            raise at.bad("vocab", self.vocab, "must be 2..256 for byte-level text data")
+
+
+class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What each step trains on."""
+
+    seq_len: Annotated[int, Opt("Tokens per sample.")] = 64
+    batch_size: Annotated[int, Opt("Samples per step.")] = 16
+    data: Annotated[str, Opt("synthetic, or a text file (byte-level tokens).")] = "synthetic"
+    seed: Annotated[int, Opt("Seed for model and data.")] = 0
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        if self.data != "synthetic":
+            p = Path(self.data)
+            if not p.is_file():
+                raise at.bad("data", self.data, "not a file (use 'synthetic' or a path to a text file)")
+            if p.stat().st_size < self.seq_len + 2:
+                raise at.bad("data", self.data, f"file too small for --seq-len {self.seq_len}")
+
+    def check_seed(self, at: At) -> None:
+        if not 0 <= self.seed < 2**32:
+            raise at.bad("seed", self.seed, "must be between 0 and 2**32-1")
+
+
+class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """DiLoCo's inner and outer optimizers, and how the outer step's allreduce runs."""
+
+    outer_lr: Annotated[float, Opt("Outer Nesterov SGD lr (default 0.7).")] = 0.7
+    outer_momentum: Annotated[float, Opt("Outer momentum (default 0.9).")] = 0.9
+    inner_lr: Annotated[float, Opt("Inner AdamW lr.")] = 1e-3
+    quantize: Annotated[bool, Opt("torchft quantized allreduce (needs triton/GPU).", commands=(TRAIN, SWEEP))] = False
+    bucketize: Annotated[bool, Opt("One allreduce per bucket instead of per parameter.")] = False
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        if self.inner_lr <= 0 or self.outer_lr <= 0:
+            name = "inner_lr" if self.inner_lr <= 0 else "outer_lr"
+            raise at.bad(name, min(self.inner_lr, self.outer_lr), "must be > 0")
+        if not 0.0 <= self.outer_momentum < 1.0:
+            raise at.bad("outer_momentum", self.outer_momentum, "must be in [0, 1)")
+
+
+class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What the run records: the profiled steps, a relaunched group's profile, the numeric sketches."""
+
+    profile: Annotated[str, Opt("auto, none, or A:B (profile steps A..B).")] = "auto"
+    profile_recovery: Annotated[bool, Opt("Profile a relaunched group from its start through its first commit "
+                                          "(default on).", flags=("--profile-recovery",), commands=(TRAIN,),
+                                          metavar="on|off", on_off=True)] = True
+    # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
+    sketches: Annotated[bool, Opt("Sketch every sync for the numeric check (default on).", commands=(TRAIN,))] = True
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        steps, h = cfg.steps, cfg.schedule.sync_every
+        if self.profile not in ("auto", "none"):
+            m = _PROFILE_RE.fullmatch(self.profile)
+            if not m:
+                raise at.bad("profile", self.profile, "use auto, none or A:B (profile steps A..B)")
+            a, b = int(m[1]), int(m[2])
+            if not 1 <= a <= b <= steps:
+                raise at.bad("profile", self.profile, f"need 1 <= A <= B <= --steps ({steps})")
+        elif self.profile == "auto" and steps < h:
+            raise at.bad("steps", steps,
+                         f"profiling needs at least one full cycle of --sync-every {h} steps (or --profile none)")
+
+
+class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Stand-ins for what this machine lacks: a slow link between the groups, a bigger model's compute."""
+
+    link: Annotated[str, Opt("Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms.")] = ""
+    step_sleep_ms: Annotated[float, Opt("Sleep this long in every step (stand-in for a bigger model's compute).")] = 0.0
+
+    def check_link(self, at: At) -> None:
+        if self.link:
+            from ftrun.link_spec import parse_link
+
+            parse_link(self.link, name=at.where("link"))
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        if not 0 <= self.step_sleep_ms <= MAX_STEP_SLEEP_MS:
+            raise at.bad("step_sleep_ms", self.step_sleep_ms,
+                         f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
+
+
+class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How long ftrun and torchft wait before they call something lost."""
+
+    timeout_s: Annotated[float, Opt(commands=())] = 60.0
+    stall_timeout_s: Annotated[float, Opt("Seconds without progress before a group is reported and the run stopped "
+                                          "(default 120).", flags=("--stall-timeout",))] = 120.0
+    quorum_timeout_s: Annotated[float, Opt("Seconds a quorum may wait (e.g. for --min-replicas) before the run fails "
+                                           "(default 60).", flags=("--quorum-timeout",))] = 60.0
+    heartbeat_timeout_ms: Annotated[int, Opt(commands=())] = 2000
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        for name in ("timeout_s", "stall_timeout_s", "quorum_timeout_s"):
+            if not 0 < getattr(self, name) <= MAX_WAIT_S:
+                raise at.bad(name, getattr(self, name), f"must be > 0 and at most {MAX_WAIT_S:g} s (7 days)")
+
+    def check_heartbeat(self, at: At) -> None:
+        if not 100 <= self.heartbeat_timeout_ms <= MAX_HEARTBEAT_MS:
+            raise at.bad("heartbeat_timeout_ms", self.heartbeat_timeout_ms,
+                         f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
+
+
+_FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
+
+
+class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Injected faults (``ftrun.fault_flags``) and how often a dead group is relaunched."""
+
+    kill: Annotated[list[str], Opt("Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
+    hang: Annotated[list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. "
+                                   "Repeatable.")] = []
+    corrupt_allreduce: Annotated[list[str], Opt(
+        "Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, "
+        "KIND wrong-count, drop, stale, late or noise. Repeatable.", commands=(TRAIN,))] = []  # KINDs: ftrun.fault_flags
+    fail_commit: Annotated[list[str], Opt("Fault: replica group R votes false in should_commit at its first sync from "
+                                          "step S: R@S. Repeatable.")] = []
+    # -1: 1 with a fault, else 0 (``max_restarts``)
+    restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1
+
+    @property
+    def max_restarts(self) -> int:
+        if self.restarts >= 0:
+            return self.restarts
+        return 1 if (self.kill or self.hang) else 0
+
+    def check(self, cfg: "RunConfig", at: At) -> None:
+        if self.restarts < 0 and (self.restarts != -1 or at.known and at.origin("restarts") in ("flag", "file")):
+            raise at.bad("restarts", self.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
+        for name in _FAULT_LISTS:
+            if not all(isinstance(x, str) for x in getattr(self, name)):
+                raise at.bad(name, getattr(self, name), "must be a list of strings like '1@25'")
+        cfg.planned_faults()
+        if self.corrupt_allreduce and not cfg.profiling.sketches:
+            raise at.bad("corrupt_allreduce", self.corrupt_allreduce[0],
+                         "needs the sketches it is checked by (drop --no-sketches)")
+
+
+class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Everything a run needs, as parts. ``resolved()``: the flat form by key (manifest, TOML);
+    ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``)."""
+
+    mode: Annotated[str, Opt("Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0).",
+                             commands=(TRAIN, SWEEP))] = "streaming"
+    steps: Annotated[int, Opt("Inner training steps N (default 60).")] = 60
+    out: Annotated[str, Opt("Output root (default profiles/).")] = "profiles"
+    run_name: Annotated[str, Opt("Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK).",
+                                 commands=(TRAIN,))] = ""
+    schedule: ScheduleConfig = msgspec.field(default_factory=ScheduleConfig)
+    hosts: HostsConfig = msgspec.field(default_factory=HostsConfig)
+    model: ModelConfig = msgspec.field(default_factory=ModelConfig)
+    data: DataConfig = msgspec.field(default_factory=DataConfig)
+    optimizer: OptimizerConfig = msgspec.field(default_factory=OptimizerConfig)
+    profiling: ProfilingConfig = msgspec.field(default_factory=ProfilingConfig)
+    emulation: EmulationConfig = msgspec.field(default_factory=EmulationConfig)
+    timeouts: TimeoutsConfig = msgspec.field(default_factory=TimeoutsConfig)
+    faults: FaultsConfig = msgspec.field(default_factory=FaultsConfig)
+
+    def profile_window(self) -> tuple[int, int] | None:
+        """The profiled step window [A, B] (inclusive), or None for ``--profile none``."""
+        profile = self.profiling.profile
+        if profile == "none":
+            return None
+        if profile == "auto":
+            return self.schedule.expected.auto_window(self.steps)
+        a, b = (int(x) for x in profile.split(":"))
+        return (a, b)
+
+    def planned_faults(self) -> "list[Fault]":
+        """The injected faults, parsed and checked against the run (``ftrun.fault_flags``)."""
+        from ftrun.fault_flags import parse_faults
+
+        f = self.faults
+        return parse_faults(f.kill, f.hang, self.hosts.replicas, self.steps, f.fail_commit,
+                            self.schedule.expected.window, corrupts=f.corrupt_allreduce,
+                            sync_every=self.schedule.sync_every)
+
+    def check(self, at: At) -> None:
+        """Every part's rules, in the order a user reads the flags."""
+        self.schedule.check(self, at)
+        self.hosts.check_sizes(self, at)
+        _at_least_one(at, self, "steps")
+        _at_least_one(at, self.model, "blocks", "width")
+        _at_least_one(at, self.data, "seq_len", "batch_size")
+        self.model.check(self, at)
+        self.hosts.check(self, at)
+        self.optimizer.check(self, at)
+        self.model.check_vocab(self, at)
+        self.data.check(self, at)
+        self.profiling.check(self, at)
+        if self.run_name and not _RUN_NAME_RE.fullmatch(self.run_name):
+            raise at.bad("run_name", self.run_name, "use letters, digits, '.', '_' or '-'")
+        self.hosts.check_lighthouse(at)
+        self.emulation.check_link(at)
+        self.timeouts.check(self, at)
+        self.emulation.check(self, at)
+        self.timeouts.check_heartbeat(at)
+        self.faults.check(self, at)
+        self.hosts.check_hosts(self, at)
+        self.data.check_seed(at)
+        out = Path(self.out)
+        probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+        if not probe.is_dir() or not os.access(probe, os.W_OK):
+            raise at.bad("out", self.out, "output directory is not writable")
+
+    def resolved(self) -> dict[str, Any]:
+        """The flat form: every field by its key, the top level's first (``manifest.json``'s
+        ``config``, a TOML file's keys); lists copied."""
+        out: dict[str, Any] = {}
+        for name in self.__struct_fields__:
+            v = getattr(self, name)
+            items = [(k, getattr(v, k)) for k in v.__struct_fields__] if isinstance(v, msgspec.Struct) else [(name, v)]
+            for key, x in items:
+                out[key] = list(x) if isinstance(x, list) else x
+        return out
+
+    def get(self, key: str) -> object:
+        """Field ``key`` (a TOML key, a sweep axis), wherever it lives."""
+        part = _part_of().get(key)
+        return getattr(getattr(self, part) if part else self, key)
+
+    def replaced(self, **values: object) -> "RunConfig":
+        """A copy with ``values`` (by key) set; unchecked."""
+        return RunConfig.from_keys(**{**self.resolved(), **values})
+
+    @classmethod
+    def from_keys(cls, **values: object) -> "RunConfig":
+        """A tree from flat key values (the rest: defaults), unchecked (``ftrun.config.build`` checks)."""
+        cfg, part_of = cls(), _part_of()
+        for key, v in values.items():
+            if key not in part_of and key not in cls.__struct_fields__:
+                raise TypeError(f"RunConfig has no field {key!r}")
+            part = part_of.get(key)
+            setattr(getattr(cfg, part) if part else cfg, key, v)
+        return cfg
+
+
+@functools.cache
+def _part_of() -> dict[str, str]:
+    """Key -> the part holding it (keys of ``RunConfig`` itself are absent)."""
+    cfg = RunConfig()
+    return {k: name for name in cfg.__struct_fields__ if isinstance(p := getattr(cfg, name), msgspec.Struct)
+            for k in p.__struct_fields__}
