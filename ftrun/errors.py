@@ -84,7 +84,7 @@ class Stopping:
             self.stopping = True
             raise Stopped(self.signal)
 
-    def __enter__(self) -> "Stopping":
+    def __enter__(self) -> Stopping:
         self._old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
         for s in self._old:
             signal.signal(s, self._on_signal)

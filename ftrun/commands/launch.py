@@ -14,8 +14,8 @@ through their parent-death signal (``ftrun.launch.procs``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import msgspec
 
@@ -87,4 +87,4 @@ def _finish(run_dir: Path, summary: layout.LaunchSummary, json_out: bool, print_
     if json_out:
         print(text)
     else:
-        print_summary({**msgspec.to_builtins(summary), "failures": []})  # the failure is the one error line that follows
+        print_summary({**msgspec.to_builtins(summary), "failures": []})  # the failure: the one error line that follows

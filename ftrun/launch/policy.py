@@ -16,7 +16,7 @@ error (train: the rank's meta record first; launch: its log, ``launch.diagnose``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from ftrun import layout
 from ftrun.launch.diagnose import error_line, exit_description, read_log
@@ -25,7 +25,7 @@ from ftrun.launch.groups import Group, Lighthouse
 Outcome = Literal["done", "restart", "lost", "fail"]
 
 
-def on_exit(code: int, restarts: int, max_restarts: int, fault: Optional[str]) -> Outcome:
+def on_exit(code: int, restarts: int, max_restarts: int, fault: str | None) -> Outcome:
     """What a group's exit ``code`` means (module rules); ``restarts``: its relaunches so far;
     ``fault``: the fault that killed it on purpose (None: none did)."""
     if code == 0:
@@ -42,7 +42,7 @@ def relaunch(g: Group) -> None:
     g.start()
 
 
-def lighthouse_failed(lighthouse: Optional[Lighthouse]) -> Optional[str]:
+def lighthouse_failed(lighthouse: Lighthouse | None) -> str | None:
     """The run's one failure line when the lighthouse ftrun started has exited (its log's error
     line and where the log is); None while it runs (or when another host runs it)."""
     if lighthouse is None or lighthouse.proc.poll() is None:

@@ -11,9 +11,10 @@ Every child is stopped on success, failure, Ctrl-C and SIGTERM.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ContextManager, Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping, raise_on_signal
@@ -40,7 +41,7 @@ class Launched:
     manifest: layout.LaunchManifest
     summary: layout.LaunchSummary
 
-    def not_checkable(self) -> Optional[Exception]:
+    def not_checkable(self) -> Exception | None:
         """Why the traces cannot be checked (raise it after the summary is written), else None:
         no trace (``BadInput``); a group that never joined a torchft quorum (``RunFailed``):
         a verdict needs evidence, so nothing checked fails the launch."""
@@ -59,13 +60,13 @@ class Launched:
         return None
 
 
-def run_launch(spec: LaunchSpec, run_dir: Path, placement: Placement, stop: Stopping, view: ContextManager,
+def run_launch(spec: LaunchSpec, run_dir: Path, placement: Placement, stop: Stopping, view: AbstractContextManager,
                refresh: Callable[[LaunchState], None]) -> Launched:
     """Start the lighthouse (unless ``--lighthouse``) and the groups, watch them (``refresh``
     after every look, inside ``view``), stop every child, then collect (``collect``). Stopped by
     a signal: ``Interrupted`` naming the partial run."""
     state = LaunchState(run_dir, [], kills=spec.kills, restarts=spec.restarts, timeout_s=spec.timeout_s)
-    stopped: Optional[str] = None
+    stopped: str | None = None
     t0 = time.time()
     url = spec.lighthouse or ""
     try:

@@ -151,7 +151,7 @@ def supervise(state: RunState, on_tick) -> None:
                 last_progress[r] = time.monotonic()
                 state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
                 continue
-            if outcome == "lost":  # killed on purpose and not relaunched: the others carry on if they can
+            if outcome == "lost" and fault is not None:  # killed on purpose, not relaunched: the others carry on
                 del pending[r]
                 state.lost[r] = fault
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)

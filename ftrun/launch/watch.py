@@ -188,7 +188,7 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
                 state.joined[r] = False
                 state.incarnation_started[r] = time.monotonic()
                 continue
-            if outcome == "lost":
+            if outcome == "lost" and purpose is not None:
                 del pending[r]
                 state.status[r] = "lost"
                 state.lost[r] = purpose

@@ -28,7 +28,8 @@ def test_failure_line_names_group_exit_restarts_reason_and_log():
                               at="at step 7 (manager step 6)")
     assert msg == ("replica group 1 was killed by SIGKILL (signal 9) at step 7 (manager step 6) after 2 restart(s): "
                    "rank 0 was killed by SIGKILL (signal 9); see /r/logs/replica1.log")
-    assert policy.group_failed(0, 2, 0, "KeyError: 'x'", Path("l")) == "replica group 0 exited with code 2: KeyError: 'x'; see l"
+    got = policy.group_failed(0, 2, 0, "KeyError: 'x'", Path("l"))
+    assert got == "replica group 0 exited with code 2: KeyError: 'x'; see l"
 
 
 def test_no_lighthouse_here_is_no_failure():
