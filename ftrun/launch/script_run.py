@@ -107,8 +107,9 @@ def collect(spec: LaunchSpec, run_dir: Path, state: LaunchState, url: str, secon
                   if t.replica in state.first_restart and t.path.stat().st_mtime >= state.first_restart[t.replica]]
     checked = [t for t in found if t not in relaunched]
     manifest = launch_manifest(spec, run_dir, url, state.groups, state.status, state.fired, checked, seconds)
-    manifest.traces_not_checked = [layout.UncheckedTrace(t.replica, str(t.path.relative_to(run_dir)), "relaunched incarnation")
-                                   for t in relaunched]
+    manifest.traces_not_checked = [
+        layout.UncheckedTrace(t.replica, str(t.path.relative_to(run_dir)), "relaunched incarnation") for t in relaunched
+    ]
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
     notes = []
     if unknown := [t for t in found if t.rank is None]:
