@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence, Union
 
-from ftrun.check import model
-from ftrun.check.model import EventResult
 from ftrun.errors import BadInput, RunFailed
 from ftrun.schedule import Event, Schedule, ScheduleError
 
 if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, rich, typer)
     from ftrun import layout
+    from ftrun.check import result as check_result
+    from ftrun.check.result import EventResult
     from ftrun.config import RunConfig
 
 __all__ = [
@@ -37,6 +37,16 @@ __all__ = [
 ]
 
 PathLike = Union[str, Path]
+
+
+def __getattr__(name: str):
+    """``EventResult`` on first use: the check's records are msgspec Structs, and importing
+    ftrun.api imports no msgspec."""
+    if name == "EventResult":
+        from ftrun.check.result import EventResult
+
+        return EventResult
+    raise AttributeError(f"module 'ftrun.api' has no attribute {name!r}")
 StepNumbering = Literal["top", "end", "auto"]
 
 
@@ -57,7 +67,7 @@ class Report:
     (``expected_step`` vs ``observed_step``, ``expected_fragment`` vs ``fragment``, ``ok``,
     ``problem``). ``raw`` is the check's own report (its fields may change between releases)."""
 
-    raw: model.Report
+    raw: check_result.Report
 
     @property
     def ok(self) -> bool:
@@ -102,7 +112,7 @@ class Report:
     def numerics(self) -> Optional[dict[str, Any]]:
         """The numeric check of the outer steps (``{checked, tolerance, problems}``), or None
         when it did not run: numerics were then not checked (never read None as a pass)."""
-        from ftrun.check.model import numerics_of
+        from ftrun.check.result import numerics_of
 
         return numerics_of(self.raw)
 

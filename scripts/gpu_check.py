@@ -144,9 +144,9 @@ def analyze_run(run_dirs: list[Path]) -> dict:
             queue.append(q.delay_us / 1000.0)
             causes[q.cause or "none"] += 1
             serialized += q.serialized
-    syncs = [e for e in rep.events if e.kind == "sync" and e.observed_step is not None]
-    commit = sum(e.should_commit_ms or 0.0 for e in syncs)
-    csync = sum(e.commit_sync_ms or 0.0 for e in syncs)
+    syncs = [e.sync for e in rep.events if e.sync is not None and e.observed_step is not None]
+    commit = sum(s.should_commit_ms or 0.0 for s in syncs)
+    csync = sum(s.commit_sync_ms or 0.0 for s in syncs)
     out.update(
         nccl_allreduce_kernel_us=_stats(durs),
         nccl_allreduce_kernel_us_per_mb=_stats(per_byte),
@@ -161,7 +161,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         compute_kernel_overlap_slowdown=_stats([v["slowdown"] for v in overlap.values() if v["slowdown"] is not None]),
         compute_kernel_overlap=overlap,
         should_commit_sync_share=round(csync / commit, 3) if commit else None,
-        exposed_ms=_stats([e.exposed_comm_ms for e in syncs if e.exposed_comm_ms is not None]),
+        exposed_ms=_stats([s.exposed_comm_ms for s in syncs if s.exposed_comm_ms is not None]),
     )
     return out
 
@@ -188,15 +188,16 @@ def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:
         key = (e.replica, e.rank)
         if e.kind == "send":
             last_send[key] = e
-        elif e.observed_step is not None and key in last_send and last_send[key].bytes:
-            need = (last_send[key].bytes * 8 / bandwidth_bps + latency_s) * 1000.0
-            good = e.exposed_comm_ms is not None and e.exposed_comm_ms >= need
+        elif e.sync is not None and key in last_send and last_send[key].send is not None and last_send[key].send.bytes:
+            need = (last_send[key].send.bytes * 8 / bandwidth_bps + latency_s) * 1000.0
+            exposed = e.sync.exposed_comm_ms
+            good = exposed is not None and exposed >= need
             ok = ok and good
             rows.append(
                 {
                     "replica": e.replica,
                     "step": e.observed_step,
-                    "exposed_ms": e.exposed_comm_ms,
+                    "exposed_ms": exposed,
                     "wire_plus_latency_ms": round(need, 3),
                 }
             )

@@ -8,15 +8,14 @@ the same outer update. Ranks that missed a commit (dead, healing) simply have no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from ftrun.layout import EventRecord
 
 
-@dataclass
-class Agreement:
+class Agreement(msgspec.Struct):
     commits_checked: int = 0
-    disagreements: list[dict] = field(default_factory=list)
+    disagreements: list[dict] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -32,12 +31,11 @@ def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement
                 key = (rank, rec.manager_step_after)
                 by_key.setdefault(key, {})[replica] = (rec.fingerprint, rec.synced)
     out = Agreement()
-    for (rank, mstep), seen in sorted(by_key.items()):
+    for (rank, manager_step), seen in sorted(by_key.items()):
         if len(seen) < 2:
             continue
         out.commits_checked += 1
         if len(set(seen.values())) > 1:
-            out.disagreements.append(
-                {"rank": rank, "manager_step": mstep, "replicas": {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}}
-            )
+            replicas = {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}
+            out.disagreements.append({"rank": rank, "manager_step": manager_step, "replicas": replicas})
     return out

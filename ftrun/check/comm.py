@@ -23,26 +23,25 @@ Definitions (all in milliseconds, per sync and the send it waits for):
   ``torchft::manager::wait_quorum`` on the send's thread that ended before the send started,
   in the same training step: ``start_quorum`` with ``use_async_quorum=False``) + the sync's
   ``should_commit``. Without a captured send, only ``should_commit`` counts.
-* serialized collective: one that starts only after the previous collective on the rank ended
-  AND after a wait (a sync's blocking part or ``torchft::local_sgd::wait``) that ended after the
-  collective was issued, in the same training step: it could not start until that wait was over.
+* serialized collectives (``serialized_collectives``): counted by ``ftrun.check.gpu_comm``
+  (queued behind another send's collective); passed through here.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import Callable, Optional
+
+import msgspec
 
 from ftrun.check.evidence import numels_of
 from ftrun.trace.spans import Collective, Send, Span, Sync
 
 
-@dataclass
-class SendComm:
+class SendComm(msgspec.Struct):
     issue_ts: float
-    calls: list[tuple[float, Optional[Collective]]] = field(default_factory=list)  # (issue ts, collective)
-    holds: list[Collective] = field(default_factory=list)
+    calls: list[tuple[float, Optional[Collective]]] = msgspec.field(default_factory=list)  # (issue ts, collective)
+    holds: list[Collective] = msgspec.field(default_factory=list)
     numel: Optional[int] = None
     bytes: Optional[int] = None
 
@@ -132,35 +131,6 @@ def blocked_until(sync: Sync) -> float:
     return sync.span.end
 
 
-def wait_ends(syncs: list[Sync]) -> list[float]:
-    ends = []
-    for s in syncs:
-        ends.append(blocked_until(s))
-        if s.wait is not None:
-            ends.append(s.wait.end)
-    return sorted(ends)
-
-
-def serialized(
-    sc: SendComm, collectives: list[Collective], waits: list[float], step_of: Callable[[float], Optional[int]]
-) -> int:
-    """How many of the send's collectives were serialized behind a wait (module docstring)."""
-    pool = sorted((c for c in collectives if not c.hold), key=lambda c: c.span.ts)
-    index = {id(c): i for i, c in enumerate(pool)}
-    count = 0
-    for issue, c in sc.calls:
-        if c is None:
-            continue
-        i = index[id(c)]
-        if i == 0 or pool[i - 1].span.end > c.span.ts:
-            continue
-        step = step_of(c.span.ts)
-        j = bisect_right(waits, c.span.ts)
-        if any(issue < w <= c.span.ts and step_of(w) == step for w in waits[max(0, j - 8) : j]):
-            count += 1
-    return count
-
-
 def _start(q: Span) -> float:
     return q.ts
 
@@ -184,8 +154,7 @@ def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Op
     return best
 
 
-@dataclass(frozen=True)
-class SyncTiming:
+class SyncTiming(msgspec.Struct, frozen=True):
     exposed_ms: float
     hidden_ms: Optional[float]
     send_to_done_ms: Optional[float]

@@ -23,16 +23,16 @@ failed commit at the sync it fired in).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Hashable, Optional, Sequence
 
-from ftrun.check.faults import Faults
+import msgspec
+
+from ftrun.check.fired_faults import FiredFaults
 from ftrun.layout import EventRecord
 from ftrun.schedule import Schedule
 
 
-@dataclass
-class FailedCommit:
+class FailedCommit(msgspec.Struct):
     replica: int
     rank: int
     sync_step: int
@@ -60,8 +60,7 @@ def from_logs(logs: dict[tuple[int, int], list[EventRecord]]) -> list[FailedComm
     return out
 
 
-@dataclass(frozen=True)
-class SyncSeen:
+class SyncSeen(msgspec.Struct, frozen=True):
     """One observed sync: its step, the class of the send it waited for and of its own restore
     (None = no evidence), and the class of the next send on the worker (None = none captured)."""
 
@@ -94,7 +93,7 @@ def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool 
     return out
 
 
-def explain(commits: list[FailedCommit], faults: Faults, schedule: Schedule) -> None:
+def explain(commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule) -> None:
     """Mark the failed commits a fired fault accounts for (module docstring)."""
     for c in commits:
         if any(v.replica == c.replica and v.sync_step == c.sync_step for v in faults.votes):
@@ -104,3 +103,30 @@ def explain(commits: list[FailedCommit], faults: Faults, schedule: Schedule) -> 
             until = (m.rejoined_step + schedule.sync_every) if m.rejoined_step is not None else None
             if m.step <= c.sync_step and (until is None or c.sync_step <= until):
                 c.explained = True
+
+
+def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list[int]]:
+    """replica -> the steps at which its event logs record a heal."""
+    out: dict[int, list[int]] = {}
+    for (r, _), recs in logs.items():
+        out.setdefault(r, []).extend(rec.step for rec in recs if rec.healed and rec.step is not None)
+    return out
+
+
+def failed_cycles(replica: int, failed_commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule,
+                  heals: Optional[dict[int, list[int]]] = None) -> list[int]:
+    """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
+    its own failed commits, except those inside steps it lost to a fault and those it healed past
+    (a replica whose commit failed while others committed is behind them at the next quorum and
+    heals to their manager step, so it moves on with them: ``heals``, replica -> heal steps from
+    the event logs, a heal within one window w after the sync), plus the others' failed commits
+    while it was away (it healed past them)."""
+    healed = (heals or {}).get(replica, [])
+    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica
+                   and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)})
+    lost = faults.lost(replica)
+    if lost:
+        away = {schedule.cycle_of(c.sync_step) for c in failed_commits
+                if c.replica != replica and any(a <= c.sync_step <= b for a, b in lost)}
+        mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
+    return mine

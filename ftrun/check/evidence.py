@@ -30,21 +30,18 @@ trace without ``record_shapes`` is compared by counts only.
   same signature, else the class most of their paired sends had. Fewer classes than the
   fragments the captured sends cover: identity cannot be checked (``unusable`` says why).
 
-``RunIdentities`` applies this to every observation of a run (``ftrun.check.analyze``) and
-states the trace-wide conditions once (``notes``).
+Pure: signatures and identifiers only. ``ftrun.check.identify`` applies them to every
+observation of a run.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
-from ftrun.layout import AnyManifest, Fragment, Manifest
-from ftrun.schedule import Schedule
+import msgspec
 
-if TYPE_CHECKING:  # observations of ``ftrun.check.analyze`` (no runtime import: no loop)
-    from ftrun.check.analyze import Obs, WorkerObs
+from ftrun.layout import Fragment
 
 Numels = tuple[int, ...]
 
@@ -61,8 +58,7 @@ def numels_of(shapes: Optional[Sequence[Sequence[int]]]) -> Optional[Numels]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(msgspec.Struct, frozen=True):
     """``kind``: "send" (entries = allreduces) or "restore" (entries = parameters)."""
 
     kind: str
@@ -106,8 +102,7 @@ def trace_key(sigs: Iterable[Signature]) -> bool:
     return bool(sigs) and all(s.sizes is not None for s in sigs)
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(msgspec.Struct, frozen=True):
     fragment: Optional[int]  # None: not identified (no evidence, ambiguous, or no match)
     candidates: tuple[int, ...]
     evidence: str  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
@@ -131,8 +126,7 @@ def _short(sizes: Sequence[int], most: int = 6) -> str:
     return "[" + ", ".join(map(str, s[:most])) + (f", … {len(s) - most} more" if len(s) > most else "") + "]"
 
 
-@dataclass(frozen=True)
-class _Frag:
+class _Frag(msgspec.Struct, frozen=True):
     id: int
     sizes: Numels  # sorted parameter numels
     total: int
@@ -268,114 +262,3 @@ class ClusterIdentifier:
         ka = self._class(a) if a is not None else None
         kb = self._class(b) if b is not None else None
         return None if ka is None or kb is None else ka == kb
-
-
-class RunIdentities:
-    """Trace -> signature -> identity for every observation of the run (``ftrun.check.evidence``).
-
-    ``cls(o)``: a label-free class of what an observation moved (manifest fragment, or signature
-    class without a manifest) — enough to see a fragment sent again. ``label(wobs)`` then fixes
-    every observation's ``identity`` (needs the matched expectations, without a manifest).
-    """
-
-    def __init__(self, manifest: Optional[AnyManifest], wobs: list["WorkerObs"], schedule: Schedule) -> None:
-        self.schedule = schedule
-        sends = [o.sig for wo in wobs for o in wo.obs if o.kind == "send" and o.sig is not None]
-        self.with_sizes = trace_key(sends)
-        frags = manifest.fragments if manifest is not None else None
-        self.has_manifest = manifest is not None  # ftrun launch: a manifest without fragment sizes
-        self.manifest: Optional[ManifestIdentifier] = None
-        self.cluster: Optional[ClusterIdentifier] = None
-        if frags:
-            self.manifest = ManifestIdentifier(frags, isinstance(manifest, Manifest) and bool(manifest.config.get("bucketize")))
-            return
-        self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)
-        order = sorted(
-            ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o) for wi, wo in enumerate(wobs) for o in wo.obs),
-            key=lambda x: x[:4],
-        )
-        for *_, o in order:
-            if o.kind == "send" and o.sig is not None:
-                self.cluster.learn_send(o.sig)
-        for *_, o in order:
-            if o.kind == "sync" and o.sig is not None:
-                self.cluster.learn_restore(o.sig, o.paired.sig if o.paired is not None else None)
-
-    def _identity(self, o: "Obs") -> Identity:
-        if self.manifest is not None:
-            return self.manifest.identify(o.sig)
-        return self.cluster.identify(o.sig)
-
-    @property
-    def distinct(self) -> bool:
-        """Can the classes tell every fragment apart? (Else a repeated class is no evidence of a retry.)"""
-        return self.manifest is not None or len(self.cluster.order) >= self.schedule.fragments
-
-    def cls(self, o: Optional["Obs"]):
-        if o is None or o.sig is None:
-            return None
-        if self.manifest is not None:
-            return self._identity(o).fragment
-        return self.cluster.class_of(o.sig)
-
-    def label(self, wobs: list["WorkerObs"]) -> None:
-        if self.cluster is not None:
-            needed: set[int] = set()
-            for wo in wobs:
-                # only the first captured run of steps: later ones depend on commits nobody saw
-                lo, hi = min(wo.ranges) if wo.ranges else (0, -1)
-                for e, o in wo.matches:
-                    if e is not None and o is not None and o.kind == "send" and o.sig is not None and lo <= (o.step or -1) <= hi:
-                        self.cluster.vote(o.sig, e.fragment)
-                        needed.add(e.fragment)
-            self.cluster.finish(len(needed))
-        for wo in wobs:
-            for o in wo.obs:
-                if o.kind == "send":
-                    o.identity = self._identity(o)
-            for o in wo.obs:
-                if o.kind != "sync":
-                    continue
-                o.identity = self._identity(o)
-                if o.identity.evidence == "none" and o.paired is not None and o.paired.identity.evidence != "none":
-                    i = o.paired.identity
-                    o.identity = Identity(i.fragment, i.candidates, "paired send", i.ambiguous, i.problem)
-
-    def notes(self, wobs: list["WorkerObs"]) -> list[str]:
-        """Trace-wide conditions, each said once."""
-        out = []
-        obs = [o for wo in wobs for o in wo.obs]
-        sends = [o for o in obs if o.kind == "send"]
-        if sends and not self.with_sizes:
-            restored = any(o.sig is not None and o.sig.sizes is not None for o in obs if o.kind == "sync")
-            if restored:
-                out.append(
-                    "allreduces run in another process (no c10d::allreduce_ under torchft::manager::allreduce, as with "
-                    "torchft's Baby process groups): sends told apart by their number of allreduces"
-                )
-            else:
-                out.append("no tensor sizes in the trace (record_shapes off): sends told apart by their number of allreduces")
-        traces = {id(o.trace): o.trace for o in sends}
-        bare = [t for t in traces.values() if not t.collectives]
-        if bare:
-            out.append(
-                f"no collective spans in {len(bare)} of {len(traces)} trace file(s) with sends: "
-                "hidden and send→done times are not measured there"
-            )
-        if self.cluster is not None:
-            if self.cluster.unusable:
-                out.append(self.cluster.unusable)
-            else:
-                out.append(
-                    f"{'no fragment sizes in the manifest' if self.has_manifest else 'no manifest'}: fragment ids are "
-                    "classes of equal signatures, labelled once for every file and replica, anchored on the expected schedule"
-                )
-        amb = sorted({o.identity.candidates for o in obs if o.identity.ambiguous and o.identity.candidates})
-        for c in amb:
-            sig = next(o.sig for o in obs if o.identity.candidates == c and o.identity.ambiguous)
-            frs = ", ".join(map(str, c[:-1])) + f" and {c[-1]}"
-            out.append(
-                f"ambiguous: fragments {frs} have the same signature ({sig.describe()}): "
-                "their events are not checked for fragment identity"
-            )
-        return out

@@ -31,8 +31,9 @@ this module only reads those attributions):
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
 from typing import Optional
+
+import msgspec
 
 from ftrun.check.comm import SendComm
 from ftrun.trace.spans import Collective, Span, Sync, TraceSpans
@@ -42,8 +43,7 @@ PIN_HOST_US = 1000.0  # a Gloo worker thread wakes up within a millisecond on a 
 EARLY_US = 15.0  # ... and may start up to 13 us before it ends (real V100 traces): clock rounding, PDL
 
 
-@dataclass(frozen=True)
-class Queued:
+class Queued(msgspec.Struct, frozen=True):
     """One attributed collective's queueing. ``send``: index of its send in the trace."""
 
     send: int
@@ -110,20 +110,26 @@ def _stream_wait_before(waits: list[Span], calls: list[Span], launch_ts: float) 
     return False
 
 
-def serialized_count(queued: list[Queued], send: int) -> int:
-    """How many of send ``send``'s collectives were serialized behind another send's."""
-    return sum(q.serialized for q in queued if q.send == send)
-
-
-@dataclass(frozen=True)
-class SendQueue:
+class SendQueue(msgspec.Struct, frozen=True):
     max_delay_ms: Optional[float]
     cause: Optional[str]  # cause of the largest delay
     serialized: int
 
 
+def send_queues(queued: list[Queued], sends: int) -> list[SendQueue]:
+    """``send_queue`` of every send ``0 .. sends - 1``, in one pass over ``queued``."""
+    mine: list[list[Queued]] = [[] for _ in range(sends)]
+    for q in queued:
+        mine[q.send].append(q)
+    return [_summary(m) for m in mine]
+
+
 def send_queue(queued: list[Queued], send: int) -> SendQueue:
-    mine = [q for q in queued if q.send == send]
+    """The queueing of send ``send``'s collectives: its largest delay, that delay's cause, how many were serialized."""
+    return _summary([q for q in queued if q.send == send])
+
+
+def _summary(mine: list[Queued]) -> SendQueue:
     if not mine:
         return SendQueue(None, None, 0)
     worst = max(mine, key=lambda q: q.delay_us)

@@ -79,10 +79,11 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     if not per_replica:
         raise BadInput(f"compare: {', '.join(map(str, dirs))} has no event logs")
     walls = [m.wall_s for m in manifests if m.wall_s is not None]
-    sync_events = [e for e in report.events if e.kind == "sync" and e.send_to_done_ms is not None and e.observed_step is not None]
-    comm = sum(e.send_to_done_ms for e in sync_events)
-    hidden = sum(e.hidden_comm_ms or 0.0 for e in sync_events)
-    send_bytes = [e.bytes for e in report.events if e.kind == "send" and e.bytes]
+    sync_figs = [e.sync for e in report.events if e.sync is not None and e.sync.send_to_done_ms is not None
+                 and e.observed_step is not None]
+    comm = sum(s.send_to_done_ms for s in sync_figs)
+    hidden = sum(s.hidden_comm_ms or 0.0 for s in sync_figs)
+    send_bytes = [e.send.bytes for e in report.events if e.send is not None and e.send.bytes]
     peak = max(send_bytes) if send_bytes else max(frag_bytes.values(), default=0)
     steps = cfg["steps"]
     checkpoints = sorted({max(1, steps * q // 4) for q in (1, 2, 3, 4)})
@@ -121,7 +122,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "overlap_lost_s": (decomposition or {}).get("overlap_slowdown_s"),
         "decomposition": decomposition,
         "backend": cfg.get("backend"),
-        "profiled_syncs": len(sync_events),
+        "profiled_syncs": len(sync_figs),
         "profiled_comm_ms": comm,
         "profiled_hidden_ms": hidden,
         "hidden_comm_share": hidden / comm if comm else None,

@@ -18,15 +18,15 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from dataclasses import dataclass
 from typing import Optional
 
-from ftrun.check.model import EventResult, Report
+import msgspec
+
+from ftrun.check.result import EventResult, Report
 from ftrun.trace.spans import TraceSpans
 
 
-@dataclass(frozen=True)
-class SendWindow:
+class SendWindow(msgspec.Struct, frozen=True):
     """One send and the sync that waited for it, on one trace file."""
 
     replica: int
@@ -106,10 +106,14 @@ def overlap_of(report: Report) -> dict:
         other = [(b - a) for a, b, w in rows if w is None]
         over = [(b - a) for a, b, w in rows if w is not None]
         base = _ms(other)
+        by_window: dict[int, list[float]] = {}  # one pass over the rows, not one per send
+        for a, b, x in rows:
+            if x is not None:
+                by_window.setdefault(id(x), []).append(b - a)
         for w in windows:
             if (w.replica, w.rank) != (wr.replica, wr.rank):
                 continue
-            mine = [(b - a) for a, b, x in rows if x is w]
+            mine = by_window.get(id(w), [])
             med = _ms(mine)
             per_send.append({"replica": w.replica, "rank": w.rank, "fragment": w.fragment, "send_step": w.send_step,
                              "sync_step": w.sync_step, "overlapped_steps": len(mine), "median_overlapped_ms": med,

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
+
+import msgspec
 
 from ftrun.errors import NotChecked
 from ftrun.trace.schema import ChromeTrace, raw_json
@@ -41,8 +42,7 @@ EVENT_LOG_SLACK_S = 60.0
 NOT_TORCHFT = "not a torchft (DiLoCo/LocalSGD) trace"
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(msgspec.Struct, frozen=True):
     """What a trace file says about the run that wrote it (``header``)."""
 
     base_us: Optional[float]  # unix time of the ts origin, microseconds; None: ts are relative
@@ -119,8 +119,7 @@ def require_torchft(spans: Sequence[TraceSpans]) -> None:
 
 # --- are they one run? -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _File:
+class _File(msgspec.Struct, frozen=True):
     t: TraceSpans
     h: Header
     worker: tuple[int, int]

@@ -17,8 +17,9 @@ identified (by file name) as one worker whose step ranges overlap (a folder mixi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
+
+import msgspec
 
 from ftrun.errors import BadInput
 from ftrun.layout import parse_worker
@@ -29,12 +30,11 @@ MANIFEST, FILE_NAME, ORDER = "manifest", "file name", "file order"
 PG_RANK = "file order; rank from torchft's process-group name"
 
 
-@dataclass
-class Worker:
+class Worker(msgspec.Struct):
     replica: int
     rank: int
     source: str
-    traces: list[TraceSpans] = field(default_factory=list)
+    traces: list[TraceSpans] = msgspec.field(default_factory=list)
 
     @property
     def global_rank(self) -> Optional[int]:

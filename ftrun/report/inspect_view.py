@@ -1,4 +1,4 @@
-"""Rich rendering of an ``ftrun.check.model.Report``: one table per worker, then one summary line.
+"""Rich rendering of an ``ftrun.check.result.Report``: one table per worker, then one summary line.
 
 "step" and "fragment" show the expected value, or ``expected→observed`` when they differ; a
 fragment not identified from evidence shows as ``?``. Cells are short (a failing row says FAIL);
@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ftrun.check.model import EventResult, Report
+from ftrun.check.result import EventResult, Report
 from ftrun.console import console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
@@ -44,10 +44,10 @@ _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
     ("kind", "kind", lambda e: e.kind),
     ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?")),
     ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
-    ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.exposed_data_ms)),
-    ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.exposed_control_ms)),
-    ("hidden ms", "hidden\nms", lambda e: _ms(e.hidden_comm_ms)),
-    ("send→done ms", "send→\ndone ms", lambda e: _ms(e.send_to_done_ms)),
+    ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.sync.exposed_data_ms if e.sync else None)),
+    ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.sync.exposed_control_ms if e.sync else None)),
+    ("hidden ms", "hidden\nms", lambda e: _ms(e.sync.hidden_comm_ms if e.sync else None)),
+    ("send→done ms", "send→\ndone ms", lambda e: _ms(e.sync.send_to_done_ms if e.sync else None)),
 ]
 _WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
 
@@ -55,8 +55,8 @@ _WIDE_MIN = 100  # below this many columns, the narrow headers (the table then n
 def _remark(e: EventResult) -> Optional[Text]:
     """The line under the table for a row with a problem or notes (None: nothing to say)."""
     notes = list(e.notes)
-    if e.serialized:
-        notes.append(f"{e.serialized_collectives} collective(s) serialized")
+    if e.sync is not None and e.sync.serialized:
+        notes.append(f"{e.sync.serialized_collectives} collective(s) serialized")
     if e.ok and not notes:
         return None
     out = line(f"step {_pair(e.expected_step, e.observed_step)} {e.kind}: ")

@@ -31,7 +31,7 @@ from typing import IO, Any, Optional
 
 import msgspec
 
-from ftrun.check.model import EventResult, Report
+from ftrun.check.result import EventResult, Report
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
 from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
@@ -83,13 +83,15 @@ def verdict_args(e: EventResult) -> dict[str, Any]:
         "problem": e.problem,
         "notes": "; ".join(e.notes) or None,
     }
-    if e.kind == "send":
-        args.update(allreduces=e.allreduces, collectives=e.collectives, numel=e.numel, bytes=e.bytes)
-    else:
+    if e.send is not None:
+        s = e.send
+        args.update(allreduces=s.allreduces, collectives=s.collectives, numel=s.numel, bytes=s.bytes)
+    elif e.sync is not None:
+        y = e.sync
         args.update(
-            exposed_comm_ms=e.exposed_comm_ms, hidden_comm_ms=e.hidden_comm_ms, send_to_done_ms=e.send_to_done_ms,
-            comm_union_ms=e.comm_union_ms, should_commit_ms=e.should_commit_ms, serialized=e.serialized,
-            serialized_collectives=e.serialized_collectives, send_captured=e.send_captured,
+            exposed_comm_ms=y.exposed_comm_ms, hidden_comm_ms=y.hidden_comm_ms, send_to_done_ms=y.send_to_done_ms,
+            comm_union_ms=y.comm_union_ms, should_commit_ms=y.should_commit_ms, serialized=y.serialized,
+            serialized_collectives=y.serialized_collectives, send_captured=y.send_captured,
         )
     return {k: v for k, v in args.items() if v is not None}
 
@@ -249,9 +251,9 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
                         "name": verdict_name(e), "cat": "ftrun,verdict", "ph": "i", "s": "t",
                         "ts": ts, "pid": pid, "tid": VERDICT_TID, "args": verdict_args(e),
                     }
-                    if e.kind == "sync" and e.ts_us is not None and e.exposed_comm_ms:
+                    if e.sync is not None and e.ts_us is not None and e.sync.exposed_comm_ms:
                         del ev["s"]
-                        ev["ph"], ev["dur"] = "X", max(e.exposed_comm_ms * 1000.0, 1.0)
+                        ev["ph"], ev["dur"] = "X", max(e.sync.exposed_comm_ms * 1000.0, 1.0)
                     out.write(ev)
                     counts["verdicts"] += 1
                 me = f"{wr.replica}/{wr.rank}"

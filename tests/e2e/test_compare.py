@@ -234,11 +234,12 @@ def test_inspect_splits_exposed_into_data_and_control(trained: Compared) -> None
 
     for n in NAMES:
         report = analyze([trained.run_dir(n)])
-        syncs = [e for e in report.events if e.kind == "sync" and e.send_captured]
+        syncs = [e for e in report.events if e.sync is not None and e.sync.send_captured]
         assert syncs, n
         for e in syncs:
-            assert e.quorum_ms is not None and e.quorum_ms >= 2 * LAT * 1e3 - 0.5, (n, e.observed_step, e.quorum_ms)
-            assert e.exposed_control_ms > e.quorum_ms  # should_commit on top
+            s = e.sync
+            assert s.quorum_ms is not None and s.quorum_ms >= 2 * LAT * 1e3 - 0.5, (n, e.observed_step, s.quorum_ms)
+            assert s.exposed_control_ms > s.quorum_ms  # should_commit on top
         totals = report.workers[0].totals
         assert totals["exposed_control_ms"] >= 2 * LAT * 1e3 * len(
             [e for e in syncs if e.replica == report.workers[0].replica]

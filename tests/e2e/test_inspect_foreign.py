@@ -108,7 +108,7 @@ def test_window_starting_with_sync_reports_send_not_captured(foreign_traces, tmp
     first = r.events[0]
     assert (first.kind, first.observed_step, first.fragment) == ("sync", 4, 0)
     assert "send not captured (before the profiled steps)" in first.notes
-    assert first.evidence == "restore sizes" and first.send_captured is False
+    assert first.evidence == "restore sizes" and first.sync.send_captured is False
 
 
 def test_replica_from_file_name(foreign_traces, tmp_path):

@@ -11,11 +11,12 @@ import re
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 import typer.main
 
 from ftrun import config as cfgmod
-from ftrun.check.model import EventResult, Report, WorkerReport
+from ftrun.check.result import EventResult, Report, SyncFigures, WorkerReport
 from ftrun.cli import app
 from ftrun.console import console
 from ftrun.errors import BadInput
@@ -96,17 +97,24 @@ def report(
                 fragment_checked=True,
             )
             if kind == "sync":
-                e.exposed_comm_ms, e.hidden_comm_ms, e.send_to_done_ms, e.should_commit_ms = (
-                    12345.88,
-                    21.97,
-                    23.85,
-                    0.65,
+                e.sync = SyncFigures(
+                    exposed_comm_ms=12345.88,
+                    hidden_comm_ms=21.97,
+                    send_to_done_ms=23.85,
+                    comm_union_ms=None,
+                    should_commit_ms=0.65,
+                    exposed_data_ms=12345.88,
+                    exposed_control_ms=42.5,
+                    quorum_ms=None,
+                    serialized=False,
+                    serialized_collectives=0,
+                    send_captured=True,
                 )
-                e.exposed_data_ms, e.exposed_control_ms = 12345.88, 42.5
             events.append(e)
     if problem:
         e = events[1]
-        e.ok, e.observed_step, e.problem, e.serialized, e.serialized_collectives = False, 31, problem, True, 3
+        e.ok, e.observed_step, e.problem = False, 31, problem
+        e.sync = msgspec.structs.replace(e.sync, serialized=True, serialized_collectives=3)
     events[3].notes = list(notes or [])
     workers = [
         WorkerReport(

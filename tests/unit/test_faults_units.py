@@ -87,7 +87,7 @@ def test_fail_commit_hook_votes_once_at_the_first_sync_from_its_step(tmp_path):
 
 def test_fail_commit_explains_only_its_groups_commit_at_its_sync():
     from ftrun.check.commits import FailedCommit, explain
-    from ftrun.check.faults import CommitVote, Faults as CheckFaults
+    from ftrun.check.fired_faults import CommitVote, FiredFaults
     from ftrun.schedule import Schedule
 
     commits = [
@@ -96,5 +96,5 @@ def test_fail_commit_explains_only_its_groups_commit_at_its_sync():
         FailedCommit(0, 0, 6, 0, "event_log"),
         FailedCommit(1, 0, 8, 1, "event_log"),
     ]
-    explain(commits, CheckFaults(votes=[CommitVote(1, 5, 6)]), Schedule(2, 4, 1))
+    explain(commits, FiredFaults(votes=[CommitVote(1, 5, 6)]), Schedule(2, 4, 1))
     assert [c.explained for c in commits] == [True, True, False, False]

@@ -32,15 +32,15 @@ def _queued_run(tmp_path: Path, extra_us: float = 2000.0, gap_us: float = 0.0) -
 def test_converted_run_has_no_serialized_collective(tmp_path):
     rep = analyze([kc.convert_run(DATA, tmp_path / "run")])
     syncs = _sync_rows(rep)
-    assert syncs and all(e.serialized is False and e.serialized_collectives == 0 for e in syncs.values())
+    assert syncs and all(e.sync.serialized is False and e.sync.serialized_collectives == 0 for e in syncs.values())
     sends = [e for e in rep.events if e.kind == "send"]
-    assert all(e.queue_delay_ms is not None for e in sends)
+    assert all(e.send.queue_delay_ms is not None for e in sends)
 
 
 def test_kernel_queued_behind_another_fragments_kernel_is_flagged(tmp_path):
     rep = analyze([_queued_run(tmp_path)])
     syncs = _sync_rows(rep)
-    flagged = {k: e.serialized_collectives for k, e in syncs.items() if e.serialized}
+    flagged = {k: e.sync.serialized_collectives for k, e in syncs.items() if e.sync.serialized}
     assert flagged == {(0, 40): 1, (1, 40): 1}  # fragment 1's sync on both replicas; fragment 0's not
     assert rep.verdict == "pass"  # a cost, not a schedule error
 
@@ -49,16 +49,16 @@ def test_kernel_queued_behind_another_fragments_kernel_is_flagged(tmp_path):
 def test_real_clock_gaps_are_still_held(tmp_path, gap_us):
     """Real queued kernels start up to 13 us before their predecessor ends and up to 264 us after."""
     rep = analyze([_queued_run(tmp_path, gap_us=gap_us)])
-    flagged = {k: e.serialized_collectives for k, e in _sync_rows(rep).items() if e.serialized}
+    flagged = {k: e.sync.serialized_collectives for k, e in _sync_rows(rep).items() if e.sync.serialized}
     assert flagged == {(0, 40): 1, (1, 40): 1}
     sends = {(e.replica, e.observed_step): e for e in rep.events if e.kind == "send"}
-    assert sends[(0, 35)].queue_cause == sends[(1, 35)].queue_cause == "previous collective"
+    assert sends[(0, 35)].send.queue_cause == sends[(1, 35)].send.queue_cause == "previous collective"
 
 
 @pytest.mark.parametrize("gap_us", [-20.0, 400.0])
 def test_starts_outside_the_window_are_not_held(tmp_path, gap_us):
     rep = analyze([_queued_run(tmp_path, gap_us=gap_us)])
-    assert not any(e.serialized for e in _sync_rows(rep).values())
+    assert not any(e.sync.serialized for e in _sync_rows(rep).values())
 
 
 def test_overlapping_kernels_keep_the_cause_split():
@@ -98,8 +98,8 @@ def test_queue_just_past_the_pin_is_not_serialized_when_started_late():
         t = TraceSpans(Path("x"), "ftrun", [], sends, [], sorted([a, b], key=lambda c: c.span.ts))
         comms = comm.attribute(t.sends, t.collectives)
         q = gpu_comm.queueing(t, comms)
-        assert gpu_comm.serialized_count(q, 1) == int(expect), (b, q)
-        assert gpu_comm.serialized_count(q, 0) == 0
+        assert gpu_comm.send_queue(q, 1).serialized == int(expect), (b, q)
+        assert gpu_comm.send_queue(q, 0).serialized == 0
 
 
 def test_stream_wait_is_the_cause_without_a_blocking_kernel():
@@ -124,6 +124,6 @@ def test_commit_synchronizes_shown_apart():
 
 def test_real_gloo_run_commit_sync_read():
     rep = analyze([DATA])
-    syncs = [e for e in rep.events if e.kind == "sync"]
-    assert all(e.commit_sync_ms is not None and e.commit_sync_ms <= e.should_commit_ms for e in syncs)
-    assert all(e.serialized is False for e in syncs)
+    syncs = [e.sync for e in rep.events if e.kind == "sync"]
+    assert syncs and all(s.commit_sync_ms is not None and s.commit_sync_ms <= s.should_commit_ms for s in syncs)
+    assert all(s.serialized is False for s in syncs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftrun.check import comm
-from ftrun.check.analyze import runs
+from ftrun.check.observe import runs
 from ftrun.check.commits import NO_OUTER_STEP, SENT_AGAIN, SyncSeen, infer
 from ftrun.check.evidence import ClusterIdentifier, ManifestIdentifier, Signature, restore_signature, send_signature
 from ftrun.layout import Fragment, Param
@@ -121,23 +121,17 @@ def test_attribution_prefers_matching_sizes_across_gloo_threads():
     assert sc.union_us() == 130 - 101.5
 
 
-def test_exposed_hidden_and_serialization():
+def test_exposed_and_hidden():
     s = send(100, (4,), (2,))
     sync = Sync(Span(150, 190, T), Span(170, 175, T), Span(180, 185, T), Span(185, 189, T), ((4,), (2,)))
-    # second collective starts only after the first ended and after the sync's wait ended
     colls = [coll(101, 140, (4,)), coll(180, 181, (2,))]
     (sc,) = comm.attribute([s], colls)
-    n = comm.serialized(sc, colls, comm.wait_ends([sync]), step_of=lambda ts: 1)
-    assert n == 1
-    t = comm.sync_timing(sync, sc, n)
+    t = comm.sync_timing(sync, sc, 1)  # serialized collectives: counted by gpu_comm.queueing, passed through
+    assert t.serialized_collectives == 1
     assert t.exposed_ms == (180 - 150) / 1000  # perform_sync start -> restore_parameters start
     assert t.send_to_done_ms == (181 - 100.1) / 1000
     assert abs(t.hidden_ms - 0.0509) < 1e-9  # 80.9 us in flight, 30 us of it exposed
     assert t.should_commit_ms == 4 / 1000
-    # the same collective in another step is not serialized behind that wait
-    later = [coll(101, 140, (4,)), coll(182, 183, (2,))]
-    (sc2,) = comm.attribute([s], later)
-    assert comm.serialized(sc2, later, comm.wait_ends([sync]), step_of=lambda ts: 1 if ts < 181 else 2) == 0
 
 
 def test_hidden_is_zero_when_the_sync_blocked_longer_than_the_send_flew():
@@ -158,15 +152,15 @@ def test_link_hold_counts_as_communication():
 
 def test_failed_commits_explained_by_a_fault_only_near_it():
     from ftrun.check.commits import FailedCommit, explain
-    from ftrun.check.faults import FaultMark, Faults
+    from ftrun.check.fired_faults import FaultMark, FiredFaults
 
     sch = Schedule(2, 20, 5)
     cs = [FailedCommit(0, 0, s, 0, "event_log") for s in (20, 30, 50, 60)]
-    explain(cs, Faults([FaultMark(1, "kill", 25, (25, 31), 32)]), sch)
+    explain(cs, FiredFaults([FaultMark(1, "kill", 25, (25, 31), 32)]), sch)
     # before the kill: no; from the kill to H steps after the rejoin (32 + 20): yes; later: no
     assert [c.explained for c in cs] == [False, True, True, False]
     never = [FailedCommit(0, 0, 200, 0, "inferred")]
-    explain(never, Faults([FaultMark(1, "kill", 25, (25, 40), None)]), sch)
+    explain(never, FiredFaults([FaultMark(1, "kill", 25, (25, 40), None)]), sch)
     assert never[0].explained
 
 

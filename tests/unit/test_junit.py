@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.check.model import numerics_of
+from ftrun.check.result import numerics_of
 from ftrun.report import junit as junit_view
 from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
 
@@ -190,7 +190,7 @@ def test_sweep_refuses_junit_inside_its_dir(tmp_path):
 def test_no_problem_is_lost():
     """A worker known only from its failed commits gets its failing case; a run problem of no
     known class lands in ``other``; a failing verdict never renders as all-pass."""
-    import dataclasses
+    import msgspec
 
     base = _report()
     lost = {
@@ -203,7 +203,7 @@ def test_no_problem_is_lost():
         "explained_by_fault": False,
     }
     line = "replica 5 rank 0: 1 commit(s) failed (...)"
-    r = dataclasses.replace(
+    r = msgspec.structs.replace(
         base,
         verdict="fail",
         failed_commits=[lost],
@@ -213,7 +213,7 @@ def test_no_problem_is_lost():
     got = {(c.classname, c.name): c for c in junit_view.report_cases(r)}
     assert "commit at sync step 30" in got[("replica5.rank0", "commits")].failures[0]
     assert got[("run", "other")].failures == ["something new"]
-    bare = dataclasses.replace(base, verdict="fail")
+    bare = msgspec.structs.replace(base, verdict="fail")
     assert {(c.classname, c.name): c.failures for c in junit_view.report_cases(bare)}[("run", "other")] == [
         "verdict fail"
     ]

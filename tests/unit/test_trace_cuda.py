@@ -103,8 +103,8 @@ def test_converted_real_run_passes(tmp_path, naming, launch):
     assert len(gpu.events) == len(cpu.events)
     for e in gpu.events:
         if e.kind == "send":  # every send's collectives are the kernels, one per allreduce call
-            assert e.collectives == e.allreduces and e.allreduces > 0
-            assert e.bytes == 4 * e.numel  # dtype Float, from the kernels' args
+            assert e.send.collectives == e.send.allreduces and e.send.allreduces > 0
+            assert e.send.bytes == 4 * e.send.numel  # dtype Float, from the kernels' args
     for sp in gpu.spans.values():
         assert {(k.kind, k.comm.source) for k in sp.kernels} == {("allreduce", "kernel args")}
 
@@ -160,7 +160,7 @@ def test_sizes_without_record_shapes_come_from_record_param_comms(tmp_path):
     rep = analyze([run])
     assert rep.verdict == "pass", [e.problem for e in rep.events if e.problem]
     sends = [e for e in rep.events if e.kind == "send"]
-    assert sends and all(e.evidence == "send sizes" and e.fragment_checked and e.bytes == 4 * e.numel for e in sends)
+    assert sends and all(e.evidence == "send sizes" and e.fragment_checked and e.send.bytes == 4 * e.send.numel for e in sends)
 
 
 def test_quantized_call_is_one_collective_recognised_by_its_ops():
@@ -273,8 +273,8 @@ def test_unlinked_kernels_attributed_by_element_count(tmp_path):
     rep = analyze([run])
     assert rep.verdict == "pass" and not rep.notes
     sends = [e for e in rep.events if e.kind == "send"]
-    assert all(e.collectives == e.allreduces and e.bytes == 4 * e.numel for e in sends)
-    assert all(e.hidden_comm_ms is not None for e in rep.events if e.kind == "sync")
+    assert all(e.send.collectives == e.send.allreduces and e.send.bytes == 4 * e.send.numel for e in sends)
+    assert all(e.sync.hidden_comm_ms is not None for e in rep.events if e.kind == "sync")
 
 
 def test_kernel_before_launch_is_said_once():

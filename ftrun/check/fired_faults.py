@@ -21,7 +21,6 @@ commits of its replica group at the sync it fired in (``fired_step``), and nothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,8 +31,7 @@ from ftrun.layout import AnyManifest, EventRecord, Manifest
 ACTIONS = {"kill": "SIGKILL", "sigterm": "SIGTERM"}
 
 
-@dataclass
-class FaultMark:
+class FaultMark(msgspec.Struct):
     replica: int
     action: str  # "kill" | "sigterm"
     step: int  # the fault fired at the start of this step
@@ -59,8 +57,7 @@ class FaultMark:
         }
 
 
-@dataclass(frozen=True)
-class CommitVote:
+class CommitVote(msgspec.Struct, frozen=True):
     """A fired ``--fail-commit R@S``: group R voted against its commit at sync step ``sync_step``."""
 
     replica: int
@@ -73,10 +70,9 @@ class CommitVote:
                                             f"(--fail-commit {self.replica}@{self.step})"}
 
 
-@dataclass
-class Faults:
-    marks: list[FaultMark] = field(default_factory=list)
-    votes: list[CommitVote] = field(default_factory=list)
+class FiredFaults(msgspec.Struct):
+    marks: list[FaultMark] = msgspec.field(default_factory=list)
+    votes: list[CommitVote] = msgspec.field(default_factory=list)
 
     def lost(self, replica: int) -> list[tuple[int, int]]:
         return [m.lost_steps for m in self.marks if m.replica == replica and m.lost_steps]
@@ -85,9 +81,9 @@ class Faults:
         return any(m.replica == replica for m in self.marks)
 
 
-def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> Faults:
+def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> FiredFaults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
-    out = Faults()
+    out = FiredFaults()
     seen: set[tuple[int, int, str]] = set()
     for rd, m in zip(run_dirs, manifests):
         steps = m.schedule.steps

@@ -1,0 +1,73 @@
+"""Figures of one observed send or sync (``SendFigures``, ``SyncFigures``), and a worker's totals.
+
+A send's figures are what it moved and how its collectives queued; a sync's, the timing of the
+sync and of the send it waited for (``ftrun.check.comm``'s definitions, ``ftrun.check.gpu_comm``'s
+commit synchronizes), in milliseconds rounded to the microsecond. Pure functions over the
+observe stage's ``Obs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from ftrun.check import comm as communication
+from ftrun.check import gpu_comm
+from ftrun.check.observe import Obs
+from ftrun.check.result import EventResult, SendFigures, SyncFigures
+
+
+def _r(x: Optional[float]) -> Optional[float]:
+    return round(x, 3) if x is not None else None
+
+
+def send_figures(o: Obs) -> Optional[SendFigures]:
+    """None for a send whose communication was not attributed (never: ``comm.attribute`` gives one per send)."""
+    sc = o.comm
+    if sc is None:
+        return None
+    q = o.queue
+    delayed = q is not None and q.max_delay_ms is not None
+    return SendFigures(
+        allreduces=len(sc.calls), numel=sc.numel, bytes=sc.bytes,
+        collectives=sum(c is not None for _, c in sc.calls) + len(sc.holds),
+        queue_delay_ms=_r(q.max_delay_ms) if q is not None and delayed else None,
+        queue_cause=q.cause if q is not None and delayed else None,
+    )
+
+
+def sync_figures(o: Obs) -> SyncFigures:
+    """The sync ``o``'s timing, with the send it waited for when that was captured (``o.paired``)."""
+    assert o.sync is not None, "sync figures of a send"
+    p = o.paired
+    t = communication.sync_timing(o.sync, p.comm if p else None, p.queue.serialized if p and p.queue else None,
+                                  p.quorum if p else None)
+    return SyncFigures(
+        exposed_comm_ms=round(t.exposed_ms, 3), hidden_comm_ms=_r(t.hidden_ms), send_to_done_ms=_r(t.send_to_done_ms),
+        comm_union_ms=_r(t.comm_union_ms), should_commit_ms=_r(t.should_commit_ms),
+        exposed_data_ms=round(t.exposed_data_ms, 3), exposed_control_ms=round(t.exposed_control_ms, 3),
+        quorum_ms=_r(t.quorum_ms),
+        serialized=bool(t.serialized_collectives) if t.serialized_collectives is not None else None,
+        serialized_collectives=t.serialized_collectives, send_captured=p is not None,
+        commit_sync_ms=_r(gpu_comm.commit_sync_ms(o.sync)),
+    )
+
+
+_SUMMED = ("exposed_comm_ms", "hidden_comm_ms", "send_to_done_ms", "should_commit_ms", "exposed_data_ms",
+           "exposed_control_ms")
+
+
+def totals(results: Sequence[EventResult]) -> dict:
+    """One worker's totals (``WorkerReport.totals``): events and verdicts, summed sync figures, bytes sent."""
+    syncs = [r for r in results if r.kind == "sync" and r.observed_step is not None]
+    out: dict[str, Any] = {
+        "events": len(results),
+        "ok": sum(r.ok for r in results),
+        "failed": sum(not r.ok for r in results),
+        "sends": sum(r.kind == "send" and r.observed_step is not None for r in results),
+        "syncs": len(syncs),
+    }
+    for k in _SUMMED:
+        out[k] = round(sum(getattr(r.sync, k) or 0.0 for r in results if r.sync is not None), 3)
+    out["bytes"] = sum(r.send.bytes or 0 for r in results if r.send is not None)
+    out["serialized_syncs"] = sum(bool(r.sync.serialized) for r in syncs if r.sync is not None)
+    return out

@@ -1,0 +1,139 @@
+"""Stage 3 of the check, expect/match: what each worker should have shown, paired with what it
+showed -> ``WorkerMatch``.
+
+The expected events are ``ftrun.schedule.Schedule.events`` (never re-derived here) restricted to
+the captured steps of each worker, outside the steps it lost to a fault, and shifted by its
+failed commits (``ftrun.check.commits``: event log, else inferred here from the trace, which
+needs the identify stage's classes). ``pair`` matches expected with observed: same kind and
+step, then the nearest within a window; what is left over is missing or unexpected.
+``fit_offset`` picks the ``ProfilerStep`` numbering: ``auto`` = the one that matches more
+expected events (ties: top).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import msgspec
+
+from ftrun.check import commits as commit_checks
+from ftrun.check.fired_faults import FiredFaults
+from ftrun.check.identify import Identities, Pair, RunIdentities
+from ftrun.check.observe import NUMBERINGS, Obs, WorkerObs, observe
+from ftrun.check.workers import Worker
+from ftrun.schedule import Event, Schedule
+
+
+class WorkerMatch(msgspec.Struct):
+    """One worker's expectations and the (expected, observed) pairs; ``None`` on a side: missing / unexpected."""
+
+    seen: WorkerObs
+    failed: list[int]  # cycles whose commit failed: their fragment is sent again
+    lost: list[tuple[int, int]]  # steps lost to a fault: nothing expected
+    expected: list[Event]
+    pairs: list[Pair] = msgspec.field(default_factory=list)
+
+
+def expected_events(schedule: Schedule, ranges, failed: Sequence[int], lost) -> list[Event]:
+    """Expected events inside the captured steps, outside the steps lost to a fault."""
+    last = max((hi for _, hi in ranges), default=0)
+    return [
+        e for e in schedule.events(last, failed_cycles=failed)
+        if any(lo <= e.step <= hi for lo, hi in ranges) and not any(a <= e.step <= b for a, b in lost)
+    ]
+
+
+def expect(seen: WorkerObs, schedule: Schedule, failed: list[int], lost: Sequence[tuple[int, int]]) -> WorkerMatch:
+    return WorkerMatch(seen, failed, list(lost), expected_events(schedule, seen.ranges, failed, lost))
+
+
+def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pair]:
+    """Pair expected events with observed ones: same step, then nearest within a window."""
+    by_key: dict[tuple[str, Optional[int]], list[Obs]] = {}
+    for o in obs:
+        by_key.setdefault((o.kind, o.step), []).append(o)
+    left_e: list[Event] = []
+    pairs: list[Pair] = []
+    for e in expected:
+        got = by_key.get((e.kind, e.step))
+        if got:
+            pairs.append((e, got.pop(0)))
+        else:
+            left_e.append(e)
+    left_o = [o for lst in by_key.values() for o in lst]
+    for e in left_e:
+        near = [o for o in left_o if o.kind == e.kind and o.step is not None and abs(o.step - e.step) < window]
+        if near:
+            o = min(near, key=lambda o: abs((o.step or 0) - e.step))  # every one in near has a step
+            left_o.remove(o)
+            pairs.append((e, o))
+        else:
+            pairs.append((e, None))
+    pairs.extend((None, o) for o in left_o)
+    return pairs
+
+
+def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str,
+               faults: FiredFaults) -> tuple[int, dict]:
+    """The ``ProfilerStep`` offset, and how it was chosen (the report's ``step_numbering``)."""
+    if requested != "auto":
+        return NUMBERINGS[requested], {"requested": requested, "used": requested}
+    scores = {}
+    for name, off in NUMBERINGS.items():
+        n = 0
+        for w in workers:
+            seen = observe(w, schedule.window, off)
+            exp = {(e.kind, e.step) for e in expected_events(schedule, seen.ranges, failed[(w.replica, w.rank)],
+                                                             faults.lost(w.replica))}
+            n += sum((o.kind, o.step) in exp for o in seen.obs) - sum(o.step is None for o in seen.obs)
+        scores[name] = n
+    used = max(NUMBERINGS, key=lambda k: (scores[k], k == "top"))
+    return NUMBERINGS[used], {"requested": "auto", "used": used, "fit": scores}
+
+
+def unseen_syncs(seen: WorkerObs, schedule: Schedule) -> bool:
+    """Does a sync fall before or between the worker's captured steps (its commit unseen)?"""
+    last = max((hi for _, hi in seen.ranges), default=0)
+    steps = range(schedule.window, last + 1, schedule.window)
+    return any(not any(lo <= s <= hi for lo, hi in seen.ranges) for s in steps)
+
+
+def syncs_seen(seen: WorkerObs, ids: RunIdentities) -> list[commit_checks.SyncSeen]:
+    """Each observed sync with the classes of its send, its restore and the next send."""
+    out = []
+    obs = sorted(seen.obs, key=lambda o: o.ts)
+    for i, o in enumerate(obs):
+        if o.sync is None or o.step is None:
+            continue
+        nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
+        out.append(commit_checks.SyncSeen(
+            o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None,
+            o.sync.committed,
+        ))
+    return out
+
+
+def infer_failed(matches: list[WorkerMatch], logged: set[int], ids: RunIdentities,
+                 schedule: Schedule) -> list[tuple[WorkerMatch, int, str]]:
+    """Failed commits of the replicas without an event log, inferred from their traces:
+    (worker, sync step, how). Updates each such worker's failed cycles and expectations."""
+    inferred: list[tuple[WorkerMatch, int, str]] = []
+    for m in matches:
+        if m.seen.worker.replica in logged:
+            continue  # the event log says which commits failed
+        steps = commit_checks.infer(syncs_seen(m.seen, ids), schedule, ids.distinct)
+        if steps:
+            m.failed = sorted(set(m.failed) | {schedule.cycle_of(s) for s, _ in steps})
+            m.expected = expected_events(schedule, m.seen.ranges, m.failed, m.lost)
+            inferred += [(m, s, how) for s, how in steps]
+    return inferred
+
+
+def inferred_commits(inferred: list[tuple[WorkerMatch, int, str]], ids: Identities) -> list[commit_checks.FailedCommit]:
+    """``infer_failed``'s findings as failed commits, each with the fragment its sync moved (once labelled)."""
+    out = []
+    for m, step, how in inferred:
+        sync = next((o for o in m.seen.obs if o.kind == "sync" and o.step == step), None)
+        frag = ids.of(sync).fragment if sync is not None else None
+        out.append(commit_checks.FailedCommit(m.seen.worker.replica, m.seen.worker.rank, step, frag, "inferred", how))
+    return out

@@ -1,0 +1,199 @@
+"""What the check found (``ftrun.check.analyze.analyze``): msgspec Structs, JSON-ready via ``to_json``.
+
+``Report.events`` holds one ``EventResult`` per expected or observed send/sync on every
+worker, ordered by (replica, rank, step): where it was expected and observed, its verdict, and
+its figures — ``SendFigures`` (a send's payload and queueing) or ``SyncFigures`` (the timing of
+a sync and the send it waited for). ``compare`` reuses the per-sync timings and the per-send
+``bytes``, and ``WorkerReport.totals``. In the JSON an event is one flat row (``EVENT_KEYS``):
+the figures of the other kind, or of an event not observed, are null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import msgspec
+
+
+class SendFigures(msgspec.Struct, frozen=True):
+    """One observed send: what it moved and how its collectives queued (``ftrun.check.figures``)."""
+
+    allreduces: int  # torchft manager.allreduce calls
+    numel: Optional[int]  # elements moved; None without tensor sizes
+    bytes: Optional[int]  # None without sizes or element size
+    collectives: int  # attributed collective spans (backend span or NCCL kernel) + link holds
+    queue_delay_ms: Optional[float] = None  # largest start - issue of its collectives (ftrun.check.gpu_comm)
+    queue_cause: Optional[str] = None  # that delay's cause
+
+
+class SyncFigures(msgspec.Struct, frozen=True):
+    """One observed sync and the send it waited for, in ms (``ftrun.check.comm``'s definitions)."""
+
+    exposed_comm_ms: float
+    hidden_comm_ms: Optional[float]
+    send_to_done_ms: Optional[float]
+    comm_union_ms: Optional[float]
+    should_commit_ms: Optional[float]
+    exposed_data_ms: float  # = exposed_comm_ms: the fragment's collectives
+    exposed_control_ms: float  # quorum wait before its send + should_commit
+    quorum_ms: Optional[float]
+    serialized: Optional[bool]
+    serialized_collectives: Optional[int]
+    send_captured: bool
+    # should_commit's stream synchronizes (where a CUDA run's CPU blocks), apart from exposed
+    commit_sync_ms: Optional[float] = None
+
+
+_SEND_KEYS = SendFigures.__struct_fields__
+_SYNC_KEYS = SyncFigures.__struct_fields__
+
+
+class EventResult(msgspec.Struct):
+    replica: int
+    rank: int
+    kind: str  # "send" | "sync"
+    fragment: Optional[int]  # observed (from evidence); None when not observable / missing
+    expected_fragment: Optional[int]
+    expected_step: Optional[int]  # None: unexpected event
+    observed_step: Optional[int]  # None: missing event
+    ok: bool
+    problem: Optional[str] = None  # what is wrong, one phrase; None when ok
+    notes: list[str] = msgspec.field(default_factory=list)  # e.g. "send not captured", "ambiguous ..."
+    evidence: str = "none"  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
+    fragment_checked: bool = False  # the observed fragment was identified from evidence (not ambiguous, not absent)
+    fragment_candidates: Optional[list[int]] = None
+    manager_step: Optional[int] = None
+    cycle: Optional[int] = None
+    file: Optional[str] = None
+    ts_us: Optional[float] = None
+    send: Optional[SendFigures] = None  # an observed send's figures
+    sync: Optional[SyncFigures] = None  # an observed sync's figures
+
+    def to_json(self) -> dict[str, Any]:
+        """One flat row: the placement and verdict, then every figure key (``EVENT_KEYS``)."""
+        d = {f: getattr(self, f) for f in _PLACEMENT_KEYS}
+        d["notes"] = list(self.notes)
+        d["fragment_candidates"] = list(self.fragment_candidates) if self.fragment_candidates is not None else None
+        send = msgspec.structs.asdict(self.send) if self.send is not None else {}
+        sync = msgspec.structs.asdict(self.sync) if self.sync is not None else {}
+        for k in _FIGURE_KEYS:
+            d[k] = send.get(k, sync.get(k))
+        return d
+
+
+_PLACEMENT_KEYS = tuple(f for f in EventResult.__struct_fields__ if f not in ("send", "sync"))
+# the published row order (unchanged since the row was one flat record): send figures, sync
+# figures, then the GPU-aware ones of each
+_FIGURE_KEYS = (*_SEND_KEYS[:4], *_SYNC_KEYS[:-1], *_SEND_KEYS[4:], *_SYNC_KEYS[-1:])
+EVENT_KEYS = (*_PLACEMENT_KEYS, *_FIGURE_KEYS)
+
+
+class WorkerReport(msgspec.Struct):
+    replica: int
+    rank: int
+    source: str  # how (replica, rank) was decided: manifest, file name, file order (+ torchft's process-group name)
+    files: list[str]
+    step_source: str  # "ftrun" (ftrun::step#S) or "profiler" (ProfilerStep#k)
+    step_ranges: list[tuple[int, int]]  # captured training steps per file
+    failed_cycles: list[int]
+    totals: dict[str, Any] = msgspec.field(default_factory=dict)
+    # the traces' distributedInfo: the default group's rank and size ("global rank 3 of 8"), never the replica
+    global_rank: Optional[int] = None
+    world_size: Optional[int] = None
+
+    def global_rank_text(self) -> Optional[str]:
+        if self.global_rank is None:
+            return None
+        return f"global rank {self.global_rank}" + (f" of {self.world_size}" if self.world_size is not None else "")
+
+
+class CrossCheck(msgspec.Struct):
+    kind: str
+    step: int
+    manager_step: Optional[int]
+    fragments: dict[str, Optional[int]]  # "replica/rank" -> fragment (None = event absent)
+    ok: bool
+    problem: Optional[str] = None
+
+
+class Report(msgspec.Struct):
+    verdict: str  # "pass" | "fail"
+    mode: str  # "manifest" | "foreign"
+    files: list[str]
+    replicas: list[int]
+    schedule: dict[str, int]
+    step_numbering: dict[str, Any]
+    workers: list[WorkerReport]
+    events: list[EventResult]
+    cross_replica: list[CrossCheck]
+    run_dir: Optional[str] = None
+    notes: list[str] = msgspec.field(default_factory=list)
+    # merged runs: every run dir (the replica groups of one job) and the job's id
+    run_dirs: list[str] = msgspec.field(default_factory=list)
+    job_id: Optional[str] = None
+    # injected faults that fired (``ftrun.check.fired_faults.FaultMark.to_json``): steps each replica lost
+    faults: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # fingerprints of the synced fragments across the (merged) event logs
+    agreement: Optional[dict[str, Any]] = None
+    # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
+    # tolerance, problems, heals
+    numerics: Optional[dict[str, Any]] = None
+    # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
+    run_problems: list[str] = msgspec.field(default_factory=list)
+    # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
+    # "commits" (failed commits no fault explains, unless allowed); run_problems is their concatenation
+    run_problems_by_class: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
+    failed_commits: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
+    overlap: dict[str, Any] = msgspec.field(default_factory=dict)
+    # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
+    versions: Optional[dict[str, Any]] = None
+    # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
+    # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
+    spans: dict[str, Any] = msgspec.field(default_factory=dict)
+    comms: dict[str, dict[float, Any]] = msgspec.field(default_factory=dict)
+
+    def __repr__(self) -> str:  # not the spans and comms it carries for renderers
+        return f"Report(verdict={self.verdict!r}, mode={self.mode!r}, files={self.files!r}, events={len(self.events)})"
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass"
+
+    def problems(self) -> list[str]:
+        out = [f"replica {e.replica} rank {e.rank}: {e.problem}" for e in self.events if not e.ok]
+        out += [c.problem for c in self.cross_replica if not c.ok and c.problem]
+        out += self.run_problems
+        out += [f"numerics: {p['text']}" for p in (self.numerics or {}).get("problems", [])]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        d = {f: _plain(getattr(self, f)) for f in self.__struct_fields__ if f not in ("spans", "comms")}
+        d["events"] = [e.to_json() for e in self.events]
+        d["problems"] = self.problems()
+        return d
+
+
+def numerics_of(report: Report) -> Optional[dict[str, Any]]:
+    """The numeric check of the outer steps in its JSON form (``{checked, tolerance, problems}``),
+    or None when the report carries none (sketches off, a foreign run, an ftrun without the check):
+    then numerics were not checked, and nothing may say they passed."""
+    n = report.to_json().get("numerics")
+    return n if isinstance(n, dict) and n.get("checked") else None
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-ready copy of ``x``: records as dicts (field order), containers copied, tuples kept."""
+    if isinstance(x, msgspec.Struct):
+        return {f: _plain(getattr(x, f)) for f in x.__struct_fields__}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
