@@ -1,6 +1,6 @@
 """The fault flags parsed: ``--kill``, ``--hang``, ``--fail-commit``, ``--corrupt-allreduce`` and
 ``ftrun launch``'s ``--kill``. Torch-free; parsed and validated before spawning (injected by
-``ftrun.worker.fault_injection``; the faults a run's files show: ``ftrun.check.faults``).
+``ftrun.worker.fault_injection``; the faults a run's files show: ``ftrun.check.fired_faults``).
 
 ``--kill R@S``          SIGKILL every process of replica group R when it reaches step S.
 ``--kill R@S:sigterm``  SIGTERM the group's launcher instead (a polite stop; torchrun stops its ranks).
