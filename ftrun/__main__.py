@@ -2,14 +2,15 @@
 
 
 def main() -> None:
-    """Install the start-up signal handlers, then import and run the CLI: a Ctrl-C while the
-    CLI is still importing is one line, exit 130 (``ftrun.errors.exit_on_signal``)."""
+    """Install the start-up signal handlers, then run the command line: a Ctrl-C while it is
+    still importing is one line, exit 130 (``ftrun.errors.exit_on_signal``). ``ftrun.entry`` runs
+    a plain ``inspect-trace`` without importing typer and hands everything else to ``ftrun.cli``."""
     from ftrun.errors import exit_on_signal
 
     exit_on_signal()
-    from ftrun.cli import main as cli_main
+    from ftrun.entry import main as entry_main
 
-    cli_main()
+    entry_main()
 
 
 if __name__ == "__main__":

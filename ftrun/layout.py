@@ -381,6 +381,20 @@ class FaultsInfo(msgspec.Struct):
     max_restarts: int
 
 
+class DetectionBound(msgspec.Struct):
+    """What bounds how long the survivors take to notice a lost group (manifest ``detection``):
+    the lighthouse drops a group whose heartbeats stop after ``heartbeat_timeout_ms`` (a killed
+    group), and issues a quorum without a group that heartbeats but does not ask after
+    ``join_timeout_ms`` (a stalled group: torchft's heartbeats run on their own thread);
+    ``quorum_tick_ms``: how often it decides. None: not known here (``--lighthouse URL``: a
+    lighthouse ftrun did not start)."""
+
+    heartbeat_timeout_ms: Optional[int] = None
+    join_timeout_ms: Optional[int] = None
+    quorum_tick_ms: Optional[int] = None
+    lighthouse: str = "ftrun"  # "ftrun": started by this run; "external": --lighthouse URL
+
+
 class Manifest(msgspec.Struct, kw_only=True):
     """``manifest.json`` of ``ftrun train``: the run as it happened, written by the parent at the
     end. (The fields with defaults may be missing from a manifest of an earlier ftrun.)"""
@@ -407,6 +421,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     wall_s: Optional[float] = None
     format: int = FORMAT
     network: Optional[Network] = None
+    detection: Optional[DetectionBound] = None  # what bounded detection (None: a manifest of an earlier ftrun)
 
 
 class LaunchSchedule(msgspec.Struct):
@@ -551,8 +566,8 @@ class AgreementSummary(msgspec.Struct):
 
 class TrainSummary(msgspec.Struct, kw_only=True):
     """``summary.json`` of ``ftrun train`` (also what ``--json`` prints). ``numerics``: the
-    ``ftrun.check.numerics`` figures; ``recovery``: faults, restarts, heals, commits lost and
-    the recovery ``breakdown`` (``ftrun.launch.results.recovery``, ``ftrun.check.recovery``)."""
+    ``ftrun.check.numerics`` figures; ``faults``: what happened (``ftrun.launch.results.recovery``);
+    ``recovery``: where each fault's recovery time went (``ftrun.check.recovery``)."""
 
     run_dir: str
     ok: bool
@@ -565,12 +580,13 @@ class TrainSummary(msgspec.Struct, kw_only=True):
     replicas: list[ReplicaSummary]
     agreement: AgreementSummary
     numerics: Optional[dict[str, Any]]
-    recovery: dict[str, Any]
     failures: list[str]
     traces: list[str]
     traces_note: Optional[str]
     manifest: str
     versions: dict[str, Optional[str]]
+    faults: dict[str, Any]  # what happened: faults, restarts, heals, quorum changes, commits lost
+    recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
 
 
 class LaunchGroupRow(msgspec.Struct):
@@ -753,6 +769,15 @@ def lifecycle_log(run_dir: Path, replica: int, rank: int) -> Path:
 
 def recovery_trace_name(replica: int, rank: int, incarnation: int) -> str:
     return f"{worker_name(replica, rank)}.restart{incarnation}.pt.trace.json.gz"
+
+
+def around_fault_trace_name(replica: int, rank: int, fault_key: str, part: int = 1) -> str:
+    """A surviving rank's profile around another group's fault (``ftrun.worker.profiling.AroundFault``):
+    ``replica0_rank0.kill-r1-s25.pt.trace.json.gz``; a second part (after the step window) ``....2.pt...``."""
+    return f"{worker_name(replica, rank)}.{fault_key}{'' if part <= 1 else f'.{part}'}.pt.trace.json.gz"
+
+
+AROUND_FAULT_RE = re.compile(r"\.((?:kill|sigterm|hang)-r\d+-s\d+)(?:\.\d+)?\.pt\.trace\.json")
 
 
 def recovery_trace_dir(run_dir: Path) -> Path:

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
-import socket
 import sys
 import types
 from dataclasses import dataclass
@@ -92,6 +90,8 @@ class LabelSet:
     # the heal: the source stages its state, the healer fetches it (torchft's quorum thread)
     send_checkpoint: str = "torchft::manager::_checkpoint_transport::send_checkpoint"
     recv_checkpoint: str = "torchft::manager::_checkpoint_transport::recv_checkpoint"
+    # the quorum RPC to the lighthouse inside _async_quorum: ends when the lighthouse answered
+    client_quorum: str = "torchft::manager::_client::_quorum"
 
 
 TORCHFT_0_2 = LabelSet(
@@ -374,6 +374,8 @@ def connect(pg: Any, store_addr: str, rank: int, world_size: int, timeout: timed
     store = create_store_client(store_addr, timeout)
     store.set(f"handle/{rank}", json.dumps({"id": pg._handle_id(), "store": host_port, "global_rank": rank}))
     if rank == 0:
+        import secrets  # (here: hashlib and random stay out of the torch-free commands' imports)
+
         store.set("uuid", str(secrets.randbits(63)))
     keys = ["uuid", *(f"handle/{r}" for r in range(world_size))]
     store.wait(keys, timeout)
@@ -451,6 +453,8 @@ class _AdvertisingSocket(types.ModuleType):
         return self._host
 
     def __getattr__(self, name: str) -> Any:
+        import socket
+
         return getattr(socket, name)
 
 
@@ -465,6 +469,8 @@ def advertise_as(host: str) -> list[str]:
     import torchft  # noqa: F401  (loads its modules)
     import torchft.checkpointing.http_transport  # noqa: F401
     import torchft.process_group  # noqa: F401
+
+    import socket
 
     proxy = _AdvertisingSocket(host)
     changed = []

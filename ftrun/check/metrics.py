@@ -151,16 +151,19 @@ def numerics_brief(num: dict[str, Any] | None) -> dict[str, Any]:
 
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     """Faults and recovery, from each run dir's summary.json (None when no fault was injected)."""
-    recs = []
+    from ftrun.check.recovery import from_summary
+
+    recs, breakdown = [], []
     for d in dirs:
         try:
-            recs.append(json.loads((d / layout.SUMMARY).read_text()).get("recovery") or {})
-        except (OSError, ValueError):
+            story, parts = from_summary(json.loads((d / layout.SUMMARY).read_text()))
+        except (OSError, ValueError, AttributeError):
             continue
+        recs.append(story)
+        breakdown += parts
     faults = [f for r in recs for f in r.get("faults", [])]
     if not faults:
         return None
-    breakdown = [b for r in recs for b in r.get("breakdown", [])]
     return {
         "faults": [layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
         "restarts": sum(r.get("restarts", 0) for r in recs),

@@ -4,16 +4,19 @@ For each fired fault (manifest ``faults.fired``: replica R, ``fired_at`` = t0), 
 own records, each phase measured by its own two clock readings (never one phase derived from
 another):
 
-* ``detect``: t0 -> the survivors' first quorum without R (``Quorum.t`` in a survivor's step
-  log). What bounded it: the time the survivors waited in that quorum (``quorum_s``) beside the
-  lighthouse's heartbeat timeout (the run's ``heartbeat_timeout_ms``).
+* ``detect``: t0 -> the survivors' first quorum without R: the end of that survivor's
+  ``torchft::manager::_client::_quorum`` span (the lighthouse's answer) in its profile around the
+  fault (``traces/recovery/replica{s}_rank0.{fault}.pt.trace.json.gz``) or its window trace, else
+  ``Quorum.t`` in its step log. What bounded it: the time the survivors waited in that quorum
+  beside the lighthouse's heartbeat and join timeouts (the manifest's ``detection``).
 * ``relaunch``: the group's relaunch (``restart`` in ``events/run.jsonl``: its launcher started)
   -> torchft Manager up (``manager_up`` in R's lifecycle log, ``ftrun.worker.lifecycle``).
 * ``join``: manager up (a hang: the stall's end) -> the first quorum R's new incarnation
   computed together with another group (``Quorum.t`` in R's step log).
 * ``reconfigure``: torchft's process-group ``configure`` for that quorum on R: its
   ``torchft::manager::_pg::configure`` span in R's recovery profile (``traces/recovery/``) where
-  traced, else the ``configure`` lifecycle record (every participant's own configure beside it).
+  traced, else the ``configure`` lifecycle record; every participant's own configure beside it
+  (from its traces where they cover it, else its lifecycle record).
 * ``heal``: R's ``recv_checkpoint`` (traced span, else lifecycle record; bytes = the state
   dict's tensor bytes, rate over the lifecycle's own timing; source = the quorum's heal
   source, whose ``send_checkpoint`` record gives the bytes it staged). ``sources`` says which.
@@ -67,7 +70,11 @@ class Recovery:
     heal_source: Optional[int] = None
     heal_link_hold_s: Optional[float] = None
     detect_bound: str = ""
+    detect_limits: dict[str, Any] = field(default_factory=dict)  # the manifest's ``detection`` (what bounds it)
     reconfigure_participants: dict[int, float] = field(default_factory=dict)
+    participant_sources: dict[int, str] = field(default_factory=dict)  # participant -> "trace" | "event log"
+    heal_send_s: Optional[float] = None  # the source's send_checkpoint (traced, else its lifecycle record)
+    heal_send_source: Optional[str] = None  # "trace" | "event log"
     sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
     relaunch_detail: dict[str, float] = field(default_factory=dict)
     survivors: dict[str, Any] = field(default_factory=dict)
@@ -96,8 +103,10 @@ class Recovery:
             "largest_phase": self.largest_phase,
             "spans": {k: None if v is None else [round(v[0] - self.t0, 3), round(v[1] - self.t0, 3)] for k, v in self.spans.items()},
             "sources": self.sources, "relaunch_detail": {k: round(v, 3) for k, v in self.relaunch_detail.items()},
-            "reasons": self.reasons, "detect_bound": self.detect_bound,
+            "reasons": self.reasons, "detect_bound": self.detect_bound, "detect_limits": self.detect_limits,
             "reconfigure_participants": {str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
+            "participant_sources": {str(k): v for k, v in sorted(self.participant_sources.items())},
+            "heal_send_s": r3(self.heal_send_s), "heal_send_source": self.heal_send_source,
             "survivors": self.survivors, "text": self.text,
         }
 
@@ -110,51 +119,94 @@ def read_lifecycles(run_dir: Path, replicas: list[int]) -> dict[int, list[Lifecy
 TraceSpans = dict[tuple[int, int], dict[str, list[tuple[float, float]]]]  # (replica, incarnation) -> label -> spans
 
 
+GroupSpans = dict[int, dict[str, list[tuple[float, float]]]]  # surviving replica -> label -> spans (rank 0)
+
+
 def breakdown(manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]],
-              life: dict[int, list[LifecycleEvent]], traced: TraceSpans | None = None) -> list[Recovery]:
+              life: dict[int, list[LifecycleEvent]], traced: TraceSpans | None = None,
+              around: GroupSpans | None = None) -> list[Recovery]:
     """One ``Recovery`` per fired fault, in firing order (module docstring). ``traced``: the
-    recovery profiles' ``_pg::configure`` / ``recv_checkpoint`` spans (``recovery_trace_spans``),
-    preferred to the lifecycle log's timings where present."""
-    return [_one(f, manifest, logs, life, traced or {}) for f in sorted(manifest.faults.fired, key=lambda f: f.fired_at)]
+    relaunched groups' recovery profiles' ``_pg::configure`` / ``recv_checkpoint`` spans
+    (``recovery_trace_spans``); ``around``: the surviving groups' quorum, configure and
+    checkpoint spans (``around_fault_spans``); both preferred to the logs' timings where present."""
+    return [_one(f, manifest, logs, life, traced or {}, around or {}) for f in sorted(manifest.faults.fired, key=lambda f: f.fired_at)]
 
 
 def recovery_of(run_dir: Path, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]]) -> list[Recovery]:
     """``breakdown`` with the lifecycle logs and recovery traces read from ``run_dir``."""
     groups = sorted({r for r, _ in logs} | {f.replica for f in manifest.faults.fired})
-    return breakdown(manifest, logs, read_lifecycles(run_dir, groups), recovery_trace_spans(run_dir))
+    return breakdown(manifest, logs, read_lifecycles(run_dir, groups), recovery_trace_spans(run_dir),
+                     around_fault_spans(run_dir, manifest, logs))
 
 
 _INCARNATION_RE = re.compile(r"\.restart(\d+)\.")
 
 
-def recovery_trace_spans(run_dir: Path) -> TraceSpans:
-    """Rank 0's recovery profiles (``traces/recovery/``): torchft's configure and heal spans as unix
-    times (the trace's ``baseTimeNanoseconds`` + ts). A trace ftrun cannot read is skipped: the
-    lifecycle log still has the timings."""
+WANTED = (LABELS.pg_configure, LABELS.recv_checkpoint, LABELS.send_checkpoint, LABELS.client_quorum)
+
+
+def _spans_of(path: Path) -> Optional[dict[str, list[tuple[float, float]]]]:
+    """The ``WANTED`` spans of one trace as unix times (the trace's ``baseTimeNanoseconds`` + ts);
+    None for a trace ftrun cannot read (the logs still have the timings)."""
     from ftrun.errors import BadInput
     from ftrun.trace.load import load_trace
     from ftrun.trace.schema import name_filter, trace_events
 
-    wanted = (LABELS.pg_configure, LABELS.recv_checkpoint)
-    keep = name_filter(wanted, ())
+    try:
+        trace = load_trace(path)
+        base_us = header(trace).base_us
+        if base_us is None:
+            return None
+        base = base_us / 1e6
+        found: dict[str, list[tuple[float, float]]] = {}
+        for e in trace_events(trace, name_filter(WANTED, ())):
+            if e.name in WANTED and e.ph == "X":
+                found.setdefault(e.name, []).append((base + e.ts / 1e6, base + (e.ts + e.dur) / 1e6))
+    except (BadInput, msgspec.ValidationError):
+        return None
+    return found
+
+
+def recovery_trace_spans(run_dir: Path) -> TraceSpans:
+    """Rank 0's recovery profiles of relaunched groups (``traces/recovery/*.restart{n}.*``)."""
     out: TraceSpans = {}
     for p in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*")):
         w, m = layout.parse_worker(p.name), _INCARNATION_RE.search(p.name)
         if w is None or w[1] != 0 or m is None:
             continue
-        try:
-            trace = load_trace(p)
-            base_us = header(trace).base_us
-            if base_us is None:
-                continue
-            base = base_us / 1e6
-            found: dict[str, list[tuple[float, float]]] = {}
-            for e in trace_events(trace, keep):
-                if e.name in wanted and e.ph == "X":
-                    found.setdefault(e.name, []).append((base + e.ts / 1e6, base + (e.ts + e.dur) / 1e6))
-        except (BadInput, msgspec.ValidationError):
+        found = _spans_of(p)
+        if found is not None:
+            out[(w[0], int(m[1]))] = {k: sorted(v) for k, v in found.items()}
+    return out
+
+
+def around_fault_spans(run_dir: Path, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]]) -> GroupSpans:
+    """Rank 0 of every surviving group: its profiles around the faults
+    (``traces/recovery/replica{s}_rank0.{fault key}[.part].pt.trace.json.gz``) and those of its
+    window traces recorded while a fault's recovery ran (by its step log: the window's steps
+    ended after the fault and began before the group's end), merged per group (one clock)."""
+    faulted = {f.replica: f.fired_at for f in manifest.faults.fired}
+    if not faulted:
+        return {}
+    first_fault = min(faulted.values())
+    paths: dict[int, list[Path]] = {}
+    for p in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*")):
+        w = layout.parse_worker(p.name)
+        if w is not None and w[1] == 0 and layout.AROUND_FAULT_RE.search(p.name):
+            paths.setdefault(w[0], []).append(p)
+    for t in manifest.traces:
+        if t.rank != 0 or not t.window:
             continue
-        out[(w[0], int(m[1]))] = {k: sorted(v) for k, v in found.items()}
+        steps = [x.t for x in logs.get((t.replica, 0), []) if x.step is not None and t.window[0] <= x.step <= t.window[1]]
+        if steps and max(steps) > first_fault:  # the window ran past a fault: it may hold the quorum change
+            paths.setdefault(t.replica, []).append(run_dir / t.path)
+    out: GroupSpans = {}
+    for s, ps in paths.items():
+        merged: dict[str, list[tuple[float, float]]] = {}
+        for p in ps:
+            for k, v in (_spans_of(p) or {}).items():
+                merged.setdefault(k, []).extend(v)
+        out[s] = {k: sorted(v) for k, v in merged.items()}
     return out
 
 
@@ -169,12 +221,22 @@ def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
     return recovery_of(run_dir, m, logs)
 
 
+def from_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the fault story, the breakdowns) of a summary.json: ``faults`` (faults, restarts, heals,
+    quorum changes, commits lost) and ``recovery`` (``Recovery.to_json`` per fault, as inspect-trace
+    --json has it); a summary of an earlier ftrun kept both in ``recovery`` (``recovery.breakdown``)."""
+    rec = summary.get("recovery")
+    if isinstance(rec, dict):  # the earlier shape
+        return {k: v for k, v in rec.items() if k != "breakdown"}, list(rec.get("breakdown") or [])
+    return dict(summary.get("faults") or {}), list(rec or [])
+
+
 def _quorums(records: list[EventRecord]) -> list[Quorum]:
     return [q for x in records for q in (x.quorums or [])]
 
 
 def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], list[EventRecord]],
-         life: dict[int, list[LifecycleEvent]], traced: TraceSpans) -> Recovery:
+         life: dict[int, list[LifecycleEvent]], traced: TraceSpans, around: GroupSpans) -> Recovery:
     r, t0 = f.replica, f.fired_at
     label = layout.fault_label(f.action, r, f.fired_step or f.step)
     mine = [x for x in logs.get((r, 0), []) if x.t > t0]
@@ -186,20 +248,27 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
     # detect: the survivors' first quorum without R
     detected = sorted(((q.t, s, q) for s in survivors for q in _quorums(logs[(s, 0)])
                        if q.t > t0 and r not in q.participants), key=lambda x: x[0])
-    hb = manifest.config.get("heartbeat_timeout_ms")
+    out.detect_limits = detection_limits(manifest)
     if detected:
         td, s, q = detected[0]
-        spans["detect"], out.sources["detect"] = (t0, td), "event log"
-        rec = next((x for x in logs[(s, 0)] if x.quorums and any(y.quorum_id == q.quorum_id for y in x.quorums)), None)
-        waited = seconds(rec.quorum_s) if rec is not None and rec.quorum_s is not msgspec.UNSET else None
-        out.detect_bound = (f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
-                            if waited is not None and rec is not None else f"quorum {q.quorum_id}")
-        if hb is not None:
-            out.detect_bound += f"; the lighthouse drops a group whose heartbeats stop after {hb} ms"
-            if waited is not None and waited >= 0.8 * hb / 1e3:
-                out.detect_bound += ": bounded by the heartbeat timeout"
+        # the same quorum as each survivor's traced quorum RPC (it ends when the lighthouse answered)
+        rpc = sorted((b, a, s2) for t2, s2, q2 in detected if q2.quorum_id == q.quorum_id
+                     for a, b in around.get(s2, {}).get(LABELS.client_quorum, []) if a <= t2 <= b + 0.05)
+        if rpc:
+            b, a, s = rpc[0]
+            spans["detect"], out.sources["detect"] = (t0, b), "trace"
+            waited: Optional[float] = b - a
+            out.detect_bound = f"replica {s}'s quorum RPC for quorum {q.quorum_id} waited {waited:.2f} s (traced)"
+        else:
+            spans["detect"], out.sources["detect"] = (t0, td), "event log"
+            rec = next((x for x in logs[(s, 0)] if x.quorums and any(y.quorum_id == q.quorum_id for y in x.quorums)), None)
+            waited = seconds(rec.quorum_s) if rec is not None and rec.quorum_s is not msgspec.UNSET else None
+            out.detect_bound = (f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
+                                if waited is not None and rec is not None else f"quorum {q.quorum_id}")
+        out.detect_bound += _bound_text(out.detect_limits, f.action, waited)
     else:
         reasons["detect"] = "no survivor computed a quorum without the group after the fault (it was back first, or none ran)"
+        out.detect_bound = _bound_text(out.detect_limits, f.action, None).lstrip("; ")
 
     # relaunch: the launcher's restart -> manager up
     restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
@@ -243,9 +312,18 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         else:
             reasons["reconfigure"] = f"no process-group configure logged for quorum {joined.quorum_id}"
         for p in joined.participants:
-            c = next((e for e in life.get(p, []) if e.event == "configure" and e.quorum_id == joined.quorum_id), None) if p is not None else None
-            if c is not None:
-                out.reconfigure_participants[p] = c.t - c.t_start
+            if p is None:
+                continue
+            c = next((e for e in life.get(p, []) if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
+            # the participant's own traced configure: R's from its recovery profile, a survivor's
+            # from its profile around the fault or its window trace (the one overlapping its log's)
+            mine_t = ([tspan] if tspan is not None else []) if p == r else around.get(p, {}).get(LABELS_CONFIGURE, [])
+            t_conf = next((x for x in mine_t if (c is not None and x[0] <= c.t and x[1] >= c.t_start)
+                           or (c is None and x[0] >= joined.t - 1.0)), None)
+            if t_conf is not None:
+                out.reconfigure_participants[p], out.participant_sources[p] = t_conf[1] - t_conf[0], "trace"
+            elif c is not None:
+                out.reconfigure_participants[p], out.participant_sources[p] = c.t - c.t_start, "event log"
     else:
         reasons["reconfigure"] = "no quorum to configure for"
 
@@ -262,6 +340,13 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
             sent = next((e for e in life.get(out.heal_source, []) if e.event == "send_checkpoint"
                          and joined is not None and e.t_start >= joined.t - 1.0), None)
             out.heal_bytes_sent = sent.bytes if sent is not None else None
+            t_send = next((x for x in around.get(out.heal_source, {}).get(LABELS.send_checkpoint, [])
+                           if (sent is not None and x[0] <= sent.t and x[1] >= sent.t_start)
+                           or (sent is None and joined is not None and x[0] >= joined.t - 1.0)), None)
+            if t_send is not None:
+                out.heal_send_s, out.heal_send_source = t_send[1] - t_send[0], "trace"
+            elif sent is not None:
+                out.heal_send_s, out.heal_send_source = sent.t - sent.t_start, "event log"
     elif joined is not None and not joined.heal:
         reasons["heal"] = f"no heal: torchft's quorum {joined.quorum_id} did not ask this group to heal (nothing committed it lacked)"
     else:
@@ -282,6 +367,41 @@ def _one(f: layout.FaultMarker, manifest: Manifest, logs: dict[tuple[int, int], 
         out.phases = {k: None if s is None else s[1] - s[0] for k, s in spans.items()}
     out.survivors = _losses(logs, survivors, r, t0, commit.t if commit is not None else None, joined)
     out.text = describe(out)
+    return out
+
+
+def detection_limits(manifest: Manifest) -> dict[str, Any]:
+    """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); a manifest
+    of an earlier ftrun has only the configured heartbeat timeout ({} when not even that)."""
+    if manifest.detection is not None:
+        return msgspec.to_builtins(manifest.detection)
+    hb = manifest.config.get("heartbeat_timeout_ms")
+    return {"heartbeat_timeout_ms": hb, "join_timeout_ms": None, "quorum_tick_ms": None, "lighthouse": "ftrun"} if hb else {}
+
+
+def _bound_text(limits: dict[str, Any], action: str, waited: Optional[float]) -> str:
+    """The limit that decides when the lighthouse leaves the group out, for this kind of fault,
+    and whether the survivors' wait shows it (within 20% of it or more)."""
+    if limits.get("lighthouse") == "external":
+        return "; the lighthouse is not ftrun's (--lighthouse): its heartbeat and join timeouts are not known here"
+    hb, jt = limits.get("heartbeat_timeout_ms"), limits.get("join_timeout_ms")
+    out = ""
+    if action == "hang":  # a stalled group's torchft server still heartbeats: only the join timeout leaves it out
+        if jt is not None:
+            out = (f"; a stalled group still heartbeats (torchft's server thread), so the lighthouse issues the quorum"
+                   f" without it after its join timeout, {jt} ms")
+            bound = jt
+        else:
+            return ""
+    elif hb is not None:
+        out = f"; the lighthouse drops a group whose heartbeats stop after {hb} ms (heartbeat timeout)"
+        if jt is not None:
+            out += f", or issues the quorum without it {jt} ms after the first group asked (join timeout)"
+        bound = hb
+    else:
+        return ""
+    if waited is not None and waited >= 0.8 * bound / 1e3:
+        out += ": bounded by the " + ("join timeout" if action == "hang" else "heartbeat timeout")
     return out
 
 

@@ -298,6 +298,21 @@ def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[
 COMPARE_FILES = ("report.json", "report.md", "timeline.png")
 
 
+def _breakdown(run: Any) -> list[dict[str, Any]]:
+    """The recovery breakdowns in a run's summary.json: a run dir's, or for a job's group dirs
+    the first that has any (each host's summary breaks down the faults it saw); [] without one."""
+    from ftrun.check.recovery import from_summary
+
+    for d in run if isinstance(run, list) else [run]:
+        try:
+            found = from_summary(json.loads((Path(d) / layout.SUMMARY).read_text()))[1]
+        except (OSError, ValueError, AttributeError):
+            continue
+        if found:
+            return found
+    return []
+
+
 def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float],
             overwrite: bool = False) -> tuple[dict, list[list]]:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns
@@ -306,7 +321,7 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics
     from ftrun.report.compare_view import conclusion, explanation, write_markdown
-    from ftrun.report.timeline import draw, lanes_for_run
+    from ftrun.report.timeline import draw, lanes_for_run, recovery_lanes
 
     reading = [q for reps in run_dirs for d in reps for q in (d if isinstance(d, list) else [d])]
     check_target(cmp_dir, "--name", reading=reading)  # never write into a run dir being compared
@@ -324,8 +339,10 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
             r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
             for r in runs if r.get("median_step_s")}
     lanes = [lane for n, r in zip(names, reports) for lane in lanes_for_run(n, r[0])]
+    # each configuration's first run's faults: where its recovery went (summary.json's breakdown)
+    rec_lanes = [lane for n, reps in zip(names, run_dirs) for lane in recovery_lanes(n, _breakdown(reps[0]))]
     timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
-                    + (" (emulated)" if link_info.get("emulated") else ""), overwrite=overwrite)
+                    + (" (emulated)" if link_info.get("emulated") else ""), overwrite=overwrite, recovery=rec_lanes)
     result = {
         "compare_dir": str(cmp_dir),
         "runs": runs,

@@ -172,10 +172,14 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
 
 
 def _recovery_metrics(summary: Optional[dict]) -> dict[str, Any]:
-    b = ((summary or {}).get("recovery") or {}).get("breakdown") or []
+    from ftrun.check.recovery import from_summary
+
+    b = from_summary(summary or {})[1]
     if not b:
-        return {"recovery_s": None, "recovery_largest_phase": None}
-    return {"recovery_s": b[0].get("total_s"), "recovery_largest_phase": b[0].get("largest_phase")}
+        return {"recovery_s": None, "recovery_largest_phase": None, "recovery_largest_phase_s": None}
+    big = b[0].get("largest_phase")
+    return {"recovery_s": b[0].get("total_s"), "recovery_largest_phase": big,
+            "recovery_largest_phase_s": (b[0].get("phases") or {}).get(big) if big else None}
 
 
 def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:

@@ -81,7 +81,9 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
                if cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1 else None)
     numerics = check_numerics(logs, cfg.profiling.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
-    summary.recovery["breakdown"] = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
+    # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each
+    # fault's recovery time went, one ``Recovery.to_json`` per fault, as inspect-trace --json has it
+    summary.recovery = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
     text = write_summary(state.run_dir, summary)
     if json_out:
         print(text)

@@ -265,8 +265,8 @@ class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What the run records: the profiled steps, a relaunched group's profile, the numeric sketches."""
 
     profile: Annotated[str, Opt("auto, none, or A:B (profile steps A..B).")] = "auto"
-    profile_recovery: Annotated[bool, Opt("Profile a relaunched group from its start through its first commit "
-                                          "(default on).", flags=("--profile-recovery",), commands=(TRAIN,),
+    profile_recovery: Annotated[bool, Opt("Profile a relaunched group from its start through its first commit, "
+                                          "and the surviving groups around that quorum change (default on).", flags=("--profile-recovery",), commands=(TRAIN,),
                                           metavar="on|off", on_off=True)] = True
     # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
     sketches: Annotated[bool, Opt("Sketch every sync for the numeric check (default on).", commands=(TRAIN,))] = True

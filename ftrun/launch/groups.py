@@ -33,6 +33,7 @@ class Lighthouse:
     proc: subprocess.Popen
     url: str
     log: Path
+    detection: layout.DetectionBound | None = None  # the timeouts it runs with (the manifest's ``detection``)
 
 
 def start_lighthouse(run_dir: Path, min_replicas: int, host: str = "127.0.0.1", port: int = 0,
@@ -43,7 +44,8 @@ def start_lighthouse(run_dir: Path, min_replicas: int, host: str = "127.0.0.1", 
     argv = lighthouse_argv(f"{host}:{port}", min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
     with log_path.open("wb") as log:
         proc = spawn(argv, dict(os.environ), log)
-    return Lighthouse(proc, f"http://{host}:{port}", log_path)
+    return Lighthouse(proc, f"http://{host}:{port}", log_path,
+                      layout.DetectionBound(heartbeat_timeout_ms, join_timeout_ms, quorum_tick_ms))
 
 
 @dataclass

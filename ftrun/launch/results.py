@@ -67,6 +67,9 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
         "run_events": read_run_events(layout.run_event_log(run_dir)),
         "wall_s": round(state.ended - state.started, 3),
         "network": msgspec.to_builtins(state.network) if state.network else None,
+        # what bounded detection of a lost group (ftrun.check.recovery shows it)
+        "detection": {"lighthouse": "external"} if cfg.hosts.lighthouse else
+        msgspec.to_builtins(state.lighthouse.detection) if state.lighthouse is not None and state.lighthouse.detection else None,
     }, layout.Manifest)
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
     return manifest
@@ -165,12 +168,12 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
                                           disagreements=agreement.disagreements, groups_here=len(cfg.hosts.groups_here),
                                           groups_in_job=cfg.hosts.replicas),
         numerics=numerics.to_json() if numerics is not None else None,
-        recovery=recovery(logs, manifest),
         failures=state.failures,
         traces=[str(run_dir / t.path) for t in manifest.traces],
         traces_note=traces_note,
         manifest=str(run_dir / layout.MANIFEST),
         versions=dict(manifest.versions),
+        faults=recovery(logs, manifest),
     )
 
 

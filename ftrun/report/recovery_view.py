@@ -55,10 +55,14 @@ def recovery_lines(rec: dict[str, Any]) -> list[str]:
         out.append(f"heal: {rec['heal_bytes']:,} bytes received from replica {rec.get('heal_source')}"
                    + (f", {rate / 1e6:.1f} Mbit/s" if rate else "")
                    + (f"; the source staged {rec['heal_bytes_sent']:,} bytes" if rec.get("heal_bytes_sent") is not None else "")
+                   + (f" in {rec['heal_send_s']:.3f} s (send_checkpoint, {rec.get('heal_send_source')})"
+                      if rec.get("heal_send_s") is not None else "")
                    + (f"; emulated link held it {rec['heal_link_hold_s']:.3f} s" if rec.get("heal_link_hold_s") else ""))
     parts = rec.get("reconfigure_participants") or {}
     if parts:
-        out.append("reconfigure on every participant: " + ", ".join(f"replica {k} {v:.3f} s" for k, v in parts.items()))
+        src = rec.get("participant_sources") or {}
+        out.append("reconfigure on every participant: " + ", ".join(
+            f"replica {k} {v:.3f} s" + (f" ({src[k]})" if k in src else "") for k, v in parts.items()))
     s = rec.get("survivors") or {}
     if s:
         gp = s.get("goodput")

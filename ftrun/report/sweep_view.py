@@ -37,6 +37,30 @@ _COLUMNS = [("commits", "commits", "{:g}"), ("failed_commits", "failed", "{:d}")
             ("final_loss", "final loss", "{:.3f}"), ("numerics", "numerics", numerics_cell)]
 
 
+def recovery_cell(cell: dict[str, Any]) -> str:
+    """``5.95 s (relaunch 3.71 s)``: the first fault's recovery and its largest phase; "-" without one."""
+    total = cell.get("recovery_s")
+    if total is None:
+        return "-"
+    big, big_s = cell.get("recovery_largest_phase"), cell.get("recovery_largest_phase_s")
+    if not big:
+        return f"{total:.2f} s"
+    return f"{total:.2f} s ({big.replace('_', '-')}" + (f" {big_s:.2f} s)" if big_s is not None else ")")
+
+
+RECOVERY_COLUMN = ("recovery_s", "recovery (largest phase)", None)  # rendered from the whole cell: recovery_cell
+
+
+def _columns(result: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """The table's metric columns: the recovery one only when some cell had a fault to recover from."""
+    return _COLUMNS + ([RECOVERY_COLUMN] if any(c.get("recovery_s") is not None or c.get("recovery_largest_phase")
+                                               for c in result["cells"]) else [])
+
+
+def _value(c: dict[str, Any], f: str, spec: Any) -> str:
+    return recovery_cell(c) if f == "recovery_s" else _num(c.get(f), spec)
+
+
 def _num(v: Any, spec: Any) -> str:
     """``spec``: a format string, or a function of the value (which then renders None too)."""
     if callable(spec):
@@ -75,7 +99,7 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     keys = _axis_keys(result)
     t = Table(title=f"sweep {result['name']}", title_justify="left")
     wide = out.width >= 120
-    cols = _COLUMNS if wide else [c for c in _COLUMNS if c[0] in ("steps_per_s", "exposed_comm_per_sync_ms")]
+    cols = _columns(result) if wide else [c for c in _columns(result) if c[0] in ("steps_per_s", "exposed_comm_per_sync_ms", "recovery_s")]
     if wide:
         for k in keys:
             t.add_column(k)
@@ -89,7 +113,7 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     for c in shown:
         params = [fmt(c["params"][k]) for k in keys] if wide else ["\n".join(f"{k}={fmt(c['params'][k])}" for k in keys)]
         t.add_row(*params, line((c["verdict"], STYLE.get(c["verdict"], ""))),
-                  *[_num(c.get(f), spec) for f, _, spec in cols], c.get("problem") or "")
+                  *[_value(c, f, spec) for f, _, spec in cols], c.get("problem") or "")
     if shown:
         out.print(t)
     for reason, n in unavailable_lines(result["cells"]):
@@ -119,10 +143,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"- counts: {', '.join(f'{k} {n}' for k, n in result['counts'].items())}",
     ]
     lines += [f"- note: {n}" for n in result.get("notes", [])]
-    lines += ["", "| " + " | ".join(keys + ["verdict"] + [h for _, h, _ in _COLUMNS] + ["problem / reason"]) + " |",
-              "|" + "---|" * (len(keys) + 2 + len(_COLUMNS))]
+    cols = _columns(result)
+    lines += ["", "| " + " | ".join(keys + ["verdict"] + [h for _, h, _ in cols] + ["problem / reason"]) + " |",
+              "|" + "---|" * (len(keys) + 2 + len(cols))]
     for c in result["cells"]:
-        row = [fmt(c["params"][k]) for k in keys] + [f"**{c['verdict']}**"] + [_num(c.get(f), s) for f, _, s in _COLUMNS]
+        row = [fmt(c["params"][k]) for k in keys] + [f"**{c['verdict']}**"] + [_value(c, f, s) for f, _, s in cols]
         lines.append("| " + " | ".join(_md(x) for x in row + [c.get("problem") or ""]) + " |")
     said = [(c["name"], n) for c in result["cells"] for n in c.get("notes") or []]
     if said:
@@ -137,6 +162,10 @@ def markdown(result: dict[str, Any]) -> str:
         "Metrics come from the event logs of rank 0 of each replica, averaged over replicas (`ftrun compare`'s "
         "definitions); hidden share from the traces' profiled syncs.",
     ]
+    if RECOVERY_COLUMN in cols:
+        lines.append("Recovery: the cell's first fault -> the faulted group's first commit back in the quorum, and the "
+                     "phase that held most of it (`ftrun.check.recovery`: detect, relaunch, join, reconfigure, heal, "
+                     "catch-up).")
     if result.get("picture"):
         lines += ["", f"![sweep]({Path(result['picture']).name})"]
     return "\n".join(lines) + "\n"

@@ -8,12 +8,19 @@ blocking part of every sync (red): data-plane communication that was *exposed* t
 thread, and the control plane's exposed waits (dark purple): each quorum the training thread waited
 for (``torchft::manager::wait_quorum``) and each ``should_commit``.
 Time is relative to the start of each lane's window, so runs line up.
+
+Runs with a fault get a recovery panel below (``recovery_lanes``): one lane per fault, on its
+own clock (seconds from the fault), a row per phase over its own interval (detect, relaunch,
+join, reconfigure, heal, catch-up, in the breakdown's colours, each labelled with the seconds it
+holds alone on the critical path), the seconds no phase covers hatched as "unaccounted", and the
+group's first commit marked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ftrun.output import atomic_path
 
@@ -31,6 +38,93 @@ class Lane:
     waits: list[tuple[float, float]] = field(default_factory=list)
     controls: list[tuple[float, float]] = field(default_factory=list)  # quorum waits, should_commit
     note: str = ""  # drawn across an empty lane, e.g. a replica killed before its window was written
+
+
+RECOVERY_PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")  # ftrun.check.recovery.PHASES
+PHASE_COLOURS = {"detect": "#7f7f7f", "relaunch": "#d62728", "join": "#ff7f0e", "reconfigure": "#9467bd",
+                 "heal": "#1f77b4", "catch_up": "#2ca02c"}
+UNACCOUNTED_COLOUR = "#bbbbbb"
+
+
+@dataclass
+class RecoveryLane:
+    """One fault's recovery (``ftrun.check.recovery`` JSON): seconds from the fault."""
+
+    label: str
+    phases: list[tuple[str, float, float, float | None]]  # (phase, start, end, seconds held alone), phase order
+    missing: list[tuple[str, str]]  # (phase, why it did not happen)
+    total_s: float | None  # the group's first commit; None: never back
+    unaccounted: list[tuple[float, float]]  # parts of [0, total] no phase covers
+    unaccounted_s: float | None
+
+
+def recovery_lanes(name: str, recs: list[dict]) -> list[RecoveryLane]:
+    """A lane per fault from the breakdowns (``Recovery.to_json``: ``spans`` in seconds after the fault)."""
+    out = []
+    for rec in recs:
+        spans, phases = rec.get("spans") or {}, rec.get("phases") or {}
+        drawn = [(k, float(spans[k][0]), float(spans[k][1]), phases.get(k)) for k in RECOVERY_PHASES if spans.get(k)]
+        total = rec.get("total_s")
+        gaps: list[tuple[float, float]] = []
+        if total is not None:
+            at = 0.0
+            for _, a, b, _ in sorted(drawn, key=lambda x: x[1]):
+                a, b = max(a, 0.0), min(b, total)
+                if a > at:
+                    gaps.append((at, a))
+                at = max(at, b)
+            if total > at:
+                gaps.append((at, total))
+        reasons = rec.get("reasons") or {}
+        out.append(RecoveryLane(f"{name} · recovery · {rec.get('fault')}", drawn,
+                                [(k, reasons.get(k, "")) for k in RECOVERY_PHASES if not spans.get(k)], total, gaps,
+                                rec.get("unaccounted_s")))
+    return out
+
+
+def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
+    """The recovery panel on ``ax``: per lane a title row, then a row per phase (top to bottom in phase order)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    rows = len(RECOVERY_PHASES)
+    labels, ticks = [], []
+    for i, lane in enumerate(lanes):
+        base = (len(lanes) - 1 - i) * (rows + 1)
+        for j, k in enumerate(RECOVERY_PHASES):
+            y = base + rows - 1 - j
+            ticks.append(y)
+            labels.append(k.replace("_", "-"))
+            span = next((p for p in lane.phases if p[0] == k), None)
+            if span is None:
+                why = next((w for p, w in lane.missing if p == k), "")
+                ax.text(0.0, y, f"{k.replace('_', '-')}: not measured" + (f" ({why[:70]})" if why else ""), va="center",
+                        ha="left", fontsize=7, color="#555555", style="italic")
+                continue
+            _, a, b, held = span
+            ax.broken_barh([(a, max(b - a, 1e-3))], (y - 0.4, 0.8), facecolors=PHASE_COLOURS[k])
+            text = f"{k.replace('_', '-')} {b - a:.2f} s" + (f" ({held:.2f} s alone)" if held is not None and abs(held - (b - a)) > 0.005 else "")
+            ax.text(b, y, " " + text, va="center", ha="left", fontsize=7)
+        for a, b in lane.unaccounted:
+            ax.broken_barh([(a, b - a)], (base - 0.6, rows + 0.2), facecolors="none", edgecolors=UNACCOUNTED_COLOUR, hatch="xx", linewidth=0)
+        # the lane's title row: the fault, then where the group's first commit came
+        head = lane.label + (f" · first commit {lane.total_s:.2f} s after the fault" if lane.total_s is not None else " · never back")
+        if lane.unaccounted_s is not None:
+            head += f", unaccounted {lane.unaccounted_s:.2f} s"
+        ax.text(0.0, base + rows, head, va="center", ha="left", fontsize=8, weight="bold")
+        if lane.total_s is not None:
+            ax.plot([lane.total_s, lane.total_s], [base - 0.6, base + rows - 0.4], color="black", linewidth=0.8, linestyle="--")
+    ends = [b for lane in lanes for _, _, b, _ in lane.phases] + [lane.total_s for lane in lanes if lane.total_s is not None]
+    ax.set_xlim(-0.02 * max(ends, default=1.0), 1.2 * max(ends, default=1.0))  # room for the labels right of the bars
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_ylim(-1, len(lanes) * (rows + 1) - 0.3)
+    ax.set_xlabel("seconds from the fault")
+    handles: list[Any] = [Patch(color=PHASE_COLOURS[k], label=k.replace("_", "-")) for k in RECOVERY_PHASES]
+    handles.append(Patch(facecolor="none", edgecolor=UNACCOUNTED_COLOUR, hatch="xx", label="unaccounted (no phase)"))
+    handles.append(Line2D([], [], color="black", linewidth=0.8, linestyle="--", label="the group's first commit"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.3 / len(lanes)),
+              ncol=len(handles), fontsize=7)
 
 
 def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
@@ -97,9 +191,24 @@ def _in_step(ts: float, steps) -> bool:
     return i >= 0 and ts <= steps[i].span.end
 
 
-def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600, overwrite: bool = False) -> Path:
+def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600, overwrite: bool = False,
+         recovery: list[RecoveryLane] | None = None) -> Path:
     """Render the lanes to ``path`` (a PNG), written temp + rename (``ftrun.output.atomic_path``:
-    a full disk leaves no 0-byte ``timeline.png`` and is one line)."""
+    a full disk leaves no 0-byte ``timeline.png`` and is one line); ``recovery``: a panel below
+    with the faults' recovery lanes (``draw_recovery``)."""
+    fig = figure(lanes, title, width_px, recovery)
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_path(path, "compare", overwrite) as tmp:
+            fig.savefig(tmp, dpi=fig.dpi, format="png")
+    finally:
+        plt.close(fig)
+    return path
+
+
+def figure(lanes: list[Lane], title: str, width_px: int = 1600, recovery: list[RecoveryLane] | None = None):
+    """The matplotlib figure ``draw`` writes (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,7 +217,12 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600, overwr
 
     height_in = 1.2 + 0.75 * len(lanes)
     dpi = 100
-    fig, ax = plt.subplots(figsize=(width_px / dpi, height_in), dpi=dpi)
+    if recovery:
+        rec_in = 1.3 + 0.18 * len(recovery) * (len(RECOVERY_PHASES) + 1)
+        fig, (ax, rax) = plt.subplots(2, 1, figsize=(width_px / dpi, height_in + rec_in), dpi=dpi,
+                                      gridspec_kw={"height_ratios": [height_in, rec_in]})
+    else:
+        fig, ax = plt.subplots(figsize=(width_px / dpi, height_in), dpi=dpi)
     frags = set()
     for i, lane in enumerate(lanes):
         y = len(lanes) - 1 - i
@@ -138,10 +252,8 @@ def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600, overwr
         handles.append(Patch(facecolor="#d0d0d0", edgecolor="#999999", hatch="//", label="step with a send in flight"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
+    if recovery:
+        draw_recovery(rax, recovery)
+        rax.set_title("recovery: each phase over its own interval (seconds from the fault)", fontsize=9)
     fig.tight_layout()
-    try:
-        with atomic_path(path, "compare", overwrite) as tmp:
-            fig.savefig(tmp, dpi=dpi, format="png")
-    finally:
-        plt.close(fig)
-    return path
+    return fig

@@ -95,7 +95,9 @@ def print_summary(summary: dict) -> None:
         console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))
         for p in (num.get("problems") or [])[1:]:
             console.print(styled(f"numerics: {p['text']}", "red"))
-    rec = summary.get("recovery") or {}
+    from ftrun.check.recovery import from_summary
+
+    rec, breakdown = from_summary(summary)
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
             if f.get("recovered_s") is not None:
@@ -110,10 +112,10 @@ def print_summary(summary: dict) -> None:
         console.print(
             f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · commits lost {rec['commits_lost']}"
         )
-        if rec.get("breakdown"):
-            from ftrun.report.recovery_view import print_recovery
+    if breakdown:  # every fired fault, a hang too (it lists no fault above: nothing was relaunched)
+        from ftrun.report.recovery_view import print_recovery
 
-            print_recovery(console, rec["breakdown"])
+        print_recovery(console, breakdown)
     for r in summary["replicas"]:
         if r.get("lost"):
             console.print(styled(f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on", "yellow"))

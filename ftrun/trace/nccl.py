@@ -21,8 +21,9 @@ normalise to ``allgather``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional
+
+import msgspec
 
 KINDS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce", "send", "recv", "barrier", "gather", "scatter")
 _BY_KEY = {k.replace("_", ""): k for k in KINDS} | {"alltoallv": "alltoall"}
@@ -78,8 +79,7 @@ def kind_from_kernel_name(name: str, prefixes: tuple[str, ...]) -> Optional[str]
     return _KERNEL_OPS.get(op) if op else None
 
 
-@dataclass(frozen=True, slots=True)
-class CommInfo:
+class CommInfo(msgspec.Struct, frozen=True, gc=False):
     """What one source states. ``kind``: a ``KINDS`` entry or None (the source does not say)."""
 
     kind: Optional[str]

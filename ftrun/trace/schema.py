@@ -39,22 +39,23 @@ LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})  # NCCL 2.27
 
 
 class Args(msgspec.Struct, gc=False):
-    input_dims: msgspec.Raw = msgspec.field(default=EMPTY, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=EMPTY, name="Input type")
-    external_id: Optional[int] = msgspec.field(default=None, name="External id")
-    correlation: Optional[int] = None
-    stream: Optional[int] = None
+    external_id: Optional[int] = msgspec.field(default=None, name="External id")  # (kineto's key order)
     device: Optional[int] = None
+    stream: Optional[int] = None
+    correlation: Optional[int] = None
+    input_type: msgspec.Raw = msgspec.field(default=EMPTY, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=EMPTY, name="Input Dims")
 
 
 class TraceEvent(msgspec.Struct, gc=False):
-    name: str = ""
+    # in the order kineto writes the keys: msgspec matches each key against the next field first
     ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Union[int, str] = 0
+    tid: Union[int, str] = 0
     ts: float = 0.0
     dur: float = 0.0
-    tid: Union[int, str] = 0
-    pid: Union[int, str] = 0
-    cat: str = ""
     args: msgspec.Raw = EMPTY  # decode with ``args_of`` (only the events that need it)
 
 

@@ -47,9 +47,8 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import compress
-from operator import attrgetter
-from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from pathlib import Path
 from typing import Hashable, Optional
 
@@ -69,10 +68,10 @@ from ftrun.trace.stream import Fallback, TraceFile
 Shape = tuple[int, ...]
 COPY = "aten::copy_"
 _NAME = attrgetter("name")
+_TS = attrgetter("ts")
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(msgspec.Struct, frozen=True, gc=False):
     ts: float
     end: float
     thread: Hashable
@@ -82,8 +81,7 @@ class Span:
         return self.end - self.ts
 
 
-@dataclass(frozen=True, slots=True)
-class StepSpan:
+class StepSpan(msgspec.Struct, frozen=True, gc=False):
     """A training-step span. ``number``: ftrun step S, or the raw k of ProfilerStep#k."""
 
     number: int
@@ -91,8 +89,7 @@ class StepSpan:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
-class Allreduce:
+class Allreduce(msgspec.Struct, frozen=True, gc=False):
     """One ``manager.allreduce`` call: its span, tensor shapes and element size (when known).
 
     ``issue_ts``: start of its ``c10d::allreduce_`` (the collective really issued; the
@@ -106,14 +103,12 @@ class Allreduce:
     quantized: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(msgspec.Struct, frozen=True):
     span: Span
     allreduces: tuple[Allreduce, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Sync:
+class Sync(msgspec.Struct, frozen=True):
     span: Span
     wait: Optional[Span]
     restore: Optional[Span]
@@ -126,8 +121,7 @@ class Sync:
     committed: Optional[bool] = None
 
 
-@dataclass(frozen=True, slots=True)
-class Collective:
+class Collective(msgspec.Struct, frozen=True):
     """A span of the collective really running (backend thread, GPU kernel(s), or link hold).
 
     For kernels: ``launch_ts`` = start of the first kernel's launch (None when unlinked),
@@ -146,8 +140,7 @@ class Collective:
     kind: Optional[str] = None
 
 
-@dataclass(frozen=True, slots=True)
-class Kernel:
+class Kernel(msgspec.Struct, frozen=True):
     """One NCCL kernel. ``op``: the op word of its name (AllReduce, SendRecv, Generic, ...: says
     nothing for generic kernels); ``comm``: what the trace states about it (kind, size, group).
 
@@ -169,8 +162,7 @@ class Kernel:
         return self.comm.kind
 
 
-@dataclass
-class TraceSpans:
+class TraceSpans(msgspec.Struct):
     path: Path
     step_source: str  # "ftrun" or "profiler"
     steps: list[StepSpan]
@@ -180,11 +172,11 @@ class TraceSpans:
     rank: Optional[int] = None  # distributedInfo.rank: the default group's (global) rank, never a replica
     has_shapes: bool = False
     trace_events: int = 0  # the file's trace events, all kinds
-    quorums: list[Span] = field(default_factory=list)  # wait_quorum spans, by start
-    kernels: list[Kernel] = field(default_factory=list)  # every NCCL kernel, by start
+    quorums: list[Span] = msgspec.field(default_factory=list)  # wait_quorum spans, by start
+    kernels: list[Kernel] = msgspec.field(default_factory=list)  # every NCCL kernel, by start
     device_copies: int = 0  # gpu_user_annotation copies of the spans read here (kineto: innermost annotation only), set aside
-    stream_waits: list[Span] = field(default_factory=list)  # cudaStreamWaitEvent calls (host)
-    notes: list[str] = field(default_factory=list)  # what this trace cannot tell, said once
+    stream_waits: list[Span] = msgspec.field(default_factory=list)  # cudaStreamWaitEvent calls (host)
+    notes: list[str] = msgspec.field(default_factory=list)  # what this trace cannot tell, said once
     world_size: Optional[int] = None  # distributedInfo.world_size
     group_rank: Optional[int] = None  # rank inside the replica group, from torchft's process-group name
 
@@ -234,11 +226,14 @@ class _Index:
     def __init__(self, events: list[TraceEvent]) -> None:
         self.by_thread: dict[Hashable, tuple[list[float], list[TraceEvent]]] = {}
         groups: dict[Hashable, list[TraceEvent]] = {}
-        for e in events:
-            groups.setdefault(_thread(e), []).append(e)
+        for e in events:  # (_thread inlined: thousands of aten::copy_ per trace)
+            g = groups.get((e.pid, e.tid))
+            if g is None:
+                g = groups[(e.pid, e.tid)] = []
+            g.append(e)
         for t, evs in groups.items():
-            evs.sort(key=lambda e: e.ts)
-            self.by_thread[t] = ([e.ts for e in evs], evs)
+            evs.sort(key=_TS)
+            self.by_thread[t] = (list(map(_TS, evs)), evs)
 
     def inside(self, outer: TraceEvent) -> list[TraceEvent]:
         got = self.by_thread.get(_thread(outer))
@@ -287,17 +282,16 @@ def _wanted(labels: LabelSet) -> set[str]:
     }
 
 
-@dataclass
-class _Classified:
+class _Classified(msgspec.Struct):
     """A trace's events sorted into what ``extract`` reads (one pass over the events)."""
 
     by_name: dict[str, list[TraceEvent]]  # host spans of the wanted names
-    prof_steps: list[StepSpan] = field(default_factory=list)
-    ftrun_steps: list[StepSpan] = field(default_factory=list)
-    commit_children: list[TraceEvent] = field(default_factory=list)  # should_commit's synchronize children
-    kernels: list[TraceEvent] = field(default_factory=list)  # NCCL kernels
-    launches: list[TraceEvent] = field(default_factory=list)  # CUDA launches (graph replays too) and stream waits
-    comm_ops: list[TraceEvent] = field(default_factory=list)  # host c10d::*, record_param_comms, nccl:* spans
+    prof_steps: list[StepSpan] = msgspec.field(default_factory=list)
+    ftrun_steps: list[StepSpan] = msgspec.field(default_factory=list)
+    commit_children: list[TraceEvent] = msgspec.field(default_factory=list)  # should_commit's synchronize children
+    kernels: list[TraceEvent] = msgspec.field(default_factory=list)  # NCCL kernels
+    launches: list[TraceEvent] = msgspec.field(default_factory=list)  # CUDA launches (graph replays too) and stream waits
+    comm_ops: list[TraceEvent] = msgspec.field(default_factory=list)  # host c10d::*, record_param_comms, nccl:* spans
     copies: int = 0  # device copies of host spans (gpu_user_annotation)
 
 
@@ -335,11 +329,13 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
     special = {labels.param_comms, *waits}
     for chunk in trace.chunks():
         # per event only C-level work: its name, a dict lookup, a filter; Python decides once per new name
-        names = list(map(_NAME, chunk))
-        for name in set(names).difference(relevant):
-            route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
-            relevant[name] = route[name] is not None
-        for e in compress(chunk, map(relevant.__getitem__, names)):
+        keep = list(map(relevant.get, map(_NAME, chunk)))  # None: a name not seen before
+        if None in keep:
+            for name in set(map(_NAME, compress(chunk, map(is_, keep, repeat(None))))):
+                route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
+                relevant[name] = route[name] is not None
+            keep = list(map(relevant.__getitem__, map(_NAME, chunk)))
+        for e in compress(chunk, keep):
             if e.ph != "X":
                 continue
             bucket = route[e.name]

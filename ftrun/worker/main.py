@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
 
     from ftrun.config import RunConfig
     from ftrun.worker.fault_injection import FaultInjector
-    from ftrun.worker.profiling import RecoveryProfile
+    from ftrun.worker.profiling import AroundFault, RecoveryProfile
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
     from ftrun.worker.setup import HealState, RankEnv, Training
@@ -59,7 +59,7 @@ def main(spec_path: str) -> int:
     from ftrun.worker.meta import RankMeta
     from ftrun.worker.fragments import describe_fragments
     from ftrun.worker.lifecycle import Lifecycle
-    from ftrun.worker.profiling import RecoveryProfile, make_profiler
+    from ftrun.worker.profiling import AroundFault, RecoveryProfile, make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
     from ftrun.worker.setup import HealState, RankEnv, build_training, device_label, make_manager, pick_device, start_line
@@ -139,8 +139,14 @@ def main(spec_path: str) -> int:
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
             faults = FaultInjector(spec.faults, env.replica, env.rank, run_dir)
             faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync
+            around = None
+            if cfg.profiling.profile_recovery:  # a surviving group, around another group's fault (one profiler at a time)
+                def busy(k: int) -> bool:
+                    return (window is not None and window[0] - 1 <= k <= window[1]) or (recovery is not None and recovery.active)
+
+                around = AroundFault(spec.faults, env.replica, env.rank, run_dir, busy, give_up=2 * cfg.schedule.sync_every)
             loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            faults, device, numerics, recovery)
+                            faults, device, numerics, recovery, around)
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
@@ -166,12 +172,14 @@ class StepLoop:
     def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
                  heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
                  writer: SummaryWriter | None, faults: FaultInjector, device: torch.device,
-                 numerics: NumericsProbe | None = None, recovery: RecoveryProfile | None = None) -> None:
+                 numerics: NumericsProbe | None = None, recovery: RecoveryProfile | None = None,
+                 around: AroundFault | None = None) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
         self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
         self.numerics = numerics
         self.recovery = recovery  # profiling a relaunched group until its first commit
+        self.around = around  # profiling this surviving group around another group's fault
         self.sleep_s = cfg.emulation.step_sleep_ms / 1e3
         self._tb_last: dict = {}
         self._tb_pending: list = []
@@ -189,6 +197,8 @@ class StepLoop:
             if prof is not None:
                 prof.step()
             if not rejoining:
+                if self.around is not None:
+                    self.around.at_step(step)
                 self.where.set("step", step)
                 self.faults.before_step(step)
             self.heal.step = step
@@ -196,7 +206,9 @@ class StepLoop:
                 self.numerics.step = step
             mstep = self.manager.current_step()
             t0 = time.perf_counter()
-            profiled = prof is not None or (self.recovery is not None and self.recovery.active)
+            commits = self.recorder.commits
+            profiled = (prof is not None or (self.recovery is not None and self.recovery.active)
+                        or (self.around is not None and self.around.active))
             with record_function(ftrun_step_label(step, mstep)) if profiled else contextlib.nullcontext():
                 loss = self.train_step()
             dt = time.perf_counter() - t0
@@ -213,6 +225,8 @@ class StepLoop:
                 step = aligned if aligned is not None else step
                 rejoining = False
             self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, extra)
+            if self.around is not None:
+                self.around.after_step(extra.get("quorums") or [], self.recorder.commits > commits)
             if self.recovery is not None and self.recorder.commits:
                 self.recovery.finish()  # through the first commit with the group back
             step += 1
@@ -220,6 +234,8 @@ class StepLoop:
             prof.stop()
         if self.recovery is not None:
             self.recovery.finish()  # the run ended first: what was recorded
+        if self.around is not None:
+            self.around.finish()
 
     def train_step(self):
         from ftrun.worker.setup import train_step

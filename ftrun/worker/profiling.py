@@ -6,17 +6,19 @@ The schedule records exactly steps A..B and writes
 ``traces/replica{r}_rank{g}.{A}.pt.trace.json.gz`` when step B ends (temp + rename). All threads are profiled
 (``profile_all_threads``), so spans on helper threads (the emulated link's holds) are kept.
 A relaunched group is profiled by ``RecoveryProfile`` instead (no window: its step numbers are
-known only once it has rejoined).
+known only once it has rejoined); a surviving group around another group's fault by
+``AroundFault`` (``--profile-recovery``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch.profiler import ProfilerAction
 
+from ftrun import layout
 from ftrun.layout import trace_name
 from ftrun.output import atomic_path
 
@@ -90,3 +92,90 @@ class RecoveryProfile:
         if prof is not None:
             prof.stop()
             prof.export_chrome_trace(str(self.path))
+
+
+DROPS_A_GROUP = ("kill", "sigterm", "hang")  # faults that take a group out of the quorum
+
+
+class AroundFault:
+    """``--profile-recovery`` on a surviving group: profiled around the quorum change another
+    group's fault causes, from just before the quorum without that group through the first
+    commit with it back; written to ``traces/recovery/replica{r}_rank{g}.{fault key}.pt.trace.json.gz``
+    (``layout.around_fault_trace_name``), beside the relaunched group's recovery trace.
+
+    Per fault of another group (in step order): armed one step before the fault's step (the
+    groups step together between quorums) or as soon as its marker says it fired; recording
+    whenever no other profile of this process is (``busy``: the step window, a relaunched group's
+    own recovery profile: torch runs one profiler at a time), so a recovery that overlaps the
+    window is recorded on both sides of it (a second part, ``.2``), the window trace holding the
+    middle. Back = a quorum, computed in a step begun after the fault fired, that includes the
+    group; done at the next commit. A fault that has not fired ``give_up`` steps after its step
+    (its group died earlier) is dropped, its recording discarded."""
+
+    def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path,
+                 busy: Callable[[int], bool], give_up: int) -> None:
+        self.todo = sorted((f for f in specs if f.replica != replica and f.action in DROPS_A_GROUP), key=lambda f: f.step)
+        self.replica, self.rank, self.run_dir = replica, rank, run_dir
+        self.busy, self.give_up = busy, give_up
+        self._prof: Optional[torch.profiler.profile] = None
+        self._part = 0
+        self._fired = False  # the current fault's marker was seen at a step's start
+        self._back = False
+        self._began_fired = False  # the current step began after the fault fired
+        self.written: list[Path] = []
+
+    @property
+    def active(self) -> bool:
+        return self._prof is not None
+
+    def at_step(self, step: int) -> None:
+        """At the top of step ``step`` (after the window profiler's ``prof.step()``)."""
+        if not self.todo:
+            return
+        f = self.todo[0]
+        if not self._fired and layout.fault_marker(self.run_dir, f.key).exists():
+            self._fired = True
+        self._began_fired = self._fired
+        if not self._fired and step > f.step + self.give_up:  # never fired: its group was gone before
+            self._stop(export=False)
+            self._next()
+            return
+        armed = self._fired or step >= f.step - 1
+        if self._prof is not None and self.busy(step + 1):
+            self._stop(export=True)  # the window starts next step: it records from there
+        elif self._prof is None and armed and not self.busy(step) and not self.busy(step + 1):
+            self._part += 1
+            self._prof = torch.profiler.profile(**_profiler_args())
+            self._prof.start()
+
+    def after_step(self, quorums: list[dict], committed: bool) -> None:
+        """After the step: the quorums it computed, whether it committed. Only a step begun after
+        the fault fired can show the group back (a quorum with the old incarnation was answered
+        before it died)."""
+        if not self.todo or not self._began_fired:
+            return
+        if any(self.todo[0].replica in (q.get("participants") or []) for q in quorums):
+            self._back = True
+        if self._back and committed:
+            self._stop(export=True)
+            self._next()
+
+    def finish(self) -> None:
+        """The run ended: what was recorded is written."""
+        self._stop(export=True)
+        self.todo = []
+
+    def _next(self) -> None:
+        self.todo.pop(0)
+        self._part, self._fired, self._back, self._began_fired = 0, False, False, False
+
+    def _stop(self, export: bool) -> None:
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return
+        prof.stop()
+        if export:
+            name = layout.around_fault_trace_name(self.replica, self.rank, self.todo[0].key, self._part)
+            out = layout.recovery_trace_dir(self.run_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            self.written.append(export_trace(prof, out / name))

@@ -71,4 +71,4 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
     assert msgspec.convert(d, layout.LaunchSummary) == s
     assert [f.name for f in msgspec.structs.fields(layout.TrainSummary)] == [
         "run_dir", "ok", "wall_s", "mode", "schedule", "backend", "link", "devices", "replicas", "agreement",
-        "numerics", "recovery", "failures", "traces", "traces_note", "manifest", "versions"]
+        "numerics", "failures", "traces", "traces_note", "manifest", "versions", "faults", "recovery"]

@@ -119,3 +119,28 @@ def test_trace_shaped_files_same_either_way(tmp_path, monkeypatch, value, gz, ch
     p.write_bytes(gzip.compress(data) if gz else data)
     whole, chunked = _both(p)
     assert chunked == whole
+
+
+def test_gzip_inflating_thread_ends_with_the_reader(small_chunks, tmp_path):
+    """The thread that inflates a .gz ahead of the decoder stops and is joined when the reader
+    stops early (a consumer that breaks off, a Fallback) and when it reaches the end."""
+    import threading
+
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "ts": float(i), "dur": 1.0,
+               "pid": 1, "tid": 1} for i in range(3000)]
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    before = threading.active_count()
+    it = TraceFile(p).chunks()
+    first = next(it)
+    assert first and any(t.name == "ftrun-gunzip" for t in threading.enumerate())
+    it.close()
+    assert threading.active_count() == before
+    tf = TraceFile(p)
+    assert sum(len(c) for c in tf.chunks()) == tf.events == 3000
+    assert threading.active_count() == before
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode())[:-100])  # truncated stream
+    with pytest.raises(Fallback):
+        list(TraceFile(bad).chunks())
+    assert threading.active_count() == before

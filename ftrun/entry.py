@@ -1,0 +1,148 @@
+"""The command line behind the ``ftrun`` console script (``ftrun.__main__``): ``ftrun.cli.main``, with one shortcut.
+
+A command line that is plainly ``ftrun inspect-trace ...`` runs the check without importing
+typer, whose import is about a fifth of a small trace's whole ``inspect-trace``. Plainly means:
+only the options ``ftrun.cli``'s ``inspect-trace`` declares (``INSPECT_VALUES``,
+``INSPECT_FLAGS``), each at most once, every value and path a non-blank string that does not
+start with ``-``, integers that ``int`` reads, at least one path. Anything else (``--help``, an
+unknown or repeated option, a bad value, another command) goes to ``ftrun.cli.main`` untouched,
+so typer words every usage error as before. An error of the check itself (bad input, Ctrl-C,
+a full disk) is worded by ``ftrun.cli.guarded``, imported only then: one home for how errors
+read. ``tests/unit/test_entry_fast_inspect.py`` holds the tables to typer's declaration and the
+parsed values to what typer hands ``inspect_trace``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+INSPECT = "inspect-trace"
+# option -> (parameter of ``ftrun.commands.inspect_trace.inspect_trace``, type of its value)
+INSPECT_VALUES: dict[str, tuple[str, type]] = {
+    "--fragments": ("fragments", int),
+    "--sync-every": ("sync_every", int),
+    "--fragment-sync-delay": ("fragment_sync_delay", int),
+    "--step-numbering": ("step_numbering", str),
+    "--export-perfetto": ("export_perfetto", Path),
+    "--max-trace-mb": ("max_trace_mb", int),
+    "--junit": ("junit", Path),
+}
+INSPECT_FLAGS: dict[str, str] = {
+    "--json": "json_out",
+    "--allow-failed-commits": "allow_failed_commits",
+    "--merge-jobs": "merge_jobs",
+    "--overwrite": "overwrite",
+}
+
+
+class InspectLine:
+    """What a plain ``inspect-trace`` command line gives ``inspect_trace``: typer's defaults, then
+    the values given (typed as ``INSPECT_VALUES`` says)."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self.given: set[str] = set()
+        self.fragments: int | None = None
+        self.sync_every: int | None = None
+        self.fragment_sync_delay: int | None = None
+        self.step_numbering: str | None = None
+        self.export_perfetto: Path | None = None
+        self.max_trace_mb: int | None = None
+        self.junit: Path | None = None
+        self.json_out = False
+        self.allow_failed_commits = False
+        self.merge_jobs = False
+        self.overwrite = False
+
+
+def plain_inspect(argv: Sequence[str]) -> InspectLine | None:
+    """The values of a plain ``inspect-trace`` command line, else None."""
+    if len(argv) < 2 or argv[0] != INSPECT:
+        return None
+    line = InspectLine()
+    rest = list(argv[1:])
+    rest.reverse()
+    while rest:
+        arg = rest.pop()
+        if not arg.startswith("-"):
+            if not arg.strip():
+                return None
+            line.paths.append(Path(arg))
+            continue
+        opt, eq, value = arg.partition("=")
+        kind: type
+        if opt in INSPECT_FLAGS and not eq:
+            name, kind = INSPECT_FLAGS[opt], bool
+        elif opt in INSPECT_VALUES:
+            name, kind = INSPECT_VALUES[opt]
+            if not eq:
+                if not rest:
+                    return None
+                value = rest.pop()
+            if not value.strip() or value.startswith("-"):
+                return None
+        else:
+            return None
+        if name in line.given:
+            return None
+        line.given.add(name)
+        try:
+            setattr(line, name, True if kind is bool else kind(value))
+        except ValueError:
+            return None
+    return line if line.paths else None
+
+
+def _inspect(line: InspectLine) -> int:
+    from ftrun.errors import raise_on_signal
+
+    old = raise_on_signal()  # as ftrun.cli.guarded: Ctrl-C / SIGTERM -> KeyboardInterrupt -> one line, 130
+    try:
+        from ftrun.commands.inspect_trace import inspect_trace
+
+        return inspect_trace(
+            line.paths,
+            fragments=line.fragments,
+            sync_every=line.sync_every,
+            fragment_sync_delay=line.fragment_sync_delay,
+            step_numbering=line.step_numbering,
+            json_out=line.json_out,
+            export_perfetto=line.export_perfetto,
+            allow_failed_commits=line.allow_failed_commits,
+            merge_jobs=line.merge_jobs,
+            max_trace_mb=line.max_trace_mb,
+            overwrite=line.overwrite,
+            junit=line.junit,
+        )
+    except (Exception, KeyboardInterrupt) as e:
+        import typer
+
+        from ftrun.cli import guarded
+
+        err = e
+
+        def again():
+            raise err
+
+        try:
+            guarded(again)  # prints its one line and raises typer.Exit, or re-raises (a bug: the traceback)
+        except typer.Exit as x:
+            return x.exit_code
+        raise AssertionError("unreachable: guarded returned") from err
+    finally:
+        import signal
+
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def main() -> None:
+    got = plain_inspect(sys.argv[1:])
+    if got is None:
+        from ftrun.cli import main as cli_main
+
+        cli_main()
+        return
+    sys.exit(_inspect(got))
