@@ -6,17 +6,12 @@ never imports torch; only ``ftrun.worker`` does, inside the training processes.
 The Python API (``ftrun.api``) is re-exported here and imported on first use, so ``import
 ftrun`` stays cheap (the pytest plugin loads it into every pytest session): ``check_traces``,
 ``Schedule``, ``Report``, ``train``, ``Run``, ``compare``, ``BadInput``, ...
+
+Importing it changes no signal disposition: the console script (``ftrun.__main__.main``)
+installs the start-up handlers, the commands install what they need.
 """
 
 __version__ = "0.1.0"
-
-import os as _os
-import sys as _sys
-
-if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "ftrun":  # the CLI, not a worker, a test or a notebook
-    from ftrun.errors import exit_on_signal as _exit_on_signal
-
-    _exit_on_signal()  # a Ctrl-C while the CLI is still importing: one line, exit 130
 
 _API = ("BadInput", "Comparison", "Event", "EventResult", "Report", "Run", "RunFailed", "Schedule", "ScheduleError",
         "TrainFailed", "check_traces", "compare", "train")

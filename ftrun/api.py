@@ -106,7 +106,7 @@ class Report:
     @property
     def schedule(self) -> Schedule:
         s = self.raw.schedule
-        return Schedule(s["fragments"], s["sync_every"], s["fragment_sync_delay"])
+        return Schedule(s.fragments, s.sync_every, s.fragment_sync_delay)
 
     @property
     def numerics(self) -> Optional[dict[str, Any]]:

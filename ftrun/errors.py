@@ -3,10 +3,11 @@
 ``BadInput`` = something the user gave us is wrong: one line, exit 2 (``NotChecked``: the input
 holds no evidence to judge, a kind of it). ``RunFailed``: exit 1.
 ``Interrupted``: ftrun stopped because of SIGINT or SIGTERM: one line, exit 130, at any moment
-(``exit_on_signal`` covers start-up, before the command body runs; ``raise_on_signal`` then
-turns both signals into ``KeyboardInterrupt`` for the command to clean up after;
-``stop_once_on_signal`` is ``ftrun train``'s: the first signal stops the run, later ones are
-only noted). The one place that handles SIGINT and SIGTERM.
+(``exit_on_signal`` covers the console script's start-up, before the command body runs;
+``raise_on_signal`` then turns both signals into ``KeyboardInterrupt`` for the command to
+clean up after; ``Stopping`` is ``train``'s and ``launch``'s: the first signal stops the run,
+later ones are only noted). The one place that handles SIGINT and SIGTERM; importing ftrun
+installs nothing (the console script, ``ftrun.__main__.main``, does).
 """
 
 from __future__ import annotations
@@ -56,25 +57,43 @@ def _raise(signum, frame) -> None:
 
 
 class Stopped(Exception):
-    """The first SIGTERM/SIGINT while ``stop_once_on_signal``'s handlers are installed."""
+    """The first SIGTERM/SIGINT while a ``Stopping``'s handlers are installed."""
 
 
-def stop_once_on_signal() -> tuple[dict, dict]:
-    """SIGTERM/SIGINT raise ``Stopped`` once. Once stopping (``flags["stopping"]``), later
-    signals are only noted (``flags["signal"]``): a second Ctrl-C must not cut the clean-up of
-    the children short. Returns (the handlers it replaced, flags)."""
-    flags: dict = {"stopping": False, "signal": None}
+class Stopping:
+    """Whether the run is stopping, and the signal that stopped it: the one shared answer the
+    signal handler sets and ``train``'s and ``launch``'s supervision read.
 
-    def on_term(signum, frame):
-        flags["signal"] = flags["signal"] or signal.Signals(signum).name
-        if not flags["stopping"]:
-            flags["stopping"] = True
-            raise Stopped(flags["signal"])
+    ``with Stopping() as stop:`` installs handlers for SIGTERM and SIGINT (restored on exit):
+    the first raises ``Stopped`` once; once stopping (``stop.begin()``, or that first signal),
+    later signals are only noted in ``stop.signal``: a second Ctrl-C must not cut the clean-up
+    of the children short."""
 
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    return old, flags
+    def __init__(self) -> None:
+        self.stopping = False
+        self.signal: str | None = None  # the first signal received, e.g. "SIGINT"
+        self._old: dict = {}
+
+    def begin(self) -> None:
+        """From now on a signal is only noted (the children are being stopped)."""
+        self.stopping = True
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signal = self.signal or signal.Signals(signum).name
+        if not self.stopping:
+            self.stopping = True
+            raise Stopped(self.signal)
+
+    def __enter__(self) -> Stopping:
+        self._old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        for s in self._old:
+            signal.signal(s, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
 
 
 def raise_on_signal() -> dict:

@@ -2,11 +2,11 @@
 
 A run dir ``<out>/<run-name>/`` holds::
 
-    .ftrun-run                         RUN_MARKER: ftrun made this dir (pid, start time; ``ftrun.output``)
+    .ftrun-run                         RUN_MARKER: ``RunMarker``, ftrun made this dir (pid, start time; ``ftrun.output``)
     spec.json                          SPEC: ``Spec``, what every rank runs (written before launch)
     manifest.json                      MANIFEST: ``Manifest``, written by the parent at the end
                                        (``ftrun launch``: ``LaunchManifest``); read with ``read_manifest``
-    summary.json                       SUMMARY: the train summary (also printed by --json)
+    summary.json                       SUMMARY: ``TrainSummary`` / ``LaunchSummary`` (also printed by --json)
     traces/replica{r}_rank{g}.{A}.pt.trace.json.gz
                                        torch-profiler chrome traces; A = first profiled step.
                                        torch-tb-profiler reads <worker>.<span>.pt.trace.json[.gz]
@@ -16,7 +16,7 @@ A run dir ``<out>/<run-name>/`` holds::
                                        one ``LifecycleEvent`` per line: every incarnation's start and
                                        manager up, each process-group configure and checkpoint send/recv
     faults/<key>.json                  one ``FaultMarker`` per injected fault that fired
-    meta/replica{r}_rank{g}.json       what each rank measured about itself (fragments, files, status)
+    meta/replica{r}_rank{g}.json       ``RankMeta``: what each rank measured about itself (fragments, files, status)
     progress/replica{r}.txt            "STEP PHASE" of rank 0 of group r, right now (``worker.whereabouts``)
     ready/<worker>                     the ranks' start line (``worker.setup.start_line``)
     logs/replica{r}.log                stdout+stderr of the group's elastic launcher
@@ -28,7 +28,8 @@ A run dir ``<out>/<run-name>/`` holds::
     traces/recovery/replica{r}_rank{g}.restart{n}.pt.trace.json.gz
                                        a relaunched group's profile, start through its first commit
 
-``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
+Every file ftrun writes there is one of these Structs, written by ``to_json`` (the one encoder)
+and read back by the same type. ``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
 ftrun of this format before the field existed and reads as ``FORMAT``; any other value is
 refused by ``check_format`` (one line, exit 2). Raise ``FORMAT`` when a field changes meaning or
 goes away; adding an optional field does not need it.
@@ -46,7 +47,7 @@ from msgspec import UNSET, UnsetType
 
 from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
-from ftrun.faults import fault_key  # a fault's name: its marker file faults/<key>.json
+from ftrun.fault_flags import fault_key  # a fault's name: its marker file faults/<key>.json
 
 FORMAT = 1
 
@@ -96,8 +97,8 @@ class Link(msgspec.Struct):
 
 
 class FaultSpec(msgspec.Struct):
-    """A planned fault (``ftrun.faults.Fault``): ``action`` kill | sigterm | hang | fail-commit |
-    corrupt (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.faults.CORRUPT_KINDS``)."""
+    """A planned fault (``ftrun.fault_flags.Fault``): ``action`` kill | sigterm | hang | fail-commit |
+    corrupt (``--corrupt-allreduce``; ``kind`` says how, ``ftrun.fault_flags.CORRUPT_KINDS``)."""
 
     replica: int
     step: int
@@ -447,9 +448,30 @@ class UncheckedTrace(msgspec.Struct):
     why: str
 
 
+class FiredKill(msgspec.Struct, kw_only=True):
+    """A ``--kill`` of ``ftrun launch`` that fired (``ftrun.launch.watch``): the flag's fields
+    (``ftrun.fault_flags.LaunchKill``), ``at_s`` after the launch started, what triggered it, and
+    the group's incarnation it killed."""
+
+    replica: int
+    signal: str
+    seconds: Optional[float] = None
+    pattern: Optional[str] = None
+    at_s: float
+    trigger: str
+    incarnation: int
+
+
+class LaunchFaults(msgspec.Struct):
+    """``--kill`` flags as given, and the ones that fired."""
+
+    requested: list[str] = []
+    fired: list[FiredKill] = []
+
+
 class LaunchManifest(msgspec.Struct, kw_only=True):
     """``manifest.json`` of ``ftrun launch`` (``kind`` "launch"): what ran and what it wrote.
-    ``launch_faults``: {requested, fired} as ``ftrun.launch.watch`` records them."""
+    (``format`` is absent from a manifest of an earlier ftrun: read as ``FORMAT``.)"""
 
     ftrun_version: str
     kind: str = "launch"
@@ -470,11 +492,11 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     timeout_s: Optional[float]  # None: no --timeout
     seconds: float
     groups: list[LaunchGroup]
-    launch_faults: dict[str, Any]
+    launch_faults: LaunchFaults
     traces: list[TraceRef]
     event_logs: list[EventLogRef] = []
     traces_not_checked: Union[list[UncheckedTrace], UnsetType] = UNSET
-    format: Union[int, UnsetType] = UNSET
+    format: Union[int, UnsetType] = UNSET  # written: FORMAT
 
     @property
     def fragments(self) -> list[Fragment]:
@@ -483,6 +505,125 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
 
 
 AnyManifest = Union[Manifest, LaunchManifest]
+
+
+class RunMarker(msgspec.Struct):
+    """``.ftrun-run``: ftrun made this run dir, the process that made it (``ftrun.output``); the
+    same record marks an output dir of compare or sweep (``.ftrun-out``)."""
+
+    pid: int
+    started: float  # unix time
+
+
+class RankMeta(msgspec.Struct, kw_only=True):
+    """``meta/replica{r}_rank{g}.json`` (``ftrun.worker.meta``): what a rank knows about itself.
+    ``status``: running | done | failed; on failure ``error`` (its first line, which the parent
+    shows), ``error_type`` and ``phase`` (the torchft wait it left: quorum, sync, or step)."""
+
+    replica: int
+    rank: int
+    pid: int = 0
+    status: str = "running"
+    group_size: Optional[int] = None
+    restart: int = 0
+    backend: Optional[str] = None
+    device: Optional[str] = None
+    fragments: list[Fragment] = []
+    versions: dict[str, Optional[str]] = {}
+    traces: list[str] = []
+    profile_window: Optional[list[int]] = None
+    commits: Optional[int] = None
+    failed_commits: Optional[int] = None
+    final_manager_step: Optional[int] = None
+    error: Optional[str] = None
+    error_type: Optional[str] = None
+    phase: Optional[str] = None
+
+
+class ReplicaSummary(msgspec.Struct):
+    """One replica group in ``TrainSummary.replicas`` (``lost``: the fault that killed it for good)."""
+
+    replica: int
+    steps: int
+    last_step: int
+    steps_per_s: Optional[float]
+    commits: int
+    failed_commits: int
+    final_loss: Optional[float]
+    final_manager_step: Optional[int]
+    lost: Optional[str] = None
+
+
+class AgreementSummary(msgspec.Struct):
+    """``ftrun.check.agreement`` of what this run dir saw (one group here: nothing to compare)."""
+
+    ok: bool
+    commits_checked: int
+    disagreements: list[dict[str, Any]]
+    groups_here: int
+    groups_in_job: int
+
+
+class TrainSummary(msgspec.Struct, kw_only=True):
+    """``summary.json`` of ``ftrun train`` (also what ``--json`` prints). ``numerics``: the
+    ``ftrun.check.numerics`` figures; ``faults``: what happened (``ftrun.launch.results.recovery``);
+    ``recovery``: where each fault's recovery time went (``ftrun.check.recovery``)."""
+
+    run_dir: str
+    ok: bool
+    wall_s: float
+    mode: str
+    schedule: ScheduleInfo
+    backend: str
+    link: Optional[Link]
+    devices: list[DeviceRef]
+    replicas: list[ReplicaSummary]
+    agreement: AgreementSummary
+    numerics: Optional[dict[str, Any]]
+    failures: list[str]
+    traces: list[str]
+    traces_note: Optional[str]
+    manifest: str
+    versions: dict[str, Optional[str]]
+    faults: dict[str, Any]  # what happened: faults, restarts, heals, quorum changes, commits lost
+    recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
+
+
+class LaunchGroupRow(msgspec.Struct):
+    """One group in ``LaunchSummary.groups`` (and the live view): a group that exited non-zero
+    shows its error (``ftrun.launch.diagnose.describe``) as ``last_line``."""
+
+    replica: int
+    state: str
+    exit_codes: list[int]
+    restarts: int
+    quorums: int
+    last_line: str
+
+
+class LaunchTrace(msgspec.Struct):
+    replica: int
+    rank: Optional[int]
+    path: str
+    rank_source: str
+    checked: bool
+
+
+class LaunchSummary(msgspec.Struct, kw_only=True):
+    """``summary.json`` of ``ftrun launch`` (also what ``--json`` prints). ``inspection``: the
+    report of the traces (``ftrun.check``'s ``Report.to_json``; None: not inspected)."""
+
+    run_dir: str
+    script: str
+    seconds: float
+    groups: list[LaunchGroupRow]
+    quorums_seen: Optional[int]
+    faults_fired: list[FiredKill]
+    traces: list[LaunchTrace]
+    trace_note: Optional[str]
+    failures: list[str]
+    inspection: Optional[dict[str, Any]] = None
+    ok: bool
 
 
 SWEEP_CELL = "sweep-cell.json"  # ftrun sweep: a finished cell's result, in the cell's run dir
@@ -508,6 +649,7 @@ class SweepCell(msgspec.Struct, kw_only=True):
     exposed_control_per_sync_ms: Optional[float] = None
     hidden_share: Optional[float] = None
     final_loss: Optional[float] = None
+    numerics: Optional[dict[str, Any]] = None  # ``ftrun.check.metrics.numerics_brief`` (None: an earlier ftrun's file)
     notes: list[str] = []
 
 
@@ -538,6 +680,23 @@ def to_json(record: msgspec.Struct, indent: Optional[int] = None) -> str:
     if indent is None:
         return _ENCODER.encode(record).decode()
     return json.dumps(msgspec.to_builtins(record), indent=indent)
+
+
+def read_rank_meta(path: Path) -> Optional[RankMeta]:
+    """A rank's meta file; None when it is missing, half-written or not one (the parent reads
+    it while the rank may be writing, and a rank that died early wrote none)."""
+    try:
+        return msgspec.json.decode(Path(path).read_bytes(), type=RankMeta)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
+def read_run_marker(run_dir: Path) -> Optional[RunMarker]:
+    """A run dir's ``.ftrun-run`` (None: missing or not one)."""
+    try:
+        return msgspec.json.decode((Path(run_dir) / RUN_MARKER).read_bytes(), type=RunMarker)
+    except (OSError, msgspec.DecodeError):
+        return None
 
 
 def read_spec(path: Path) -> Spec:

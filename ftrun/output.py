@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import shutil
 import stat
@@ -193,7 +192,7 @@ def claim_output_dir(out_dir: Path, flag: str, writes: Iterable[str], overwrite:
 def mark_output_dir(out_dir: Path, flag: str = "output") -> None:
     """Mark ``out_dir`` as made by ftrun (its files may then be replaced; ``check_writable``)."""
     if not (out_dir / OUT_MARKER).is_file():
-        atomic_write(out_dir / OUT_MARKER, json.dumps({"pid": os.getpid(), "started": time.time()}), flag)
+        atomic_write(out_dir / OUT_MARKER, layout.to_json(layout.RunMarker(pid=os.getpid(), started=time.time())), flag)
 
 
 def tmp_name(path: Path) -> Path:
@@ -259,10 +258,8 @@ class RunDirLock:
 
 
 def _holder(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / RUN_MARKER).read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "?"
+    marker = layout.read_run_marker(run_dir)
+    return "?" if marker is None else str(marker.pid)
 
 
 def _try_lock(run_dir: Path, flag: str) -> int:
@@ -367,5 +364,5 @@ def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name",
 def mark_new_run_dir(run_dir: Path, name_flag: str = "--run-name") -> RunDirLock:
     """Lock a run dir this process just created and write its run marker."""
     lock = RunDirLock(run_dir, _try_lock(run_dir, name_flag))
-    atomic_write(run_dir / RUN_MARKER, json.dumps({"pid": os.getpid(), "started": time.time()}), name_flag)
+    atomic_write(run_dir / RUN_MARKER, layout.to_json(layout.RunMarker(pid=os.getpid(), started=time.time())), name_flag)
     return lock

@@ -321,7 +321,7 @@ def plain(schedule: Schedule) -> Schedule:
     return Schedule(1, schedule.sync_every, 0)
 
 
-def smallest_tau(work: Workload, fragments: int, sync_every: int, bandwidth_bps: float, latency_s: float,
+def smallest_fragment_sync_delay(work: Workload, fragments: int, sync_every: int, bandwidth_bps: float, latency_s: float,
                  target: float, steps: int | None = None) -> int | None:
     """The smallest tau (< H/F) whose utilisation reaches ``target`` with F = ``fragments``; None if none does.
 
@@ -343,7 +343,7 @@ def smallest_fragments(work: Workload, sync_every: int, bandwidth_bps: float, la
                        target: float, steps: int | None = None) -> tuple[int, int] | None:
     """The smallest F (a divisor of H) for which some tau reaches ``target``, with that tau."""
     for f in (f for f in range(1, sync_every + 1) if sync_every % f == 0):
-        tau = smallest_tau(work, f, sync_every, bandwidth_bps, latency_s, target, steps)
+        tau = smallest_fragment_sync_delay(work, f, sync_every, bandwidth_bps, latency_s, target, steps)
         if tau is not None:
             return f, tau
     return None

@@ -36,7 +36,7 @@ from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.observe import NUMBERINGS, comms_by_file, observe
 from ftrun.check.overlap import overlap_of
 from ftrun.check.problems import require_evidence, run_problems
-from ftrun.check.result import Report
+from ftrun.check.result import Report, ReportSchedule
 from ftrun.check.workers import assign
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log
@@ -104,12 +104,7 @@ def analyze(
         mode="manifest" if inputs.manifest is not None else "foreign",
         files=[str(f.path) for f in inputs.files],
         replicas=sorted(traced),
-        schedule={
-            "fragments": schedule.fragments,
-            "sync_every": schedule.sync_every,
-            "fragment_sync_delay": schedule.fragment_sync_delay,
-            "window": schedule.window,
-        },
+        schedule=ReportSchedule.of(schedule),
         step_numbering=numbering,
         workers=reports,
         events=results,

@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import msgspec
 
+from ftrun.schedule import Schedule
+
 
 class SendFigures(msgspec.Struct, frozen=True):
     """One observed send: what it moved and how its collectives queued (``ftrun.check.figures``)."""
@@ -117,12 +119,25 @@ class CrossCheck(msgspec.Struct):
     problem: Optional[str] = None
 
 
+class ReportSchedule(msgspec.Struct):
+    """The schedule the check held the traces to, by torchft's names, and its window w = H/F."""
+
+    fragments: int
+    sync_every: int
+    fragment_sync_delay: int
+    window: int
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ReportSchedule:
+        return cls(schedule.fragments, schedule.sync_every, schedule.fragment_sync_delay, schedule.window)
+
+
 class Report(msgspec.Struct):
     verdict: str  # "pass" | "fail"
     mode: str  # "manifest" | "foreign"
     files: list[str]
     replicas: list[int]
-    schedule: dict[str, int]
+    schedule: ReportSchedule
     step_numbering: dict[str, Any]
     workers: list[WorkerReport]
     events: list[EventResult]

@@ -29,7 +29,7 @@ from ftrun.linkcost import control_s
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.plan import (Prediction, Workload, data_hidden_bandwidth, data_parallel_hidden_bandwidth,
                         data_parallel_hiding_bandwidth, hiding_bandwidth, plain, simulate, simulate_data_parallel,
-                        smallest_fragments, smallest_tau)
+                        smallest_fragments, smallest_fragment_sync_delay)
 from ftrun.plan_recovery import (MEASURED_ONLY, STATE_TENSOR_BYTES, RecoveryInputs, RecoveryPrediction, heal_bytes,
                                  predict_recovery, within as within_recovery)
 from ftrun.schedule import Schedule, ScheduleError
@@ -407,15 +407,15 @@ def predict(work: Workload, sched: Schedule, links: list[LinkSpec], target: floa
     out = []
     for link in links:
         bw, lat = link.bandwidth_bps, link.latency_s
-        tau = smallest_tau(work, sched.fragments, sched.sync_every, bw, lat, target)
+        tau = smallest_fragment_sync_delay(work, sched.fragments, sched.sync_every, bw, lat, target)
         frag = smallest_fragments(work, sched.sync_every, bw, lat, target)
         runs = {"streaming": simulate(work, sched, bw, lat), "plain": simulate(work, plain(sched), bw, lat)}
         if grad_bytes is not None:
             runs["data_parallel"] = simulate_data_parallel(work, grad_bytes, bw, lat)
         cfg: dict[str, Any] = {"link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.describe()}}
         cfg.update({k: {**p.as_dict(), **_totals(p, train_steps)} for k, p in runs.items()})
-        cfg["smallest_tau"] = tau
-        cfg["smallest_fragments"] = {"fragments": frag[0], "tau": frag[1]} if frag else None
+        cfg["smallest_fragment_sync_delay"] = tau
+        cfg["smallest_fragments"] = {"fragments": frag[0], "fragment_sync_delay": frag[1]} if frag else None
         out.append(cfg)
     return out
 

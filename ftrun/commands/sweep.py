@@ -28,6 +28,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
 from ftrun import __version__, grid, layout
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
@@ -60,15 +62,6 @@ def machine() -> dict[str, Any]:
 
     return {"hostname": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
             "gpus": len(host_devices()), "cuda_device": has_cuda_device()}
-
-
-def first_error(text: str) -> Optional[str]:
-    """The training's one error line (``error: ...`` from ``ftrun train``), else its last line."""
-    lines = [x.strip() for x in text.splitlines() if x.strip()]
-    for x in lines:
-        if x.startswith("error:"):
-            return x[len("error:"):].strip()
-    return lines[-1] if lines else None
 
 
 def _differing(cfg) -> dict[str, Any]:
@@ -144,7 +137,9 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         except ValueError:
             summary = None
     if rc != 0 and (summary is None or summary.get("failures")):
-        out["problem"] = first_error(err) or f"ftrun train exited {rc}"
+        from ftrun.launch.diagnose import ftrun_error
+
+        out["problem"] = ftrun_error(err) or f"ftrun train exited {rc}"
         return out
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import run_metrics
@@ -192,14 +187,12 @@ def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
     signal or first exception line: what went wrong inside torchft, as found; ftrun works
     around nothing)."""
     from ftrun import layout
-    from ftrun.launch.supervise import failure_cause
+    from ftrun.launch.diagnose import failure_cause, read_log
 
     for r in range(replicas):
         p = layout.group_log(run_dir, r)
-        try:
-            err = failure_cause(p.read_text(errors="replace"))
-        except OSError:
-            continue
+        text = read_log(p)
+        err = failure_cause(text) if text is not None else ""
         if err:
             return f"{p.relative_to(run_dir)}: {err}"
     return None
@@ -220,7 +213,7 @@ def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
     res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **evaluate(cell, run_dir, rc, err),
            "wall_s": round(time.monotonic() - t0, 2), "config": _differing(cell.config)}
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(run_dir / CELL_RESULT, json.dumps(res, indent=1))
+    atomic_write(run_dir / CELL_RESULT, layout.to_json(msgspec.convert(res, layout.SweepCell), indent=1))
     return res
 
 

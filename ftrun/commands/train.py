@@ -6,40 +6,36 @@ Drives ``ftrun.launch`` (spec, lighthouse, groups, supervision, manifest), then
 
 from __future__ import annotations
 
-import json
-import signal
 from pathlib import Path
+
+import msgspec
 
 from ftrun import layout
 from ftrun.check.agreement import check_agreement
 from ftrun.check.numerics import check_numerics
 from ftrun.check.recovery import recovery_of
 from ftrun.config import RunConfig
-from ftrun.errors import Interrupted, RunFailed, Stopped, stop_once_on_signal
+from ftrun.errors import Interrupted, RunFailed, Stopped, Stopping
 from ftrun.launch.placement import check_quantize, plan as plan_placement
-from ftrun.launch.results import read_logs, summarise
+from ftrun.launch.results import read_logs, summarise, write_summary
 from ftrun.launch.run import run_job
 from ftrun.launch.rundir import job_id, prepare_run_dir
 from ftrun.launch.supervise import RunState
-from ftrun.output import atomic_write
 
 
 def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
     """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
     (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
-    old_handlers, signals = stop_once_on_signal()
-    try:
-        return _train(cfg, overwrite, json_out, quiet, signals)
-    except Stopped as e:  # before the children started: nothing to stop
-        signals["stopping"] = True
-        where = f"; partial run in {cfg.out}/{cfg.run_name}" if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir() else ""
-        raise Interrupted(f"stopped by {e} before training started{where}") from None
-    finally:
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
+    with Stopping() as stop:
+        try:
+            return _train(cfg, overwrite, json_out, quiet, stop)
+        except Stopped as e:  # before the children started: nothing to stop
+            stop.begin()
+            where = f"; partial run in {cfg.out}/{cfg.run_name}" if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir() else ""
+            raise Interrupted(f"stopped by {e} before training started{where}") from None
 
 
-def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals: dict) -> int:
+def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: Stopping) -> int:
     from ftrun.launch.preflight import preflight
     from ftrun.torchft_compat import require_supported
 
@@ -68,17 +64,17 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, signals
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
         return _run(RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir), network=network),
-                    window, link, placement, json_out, quiet, signals)
+                    window, link, placement, json_out, quiet, stop)
     finally:
         lock.release()
 
 
-def _run(state: RunState, window, link: dict | None, placement, json_out: bool, quiet: bool, signals: dict) -> int:
+def _run(state: RunState, window, link: dict | None, placement, json_out: bool, quiet: bool, stop: Stopping) -> int:
     """Run the job in the claimed run dir, then summarise and render."""
     from ftrun.report.train_view import LiveView, print_summary
 
     view = LiveView(state, enabled=not (json_out or quiet))
-    manifest = run_job(state, window, link, placement, signals, view, view.refresh)
+    manifest = run_job(state, window, link, placement, stop, view, view.refresh)
     logs = read_logs(state)
     cfg = state.cfg
     partial = (f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host (inspect-trace every group's run dir)"
@@ -87,17 +83,16 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each
     # fault's recovery time went, one ``Recovery.to_json`` per fault, as inspect-trace --json has it
-    summary["faults"] = summary.pop("recovery")
-    summary["recovery"] = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
-    atomic_write(state.run_dir / layout.SUMMARY, json.dumps(summary, indent=1))
+    summary.recovery = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
+    text = write_summary(state.run_dir, summary)
     if json_out:
-        print(json.dumps(summary, indent=1))
+        print(text)
     elif not quiet:
-        print_summary({**summary, "failures": []})  # the failure is the one error line below
-    if not summary["ok"]:
+        print_summary({**msgspec.to_builtins(summary), "failures": []})  # the failure is the one error line below
+    if not summary.ok:
         reasons = list(state.failures)
-        if not reasons and not summary["agreement"]["ok"]:
-            reasons.append(f"replicas disagreed after {len(summary['agreement']['disagreements'])} commit(s)")
+        if not reasons and not summary.agreement.ok:
+            reasons.append(f"replicas disagreed after {len(summary.agreement.disagreements)} commit(s)")
         if not numerics.ok:
             more = f" (and {len(numerics.problems) - 1} more)" if len(numerics.problems) > 1 else ""
             reasons.append(f"numerics: {numerics.problems[0]['text']}{more}")

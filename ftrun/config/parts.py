@@ -25,7 +25,7 @@ from ftrun.model_desc import BUILTIN_MODELS
 from ftrun.schedule import Schedule, ScheduleError, validate
 
 if TYPE_CHECKING:
-    from ftrun.faults import Fault
+    from ftrun.fault_flags import Fault
 
 MODELS = BUILTIN_MODELS
 # the last two: torchft-nightly (ftrun.torchft_compat)
@@ -328,14 +328,14 @@ _FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
 
 
 class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Injected faults (``ftrun.faults``) and how often a dead group is relaunched."""
+    """Injected faults (``ftrun.fault_flags``) and how often a dead group is relaunched."""
 
     kill: Annotated[list[str], Opt("Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
     hang: Annotated[list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. "
                                    "Repeatable.")] = []
     corrupt_allreduce: Annotated[list[str], Opt(
         "Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, "
-        "KIND wrong-count, drop, stale, late or noise. Repeatable.", commands=(TRAIN,))] = []  # KINDs: ftrun.faults
+        "KIND wrong-count, drop, stale, late or noise. Repeatable.", commands=(TRAIN,))] = []  # KINDs: ftrun.fault_flags
     fail_commit: Annotated[list[str], Opt("Fault: replica group R votes false in should_commit at its first sync from "
                                           "step S: R@S. Repeatable.")] = []
     # -1: 1 with a fault, else 0 (``max_restarts``)
@@ -390,8 +390,8 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return (a, b)
 
     def planned_faults(self) -> "list[Fault]":
-        """The injected faults, parsed and checked against the run (``ftrun.faults``)."""
-        from ftrun.faults import parse_faults
+        """The injected faults, parsed and checked against the run (``ftrun.fault_flags``)."""
+        from ftrun.fault_flags import parse_faults
 
         f = self.faults
         return parse_faults(f.kill, f.hang, self.hosts.replicas, self.steps, f.fail_commit,

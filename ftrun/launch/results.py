@@ -4,8 +4,8 @@ The replicas' agreement is checked by the caller (``ftrun.check.agreement``) and
 
 from __future__ import annotations
 
-import json
 import sys
+from pathlib import Path
 
 import msgspec
 
@@ -25,31 +25,27 @@ def _resolved_backend(backend: str) -> str:
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> layout.Manifest:
     """manifest.json (``layout.Manifest``, validated before it is written); returns it."""
     cfg, run_dir = state.cfg, state.run_dir
-    metas = []
-    for r in cfg.hosts.groups_here:
-        for g in range(cfg.hosts.nproc_per_replica):
-            p = layout.meta_file(run_dir, r, g)
-            if p.exists():
-                metas.append(json.loads(p.read_text()))
-    first = metas[0] if metas else {}
+    metas = [m for r in cfg.hosts.groups_here for g in range(cfg.hosts.nproc_per_replica)
+             if (m := layout.read_rank_meta(layout.meta_file(run_dir, r, g))) is not None]
+    first = metas[0] if metas else None
     manifest = msgspec.convert({
         "format": layout.FORMAT,
         "ftrun_version": __version__,
         "job_id": state.job_id,
         "run_name": cfg.run_name,
         "config": cfg.resolved(),
-        "versions": first.get("versions", {"python": sys.version.split()[0], "ftrun": __version__}),
-        "backend": first.get("backend") or _resolved_backend(cfg.hosts.backend),
+        "versions": first.versions if first is not None else {"python": sys.version.split()[0], "ftrun": __version__},
+        "backend": (first.backend if first is not None else None) or _resolved_backend(cfg.hosts.backend),
         "replicas": cfg.hosts.replicas,
         "nproc_per_replica": cfg.hosts.nproc_per_replica,
         "schedule": layout.ScheduleInfo.of(cfg.schedule, cfg.steps),
-        "fragments": first.get("fragments", []),
+        "fragments": first.fragments if first is not None else [],
         "expected": [e.__dict__ for e in cfg.schedule.expected.events(cfg.steps)],
         "profile_windows": [list(window)] if window else [],
         "traces": [
-            {"replica": m["replica"], "rank": m["rank"], "path": f"{layout.TRACES}/{t}", "window": m.get("profile_window")}
+            {"replica": m.replica, "rank": m.rank, "path": f"{layout.TRACES}/{t}", "window": m.profile_window}
             for m in metas
-            for t in m.get("traces", [])
+            for t in m.traces
         ],
         "recovery_traces": [
             {"replica": w[0], "rank": w[1], "path": str(q.relative_to(run_dir)), "window": None}
@@ -62,7 +58,7 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
             for g in range(cfg.hosts.nproc_per_replica)
         ],
         "link": link,
-        "devices": [{"replica": m["replica"], "rank": m["rank"], "device": m.get("device")} for m in metas],
+        "devices": [{"replica": m.replica, "rank": m.rank, "device": m.device} for m in metas],
         "faults": {
             "planned": [f.to_json() for f in cfg.planned_faults()],
             "fired": layout.read_fault_markers(run_dir),
@@ -129,7 +125,7 @@ def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]
 
 
 def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement,
-              numerics=None) -> dict:
+              numerics=None) -> layout.TrainSummary:
     """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``;
     ``numerics``: ``ftrun.check.numerics.Numerics`` of ``logs`` (None: not run)."""
     cfg, run_dir = state.cfg, state.run_dir
@@ -137,24 +133,15 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
     per_replica = []
     for r in cfg.hosts.groups_here:
         s = replica_stats(logs.get((r, 0), []))
-        per_replica.append(
-            {
-                "replica": r,
-                "steps": s.steps,
-                "last_step": s.last_step,
-                "steps_per_s": round(s.steps_per_s, 3) if s.steps_per_s else None,
-                "commits": s.commits,
-                "failed_commits": s.failed_commits,
-                "final_loss": s.final_loss,
-                "final_manager_step": s.final_manager_step,
-            }
-        )
+        per_replica.append(layout.ReplicaSummary(
+            replica=r, steps=s.steps, last_step=s.last_step, steps_per_s=round(s.steps_per_s, 3) if s.steps_per_s else None,
+            commits=s.commits, failed_commits=s.failed_commits, final_loss=s.final_loss,
+            final_manager_step=s.final_manager_step, lost=state.lost.get(r)))
     for p in per_replica:
-        p["lost"] = state.lost.get(p["replica"])
-        if p["last_step"] < cfg.steps and not state.failures and p["replica"] not in state.lost:
+        if p.last_step < cfg.steps and not state.failures and p.replica not in state.lost:
             state.fail(
-                f"replica group {p['replica']} stopped at step {p['last_step']} of {cfg.steps}"
-                + (" (restarted, but the other groups finished before it rejoined)" if p["last_step"] else "")
+                f"replica group {p.replica} stopped at step {p.last_step} of {cfg.steps}"
+                + (" (restarted, but the other groups finished before it rejoined)" if p.last_step else "")
             )
     ok = not state.failures and agreement.ok and (numerics is None or numerics.ok)
     window = manifest.profile_windows[0] if manifest.profile_windows else None
@@ -163,29 +150,35 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
     elif window is None:
         traces_note = "profiling off"
     else:
-        last = max((p["last_step"] for p in per_replica), default=0)
+        last = max((p.last_step for p in per_replica), default=0)
         traces_note = (f"none written: profiled steps {window[0]}..{window[1]}, the run stopped at step {last}"
                        if last < window[1] else f"none written for profiled steps {window[0]}..{window[1]}")
-    return {
-        "run_dir": str(run_dir),
-        "ok": ok,
-        "wall_s": round(wall, 3),
-        "mode": cfg.mode,
-        "schedule": msgspec.to_builtins(manifest.schedule),
-        "backend": manifest.backend,
-        "link": msgspec.to_builtins(manifest.link),
-        "devices": msgspec.to_builtins(manifest.devices),
-        "replicas": per_replica,
+    return layout.TrainSummary(
+        run_dir=str(run_dir),
+        ok=ok,
+        wall_s=round(wall, 3),
+        mode=cfg.mode,
+        schedule=manifest.schedule,
+        backend=manifest.backend,
+        link=manifest.link,
+        devices=manifest.devices,
+        replicas=per_replica,
         # what this run dir saw: with one group here, nothing to compare (inspect-trace of all groups does)
-        "agreement": {"ok": agreement.ok, "commits_checked": agreement.commits_checked, "disagreements": agreement.disagreements,
-                      "groups_here": len(cfg.hosts.groups_here), "groups_in_job": cfg.hosts.replicas},
-        "numerics": numerics.to_json() if numerics is not None else None,
-        "recovery": recovery(logs, manifest),
-        "failures": state.failures,
-        "traces": [str(run_dir / t.path) for t in manifest.traces],
-        "traces_note": traces_note,
-        "manifest": str(run_dir / layout.MANIFEST),
-        "versions": dict(manifest.versions),
-    }
+        agreement=layout.AgreementSummary(ok=agreement.ok, commits_checked=agreement.commits_checked,
+                                          disagreements=agreement.disagreements, groups_here=len(cfg.hosts.groups_here),
+                                          groups_in_job=cfg.hosts.replicas),
+        numerics=numerics.to_json() if numerics is not None else None,
+        failures=state.failures,
+        traces=[str(run_dir / t.path) for t in manifest.traces],
+        traces_note=traces_note,
+        manifest=str(run_dir / layout.MANIFEST),
+        versions=dict(manifest.versions),
+        faults=recovery(logs, manifest),
+    )
 
 
+def write_summary(run_dir: Path, summary: layout.TrainSummary | layout.LaunchSummary) -> str:
+    """summary.json (indented, as ``--json`` prints it); returns its text."""
+    text = layout.to_json(summary, indent=1)
+    atomic_write(run_dir / layout.SUMMARY, text)
+    return text

@@ -16,7 +16,7 @@ from typing import Callable, ContextManager
 import msgspec
 
 from ftrun import layout, runlog
-from ftrun.errors import Interrupted, Stopped
+from ftrun.errors import Interrupted, Stopped, Stopping
 from ftrun.launch.groups import free_port, make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
@@ -65,19 +65,19 @@ def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
 
 
 def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-            signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
+            stop: Stopping, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
     after every look, inside ``view``), stop every child, write and return the manifest.
     Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
     handler = runlog.attach(state.run_dir)
     try:
-        return _run_job(state, window, link, placement, signals, view, refresh)
+        return _run_job(state, window, link, placement, stop, view, refresh)
     finally:
         runlog.detach(handler)
 
 
 def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-             signals: dict, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
+             stop: Stopping, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
     log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.hosts.groups_here),
@@ -107,10 +107,10 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
     except Stopped as e:
         stopped = str(e)
     finally:
-        signals["stopping"] = True
+        stop.begin()
         stop_all(state)
     state.ended = time.time()
-    stopped = stopped or signals["signal"]
+    stopped = stopped or stop.signal
     if stopped:
         state.log_run_event("stopped", signal=stopped)
         raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")

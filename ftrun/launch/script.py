@@ -3,7 +3,7 @@ running a user's script unchanged. Torch-free; no rendering.
 
 * ``LaunchSpec.build(...)`` checks every flag up front (``BadInput``, one line each): the
   script exists, the schedule obeys torchft's rules (``ftrun.schedule.validate``), ``--kill``
-  specs (``ftrun.faults.parse_launch_kill``), ``--env K=V`` pairs.
+  specs (``ftrun.fault_flags.parse_launch_kill``), ``--env K=V`` pairs.
 * ``script_group`` gives group r: argv ``python -m torch.distributed.run ... SCRIPT ARGS`` under
   a subreaper (``ftrun.launch.reaper``: nothing the script starts outlives the group), the
   caller's environment plus torchft's (``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``,
@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 from ftrun import __version__, layout
 from ftrun.config import MAX_WAIT_S
 from ftrun.errors import BadInput
-from ftrun.faults import LaunchKill, parse_launch_kill
+from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.groups import Group, group_env, torchrun_argv
 from ftrun.launch.reaper import reaper_argv
 from ftrun.output import check_name
@@ -143,40 +143,35 @@ def script_group(spec: LaunchSpec, run_dir: Path, replica: int, lighthouse_url: 
 
 
 def launch_manifest(spec: LaunchSpec, run_dir: Path, lighthouse_url: str, groups: list[Group], status: dict[int, str],
-                    fired: list[dict], traces: list, seconds: float) -> dict:
-    """``manifest.json`` of a launch: what ran and what it wrote (see ``ftrun.layout``);
+                    fired: list[layout.FiredKill], traces: list, seconds: float) -> layout.LaunchManifest:
+    """``manifest.json`` of a launch (``layout.LaunchManifest``): what ran and what it wrote;
     ``traces`` lists each found trace with its replica and rank (unknown ranks are left out)."""
-    sched = dict(spec.schedule) if spec.schedule else {}
-    sched["steps"] = None  # a foreign script's step count is not known to ftrun
-    return {
-        "ftrun_version": __version__,
-        "kind": "launch",
-        "job_id": uuid.uuid4().hex[:12],
-        "run_name": run_dir.name,
-        "script": str(spec.script),
-        "args": spec.args,
-        "python": sys.executable,
-        "versions": versions(),  # the groups run this interpreter (torchrun of sys.executable)
-        "env_added": {**{k: "<per group>" for k in RESERVED_ENV}, **spec.env},
-        "schedule": sched,
-        "step_numbering": spec.step_numbering,
-        "replicas": spec.replicas,
-        "nproc_per_replica": spec.nproc_per_replica,
-        "lighthouse": lighthouse_url,
-        "min_replicas": spec.min_replicas,
-        "restarts": spec.restarts,
-        "timeout_s": spec.timeout_s,
-        "seconds": round(seconds, 3),
-        "groups": [
-            {"replica": g.replica, "cwd": str(g.cwd.relative_to(run_dir)), "log": str(g.log.relative_to(run_dir)),
-             "state": status.get(g.replica), "exit_codes": list(g.exit_codes), "restarts": g.restarts}
-            for g in groups
-        ],
-        "launch_faults": {"requested": spec.kill_texts, "fired": fired},
-        "traces": [
-            {"replica": t.replica, "rank": t.rank, "path": str(t.path.relative_to(run_dir)), "window": None,
-             "rank_source": t.rank_source}
-            for t in traces if t.rank is not None
-        ],
-        "event_logs": [],
-    }
+    return layout.LaunchManifest(
+        ftrun_version=__version__,
+        job_id=uuid.uuid4().hex[:12],
+        run_name=run_dir.name,
+        script=str(spec.script),
+        args=spec.args,
+        python=sys.executable,
+        versions=versions(),  # the groups run this interpreter (torchrun of sys.executable)
+        env_added={**{k: "<per group>" for k in RESERVED_ENV}, **spec.env},
+        # a foreign script's step count is not known to ftrun
+        schedule=layout.LaunchSchedule(**(spec.schedule or {}), steps=None),
+        step_numbering=spec.step_numbering,
+        replicas=spec.replicas,
+        nproc_per_replica=spec.nproc_per_replica,
+        lighthouse=lighthouse_url,
+        min_replicas=spec.min_replicas,
+        restarts=spec.restarts,
+        timeout_s=spec.timeout_s,
+        seconds=round(seconds, 3),
+        groups=[layout.LaunchGroup(replica=g.replica, cwd=str(g.cwd.relative_to(run_dir)), log=str(g.log.relative_to(run_dir)),
+                                   state=status.get(g.replica), exit_codes=list(g.exit_codes), restarts=g.restarts)
+                for g in groups],
+        launch_faults=layout.LaunchFaults(requested=list(spec.kill_texts), fired=list(fired)),
+        traces=[layout.TraceRef(replica=t.replica, rank=t.rank, path=str(t.path.relative_to(run_dir)), window=None,
+                                rank_source=t.rank_source)
+                for t in traces if t.rank is not None],
+        event_logs=[],
+        format=layout.FORMAT,
+    )

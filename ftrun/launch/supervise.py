@@ -9,10 +9,7 @@ outside torchft's waits is blamed (``ftrun.worker.whereabouts``).
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +17,8 @@ from pathlib import Path
 from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.errors import RunFailed
+from ftrun.launch import policy
+from ftrun.launch.diagnose import failure_cause, last_line, read_log
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
 from ftrun.launch.progress import EventLogTail, GroupProgress, update
@@ -63,99 +62,17 @@ class RunState:
         log.error("%s", message)
 
 
-def _last_line(path: Path) -> str:
-    try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    errs = [ln for ln in lines if ("Error" in ln or "error" in ln) and not _is_banner(ln)]
-    return (errs or lines or [""])[-1].strip()[:300]
-
-
-# torchrun's own report of a failed child: never the cause
-_BANNER = ("To enable traceback see", "ChildFailedError", "error_file:", "exitcode  :", "elastic/multiprocessing")
-_EXC_RE = re.compile(r"^(?:\[(?:rank|default)\d*\]:\s*)?((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Failure|Exit)\b:?.*)$")
-
-
-def _is_banner(line: str) -> bool:
-    return any(b in line for b in _BANNER)
-
-
-def first_exception(text: str) -> str:
-    """The first exception line (``SomeError: message``) of a group log, skipping torchrun's
-    own failure report; else its first line naming an error; else ''."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        m = _EXC_RE.match(ln)
-        if m and not _is_banner(ln):
-            return m[1].strip()[:300]
-    for ln in lines:
-        if ("Error" in ln or "error" in ln) and not _is_banner(ln):
-            return ln[:300]
-    return ""
-
-
-# torchrun's report of a rank that died by a signal: "rank : 1 (local_rank: 1)" then
-# "exitcode : -9 (pid: 123)  (SIGKILL)"; the rank itself wrote nothing.
-_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\b")
-_SIGNAL_EXIT_RE = re.compile(r"^\s*exitcode\s*:\s*-(\d+)\b")
-
-
-def _signal_name(signum: int) -> str | None:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return None
-
-
-def exit_description(code: int) -> str:
-    """``exited with code N``, or ``was killed by SIGKILL (signal 9)`` for a negative code."""
-    if code >= 0:
-        return f"exited with code {code}"
-    name = _signal_name(-code)
-    return f"was killed by {name} (signal {-code})" if name else f"was killed by signal {-code}"
-
-
-def rank_signal(text: str) -> str:
-    """``rank R was killed by SIGKILL (signal 9)`` from torchrun's failure report in a group
-    log, for the first rank that died by a signal; else ''."""
-    rank = None
-    for ln in text.splitlines():
-        if m := _RANK_RE.match(ln):
-            rank = m[1]
-        elif (m := _SIGNAL_EXIT_RE.match(ln)) and rank is not None:
-            return f"rank {rank} {exit_description(-int(m[1]))}"
-    return ""
-
-
-def failure_cause(text: str) -> str:
-    """Why a group's ranks failed, from its log: a rank's death by a signal (what torchrun
-    reports; the first exception line is added when there is one), else the first exception
-    line; else ''."""
-    exc, sig = first_exception(text), rank_signal(text)
-    if sig:
-        return sig + (f"; first error in the log: {exc}" if exc else "")
-    return exc
-
-
-def _group_error(state: RunState, replica: int, since: int = 0) -> tuple[str, str | None]:
+def group_error(run_dir: Path, replica: int, ranks: int, since: int = 0) -> tuple[str, str | None]:
     """(reason, phase): the first error a rank of the group wrote to its meta file and the
     torchft wait it failed in (``quorum``, ``sync``, ``step``). A rank that died before it could
     write one (killed, or failed before Python ran ftrun): its log's ``failure_cause`` (from byte
     ``since``: the last incarnation), phase None."""
-    for g in range(state.cfg.hosts.nproc_per_replica):
-        p = layout.meta_file(state.run_dir, replica, g)
-        try:
-            meta = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if meta.get("error"):
-            return meta["error"], meta.get("phase")
-    try:
-        with layout.group_log(state.run_dir, replica).open("rb") as f:
-            f.seek(since)
-            text = f.read().decode(errors="replace")
-    except OSError:
+    for g in range(ranks):
+        meta = layout.read_rank_meta(layout.meta_file(run_dir, replica, g))
+        if meta is not None and meta.error:
+            return meta.error, meta.phase
+    text = read_log(layout.group_log(run_dir, replica), since)
+    if text is None:
         return "", None
     return failure_cause(text) or "no error message in the log", None
 
@@ -198,13 +115,8 @@ def supervise(state: RunState, on_tick) -> None:
                 started.add(r)
             update(state.progress[r], new)
         on_tick(state)
-        if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
-            try:
-                cause = first_exception(state.lighthouse.log.read_text(errors="replace"))
-            except OSError:
-                cause = ""
-            state.fail(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
-                                  + (f": {cause}" if cause else "") + f"; see {state.lighthouse.log}")
+        if (dead := policy.lighthouse_failed(state.lighthouse)) is not None:
+            state.fail(dead)
             return
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
             code = g.proc.poll()
@@ -218,7 +130,7 @@ def supervise(state: RunState, on_tick) -> None:
                     waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
                     msg = (f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s (stuck after step {step}{inside})"
                            + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
-                           + f"; last log line: {_last_line(g.log)!r}; see {g.log}")
+                           + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}")
                     state.log_run_event("stall", replica=r, step=step, seconds=cfg.timeouts.stall_timeout_s)
                     state.fail(msg)
                     return
@@ -226,27 +138,25 @@ def supervise(state: RunState, on_tick) -> None:
             g.exit_codes.append(code)
             update(state.progress[r], state.tails[r].read_new())  # the steps it logged before exiting
             step = state.progress[r].step
-            if code == 0:
+            fault = _fired_fault(state.run_dir, r)
+            outcome = policy.on_exit(code, g.restarts, cfg.faults.max_restarts, fault)
+            if outcome == "done":
                 del pending[r]
                 state.log_run_event("group_done", replica=r, step=step)
                 continue
             state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
-            if g.restarts < cfg.faults.max_restarts:
-                g.restarts += 1
-                g.env["FTRUN_RESTART"] = str(g.restarts)
-                g.start()
+            if outcome == "restart":
+                policy.relaunch(g)
                 started.discard(r)
                 last_progress[r] = time.monotonic()
                 state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
                 continue
-            fault = _fired_fault(state.run_dir, r)
-            if fault is not None:
-                # killed on purpose and not relaunched: the others carry on if they can
+            if outcome == "lost" and fault is not None:  # killed on purpose, not relaunched: the others carry on
                 del pending[r]
                 state.lost[r] = fault
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
-            reason, phase = _group_error(state, r, g.log_offset)
+            reason, phase = group_error(state.run_dir, r, cfg.hosts.nproc_per_replica, g.log_offset)
             if state.lighthouse is None and cfg.hosts.lighthouse:  # another host's lighthouse: is it still there?
                 from ftrun.launch.lighthouse import unreachable
 
@@ -261,11 +171,8 @@ def supervise(state: RunState, on_tick) -> None:
                     + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({reason}); see {g.log}"
                 )
                 return
-            state.fail(
-                f"replica group {r} {exit_description(code)} at step {step} (manager step {state.progress[r].manager_step})"
-                + (f" after {g.restarts} restart(s)" if g.restarts else "")
-                + f": {reason}; see {g.log}"
-            )
+            state.fail(policy.group_failed(r, code, g.restarts, reason, g.log,
+                                           at=f"at step {step} (manager step {state.progress[r].manager_step})"))
             return
         time.sleep(0.2)
 

@@ -2,12 +2,11 @@
 
 ftrun knows nothing of a foreign script's steps, so everything here comes from outside: exit
 codes, the groups' log output (last line, ``--kill R@line:REGEX``), wall-clock time
-(``--kill R@Ns``, ``--timeout``) and the lighthouse's log (quorums). Rules, as ``train``'s:
+(``--kill R@Ns``, ``--timeout``) and the lighthouse's log (quorums). Exits and the lighthouse's
+death follow ``ftrun.launch.policy``, as ``train``'s do (a group killed by ``--kill`` with no
+restarts left is *lost*; a failed group is named with its log's error, ``launch.diagnose``).
+Besides:
 
-* a group that exits non-zero is relaunched while it has ``--restarts`` left;
-* a group killed by ``--kill`` with no restarts left is *lost*; the others carry on;
-* any other non-zero exit fails the launch (naming the group, its first error line and its
-  log) and the rest is stopped; so does the lighthouse dying;
 * ``--timeout S``: a group that has not joined a quorum S seconds after it (re)started fails
   the launch, named. Joining is read from the group's own log: torchft's manager logs
   ``got lighthouse quorum`` each time it receives one (torchft 0.2; its Rust log at INFO).
@@ -25,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ftrun.faults import LaunchKill
+from ftrun import layout
+from ftrun.fault_flags import LaunchKill
+from ftrun.launch import policy
+from ftrun.launch.diagnose import describe, read_log
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import signal_tree, stop_tree
-from ftrun.launch.supervise import exit_description, failure_cause, first_exception
 from ftrun.launch.tail import LogTail
 
 _QUORUM_ID = re.compile(r"bumping quorum_id to (\d+)")
@@ -77,7 +78,7 @@ class LaunchState:
     status: dict[int, str] = field(default_factory=dict)  # running | restarting | exited | lost | stopped
     started: float = 0.0  # monotonic
     ended: float = 0.0
-    fired: list[dict] = field(default_factory=list)
+    fired: list[layout.FiredKill] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     failed_group: Optional[int] = None
     lost: dict[int, str] = field(default_factory=dict)
@@ -89,13 +90,14 @@ class LaunchState:
     def group(self, replica: int) -> Group:
         return next(g for g in self.groups if g.replica == replica)
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[layout.LaunchGroupRow]:
         """One row per group for the live view and the summary; a group that exited non-zero
-        shows its first error line, not its last line."""
-        return [{"replica": g.replica, "state": self.status.get(g.replica, "starting"), "exit_codes": list(g.exit_codes),
-                 "restarts": g.restarts, "quorums": self.quorums_joined.get(g.replica, 0),
-                 "last_line": group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
-                 else (self.tails[g.replica].last if g.replica in self.tails else "")}
+        shows its error (``group_error``), not its last line."""
+        return [layout.LaunchGroupRow(
+                    replica=g.replica, state=self.status.get(g.replica, "starting"), exit_codes=list(g.exit_codes),
+                    restarts=g.restarts, quorums=self.quorums_joined.get(g.replica, 0),
+                    last_line=group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
+                    else (self.tails[g.replica].last if g.replica in self.tails else ""))
                 for g in self.groups]
 
 
@@ -107,12 +109,13 @@ def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
             os.kill(g.proc.pid, signal.SIGTERM)  # the launcher: torchrun stops its ranks
         except ProcessLookupError:
             pass
-    state.fired.append({**k.to_json(), "at_s": round(time.monotonic() - state.started, 3), "trigger": trigger,
-                        "incarnation": g.restarts})
+    state.fired.append(layout.FiredKill(replica=k.replica, seconds=k.seconds, pattern=k.pattern, signal=k.signal,
+                                        at_s=round(time.monotonic() - state.started, 3), trigger=trigger,
+                                        incarnation=g.restarts))
 
 
 def _check_kills(state: LaunchState, r: int, g: Group, new_lines: list[str], now: float) -> None:
-    done = {(f["replica"], f["seconds"], f["pattern"], f["signal"]) for f in state.fired}
+    done = {(f.replica, f.seconds, f.pattern, f.signal) for f in state.fired}
     for k in state.kills:
         if k.replica != r or (k.replica, k.seconds, k.pattern, k.signal) in done or g.proc.poll() is not None:
             continue
@@ -125,21 +128,15 @@ def _check_kills(state: LaunchState, r: int, g: Group, new_lines: list[str], now
 
 
 def _killed_on_purpose(state: LaunchState, g: Group) -> Optional[str]:
-    f = next((f for f in state.fired if f["replica"] == g.replica and f["incarnation"] == g.restarts), None)
-    return None if f is None else f"{f['signal']} at {f['at_s']:g} s ({f['trigger']})"
+    f = next((f for f in state.fired if f.replica == g.replica and f.incarnation == g.restarts), None)
+    return None if f is None else f"{f.signal} at {f.at_s:g} s ({f.trigger})"
 
 
 def group_error(g: Group) -> str:
-    """Why the group's last incarnation failed (``failure_cause``: a rank's signal, the first
-    exception line), else its last line."""
-    try:
-        with g.log.open("rb") as f:
-            f.seek(g.log_offset)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return failure_cause(text) or (f"last line: {lines[-1][:300]}" if lines else "no output")
+    """Why the group's last incarnation failed, from its log (``diagnose.describe``: a rank's
+    signal, the error line, else its last line)."""
+    text = read_log(g.log, g.log_offset)
+    return "" if text is None else describe(text)
 
 
 def _count_quorums(state: LaunchState, r: int, lines: list[str]) -> None:
@@ -169,13 +166,8 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
         on_tick(state)
         if not pending:
             return
-        if state.lighthouse is not None and state.lighthouse.proc.poll() is not None:
-            try:
-                cause = first_exception(state.lighthouse.log.read_text(errors="replace"))
-            except OSError:
-                cause = ""
-            state.failures.append(f"lighthouse exited with code {state.lighthouse.proc.returncode}"
-                                  + (f": {cause}" if cause else "") + f"; see {state.lighthouse.log}")
+        if (dead := policy.lighthouse_failed(state.lighthouse)) is not None:
+            state.failures.append(dead)
             return
         for r, g in sorted(pending.items()):
             code = g.proc.poll()
@@ -183,31 +175,27 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
                 continue
             g.exit_codes.append(code)
             _count_quorums(state, r, state.tails[r].read_new())
-            if code == 0:
+            purpose = _killed_on_purpose(state, g)
+            outcome = policy.on_exit(code, g.restarts, state.restarts, purpose)
+            if outcome == "done":
                 del pending[r]
                 state.status[r] = "exited"
                 continue
-            purpose = _killed_on_purpose(state, g)
-            if g.restarts < state.restarts:
-                g.restarts += 1
+            if outcome == "restart":
                 state.first_restart.setdefault(r, time.time())
-                g.env["FTRUN_RESTART"] = str(g.restarts)
-                g.start()
+                policy.relaunch(g)
                 state.status[r] = "running"
                 state.joined[r] = False
                 state.incarnation_started[r] = time.monotonic()
                 continue
-            if purpose is not None:
+            if outcome == "lost" and purpose is not None:
                 del pending[r]
                 state.status[r] = "lost"
                 state.lost[r] = purpose
                 continue
             state.status[r] = "exited"
             state.failed_group = r
-            state.failures.append(
-                f"replica group {r} {exit_description(code)}" + (f" after {g.restarts} restart(s)" if g.restarts else "")
-                + f": {group_error(g)}; see {g.log}"
-            )
+            state.failures.append(policy.group_failed(r, code, g.restarts, group_error(g), g.log))
             return
         late = [r for r in sorted(pending) if state.timeout_s is not None and not state.joined[r]
                 and now - state.incarnation_started[r] > state.timeout_s]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import msgspec
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -102,7 +103,7 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     if len(report.run_dirs) > 1:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(
-        f"schedule {schedule_label(s)} (w={s['window']}), "
+        f"schedule {schedule_label(msgspec.to_builtins(s))} (w={s.window}), "
         f"{report.mode}, step numbering {report.step_numbering['used']}"
     )
     for note in report.notes:

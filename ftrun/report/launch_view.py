@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from rich import box
 from rich.table import Table
 
@@ -28,7 +29,7 @@ class LaunchLiveView(LiveTable):
     def refresh(self, state) -> None:
         if self.enabled:
             q = state.quorums.last_id if state.quorums is not None else "?"
-            self.show(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", state.rows()))
+            self.show(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", msgspec.to_builtins(state.rows())))
 
 
 def print_summary(summary: dict) -> None:

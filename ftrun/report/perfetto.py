@@ -273,7 +273,7 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
             f.write(b"\n],")
             other = {
                 "ftrun_verdict": report.verdict,
-                "ftrun_schedule": " ".join(f"{k}={v}" for k, v in report.schedule.items()),
+                "ftrun_schedule": " ".join(f"{k}={v}" for k, v in msgspec.structs.asdict(report.schedule).items()),
                 "ftrun_problems": " | ".join(report.problems()[:50]),
                 "ftrun_faults": " | ".join(x.get("text", "") for x in report.faults),
             }

@@ -90,8 +90,8 @@ def print_plan(result: dict, c: Any = None) -> None:
         if totals:
             return []
         frag = cfg["smallest_fragments"]
-        return ["none" if cfg["smallest_tau"] is None else str(cfg["smallest_tau"]),
-                "none" if frag is None else f"{frag['fragments']} ({frag['tau']})"]
+        return ["none" if cfg["smallest_fragment_sync_delay"] is None else str(cfg["smallest_fragment_sync_delay"]),
+                "none" if frag is None else f"{frag['fragments']} ({frag['fragment_sync_delay']})"]
 
     keys_all = [k for k in ("streaming", "plain", "data_parallel") if any(k in cfg for cfg in result["configs"])]
     t = _table("link", "", *heads, *per_link)

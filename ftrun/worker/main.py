@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
     from torch.utils.tensorboard import SummaryWriter
 
     from ftrun.config import RunConfig
-    from ftrun.worker.faults import Faults
+    from ftrun.worker.fault_injection import FaultInjector
     from ftrun.worker.profiling import AroundFault, RecoveryProfile
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
@@ -54,7 +54,7 @@ def main(spec_path: str) -> int:
     from torchft.local_sgd import DiLoCo
 
     from ftrun.torchft_compat import diloco_fragments
-    from ftrun.worker.faults import Faults
+    from ftrun.worker.fault_injection import FaultInjector
     from ftrun.torchft_compat import versions
     from ftrun.worker.meta import RankMeta
     from ftrun.worker.fragments import describe_fragments
@@ -82,7 +82,7 @@ def main(spec_path: str) -> int:
     heal = HealState(training)
     numerics = None
     if cfg.profiling.sketches:  # the numeric check's sketches (ftrun.worker.sketch); --no-sketches: none
-        from ftrun.worker.faults import Corruption
+        from ftrun.worker.fault_injection import Corruption
         from ftrun.worker.sketch import NumericsProbe
 
         numerics = NumericsProbe(Corruption(spec.faults, env.replica, env.rank, run_dir), cfg.schedule.fragment_sync_delay,
@@ -140,7 +140,7 @@ def main(spec_path: str) -> int:
             if numerics is not None:
                 numerics.attach(diloco, manager, training.outer, heal)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
-            faults = Faults(spec.faults, env.replica, env.rank, run_dir)
+            faults = FaultInjector(spec.faults, env.replica, env.rank, run_dir)
             faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync
             around = None
             if cfg.profiling.profile_recovery:  # a surviving group, around another group's fault (one profiler at a time)
@@ -174,7 +174,7 @@ class StepLoop:
 
     def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
                  heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
-                 writer: SummaryWriter | None, faults: Faults, device: torch.device,
+                 writer: SummaryWriter | None, faults: FaultInjector, device: torch.device,
                  numerics: NumericsProbe | None = None, recovery: RecoveryProfile | None = None,
                  around: AroundFault | None = None) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir

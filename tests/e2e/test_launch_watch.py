@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.faults import parse_launch_kill
+from ftrun.fault_flags import parse_launch_kill
 from ftrun.launch.groups import Group
 from ftrun.launch.watch import LaunchState, stop_groups, watch
 
@@ -50,7 +50,7 @@ def test_line_kill_fires_once_and_restart_finishes(tmp_path):
     )
     state = _run(tmp_path, [g], kills=[parse_launch_kill("0@line:^go None", 1)], restarts=1)
     assert state.failures == [] and g.exit_codes == [-9, 0]
-    assert len(state.fired) == 1 and state.fired[0]["trigger"] == "go None"
+    assert len(state.fired) == 1 and state.fired[0].trigger == "go None"
     assert state.tails[0].last == "done" and (tmp_path / "groups" / "replica0").is_dir()
 
 

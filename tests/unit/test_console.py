@@ -16,7 +16,7 @@ import pytest
 import typer.main
 
 from ftrun import config as cfgmod
-from ftrun.check.result import EventResult, Report, SyncFigures, WorkerReport
+from ftrun.check.result import EventResult, Report, ReportSchedule, SyncFigures, WorkerReport
 from ftrun.cli import app
 from ftrun.console import console
 from ftrun.errors import BadInput
@@ -133,7 +133,7 @@ def report(
         mode="manifest",
         files=["a", "b"],
         replicas=[0, 1],
-        schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5, window=10),
+        schedule=ReportSchedule(fragments=2, sync_every=20, fragment_sync_delay=5, window=10),
         step_numbering={"used": "top"},
         workers=workers,
         events=events,

@@ -8,20 +8,21 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.config import RunConfig
-from ftrun.launch.supervise import RunState, _group_error
+from ftrun.launch.supervise import RunState, group_error
 
 
-def _state(tmp_path: Path) -> RunState:
-    return RunState(RunConfig.from_keys(nproc_per_replica=2), tmp_path, job_id="j", run_event_log=layout.run_event_log(tmp_path))
+def _group_error(run_dir: Path, replica: int, since: int = 0) -> tuple[str, str | None]:
+    return group_error(run_dir, replica, 2, since)  # groups of 2 ranks
 
 
 def test_meta_error_and_phase_win_over_the_log(tmp_path: Path) -> None:
-    st = _state(tmp_path)
     layout.meta_file(tmp_path, 1, 1).parent.mkdir(parents=True)
-    layout.meta_file(tmp_path, 1, 0).write_text(json.dumps({"status": "running"}))
+    layout.meta_file(tmp_path, 1, 0).write_text(json.dumps({"replica": 1, "rank": 0, "status": "running"}))
     layout.meta_file(tmp_path, 1, 1).write_text(
         json.dumps(
             {
+                "replica": 1,
+                "rank": 1,
                 "status": "failed",
                 "error": "RuntimeError: quorum timed out",
                 "error_type": "RuntimeError",
@@ -31,19 +32,18 @@ def test_meta_error_and_phase_win_over_the_log(tmp_path: Path) -> None:
     )
     layout.group_log(tmp_path, 1).parent.mkdir(parents=True)
     layout.group_log(tmp_path, 1).write_text("ValueError: something else in the log\n")
-    assert _group_error(st, 1) == ("RuntimeError: quorum timed out", "quorum")
+    assert _group_error(tmp_path, 1) == ("RuntimeError: quorum timed out", "quorum")
 
 
 def test_without_a_meta_error_the_log_names_the_cause_and_no_phase(tmp_path: Path) -> None:
-    st = _state(tmp_path)
     log = layout.group_log(tmp_path, 0)
     log.parent.mkdir(parents=True)
     log.write_text("old incarnation\nKeyError: 'x'\n")
     since = len(log.read_bytes())
     with log.open("a") as f:
         f.write("[rank0]: ModuleNotFoundError: No module named 'nope'\n")
-    assert _group_error(st, 0, since) == ("ModuleNotFoundError: No module named 'nope'", None)
-    assert _group_error(st, 0) == ("KeyError: 'x'", None)
+    assert _group_error(tmp_path, 0, since) == ("ModuleNotFoundError: No module named 'nope'", None)
+    assert _group_error(tmp_path, 0) == ("KeyError: 'x'", None)
 
 
 def test_a_rank_records_the_wait_it_failed_in(tmp_path: Path) -> None:
@@ -101,11 +101,10 @@ Root Cause (first observed failure):
 
 def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -> None:
     """Issue 24 item 13: it used to say "no error message in the log" (exit code 1)."""
-    st = _state(tmp_path)
     log = layout.group_log(tmp_path, 1)
     log.parent.mkdir(parents=True)
     log.write_text(TORCHRUN_SIGKILL)
-    reason, phase = _group_error(st, 1)
+    reason, phase = _group_error(tmp_path, 1)
     assert reason == "rank 1 was killed by SIGKILL (signal 9)" and phase is None, reason
 
 
@@ -119,7 +118,7 @@ def test_launch_names_the_signal_too(tmp_path: Path) -> None:
 
 
 def test_an_exit_by_a_signal_is_not_called_an_exit_code() -> None:
-    from ftrun.launch.supervise import exit_description
+    from ftrun.launch.diagnose import exit_description
 
     assert exit_description(1) == "exited with code 1"
     assert exit_description(-9) == "was killed by SIGKILL (signal 9)"

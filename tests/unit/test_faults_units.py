@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ftrun.errors import BadInput
-from ftrun.faults import parse_fail_commit, parse_faults, parse_hang, parse_kill
+from ftrun.fault_flags import parse_fail_commit, parse_faults, parse_hang, parse_kill
 
 
 @settings(max_examples=300, deadline=None)
@@ -63,11 +63,11 @@ class _Manager:
 
 def test_fail_commit_hook_votes_once_at_the_first_sync_from_its_step(tmp_path):
     from ftrun import layout
-    from ftrun.worker.faults import Faults
+    from ftrun.worker.fault_injection import FaultInjector
 
     specs = [layout.FaultSpec(1, 5, "fail-commit"), layout.FaultSpec(0, 3, "fail-commit")]
     m = _Manager()
-    f = Faults(specs, replica=1, rank=0, run_dir=tmp_path)
+    f = FaultInjector(specs, replica=1, rank=0, run_dir=tmp_path)
     f.wrap_commit(m)
     for step in range(1, 13):
         f.before_step(step)
@@ -79,7 +79,7 @@ def test_fail_commit_hook_votes_once_at_the_first_sync_from_its_step(tmp_path):
     # a restarted group (marker present) does not fire it again; other ranks never vote against
     for rank in (0, 1):
         m2 = _Manager()
-        f2 = Faults(specs, replica=1, rank=rank, run_dir=tmp_path)
+        f2 = FaultInjector(specs, replica=1, rank=rank, run_dir=tmp_path)
         f2.wrap_commit(m2)
         f2.before_step(6)
         assert m2.should_commit() is True

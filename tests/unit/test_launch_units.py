@@ -10,8 +10,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.faults import LaunchKill, parse_launch_kill
+from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.script import LaunchSpec, parse_env_pairs, script_group
 from ftrun.launch.watch import LogTail, Quorums
 from ftrun.layout import LaunchManifest, LaunchSchedule
@@ -243,7 +244,8 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
         FoundTrace(tmp_path / "groups/replica0/a.json", 0, 0, "one rank per group"),
         FoundTrace(tmp_path / "groups/replica0/b.json", 0, None, "unknown"),
     ]
-    m = launch_manifest(spec, tmp_path, "http://l:1", [g], {0: "exited"}, [], found, 1.0)
+    written = launch_manifest(spec, tmp_path, "http://l:1", [g], {0: "exited"}, [], found, 1.0)
+    m = json.loads(layout.to_json(written, indent=1))  # as the file holds it
     assert [t["path"] for t in m["traces"]] == ["groups/replica0/a.json"]
     assert m["step_numbering"] == "end" and m["args"] == ["--x"] and m["env_added"]["A"] == "1"
     assert m["groups"][0] == {
@@ -254,8 +256,12 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
         "exit_codes": [0],
         "restarts": 0,
     }
-    assert {k: m["schedule"][k] for k in SCHED} == SCHED
-    read = msgspec.convert(json.loads(json.dumps(m)), LaunchManifest)  # what inspect-trace reads back
+    assert {k: m["schedule"][k] for k in SCHED} == SCHED and m["schedule"]["steps"] is None
+    assert m["format"] == layout.FORMAT and m["kind"] == "launch"
+    assert m["launch_faults"] == {"requested": [], "fired": []}
+    (tmp_path / layout.MANIFEST).write_text(json.dumps(m))
+    read = layout.read_manifest(tmp_path)  # what inspect-trace reads back
+    assert isinstance(read, LaunchManifest) and read == written
     assert read.step_numbering == "end" and [t.rank_source for t in read.traces] == ["one rank per group"]
 
 

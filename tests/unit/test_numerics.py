@@ -327,13 +327,13 @@ def test_corrupt_allreduce_bad_input_is_one_line(flags, message):
 
 def test_corrupt_allreduce_is_a_typed_fault_and_never_kills():
     from ftrun import config, layout
-    from ftrun.worker.faults import Faults
+    from ftrun.worker.fault_injection import FaultInjector
 
     cfg = config.build(corrupt_allreduce=["1@30:late"])
     (f,) = cfg.planned_faults()
     assert (f.replica, f.step, f.action, f.kind) == (1, 30, "corrupt", "late") and cfg.faults.max_restarts == 0
     spec = layout.FaultSpec(f.replica, f.step, f.action, kind=f.kind)
-    assert Faults([spec], 1, 0, None).mine == {}  # before_step never fires it
+    assert FaultInjector([spec], 1, 0, None).mine == {}  # before_step never fires it
 
 
 # --- the sketches themselves (torch) ----------------------------------------------------------

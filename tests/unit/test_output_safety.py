@@ -275,7 +275,7 @@ Root Cause (first observed failure):
 
 
 def test_group_error_is_the_first_exception_line():
-    from ftrun.launch.supervise import first_exception
+    from ftrun.launch.diagnose import error_line as first_exception
 
     got = first_exception(TORCHRUN_LOG)
     assert got.startswith("RuntimeError: [enforce fail at alloc_cpu.cpp:117]") and "640000000000 bytes" in got

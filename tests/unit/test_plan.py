@@ -18,7 +18,7 @@ from ftrun.plan import (
     plain,
     simulate,
     smallest_fragments,
-    smallest_tau,
+    smallest_fragment_sync_delay,
 )
 from ftrun.schedule import Schedule
 
@@ -89,11 +89,11 @@ def test_uneven_fragments_expose_their_own_bytes() -> None:
     assert p.exposed_data_s == pytest.approx(0.02 + 0.22)
 
 
-def test_smallest_tau_and_fragments() -> None:
+def test_smallest_fragment_sync_delay_and_fragments() -> None:
     # 20 steps, 2 syncs: tau=1 exposes 2 x 20 ms (util 2/2.08 = 96.2%), tau=2 nothing (2/2.04 = 98.0%)
-    assert smallest_tau(TWO_FRAGS, 2, 20, BW, LAT, 0.95, steps=20) == 1
-    assert smallest_tau(TWO_FRAGS, 2, 20, BW, LAT, 0.97, steps=20) == 2
-    assert smallest_tau(TWO_FRAGS, 2, 20, BW, LAT, 0.99, steps=20) is None  # the quorum alone costs 2%
+    assert smallest_fragment_sync_delay(TWO_FRAGS, 2, 20, BW, LAT, 0.95, steps=20) == 1
+    assert smallest_fragment_sync_delay(TWO_FRAGS, 2, 20, BW, LAT, 0.97, steps=20) == 2
+    assert smallest_fragment_sync_delay(TWO_FRAGS, 2, 20, BW, LAT, 0.99, steps=20) is None  # the quorum alone costs 2%
     # F=1: one 200 kB allreduce (220 ms), one sync in 20 steps; tau=2 leaves 20 ms: 2/2.04 = 98%
     assert smallest_fragments(TWO_FRAGS, 20, BW, LAT, 0.97, steps=20) == (1, 2)
     # at 1 Mbit/s it takes 1.62 s: tau=16 leaves 20 ms, tau=15 120 ms (2/2.14 < 97%)
@@ -168,11 +168,11 @@ def test_monotone_in_bandwidth_and_tau(cfg, faster) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(configs, st.floats(0.5, 0.999))
-def test_smallest_tau_is_the_first_tau_that_reaches_the_target(cfg, target) -> None:
+def test_smallest_fragment_sync_delay_is_the_first_tau_that_reaches_the_target(cfg, target) -> None:
     step, frags, r, _, bw, lat = cfg
     work = Workload(step, tuple(frags), r)
     scan = [t for t in range(5) if simulate(work, Schedule(4, 20, t), bw, lat).utilisation >= target]
-    assert smallest_tau(work, 4, 20, bw, lat, target) == (scan[0] if scan else None)
+    assert smallest_fragment_sync_delay(work, 4, 20, bw, lat, target) == (scan[0] if scan else None)
 
 
 @settings(max_examples=100, deadline=None)

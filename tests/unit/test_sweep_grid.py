@@ -315,7 +315,8 @@ def test_resume_refuses_a_tampered_cell_file_in_one_line(tmp_path, record, phras
 
 
 def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
-    from ftrun.commands.sweep import evaluate, first_error
+    from ftrun.commands.sweep import evaluate
+    from ftrun.launch.diagnose import ftrun_error as first_error
 
     err = "some warning\nerror: replica group 1 exited with code 1 at step 3: RuntimeError: boom\n"
     assert first_error(err) == "replica group 1 exited with code 1 at step 3: RuntimeError: boom"

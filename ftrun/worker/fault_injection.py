@@ -30,7 +30,9 @@ from ftrun.output import atomic_write
 log = logging.getLogger(__name__)
 
 
-class Faults:
+class FaultInjector:
+    """The planned faults of one rank (module docstring), fired at their step."""
+
     def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
         self.mine = {f.step: f for f in specs if f.replica == replica and f.action not in ("corrupt", "fail-commit")}
         self.commit_faults = sorted((f for f in specs if f.replica == replica and f.action == "fail-commit"), key=lambda f: f.step)

@@ -1,4 +1,6 @@
-"""Fault specs for ``--kill``, ``--hang`` and ``--fail-commit``. Torch-free; parsed and validated before spawning.
+"""The fault flags parsed: ``--kill``, ``--hang``, ``--fail-commit``, ``--corrupt-allreduce`` and
+``ftrun launch``'s ``--kill``. Torch-free; parsed and validated before spawning (injected by
+``ftrun.worker.fault_injection``; the faults a run's files show: ``ftrun.check.fired_faults``).
 
 ``--kill R@S``          SIGKILL every process of replica group R when it reaches step S.
 ``--kill R@S:sigterm``  SIGTERM the group's launcher instead (a polite stop; torchrun stops its ranks).
@@ -6,7 +8,7 @@
 ``--corrupt-allreduce R@S:KIND``  the torchft process group of replica group R (rank 0) computes
                         a wrong average for the fragment synced at step S (a sync step), as
                         ``CORRUPT_KINDS`` says; the numeric check (``ftrun.check.numerics``) must
-                        catch it. Injected by ``ftrun.worker.faults.Corruption``.
+                        catch it. Injected by ``ftrun.worker.fault_injection.Corruption``.
 ``--fail-commit R@S``   rank 0 of replica group R votes false in ``should_commit`` at the first
                         sync at or after step S, so the group's commit fails there (torchft's own
                         ``Manager.report_error``: the same path a real error in the step takes) —
