@@ -2,7 +2,7 @@
 
 A run dir ``<out>/<run-name>/`` holds::
 
-    .ftrun-run                         RUN_MARKER: ``RunMarker``, ftrun made this dir (pid, start time; ``ftrun.output``)
+    .ftrun-run                         RUN_MARKER: ``RunMarker``, ftrun made this dir (pid, start; ``ftrun.output``)
     spec.json                          SPEC: ``Spec``, what every rank runs (written before launch)
     manifest.json                      MANIFEST: ``Manifest``, written by the parent at the end
                                        (``ftrun launch``: ``LaunchManifest``); read with ``read_manifest``
@@ -29,8 +29,9 @@ A run dir ``<out>/<run-name>/`` holds::
                                        a relaunched group's profile, start through its first commit
 
 Every file ftrun writes there is one of these Structs, written by ``to_json`` (the one encoder)
-and read back by the same type. ``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
-ftrun of this format before the field existed and reads as ``FORMAT``; any other value is
+and read back by the same type. ``FORMAT`` is written into spec.json and manifest.json. A
+manifest without it was written by an ftrun of this format before the field existed and reads
+as ``FORMAT``; any other value is
 refused by ``check_format`` (one line, exit 2). Raise ``FORMAT`` when a field changes meaning or
 goes away; adding an optional field does not need it.
 """
@@ -504,7 +505,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
         return []
 
 
-AnyManifest = Union[Manifest, LaunchManifest]
+AnyManifest = Manifest | LaunchManifest
 
 
 class RunMarker(msgspec.Struct):
@@ -707,7 +708,7 @@ def read_spec(path: Path) -> Spec:
         raise BadInput(f"{path}: not an ftrun spec ({e})") from None
 
 
-def check_format(manifest: dict, path: Path) -> None:
+def check_format(manifest: dict[str, Any], path: Path) -> None:
     """``BadInput`` (one line) unless the manifest at ``path`` is of this release's ``FORMAT``
     (a manifest without ``format`` predates the field and is read as ``FORMAT``)."""
     got = manifest.get("format", FORMAT)
@@ -726,9 +727,10 @@ def read_manifest(run_dir: Path) -> AnyManifest:
     if not isinstance(m, dict):
         raise BadInput(f"{path}: not an ftrun manifest (a JSON {type(m).__name__}, not an object)")
     check_format(m, path)
-    kind = LaunchManifest if m.get("kind") == "launch" else Manifest
     try:
-        return msgspec.convert(m, kind)
+        if m.get("kind") == "launch":
+            return msgspec.convert(m, LaunchManifest)
+        return msgspec.convert(m, Manifest)
     except msgspec.ValidationError as e:
         raise BadInput(f"{path}: not an ftrun manifest ({e})") from None
 

@@ -343,7 +343,8 @@ def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name",
             if not run_dir.is_dir():
                 raise BadInput(f"{name_flag}: {run_dir} exists and is not a directory")
             if not overwrite:
-                raise BadInput(f"{name_flag} {run_dir.name}: {run_dir} already exists (pass --overwrite to replace it, or pick another name)")
+                raise BadInput(f"{name_flag} {run_dir.name}: {run_dir} already exists "
+                               "(pass --overwrite to replace it, or pick another name)")
             fd = _try_lock(run_dir, "--overwrite")
             try:
                 _removable(run_dir, "--overwrite")

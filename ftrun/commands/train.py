@@ -77,7 +77,8 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     manifest = run_job(state, window, link, placement, stop, view, view.refresh)
     logs = read_logs(state)
     cfg = state.cfg
-    partial = (f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host (inspect-trace every group's run dir)"
+    partial = (f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host "
+               "(inspect-trace every group's run dir)"
                if cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1 else None)
     numerics = check_numerics(logs, cfg.profiling.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Callable, ContextManager
+from contextlib import AbstractContextManager
+from typing import Callable
 
 import msgspec
 
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
     """spec.json (``layout.Spec``): what every rank of the run reads at start."""
     cfg = state.cfg
+    assert state.network is not None  # commands/train makes every RunState with its network
     spec = layout.Spec(
         config=cfg,
         run_dir=str(state.run_dir.resolve()),
@@ -65,7 +67,7 @@ def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
 
 
 def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-            stop: Stopping, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
+            stop: Stopping, view: AbstractContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
     after every look, inside ``view``), stop every child, write and return the manifest.
     Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
@@ -77,9 +79,11 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
 
 
 def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-             stop: Stopping, view: ContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
+             stop: Stopping, view: AbstractContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
+    # commands/train makes every RunState with both
+    assert state.run_event_log is not None and state.network is not None
     log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.hosts.groups_here),
              cfg.hosts.replicas, cfg.steps)
     try:
@@ -99,7 +103,7 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
                            placement.env.get(r) if placement.mode != "cpu" else None, state.network.env)
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
-            log.info("replica group %d started (pid %d)", r, g.proc.pid)
+            log.info("replica group %d started (pid %d)", r, g.process.pid)
             state.progress[r] = GroupProgress(r)
             state.tails[r] = EventLogTail(layout.event_log(run_dir, r, 0))
         with view:

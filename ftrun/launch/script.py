@@ -94,7 +94,8 @@ class LaunchSpec:
         if nproc_per_replica < 1:
             raise BadInput(f"--nproc-per-replica {nproc_per_replica}: must be at least 1")
         if lighthouse is not None and min_replicas is not None:
-            raise BadInput("--min-replicas: configures the lighthouse ftrun starts; with --lighthouse URL set it on that lighthouse")
+            raise BadInput("--min-replicas: configures the lighthouse ftrun starts; "
+                           "with --lighthouse URL set it on that lighthouse")
         if lighthouse is not None and not re.match(r"^https?://[^/\s]+(:\d+)?/?$", lighthouse):
             raise BadInput(f"--lighthouse {lighthouse!r}: expected http://HOST:PORT")
         mr = replicas if min_replicas is None else min_replicas
@@ -105,7 +106,7 @@ class LaunchSpec:
         if given and len(given) < 3 or (not given and not no_inspect):
             missing = " ".join(f"--{k.replace('_', '-')}" for k, v in sched.items() if v is None)
             raise BadInput(f"{missing}: give the schedule the script runs (to check its traces), or --no-inspect")
-        if given:
+        if fragments is not None and sync_every is not None and fragment_sync_delay is not None:  # given
             try:
                 validate(fragments, sync_every, fragment_sync_delay)
             except ScheduleError as e:
@@ -165,7 +166,7 @@ def launch_manifest(spec: LaunchSpec, run_dir: Path, lighthouse_url: str, groups
         restarts=spec.restarts,
         timeout_s=spec.timeout_s,
         seconds=round(seconds, 3),
-        groups=[layout.LaunchGroup(replica=g.replica, cwd=str(g.cwd.relative_to(run_dir)), log=str(g.log.relative_to(run_dir)),
+        groups=[layout.LaunchGroup(replica=g.replica, cwd=str(g.cwd.relative_to(run_dir)) if g.cwd is not None else ".", log=str(g.log.relative_to(run_dir)),
                                    state=status.get(g.replica), exit_codes=list(g.exit_codes), restarts=g.restarts)
                 for g in groups],
         launch_faults=layout.LaunchFaults(requested=list(spec.kill_texts), fired=list(fired)),

@@ -48,8 +48,10 @@ class RunState:
         that fails (a full disk) fails the run with one line (``RunFailed``): the run's record
         of what happened would be incomplete, so it must not go on as if it were not."""
         rec = layout.RunEvent(event=event, t=time.time(), **fields)
+        path = self.run_event_log
+        assert path is not None  # commands/train makes every RunState with its run event log
         try:
-            with self.run_event_log.open("a") as f:
+            with path.open("a") as f:
                 f.write(layout.to_json(rec) + "\n")
         except OSError as e:
             raise RunFailed(f"cannot write {self.run_event_log} ({e.strerror or e}); the run stopped, "
@@ -119,7 +121,7 @@ def supervise(state: RunState, on_tick) -> None:
             state.fail(dead)
             return
         for r, g in sorted(pending.items(), key=lambda kv: last_progress[kv[0]]):
-            code = g.proc.poll()
+            code = g.process.poll()
             if code is None:
                 if now - last_progress[r] > (cfg.timeouts.stall_timeout_s if r in started else startup_grace_s):
                     r = _culprit(state, r, pending, last_progress, now)
@@ -128,7 +130,8 @@ def supervise(state: RunState, on_tick) -> None:
                     where = whereabouts.read(state.run_dir, r)
                     inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
                     waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
-                    msg = (f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s (stuck after step {step}{inside})"
+                    msg = (f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s "
+                           f"(stuck after step {step}{inside})"
                            + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
                            + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}")
                     state.log_run_event("stall", replica=r, step=step, seconds=cfg.timeouts.stall_timeout_s)
@@ -168,7 +171,8 @@ def supervise(state: RunState, on_tick) -> None:
                 state.fail(
                     f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.hosts.min_replicas} after "
                     + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
-                    + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({reason}); see {g.log}"
+                    + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s "
+                    + f"({reason}); see {g.log}"
                 )
                 return
             state.fail(policy.group_failed(r, code, g.restarts, reason, g.log,

@@ -59,8 +59,8 @@ class Quorums:
         """Did group ``replica`` ask for a quorum? Read from replica ids that end with the group's
         number (torchft's example: ``train_ddp_{REPLICA_GROUP_ID}``); ``None`` when the ids do
         not tell (no id ends with a number)."""
-        nums = [_TRAILING_NUM.search(r) for r in self.requesters]
-        if not self.requesters or not all(nums):
+        nums = [m for r in self.requesters if (m := _TRAILING_NUM.search(r))]
+        if not self.requesters or len(nums) < len(self.requesters):
             return None
         return any(int(m[1]) == replica for m in nums)
 
@@ -96,17 +96,17 @@ class LaunchState:
         return [layout.LaunchGroupRow(
                     replica=g.replica, state=self.status.get(g.replica, "starting"), exit_codes=list(g.exit_codes),
                     restarts=g.restarts, quorums=self.quorums_joined.get(g.replica, 0),
-                    last_line=group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.proc.poll() is not None
+                    last_line=group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.process.poll() is not None
                     else (self.tails[g.replica].last if g.replica in self.tails else ""))
                 for g in self.groups]
 
 
 def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
     if k.signal == "SIGKILL":
-        signal_tree(g.proc, signal.SIGKILL)  # every process of the group, as a crash would
+        signal_tree(g.process, signal.SIGKILL)  # every process of the group, as a crash would
     else:
         try:
-            os.kill(g.proc.pid, signal.SIGTERM)  # the launcher: torchrun stops its ranks
+            os.kill(g.process.pid, signal.SIGTERM)  # the launcher: torchrun stops its ranks
         except ProcessLookupError:
             pass
     state.fired.append(layout.FiredKill(replica=k.replica, seconds=k.seconds, pattern=k.pattern, signal=k.signal,
@@ -117,7 +117,7 @@ def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
 def _check_kills(state: LaunchState, r: int, g: Group, new_lines: list[str], now: float) -> None:
     done = {(f.replica, f.seconds, f.pattern, f.signal) for f in state.fired}
     for k in state.kills:
-        if k.replica != r or (k.replica, k.seconds, k.pattern, k.signal) in done or g.proc.poll() is not None:
+        if k.replica != r or (k.replica, k.seconds, k.pattern, k.signal) in done or g.process.poll() is not None:
             continue
         if k.seconds is not None and now - state.started >= k.seconds:
             _fire(state, k, g, f"{k.seconds:g} s")
@@ -170,7 +170,7 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
             state.failures.append(dead)
             return
         for r, g in sorted(pending.items()):
-            code = g.proc.poll()
+            code = g.process.poll()
             if code is None:
                 continue
             g.exit_codes.append(code)
