@@ -13,8 +13,21 @@ installs the start-up handlers, the commands install what they need.
 
 __version__ = "0.1.0"
 
-_API = ("BadInput", "Comparison", "Event", "EventResult", "Report", "Run", "RunFailed", "Schedule", "ScheduleError",
-        "TrainFailed", "check_traces", "compare", "train")
+_API = (
+    "BadInput",
+    "Comparison",
+    "Event",
+    "EventResult",
+    "Report",
+    "Run",
+    "RunFailed",
+    "Schedule",
+    "ScheduleError",
+    "TrainFailed",
+    "check_traces",
+    "compare",
+    "train",
+)
 __all__ = list(_API)
 
 

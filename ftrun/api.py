@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ftrun.errors import BadInput, RunFailed
 from ftrun.schedule import Event, Schedule, ScheduleError
@@ -32,8 +33,19 @@ if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, r
     from ftrun.config import RunConfig
 
 __all__ = [
-    "BadInput", "Comparison", "Event", "EventResult", "Report", "Run", "RunFailed", "Schedule", "ScheduleError",
-    "TrainFailed", "check_traces", "compare", "train",
+    "BadInput",
+    "Comparison",
+    "Event",
+    "EventResult",
+    "Report",
+    "Run",
+    "RunFailed",
+    "Schedule",
+    "ScheduleError",
+    "TrainFailed",
+    "check_traces",
+    "compare",
+    "train",
 ]
 
 PathLike = str | Path
@@ -47,6 +59,8 @@ def __getattr__(name: str):
 
         return EventResult
     raise AttributeError(f"module 'ftrun.api' has no attribute {name!r}")
+
+
 StepNumbering = Literal["top", "end", "auto"]
 
 
@@ -54,7 +68,7 @@ class TrainFailed(RunFailed):
     """A training that ran and failed (a group crashed, replicas disagreed): the CLI's exit 1.
     ``run`` is its run dir, kept for its logs (None when nothing was written)."""
 
-    def __init__(self, message: str, run: Optional["Run"]) -> None:
+    def __init__(self, message: str, run: Run | None) -> None:
         super().__init__(message)
         self.run = run
 
@@ -109,7 +123,7 @@ class Report:
         return Schedule(s.fragments, s.sync_every, s.fragment_sync_delay)
 
     @property
-    def numerics(self) -> Optional[dict[str, Any]]:
+    def numerics(self) -> dict[str, Any] | None:
         """The numeric check of the outer steps (``{checked, tolerance, problems}``), or None
         when it did not run: numerics were then not checked (never read None as a pass)."""
         from ftrun.check.result import numerics_of
@@ -135,11 +149,11 @@ class Report:
 
 
 def check_traces(
-    paths: Union[PathLike, Sequence[PathLike]],
+    paths: PathLike | Sequence[PathLike],
     *,
-    schedule: Optional[Schedule] = None,
-    manifest: Optional[PathLike] = None,
-    step_numbering: Optional[StepNumbering] = "top",
+    schedule: Schedule | None = None,
+    manifest: PathLike | None = None,
+    step_numbering: StepNumbering | None = "top",
     allow_failed_commits: bool = False,
 ) -> Report:
     """Check the traces under ``paths`` (run dirs, trace folders or files) as ``inspect-trace`` does.
@@ -161,14 +175,16 @@ def check_traces(
     if schedule is not None and not isinstance(schedule, Schedule):
         raise BadInput(f"check_traces: schedule must be an ftrun.Schedule, not {type(schedule).__name__}")
     f = schedule
-    return Report(analyze(
-        [Path(p) for p in given],
-        fragments=f.fragments if f else None,
-        sync_every=f.sync_every if f else None,
-        fragment_sync_delay=f.fragment_sync_delay if f else None,
-        step_numbering=step_numbering,
-        allow_failed_commits=allow_failed_commits,
-    ))
+    return Report(
+        analyze(
+            [Path(p) for p in given],
+            fragments=f.fragments if f else None,
+            sync_every=f.sync_every if f else None,
+            fragment_sync_delay=f.fragment_sync_delay if f else None,
+            step_numbering=step_numbering,
+            allow_failed_commits=allow_failed_commits,
+        )
+    )
 
 
 def _manifest_schedule(path: Path) -> Schedule:
@@ -198,7 +214,7 @@ class Run:
         object.__setattr__(self, "path", Path(self.path))
 
     @functools.cached_property
-    def manifest(self) -> "layout.Manifest":
+    def manifest(self) -> layout.Manifest:
         from ftrun import layout
 
         return layout.read_train_manifest(self.path)
@@ -229,7 +245,7 @@ class Run:
 ConfigLike = Union["RunConfig", dict[str, Any], PathLike]
 
 
-def config_of(config: ConfigLike, out: Optional[PathLike] = None) -> "RunConfig":
+def config_of(config: ConfigLike, out: PathLike | None = None) -> RunConfig:
     """A validated ``RunConfig`` from a ``RunConfig``, a dict of its fields (as a ``--config``
     file spells them) or a TOML file; ``out`` replaces its output root."""
     from ftrun import config as cfgmod
@@ -250,7 +266,7 @@ def config_of(config: ConfigLike, out: Optional[PathLike] = None) -> "RunConfig"
     return cfgmod.build(file_values=file_values, out=str(out) if out is not None else None)
 
 
-def train(config: ConfigLike, out: Optional[PathLike] = None, *, overwrite: bool = False) -> Run:
+def train(config: ConfigLike, out: PathLike | None = None, *, overwrite: bool = False) -> Run:
     """``ftrun train`` with ``config``, quietly, into ``out`` (default: the config's, ``profiles``).
 
     Returns the run; ``TrainFailed`` (with ``.run``) when the training failed, ``BadInput`` when
@@ -292,14 +308,14 @@ class Comparison:
 
 
 def compare(
-    a: Union[str, PathLike, Run],
-    b: Union[str, PathLike, Run],
+    a: str | PathLike | Run,
+    b: str | PathLike | Run,
     *,
-    settings: Optional[dict[str, Any]] = None,
-    link: Optional[str] = None,
-    out: Optional[PathLike] = None,
-    name: Optional[str] = None,
-    expect_hidden: Optional[float] = None,
+    settings: dict[str, Any] | None = None,
+    link: str | None = None,
+    out: PathLike | None = None,
+    name: str | None = None,
+    expect_hidden: float | None = None,
     repeat: int = 1,
     overwrite: bool = False,
 ) -> Comparison:
@@ -312,9 +328,12 @@ def compare(
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(SHARED_SETTINGS))
     if unknown:
-        raise BadInput(f"compare: settings {', '.join(unknown)}: not shared by both runs (known: {', '.join(SHARED_SETTINGS)})")
+        raise BadInput(
+            f"compare: settings {', '.join(unknown)}: not shared by both runs (known: {', '.join(SHARED_SETTINGS)})"
+        )
     specs = [str(x.path) if isinstance(x, Run) else str(x) for x in (a, b)]
     opts = overrides({**settings, "link": link, "out": str(out) if out is not None else None})
-    result, reports = run_compare(specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
-                                  progress=False)
+    result, reports = run_compare(
+        specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=False
+    )
     return Comparison(result, [[Report(r) for r in reps] for reps in reports])

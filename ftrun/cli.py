@@ -13,8 +13,9 @@ import functools
 import inspect
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import typer
 
@@ -70,8 +71,11 @@ def guarded(fn):
             signal.signal(sig, handler)
 
 
-JUNIT_HELP = ("Also write JUnit XML to this file: a test case per checked event class per worker "
-              "(sends, syncs, commits) and run-wide (agreement, numerics), or per sweep cell.")
+JUNIT_HELP = (
+    "Also write JUnit XML to this file: a test case per checked event class per worker "
+    "(sends, syncs, commits) and run-wide (agreement, numerics), or per sweep cell."
+)
+
 
 class ConfigOptions:
     """A command taking config fields as flags: ``fn``'s parameter ``opts`` stands for the fields
@@ -147,7 +151,9 @@ Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-gro
 @config_options("train")
 def train_cmd(
     opts: Any = None,
-    config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file with the same keys as the flags."),
+    config: str | None = typer.Option(
+        None, "--config", metavar="<path>", help="TOML file with the same keys as the flags."
+    ),
     overwrite: bool = typer.Option(False, help=OVERWRITE_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -180,15 +186,21 @@ Example: ftrun compare profiles/cmp/streaming profiles/cmp/baseline --name again
 """
 
 
-@app.command("compare", help=COMPARE_HELP, short_help="Train (or read) two configurations, check both, report side by side.")
+@app.command(
+    "compare", help=COMPARE_HELP, short_help="Train (or read) two configurations, check both, report side by side."
+)
 @config_options("compare")
 def compare_cmd(
-    runs: List[str] = typer.Argument(..., metavar="A B", help="Two presets/config files, or two run dirs."),
+    runs: list[str] = typer.Argument(..., metavar="A B", help="Two presets/config files, or two run dirs."),
     opts: Any = None,
-    name: Optional[str] = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
-    expect_hidden: Optional[float] = typer.Option(None, help="Exit 1 when the first run hides less than this share of its communication."),
-    repeat: int = typer.Option(1, help="Train each run N times, alternating which goes first; report median and spread."),
-    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
+    name: str | None = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
+    expect_hidden: float | None = typer.Option(
+        None, help="Exit 1 when the first run hides less than this share of its communication."
+    ),
+    repeat: int = typer.Option(
+        1, help="Train each run N times, alternating which goes first; report median and spread."
+    ),
+    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
     overwrite: bool = typer.Option(False, help=OVERWRITE_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -197,8 +209,16 @@ def compare_cmd(
 
         from ftrun.commands.compare import compare
 
-        return compare(runs, opts, json_out, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
-                       junit=Path(junit) if junit is not None else None)
+        return compare(
+            runs,
+            opts,
+            json_out,
+            expect_hidden,
+            overwrite=overwrite,
+            name=name,
+            repeat=repeat,
+            junit=Path(junit) if junit is not None else None,
+        )
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -216,29 +236,37 @@ Example: ftrun inspect-trace profiles/streaming-0001
 
 @app.command("inspect-trace", help=INSPECT_HELP, short_help="Check traces against the streaming-DiLoCo schedule.")
 def inspect_cmd(
-    paths: List[str] = typer.Argument(..., metavar="PATH", help="Run dir, trace folder or trace files."),
-    fragments: Optional[int] = typer.Option(None, help="F, for traces without a manifest."),
-    sync_every: Optional[int] = typer.Option(None, help="H, for traces without a manifest."),
-    fragment_sync_delay: Optional[int] = typer.Option(None, help="tau, for traces without a manifest."),
-    step_numbering: Optional[str] = typer.Option(
-        None, help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; "
-        "auto: fit. Default: the run's (ftrun launch records it), else top."
+    paths: list[str] = typer.Argument(..., metavar="PATH", help="Run dir, trace folder or trace files."),
+    fragments: int | None = typer.Option(None, help="F, for traces without a manifest."),
+    sync_every: int | None = typer.Option(None, help="H, for traces without a manifest."),
+    fragment_sync_delay: int | None = typer.Option(None, help="tau, for traces without a manifest."),
+    step_numbering: str | None = typer.Option(
+        None,
+        help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; "
+        "auto: fit. Default: the run's (ftrun launch records it), else top.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    export_perfetto: Optional[str] = typer.Option(
-        None, "--export-perfetto", metavar="<path>", help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI."
+    export_perfetto: str | None = typer.Option(
+        None,
+        "--export-perfetto",
+        metavar="<path>",
+        help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI.",
     ),
     allow_failed_commits: bool = typer.Option(
         False, "--allow-failed-commits", help="Do not fail on commits that failed without an injected fault."
     ),
     merge_jobs: bool = typer.Option(
-        False, "--merge-jobs", help="Check traces of different runs (other world size, GPUs or wall clock) together anyway."
+        False,
+        "--merge-jobs",
+        help="Check traces of different runs (other world size, GPUs or wall clock) together anyway.",
     ),
-    max_trace_mb: Optional[int] = typer.Option(
+    max_trace_mb: int | None = typer.Option(
         None, "--max-trace-mb", help="Refuse a trace file whose JSON (gunzipped) exceeds this many MB (default 4096)."
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Let --export-perfetto replace a file ftrun did not write."),
-    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Let --export-perfetto replace a file ftrun did not write."
+    ),
+    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
 ) -> None:
     given = dict(locals())
 
@@ -280,26 +308,42 @@ Example: ftrun launch --replicas 2 --fragments 2 --sync-every 20 --fragment-sync
 """
 
 
-@app.command("launch", help=LAUNCH_HELP, short_help="Run any torchft script as replica groups; find and check its traces.")
+@app.command(
+    "launch", help=LAUNCH_HELP, short_help="Run any torchft script as replica groups; find and check its traces."
+)
 def launch_cmd(
-    script_and_args: Optional[List[str]] = typer.Argument(None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."),
+    script_and_args: list[str] | None = typer.Argument(
+        None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."
+    ),
     replicas: int = typer.Option(2, "--replicas", "--num-replica-groups", help="Replica groups R."),
     nproc_per_replica: int = typer.Option(1, help="Ranks per replica group G (torchrun --nproc-per-node)."),
-    lighthouse: Optional[str] = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
-    min_replicas: Optional[int] = typer.Option(None, help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; "
-                                                   "a group lost for good then stalls the rest until --timeout)."),
-    fragments: Optional[int] = typer.Option(None, help="F the script uses (for the check)."),
-    sync_every: Optional[int] = typer.Option(None, help="H the script uses (for the check)."),
-    fragment_sync_delay: Optional[int] = typer.Option(None, help="tau the script uses (for the check)."),
-    no_inspect: bool = typer.Option(False, "--no-inspect", help="Do not check the traces (schedule flags then optional)."),
+    lighthouse: str | None = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
+    min_replicas: int | None = typer.Option(
+        None,
+        help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; "
+        "a group lost for good then stalls the rest until --timeout).",
+    ),
+    fragments: int | None = typer.Option(None, help="F the script uses (for the check)."),
+    sync_every: int | None = typer.Option(None, help="H the script uses (for the check)."),
+    fragment_sync_delay: int | None = typer.Option(None, help="tau the script uses (for the check)."),
+    no_inspect: bool = typer.Option(
+        False, "--no-inspect", help="Do not check the traces (schedule flags then optional)."
+    ),
     step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
-    kill: Optional[List[str]] = typer.Option(None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."),
-    restarts: Optional[int] = typer.Option(None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0)."),
-    timeout: Optional[float] = typer.Option(None, help="Seconds a group may run without joining a quorum (read from torchft's log) "
-                                             "before the launch fails, naming it. Default: no limit."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
+    kill: list[str] | None = typer.Option(
+        None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."
+    ),
+    restarts: int | None = typer.Option(
+        None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0)."
+    ),
+    timeout: float | None = typer.Option(
+        None,
+        help="Seconds a group may run without joining a quorum (read from torchft's log) "
+        "before the launch fails, naming it. Default: no limit.",
+    ),
+    env: list[str] | None = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
     out: str = typer.Option("profiles", help="Output root."),
-    run_name: Optional[str] = typer.Option(None, help="Run directory name (default launch-<time>)."),
+    run_name: str | None = typer.Option(None, help="Run directory name (default launch-<time>)."),
     overwrite: bool = typer.Option(False, help="Replace an existing ftrun run dir of the same name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary (and the check) as JSON."),
 ) -> None:
@@ -311,11 +355,24 @@ def launch_cmd(
         from ftrun.commands.launch import launch
 
         return launch(
-            list(script_and_args or []), json_out=json_out, overwrite=overwrite, replicas=replicas,
-            nproc_per_replica=nproc_per_replica, lighthouse=lighthouse, min_replicas=min_replicas, fragments=fragments,
-            sync_every=sync_every, fragment_sync_delay=fragment_sync_delay, no_inspect=no_inspect,
-            step_numbering=step_numbering, kill=list(kill or []), restarts=restarts, timeout=timeout,
-            env=list(env or []), out=out, run_name=run_name,
+            list(script_and_args or []),
+            json_out=json_out,
+            overwrite=overwrite,
+            replicas=replicas,
+            nproc_per_replica=nproc_per_replica,
+            lighthouse=lighthouse,
+            min_replicas=min_replicas,
+            fragments=fragments,
+            sync_every=sync_every,
+            fragment_sync_delay=fragment_sync_delay,
+            no_inspect=no_inspect,
+            step_numbering=step_numbering,
+            kill=list(kill or []),
+            restarts=restarts,
+            timeout=timeout,
+            env=list(env or []),
+            out=out,
+            run_name=run_name,
         )
 
     raise typer.Exit(guarded(body) or 0)
@@ -334,7 +391,9 @@ Example: ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 2
 def lighthouse_cmd(
     bind: str = typer.Option("[::]:29510", help="HOST:PORT to bind (port 0: a free port)."),
     min_replicas: int = typer.Option(..., help="Minimum replica groups for a quorum."),
-    join_timeout_ms: int = typer.Option(60000, help="How long to wait for heartbeating stragglers before issuing a quorum."),
+    join_timeout_ms: int = typer.Option(
+        60000, help="How long to wait for heartbeating stragglers before issuing a quorum."
+    ),
     quorum_tick_ms: int = typer.Option(100, help="How often to check for a quorum."),
     heartbeat_timeout_ms: int = typer.Option(5000, help="How long without a heartbeat before a replica is dead."),
 ) -> None:
@@ -378,6 +437,7 @@ def view_cmd(
 
     raise typer.Exit(guarded(body) or 0)
 
+
 SWEEP_HELP = """Run a grid of trainings (the product of the axes) and check every cell.
 
 Axes vary any `ftrun train` option: --axis KEY=V1,V2,... (values with commas: separate them
@@ -398,15 +458,20 @@ Example: ftrun sweep --axis fragments=1,2,4 --axis link=1gbit,20ms;100mbit,20ms 
 @app.command("sweep", help=SWEEP_HELP, short_help="Run a grid of trainings and check every cell.")
 @config_options("sweep")
 def sweep_cmd(
-    preset: Optional[str] = typer.Option(None, help="pgs, tau or fragments."),
-    axis: Optional[List[str]] = typer.Option(None, "--axis", metavar="KEY=V1,V2", help="An axis over a train option. Repeatable."),
-    name: Optional[str] = typer.Option(None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>)."),
+    preset: str | None = typer.Option(None, help="pgs, tau or fragments."),
+    axis: list[str] | None = typer.Option(
+        None, "--axis", metavar="KEY=V1,V2", help="An axis over a train option. Repeatable."
+    ),
+    name: str | None = typer.Option(None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>)."),
     parallel: int = typer.Option(1, help="Run K cells at once (timing figures are then distorted)."),
     resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
-    junit: Optional[str] = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
-    metric: str = typer.Option("exposed_comm_per_sync_ms", help="Plotted against a numeric axis: exposed_comm_per_sync_ms, "
-                                                                 "steps_per_s, final_loss, hidden_share, commits, failed_commits."),
-    config: Optional[str] = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
+    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
+    metric: str = typer.Option(
+        "exposed_comm_per_sync_ms",
+        help="Plotted against a numeric axis: exposed_comm_per_sync_ms, "
+        "steps_per_s, final_loss, hidden_share, commits, failed_commits.",
+    ),
+    config: str | None = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
     opts: Any = None,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -415,8 +480,18 @@ def sweep_cmd(
 
         from ftrun.commands.sweep import sweep
 
-        return sweep(preset, list(axis or []), opts, config, name, parallel, resume, metric, json_out,
-                     junit=Path(junit) if junit is not None else None)
+        return sweep(
+            preset,
+            list(axis or []),
+            opts,
+            config,
+            name,
+            parallel,
+            resume,
+            metric,
+            json_out,
+            junit=Path(junit) if junit is not None else None,
+        )
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -446,33 +521,65 @@ Example: ftrun plan --check profiles/compare-20260101-120000
 
 @app.command("plan", help=PLAN_HELP, short_help="What-if model: will streaming DiLoCo hide my communication?")
 def plan_cmd(
-    from_dir: Optional[str] = typer.Option(None, "--from", metavar="RUN_DIR", help="Take fragment bytes, replicas, schedule, step time and the groups' drift from a run."),
-    params: Optional[float] = typer.Option(None, help="Model parameters N, e.g. 1e9 (without --from)."),
-    dtype: Optional[str] = typer.Option(None, help="fp32 (default), bf16, fp16, fp8 or fp4: bytes per exchanged value."),
-    step_ms: Optional[float] = typer.Option(None, help="Compute time of one training step in ms (without --from)."),
-    tokens_per_step: Optional[float] = typer.Option(None, help="Tokens one replica group trains on per step (FLOPs-based step time)."),
-    flops_per_gpu: Optional[float] = typer.Option(None, help="Peak FLOP/s of one accelerator (FLOPs-based step time)."),
-    gpus_per_replica: Optional[int] = typer.Option(None, help="Accelerators per replica group (default 1)."),
-    mfu: Optional[float] = typer.Option(None, help="Model FLOPs utilisation (default 0.4): step = 6 N T / (G F MFU)."),
-    link: Optional[List[str]] = typer.Option(None, "--link", help="BANDWIDTH[,LATENCY], e.g. 1gbit,20ms. Repeatable."),
-    sweep_link: Optional[str] = typer.Option(None, help="LO..HI[,LATENCY]: log-spaced bandwidths, e.g. 10mbit..10gbit,20ms."),
-    replicas: Optional[int] = typer.Option(None, help="Replica groups R (default 2, or the run's)."),
-    fragments: Optional[int] = typer.Option(None, help="Fragments F (default 2, or the run's)."),
-    layers: Optional[int] = typer.Option(None, help="Model layers (with --layers-per-fragment: F = layers / per fragment)."),
-    layers_per_fragment: Optional[int] = typer.Option(None, help="Layers per fragment (needs --layers)."),
-    sync_every: Optional[int] = typer.Option(None, help="H (default 20, or the run's)."),
-    fragment_sync_delay: Optional[int] = typer.Option(None, help="tau (default 5, or the run's)."),
-    step_jitter: Optional[float] = typer.Option(None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."),
-    overlap_slowdown: Optional[float] = typer.Option(None, metavar="X", help="How much longer a step computes while a fragment's collectives are in flight "
-                                                   "(default 1, or the run's measured one with --from/--check)."),
-    data_parallel: bool = typer.Option(False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."),
-    dp_dtype: Optional[str] = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
-    train_tokens: Optional[float] = typer.Option(None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."),
-    heartbeat_timeout_ms: Optional[float] = typer.Option(None, metavar="MS", help="Recovery: how long the lighthouse keeps a group whose heartbeats stopped (default 2000, or the run's)."),
+    from_dir: str | None = typer.Option(
+        None,
+        "--from",
+        metavar="RUN_DIR",
+        help="Take fragment bytes, replicas, schedule, step time and the groups' drift from a run.",
+    ),
+    params: float | None = typer.Option(None, help="Model parameters N, e.g. 1e9 (without --from)."),
+    dtype: str | None = typer.Option(None, help="fp32 (default), bf16, fp16, fp8 or fp4: bytes per exchanged value."),
+    step_ms: float | None = typer.Option(None, help="Compute time of one training step in ms (without --from)."),
+    tokens_per_step: float | None = typer.Option(
+        None, help="Tokens one replica group trains on per step (FLOPs-based step time)."
+    ),
+    flops_per_gpu: float | None = typer.Option(None, help="Peak FLOP/s of one accelerator (FLOPs-based step time)."),
+    gpus_per_replica: int | None = typer.Option(None, help="Accelerators per replica group (default 1)."),
+    mfu: float | None = typer.Option(None, help="Model FLOPs utilisation (default 0.4): step = 6 N T / (G F MFU)."),
+    link: list[str] | None = typer.Option(None, "--link", help="BANDWIDTH[,LATENCY], e.g. 1gbit,20ms. Repeatable."),
+    sweep_link: str | None = typer.Option(
+        None, help="LO..HI[,LATENCY]: log-spaced bandwidths, e.g. 10mbit..10gbit,20ms."
+    ),
+    replicas: int | None = typer.Option(None, help="Replica groups R (default 2, or the run's)."),
+    fragments: int | None = typer.Option(None, help="Fragments F (default 2, or the run's)."),
+    layers: int | None = typer.Option(
+        None, help="Model layers (with --layers-per-fragment: F = layers / per fragment)."
+    ),
+    layers_per_fragment: int | None = typer.Option(None, help="Layers per fragment (needs --layers)."),
+    sync_every: int | None = typer.Option(None, help="H (default 20, or the run's)."),
+    fragment_sync_delay: int | None = typer.Option(None, help="tau (default 5, or the run's)."),
+    step_jitter: float | None = typer.Option(
+        None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."
+    ),
+    overlap_slowdown: float | None = typer.Option(
+        None,
+        metavar="X",
+        help="How much longer a step computes while a fragment's collectives are in flight "
+        "(default 1, or the run's measured one with --from/--check).",
+    ),
+    data_parallel: bool = typer.Option(
+        False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."
+    ),
+    dp_dtype: str | None = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
+    train_tokens: float | None = typer.Option(
+        None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."
+    ),
+    heartbeat_timeout_ms: float | None = typer.Option(
+        None,
+        metavar="MS",
+        help="Recovery: how long the lighthouse keeps a group whose heartbeats stopped (default 2000, or the run's).",
+    ),
     target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
-    png: Optional[str] = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
-    check: Optional[str] = typer.Option(None, "--check", metavar="DIR", help="Predict the runs of a compare/sweep dir (or a --kill run dir's recovery) and compare."),
-    tolerance: float = typer.Option(0.25, help="--check: largest relative error (exposed time: or 5 ms) before exit 1."),
+    png: str | None = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
+    check: str | None = typer.Option(
+        None,
+        "--check",
+        metavar="DIR",
+        help="Predict the runs of a compare/sweep dir (or a --kill run dir's recovery) and compare.",
+    ),
+    tolerance: float = typer.Option(
+        0.25, help="--check: largest relative error (exposed time: or 5 ms) before exit 1."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     given = dict(locals())
@@ -483,22 +590,50 @@ def plan_cmd(
         from ftrun.commands import plan as cmd
 
         if check is not None:
-            other = [f"--{k.replace('_', '-')}" if k not in ("from_dir", "link") else {"from_dir": "--from", "link": "--link"}[k]
-                     for k, v in given.items()
-                     if k not in ("check", "tolerance", "json_out", "target_util", "data_parallel") and v is not None and v != []]
+            other = [
+                f"--{k.replace('_', '-')}"
+                if k not in ("from_dir", "link")
+                else {"from_dir": "--from", "link": "--link"}[k]
+                for k, v in given.items()
+                if k not in ("check", "tolerance", "json_out", "target_util", "data_parallel")
+                and v is not None
+                and v != []
+            ]
             other += ["--data-parallel"] if data_parallel else []
             if other:
                 raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
             return cmd.check(check, tolerance, json_out)
         if tolerance != 0.25:
             raise BadInput(f"--tolerance {tolerance}: applies only with --check")
-        return cmd.plan(cmd.PlanRequest(
-            from_dir=from_dir, params=params, dtype=dtype, step_ms=step_ms, tokens_per_step=tokens_per_step,
-            flops_per_gpu=flops_per_gpu, gpus_per_replica=gpus_per_replica, mfu=mfu, links=tuple(link or ()),
-            sweep_link=sweep_link, replicas=replicas, fragments=fragments, layers=layers,
-            layers_per_fragment=layers_per_fragment, sync_every=sync_every, fragment_sync_delay=fragment_sync_delay,
-            step_jitter_ms=step_jitter, overlap_slowdown=overlap_slowdown, data_parallel=data_parallel, dp_dtype=dp_dtype, train_tokens=train_tokens,
-            heartbeat_timeout_ms=heartbeat_timeout_ms, target_util=target_util, json_out=json_out, png=png))
+        return cmd.plan(
+            cmd.PlanRequest(
+                from_dir=from_dir,
+                params=params,
+                dtype=dtype,
+                step_ms=step_ms,
+                tokens_per_step=tokens_per_step,
+                flops_per_gpu=flops_per_gpu,
+                gpus_per_replica=gpus_per_replica,
+                mfu=mfu,
+                links=tuple(link or ()),
+                sweep_link=sweep_link,
+                replicas=replicas,
+                fragments=fragments,
+                layers=layers,
+                layers_per_fragment=layers_per_fragment,
+                sync_every=sync_every,
+                fragment_sync_delay=fragment_sync_delay,
+                step_jitter_ms=step_jitter,
+                overlap_slowdown=overlap_slowdown,
+                data_parallel=data_parallel,
+                dp_dtype=dp_dtype,
+                train_tokens=train_tokens,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+                target_util=target_util,
+                json_out=json_out,
+                png=png,
+            )
+        )
 
     raise typer.Exit(guarded(body) or 0)
 

@@ -10,7 +10,8 @@ in strings. Torch-free, and cheap to import.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Union
+from collections.abc import Iterable
+from typing import Any, Union
 
 from rich.console import Console
 from rich.segment import Segment
@@ -74,6 +75,7 @@ def styled(text: str, style: str) -> Text:
 
 def line(*parts: Part) -> Text:
     """One line from literal strings, ``Text``s and ``(text, style)`` pairs (controls escaped)."""
+
     def clean(p: Part) -> Part:
         if isinstance(p, str):
             return escape_controls(p, keep="\t")

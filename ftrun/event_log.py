@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -31,12 +31,14 @@ def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: 
 
 
 @overload
-def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False, *,
-                record_type: type[R]) -> list[R]: ...
+def parse_lines(
+    lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False, *, record_type: type[R]
+) -> list[R]: ...
 
 
-def parse_lines(lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False,
-                record_type: type[Any] = EventRecord) -> list[Any]:
+def parse_lines(
+    lines: Sequence[str | bytes], path: Path | None = None, strict: bool = False, record_type: type[Any] = EventRecord
+) -> list[Any]:
     """The records of ``lines`` (torn and foreign lines skipped as the module docstring says),
     of ``record_type`` (``EventRecord`` unless given)."""
     out: list[Any] = []
@@ -104,13 +106,13 @@ class ReplicaStats:
     failed_commits: int = 0
     exposed_data_s: float = 0.0
     exposed_control_s: float = 0.0
-    median_plain_step_s: Optional[float] = None
-    final_loss: Optional[float] = None
-    final_manager_step: Optional[int] = None
+    median_plain_step_s: float | None = None
+    final_loss: float | None = None
+    final_manager_step: int | None = None
     losses: dict[int, float] = field(default_factory=dict)
 
     @property
-    def steps_per_s(self) -> Optional[float]:
+    def steps_per_s(self) -> float | None:
         return self.records / self.train_s if self.train_s else None
 
 

@@ -40,8 +40,13 @@ CORRUPT_KINDS = {
 }
 
 _FAIL_COMMIT_RE = re.compile(r"^(\d+)@(\d+)$")
-FLAGS = {"kill": "--kill", "sigterm": "--kill", "hang": "--hang", "fail-commit": "--fail-commit",
-         "corrupt": "--corrupt-allreduce"}
+FLAGS = {
+    "kill": "--kill",
+    "sigterm": "--kill",
+    "hang": "--hang",
+    "fail-commit": "--fail-commit",
+    "corrupt": "--corrupt-allreduce",
+}
 
 
 def fault_key(action: str, replica: int, step: int) -> str:
@@ -63,8 +68,10 @@ class Fault:
 
     def describe(self) -> str:
         if self.action == "corrupt":
-            return (f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group "
-                    f"at sync step {self.step}")
+            return (
+                f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group "
+                f"at sync step {self.step}"
+            )
         if self.action == "fail-commit":
             return f"failed commit of replica group {self.replica} at its first sync from step {self.step}"
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]
@@ -92,8 +99,10 @@ def parse_hang(text: str) -> Fault:
 def parse_corrupt(text: str) -> Fault:
     m = _CORRUPT_RE.match(text.strip()) if isinstance(text, str) else None
     if not m or m[3].lower() not in CORRUPT_KINDS:
-        raise BadInput(f"--corrupt-allreduce {text!r}: expected REPLICA@SYNC_STEP:KIND with KIND one of "
-                       f"{', '.join(CORRUPT_KINDS)}, e.g. 1@40:drop")
+        raise BadInput(
+            f"--corrupt-allreduce {text!r}: expected REPLICA@SYNC_STEP:KIND with KIND one of "
+            f"{', '.join(CORRUPT_KINDS)}, e.g. 1@40:drop"
+        )
     return Fault(int(m[1]), int(m[2]), "corrupt", kind=m[3].lower())
 
 
@@ -104,33 +113,52 @@ def parse_fail_commit(text: str) -> Fault:
     return Fault(int(m[1]), int(m[2]), "fail-commit")
 
 
-def parse_faults(kills: list[str], hangs: list[str], replicas: int, steps: int,
-                 fail_commits: Sequence[str] = (), sync_window: int = 1, corrupts: Sequence[str] = (),
-                 sync_every: int = 0) -> list[Fault]:
+def parse_faults(
+    kills: list[str],
+    hangs: list[str],
+    replicas: int,
+    steps: int,
+    fail_commits: Sequence[str] = (),
+    sync_window: int = 1,
+    corrupts: Sequence[str] = (),
+    sync_every: int = 0,
+) -> list[Fault]:
     """Parse and check against the run: the replica must exist and the step lie in 1..steps;
     a ``--fail-commit`` needs a sync at or after its step (syncs every ``sync_window`` = H/F steps);
     a ``--corrupt-allreduce`` step must be a sync step (a multiple of ``sync_window``), and
     ``stale`` needs a previous round of the same fragment (step > ``sync_every``)."""
-    faults = ([parse_kill(k) for k in kills] + [parse_hang(h) for h in hangs] + [parse_fail_commit(c) for c in fail_commits]
-              + [parse_corrupt(c) for c in corrupts])
+    faults = (
+        [parse_kill(k) for k in kills]
+        + [parse_hang(h) for h in hangs]
+        + [parse_fail_commit(c) for c in fail_commits]
+        + [parse_corrupt(c) for c in corrupts]
+    )
     for f, text in zip(faults, [*kills, *hangs, *fail_commits, *corrupts], strict=True):
         flag = FLAGS[f.action]
         if f.action == "corrupt" and sync_window > 1 and f.step % sync_window:
-            raise BadInput(f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {sync_window} steps: "
-                           f"{sync_window}, {2 * sync_window}, ...)")
+            raise BadInput(
+                f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {sync_window} steps: "
+                f"{sync_window}, {2 * sync_window}, ...)"
+            )
         if f.action == "corrupt" and f.kind == "stale" and f.step <= sync_every:
-            raise BadInput(f"{flag} {text}: stale needs a previous round of the same fragment (a sync step > H = {sync_every})")
+            raise BadInput(
+                f"{flag} {text}: stale needs a previous round of the same fragment (a sync step > H = {sync_every})"
+            )
         if f.replica >= replicas:
-            raise BadInput(f"{flag} {text}: replica group {f.replica} does not exist "
-                           f"(--replicas {replicas}: groups 0..{replicas - 1})")
+            raise BadInput(
+                f"{flag} {text}: replica group {f.replica} does not exist "
+                f"(--replicas {replicas}: groups 0..{replicas - 1})"
+            )
         if not 1 <= f.step <= steps:
             raise BadInput(f"{flag} {text}: step {f.step} is outside 1..--steps ({steps})")
         if f.action == "hang" and f.seconds <= 0:
             raise BadInput(f"{flag} {text}: SECONDS must be > 0")
         last_sync = steps // sync_window * sync_window
         if f.action == "fail-commit" and f.step > last_sync:
-            raise BadInput(f"{flag} {text}: no sync at or after step {f.step} (one every H/F = {sync_window} steps; "
-                           f"the last of --steps {steps} is at step {last_sync})")
+            raise BadInput(
+                f"{flag} {text}: no sync at or after step {f.step} (one every H/F = {sync_window} steps; "
+                f"the last of --steps {steps} is at step {last_sync})"
+            )
     keys = [f.key for f in faults]
     if len(set(keys)) != len(keys):
         raise BadInput("--kill/--hang/--fail-commit/--corrupt-allreduce: the same fault is given twice")
@@ -165,10 +193,14 @@ def parse_launch_kill(text: str, replicas: int) -> LaunchKill:
     does not exist or the REGEX does not compile."""
     m = _LAUNCH_KILL_RE.match(text.strip()) if isinstance(text, str) else None
     if not m:
-        raise BadInput(f"--kill {text!r}: expected REPLICA@SECONDSs or REPLICA@line:REGEX, optionally :sigterm, e.g. 1@30s")
+        raise BadInput(
+            f"--kill {text!r}: expected REPLICA@SECONDSs or REPLICA@line:REGEX, optionally :sigterm, e.g. 1@30s"
+        )
     replica = int(m[1])
     if replica >= replicas:
-        raise BadInput(f"--kill {text}: replica group {replica} does not exist (--replicas {replicas}: groups 0..{replicas - 1})")
+        raise BadInput(
+            f"--kill {text}: replica group {replica} does not exist (--replicas {replicas}: groups 0..{replicas - 1})"
+        )
     sig = "SIGTERM" if (m[4] or "").lower() in ("sigterm", "term") else "SIGKILL"
     if m[2] is not None:
         return LaunchKill(replica, sig, seconds=float(m[2]))

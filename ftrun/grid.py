@@ -19,21 +19,39 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ftrun.config import BACKENDS, FIELD_NAMES, MODELS, PRESETS, fields, flag
 from ftrun.errors import BadInput
 
 # Options a sweep sets itself or that make no sense per cell (one host, one sweep dir).
-NOT_AXES = frozenset({"out", "run_name", "lighthouse", "replica_group_id", "job_id", "master_addr",
-                      "master_port", "advertise_host", "interface"})
+NOT_AXES = frozenset(
+    {
+        "out",
+        "run_name",
+        "lighthouse",
+        "replica_group_id",
+        "job_id",
+        "master_addr",
+        "master_port",
+        "advertise_host",
+        "interface",
+    }
+)
 AXIS_KEYS = frozenset(FIELD_NAMES) - NOT_AXES
 CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "backend": BACKENDS, "mode": tuple(PRESETS)}
 PRESET_NAMES = ("pgs", "tau", "fragments")
 # Short names in cell names (a cell's run dir is named after its parameters).
-SHORT = {"fragments": "F", "sync_every": "H", "fragment_sync_delay": "tau", "fragment_update_alpha": "alpha",
-         "replicas": "R", "nproc_per_replica": "G"}
+SHORT = {
+    "fragments": "F",
+    "sync_every": "H",
+    "fragment_sync_delay": "tau",
+    "fragment_update_alpha": "alpha",
+    "replicas": "R",
+    "nproc_per_replica": "G",
+}
 _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 
 
@@ -45,7 +63,9 @@ class Axis:
     @property
     def numeric(self) -> bool:
         """int/float values (not booleans) with more than one value: drawn as an x axis."""
-        return len(self.values) > 1 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values)
+        return len(self.values) > 1 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values
+        )
 
 
 @dataclass
@@ -55,7 +75,7 @@ class Cell:
     name: str
     params: dict[str, Any]
     status: str = "run"
-    reason: Optional[str] = None
+    reason: str | None = None
     config: Any = field(default=None, repr=False)  # the RunConfig, for cells that run
 
 
@@ -138,8 +158,12 @@ def check_shared(axes: list[Axis], shared: dict[str, Any]) -> None:
             raise BadInput(f"{flag(a.key)}: also an axis of this sweep (drop one of them)")
 
 
-def preset_axes(name: str, shared: dict[str, Any], cuda: bool,
-                backends: tuple[str, ...] = ("gloo", "baby-gloo", "nccl", "baby-nccl")) -> tuple[list[Axis], dict[str, Any]]:
+def preset_axes(
+    name: str,
+    shared: dict[str, Any],
+    cuda: bool,
+    backends: tuple[str, ...] = ("gloo", "baby-gloo", "nccl", "baby-nccl"),
+) -> tuple[list[Axis], dict[str, Any]]:
     """A preset's axes and the shared values it sets when the user did not (``shared`` = the
     user's flags, None = not given). ``cuda``: whether this host has a CUDA device.
 
@@ -154,8 +178,12 @@ def preset_axes(name: str, shared: dict[str, Any], cuda: bool,
     mode = shared.get("mode") or "streaming"
     h = shared.get("sync_every") or PRESETS[mode]["sync_every"]
     if name == "pgs":
-        return [Axis("backend", tuple(backends)), Axis("bucketize", (False, True)),
-                Axis("mode", ("streaming", "baseline")), Axis("quantize", (False, True))], {}
+        return [
+            Axis("backend", tuple(backends)),
+            Axis("bucketize", (False, True)),
+            Axis("mode", ("streaming", "baseline")),
+            Axis("quantize", (False, True)),
+        ], {}
     if name == "tau":
         f = shared.get("fragments") or PRESETS["streaming"]["fragments"]
         if h < 1 or f < 1 or h % f:
@@ -203,8 +231,9 @@ def product(axes: list[Axis]) -> list[Cell]:
     return cells
 
 
-def classify(cells: list[Cell], build: Callable[[dict[str, Any]], Any],
-             why_unavailable: Callable[[Any], Optional[str]]) -> list[Cell]:
+def classify(
+    cells: list[Cell], build: Callable[[dict[str, Any]], Any], why_unavailable: Callable[[Any], str | None]
+) -> list[Cell]:
     """Set each cell's status: ``build(params)`` raising ``BadInput`` -> invalid (its message);
     ``why_unavailable(config)`` a string -> unavailable; else run (``config`` kept)."""
     for c in cells:
@@ -221,7 +250,7 @@ def classify(cells: list[Cell], build: Callable[[dict[str, Any]], Any],
     return cells
 
 
-def verdict(schedule_verdict: str, problems: list[str], failed_commits: list[dict[str, Any]]) -> tuple[str, Optional[str]]:
+def verdict(schedule_verdict: str, problems: list[str], failed_commits: list[dict[str, Any]]) -> tuple[str, str | None]:
     """A cell's verdict from its analysis (``analyze(..., allow_failed_commits=True)``):
     ``fail`` when the schedule or agreement check found a problem (the first one), else
     ``failed-commits`` when commits failed that no injected fault explains, else ``pass``."""
@@ -233,8 +262,10 @@ def verdict(schedule_verdict: str, problems: list[str], failed_commits: list[dic
         for c in unexplained:
             where.setdefault((c["replica"], c["rank"]), []).append(c["sync_step"])
         r, g = min(where)
-        return "failed-commits", (f"{len(unexplained)} commit(s) failed on {len(where)} rank(s) that no injected fault "
-                                  f"explains (first: replica {r} rank {g} at sync steps {', '.join(map(str, sorted(where[(r, g)])))})")
+        return "failed-commits", (
+            f"{len(unexplained)} commit(s) failed on {len(where)} rank(s) that no injected fault "
+            f"explains (first: replica {r} rank {g} at sync steps {', '.join(map(str, sorted(where[(r, g)])))})"
+        )
     return "pass", None
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -131,12 +131,12 @@ class Network(msgspec.Struct, kw_only=True):
 
     scope: str
     address: str
-    interface: Optional[str]
+    interface: str | None
     advertise_host: str
     found: str
     env: dict[str, str] = {}
     env_from_user: list[str] = []
-    store_port: Optional[int] = None  # torchrun --master-port (None: --standalone picks one)
+    store_port: int | None = None  # torchrun --master-port (None: --standalone picks one)
 
 
 class Spec(msgspec.Struct):
@@ -146,38 +146,38 @@ class Spec(msgspec.Struct):
     config: RunConfig
     run_dir: str
     job_id: str
-    profile_window: Optional[list[int]]
+    profile_window: list[int] | None
     threads: int
-    link: Optional[Link]
+    link: Link | None
     faults: list[FaultSpec]
     quorum_timeout_s: float
-    start_barrier: Optional[int]  # ranks writing to this run dir (None: groups on several hosts)
+    start_barrier: int | None  # ranks writing to this run dir (None: groups on several hosts)
     hostname: str
     format: int = FORMAT
-    network: Optional[Network] = None  # None: a spec of an earlier ftrun (loopback)
+    network: Network | None = None  # None: a spec of an earlier ftrun (loopback)
 
 
 class Quorum(msgspec.Struct):
     """A quorum torchft computed for this rank (``ftrun.worker.quorum_probe``)."""
 
     quorum_id: int
-    participants: list[Optional[int]]
+    participants: list[int | None]
     replica_rank: int
     max_step: int
     heal: bool
-    heal_source: Optional[int]
+    heal_source: int | None
     t: float
 
 
 class Healed(msgspec.Struct):
-    source_replica: Optional[int]
+    source_replica: int | None
     peer_step: int
     manager_step: int
 
 
 class Rejoined(msgspec.Struct):
     local_step: int
-    aligned_step: Optional[int]
+    aligned_step: int | None
 
 
 # What a ``Sketch`` is (``ftrun.worker.sketch`` computes it, ``ftrun.check.numerics`` budgets its
@@ -196,10 +196,10 @@ class Sketch(msgspec.Struct):
     the tensors sketched."""
 
     proj: list[float]
-    norm: Optional[float]
+    norm: float | None
     numel: int
     dtype: str
-    stage_rows: Optional[int] = None  # most float32 first-stage rows one column summed (0: none ran)
+    stage_rows: int | None = None  # most float32 first-stage rows one column summed (0: none ran)
 
 
 class RoundNumerics(msgspec.Struct):
@@ -217,17 +217,17 @@ class RoundNumerics(msgspec.Struct):
     phase: str
     fragment: int
     manager_step: int
-    quorum_id: Optional[int]
-    sync_step: Optional[int] = None
-    participants: Optional[int] = None
-    participating: Optional[bool] = None
-    world: Optional[int] = None
+    quorum_id: int | None
+    sync_step: int | None = None
+    participants: int | None = None
+    participating: bool | None = None
+    world: int | None = None
     path: str = "per-param"
     collectives: int = 0
-    contribution: Optional[Sketch] = None
-    sum: Optional[Sketch] = None
-    average: Optional[Sketch] = None
-    globals: Optional[Sketch] = None
+    contribution: Sketch | None = None
+    sum: Sketch | None = None
+    average: Sketch | None = None
+    globals: Sketch | None = None
 
 
 class HealNumerics(msgspec.Struct):
@@ -251,29 +251,29 @@ class EventRecord(msgspec.Struct):
     after a heal (absent with ``--no-sketches``).
     """
 
-    step: Optional[int]
+    step: int | None
     manager_step: int
     manager_step_after: int
-    participants: Optional[int]
-    quorum_id: Optional[int]
+    participants: int | None
+    quorum_id: int | None
     loss: float
     step_time_s: float
     restart: int
-    sent: Optional[int]
-    synced: Optional[int]
-    commit: Optional[bool]
-    fingerprint: Optional[str]
+    sent: int | None
+    synced: int | None
+    commit: bool | None
+    fingerprint: str | None
     t: float
-    quorums: Union[list[Quorum], UnsetType] = UNSET
-    healed: Union[Healed, UnsetType] = UNSET
-    rejoined: Union[Rejoined, UnsetType] = UNSET
-    send_s: Union[float, UnsetType] = UNSET
-    sync_s: Union[float, UnsetType] = UNSET
-    exposed_s: Union[float, UnsetType] = UNSET
-    quorum_s: Union[float, UnsetType] = UNSET
-    commit_s: Union[float, UnsetType] = UNSET
-    numerics: Union[list[RoundNumerics], UnsetType] = UNSET
-    heal_numerics: Union[HealNumerics, UnsetType] = UNSET
+    quorums: list[Quorum] | UnsetType = UNSET
+    healed: Healed | UnsetType = UNSET
+    rejoined: Rejoined | UnsetType = UNSET
+    send_s: float | UnsetType = UNSET
+    sync_s: float | UnsetType = UNSET
+    exposed_s: float | UnsetType = UNSET
+    quorum_s: float | UnsetType = UNSET
+    commit_s: float | UnsetType = UNSET
+    numerics: list[RoundNumerics] | UnsetType = UNSET
+    heal_numerics: HealNumerics | UnsetType = UNSET
 
 
 class RunEvent(msgspec.Struct):
@@ -282,15 +282,15 @@ class RunEvent(msgspec.Struct):
 
     event: str
     t: float
-    replica: Union[int, UnsetType] = UNSET
-    step: Union[int, UnsetType] = UNSET
-    code: Union[int, UnsetType] = UNSET
-    restarts: Union[int, UnsetType] = UNSET
-    incarnation: Union[int, UnsetType] = UNSET
-    after_step: Union[int, UnsetType] = UNSET
-    fault: Union[Optional[str], UnsetType] = UNSET
-    seconds: Union[float, UnsetType] = UNSET
-    signal: Union[str, UnsetType] = UNSET
+    replica: int | UnsetType = UNSET
+    step: int | UnsetType = UNSET
+    code: int | UnsetType = UNSET
+    restarts: int | UnsetType = UNSET
+    incarnation: int | UnsetType = UNSET
+    after_step: int | UnsetType = UNSET
+    fault: str | None | UnsetType = UNSET
+    seconds: float | UnsetType = UNSET
+    signal: str | UnsetType = UNSET
 
 
 class LifecycleEvent(msgspec.Struct, omit_defaults=True):
@@ -311,11 +311,11 @@ class LifecycleEvent(msgspec.Struct, omit_defaults=True):
     incarnation: int
     t_start: float
     t: float
-    quorum_id: Optional[int] = None
-    bytes: Optional[int] = None
-    step: Optional[int] = None
-    peers: Optional[list[int]] = None
-    hold_s: Optional[float] = None
+    quorum_id: int | None = None
+    bytes: int | None = None
+    step: int | None = None
+    peers: list[int] | None = None
+    hold_s: float | None = None
 
 
 class Param(msgspec.Struct):
@@ -360,8 +360,8 @@ class TraceRef(msgspec.Struct):
     replica: int
     rank: int
     path: str  # relative to the run dir
-    window: Optional[list[int]]
-    rank_source: Union[str, UnsetType] = UNSET  # ftrun launch: how the rank was told (``ftrun.trace.harvest``)
+    window: list[int] | None
+    rank_source: str | UnsetType = UNSET  # ftrun launch: how the rank was told (``ftrun.trace.harvest``)
 
 
 class EventLogRef(msgspec.Struct):
@@ -373,7 +373,7 @@ class EventLogRef(msgspec.Struct):
 class DeviceRef(msgspec.Struct):
     replica: int
     rank: int
-    device: Optional[str]
+    device: str | None
 
 
 class FaultsInfo(msgspec.Struct):
@@ -390,9 +390,9 @@ class DetectionBound(msgspec.Struct):
     ``quorum_tick_ms``: how often it decides. None: not known here (``--lighthouse URL``: a
     lighthouse ftrun did not start)."""
 
-    heartbeat_timeout_ms: Optional[int] = None
-    join_timeout_ms: Optional[int] = None
-    quorum_tick_ms: Optional[int] = None
+    heartbeat_timeout_ms: int | None = None
+    join_timeout_ms: int | None = None
+    quorum_tick_ms: int | None = None
     lighthouse: str = "ftrun"  # "ftrun": started by this run; "external": --lighthouse URL
 
 
@@ -404,7 +404,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     job_id: str
     run_name: str
     config: dict[str, Any]
-    versions: dict[str, Optional[str]]
+    versions: dict[str, str | None]
     backend: str
     replicas: int
     nproc_per_replica: int = 1
@@ -415,30 +415,30 @@ class Manifest(msgspec.Struct, kw_only=True):
     traces: list[TraceRef]
     recovery_traces: list[TraceRef] = []  # relaunched groups' profiles (traces/recovery/)
     event_logs: list[EventLogRef] = []
-    link: Optional[Link] = None
+    link: Link | None = None
     devices: list[DeviceRef] = []
     faults: FaultsInfo = msgspec.field(default_factory=lambda: FaultsInfo([], [], 0))
     run_events: list[RunEvent] = []
-    wall_s: Optional[float] = None
+    wall_s: float | None = None
     format: int = FORMAT
-    network: Optional[Network] = None
-    detection: Optional[DetectionBound] = None  # what bounded detection (None: a manifest of an earlier ftrun)
+    network: Network | None = None
+    detection: DetectionBound | None = None  # what bounded detection (None: a manifest of an earlier ftrun)
 
 
 class LaunchSchedule(msgspec.Struct):
     """The schedule an ``ftrun launch`` script runs, as given (None: not given; ``steps`` is never known)."""
 
-    fragments: Optional[int] = None
-    sync_every: Optional[int] = None
-    fragment_sync_delay: Optional[int] = None
-    steps: Optional[int] = None
+    fragments: int | None = None
+    sync_every: int | None = None
+    fragment_sync_delay: int | None = None
+    steps: int | None = None
 
 
 class LaunchGroup(msgspec.Struct):
     replica: int
     cwd: str  # relative to the run dir
     log: str  # relative to the run dir
-    state: Optional[str]
+    state: str | None
     exit_codes: list[int]
     restarts: int
 
@@ -456,8 +456,8 @@ class FiredKill(msgspec.Struct, kw_only=True):
 
     replica: int
     signal: str
-    seconds: Optional[float] = None
-    pattern: Optional[str] = None
+    seconds: float | None = None
+    pattern: str | None = None
     at_s: float
     trigger: str
     incarnation: int
@@ -481,7 +481,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     script: str
     args: list[str]
     python: str
-    versions: dict[str, Optional[str]] = {}  # ``ftrun.torchft_compat.versions`` (empty: an earlier ftrun)
+    versions: dict[str, str | None] = {}  # ``ftrun.torchft_compat.versions`` (empty: an earlier ftrun)
     env_added: dict[str, str]
     schedule: LaunchSchedule
     step_numbering: str = "top"
@@ -490,14 +490,14 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     lighthouse: str
     min_replicas: int
     restarts: int
-    timeout_s: Optional[float]  # None: no --timeout
+    timeout_s: float | None  # None: no --timeout
     seconds: float
     groups: list[LaunchGroup]
     launch_faults: LaunchFaults
     traces: list[TraceRef]
     event_logs: list[EventLogRef] = []
-    traces_not_checked: Union[list[UncheckedTrace], UnsetType] = UNSET
-    format: Union[int, UnsetType] = UNSET  # written: FORMAT
+    traces_not_checked: list[UncheckedTrace] | UnsetType = UNSET
+    format: int | UnsetType = UNSET  # written: FORMAT
 
     @property
     def fragments(self) -> list[Fragment]:
@@ -525,20 +525,20 @@ class RankMeta(msgspec.Struct, kw_only=True):
     rank: int
     pid: int = 0
     status: str = "running"
-    group_size: Optional[int] = None
+    group_size: int | None = None
     restart: int = 0
-    backend: Optional[str] = None
-    device: Optional[str] = None
+    backend: str | None = None
+    device: str | None = None
     fragments: list[Fragment] = []
-    versions: dict[str, Optional[str]] = {}
+    versions: dict[str, str | None] = {}
     traces: list[str] = []
-    profile_window: Optional[list[int]] = None
-    commits: Optional[int] = None
-    failed_commits: Optional[int] = None
-    final_manager_step: Optional[int] = None
-    error: Optional[str] = None
-    error_type: Optional[str] = None
-    phase: Optional[str] = None
+    profile_window: list[int] | None = None
+    commits: int | None = None
+    failed_commits: int | None = None
+    final_manager_step: int | None = None
+    error: str | None = None
+    error_type: str | None = None
+    phase: str | None = None
 
 
 class ReplicaSummary(msgspec.Struct):
@@ -547,12 +547,12 @@ class ReplicaSummary(msgspec.Struct):
     replica: int
     steps: int
     last_step: int
-    steps_per_s: Optional[float]
+    steps_per_s: float | None
     commits: int
     failed_commits: int
-    final_loss: Optional[float]
-    final_manager_step: Optional[int]
-    lost: Optional[str] = None
+    final_loss: float | None
+    final_manager_step: int | None
+    lost: str | None = None
 
 
 class AgreementSummary(msgspec.Struct):
@@ -576,16 +576,16 @@ class TrainSummary(msgspec.Struct, kw_only=True):
     mode: str
     schedule: ScheduleInfo
     backend: str
-    link: Optional[Link]
+    link: Link | None
     devices: list[DeviceRef]
     replicas: list[ReplicaSummary]
     agreement: AgreementSummary
-    numerics: Optional[dict[str, Any]]
+    numerics: dict[str, Any] | None
     failures: list[str]
     traces: list[str]
-    traces_note: Optional[str]
+    traces_note: str | None
     manifest: str
-    versions: dict[str, Optional[str]]
+    versions: dict[str, str | None]
     faults: dict[str, Any]  # what happened: faults, restarts, heals, quorum changes, commits lost
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
 
@@ -604,7 +604,7 @@ class LaunchGroupRow(msgspec.Struct):
 
 class LaunchTrace(msgspec.Struct):
     replica: int
-    rank: Optional[int]
+    rank: int | None
     path: str
     rank_source: str
     checked: bool
@@ -618,12 +618,12 @@ class LaunchSummary(msgspec.Struct, kw_only=True):
     script: str
     seconds: float
     groups: list[LaunchGroupRow]
-    quorums_seen: Optional[int]
+    quorums_seen: int | None
     faults_fired: list[FiredKill]
     traces: list[LaunchTrace]
-    trace_note: Optional[str]
+    trace_note: str | None
     failures: list[str]
-    inspection: Optional[dict[str, Any]] = None
+    inspection: dict[str, Any] | None = None
     ok: bool
 
 
@@ -637,20 +637,20 @@ class SweepCell(msgspec.Struct, kw_only=True):
 
     name: str = ""
     params: dict[str, Any] = {}
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
     verdict: Literal["pass", "fail", "failed-commits", "crashed"]
-    problem: Optional[str] = None
+    problem: str | None = None
     config: dict[str, Any] = {}
-    wall_s: Optional[float] = None
-    failed_commits: Optional[int] = None
-    failed_commits_explained: Optional[int] = None
-    commits: Optional[float] = None
-    steps_per_s: Optional[float] = None
-    exposed_comm_per_sync_ms: Optional[float] = None
-    exposed_control_per_sync_ms: Optional[float] = None
-    hidden_share: Optional[float] = None
-    final_loss: Optional[float] = None
-    numerics: Optional[dict[str, Any]] = None  # ``ftrun.check.metrics.numerics_brief`` (None: an earlier ftrun's file)
+    wall_s: float | None = None
+    failed_commits: int | None = None
+    failed_commits_explained: int | None = None
+    commits: float | None = None
+    steps_per_s: float | None = None
+    exposed_comm_per_sync_ms: float | None = None
+    exposed_control_per_sync_ms: float | None = None
+    hidden_share: float | None = None
+    final_loss: float | None = None
+    numerics: dict[str, Any] | None = None  # ``ftrun.check.metrics.numerics_brief`` (None: an earlier ftrun's file)
     notes: list[str] = []
 
 
@@ -676,14 +676,14 @@ class ManifestStamp(msgspec.Struct):
 _ENCODER = msgspec.json.Encoder()
 
 
-def to_json(record: msgspec.Struct, indent: Optional[int] = None) -> str:
+def to_json(record: msgspec.Struct, indent: int | None = None) -> str:
     """A record as JSON text: one line (event logs), or indented (``indent``) for the files people read."""
     if indent is None:
         return _ENCODER.encode(record).decode()
     return json.dumps(msgspec.to_builtins(record), indent=indent)
 
 
-def read_rank_meta(path: Path) -> Optional[RankMeta]:
+def read_rank_meta(path: Path) -> RankMeta | None:
     """A rank's meta file; None when it is missing, half-written or not one (the parent reads
     it while the rank may be writing, and a rank that died early wrote none)."""
     try:
@@ -692,7 +692,7 @@ def read_rank_meta(path: Path) -> Optional[RankMeta]:
         return None
 
 
-def read_run_marker(run_dir: Path) -> Optional[RunMarker]:
+def read_run_marker(run_dir: Path) -> RunMarker | None:
     """A run dir's ``.ftrun-run`` (None: missing or not one)."""
     try:
         return msgspec.json.decode((Path(run_dir) / RUN_MARKER).read_bytes(), type=RunMarker)
@@ -713,7 +713,9 @@ def check_format(manifest: dict[str, Any], path: Path) -> None:
     (a manifest without ``format`` predates the field and is read as ``FORMAT``)."""
     got = manifest.get("format", FORMAT)
     if got != FORMAT:
-        raise BadInput(f"{path}: run dir format {got!r}, this ftrun reads format {FORMAT} (use the ftrun that wrote it)")
+        raise BadInput(
+            f"{path}: run dir format {got!r}, this ftrun reads format {FORMAT} (use the ftrun that wrote it)"
+        )
 
 
 def read_manifest(run_dir: Path) -> AnyManifest:
@@ -739,8 +741,10 @@ def read_train_manifest(run_dir: Path) -> Manifest:
     """``read_manifest`` of a run dir that ``ftrun train`` wrote (``BadInput`` for an ``ftrun launch`` one)."""
     m = read_manifest(run_dir)
     if not isinstance(m, Manifest):
-        raise BadInput(f"{Path(run_dir) / MANIFEST}: an ftrun launch run dir; this reads ftrun train run dirs "
-                       "(fragments, step logs, link)")
+        raise BadInput(
+            f"{Path(run_dir) / MANIFEST}: an ftrun launch run dir; this reads ftrun train run dirs "
+            "(fragments, step logs, link)"
+        )
     return m
 
 

@@ -77,8 +77,10 @@ def control_s(rpc: str, latency_s: float) -> float:
 
 def plain_sync_s(model_bytes: int, replicas: int, bandwidth_bps: float, latency_s: float) -> float:
     """Plain DiLoCo's cost per sync on the link: one quorum + the full model's ring allreduce."""
-    return control_s("quorum", latency_s) + control_s("should_commit", latency_s) + collective_s(
-        "allreduce", model_bytes, replicas, bandwidth_bps, latency_s
+    return (
+        control_s("quorum", latency_s)
+        + control_s("should_commit", latency_s)
+        + collective_s("allreduce", model_bytes, replicas, bandwidth_bps, latency_s)
     )
 
 

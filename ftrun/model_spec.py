@@ -47,8 +47,9 @@ def parse_model(text: str) -> tuple[str, str]:
     module, sep, factory = text.rpartition(":")
     if not sep or not module or not factory:
         shown = text if text.isprintable() and " " not in text else repr(text)
-        raise BadInput(f"--model {shown}: expected {', '.join(BUILTIN_MODELS)}, "
-                       "MODULE:FACTORY (e.g. mymodels:tiny_gpt) or hf:NAME")
+        raise BadInput(
+            f"--model {shown}: expected {', '.join(BUILTIN_MODELS)}, MODULE:FACTORY (e.g. mymodels:tiny_gpt) or hf:NAME"
+        )
     if module.endswith(".py"):
         if not Path(module).is_file():
             raise BadInput(f"--model {text}: {module}: no such file")
@@ -101,12 +102,21 @@ def parse_fragment_fqns(text: str, fragments: int) -> list[list[str]] | None:
 def check(cfg) -> dict:
     """Build the user's model in a child (``python -m ftrun.worker.models``): returns
     {"fragments": [...], "warnings": [...]} or raises ``BadInput`` with its one-line error."""
-    payload = json.dumps({"model": cfg.model.model, "model_args": parse_model_args(cfg.model.model_args), "vocab": cfg.model.vocab,
-                          "seq_len": cfg.data.seq_len, "fragments": cfg.schedule.fragments, "fragment_fqns": cfg.model.fragment_fqns,
-                          "seed": cfg.data.seed})
+    payload = json.dumps(
+        {
+            "model": cfg.model.model,
+            "model_args": parse_model_args(cfg.model.model_args),
+            "vocab": cfg.model.vocab,
+            "seq_len": cfg.data.seq_len,
+            "fragments": cfg.schedule.fragments,
+            "fragment_fqns": cfg.model.fragment_fqns,
+            "seed": cfg.data.seed,
+        }
+    )
     try:
-        res = subprocess.run([sys.executable, "-m", "ftrun.worker.models", payload], capture_output=True, text=True,
-                             timeout=300)
+        res = subprocess.run(
+            [sys.executable, "-m", "ftrun.worker.models", payload], capture_output=True, text=True, timeout=300
+        )
     except subprocess.TimeoutExpired:
         raise BadInput(f"--model {cfg.model.model}: building the model took more than 300 s") from None
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]

@@ -38,8 +38,9 @@ import shutil
 import stat
 import time
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO
 
 import msgspec
 
@@ -55,6 +56,7 @@ _TMP_PREFIX = layout.TMP_PREFIX
 
 
 # --- names and targets ---------------------------------------------------------------------
+
 
 def check_name(flag: str, value: str) -> str:
     """``value`` must be a single path component (no ``/``, not ``.``/``..``) of at most
@@ -136,7 +138,7 @@ def written_by_ftrun(path: Path) -> bool:
             return False
     head = head.lstrip()
     if head.startswith(b"<?xml"):
-        head = head[head.find(b"?>") + 2:].lstrip()
+        head = head[head.find(b"?>") + 2 :].lstrip()
     return any(head.startswith(sig) for sig in FTRUN_SIGNATURES)
 
 
@@ -148,8 +150,10 @@ def check_writable(path: Path, flag: str = "output", overwrite: bool = False) ->
         return path
     if path.is_symlink():
         if not overwrite:
-            raise BadInput(f"{flag} {path}: is a symlink (to {os.path.realpath(path)}); refusing to replace it "
-                           "(pass --overwrite to write to its target, or write elsewhere)")
+            raise BadInput(
+                f"{flag} {path}: is a symlink (to {os.path.realpath(path)}); refusing to replace it "
+                "(pass --overwrite to write to its target, or write elsewhere)"
+            )
         path = _real(path)
         if not os.path.lexists(path):
             return path
@@ -158,8 +162,10 @@ def check_writable(path: Path, flag: str = "output", overwrite: bool = False) ->
     if not path.is_file():
         raise BadInput(f"{flag} {path}: exists and is not a regular file; refusing to replace it")
     if not overwrite and not in_ftrun_dir(path) and not written_by_ftrun(path):
-        raise BadInput(f"{flag} {path}: exists and ftrun did not write it; refusing to overwrite it "
-                       "(pass --overwrite, or write elsewhere)")
+        raise BadInput(
+            f"{flag} {path}: exists and ftrun did not write it; refusing to overwrite it "
+            "(pass --overwrite, or write elsewhere)"
+        )
     return path
 
 
@@ -168,7 +174,9 @@ def claim_output_dir(out_dir: Path, flag: str, writes: Iterable[str], overwrite:
     dir holding none of ``writes`` (else ``BadInput`` unless ``overwrite``). Returns it."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink() and not overwrite:
-        raise BadInput(f"{flag}: {out_dir} is a symlink; refusing to write through it (pass --overwrite, or pick another name)")
+        raise BadInput(
+            f"{flag}: {out_dir} is a symlink; refusing to write through it (pass --overwrite, or pick another name)"
+        )
     if os.path.lexists(out_dir) and not out_dir.is_dir():
         raise BadInput(f"{flag}: {out_dir} exists and is not a directory")
     if not out_dir.exists():
@@ -184,8 +192,10 @@ def claim_output_dir(out_dir: Path, flag: str, writes: Iterable[str], overwrite:
         return out_dir
     theirs = [w for w in writes if os.path.lexists(out_dir / w)]
     if theirs:
-        raise BadInput(f"{flag}: {out_dir} is not a directory ftrun made and holds {', '.join(theirs)}; refusing to "
-                       "overwrite (pass --overwrite, or pick another name)")
+        raise BadInput(
+            f"{flag}: {out_dir} is not a directory ftrun made and holds {', '.join(theirs)}; refusing to "
+            "overwrite (pass --overwrite, or pick another name)"
+        )
     return out_dir
 
 
@@ -199,10 +209,11 @@ def tmp_name(path: Path) -> Path:
     """The temporary name ``path`` is written under: same dir, same ending (writers that pick a
     format by the name, torch's ``.gz`` and matplotlib's ``.png``, still do)."""
     path = Path(path)
-    return path.with_name((f"{_TMP_PREFIX}{os.getpid()}-" + path.name[-(250 - len(_TMP_PREFIX) - 12):]))
+    return path.with_name(f"{_TMP_PREFIX}{os.getpid()}-" + path.name[-(250 - len(_TMP_PREFIX) - 12) :])
 
 
 # --- atomic writes -------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def atomic_path(path: Path, flag: str = "output", overwrite: bool = False) -> Iterator[Path]:
@@ -243,6 +254,7 @@ def atomic_write(path: Path, data: bytes | str, flag: str = "output", overwrite:
 
 
 # --- run dirs ------------------------------------------------------------------------------
+
 
 class RunDirLock:
     """An exclusive ``flock`` on a run dir, held until ``release()`` (or process exit)."""
@@ -312,8 +324,12 @@ def is_ftrun_run_dir(run_dir: Path) -> bool:
 def _removable(run_dir: Path, flag: str) -> None:
     """Refuse to delete ``run_dir`` unless it is ftrun's and holds only what ftrun creates."""
     if not is_ftrun_run_dir(run_dir):
-        raise BadInput(f"{flag}: {run_dir} is not an ftrun run dir (no ftrun manifest or run marker); refusing to delete it")
-    foreign = sorted(e.name for e in run_dir.iterdir() if e.name not in RUN_DIR_ENTRIES and not e.name.startswith(_TMP_PREFIX))
+        raise BadInput(
+            f"{flag}: {run_dir} is not an ftrun run dir (no ftrun manifest or run marker); refusing to delete it"
+        )
+    foreign = sorted(
+        e.name for e in run_dir.iterdir() if e.name not in RUN_DIR_ENTRIES and not e.name.startswith(_TMP_PREFIX)
+    )
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise BadInput(f"{flag}: {run_dir} holds files ftrun did not write ({shown}); refusing to delete it")
@@ -322,7 +338,9 @@ def _removable(run_dir: Path, flag: str) -> None:
             raise BadInput(f"{flag}: {e} is a symlink; refusing to delete {run_dir}")
 
 
-def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name", inputs: Iterable[Path] = ()) -> RunDirLock:
+def claim_run_dir(
+    run_dir: Path, overwrite: bool, name_flag: str = "--run-name", inputs: Iterable[Path] = ()
+) -> RunDirLock:
     """Create ``run_dir`` (replacing an ftrun run dir there only with ``overwrite``), lock it and
     write the run marker. The parent dir is locked meanwhile, so two claims never interleave.
     ``inputs`` (files the run reads) must not lie inside it."""
@@ -338,13 +356,17 @@ def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name",
     try:
         fcntl.flock(parent_fd, fcntl.LOCK_EX)  # short: only while checking, removing, creating
         if run_dir.is_symlink():
-            raise BadInput(f"{name_flag}: {run_dir} is a symlink; refusing to replace it (remove the link or pick another name)")
+            raise BadInput(
+                f"{name_flag}: {run_dir} is a symlink; refusing to replace it (remove the link or pick another name)"
+            )
         if run_dir.exists():
             if not run_dir.is_dir():
                 raise BadInput(f"{name_flag}: {run_dir} exists and is not a directory")
             if not overwrite:
-                raise BadInput(f"{name_flag} {run_dir.name}: {run_dir} already exists "
-                               "(pass --overwrite to replace it, or pick another name)")
+                raise BadInput(
+                    f"{name_flag} {run_dir.name}: {run_dir} already exists "
+                    "(pass --overwrite to replace it, or pick another name)"
+                )
             fd = _try_lock(run_dir, "--overwrite")
             try:
                 _removable(run_dir, "--overwrite")
@@ -365,5 +387,7 @@ def claim_run_dir(run_dir: Path, overwrite: bool, name_flag: str = "--run-name",
 def mark_new_run_dir(run_dir: Path, name_flag: str = "--run-name") -> RunDirLock:
     """Lock a run dir this process just created and write its run marker."""
     lock = RunDirLock(run_dir, _try_lock(run_dir, name_flag))
-    atomic_write(run_dir / RUN_MARKER, layout.to_json(layout.RunMarker(pid=os.getpid(), started=time.time())), name_flag)
+    atomic_write(
+        run_dir / RUN_MARKER, layout.to_json(layout.RunMarker(pid=os.getpid(), started=time.time())), name_flag
+    )
     return lock

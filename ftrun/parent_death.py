@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-from typing import Callable
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36

@@ -142,6 +142,7 @@ def expected_max(means: list[float], sd: float) -> float:
     lo, hi = min(means) - 8.0 * sd, max(means) + 8.0 * sd
     n = 400
     h = (hi - lo) / n
+
     # E[X] = hi - integral_lo^hi F(x) dx, F = prod of the normal CDFs; trapezoid rule
     def cdf(x: float) -> float:
         p = 1.0
@@ -176,7 +177,7 @@ class _Drift:
             return self.drift_sd[n - 1]
         if self.drift_sd:  # beyond the measured lags: independent steps on top of the last one
             m = len(self.drift_sd)
-            return math.sqrt(self.drift_sd[-1] ** 2 + (n - m) * self.jitter ** 2)
+            return math.sqrt(self.drift_sd[-1] ** 2 + (n - m) * self.jitter**2)
         return self.jitter * math.sqrt(n)
 
     def align(self) -> None:
@@ -259,7 +260,9 @@ class Prediction:
         }
 
 
-def simulate(work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s: float, steps: int | None = None) -> Prediction:
+def simulate(
+    work: Workload, schedule: Schedule, bandwidth_bps: float, latency_s: float, steps: int | None = None
+) -> Prediction:
     """Walk one replica's timeline for ``steps`` training steps (default ``DEFAULT_ROUNDS`` x H)."""
     if len(work.fragment_bytes) != schedule.fragments:
         work = work.split(schedule.fragments)
@@ -321,14 +324,24 @@ def plain(schedule: Schedule) -> Schedule:
     return Schedule(1, schedule.sync_every, 0)
 
 
-def smallest_fragment_sync_delay(work: Workload, fragments: int, sync_every: int, bandwidth_bps: float, latency_s: float,
-                 target: float, steps: int | None = None) -> int | None:
+def smallest_fragment_sync_delay(
+    work: Workload,
+    fragments: int,
+    sync_every: int,
+    bandwidth_bps: float,
+    latency_s: float,
+    target: float,
+    steps: int | None = None,
+) -> int | None:
     """The smallest tau (< H/F) whose utilisation reaches ``target`` with F = ``fragments``; None if none does.
 
     Utilisation never falls as tau grows (the send moves earlier, the sync stays), so: bisection.
     """
+
     def ok(tau: int) -> bool:
-        return simulate(work, Schedule(fragments, sync_every, tau), bandwidth_bps, latency_s, steps).utilisation >= target
+        return (
+            simulate(work, Schedule(fragments, sync_every, tau), bandwidth_bps, latency_s, steps).utilisation >= target
+        )
 
     lo, hi = 0, sync_every // fragments - 1
     if not ok(hi):
@@ -339,8 +352,9 @@ def smallest_fragment_sync_delay(work: Workload, fragments: int, sync_every: int
     return lo
 
 
-def smallest_fragments(work: Workload, sync_every: int, bandwidth_bps: float, latency_s: float,
-                       target: float, steps: int | None = None) -> tuple[int, int] | None:
+def smallest_fragments(
+    work: Workload, sync_every: int, bandwidth_bps: float, latency_s: float, target: float, steps: int | None = None
+) -> tuple[int, int] | None:
     """The smallest F (a divisor of H) for which some tau reaches ``target``, with that tau."""
     for f in (f for f in range(1, sync_every + 1) if sync_every % f == 0):
         tau = smallest_fragment_sync_delay(work, f, sync_every, bandwidth_bps, latency_s, target, steps)
@@ -362,22 +376,33 @@ def lowest_bandwidth(ok, lo_bps: float, hi_bps: float) -> float | None:
     return math.exp(hi)
 
 
-def hiding_bandwidth(work: Workload, schedule: Schedule, latency_s: float, target: float,
-                     lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
+def hiding_bandwidth(
+    work: Workload,
+    schedule: Schedule,
+    latency_s: float,
+    target: float,
+    lo_bps: float,
+    hi_bps: float,
+    steps: int | None = None,
+) -> float | None:
     """The lowest bandwidth in [lo, hi] at which utilisation reaches ``target`` (to 1%).
 
     Utilisation never falls as bandwidth grows, so below the returned bandwidth the schedule
     stops hiding its communication. ``lo_bps`` when it already reaches the target there; None
     when not even ``hi_bps`` does.
     """
-    return lowest_bandwidth(lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps)
+    return lowest_bandwidth(
+        lambda bw: simulate(work, schedule, bw, latency_s, steps).utilisation >= target, lo_bps, hi_bps
+    )
 
 
-def data_hidden_bandwidth(work: Workload, schedule: Schedule, latency_s: float,
-                          lo_bps: float, hi_bps: float, steps: int | None = None) -> float | None:
+def data_hidden_bandwidth(
+    work: Workload, schedule: Schedule, latency_s: float, lo_bps: float, hi_bps: float, steps: int | None = None
+) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) at which no sync waits for its data: every
     allreduce done within tau steps (a sync's own ``sync_work_s`` is no wait). None when none is
     (always for tau = 0 with R > 1)."""
+
     def hidden(bw: float) -> bool:
         p = simulate(work, schedule, bw, latency_s, steps)
         own = p.syncs * work.sync_work_s if work.replicas > 1 else 0.0
@@ -394,14 +419,17 @@ def data_hidden_bandwidth(work: Workload, schedule: Schedule, latency_s: float,
 BACKWARD_SHARE = 2.0 / 3.0
 
 
-def simulate_data_parallel(work: Workload, grad_bytes: int, bandwidth_bps: float, latency_s: float,
-                           steps: int = 1) -> Prediction:
+def simulate_data_parallel(
+    work: Workload, grad_bytes: int, bandwidth_bps: float, latency_s: float, steps: int = 1
+) -> Prediction:
     """Data-parallel: each step's gradient allreduce of ``grad_bytes`` overlapping its backward pass."""
     t = free_at = data = bits = peak = comm = 0.0
     for _ in range(steps):
         issued = t + (1.0 - BACKWARD_SHARE) * work.step_s
         t += work.step_s
-        free_at, done = linkcost.enqueue(free_at, issued, "allreduce", grad_bytes, work.replicas, bandwidth_bps, latency_s)
+        free_at, done = linkcost.enqueue(
+            free_at, issued, "allreduce", grad_bytes, work.replicas, bandwidth_bps, latency_s
+        )
         sent_bits = linkcost.wire("allreduce", grad_bytes, work.replicas)[1] * 8.0
         blocked = max(0.0, done - t)
         t += blocked
@@ -413,12 +441,19 @@ def simulate_data_parallel(work: Workload, grad_bytes: int, bandwidth_bps: float
     return Prediction(steps, steps, steps * work.step_s, data, 0.0, comm, bits, peak, t)
 
 
-def data_parallel_hiding_bandwidth(work: Workload, grad_bytes: int, latency_s: float, target: float,
-                                   lo_bps: float, hi_bps: float) -> float | None:
+def data_parallel_hiding_bandwidth(
+    work: Workload, grad_bytes: int, latency_s: float, target: float, lo_bps: float, hi_bps: float
+) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) at which data-parallel utilisation reaches ``target``."""
-    return lowest_bandwidth(lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).utilisation >= target, lo_bps, hi_bps)
+    return lowest_bandwidth(
+        lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).utilisation >= target, lo_bps, hi_bps
+    )
 
 
-def data_parallel_hidden_bandwidth(work: Workload, grad_bytes: int, latency_s: float, lo_bps: float, hi_bps: float) -> float | None:
+def data_parallel_hidden_bandwidth(
+    work: Workload, grad_bytes: int, latency_s: float, lo_bps: float, hi_bps: float
+) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) at which every gradient allreduce ends within its backward pass."""
-    return lowest_bandwidth(lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).exposed_s == 0.0, lo_bps, hi_bps)
+    return lowest_bandwidth(
+        lambda bw: simulate_data_parallel(work, grad_bytes, bw, latency_s).exposed_s == 0.0, lo_bps, hi_bps
+    )

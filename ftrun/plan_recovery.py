@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ftrun import linkcost
 from ftrun.schedule import Schedule
@@ -68,17 +67,17 @@ class RecoveryInputs:
     overlap_slowdown: float = 1.0
     quorum_tick_s: float = DEFAULT_QUORUM_TICK_S
     rpc_s: float = 0.0
-    kill_step: Optional[int] = None
+    kill_step: int | None = None
     measured: dict[str, float] = field(default_factory=dict)  # relaunch / join / reconfigure from a kill run
-    measured_from: Optional[str] = None
+    measured_from: str | None = None
 
 
 @dataclass(frozen=True)
 class RecoveryPrediction:
-    phases: dict[str, Optional[float]]  # PHASES -> seconds (None: not predicted)
+    phases: dict[str, float | None]  # PHASES -> seconds (None: not predicted)
     how: dict[str, str]  # phase -> how it was predicted / why not
     heal_bytes: int
-    total_s: Optional[float]  # the group's chain (relaunch .. catch-up); None when a phase of it is not known
+    total_s: float | None  # the group's chain (relaunch .. catch-up); None when a phase of it is not known
 
     def as_dict(self) -> dict:
         return {"phases": self.phases, "how": self.how, "heal_bytes": self.heal_bytes, "total_s": self.total_s}
@@ -92,22 +91,26 @@ def _next_send(schedule: Schedule, step: int) -> int:
     return s
 
 
-def predict_recovery(x: RecoveryInputs, bandwidth_bps: Optional[float], latency_s: float) -> RecoveryPrediction:
+def predict_recovery(x: RecoveryInputs, bandwidth_bps: float | None, latency_s: float) -> RecoveryPrediction:
     """Each phase's predicted seconds on a link (``bandwidth_bps`` None: no emulated link)."""
     sched = x.schedule
-    phases: dict[str, Optional[float]] = {}
+    phases: dict[str, float | None] = {}
     how: dict[str, str] = {}
     hold = linkcost.control_s("quorum", latency_s)
 
     timeout = x.heartbeat_timeout_s + x.quorum_tick_s / 2
     if x.kill_step is not None:
         ask = (_next_send(sched, x.kill_step) - x.kill_step + 1) * x.step_s
-        how["detect"] = (f"later of the survivors' next quorum request ({ask:.2f} s) and the heartbeat timeout "
-                         f"{x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms lighthouse tick, + the held round trip")
+        how["detect"] = (
+            f"later of the survivors' next quorum request ({ask:.2f} s) and the heartbeat timeout "
+            f"{x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms lighthouse tick, + the held round trip"
+        )
     else:
         ask = 0.0
-        how["detect"] = (f"heartbeat timeout {x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms tick "
-                         "+ the held round trip")
+        how["detect"] = (
+            f"heartbeat timeout {x.heartbeat_timeout_s:g} s + half a {x.quorum_tick_s * 1e3:g} ms tick "
+            "+ the held round trip"
+        )
     phases["detect"] = max(ask, timeout) + hold + x.rpc_s
 
     for k in MEASURED_ONLY:
@@ -120,7 +123,9 @@ def predict_recovery(x: RecoveryInputs, bandwidth_bps: Optional[float], latency_
 
     if bandwidth_bps is not None:
         phases["heal"] = linkcost.collective_s("recv", x.state_bytes, 2, bandwidth_bps, latency_s)
-        how["heal"] = f"{x.state_bytes:,} B of model + optimizer state (torchft's HTTP transport) over the link (linkcost recv)"
+        how["heal"] = (
+            f"{x.state_bytes:,} B of model + optimizer state (torchft's HTTP transport) over the link (linkcost recv)"
+        )
     else:
         phases["heal"] = None
         how["heal"] = f"not predicted without an emulated link ({x.state_bytes:,} B over loopback HTTP: not modelled)"
@@ -135,15 +140,17 @@ def predict_recovery(x: RecoveryInputs, bandwidth_bps: Optional[float], latency_
     else:
         data = 0.0
     phases["catch_up"] = x.send_s + steps + max(0.0, data - x.send_s - steps) + x.sync_work_s
-    how["catch_up"] = (f"the send's rest {x.send_s * 1e3:.0f} ms + tau={tau} steps of {x.step_s * 1e3:.0f} ms + "
-                       f"the sync's wait for its fragment's allreduce and its own work")
+    how["catch_up"] = (
+        f"the send's rest {x.send_s * 1e3:.0f} ms + tau={tau} steps of {x.step_s * 1e3:.0f} ms + "
+        f"the sync's wait for its fragment's allreduce and its own work"
+    )
     chain = [phases[k] for k in ("relaunch", "join", "reconfigure", "heal", "catch_up")]
     known = [v for v in chain if v is not None]
     total = sum(known) if len(known) == len(chain) else None
     return RecoveryPrediction(phases, how, x.state_bytes, total)
 
 
-def within(pred: Optional[float], meas: Optional[float], tolerance: float, floor_s: float) -> Optional[bool]:
+def within(pred: float | None, meas: float | None, tolerance: float, floor_s: float) -> bool | None:
     """A predicted phase against its measurement: within ``tolerance`` of it or ``floor_s``."""
     if pred is None or meas is None or not math.isfinite(meas):
         return None

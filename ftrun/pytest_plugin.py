@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,8 +29,15 @@ if TYPE_CHECKING:
     from ftrun.api import Report, Run
 
 SMALL_CONFIG: dict[str, Any] = {
-    "mode": "streaming", "replicas": 2, "fragments": 2, "sync_every": 8, "fragment_sync_delay": 2, "steps": 16,
-    "width": 32, "batch_size": 4, "seq_len": 16,
+    "mode": "streaming",
+    "replicas": 2,
+    "fragments": 2,
+    "sync_every": 8,
+    "fragment_sync_delay": 2,
+    "steps": 16,
+    "width": 32,
+    "batch_size": 4,
+    "seq_len": 16,
 }
 
 _REPORTS = pytest.StashKey[dict]()  # item -> {"setup"|"call"|"teardown": TestReport}
@@ -44,12 +51,17 @@ class NotChecked(UserWarning):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("ftrun").addoption(
-        "--ftrun-keep", action="store_true", default=False,
-        help="ftrun: keep the run dirs of failed tests that trained with ftrun_train (listed at the end).")
+        "--ftrun-keep",
+        action="store_true",
+        default=False,
+        help="ftrun: keep the run dirs of failed tests that trained with ftrun_train (listed at the end).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "ftrun: trains with ftrun (real processes, seconds each); set on tests using ftrun_train")
+    config.addinivalue_line(
+        "markers", "ftrun: trains with ftrun (real processes, seconds each); set on tests using ftrun_train"
+    )
     config.stash[_KEPT] = []
     config.stash[_REMOVED_FAILED] = []
 
@@ -74,7 +86,9 @@ def ftrun_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def ftrun_train(request: pytest.FixtureRequest, ftrun_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> "Run":
+def ftrun_train(
+    request: pytest.FixtureRequest, ftrun_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Run:
     """Train ``ftrun_config`` (updated by an indirect parameter) under a fresh temporary dir."""
     import importlib
 
@@ -98,7 +112,7 @@ def ftrun_train(request: pytest.FixtureRequest, ftrun_config: dict[str, Any], tm
     return api.train(config, out=out)
 
 
-def _report(report: Union["Report", "Run"]) -> "Report":
+def _report(report: Report | Run) -> Report:
     from ftrun.api import Report, Run
 
     if isinstance(report, Run):
@@ -108,7 +122,7 @@ def _report(report: Union["Report", "Run"]) -> "Report":
     return report
 
 
-def assert_schedule(report: Union["Report", "Run"]) -> None:
+def assert_schedule(report: Report | Run) -> None:
     """Fail unless every send and sync landed as torchft's schedule says (the verdict of
     ``inspect-trace``), with the failing rows as the message."""
     __tracebackhide__ = True
@@ -116,11 +130,13 @@ def assert_schedule(report: Union["Report", "Run"]) -> None:
     if not r.ok:
         problems = r.problems
         s = r.schedule
-        raise AssertionError(f"ftrun: schedule check failed, {len(problems)} problem(s) "
-                             f"(F={s.fragments} H={s.sync_every} tau={s.fragment_sync_delay}):\n{r.failing_table()}")
+        raise AssertionError(
+            f"ftrun: schedule check failed, {len(problems)} problem(s) "
+            f"(F={s.fragments} H={s.sync_every} tau={s.fragment_sync_delay}):\n{r.failing_table()}"
+        )
 
 
-def assert_numerics(report: Union["Report", "Run"], *, required: bool = False) -> None:
+def assert_numerics(report: Report | Run, *, required: bool = False) -> None:
     """Fail on any numeric problem of the outer steps. A report without the numeric check warns
     ``NotChecked`` (``required=True``: fails) — it is never a pass."""
     __tracebackhide__ = True
@@ -134,8 +150,10 @@ def assert_numerics(report: Union["Report", "Run"], *, required: bool = False) -
         return
     problems = [p if isinstance(p, str) else str(p) for p in n.get("problems") or []]
     if problems:
-        raise AssertionError(f"ftrun: numeric check failed on {len(problems)} of {n['checked']} sync(s) "
-                             f"(tolerance {n.get('tolerance')}):\n" + "\n".join(problems))
+        raise AssertionError(
+            f"ftrun: numeric check failed on {len(problems)} of {n['checked']} sync(s) "
+            f"(tolerance {n.get('tolerance')}):\n" + "\n".join(problems)
+        )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -145,4 +163,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         for nodeid, path in kept:
             terminalreporter.write_line(f"{nodeid}: {path}")
     if removed:
-        terminalreporter.write_line(f"ftrun: {len(removed)} failed test(s) trained; rerun with --ftrun-keep to keep their run dirs")
+        terminalreporter.write_line(
+            f"ftrun: {len(removed)} failed test(s) trained; rerun with --ftrun-keep to keep their run dirs"
+        )

@@ -19,8 +19,9 @@ the next cycle. Cycle ``c`` (0-based) therefore sends at step ``c*w + w - tau`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 Kind = Literal["send", "sync"]
 
@@ -126,7 +127,9 @@ def validate(fragments: int, sync_every: int, fragment_sync_delay: int, fragment
     if sync_every < 1:
         raise ScheduleError("sync_every", sync_every, "must be at least 1")
     if sync_every < fragments:
-        raise ScheduleError("sync_every", sync_every, f"must be >= fragments ({fragments}); torchft syncs one fragment at a time")
+        raise ScheduleError(
+            "sync_every", sync_every, f"must be >= fragments ({fragments}); torchft syncs one fragment at a time"
+        )
     if sync_every % fragments != 0:
         raise ScheduleError("sync_every", sync_every, f"must be a multiple of fragments ({fragments})")
     w = sync_every // fragments
@@ -134,7 +137,9 @@ def validate(fragments: int, sync_every: int, fragment_sync_delay: int, fragment
         raise ScheduleError("fragment_sync_delay", fragment_sync_delay, "must be >= 0")
     if fragment_sync_delay >= w:
         raise ScheduleError(
-            "fragment_sync_delay", fragment_sync_delay, f"must be < sync_every/fragments = {w}; a fragment must sync before it is sent again"
+            "fragment_sync_delay",
+            fragment_sync_delay,
+            f"must be < sync_every/fragments = {w}; a fragment must sync before it is sent again",
         )
     if not 0.0 <= fragment_update_alpha <= 1.0:
         raise ScheduleError("fragment_update_alpha", fragment_update_alpha, "must be between 0 and 1")

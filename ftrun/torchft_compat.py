@@ -40,9 +40,10 @@ import json
 import re
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ftrun.errors import BadInput
 
@@ -138,7 +139,7 @@ DISTRIBUTIONS = ("torchft", "torchft-nightly")
 # torchft 0.2.x: the release ftrun was built on. torchft-nightly: from the first nightly
 # checked (2026.10.26, reconfigure API); later nightlies are accepted (the adapter picks the API
 # by what the installed torchft has, not by its version) and earlier ones refused (not checked).
-SUPPORTED: dict[str, tuple[tuple[int, ...], Optional[tuple[int, ...]]]] = {
+SUPPORTED: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]] = {
     "torchft": ((0, 2, 0), (0, 3)),
     "torchft-nightly": ((2026, 10, 26), None),
 }
@@ -152,10 +153,10 @@ class Release:
     its process-group API ``pg_api`` (``configure`` | ``reconfigure``; None = unknown) and torch's
     version (None = not installed)."""
 
-    distribution: Optional[str]
-    version: Optional[str]
-    pg_api: Optional[str]
-    torch: Optional[str]
+    distribution: str | None
+    version: str | None
+    pg_api: str | None
+    torch: str | None
 
     def describe(self) -> str:
         """``torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu``."""
@@ -163,10 +164,14 @@ class Release:
         api = f" (process groups: {self.pg_api})" if self.pg_api else ""
         return f"{ft}{api}, torch {self.torch or 'not installed'}"
 
-    def to_json(self) -> dict[str, Optional[str]]:
+    def to_json(self) -> dict[str, str | None]:
         """What run dirs and reports record (manifest/meta ``versions``, sweep, compare)."""
-        return {"torch": self.torch, "torchft": self.version, "torchft_distribution": self.distribution,
-                "torchft_pg_api": self.pg_api}
+        return {
+            "torch": self.torch,
+            "torchft": self.version,
+            "torchft_distribution": self.distribution,
+            "torchft_pg_api": self.pg_api,
+        }
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -183,7 +188,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def pg_api_of_source(source: str) -> Optional[str]:
+def pg_api_of_source(source: str) -> str | None:
     """The process-group API a ``torchft/process_group.py`` defines: ``reconfigure`` (the
     nightly's ``supports_reconfigure``/``reconfigure``), ``configure`` (0.2.x), else None."""
     if re.search(r"def supports_reconfigure\(", source) and re.search(r"def reconfigure\(", source):
@@ -193,7 +198,7 @@ def pg_api_of_source(source: str) -> Optional[str]:
     return None
 
 
-def _pg_api_installed() -> Optional[str]:
+def _pg_api_installed() -> str | None:
     """Read (not import: importing torchft imports torch) the installed process_group.py."""
     import importlib.util
     from pathlib import Path
@@ -231,7 +236,7 @@ def installed() -> Release:
     return Release(" ".join(d for d, _ in found), " ".join(v for _, v in found), _pg_api_installed(), torch)
 
 
-def versions(torch_version: Optional[str] = None) -> dict[str, Optional[str]]:
+def versions(torch_version: str | None = None) -> dict[str, str | None]:
     """What ran, as run dirs and reports record it (``versions``): python, ftrun, torch
     (``torch_version`` when the caller imported torch, else its metadata) and the torchft release
     (``Release.to_json``)."""
@@ -245,13 +250,17 @@ def versions(torch_version: Optional[str] = None) -> dict[str, Optional[str]]:
     return {"python": platform.python_version(), "ftrun": __version__, **found}
 
 
-def describe_versions(versions: Optional[dict[str, Any]]) -> Optional[str]:
+def describe_versions(versions: dict[str, Any] | None) -> str | None:
     """``Release.describe()`` of a recorded ``versions`` dict; None when it names no torchft
     (a run dir of an earlier ftrun may have only ``torchft``: the distribution is then unknown)."""
     if not versions or not versions.get("torchft"):
         return None
-    rel = Release(versions.get("torchft_distribution") or "torchft", versions["torchft"], versions.get("torchft_pg_api"),
-                  versions.get("torch"))
+    rel = Release(
+        versions.get("torchft_distribution") or "torchft",
+        versions["torchft"],
+        versions.get("torchft_pg_api"),
+        versions.get("torch"),
+    )
     return rel.describe()
 
 
@@ -288,17 +297,21 @@ def _torch_native_reconfigure() -> bool:
     return False
 
 
-def backend_unavailable(backend: str, rel: Release) -> Optional[str]:
+def backend_unavailable(backend: str, rel: Release) -> str | None:
     """Why ``--backend backend`` cannot run on this release and torch (one line), or None.
     Only the reconfigure-API groups are decided here; the rest is placement's (GPUs)."""
     if backend not in RECONFIGURE_BACKENDS:
         return None
     if rel.pg_api != "reconfigure":
-        return (f"--backend {backend}: {rel.distribution or 'torchft'} {rel.version or ''} has no reconfigure API "
-                "(its Manager takes torchft's own process groups only; torchft-nightly has it)").replace("  ", " ")
+        return (
+            f"--backend {backend}: {rel.distribution or 'torchft'} {rel.version or ''} has no reconfigure API "
+            "(its Manager takes torchft's own process groups only; torchft-nightly has it)"
+        ).replace("  ", " ")
     if backend == "gloo-native" and not _torch_native_reconfigure():
-        return (f"--backend gloo-native: torch {rel.torch} cannot reconfigure a native group "
-                "(no enable_reconfigure in torch.distributed; torchft's shim says torch >= 2.14)")
+        return (
+            f"--backend gloo-native: torch {rel.torch} cannot reconfigure a native group "
+            "(no enable_reconfigure in torch.distributed; torchft's shim says torch >= 2.14)"
+        )
     if backend == "torchcomms":
         import importlib.util
 
@@ -307,8 +320,10 @@ def backend_unavailable(backend: str, rel: Release) -> Optional[str]:
     # torch and torchft offer it, but ftrun does not build it yet: a native group needs a
     # bootstrap store shared by every replica group (torchft's tests host one in the parent),
     # torchcomms a TorchComm per rank; neither is wired into ftrun's launcher
-    return (f"--backend {backend}: offered by {rel.distribution} {rel.version} and torch {rel.torch}, "
-            "but ftrun does not build it yet")
+    return (
+        f"--backend {backend}: offered by {rel.distribution} {rel.version} and torch {rel.torch}, "
+        "but ftrun does not build it yet"
+    )
 
 
 def baby_pg_fails_commits(rel: Release) -> bool:
@@ -318,26 +333,34 @@ def baby_pg_fails_commits(rel: Release) -> bool:
     return rel.distribution == "torchft"
 
 
-def unsupported(rel: Release) -> Optional[str]:
+def unsupported(rel: Release) -> str | None:
     """Why ftrun cannot run on ``rel`` (one line), or None when it is supported."""
-    hint = ("install torchft 0.2.x (pip install 'torchft>=0.2.0,<0.3') "
-            "or torchft-nightly (FTRUN_TORCHFT=nightly bash scripts/setup.sh)")
+    hint = (
+        "install torchft 0.2.x (pip install 'torchft>=0.2.0,<0.3') "
+        "or torchft-nightly (FTRUN_TORCHFT=nightly bash scripts/setup.sh)"
+    )
     if rel.distribution is None:
         return f"torchft is not installed: {hint}"
     if " " in rel.distribution:
-        return (f"torchft: both {rel.distribution.replace(' ', ' and ')} are installed ({rel.version}) and share the "
-                "same files; uninstall both and install one of them (pip install --force-reinstall DIST)")
+        return (
+            f"torchft: both {rel.distribution.replace(' ', ' and ')} are installed ({rel.version}) and share the "
+            "same files; uninstall both and install one of them (pip install --force-reinstall DIST)"
+        )
     low, high = SUPPORTED[rel.distribution]
     v = _version_tuple(rel.version or "")
     supported = "0.2.x" if rel.distribution == "torchft" else f">= {'.'.join(map(str, low))}"
     if not v or v < low or (high is not None and v >= high):
-        return f"{rel.distribution} {rel.version} is not supported (ftrun supports {rel.distribution} {supported}); {hint}"
+        return (
+            f"{rel.distribution} {rel.version} is not supported (ftrun supports {rel.distribution} {supported}); {hint}"
+        )
     if rel.pg_api is None:
         import importlib.util
 
         if importlib.util.find_spec("torchft") is None:
-            return (f"{rel.distribution} {rel.version} is installed but has no torchft package files (removed, e.g. by "
-                    f"uninstalling the other distribution); reinstall it: pip install --force-reinstall {rel.distribution}")
+            return (
+                f"{rel.distribution} {rel.version} is installed but has no torchft package files (removed, e.g. by "
+                f"uninstalling the other distribution); reinstall it: pip install --force-reinstall {rel.distribution}"
+            )
         return f"{rel.distribution} {rel.version}: its process groups have neither configure nor reconfigure; {hint}"
     return None
 
@@ -402,7 +425,7 @@ def has_quorum(manager: Any) -> bool:
     return manager._quorum_future is not None
 
 
-def quorum_id(manager: Any) -> Optional[int]:
+def quorum_id(manager: Any) -> int | None:
     """The id of ``manager``'s current quorum (None before the first)."""
     return getattr(manager, "_quorum_id", None)
 
@@ -437,7 +460,7 @@ def configure_method(pg: Any) -> str:
     return "reconfigure" if hasattr(pg, "supports_reconfigure") and hasattr(pg, "reconfigure") else "configure"
 
 
-def configure_quorum_id(args: tuple, kwargs: dict) -> Optional[int]:
+def configure_quorum_id(args: tuple, kwargs: dict) -> int | None:
     """The quorum id of a ``ProcessGroup.configure`` call as torchft 0.2.0 makes it:
     ``configure(store_addr, replica_id, rank, world_size, quorum_id, group_rank, ...)``."""
     q = kwargs.get("quorum_id", args[4] if len(args) > 4 else None)
@@ -468,11 +491,11 @@ def advertise_as(host: str) -> list[str]:
     (a stock ``/etc/hosts``). Only torchft's own modules see the change, not this process's
     ``socket``. The Manager's advertised name is its ``hostname`` argument (passed explicitly).
     Returns the modules changed."""
+    import socket
+
     import torchft  # noqa: F401  (loads its modules)
     import torchft.checkpointing.http_transport  # noqa: F401
     import torchft.process_group  # noqa: F401
-
-    import socket
 
     proxy = _AdvertisingSocket(host)
     changed = []

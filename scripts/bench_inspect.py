@@ -222,8 +222,10 @@ def compile_ftrun() -> str:
     install; an editable checkout on its first run). Without them, under PYTHONDONTWRITEBYTECODE
     every run compiles ftrun's sources again (~40 ms here), while HTA's site-packages are compiled:
     the ratio would time Python's compiler. Returns the package's folder."""
-    code = ("import compileall, pathlib, sys, ftrun; d = pathlib.Path(ftrun.__file__).parent; "
-            "ok = compileall.compile_dir(str(d), quiet=1); print(d); sys.exit(0 if ok else 1)")
+    code = (
+        "import compileall, pathlib, sys, ftrun; d = pathlib.Path(ftrun.__file__).parent; "
+        "ok = compileall.compile_dir(str(d), quiet=1); print(d); sys.exit(0 if ok else 1)"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise RuntimeError(f"compileall failed: {res.stdout[-500:]} {res.stderr[-500:]}")

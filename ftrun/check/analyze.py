@@ -20,12 +20,11 @@ output the next one takes:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ftrun import layout
-from ftrun.check import commits as commit_checks
-from ftrun.check import provenance
+from ftrun.check import commits as commit_checks, provenance
 from ftrun.check.cross import cross_replica
 from ftrun.check.events import event_results
 from ftrun.check.expect import schedule_for
@@ -49,10 +48,10 @@ from ftrun.trace.stream import TraceFile
 def analyze(
     paths: Sequence[Path],
     *,
-    fragments: Optional[int] = None,
-    sync_every: Optional[int] = None,
-    fragment_sync_delay: Optional[int] = None,
-    step_numbering: Optional[str] = "top",
+    fragments: int | None = None,
+    sync_every: int | None = None,
+    fragment_sync_delay: int | None = None,
+    step_numbering: str | None = "top",
     allow_failed_commits: bool = False,
     merge_jobs: bool = False,
     max_trace_bytes: int = MAX_TRACE_BYTES,
@@ -71,14 +70,17 @@ def analyze(
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else FiredFaults()
     failed_commits = commit_checks.from_logs(logs)
     heals = commit_checks.heal_steps(logs)
-    failed = {(w.replica, w.rank): commit_checks.failed_cycles(w.replica, failed_commits, faults, schedule, heals)
-              for w in workers}
+    failed = {
+        (w.replica, w.rank): commit_checks.failed_cycles(w.replica, failed_commits, faults, schedule, heals)
+        for w in workers
+    }
     offset, numbering = fit_offset(workers, schedule, failed, step_numbering, faults)
 
     seen = [observe(w, schedule.window, offset) for w in workers]  # 1. observe
     classes = RunIdentities(inputs.manifest, seen, schedule)  # 2. identify: signature classes
-    matches = [expect(wo, schedule, failed[(wo.worker.replica, wo.worker.rank)], faults.lost(wo.worker.replica))
-               for wo in seen]  # 3. expect/match
+    matches = [
+        expect(wo, schedule, failed[(wo.worker.replica, wo.worker.rank)], faults.lost(wo.worker.replica)) for wo in seen
+    ]  # 3. expect/match
     inferred = infer_failed(matches, {r for r, _ in logs}, classes, schedule)
     for m in matches:
         m.pairs = pair(m.expected, m.seen.obs, schedule.window)
@@ -127,7 +129,7 @@ def analyze(
     return report
 
 
-def _numbering(inputs, step_numbering: Optional[str]) -> str:
+def _numbering(inputs, step_numbering: str | None) -> str:
     """The ``ProfilerStep`` numbering asked for: not given, what the run recorded (ftrun launch), else top."""
     if step_numbering is None:
         step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
@@ -163,8 +165,11 @@ def _commit_notes(seen, logs: dict, classes: RunIdentities, schedule) -> list[st
     notes = []
     blind = [o for wo in seen for o in wo.obs if o.kind == "sync" and o.sync.committed is None]
     if blind and (schedule.fragments < 2 or not classes.distinct):
-        why = ("every send carries the same fragment" if schedule.fragments < 2
-               else "the sends' signatures do not tell the fragments apart")
+        why = (
+            "every send carries the same fragment"
+            if schedule.fragments < 2
+            else "the sends' signatures do not tell the fragments apart"
+        )
         notes.append(f"failed commits cannot be inferred from this trace ({why}) and there is no event log")
     if any(unseen_syncs(wo, schedule) for wo in seen):
         notes.append("no event log: commits before and between the captured steps are assumed to have succeeded")
@@ -178,8 +183,9 @@ def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) 
     sketches_on = m.config.get("sketches") if isinstance(m, layout.Manifest) else None
     partial = None
     if isinstance(m, layout.Manifest) and logs and len(inputs.groups()) < m.replicas:
-        partial = (f"only replica group(s) {inputs.groups()} of the job's {m.replicas} given "
-                   "(give every group's run dir)")
+        partial = (
+            f"only replica group(s) {inputs.groups()} of the job's {m.replicas} given (give every group's run dir)"
+        )
     return check_numerics(logs, sketches_on, partial)
 
 
@@ -196,5 +202,3 @@ def _once(spans: list[TraceSpans]) -> list[str]:
             else:
                 first[kind], more[kind] = n, 0
     return [n + (f" (likewise in {more[k]} more trace file(s))" if more[k] else "") for k, n in first.items()]
-
-

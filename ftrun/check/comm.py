@@ -30,7 +30,7 @@ Definitions (all in milliseconds, per sync and the send it waits for):
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import msgspec
 
@@ -40,10 +40,10 @@ from ftrun.trace.spans import Collective, Send, Span, Sync
 
 class SendComm(msgspec.Struct):
     issue_ts: float
-    calls: list[tuple[float, Optional[Collective]]] = msgspec.field(default_factory=list)  # (issue ts, collective)
+    calls: list[tuple[float, Collective | None]] = msgspec.field(default_factory=list)  # (issue ts, collective)
     holds: list[Collective] = msgspec.field(default_factory=list)
-    numel: Optional[int] = None
-    bytes: Optional[int] = None
+    numel: int | None = None
+    bytes: int | None = None
 
     @property
     def spans(self) -> list[Span]:
@@ -54,13 +54,13 @@ class SendComm(msgspec.Struct):
         return bool(self.calls) and all(c is not None for _, c in self.calls)
 
     @property
-    def done_ts(self) -> Optional[float]:
+    def done_ts(self) -> float | None:
         s = self.spans
         return max(x.end for x in s) if s and self.complete else None
 
     def union_us(self) -> float:
         total, cur_s = 0.0, 0.0
-        cur_e: Optional[float] = None  # the merged span being summed: cur_s..cur_e
+        cur_e: float | None = None  # the merged span being summed: cur_s..cur_e
         for s in sorted(self.spans, key=lambda s: s.ts):
             if cur_e is None or s.ts > cur_e:
                 if cur_e is not None:
@@ -83,8 +83,8 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
     for send in sends:
         ars = send.allreduces
         sc = SendComm(ars[0].issue_ts if ars else send.span.ts)
-        numel: Optional[int] = 0
-        nbytes: Optional[int] = 0
+        numel: int | None = 0
+        nbytes: int | None = 0
         for ar in ars:
             i0 = bisect_right(starts, ar.issue_ts - 1e-3)
             pick = None
@@ -116,7 +116,7 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
     return out
 
 
-def _numel(shapes) -> Optional[int]:
+def _numel(shapes) -> int | None:
     """Elements in all of ``shapes`` (None when unknown)."""
     if shapes is None:
         return None
@@ -136,7 +136,7 @@ def _start(q: Span) -> float:
     return q.ts
 
 
-def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Optional[int]]) -> Optional[Span]:
+def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], int | None]) -> Span | None:
     """The quorum wait of ``send`` (module docstring), or None: the longest ``wait_quorum`` on the
     send's thread in its step before it. torchft (and the numeric check's sketches, which ask
     ``num_participants``) also call ``wait_quorum`` on the quorum once it is formed: those
@@ -157,12 +157,12 @@ def quorum_before(send: Send, quorums: list[Span], step_of: Callable[[float], Op
 
 class SyncTiming(msgspec.Struct, frozen=True):
     exposed_ms: float
-    hidden_ms: Optional[float]
-    send_to_done_ms: Optional[float]
-    comm_union_ms: Optional[float]
-    should_commit_ms: Optional[float]
-    serialized_collectives: Optional[int]
-    quorum_ms: Optional[float] = None  # the send's quorum wait
+    hidden_ms: float | None
+    send_to_done_ms: float | None
+    comm_union_ms: float | None
+    should_commit_ms: float | None
+    serialized_collectives: int | None
+    quorum_ms: float | None = None  # the send's quorum wait
     exposed_control_ms: float = 0.0
 
     @property
@@ -170,7 +170,7 @@ class SyncTiming(msgspec.Struct, frozen=True):
         return self.exposed_ms
 
 
-def sync_timing(sync: Sync, sc: Optional[SendComm], serial: Optional[int], quorum: Optional[Span] = None) -> SyncTiming:
+def sync_timing(sync: Sync, sc: SendComm | None, serial: int | None, quorum: Span | None = None) -> SyncTiming:
     exposed = (blocked_until(sync) - sync.span.ts) / 1000.0
     done = sc.done_ts if sc is not None else None
     s2d = (done - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None

@@ -23,7 +23,7 @@ failed commit at the sync it fired in).
 
 from __future__ import annotations
 
-from typing import Hashable, Optional, Sequence
+from collections.abc import Hashable, Sequence
 
 import msgspec
 
@@ -36,14 +36,21 @@ class FailedCommit(msgspec.Struct):
     replica: int
     rank: int
     sync_step: int
-    fragment: Optional[int]
+    fragment: int | None
     source: str  # "event_log" | "inferred"
     evidence: str = "commit: false"  # what showed it (NO_OUTER_STEP, SENT_AGAIN for inferred ones)
     explained: bool = False  # by an injected fault
 
     def to_json(self) -> dict:
-        return {"replica": self.replica, "rank": self.rank, "sync_step": self.sync_step, "fragment": self.fragment,
-                "source": self.source, "evidence": self.evidence, "explained_by_fault": self.explained}
+        return {
+            "replica": self.replica,
+            "rank": self.rank,
+            "sync_step": self.sync_step,
+            "fragment": self.fragment,
+            "source": self.source,
+            "evidence": self.evidence,
+            "explained_by_fault": self.explained,
+        }
 
 
 NO_OUTER_STEP = "no outer step after should_commit"
@@ -65,11 +72,11 @@ class SyncSeen(msgspec.Struct, frozen=True):
     (None = no evidence), and the class of the next send on the worker (None = none captured)."""
 
     step: int
-    paired: Optional[Hashable]
-    restored: Optional[Hashable]
-    next_send: Optional[Hashable]
-    next_send_step: Optional[int]
-    committed: Optional[bool] = None  # from the sync's own spans (``ftrun.trace.spans.Sync.committed``)
+    paired: Hashable | None
+    restored: Hashable | None
+    next_send: Hashable | None
+    next_send_step: int | None
+    committed: bool | None = None  # from the sync's own spans (``ftrun.trace.spans.Sync.committed``)
 
 
 def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool = True) -> list[tuple[int, str]]:
@@ -113,8 +120,13 @@ def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list
     return out
 
 
-def failed_cycles(replica: int, failed_commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule,
-                  heals: Optional[dict[int, list[int]]] = None) -> list[int]:
+def failed_cycles(
+    replica: int,
+    failed_commits: list[FailedCommit],
+    faults: FiredFaults,
+    schedule: Schedule,
+    heals: dict[int, list[int]] | None = None,
+) -> list[int]:
     """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
     its own failed commits, except those inside steps it lost to a fault and those it healed past
     (a replica whose commit failed while others committed is behind them at the next quorum and
@@ -122,11 +134,19 @@ def failed_cycles(replica: int, failed_commits: list[FailedCommit], faults: Fire
     the event logs, a heal within one window w after the sync), plus the others' failed commits
     while it was away (it healed past them)."""
     healed = (heals or {}).get(replica, [])
-    mine = sorted({schedule.cycle_of(c.sync_step) for c in failed_commits if c.replica == replica
-                   and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)})
+    mine = sorted(
+        {
+            schedule.cycle_of(c.sync_step)
+            for c in failed_commits
+            if c.replica == replica and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)
+        }
+    )
     lost = faults.lost(replica)
     if lost:
-        away = {schedule.cycle_of(c.sync_step) for c in failed_commits
-                if c.replica != replica and any(a <= c.sync_step <= b for a, b in lost)}
+        away = {
+            schedule.cycle_of(c.sync_step)
+            for c in failed_commits
+            if c.replica != replica and any(a <= c.sync_step <= b for a, b in lost)
+        }
         mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
     return mine

@@ -8,8 +8,6 @@ None) but that was observed is no disagreement; one not observed is.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ftrun.check.match import WorkerMatch
 from ftrun.check.result import CrossCheck, EventResult
 
@@ -17,8 +15,8 @@ from ftrun.check.result import CrossCheck, EventResult
 def cross_replica(matches: list[WorkerMatch], results: list[EventResult]) -> list[CrossCheck]:
     if len(matches) < 2:
         return []
-    seen: dict[tuple[str, int], dict[str, Optional[int]]] = {}
-    manager_step_of: dict[tuple[str, int], Optional[int]] = {}
+    seen: dict[tuple[str, int], dict[str, int | None]] = {}
+    manager_step_of: dict[tuple[str, int], int | None] = {}
     for r in results:
         if r.observed_step is None:
             continue

@@ -9,8 +9,6 @@ a send before the sync of the same step.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ftrun.check.figures import send_figures, sync_figures, totals
 from ftrun.check.identify import Identities
 from ftrun.check.match import WorkerMatch
@@ -20,8 +18,9 @@ from ftrun.check.result import EventResult, WorkerReport
 from ftrun.schedule import Event, Schedule
 
 
-def event_results(matches: list[WorkerMatch], ids: Identities,
-                  schedule: Schedule) -> tuple[list[EventResult], list[WorkerReport]]:
+def event_results(
+    matches: list[WorkerMatch], ids: Identities, schedule: Schedule
+) -> tuple[list[EventResult], list[WorkerReport]]:
     """Per worker: one result per matched pair, and the worker's report."""
     results: list[EventResult] = []
     reports: list[WorkerReport] = []
@@ -32,23 +31,31 @@ def event_results(matches: list[WorkerMatch], ids: Identities,
         w = m.seen.worker
         reports.append(
             WorkerReport(
-                replica=w.replica, rank=w.rank, source=w.source,
+                replica=w.replica,
+                rank=w.rank,
+                source=w.source,
                 files=[str(t.path) for t in w.traces],
                 step_source=w.traces[0].step_source,
-                step_ranges=m.seen.ranges, failed_cycles=m.failed, totals=totals(mine),
-                global_rank=w.global_rank, world_size=w.world_size,
+                step_ranges=m.seen.ranges,
+                failed_cycles=m.failed,
+                totals=totals(mine),
+                global_rank=w.global_rank,
+                world_size=w.world_size,
             )
         )
     return results, reports
 
 
-def _result(m: WorkerMatch, e: Optional[Event], o: Optional[Obs], ids: Identities, schedule: Schedule) -> EventResult:
+def _result(m: WorkerMatch, e: Event | None, o: Obs | None, ids: Identities, schedule: Schedule) -> EventResult:
     w = m.seen.worker
     first = e if e is not None else o
     assert first is not None, "a pair has an expected or an observed side"
     kind = first.kind
     r = EventResult(
-        replica=w.replica, rank=w.rank, kind=kind, fragment=None,
+        replica=w.replica,
+        rank=w.rank,
+        kind=kind,
+        fragment=None,
         expected_fragment=e.fragment if e else None,
         expected_step=e.step if e else None,
         observed_step=o.step if o else None,
@@ -71,7 +78,7 @@ def _result(m: WorkerMatch, e: Optional[Event], o: Optional[Obs], ids: Identitie
     return r
 
 
-def _capture_notes(m: WorkerMatch, e: Optional[Event], o: Obs, schedule: Schedule) -> list[str]:
+def _capture_notes(m: WorkerMatch, e: Event | None, o: Obs, schedule: Schedule) -> list[str]:
     """What a sync's row cannot show because its send's capture lacks it."""
     p = o.paired
     if p is None:

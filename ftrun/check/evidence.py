@@ -39,7 +39,7 @@ observation of a run.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
@@ -48,7 +48,7 @@ from ftrun.layout import Fragment
 Numels = tuple[int, ...]
 
 
-def numels_of(shapes: Optional[Sequence[Sequence[int]]]) -> Optional[Numels]:
+def numels_of(shapes: Sequence[Sequence[int]] | None) -> Numels | None:
     if not shapes:
         return None
     out = []
@@ -65,8 +65,8 @@ class Signature(msgspec.Struct, frozen=True):
 
     kind: str
     count: int
-    sizes: Optional[Numels] = None  # sorted element counts; None without tensor sizes
-    itemsize: Optional[int] = None  # bytes per element, when the collectives say
+    sizes: Numels | None = None  # sorted element counts; None without tensor sizes
+    itemsize: int | None = None  # bytes per element, when the collectives say
 
     def key(self, with_sizes: bool) -> tuple:
         return (self.count, self.sizes if with_sizes else None)
@@ -77,19 +77,23 @@ class Signature(msgspec.Struct, frozen=True):
         return n if self.sizes is None else f"{n} of {_short(self.sizes)} elements"
 
 
-def send_signature(allreduce_shapes: Sequence[Optional[Sequence[Sequence[int]]]], itemsizes: Iterable[Optional[int]] = ()) -> Signature:
+def send_signature(
+    allreduce_shapes: Sequence[Sequence[Sequence[int]] | None], itemsizes: Iterable[int | None] = ()
+) -> Signature:
     """One entry per ``manager.allreduce``: its tensors' shapes (None when the trace has none)."""
-    sizes: Optional[list[int]] = []
+    sizes: list[int] | None = []
     for shapes in allreduce_shapes:
         if not shapes or sizes is None:
             sizes = None
             continue
         sizes.append(sum(numels_of(shapes) or ()))
     known = {i for i in itemsizes if i}
-    return Signature("send", len(allreduce_shapes), tuple(sorted(sizes)) if sizes else None, known.pop() if len(known) == 1 else None)
+    return Signature(
+        "send", len(allreduce_shapes), tuple(sorted(sizes)) if sizes else None, known.pop() if len(known) == 1 else None
+    )
 
 
-def restore_signature(copies: int, shapes: Optional[Sequence[Sequence[int]]]) -> Optional[Signature]:
+def restore_signature(copies: int, shapes: Sequence[Sequence[int]] | None) -> Signature | None:
     """None when ``restore_parameters`` was not captured (no copies)."""
     n = numels_of(shapes)
     if not copies and not n:
@@ -105,11 +109,11 @@ def trace_key(sigs: Iterable[Signature]) -> bool:
 
 
 class Identity(msgspec.Struct, frozen=True):
-    fragment: Optional[int]  # None: not identified (no evidence, ambiguous, or no match)
+    fragment: int | None  # None: not identified (no evidence, ambiguous, or no match)
     candidates: tuple[int, ...]
     evidence: str  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     ambiguous: bool = False
-    problem: Optional[str] = None  # the evidence contradicts every fragment: the event fails
+    problem: str | None = None  # the evidence contradicts every fragment: the event fails
 
     @property
     def checked(self) -> bool:
@@ -132,7 +136,7 @@ class _Frag(msgspec.Struct, frozen=True):
     id: int
     sizes: Numels  # sorted parameter numels
     total: int
-    itemsize: Optional[int]
+    itemsize: int | None
 
 
 class ManifestIdentifier:
@@ -158,7 +162,7 @@ class ManifestIdentifier:
             return exact
         return tuple(f.id for f in frags if _buckets(sig.sizes, f.total))
 
-    def identify(self, sig: Optional[Signature], with_sizes: bool = True) -> Identity:
+    def identify(self, sig: Signature | None, with_sizes: bool = True) -> Identity:
         if sig is None:
             return NO_EVIDENCE
         ev = evidence_name(sig, with_sizes)
@@ -193,8 +197,8 @@ class ClusterIdentifier:
         self.order: list[tuple] = []
         self.votes: dict[tuple, Counter] = {}
         self.restore_votes: dict[tuple, Counter] = {}
-        self.ids: dict[tuple, Optional[int]] = {}
-        self.unusable: Optional[str] = None
+        self.ids: dict[tuple, int | None] = {}
+        self.unusable: str | None = None
 
     def learn_send(self, sig: Signature) -> None:
         k = sig.key(self.with_sizes)
@@ -202,12 +206,12 @@ class ClusterIdentifier:
             self.order.append(k)
             self.votes[k] = Counter()
 
-    def vote(self, sig: Signature, expected: Optional[int]) -> None:
+    def vote(self, sig: Signature, expected: int | None) -> None:
         k = sig.key(self.with_sizes)
         if expected is not None and k in self.votes:
             self.votes[k][expected] += 1
 
-    def learn_restore(self, sig: Signature, paired: Optional[Signature]) -> None:
+    def learn_restore(self, sig: Signature, paired: Signature | None) -> None:
         if paired is not None:
             self.restore_votes.setdefault(sig.key(self.with_sizes), Counter())[paired.key(self.with_sizes)] += 1
 
@@ -236,17 +240,17 @@ class ClusterIdentifier:
                 f"have the same {same}, or fewer fragments were sent: failed commits)"
             )
 
-    def class_of(self, sig: Optional[Signature]) -> Optional[tuple]:
+    def class_of(self, sig: Signature | None) -> tuple | None:
         return self._class(sig) if sig is not None else None
 
-    def _class(self, sig: Signature) -> Optional[tuple]:
+    def _class(self, sig: Signature) -> tuple | None:
         k = sig.key(self.with_sizes)
         if sig.kind == "send" or k in self.votes:
             return k if k in self.votes else None
         votes = self.restore_votes.get(k)
         return votes.most_common(1)[0][0] if votes else None
 
-    def identify(self, sig: Optional[Signature]) -> Identity:
+    def identify(self, sig: Signature | None) -> Identity:
         if sig is None:
             return NO_EVIDENCE
         ev = evidence_name(sig, self.with_sizes)
@@ -254,13 +258,22 @@ class ClusterIdentifier:
             return Identity(None, (), ev, ambiguous=True)
         k = self._class(sig)
         if k is None:
-            return NO_EVIDENCE if sig.kind == "restore" else Identity(None, (), ev, problem=f"{sig.describe()}: no send class")
+            return (
+                NO_EVIDENCE
+                if sig.kind == "restore"
+                else Identity(None, (), ev, problem=f"{sig.describe()}: no send class")
+            )
         fid = self.ids.get(k)
         if fid is None:
-            return Identity(None, (), ev, problem=f"{sig.describe()}: more distinct signatures ({len(self.order)}) than fragments ({self.f})")
+            return Identity(
+                None,
+                (),
+                ev,
+                problem=f"{sig.describe()}: more distinct signatures ({len(self.order)}) than fragments ({self.f})",
+            )
         return Identity(fid, (fid,), ev)
 
-    def same_class(self, a: Optional[Signature], b: Optional[Signature]) -> Optional[bool]:
+    def same_class(self, a: Signature | None, b: Signature | None) -> bool | None:
         """Do two signatures belong to one class? None when either has no class."""
         ka = self._class(a) if a is not None else None
         kb = self._class(b) if b is not None else None

@@ -6,8 +6,6 @@ to the steps each trace file captured; commit failures (``ftrun.check.commits``)
 
 from __future__ import annotations
 
-from typing import Optional
-
 import msgspec
 
 from ftrun import layout
@@ -46,11 +44,11 @@ def _spec_hint(run_dir) -> str:
 
 # How messages name the three schedule values (the flags of inspect-trace, by their keys).
 _FLAGS = {"fragments": "--fragments", "sync_every": "--sync-every", "fragment_sync_delay": "--fragment-sync-delay"}
-Triple = tuple[Optional[int], Optional[int], Optional[int]]
+Triple = tuple[int | None, int | None, int | None]
 
 
 def schedule_for(
-    inputs: Inputs, fragments: Optional[int], sync_every: Optional[int], fragment_sync_delay: Optional[int]
+    inputs: Inputs, fragments: int | None, sync_every: int | None, fragment_sync_delay: int | None
 ) -> Schedule:
     """The manifest's schedule (flags, if given, must agree) or the one the flags give."""
     flags: Triple = (fragments, sync_every, fragment_sync_delay)
@@ -61,8 +59,10 @@ def schedule_for(
         where = inputs.run_dir / "manifest.json" if inputs.run_dir else "manifest.json"
         if all(v is None for v in recorded):
             if any(v is None for v in flags):
-                raise BadInput(f"{where}: records no schedule (launched with --no-inspect); give --fragments, "
-                               "--sync-every and --fragment-sync-delay")
+                raise BadInput(
+                    f"{where}: records no schedule (launched with --no-inspect); give --fragments, "
+                    "--sync-every and --fragment-sync-delay"
+                )
             # a manifest that records no schedule (ftrun launch --no-inspect): the flags say it
         elif any(v is None for v in recorded):
             raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay")
@@ -76,8 +76,10 @@ def schedule_for(
         if missing:
             first = inputs.files[0].path
             if inputs.interrupted:  # ftrun's own run, stopped before it wrote its manifest
-                raise BadInput(f"{inputs.interrupted[0]}: interrupted run (stopped before it finished: no manifest.json, "
-                               f"so no schedule was recorded){_spec_hint(inputs.interrupted[0])}")
+                raise BadInput(
+                    f"{inputs.interrupted[0]}: interrupted run (stopped before it finished: no manifest.json, "
+                    f"so no schedule was recorded){_spec_hint(inputs.interrupted[0])}"
+                )
             need = " ".join(missing)
             raise BadInput(f"{first}: no manifest.json for these traces; give the run's schedule with {need}")
     f, h, delay = values

@@ -8,19 +8,19 @@ observe stage's ``Obs``.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ftrun.check import comm as communication
-from ftrun.check import gpu_comm
+from ftrun.check import comm as communication, gpu_comm
 from ftrun.check.observe import Obs
 from ftrun.check.result import EventResult, SendFigures, SyncFigures
 
 
-def _r(x: Optional[float]) -> Optional[float]:
+def _r(x: float | None) -> float | None:
     return round(x, 3) if x is not None else None
 
 
-def send_figures(o: Obs) -> Optional[SendFigures]:
+def send_figures(o: Obs) -> SendFigures | None:
     """None for a send whose communication was not attributed (never: ``comm.attribute`` gives one per send)."""
     sc = o.comm
     if sc is None:
@@ -28,7 +28,9 @@ def send_figures(o: Obs) -> Optional[SendFigures]:
     q = o.queue
     delayed = q is not None and q.max_delay_ms is not None
     return SendFigures(
-        allreduces=len(sc.calls), numel=sc.numel, bytes=sc.bytes,
+        allreduces=len(sc.calls),
+        numel=sc.numel,
+        bytes=sc.bytes,
         collectives=sum(c is not None for _, c in sc.calls) + len(sc.holds),
         queue_delay_ms=_r(q.max_delay_ms) if q is not None and delayed else None,
         queue_cause=q.cause if q is not None and delayed else None,
@@ -39,21 +41,33 @@ def sync_figures(o: Obs) -> SyncFigures:
     """The sync ``o``'s timing, with the send it waited for when that was captured (``o.paired``)."""
     assert o.sync is not None, "sync figures of a send"
     p = o.paired
-    t = communication.sync_timing(o.sync, p.comm if p else None, p.queue.serialized if p and p.queue else None,
-                                  p.quorum if p else None)
+    t = communication.sync_timing(
+        o.sync, p.comm if p else None, p.queue.serialized if p and p.queue else None, p.quorum if p else None
+    )
     return SyncFigures(
-        exposed_comm_ms=round(t.exposed_ms, 3), hidden_comm_ms=_r(t.hidden_ms), send_to_done_ms=_r(t.send_to_done_ms),
-        comm_union_ms=_r(t.comm_union_ms), should_commit_ms=_r(t.should_commit_ms),
-        exposed_data_ms=round(t.exposed_data_ms, 3), exposed_control_ms=round(t.exposed_control_ms, 3),
+        exposed_comm_ms=round(t.exposed_ms, 3),
+        hidden_comm_ms=_r(t.hidden_ms),
+        send_to_done_ms=_r(t.send_to_done_ms),
+        comm_union_ms=_r(t.comm_union_ms),
+        should_commit_ms=_r(t.should_commit_ms),
+        exposed_data_ms=round(t.exposed_data_ms, 3),
+        exposed_control_ms=round(t.exposed_control_ms, 3),
         quorum_ms=_r(t.quorum_ms),
         serialized=bool(t.serialized_collectives) if t.serialized_collectives is not None else None,
-        serialized_collectives=t.serialized_collectives, send_captured=p is not None,
+        serialized_collectives=t.serialized_collectives,
+        send_captured=p is not None,
         commit_sync_ms=_r(gpu_comm.commit_sync_ms(o.sync)),
     )
 
 
-_SUMMED = ("exposed_comm_ms", "hidden_comm_ms", "send_to_done_ms", "should_commit_ms", "exposed_data_ms",
-           "exposed_control_ms")
+_SUMMED = (
+    "exposed_comm_ms",
+    "hidden_comm_ms",
+    "send_to_done_ms",
+    "should_commit_ms",
+    "exposed_data_ms",
+    "exposed_control_ms",
+)
 
 
 def totals(results: Sequence[EventResult]) -> dict:

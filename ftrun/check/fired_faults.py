@@ -22,7 +22,7 @@ commits of its replica group at the sync it fired in (``fired_step``), and nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -35,13 +35,13 @@ class FaultMark(msgspec.Struct):
     replica: int
     action: str  # "kill" | "sigterm"
     step: int  # the fault fired at the start of this step
-    lost_steps: Optional[tuple[int, int]]  # inclusive; None when no step was lost
-    rejoined_step: Optional[int]  # None = never rejoined
-    heal: Optional[dict[str, Any]] = None  # {source_replica, manager_step, peer_step, step}
-    late_step: Optional[int] = None  # came back at this step, past the run's last: never rejoined the run
-    last_step: Optional[int] = None  # the run's last step
+    lost_steps: tuple[int, int] | None  # inclusive; None when no step was lost
+    rejoined_step: int | None  # None = never rejoined
+    heal: dict[str, Any] | None = None  # {source_replica, manager_step, peer_step, step}
+    late_step: int | None = None  # came back at this step, past the run's last: never rejoined the run
+    last_step: int | None = None  # the run's last step
     has_trace: bool = False
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
     text: str = ""
 
     @property
@@ -50,10 +50,17 @@ class FaultMark(msgspec.Struct):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "replica": self.replica, "action": self.action, "step": self.step,
+            "replica": self.replica,
+            "action": self.action,
+            "step": self.step,
             "lost_steps": list(self.lost_steps) if self.lost_steps else None,
-            "rejoined_step": self.rejoined_step, "never_rejoined": self.never_rejoined, "late_step": self.late_step,
-            "heal": self.heal, "has_trace": self.has_trace, "run_dir": self.run_dir, "text": self.text,
+            "rejoined_step": self.rejoined_step,
+            "never_rejoined": self.never_rejoined,
+            "late_step": self.late_step,
+            "heal": self.heal,
+            "has_trace": self.has_trace,
+            "run_dir": self.run_dir,
+            "text": self.text,
         }
 
 
@@ -65,9 +72,15 @@ class CommitVote(msgspec.Struct, frozen=True):
     sync_step: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"replica": self.replica, "action": "fail-commit", "step": self.step, "sync_step": self.sync_step,
-                "lost_steps": None, "text": f"replica {self.replica}: voted against its commit at sync step {self.sync_step} "
-                                            f"(--fail-commit {self.replica}@{self.step})"}
+        return {
+            "replica": self.replica,
+            "action": "fail-commit",
+            "step": self.step,
+            "sync_step": self.sync_step,
+            "lost_steps": None,
+            "text": f"replica {self.replica}: voted against its commit at sync step {self.sync_step} "
+            f"(--fail-commit {self.replica}@{self.step})",
+        }
 
 
 class FiredFaults(msgspec.Struct):
@@ -81,7 +94,9 @@ class FiredFaults(msgspec.Struct):
         return any(m.replica == replica for m in self.marks)
 
 
-def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]) -> FiredFaults:
+def fault_marks(
+    run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]
+) -> FiredFaults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
     out = FiredFaults()
     seen: set[tuple[int, int, str]] = set()
@@ -121,7 +136,9 @@ def fault_marks(run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[t
                 lost = (s, steps) if steps is not None and steps >= s else (s, s)
             else:
                 lost = (s, back - 1) if back > s else None
-            out.marks.append(FaultMark(r, f.action, s, lost, back, heal, late_step=late, last_step=steps, run_dir=str(rd)))
+            out.marks.append(
+                FaultMark(r, f.action, s, lost, back, heal, late_step=late, last_step=steps, run_dir=str(rd))
+            )
     return out
 
 
@@ -133,8 +150,10 @@ def describe(m: FaultMark) -> str:
     else:
         what += ", no steps lost"
     if m.late_step is not None:
-        what += (f", never rejoined the run (relaunched, it came back at step {m.late_step}, after the run's last "
-                 f"step {m.last_step}: the other groups had finished)")
+        what += (
+            f", never rejoined the run (relaunched, it came back at step {m.late_step}, after the run's last "
+            f"step {m.last_step}: the other groups had finished)"
+        )
     elif m.never_rejoined:
         what += ", never rejoined"
     else:
@@ -143,6 +162,8 @@ def describe(m: FaultMark) -> str:
         src = m.heal.get("source_replica")
         what += f", healed from replica {'?' if src is None else src} at manager step {m.heal.get('manager_step')}"
     if not m.has_trace:
-        what += ("; no trace (the killed incarnation never wrote its profiler window; "
-                 "a relaunched group is profiled only through its recovery, traces/recovery/)")
+        what += (
+            "; no trace (the killed incarnation never wrote its profiler window; "
+            "a relaunched group is profiled only through its recovery, traces/recovery/)"
+        )
     return what

@@ -31,7 +31,6 @@ this module only reads those attributions):
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Optional
 
 import msgspec
 
@@ -49,8 +48,8 @@ class Queued(msgspec.Struct, frozen=True):
     send: int
     issue_ts: float
     start_ts: float
-    cause: Optional[str]
-    blocker_send: Optional[int]  # the send whose collective pinned the start (None: none)
+    cause: str | None
+    blocker_send: int | None  # the send whose collective pinned the start (None: none)
     serialized: bool
 
     @property
@@ -90,7 +89,7 @@ def queueing(trace: TraceSpans, comms: list[SendComm]) -> list[Queued]:
     return out
 
 
-def _blocker(pool: list[Collective], k: int, issue: float, pin: float) -> Optional[Collective]:
+def _blocker(pool: list[Collective], k: int, issue: float, pin: float) -> Collective | None:
     """The collective before ``pool[k]`` (same stream on CUDA) running at ``issue`` whose end pins the start."""
     c = pool[k]
     start = c.span.ts
@@ -111,8 +110,8 @@ def _stream_wait_before(waits: list[Span], calls: list[Span], launch_ts: float) 
 
 
 class SendQueue(msgspec.Struct, frozen=True):
-    max_delay_ms: Optional[float]
-    cause: Optional[str]  # cause of the largest delay
+    max_delay_ms: float | None
+    cause: str | None  # cause of the largest delay
     serialized: int
 
 
@@ -136,21 +135,21 @@ def _summary(mine: list[Queued]) -> SendQueue:
     return SendQueue(worst.delay_us / 1000.0, worst.cause, sum(q.serialized for q in mine))
 
 
-def commit_sync_ms(sync: Sync) -> Optional[float]:
+def commit_sync_ms(sync: Sync) -> float | None:
     """Total of should_commit's stream synchronizes (None without a should_commit span)."""
     if sync.should_commit is None:
         return None
     return sum(s.dur for s in sync.commit_syncs) / 1000.0
 
 
-def _step_at(steps, ts: float) -> Optional[int]:
+def _step_at(steps, ts: float) -> int | None:
     for s in steps:
         if s.span.ts <= ts <= s.span.end:
             return s.number
     return None
 
 
-def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[Optional[int], Optional[int]]]:
+def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[int | None, int | None]]:
     """Per linked NCCL kernel: (host step of its launch; host step of the launch of the last other
     kernel on its device that started at or before it). ``compute``: ``spans.compute_launches``
     of the same trace. Both from launches: kineto copies no step span to the GPU side to place

@@ -10,7 +10,7 @@ stage needs to infer failed commits); ``label(wobs, pairs)`` then fixes each obs
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -19,7 +19,7 @@ from ftrun.check.observe import Obs, WorkerObs
 from ftrun.layout import AnyManifest, Manifest
 from ftrun.schedule import Event, Schedule
 
-Pair = tuple[Optional[Event], Optional[Obs]]  # (expected, observed), from the expect/match stage
+Pair = tuple[Event | None, Obs | None]  # (expected, observed), from the expect/match stage
 
 
 class Identities(msgspec.Struct):
@@ -34,22 +34,25 @@ class Identities(msgspec.Struct):
 class RunIdentities:
     """Trace -> signature -> identity for every observation of the run (module docstring)."""
 
-    def __init__(self, manifest: Optional[AnyManifest], wobs: list[WorkerObs], schedule: Schedule) -> None:
+    def __init__(self, manifest: AnyManifest | None, wobs: list[WorkerObs], schedule: Schedule) -> None:
         self.schedule = schedule
         sends = [o.sig for wo in wobs for o in wo.obs if o.kind == "send" and o.sig is not None]
         self.with_sizes = trace_key(sends)
         frags = manifest.fragments if manifest is not None else None
         self.has_manifest = manifest is not None  # ftrun launch: a manifest without fragment sizes
-        self.manifest: Optional[ManifestIdentifier] = None
-        self.cluster: Optional[ClusterIdentifier] = None
+        self.manifest: ManifestIdentifier | None = None
+        self.cluster: ClusterIdentifier | None = None
         if frags:
             bucketized = isinstance(manifest, Manifest) and bool(manifest.config.get("bucketize"))
             self.manifest = ManifestIdentifier(frags, bucketized)
             return
         self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)
         order = sorted(
-            ((o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o)
-             for wi, wo in enumerate(wobs) for o in wo.obs),
+            (
+                (o.step if o.step is not None else 1 << 30, o.kind != "send", wi, o.ts, o)
+                for wi, wo in enumerate(wobs)
+                for o in wo.obs
+            ),
             key=lambda x: x[:4],
         )
         for *_, o in order:
@@ -75,7 +78,7 @@ class RunIdentities:
         """Can the classes tell every fragment apart? (Else a repeated class is no evidence of a retry.)"""
         return self.manifest is not None or len(self._clusters.order) >= self.schedule.fragments
 
-    def cls(self, o: Optional[Obs]):
+    def cls(self, o: Obs | None):
         """A label-free class of what ``o`` moved (manifest fragment, else signature class)."""
         if o is None or o.sig is None:
             return None
@@ -124,8 +127,9 @@ class RunIdentities:
                     "torchft's Baby process groups): sends told apart by their number of allreduces"
                 )
             else:
-                out.append("no tensor sizes in the trace (record_shapes off): sends told apart by their number of "
-                           "allreduces")
+                out.append(
+                    "no tensor sizes in the trace (record_shapes off): sends told apart by their number of allreduces"
+                )
         traces = {id(o.trace): o.trace for o in sends}
         bare = [t for t in traces.values() if not t.collectives]
         if bare:

@@ -12,7 +12,7 @@ expected events (ties: top).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -38,7 +38,8 @@ def expected_events(schedule: Schedule, ranges, failed: Sequence[int], lost) -> 
     """Expected events inside the captured steps, outside the steps lost to a fault."""
     last = max((hi for _, hi in ranges), default=0)
     return [
-        e for e in schedule.events(last, failed_cycles=failed)
+        e
+        for e in schedule.events(last, failed_cycles=failed)
         if any(lo <= e.step <= hi for lo, hi in ranges) and not any(a <= e.step <= b for a, b in lost)
     ]
 
@@ -49,7 +50,7 @@ def expect(seen: WorkerObs, schedule: Schedule, failed: list[int], lost: Sequenc
 
 def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pair]:
     """Pair expected events with observed ones: same step, then nearest within a window."""
-    by_key: dict[tuple[str, Optional[int]], list[Obs]] = {}
+    by_key: dict[tuple[str, int | None], list[Obs]] = {}
     for o in obs:
         by_key.setdefault((o.kind, o.step), []).append(o)
     left_e: list[Event] = []
@@ -73,8 +74,9 @@ def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pai
     return pairs
 
 
-def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requested: str,
-               faults: FiredFaults) -> tuple[int, dict]:
+def fit_offset(
+    workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: FiredFaults
+) -> tuple[int, dict]:
     """The ``ProfilerStep`` offset, and how it was chosen (the report's ``step_numbering``)."""
     if requested != "auto":
         return NUMBERINGS[requested], {"requested": requested, "used": requested}
@@ -83,8 +85,10 @@ def fit_offset(workers: list[Worker], schedule: Schedule, failed: dict, requeste
         n = 0
         for w in workers:
             seen = observe(w, schedule.window, off)
-            exp = {(e.kind, e.step) for e in expected_events(schedule, seen.ranges, failed[(w.replica, w.rank)],
-                                                             faults.lost(w.replica))}
+            exp = {
+                (e.kind, e.step)
+                for e in expected_events(schedule, seen.ranges, failed[(w.replica, w.rank)], faults.lost(w.replica))
+            }
             n += sum((o.kind, o.step) in exp for o in seen.obs) - sum(o.step is None for o in seen.obs)
         scores[name] = n
     used = max(NUMBERINGS, key=lambda k: (scores[k], k == "top"))
@@ -105,16 +109,23 @@ def syncs_seen(seen: WorkerObs, ids: RunIdentities) -> list[commit_checks.SyncSe
     for i, o in enumerate(obs):
         if o.sync is None or o.step is None:
             continue
-        nxt = next((x for x in obs[i + 1:] if x.kind == "send"), None)
-        out.append(commit_checks.SyncSeen(
-            o.step, ids.cls(o.paired), ids.cls(o), ids.cls(nxt), nxt.step if nxt is not None else None,
-            o.sync.committed,
-        ))
+        nxt = next((x for x in obs[i + 1 :] if x.kind == "send"), None)
+        out.append(
+            commit_checks.SyncSeen(
+                o.step,
+                ids.cls(o.paired),
+                ids.cls(o),
+                ids.cls(nxt),
+                nxt.step if nxt is not None else None,
+                o.sync.committed,
+            )
+        )
     return out
 
 
-def infer_failed(matches: list[WorkerMatch], logged: set[int], ids: RunIdentities,
-                 schedule: Schedule) -> list[tuple[WorkerMatch, int, str]]:
+def infer_failed(
+    matches: list[WorkerMatch], logged: set[int], ids: RunIdentities, schedule: Schedule
+) -> list[tuple[WorkerMatch, int, str]]:
     """Failed commits of the replicas without an event log, inferred from their traces:
     (worker, sync step, how). Updates each such worker's failed cycles and expectations."""
     inferred: list[tuple[WorkerMatch, int, str]] = []

@@ -22,24 +22,39 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
 from ftrun import layout
-from ftrun.errors import BadInput
 from ftrun.check.throughput import decompose, mean_decomposition
+from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, replica_stats, stepped
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
-FIGURES = ("steps_per_s", "tokens_per_s", "wall_s", "exposed_comm_s", "exposed_data_s", "exposed_control_s",
-           "per_sync_exposed_ms", "per_sync_exposed_control_ms", "hidden_comm_share", "compute_utilisation",
-           "median_step_s", "median_overlapped_step_s", "overlap_slowdown", "overlap_lost_s", "final_loss")
+FIGURES = (
+    "steps_per_s",
+    "tokens_per_s",
+    "wall_s",
+    "exposed_comm_s",
+    "exposed_data_s",
+    "exposed_control_s",
+    "per_sync_exposed_ms",
+    "per_sync_exposed_control_ms",
+    "hidden_comm_share",
+    "compute_utilisation",
+    "median_step_s",
+    "median_overlapped_step_s",
+    "overlap_slowdown",
+    "overlap_lost_s",
+    "final_loss",
+)
 PER_REPLICA_FIGURES = ("steps_per_s_per_replica", "tokens_per_s_per_replica")
 
 
-def _mean(xs: Sequence[float | None]) -> Optional[float]:
+def _mean(xs: Sequence[float | None]) -> float | None:
     """The mean of the figures measured (None: not measured), None when none was."""
     got = [x for x in xs if x is not None]
     return sum(got) / len(got) if got else None
@@ -88,7 +103,9 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
                 "commits": s.commits,
                 "exposed_comm_s": s.exposed_data_s,
                 "exposed_control_s": s.exposed_control_s,
-                "compute_utilisation": (train_s - s.exposed_data_s - s.exposed_control_s) / train_s if train_s else None,
+                "compute_utilisation": (train_s - s.exposed_data_s - s.exposed_control_s) / train_s
+                if train_s
+                else None,
                 "median_step_s": s.median_plain_step_s,
                 "total_bytes": sum(frag_bytes.get(x.sent, 0) for x in stepped(recs) if x.sent is not None),
                 "losses": s.losses,
@@ -97,8 +114,11 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     if not per_replica:
         raise BadInput(f"compare: {', '.join(map(str, dirs))} has no event logs")
     walls = [m.wall_s for m in manifests if m.wall_s is not None]
-    sync_figs = [e.sync for e in report.events if e.sync is not None and e.sync.send_to_done_ms is not None
-                 and e.observed_step is not None]
+    sync_figs = [
+        e.sync
+        for e in report.events
+        if e.sync is not None and e.sync.send_to_done_ms is not None and e.observed_step is not None
+    ]
     comm = sum(s.send_to_done_ms for s in sync_figs)
     hidden = sum(s.hidden_comm_ms or 0.0 for s in sync_figs)
     send_bytes = [e.send.bytes for e in report.events if e.send is not None and e.send.bytes]
@@ -122,7 +142,9 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         "steps_per_s": sps,
         "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
         "tokens_per_s": sps * tokens_per_step if sps else None,
-        "tokens_per_s_per_replica": [p["steps_per_s"] * tokens_per_step if p["steps_per_s"] else None for p in per_replica],
+        "tokens_per_s_per_replica": [
+            p["steps_per_s"] * tokens_per_step if p["steps_per_s"] else None for p in per_replica
+        ],
         "wall_s": max(walls) if walls else None,
         "syncs": syncs,
         "commits": _mean([p["commits"] for p in per_replica]),
@@ -153,18 +175,23 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     }
 
 
-def measured_step_s(run_dir: Path, replicas: int) -> Optional[float]:
+def measured_step_s(run_dir: Path, replicas: int) -> float | None:
     """A trained run's median compute step (``median_step_s``: steps with neither send nor
     sync, from rank 0's event log of each replica, averaged), without its traces."""
-    return _mean([replica_stats(read_event_log(layout.event_log(run_dir, r, 0))).median_plain_step_s
-                  for r in range(replicas)])
+    return _mean(
+        [replica_stats(read_event_log(layout.event_log(run_dir, r, 0))).median_plain_step_s for r in range(replicas)]
+    )
 
 
 def numerics_brief(num: dict[str, Any] | None) -> dict[str, Any]:
     """The numeric check of a run in brief: status, syncs checked, problems (count), why not checked."""
     num = num or {"status": "not checked", "why": "no event logs", "checked": 0, "problems": []}
-    return {"status": num["status"], "checked": num.get("checked", 0), "problems": len(num.get("problems") or []),
-            "why": num.get("why")}
+    return {
+        "status": num["status"],
+        "checked": num.get("checked", 0),
+        "problems": len(num.get("problems") or []),
+        "why": num.get("why"),
+    }
 
 
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
@@ -190,7 +217,9 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
         "recovered_s": [f.get("recovered_s") for f in faults],
         # the breakdown (ftrun.check.recovery): fault -> the group's first commit, and where it went
         "recovery_s": [b.get("total_s") for b in breakdown],
-        "largest_phase": [[b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))] for b in breakdown],
+        "largest_phase": [
+            [b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))] for b in breakdown
+        ],
     }
 
 
@@ -214,16 +243,24 @@ def aggregate(reps: list[dict]) -> dict:
     for key in PER_REPLICA_FIGURES:  # element-wise median, per replica
         lists = [r.get(key) or [] for r in reps]
         if lists and all(len(x) == len(lists[0]) for x in lists):
-            out[key] = [statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None
-                        for col in zip(*lists, strict=True)]
+            out[key] = [
+                statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None
+                for col in zip(*lists, strict=True)
+            ]
     parts = [d for r in reps if (d := r.get("decomposition"))]
     if len(parts) == len(reps):  # term by term, as the figures: the median over the repeats
-        out["decomposition"] = {k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
-                                for k in parts[0] for v in [[d.get(k) for d in parts]]}
+        out["decomposition"] = {
+            k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
+            for k in parts[0]
+            for v in [[d.get(k) for d in parts]]
+        }
     out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
     briefs = [r.get("numerics") or {} for r in reps]  # the worst repeat: one with problems, else one not checked
     out["numerics"] = next((b for b in briefs if b.get("problems")), None) or next(
-        (b for b in briefs if b.get("status") != "checked"), briefs[0])
+        (b for b in briefs if b.get("status") != "checked"), briefs[0]
+    )
     out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
-    out["repeat_runs"] = [{"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps]
+    out["repeat_runs"] = [
+        {"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps
+    ]
     return out

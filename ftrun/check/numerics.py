@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from ftrun.layout import SKETCH_STAGE, EventRecord, RoundNumerics, Sketch
 
@@ -69,31 +69,39 @@ Z = 8.0
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
 FP8_E4M3_ROUNDOFF = 2.0**-4  # e4m3: 3 mantissa bits, round to nearest (module docstring)
 FP8_E4M3_SUBNORMAL = 2.0**-10 / 448.0  # half of e4m3's subnormal spacing 2^-9, relative to a row's max (scaled to 448)
-QUANTIZED_NOT_CHECKED = ("quantized rounds: not checked (torchft's quantized allreduce calls the process group's "
-                         "alltoall + allgather, not the allreduce the sketches hook)")
+QUANTIZED_NOT_CHECKED = (
+    "quantized rounds: not checked (torchft's quantized allreduce calls the process group's "
+    "alltoall + allgather, not the allreduce the sketches hook)"
+)
 U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 
 
 def tolerance_rule() -> str:
-    return (f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
-            f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
-            f"and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
-            f"W replicas in the collective, n participants; quantized fp8 e4m3 average: "
-            f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements; "
-            f"quantized rounds are not sketched: not checked)")
+    return (
+        f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
+        f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
+        f"and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
+        f"W replicas in the collective, n participants; quantized fp8 e4m3 average: "
+        f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements; "
+        f"quantized rounds are not sketched: not checked)"
+    )
 
 
 def roundoff(dtype: str) -> float:
     return UNIT_ROUNDOFF.get(dtype, U32)
 
 
-def sketch_error(s: Sketch, norm: Optional[float] = None) -> float:
+def sketch_error(s: Sketch, norm: float | None = None) -> float:
     """Budget for the sketch's own rounding (its float32 first stage and float64 rest); ``norm``
     stands in for a sketch recorded without its norm."""
     size = s.norm if s.norm is not None else (norm or 0.0)
     # the float32 stage's rows as recorded (a sketch from before the field: bounded by the
     # fragment's size; below SKETCH_STAGE elements no float32 stage runs)
-    rows = s.stage_rows if s.stage_rows is not None else (math.ceil(s.numel / SKETCH_STAGE) if s.numel > SKETCH_STAGE else 0)
+    rows = (
+        s.stage_rows
+        if s.stage_rows is not None
+        else (math.ceil(s.numel / SKETCH_STAGE) if s.numel > SKETCH_STAGE else 0)
+    )
     stage = math.sqrt(rows / 2 + 1) if rows > 1 else 0.0  # one row per column: no float32 addition
     return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * size
 
@@ -122,7 +130,7 @@ def quantized_average_tolerance(contributions: list[Sketch], average: Sketch, n:
     return data + sketch_error(average, sum_norm / n) + sum(sketch_error(c) for c in contributions) / n
 
 
-def average_tolerance(total: Sketch, average: Sketch, n: int, bound: Optional[float] = None) -> float:
+def average_tolerance(total: Sketch, average: Sketch, n: int, bound: float | None = None) -> float:
     """``total``: the SUM; its norm (or ``bound`` = Σ||c|| when not recorded) also bounds the average's."""
     size = total.norm if total.norm is not None else (bound or 0.0)
     return Z * roundoff(average.dtype) * size / n + sketch_error(average, size / n) + sketch_error(total, size) / n
@@ -153,11 +161,11 @@ class ReplicaRound:
 
     replica: int
     rank: int
-    send: Optional[RoundNumerics] = None
-    sync: Optional[RoundNumerics] = None
-    commit: Optional[bool] = None
-    sync_step: Optional[int] = None
-    manager_step_after: Optional[int] = None
+    send: RoundNumerics | None = None
+    sync: RoundNumerics | None = None
+    commit: bool | None = None
+    sync_step: int | None = None
+    manager_step_after: int | None = None
 
     @property
     def head(self) -> RoundNumerics:
@@ -188,17 +196,19 @@ class Numerics:
     """The check's result. ``status``: "checked" or "not checked" (``why``)."""
 
     status: str = "not checked"
-    why: Optional[str] = None
+    why: str | None = None
     checked: int = 0  # collective rounds (committed syncs) whose every check ran
     replica_syncs_checked: int = 0
     committed: int = 0  # committed syncs (replica, rank, sync step) in the logs
     not_checked: dict[str, int] = field(default_factory=dict)  # why -> how many committed replica-syncs
     problems: list[dict[str, Any]] = field(default_factory=list)
-    largest_error: Optional[dict[str, Any]] = None  # the check closest to its tolerance
+    largest_error: dict[str, Any] | None = None  # the check closest to its tolerance
     heals: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     # rounds whose commit failed everywhere: their SUM checked all the same (``_Checker.failed_round``)
-    failed_rounds: dict[str, int] = field(default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0})
+    failed_rounds: dict[str, int] = field(
+        default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0}
+    )
 
     @property
     def ok(self) -> bool:
@@ -209,15 +219,23 @@ class Numerics:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "status": self.status, "why": self.why, "checked": self.checked,
-            "replica_syncs_checked": self.replica_syncs_checked, "committed": self.committed,
-            "not_checked": self.not_checked, "paths": self.paths,
+            "status": self.status,
+            "why": self.why,
+            "checked": self.checked,
+            "replica_syncs_checked": self.replica_syncs_checked,
+            "committed": self.committed,
+            "not_checked": self.not_checked,
+            "paths": self.paths,
             "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error},
-            "problems": self.problems, "heals": self.heals, "failed_rounds": self.failed_rounds,
+            "problems": self.problems,
+            "heals": self.heals,
+            "failed_rounds": self.failed_rounds,
         }
 
 
-def _rounds(logs: dict[tuple[int, int], list[EventRecord]]) -> tuple[dict[tuple, list[ReplicaRound]], int, dict[str, int]]:
+def _rounds(
+    logs: dict[tuple[int, int], list[EventRecord]],
+) -> tuple[dict[tuple, list[ReplicaRound]], int, dict[str, int]]:
     """Group every rank's rounds into collectives: (rank, fragment, quorum id, manager step,
     occurrence) -> one ``ReplicaRound`` per replica. Also: committed syncs in the logs, and the
     committed ones without a sync sketch (why -> count)."""
@@ -246,7 +264,12 @@ def _rounds(logs: dict[tuple[int, int], list[EventRecord]]) -> tuple[dict[tuple,
                 if p.phase == "send":
                     rr.send = p
                 else:
-                    rr.sync, rr.commit, rr.sync_step, rr.manager_step_after = p, rec.commit, rec.step, rec.manager_step_after
+                    rr.sync, rr.commit, rr.sync_step, rr.manager_step_after = (
+                        p,
+                        rec.commit,
+                        rec.step,
+                        rec.manager_step_after,
+                    )
                     del open_[key]
     return groups, committed, missing
 
@@ -263,22 +286,44 @@ class _Checker:
             self.out.largest_error = {"check": check, "where": where, "error": err, "tolerance": tol, "ratio": ratio}
         return err <= tol
 
-    def problem(self, rr: ReplicaRound, head: RoundNumerics, check: str, expected: Optional[float], observed: Optional[float],
-                error: Optional[float], tol: Optional[float], cause: str, what: str) -> None:
-        where = (f"sync step {rr.sync_step if rr.sync_step is not None else head.sync_step} "
-                 f"(manager step {head.manager_step}), "
-                 f"fragment {head.fragment}, replica {rr.replica} rank {rr.rank}")
+    def problem(
+        self,
+        rr: ReplicaRound,
+        head: RoundNumerics,
+        check: str,
+        expected: float | None,
+        observed: float | None,
+        error: float | None,
+        tol: float | None,
+        cause: str,
+        what: str,
+    ) -> None:
+        where = (
+            f"sync step {rr.sync_step if rr.sync_step is not None else head.sync_step} "
+            f"(manager step {head.manager_step}), "
+            f"fragment {head.fragment}, replica {rr.replica} rank {rr.rank}"
+        )
         nums = ""
         if expected is not None and observed is not None:
             nums = f": expected {expected:.9g}, observed {observed:.9g}"
             if error is not None and tol is not None:
                 nums += f" (error {error:.3g}, tolerance {tol:.3g})"
-        self.out.problems.append({
-            "sync_step": rr.sync_step if rr.sync_step is not None else head.sync_step, "manager_step": head.manager_step,
-            "fragment": head.fragment, "replica": rr.replica, "rank": rr.rank, "check": check,
-            "expected": expected, "observed": observed, "error": error, "tolerance": tol, "cause": cause,
-            "text": f"{where}: {what}{nums}; likely cause: {cause}",
-        })
+        self.out.problems.append(
+            {
+                "sync_step": rr.sync_step if rr.sync_step is not None else head.sync_step,
+                "manager_step": head.manager_step,
+                "fragment": head.fragment,
+                "replica": rr.replica,
+                "rank": rr.rank,
+                "check": check,
+                "expected": expected,
+                "observed": observed,
+                "error": error,
+                "tolerance": tol,
+                "cause": cause,
+                "text": f"{where}: {what}{nums}; likely cause: {cause}",
+            }
+        )
 
     def failed_round(self, rounds: list[ReplicaRound]) -> None:
         """A round no replica committed (e.g. torchft 0.2.0's Baby process groups): was its SUM
@@ -311,30 +356,50 @@ class _Checker:
             # torchft's quantized allreduce bypassed the hooked allreduce: nothing to check, unless
             # the contributions were sketched some other way (then: the fp8 budget on the average)
             if len(sends) < world or not world or any(not r.contribution.numel for r in sends):
-                self.out.not_checked[QUANTIZED_NOT_CHECKED] = self.out.not_checked.get(QUANTIZED_NOT_CHECKED, 0) + len(done)
+                self.out.not_checked[QUANTIZED_NOT_CHECKED] = self.out.not_checked.get(QUANTIZED_NOT_CHECKED, 0) + len(
+                    done
+                )
                 return
             self._quantized(rounds, done, sends, head)
             return
         if len(sends) < world:
             have = sorted(r.replica for r in sends)
             for rr in done:
-                self.problem(rr, head, "sketch missing", None, None, None, None, "a sketch missing (a rank's event log lacks its send)",
-                             f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
-                             "the SUM cannot be checked")
+                self.problem(
+                    rr,
+                    head,
+                    "sketch missing",
+                    None,
+                    None,
+                    None,
+                    None,
+                    "a sketch missing (a rank's event log lacks its send)",
+                    f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
+                    "the SUM cannot be checked",
+                )
             return
         participants = [r for r in sends if r.sent.participating]
         n = len(participants)
         for r in sends:
             c = r.contribution
             if not r.sent.participating and c.norm != 0.0:
-                self.problem(r, head, "non-participant", 0.0, c.norm, c.norm, 0.0, "a non-participant's values reached the SUM",
-                             "a replica not participating contributed non-zero values (norm of its contribution)")
+                self.problem(
+                    r,
+                    head,
+                    "non-participant",
+                    0.0,
+                    c.norm,
+                    c.norm,
+                    0.0,
+                    "a non-participant's values reached the SUM",
+                    "a replica not participating contributed non-zero values (norm of its contribution)",
+                )
         total = [0.0] * len(sends[0].contribution.proj)
         for r in sends:
             total = _add(total, r.contribution.proj)
         contribs = [r.contribution for r in sends]
         bound = sum(c.norm or 0.0 for c in contribs)  # >= ||SUM||: the SUM's norm is not recorded
-        first_avg: Optional[tuple[ReplicaRound, Sketch]] = None
+        first_avg: tuple[ReplicaRound, Sketch] | None = None
         checked_all = True
         for rr in done:
             s, a = rr.synced.sum, rr.synced.average
@@ -348,24 +413,51 @@ class _Checker:
             ok = True
             if rr.head.participants != n:
                 ok = False
-                self.problem(rr, head, "participants", float(n), float(rr.head.participants or 0), None, None,
-                             "a wrong participant count", f"its manager counted {rr.head.participants} participants, "
-                             f"{n} replica(s) of the collective participated")
+                self.problem(
+                    rr,
+                    head,
+                    "participants",
+                    float(n),
+                    float(rr.head.participants or 0),
+                    None,
+                    None,
+                    "a wrong participant count",
+                    f"its manager counted {rr.head.participants} participants, "
+                    f"{n} replica(s) of the collective participated",
+                )
             tol = sum_tolerance(contribs, s, world, head.path)
             err, j = _diff(s.proj, total)
             if not self.measure(err, tol, "SUM = sum of contributions", where):
                 ok = False
                 cause = self._sum_cause(s, total, sends, prev, tol, bound)
-                self.problem(rr, head, "sum", total[j], s.proj[j], err, tol, cause,
-                             "the process group's SUM is not the sum of the contributions")
+                self.problem(
+                    rr,
+                    head,
+                    "sum",
+                    total[j],
+                    s.proj[j],
+                    err,
+                    tol,
+                    cause,
+                    "the process group's SUM is not the sum of the contributions",
+                )
             if n:
                 tol = average_tolerance(s, a, n, bound)
                 want = _scale(s.proj, 1.0 / n)
                 err, j = _diff(a.proj, want)
                 if not self.measure(err, tol, "average = SUM / participants", where):
                     ok = False
-                    self.problem(rr, head, "average", want[j], a.proj[j], err, tol, self._avg_cause(s, a, n, world, prev, tol),
-                                 f"the average the outer optimizer stepped on is not SUM / {n} participants")
+                    self.problem(
+                        rr,
+                        head,
+                        "average",
+                        want[j],
+                        a.proj[j],
+                        err,
+                        tol,
+                        self._avg_cause(s, a, n, world, prev, tol),
+                        f"the average the outer optimizer stepped on is not SUM / {n} participants",
+                    )
             # every participant stepped from the same average: each one that passed its own checks
             # against the first that did (one that failed them is already named above)
             if ok and n and rr.send is not None and rr.sent.participating:
@@ -378,16 +470,25 @@ class _Checker:
                     err, j = _diff(a.proj, qa.proj)
                     if not self.measure(err, tol, "same average on every participant", where):
                         ok = False
-                        self.problem(rr, head, "same average", qa.proj[j], a.proj[j], err, tol,
-                                     "values changed after the collective on one replica",
-                                     f"participants stepped from different averages (replica {q.replica}'s is the reference)")
+                        self.problem(
+                            rr,
+                            head,
+                            "same average",
+                            qa.proj[j],
+                            a.proj[j],
+                            err,
+                            tol,
+                            "values changed after the collective on one replica",
+                            f"participants stepped from different averages (replica {q.replica}'s is the reference)",
+                        )
             if ok:
                 self.out.replica_syncs_checked += 1
         if checked_all:
             self.out.checked += 1
 
-    def _quantized(self, rounds: list[ReplicaRound], done: list[ReplicaRound], sends: list[ReplicaRound],
-                   head: RoundNumerics) -> None:
+    def _quantized(
+        self, rounds: list[ReplicaRound], done: list[ReplicaRound], sends: list[ReplicaRound], head: RoundNumerics
+    ) -> None:
         """A quantized round with every contribution sketched: average = Σ contributions / n
         within ``quantized_average_tolerance`` (no SUM is observable on that path)."""
         n = sum(1 for r in sends if r.sent.participating)
@@ -409,10 +510,18 @@ class _Checker:
             if self.measure(err, tol, "quantized average = sum of contributions / participants", where):
                 self.out.replica_syncs_checked += 1
             else:
-                self.problem(rr, head, "average", exp[j], a.proj[j], err, tol,
-                             "values beyond the fp8 quantization error (or a wrong divide)",
-                             f"the quantized round's average is not the sum of the contributions / {n} participants "
-                             "within the fp8 e4m3 budget")
+                self.problem(
+                    rr,
+                    head,
+                    "average",
+                    exp[j],
+                    a.proj[j],
+                    err,
+                    tol,
+                    "values beyond the fp8 quantization error (or a wrong divide)",
+                    f"the quantized round's average is not the sum of the contributions / {n} participants "
+                    "within the fp8 e4m3 budget",
+                )
         if checked_all:
             self.out.checked += 1
 
@@ -421,43 +530,77 @@ class _Checker:
             if r.sync is not None:
                 self.prev[(r.replica, r.rank, r.head.fragment)] = r
 
-    def _sum_cause(self, s: Sketch, total: list[float], sends: list[ReplicaRound], prev: Optional[ReplicaRound], tol: float,
-                   bound: float) -> str:
+    def _sum_cause(
+        self,
+        s: Sketch,
+        total: list[float],
+        sends: list[ReplicaRound],
+        prev: ReplicaRound | None,
+        tol: float,
+        bound: float,
+    ) -> str:
         for q in sends:
-            if q.sent.participating and q.contribution.norm != 0.0 and _near(s.proj, _add(total, q.contribution.proj, -1.0), tol):
+            if (
+                q.sent.participating
+                and q.contribution.norm != 0.0
+                and _near(s.proj, _add(total, q.contribution.proj, -1.0), tol)
+            ):
                 return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
         if prev is not None and prev.synced.sum is not None and _near(s.proj, prev.synced.sum.proj, 2 * tol):
-            return ("a stale buffer (the SUM equals this replica's previous round of the fragment, "
-                    f"manager step {prev.head.manager_step})")
+            return (
+                "a stale buffer (the SUM equals this replica's previous round of the fragment, "
+                f"manager step {prev.head.manager_step})"
+            )
         rel = _diff(s.proj, total)[0] / max(s.norm if s.norm is not None else bound, 1e-300)
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
 
-    def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: Optional[ReplicaRound], tol: float) -> str:
+    def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: ReplicaRound | None, tol: float) -> str:
         if n > 1 and _near(a.proj, s.proj, n * tol):
             return "not divided at all: the average is the SUM (torchft's divide-by-participants callback did not run)"
         if _near(a.proj, _scale(s.proj, 1.0 / (n + 1)), tol):
-            return (f"divided by participants + 1 = {n + 1} instead of {n} participants "
-                    "(the world size instead of the participants?)")
+            return (
+                f"divided by participants + 1 = {n + 1} instead of {n} participants "
+                "(the world size instead of the participants?)"
+            )
         if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
             return f"divided by the world size {world} instead of {n} participants"
         if prev is not None and prev.synced.average is not None and _near(a.proj, prev.synced.average.proj, 2 * tol):
-            return ("a stale buffer (the average equals this replica's previous round, "
-                    f"manager step {prev.head.manager_step})")
+            return (
+                "a stale buffer (the average equals this replica's previous round, "
+                f"manager step {prev.head.manager_step})"
+            )
         return "values changed after the collective (between torchft's divide and the outer step)"
 
     def heals(self, logs: dict[tuple[int, int], list[EventRecord]], groups: dict[tuple, list[ReplicaRound]]) -> None:
-        done = [r for rs in groups.values() for r in rs if r.sync is not None and r.commit and r.sync.globals is not None]
+        done = [
+            r for rs in groups.values() for r in rs if r.sync is not None and r.commit and r.sync.globals is not None
+        ]
         for (replica, rank), recs in sorted(logs.items()):
             for i, rec in enumerate(recs):
                 if not rec.heal_numerics:
                     continue
                 hn = rec.heal_numerics
                 src = rec.healed.source_replica if rec.healed else None
-                entry: dict[str, Any] = {"replica": replica, "rank": rank, "source_replica": src, "manager_step": hn.manager_step,
-                                         "step": rec.step, "fragments_checked": 0, "fragments_not_checked": [], "params_match": None}
+                entry: dict[str, Any] = {
+                    "replica": replica,
+                    "rank": rank,
+                    "source_replica": src,
+                    "manager_step": hn.manager_step,
+                    "step": rec.step,
+                    "fragments_checked": 0,
+                    "fragments_not_checked": [],
+                    "params_match": None,
+                }
                 for f, mine in enumerate(hn.fragments):
-                    theirs = [r for r in done if r.rank == rank and r.head.fragment == f and r.replica != replica
-                              and (src is None or r.replica == src) and (r.manager_step_after or 0) <= hn.manager_step]
+                    theirs = [
+                        r
+                        for r in done
+                        if r.rank == rank
+                        and r.head.fragment == f
+                        and r.replica != replica
+                        and (src is None or r.replica == src)
+                        and (r.manager_step_after or 0) <= hn.manager_step
+                    ]
                     if not theirs:
                         entry["fragments_not_checked"].append(f)
                         continue
@@ -471,10 +614,18 @@ class _Checker:
                         entry["params_match"] = False
                         rr = ReplicaRound(replica, rank, sync_step=rec.step)
                         head = RoundNumerics("heal", f, hn.manager_step, None)
-                        self.problem(rr, head, "heal", ref_globals.proj[j], mine.proj[j], err, tol,
-                                     "the checkpoint transport delivered other parameters",
-                                     f"after healing from replica {ref.replica}, fragment {f}'s global parameters differ from "
-                                     f"the source's after its commit to manager step {ref.manager_step_after}")
+                        self.problem(
+                            rr,
+                            head,
+                            "heal",
+                            ref_globals.proj[j],
+                            mine.proj[j],
+                            err,
+                            tol,
+                            "the checkpoint transport delivered other parameters",
+                            f"after healing from replica {ref.replica}, fragment {f}'s global parameters differ from "
+                            f"the source's after its commit to manager step {ref.manager_step_after}",
+                        )
                     elif entry["params_match"] is None:
                         entry["params_match"] = True
                 first = next((p for x in recs[i:] for p in (x.numerics or []) if p.phase == "send"), None)
@@ -482,16 +633,23 @@ class _Checker:
                     # the rule: a non-participant contributes zeros; a participant's values are in
                     # the SUM, which the round's own check verified (no problem named it)
                     zero = first.contribution.norm == 0.0
-                    flagged = any(p["fragment"] == first.fragment and p["manager_step"] == first.manager_step
-                                  for p in self.out.problems)
-                    entry["first_contribution"] = {"fragment": first.fragment, "manager_step": first.manager_step,
-                                                   "participating": first.participating, "zero": zero,
-                                                   "follows_rule": (not flagged) if first.participating else zero}
+                    flagged = any(
+                        p["fragment"] == first.fragment and p["manager_step"] == first.manager_step
+                        for p in self.out.problems
+                    )
+                    entry["first_contribution"] = {
+                        "fragment": first.fragment,
+                        "manager_step": first.manager_step,
+                        "participating": first.participating,
+                        "zero": zero,
+                        "follows_rule": (not flagged) if first.participating else zero,
+                    }
                 self.out.heals.append(entry)
 
 
-def check_numerics(logs: dict[tuple[int, int], list[EventRecord]], sketches_on: Optional[bool] = None,
-                   partial: Optional[str] = None) -> Numerics:
+def check_numerics(
+    logs: dict[tuple[int, int], list[EventRecord]], sketches_on: bool | None = None, partial: str | None = None
+) -> Numerics:
     """``logs``: (replica, rank) -> records, merged across the job's groups. ``sketches_on``: the
     run's ``sketches`` setting (None: not known — a foreign run or an ftrun before sketches);
     ``partial``: why only part of the job is here (then nothing is checked)."""
@@ -507,10 +665,22 @@ def check_numerics(logs: dict[tuple[int, int], list[EventRecord]], sketches_on: 
         out = Numerics(why=why, committed=committed)
         if sketches_on and committed:
             out.status, out.why = "checked", None
-            out.problems.append({"check": "sketch missing", "cause": "a sketch missing", "sync_step": None, "manager_step": None,
-                                 "fragment": None, "replica": None, "rank": None, "expected": None, "observed": None,
-                                 "error": None, "tolerance": None,
-                                 "text": f"sketches were on but none was recorded for the {committed} committed sync(s)"})
+            out.problems.append(
+                {
+                    "check": "sketch missing",
+                    "cause": "a sketch missing",
+                    "sync_step": None,
+                    "manager_step": None,
+                    "fragment": None,
+                    "replica": None,
+                    "rank": None,
+                    "expected": None,
+                    "observed": None,
+                    "error": None,
+                    "tolerance": None,
+                    "text": f"sketches were on but none was recorded for the {committed} committed sync(s)",
+                }
+            )
         return out
     c = _Checker()
     c.out.committed = committed
@@ -523,7 +693,11 @@ def check_numerics(logs: dict[tuple[int, int], list[EventRecord]], sketches_on: 
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
     if not c.out.checked and not c.out.problems:
         c.out.status = "not checked"
-        c.out.why = ("no sync committed (nothing stepped on an average)" if not committed
-                     else QUANTIZED_NOT_CHECKED if QUANTIZED_NOT_CHECKED in c.out.not_checked
-                     else "no committed sync had its sketches")
+        c.out.why = (
+            "no sync committed (nothing stepped on an average)"
+            if not committed
+            else QUANTIZED_NOT_CHECKED
+            if QUANTIZED_NOT_CHECKED in c.out.not_checked
+            else "no committed sync had its sketches"
+        )
     return c.out

@@ -14,12 +14,10 @@ Step numbering for ``ProfilerStep#k`` (ftrun's ``ftrun::step#S`` spans are absol
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Optional
 
 import msgspec
 
-from ftrun.check import comm as communication
-from ftrun.check import gpu_comm
+from ftrun.check import comm as communication, gpu_comm
 from ftrun.check.evidence import Signature, restore_signature, send_signature
 from ftrun.check.workers import Worker
 from ftrun.trace.spans import Send, Span, Sync, TraceSpans
@@ -32,16 +30,16 @@ class Obs(msgspec.Struct, eq=False):  # eq=False: hashed by identity, later stag
 
     kind: str
     ts: float
-    step: Optional[int]
-    manager_step: Optional[int]
+    step: int | None
+    manager_step: int | None
     trace: TraceSpans
-    send: Optional[Send] = None
-    sync: Optional[Sync] = None
-    sig: Optional[Signature] = None  # what the trace shows it moved (``ftrun.check.evidence``)
-    comm: Optional[communication.SendComm] = None  # sends: their communication
-    queue: Optional[gpu_comm.SendQueue] = None  # sends: queueing of their collectives
-    quorum: Optional[Span] = None  # sends: the quorum wait before it (control plane)
-    paired: Optional["Obs"] = None  # syncs: the send they wait for
+    send: Send | None = None
+    sync: Sync | None = None
+    sig: Signature | None = None  # what the trace shows it moved (``ftrun.check.evidence``)
+    comm: communication.SendComm | None = None  # sends: their communication
+    queue: gpu_comm.SendQueue | None = None  # sends: queueing of their collectives
+    quorum: Span | None = None  # sends: the quorum wait before it (control plane)
+    paired: Obs | None = None  # syncs: the send they wait for
 
 
 class WorkerObs(msgspec.Struct):
@@ -73,14 +71,14 @@ class StepIndex:
         self.off = off
         self.ranges = runs(s.number + off for s in trace.steps)
 
-    def at(self, ts: float) -> tuple[Optional[int], Optional[int]]:
+    def at(self, ts: float) -> tuple[int | None, int | None]:
         i = bisect_right(self.starts, ts) - 1
         if i >= 0 and ts <= self.steps[i].span.end:
             s = self.steps[i]
             return s.number + self.off, s.manager_step
         return None, None
 
-    def step_of(self, ts: float) -> Optional[int]:
+    def step_of(self, ts: float) -> int | None:
         return self.at(ts)[0]
 
 
@@ -97,15 +95,26 @@ def observe(w: Worker, window: int, offset: int) -> WorkerObs:
             step, manager_step = steps.at(send.span.ts)
             itemsizes = (c.itemsize for _, c in sc.calls if c is not None)
             sig = send_signature([a.shapes for a in send.allreduces], itemsizes)
-            obs.append(Obs("send", send.span.ts, step, manager_step, t, send=send, sig=sig, comm=sc,
-                           queue=queue,
-                           quorum=communication.quorum_before(send, t.quorums, steps.step_of)))
+            obs.append(
+                Obs(
+                    "send",
+                    send.span.ts,
+                    step,
+                    manager_step,
+                    t,
+                    send=send,
+                    sig=sig,
+                    comm=sc,
+                    queue=queue,
+                    quorum=communication.quorum_before(send, t.quorums, steps.step_of),
+                )
+            )
         for sync in t.syncs:
             step, manager_step = steps.at(sync.span.ts)
             restored = restore_signature(sync.restore_copies, sync.restore_shapes)
             obs.append(Obs("sync", sync.span.ts, step, manager_step, t, sync=sync, sig=restored))
     obs.sort(key=lambda o: o.ts)
-    pending: Optional[Obs] = None
+    pending: Obs | None = None
     for o in obs:
         if o.kind == "send":
             pending = o

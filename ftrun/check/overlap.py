@@ -18,7 +18,6 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from typing import Optional
 
 import msgspec
 
@@ -31,10 +30,10 @@ class SendWindow(msgspec.Struct, frozen=True):
 
     replica: int
     rank: int
-    fragment: Optional[int]
+    fragment: int | None
     file: str
-    send_step: Optional[int]
-    sync_step: Optional[int]
+    send_step: int | None
+    sync_step: int | None
     send_ts: float
     sync_ts: float
 
@@ -51,16 +50,25 @@ def send_windows(report: Report) -> list[SendWindow]:
         for i, (send_ts, send) in enumerate(events):
             if send.kind != "send":
                 continue
-            sync = next(((ts, e) for ts, e in events[i + 1:] if e.kind == "sync"
-                         and (send.fragment is None or e.fragment is None or e.fragment == send.fragment)), None)
+            sync = next(
+                (
+                    (ts, e)
+                    for ts, e in events[i + 1 :]
+                    if e.kind == "sync" and (send.fragment is None or e.fragment is None or e.fragment == send.fragment)
+                ),
+                None,
+            )
             if sync is not None:
                 sync_ts, sync_e = sync
-                out.append(SendWindow(replica, rank, send.fragment, file, send.observed_step, sync_e.observed_step,
-                                      send_ts, sync_ts))
+                out.append(
+                    SendWindow(
+                        replica, rank, send.fragment, file, send.observed_step, sync_e.observed_step, send_ts, sync_ts
+                    )
+                )
     return out
 
 
-def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[tuple[float, float, Optional[SendWindow]]]]:
+def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[tuple[float, float, SendWindow | None]]]:
     """Per file, each step span as (start, end, the window it overlaps or None); steps holding a
     send or sync are left out."""
     marks: dict[str, list[float]] = {}
@@ -91,7 +99,7 @@ def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[t
     return out
 
 
-def _ms(xs: list[float]) -> Optional[float]:
+def _ms(xs: list[float]) -> float | None:
     return round(statistics.median(xs) / 1e3, 3) if xs else None
 
 
@@ -116,14 +124,32 @@ def overlap_of(report: Report) -> dict:
                 continue
             mine = by_window.get(id(w), [])
             med = _ms(mine)
-            per_send.append({"replica": w.replica, "rank": w.rank, "fragment": w.fragment, "send_step": w.send_step,
-                             "sync_step": w.sync_step, "overlapped_steps": len(mine), "median_overlapped_ms": med,
-                             "median_other_ms": base, "slowdown": round(med / base, 3) if med and base else None})
+            per_send.append(
+                {
+                    "replica": w.replica,
+                    "rank": w.rank,
+                    "fragment": w.fragment,
+                    "send_step": w.send_step,
+                    "sync_step": w.sync_step,
+                    "overlapped_steps": len(mine),
+                    "median_overlapped_ms": med,
+                    "median_other_ms": base,
+                    "slowdown": round(med / base, 3) if med and base else None,
+                }
+            )
         if over or other:
             med = _ms(over)
-            workers.append({"replica": wr.replica, "rank": wr.rank, "overlapped_steps": len(over), "other_steps": len(other),
-                            "median_overlapped_ms": med, "median_other_ms": base,
-                            "slowdown": round(med / base, 3) if med and base else None})
+            workers.append(
+                {
+                    "replica": wr.replica,
+                    "rank": wr.rank,
+                    "overlapped_steps": len(over),
+                    "other_steps": len(other),
+                    "median_overlapped_ms": med,
+                    "median_other_ms": base,
+                    "slowdown": round(med / base, 3) if med and base else None,
+                }
+            )
     return {"per_send": per_send, "workers": workers}
 
 
@@ -148,7 +174,7 @@ def _overlaps(merged: list[tuple[float, float]], starts: list[float], a: float, 
     return i >= 0 and merged[i][1] > a
 
 
-def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> Optional[dict]:
+def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> dict | None:
     """The same rule on CUDA, read from kernels (device time, not host steps): each compute
     kernel (``ftrun.trace.spans.compute_launches``: device, start, launch, duration, name) ran
     while an NCCL kernel ran on its device, or not. ``slowdown``: per kernel name seen in both
@@ -187,6 +213,8 @@ def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> Optional[dict]:
         "overlapped_kernels": sum(len(o) for o, _ in by_name.values()),
         "slowdown": round(ratio / weight, 3) if weight else None,
         "kernel_names_compared": sum(1 for o, a in by_name.values() if o and a),
-        "steps_overlapped": len(with_), "steps_alone": len(without),
-        "median_step_kernel_ms_overlapped": _ms(with_), "median_step_kernel_ms_alone": _ms(without),
+        "steps_overlapped": len(with_),
+        "steps_alone": len(without),
+        "median_step_kernel_ms_overlapped": _ms(with_),
+        "median_step_kernel_ms_alone": _ms(without),
     }

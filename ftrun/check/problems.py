@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -25,7 +26,7 @@ from ftrun.errors import NotChecked
 from ftrun.schedule import Event
 
 
-def event_problem(kind: str, e: Optional[Event], o: Optional[Obs], identity: Optional[Identity]) -> Optional[str]:
+def event_problem(kind: str, e: Event | None, o: Obs | None, identity: Identity | None) -> str | None:
     """What is wrong with one matched (expected, observed) event, one phrase; None when ok."""
     fragment = identity.fragment if identity is not None else None
     fr = "?" if fragment is None else fragment
@@ -49,15 +50,22 @@ class RunProblems(msgspec.Struct):
     """Run-level problems by class (the report's ``run_problems_by_class``) and the agreement check."""
 
     by_class: dict[str, list[str]] = msgspec.field(default_factory=dict)
-    agreement: Optional[dict[str, Any]] = None  # None: no event logs, nothing checked
+    agreement: dict[str, Any] | None = None  # None: no event logs, nothing checked
 
     @property
     def lines(self) -> list[str]:
         return [p for ps in self.by_class.values() for p in ps]
 
 
-def run_problems(inputs, traced: set[int], faults: FiredFaults, notes: list[str], logs: dict,
-                 failed_commits: list[commit_checks.FailedCommit], allow_failed_commits: bool) -> RunProblems:
+def run_problems(
+    inputs,
+    traced: set[int],
+    faults: FiredFaults,
+    notes: list[str],
+    logs: dict,
+    failed_commits: list[commit_checks.FailedCommit],
+    allow_failed_commits: bool,
+) -> RunProblems:
     """The run's problems (module docstring); notes a job of which only some groups were given."""
     out = RunProblems({"traces": missing_traces(inputs, traced, faults, notes), "agreement": [], "commits": []})
     if logs:
@@ -97,10 +105,14 @@ def disagreements(ag) -> list[str]:
     """Run problems: replicas whose synced parameters differ after a commit (``check_agreement``)."""
     out = []
     for d in ag.disagreements:
-        seen = ", ".join(f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}"
-                         for r, v in sorted(d["replicas"].items()))
-        out.append(f"replicas disagree on the synced parameters after manager step {d['manager_step']} "
-                   f"(rank {d['rank']}): {seen}")
+        seen = ", ".join(
+            f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}"
+            for r, v in sorted(d["replicas"].items())
+        )
+        out.append(
+            f"replicas disagree on the synced parameters after manager step {d['manager_step']} "
+            f"(rank {d['rank']}): {seen}"
+        )
     return out
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import msgspec
 
@@ -45,9 +45,9 @@ NOT_TORCHFT = "not a torchft (DiLoCo/LocalSGD) trace"
 class Header(msgspec.Struct, frozen=True):
     """What a trace file says about the run that wrote it (``header``)."""
 
-    base_us: Optional[float]  # unix time of the ts origin, microseconds; None: ts are relative
-    trace_id: Optional[str]
-    world_size: Optional[int]
+    base_us: float | None  # unix time of the ts origin, microseconds; None: ts are relative
+    trace_id: str | None
+    world_size: int | None
     devices: tuple[str, ...]
 
 
@@ -60,19 +60,29 @@ def header(trace: ChromeTrace) -> Header:
     if base_us is not None and base_us <= 0:
         base_us = None
     devs = raw_json(trace.deviceProperties)
-    names = tuple(sorted(str(d.get("name", "?")) for d in devs if isinstance(d, dict))) if isinstance(devs, list) else ()
+    names = (
+        tuple(sorted(str(d.get("name", "?")) for d in devs if isinstance(d, dict))) if isinstance(devs, list) else ()
+    )
     di = trace.distributedInfo
-    return Header(base_us, None if trace.trace_id is None else str(trace.trace_id),
-                  di.world_size if di is not None else None, names)
+    return Header(
+        base_us,
+        None if trace.trace_id is None else str(trace.trace_id),
+        di.world_size if di is not None else None,
+        names,
+    )
 
 
 # --- is it a torchft trace? ------------------------------------------------------------------
 
+
 def holdings(t: TraceSpans) -> str:
     """What a trace holds, for the "not a torchft trace" line."""
     n = len(t.steps)
-    parts = [f"{n:,} {'ftrun' if t.step_source == 'ftrun' else 'ProfilerStep#'} step{'s' if n != 1 else ''}"
-             if n else "no step spans"]
+    parts = [
+        f"{n:,} {'ftrun' if t.step_source == 'ftrun' else 'ProfilerStep#'} step{'s' if n != 1 else ''}"
+        if n
+        else "no step spans"
+    ]
     if t.kernels:
         parts.append(f"{len(t.kernels):,} NCCL collectives")
     backend = [c for c in t.collectives if not c.hold and not c.kernels]
@@ -102,22 +112,29 @@ def require_torchft(spans: Sequence[TraceSpans]) -> None:
     first = bad[0]
     steps = [s.number for s in first.steps]
     if first.step_source == "ftrun" and steps:
-        what = (f"its captured steps {min(steps)}-{max(steps)} hold no torchft send or sync "
-                f"({holdings(first)}): nothing to check (was the profiled window shorter than a sync?)")
+        what = (
+            f"its captured steps {min(steps)}-{max(steps)} hold no torchft send or sync "
+            f"({holdings(first)}): nothing to check (was the profiled window shorter than a sync?)"
+        )
     else:
         what = f"{NOT_TORCHFT}: {holdings(first)}"
     if len(spans) == 1:
         raise NotChecked(f"{first.path}: {what}")
     if len(bad) == len(spans):
-        raise NotChecked(f"none of the {len(spans)} trace files is a torchft (DiLoCo/LocalSGD) trace: "
-                         f"{_names([t.path for t in bad])}; {first.path.name}: {what}")
+        raise NotChecked(
+            f"none of the {len(spans)} trace files is a torchft (DiLoCo/LocalSGD) trace: "
+            f"{_names([t.path for t in bad])}; {first.path.name}: {what}"
+        )
     good = [t.path for t in spans if is_torchft(t)]
-    raise NotChecked(f"{len(bad)} of {len(spans)} trace files are not torchft (DiLoCo/LocalSGD) traces: "
-                     f"{_names([t.path for t in bad])} ({first.path.name}: {what}); the others are "
-                     f"({_names(good, 2)}); give only the torchft traces")
+    raise NotChecked(
+        f"{len(bad)} of {len(spans)} trace files are not torchft (DiLoCo/LocalSGD) traces: "
+        f"{_names([t.path for t in bad])} ({first.path.name}: {what}); the others are "
+        f"({_names(good, 2)}); give only the torchft traces"
+    )
 
 
 # --- are they one run? -----------------------------------------------------------------------
+
 
 class _File(msgspec.Struct, frozen=True):
     t: TraceSpans
@@ -155,8 +172,9 @@ def _when(f: Sequence[_File]) -> str:
 def _refuse(a: Sequence[_File], b: Sequence[_File], why: str) -> None:
     ga = f"{_names([x.t.path for x in a])} ({_when(a)})"
     gb = f"{_names([x.t.path for x in b])} ({_when(b)})"
-    raise NotChecked(f"traces of different runs: {ga} and {gb}: {why}; give one run's traces "
-                     "(or --merge-jobs to check them as one)")
+    raise NotChecked(
+        f"traces of different runs: {ga} and {gb}: {why}; give one run's traces (or --merge-jobs to check them as one)"
+    )
 
 
 def _split(files: list[_File], a: _File, b: _File) -> tuple[list[_File], list[_File]]:
@@ -183,7 +201,7 @@ def _gap(x: _File, y: _File) -> float:
     return max(0.0, max(x.wall[0], y.wall[0]) - min(x.wall[1], y.wall[1]))
 
 
-def _pair_problem(x: _File, y: _File) -> Optional[str]:
+def _pair_problem(x: _File, y: _File) -> str | None:
     """Why two files cannot be one run's, or None."""
     if x.absolute != y.absolute:
         return None  # one clock is relative: not comparable
@@ -197,17 +215,18 @@ def _pair_problem(x: _File, y: _File) -> Optional[str]:
     first, later = (x, y) if xa <= ya else (y, x)
     who = f"replica {x.worker[0]} rank {x.worker[1]}'s windows" if x.worker == y.worker else "windows"
     if x.worker == y.worker and later.wall[0] < first.wall[1] - 1e6:
-        return (f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} "
-                "overlap in time")
+        return f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} overlap in time"
     between = max(later.steps[0] - first.steps[1], 1)
     step = max(first.step_us(), later.step_us(), 1.0)
     if gap > SEQUENCE_FACTOR * between * step + SEQUENCE_SLACK_S * 1e6:
-        return (f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} are "
-                f"{gap / 1e6:,.0f} s apart for {between} step(s) of ~{step / 1e3:.0f} ms")
+        return (
+            f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} are "
+            f"{gap / 1e6:,.0f} s apart for {between} step(s) of ~{step / 1e3:.0f} ms"
+        )
     return None
 
 
-def check_one_run(workers, headers: dict[Path, Header], logs: Optional[dict] = None, merge_jobs: bool = False) -> None:
+def check_one_run(workers, headers: dict[Path, Header], logs: dict | None = None, merge_jobs: bool = False) -> None:
     """``NotChecked`` when the workers' traces are not one run's (module docstring).
 
     ``workers``: ``ftrun.check.workers.Worker`` list; ``logs``: (replica, rank) -> event records."""
@@ -226,7 +245,7 @@ def check_one_run(workers, headers: dict[Path, Header], logs: Optional[dict] = N
         b = [f for f in files if f.h.devices and f.h.devices != ref]
         _refuse(a, b, f"different GPUs ({', '.join(ref)} vs {', '.join(b[0].h.devices)})")
     for i, x in enumerate(files):
-        for y in files[i + 1:]:
+        for y in files[i + 1 :]:
             why = _pair_problem(x, y)
             if why is not None:
                 ga, gb = _split(files, x, y)
@@ -251,5 +270,5 @@ def _against_log(f: _File, records) -> None:
             f"{f.t.path}: not this run's trace: its step {last.number} ended at "
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(ended))} UTC, the event log of replica {f.worker[0]} "
             f"rank {f.worker[1]} says {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(times[0]))} UTC "
-            f"({off:,.0f} s apart); give one run's traces (or --merge-jobs to check them as one)")
-
+            f"({off:,.0f} s apart); give one run's traces (or --merge-jobs to check them as one)"
+        )

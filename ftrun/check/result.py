@@ -11,7 +11,7 @@ the figures of the other kind, or of an event not observed, are null.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -22,29 +22,29 @@ class SendFigures(msgspec.Struct, frozen=True):
     """One observed send: what it moved and how its collectives queued (``ftrun.check.figures``)."""
 
     allreduces: int  # torchft manager.allreduce calls
-    numel: Optional[int]  # elements moved; None without tensor sizes
-    bytes: Optional[int]  # None without sizes or element size
+    numel: int | None  # elements moved; None without tensor sizes
+    bytes: int | None  # None without sizes or element size
     collectives: int  # attributed collective spans (backend span or NCCL kernel) + link holds
-    queue_delay_ms: Optional[float] = None  # largest start - issue of its collectives (ftrun.check.gpu_comm)
-    queue_cause: Optional[str] = None  # that delay's cause
+    queue_delay_ms: float | None = None  # largest start - issue of its collectives (ftrun.check.gpu_comm)
+    queue_cause: str | None = None  # that delay's cause
 
 
 class SyncFigures(msgspec.Struct, frozen=True):
     """One observed sync and the send it waited for, in ms (``ftrun.check.comm``'s definitions)."""
 
     exposed_comm_ms: float
-    hidden_comm_ms: Optional[float]
-    send_to_done_ms: Optional[float]
-    comm_union_ms: Optional[float]
-    should_commit_ms: Optional[float]
+    hidden_comm_ms: float | None
+    send_to_done_ms: float | None
+    comm_union_ms: float | None
+    should_commit_ms: float | None
     exposed_data_ms: float  # = exposed_comm_ms: the fragment's collectives
     exposed_control_ms: float  # quorum wait before its send + should_commit
-    quorum_ms: Optional[float]
-    serialized: Optional[bool]
-    serialized_collectives: Optional[int]
+    quorum_ms: float | None
+    serialized: bool | None
+    serialized_collectives: int | None
     send_captured: bool
     # should_commit's stream synchronizes (where a CUDA run's CPU blocks), apart from exposed
-    commit_sync_ms: Optional[float] = None
+    commit_sync_ms: float | None = None
 
 
 _SEND_KEYS = SendFigures.__struct_fields__
@@ -55,22 +55,22 @@ class EventResult(msgspec.Struct):
     replica: int
     rank: int
     kind: str  # "send" | "sync"
-    fragment: Optional[int]  # observed (from evidence); None when not observable / missing
-    expected_fragment: Optional[int]
-    expected_step: Optional[int]  # None: unexpected event
-    observed_step: Optional[int]  # None: missing event
+    fragment: int | None  # observed (from evidence); None when not observable / missing
+    expected_fragment: int | None
+    expected_step: int | None  # None: unexpected event
+    observed_step: int | None  # None: missing event
     ok: bool
-    problem: Optional[str] = None  # what is wrong, one phrase; None when ok
+    problem: str | None = None  # what is wrong, one phrase; None when ok
     notes: list[str] = msgspec.field(default_factory=list)  # e.g. "send not captured", "ambiguous ..."
     evidence: str = "none"  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     fragment_checked: bool = False  # the observed fragment was identified from evidence (not ambiguous, not absent)
-    fragment_candidates: Optional[list[int]] = None
-    manager_step: Optional[int] = None
-    cycle: Optional[int] = None
-    file: Optional[str] = None
-    ts_us: Optional[float] = None
-    send: Optional[SendFigures] = None  # an observed send's figures
-    sync: Optional[SyncFigures] = None  # an observed sync's figures
+    fragment_candidates: list[int] | None = None
+    manager_step: int | None = None
+    cycle: int | None = None
+    file: str | None = None
+    ts_us: float | None = None
+    send: SendFigures | None = None  # an observed send's figures
+    sync: SyncFigures | None = None  # an observed sync's figures
 
     def to_json(self) -> dict[str, Any]:
         """One flat row: the placement and verdict, then every figure key (``EVENT_KEYS``)."""
@@ -101,10 +101,10 @@ class WorkerReport(msgspec.Struct):
     failed_cycles: list[int]
     totals: dict[str, Any] = msgspec.field(default_factory=dict)
     # the traces' distributedInfo: the default group's rank and size ("global rank 3 of 8"), never the replica
-    global_rank: Optional[int] = None
-    world_size: Optional[int] = None
+    global_rank: int | None = None
+    world_size: int | None = None
 
-    def global_rank_text(self) -> Optional[str]:
+    def global_rank_text(self) -> str | None:
         if self.global_rank is None:
             return None
         return f"global rank {self.global_rank}" + (f" of {self.world_size}" if self.world_size is not None else "")
@@ -113,10 +113,10 @@ class WorkerReport(msgspec.Struct):
 class CrossCheck(msgspec.Struct):
     kind: str
     step: int
-    manager_step: Optional[int]
-    fragments: dict[str, Optional[int]]  # "replica/rank" -> fragment (None = event absent)
+    manager_step: int | None
+    fragments: dict[str, int | None]  # "replica/rank" -> fragment (None = event absent)
     ok: bool
-    problem: Optional[str] = None
+    problem: str | None = None
 
 
 class ReportSchedule(msgspec.Struct):
@@ -142,18 +142,18 @@ class Report(msgspec.Struct):
     workers: list[WorkerReport]
     events: list[EventResult]
     cross_replica: list[CrossCheck]
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
     notes: list[str] = msgspec.field(default_factory=list)
     # merged runs: every run dir (the replica groups of one job) and the job's id
     run_dirs: list[str] = msgspec.field(default_factory=list)
-    job_id: Optional[str] = None
+    job_id: str | None = None
     # injected faults that fired (``ftrun.check.fired_faults.FaultMark.to_json``): steps each replica lost
     faults: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
-    agreement: Optional[dict[str, Any]] = None
+    agreement: dict[str, Any] | None = None
     # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
     # tolerance, problems, heals
-    numerics: Optional[dict[str, Any]] = None
+    numerics: dict[str, Any] | None = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
     run_problems: list[str] = msgspec.field(default_factory=list)
     # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
@@ -164,7 +164,7 @@ class Report(msgspec.Struct):
     # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
     overlap: dict[str, Any] = msgspec.field(default_factory=dict)
     # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
-    versions: Optional[dict[str, Any]] = None
+    versions: dict[str, Any] | None = None
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
     spans: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -191,7 +191,7 @@ class Report(msgspec.Struct):
         return d
 
 
-def numerics_of(report: Report) -> Optional[dict[str, Any]]:
+def numerics_of(report: Report) -> dict[str, Any] | None:
     """The numeric check of the outer steps in its JSON form (``{checked, tolerance, problems}``),
     or None when the report carries none (sketches off, a foreign run, an ftrun without the check):
     then numerics were not checked, and nothing may say they passed."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Optional
 
 from ftrun.event_log import seconds, stepped
 from ftrun.layout import EventRecord
@@ -69,13 +68,13 @@ class Decomposition:
     plain_steps: int
     overlapped_steps: int
     comm_steps: int
-    median_plain_compute_s: Optional[float]
-    median_overlapped_compute_s: Optional[float]
-    overlap_slowdown: Optional[float]  # median overlapped / median plain compute; 1.0 when no step overlapped
-    mean_overlap_slowdown: Optional[float]  # the same of the means: what overlap_slowdown_s accounts
-    compute_at_base_s: Optional[float]
-    overlap_slowdown_s: Optional[float]
-    comm_step_work_s: Optional[float]
+    median_plain_compute_s: float | None
+    median_overlapped_compute_s: float | None
+    overlap_slowdown: float | None  # median overlapped / median plain compute; 1.0 when no step overlapped
+    mean_overlap_slowdown: float | None  # the same of the means: what overlap_slowdown_s accounts
+    compute_at_base_s: float | None
+    overlap_slowdown_s: float | None
+    comm_step_work_s: float | None
     exposed_data_s: float
     exposed_control_s: float
     unaccounted_s: float
@@ -105,11 +104,11 @@ def step_costs(records: list[EventRecord]) -> list[StepCost]:
     return out
 
 
-def _median(xs: list[float]) -> Optional[float]:
+def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def decompose(records: list[EventRecord]) -> Optional[Decomposition]:
+def decompose(records: list[EventRecord]) -> Decomposition | None:
     """The decomposition of one rank's event log (None without a step record)."""
     costs = step_costs(records)
     if not costs:
@@ -134,15 +133,25 @@ def decompose(records: list[EventRecord]) -> Optional[Decomposition]:
         work_s = sum(comm) - len(comm) * base
         unaccounted = loop - (at_base + slow_s + work_s + data + control)
     return Decomposition(
-        steps=len(costs), loop_s=loop, plain_steps=len(plain), overlapped_steps=len(over), comm_steps=len(comm),
-        median_plain_compute_s=med_plain, median_overlapped_compute_s=med_over, overlap_slowdown=slowdown,
+        steps=len(costs),
+        loop_s=loop,
+        plain_steps=len(plain),
+        overlapped_steps=len(over),
+        comm_steps=len(comm),
+        median_plain_compute_s=med_plain,
+        median_overlapped_compute_s=med_over,
+        overlap_slowdown=slowdown,
         mean_overlap_slowdown=mean_slowdown,
-        compute_at_base_s=at_base, overlap_slowdown_s=slow_s, comm_step_work_s=work_s,
-        exposed_data_s=data, exposed_control_s=control, unaccounted_s=unaccounted,
+        compute_at_base_s=at_base,
+        overlap_slowdown_s=slow_s,
+        comm_step_work_s=work_s,
+        exposed_data_s=data,
+        exposed_control_s=control,
+        unaccounted_s=unaccounted,
     )
 
 
-def mean_decomposition(parts: list[Decomposition]) -> Optional[dict]:
+def mean_decomposition(parts: list[Decomposition]) -> dict | None:
     """The replicas' decompositions averaged term by term (a term is None if any replica's is)."""
     if not parts:
         return None
@@ -153,9 +162,10 @@ def mean_decomposition(parts: list[Decomposition]) -> Optional[dict]:
     return out
 
 
-def explained_ratio(a: dict, b: dict) -> Optional[float]:
+def explained_ratio(a: dict, b: dict) -> float | None:
     """Throughput ratio a/b that the named terms alone predict (steps per second of named time)."""
-    def named(d: dict) -> Optional[float]:
+
+    def named(d: dict) -> float | None:
         vals = [v for k in TERMS if (v := d.get(k)) is not None]
         return None if len(vals) < len(TERMS) or not d.get("steps") else sum(vals) / d["steps"]
 
@@ -163,19 +173,19 @@ def explained_ratio(a: dict, b: dict) -> Optional[float]:
     return nb / na if na and nb else None
 
 
-def per_step_ms(d: dict, key: str) -> Optional[float]:
+def per_step_ms(d: dict, key: str) -> float | None:
     v = d.get(key)
     return None if v is None or not d.get("steps") else v / d["steps"] * 1e3
 
 
-def overlap_cause(backend: Optional[str]) -> str:
+def overlap_cause(backend: str | None) -> str:
     """Why overlapped steps run slower, on this backend (what the run's collectives compete for)."""
     if backend in ("nccl", "baby-nccl"):
         return "NCCL kernels share the GPU's SMs and memory bandwidth with compute"
     return "collectives share the CPU cores with compute"
 
 
-def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: Optional[str]) -> Optional[str]:
+def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: str | None) -> str | None:
     """One sentence: how much exposed communication ``a`` saved per step against ``b``, and the
     largest term that took the gain back (or that it became throughput)."""
     exposed = ("exposed_data_s", "exposed_control_s")
@@ -197,13 +207,22 @@ def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: Optional
         return text + "; no other term grew by as much, so the gain became throughput"
     if key == "overlap_slowdown_s":
         mean, med = a.get("mean_overlap_slowdown"), a.get("overlap_slowdown")
-        how = (f"its steps overlapping communication computed {(mean - 1) * 100:.0f}% longer on average"
-               + (f" (median {(med - 1) * 100:+.0f}%)" if med else "")) if mean else "its overlapped steps ran slower"
+        how = (
+            (
+                f"its steps overlapping communication computed {(mean - 1) * 100:.0f}% longer on average"
+                + (f" (median {(med - 1) * 100:+.0f}%)" if med else "")
+            )
+            if mean
+            else "its overlapped steps ran slower"
+        )
         why = f": {overlap_cause(backend)}"
     elif key == "comm_step_work_s":
         how, why = "its send/sync steps computed longer (pseudo-gradients, issuing collectives, outer steps)", ""
     else:
-        how, why = "its unoverlapped steps computed slower", " (the machine, not the schedule: compare the median compute step)"
+        how, why = (
+            "its unoverlapped steps computed slower",
+            " (the machine, not the schedule: compare the median compute step)",
+        )
     share = min(extra / gain, 9.99) if gain > 0 else None
     took = f", taking back {share * 100:.0f}% of that" if share is not None else ""
     return f"{text}; the largest cost against it: {how} (+{extra:.1f} ms per step{took}){why}"

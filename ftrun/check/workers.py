@@ -17,8 +17,6 @@ identified (by file name) as one worker whose step ranges overlap (a folder mixi
 
 from __future__ import annotations
 
-from typing import Optional
-
 import msgspec
 
 from ftrun.errors import BadInput
@@ -37,13 +35,13 @@ class Worker(msgspec.Struct):
     traces: list[TraceSpans] = msgspec.field(default_factory=list)
 
     @property
-    def global_rank(self) -> Optional[int]:
+    def global_rank(self) -> int | None:
         """``distributedInfo.rank`` when every trace of the worker states the same one."""
         got = {t.rank for t in self.traces}
         return got.pop() if len(got) == 1 else None
 
     @property
-    def world_size(self) -> Optional[int]:
+    def world_size(self) -> int | None:
         got = {t.world_size for t in self.traces}
         return got.pop() if len(got) == 1 else None
 
@@ -62,7 +60,9 @@ def _refuse_duplicates(spans: list[TraceSpans]) -> None:
     for t in spans:
         other = seen.setdefault(_fingerprint(t), t)
         if other is not t:
-            raise BadInput(f"{other.path} and {t.path}: the same trace (identical step spans) given twice; give each trace once")
+            raise BadInput(
+                f"{other.path} and {t.path}: the same trace (identical step spans) given twice; give each trace once"
+            )
 
 
 def _refuse_overlaps(w: Worker) -> None:
@@ -80,7 +80,7 @@ def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
     """Workers sorted by (replica, rank), each with its traces sorted by first step."""
     _refuse_duplicates(spans)
     known: dict[tuple[int, int], Worker] = {}
-    loose: dict[tuple[str, Optional[int]], list[TraceSpans]] = {}
+    loose: dict[tuple[str, int | None], list[TraceSpans]] = {}
     for f, t in zip(files, spans, strict=True):  # a spans per file
         if f.replica is not None and f.rank is not None:
             key, src = (f.replica, f.rank), f.source or MANIFEST
@@ -91,7 +91,7 @@ def assign(files: list[TraceFile], spans: list[TraceSpans]) -> list[Worker]:
             continue
         known.setdefault(key, Worker(key[0], key[1], src)).traces.append(t)
 
-    lanes: list[tuple[Optional[int], list[TraceSpans]]] = []
+    lanes: list[tuple[int | None, list[TraceSpans]]] = []
     for (_, rank), group in loose.items():
         mine: list[list[TraceSpans]] = []
         for t in sorted(group, key=lambda t: _range(t)[0]):

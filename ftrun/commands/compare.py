@@ -15,7 +15,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -26,7 +26,14 @@ from ftrun.errors import BadInput
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
 from ftrun.link_spec import SYNC_SHARE, LinkSpec, link_for, parse_link
-from ftrun.output import atomic_write, check_name, check_target, check_writable, claim_output_dir, removed_if_empty_on_error
+from ftrun.output import (
+    atomic_write,
+    check_name,
+    check_target,
+    check_writable,
+    claim_output_dir,
+    removed_if_empty_on_error,
+)
 from ftrun.schedule import label as schedule_label
 
 
@@ -96,8 +103,11 @@ def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Lin
     share of H such steps (the share asked for is ``SYNC_SHARE``)."""
     spec = link_for(step_s, model_bytes, cfg.hosts.replicas, cfg.schedule.sync_every)
     sync_s = spec.plain_sync_s(model_bytes, max(cfg.hosts.replicas, 2))
-    return spec, {"link_step_s": round(step_s, 5), "plain_sync_s": round(sync_s, 4),
-                  "plain_sync_share_of_h": round(sync_s / (cfg.schedule.sync_every * step_s), 3)}
+    return spec, {
+        "link_step_s": round(step_s, 5),
+        "plain_sync_s": round(sync_s, 4),
+        "plain_sync_share_of_h": round(sync_s / (cfg.schedule.sync_every * step_s), 3),
+    }
 
 
 def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
@@ -113,7 +123,7 @@ def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
     }
 
 
-def drifted(calibrated_s: float, measured_s: Optional[float]) -> bool:
+def drifted(calibrated_s: float, measured_s: float | None) -> bool:
     """Whether a run's measured compute step is more than ``DRIFT`` away from the calibrated one."""
     return measured_s is not None and abs(measured_s / calibrated_s - 1.0) > DRIFT
 
@@ -123,7 +133,7 @@ def repeat_plan(names: list[str], repeat: int) -> list[tuple[int, str]]:
     (A then B, B then A, ...) so that drift in the machine's load does not favour one side."""
     plan = []
     for i in range(repeat):
-        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
             plan.append((k, names[k] if repeat == 1 else f"{names[k]}-{i + 1}"))
     return plan
 
@@ -137,15 +147,16 @@ def compare(
     specs: list[str],
     opts: Any,
     json_out: bool,
-    expect_hidden: Optional[float],
+    expect_hidden: float | None,
     overwrite: bool = False,
-    name: Optional[str] = None,
+    name: str | None = None,
     repeat: int = 1,
-    junit: Optional[Path] = None,
+    junit: Path | None = None,
 ) -> int:
     """Exit 0 when both schedules pass (and ``--expect-hidden`` holds), 1 otherwise."""
-    result, _ = run_compare(specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat,
-                            progress=not json_out, junit=junit)
+    result, _ = run_compare(
+        specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=not json_out, junit=junit
+    )
     if json_out:
         print(json.dumps(result, indent=1))
     else:
@@ -162,12 +173,12 @@ def compare(
 def run_compare(
     specs: list[str],
     opts: Any,
-    expect_hidden: Optional[float],
+    expect_hidden: float | None,
     overwrite: bool = False,
-    name: Optional[str] = None,
+    name: str | None = None,
     repeat: int = 1,
     progress: bool = True,
-    junit: Optional[Path] = None,
+    junit: Path | None = None,
 ) -> tuple[dict, list[list]]:
     """Train or read both runs, check and measure them, write the outputs (and ``junit``).
     Returns (report.json's result, each configuration's check reports). ``opts``: the
@@ -190,16 +201,22 @@ def run_compare(
     # per configuration: its run dirs (train), its jobs' group dirs (read)
     run_dirs: list[list[Path]] | list[list[list[Path]]]
     if mode == "train":
-        names, run_dirs, cmp_dir, link_info = train_mode(specs, opts, link_spec, out_root, not progress, overwrite, name, repeat)
+        names, run_dirs, cmp_dir, link_info = train_mode(
+            specs, opts, link_spec, out_root, not progress, overwrite, name, repeat
+        )
     else:
         if link_spec is not None:
-            raise BadInput(f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with")
+            raise BadInput(
+                f"--link {link}: applies only when compare trains; run dirs keep the link they were trained with"
+            )
         if repeat != 1:
             raise BadInput(f"--repeat {repeat}: applies only when compare trains; give run dirs without it")
         given = [k for k in SHARED_SETTINGS if getattr(opts, k) is not None]
         if given:
-            raise BadInput(f"{flag(given[0])}: a training setting applies only when compare trains; "
-                           "run dirs keep the settings they were trained with")
+            raise BadInput(
+                f"{flag(given[0])}: a training setting applies only when compare trains; "
+                "run dirs keep the settings they were trained with"
+            )
         names, run_dirs, cmp_dir, link_info = read_mode(specs, out_root, overwrite, name)
     result, reports = outputs(names, run_dirs, cmp_dir, link_info, expect_hidden, overwrite)
     if junit is not None:
@@ -209,8 +226,16 @@ def run_compare(
     return result, reports
 
 
-def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root: Path, json_out: bool,
-               overwrite: bool, name: Optional[str], repeat: int) -> tuple[list[str], list[list[Path]], Path, dict[str, Any]]:
+def train_mode(
+    specs: list[str],
+    opts: Any,
+    link_spec: LinkSpec | None,
+    out_root: Path,
+    json_out: bool,
+    overwrite: bool,
+    name: str | None,
+    repeat: int,
+) -> tuple[list[str], list[list[Path]], Path, dict[str, Any]]:
     """Train both configurations (``repeat`` times each, alternating) on one link under a new
     compare dir. Returns (names, run dirs per configuration, compare dir, link info)."""
     from ftrun.commands.train import train
@@ -240,9 +265,11 @@ def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root
         say(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...")
         spec, calib = default_link(cfgs[0], threads)
         link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
-        say(f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
+        say(
+            f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
             f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} "
-            f"of H={cfgs[0].schedule.sync_every} steps")
+            f"of H={cfgs[0].schedule.sync_every} steps"
+        )
     per_cfg: list[list[Path]] = [[], []]
     plan = repeat_plan(names, repeat)
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
@@ -251,8 +278,10 @@ def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root
         while i < len(plan):
             k, rn = plan[i]
             cfg = cfgs[k].replaced(out=str(cmp_dir), run_name=rn, link=spec.as_flag())
-            say(f"training {rn}: {schedule_label(cfg.resolved())}, "
-                f"{cfg.hosts.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ...")
+            say(
+                f"training {rn}: {schedule_label(cfg.resolved())}, "
+                f"{cfg.hosts.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ..."
+            )
             train(cfg, overwrite=overwrite or again, json_out=False, quiet=True)
             again = False
             if i == 0 and "calibrated_step_s" in link_info and "recalibrated_from" not in link_info:
@@ -263,21 +292,28 @@ def train_mode(specs: list[str], opts: Any, link_spec: LinkSpec | None, out_root
                     first = spec.describe()
                     spec, cost = link_from_step(cfgs[0], measured, link_info["model_bytes"])
                     calibrated_s = link_info["calibrated_step_s"]
-                    say(f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calibrated_s - 1):.0%} "
+                    say(
+                        f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calibrated_s - 1):.0%} "
                         f"off the calibrated {calibrated_s * 1e3:.1f} ms: link recalibrated to {spec.describe()} "
                         f"(plain DiLoCo's sync {cost['plain_sync_s'] * 1e3:.0f} ms = "
-                        f"{cost['plain_sync_share_of_h']:.2f} of H measured steps); training {rn} again on it")
-                    link_info.update(cost, recalibrated_from={"run": rn, "measured_step_s": round(measured, 5),
-                                                              "link": first})
+                        f"{cost['plain_sync_share_of_h']:.2f} of H measured steps); training {rn} again on it"
+                    )
+                    link_info.update(
+                        cost, recalibrated_from={"run": rn, "measured_step_s": round(measured, 5), "link": first}
+                    )
                     again = True  # its run dir is ours: replaced
                     continue
             per_cfg[k].append(cmp_dir / rn)
             i += 1
-    link_info.update(bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe())
+    link_info.update(
+        bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe()
+    )
     return names, per_cfg, cmp_dir, link_info
 
 
-def read_mode(specs: list[str], out_root: Path, overwrite: bool, name: Optional[str]) -> tuple[list[str], list[list[list[Path]]], Path, dict[str, Any]]:
+def read_mode(
+    specs: list[str], out_root: Path, overwrite: bool, name: str | None
+) -> tuple[list[str], list[list[list[Path]]], Path, dict[str, Any]]:
     """Two existing runs (each one or several group dirs). Returns (names, [[dirs]] per run,
     compare dir, the link as the runs recorded it)."""
     run_dirs = [[split_spec(s)] for s in specs]
@@ -317,8 +353,14 @@ def _breakdown(run: Any) -> list[dict[str, Any]]:
     return []
 
 
-def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str, Any], expect_hidden: Optional[float],
-            overwrite: bool = False) -> tuple[dict, list[list]]:
+def outputs(
+    names: list[str],
+    run_dirs: list,
+    cmp_dir: Path,
+    link_info: dict[str, Any],
+    expect_hidden: float | None,
+    overwrite: bool = False,
+) -> tuple[dict, list[list]]:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns
     the result and the check reports (per configuration, per repeat).
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
@@ -333,20 +375,32 @@ def outputs(names: list[str], run_dirs: list, cmp_dir: Path, link_info: dict[str
         # before any work: never onto a user's report.md in a dir ftrun did not make (ftrun.output)
         claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
         reports = [[analyze(d if isinstance(d, list) else [d]) for d in reps] for reps in run_dirs]
-    runs = [aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports, strict=True)])
-            for n, reps, reps_reports in zip(names, run_dirs, reports, strict=True)]
+    runs = [
+        aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports, strict=True)])
+        for n, reps, reps_reports in zip(names, run_dirs, reports, strict=True)
+    ]
     calibrated = link_info.get("calibrated_step_s")
     if calibrated is not None:
         link_info["measured_median_step_s"] = {r["name"]: r.get("median_step_s") for r in runs}
         # the regime the runs were really in: plain DiLoCo's sync over H measured steps
         link_info["plain_sync_share_of_measured_h"] = {
             r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
-            for r in runs if r.get("median_step_s")}
+            for r in runs
+            if r.get("median_step_s")
+        }
     lanes = [lane for n, r in zip(names, reports, strict=True) for lane in lanes_for_run(n, r[0])]
     # each configuration's first run's faults: where its recovery went (summary.json's breakdown)
-    rec_lanes = [lane for n, reps in zip(names, run_dirs, strict=True) for lane in recovery_lanes(n, _breakdown(reps[0]))]
-    timeline = draw(lanes, cmp_dir / "timeline.png", f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
-                    + (" (emulated)" if link_info.get("emulated") else ""), overwrite=overwrite, recovery=rec_lanes)
+    rec_lanes = [
+        lane for n, reps in zip(names, run_dirs, strict=True) for lane in recovery_lanes(n, _breakdown(reps[0]))
+    ]
+    timeline = draw(
+        lanes,
+        cmp_dir / "timeline.png",
+        f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
+        + (" (emulated)" if link_info.get("emulated") else ""),
+        overwrite=overwrite,
+        recovery=rec_lanes,
+    )
     result = {
         "compare_dir": str(cmp_dir),
         "runs": runs,

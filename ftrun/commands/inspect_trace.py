@@ -5,8 +5,8 @@ Exit 0 pass, 1 mismatch (BadInput -> 2 in cli)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import msgspec
 
@@ -17,17 +17,17 @@ from ftrun.errors import BadInput
 def inspect_trace(
     paths: Sequence[Path],
     *,
-    fragments: Optional[int] = None,
-    sync_every: Optional[int] = None,
-    fragment_sync_delay: Optional[int] = None,
-    step_numbering: Optional[str] = "top",
+    fragments: int | None = None,
+    sync_every: int | None = None,
+    fragment_sync_delay: int | None = None,
+    step_numbering: str | None = "top",
     json_out: bool = False,
-    export_perfetto: Optional[Path] = None,
+    export_perfetto: Path | None = None,
     allow_failed_commits: bool = False,
     merge_jobs: bool = False,
-    max_trace_mb: Optional[int] = None,
+    max_trace_mb: int | None = None,
     overwrite: bool = False,
-    junit: Optional[Path] = None,
+    junit: Path | None = None,
 ) -> int:
     from ftrun.trace.load import LIMIT_FLAG, MAX_TRACE_BYTES
 
@@ -42,8 +42,12 @@ def inspect_trace(
         given = [Path(p) for p in paths]
         for target, flag in outs:
             if target is not None:
-                check_target(target, flag, inputs=[p for p in given if not p.is_dir()],
-                             reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None])
+                check_target(
+                    target,
+                    flag,
+                    inputs=[p for p in given if not p.is_dir()],
+                    reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None],
+                )
                 check_writable(target, flag, overwrite)  # nor onto a user's file (ftrun.output)
     report = analyze(
         paths,
@@ -95,6 +99,8 @@ def inspect_trace(
         if exported is not None:
             from ftrun.console import escape_controls
 
-            print(f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, "
-                  f"{exported['verdicts']} verdicts; open in ui.perfetto.dev)")
+            print(
+                f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, "
+                f"{exported['verdicts']} verdicts; open in ui.perfetto.dev)"
+            )
     return 0 if report.ok else 1

@@ -26,7 +26,11 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
         raise BadInput(f"--bind {bind!r}: expected HOST:PORT, e.g. 0.0.0.0:29510 or [::]:29510")
     if min_replicas < 1:
         raise BadInput(f"--min-replicas {min_replicas}: must be at least 1")
-    for name, v in (("--join-timeout-ms", join_timeout_ms), ("--quorum-tick-ms", quorum_tick_ms), ("--heartbeat-timeout-ms", heartbeat_timeout_ms)):
+    for name, v in (
+        ("--join-timeout-ms", join_timeout_ms),
+        ("--quorum-tick-ms", quorum_tick_ms),
+        ("--heartbeat-timeout-ms", heartbeat_timeout_ms),
+    ):
         if v <= 0:
             raise BadInput(f"{name} {v}: must be > 0")
     argv = lighthouse_argv(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
@@ -55,6 +59,9 @@ def serve(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: in
         return 130
     if code != 0 or not announced:
         cause = start_cause(held)
-        raise BadInput(f"--bind {bind}: the lighthouse could not start ({cause})" if cause
-                       else f"--bind {bind}: the lighthouse exited with code {code} (is the port already in use?)")
+        raise BadInput(
+            f"--bind {bind}: the lighthouse could not start ({cause})"
+            if cause
+            else f"--bind {bind}: the lighthouse exited with code {code} (is the port already in use?)"
+        )
     return 0

@@ -17,7 +17,7 @@ import re
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -25,13 +25,30 @@ from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, seconds, stepped
 from ftrun.layout import EventRecord
-from ftrun.linkcost import control_s
 from ftrun.link_spec import LinkSpec, parse_link
-from ftrun.plan import (Prediction, Workload, data_hidden_bandwidth, data_parallel_hidden_bandwidth,
-                        data_parallel_hiding_bandwidth, hiding_bandwidth, plain, simulate, simulate_data_parallel,
-                        smallest_fragments, smallest_fragment_sync_delay)
-from ftrun.plan_recovery import (MEASURED_ONLY, STATE_TENSOR_BYTES, RecoveryInputs, RecoveryPrediction, heal_bytes,
-                                 predict_recovery, within as within_recovery)
+from ftrun.linkcost import control_s
+from ftrun.plan import (
+    Prediction,
+    Workload,
+    data_hidden_bandwidth,
+    data_parallel_hidden_bandwidth,
+    data_parallel_hiding_bandwidth,
+    hiding_bandwidth,
+    plain,
+    simulate,
+    simulate_data_parallel,
+    smallest_fragment_sync_delay,
+    smallest_fragments,
+)
+from ftrun.plan_recovery import (
+    MEASURED_ONLY,
+    STATE_TENSOR_BYTES,
+    RecoveryInputs,
+    RecoveryPrediction,
+    heal_bytes,
+    predict_recovery,
+    within as within_recovery,
+)
 from ftrun.schedule import Schedule, ScheduleError
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per exchanged value
@@ -49,7 +66,7 @@ class RunInputs:
     work: Workload
     schedule: Schedule
     steps: int
-    link: Optional[LinkSpec]
+    link: LinkSpec | None
 
 
 def _manifest(run_dir: Path) -> layout.Manifest:
@@ -72,7 +89,12 @@ def _replica_records(dirs: list[Path], replicas: int) -> list[list[EventRecord]]
 
 def _compute_s(x: EventRecord) -> float:
     """A step's time minus what it waited on the link (exposed data, quorum, should_commit)."""
-    return x.step_time_s - (seconds(x.exposed_s) if x.synced is not None else 0.0) - seconds(x.quorum_s) - seconds(x.commit_s)
+    return (
+        x.step_time_s
+        - (seconds(x.exposed_s) if x.synced is not None else 0.0)
+        - seconds(x.quorum_s)
+        - seconds(x.commit_s)
+    )
 
 
 def compute_step_s(dirs: list[Path], replicas: int) -> float:
@@ -108,7 +130,7 @@ def drift_spread(dev: list[list[float]], bias: tuple[float, ...], lags: int) -> 
     r = len(dev)
     out = []
     for n in range(1, lags + 1):
-        sq = [sum(d - bias[i] for d in dev[i][k:k + n]) ** 2 for i in range(r) for k in range(len(dev[i]) - n + 1)]
+        sq = [sum(d - bias[i] for d in dev[i][k : k + n]) ** 2 for i in range(r) for k in range(len(dev[i]) - n + 1)]
         if not sq:
             break
         out.append(math.sqrt(sum(sq) / len(sq) * r / (r - 1)))
@@ -163,15 +185,18 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
         return Arrivals((), 0.0, tuple(stalls), 0.0)
     bias = tuple(sum(d) / n for d in dev)
     var = sum((d - bias[r]) ** 2 for r in range(replicas) for d in dev[r]) / (replicas * (n - 1))
-    jitter = math.sqrt(var * replicas / (replicas - 1))  # deviations from the mean have (R-1)/R of each group's variance
+    jitter = math.sqrt(
+        var * replicas / (replicas - 1)
+    )  # deviations from the mean have (R-1)/R of each group's variance
     waits = []
     for step in common:
         qs = [seconds(by_step[r][step][1].quorum_s) for r in range(replicas)]
         if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
             waits.append(max(0.0, min(qs) - hold_s))
     rpc = statistics.median(waits) if waits else 0.0
-    return Arrivals(bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay),
-                    tuple(paced))
+    return Arrivals(
+        bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay), tuple(paced)
+    )
 
 
 def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
@@ -181,8 +206,11 @@ def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
     from ftrun.check.throughput import decompose
 
     parts = [d for recs in _replica_records(dirs, replicas) if (d := decompose(recs)) is not None]
-    measured = [(d.mean_overlap_slowdown, d.overlapped_steps / d.steps) for d in parts
-                if d.mean_overlap_slowdown is not None and d.steps]
+    measured = [
+        (d.mean_overlap_slowdown, d.overlapped_steps / d.steps)
+        for d in parts
+        if d.mean_overlap_slowdown is not None and d.steps
+    ]
     if not measured:
         return 1.0, 0.0
     return (sum(s for s, _ in measured) / len(measured), sum(o for _, o in measured) / len(measured))
@@ -190,16 +218,23 @@ def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:
 
 def measure_send_s(dirs: list[Path], replicas: int) -> float:
     """The send's own CPU work (``prepare_sync``, event log ``send_s``): mean over the groups' sends."""
-    per = [statistics.mean(seconds(x.send_s) for x in recs if x.sent is not None)
-           for recs in _replica_records(dirs, replicas) if any(x.sent is not None for x in recs)]
+    per = [
+        statistics.mean(seconds(x.send_s) for x in recs if x.sent is not None)
+        for recs in _replica_records(dirs, replicas)
+        if any(x.sent is not None for x in recs)
+    ]
     return sum(per) / len(per) if per else 0.0
 
 
 def measure_commit_s(dirs: list[Path], replicas: int) -> float:
     """``should_commit``'s own RPC (event log ``commit_s``, a vote inside one replica group that
     waits for no other group): the median over the groups' syncs."""
-    xs = [seconds(x.commit_s) for recs in _replica_records(dirs, replicas) for x in recs
-          if x.synced is not None and x.commit_s is not msgspec.UNSET]
+    xs = [
+        seconds(x.commit_s)
+        for recs in _replica_records(dirs, replicas)
+        for x in recs
+        if x.synced is not None and x.commit_s is not msgspec.UNSET
+    ]
     return statistics.median(xs) if xs else 0.0
 
 
@@ -213,7 +248,7 @@ def profiled_steps(m: layout.Manifest) -> tuple[tuple[int, int], ...]:
     return tuple((a - 1, b) for a, b in m.profile_windows)
 
 
-def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
+def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
     """Fragment bytes, replicas, schedule and link from the manifest; compute step and the
     groups' arrivals (``measure_arrivals``) from the event logs; the send's CPU work, and the
     costs the emulator does not replace from the window traces (``ftrun.trace.sync_costs``)."""
@@ -239,11 +274,26 @@ def read_run(dirs: list[Path], name: Optional[str] = None) -> RunInputs:
     step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
     costs = sync_costs(window_traces(dirs, m))
     tensors = tuple(len(f.params) for f in sorted(m.fragments, key=lambda f: f.id))
-    work = Workload(step_s, nbytes, replicas, arr.bias_s, arr.jitter_s, arr.stalls, arr.rpc_s, slowdown,
-                    drift_sd=arr.drift_sd, send_s=measure_send_s(dirs, replicas), sync_work_s=costs.sync_work_s or 0.0,
-                    real_collective_s=costs.real_collective_s or 0.0, collective_threads=costs.collective_threads,
-                    fragment_tensors=tensors, real_steps=profiled_steps(m), replay=arr.replay,
-                    step_times=arr.step_times, commit_s=measure_commit_s(dirs, replicas))
+    work = Workload(
+        step_s,
+        nbytes,
+        replicas,
+        arr.bias_s,
+        arr.jitter_s,
+        arr.stalls,
+        arr.rpc_s,
+        slowdown,
+        drift_sd=arr.drift_sd,
+        send_s=measure_send_s(dirs, replicas),
+        sync_work_s=costs.sync_work_s or 0.0,
+        real_collective_s=costs.real_collective_s or 0.0,
+        collective_threads=costs.collective_threads,
+        fragment_tensors=tensors,
+        real_steps=profiled_steps(m),
+        replay=arr.replay,
+        step_times=arr.step_times,
+        commit_s=measure_commit_s(dirs, replicas),
+    )
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
 
@@ -265,7 +315,11 @@ def _schedule(fragments: int, sync_every: int, delay: int) -> Schedule:
     try:
         return Schedule(fragments, sync_every, delay)
     except ScheduleError as e:
-        flag = {"fragments": "--fragments", "sync_every": "--sync-every", "fragment_sync_delay": "--fragment-sync-delay"}[e.field]
+        flag = {
+            "fragments": "--fragments",
+            "sync_every": "--sync-every",
+            "fragment_sync_delay": "--fragment-sync-delay",
+        }[e.field]
         raise BadInput(f"{flag} {e.value}: {e.rule}") from None
 
 
@@ -273,34 +327,34 @@ def _schedule(fragments: int, sync_every: int, delay: int) -> Schedule:
 class PlanRequest:
     """What ``ftrun plan`` was asked (one field per flag; None = not given)."""
 
-    from_dir: Optional[str] = None
-    params: Optional[float] = None
-    dtype: Optional[str] = None  # of the exchanged pseudo-gradients (DiLoCo) / gradients (data-parallel)
-    step_ms: Optional[float] = None
-    tokens_per_step: Optional[float] = None  # per replica group; with the three below: step = 6 N T / (G F MFU)
-    flops_per_gpu: Optional[float] = None
-    gpus_per_replica: Optional[int] = None
-    mfu: Optional[float] = None
+    from_dir: str | None = None
+    params: float | None = None
+    dtype: str | None = None  # of the exchanged pseudo-gradients (DiLoCo) / gradients (data-parallel)
+    step_ms: float | None = None
+    tokens_per_step: float | None = None  # per replica group; with the three below: step = 6 N T / (G F MFU)
+    flops_per_gpu: float | None = None
+    gpus_per_replica: int | None = None
+    mfu: float | None = None
     links: tuple[str, ...] = ()
-    sweep_link: Optional[str] = None
-    replicas: Optional[int] = None
-    fragments: Optional[int] = None
-    layers: Optional[int] = None
-    layers_per_fragment: Optional[int] = None
-    sync_every: Optional[int] = None
-    fragment_sync_delay: Optional[int] = None
-    step_jitter_ms: Optional[float] = None
-    overlap_slowdown: Optional[float] = None
+    sweep_link: str | None = None
+    replicas: int | None = None
+    fragments: int | None = None
+    layers: int | None = None
+    layers_per_fragment: int | None = None
+    sync_every: int | None = None
+    fragment_sync_delay: int | None = None
+    step_jitter_ms: float | None = None
+    overlap_slowdown: float | None = None
     data_parallel: bool = False
-    dp_dtype: Optional[str] = None
-    train_tokens: Optional[float] = None
-    heartbeat_timeout_ms: Optional[float] = None  # recovery: the lighthouse's heartbeat timeout
+    dp_dtype: str | None = None
+    train_tokens: float | None = None
+    heartbeat_timeout_ms: float | None = None  # recovery: the lighthouse's heartbeat timeout
     target_util: float = 0.95
     json_out: bool = False
-    png: Optional[str] = None
+    png: str | None = None
 
 
-def _positive(flag: str, value: Optional[float], integer: bool = False) -> None:
+def _positive(flag: str, value: float | None, integer: bool = False) -> None:
     if value is not None and not (math.isfinite(value) and value > 0 and (not integer or value == int(value))):
         raise BadInput(f"{flag} {value:g}: must be {'an integer' if integer else 'a number'} > 0")
 
@@ -321,7 +375,9 @@ def step_seconds(req: PlanRequest) -> tuple[float, str]:
             raise BadInput(f"--step-ms {req.step_ms}: must be a number > 0")
         return req.step_ms / 1e3, f"step {req.step_ms:g} ms"
     if req.tokens_per_step is None or req.flops_per_gpu is None:
-        raise BadInput("plan: give --step-ms MS, or --tokens-per-step and --flops-per-gpu (with --mfu, --gpus-per-replica)")
+        raise BadInput(
+            "plan: give --step-ms MS, or --tokens-per-step and --flops-per-gpu (with --mfu, --gpus-per-replica)"
+        )
     for flag, v in (("--tokens-per-step", req.tokens_per_step), ("--flops-per-gpu", req.flops_per_gpu)):
         _positive(flag, v)
     _positive("--gpus-per-replica", req.gpus_per_replica, integer=True)
@@ -331,15 +387,19 @@ def step_seconds(req: PlanRequest) -> tuple[float, str]:
     gpus = req.gpus_per_replica or 1
     assert req.params is not None  # its one caller checked --params first
     step = 6.0 * req.params * req.tokens_per_step / (gpus * req.flops_per_gpu * mfu)
-    return step, (f"step 6 N T / (G F MFU) = 6 x {req.params:.3g} x {req.tokens_per_step:.3g} / "
-                  f"({gpus} x {req.flops_per_gpu:.3g} x {mfu:g}) = {step * 1e3:.3g} ms")
+    return step, (
+        f"step 6 N T / (G F MFU) = 6 x {req.params:.3g} x {req.tokens_per_step:.3g} / "
+        f"({gpus} x {req.flops_per_gpu:.3g} x {mfu:g}) = {step * 1e3:.3g} ms"
+    )
 
 
 def _fragment_count(req: PlanRequest, default: int) -> int:
     if req.layers_per_fragment is None and req.layers is None:
         return req.fragments if req.fragments is not None else default
     if req.fragments is not None:
-        raise BadInput("--layers-per-fragment: give either --fragments or --layers with --layers-per-fragment, not both")
+        raise BadInput(
+            "--layers-per-fragment: give either --fragments or --layers with --layers-per-fragment, not both"
+        )
     if req.layers is None or req.layers_per_fragment is None:
         raise BadInput("--layers-per-fragment: needs --layers (and --layers needs --layers-per-fragment)")
     if req.layers < 1 or req.layers_per_fragment < 1 or req.layers % req.layers_per_fragment:
@@ -347,21 +407,34 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
     return req.layers // req.layers_per_fragment
 
 
-def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec], str, Optional[int]]:
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, str, int | None]:
     """The workload and streaming schedule to plan, the run's own link (``--from``), and the
     bytes a data-parallel step all-reduces (None without ``--params``)."""
     grad_bytes = None
     if req.from_dir is not None:
-        given = [f for f, v in (("--params", req.params), ("--dtype", req.dtype), ("--step-ms", req.step_ms),
-                                ("--tokens-per-step", req.tokens_per_step), ("--flops-per-gpu", req.flops_per_gpu))
-                 if v is not None]
+        given = [
+            f
+            for f, v in (
+                ("--params", req.params),
+                ("--dtype", req.dtype),
+                ("--step-ms", req.step_ms),
+                ("--tokens-per-step", req.tokens_per_step),
+                ("--flops-per-gpu", req.flops_per_gpu),
+            )
+            if v is not None
+        ]
         if given:
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
         # export) and its profiled steps' real loopback collectives belong to its own step
         # numbers, so only its bias, jitter, drift, RPC and CPU work per send / sync carry over
-        work, sched, link, source = replace(run.work, stalls=(), real_steps=(), replay=(), step_times=()), run.schedule, run.link, f"run {req.from_dir}"
+        work, sched, link, source = (
+            replace(run.work, stalls=(), real_steps=(), replay=(), step_times=()),
+            run.schedule,
+            run.link,
+            f"run {req.from_dir}",
+        )
     else:
         if req.params is None:
             raise BadInput("plan: give --from RUN_DIR, or --params N and --step-ms MS (and --dtype)")
@@ -384,25 +457,38 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Optional[LinkSpec
         work = replace(work, jitter_s=req.step_jitter_ms / 1e3)
     if req.overlap_slowdown is not None:
         if not (math.isfinite(req.overlap_slowdown) and 0.5 <= req.overlap_slowdown <= 10.0):
-            raise BadInput(f"--overlap-slowdown {req.overlap_slowdown:g}: must be a factor from 0.5 to 10 (1 = no slowdown)")
+            raise BadInput(
+                f"--overlap-slowdown {req.overlap_slowdown:g}: must be a factor from 0.5 to 10 (1 = no slowdown)"
+            )
         work = replace(work, overlap_slowdown=req.overlap_slowdown)
     if req.dp_dtype is not None and req.from_dir is not None:
         raise BadInput("--dp-dtype: applies with --params (a run dir has no data-parallel step)")
-    sched = _schedule(_fragment_count(req, sched.fragments),
-                      req.sync_every if req.sync_every is not None else sched.sync_every,
-                      req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay)
+    sched = _schedule(
+        _fragment_count(req, sched.fragments),
+        req.sync_every if req.sync_every is not None else sched.sync_every,
+        req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay,
+    )
     return work.split(sched.fragments), sched, link, source, grad_bytes
 
 
-def _totals(p: Prediction, steps: Optional[float]) -> dict:
+def _totals(p: Prediction, steps: float | None) -> dict:
     """A training of ``steps`` steps at the predicted rate: hours, and bytes sent per replica."""
     if steps is None or not p.steps:
         return {}
-    return {"train_hours": steps / p.steps_per_s / 3600.0, "sent_bytes_per_replica": p.bits_on_wire / 8.0 / p.steps * steps}
+    return {
+        "train_hours": steps / p.steps_per_s / 3600.0,
+        "sent_bytes_per_replica": p.bits_on_wire / 8.0 / p.steps * steps,
+    }
 
 
-def predict(work: Workload, sched: Schedule, links: list[LinkSpec], target: float, grad_bytes: Optional[int] = None,
-            train_steps: Optional[float] = None) -> list[dict]:
+def predict(
+    work: Workload,
+    sched: Schedule,
+    links: list[LinkSpec],
+    target: float,
+    grad_bytes: int | None = None,
+    train_steps: float | None = None,
+) -> list[dict]:
     """Per link: streaming (``sched``), plain DiLoCo (and data-parallel) predictions, and the smallest tau / F."""
     out = []
     for link in links:
@@ -460,12 +546,23 @@ def plan(req: PlanRequest) -> int:
         data_hidden["data_parallel"] = data_parallel_hidden_bandwidth(work, grad_bytes, lat, lo, hi)
     result: dict[str, Any] = {
         "source": source,
-        "inputs": {"step_ms": work.step_s * 1e3, "fragment_bytes": list(work.fragment_bytes), "model_bytes": work.model_bytes,
-                   "replicas": work.replicas, "fragments": sched.fragments, "sync_every": sched.sync_every,
-                   "fragment_sync_delay": sched.fragment_sync_delay, "target_util": target,
-                   "step_jitter_ms": work.jitter_s * 1e3, "overlap_slowdown": work.overlap_slowdown, "lighthouse_rpc_ms": work.rpc_s * 1e3,
-                   "replica_bias_ms": [b * 1e3 for b in work.bias_s], "stalls": len(work.stalls),
-                   "data_parallel_bytes": grad_bytes, "train_steps": train_steps},
+        "inputs": {
+            "step_ms": work.step_s * 1e3,
+            "fragment_bytes": list(work.fragment_bytes),
+            "model_bytes": work.model_bytes,
+            "replicas": work.replicas,
+            "fragments": sched.fragments,
+            "sync_every": sched.sync_every,
+            "fragment_sync_delay": sched.fragment_sync_delay,
+            "target_util": target,
+            "step_jitter_ms": work.jitter_s * 1e3,
+            "overlap_slowdown": work.overlap_slowdown,
+            "lighthouse_rpc_ms": work.rpc_s * 1e3,
+            "replica_bias_ms": [b * 1e3 for b in work.bias_s],
+            "stalls": len(work.stalls),
+            "data_parallel_bytes": grad_bytes,
+            "train_steps": train_steps,
+        },
         "configs": configs,
         "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
         "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up
@@ -490,7 +587,9 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
     a run dir's own state bytes, heartbeat timeout and (a kill run's) measured relaunch / join /
     reconfigure; from ``--params`` float32 state of that many parameters with ftrun's optimizers
     (AdamW inner, outer momentum 0.9), the relaunch, join and reconfigure not predicted."""
-    if req.heartbeat_timeout_ms is not None and not (math.isfinite(req.heartbeat_timeout_ms) and req.heartbeat_timeout_ms > 0):
+    if req.heartbeat_timeout_ms is not None and not (
+        math.isfinite(req.heartbeat_timeout_ms) and req.heartbeat_timeout_ms > 0
+    ):
         raise BadInput(f"--heartbeat-timeout-ms {req.heartbeat_timeout_ms:g}: must be a number of ms > 0")
     if req.from_dir is not None:
         run_dir = Path(req.from_dir)
@@ -498,13 +597,23 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
         x = replace(x, kill_step=None)  # a what-if: where a kill lands in the schedule is not known
     else:
         params = round(req.params or 0)
-        x = RecoveryInputs(heartbeat_timeout_s=2.0, state_bytes=heal_bytes(params * STATE_TENSOR_BYTES, 0, True),
-                           schedule=sched, step_s=work.step_s, fragment_bytes=work.fragment_bytes, replicas=work.replicas)
+        x = RecoveryInputs(
+            heartbeat_timeout_s=2.0,
+            state_bytes=heal_bytes(params * STATE_TENSOR_BYTES, 0, True),
+            schedule=sched,
+            step_s=work.step_s,
+            fragment_bytes=work.fragment_bytes,
+            replicas=work.replicas,
+        )
     if req.heartbeat_timeout_ms is not None:
         x = replace(x, heartbeat_timeout_s=req.heartbeat_timeout_ms / 1e3)
     per_link = [{"link": s.describe(), **predict_recovery(x, s.bandwidth_bps, s.latency_s).as_dict()} for s in specs]
-    return {"heartbeat_timeout_s": x.heartbeat_timeout_s, "state_bytes": x.state_bytes, "measured_from": x.measured_from,
-            "links": per_link}
+    return {
+        "heartbeat_timeout_s": x.heartbeat_timeout_s,
+        "state_bytes": x.state_bytes,
+        "measured_from": x.measured_from,
+        "links": per_link,
+    }
 
 
 # --- --check ---------------------------------------------------------------------------------
@@ -513,7 +622,7 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
 def _run_dirs(root: Path, given: Any) -> list[Path]:
     """Run dirs as a report recorded them; a dir that moved is looked up next to the report."""
     dirs = []
-    for d in (given.split(",") if isinstance(given, str) else list(given or [])):
+    for d in given.split(",") if isinstance(given, str) else list(given or []):
         p = Path(d)
         if not (p / layout.MANIFEST).is_file() and (root / p.name / layout.MANIFEST).is_file():
             p = root / p.name
@@ -527,6 +636,7 @@ def _run_dirs(root: Path, given: Any) -> list[Path]:
 
 def _measured_runs(root: Path) -> list[dict]:
     """[{name, dirs: [[run dir, ...] per repeat], link, measured}] from report.json or sweep.json."""
+
     def load(path: Path) -> dict:
         try:
             return json.loads(path.read_text())
@@ -539,14 +649,19 @@ def _measured_runs(root: Path) -> list[dict]:
         for r in rep.get("runs", []):
             repeats = r.get("repeat_runs") or [r]
             data, ctrl = r.get("per_sync_exposed_ms"), r.get("per_sync_exposed_control_ms")
-            out.append({
-                "name": r["name"],
-                "dirs": [_run_dirs(root, x.get("run_dirs") or x.get("run_dir")) for x in repeats],
-                "link": r.get("link") or rep.get("link"),
-                "measured": {"exposed_ms_per_sync": None if data is None or ctrl is None else data + ctrl,
-                             "exposed_data_ms_per_sync": data, "exposed_control_ms_per_sync": ctrl,
-                             "steps_per_s": r.get("steps_per_s")},
-            })
+            out.append(
+                {
+                    "name": r["name"],
+                    "dirs": [_run_dirs(root, x.get("run_dirs") or x.get("run_dir")) for x in repeats],
+                    "link": r.get("link") or rep.get("link"),
+                    "measured": {
+                        "exposed_ms_per_sync": None if data is None or ctrl is None else data + ctrl,
+                        "exposed_data_ms_per_sync": data,
+                        "exposed_control_ms_per_sync": ctrl,
+                        "steps_per_s": r.get("steps_per_s"),
+                    },
+                }
+            )
         return out
     if (root / "sweep.json").is_file():
         cells = load(root / "sweep.json").get("cells", [])
@@ -555,26 +670,33 @@ def _measured_runs(root: Path) -> list[dict]:
             dirs = _run_dirs(root, c.get("run_dir"))
             data, ctrl = c.get("exposed_comm_per_sync_ms"), c.get("exposed_control_per_sync_ms")
             name = c.get("name") or (Path(c["run_dir"]).name if isinstance(c.get("run_dir"), str) else f"cell{i}")
-            out.append({
-                "name": name, "dirs": [dirs], "link": None,
-                # a sweep reports the data plane (compare's exposed_comm); control only when it says so
-                "measured": {"exposed_ms_per_sync": data + ctrl if data is not None and ctrl is not None else data,
-                             "exposed_data_ms_per_sync": data, "exposed_control_ms_per_sync": ctrl,
-                             "steps_per_s": c.get("steps_per_s")},
-                "planes": "data+control" if ctrl is not None else "data",
-            })
+            out.append(
+                {
+                    "name": name,
+                    "dirs": [dirs],
+                    "link": None,
+                    # a sweep reports the data plane (compare's exposed_comm); control only when it says so
+                    "measured": {
+                        "exposed_ms_per_sync": data + ctrl if data is not None and ctrl is not None else data,
+                        "exposed_data_ms_per_sync": data,
+                        "exposed_control_ms_per_sync": ctrl,
+                        "steps_per_s": c.get("steps_per_s"),
+                    },
+                    "planes": "data+control" if ctrl is not None else "data",
+                }
+            )
         return out
     raise BadInput(f"--check {root}: neither a compare dir (report.json) nor a sweep dir (sweep.json)")
 
 
-def error_of(pred: Optional[float], meas: Optional[float]) -> Optional[float]:
+def error_of(pred: float | None, meas: float | None) -> float | None:
     """Relative error (pred - meas) / meas; None when either is missing or meas is 0."""
     if pred is None or meas is None or meas == 0:
         return None
     return (pred - meas) / meas
 
 
-def within(key: str, pred: Optional[float], meas: Optional[float], tolerance: float) -> Optional[bool]:
+def within(key: str, pred: float | None, meas: float | None, tolerance: float) -> bool | None:
     """Exposed times pass within ``tolerance`` or ``EXPOSED_FLOOR_MS``; rates within ``tolerance``."""
     if pred is None or meas is None:
         return None
@@ -604,12 +726,22 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
             inp = read_run(dirs)
             link = inp.link or LOOPBACK
             if mr["link"] is None:
-                mr["link"] = {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
-                              "describe": link.describe() if inp.link else "loopback (no emulated link)"}
+                mr["link"] = {
+                    "bandwidth_bps": link.bandwidth_bps,
+                    "latency_s": link.latency_s,
+                    "describe": link.describe() if inp.link else "loopback (no emulated link)",
+                }
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
             # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
-            expect.append(simulate(replace(inp.work, replay=(), step_times=()), inp.schedule, link.bandwidth_bps, link.latency_s,
-                                   inp.steps).as_dict())
+            expect.append(
+                simulate(
+                    replace(inp.work, replay=(), step_times=()),
+                    inp.schedule,
+                    link.bandwidth_bps,
+                    link.latency_s,
+                    inp.steps,
+                ).as_dict()
+            )
         # compare reports the median of its repeats: predict each repeat, take the median too
         pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
         expected = {k: statistics.median(p[k] for p in expect) for k in CHECKED}
@@ -620,15 +752,30 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         predicted = {k: pred_all[k] for k in CHECKED}
         errors = {k: error_of(predicted[k], meas.get(k)) for k in CHECKED}
         ok = {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}
-        runs.append({"name": mr["name"], "planes": planes, "link": mr["link"], "repeats": len(preds),
-                     "predicted": predicted, "expected_from_statistics": expected,
-                     "measured": {k: meas.get(k) for k in CHECKED},
-                     "error": errors, "within_tolerance": ok})
+        runs.append(
+            {
+                "name": mr["name"],
+                "planes": planes,
+                "link": mr["link"],
+                "repeats": len(preds),
+                "predicted": predicted,
+                "expected_from_statistics": expected,
+                "measured": {k: meas.get(k) for k in CHECKED},
+                "error": errors,
+                "within_tolerance": ok,
+            }
+        )
     if not runs:
         raise BadInput(f"--check {dir_}: no runs to check")
     failed = [f"{r['name']}: {k}" for r in runs for k in GATED if r["within_tolerance"][k] is False]
-    result = {"check": str(root), "tolerance": tolerance, "exposed_floor_ms": EXPOSED_FLOOR_MS, "runs": runs,
-              "verdict": "fail" if failed else "pass", "outside_tolerance": failed}
+    result = {
+        "check": str(root),
+        "tolerance": tolerance,
+        "exposed_floor_ms": EXPOSED_FLOOR_MS,
+        "runs": runs,
+        "verdict": "fail" if failed else "pass",
+        "outside_tolerance": failed,
+    }
     if json_out:
         print(json.dumps(result, indent=1))
     else:
@@ -652,8 +799,9 @@ def recovery_inputs(run_dir: Path, inp: RunInputs, with_measured: bool) -> Recov
     m = _manifest(run_dir)
     cfg = m.config or {}
     params = [p for f in m.fragments for p in f.params]
-    state = heal_bytes(sum(p.numel for p in params) * STATE_TENSOR_BYTES, len(params),
-                       float(cfg.get("outer_momentum", 0.9)) > 0)
+    state = heal_bytes(
+        sum(p.numel for p in params) * STATE_TENSOR_BYTES, len(params), float(cfg.get("outer_momentum", 0.9)) > 0
+    )
     kills = sorted((f for f in m.faults.fired if f.action == "kill"), key=lambda f: f.fired_at)
     measured: dict[str, float] = {}
     if with_measured and kills:
@@ -661,11 +809,21 @@ def recovery_inputs(run_dir: Path, inp: RunInputs, with_measured: bool) -> Recov
         if rec is not None:
             measured = {k: s[1] - s[0] for k, s in rec.spans.items() if k in MEASURED_ONLY and s is not None}
     w = inp.work
-    return RecoveryInputs(heartbeat_timeout_s=float(cfg.get("heartbeat_timeout_ms", 2000)) / 1e3, state_bytes=state,
-                          schedule=inp.schedule, step_s=w.step_s, fragment_bytes=w.fragment_bytes, replicas=w.replicas,
-                          send_s=w.send_s, sync_work_s=w.sync_work_s, overlap_slowdown=w.overlap_slowdown, rpc_s=w.rpc_s,
-                          kill_step=(kills[0].fired_step or kills[0].step) if kills else None, measured=measured,
-                          measured_from=str(run_dir) if measured else None)
+    return RecoveryInputs(
+        heartbeat_timeout_s=float(cfg.get("heartbeat_timeout_ms", 2000)) / 1e3,
+        state_bytes=state,
+        schedule=inp.schedule,
+        step_s=w.step_s,
+        fragment_bytes=w.fragment_bytes,
+        replicas=w.replicas,
+        send_s=w.send_s,
+        sync_work_s=w.sync_work_s,
+        overlap_slowdown=w.overlap_slowdown,
+        rpc_s=w.rpc_s,
+        kill_step=(kills[0].fired_step or kills[0].step) if kills else None,
+        measured=measured,
+        measured_from=str(run_dir) if measured else None,
+    )
 
 
 def recovery_rows(pred: RecoveryPrediction, recs: list[Any], tolerance: float) -> tuple[list[dict], list[str]]:
@@ -674,19 +832,31 @@ def recovery_rows(pred: RecoveryPrediction, recs: list[Any], tolerance: float) -
     or heal bytes that differ from what torchft sent). Relaunch, join and reconfigure are inputs."""
     rows = []
     for rec in recs:
-        meas: dict[str, Optional[float]] = {k: (s[1] - s[0]) if s is not None else None for k, s in rec.spans.items()}
+        meas: dict[str, float | None] = {k: (s[1] - s[0]) if s is not None else None for k, s in rec.spans.items()}
         meas["total"] = rec.total_s
         p = dict(pred.phases)
         p["total"] = pred.total_s
         ok = {k: within_recovery(p.get(k), meas.get(k), tolerance, RECOVERY_FLOOR_S) for k in p}
         for k in MEASURED_ONLY:
             ok[k] = None  # inputs: measured, not predicted
-        rows.append({"fault": rec.fault, "replica": rec.replica, "predicted": p, "measured": meas, "how": pred.how,
-                     "heal_bytes": {"predicted": pred.heal_bytes, "measured": rec.heal_bytes, "sent": rec.heal_bytes_sent},
-                     "within_tolerance": ok, "error": {k: error_of(p.get(k), meas.get(k)) for k in p}})
+        rows.append(
+            {
+                "fault": rec.fault,
+                "replica": rec.replica,
+                "predicted": p,
+                "measured": meas,
+                "how": pred.how,
+                "heal_bytes": {"predicted": pred.heal_bytes, "measured": rec.heal_bytes, "sent": rec.heal_bytes_sent},
+                "within_tolerance": ok,
+                "error": {k: error_of(p.get(k), meas.get(k)) for k in p},
+            }
+        )
     failed = [f"{r['fault']}: {k}" for r in rows for k in RECOVERY_GATED if r["within_tolerance"].get(k) is False]
-    failed += [f"{r['fault']}: heal bytes" for r in rows
-               if r["heal_bytes"]["measured"] is not None and r["heal_bytes"]["measured"] != r["heal_bytes"]["predicted"]]
+    failed += [
+        f"{r['fault']}: heal bytes"
+        for r in rows
+        if r["heal_bytes"]["measured"] is not None and r["heal_bytes"]["measured"] != r["heal_bytes"]["predicted"]
+    ]
     return rows, failed
 
 
@@ -703,10 +873,18 @@ def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
     link = inp.link
     pred = predict_recovery(x, link.bandwidth_bps if link else None, link.latency_s if link else 0.0)
     rows, failed = recovery_rows(pred, recs, tolerance)
-    result = {"check": str(root), "kind": "recovery", "tolerance": tolerance, "floor_s": RECOVERY_FLOOR_S,
-              "link": None if link is None else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s,
-                                                 "describe": link.describe()},
-              "recovery": rows, "verdict": "fail" if failed else "pass", "outside_tolerance": failed}
+    result = {
+        "check": str(root),
+        "kind": "recovery",
+        "tolerance": tolerance,
+        "floor_s": RECOVERY_FLOOR_S,
+        "link": None
+        if link is None
+        else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s, "describe": link.describe()},
+        "recovery": rows,
+        "verdict": "fail" if failed else "pass",
+        "outside_tolerance": failed,
+    }
     if json_out:
         print(json.dumps(result, indent=1))
     else:

@@ -26,14 +26,22 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
-from ftrun import __version__, grid, layout
+from ftrun import grid, layout
 from ftrun.config import build
 from ftrun.errors import BadInput, Interrupted
-from ftrun.output import atomic_write, check_name, check_target, check_writable, claim_output_dir, mark_output_dir, wait_until_unlocked
+from ftrun.output import (
+    atomic_write,
+    check_name,
+    check_target,
+    check_writable,
+    claim_output_dir,
+    mark_output_dir,
+    wait_until_unlocked,
+)
 from ftrun.parent_death import die_with_this_process
 
 CELL_RESULT = layout.SWEEP_CELL
@@ -60,8 +68,13 @@ def machine() -> dict[str, Any]:
     from ftrun.launch.placement import host_devices
     from ftrun.launch.preflight import has_cuda_device
 
-    return {"hostname": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "gpus": len(host_devices()), "cuda_device": has_cuda_device()}
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "gpus": len(host_devices()),
+        "cuda_device": has_cuda_device(),
+    }
 
 
 def _differing(cfg) -> dict[str, Any]:
@@ -95,8 +108,14 @@ class Runner:
                 return 130, "stopped"
             # it dies with the sweep, even a SIGKILLed one (and stops its own children on SIGTERM);
             # this thread waits for it below, so the parent-death signal is not sent early
-            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                 preexec_fn=die_with_this_process(signal.SIGTERM))
+            p = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+                preexec_fn=die_with_this_process(signal.SIGTERM),
+            )
             self.procs[cell.name] = p
         try:
             _, err = p.communicate()
@@ -171,18 +190,21 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     }
 
 
-def _recovery_metrics(summary: Optional[dict]) -> dict[str, Any]:
+def _recovery_metrics(summary: dict | None) -> dict[str, Any]:
     from ftrun.check.recovery import from_summary
 
     b = from_summary(summary or {})[1]
     if not b:
         return {"recovery_s": None, "recovery_largest_phase": None, "recovery_largest_phase_s": None}
     big = b[0].get("largest_phase")
-    return {"recovery_s": b[0].get("total_s"), "recovery_largest_phase": big,
-            "recovery_largest_phase_s": (b[0].get("phases") or {}).get(big) if big else None}
+    return {
+        "recovery_s": b[0].get("total_s"),
+        "recovery_largest_phase": big,
+        "recovery_largest_phase_s": (b[0].get("phases") or {}).get(big) if big else None,
+    }
 
 
-def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
+def first_group_error(run_dir: Path, replicas: int) -> str | None:
     """``logs/replicaR.log: <its failure cause>`` for the first group log holding one (a rank's
     signal or first exception line: what went wrong inside torchft, as found; ftrun works
     around nothing)."""
@@ -198,26 +220,37 @@ def first_group_error(run_dir: Path, replicas: int) -> Optional[str]:
     return None
 
 
-def run_cell(runner: Runner, cell: grid.Cell) -> Optional[dict[str, Any]]:
+def run_cell(runner: Runner, cell: grid.Cell) -> dict[str, Any] | None:
     """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
     run_dir = runner.sweep_dir / cell.name
     holder = wait_until_unlocked(run_dir, STOP_WAIT_S)  # an earlier sweep's training, still stopping
     if holder is not None:  # not this cell's result: nothing recorded, a later --resume runs it
-        return {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), "verdict": "not run",
-                "problem": f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
-                           "earlier sweep?); --resume again once it has ended"}
+        return {
+            "name": cell.name,
+            "params": cell.params,
+            "run_dir": str(run_dir),
+            "verdict": "not run",
+            "problem": f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
+            "earlier sweep?); --resume again once it has ended",
+        }
     t0 = time.monotonic()
     rc, err = runner.train(cell)
     if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
         return None
-    res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **evaluate(cell, run_dir, rc, err),
-           "wall_s": round(time.monotonic() - t0, 2), "config": _differing(cell.config)}
+    res = {
+        "name": cell.name,
+        "params": cell.params,
+        "run_dir": str(run_dir),
+        **evaluate(cell, run_dir, rc, err),
+        "wall_s": round(time.monotonic() - t0, 2),
+        "config": _differing(cell.config),
+    }
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / CELL_RESULT, layout.to_json(msgspec.convert(res, layout.SweepCell), indent=1))
     return res
 
 
-def finished(sweep_dir: Path, cell: grid.Cell) -> Optional[dict[str, Any]]:
+def finished(sweep_dir: Path, cell: grid.Cell) -> dict[str, Any] | None:
     """The cell's result from an earlier run of this sweep, re-checked from its run dir, or None.
 
     ``sweep-cell.json`` says only that the cell finished and with which options: its verdict and
@@ -234,26 +267,39 @@ def finished(sweep_dir: Path, cell: grid.Cell) -> Optional[dict[str, Any]]:
         rec = layout.read_sweep_cell(p)
     except BadInput as e:
         raise BadInput(f"--resume: {e}") from None
-    now = {k: v for k, v in json.loads(json.dumps(_differing(cell.config))).items() if k != "out"}  # as the file spells it
+    now = {
+        k: v for k, v in json.loads(json.dumps(_differing(cell.config))).items() if k != "out"
+    }  # as the file spells it
     then = {k: v for k, v in rec.config.items() if k != "out"}
     if then != now:
         key = next(k for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k))
-        raise BadInput(f"--resume: cell {cell.name} was trained with {key} = {then.get(key)!r}, this sweep asks for "
-                       f"{now.get(key)!r} (give the same options, or another --name)")
+        raise BadInput(
+            f"--resume: cell {cell.name} was trained with {key} = {then.get(key)!r}, this sweep asks for "
+            f"{now.get(key)!r} (give the same options, or another --name)"
+        )
     run_dir = sweep_dir / cell.name
     fresh = evaluate(cell, run_dir, 1 if rec.verdict == "crashed" else 0, "")
     if fresh["verdict"] == "crashed" and rec.verdict == "crashed" and rec.problem:
         fresh["problem"] = rec.problem  # the training's own error line, from when it ran
-    res = {"name": cell.name, "params": cell.params, "run_dir": str(run_dir), **fresh, "wall_s": rec.wall_s,
-           "config": rec.config}
+    res = {
+        "name": cell.name,
+        "params": cell.params,
+        "run_dir": str(run_dir),
+        **fresh,
+        "wall_s": rec.wall_s,
+        "config": rec.config,
+    }
     if fresh["verdict"] != rec.verdict:
         res["recorded_verdict"] = rec.verdict
-        res["problem"] = f"re-checked on --resume (recorded {rec.verdict}): {fresh.get('problem') or 'now ' + fresh['verdict']}"
+        res["problem"] = (
+            f"re-checked on --resume (recorded {rec.verdict}): {fresh.get('problem') or 'now ' + fresh['verdict']}"
+        )
     return res
 
 
-def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], file_values: Optional[dict],
-         sweep_dir: Path) -> tuple[list[grid.Axis], dict[str, Any], list[grid.Cell], list[str]]:
+def plan(
+    preset: str | None, axes_text: list[str], shared: dict[str, Any], file_values: dict | None, sweep_dir: Path
+) -> tuple[list[grid.Axis], dict[str, Any], list[grid.Cell], list[str]]:
     """Axes, the shared values (user's + preset's), the classified cells, notes. ``BadInput`` on bad input."""
     from ftrun.launch.preflight import has_cuda_device, why_unavailable
 
@@ -261,8 +307,13 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
     user_axes = [grid.parse_axis(t) for t in axes_text]
     from ftrun.torchft_compat import installed, process_group_backends
 
-    p_axes, p_shared = (grid.preset_axes(preset, {**(file_values or {}), **shared}, has_cuda_device(),
-                                         process_group_backends(installed())) if preset else ([], {}))
+    p_axes, p_shared = (
+        grid.preset_axes(
+            preset, {**(file_values or {}), **shared}, has_cuda_device(), process_group_backends(installed())
+        )
+        if preset
+        else ([], {})
+    )
     axes = grid.merge_axes(p_axes, user_axes)
     grid.check_shared(axes, shared)
     keys = {a.key for a in axes}
@@ -278,12 +329,16 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
         ranks = base.hosts.replicas * base.hosts.nproc_per_replica
         spec, calib = default_link(base, threads_per_rank(ranks))
         shared["link"] = spec.as_flag()
-        notes.append(f"link {spec.describe()} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
-                     f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms")
+        notes.append(
+            f"link {spec.describe()} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
+            f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms"
+        )
     cells = grid.product(axes)
 
     def cell_config(params: dict[str, Any]):
-        return build(file_values=file_values, **{**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)})
+        return build(
+            file_values=file_values, **{**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)}
+        )
 
     grid.classify(cells, cell_config, why_unavailable)
     if all(c.status == "invalid" for c in cells):  # a shared flag (or every value) breaks a rule
@@ -294,8 +349,18 @@ def plan(preset: Optional[str], axes_text: list[str], shared: dict[str, Any], fi
     return axes, shared, cells, notes
 
 
-def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Optional[str],
-          name: Optional[str], parallel: int, resume: bool, metric: str, json_out: bool, junit: Optional[Path] = None) -> int:
+def sweep(
+    preset: str | None,
+    axes_text: list[str],
+    opts: Any,
+    config: str | None,
+    name: str | None,
+    parallel: int,
+    resume: bool,
+    metric: str,
+    json_out: bool,
+    junit: Path | None = None,
+) -> int:
     """``opts``: the ``Overrides`` of sweep's config flags: shared by every cell, but ``out``: the sweep's root."""
     from ftrun import config as cfgmod
     from ftrun.report import sweep_view as view
@@ -320,8 +385,10 @@ def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Option
     shared = {k: v for k, v in cfgmod.given(opts).items() if k != "out"}  # by key, as the grid's cells (ftrun.grid)
     axes, shared, cells, notes = plan(preset, axes_text, shared, file_values, sweep_dir)
     if parallel > 1:
-        notes.append(f"--parallel {parallel}: cells ran {parallel} at a time on {os.cpu_count()} CPUs, so their timing "
-                     "figures (steps/s, exposed communication) are distorted by each other")
+        notes.append(
+            f"--parallel {parallel}: cells ran {parallel} at a time on {os.cpu_count()} CPUs, so their timing "
+            "figures (steps/s, exposed communication) are distorted by each other"
+        )
     if resume:
         mark_output_dir(sweep_dir, "--resume")  # the sweep being finished: ftrun's (it holds cells/)
     else:
@@ -330,7 +397,13 @@ def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Option
     results: dict[str, dict[str, Any]] = {}
     for c in cells:
         if c.status != "run":
-            results[c.name] = {"name": c.name, "params": c.params, "verdict": c.status, "problem": c.reason, "run_dir": None}
+            results[c.name] = {
+                "name": c.name,
+                "params": c.params,
+                "verdict": c.status,
+                "problem": c.reason,
+                "run_dir": None,
+            }
         elif resume and (done := finished(sweep_dir, c)) is not None:
             results[c.name] = {**done, "resumed": True}
     todo = [c for c in cells if c.status == "run" and c.name not in results]
@@ -339,15 +412,34 @@ def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Option
         notes.append(f"--resume: {resumed} finished cell(s) kept, {len(todo)} run now")
 
     def assemble() -> dict[str, Any]:
-        listed = [results.get(c.name) or {"name": c.name, "params": c.params, "verdict": "not run",
-                                          "problem": "stopped before it finished", "run_dir": None} for c in cells]
+        listed = [
+            results.get(c.name)
+            or {
+                "name": c.name,
+                "params": c.params,
+                "verdict": "not run",
+                "problem": "stopped before it finished",
+                "run_dir": None,
+            }
+            for c in cells
+        ]
         counts: dict[str, int] = {}
         for r in listed:
             counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        return {"sweep_dir": str(sweep_dir), "name": name, "preset": preset,
-                "axes": [{"key": a.key, "values": list(a.values)} for a in axes],
-                "shared": {k: v for k, v in shared.items()}, "metric": metric, "parallel": parallel,
-                "machine": machine(), "versions": versions(), "notes": notes, "counts": counts, "cells": listed}
+        return {
+            "sweep_dir": str(sweep_dir),
+            "name": name,
+            "preset": preset,
+            "axes": [{"key": a.key, "values": list(a.values)} for a in axes],
+            "shared": {k: v for k, v in shared.items()},
+            "metric": metric,
+            "parallel": parallel,
+            "machine": machine(),
+            "versions": versions(),
+            "notes": notes,
+            "counts": counts,
+            "cells": listed,
+        }
 
     runner = Runner(sweep_dir)
     try:
@@ -357,8 +449,10 @@ def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Option
         result = assemble()
         atomic_write(sweep_dir / "sweep.json", json.dumps(result, indent=1))
         kept = sum(1 for c in cells if c.status == "run" and c.name in results)
-        raise Interrupted(f"stopped by {e or 'SIGINT'}; trainings stopped; {kept} finished cell(s) kept in {sweep_dir} "
-                          "(ftrun sweep --resume ... to finish)") from None
+        raise Interrupted(
+            f"stopped by {e or 'SIGINT'}; trainings stopped; {kept} finished cell(s) kept in {sweep_dir} "
+            "(ftrun sweep --resume ... to finish)"
+        ) from None
     result = assemble()
     try:
         result["picture"] = str(view.draw(result, sweep_dir / "sweep.png", metric))
@@ -392,15 +486,31 @@ def sweep(preset: Optional[str], axes_text: list[str], opts: Any, config: Option
 def _run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int, json_out: bool, view) -> None:
     """Run ``todo`` ``parallel`` at a time with a progress bar (ETA from the measured cell times)
     and one line per finished cell."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from ftrun.console import console
 
     if not todo:
         return
     err = console(stderr=True)  # at its width (80 in a log): a long problem wraps, nothing is cut
-    progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=json_out, transient=True)
+    progress = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=json_out,
+        transient=True,
+    )
     with progress, ThreadPoolExecutor(max_workers=parallel) as pool:
         task = progress.add_task("cells", total=len(todo))
         pending = {pool.submit(run_cell, runner, c): c for c in todo}

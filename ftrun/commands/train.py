@@ -31,7 +31,11 @@ def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet
             return _train(cfg, overwrite, json_out, quiet, stop)
         except Stopped as e:  # before the children started: nothing to stop
             stop.begin()
-            where = f"; partial run in {cfg.out}/{cfg.run_name}" if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir() else ""
+            where = (
+                f"; partial run in {cfg.out}/{cfg.run_name}"
+                if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir()
+                else ""
+            )
             raise Interrupted(f"stopped by {e} before training started{where}") from None
 
 
@@ -41,14 +45,21 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
 
     require_supported()  # an unsupported torchft: one line naming it, exit 2, before anything starts
     window = cfg.profile_window()
-    placement = plan_placement(cfg.hosts.backend, cfg.hosts.groups_here, cfg.hosts.nproc_per_replica)  # BadInput before launch
+    placement = plan_placement(
+        cfg.hosts.backend, cfg.hosts.groups_here, cfg.hosts.nproc_per_replica
+    )  # BadInput before launch
     check_quantize(cfg.optimizer.quantize, cfg.hosts.backend, placement)
     link = None
     if cfg.emulation.link:
         from ftrun.link_spec import parse_link
 
         spec = parse_link(cfg.emulation.link)
-        link = {"bandwidth_bps": spec.bandwidth_bps, "latency_s": spec.latency_s, "emulated": True, "describe": spec.describe()}
+        link = {
+            "bandwidth_bps": spec.bandwidth_bps,
+            "latency_s": spec.latency_s,
+            "emulated": True,
+            "describe": spec.describe(),
+        }
     jid = job_id(cfg)
     if cfg.hosts.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
         cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.hosts.replica_group_id}"
@@ -63,8 +74,15 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
             console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     try:
-        return _run(RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir), network=network),
-                    window, link, placement, json_out, quiet, stop)
+        return _run(
+            RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir), network=network),
+            window,
+            link,
+            placement,
+            json_out,
+            quiet,
+            stop,
+        )
     finally:
         lock.release()
 
@@ -77,9 +95,12 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     manifest = run_job(state, window, link, placement, stop, view, view.refresh)
     logs = read_logs(state)
     cfg = state.cfg
-    partial = (f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host "
-               "(inspect-trace every group's run dir)"
-               if cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1 else None)
+    partial = (
+        f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host "
+        "(inspect-trace every group's run dir)"
+        if cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1
+        else None
+    )
     numerics = check_numerics(logs, cfg.profiling.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each

@@ -37,7 +37,8 @@ def view(path: Path, port: int = 6006, host: str = "127.0.0.1") -> int:
         print(
             f"view: run {run_name!r}: {len(traces)} trace file(s), {len(scalars)} scalar run(s) "
             f"(the profiler loads traces in the background); Ctrl-C stops",
-            file=sys.stderr, flush=True,
+            file=sys.stderr,
+            flush=True,
         )
         code = child.proc.wait()
         raise RunFailed(f"TensorBoard exited with code {code}: {child.last_error()}")

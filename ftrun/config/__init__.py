@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from ftrun.config.build import PRESETS, FileValues, build, load_toml, validate_config
 from ftrun.config.options import Field, fields, flag, for_command, get, given, on_off, overrides, overrides_type
-from ftrun.config.parts import (BACKENDS, MAX_HEARTBEAT_MS, MAX_STEP_SLEEP_MS, MAX_WAIT_S, MODELS, DataConfig,
-                                EmulationConfig, FaultsConfig, HostsConfig, ModelConfig, OptimizerConfig,
-                                ProfilingConfig, RunConfig, ScheduleConfig, TimeoutsConfig)
-
+from ftrun.config.parts import (
+    BACKENDS,
+    MAX_HEARTBEAT_MS,
+    MAX_STEP_SLEEP_MS,
+    MAX_WAIT_S,
+    MODELS,
+    DataConfig,
+    EmulationConfig,
+    FaultsConfig,
+    HostsConfig,
+    ModelConfig,
+    OptimizerConfig,
+    ProfilingConfig,
+    RunConfig,
+    ScheduleConfig,
+    TimeoutsConfig,
+)
 
 
 def __getattr__(name: str) -> frozenset[str]:
@@ -24,9 +37,37 @@ def __getattr__(name: str) -> frozenset[str]:
         return frozenset(k for k, f in fields().items() if not f.flags)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
-    "BACKENDS", "FIELD_NAMES", "FILE_ONLY", "MAX_HEARTBEAT_MS", "MAX_STEP_SLEEP_MS", "MAX_WAIT_S", "MODELS", "PRESETS",
-    "DataConfig", "EmulationConfig", "FaultsConfig", "Field", "FileValues", "HostsConfig", "ModelConfig",
-    "OptimizerConfig", "ProfilingConfig", "RunConfig", "ScheduleConfig", "TimeoutsConfig", "build", "fields", "flag",
-    "for_command", "get", "given", "load_toml", "on_off", "overrides", "overrides_type", "validate_config",
+    "BACKENDS",
+    "FIELD_NAMES",
+    "FILE_ONLY",
+    "MAX_HEARTBEAT_MS",
+    "MAX_STEP_SLEEP_MS",
+    "MAX_WAIT_S",
+    "MODELS",
+    "PRESETS",
+    "DataConfig",
+    "EmulationConfig",
+    "FaultsConfig",
+    "Field",
+    "FileValues",
+    "HostsConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "ProfilingConfig",
+    "RunConfig",
+    "ScheduleConfig",
+    "TimeoutsConfig",
+    "build",
+    "fields",
+    "flag",
+    "for_command",
+    "get",
+    "given",
+    "load_toml",
+    "on_off",
+    "overrides",
+    "overrides_type",
+    "validate_config",
 ]

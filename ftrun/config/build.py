@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ftrun.config.options import fields, flag, given as given_of
 from ftrun.config.parts import At, RunConfig, _show
@@ -72,8 +73,9 @@ def load_toml(path: str | Path) -> FileValues:
     return FileValues(out, str(p), keys)
 
 
-def build(preset: str = "streaming", file_values: Optional[dict[str, Any]] = None, overrides: Any = None,
-          **flags: Any) -> RunConfig:
+def build(
+    preset: str = "streaming", file_values: dict[str, Any] | None = None, overrides: Any = None, **flags: Any
+) -> RunConfig:
     """Preset < file < ``overrides`` (an ``Overrides``: a command's flags; ``flags``: the same by
     key, for code and tests; ``None`` = unset). Checks before returning; an error names a flag as
     ``--flag VALUE``, a file's value as ``FILE: key = VALUE``, and a value that came from the

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import typing
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -20,7 +20,7 @@ class Field(msgspec.Struct, frozen=True):
     itself), ``kind`` (int, float, bool, str or list: a list of strings), its default and ``Opt``."""
 
     key: str
-    part: Optional[str]
+    part: str | None
     kind: Any  # int, float, bool, str or list
     default: Any
     opt: Opt
@@ -33,7 +33,7 @@ class Field(msgspec.Struct, frozen=True):
         return self.opt.flags or ("--" + self.key.replace("_", "-"),)
 
 
-def _fields_of(cls: type, part: Optional[str]) -> list[Field]:
+def _fields_of(cls: type, part: str | None) -> list[Field]:
     hints = cls.__annotations__  # objects, not strings (ftrun.config.parts): nothing to evaluate
     out = []
     for f in msgspec.structs.fields(cls):

@@ -15,8 +15,9 @@ need two parts live with the part that owns the value blamed.
 import functools
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -52,7 +53,7 @@ class Opt(msgspec.Struct, frozen=True):
     help: str = ""
     flags: tuple[str, ...] = ()
     commands: tuple[str, ...] = _ALL
-    metavar: Optional[str] = None
+    metavar: str | None = None
     on_off: bool = False
 
 
@@ -86,8 +87,9 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     fragments: Annotated[int, Opt("Model fragments F.", commands=(TRAIN, SWEEP))] = 2
     sync_every: Annotated[int, Opt("Inner steps H between two syncs of a fragment.", commands=(TRAIN, SWEEP))] = 20
-    fragment_sync_delay: Annotated[int, Opt("Steps tau between a fragment's send and its sync.",
-                                            commands=(TRAIN, SWEEP))] = 5
+    fragment_sync_delay: Annotated[
+        int, Opt("Steps tau between a fragment's send and its sync.", commands=(TRAIN, SWEEP))
+    ] = 5
     fragment_update_alpha: Annotated[float, Opt("alpha: mix of local into global params after a sync.")] = 0.0
 
     @property
@@ -110,8 +112,10 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             rule = f"torchft needs H >= F and H a multiple of F, here H={h}, F={f}"
         elif e.field == "fragment_sync_delay" and delay >= 0:
             involved = ["fragment_sync_delay", "sync_every", "fragments"]
-            rule = (f"torchft needs tau < H/F, here tau={delay} >= {h}/{f} = {h // f} "
-                    f"(a fragment must sync before it is sent again)")
+            rule = (
+                f"torchft needs tau < H/F, here tau={delay} >= {h}/{f} = {h // f} "
+                f"(a fragment must sync before it is sent again)"
+            )
         else:
             return f"{at.where(e.field)} {_show(e.value)}: {e.rule}"
         given = [k for k in involved if at.origin(k) in ("flag", "file")]
@@ -121,8 +125,10 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for k in involved:
             if k != lead:
                 src = at.origin(k)
-                others.append(f"{letter[k]} is {at.where(k)} {getattr(self, k)}"
-                              + ("" if src in ("flag", "file") else f" ({src})"))
+                others.append(
+                    f"{letter[k]} is {at.where(k)} {getattr(self, k)}"
+                    + ("" if src in ("flag", "file") else f" ({src})")
+                )
         return f"{at.where(lead)} {getattr(self, lead)}: {rule}; {', '.join(others)}"
 
 
@@ -131,26 +137,51 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     replicas: Annotated[int, Opt("Replica groups R (default 2).", flags=("--replicas", "--num-replica-groups"))] = 2
     nproc_per_replica: Annotated[int, Opt("Ranks per replica group G (default 1).")] = 1
-    backend: Annotated[str, Opt("auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo; torchft-nightly "
-                                "also lists gloo-native, torchcomms.")] = "auto"
+    backend: Annotated[
+        str,
+        Opt(
+            "auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo; torchft-nightly "
+            "also lists gloo-native, torchcomms."
+        ),
+    ] = "auto"
     min_replicas: Annotated[int, Opt("torchft min_replica_size (and the lighthouse's min_replicas).")] = 1
-    lighthouse: Annotated[str, Opt("Use this lighthouse (http://HOST:PORT) instead of starting one.",
-                                   commands=(TRAIN,))] = ""
-    replica_group_id: Annotated[int, Opt("Several hosts: run only replica group K here (needs --lighthouse).",
-                                         commands=(TRAIN,))] = -1  # -1: every group, on this host
-    job_id: Annotated[str, Opt("Several hosts: the job's id (default: from --lighthouse and --run-name).",
-                               commands=(TRAIN,))] = ""
-    master_addr: Annotated[str, Opt("Several hosts: torchrun --master-addr for this group's store (default: this "
-                                    "host's address on the interface that routes to the lighthouse).",
-                                    commands=(TRAIN,))] = ""
-    master_port: Annotated[int, Opt("Several hosts: torchrun --master-port (default: a free port).",
-                                    commands=(TRAIN,))] = 0
-    advertise_host: Annotated[str, Opt("Several hosts: name torchft hands to the other groups for this host (default: "
-                                       "this host's address on the interface that routes to the lighthouse).",
-                                       commands=(TRAIN,))] = ""
-    interface: Annotated[str, Opt("Several hosts: the network interface the other hosts reach this one through "
-                                  "(default: the one that routes to the lighthouse); also "
-                                  "GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set.", commands=(TRAIN,))] = ""
+    lighthouse: Annotated[
+        str, Opt("Use this lighthouse (http://HOST:PORT) instead of starting one.", commands=(TRAIN,))
+    ] = ""
+    replica_group_id: Annotated[
+        int, Opt("Several hosts: run only replica group K here (needs --lighthouse).", commands=(TRAIN,))
+    ] = -1  # -1: every group, on this host
+    job_id: Annotated[
+        str, Opt("Several hosts: the job's id (default: from --lighthouse and --run-name).", commands=(TRAIN,))
+    ] = ""
+    master_addr: Annotated[
+        str,
+        Opt(
+            "Several hosts: torchrun --master-addr for this group's store (default: this "
+            "host's address on the interface that routes to the lighthouse).",
+            commands=(TRAIN,),
+        ),
+    ] = ""
+    master_port: Annotated[
+        int, Opt("Several hosts: torchrun --master-port (default: a free port).", commands=(TRAIN,))
+    ] = 0
+    advertise_host: Annotated[
+        str,
+        Opt(
+            "Several hosts: name torchft hands to the other groups for this host (default: "
+            "this host's address on the interface that routes to the lighthouse).",
+            commands=(TRAIN,),
+        ),
+    ] = ""
+    interface: Annotated[
+        str,
+        Opt(
+            "Several hosts: the network interface the other hosts reach this one through "
+            "(default: the one that routes to the lighthouse); also "
+            "GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set.",
+            commands=(TRAIN,),
+        ),
+    ] = ""
 
     @property
     def groups_here(self) -> list[int]:
@@ -170,11 +201,17 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         """The several-hosts rules (after the faults, as a user reads the flags)."""
         if self.replica_group_id != -1:
             if not 0 <= self.replica_group_id < self.replicas:
-                raise at.bad("replica_group_id", self.replica_group_id,
-                             f"must be in 0..--num-replica-groups-1 ({self.replicas - 1})")
+                raise at.bad(
+                    "replica_group_id",
+                    self.replica_group_id,
+                    f"must be in 0..--num-replica-groups-1 ({self.replicas - 1})",
+                )
             if not self.lighthouse:
-                raise at.bad("replica_group_id", self.replica_group_id,
-                             "needs --lighthouse http://HOST:PORT (start one with `ftrun lighthouse`)")
+                raise at.bad(
+                    "replica_group_id",
+                    self.replica_group_id,
+                    "needs --lighthouse http://HOST:PORT (start one with `ftrun lighthouse`)",
+                )
         if self.master_port and not 1 <= self.master_port <= 65535:
             raise at.bad("master_port", self.master_port, "must be a TCP port")
         if self.job_id and not _RUN_NAME_RE.fullmatch(self.job_id):
@@ -188,13 +225,26 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The model: a built-in one (its shape) or a user's ``MODULE:FACTORY`` / ``hf:NAME`` (``ftrun.model_spec``)."""
 
-    model: Annotated[str, Opt("mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, "
-                              "**model_args) -> logits [B,T,V]) or hf:NAME.")] = "mlp"
-    model_args: Annotated[list[str], Opt("KEY=VALUE for --model MODULE:FACTORY's factory. Repeatable.",
-                                         flags=("--model-arg",), commands=(TRAIN,))] = []
+    model: Annotated[
+        str,
+        Opt(
+            "mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, "
+            "**model_args) -> logits [B,T,V]) or hf:NAME."
+        ),
+    ] = "mlp"
+    model_args: Annotated[
+        list[str],
+        Opt("KEY=VALUE for --model MODULE:FACTORY's factory. Repeatable.", flags=("--model-arg",), commands=(TRAIN,)),
+    ] = []
     # user model: explicit fragments "a,b;c" (default: split its largest ModuleList)
-    fragment_fqns: Annotated[str, Opt("--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: "
-                                      "its largest ModuleList split in F).", commands=(TRAIN,))] = ""
+    fragment_fqns: Annotated[
+        str,
+        Opt(
+            "--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: "
+            "its largest ModuleList split in F).",
+            commands=(TRAIN,),
+        ),
+    ] = ""
     blocks: Annotated[int, Opt("Model blocks (>= fragments; default 4).")] = 4
     width: Annotated[int, Opt("Model width (default 128).")] = 128
     vocab: Annotated[int, Opt(commands=())] = 256
@@ -212,11 +262,17 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         else:
             if self.model_args or self.fragment_fqns:
                 name = "model_args" if self.model_args else "fragment_fqns"
-                raise at.bad(name, self.model_args or self.fragment_fqns,
-                             f"only for --model MODULE:FACTORY, not the built-in {self.model}")
+                raise at.bad(
+                    name,
+                    self.model_args or self.fragment_fqns,
+                    f"only for --model MODULE:FACTORY, not the built-in {self.model}",
+                )
             if fragments > self.blocks:
-                raise at.bad("fragments", fragments,
-                             f"must be <= the model's blocks ({self.blocks}); each fragment is a group of whole blocks")
+                raise at.bad(
+                    "fragments",
+                    fragments,
+                    f"must be <= the model's blocks ({self.blocks}); each fragment is a group of whole blocks",
+                )
 
     def check_vocab(self, cfg: "RunConfig", at: At) -> None:
         if self.vocab < 2 or self.vocab > 256 and cfg.data.data != "synthetic":
@@ -265,9 +321,17 @@ class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What the run records: the profiled steps, a relaunched group's profile, the numeric sketches."""
 
     profile: Annotated[str, Opt("auto, none, or A:B (profile steps A..B).")] = "auto"
-    profile_recovery: Annotated[bool, Opt("Profile a relaunched group from its start through its first commit, "
-                                          "and the surviving groups around that quorum change (default on).", flags=("--profile-recovery",), commands=(TRAIN,),
-                                          metavar="on|off", on_off=True)] = True
+    profile_recovery: Annotated[
+        bool,
+        Opt(
+            "Profile a relaunched group from its start through its first commit, "
+            "and the surviving groups around that quorum change (default on).",
+            flags=("--profile-recovery",),
+            commands=(TRAIN,),
+            metavar="on|off",
+            on_off=True,
+        ),
+    ] = True
     # numeric check of every sync (ftrun.worker.sketch, ftrun.check.numerics): sketches in the event logs
     sketches: Annotated[bool, Opt("Sketch every sync for the numeric check (default on).", commands=(TRAIN,))] = True
 
@@ -281,8 +345,9 @@ class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             if not 1 <= a <= b <= steps:
                 raise at.bad("profile", self.profile, f"need 1 <= A <= B <= --steps ({steps})")
         elif self.profile == "auto" and steps < h:
-            raise at.bad("steps", steps,
-                         f"profiling needs at least one full cycle of --sync-every {h} steps (or --profile none)")
+            raise at.bad(
+                "steps", steps, f"profiling needs at least one full cycle of --sync-every {h} steps (or --profile none)"
+            )
 
 
 class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -299,18 +364,29 @@ class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def check(self, cfg: "RunConfig", at: At) -> None:
         if not 0 <= self.step_sleep_ms <= MAX_STEP_SLEEP_MS:
-            raise at.bad("step_sleep_ms", self.step_sleep_ms,
-                         f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)")
+            raise at.bad(
+                "step_sleep_ms", self.step_sleep_ms, f"must be between 0 and {MAX_STEP_SLEEP_MS:g} ms (1 hour)"
+            )
 
 
 class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How long ftrun and torchft wait before they call something lost."""
 
     timeout_s: Annotated[float, Opt(commands=())] = 60.0
-    stall_timeout_s: Annotated[float, Opt("Seconds without progress before a group is reported and the run stopped "
-                                          "(default 120).", flags=("--stall-timeout",))] = 120.0
-    quorum_timeout_s: Annotated[float, Opt("Seconds a quorum may wait (e.g. for --min-replicas) before the run fails "
-                                           "(default 60).", flags=("--quorum-timeout",))] = 60.0
+    stall_timeout_s: Annotated[
+        float,
+        Opt(
+            "Seconds without progress before a group is reported and the run stopped (default 120).",
+            flags=("--stall-timeout",),
+        ),
+    ] = 120.0
+    quorum_timeout_s: Annotated[
+        float,
+        Opt(
+            "Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60).",
+            flags=("--quorum-timeout",),
+        ),
+    ] = 60.0
     heartbeat_timeout_ms: Annotated[int, Opt(commands=())] = 2000
 
     def check(self, cfg: "RunConfig", at: At) -> None:
@@ -320,8 +396,9 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def check_heartbeat(self, at: At) -> None:
         if not 100 <= self.heartbeat_timeout_ms <= MAX_HEARTBEAT_MS:
-            raise at.bad("heartbeat_timeout_ms", self.heartbeat_timeout_ms,
-                         f"must be between 100 and {MAX_HEARTBEAT_MS} ms")
+            raise at.bad(
+                "heartbeat_timeout_ms", self.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms"
+            )
 
 
 _FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
@@ -331,13 +408,21 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Injected faults (``ftrun.fault_flags``) and how often a dead group is relaunched."""
 
     kill: Annotated[list[str], Opt("Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
-    hang: Annotated[list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. "
-                                   "Repeatable.")] = []
-    corrupt_allreduce: Annotated[list[str], Opt(
-        "Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, "
-        "KIND wrong-count, drop, stale, late or noise. Repeatable.", commands=(TRAIN,))] = []  # KINDs: ftrun.fault_flags
-    fail_commit: Annotated[list[str], Opt("Fault: replica group R votes false in should_commit at its first sync from "
-                                          "step S: R@S. Repeatable.")] = []
+    hang: Annotated[
+        list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable.")
+    ] = []
+    corrupt_allreduce: Annotated[
+        list[str],
+        Opt(
+            "Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, "
+            "KIND wrong-count, drop, stale, late or noise. Repeatable.",
+            commands=(TRAIN,),
+        ),
+    ] = []  # KINDs: ftrun.fault_flags
+    fail_commit: Annotated[
+        list[str],
+        Opt("Fault: replica group R votes false in should_commit at its first sync from step S: R@S. Repeatable."),
+    ] = []
     # -1: 1 with a fault, else 0 (``max_restarts``)
     restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1
 
@@ -355,20 +440,26 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise at.bad(name, getattr(self, name), "must be a list of strings like '1@25'")
         cfg.planned_faults()
         if self.corrupt_allreduce and not cfg.profiling.sketches:
-            raise at.bad("corrupt_allreduce", self.corrupt_allreduce[0],
-                         "needs the sketches it is checked by (drop --no-sketches)")
+            raise at.bad(
+                "corrupt_allreduce",
+                self.corrupt_allreduce[0],
+                "needs the sketches it is checked by (drop --no-sketches)",
+            )
 
 
 class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything a run needs, as parts. ``resolved()``: the flat form by key (manifest, TOML);
     ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``)."""
 
-    mode: Annotated[str, Opt("Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0).",
-                             commands=(TRAIN, SWEEP))] = "streaming"
+    mode: Annotated[
+        str, Opt("Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0).", commands=(TRAIN, SWEEP))
+    ] = "streaming"
     steps: Annotated[int, Opt("Inner training steps N (default 60).")] = 60
     out: Annotated[str, Opt("Output root (default profiles/).")] = "profiles"
-    run_name: Annotated[str, Opt("Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK).",
-                                 commands=(TRAIN,))] = ""
+    run_name: Annotated[
+        str,
+        Opt("Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK).", commands=(TRAIN,)),
+    ] = ""
     schedule: ScheduleConfig = msgspec.field(default_factory=ScheduleConfig)
     hosts: HostsConfig = msgspec.field(default_factory=HostsConfig)
     model: ModelConfig = msgspec.field(default_factory=ModelConfig)
@@ -394,9 +485,16 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         from ftrun.fault_flags import parse_faults
 
         f = self.faults
-        return parse_faults(f.kill, f.hang, self.hosts.replicas, self.steps, f.fail_commit,
-                            self.schedule.expected.window, corrupts=f.corrupt_allreduce,
-                            sync_every=self.schedule.sync_every)
+        return parse_faults(
+            f.kill,
+            f.hang,
+            self.hosts.replicas,
+            self.steps,
+            f.fail_commit,
+            self.schedule.expected.window,
+            corrupts=f.corrupt_allreduce,
+            sync_every=self.schedule.sync_every,
+        )
 
     def check(self, at: At) -> None:
         """Every part's rules, in the order a user reads the flags."""
@@ -462,5 +560,9 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 def _part_of() -> dict[str, str]:
     """Key -> the part holding it (keys of ``RunConfig`` itself are absent)."""
     cfg = RunConfig()
-    return {k: name for name in cfg.__struct_fields__ if isinstance(p := getattr(cfg, name), msgspec.Struct)
-            for k in p.__struct_fields__}
+    return {
+        k: name
+        for name in cfg.__struct_fields__
+        if isinstance(p := getattr(cfg, name), msgspec.Struct)
+        for k in p.__struct_fields__
+    }

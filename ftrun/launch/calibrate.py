@@ -18,5 +18,7 @@ def calibrate(cfg: RunConfig, threads: int, ranks: int) -> dict:
     code = [sys.executable, "-m", "ftrun.worker.calibrate", msgspec.json.encode(cfg).decode(), str(threads), str(ranks)]
     out = subprocess.run(code, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
-        raise RunFailed(f"calibration failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+        raise RunFailed(
+            f"calibration failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}"
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])

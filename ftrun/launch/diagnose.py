@@ -24,7 +24,8 @@ READ_LIMIT = 8 << 20  # bytes of a log read at most: its first and its last half
 # torchrun's own report of a failed child: never the cause
 _BANNER = ("To enable traceback see", "ChildFailedError", "error_file:", "exitcode  :", "elastic/multiprocessing")
 _EXC_RE = re.compile(
-    r"^(?:\[(?:rank|default)\d*\]:\s*)?((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Failure|Exit)\b:?.*)$")
+    r"^(?:\[(?:rank|default)\d*\]:\s*)?((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Failure|Exit)\b:?.*)$"
+)
 # torchrun's report of a rank that died by a signal: "rank : 1 (local_rank: 1)" then
 # "exitcode : -9 (pid: 123)  (SIGKILL)"
 _RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\b")
@@ -123,5 +124,5 @@ def ftrun_error(text: str) -> str | None:
     lines = _lines(text)
     for x in lines:
         if x.startswith("error:"):
-            return x[len("error:"):].strip()
+            return x[len("error:") :].strip()
     return lines[-1] if lines else None

@@ -36,16 +36,27 @@ class Lighthouse:
     detection: layout.DetectionBound | None = None  # the timeouts it runs with (the manifest's ``detection``)
 
 
-def start_lighthouse(run_dir: Path, min_replicas: int, host: str = "127.0.0.1", port: int = 0,
-                     join_timeout_ms: int = 10000, quorum_tick_ms: int = 100, heartbeat_timeout_ms: int = 5000) -> Lighthouse:
+def start_lighthouse(
+    run_dir: Path,
+    min_replicas: int,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    join_timeout_ms: int = 10000,
+    quorum_tick_ms: int = 100,
+    heartbeat_timeout_ms: int = 5000,
+) -> Lighthouse:
     port = port or free_port(host)
     log_path = run_dir / layout.LOGS / "lighthouse.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = lighthouse_argv(f"{host}:{port}", min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
     with log_path.open("wb") as log:
         proc = spawn(argv, dict(os.environ), log)
-    return Lighthouse(proc, f"http://{host}:{port}", log_path,
-                      layout.DetectionBound(heartbeat_timeout_ms, join_timeout_ms, quorum_tick_ms))
+    return Lighthouse(
+        proc,
+        f"http://{host}:{port}",
+        log_path,
+        layout.DetectionBound(heartbeat_timeout_ms, join_timeout_ms, quorum_tick_ms),
+    )
 
 
 @dataclass
@@ -75,8 +86,15 @@ class Group:
             self.proc = spawn(self.argv, self.env, log, cwd=self.cwd)
 
 
-def group_env(replica: int, replicas: int, lighthouse_url: str, threads: int, backend: str = "auto",
-              placement_env: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+def group_env(
+    replica: int,
+    replicas: int,
+    lighthouse_url: str,
+    threads: int,
+    backend: str = "auto",
+    placement_env: dict[str, str] | None = None,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
     """The caller's environment (``base``, default ``os.environ``) plus what torchft's examples
     read: ``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``, ``TORCHFT_LIGHTHOUSE``; and the group's
     devices (``placement_env``) or, without a placement, an ``NCCL_HOSTID`` per group for NCCL."""
@@ -100,7 +118,17 @@ def group_env(replica: int, replicas: int, lighthouse_url: str, threads: int, ba
 def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str]:
     """``python -m torch.distributed.run`` for one group of ``nproc`` ranks, no elastic restarts
     (ftrun relaunches the whole group); standalone rendezvous unless ``master`` is given."""
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0"]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--max-restarts",
+        "0",
+    ]
     if master is None:
         argv.append("--standalone")
     else:
@@ -108,9 +136,19 @@ def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str
     return argv
 
 
-def make_group(run_dir: Path, spec_path: Path, replica: int, replicas: int, nproc: int, lighthouse_url: str,
-               backend: str, threads: int, master: tuple[str, int] | None = None,
-               placement_env: dict[str, str] | None = None, network_env: dict[str, str] | None = None) -> Group:
+def make_group(
+    run_dir: Path,
+    spec_path: Path,
+    replica: int,
+    replicas: int,
+    nproc: int,
+    lighthouse_url: str,
+    backend: str,
+    threads: int,
+    master: tuple[str, int] | None = None,
+    placement_env: dict[str, str] | None = None,
+    network_env: dict[str, str] | None = None,
+) -> Group:
     """``placement_env``: the group's ``CUDA_VISIBLE_DEVICES`` / ``NCCL_HOSTID`` from
     ``ftrun.launch.placement.plan`` (None: the old rule, an ``NCCL_HOSTID`` per group);
     ``network_env``: the interface variables of ``layout.Network.env``."""

@@ -11,7 +11,6 @@ import re
 import socket
 import sys
 from pathlib import Path
-from typing import Optional
 from urllib.parse import urlparse
 
 from ftrun.launch.hosts import url_host
@@ -20,12 +19,23 @@ LIGHTHOUSE_ENTRY = str(Path(__file__).with_name("lighthouse_entry.py"))
 LISTEN_RE = re.compile(r"listening on: https?://[^:/\s]+:(\d+)")
 
 
-def lighthouse_argv(bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: int, heartbeat_timeout_ms: int) -> list[str]:
+def lighthouse_argv(
+    bind: str, min_replicas: int, join_timeout_ms: int, quorum_tick_ms: int, heartbeat_timeout_ms: int
+) -> list[str]:
     """The command line of a lighthouse bound to ``bind`` (HOST:PORT)."""
     return [
-        sys.executable, LIGHTHOUSE_ENTRY, "--bind", bind, "--min_replicas", str(min_replicas),
-        "--join_timeout_ms", str(join_timeout_ms), "--quorum_tick_ms", str(quorum_tick_ms),
-        "--heartbeat_timeout_ms", str(heartbeat_timeout_ms),
+        sys.executable,
+        LIGHTHOUSE_ENTRY,
+        "--bind",
+        bind,
+        "--min_replicas",
+        str(min_replicas),
+        "--join_timeout_ms",
+        str(join_timeout_ms),
+        "--quorum_tick_ms",
+        str(quorum_tick_ms),
+        "--heartbeat_timeout_ms",
+        str(heartbeat_timeout_ms),
     ]
 
 
@@ -43,7 +53,7 @@ def start_cause(lines: list[str]) -> str:
     return hit[0] if hit else text[-200:]
 
 
-def unreachable(url: str, timeout_s: float) -> Optional[str]:
+def unreachable(url: str, timeout_s: float) -> str | None:
     """Why a lighthouse at ``url`` does not accept a TCP connection within ``timeout_s``, or None."""
     u = urlparse(url)
     host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)

@@ -27,8 +27,8 @@ import fcntl
 import ipaddress
 import socket
 import struct
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 from urllib.parse import urlparse
 
 from ftrun.config import RunConfig
@@ -86,7 +86,7 @@ def is_up(name: str) -> bool:
     return bool(flags & _IFF_UP) and not flags & _IFF_LOOPBACK
 
 
-def default_route_interface() -> Optional[str]:
+def default_route_interface() -> str | None:
     """The interface of the IPv4 default route with the lowest metric (``/proc/net/route``)."""
     try:
         rows = [ln.split() for ln in Path("/proc/net/route").read_text().splitlines()[1:4096]]
@@ -111,7 +111,7 @@ def route_source(host: str, port: int) -> str:
         return s.getsockname()[0]
 
 
-def interface_of(address: str, ifaces: Mapping[str, list[str]]) -> Optional[str]:
+def interface_of(address: str, ifaces: Mapping[str, list[str]]) -> str | None:
     for name, addrs in ifaces.items():
         if address in addrs:
             return name
@@ -123,8 +123,10 @@ def _resolve_here(flag: str, host: str) -> str:
     try:
         return str(socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)[0][4][0])  # the address
     except socket.gaierror as e:
-        raise BadInput(f"{flag} {host}: does not resolve on this host ({e.strerror}); "
-                       "the other hosts must reach this group under it") from None
+        raise BadInput(
+            f"{flag} {host}: does not resolve on this host ({e.strerror}); "
+            "the other hosts must reach this group under it"
+        ) from None
 
 
 def _check_ifname_vars(environ: Mapping[str, str], ifaces: Mapping[str, list[str]]) -> None:
@@ -149,11 +151,13 @@ def _pick_when_lighthouse_is_here(lh_host: str, ifaces: Mapping[str, list[str]])
         return ifaces[default][0], default, "the default route's interface (the lighthouse resolves to loopback here)"
     usable = {n: a for n, a in ifaces.items() if a and is_up(n)}
     if len(usable) == 1:
-        (name, addrs), = usable.items()
+        ((name, addrs),) = usable.items()
         return addrs[0], name, "the only interface with an address (the lighthouse resolves to loopback here)"
     listed = ", ".join(f"{n} ({a[0]})" for n, a in usable.items()) or "none with an address"
-    raise BadInput(f"--lighthouse: {lh_host} resolves to loopback on this host and there is no default route to tell "
-                   f"which interface the other hosts reach it through (interfaces: {listed}); give --interface NAME")
+    raise BadInput(
+        f"--lighthouse: {lh_host} resolves to loopback on this host and there is no default route to tell "
+        f"which interface the other hosts reach it through (interfaces: {listed}); give --interface NAME"
+    )
 
 
 def resolve(cfg: RunConfig, environ: Mapping[str, str]) -> Network:
@@ -163,23 +167,35 @@ def resolve(cfg: RunConfig, environ: Mapping[str, str]) -> Network:
         for flag, value in (("--master-addr", cfg.hosts.master_addr), ("--advertise-host", cfg.hosts.advertise_host)):
             if value and not is_loopback(value):
                 _resolve_here(flag, value)
-        return Network(scope="loopback", address=cfg.hosts.master_addr or "localhost", interface=None,
-                       advertise_host=cfg.hosts.advertise_host or "localhost",
-                       found="loopback lighthouse: every group on this host", env={}, env_from_user=[])
+        return Network(
+            scope="loopback",
+            address=cfg.hosts.master_addr or "localhost",
+            interface=None,
+            advertise_host=cfg.hosts.advertise_host or "localhost",
+            found="loopback lighthouse: every group on this host",
+            env={},
+            env_from_user=[],
+        )
     ifaces = interfaces()
     _check_ifname_vars(environ, ifaces)
     if cfg.hosts.interface and cfg.hosts.interface not in ifaces:
-        raise BadInput(f"--interface {cfg.hosts.interface}: no such interface on this host (interfaces: {', '.join(ifaces)})")
+        raise BadInput(
+            f"--interface {cfg.hosts.interface}: no such interface on this host (interfaces: {', '.join(ifaces)})"
+        )
     user_if = cfg.hosts.interface or environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0].strip()
     if cfg.hosts.master_addr:
         if is_loopback(cfg.hosts.master_addr):
-            raise BadInput(f"--master-addr {cfg.hosts.master_addr}: loopback, but the lighthouse {cfg.hosts.lighthouse} is not; "
-                           "the other hosts could not reach this group's store")
+            raise BadInput(
+                f"--master-addr {cfg.hosts.master_addr}: loopback, but the lighthouse {cfg.hosts.lighthouse} is not; "
+                "the other hosts could not reach this group's store"
+            )
         address = _resolve_here("--master-addr", cfg.hosts.master_addr)
         interface = interface_of(address, ifaces)
         if interface is None:
-            raise BadInput(f"--master-addr {cfg.hosts.master_addr}: {address} is no address of this host "
-                           f"(interfaces: {', '.join(f'{n} {a}' for n, a in ifaces.items() if a)})")
+            raise BadInput(
+                f"--master-addr {cfg.hosts.master_addr}: {address} is no address of this host "
+                f"(interfaces: {', '.join(f'{n} {a}' for n, a in ifaces.items() if a)})"
+            )
         address, found = cfg.hosts.master_addr, "--master-addr"
     elif user_if:
         src = "--interface" if cfg.hosts.interface else "GLOO_SOCKET_IFNAME"
@@ -194,12 +210,23 @@ def resolve(cfg: RunConfig, environ: Mapping[str, str]) -> Network:
             address, interface, found = _pick_when_lighthouse_is_here(lh, ifaces)
     advertise = cfg.hosts.advertise_host or address
     if cfg.hosts.advertise_host:
-        if is_loopback(cfg.hosts.advertise_host) or is_loopback(_resolve_here("--advertise-host", cfg.hosts.advertise_host)):
-            raise BadInput(f"--advertise-host {cfg.hosts.advertise_host}: loopback on this host, but the lighthouse "
-                           f"{cfg.hosts.lighthouse} is not; torchft hands this name to the other groups")
+        if is_loopback(cfg.hosts.advertise_host) or is_loopback(
+            _resolve_here("--advertise-host", cfg.hosts.advertise_host)
+        ):
+            raise BadInput(
+                f"--advertise-host {cfg.hosts.advertise_host}: loopback on this host, but the lighthouse "
+                f"{cfg.hosts.lighthouse} is not; torchft hands this name to the other groups"
+            )
     env = {var: environ[var] for var in IFNAME_VARS if environ.get(var)}
     from_user = sorted(env)
     for var in IFNAME_VARS:
         env.setdefault(var, interface)
-    return Network(scope="hosts", address=address, interface=interface, advertise_host=advertise, found=found,
-                   env=env, env_from_user=from_user)
+    return Network(
+        scope="hosts",
+        address=address,
+        interface=interface,
+        advertise_host=advertise,
+        found=found,
+        env=env,
+        env_from_user=from_user,
+    )

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
 
 from ftrun.errors import BadInput
 
@@ -59,7 +59,7 @@ def place(device_ids: Sequence[str], groups: Sequence[int], nproc: int) -> Place
     return Placement(mode, env, devices)
 
 
-def host_devices(environ: Optional[Mapping[str, str]] = None) -> list[str]:
+def host_devices(environ: Mapping[str, str] | None = None) -> list[str]:
     """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else ``nvidia-smi -L``.
 
     Torch-free (the parent never imports torch). No ``nvidia-smi`` or an error: no GPUs.
@@ -78,7 +78,7 @@ def host_devices(environ: Optional[Mapping[str, str]] = None) -> list[str]:
     return [str(i) for i, line in enumerate(x for x in out.splitlines() if x.startswith("GPU "))]
 
 
-def plan(backend: str, groups: Sequence[int], nproc: int, environ: Optional[Mapping[str, str]] = None) -> Placement:
+def plan(backend: str, groups: Sequence[int], nproc: int, environ: Mapping[str, str] | None = None) -> Placement:
     """The placement for this launch (``BadInput`` when it cannot work). Gloo: always CPU."""
     if backend not in NCCL_BACKENDS:
         return Placement("cpu")
@@ -88,19 +88,23 @@ def plan(backend: str, groups: Sequence[int], nproc: int, environ: Optional[Mapp
     return place(devs, groups, nproc)
 
 
-def check_quantize(quantize: bool, backend: str, placement: Placement, has_triton: Optional[bool] = None) -> None:
+def check_quantize(quantize: bool, backend: str, placement: Placement, has_triton: bool | None = None) -> None:
     """``--quantize`` runs torchft's fp8 alltoall+allgather allreduce, which needs CUDA (NCCL) and
     triton; without them torchft silently falls back to a plain allreduce. ``BadInput`` then."""
     if not quantize:
         return
     if backend not in NCCL_BACKENDS or placement.mode == "cpu":
-        raise BadInput(f"--quantize: needs CUDA and NCCL (torchft's quantized allreduce); this run is on CPU with {backend}")
+        raise BadInput(
+            f"--quantize: needs CUDA and NCCL (torchft's quantized allreduce); this run is on CPU with {backend}"
+        )
     if has_triton is None:
         import importlib.util
 
         has_triton = importlib.util.find_spec("triton") is not None
     if not has_triton:
-        raise BadInput("--quantize: needs triton (torchft's quantized allreduce); it is not installed in this environment")
+        raise BadInput(
+            "--quantize: needs triton (torchft's quantized allreduce); it is not installed in this environment"
+        )
 
 
 def threads_per_rank(ranks: int) -> int:

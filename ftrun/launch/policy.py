@@ -48,12 +48,19 @@ def lighthouse_failed(lighthouse: Lighthouse | None) -> str | None:
     if lighthouse is None or lighthouse.proc.poll() is None:
         return None
     cause = error_line(read_log(lighthouse.log) or "")
-    return (f"lighthouse exited with code {lighthouse.proc.returncode}" + (f": {cause}" if cause else "")
-            + f"; see {lighthouse.log}")
+    return (
+        f"lighthouse exited with code {lighthouse.proc.returncode}"
+        + (f": {cause}" if cause else "")
+        + f"; see {lighthouse.log}"
+    )
 
 
 def group_failed(replica: int, code: int, restarts: int, reason: str, log: Path, at: str = "") -> str:
     """The run's one failure line for a group whose exit fails it: ``replica group R exited with
     code N [AT] [after K restart(s)]: REASON; see LOG``."""
-    return (f"replica group {replica} {exit_description(code)}" + (f" {at}" if at else "")
-            + (f" after {restarts} restart(s)" if restarts else "") + f": {reason}; see {log}")
+    return (
+        f"replica group {replica} {exit_description(code)}"
+        + (f" {at}" if at else "")
+        + (f" after {restarts} restart(s)" if restarts else "")
+        + f": {reason}; see {log}"
+    )

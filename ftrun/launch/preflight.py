@@ -58,12 +58,16 @@ def check_memory(cfg: RunConfig) -> None:
     if arch is not None:
         need = arch.param_bytes() * ranks  # parameters only: a lower bound on what a run needs
         if need > total:
-            raise BadInput(f"--width {arch.width} --blocks {arch.blocks}: the model's parameters alone need "
-                           f"{need / 2**30:.1f} GiB {have}")
+            raise BadInput(
+                f"--width {arch.width} --blocks {arch.blocks}: the model's parameters alone need "
+                f"{need / 2**30:.1f} GiB {have}"
+            )
     need = batch_bytes(cfg) * ranks
     if need > total:
-        raise BadInput(f"--batch-size {cfg.data.batch_size} --seq-len {cfg.data.seq_len}: one batch's token ids and logits "
-                       f"(vocab {cfg.model.vocab}) alone need {need / 2**30:.3g} GiB {have}")
+        raise BadInput(
+            f"--batch-size {cfg.data.batch_size} --seq-len {cfg.data.seq_len}: one batch's token ids and logits "
+            f"(vocab {cfg.model.vocab}) alone need {need / 2**30:.3g} GiB {have}"
+        )
 
 
 def check_lighthouse(cfg: RunConfig) -> None:
@@ -78,8 +82,10 @@ def check_lighthouse(cfg: RunConfig) -> None:
         if cause is None:
             return
         if time.monotonic() >= deadline:
-            raise BadInput(f"--lighthouse {cfg.hosts.lighthouse}: no answer within "
-                           f"--quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({cause})")
+            raise BadInput(
+                f"--lighthouse {cfg.hosts.lighthouse}: no answer within "
+                f"--quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s ({cause})"
+            )
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 

@@ -12,14 +12,16 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
 from ftrun.parent_death import die_with_this_process
 
 
-def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM,
-          cwd: Path | None = None) -> subprocess.Popen:
+def spawn(
+    argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM, cwd: Path | None = None
+) -> subprocess.Popen:
     """Start ``argv`` (in ``cwd``) in its own process group; it receives ``sig`` if this process dies."""
     return subprocess.Popen(
         list(argv),

@@ -51,4 +51,3 @@ def update(progress: GroupProgress, records: list[EventRecord]) -> None:
             progress.commits += bool(ok)
             progress.failed_commits += ok is False
             progress.last_sync = f"frag {rec.synced} @ {rec.step} {'ok' if ok else 'FAILED'}"
-

@@ -25,52 +25,64 @@ def _resolved_backend(backend: str) -> str:
 def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> layout.Manifest:
     """manifest.json (``layout.Manifest``, validated before it is written); returns it."""
     cfg, run_dir = state.cfg, state.run_dir
-    metas = [m for r in cfg.hosts.groups_here for g in range(cfg.hosts.nproc_per_replica)
-             if (m := layout.read_rank_meta(layout.meta_file(run_dir, r, g))) is not None]
+    metas = [
+        m
+        for r in cfg.hosts.groups_here
+        for g in range(cfg.hosts.nproc_per_replica)
+        if (m := layout.read_rank_meta(layout.meta_file(run_dir, r, g))) is not None
+    ]
     first = metas[0] if metas else None
-    manifest = msgspec.convert({
-        "format": layout.FORMAT,
-        "ftrun_version": __version__,
-        "job_id": state.job_id,
-        "run_name": cfg.run_name,
-        "config": cfg.resolved(),
-        "versions": first.versions if first is not None else {"python": sys.version.split()[0], "ftrun": __version__},
-        "backend": (first.backend if first is not None else None) or _resolved_backend(cfg.hosts.backend),
-        "replicas": cfg.hosts.replicas,
-        "nproc_per_replica": cfg.hosts.nproc_per_replica,
-        "schedule": layout.ScheduleInfo.of(cfg.schedule, cfg.steps),
-        "fragments": first.fragments if first is not None else [],
-        "expected": [e.__dict__ for e in cfg.schedule.expected.events(cfg.steps)],
-        "profile_windows": [list(window)] if window else [],
-        "traces": [
-            {"replica": m.replica, "rank": m.rank, "path": f"{layout.TRACES}/{t}", "window": m.profile_window}
-            for m in metas
-            for t in m.traces
-        ],
-        "recovery_traces": [
-            {"replica": w[0], "rank": w[1], "path": str(q.relative_to(run_dir)), "window": None}
-            for q in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*"))
-            if (w := layout.parse_worker(q.name)) is not None
-        ],
-        "event_logs": [
-            {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
-            for r in cfg.hosts.groups_here
-            for g in range(cfg.hosts.nproc_per_replica)
-        ],
-        "link": link,
-        "devices": [{"replica": m.replica, "rank": m.rank, "device": m.device} for m in metas],
-        "faults": {
-            "planned": [f.to_json() for f in cfg.planned_faults()],
-            "fired": layout.read_fault_markers(run_dir),
-            "max_restarts": cfg.faults.max_restarts,
+    manifest = msgspec.convert(
+        {
+            "format": layout.FORMAT,
+            "ftrun_version": __version__,
+            "job_id": state.job_id,
+            "run_name": cfg.run_name,
+            "config": cfg.resolved(),
+            "versions": first.versions
+            if first is not None
+            else {"python": sys.version.split()[0], "ftrun": __version__},
+            "backend": (first.backend if first is not None else None) or _resolved_backend(cfg.hosts.backend),
+            "replicas": cfg.hosts.replicas,
+            "nproc_per_replica": cfg.hosts.nproc_per_replica,
+            "schedule": layout.ScheduleInfo.of(cfg.schedule, cfg.steps),
+            "fragments": first.fragments if first is not None else [],
+            "expected": [e.__dict__ for e in cfg.schedule.expected.events(cfg.steps)],
+            "profile_windows": [list(window)] if window else [],
+            "traces": [
+                {"replica": m.replica, "rank": m.rank, "path": f"{layout.TRACES}/{t}", "window": m.profile_window}
+                for m in metas
+                for t in m.traces
+            ],
+            "recovery_traces": [
+                {"replica": w[0], "rank": w[1], "path": str(q.relative_to(run_dir)), "window": None}
+                for q in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*"))
+                if (w := layout.parse_worker(q.name)) is not None
+            ],
+            "event_logs": [
+                {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
+                for r in cfg.hosts.groups_here
+                for g in range(cfg.hosts.nproc_per_replica)
+            ],
+            "link": link,
+            "devices": [{"replica": m.replica, "rank": m.rank, "device": m.device} for m in metas],
+            "faults": {
+                "planned": [f.to_json() for f in cfg.planned_faults()],
+                "fired": layout.read_fault_markers(run_dir),
+                "max_restarts": cfg.faults.max_restarts,
+            },
+            "run_events": read_run_events(layout.run_event_log(run_dir)),
+            "wall_s": round(state.ended - state.started, 3),
+            "network": msgspec.to_builtins(state.network) if state.network else None,
+            # what bounded detection of a lost group (ftrun.check.recovery shows it)
+            "detection": {"lighthouse": "external"}
+            if cfg.hosts.lighthouse
+            else msgspec.to_builtins(state.lighthouse.detection)
+            if state.lighthouse is not None and state.lighthouse.detection
+            else None,
         },
-        "run_events": read_run_events(layout.run_event_log(run_dir)),
-        "wall_s": round(state.ended - state.started, 3),
-        "network": msgspec.to_builtins(state.network) if state.network else None,
-        # what bounded detection of a lost group (ftrun.check.recovery shows it)
-        "detection": {"lighthouse": "external"} if cfg.hosts.lighthouse else
-        msgspec.to_builtins(state.lighthouse.detection) if state.lighthouse is not None and state.lighthouse.detection else None,
-    }, layout.Manifest)
+        layout.Manifest,
+    )
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
     return manifest
 
@@ -78,14 +90,14 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
 def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: layout.Manifest) -> dict:
     """Faults, restarts, heals, quorum changes and commits lost, from the logs alone."""
     replicas = manifest.replicas
-    heals = [
-        (r, rec.step, rec.healed)
-        for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed
-    ]
+    heals = [(r, rec.step, rec.healed) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
     first = min((x for x, _ in logs), default=None)
     quorums = [
         {"observer": r, "step": rec.step, "quorum_id": q.quorum_id, "participants": q.participants}
-        for (r, g), recs in logs.items() if g == 0 and r == first for rec in recs for q in (rec.quorums or [])
+        for (r, g), recs in logs.items()
+        if g == 0 and r == first
+        for rec in recs
+        for q in (rec.quorums or [])
     ]
     failed = sorted({rec.manager_step for (r, g), recs in logs.items() for rec in recs if rec.commit is False})
     recov = []
@@ -93,16 +105,32 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
         if f.action in ("hang", "corrupt"):  # nothing left the quorum
             continue
         back = [
-            rec.t for (r, g), recs in logs.items() for rec in recs
-            if rec.commit and rec.t > f.fired_at and (rec.participants or 0) >= replicas
+            rec.t
+            for (r, g), recs in logs.items()
+            for rec in recs
+            if rec.commit
+            and rec.t > f.fired_at
+            and (rec.participants or 0) >= replicas
             and any(hr == f.replica and h.manager_step <= rec.manager_step_after for hr, _, h in heals)
         ]
-        late = [rec.rejoined.aligned_step for rec in logs.get((f.replica, 0), [])
-                if rec.t > f.fired_at and rec.rejoined and rec.rejoined.aligned_step is not None
-                and manifest.schedule.steps is not None and rec.rejoined.aligned_step > manifest.schedule.steps]
-        recov.append({**msgspec.to_builtins(f), "recovered_s": round(min(back) - f.fired_at, 3) if back else None,
-                      # relaunched, but back only after the others finished: never in the run's quorum again
-                      "rejoined_after_end": late[0] if late else None, "last_step": manifest.schedule.steps})
+        late = [
+            rec.rejoined.aligned_step
+            for rec in logs.get((f.replica, 0), [])
+            if rec.t > f.fired_at
+            and rec.rejoined
+            and rec.rejoined.aligned_step is not None
+            and manifest.schedule.steps is not None
+            and rec.rejoined.aligned_step > manifest.schedule.steps
+        ]
+        recov.append(
+            {
+                **msgspec.to_builtins(f),
+                "recovered_s": round(min(back) - f.fired_at, 3) if back else None,
+                # relaunched, but back only after the others finished: never in the run's quorum again
+                "rejoined_after_end": late[0] if late else None,
+                "last_step": manifest.schedule.steps,
+            }
+        )
     restarts = [e for e in manifest.run_events if e.event == "restart"]
     return {
         "faults": recov,
@@ -124,8 +152,13 @@ def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]
     }
 
 
-def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, int], list[layout.EventRecord]], agreement,
-              numerics=None) -> layout.TrainSummary:
+def summarise(
+    state: RunState,
+    manifest: layout.Manifest,
+    logs: dict[tuple[int, int], list[layout.EventRecord]],
+    agreement,
+    numerics=None,
+) -> layout.TrainSummary:
     """The run's summary.json. ``agreement``: ``ftrun.check.agreement.Agreement`` of ``logs``;
     ``numerics``: ``ftrun.check.numerics.Numerics`` of ``logs`` (None: not run)."""
     cfg, run_dir = state.cfg, state.run_dir
@@ -133,10 +166,19 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
     per_replica = []
     for r in cfg.hosts.groups_here:
         s = replica_stats(logs.get((r, 0), []))
-        per_replica.append(layout.ReplicaSummary(
-            replica=r, steps=s.steps, last_step=s.last_step, steps_per_s=round(s.steps_per_s, 3) if s.steps_per_s else None,
-            commits=s.commits, failed_commits=s.failed_commits, final_loss=s.final_loss,
-            final_manager_step=s.final_manager_step, lost=state.lost.get(r)))
+        per_replica.append(
+            layout.ReplicaSummary(
+                replica=r,
+                steps=s.steps,
+                last_step=s.last_step,
+                steps_per_s=round(s.steps_per_s, 3) if s.steps_per_s else None,
+                commits=s.commits,
+                failed_commits=s.failed_commits,
+                final_loss=s.final_loss,
+                final_manager_step=s.final_manager_step,
+                lost=state.lost.get(r),
+            )
+        )
     for p in per_replica:
         if p.last_step < cfg.steps and not state.failures and p.replica not in state.lost:
             state.fail(
@@ -151,8 +193,11 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         traces_note = "profiling off"
     else:
         last = max((p.last_step for p in per_replica), default=0)
-        traces_note = (f"none written: profiled steps {window[0]}..{window[1]}, the run stopped at step {last}"
-                       if last < window[1] else f"none written for profiled steps {window[0]}..{window[1]}")
+        traces_note = (
+            f"none written: profiled steps {window[0]}..{window[1]}, the run stopped at step {last}"
+            if last < window[1]
+            else f"none written for profiled steps {window[0]}..{window[1]}"
+        )
     return layout.TrainSummary(
         run_dir=str(run_dir),
         ok=ok,
@@ -164,9 +209,13 @@ def summarise(state: RunState, manifest: layout.Manifest, logs: dict[tuple[int, 
         devices=manifest.devices,
         replicas=per_replica,
         # what this run dir saw: with one group here, nothing to compare (inspect-trace of all groups does)
-        agreement=layout.AgreementSummary(ok=agreement.ok, commits_checked=agreement.commits_checked,
-                                          disagreements=agreement.disagreements, groups_here=len(cfg.hosts.groups_here),
-                                          groups_in_job=cfg.hosts.replicas),
+        agreement=layout.AgreementSummary(
+            ok=agreement.ok,
+            commits_checked=agreement.commits_checked,
+            disagreements=agreement.disagreements,
+            groups_here=len(cfg.hosts.groups_here),
+            groups_in_job=cfg.hosts.replicas,
+        ),
         numerics=numerics.to_json() if numerics is not None else None,
         failures=state.failures,
         traces=[str(run_dir / t.path) for t in manifest.traces],

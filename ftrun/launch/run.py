@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Callable
+from pathlib import Path
 
 import msgspec
 
@@ -24,7 +24,6 @@ from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
 from ftrun.launch.supervise import RunState, stop_all, supervise
 from ftrun.output import atomic_write
-
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +65,15 @@ def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
     return None
 
 
-def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-            stop: Stopping, view: AbstractContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
+def run_job(
+    state: RunState,
+    window: tuple[int, int] | None,
+    link: dict | None,
+    placement: Placement,
+    stop: Stopping,
+    view: AbstractContextManager,
+    refresh: Callable[[RunState], None],
+) -> layout.Manifest:
     """Start the lighthouse and groups in the claimed ``state.run_dir``, supervise (``refresh``
     after every look, inside ``view``), stop every child, write and return the manifest.
     Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
@@ -78,14 +84,27 @@ def run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, 
         runlog.detach(handler)
 
 
-def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None, placement: Placement,
-             stop: Stopping, view: AbstractContextManager, refresh: Callable[[RunState], None]) -> layout.Manifest:
+def _run_job(
+    state: RunState,
+    window: tuple[int, int] | None,
+    link: dict | None,
+    placement: Placement,
+    stop: Stopping,
+    view: AbstractContextManager,
+    refresh: Callable[[RunState], None],
+) -> layout.Manifest:
     cfg, run_dir = state.cfg, state.run_dir
     stopped: str | None = None
     # commands/train makes every RunState with both
     assert state.run_event_log is not None and state.network is not None
-    log.info("run %s: job %s, %d replica group(s) here of %d, %d step(s)", run_dir, state.job_id, len(cfg.hosts.groups_here),
-             cfg.hosts.replicas, cfg.steps)
+    log.info(
+        "run %s: job %s, %d replica group(s) here of %d, %d step(s)",
+        run_dir,
+        state.job_id,
+        len(cfg.hosts.groups_here),
+        cfg.hosts.replicas,
+        cfg.steps,
+    )
     try:
         state.run_event_log.parent.mkdir(parents=True, exist_ok=True)
         threads = threads_per_rank(cfg.hosts.replicas * cfg.hosts.nproc_per_replica)
@@ -95,12 +114,25 @@ def _run_job(state: RunState, window: tuple[int, int] | None, link: dict | None,
         if cfg.hosts.lighthouse:
             url = cfg.hosts.lighthouse
         else:
-            state.lighthouse = start_lighthouse(run_dir, cfg.hosts.min_replicas, heartbeat_timeout_ms=cfg.timeouts.heartbeat_timeout_ms)
+            state.lighthouse = start_lighthouse(
+                run_dir, cfg.hosts.min_replicas, heartbeat_timeout_ms=cfg.timeouts.heartbeat_timeout_ms
+            )
             url = state.lighthouse.url
         log.info("lighthouse %s", url)
         for r in cfg.hosts.groups_here:
-            g = make_group(run_dir, spec_path, r, cfg.hosts.replicas, cfg.hosts.nproc_per_replica, url, cfg.hosts.backend, threads, master,
-                           placement.env.get(r) if placement.mode != "cpu" else None, state.network.env)
+            g = make_group(
+                run_dir,
+                spec_path,
+                r,
+                cfg.hosts.replicas,
+                cfg.hosts.nproc_per_replica,
+                url,
+                cfg.hosts.backend,
+                threads,
+                master,
+                placement.env.get(r) if placement.mode != "cpu" else None,
+                state.network.env,
+            )
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()
             log.info("replica group %d started (pid %d)", r, g.process.pid)

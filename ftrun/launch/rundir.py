@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
@@ -22,8 +22,9 @@ def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
     return run_dir, lock
 
 
-def claim_named_run_dir(root: Path, run_name: str | None, prefix: str, overwrite: bool,
-                        inputs: Iterable[Path] = ()) -> tuple[Path, RunDirLock]:
+def claim_named_run_dir(
+    root: Path, run_name: str | None, prefix: str, overwrite: bool, inputs: Iterable[Path] = ()
+) -> tuple[Path, RunDirLock]:
     """``root/run_name`` claimed (see ``prepare_run_dir``); without a name, a fresh
     ``PREFIX-<time>`` claimed atomically: two runs started in the same second get -2, -3, ..."""
     if not run_name:

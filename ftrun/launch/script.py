@@ -18,9 +18,9 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ftrun import __version__, layout
 from ftrun.config import MAX_WAIT_S
@@ -59,25 +59,40 @@ class LaunchSpec:
     args: list[str]
     replicas: int = 2
     nproc_per_replica: int = 1
-    lighthouse: Optional[str] = None
+    lighthouse: str | None = None
     min_replicas: int = 2
-    schedule: Optional[dict] = None  # {fragments, sync_every, fragment_sync_delay} or None
+    schedule: dict | None = None  # {fragments, sync_every, fragment_sync_delay} or None
     inspect: bool = True
     step_numbering: str = "top"
     kills: list[LaunchKill] = field(default_factory=list)
     kill_texts: list[str] = field(default_factory=list)
     restarts: int = 0
-    timeout_s: Optional[float] = None
+    timeout_s: float | None = None
     env: dict[str, str] = field(default_factory=dict)
     out: str = "profiles"
-    run_name: Optional[str] = None
+    run_name: str | None = None
 
     @classmethod
-    def build(cls, script_and_args: Sequence[str], *, replicas: int = 2, nproc_per_replica: int = 1,
-              lighthouse: Optional[str] = None, min_replicas: Optional[int] = None, fragments: Optional[int] = None,
-              sync_every: Optional[int] = None, fragment_sync_delay: Optional[int] = None, no_inspect: bool = False,
-              step_numbering: str = "top", kill: Sequence[str] = (), restarts: Optional[int] = None, timeout: Optional[float] = None,
-              env: Sequence[str] = (), out: str = "profiles", run_name: Optional[str] = None) -> "LaunchSpec":
+    def build(
+        cls,
+        script_and_args: Sequence[str],
+        *,
+        replicas: int = 2,
+        nproc_per_replica: int = 1,
+        lighthouse: str | None = None,
+        min_replicas: int | None = None,
+        fragments: int | None = None,
+        sync_every: int | None = None,
+        fragment_sync_delay: int | None = None,
+        no_inspect: bool = False,
+        step_numbering: str = "top",
+        kill: Sequence[str] = (),
+        restarts: int | None = None,
+        timeout: float | None = None,
+        env: Sequence[str] = (),
+        out: str = "profiles",
+        run_name: str | None = None,
+    ) -> LaunchSpec:
         """Check every flag (module docstring); ``BadInput`` on the first bad one."""
         if not script_and_args:
             raise BadInput("no script: give it after --, e.g. ftrun launch --replicas 2 -- train.py --steps 100")
@@ -94,8 +109,10 @@ class LaunchSpec:
         if nproc_per_replica < 1:
             raise BadInput(f"--nproc-per-replica {nproc_per_replica}: must be at least 1")
         if lighthouse is not None and min_replicas is not None:
-            raise BadInput("--min-replicas: configures the lighthouse ftrun starts; "
-                           "with --lighthouse URL set it on that lighthouse")
+            raise BadInput(
+                "--min-replicas: configures the lighthouse ftrun starts; "
+                "with --lighthouse URL set it on that lighthouse"
+            )
         if lighthouse is not None and not re.match(r"^https?://[^/\s]+(:\d+)?/?$", lighthouse):
             raise BadInput(f"--lighthouse {lighthouse!r}: expected http://HOST:PORT")
         mr = replicas if min_replicas is None else min_replicas
@@ -124,17 +141,41 @@ class LaunchSpec:
             raise BadInput(f"--timeout {timeout:g}: must be > 0 and at most {MAX_WAIT_S:g} seconds (7 days)")
         if run_name is not None:
             check_name("--run-name", run_name)
-        return cls(path.resolve(), list(args), replicas, nproc_per_replica, lighthouse, mr, sched if given else None,
-                   not no_inspect, step_numbering, kills, list(kill), restarts, timeout, parse_env_pairs(env), out, run_name)
+        return cls(
+            path.resolve(),
+            list(args),
+            replicas,
+            nproc_per_replica,
+            lighthouse,
+            mr,
+            sched if given else None,
+            not no_inspect,
+            step_numbering,
+            kills,
+            list(kill),
+            restarts,
+            timeout,
+            parse_env_pairs(env),
+            out,
+            run_name,
+        )
 
 
-def script_group(spec: LaunchSpec, run_dir: Path, replica: int, lighthouse_url: str,
-                 devices_env: Optional[dict[str, str]], base_env: Optional[dict[str, str]] = None) -> Group:
+def script_group(
+    spec: LaunchSpec,
+    run_dir: Path,
+    replica: int,
+    lighthouse_url: str,
+    devices_env: dict[str, str] | None,
+    base_env: dict[str, str] | None = None,
+) -> Group:
     """Replica group ``replica`` (module docstring). ``devices_env``: the group's
     ``CUDA_VISIBLE_DEVICES`` from ``ftrun.launch.placement`` (None: no GPUs)."""
     threads = max(1, (os.cpu_count() or 1) // (spec.replicas * spec.nproc_per_replica))
     placement = None if devices_env is None else {**devices_env, "NCCL_HOSTID": f"ftrun_replica{replica}"}
-    env = group_env(replica, spec.replicas, lighthouse_url, threads, "auto" if placement else "gloo", placement, base_env)
+    env = group_env(
+        replica, spec.replicas, lighthouse_url, threads, "auto" if placement else "gloo", placement, base_env
+    )
     trace_dir = layout.group_trace_dir(run_dir, replica)
     env.update(FTRUN_RUN_DIR=str(run_dir.resolve()), FTRUN_TRACE_DIR=str(trace_dir.resolve()))
     env.update(spec.env)
@@ -143,8 +184,16 @@ def script_group(spec: LaunchSpec, run_dir: Path, replica: int, lighthouse_url: 
     return Group(replica, argv, env, layout.group_log(run_dir, replica), cwd=layout.group_dir(run_dir, replica))
 
 
-def launch_manifest(spec: LaunchSpec, run_dir: Path, lighthouse_url: str, groups: list[Group], status: dict[int, str],
-                    fired: list[layout.FiredKill], traces: list, seconds: float) -> layout.LaunchManifest:
+def launch_manifest(
+    spec: LaunchSpec,
+    run_dir: Path,
+    lighthouse_url: str,
+    groups: list[Group],
+    status: dict[int, str],
+    fired: list[layout.FiredKill],
+    traces: list,
+    seconds: float,
+) -> layout.LaunchManifest:
     """``manifest.json`` of a launch (``layout.LaunchManifest``): what ran and what it wrote;
     ``traces`` lists each found trace with its replica and rank (unknown ranks are left out)."""
     return layout.LaunchManifest(
@@ -166,13 +215,29 @@ def launch_manifest(spec: LaunchSpec, run_dir: Path, lighthouse_url: str, groups
         restarts=spec.restarts,
         timeout_s=spec.timeout_s,
         seconds=round(seconds, 3),
-        groups=[layout.LaunchGroup(replica=g.replica, cwd=str(g.cwd.relative_to(run_dir)) if g.cwd is not None else ".", log=str(g.log.relative_to(run_dir)),
-                                   state=status.get(g.replica), exit_codes=list(g.exit_codes), restarts=g.restarts)
-                for g in groups],
+        groups=[
+            layout.LaunchGroup(
+                replica=g.replica,
+                cwd=str(g.cwd.relative_to(run_dir)) if g.cwd is not None else ".",
+                log=str(g.log.relative_to(run_dir)),
+                state=status.get(g.replica),
+                exit_codes=list(g.exit_codes),
+                restarts=g.restarts,
+            )
+            for g in groups
+        ],
         launch_faults=layout.LaunchFaults(requested=list(spec.kill_texts), fired=list(fired)),
-        traces=[layout.TraceRef(replica=t.replica, rank=t.rank, path=str(t.path.relative_to(run_dir)), window=None,
-                                rank_source=t.rank_source)
-                for t in traces if t.rank is not None],
+        traces=[
+            layout.TraceRef(
+                replica=t.replica,
+                rank=t.rank,
+                path=str(t.path.relative_to(run_dir)),
+                window=None,
+                rank_source=t.rank_source,
+            )
+            for t in traces
+            if t.rank is not None
+        ],
         event_logs=[],
         format=layout.FORMAT,
     )

@@ -50,18 +50,28 @@ class Launched:
             if self.found:
                 return BadInput(f"no trace to check: {s.trace_note}")
             looked = ", ".join(str(d) for d in self.searched)
-            return BadInput(f"{spec.script.name} wrote no chrome trace (looked for *.json / *.json.gz holding "
-                            f"traceEvents under {looked})")
+            return BadInput(
+                f"{spec.script.name} wrote no chrome trace (looked for *.json / *.json.gz holding "
+                f"traceEvents under {looked})"
+            )
         absent = [r for r in range(spec.replicas) if not self.state.quorums_joined.get(r)]
         if absent:
             logs = ", ".join(str(layout.group_log(self.run_dir, r)) for r in absent[:2])
-            return RunFailed(f"nothing checked: replica group(s) {', '.join(map(str, absent))} never joined a torchft "
-                             f"quorum (no '{JOINED}' in {logs}); does {spec.script.name} use torchft's Manager?")
+            return RunFailed(
+                f"nothing checked: replica group(s) {', '.join(map(str, absent))} never joined a torchft "
+                f"quorum (no '{JOINED}' in {logs}); does {spec.script.name} use torchft's Manager?"
+            )
         return None
 
 
-def run_launch(spec: LaunchSpec, run_dir: Path, placement: Placement, stop: Stopping, view: AbstractContextManager,
-               refresh: Callable[[LaunchState], None]) -> Launched:
+def run_launch(
+    spec: LaunchSpec,
+    run_dir: Path,
+    placement: Placement,
+    stop: Stopping,
+    view: AbstractContextManager,
+    refresh: Callable[[LaunchState], None],
+) -> Launched:
     """Start the lighthouse (unless ``--lighthouse``) and the groups, watch them (``refresh``
     after every look, inside ``view``), stop every child, then collect (``collect``). Stopped by
     a signal: ``Interrupted`` naming the partial run."""
@@ -103,8 +113,11 @@ def collect(spec: LaunchSpec, run_dir: Path, state: LaunchState, url: str, secon
     found = find_traces(dirs, spec.nproc_per_replica)
     # a relaunched incarnation numbers its profiler steps from 1 again while torchft's manager
     # step was healed: ftrun cannot align such a trace with the schedule, so it is not checked
-    relaunched = [t for t in found
-                  if t.replica in state.first_restart and t.path.stat().st_mtime >= state.first_restart[t.replica]]
+    relaunched = [
+        t
+        for t in found
+        if t.replica in state.first_restart and t.path.stat().st_mtime >= state.first_restart[t.replica]
+    ]
     checked = [t for t in found if t not in relaunched]
     manifest = launch_manifest(spec, run_dir, url, state.groups, state.status, state.fired, checked, seconds)
     manifest.traces_not_checked = [
@@ -113,11 +126,15 @@ def collect(spec: LaunchSpec, run_dir: Path, state: LaunchState, url: str, secon
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
     notes = []
     if unknown := [t for t in found if t.rank is None]:
-        notes.append(f"{len(unknown)} trace(s) with no rank in their metadata or path are not checked "
-                     f"(the group has {spec.nproc_per_replica} ranks)")
+        notes.append(
+            f"{len(unknown)} trace(s) with no rank in their metadata or path are not checked "
+            f"(the group has {spec.nproc_per_replica} ranks)"
+        )
     if relaunched:
-        notes.append(f"{len(relaunched)} trace(s) written after a group was relaunched are not checked (a relaunched "
-                     "script numbers its steps from 1 again; its step offset is not in the trace)")
+        notes.append(
+            f"{len(relaunched)} trace(s) written after a group was relaunched are not checked (a relaunched "
+            "script numbers its steps from 1 again; its step offset is not in the trace)"
+        )
     summary = layout.LaunchSummary(
         run_dir=str(run_dir),
         script=str(spec.script),
@@ -125,8 +142,16 @@ def collect(spec: LaunchSpec, run_dir: Path, state: LaunchState, url: str, secon
         groups=state.rows(),
         quorums_seen=state.quorums.last_id if state.quorums is not None else None,
         faults_fired=list(state.fired),
-        traces=[layout.LaunchTrace(replica=t.replica, rank=t.rank, path=str(t.path), rank_source=t.rank_source,
-                                   checked=t in checked and t.rank is not None) for t in found],
+        traces=[
+            layout.LaunchTrace(
+                replica=t.replica,
+                rank=t.rank,
+                path=str(t.path),
+                rank_source=t.rank_source,
+                checked=t in checked and t.rank is not None,
+            )
+            for t in found
+        ],
         trace_note="; ".join(notes) or None,
         failures=list(state.failures),
         inspection=None,

@@ -54,8 +54,9 @@ class RunState:
             with path.open("a") as f:
                 f.write(layout.to_json(rec) + "\n")
         except OSError as e:
-            raise RunFailed(f"cannot write {self.run_event_log} ({e.strerror or e}); the run stopped, "
-                            f"partial run in {self.run_dir}") from None
+            raise RunFailed(
+                f"cannot write {self.run_event_log} ({e.strerror or e}); the run stopped, partial run in {self.run_dir}"
+            ) from None
         log.info("%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
 
     def fail(self, message: str) -> None:
@@ -86,7 +87,11 @@ def _fired_fault(run_dir: Path, replica: int) -> str | None:
     return None
 
 
-PHASES = {"step": "computing, not in a torchft wait", "quorum": "waiting for a quorum", "sync": "waiting in a fragment sync"}
+PHASES = {
+    "step": "computing, not in a torchft wait",
+    "quorum": "waiting for a quorum",
+    "sync": "waiting in a fragment sync",
+}
 
 
 def _culprit(state: RunState, r: int, pending: dict, last_progress: dict, now: float) -> int:
@@ -129,11 +134,17 @@ def supervise(state: RunState, on_tick) -> None:
                     step = state.progress[r].step
                     where = whereabouts.read(state.run_dir, r)
                     inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
-                    waiting = [k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")]
-                    msg = (f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s "
-                           f"(stuck after step {step}{inside})"
-                           + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
-                           + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}")
+                    waiting = [
+                        k
+                        for k in pending
+                        if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")
+                    ]
+                    msg = (
+                        f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s "
+                        f"(stuck after step {step}{inside})"
+                        + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
+                        + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}"
+                    )
                     state.log_run_event("stall", replica=r, step=step, seconds=cfg.timeouts.stall_timeout_s)
                     state.fail(msg)
                     return
@@ -175,8 +186,16 @@ def supervise(state: RunState, on_tick) -> None:
                     + f"({reason}); see {g.log}"
                 )
                 return
-            state.fail(policy.group_failed(r, code, g.restarts, reason, g.log,
-                                           at=f"at step {step} (manager step {state.progress[r].manager_step})"))
+            state.fail(
+                policy.group_failed(
+                    r,
+                    code,
+                    g.restarts,
+                    reason,
+                    g.log,
+                    at=f"at step {step} (manager step {state.progress[r].manager_step})",
+                )
+            )
             return
         time.sleep(0.2)
 
@@ -187,5 +206,3 @@ def stop_all(state: RunState) -> None:
             stop_tree(g.proc)
     if state.lighthouse is not None:
         stop_tree(state.lighthouse.proc, grace_s=1.0)
-
-

@@ -18,14 +18,14 @@ the temp dir (it also holds the plugin's cache, via TMPDIR).
 from __future__ import annotations
 
 import collections
+import os
 import re
 import signal
 import socket
 import subprocess
-import os
 import sys
-import time
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -52,7 +52,9 @@ def scalar_dirs(run_dir: Path) -> list[Path]:
     tb = run_dir / layout.TB
     if not tb.is_dir():
         return []
-    return sorted(p for p in tb.iterdir() if p.is_dir() and any(f.name.startswith("events.out.tfevents") for f in p.iterdir()))
+    return sorted(
+        p for p in tb.iterdir() if p.is_dir() and any(f.name.startswith("events.out.tfevents") for f in p.iterdir())
+    )
 
 
 def check_run_dir(path: Path) -> tuple[Path, list[Path], list[Path]]:
@@ -99,7 +101,9 @@ def check_port(host: str, port: int) -> None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug's server does
         s.bind(addr)
     except OSError as e:
-        raise BadInput(f"--port {port}: {host}:{port} is in use or not bindable ({e.strerror or e}); try --port 0") from None
+        raise BadInput(
+            f"--port {port}: {host}:{port} is in use or not bindable ({e.strerror or e}); try --port 0"
+        ) from None
     finally:
         s.close()
 
@@ -163,8 +167,19 @@ def start(logdir: Path, tmp: Path, host: str, port: int, run_name: str) -> Tenso
     """Start TensorBoard on ``logdir``; its temp files go under ``tmp``, its log next to ``tmp``."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp))  # the plugin's cache dir lands in ours
     argv = [
-        sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", host.strip("[]"),
-        "--port", str(port), "--load_fast", "false", "--window_title", f"ftrun view: {run_name}",
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        "--logdir",
+        str(logdir),
+        "--host",
+        host.strip("[]"),
+        "--port",
+        str(port),
+        "--load_fast",
+        "false",
+        "--window_title",
+        f"ftrun view: {run_name}",
     ]
     return TensorBoard(argv, env, tmp.parent / "tensorboard.log")
 

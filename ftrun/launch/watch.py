@@ -20,9 +20,9 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from ftrun import layout
 from ftrun.fault_flags import LaunchKill
@@ -55,7 +55,7 @@ class Quorums:
             if m:
                 self.requesters.add(m[1].split(":")[0])
 
-    def asked(self, replica: int) -> Optional[bool]:
+    def asked(self, replica: int) -> bool | None:
         """Did group ``replica`` ask for a quorum? Read from replica ids that end with the group's
         number (torchft's example: ``train_ddp_{REPLICA_GROUP_ID}``); ``None`` when the ids do
         not tell (no id ends with a number)."""
@@ -71,16 +71,16 @@ class LaunchState:
     groups: list[Group]
     kills: list[LaunchKill] = field(default_factory=list)
     restarts: int = 0
-    timeout_s: Optional[float] = None
-    lighthouse: Optional[Lighthouse] = None
-    quorums: Optional[Quorums] = None
+    timeout_s: float | None = None
+    lighthouse: Lighthouse | None = None
+    quorums: Quorums | None = None
     tails: dict[int, LogTail] = field(default_factory=dict)
     status: dict[int, str] = field(default_factory=dict)  # running | restarting | exited | lost | stopped
     started: float = 0.0  # monotonic
     ended: float = 0.0
     fired: list[layout.FiredKill] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    failed_group: Optional[int] = None
+    failed_group: int | None = None
     lost: dict[int, str] = field(default_factory=dict)
     first_restart: dict[int, float] = field(default_factory=dict)  # replica -> unix time of its first relaunch
     quorums_joined: dict[int, int] = field(default_factory=dict)  # replica -> quorums its log shows (all incarnations)
@@ -93,12 +93,19 @@ class LaunchState:
     def rows(self) -> list[layout.LaunchGroupRow]:
         """One row per group for the live view and the summary; a group that exited non-zero
         shows its error (``group_error``), not its last line."""
-        return [layout.LaunchGroupRow(
-                    replica=g.replica, state=self.status.get(g.replica, "starting"), exit_codes=list(g.exit_codes),
-                    restarts=g.restarts, quorums=self.quorums_joined.get(g.replica, 0),
-                    last_line=group_error(g) if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.process.poll() is not None
-                    else (self.tails[g.replica].last if g.replica in self.tails else ""))
-                for g in self.groups]
+        return [
+            layout.LaunchGroupRow(
+                replica=g.replica,
+                state=self.status.get(g.replica, "starting"),
+                exit_codes=list(g.exit_codes),
+                restarts=g.restarts,
+                quorums=self.quorums_joined.get(g.replica, 0),
+                last_line=group_error(g)
+                if g.exit_codes and g.exit_codes[-1] not in (0, None) and g.process.poll() is not None
+                else (self.tails[g.replica].last if g.replica in self.tails else ""),
+            )
+            for g in self.groups
+        ]
 
 
 def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
@@ -109,9 +116,17 @@ def _fire(state: LaunchState, k: LaunchKill, g: Group, trigger: str) -> None:
             os.kill(g.process.pid, signal.SIGTERM)  # the launcher: torchrun stops its ranks
         except ProcessLookupError:
             pass
-    state.fired.append(layout.FiredKill(replica=k.replica, seconds=k.seconds, pattern=k.pattern, signal=k.signal,
-                                        at_s=round(time.monotonic() - state.started, 3), trigger=trigger,
-                                        incarnation=g.restarts))
+    state.fired.append(
+        layout.FiredKill(
+            replica=k.replica,
+            seconds=k.seconds,
+            pattern=k.pattern,
+            signal=k.signal,
+            at_s=round(time.monotonic() - state.started, 3),
+            trigger=trigger,
+            incarnation=g.restarts,
+        )
+    )
 
 
 def _check_kills(state: LaunchState, r: int, g: Group, new_lines: list[str], now: float) -> None:
@@ -127,7 +142,7 @@ def _check_kills(state: LaunchState, r: int, g: Group, new_lines: list[str], now
                 _fire(state, k, g, hit.strip()[:200])
 
 
-def _killed_on_purpose(state: LaunchState, g: Group) -> Optional[str]:
+def _killed_on_purpose(state: LaunchState, g: Group) -> str | None:
     f = next((f for f in state.fired if f.replica == g.replica and f.incarnation == g.restarts), None)
     return None if f is None else f"{f.signal} at {f.at_s:g} s ({f.trigger})"
 
@@ -197,8 +212,13 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
             state.failed_group = r
             state.failures.append(policy.group_failed(r, code, g.restarts, group_error(g), g.log))
             return
-        late = [r for r in sorted(pending) if state.timeout_s is not None and not state.joined[r]
-                and now - state.incarnation_started[r] > state.timeout_s]
+        late = [
+            r
+            for r in sorted(pending)
+            if state.timeout_s is not None
+            and not state.joined[r]
+            and now - state.incarnation_started[r] > state.timeout_s
+        ]
         if late:
             r = late[0]
             g = state.group(r)
@@ -207,7 +227,11 @@ def watch(state: LaunchState, on_tick: Callable[[LaunchState], None], poll_s: fl
             state.failures.append(
                 f"replica group {r} joined no quorum within --timeout {state.timeout_s:g} s"
                 + (f" (with {', '.join(map(str, late[1:]))})" if late[1:] else "")
-                + {True: " (it asked the lighthouse for one)", False: " (it never asked the lighthouse for one)", None: ""}[asked]
+                + {
+                    True: " (it asked the lighthouse for one)",
+                    False: " (it never asked the lighthouse for one)",
+                    None: "",
+                }[asked]
                 + f"; quorums formed: {state.quorums.last_id if state.quorums is not None else '?'}"
                 + f"; last log line: {state.tails[r].last!r}; see {g.log}"
             )

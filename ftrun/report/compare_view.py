@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from rich.table import Table
 
@@ -43,7 +44,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
     return lambda v: " / ".join("-" if x is None else format(x, fmt) for x in (v or []))
 
 
-ROWS: list[tuple[str, str, Optional[Callable[[Any], str]]]] = [
+ROWS: list[tuple[str, str, Callable[[Any], str] | None]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
     ("schedule (F, H, tau)", "schedule", schedule_label),
     ("numerics (every sync)", "numerics", numerics_cell),
@@ -65,7 +66,11 @@ ROWS: list[tuple[str, str, Optional[Callable[[Any], str]]]] = [
     ("peak bytes in one sync", "peak_sync_bytes", _mb),
     ("total bytes sent (per replica)", "total_bytes", _mb),
     ("final loss", "final_loss", _f(".4f")),
-    ("loss at equal steps", "loss_at_steps", lambda d: ", ".join(f"{k}: {v:.3f}" for k, v in d.items() if v is not None)),
+    (
+        "loss at equal steps",
+        "loss_at_steps",
+        lambda d: ", ".join(f"{k}: {v:.3f}" for k, v in d.items() if v is not None),
+    ),
 ]
 
 
@@ -105,9 +110,13 @@ def explanation_line(exp: dict | None) -> str:
         return "throughput not decomposed: a run has no plain step to measure its unoverlapped speed from"
     if exp["explained_ratio"] is None:
         return f"throughput {exp['measured_ratio']:.2f}x; the terms could not be measured for both runs"
-    verdict = "explain it" if exp["explained"] else f"do NOT explain it within {exp['within'] * 100:.0f}% (see unaccounted)"
-    text = (f"throughput {exp['measured_ratio']:.2f}x measured; "
-            f"the named terms give {exp['explained_ratio']:.2f}x and {verdict}")
+    verdict = (
+        "explain it" if exp["explained"] else f"do NOT explain it within {exp['within'] * 100:.0f}% (see unaccounted)"
+    )
+    text = (
+        f"throughput {exp['measured_ratio']:.2f}x measured; "
+        f"the named terms give {exp['explained_ratio']:.2f}x and {verdict}"
+    )
     return text + (f". {exp['reason']}." if exp.get("reason") else ".")
 
 
@@ -116,9 +125,10 @@ def _recovery(r: dict | None) -> str:
         return "-"
     back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r["recovered_s"])
     big = ", ".join(f"{p} {s:.1f} s" for p, s in r.get("largest_phase", []) if p is not None and s is not None)
-    return (f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · "
-            f"commits lost {r['commits_lost']} · back in quorum after {back}"
-            + (f" · largest phase {big}" if big else ""))
+    return (
+        f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · "
+        f"commits lost {r['commits_lost']} · back in quorum after {back}" + (f" · largest phase {big}" if big else "")
+    )
 
 
 def _num(v: Any) -> str:
@@ -155,22 +165,29 @@ def link_line(result: dict) -> str:
         text += f"; calibrated step {link['calibrated_step_s'] * 1e3:.1f} ms ({link.get('calibration', '')})"
         again = link.get("recalibrated_from")
         if again:
-            text += (f"; recalibrated on {again['run']}'s measured step {again['measured_step_s'] * 1e3:.1f} ms "
-                     f"(first link {again['link']}, {again['run']} trained again)")
+            text += (
+                f"; recalibrated on {again['run']}'s measured step {again['measured_step_s'] * 1e3:.1f} ms "
+                f"(first link {again['link']}, {again['run']} trained again)"
+            )
         step = link.get("link_step_s", link["calibrated_step_s"])
         if link.get("plain_sync_share_of_h") is not None:
-            text += (f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: "
-                     f"asked for {link['plain_sync_share_of_h']:.2f} of H steps of {step * 1e3:.1f} ms")
+            text += (
+                f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: "
+                f"asked for {link['plain_sync_share_of_h']:.2f} of H steps of {step * 1e3:.1f} ms"
+            )
         measured = link.get("measured_median_step_s") or {}
         shares = link.get("plain_sync_share_of_measured_h") or {}
-        got = [f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {measured[k] * 1e3:.1f} ms)"
-               for i, (k, v) in enumerate(shares.items()) if measured.get(k) is not None]
+        got = [
+            f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {measured[k] * 1e3:.1f} ms)"
+            for i, (k, v) in enumerate(shares.items())
+            if measured.get(k) is not None
+        ]
         if got:
             text += "; achieved: " + ", ".join(got)
     return text
 
 
-def versions_line(result: dict) -> Optional[str]:
+def versions_line(result: dict) -> str | None:
     """``ran on torchft 0.2.0 (process groups: configure), torch 2.13.0`` — per configuration
     when they differ; None when no run recorded it."""
     ran = {name: describe_versions(v) for name, v in (result.get("versions") or {}).items()}
@@ -185,7 +202,9 @@ def versions_line(result: dict) -> Optional[str]:
 def print_report(result: dict) -> None:
     console = make_console()
     reps = max((r.get("repeats") or 1 for r in result["runs"]), default=1)
-    title = f"ftrun compare · {result['compare_dir']}" + (f" · median (min to max) of {reps} runs each" if reps > 1 else "")
+    title = f"ftrun compare · {result['compare_dir']}" + (
+        f" · median (min to max) of {reps} runs each" if reps > 1 else ""
+    )
     t = Table(title=title, title_justify="left")
     t.add_column("", no_wrap=True)  # labels whole; values wrap (fits 80 columns)
     for r in result["runs"]:
@@ -222,8 +241,11 @@ def expect_hidden_line(exp: dict) -> str:
     if exp["observed"] is None:
         return head.replace(" hid ", "") + "no hidden share measured: FAIL"
     got = pct_against(exp["observed"], exp["min"])
-    return head + f"{got} of its communication, {'at least' if exp['ok'] else 'below'} {exp['min'] * 100:g}%: " + (
-        "ok" if exp["ok"] else "FAIL")
+    return (
+        head
+        + f"{got} of its communication, {'at least' if exp['ok'] else 'below'} {exp['min'] * 100:g}%: "
+        + ("ok" if exp["ok"] else "FAIL")
+    )
 
 
 def result_name(exp: dict) -> str:
@@ -233,9 +255,23 @@ def result_name(exp: dict) -> str:
 def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
     names = [r["name"] for r in result["runs"]]
     ran = versions_line(result)
-    lines = [f"# ftrun compare: {' vs '.join(names)}", "", link_line(result), *(["", ran] if ran else []), "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = [
+        f"# ftrun compare: {' vs '.join(names)}",
+        "",
+        link_line(result),
+        *(["", ran] if ran else []),
+        "",
+        "| | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows(result)]
-    lines += ["", "Where the loop time went (per step, mean over replicas):", "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines += [
+        "",
+        "Where the loop time went (per step, mean over replicas):",
+        "",
+        "| | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in decomposition_rows(result)]
     lines += ["", result["conclusion"], "", explanation_line(result.get("throughput")), ""]
     if result.get("expect_hidden"):
@@ -253,8 +289,10 @@ def throughput_claim(a: dict, b: dict) -> str:
         return f"throughput {ratio:.2f}x from one run each (spread not measured: use --repeat 3)"
     if sa[0] > sb[1] or sb[0] > sa[1]:
         return f"throughput {ratio:.2f}x, beyond the spread of {n} runs each"
-    return (f"throughput {ratio:.2f}x is within the spread of {n} runs each ({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, "
-            f"{b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): no difference claimed")
+    return (
+        f"throughput {ratio:.2f}x is within the spread of {n} runs each ({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, "
+        f"{b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): no difference claimed"
+    )
 
 
 def conclusion(runs: list[dict]) -> str:
@@ -262,13 +300,21 @@ def conclusion(runs: list[dict]) -> str:
     for r in runs:
         share = r["hidden_comm_share"]
         ctrl = r.get("exposed_control_s")
-        text = f"{r['name']} hid {share * 100:.0f}% of its data communication and " if share is not None else f"{r['name']} "
+        text = (
+            f"{r['name']} hid {share * 100:.0f}% of its data communication and "
+            if share is not None
+            else f"{r['name']} "
+        )
         text += f"exposed {r['exposed_comm_s']:.2f} s of data"
         if ctrl is not None:
             text += f" and {ctrl:.2f} s of control"
         if r["per_sync_exposed_ms"] is not None:
             text += f" ({r['per_sync_exposed_ms']:.0f}"
-            text += f" + {r['per_sync_exposed_control_ms']:.0f} ms per sync)" if r.get("per_sync_exposed_control_ms") is not None else " ms per sync)"
+            text += (
+                f" + {r['per_sync_exposed_control_ms']:.0f} ms per sync)"
+                if r.get("per_sync_exposed_control_ms") is not None
+                else " ms per sync)"
+            )
         if r.get("compute_utilisation") is not None:
             text += f", computing {r['compute_utilisation'] * 100:.0f}% of its loop time"
         parts.append(text)

@@ -9,7 +9,8 @@ Trace-wide notes come once, under the schedule line; failed commits are counted 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 from rich.console import Console
@@ -24,15 +25,15 @@ from ftrun.schedule import label as schedule_label
 from ftrun.torchft_compat import describe_versions
 
 
-def _ms(x: Optional[float]) -> str:
+def _ms(x: float | None) -> str:
     return "" if x is None else f"{x:.2f}"
 
 
-def _v(x: Optional[int]) -> str:
+def _v(x: int | None) -> str:
     return "-" if x is None else str(x)
 
 
-def _pair(exp: Optional[int], obs) -> str:
+def _pair(exp: int | None, obs) -> str:
     if exp == obs:
         return _v(exp)
     return f"{_v(exp)}→{_v(obs)}"
@@ -43,7 +44,11 @@ def _pair(exp: Optional[int], obs) -> str:
 _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
     ("step", "step", lambda e: _pair(e.expected_step, e.observed_step)),
     ("kind", "kind", lambda e: e.kind),
-    ("fragment", "frag", lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?")),
+    (
+        "fragment",
+        "frag",
+        lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
+    ),
     ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
     ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.sync.exposed_data_ms if e.sync else None)),
     ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.sync.exposed_control_ms if e.sync else None)),
@@ -53,7 +58,7 @@ _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
 _WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
 
 
-def _remark(e: EventResult) -> Optional[Text]:
+def _remark(e: EventResult) -> Text | None:
     """The line under the table for a row with a problem or notes (None: nothing to say)."""
     notes = list(e.notes)
     if e.sync is not None and e.sync.serialized:
@@ -72,13 +77,15 @@ def _table(title: str, events: list[EventResult], width: int) -> Table:
     """One worker's table; at a narrow terminal the headers take two lines, so it fits 80 columns."""
     t = Table(title=title, title_justify="left")
     for head, narrow, _ in _COLUMNS:
-        t.add_column(head if width >= _WIDE_MIN else narrow, justify="right" if head.endswith(" ms") else "left", no_wrap=True)
+        t.add_column(
+            head if width >= _WIDE_MIN else narrow, justify="right" if head.endswith(" ms") else "left", no_wrap=True
+        )
     for e in events:
         t.add_row(*(cell(e) for _, _, cell in _COLUMNS))
     return t
 
 
-def overlap_line(report: Report, replica: int, rank: int) -> Optional[str]:
+def overlap_line(report: Report, replica: int, rank: int) -> str | None:
     """The worker's overlap slowdown (``Report.overlap``): steps with a send in flight against
     the others, overall and per send."""
     ov = report.overlap or {}
@@ -87,14 +94,18 @@ def overlap_line(report: Report, replica: int, rank: int) -> Optional[str]:
         return None
     x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
     sends = [s for s in ov.get("per_send", []) if (s["replica"], s["rank"]) == (replica, rank)]
-    per = ", ".join(f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s['slowdown'])}"
-                    for s in sends)
-    return (f"overlap: {w['overlapped_steps']} step(s) with a send in flight took {_ms(w['median_overlapped_ms'])} ms "
-            f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w['slowdown'])}"
-            + (f"; per send: {per}" if per else ""))
+    per = ", ".join(
+        f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s['slowdown'])}"
+        for s in sends
+    )
+    return (
+        f"overlap: {w['overlapped_steps']} step(s) with a send in flight took {_ms(w['median_overlapped_ms'])} ms "
+        f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w['slowdown'])}"
+        + (f"; per send: {per}" if per else "")
+    )
 
 
-def render(report: Report, console: Optional[Console] = None) -> None:
+def render(report: Report, console: Console | None = None) -> None:
     con = console or make_console()
     s = report.schedule
     ran = describe_versions(report.versions)
@@ -113,11 +124,15 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         mine = [e for e in report.events if e.replica == w.replica and e.rank == w.rank]
         gr = w.global_rank_text()
         who = f"identity: {w.source}" + (f"; {gr}" if gr else "")  # distributedInfo: never the replica
-        t = _table(f"replica {w.replica} rank {w.rank}  ({who}; steps {ranges}; {len(w.files)} file(s))", mine, con.width)
+        t = _table(
+            f"replica {w.replica} rank {w.rank}  ({who}; steps {ranges}; {len(w.files)} file(s))", mine, con.width
+        )
         failed = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
         if failed:
             src = sorted({c["source"] for c in failed})
-            t.caption = f"{len(failed)} commit(s) failed, at sync steps {[c['sync_step'] for c in failed]} ({', '.join(src)})"
+            t.caption = (
+                f"{len(failed)} commit(s) failed, at sync steps {[c['sync_step'] for c in failed]} ({', '.join(src)})"
+            )
             t.caption_justify = "left"
         con.print(t)
         for e in mine:
@@ -134,8 +149,11 @@ def render(report: Report, console: Optional[Console] = None) -> None:
         con.print(line(("fault:", "yellow"), f" {f['text']}"))
     if report.agreement is not None and report.agreement["ok"]:
         agreed = report.agreement["commits_checked"]
-        con.print(f"fingerprints: replicas agreed after {agreed} commit(s)" if agreed
-                  else "fingerprints: no commit seen by two replicas")
+        con.print(
+            f"fingerprints: replicas agreed after {agreed} commit(s)"
+            if agreed
+            else "fingerprints: no commit seen by two replicas"
+        )
     for p in report.run_problems:
         con.print(line(("run:", "red"), f" {p}"))
     num = report.numerics or {}
@@ -161,9 +179,13 @@ def render(report: Report, console: Optional[Console] = None) -> None:
     if per:
         tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
-        con.print(line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}"))
+        con.print(
+            line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}")
+        )
     else:
-        con.print(line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}"))
+        con.print(
+            line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}")
+        )
 
 
 def render_text(report: Report, width: int = 100) -> str:
@@ -181,9 +203,17 @@ def failing_table(report: Report) -> str:
     Empty when nothing failed. What a failed ``assert_schedule`` says."""
     bad = [e for e in report.events if not e.ok]
     rows = [("replica", "rank", "kind", "step", "fragment", "problem")]
-    rows += [(str(e.replica), str(e.rank), e.kind, _pair(e.expected_step, e.observed_step),
-              _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
-              e.problem or "") for e in bad]
+    rows += [
+        (
+            str(e.replica),
+            str(e.rank),
+            e.kind,
+            _pair(e.expected_step, e.observed_step),
+            _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
+            e.problem or "",
+        )
+        for e in bad
+    ]
     out = []
     if bad:
         widths = [max(len(r[i]) for r in rows) for i in range(5)]

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from ftrun.check.result import EventResult, Report, numerics_of
 
@@ -27,7 +28,7 @@ class Case:
     classname: str
     name: str
     failures: list[str] = field(default_factory=list)  # problem lines; empty: passed
-    skipped: Optional[str] = None  # why it did not run
+    skipped: str | None = None  # why it did not run
     out: str = ""  # what was checked
     time_s: float = 0.0
 
@@ -38,14 +39,18 @@ class Suite:
     cases: list[Case]
 
 
-def _events_case(classname: str, kind: str, events: list[EventResult]) -> Optional[Case]:
+def _events_case(classname: str, kind: str, events: list[EventResult]) -> Case | None:
     mine = [e for e in events if e.kind == kind]
     if not mine:
         return None
     bad = [e for e in mine if not e.ok]
     observed = sum(e.observed_step is not None for e in mine)
-    return Case(classname, kind + "s", [str(e.problem) for e in bad],  # each names its step and fragment
-                out=f"{len(mine)} {kind}(s) expected or observed, {observed} observed, {len(bad)} not as expected")
+    return Case(
+        classname,
+        kind + "s",
+        [str(e.problem) for e in bad],  # each names its step and fragment
+        out=f"{len(mine)} {kind}(s) expected or observed, {observed} observed, {len(bad)} not as expected",
+    )
 
 
 def report_cases(report: Report, prefix: str = "") -> list[Case]:
@@ -54,7 +59,9 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
     covered: set[str] = set()
     commit_problems = report.run_problems_by_class.get("commits", [])
     # every worker with a trace, and any with failed commits only (an event log without a trace)
-    workers = sorted({(w.replica, w.rank) for w in report.workers} | {(c["replica"], c["rank"]) for c in report.failed_commits})
+    workers = sorted(
+        {(w.replica, w.rank) for w in report.workers} | {(c["replica"], c["rank"]) for c in report.failed_commits}
+    )
     for replica, rank in workers:
         cls = f"{prefix}replica{replica}.rank{rank}"
         mine = [e for e in report.events if e.replica == replica and e.rank == rank]
@@ -67,26 +74,57 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
         syncs_seen = sum(e.kind == "sync" and e.observed_step is not None for e in mine)
         if syncs_seen or failed:
             unexplained = [c for c in failed if not c.get("explained_by_fault")]
-            lines = [f"commit at sync step {c['sync_step']} "
-                     f"(fragment {'?' if c.get('fragment') is None else c['fragment']}) "
-                     f"failed, no injected fault explains it ({c['source'].replace('_', ' ')}: {c.get('evidence')})"
-                     for c in unexplained] if commit_problems else []
-            accepted = f"; {len(unexplained)} unexplained failed commit(s) accepted" if unexplained and not commit_problems else ""
-            cases.append(Case(cls, "commits", lines, out=f"{syncs_seen} sync(s) observed, {len(failed)} failed commit(s), "
-                                                          f"{len(failed) - len(unexplained)} explained by a fault{accepted}"))
+            lines = (
+                [
+                    f"commit at sync step {c['sync_step']} "
+                    f"(fragment {'?' if c.get('fragment') is None else c['fragment']}) "
+                    f"failed, no injected fault explains it ({c['source'].replace('_', ' ')}: {c.get('evidence')})"
+                    for c in unexplained
+                ]
+                if commit_problems
+                else []
+            )
+            accepted = (
+                f"; {len(unexplained)} unexplained failed commit(s) accepted"
+                if unexplained and not commit_problems
+                else ""
+            )
+            cases.append(
+                Case(
+                    cls,
+                    "commits",
+                    lines,
+                    out=f"{syncs_seen} sync(s) observed, {len(failed)} failed commit(s), "
+                    f"{len(failed) - len(unexplained)} explained by a fault{accepted}",
+                )
+            )
     covered |= set(commit_problems)  # each worker with an unexplained failed commit has a failing case above
     run_cls = f"{prefix}run"
     agreement = report.run_problems_by_class.get("agreement", [])
     checked = (report.agreement or {}).get("commits_checked") or 0
     if report.cross_replica or checked or agreement:
         lines = [c.problem for c in report.cross_replica if not c.ok and c.problem] + agreement
-        cases.append(Case(run_cls, "agreement", lines, out=f"{len(report.cross_replica)} step(s) compared across replicas, "
-                                                            f"fingerprints of {checked} commit(s)"))
+        cases.append(
+            Case(
+                run_cls,
+                "agreement",
+                lines,
+                out=f"{len(report.cross_replica)} step(s) compared across replicas, "
+                f"fingerprints of {checked} commit(s)",
+            )
+        )
         covered |= set(lines)
     numerics = numerics_of(report)
     if numerics is not None:
         lines = [p if isinstance(p, str) else str(p.get("text") or p) for p in numerics.get("problems") or []]
-        cases.append(Case(run_cls, "numerics", lines, out=f"{numerics['checked']} sync(s) checked, tolerance {numerics.get('tolerance')}"))
+        cases.append(
+            Case(
+                run_cls,
+                "numerics",
+                lines,
+                out=f"{numerics['checked']} sync(s) checked, tolerance {numerics.get('tolerance')}",
+            )
+        )
         covered |= set(lines) | {f"numerics: {x}" for x in lines}  # Report.problems() names them so
     traces = report.run_problems_by_class.get("traces", [])
     if traces:
@@ -103,12 +141,20 @@ def to_xml(suites: Sequence[Suite]) -> str:
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
     for s in suites:
-        n = {"tests": len(s.cases), "failures": sum(bool(c.failures) for c in s.cases), "errors": 0,
-             "skipped": sum(c.skipped is not None for c in s.cases)}
+        n = {
+            "tests": len(s.cases),
+            "failures": sum(bool(c.failures) for c in s.cases),
+            "errors": 0,
+            "skipped": sum(c.skipped is not None for c in s.cases),
+        }
         t = sum(c.time_s for c in s.cases)
-        el = ET.SubElement(root, "testsuite", {"name": _clean(s.name), **{k: str(v) for k, v in n.items()}, "time": f"{t:.3f}"})
+        el = ET.SubElement(
+            root, "testsuite", {"name": _clean(s.name), **{k: str(v) for k, v in n.items()}, "time": f"{t:.3f}"}
+        )
         for c in s.cases:
-            tc = ET.SubElement(el, "testcase", classname=_clean(c.classname), name=_clean(c.name), time=f"{c.time_s:.3f}")
+            tc = ET.SubElement(
+                el, "testcase", classname=_clean(c.classname), name=_clean(c.name), time=f"{c.time_s:.3f}"
+            )
             if c.failures:
                 f = ET.SubElement(tc, "failure", message=_clean(c.failures[0]), type="ftrun")
                 f.text = _clean("\n".join(c.failures))
@@ -145,8 +191,21 @@ def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[R
     if e is not None:
         share = e["observed"]
         shown = "none measured" if share is None else f"{share:.4f}"
-        suites.append(Suite("ftrun compare", [Case("compare", "expect-hidden", [] if e["ok"] else [
-            f"{names[0]} hid {shown} of its communication, expected at least {e['min']}"], out=f"hidden share {shown}")]))
+        suites.append(
+            Suite(
+                "ftrun compare",
+                [
+                    Case(
+                        "compare",
+                        "expect-hidden",
+                        []
+                        if e["ok"]
+                        else [f"{names[0]} hid {shown} of its communication, expected at least {e['min']}"],
+                        out=f"hidden share {shown}",
+                    )
+                ],
+            )
+        )
     return to_xml(suites)
 
 

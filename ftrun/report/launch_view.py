@@ -14,12 +14,21 @@ def _codes(codes: list[int]) -> str:
 
 
 def _table(title: str, rows: list[dict]) -> Table:
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    t = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
     for col in ("group", "state", "exit", "restarts", "quorums"):
         t.add_column(col, justify="left" if col in ("state", "exit") else "right", no_wrap=True, min_width=len(col))
     t.add_column("last log line", no_wrap=True, overflow="ellipsis", max_width=48)
     for g in rows:
-        t.add_row(str(g["replica"]), g["state"], _codes(g["exit_codes"]), str(g["restarts"]), str(g["quorums"]), g["last_line"])
+        t.add_row(
+            str(g["replica"]),
+            g["state"],
+            _codes(g["exit_codes"]),
+            str(g["restarts"]),
+            str(g["quorums"]),
+            g["last_line"],
+        )
     return t
 
 
@@ -36,15 +45,26 @@ def print_summary(summary: dict) -> None:
     """The launch summary (``--json`` prints ``summary`` itself instead)."""
     c = make_console(soft_wrap=True)
     q = summary.get("quorums_seen")
-    c.print(_table(f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · "
-                   f"last quorum id {'?' if q is None else q}",
-                   summary["groups"]))
+    c.print(
+        _table(
+            f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · "
+            f"last quorum id {'?' if q is None else q}",
+            summary["groups"],
+        )
+    )
     for f in summary["faults_fired"]:
         c.print(line("fault: ", f"{f['signal']} replica group {f['replica']} at {f['at_s']:g} s ({f['trigger']})"))
     traces = summary["traces"]
-    c.print(line(f"traces: {len(traces)} found", *(f" ({summary['trace_note']})",) if summary.get("trace_note") else ()))
+    c.print(
+        line(f"traces: {len(traces)} found", *(f" ({summary['trace_note']})",) if summary.get("trace_note") else ())
+    )
     for t in traces:
-        c.print(line(f"  replica {t['replica']} rank {'?' if t['rank'] is None else t['rank']}: ", t["path"],
-                     "" if t.get("checked", True) else " (not checked)"))
+        c.print(
+            line(
+                f"  replica {t['replica']} rank {'?' if t['rank'] is None else t['rank']}: ",
+                t["path"],
+                "" if t.get("checked", True) else " (not checked)",
+            )
+        )
     for f in summary["failures"]:
         c.print(line(styled("failed: ", "bold red"), f))

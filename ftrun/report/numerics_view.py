@@ -14,11 +14,16 @@ def numerics_line(num: dict) -> str:
     rest = num.get("not_checked") or {}
     skipped = f"; {sum(rest.values())} not checked ({', '.join(rest)})" if rest else ""
     heals = num.get("heals") or []
-    healed = "".join(f"; heal of replica {h['replica']} from {h['source_replica']} at manager step {h['manager_step']}: params "
-                     + ("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER")
-                     + _first(h.get("first_contribution")) for h in heals)
-    return (f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
-            f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}{failed_rounds(num)}")
+    healed = "".join(
+        f"; heal of replica {h['replica']} from {h['source_replica']} at manager step {h['manager_step']}: params "
+        + ("match" if h.get("params_match") else "not checked" if h.get("params_match") is None else "DIFFER")
+        + _first(h.get("first_contribution"))
+        for h in heals
+    )
+    return (
+        f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
+        f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}{failed_rounds(num)}"
+    )
 
 
 def failed_rounds(num: dict) -> str:
@@ -26,8 +31,10 @@ def failed_rounds(num: dict) -> str:
     fr = num.get("failed_rounds") or {}
     if not fr.get("rounds"):
         return ""
-    return (f"; {fr['rounds']} failed round(s): SUM = sum of contributions on {fr['sum_right']}, "
-            f"wrong on {fr['sum_wrong']}, not sketched on {fr['sum_not_sketched']}")
+    return (
+        f"; {fr['rounds']} failed round(s): SUM = sum of contributions on {fr['sum_right']}, "
+        f"wrong on {fr['sum_wrong']}, not sketched on {fr['sum_not_sketched']}"
+    )
 
 
 def _first(fc: dict | None) -> str:

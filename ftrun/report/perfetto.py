@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 import msgspec
 
@@ -54,7 +54,11 @@ def verdict_name(e: EventResult) -> str:
         return f"{head} ok"
     parts = []
     if e.expected_step is None:
-        parts.append(f"unexpected at step {e.observed_step}" if e.observed_step is not None else "unexpected, outside every step span")
+        parts.append(
+            f"unexpected at step {e.observed_step}"
+            if e.observed_step is not None
+            else "unexpected, outside every step span"
+        )
     elif e.observed_step is None:
         parts.append(f"expected step {e.expected_step}, not observed")
     else:
@@ -89,9 +93,14 @@ def verdict_args(e: EventResult) -> dict[str, Any]:
     elif e.sync is not None:
         y = e.sync
         args.update(
-            exposed_comm_ms=y.exposed_comm_ms, hidden_comm_ms=y.hidden_comm_ms, send_to_done_ms=y.send_to_done_ms,
-            comm_union_ms=y.comm_union_ms, should_commit_ms=y.should_commit_ms, serialized=y.serialized,
-            serialized_collectives=y.serialized_collectives, send_captured=y.send_captured,
+            exposed_comm_ms=y.exposed_comm_ms,
+            hidden_comm_ms=y.hidden_comm_ms,
+            send_to_done_ms=y.send_to_done_ms,
+            comm_union_ms=y.comm_union_ms,
+            should_commit_ms=y.should_commit_ms,
+            serialized=y.serialized,
+            serialized_collectives=y.serialized_collectives,
+            send_captured=y.send_captured,
         )
     return {k: v for k, v in args.items() if v is not None}
 
@@ -117,7 +126,7 @@ class _Worker:
         self.used: set[int] = {VERDICT_TID}
         self.next_tid = SYNTHETIC_TID
         self.thread_meta: set[tuple[str, int]] = set()
-        self.first_ts: Optional[float] = None
+        self.first_ts: float | None = None
 
     def tid(self, pid: Any, tid: Any) -> int:
         key = (pid, tid)
@@ -131,7 +140,6 @@ class _Worker:
             self.used.add(got)
             self.tids[key] = got
         return got
-
 
 
 def step_starts(spans: list, offset: int) -> dict[int, float]:
@@ -186,7 +194,10 @@ def recovery_events(recs: list[dict[str, Any]], base_ns: float, pid: int) -> lis
     """The recovery breakdowns (``ftrun.check.recovery`` JSON) as one process, a thread per fault
     and a span per phase over its own interval, on the traces' clock (kineto's ``ts`` are
     microseconds after ``baseTimeNanoseconds``)."""
-    out = [_meta("process_name", pid, 0, {"name": RECOVERY_PROCESS}), _meta("process_sort_index", pid, 0, {"sort_index": -1})]
+    out = [
+        _meta("process_name", pid, 0, {"name": RECOVERY_PROCESS}),
+        _meta("process_sort_index", pid, 0, {"sort_index": -1}),
+    ]
     for i, rec in enumerate(recs):
         tid = i + 1
         out.append(_meta("thread_name", pid, tid, {"name": rec["fault"]}))
@@ -194,19 +205,35 @@ def recovery_events(recs: list[dict[str, Any]], base_ns: float, pid: int) -> lis
             if span is None:
                 continue
             held = (rec.get("phases") or {}).get(phase)
-            out.append({
-                "name": phase + ("" if held is None else f" {held:.2f} s"), "cat": "ftrun,recovery", "ph": "X",
-                "ts": (rec["fault_at"] + span[0]) * 1e6 - base_ns / 1e3, "dur": max((span[1] - span[0]) * 1e6, 1.0),
-                "pid": pid, "tid": tid,
-                "args": {"phase": phase, "seconds_on_critical_path": held, "source": (rec.get("sources") or {}).get(phase),
-                         "total_s": rec.get("total_s"), "unaccounted_s": rec.get("unaccounted_s")},
-            })
+            out.append(
+                {
+                    "name": phase + ("" if held is None else f" {held:.2f} s"),
+                    "cat": "ftrun,recovery",
+                    "ph": "X",
+                    "ts": (rec["fault_at"] + span[0]) * 1e6 - base_ns / 1e3,
+                    "dur": max((span[1] - span[0]) * 1e6, 1.0),
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {
+                        "phase": phase,
+                        "seconds_on_critical_path": held,
+                        "source": (rec.get("sources") or {}).get(phase),
+                        "total_s": rec.get("total_s"),
+                        "unaccounted_s": rec.get("unaccounted_s"),
+                    },
+                }
+            )
     return out
 
 
-def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict[str, Any]]] = None,
-                    base_ns: Optional[float] = None, overwrite: bool = False,
-                    max_trace_bytes: int = MAX_TRACE_BYTES) -> dict[str, Any]:
+def export_perfetto(
+    report: Report,
+    out_path: Path,
+    recovery: list[dict[str, Any]] | None = None,
+    base_ns: float | None = None,
+    overwrite: bool = False,
+    max_trace_bytes: int = MAX_TRACE_BYTES,
+) -> dict[str, Any]:
     """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable,
     or when ``out_path`` is a file or symlink ftrun did not write and not ``overwrite``
     (``ftrun.output``).
@@ -226,7 +253,9 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
             gzip.GzipFile(fileobj=raw_f, mode="wb", compresslevel=3) if out_path.name.endswith(".gz") else raw_f
         )
         try:
-            f.write(b'{"ftrun_export":"inspect-trace --export-perfetto","traceEvents":[')  # (ftrun.output knows it by this)
+            f.write(
+                b'{"ftrun_export":"inspect-trace --export-perfetto","traceEvents":['
+            )  # (ftrun.output knows it by this)
             out = _Writer(f)
             for i, wr in enumerate(sorted(report.workers, key=lambda w: (w.replica, w.rank))):
                 pid = i + 1
@@ -248,8 +277,14 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
                     if ts is None:
                         ts = starts.get(e.expected_step if e.expected_step is not None else -1, fallback)
                     ev: dict[str, Any] = {
-                        "name": verdict_name(e), "cat": "ftrun,verdict", "ph": "i", "s": "t",
-                        "ts": ts, "pid": pid, "tid": VERDICT_TID, "args": verdict_args(e),
+                        "name": verdict_name(e),
+                        "cat": "ftrun,verdict",
+                        "ph": "i",
+                        "s": "t",
+                        "ts": ts,
+                        "pid": pid,
+                        "tid": VERDICT_TID,
+                        "args": verdict_args(e),
                     }
                     if e.sync is not None and e.ts_us is not None and e.sync.exposed_comm_ms:
                         del ev["s"]
@@ -260,11 +295,22 @@ def export_perfetto(report: Report, out_path: Path, recovery: Optional[list[dict
                 for c in report.cross_replica:
                     if c.ok or me not in c.fragments or c.step not in starts:
                         continue
-                    out.write({
-                        "name": f"cross-replica FAIL: {c.kind} at step {c.step}", "cat": "ftrun,verdict", "ph": "i",
-                        "s": "t", "ts": starts[c.step], "pid": pid, "tid": VERDICT_TID,
-                        "args": {"problem": c.problem, "fragments": {k: v for k, v in c.fragments.items()}, "manager_step": c.manager_step},
-                    })
+                    out.write(
+                        {
+                            "name": f"cross-replica FAIL: {c.kind} at step {c.step}",
+                            "cat": "ftrun,verdict",
+                            "ph": "i",
+                            "s": "t",
+                            "ts": starts[c.step],
+                            "pid": pid,
+                            "tid": VERDICT_TID,
+                            "args": {
+                                "problem": c.problem,
+                                "fragments": {k: v for k, v in c.fragments.items()},
+                                "manager_step": c.manager_step,
+                            },
+                        }
+                    )
                     counts["verdicts"] += 1
                 counts["workers"] += 1
             if recovery and base_ns is not None:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from ftrun.output import atomic_path
 from ftrun.console import console, fits, line, styled
+from ftrun.output import atomic_path
 
 
-def bw(bps: Optional[float]) -> str:
+def bw(bps: float | None) -> str:
     if bps is None:
         return "-"
     for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
@@ -21,13 +21,13 @@ def bw(bps: Optional[float]) -> str:
     return f"{bps:.3g} bit/s"
 
 
-def _ms(v: Optional[float]) -> str:
+def _ms(v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
 
 
-def _pct(v: Optional[float]) -> str:
+def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
@@ -35,7 +35,7 @@ LABELS = {"streaming": "streaming", "plain": "plain", "data_parallel": "DP"}
 LONG = {"streaming": "streaming", "plain": "plain DiLoCo", "data_parallel": "data-parallel"}
 
 
-def _tb(nbytes: Optional[float]) -> str:
+def _tb(nbytes: float | None) -> str:
     if nbytes is None:
         return "-"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
@@ -59,14 +59,18 @@ def print_plan(result: dict, c: Any = None) -> None:
     inp = result["inputs"]
     size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
     dp = " vs DP (data-parallel: an allreduce every step)" if inp.get("data_parallel_bytes") else ""
-    c.print(f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
-            f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} "
-            f"tau={inp['fragment_sync_delay']} vs plain F=1 H={inp['sync_every']} tau=0{dp}")
+    c.print(
+        f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
+        f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} "
+        f"tau={inp['fragment_sync_delay']} vs plain F=1 H={inp['sync_every']} tau=0{dp}"
+    )
     if inp.get("overlap_slowdown", 1.0) != 1.0:
         c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
     if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
-        c.print(f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
-                f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip")
+        c.print(
+            f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
+            f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip"
+        )
     # with training totals, hours and bytes take the place of the split, the mean bandwidth and
     # the smallest tau / F (all in --json)
     totals = inp.get("train_steps") is not None
@@ -77,10 +81,16 @@ def print_plan(result: dict, c: Any = None) -> None:
     def values(p: dict) -> list:
         row: list[str | Text] = [_ms(p["exposed_ms_per_sync"])]
         row += [] if totals else [f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}"]
-        row += [_ms(p["exposed_ms_per_step"]),
-                styled(_pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"),
-                bw(p["peak_bandwidth_bps"])]
-        row += [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"])] if totals else [bw(p["mean_bandwidth_bps"])]
+        row += [
+            _ms(p["exposed_ms_per_step"]),
+            styled(
+                _pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"
+            ),
+            bw(p["peak_bandwidth_bps"]),
+        ]
+        row += (
+            [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"])] if totals else [bw(p["mean_bandwidth_bps"])]
+        )
         return row
 
     def link(cfg: dict) -> str:
@@ -90,15 +100,22 @@ def print_plan(result: dict, c: Any = None) -> None:
         if totals:
             return []
         frag = cfg["smallest_fragments"]
-        return ["none" if cfg["smallest_fragment_sync_delay"] is None else str(cfg["smallest_fragment_sync_delay"]),
-                "none" if frag is None else f"{frag['fragments']} ({frag['fragment_sync_delay']})"]
+        return [
+            "none" if cfg["smallest_fragment_sync_delay"] is None else str(cfg["smallest_fragment_sync_delay"]),
+            "none" if frag is None else f"{frag['fragments']} ({frag['fragment_sync_delay']})",
+        ]
 
     keys_all = [k for k in ("streaming", "plain", "data_parallel") if any(k in cfg for cfg in result["configs"])]
     t = _table("link", "", *heads, *per_link)
     for cfg in result["configs"]:
         for key in (k for k in keys_all if k in cfg):
             first = key == "streaming"
-            t.add_row(link(cfg) if first else "", LABELS[key], *values(cfg[key]), *(mins(cfg) if first else [""] * len(per_link)))
+            t.add_row(
+                link(cfg) if first else "",
+                LABELS[key],
+                *values(cfg[key]),
+                *(mins(cfg) if first else [""] * len(per_link)),
+            )
     if not fits(c, t):  # stacked: a block per link, a row per figure, the schedules side by side
         t = _table("link / figure", *(LABELS[k] for k in keys_all), left=1)
         for i, cfg in enumerate(result["configs"]):
@@ -120,14 +137,18 @@ def print_plan(result: dict, c: Any = None) -> None:
         where = "on no link up to 1 Tbit/s" if v is None else f"from {bw(v)} up"
         d = result["data_hidden_from_bps"][key]
         data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
-        c.print(f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} "
-                f"(latency {hides['latency_s'] * 1e3:g} ms)")
+        c.print(
+            f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} "
+            f"(latency {hides['latency_s'] * 1e3:g} ms)"
+        )
     print_recovery(result.get("recovery"), c)
-    c.print("model: compute per step; at each quorum the slowest group's arrival, the lighthouse's reply and the held "
-            "round trip; each fragment's ring allreduce queued on the uplink from the send's start (ftrun.linkcost, as the "
-            "emulator); the sync blocks for the rest, then runs its callbacks and sketches. With --from a run: its drift "
-            "per lag and its CPU work per send and sync; ftrun plan --check also replays its steps and its real loopback "
-            "collectives")
+    c.print(
+        "model: compute per step; at each quorum the slowest group's arrival, the lighthouse's reply and the held "
+        "round trip; each fragment's ring allreduce queued on the uplink from the send's start (ftrun.linkcost, as the "
+        "emulator); the sync blocks for the rest, then runs its callbacks and sketches. With --from a run: its drift "
+        "per lag and its CPU work per send and sync; ftrun plan --check also replays its steps and its real loopback "
+        "collectives"
+    )
     if result.get("png"):
         c.print(f"plot: {result['png']}")
 
@@ -145,16 +166,31 @@ def print_check(result: dict, c: Any = None) -> None:
     def name(r: dict) -> str:
         return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
 
-    t = _table("run", "link", "exposed ms/sync", "measured", "error", "data (pred/meas)", "control (pred/meas)",
-               "steps/s", "measured", "error")
+    t = _table(
+        "run",
+        "link",
+        "exposed ms/sync",
+        "measured",
+        "error",
+        "data (pred/meas)",
+        "control (pred/meas)",
+        "steps/s",
+        "measured",
+        "error",
+    )
     for r in result["runs"]:
         p, m = r["predicted"], r["measured"]
         t.add_row(
-            name(r), str((r.get("link") or {}).get("describe", "-")),
-            _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"),
+            name(r),
+            str((r.get("link") or {}).get("describe", "-")),
+            _ms(p["exposed_ms_per_sync"]),
+            _ms(m["exposed_ms_per_sync"]),
+            err(r, "exposed_ms_per_sync"),
             f"{_ms(p['exposed_data_ms_per_sync'])} / {_ms(m['exposed_data_ms_per_sync'])}",
             f"{_ms(p['exposed_control_ms_per_sync'])} / {_ms(m['exposed_control_ms_per_sync'])}",
-            f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}", err(r, "steps_per_s"),
+            f"{p['steps_per_s']:.2f}",
+            "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
+            err(r, "steps_per_s"),
         )
     if not fits(c, t):  # stacked: a block per run, a row per figure
         t = _table("run / figure", "predicted", "measured", "error")
@@ -164,14 +200,27 @@ def print_check(result: dict, c: Any = None) -> None:
             if i:
                 t.add_section()
             t.add_row(styled(f"{name(r)} · {(r.get('link') or {}).get('describe', '-')}", "bold"), "", "", "")
-            t.add_row("  exposed ms/sync", _ms(p["exposed_ms_per_sync"]), _ms(m["exposed_ms_per_sync"]), err(r, "exposed_ms_per_sync"))
+            t.add_row(
+                "  exposed ms/sync",
+                _ms(p["exposed_ms_per_sync"]),
+                _ms(m["exposed_ms_per_sync"]),
+                err(r, "exposed_ms_per_sync"),
+            )
             t.add_row("  data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), "")
-            t.add_row("  control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), "")
-            t.add_row("  steps/s", f"{p['steps_per_s']:.2f}", "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
-                      err(r, "steps_per_s"))
+            t.add_row(
+                "  control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), ""
+            )
+            t.add_row(
+                "  steps/s",
+                f"{p['steps_per_s']:.2f}",
+                "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
+                err(r, "steps_per_s"),
+            )
     c.print(t)
-    c.print(f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
-            "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link")
+    c.print(
+        f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
+        "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link"
+    )
     if result["outside_tolerance"]:
         c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
     else:
@@ -202,23 +251,38 @@ def utilisation_figure(result: dict):
     inp = result["inputs"]
     xs = [c["link"]["bandwidth_bps"] for c in result["configs"]]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, label, colour in (("streaming", f"streaming F={inp['fragments']} tau={inp['fragment_sync_delay']}", "#1f77b4"),
-                               ("plain", "plain DiLoCo F=1 tau=0", "#d62728")):
+    for key, label, colour in (
+        ("streaming", f"streaming F={inp['fragments']} tau={inp['fragment_sync_delay']}", "#1f77b4"),
+        ("plain", "plain DiLoCo F=1 tau=0", "#d62728"),
+    ):
         ys = [c[key]["compute_utilisation"] for c in result["configs"]]
         ax.plot(xs, ys, marker="o", color=colour, label=label)
-        for at, style, text, y in ((result["hides_from_bps"][key], ":", "reaches target from", inp["target_util"]),
-                                   (result["data_hidden_from_bps"][key], "-.", "hides all data from", 0.05)):
+        for at, style, text, y in (
+            (result["hides_from_bps"][key], ":", "reaches target from", inp["target_util"]),
+            (result["data_hidden_from_bps"][key], "-.", "hides all data from", 0.05),
+        ):
             if at is not None and min(xs) <= at <= max(xs):
                 ax.axvline(at, color=colour, linestyle=style, linewidth=1)
-                ax.annotate(f"{text} {bw(at)}", (at, y), textcoords="offset points", xytext=(4, -14 if y > 0.5 else 4),
-                            color=colour, fontsize=8)
-    ax.axhline(inp["target_util"], color="grey", linestyle="--", linewidth=1, label=f"target {inp['target_util'] * 100:g}%")
+                ax.annotate(
+                    f"{text} {bw(at)}",
+                    (at, y),
+                    textcoords="offset points",
+                    xytext=(4, -14 if y > 0.5 else 4),
+                    color=colour,
+                    fontsize=8,
+                )
+    ax.axhline(
+        inp["target_util"], color="grey", linestyle="--", linewidth=1, label=f"target {inp['target_util'] * 100:g}%"
+    )
     ax.set_xscale("log")
     ax.set_xlabel("bandwidth per replica (bit/s)")
     ax.set_ylabel("compute utilisation (predicted)")
     ax.set_ylim(0, 1.02)
-    ax.set_title(f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
-                 f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms", fontsize=9)
+    ax.set_title(
+        f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
+        f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms",
+        fontsize=9,
+    )
     # under the axes, not in them: the marks' labels sit anywhere along both edges of the plot
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
@@ -229,7 +293,7 @@ def utilisation_figure(result: dict):
 RECOVERY_ROWS = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up", "total")
 
 
-def _s(v: Optional[float]) -> str:
+def _s(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
@@ -250,29 +314,51 @@ def print_recovery_check(result: dict, c: Any = None) -> None:
             how = "relaunch + join + reconfigure (measured) + heal + catch-up" if k == "total" else r["how"].get(k, "")
             t.add_row(f"  {k}", _s(p), _s(m), styled(err, "red") if ok is False else err, how)
         hb = r["heal_bytes"]
-        t.add_row("  heal bytes", f"{hb['predicted']:,}", "-" if hb["measured"] is None else f"{hb['measured']:,}", "",
-                  "model + AdamW moments and steps + DiLoCo's global copy + outer momentum (torchft's HTTP transport)")
+        t.add_row(
+            "  heal bytes",
+            f"{hb['predicted']:,}",
+            "-" if hb["measured"] is None else f"{hb['measured']:,}",
+            "",
+            "model + AdamW moments and steps + DiLoCo's global copy + outer momentum (torchft's HTTP transport)",
+        )
     c.print(t)
-    c.print(f"tolerance {result['tolerance'] * 100:g}% or {result['floor_s']:g} s per phase (each phase's own interval, "
-            "ftrun.check.recovery); relaunch, join and reconfigure are this run's own measurements, not predictions")
+    c.print(
+        f"tolerance {result['tolerance'] * 100:g}% or {result['floor_s']:g} s per phase (each phase's own interval, "
+        "ftrun.check.recovery); relaunch, join and reconfigure are this run's own measurements, not predictions"
+    )
     if result["outside_tolerance"]:
         c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
     else:
         c.print(line(("PASS", "bold green"), " every predicted phase within tolerance"))
 
 
-def print_recovery(rec: Optional[dict], c: Any) -> None:
+def print_recovery(rec: dict | None, c: Any) -> None:
     """The predicted recovery of one killed group, a row per link (``ftrun.plan_recovery``)."""
     if not rec or not rec.get("links"):
         return
-    t = _table("recovery of one killed group", "detect s", "heal s", "catch-up s", "relaunch+join+reconfigure s", "total s",
-               left=1)
+    t = _table(
+        "recovery of one killed group",
+        "detect s",
+        "heal s",
+        "catch-up s",
+        "relaunch+join+reconfigure s",
+        "total s",
+        left=1,
+    )
     rows = []
     for r in rec["links"]:
         ph = r["phases"]
         given = [ph[k] for k in ("relaunch", "join", "reconfigure")]
-        rows.append((r["link"], _s(ph["detect"]), _s(ph["heal"]), _s(ph["catch_up"]),
-                     "not predicted" if any(v is None for v in given) else f"{sum(given):.2f} (measured)", _s(r["total_s"])))
+        rows.append(
+            (
+                r["link"],
+                _s(ph["detect"]),
+                _s(ph["heal"]),
+                _s(ph["catch_up"]),
+                "not predicted" if any(v is None for v in given) else f"{sum(given):.2f} (measured)",
+                _s(r["total_s"]),
+            )
+        )
         t.add_row(*rows[-1])
     if not fits(c, t):  # stacked: a block per link, a row per phase
         t = _table("recovery · link / phase", "seconds", left=1)
@@ -283,9 +369,16 @@ def print_recovery(rec: Optional[dict], c: Any) -> None:
             for head, v in zip(("detect", "heal", "catch-up", "relaunch+join+reconf.", "total"), row[1:], strict=True):
                 t.add_row(f"  {head}", v)
     c.print(t)
-    src = f"relaunch, join and reconfigure measured in {rec['measured_from']}" if rec.get("measured_from") else (
-        "relaunch, join and reconfigure not predicted "
-        "(a process start and torchft's rendezvous: give --from a kill run)")
-    c.print(f"recovery: heal = {_tb(rec['state_bytes'])} of float32 model + AdamW + DiLoCo state (what torchft's HTTP "
-            f"checkpoint transport sends) over the link; detect = the {rec['heartbeat_timeout_s']:g} s heartbeat timeout + "
-            f"half a lighthouse tick + the held round trip; {src}")
+    src = (
+        f"relaunch, join and reconfigure measured in {rec['measured_from']}"
+        if rec.get("measured_from")
+        else (
+            "relaunch, join and reconfigure not predicted "
+            "(a process start and torchft's rendezvous: give --from a kill run)"
+        )
+    )
+    c.print(
+        f"recovery: heal = {_tb(rec['state_bytes'])} of float32 model + AdamW + DiLoCo state (what torchft's HTTP "
+        f"checkpoint transport sends) over the link; detect = the {rec['heartbeat_timeout_s']:g} s heartbeat timeout + "
+        f"half a lighthouse tick + the held round trip; {src}"
+    )

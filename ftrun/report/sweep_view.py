@@ -11,18 +11,30 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from ftrun.output import atomic_path
 from ftrun.console import console, line
 from ftrun.grid import fmt
+from ftrun.output import atomic_path
 from ftrun.report.numerics_view import numerics_cell
 
 VERDICTS = ("pass", "fail", "failed-commits", "crashed", "unavailable", "invalid")
-STYLE = {"pass": "green", "fail": "bold red", "failed-commits": "bold red", "crashed": "bold red",
-         "unavailable": "dim", "invalid": "yellow"}
-COLOUR = {"pass": "#4caf50", "fail": "#e53935", "failed-commits": "#fb8c00", "crashed": "#8e24aa",
-          "unavailable": "#bdbdbd", "invalid": "#fff176"}
+STYLE = {
+    "pass": "green",
+    "fail": "bold red",
+    "failed-commits": "bold red",
+    "crashed": "bold red",
+    "unavailable": "dim",
+    "invalid": "yellow",
+}
+COLOUR = {
+    "pass": "#4caf50",
+    "fail": "#e53935",
+    "failed-commits": "#fb8c00",
+    "crashed": "#8e24aa",
+    "unavailable": "#bdbdbd",
+    "invalid": "#fff176",
+}
 METRICS = {
     "exposed_comm_per_sync_ms": "exposed communication per sync (ms)",
     "steps_per_s": "steps/s",
@@ -32,9 +44,15 @@ METRICS = {
     "failed_commits": "failed commits (unexplained)",
     "recovery_s": "recovery: fault -> the group's first commit (s)",
 }
-_COLUMNS = [("commits", "commits", "{:g}"), ("failed_commits", "failed", "{:d}"), ("steps_per_s", "steps/s", "{:.2f}"),
-            ("exposed_comm_per_sync_ms", "exposed ms/sync", "{:.1f}"), ("hidden_share", "hidden", "{:.0%}"),
-            ("final_loss", "final loss", "{:.3f}"), ("numerics", "numerics", numerics_cell)]
+_COLUMNS = [
+    ("commits", "commits", "{:g}"),
+    ("failed_commits", "failed", "{:d}"),
+    ("steps_per_s", "steps/s", "{:.2f}"),
+    ("exposed_comm_per_sync_ms", "exposed ms/sync", "{:.1f}"),
+    ("hidden_share", "hidden", "{:.0%}"),
+    ("final_loss", "final loss", "{:.3f}"),
+    ("numerics", "numerics", numerics_cell),
+]
 
 
 def recovery_cell(cell: dict[str, Any]) -> str:
@@ -53,8 +71,11 @@ RECOVERY_COLUMN = ("recovery_s", "recovery (largest phase)", None)  # rendered f
 
 def _columns(result: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """The table's metric columns: the recovery one only when some cell had a fault to recover from."""
-    return _COLUMNS + ([RECOVERY_COLUMN] if any(c.get("recovery_s") is not None or c.get("recovery_largest_phase")
-                                               for c in result["cells"]) else [])
+    return _COLUMNS + (
+        [RECOVERY_COLUMN]
+        if any(c.get("recovery_s") is not None or c.get("recovery_largest_phase") for c in result["cells"])
+        else []
+    )
 
 
 def _value(c: dict[str, Any], f: str, spec: Any) -> str:
@@ -72,7 +93,9 @@ def cell_line(cell: dict[str, Any], done: int, total: int) -> Any:
     """One console line for a finished cell: ``[3/8] pass  backend-gloo_mode-streaming  (12.3 s)``."""
     extra = f"  {cell['problem']}" if cell.get("problem") and cell["verdict"] != "pass" else ""
     wall = f"  ({cell['wall_s']:.1f} s)" if cell.get("wall_s") is not None else ""
-    return line(f"[{done}/{total}] ", (f"{cell['verdict']:<14}", STYLE.get(cell["verdict"], "")), " ", cell["name"], wall, extra)
+    return line(
+        f"[{done}/{total}] ", (f"{cell['verdict']:<14}", STYLE.get(cell["verdict"], "")), " ", cell["name"], wall, extra
+    )
 
 
 def _axis_keys(result: dict[str, Any]) -> list[str]:
@@ -99,7 +122,11 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     keys = _axis_keys(result)
     t = Table(title=f"sweep {result['name']}", title_justify="left")
     wide = out.width >= 120
-    cols = _columns(result) if wide else [c for c in _columns(result) if c[0] in ("steps_per_s", "exposed_comm_per_sync_ms", "recovery_s")]
+    cols = (
+        _columns(result)
+        if wide
+        else [c for c in _columns(result) if c[0] in ("steps_per_s", "exposed_comm_per_sync_ms", "recovery_s")]
+    )
     if wide:
         for k in keys:
             t.add_column(k)
@@ -111,9 +138,15 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     t.add_column("problem / reason", overflow="fold", ratio=1)
     shown = [c for c in result["cells"] if c["verdict"] != "unavailable"]  # those: one line per reason below
     for c in shown:
-        params = [fmt(c["params"][k]) for k in keys] if wide else ["\n".join(f"{k}={fmt(c['params'][k])}" for k in keys)]
-        t.add_row(*params, line((c["verdict"], STYLE.get(c["verdict"], ""))),
-                  *[_value(c, f, spec) for f, _, spec in cols], c.get("problem") or "")
+        params = (
+            [fmt(c["params"][k]) for k in keys] if wide else ["\n".join(f"{k}={fmt(c['params'][k])}" for k in keys)]
+        )
+        t.add_row(
+            *params,
+            line((c["verdict"], STYLE.get(c["verdict"], ""))),
+            *[_value(c, f, spec) for f, _, spec in cols],
+            c.get("problem") or "",
+        )
     if shown:
         out.print(t)
     for reason, n in unavailable_lines(result["cells"]):
@@ -121,7 +154,14 @@ def print_sweep(result: dict[str, Any], out: Any = None) -> None:
     for note in result.get("notes", []):
         out.print(line(("note: ", "bold"), note))
     out.print(line("counts: ", ", ".join(f"{v} {n}" for v, n in result["counts"].items())))
-    out.print(line("wrote ", result["sweep_dir"], "/sweep.json, sweep.md, ", Path(result["picture"]).name if result.get("picture") else "no picture"))
+    out.print(
+        line(
+            "wrote ",
+            result["sweep_dir"],
+            "/sweep.json, sweep.md, ",
+            Path(result["picture"]).name if result.get("picture") else "no picture",
+        )
+    )
 
 
 def _md(text: Any) -> str:
@@ -136,8 +176,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"# ftrun sweep {result['name']}",
         "",
         f"- grid: {' x '.join(str(a['key']) + ' (' + str(len(a['values'])) + ')' for a in result['axes'])} "
-        f"= {len(result['cells'])} cells"
-        + (f" (preset {result['preset']})" if result.get("preset") else ""),
+        f"= {len(result['cells'])} cells" + (f" (preset {result['preset']})" if result.get("preset") else ""),
         f"- shared train options: {', '.join(f'{k}={fmt(x)}' for k, x in result['shared'].items()) or 'defaults'}",
         f"- machine: {m.get('cpus')} CPUs, {m.get('gpus') or 'no'} GPU(s), {m.get('platform')}; "
         f"versions: {', '.join(f'{k} {x}' for k, x in v.items())}",
@@ -145,8 +184,11 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     lines += [f"- note: {n}" for n in result.get("notes", [])]
     cols = _columns(result)
-    lines += ["", "| " + " | ".join(keys + ["verdict"] + [h for _, h, _ in cols] + ["problem / reason"]) + " |",
-              "|" + "---|" * (len(keys) + 2 + len(cols))]
+    lines += [
+        "",
+        "| " + " | ".join(keys + ["verdict"] + [h for _, h, _ in cols] + ["problem / reason"]) + " |",
+        "|" + "---|" * (len(keys) + 2 + len(cols)),
+    ]
     for c in result["cells"]:
         row = [fmt(c["params"][k]) for k in keys] + [f"**{c['verdict']}**"] + [_value(c, f, s) for f, _, s in cols]
         lines.append("| " + " | ".join(_md(x) for x in row + [c.get("problem") or ""]) + " |")
@@ -164,15 +206,17 @@ def markdown(result: dict[str, Any]) -> str:
         "definitions); hidden share from the traces' profiled syncs.",
     ]
     if RECOVERY_COLUMN in cols:
-        lines.append("Recovery: the cell's first fault -> the faulted group's first commit back in the quorum, and the "
-                     "phase that held most of it (`ftrun.check.recovery`: detect, relaunch, join, reconfigure, heal, "
-                     "catch-up).")
+        lines.append(
+            "Recovery: the cell's first fault -> the faulted group's first commit back in the quorum, and the "
+            "phase that held most of it (`ftrun.check.recovery`: detect, relaunch, join, reconfigure, heal, "
+            "catch-up)."
+        )
     if result.get("picture"):
         lines += ["", f"![sweep]({Path(result['picture']).name})"]
     return "\n".join(lines) + "\n"
 
 
-def _numeric_axis(result: dict[str, Any]) -> Optional[str]:
+def _numeric_axis(result: dict[str, Any]) -> str | None:
     for a in result["axes"]:
         vals = a["values"]
         if len(vals) > 1 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
@@ -194,15 +238,26 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for combo in itertools.product(*(a["values"] for a in others)) if others else [()]:
             want = dict(zip((a["key"] for a in others), combo, strict=True))
-            pts = sorted((c["params"][x_key], c.get(metric), c["verdict"]) for c in result["cells"]
-                         if all(c["params"][k] == v for k, v in want.items()) and c.get(metric) is not None)
+            pts = sorted(
+                (c["params"][x_key], c.get(metric), c["verdict"])
+                for c in result["cells"]
+                if all(c["params"][k] == v for k, v in want.items()) and c.get(metric) is not None
+            )
             if not pts:
                 continue
             label = ", ".join(f"{k}={fmt(v)}" for k, v in want.items()) or metric
             (ln,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
             for px, py, verdict in pts:
                 if verdict != "pass":
-                    ax.annotate(verdict, (px, py), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center", color="#c62828")
+                    ax.annotate(
+                        verdict,
+                        (px, py),
+                        textcoords="offset points",
+                        xytext=(0, 6),
+                        fontsize=7,
+                        ha="center",
+                        color="#c62828",
+                    )
         if all(isinstance(v, int) for a in result["axes"] if a["key"] == x_key for v in a["values"]):
             from matplotlib.ticker import MaxNLocator
 
@@ -227,9 +282,16 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
                 ax.text(j + 0.5, i + 0.5, verdict, ha="center", va="center", fontsize=8)
         ax.set_xlim(0, len(last["values"]))
         ax.set_ylim(len(rows), 0)
-        ax.set_xticks([j + 0.5 for j in range(len(last["values"]))], [f"{last['key']}={fmt(v)}" for v in last["values"]], fontsize=8)
-        ax.set_yticks([i + 0.5 for i in range(len(rows))],
-                      [", ".join(f"{a['key']}={fmt(x)}" for a, x in zip(rows_axes, combo, strict=True)) for combo in rows], fontsize=8)
+        ax.set_xticks(
+            [j + 0.5 for j in range(len(last["values"]))],
+            [f"{last['key']}={fmt(v)}" for v in last["values"]],
+            fontsize=8,
+        )
+        ax.set_yticks(
+            [i + 0.5 for i in range(len(rows))],
+            [", ".join(f"{a['key']}={fmt(x)}" for a, x in zip(rows_axes, combo, strict=True)) for combo in rows],
+            fontsize=8,
+        )
         ax.set_title(f"verdicts (sweep {result['name']})", fontsize=10)
         for s in ax.spines.values():
             s.set_visible(False)

@@ -41,8 +41,14 @@ class Lane:
 
 
 RECOVERY_PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")  # ftrun.check.recovery.PHASES
-PHASE_COLOURS = {"detect": "#7f7f7f", "relaunch": "#d62728", "join": "#ff7f0e", "reconfigure": "#9467bd",
-                 "heal": "#1f77b4", "catch_up": "#2ca02c"}
+PHASE_COLOURS = {
+    "detect": "#7f7f7f",
+    "relaunch": "#d62728",
+    "join": "#ff7f0e",
+    "reconfigure": "#9467bd",
+    "heal": "#1f77b4",
+    "catch_up": "#2ca02c",
+}
 UNACCOUNTED_COLOUR = "#bbbbbb"
 
 
@@ -76,9 +82,16 @@ def recovery_lanes(name: str, recs: list[dict]) -> list[RecoveryLane]:
             if total > at:
                 gaps.append((at, total))
         reasons = rec.get("reasons") or {}
-        out.append(RecoveryLane(f"{name} · recovery · {rec.get('fault')}", drawn,
-                                [(k, reasons.get(k, "")) for k in RECOVERY_PHASES if not spans.get(k)], total, gaps,
-                                rec.get("unaccounted_s")))
+        out.append(
+            RecoveryLane(
+                f"{name} · recovery · {rec.get('fault')}",
+                drawn,
+                [(k, reasons.get(k, "")) for k in RECOVERY_PHASES if not spans.get(k)],
+                total,
+                gaps,
+                rec.get("unaccounted_s"),
+            )
+        )
     return out
 
 
@@ -98,23 +111,50 @@ def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
             span = next((p for p in lane.phases if p[0] == k), None)
             if span is None:
                 why = next((w for p, w in lane.missing if p == k), "")
-                ax.text(0.0, y, f"{k.replace('_', '-')}: not measured" + (f" ({why[:70]})" if why else ""), va="center",
-                        ha="left", fontsize=7, color="#555555", style="italic")
+                ax.text(
+                    0.0,
+                    y,
+                    f"{k.replace('_', '-')}: not measured" + (f" ({why[:70]})" if why else ""),
+                    va="center",
+                    ha="left",
+                    fontsize=7,
+                    color="#555555",
+                    style="italic",
+                )
                 continue
             _, a, b, held = span
             ax.broken_barh([(a, max(b - a, 1e-3))], (y - 0.4, 0.8), facecolors=PHASE_COLOURS[k])
-            text = f"{k.replace('_', '-')} {b - a:.2f} s" + (f" ({held:.2f} s alone)" if held is not None and abs(held - (b - a)) > 0.005 else "")
+            text = f"{k.replace('_', '-')} {b - a:.2f} s" + (
+                f" ({held:.2f} s alone)" if held is not None and abs(held - (b - a)) > 0.005 else ""
+            )
             ax.text(b, y, " " + text, va="center", ha="left", fontsize=7)
         for a, b in lane.unaccounted:
-            ax.broken_barh([(a, b - a)], (base - 0.6, rows + 0.2), facecolors="none", edgecolors=UNACCOUNTED_COLOUR, hatch="xx", linewidth=0)
+            ax.broken_barh(
+                [(a, b - a)],
+                (base - 0.6, rows + 0.2),
+                facecolors="none",
+                edgecolors=UNACCOUNTED_COLOUR,
+                hatch="xx",
+                linewidth=0,
+            )
         # the lane's title row: the fault, then where the group's first commit came
-        head = lane.label + (f" · first commit {lane.total_s:.2f} s after the fault" if lane.total_s is not None else " · never back")
+        head = lane.label + (
+            f" · first commit {lane.total_s:.2f} s after the fault" if lane.total_s is not None else " · never back"
+        )
         if lane.unaccounted_s is not None:
             head += f", unaccounted {lane.unaccounted_s:.2f} s"
         ax.text(0.0, base + rows, head, va="center", ha="left", fontsize=8, weight="bold")
         if lane.total_s is not None:
-            ax.plot([lane.total_s, lane.total_s], [base - 0.6, base + rows - 0.4], color="black", linewidth=0.8, linestyle="--")
-    ends = [b for lane in lanes for _, _, b, _ in lane.phases] + [lane.total_s for lane in lanes if lane.total_s is not None]
+            ax.plot(
+                [lane.total_s, lane.total_s],
+                [base - 0.6, base + rows - 0.4],
+                color="black",
+                linewidth=0.8,
+                linestyle="--",
+            )
+    ends = [b for lane in lanes for _, _, b, _ in lane.phases] + [
+        lane.total_s for lane in lanes if lane.total_s is not None
+    ]
     ax.set_xlim(-0.02 * max(ends, default=1.0), 1.2 * max(ends, default=1.0))  # room for the labels right of the bars
     ax.set_yticks(ticks)
     ax.set_yticklabels(labels, fontsize=7)
@@ -123,8 +163,13 @@ def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
     handles: list[Any] = [Patch(color=PHASE_COLOURS[k], label=k.replace("_", "-")) for k in RECOVERY_PHASES]
     handles.append(Patch(facecolor="none", edgecolor=UNACCOUNTED_COLOUR, hatch="xx", label="unaccounted (no phase)"))
     handles.append(Line2D([], [], color="black", linewidth=0.8, linestyle="--", label="the group's first commit"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.3 / len(lanes)),
-              ncol=len(handles), fontsize=7)
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.05 - 0.3 / len(lanes)),
+        ncol=len(handles),
+        fontsize=7,
+    )
 
 
 def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
@@ -133,7 +178,9 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
     from ftrun.check.comm import blocked_until
     from ftrun.check.overlap import overlapped_spans
 
-    frag_by_ts = {(e.replica, e.rank, e.ts_us): e.fragment for e in report.events if e.kind == "send" and e.ts_us is not None}
+    frag_by_ts = {
+        (e.replica, e.rank, e.ts_us): e.fragment for e in report.events if e.kind == "send" and e.ts_us is not None
+    }
     lanes: list[Lane] = []
     for w in sorted(report.workers, key=lambda w: w.replica):
         if w.rank != 0 or len(lanes) >= max_replicas:
@@ -165,8 +212,11 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             train_threads = {s.span.thread for s in spans.steps}
             # torchft also calls wait_quorum on an already formed quorum (in manager.allreduce,
             # and ftrun's bookkeeping between steps asks num_participants): those are not drawn
-            lane.controls += [(sec(q.ts), sec(q.end)) for q in spans.quorums
-                              if q.thread in train_threads and q.dur >= MIN_CONTROL_US and _in_step(q.ts, spans.steps)]
+            lane.controls += [
+                (sec(q.ts), sec(q.end))
+                for q in spans.quorums
+                if q.thread in train_threads and q.dur >= MIN_CONTROL_US and _in_step(q.ts, spans.steps)
+            ]
             break  # one window per lane keeps the picture readable
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
@@ -176,9 +226,14 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
         label = f"{name} · replica {f['replica']}"
         if label not in traced and len(lanes) < max_replicas:
             lost = f.get("lost_steps")
-            lanes.append(Lane(label, note=f"no trace: {f['action']} at step {f['step']}"
-                              + (f", lost steps {lost[0]}-{lost[1]}" if lost else "")
-                              + (f", rejoined at step {f['rejoined_step']}" if f.get("rejoined_step") else ", never rejoined")))
+            lanes.append(
+                Lane(
+                    label,
+                    note=f"no trace: {f['action']} at step {f['step']}"
+                    + (f", lost steps {lost[0]}-{lost[1]}" if lost else "")
+                    + (f", rejoined at step {f['rejoined_step']}" if f.get("rejoined_step") else ", never rejoined"),
+                )
+            )
             traced.add(label)
     lanes.sort(key=lambda lane: (lane.label.split(" · ")[0] != name, int(lane.label.rsplit(" ", 1)[-1])))
     return lanes
@@ -191,8 +246,14 @@ def _in_step(ts: float, steps) -> bool:
     return i >= 0 and ts <= steps[i].span.end
 
 
-def draw(lanes: list[Lane], path: Path, title: str, width_px: int = 1600, overwrite: bool = False,
-         recovery: list[RecoveryLane] | None = None) -> Path:
+def draw(
+    lanes: list[Lane],
+    path: Path,
+    title: str,
+    width_px: int = 1600,
+    overwrite: bool = False,
+    recovery: list[RecoveryLane] | None = None,
+) -> Path:
     """Render the lanes to ``path`` (a PNG), written temp + rename (``ftrun.output.atomic_path``:
     a full disk leaves no 0-byte ``timeline.png`` and is one line); ``recovery``: a panel below
     with the faults' recovery lanes (``draw_recovery``)."""
@@ -219,8 +280,13 @@ def figure(lanes: list[Lane], title: str, width_px: int = 1600, recovery: list[R
     dpi = 100
     if recovery:
         rec_in = 1.3 + 0.18 * len(recovery) * (len(RECOVERY_PHASES) + 1)
-        fig, (ax, rax) = plt.subplots(2, 1, figsize=(width_px / dpi, height_in + rec_in), dpi=dpi,
-                                      gridspec_kw={"height_ratios": [height_in, rec_in]})
+        fig, (ax, rax) = plt.subplots(
+            2,
+            1,
+            figsize=(width_px / dpi, height_in + rec_in),
+            dpi=dpi,
+            gridspec_kw={"height_ratios": [height_in, rec_in]},
+        )
     else:
         fig, ax = plt.subplots(figsize=(width_px / dpi, height_in), dpi=dpi)
     frags = set()
@@ -229,12 +295,18 @@ def figure(lanes: list[Lane], title: str, width_px: int = 1600, recovery: list[R
         for j, (a, b) in enumerate(lane.steps):
             ax.broken_barh([(a, b - a)], (y - 0.4, 0.8), facecolors="#e8e8e8" if j % 2 else "#d0d0d0", linewidth=0)
         for a, b in lane.overlapped:
-            ax.broken_barh([(a, b - a)], (y - 0.4, 0.8), facecolors="none", edgecolors="#999999", hatch="//", linewidth=0)
+            ax.broken_barh(
+                [(a, b - a)], (y - 0.4, 0.8), facecolors="none", edgecolors="#999999", hatch="//", linewidth=0
+            )
         for a, b, f in lane.sends:
             frags.add(f)
-            ax.broken_barh([(a, b - a)], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], alpha=0.45)
+            ax.broken_barh(
+                [(a, b - a)], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], alpha=0.45
+            )
         for a, b, f in lane.collectives:
-            ax.broken_barh([(a, max(b - a, 1e-4))], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)])
+            ax.broken_barh(
+                [(a, max(b - a, 1e-4))], (y + 0.05, 0.25), facecolors=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)]
+            )
         for a, b in lane.waits:
             ax.broken_barh([(a, max(b - a, 1e-4))], (y - 0.35, 0.3), facecolors="#d62728")
         for a, b in lane.controls:
@@ -245,12 +317,24 @@ def figure(lanes: list[Lane], title: str, width_px: int = 1600, recovery: list[R
     ax.set_yticklabels([lane.label for lane in reversed(lanes)])
     ax.set_xlabel("seconds from the start of the profiled window")
     ax.set_title(title)
-    handles = [Patch(color=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], label=f"fragment {f}: send→done, collectives") for f in sorted(frags)]
-    handles += [Patch(color="#d62728", label="sync blocked on data (exposed)"),
-                Patch(color="#6a3d9a", label="quorum / should_commit (exposed control)"), Patch(color="#d0d0d0", label="training steps")]
+    handles = [
+        Patch(color=FRAGMENT_COLOURS[f % len(FRAGMENT_COLOURS)], label=f"fragment {f}: send→done, collectives")
+        for f in sorted(frags)
+    ]
+    handles += [
+        Patch(color="#d62728", label="sync blocked on data (exposed)"),
+        Patch(color="#6a3d9a", label="quorum / should_commit (exposed control)"),
+        Patch(color="#d0d0d0", label="training steps"),
+    ]
     if any(lane.overlapped for lane in lanes):
         handles.append(Patch(facecolor="#d0d0d0", edgecolor="#999999", hatch="//", label="step with a send in flight"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15), ncol=min(len(handles), 4), fontsize=8)
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15),
+        ncol=min(len(handles), 4),
+        fontsize=8,
+    )
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     if recovery:
         draw_recovery(rax, recovery)

@@ -22,8 +22,16 @@ def progress_table(state) -> Table:
         pad_edge=False,
         collapse_padding=True,
     )
-    for col, right in (("group", True), ("step", True), ("loss", True), ("manager\nstep", True), ("commits", True),
-                       ("failed", True), ("last sync", False), ("in\nquorum", True)):
+    for col, right in (
+        ("group", True),
+        ("step", True),
+        ("loss", True),
+        ("manager\nstep", True),
+        ("commits", True),
+        ("failed", True),
+        ("last sync", False),
+        ("in\nquorum", True),
+    ):
         t.add_column(col, justify="right" if right else "left", no_wrap=True, overflow="ellipsis")
     for r, p in sorted(state.progress.items()):
         t.add_row(
@@ -58,8 +66,10 @@ def agreement_text(a: dict):
         return styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
     here, job = a.get("groups_here", 2), a.get("groups_in_job", 2)
     if here < 2:
-        return (f"one replica group of {job} here: agreement across groups is checked by "
-                f"`ftrun inspect-trace` of all {job} groups' run dirs")
+        return (
+            f"one replica group of {job} here: agreement across groups is checked by "
+            f"`ftrun inspect-trace` of all {job} groups' run dirs"
+        )
     if not a["commits_checked"]:
         return "no commit seen by two replicas: agreement not checked"
     return styled(f"replicas agreed after all {a['commits_checked']} commits", "green")
@@ -103,12 +113,19 @@ def print_summary(summary: dict) -> None:
             if f.get("recovered_s") is not None:
                 back = f"back in the quorum with a commit {f['recovered_s']:.1f} s later"
             elif f.get("rejoined_after_end") is not None:
-                back = (f"relaunched, but back only after the run's last step {f['last_step']} (the other groups had "
-                        "finished): never in the run's quorum again")
+                back = (
+                    f"relaunched, but back only after the run's last step {f['last_step']} (the other groups had "
+                    "finished): never in the run's quorum again"
+                )
             else:
                 back = "never back in the quorum"
             console.print(f"fault: {f['action']} replica group {f['replica']} at step {f['step']} · {back}")
-        heals = ", ".join(f"group {h['replica']} from group {h['source_replica']} at step {h['step']}" for h in rec["heals"]) or "none"
+        heals = (
+            ", ".join(
+                f"group {h['replica']} from group {h['source_replica']} at step {h['step']}" for h in rec["heals"]
+            )
+            or "none"
+        )
         console.print(
             f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · "
             f"commits lost {rec['commits_lost']}"
@@ -124,6 +141,8 @@ def print_summary(summary: dict) -> None:
     for f in summary["failures"]:
         console.print(line(("failure:", "red"), f" {f}"))
     if summary["traces"]:
-        console.print(f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}")
+        console.print(
+            f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}"
+        )
     else:
         console.print(f"no traces ({summary.get('traces_note') or 'profiling off'}) · manifest: {summary['manifest']}")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from ftrun import layout
 from ftrun.errors import BadInput
@@ -37,16 +36,16 @@ NOT_TRACES = {layout.MANIFEST, layout.SUMMARY, layout.SPEC}
 @dataclass
 class TraceFile:
     path: Path
-    replica: Optional[int] = None
-    rank: Optional[int] = None
-    source: Optional[str] = None  # "manifest" when known up front
+    replica: int | None = None
+    rank: int | None = None
+    source: str | None = None  # "manifest" when known up front
 
 
 @dataclass
 class Inputs:
     files: list[TraceFile]
-    run_dir: Optional[Path] = None
-    manifest: Optional[layout.AnyManifest] = None
+    run_dir: Path | None = None
+    manifest: layout.AnyManifest | None = None
     event_logs: dict[tuple[int, int], Path] = field(default_factory=dict)
     run_dirs: list[Path] = field(default_factory=list)  # every merged run dir (groups of one job)
     manifests: list[layout.AnyManifest] = field(default_factory=list)  # their manifests, same order
@@ -54,7 +53,7 @@ class Inputs:
     interrupted: list[Path] = field(default_factory=list)  # ftrun run dirs without a manifest (stopped early)
 
     @property
-    def job_id(self) -> Optional[str]:
+    def job_id(self) -> str | None:
         return self.manifest.job_id if self.manifest is not None else None
 
     def groups(self) -> list[int]:
@@ -78,7 +77,7 @@ def _run_dir_bookkeeping(q: Path, top: Path) -> bool:
     return False
 
 
-def run_dir_of(p: Path) -> Optional[Path]:
+def run_dir_of(p: Path) -> Path | None:
     """The run dir that ``p`` (a run dir, its traces/ folder, or a trace in it) belongs to."""
     for cand in (p, p.parent, p.parent.parent):
         if (cand / layout.MANIFEST).is_file() and (cand == p or p.is_relative_to(cand / layout.TRACES)):
@@ -125,7 +124,9 @@ def discover(paths: list[Path]) -> Inputs:
             files.extend(TraceFile(q) for q in found)
             interrupted.append(p)
         elif p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and not _run_dir_bookkeeping(q, p))
+            found = sorted(
+                q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and not _run_dir_bookkeeping(q, p)
+            )
             if not found:
                 raise BadInput(f"{p}: no trace files (*.json, *.json.gz) in this folder")
             files.extend(TraceFile(q) for q in found)
@@ -175,8 +176,10 @@ def _why_no_traces(run_dir: Path, m: layout.AnyManifest, logs: dict[tuple[int, i
     reached = max((r.step for p in logs.values() for r in read_event_log(p) if r.step is not None), default=None)
     if reached is None or reached < last:
         got = "before its first step" if reached is None else f"at step {reached}"
-        return (f"{run_dir}: the run ended {got}, before the end of its profiled window (steps {first}-{last}), "
-                "so no trace was written; nothing to check")
+        return (
+            f"{run_dir}: the run ended {got}, before the end of its profiled window (steps {first}-{last}), "
+            "so no trace was written; nothing to check"
+        )
     return f"{where}: lists no traces, though the run reached its profiled window (steps {first}-{last})"
 
 
@@ -213,8 +216,11 @@ def _check_one_job(run_dirs: list[Path], manifests: list[layout.AnyManifest]) ->
         sa, sb = ({k: getattr(x.schedule, k) for k in SCHEDULE_KEYS} for x in (ma, m))
         if sa != sb or m.replicas != ma.replicas:
             diff = ", ".join(f"{k}={sb[k]} vs {sa[k]}" for k in SCHEDULE_KEYS if sa[k] != sb[k]) or (
-                f"replicas={m.replicas} vs {ma.replicas}")
+                f"replicas={m.replicas} vs {ma.replicas}"
+            )
             raise BadInput(f"{rd}: schedule differs from {a} ({diff}); not replica groups of one job")
         for e in m.event_logs:
             if seen.setdefault(e.replica, rd) != rd:
-                raise BadInput(f"{rd}: replica group {e.replica} is also in {seen[e.replica]}; give each group's run dir once")
+                raise BadInput(
+                    f"{rd}: replica group {e.replica} is also in {seen[e.replica]}; give each group's run dir once"
+                )

@@ -15,7 +15,6 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from ftrun.trace.load import GZIP_MAGIC
 
@@ -28,7 +27,7 @@ _RANK_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
 class FoundTrace:
     path: Path
     replica: int
-    rank: Optional[int]
+    rank: int | None
     rank_source: str  # "trace metadata" | "path" | "one rank per group" | "unknown"
 
 
@@ -46,7 +45,7 @@ def _head(path: Path) -> bytes:
     return data
 
 
-def sniff(path: Path) -> Optional[tuple[Optional[int], bool]]:
+def sniff(path: Path) -> tuple[int | None, bool] | None:
     """``None`` when ``path`` is not a chrome trace; else (rank from its metadata or None, True)."""
     head = _head(path)
     if not head.lstrip().startswith(b"{") or b'"traceEvents"' not in head:

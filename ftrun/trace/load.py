@@ -29,8 +29,13 @@ GZIP_MAGIC = b"\x1f\x8b"
 MAX_TRACE_BYTES = 4 << 30  # 4 GiB of JSON per file: decoding takes about 1.3x that in memory
 LIMIT_FLAG = "--max-trace-mb"
 CHUNK = 1 << 20
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def describe_limit(limit: int) -> str:
@@ -38,8 +43,9 @@ def describe_limit(limit: int) -> str:
 
 
 def _too_big(path: Path, what: str, limit: int) -> BadInput:
-    return BadInput(f"{path}: {what} more than the limit of {describe_limit(limit)} per trace "
-                    f"(raise it with {LIMIT_FLAG})")
+    return BadInput(
+        f"{path}: {what} more than the limit of {describe_limit(limit)} per trace (raise it with {LIMIT_FLAG})"
+    )
 
 
 def open_regular(path: Path) -> int:
@@ -92,12 +98,14 @@ class _Head:
         if i == len(out):
             return  # only whitespace so far
         self.done = True
-        c = out[i:i + 1]
+        c = out[i : i + 1]
         if c == b"{":
             return
         if c in (b"[", b'"', b"-", b"t", b"f", b"n") or c.isdigit():
-            raise BadInput(f"{self.path}: JSON but not a chrome trace (starts with {bytes(c)!r}; a trace is an object "
-                           "holding traceEvents)")
+            raise BadInput(
+                f"{self.path}: JSON but not a chrome trace (starts with {bytes(c)!r}; a trace is an object "
+                "holding traceEvents)"
+            )
         raise BadInput(f"{self.path}: not JSON (starts with {bytes(c)!r})")
 
 

@@ -17,10 +17,10 @@ may be ints or strings.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator, Optional, Union
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import msgspec
-
 
 EMPTY = msgspec.Raw()
 
@@ -35,14 +35,16 @@ EMPTY = msgspec.Raw()
 CPU_CATS = frozenset({"user_annotation", "cpu_op", "python_function", "operator", ""})
 GPU_ANNOTATION = "gpu_user_annotation"
 KERNEL = "kernel"
-LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})  # NCCL 2.27 launches via the driver (cuLaunchKernelEx)
+LAUNCH_CATS = frozenset(
+    {"cuda_runtime", "cuda_driver", "runtime"}
+)  # NCCL 2.27 launches via the driver (cuLaunchKernelEx)
 
 
 class Args(msgspec.Struct, gc=False):
-    external_id: Optional[int] = msgspec.field(default=None, name="External id")  # (kineto's key order)
-    device: Optional[int] = None
-    stream: Optional[int] = None
-    correlation: Optional[int] = None
+    external_id: int | None = msgspec.field(default=None, name="External id")  # (kineto's key order)
+    device: int | None = None
+    stream: int | None = None
+    correlation: int | None = None
     input_type: msgspec.Raw = msgspec.field(default=EMPTY, name="Input type")
     input_dims: msgspec.Raw = msgspec.field(default=EMPTY, name="Input Dims")
 
@@ -52,17 +54,17 @@ class TraceEvent(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: Union[int, str] = 0
-    tid: Union[int, str] = 0
+    pid: int | str = 0
+    tid: int | str = 0
     ts: float = 0.0
     dur: float = 0.0
     args: msgspec.Raw = EMPTY  # decode with ``args_of`` (only the events that need it)
 
 
 class DistributedInfo(msgspec.Struct):
-    rank: Optional[int] = None
-    world_size: Optional[int] = None
-    backend: Optional[str] = None
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
 
 
 class ChromeTrace(msgspec.Struct):
@@ -73,10 +75,10 @@ class ChromeTrace(msgspec.Struct):
     file), ``deviceProperties`` (the GPUs)."""
 
     traceEvents: list[msgspec.Raw]
-    distributedInfo: Optional[DistributedInfo] = None
+    distributedInfo: DistributedInfo | None = None
     # lenient types: a writer's odd value here never makes the trace unreadable
-    baseTimeNanoseconds: Union[int, float, str, None] = None
-    trace_id: Union[str, int, None] = None
+    baseTimeNanoseconds: int | float | str | None = None
+    trace_id: str | int | None = None
     deviceProperties: msgspec.Raw = EMPTY
 
 
@@ -103,6 +105,8 @@ def trace_events(trace: ChromeTrace, keep: re.Pattern[bytes]) -> Iterator[TraceE
     for raw in trace.traceEvents:
         if search(raw):
             yield decode(raw)
+
+
 _ANY = msgspec.json.Decoder(Any)
 _ARGS = msgspec.json.Decoder(Args)
 NO_ARGS = Args()

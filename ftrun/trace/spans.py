@@ -46,12 +46,13 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
+from collections.abc import Hashable
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from pathlib import Path
-import re
-from typing import Hashable, Literal, Optional
+from typing import Literal
 
 import msgspec
 
@@ -61,7 +62,16 @@ from ftrun.trace import nccl
 from ftrun.trace.load import load_trace
 from ftrun.trace.nccl import DTYPE_BYTES, kernel_op  # noqa: F401  (kernel_op: re-exported for callers)
 from ftrun.trace.schema import (
-    CPU_CATS, GPU_ANNOTATION, KERNEL, LAUNCH_CATS, ChromeTrace, TraceEvent, args_dict, args_of, name_filter, raw_json,
+    CPU_CATS,
+    GPU_ANNOTATION,
+    KERNEL,
+    LAUNCH_CATS,
+    ChromeTrace,
+    TraceEvent,
+    args_dict,
+    args_of,
+    name_filter,
+    raw_json,
     trace_events,
 )
 from ftrun.trace.stream import Fallback, TraceFile
@@ -86,7 +96,7 @@ class StepSpan(msgspec.Struct, frozen=True, gc=False):
     """A training-step span. ``number``: ftrun step S, or the raw k of ProfilerStep#k."""
 
     number: int
-    manager_step: Optional[int]
+    manager_step: int | None
     span: Span
 
 
@@ -99,7 +109,7 @@ class Allreduce(msgspec.Struct, frozen=True, gc=False):
     """
 
     span: Span
-    shapes: Optional[tuple[Shape, ...]]
+    shapes: tuple[Shape, ...] | None
     issue_ts: float = 0.0
     quantized: bool = False
 
@@ -111,15 +121,15 @@ class Send(msgspec.Struct, frozen=True):
 
 class Sync(msgspec.Struct, frozen=True):
     span: Span
-    wait: Optional[Span]
-    restore: Optional[Span]
-    should_commit: Optional[Span]
-    restore_shapes: Optional[tuple[Shape, ...]]
+    wait: Span | None
+    restore: Span | None
+    should_commit: Span | None
+    restore_shapes: tuple[Shape, ...] | None
     commit_syncs: tuple[Span, ...] = ()  # should_commit's stream synchronizes (nested, by prefix)
     restore_copies: int = 0  # aten::copy_ calls in restore_parameters (one per parameter), shapes or not
     # torchft runs the outer step and save_parameters only when should_commit returned True:
     # True = save_parameters after should_commit, False = should_commit without it, None = no should_commit span
-    committed: Optional[bool] = None
+    committed: bool | None = None
 
 
 class Collective(msgspec.Struct, frozen=True):
@@ -132,13 +142,13 @@ class Collective(msgspec.Struct, frozen=True):
 
     name: str
     span: Span
-    shapes: Optional[tuple[Shape, ...]]
-    itemsize: Optional[int]
+    shapes: tuple[Shape, ...] | None
+    itemsize: int | None
     hold: bool = False
-    launch_ts: Optional[float] = None
-    stream: Optional[Hashable] = None
+    launch_ts: float | None = None
+    stream: Hashable | None = None
     kernels: int = 0
-    kind: Optional[str] = None
+    kind: str | None = None
 
 
 class Kernel(msgspec.Struct, frozen=True):
@@ -153,13 +163,13 @@ class Kernel(msgspec.Struct, frozen=True):
     op: str
     span: Span
     stream: Hashable
-    launch: Optional[Span] = None
-    call: Optional[int] = None
+    launch: Span | None = None
+    call: int | None = None
     comm: nccl.CommInfo = nccl.UNKNOWN
     graph: bool = False
 
     @property
-    def kind(self) -> Optional[str]:
+    def kind(self) -> str | None:
         return self.comm.kind
 
 
@@ -170,16 +180,18 @@ class TraceSpans(msgspec.Struct):
     sends: list[Send]
     syncs: list[Sync]
     collectives: list[Collective]
-    rank: Optional[int] = None  # distributedInfo.rank: the default group's (global) rank, never a replica
+    rank: int | None = None  # distributedInfo.rank: the default group's (global) rank, never a replica
     has_shapes: bool = False
     trace_events: int = 0  # the file's trace events, all kinds
     quorums: list[Span] = msgspec.field(default_factory=list)  # wait_quorum spans, by start
     kernels: list[Kernel] = msgspec.field(default_factory=list)  # every NCCL kernel, by start
-    device_copies: int = 0  # gpu_user_annotation copies of the spans read here (kineto: innermost annotation only), set aside
+    device_copies: int = (
+        0  # gpu_user_annotation copies of the spans read here (kineto: innermost annotation only), set aside
+    )
     stream_waits: list[Span] = msgspec.field(default_factory=list)  # cudaStreamWaitEvent calls (host)
     notes: list[str] = msgspec.field(default_factory=list)  # what this trace cannot tell, said once
-    world_size: Optional[int] = None  # distributedInfo.world_size
-    group_rank: Optional[int] = None  # rank inside the replica group, from torchft's process-group name
+    world_size: int | None = None  # distributedInfo.world_size
+    group_rank: int | None = None  # rank inside the replica group, from torchft's process-group name
 
 
 def _thread(e: TraceEvent) -> Hashable:
@@ -190,7 +202,7 @@ def _span(e: TraceEvent) -> Span:
     return Span(e.ts, e.ts + e.dur, _thread(e))
 
 
-def _shapes(value: object) -> Optional[tuple[Shape, ...]]:
+def _shapes(value: object) -> tuple[Shape, ...] | None:
     """Tensor shapes from an ``Input Dims`` value: a flat or nested list of int lists."""
     out: list[Shape] = []
 
@@ -206,7 +218,7 @@ def _shapes(value: object) -> Optional[tuple[Shape, ...]]:
     return tuple(out) if walk(value, 0) and out else None
 
 
-def _first_shape(value: object) -> Optional[Shape]:
+def _first_shape(value: object) -> Shape | None:
     """The first argument's shape (``self`` of ``aten::copy_``)."""
     if isinstance(value, list) and value and isinstance(value[0], list):
         if all(isinstance(x, int) and not isinstance(x, bool) for x in value[0]):
@@ -214,7 +226,7 @@ def _first_shape(value: object) -> Optional[Shape]:
     return None
 
 
-def _itemsize(e: TraceEvent) -> Optional[int]:
+def _itemsize(e: TraceEvent) -> int | None:
     types = raw_json(args_of(e).input_type)
     if isinstance(types, list) and types and isinstance(types[0], str):
         return nccl.itemsize(types[0])
@@ -256,8 +268,16 @@ _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
 
 def _prefixes(labels: LabelSet) -> tuple[str, ...]:
     """Name prefixes of the events ``_sort_event`` may keep (with ``_wanted``'s exact names)."""
-    return ("ProfilerStep#", FTRUN_STEP_PREFIX, labels.should_commit_prefix, *labels.nccl_kernel_any, *labels.cuda_launch,
-            *labels.cuda_graph_launch, labels.nccl_host_prefix, labels.c10d_prefix)
+    return (
+        "ProfilerStep#",
+        FTRUN_STEP_PREFIX,
+        labels.should_commit_prefix,
+        *labels.nccl_kernel_any,
+        *labels.cuda_launch,
+        *labels.cuda_graph_launch,
+        labels.nccl_host_prefix,
+        labels.c10d_prefix,
+    )
 
 
 def _filter(labels: LabelSet, names: set[str]):
@@ -267,7 +287,7 @@ def _filter(labels: LabelSet, names: set[str]):
     return _FILTERS[key]
 
 
-def _committed(commits: list[TraceEvent], saves: list[TraceEvent]) -> Optional[bool]:
+def _committed(commits: list[TraceEvent], saves: list[TraceEvent]) -> bool | None:
     if not commits:
         return None
     end = commits[0].ts + commits[0].dur
@@ -276,10 +296,20 @@ def _committed(commits: list[TraceEvent], saves: list[TraceEvent]) -> Optional[b
 
 def _wanted(labels: LabelSet) -> set[str]:
     return {
-        labels.prepare_sync, labels.perform_sync, labels.allreduce, labels.wait,
-        labels.restore_parameters, labels.should_commit, labels.save_parameters, COPY, labels.wait_quorum,
-        *labels.c10d_allreduce, *labels.c10d_quantized, *labels.backend_allreduce,
-        *labels.cuda_stream_wait, labels.param_comms,
+        labels.prepare_sync,
+        labels.perform_sync,
+        labels.allreduce,
+        labels.wait,
+        labels.restore_parameters,
+        labels.should_commit,
+        labels.save_parameters,
+        COPY,
+        labels.wait_quorum,
+        *labels.c10d_allreduce,
+        *labels.c10d_quantized,
+        *labels.backend_allreduce,
+        *labels.cuda_stream_wait,
+        labels.param_comms,
     }
 
 
@@ -291,7 +321,9 @@ class _Classified(msgspec.Struct):
     ftrun_steps: list[StepSpan] = msgspec.field(default_factory=list)
     commit_children: list[TraceEvent] = msgspec.field(default_factory=list)  # should_commit's synchronize children
     kernels: list[TraceEvent] = msgspec.field(default_factory=list)  # NCCL kernels
-    launches: list[TraceEvent] = msgspec.field(default_factory=list)  # CUDA launches (graph replays too) and stream waits
+    launches: list[TraceEvent] = msgspec.field(
+        default_factory=list
+    )  # CUDA launches (graph replays too) and stream waits
     comm_ops: list[TraceEvent] = msgspec.field(default_factory=list)  # host c10d::*, record_param_comms, nccl:* spans
     copies: int = 0  # device copies of host spans (gpu_user_annotation)
 
@@ -356,8 +388,15 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
     return out
 
 
-def _sort_event(e: TraceEvent, out: _Classified, labels: LabelSet, kernel_prefixes: tuple[str, ...],
-                launch_names: tuple[str, ...], comm_prefixes: tuple[str, ...], waits: set[str]) -> None:
+def _sort_event(
+    e: TraceEvent,
+    out: _Classified,
+    labels: LabelSet,
+    kernel_prefixes: tuple[str, ...],
+    launch_names: tuple[str, ...],
+    comm_prefixes: tuple[str, ...],
+    waits: set[str],
+) -> None:
     if e.ph != "X":
         return
     cat, name = e.cat.lower(), e.name
@@ -392,11 +431,13 @@ def _sort_event(e: TraceEvent, out: _Classified, labels: LabelSet, kernel_prefix
             bucket.append(e)
 
 
-def _param_comms(e: TraceEvent) -> Optional[nccl.CommInfo]:
+def _param_comms(e: TraceEvent) -> nccl.CommInfo | None:
     return nccl.from_args(args_dict(e), "record_param_comms")
 
 
-def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list[Send], list[TraceEvent], list[Optional[tuple[Shape, ...]]], bool]:
+def _sends(
+    by_name: dict[str, list[TraceEvent]], labels: LabelSet
+) -> tuple[list[Send], list[TraceEvent], list[tuple[Shape, ...] | None], bool]:
     """(sends, their manager.allreduce spans in send order, those calls' shapes, any shapes seen)."""
     ar_index = _Index(by_name[labels.allreduce])
     c10d_index = _Index([e for n in (*labels.c10d_allreduce, *labels.c10d_quantized) for e in by_name[n]])
@@ -404,7 +445,7 @@ def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list
     has_shapes = False
     sends: list[Send] = []
     calls: list[TraceEvent] = []
-    call_shapes: list[Optional[tuple[Shape, ...]]] = []
+    call_shapes: list[tuple[Shape, ...] | None] = []
     for ps in sorted(by_name[labels.prepare_sync], key=lambda e: e.ts):
         ars = []
         for ar in ar_index.inside(ps):
@@ -419,7 +460,11 @@ def _sends(by_name: dict[str, list[TraceEvent]], labels: LabelSet) -> tuple[list
                 if got:
                     shapes = (shapes or ()) + got
             if shapes is None and not quantized:  # no record_shapes: NCCL's record_param_comms states the count
-                counts = [i.in_nelems for i in map(_param_comms, rpc_index.inside(ar)) if i is not None and i.kind == "allreduce"]
+                counts = [
+                    i.in_nelems
+                    for i in map(_param_comms, rpc_index.inside(ar))
+                    if i is not None and i.kind == "allreduce"
+                ]
                 known = [n for n in counts if n is not None]
                 if counts and len(known) == len(counts):
                     shapes = tuple((n,) for n in known)
@@ -470,7 +515,9 @@ def _syncs(by_name: dict[str, list[TraceEvent]], commit_children: list[TraceEven
     return syncs
 
 
-def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls: list[Allreduce], labels: LabelSet) -> list[Collective]:
+def _collectives(
+    by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls: list[Allreduce], labels: LabelSet
+) -> list[Collective]:
     """The collectives really running: backend host spans (or, with GPU activity, the kernels), by start."""
     colls: list[Collective] = []
     # (the quantized path's nccl:all_to_all / nccl:all_gather_* host spans are launches only, and
@@ -487,11 +534,15 @@ def _collectives(by_name: dict[str, list[TraceEvent]], kern: list[Kernel], calls
 
 
 def no_steps(path: Path) -> BadInput:
-    return BadInput(f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
-                    "profile with a torch.profiler schedule or ftrun's worker")
+    return BadInput(
+        f"{path}: no step spans (neither ftrun::step#S nor ProfilerStep#k); "
+        "profile with a torch.profiler schedule or ftrun's worker"
+    )
 
 
-def extract(path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABELS, require_steps: bool = True) -> TraceSpans:
+def extract(
+    path: Path, trace: ChromeTrace | TraceFile, labels: LabelSet = LABELS, require_steps: bool = True
+) -> TraceSpans:
     """The spans of ``trace`` (read from ``path``). ``BadInput`` when it has no step spans, unless
     not ``require_steps`` (the caller first says what else the trace is: ``ftrun.check.provenance``).
 
@@ -556,7 +607,7 @@ class _Launches:
             if a.external_id is not None:
                 self.by_ext.setdefault(a.external_id, []).append(e)
 
-    def of(self, k: TraceEvent) -> tuple[Optional[TraceEvent], bool]:
+    def of(self, k: TraceEvent) -> tuple[TraceEvent | None, bool]:
         """(the kernel's launch or None, whether an External id that is its own correlation was set aside)."""
         a = args_of(k)
         launch = self.by_corr.get(a.correlation) if a.correlation is not None else None
@@ -599,7 +650,9 @@ def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tupl
     except msgspec.DecodeError:
         return []  # extract has already refused a malformed trace
     links = _Launches(runtime, labels)
-    out = [(dev, ts, links.by_corr[corr].ts, dur, name) for dev, ts, corr, dur, name in kernels if corr in links.by_corr]
+    out = [
+        (dev, ts, links.by_corr[corr].ts, dur, name) for dev, ts, corr, dur, name in kernels if corr in links.by_corr
+    ]
     out.sort(key=lambda x: x[1])
     return out
 
@@ -624,8 +677,15 @@ class _CommOps:
         return got
 
 
-def _link_kernels(kernels: list[TraceEvent], links: _Launches, comm_ops: list[TraceEvent], labels: LabelSet,
-                  calls: list[TraceEvent], path: Path, notes: list[str]) -> list[Kernel]:
+def _link_kernels(
+    kernels: list[TraceEvent],
+    links: _Launches,
+    comm_ops: list[TraceEvent],
+    labels: LabelSet,
+    calls: list[TraceEvent],
+    path: Path,
+    notes: list[str],
+) -> list[Kernel]:
     """NCCL kernels with their launch, what the trace states about them, and the call they ran in."""
     ops = _CommOps(comm_ops, labels)
     call_index = _Index(calls)
@@ -648,10 +708,22 @@ def _link_kernels(kernels: list[TraceEvent], links: _Launches, comm_ops: list[Tr
             call = call_no[id(enclosing)] if enclosing is not None else None
             info = nccl.merge(info, ops.info(launch))
         if info.kind is None:
-            info = nccl.merge(info, nccl.CommInfo(nccl.kind_from_kernel_name(k.name, labels.nccl_kernel_any), "kernel name"))
+            info = nccl.merge(
+                info, nccl.CommInfo(nccl.kind_from_kernel_name(k.name, labels.nccl_kernel_any), "kernel name")
+            )
         stream = (k.pid, a.stream if a.stream is not None else k.tid)
-        out.append(Kernel(k.name, kernel_op(k.name, labels.nccl_kernel_any) or "?", _span(k), stream,
-                          _span(launch) if launch is not None else None, call, info, is_graph))
+        out.append(
+            Kernel(
+                k.name,
+                kernel_op(k.name, labels.nccl_kernel_any) or "?",
+                _span(k),
+                stream,
+                _span(launch) if launch is not None else None,
+                call,
+                info,
+                is_graph,
+            )
+        )
     if early:
         notes.append(
             f"{path.name}: {early} NCCL kernel(s) start before their launch (by up to {worst:.1f} us): "
@@ -670,7 +742,7 @@ def _link_kernels(kernels: list[TraceEvent], links: _Launches, comm_ops: list[Tr
     return out
 
 
-def _group_rank(kern: list[Kernel], comm_ops: list[TraceEvent], labels: LabelSet) -> Optional[int]:
+def _group_rank(kern: list[Kernel], comm_ops: list[TraceEvent], labels: LabelSet) -> int | None:
     """The rank inside the replica group that torchft's process-group names state (one value), else None."""
     names = {k.comm.pg_name for k in kern if k.comm.pg_name}
     for e in comm_ops:
@@ -682,7 +754,7 @@ def _group_rank(kern: list[Kernel], comm_ops: list[TraceEvent], labels: LabelSet
     return ranks.pop() if len(ranks) == 1 else None
 
 
-def _enclosing(index: _Index, e: TraceEvent) -> Optional[TraceEvent]:
+def _enclosing(index: _Index, e: TraceEvent) -> TraceEvent | None:
     """The indexed span on ``e``'s thread that contains ``e``'s start (latest-starting one)."""
     got = index.by_thread.get(_thread(e))
     if not got:
@@ -708,7 +780,9 @@ def _kernel_collectives(kern: list[Kernel], calls: list[Allreduce]) -> list[Coll
         if k.call is not None:
             per_call.setdefault(k.call, []).append(k)
         elif not linked and k.kind == "allreduce":
-            out.append(Collective(k.name, k.span, _nelems_shapes(k), k.comm.itemsize, stream=k.stream, kernels=1, kind=k.kind))
+            out.append(
+                Collective(k.name, k.span, _nelems_shapes(k), k.comm.itemsize, stream=k.stream, kernels=1, kind=k.kind)
+            )
     for call, ks in per_call.items():
         ar = calls[call]
         first, last = ks[0], max(ks, key=lambda k: k.span.end)
@@ -718,10 +792,20 @@ def _kernel_collectives(kern: list[Kernel], calls: list[Allreduce]) -> list[Coll
         items = {k.comm.itemsize for k in ks}
         item = items.pop() if len(items) == 1 and not ar.quantized else None
         span = Span(first.span.ts, last.span.end, first.span.thread)
-        out.append(Collective(name, span, ar.shapes, item, launch_ts=first.launch.ts if first.launch else None,
-                              stream=first.stream, kernels=len(ks), kind=kinds))
+        out.append(
+            Collective(
+                name,
+                span,
+                ar.shapes,
+                item,
+                launch_ts=first.launch.ts if first.launch else None,
+                stream=first.stream,
+                kernels=len(ks),
+                kind=kinds,
+            )
+        )
     return out
 
 
-def _nelems_shapes(k: Kernel) -> Optional[tuple[Shape, ...]]:
+def _nelems_shapes(k: Kernel) -> tuple[Shape, ...] | None:
     return ((k.comm.in_nelems,),) if k.comm.in_nelems is not None else None

@@ -25,17 +25,18 @@ import queue
 import re
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional, Union
 
 import msgspec
 
 from ftrun.errors import BadInput
-from ftrun.trace.load import GZIP_MAGIC, MAX_TRACE_BYTES, open_regular
-from ftrun.trace.load import _chunks as load_chunks
+from ftrun.trace.load import GZIP_MAGIC, MAX_TRACE_BYTES, _chunks as load_chunks, open_regular
 from ftrun.trace.schema import EMPTY, ChromeTrace, DistributedInfo, TraceEvent
 
-CHUNK = 1 << 20  # bytes decoded at a time: per-call costs vanish, and a chunk and its events stay in cache (4 MB: ~25% slower)
+CHUNK = (
+    1 << 20
+)  # bytes decoded at a time: per-call costs vanish, and a chunk and its events stay in cache (4 MB: ~25% slower)
 _AHEAD = 2  # gzip: pieces of CHUNK bytes inflated ahead of the decoder
 _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a string does not decode)
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
@@ -53,9 +54,9 @@ class _Tail(msgspec.Struct):
     """The keys after the array, typed as ``ChromeTrace``'s (lenient where it is)."""
 
     traceEvents: list[TraceEvent]
-    distributedInfo: Optional[DistributedInfo] = None
-    baseTimeNanoseconds: Union[int, float, str, None] = None
-    trace_id: Union[str, int, None] = None
+    distributedInfo: DistributedInfo | None = None
+    baseTimeNanoseconds: int | float | str | None = None
+    trace_id: str | int | None = None
     deviceProperties: msgspec.Raw = EMPTY
 
 
@@ -81,7 +82,7 @@ class _Source:
         self.path, self.limit, self.n = path, limit, 0
         self.file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
         self.pending = memoryview(b"")
-        self.thread: Optional[threading.Thread] = None
+        self.thread: threading.Thread | None = None
         try:
             first = os.pread(self.fd, 2, 0)
         except OSError:
@@ -124,7 +125,7 @@ class _Source:
                 continue
         return False
 
-    def _next_piece(self) -> Optional[memoryview]:
+    def _next_piece(self) -> memoryview | None:
         if self.thread is None:
             return None
         item = self.queue.get()
@@ -153,7 +154,7 @@ class _Source:
                         break
                     self.pending = piece
                 got = min(len(self.pending), len(view) - done)
-                view[done:done + got] = self.pending[:got]
+                view[done : done + got] = self.pending[:got]
                 self.pending = self.pending[got:]
             done += got
         return done
@@ -190,7 +191,7 @@ def _more(src: _Source, rest: memoryview) -> tuple[bytearray, bool]:
     """(a new buffer: ``rest`` and then up to ``CHUNK`` more bytes of ``src``, whether ``src`` has ended)."""
     buf = bytearray(len(rest) + CHUNK)
     buf[: len(rest)] = rest
-    n = len(rest) + src.fill(memoryview(buf)[len(rest):])
+    n = len(rest) + src.fill(memoryview(buf)[len(rest) :])
     if n < len(buf):
         del buf[n:]
         return buf, True
@@ -207,7 +208,7 @@ class TraceFile:
         self.meta = ChromeTrace([])  # the keys besides traceEvents (its events are not kept here)
 
     @staticmethod
-    def _cut_chunk(buf: bytearray) -> Optional[tuple[list[TraceEvent], int]]:
+    def _cut_chunk(buf: bytearray) -> tuple[list[TraceEvent], int] | None:
         """(the events before the last cut of ``buf`` that decodes, the index of the "," after
         them, now "["), or None when none of the last ``_TRIES`` cuts decodes."""
         hi = len(buf)
@@ -251,7 +252,7 @@ class TraceFile:
         # Each chunk gets its own buffer: "[", the bytes not decoded yet, the new bytes. A cut at
         # k turns the "," after it into "]" and decodes buf[:k] in place; the events' args
         # (msgspec.Raw) point into that buffer, which is freed with them (kept ones are copied).
-        rest = memoryview(buf)[m.end() - 1:]
+        rest = memoryview(buf)[m.end() - 1 :]
         while not eof:
             buf, eof = _more(src, rest)
             if eof:
@@ -279,4 +280,3 @@ class TraceFile:
             self.meta.deviceProperties = tail.deviceProperties
         self.events += len(tail.traceEvents)
         yield tail.traceEvents
-

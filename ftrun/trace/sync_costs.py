@@ -25,7 +25,6 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from ftrun.torchft_compat import LABELS, LINK_HOLD
 from ftrun.trace.load import load_trace
@@ -39,9 +38,9 @@ CHAIN_GAP_US = 50e3  # a real allreduce starting this long after the previous on
 class SyncCosts:
     """Measured from the window traces of one run (None: no trace said)."""
 
-    real_collective_s: Optional[float]
+    real_collective_s: float | None
     collective_threads: int
-    sync_work_s: Optional[float]
+    sync_work_s: float | None
     traced_syncs: int
     traces: int
 
@@ -89,5 +88,10 @@ def sync_costs(paths: list[Path]) -> SyncCosts:
             last = max((s + d for s, d in done if s < wait_end and s + d <= wait_end), default=ts)
             tails.append(max(0.0, wait_end - max(ts, last)) / 1e6)
     per_trace = max(1, round(len(threads) / len(paths))) if paths and threads else 1
-    return SyncCosts(statistics.median(durations) / 1e6 if durations else None, per_trace,
-                     sum(tails) / len(tails) if tails else None, len(tails), len(paths))
+    return SyncCosts(
+        statistics.median(durations) / 1e6 if durations else None,
+        per_trace,
+        sum(tails) / len(tails) if tails else None,
+        len(tails),
+        len(paths),
+    )

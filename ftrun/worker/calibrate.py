@@ -55,7 +55,9 @@ def measure_layout(cfg_json: str, threads: int, ranks: int, timeout_s: float = 3
     """RANKS concurrent ``measure`` processes; their median step."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     cmd = [sys.executable, "-m", "ftrun.worker.calibrate", cfg_json, str(threads)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(ranks)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(ranks)
+    ]
     got = []
     for p in procs:
         out, err = p.communicate(timeout=timeout_s)
@@ -63,8 +65,14 @@ def measure_layout(cfg_json: str, threads: int, ranks: int, timeout_s: float = 3
             raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
         got.append(json.loads(out.strip().splitlines()[-1]))
     per_rank = [g["step_s"] for g in got]
-    return {"step_s": statistics.median(per_rank), "per_rank_s": per_rank, "ranks": ranks, "threads": threads,
-            "model_bytes": got[0]["model_bytes"], "device": got[0].get("device", "cpu")}
+    return {
+        "step_s": statistics.median(per_rank),
+        "per_rank_s": per_rank,
+        "ranks": ranks,
+        "threads": threads,
+        "model_bytes": got[0]["model_bytes"],
+        "device": got[0].get("device", "cpu"),
+    }
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ class FaultInjector:
 
     def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
         self.mine = {f.step: f for f in specs if f.replica == replica and f.action not in ("corrupt", "fail-commit")}
-        self.commit_faults = sorted((f for f in specs if f.replica == replica and f.action == "fail-commit"), key=lambda f: f.step)
+        self.commit_faults = sorted(
+            (f for f in specs if f.replica == replica and f.action == "fail-commit"), key=lambda f: f.step
+        )
         self.rank = rank
         self.run_dir = run_dir
         self.step = 0  # the step being trained (``before_step``)
@@ -53,7 +55,9 @@ class FaultInjector:
                 marker = layout.fault_marker(self.run_dir, f.key)
                 if not marker.exists():  # a restarted group does not fire it again
                     self._mark(marker, f, self.step)
-                    manager.report_error(RuntimeError(f"ftrun --fail-commit {f.replica}@{f.step}: this rank votes against the commit"))
+                    manager.report_error(
+                        RuntimeError(f"ftrun --fail-commit {f.replica}@{f.step}: this rank votes against the commit")
+                    )
             return real(*args, **kwargs)
 
         manager.should_commit = should_commit
@@ -84,7 +88,9 @@ class FaultInjector:
 
     def _mark(self, marker: Path, f: layout.FaultSpec, step: int) -> None:
         marker.parent.mkdir(exist_ok=True)
-        fired = layout.FaultMarker(f.replica, f.step, f.action, f.seconds, fired_at=time.time(), fired_step=step, pid=os.getpid())
+        fired = layout.FaultMarker(
+            f.replica, f.step, f.action, f.seconds, fired_at=time.time(), fired_step=step, pid=os.getpid()
+        )
         atomic_write(marker, layout.to_json(fired), "fault marker")  # the parent may read it meanwhile
         log.warning("fault %s fires at step %d", f.key, step)
 
@@ -110,13 +116,20 @@ class Corruption:
         if sync_step is None:
             return None
         f = self.by_step.get(sync_step)
-        if f is None or f.kind != kind or layout.fault_marker(self.run_dir, f.key).exists() and f.key not in self._fired:
+        if (
+            f is None
+            or f.kind != kind
+            or layout.fault_marker(self.run_dir, f.key).exists()
+            and f.key not in self._fired
+        ):
             return None
         if f.key not in self._fired:
             self._fired.add(f.key)
             marker = layout.fault_marker(self.run_dir, f.key)
             marker.parent.mkdir(exist_ok=True)
-            fired = layout.FaultMarker(f.replica, f.step, f.action, 0.0, f.kind, fired_at=time.time(), fired_step=sync_step, pid=os.getpid())
+            fired = layout.FaultMarker(
+                f.replica, f.step, f.action, 0.0, f.kind, fired_at=time.time(), fired_step=sync_step, pid=os.getpid()
+            )
             marker.write_text(layout.to_json(fired))
             log.warning("fault %s (%s) fires in the round synced at step %d", f.key, f.kind, sync_step)
         return f
@@ -142,7 +155,9 @@ class Corruption:
 
     def after_sum(self, tensor, sync_step: int | None, participants: int) -> None:
         if participants > 0 and self._kind(sync_step, "wrong-count"):
-            tensor.mul_(participants / (participants + 1))  # torchft's / participants then gives SUM / (participants + 1)
+            tensor.mul_(
+                participants / (participants + 1)
+            )  # torchft's / participants then gives SUM / (participants + 1)
 
     def before_outer_step(self, grads: list, sync_step: int | None) -> None:
         if self._kind(sync_step, "late"):

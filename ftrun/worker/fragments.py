@@ -33,8 +33,12 @@ class Fragment(nn.Module):
         order; bytes as its tensors hold them (each parameter's own dtype)."""
         ps = list(self.parameters())
         params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, p in zip(self.fqns, ps, strict=True)]
-        return {"id": i, "params": params, "numel": sum(p.numel() for p in ps),
-                "bytes": sum(p.numel() * p.element_size() for p in ps)}
+        return {
+            "id": i,
+            "params": params,
+            "numel": sum(p.numel() for p in ps),
+            "bytes": sum(p.numel() * p.element_size() for p in ps),
+        }
 
 
 def describe_fragments(fragments: list[Fragment]) -> list[dict]:
@@ -54,14 +58,16 @@ def by_blocks(names: list[str], prefix: str, blocks: int, fragments: int) -> lis
     """Parameter names per fragment: the ``blocks`` blocks under ``prefix`` evenly, what comes
     before them with the first fragment, what comes after with the last."""
     if fragments > blocks:
-        raise ModelError(f"--fragments {fragments}: exceeds the {blocks} blocks of {prefix or 'the model'} "
-                         "(each fragment is a group of whole blocks)")
+        raise ModelError(
+            f"--fragments {fragments}: exceeds the {blocks} blocks of {prefix or 'the model'} "
+            "(each fragment is a group of whole blocks)"
+        )
     frag_of_block = [f for f, size in enumerate(even_split(blocks, fragments)) for _ in range(size)]
     out: list[list[str]] = [[] for _ in range(fragments)]
     seen_block = False
     lead = f"{prefix}." if prefix else ""
     for name in names:
-        rest = name[len(lead):] if name.startswith(lead) else None
+        rest = name[len(lead) :] if name.startswith(lead) else None
         idx = rest.split(".")[0] if rest is not None else None
         if idx is not None and idx.isdigit() and int(idx) < blocks:
             out[frag_of_block[int(idx)]].append(name)
@@ -89,8 +95,12 @@ def by_fqns(names: list[str], fqns: list[list[str]]) -> list[list[str]]:
     return out
 
 
-def assign_fragments(model: nn.Module, fragments: int, fqns: list[list[str]] | None = None,
-                     blocks: tuple[str, nn.ModuleList] | None = None) -> list[list[str]]:
+def assign_fragments(
+    model: nn.Module,
+    fragments: int,
+    fqns: list[list[str]] | None = None,
+    blocks: tuple[str, nn.ModuleList] | None = None,
+) -> list[list[str]]:
     """Parameter names per fragment (module docstring); ``blocks``: the model's blocks and their
     name when the builder knows them, else its largest ``nn.ModuleList``. ``ModelError``."""
     names = [n for n, _ in model.named_parameters()]
@@ -114,8 +124,10 @@ def same_signatures(described: list[dict]) -> list[str]:
     for f in described:
         sig = tuple(sorted(p["numel"] for p in f["params"]))  # as inspect-trace matches them
         if sig in sigs:
-            out.append(f"fragments {sigs[sig]} and {f['id']} have identical parameter sizes: inspect-trace cannot tell "
-                       "them apart from the traces, so their identity will not be checked")
+            out.append(
+                f"fragments {sigs[sig]} and {f['id']} have identical parameter sizes: inspect-trace cannot tell "
+                "them apart from the traces, so their identity will not be checked"
+            )
         else:
             sigs[sig] = f["id"]
     return out

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from torchft.checkpointing import CheckpointTransport
 
@@ -47,9 +48,10 @@ class Lifecycle:
         self._lock = threading.Lock()
         self.incarnation = incarnation
 
-    def mark(self, event: str, t_start: float, t: Optional[float] = None, **fields: Any) -> None:
-        rec = LifecycleEvent(event=event, incarnation=self.incarnation, t_start=t_start,
-                             t=t_start if t is None else t, **fields)
+    def mark(self, event: str, t_start: float, t: float | None = None, **fields: Any) -> None:
+        rec = LifecycleEvent(
+            event=event, incarnation=self.incarnation, t_start=t_start, t=t_start if t is None else t, **fields
+        )
         with self._lock:
             self._file.write(to_json(rec) + "\n")
 
@@ -65,8 +67,12 @@ class Lifecycle:
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.mark("configure", t0, time.time(),
-                          quorum_id=configure_quorum_id(args, kwargs) if name == "configure" else None)
+                self.mark(
+                    "configure",
+                    t0,
+                    time.time(),
+                    quorum_id=configure_quorum_id(args, kwargs) if name == "configure" else None,
+                )
 
         setattr(pg, name, configure)
 
@@ -82,7 +88,7 @@ class TimedTransport(CheckpointTransport):
     (``--link``; ``ftrun.linkcost``): the received checkpoint is held until that long after the
     fetch began, so a heal crosses the link like every collective; None = no link."""
 
-    def __init__(self, inner: CheckpointTransport, life: Lifecycle, cost: Optional[Callable[[int], float]] = None) -> None:
+    def __init__(self, inner: CheckpointTransport, life: Lifecycle, cost: Callable[[int], float] | None = None) -> None:
         self._inner = inner
         self._life = life
         self._cost = cost
@@ -95,8 +101,9 @@ class TimedTransport(CheckpointTransport):
         try:
             return self._inner.send_checkpoint(dst_ranks, step, state_dict, timeout)
         finally:
-            self._life.mark("send_checkpoint", t0, time.time(), bytes=state_bytes(state_dict), step=step,
-                            peers=list(dst_ranks))
+            self._life.mark(
+                "send_checkpoint", t0, time.time(), bytes=state_bytes(state_dict), step=step, peers=list(dst_ranks)
+            )
 
     def recv_checkpoint(self, src_rank: int, metadata: str, step: int, timeout: Any) -> Any:
         t0 = time.time()

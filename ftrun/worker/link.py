@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
-from typing import Any, List, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -36,8 +36,8 @@ from torch.profiler import record_function
 from torchft.process_group import ProcessGroup
 
 from ftrun import linkcost
-from ftrun.worker.pg_wrapper import KeptWrapper
 from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LINK_HOLD, after_each_quorum
+from ftrun.worker.pg_wrapper import KeptWrapper
 
 
 class HeldWork(dist._Work):
@@ -68,12 +68,12 @@ class HeldWork(dist._Work):
         else:
             finish()
 
-    def wait(self, timeout: Optional[timedelta] = None) -> bool:
+    def wait(self, timeout: timedelta | None = None) -> bool:
         self._work.wait()  # raises the real collective's error, if any
         self._future.wait()
         return True
 
-    def block_current_stream(self, timeout: Optional[timedelta] = None) -> None:
+    def block_current_stream(self, timeout: timedelta | None = None) -> None:
         self._future.wait()
         self._work.block_current_stream()
 
@@ -94,7 +94,9 @@ class LinkEmulator(KeptWrapper):
     ``replicas``: R for the cost; None (the default) = the group's size at each collective.
     """
 
-    def __init__(self, pg: ProcessGroup, bandwidth_bps: float, latency_s: float = 0.0, replicas: Optional[int] = None) -> None:
+    def __init__(
+        self, pg: ProcessGroup, bandwidth_bps: float, latency_s: float = 0.0, replicas: int | None = None
+    ) -> None:
         super().__init__(pg)
         self.bandwidth_bps = float(bandwidth_bps)
         self.latency_s = float(latency_s)
@@ -113,17 +115,19 @@ class LinkEmulator(KeptWrapper):
     def deadline(self, kind: str, nbytes: int, issued: float) -> float:
         """Completion time of a collective issued at ``issued`` on the shared link."""
         with self._lock:
-            self._free_at, done = linkcost.enqueue(self._free_at, issued, kind, nbytes, self._replicas(), self.bandwidth_bps, self.latency_s)
+            self._free_at, done = linkcost.enqueue(
+                self._free_at, issued, kind, nbytes, self._replicas(), self.bandwidth_bps, self.latency_s
+            )
             return done
 
     def _held(self, kind: str, work: dist._Work, nbytes: int, issued: float) -> dist._Work:
         return HeldWork(work, self.deadline(kind, nbytes, issued))
 
-    def allreduce(self, tensors: List[torch.Tensor], opts: object) -> dist._Work:
+    def allreduce(self, tensors: list[torch.Tensor], opts: object) -> dist._Work:
         issued = time.monotonic()
         return self._held("allreduce", super().allreduce(tensors, opts), _nbytes(tensors), issued)
 
-    def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any) -> dist._Work:
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any) -> dist._Work:
         issued = time.monotonic()
         return self._held("allreduce", super().allreduce_coalesced(tensors, opts), _nbytes(tensors), issued)
 
@@ -134,7 +138,9 @@ class LinkEmulator(KeptWrapper):
 
     def allgather(self, output_tensors, input_tensor, opts) -> dist._Work:  # noqa: ANN001
         issued = time.monotonic()
-        return self._held("allgather", super().allgather(output_tensors, input_tensor, opts), _nbytes(output_tensors), issued)
+        return self._held(
+            "allgather", super().allgather(output_tensors, input_tensor, opts), _nbytes(output_tensors), issued
+        )
 
     def allgather_into_tensor_coalesced(self, output_tensors, input_tensors, opts) -> dist._Work:  # noqa: ANN001
         issued = time.monotonic()
@@ -143,7 +149,12 @@ class LinkEmulator(KeptWrapper):
 
     def reduce_scatter(self, output_tensors, input_tensors, opts) -> dist._Work:  # noqa: ANN001
         issued = time.monotonic()
-        return self._held("reduce_scatter", super().reduce_scatter(output_tensors, input_tensors, opts), _nbytes(input_tensors), issued)
+        return self._held(
+            "reduce_scatter",
+            super().reduce_scatter(output_tensors, input_tensors, opts),
+            _nbytes(input_tensors),
+            issued,
+        )
 
     def reduce_scatter_tensor_coalesced(self, output_tensors, input_tensors, opts) -> dist._Work:  # noqa: ANN001
         issued = time.monotonic()

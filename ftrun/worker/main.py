@@ -53,16 +53,23 @@ def main(spec_path: str) -> int:
     import torch
     from torchft.local_sgd import DiLoCo
 
-    from ftrun.torchft_compat import diloco_fragments
+    from ftrun.torchft_compat import diloco_fragments, versions
     from ftrun.worker.fault_injection import FaultInjector
-    from ftrun.torchft_compat import versions
-    from ftrun.worker.meta import RankMeta
     from ftrun.worker.fragments import describe_fragments
     from ftrun.worker.lifecycle import Lifecycle
+    from ftrun.worker.meta import RankMeta
     from ftrun.worker.profiling import AroundFault, RecoveryProfile, make_profiler
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
-    from ftrun.worker.setup import HealState, RankEnv, build_training, device_label, make_manager, pick_device, start_line
+    from ftrun.worker.setup import (
+        HealState,
+        RankEnv,
+        build_training,
+        device_label,
+        make_manager,
+        pick_device,
+        start_line,
+    )
     from ftrun.worker.whereabouts import Whereabouts
 
     env = RankEnv.from_environ()
@@ -75,7 +82,9 @@ def main(spec_path: str) -> int:
     # a relaunched group is profiled from here through its first commit (--profile-recovery)
     recovery = None
     if env.restart and cfg.profiling.profile_recovery:
-        recovery = RecoveryProfile(layout.recovery_trace_dir(run_dir) / layout.recovery_trace_name(env.replica, env.rank, env.restart))
+        recovery = RecoveryProfile(
+            layout.recovery_trace_dir(run_dir) / layout.recovery_trace_name(env.replica, env.rank, env.restart)
+        )
     torch.set_num_threads(spec.threads)
     backend, device = pick_device(cfg.hosts.backend, env.local_rank)
     training = build_training(cfg, env, device)
@@ -85,8 +94,12 @@ def main(spec_path: str) -> int:
         from ftrun.worker.fault_injection import Corruption
         from ftrun.worker.sketch import NumericsProbe
 
-        numerics = NumericsProbe(Corruption(spec.faults, env.replica, env.rank, run_dir), cfg.schedule.fragment_sync_delay,
-                                 cfg.optimizer.quantize, cfg.optimizer.bucketize)
+        numerics = NumericsProbe(
+            Corruption(spec.faults, env.replica, env.rank, run_dir),
+            cfg.schedule.fragment_sync_delay,
+            cfg.optimizer.quantize,
+            cfg.optimizer.bucketize,
+        )
     t_manager = time.time()
     manager = make_manager(spec, cfg, env, backend, heal, life, numerics)
     life.mark("manager_up", t_manager, time.time())
@@ -114,9 +127,16 @@ def main(spec_path: str) -> int:
     traces: list[str] = []
     meta = RankMeta(
         layout.meta_file(run_dir, env.replica, env.rank),
-        replica=env.replica, rank=env.rank, group_size=env.group_size, restart=env.restart,
-        backend=backend, device=device_label(device), fragments=describe_fragments(training.fragments),
-        versions=versions(torch.__version__), traces=traces, profile_window=list(window) if window else None,
+        replica=env.replica,
+        rank=env.rank,
+        group_size=env.group_size,
+        restart=env.restart,
+        backend=backend,
+        device=device_label(device),
+        fragments=describe_fragments(training.fragments),
+        versions=versions(torch.__version__),
+        traces=traces,
+        profile_window=list(window) if window else None,
     )
     meta.write("running")
     if not env.restart:
@@ -143,21 +163,53 @@ def main(spec_path: str) -> int:
             faults = FaultInjector(spec.faults, env.replica, env.rank, run_dir)
             faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync
             around = None
-            if cfg.profiling.profile_recovery:  # a surviving group, around another group's fault (one profiler at a time)
-                def busy(k: int) -> bool:
-                    return (window is not None and window[0] - 1 <= k <= window[1]) or (recovery is not None and recovery.active)
+            if (
+                cfg.profiling.profile_recovery
+            ):  # a surviving group, around another group's fault (one profiler at a time)
 
-                around = AroundFault(spec.faults, env.replica, env.rank, run_dir, busy, give_up=2 * cfg.schedule.sync_every)
-            loop = StepLoop(cfg, env, run_dir, training, manager, heal, probe, where, recorder, writer,
-                            faults, device, numerics, recovery, around)
+                def busy(k: int) -> bool:
+                    return (window is not None and window[0] - 1 <= k <= window[1]) or (
+                        recovery is not None and recovery.active
+                    )
+
+                around = AroundFault(
+                    spec.faults, env.replica, env.rank, run_dir, busy, give_up=2 * cfg.schedule.sync_every
+                )
+            loop = StepLoop(
+                cfg,
+                env,
+                run_dir,
+                training,
+                manager,
+                heal,
+                probe,
+                where,
+                recorder,
+                writer,
+                faults,
+                device,
+                numerics,
+                recovery,
+                around,
+            )
             loop.run(prof)
             loop.flush_scalars()
     except Exception as e:
         meta.failed(e, where.failed_in)
         log.exception("rank failed (in %s)", where.failed_in or "step")
         raise
-    log.info("%s done: %d commits, %d failed", layout.worker_name(env.replica, env.rank), recorder.commits, recorder.failed_commits)
-    meta.write("done", commits=recorder.commits, failed_commits=recorder.failed_commits, final_manager_step=manager.current_step())
+    log.info(
+        "%s done: %d commits, %d failed",
+        layout.worker_name(env.replica, env.rank),
+        recorder.commits,
+        recorder.failed_commits,
+    )
+    meta.write(
+        "done",
+        commits=recorder.commits,
+        failed_commits=recorder.failed_commits,
+        final_manager_step=manager.current_step(),
+    )
     recorder.close()
     life.close()
     if writer is not None:
@@ -172,11 +224,24 @@ TB_EVERY = 20  # steps of TensorBoard scalars handed to the writer at once
 class StepLoop:
     """The training loop of one rank; owns step numbering (and realignment after a restart)."""
 
-    def __init__(self, cfg: RunConfig, env: RankEnv, run_dir: Path, training: Training, manager: torchft.Manager,
-                 heal: HealState, probe: QuorumProbe, where: Whereabouts, recorder: StepRecorder,
-                 writer: SummaryWriter | None, faults: FaultInjector, device: torch.device,
-                 numerics: NumericsProbe | None = None, recovery: RecoveryProfile | None = None,
-                 around: AroundFault | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        env: RankEnv,
+        run_dir: Path,
+        training: Training,
+        manager: torchft.Manager,
+        heal: HealState,
+        probe: QuorumProbe,
+        where: Whereabouts,
+        recorder: StepRecorder,
+        writer: SummaryWriter | None,
+        faults: FaultInjector,
+        device: torch.device,
+        numerics: NumericsProbe | None = None,
+        recovery: RecoveryProfile | None = None,
+        around: AroundFault | None = None,
+    ) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
         self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
         self.where, self.recorder, self.writer, self.faults, self.device = where, recorder, writer, faults, device
@@ -210,8 +275,11 @@ class StepLoop:
             mstep = self.manager.current_step()
             t0 = time.perf_counter()
             commits = self.recorder.commits
-            profiled = (prof is not None or (self.recovery is not None and self.recovery.active)
-                        or (self.around is not None and self.around.active))
+            profiled = (
+                prof is not None
+                or (self.recovery is not None and self.recovery.active)
+                or (self.around is not None and self.around.active)
+            )
             with record_function(ftrun_step_label(step, mstep)) if profiled else contextlib.nullcontext():
                 loss = self.train_step()
             dt = time.perf_counter() - t0
@@ -257,7 +325,11 @@ class StepLoop:
             extra["quorums"] = quorums
         if self.heal.healed_from_step is not None:
             src = next((q["heal_source"] for q in reversed(quorums) if q["heal"]), None)
-            extra["healed"] = {"source_replica": src, "peer_step": self.heal.healed_from_step, "manager_step": self.manager.current_step()}
+            extra["healed"] = {
+                "source_replica": src,
+                "peer_step": self.heal.healed_from_step,
+                "manager_step": self.manager.current_step(),
+            }
             self.heal.healed_from_step = None
         if self.numerics is not None:
             rounds, healed = self.numerics.take()
@@ -271,8 +343,15 @@ class StepLoop:
         m = self.manager
         participants = m.num_participants() if has_quorum(m) else None
         self.recorder.end_step(
-            step=step, manager_step=mstep, manager_step_after=m.current_step(), participants=participants,
-            quorum_id=quorum_id(m), loss=loss, step_time_s=dt, restart=self.env.restart, **extra,
+            step=step,
+            manager_step=mstep,
+            manager_step_after=m.current_step(),
+            participants=participants,
+            quorum_id=quorum_id(m),
+            loss=loss,
+            step_time_s=dt,
+            restart=self.env.restart,
+            **extra,
         )
         if self.writer is not None and step is not None:
             # loss and step time every step; manager step and participants when they change

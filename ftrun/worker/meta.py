@@ -41,5 +41,9 @@ class RankMeta:
         atomic_write(self.path, layout.to_json(self.record, indent=1))  # the parent may read it meanwhile
 
     def failed(self, e: BaseException, phase: str | None = None) -> None:
-        self.write("failed", error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500],
-                   error_type=type(e).__name__, phase=phase or "step")
+        self.write(
+            "failed",
+            error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500],
+            error_type=type(e).__name__,
+            phase=phase or "step",
+        )

@@ -105,8 +105,10 @@ def check(cfg: dict) -> dict:
         want = (2, cfg["seq_len"], cfg["vocab"])
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ModelError(f"--model {cfg['model']}: maps token ids [2, {cfg['seq_len']}] to {got}; "
-                             f"ftrun needs logits [B, T, V] = {list(want)}")
+            raise ModelError(
+                f"--model {cfg['model']}: maps token ids [2, {cfg['seq_len']}] to {got}; "
+                f"ftrun needs logits [B, T, V] = {list(want)}"
+            )
         frags = build_fragments(model, cfg)
     except ModelError as e:
         return {"error": str(e)}

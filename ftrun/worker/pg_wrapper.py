@@ -8,8 +8,6 @@ through to it.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from torchft.process_group import ProcessGroup, ProcessGroupWrapper
 
 
@@ -24,7 +22,7 @@ class KeptWrapper(ProcessGroupWrapper):
     def shutdown(self) -> None:
         self._inner.shutdown()
 
-    def errored(self) -> Optional[Exception]:
+    def errored(self) -> Exception | None:
         return self._inner.errored()
 
     def getBackendName(self) -> str:

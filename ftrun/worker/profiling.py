@@ -12,8 +12,8 @@ known only once it has rejoined); a surviving group around another group's fault
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 from torch.profiler import ProfilerAction
@@ -112,12 +112,21 @@ class AroundFault:
     group; done at the next commit. A fault that has not fired ``give_up`` steps after its step
     (its group died earlier) is dropped, its recording discarded."""
 
-    def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path,
-                 busy: Callable[[int], bool], give_up: int) -> None:
-        self.todo = sorted((f for f in specs if f.replica != replica and f.action in DROPS_A_GROUP), key=lambda f: f.step)
+    def __init__(
+        self,
+        specs: list[layout.FaultSpec],
+        replica: int,
+        rank: int,
+        run_dir: Path,
+        busy: Callable[[int], bool],
+        give_up: int,
+    ) -> None:
+        self.todo = sorted(
+            (f for f in specs if f.replica != replica and f.action in DROPS_A_GROUP), key=lambda f: f.step
+        )
         self.replica, self.rank, self.run_dir = replica, rank, run_dir
         self.busy, self.give_up = busy, give_up
-        self._prof: Optional[torch.profiler.profile] = None
+        self._prof: torch.profiler.profile | None = None
         self._part = 0
         self._fired = False  # the current fault's marker was seen at a step's start
         self._back = False

@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 from ftrun.torchft_compat import after_each_quorum
 
 _REPLICA_RE = re.compile(r"_replica(\d+)(?::|$)")
 
 
-def replica_of(replica_id: str) -> Optional[int]:
+def replica_of(replica_id: str) -> int | None:
     m = _REPLICA_RE.search(replica_id or "")
     return int(m[1]) if m else None
 
@@ -26,7 +26,7 @@ class QuorumProbe:
     def __init__(self, manager: Any) -> None:
         self._lock = threading.Lock()
         self._new: list[dict] = []
-        self.last_quorum_id: Optional[int] = None
+        self.last_quorum_id: int | None = None
         after_each_quorum(manager, self.record)
 
     def record(self, q: Any) -> None:
@@ -38,7 +38,9 @@ class QuorumProbe:
             "replica_rank": q.replica_rank,
             "max_step": q.max_step,
             "heal": bool(q.heal),
-            "heal_source": replica_of(ids[src_rank]) if q.heal and src_rank is not None and src_rank < len(ids) else None,
+            "heal_source": replica_of(ids[src_rank])
+            if q.heal and src_rank is not None and src_rank < len(ids)
+            else None,
             "t": time.time(),
         }
         with self._lock:

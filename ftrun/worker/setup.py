@@ -45,10 +45,15 @@ class RankEnv:
     local_rank: int
 
     @classmethod
-    def from_environ(cls) -> "RankEnv":
+    def from_environ(cls) -> RankEnv:
         e = os.environ
-        return cls(int(e[layout.ENV_REPLICA]), int(e.get(layout.ENV_RESTART, 0)), int(e.get("RANK", 0)),
-                   int(e.get("WORLD_SIZE", 1)), int(e.get("LOCAL_RANK", 0)))
+        return cls(
+            int(e[layout.ENV_REPLICA]),
+            int(e.get(layout.ENV_RESTART, 0)),
+            int(e.get("RANK", 0)),
+            int(e.get("WORLD_SIZE", 1)),
+            int(e.get("LOCAL_RANK", 0)),
+        )
 
 
 def pick_device(backend: str, local_rank: int) -> tuple[str, torch.device]:
@@ -68,7 +73,11 @@ def device_label(device: torch.device, environ: dict | None = None) -> str:
     """``cuda:0 (GPU 3)`` — the device and, when ``CUDA_VISIBLE_DEVICES`` maps it, the host's GPU id."""
     if device.type != "cuda":
         return str(device)
-    vis = [x.strip() for x in (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    vis = [
+        x.strip()
+        for x in (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "").split(",")
+        if x.strip()
+    ]
     idx = device.index or 0
     return f"{device} (GPU {vis[idx]})" if idx < len(vis) else str(device)
 
@@ -98,7 +107,9 @@ def make_inner(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(model.parameters(), lr=cfg.optimizer.inner_lr)
 
 
-def train_step(model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batches, device: torch.device) -> torch.Tensor:
+def train_step(
+    model: torch.nn.Module, inner: torch.optim.Optimizer, data: Batches, device: torch.device
+) -> torch.Tensor:
     """One inner step: next batch, forward, cross-entropy, backward, ``inner.step()``. Returns the loss."""
     import torch.nn.functional as F
 
@@ -120,13 +131,20 @@ def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Traini
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeouts.timeout_s))
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeouts.timeout_s)
+        )
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
     data = make_data(cfg, stream)
     inner = make_inner(model, cfg)
     outer: list[torch.optim.Optimizer] = [
-        torch.optim.SGD(f.parameters(), lr=cfg.optimizer.outer_lr, momentum=cfg.optimizer.outer_momentum, nesterov=cfg.optimizer.outer_momentum > 0)
+        torch.optim.SGD(
+            f.parameters(),
+            lr=cfg.optimizer.outer_lr,
+            momentum=cfg.optimizer.outer_momentum,
+            nesterov=cfg.optimizer.outer_momentum > 0,
+        )
         for f in fragments
     ]
     return Training(model, fragments, train_model, data, inner, outer)
@@ -161,7 +179,9 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
         pg = torchft.ProcessGroupBabyNCCL(timeout=timeout)
-    elif backend == "baby-gloo":  # collectives in a subprocess; torchft 0.2.x fails its commits, the nightly not (torchft-notes)
+    elif (
+        backend == "baby-gloo"
+    ):  # collectives in a subprocess; torchft 0.2.x fails its commits, the nightly not (torchft-notes)
         from torchft.process_group import ProcessGroupBabyGloo
 
         pg = ProcessGroupBabyGloo(timeout=timeout)
@@ -180,8 +200,15 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
     return pg
 
 
-def make_manager(spec: layout.Spec, cfg: RunConfig, env: RankEnv, backend: str, heal: HealState,
-                 life: Lifecycle, numerics: Any = None) -> torchft.Manager:
+def make_manager(
+    spec: layout.Spec,
+    cfg: RunConfig,
+    env: RankEnv,
+    backend: str,
+    heal: HealState,
+    life: Lifecycle,
+    numerics: Any = None,
+) -> torchft.Manager:
     """``use_async_quorum=False`` (DiLoCo requires it); ``init_sync=False`` (seeded weights).
     ``life`` logs every process-group configure and checkpoint transfer (``ftrun.worker.lifecycle``);
     with ``--link`` a heal's transfer is held by the link's cost (``linkcost``: a ``recv``)."""

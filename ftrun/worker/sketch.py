@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -69,7 +70,7 @@ class Projector:
                 self._by_device[device] = self._cpu.to(device)
             return self._by_device[device]
 
-    def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor], int]:
+    def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         """(P·x restricted to elements offset.., as K float64; ||x||² as float32 when ``norm``; the
         float32 stage's rows, 0 when none ran), the tensors on x's device."""
         flat = x.detach().reshape(-1)
@@ -97,7 +98,7 @@ class Builder:
     def __init__(self, projector: Projector, norm: bool = True) -> None:
         self.projector = projector
         self.norm = norm  # measure ||x|| too (one more pass over the data)
-        self.parts: list[tuple[torch.Tensor, Optional[torch.Tensor], int]] = []
+        self.parts: list[tuple[torch.Tensor, torch.Tensor | None, int]] = []
         self.small: list[tuple[int, torch.Tensor]] = []  # (offset, copy) of small tensors, projected by ``sketch``
         self.numel = 0  # elements placed so far (the next offset, for ``add``)
         self.dtype = ""
@@ -132,13 +133,17 @@ class Builder:
         for offset, ts in runs:
             self.parts.append(self.projector.project(torch.cat(ts) if len(ts) > 1 else ts[0], offset, self.norm))
 
-    def sketch(self, numel: Optional[int] = None) -> layout.Sketch:
+    def sketch(self, numel: int | None = None) -> layout.Sketch:
         """Materialise (one device-to-host copy)."""
         self._project_small()
         if not self.parts:
             return layout.Sketch([0.0] * K, 0.0 if self.norm else None, numel or 0, self.dtype or "float32", 0)
         proj = torch.stack([p for p, _, _ in self.parts]).sum(0).cpu().tolist()
-        norm = float(torch.stack([s.to(torch.float64) for _, s, _ in self.parts if s is not None]).sum().sqrt()) if self.norm else None
+        norm = (
+            float(torch.stack([s.to(torch.float64) for _, s, _ in self.parts if s is not None]).sum().sqrt())
+            if self.norm
+            else None
+        )
         rows = max(r for _, _, r in self.parts)
         return layout.Sketch(proj, norm, self.numel if numel is None else numel, self.dtype, rows)
 
@@ -146,15 +151,24 @@ class Builder:
 class Round:
     """One fragment's round, from its send to its sync, on this rank."""
 
-    def __init__(self, projector: Projector, fragment: int, manager_step: int, qid: Optional[int], participants: int,
-                 participating: bool, sync_step: Optional[int], path: str) -> None:
+    def __init__(
+        self,
+        projector: Projector,
+        fragment: int,
+        manager_step: int,
+        qid: int | None,
+        participants: int,
+        participating: bool,
+        sync_step: int | None,
+        path: str,
+    ) -> None:
         self.fragment, self.manager_step, self.quorum_id = fragment, manager_step, qid
         self.participants, self.participating, self.sync_step, self.path = participants, participating, sync_step, path
-        self.world: Optional[int] = None
+        self.world: int | None = None
         self.contribution = Builder(projector)
         self.sum = Builder(projector, norm=False)  # the check bounds ||SUM|| by Σ||contribution||
-        self.average: Optional[layout.Sketch] = None
-        self.globals: Optional[layout.Sketch] = None
+        self.average: layout.Sketch | None = None
+        self.globals: layout.Sketch | None = None
         self.issued = 0
         self.done = 0
         self.broken = False
@@ -163,9 +177,18 @@ class Round:
 
     def part(self, phase: str, **sketches: Any) -> layout.RoundNumerics:
         return layout.RoundNumerics(
-            phase=phase, fragment=self.fragment, manager_step=self.manager_step, quorum_id=self.quorum_id,
-            sync_step=self.sync_step, participants=self.participants, participating=self.participating,
-            world=self.world, path=self.path, collectives=self.issued, **sketches)
+            phase=phase,
+            fragment=self.fragment,
+            manager_step=self.manager_step,
+            quorum_id=self.quorum_id,
+            sync_step=self.sync_step,
+            participants=self.participants,
+            participating=self.participating,
+            world=self.world,
+            path=self.path,
+            collectives=self.issued,
+            **sketches,
+        )
 
 
 class SketchedWork(dist._Work):
@@ -180,7 +203,7 @@ class SketchedWork(dist._Work):
         super().__init__()
         self._work = work
         self._on_done = on_done
-        self._future: Optional[torch.futures.Future[Any]] = None
+        self._future: torch.futures.Future[Any] | None = None
         self._lock = threading.Lock()
 
     def wait(self, timeout: Any = None) -> bool:
@@ -209,7 +232,7 @@ class SketchedWork(dist._Work):
 class SketchPG(KeptWrapper):
     """``Manager(pg=SketchPG(pg, probe))``: sketches each SUM allreduce issued during a send."""
 
-    def __init__(self, pg: ProcessGroup, probe: "NumericsProbe") -> None:
+    def __init__(self, pg: ProcessGroup, probe: NumericsProbe) -> None:
         super().__init__(pg)
         self._probe = probe
 
@@ -242,7 +265,6 @@ class SketchPG(KeptWrapper):
         return SketchedWork(super().allreduce(tensors, opts), on_done)
 
 
-
 class NumericsProbe:
     """Per rank: builds each round's sketches from the hooks above; ``take()`` hands the step's
     ``RoundNumerics`` (and a ``HealNumerics``) to the event-log recorder."""
@@ -252,11 +274,11 @@ class NumericsProbe:
         self.corruption = corruption
         self.tau = fragment_sync_delay
         self.path = "quantized" if quantize else "bucketized" if bucketize else "per-param"
-        self.round: Optional[Round] = None  # the send being issued
+        self.round: Round | None = None  # the send being issued
         self.pending: dict[int, Round] = {}  # fragment -> its round in flight
         self.step = 0  # the training step now running (set by the loop)
         self.out: list[layout.RoundNumerics] = []
-        self.heal_out: Optional[layout.HealNumerics] = None
+        self.heal_out: layout.HealNumerics | None = None
         self._warned = False
 
     def failed(self, r: Round, where: str, whole: bool = True) -> None:
@@ -278,8 +300,16 @@ class NumericsProbe:
             if getattr(heal, "healed_from_step", None) is not None and self.heal_out is None:
                 self._sketch_heal(frags, manager.current_step())
             # start_quorum ran just before (DiLoCo's post-hook): the round's quorum is known
-            r = Round(self.projector, f, manager.current_step(), quorum_id(manager), manager.num_participants(),
-                      bool(manager.is_participating()), self.step + self.tau, self.path)
+            r = Round(
+                self.projector,
+                f,
+                manager.current_step(),
+                quorum_id(manager),
+                manager.num_participants(),
+                bool(manager.is_participating()),
+                self.step + self.tau,
+                self.path,
+            )
             self.round = r
             try:
                 fn()
@@ -319,8 +349,14 @@ class NumericsProbe:
                 self._emit_send(r)
                 if not r.broken:
                     complete = r.issued > 0 and r.done == r.issued
-                    self.out.append(r.part("sync", sum=r.sum.sketch(r.contribution.numel) if complete else None,
-                                           average=r.average if ok else None, globals=r.globals if ok else None))
+                    self.out.append(
+                        r.part(
+                            "sync",
+                            sum=r.sum.sketch(r.contribution.numel) if complete else None,
+                            average=r.average if ok else None,
+                            globals=r.globals if ok else None,
+                        )
+                    )
             return ok
 
         return perform_sync
@@ -360,7 +396,7 @@ class NumericsProbe:
 
         return hook
 
-    def take(self) -> tuple[list[layout.RoundNumerics], Optional[layout.HealNumerics]]:
+    def take(self) -> tuple[list[layout.RoundNumerics], layout.HealNumerics | None]:
         out, heal = self.out, self.heal_out
         self.out, self.heal_out = [], None
         return out, heal

@@ -59,8 +59,10 @@ def hf_requirement() -> str:
 
 def _hf(name: str, vocab: int, args: dict[str, Any], flag: str) -> nn.Module:
     if importlib.util.find_spec("transformers") is None:  # ftrun is not on PyPI: name this Python's pip
-        raise ModelError(f"{flag}: needs the transformers package; install it with: "
-                         f"{sys.executable} -m pip install '{hf_requirement()}'")
+        raise ModelError(
+            f"{flag}: needs the transformers package; install it with: "
+            f"{sys.executable} -m pip install '{hf_requirement()}'"
+        )
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
@@ -89,8 +91,11 @@ def build_user_model(cfg: dict) -> nn.Module:
     try:
         model = fn(vocab_size=cfg["vocab"], seq_len=cfg["seq_len"], **args)
     except Exception as e:
-        raise ModelError(f"{flag}: {factory}(vocab_size={cfg['vocab']}, seq_len={cfg['seq_len']}"
-                         + "".join(f", {k}={v!r}" for k, v in args.items()) + f") failed: {type(e).__name__}: {e}") from None
+        raise ModelError(
+            f"{flag}: {factory}(vocab_size={cfg['vocab']}, seq_len={cfg['seq_len']}"
+            + "".join(f", {k}={v!r}" for k, v in args.items())
+            + f") failed: {type(e).__name__}: {e}"
+        ) from None
     if not isinstance(model, nn.Module):
         raise ModelError(f"{flag}: {factory} returned {type(model).__name__}, not a torch.nn.Module")
     return model

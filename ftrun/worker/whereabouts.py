@@ -14,11 +14,11 @@ then returns None, as for a missing file.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ftrun import layout
-
 
 WIDTH = 32  # bytes per record: "STEP PHASE", space-padded
 

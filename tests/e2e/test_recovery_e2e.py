@@ -57,7 +57,8 @@ def test_kill_one_of_three_recovery_breakdown(tmp_path):
     assert [t["path"] for t in m["recovery_traces"]] == [
         "traces/recovery/replica0_rank0.kill-r1-s15.pt.trace.json.gz",
         "traces/recovery/replica1_rank0.restart1.pt.trace.json.gz",
-        "traces/recovery/replica2_rank0.kill-r1-s15.pt.trace.json.gz"]
+        "traces/recovery/replica2_rank0.kill-r1-s15.pt.trace.json.gz",
+    ]
     assert all((run.run_dir / t["path"]).is_file() for t in m["recovery_traces"])
     assert x["sources"]["reconfigure"] == x["sources"]["heal"] == "trace"
     # detection and every participant's configure from the survivors' traces: evidence, not inference
@@ -66,7 +67,12 @@ def test_kill_one_of_three_recovery_breakdown(tmp_path):
     assert set(x["reconfigure_participants"]) == {"0", "1", "2"}
     assert x["heal_send_source"] == "trace" and x["heal_send_s"] > 0
     # what bounded detection, from the manifest
-    assert m["detection"] == {"heartbeat_timeout_ms": 2000, "join_timeout_ms": 10000, "quorum_tick_ms": 100, "lighthouse": "ftrun"}
+    assert m["detection"] == {
+        "heartbeat_timeout_ms": 2000,
+        "join_timeout_ms": 10000,
+        "quorum_tick_ms": 100,
+        "lighthouse": "ftrun",
+    }
     assert "heartbeat timeout" in x["detect_bound"]
     assert x["survivors"]["steps_without_group"] > 0 and x["survivors"]["goodput"] is not None
     assert "recovery · kill 1@15" in run.stdout or "recovery" in run.stdout

@@ -10,8 +10,25 @@ from ftrun.check.recovery import PHASES
 from train_fixtures import SMALL, run_train
 
 HANG_S = 13.0  # > the lighthouse's join timeout (10 s): a stalled group still heartbeats, so only that drops it
-RUN = [*SMALL, "--profile", "none", "--sync-every", "10", "--fragments", "2", "--fragment-sync-delay", "3",
-       "--replicas", "3", "--steps", "80", "--step-sleep-ms", "100", "--hang", f"1@15:{HANG_S:g}"]
+RUN = [
+    *SMALL,
+    "--profile",
+    "none",
+    "--sync-every",
+    "10",
+    "--fragments",
+    "2",
+    "--fragment-sync-delay",
+    "3",
+    "--replicas",
+    "3",
+    "--steps",
+    "80",
+    "--step-sleep-ms",
+    "100",
+    "--hang",
+    f"1@15:{HANG_S:g}",
+]
 
 
 @pytest.mark.e2e
@@ -39,7 +56,9 @@ def test_hang_one_of_three_gets_the_recovery_breakdown(tmp_path):
     # the group came back after its stall, and the phases plus what no phase covers are the total
     assert x["spans"]["join"][0] == pytest.approx(HANG_S, abs=0.01)
     assert x["total_s"] > HANG_S
-    assert sum(v for v in x["phases"].values() if v is not None) + x["unaccounted_s"] == pytest.approx(x["total_s"], abs=0.01)
+    assert sum(v for v in x["phases"].values() if v is not None) + x["unaccounted_s"] == pytest.approx(
+        x["total_s"], abs=0.01
+    )
     # what no phase covers is the stall after the survivors had dropped it (detect end -> stall end),
     # not more than 10% beside
     stalled_alone = HANG_S - x["spans"]["detect"][1]
@@ -47,6 +66,8 @@ def test_hang_one_of_three_gets_the_recovery_breakdown(tmp_path):
     if x["phases"]["heal"] is not None:
         assert x["heal_bytes"] > 0 and x["heal_bytes"] == x["heal_bytes_sent"]
     traces = sorted(t["path"] for t in m["recovery_traces"])
-    assert traces == ["traces/recovery/replica0_rank0.hang-r1-s15.pt.trace.json.gz",
-                      "traces/recovery/replica2_rank0.hang-r1-s15.pt.trace.json.gz"]
+    assert traces == [
+        "traces/recovery/replica0_rank0.hang-r1-s15.pt.trace.json.gz",
+        "traces/recovery/replica2_rank0.hang-r1-s15.pt.trace.json.gz",
+    ]
     assert "recovery · hang 1@15" in run.stdout

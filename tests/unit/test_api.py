@@ -176,7 +176,13 @@ def test_config_of_dict_toml_and_runconfig(tmp_path):
     from ftrun.config import RunConfig
 
     cfg = api.config_of({"fragments": 2, "sync-every": 8, "fragment_sync_delay": 2, "steps": 16}, out=tmp_path)
-    assert (cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay, cfg.steps, cfg.out) == (2, 8, 2, 16, str(tmp_path))
+    assert (cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay, cfg.steps, cfg.out) == (
+        2,
+        8,
+        2,
+        16,
+        str(tmp_path),
+    )
     with pytest.raises(ftrun.BadInput, match=r"^config: fragment_sync_delay = 4: torchft needs tau < H/F"):
         api.config_of({"sync_every": 8, "fragment_sync_delay": 4})
     with pytest.raises(ftrun.BadInput, match="unknown option"):

@@ -46,8 +46,14 @@ def _run(w, tmp_path, steps, fire_at, quorums, commits):
 def test_armed_a_step_before_the_fault_and_done_at_the_first_commit_with_the_group_back(tmp_path) -> None:
     w = _watch(tmp_path)
     # step 12: the quorum without replica 1; step 14: with it again (but the commit comes at 15)
-    started = _run(w, tmp_path, range(1, 18), fire_at=10, quorums={5: [0, 1, 2], 12: [0, 2], 14: [0, 1, 2]},
-                   commits={5, 13, 15, 17})
+    started = _run(
+        w,
+        tmp_path,
+        range(1, 18),
+        fire_at=10,
+        quorums={5: [0, 1, 2], 12: [0, 2], 14: [0, 1, 2]},
+        commits={5, 13, 15, 17},
+    )
     assert [k for k, on in started.items() if on] == list(range(9, 16))
     (p,) = w.written
     assert p == layout.recovery_trace_dir(tmp_path) / "replica0_rank0.kill-r1-s10.pt.trace.json.gz"
@@ -76,7 +82,10 @@ def test_the_step_window_records_the_middle_and_the_watch_both_sides(tmp_path) -
         started[k] = w.active
         w.after_step([{"participants": [0, 1]}] if k == 14 else [], k == 15)
     assert [k for k, on in started.items() if on] == [5, 13, 14, 15]
-    assert [p.name for p in w.written] == ["replica0_rank0.hang-r1-s6.pt.trace.json.gz", "replica0_rank0.hang-r1-s6.2.pt.trace.json.gz"]
+    assert [p.name for p in w.written] == [
+        "replica0_rank0.hang-r1-s6.pt.trace.json.gz",
+        "replica0_rank0.hang-r1-s6.2.pt.trace.json.gz",
+    ]
 
 
 def test_a_fault_that_never_fires_is_dropped_its_recording_discarded_and_own_faults_are_not_watched(tmp_path) -> None:

@@ -79,8 +79,12 @@ def test_a_sync_pairs_with_the_latest_send_less_than_a_window_before():
     w = Worker(0, 0, "file order", [_trace(range(1, 40), [71.0, 151.0], [121.0, 311.0])])
     got = observe(w, 10, 0)
     assert got.ranges == [(1, 39)]
-    assert [(o.kind, o.step, o.manager_step) for o in got.obs] == [("send", 7, 0), ("sync", 12, 1), ("send", 15, 1),
-                                                                   ("sync", 31, 3)]
+    assert [(o.kind, o.step, o.manager_step) for o in got.obs] == [
+        ("send", 7, 0),
+        ("sync", 12, 1),
+        ("send", 15, 1),
+        ("sync", 31, 3),
+    ]
     assert got.obs[1].paired is got.obs[0] and got.obs[3].paired is None
     assert observe(Worker(0, 0, "file order", [_trace(range(1, 40), [], [])]), 10, 0).obs == []
 
@@ -88,8 +92,12 @@ def test_a_sync_pairs_with_the_latest_send_less_than_a_window_before():
 def test_identify_names_each_fragment_from_the_manifest_sizes(staged):
     seen, _, ids, _, _ = staged
     got = {(o.kind, o.step): (ids.of(o).fragment, ids.of(o).evidence) for o in seen[0].obs}
-    assert got == {("send", 25): (0, "send sizes"), ("sync", 30): (0, "restore sizes"),
-                   ("send", 35): (1, "send sizes"), ("sync", 40): (1, "restore sizes")}
+    assert got == {
+        ("send", 25): (0, "send sizes"),
+        ("sync", 30): (0, "restore sizes"),
+        ("send", 35): (1, "send sizes"),
+        ("sync", 40): (1, "restore sizes"),
+    }
 
 
 def test_a_sync_without_restore_evidence_takes_its_paired_send_identity():
@@ -151,11 +159,41 @@ def test_event_rows_carry_send_or_sync_figures(staged):
 def test_json_row_keeps_its_published_keys_in_order(staged):
     """The JSON row is flat and its keys are those it had when it was one 40-field record."""
     published = [
-        "replica", "rank", "kind", "fragment", "expected_fragment", "expected_step", "observed_step", "ok", "problem",
-        "notes", "evidence", "fragment_checked", "fragment_candidates", "manager_step", "cycle", "file", "ts_us",
-        "allreduces", "numel", "bytes", "collectives", "exposed_comm_ms", "hidden_comm_ms", "send_to_done_ms",
-        "comm_union_ms", "should_commit_ms", "exposed_data_ms", "exposed_control_ms", "quorum_ms", "serialized",
-        "serialized_collectives", "send_captured", "queue_delay_ms", "queue_cause", "commit_sync_ms",
+        "replica",
+        "rank",
+        "kind",
+        "fragment",
+        "expected_fragment",
+        "expected_step",
+        "observed_step",
+        "ok",
+        "problem",
+        "notes",
+        "evidence",
+        "fragment_checked",
+        "fragment_candidates",
+        "manager_step",
+        "cycle",
+        "file",
+        "ts_us",
+        "allreduces",
+        "numel",
+        "bytes",
+        "collectives",
+        "exposed_comm_ms",
+        "hidden_comm_ms",
+        "send_to_done_ms",
+        "comm_union_ms",
+        "should_commit_ms",
+        "exposed_data_ms",
+        "exposed_control_ms",
+        "quorum_ms",
+        "serialized",
+        "serialized_collectives",
+        "send_captured",
+        "queue_delay_ms",
+        "queue_cause",
+        "commit_sync_ms",
     ]
     assert list(EVENT_KEYS) == published
     results = staged[3]
@@ -178,8 +216,9 @@ def test_cross_replica_flags_a_worker_missing_an_event():
     assert cc.ok and cc.fragments == {"0/0": 0, "1/0": 0} and cc.problem is None
     (cc,) = cross_replica([m(0), m(1)], both[:1])
     assert not cc.ok and cc.fragments == {"0/0": 0, "1/0": None}
-    assert cc.problem == ("replicas disagree on the send at step 5 (manager step 0): "
-                          "replica 0 rank 0: fragment 0, replica 1 rank 0: none")
+    assert cc.problem == (
+        "replicas disagree on the send at step 5 (manager step 0): replica 0 rank 0: fragment 0, replica 1 rank 0: none"
+    )
     other = [both[0], EventResult(replica=1, rank=0, fragment=1, observed_step=5, **row)]
     assert "fragment 1" in cross_replica([m(0), m(1)], other)[0].problem
     assert cross_replica([m(0)], both[:1]) == []  # one worker: nothing to compare

@@ -226,8 +226,14 @@ def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
     from ftrun.commands import compare as cmp, train as train_mod
 
     trained = []
-    monkeypatch.setattr(cmp, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000})
-    monkeypatch.setattr(train_mod, "train", lambda cfg, overwrite, json_out, quiet: trained.append((cfg.run_name, cfg.emulation.link, overwrite)))
+    monkeypatch.setattr(
+        cmp, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000}
+    )
+    monkeypatch.setattr(
+        train_mod,
+        "train",
+        lambda cfg, overwrite, json_out, quiet: trained.append((cfg.run_name, cfg.emulation.link, overwrite)),
+    )
     monkeypatch.setattr(cmp, "measured_step_s", lambda run_dir, replicas: measured_s)
     return trained, cmp
 
@@ -236,7 +242,9 @@ def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatc
     """The reproduction: calibrated 327 ms while the runs stepped in ~160 ms, so "0.25 of H" was
     really ~0.5. Now the first run's measured step sets the link, and that run trains again."""
     trained, cmp = _fake_training(monkeypatch, calibrated_s=0.327, measured_s=0.160)
-    names, per_cfg, _, info = cmp.train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
+    names, per_cfg, _, info = cmp.train_mode(
+        ["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1
+    )
     first_link, second_link = trained[0][1], trained[1][1]
     assert [t[0] for t in trained] == ["streaming", "streaming", "baseline"]  # the first run again, on the new link
     assert trained[1][2] is True and trained[2][2] is False  # only the retrained run replaces its own run dir

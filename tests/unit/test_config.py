@@ -77,10 +77,13 @@ def test_config_file_gives_same_keys_as_flags(tmp_path, dashes):
 
 def test_flags_override_config_file(tmp_path):
     p = write_toml(tmp_path / "c.toml", {**SAMPLE, "out": str(tmp_path)})
-    cfg = cfgmod.build(file_values=cfgmod.load_toml(p), steps=40, width=16, mode="streaming", fragments=2,
-                       fragment_sync_delay=None)
+    cfg = cfgmod.build(
+        file_values=cfgmod.load_toml(p), steps=40, width=16, mode="streaming", fragments=2, fragment_sync_delay=None
+    )
     assert (cfg.steps, cfg.model.width, cfg.mode, cfg.schedule.fragments) == (40, 16, "streaming", 2)
-    assert cfg.schedule.fragment_sync_delay == 2 and cfg.schedule.sync_every == 8  # None = not given: the file's value stays
+    assert (
+        cfg.schedule.fragment_sync_delay == 2 and cfg.schedule.sync_every == 8
+    )  # None = not given: the file's value stays
     # the file beats the preset, the preset fills what neither gives
     cfg = cfgmod.build(file_values={"mode": "streaming", "sync_every": 12, "out": str(tmp_path)})
     assert (cfg.schedule.fragments, cfg.schedule.sync_every, cfg.schedule.fragment_sync_delay) == (2, 12, 5)
@@ -240,10 +243,18 @@ def test_values_that_cannot_run_are_refused_by_the_config(tmp_path, flags, needl
 
 
 def test_the_bounds_are_not_below_real_use(tmp_path):
-    cfg = cfgmod.build(out=str(tmp_path), quorum_timeout_s=86400.0, stall_timeout_s=3600.0, step_sleep_ms=60000.0,
-                       restarts=0, link="1kbit,2s")
+    cfg = cfgmod.build(
+        out=str(tmp_path),
+        quorum_timeout_s=86400.0,
+        stall_timeout_s=3600.0,
+        step_sleep_ms=60000.0,
+        restarts=0,
+        link="1kbit,2s",
+    )
     assert cfg.faults.max_restarts == 0 and cfg.timeouts.quorum_timeout_s == 86400.0
-    assert cfgmod.build(out=str(tmp_path)).faults.max_restarts == 0  # the default -1 still means "1 with a fault, else 0"
+    assert (
+        cfgmod.build(out=str(tmp_path)).faults.max_restarts == 0
+    )  # the default -1 still means "1 with a fault, else 0"
     cfgmod.validate_config(cfgmod.RunConfig(out=str(tmp_path)))  # a RunConfig made in code keeps its default
     assert cfgmod.build(out=str(tmp_path), kill=["1@10"], steps=60).faults.max_restarts == 1
 

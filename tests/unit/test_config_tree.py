@@ -8,8 +8,7 @@ import msgspec
 import pytest
 import typer.main
 
-from ftrun import config as cfgmod
-from ftrun import layout
+from ftrun import config as cfgmod, layout
 from ftrun.cli import app
 from ftrun.errors import BadInput
 from train_fixtures import cli
@@ -31,8 +30,12 @@ def test_every_key_lives_in_one_part_and_reads_back() -> None:
 
 
 def test_the_schedule_part_has_torchfts_names_and_gives_the_schedule() -> None:
-    assert cfgmod.ScheduleConfig.__struct_fields__ == ("fragments", "sync_every", "fragment_sync_delay",
-                                                      "fragment_update_alpha")
+    assert cfgmod.ScheduleConfig.__struct_fields__ == (
+        "fragments",
+        "sync_every",
+        "fragment_sync_delay",
+        "fragment_update_alpha",
+    )
     s = cfgmod.ScheduleConfig(fragments=2, sync_every=8, fragment_sync_delay=3).expected
     assert (s.fragments, s.sync_every, s.fragment_sync_delay, s.window) == (2, 8, 3, 4)
     info = layout.ScheduleInfo.of(cfgmod.ScheduleConfig(), 60)  # what the manifest records
@@ -41,8 +44,18 @@ def test_the_schedule_part_has_torchfts_names_and_gives_the_schedule() -> None:
 
 def test_the_spec_carries_the_tree_typed(tmp_path) -> None:
     cfg = cfgmod.build(out=str(tmp_path), steps=40, fragment_sync_delay=3, kill=["1@10"])
-    spec = layout.Spec(config=cfg, run_dir=str(tmp_path), job_id="j", profile_window=None, threads=1, link=None,
-                       faults=[], quorum_timeout_s=60.0, start_barrier=None, hostname="h")
+    spec = layout.Spec(
+        config=cfg,
+        run_dir=str(tmp_path),
+        job_id="j",
+        profile_window=None,
+        threads=1,
+        link=None,
+        faults=[],
+        quorum_timeout_s=60.0,
+        start_barrier=None,
+        hostname="h",
+    )
     (tmp_path / layout.SPEC).write_text(layout.to_json(spec))
     back = layout.read_spec(tmp_path / layout.SPEC).config
     assert isinstance(back, cfgmod.RunConfig) and back == cfg
@@ -93,6 +106,7 @@ def test_a_flag_and_its_file_key_build_the_same_field(tmp_path) -> None:
 
     p = write_toml(tmp_path / "c.toml", {"fragment-sync-delay": 2, "stall_timeout_s": 30.0})
     from_file = cfgmod.build(file_values=cfgmod.load_toml(p), out=str(tmp_path))
-    from_flags = cfgmod.build(overrides=cfgmod.overrides({"fragment_sync_delay": 2, "stall_timeout_s": 30.0}),
-                              out=str(tmp_path))
+    from_flags = cfgmod.build(
+        overrides=cfgmod.overrides({"fragment_sync_delay": 2, "stall_timeout_s": 30.0}), out=str(tmp_path)
+    )
     assert from_file == from_flags and from_file.timeouts.stall_timeout_s == 30.0

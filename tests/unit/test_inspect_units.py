@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ftrun.check import comm
-from ftrun.check.observe import runs
 from ftrun.check.commits import NO_OUTER_STEP, SENT_AGAIN, SyncSeen, infer
 from ftrun.check.evidence import ClusterIdentifier, ManifestIdentifier, Signature, restore_signature, send_signature
+from ftrun.check.observe import runs
 from ftrun.layout import Fragment, Param
 from ftrun.schedule import Schedule
 from ftrun.trace.spans import Allreduce, Collective, Send, Span, Sync

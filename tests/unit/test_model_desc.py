@@ -12,8 +12,12 @@ import pytest
 from ftrun import model_desc
 from ftrun.model_desc import BUILTIN_MODELS, Architecture, architecture, even_split
 
-ARCHS = [Architecture("mlp", 256, 32, 4, 64), Architecture("transformer", 256, 64, 3, 64),
-         Architecture("mlp", 256, 128, 1, 64), Architecture("transformer", 64, 30, 5, 16)]  # 30: one head
+ARCHS = [
+    Architecture("mlp", 256, 32, 4, 64),
+    Architecture("transformer", 256, 64, 3, 64),
+    Architecture("mlp", 256, 128, 1, 64),
+    Architecture("transformer", 64, 30, 5, 16),
+]  # 30: one head
 
 
 def test_even_split() -> None:
@@ -75,8 +79,18 @@ def test_preflight_refuses_by_the_size_of_the_model_the_worker_builds(tmp_path, 
     from ftrun.errors import BadInput
     from ftrun.launch import preflight
 
-    cfg = build(out=str(tmp_path), replicas=1, model="transformer", width=64, blocks=3, fragments=1, sync_every=4,
-                fragment_sync_delay=0, batch_size=1, seq_len=8)  # one rank on this host
+    cfg = build(
+        out=str(tmp_path),
+        replicas=1,
+        model="transformer",
+        width=64,
+        blocks=3,
+        fragments=1,
+        sync_every=4,
+        fragment_sync_delay=0,
+        batch_size=1,
+        seq_len=8,
+    )  # one rank on this host
     assert architecture(cfg.resolved()) == Architecture("transformer", 256, 64, 3, 8)
     real = sum(p.numel() * p.element_size() for p in build_model(cfg).parameters())
     assert preflight.batch_bytes(cfg) < real  # only the parameters can be refused here
@@ -88,8 +102,17 @@ def test_preflight_refuses_by_the_size_of_the_model_the_worker_builds(tmp_path, 
 
 
 def _cfg(arch: Architecture, fragments: int) -> dict:
-    return {"model": arch.kind, "vocab": arch.vocab, "width": arch.width, "blocks": arch.blocks,
-            "seq_len": arch.seq_len, "fragments": fragments, "fragment_fqns": "", "model_args": [], "seed": 0}
+    return {
+        "model": arch.kind,
+        "vocab": arch.vocab,
+        "width": arch.width,
+        "blocks": arch.blocks,
+        "seq_len": arch.seq_len,
+        "fragments": fragments,
+        "fragment_fqns": "",
+        "model_args": [],
+        "seed": 0,
+    }
 
 
 @pytest.mark.parametrize("arch, fragments", [(ARCHS[0], 2), (ARCHS[0], 3), (ARCHS[1], 3), (ARCHS[3], 2), (ARCHS[2], 1)])
@@ -124,4 +147,4 @@ def test_fragment_bytes_come_from_the_dtype() -> None:
     assert rec[1]["numel"] == a.block_params(2) + a.block_params(3) + a.head_params()
     head = 4 * 2 * a.width + 8 * (a.width * a.vocab + a.vocab)  # fp32 norm, fp64 projection
     assert rec[1]["bytes"] == 4 * a.block_params(2) + 2 * a.block_params(3) + head
-    assert [p["numel"] for p in rec[1]["params"]] == [p.numel() for p in model.parameters()][-len(rec[1]["params"]):]
+    assert [p["numel"] for p in rec[1]["params"]] == [p.numel() for p in model.parameters()][-len(rec[1]["params"]) :]

@@ -280,5 +280,8 @@ def test_group_error_is_the_first_exception_line():
     got = first_exception(TORCHRUN_LOG)
     assert got.startswith("RuntimeError: [enforce fail at alloc_cpu.cpp:117]") and "640000000000 bytes" in got
     assert first_exception("ConnectionRefusedError: [Errno 111] Connection refused\n") == (
-        "ConnectionRefusedError: [Errno 111] Connection refused")
-    assert "To enable traceback" not in first_exception(TORCHRUN_LOG.split("[rank0]: RuntimeError")[1].split("\n", 1)[1])
+        "ConnectionRefusedError: [Errno 111] Connection refused"
+    )
+    assert "To enable traceback" not in first_exception(
+        TORCHRUN_LOG.split("[rank0]: RuntimeError")[1].split("\n", 1)[1]
+    )

@@ -17,8 +17,8 @@ from ftrun.plan import (
     hiding_bandwidth,
     plain,
     simulate,
-    smallest_fragments,
     smallest_fragment_sync_delay,
+    smallest_fragments,
 )
 from ftrun.schedule import Schedule
 

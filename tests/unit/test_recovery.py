@@ -208,10 +208,14 @@ def test_the_perfetto_recovery_track_sits_on_the_traces_clock() -> None:
 def test_the_survivors_traces_time_detection_and_every_participants_configure() -> None:
     # replica 0's quorum RPC for quorum 2 (the one without replica 1) ended at +1.98: the lighthouse's
     # answer, before its step log saw it (+2.0); its configure for the join quorum 3 and its send
-    around = {0: {LABELS.client_quorum: [(T0 - 3.0, T0 - 2.9), (T0 + 0.05, T0 + 1.98)],
-                  LABELS.pg_configure: [(T0 + 5.06, T0 + 5.19)],
-                  LABELS.send_checkpoint: [(T0 + 5.261, T0 + 5.269)]},
-              2: {LABELS.pg_configure: [(T0 - 10, T0 - 9.9)]}}  # replica 2's only traced configure is an old one
+    around = {
+        0: {
+            LABELS.client_quorum: [(T0 - 3.0, T0 - 2.9), (T0 + 0.05, T0 + 1.98)],
+            LABELS.pg_configure: [(T0 + 5.06, T0 + 5.19)],
+            LABELS.send_checkpoint: [(T0 + 5.261, T0 + 5.269)],
+        },
+        2: {LABELS.pg_configure: [(T0 - 10, T0 - 9.9)]},
+    }  # replica 2's only traced configure is an old one
     (x,) = breakdown(manifest(), logs(), lifecycles(), around=around)
     assert x.spans["detect"] == (T0, T0 + 1.98) and x.sources["detect"] == "trace"
     assert "replica 0's quorum RPC for quorum 2 waited 1.93 s (traced)" in x.detect_bound

@@ -17,12 +17,26 @@ T0 = 1000.0
 
 def _rec(**kw):
     """One fault's breakdown as ``Recovery.to_json`` writes it; the heal did not happen."""
-    d = {"fault": "kill 1@25", "replica": 1, "fault_at": T0, "total_s": 6.0, "unaccounted_s": 0.3,
-         "phases": {"detect": 0.2, "relaunch": 2.8, "join": 2.0, "reconfigure": 0.2, "heal": None, "catch_up": 0.5},
-         "spans": {"detect": [0.0, 2.0], "relaunch": [0.2, 3.0], "join": [3.0, 5.0], "reconfigure": [5.0, 5.2],
-                   "heal": None, "catch_up": [5.5, 6.0]},
-         "reasons": {"heal": "no heal: torchft's quorum 3 did not ask this group to heal"},
-         "largest_phase": "relaunch", "heal_bytes": None, "heal_source": None}
+    d = {
+        "fault": "kill 1@25",
+        "replica": 1,
+        "fault_at": T0,
+        "total_s": 6.0,
+        "unaccounted_s": 0.3,
+        "phases": {"detect": 0.2, "relaunch": 2.8, "join": 2.0, "reconfigure": 0.2, "heal": None, "catch_up": 0.5},
+        "spans": {
+            "detect": [0.0, 2.0],
+            "relaunch": [0.2, 3.0],
+            "join": [3.0, 5.0],
+            "reconfigure": [5.0, 5.2],
+            "heal": None,
+            "catch_up": [5.5, 6.0],
+        },
+        "reasons": {"heal": "no heal: torchft's quorum 3 did not ask this group to heal"},
+        "largest_phase": "relaunch",
+        "heal_bytes": None,
+        "heal_source": None,
+    }
     d.update(kw)
     return d
 
@@ -48,7 +62,14 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
         assert any(t.startswith("heal: not measured (no heal") for t in texts)  # said, not drawn
         assert "streaming · recovery · kill 1@25 · first commit 6.00 s after the fault, unaccounted 0.30 s" in texts
         assert rax.get_xlabel() == "seconds from the fault"
-        assert [t.get_text() for t in rax.get_yticklabels()] == ["detect", "relaunch", "join", "reconfigure", "heal", "catch-up"]
+        assert [t.get_text() for t in rax.get_yticklabels()] == [
+            "detect",
+            "relaunch",
+            "join",
+            "reconfigure",
+            "heal",
+            "catch-up",
+        ]
         bars = [c for c in rax.collections if isinstance(c, PolyCollection)]
         colours = {tuple(round(x, 3) for x in c.get_facecolor()[0]) for c in bars if c.get_facecolor().size}
         from matplotlib.colors import to_rgba
@@ -56,8 +77,16 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
         for k in ("detect", "relaunch", "join", "reconfigure", "catch_up"):
             assert tuple(round(x, 3) for x in to_rgba(PHASE_COLOURS[k])) in colours, k
         legend = [t.get_text() for t in rax.get_legend().get_texts()]
-        assert legend == ["detect", "relaunch", "join", "reconfigure", "heal", "catch-up", "unaccounted (no phase)",
-                          "the group's first commit"]
+        assert legend == [
+            "detect",
+            "relaunch",
+            "join",
+            "reconfigure",
+            "heal",
+            "catch-up",
+            "unaccounted (no phase)",
+            "the group's first commit",
+        ]
     finally:
         plt.close(fig)
     png = draw([Lane("a · replica 0", steps=[(0.0, 0.1)])], tmp_path / "timeline.png", "t", recovery=[lane])
@@ -77,17 +106,30 @@ def _cell(name, verdict, **m):
 
 
 def _sweep(cells):
-    return {"sweep_dir": "/x/s", "name": "s", "preset": None, "axes": [{"key": "kill", "values": [c["name"] for c in cells]}],
-            "shared": {}, "metric": "recovery_s", "parallel": 1, "machine": {"cpus": 2, "gpus": 0, "platform": "linux"},
-            "versions": {}, "notes": [], "counts": {}, "cells": cells}
+    return {
+        "sweep_dir": "/x/s",
+        "name": "s",
+        "preset": None,
+        "axes": [{"key": "kill", "values": [c["name"] for c in cells]}],
+        "shared": {},
+        "metric": "recovery_s",
+        "parallel": 1,
+        "machine": {"cpus": 2, "gpus": 0, "platform": "linux"},
+        "versions": {},
+        "notes": [],
+        "counts": {},
+        "cells": cells,
+    }
 
 
 def test_sweep_md_has_a_recovery_column_with_the_largest_phase_only_when_a_cell_recovered() -> None:
     from ftrun.report import sweep_view
 
-    cells = [_cell("1@25", "pass", recovery_s=5.95, recovery_largest_phase="relaunch", recovery_largest_phase_s=3.71),
-             _cell("1@45", "pass", recovery_s=4.0, recovery_largest_phase="catch_up", recovery_largest_phase_s=None),
-             _cell("none", "pass", recovery_s=None, recovery_largest_phase=None)]
+    cells = [
+        _cell("1@25", "pass", recovery_s=5.95, recovery_largest_phase="relaunch", recovery_largest_phase_s=3.71),
+        _cell("1@45", "pass", recovery_s=4.0, recovery_largest_phase="catch_up", recovery_largest_phase_s=None),
+        _cell("none", "pass", recovery_s=None, recovery_largest_phase=None),
+    ]
     md = sweep_view.markdown(_sweep(cells))
     head = next(x for x in md.splitlines() if x.startswith("| kill"))
     assert head.split(" | ")[-2] == "recovery (largest phase)"
@@ -114,8 +156,12 @@ def test_sweep_cells_take_the_first_faults_recovery_from_either_summary_shape() 
 def test_summary_recovery_is_the_breakdown_list_and_the_earlier_shape_still_reads(tmp_path) -> None:
     from ftrun.check.metrics import recovery_of
 
-    story = {"faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 6.1}], "restarts": 1, "heals": [{}],
-             "commits_lost": 0}
+    story = {
+        "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 6.1}],
+        "restarts": 1,
+        "heals": [{}],
+        "commits_lost": 0,
+    }
     assert from_summary({"faults": story, "recovery": [_rec()]}) == (story, [_rec()])
     assert from_summary({"recovery": {**story, "breakdown": [_rec()]}}) == (story, [_rec()])
     assert from_summary({}) == ({}, [])
@@ -127,38 +173,94 @@ def test_summary_recovery_is_the_breakdown_list_and_the_earlier_shape_still_read
 
 
 def _manifest(action="kill", detection=None, hb=2000):
-    return msgspec.convert({
-        "ftrun_version": "x", "job_id": "j", "run_name": "r", "config": {"heartbeat_timeout_ms": hb},
-        "versions": {}, "backend": "gloo", "replicas": 2, "detection": detection,
-        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5, "steps": 60}, "traces": [],
-        "faults": {"planned": [], "fired": [{"replica": 1, "step": 15, "action": action, "fired_at": T0, "fired_step": 15,
-                                             "seconds": 12.0 if action == "hang" else 0.0}], "max_restarts": 0},
-    }, layout.Manifest)
+    return msgspec.convert(
+        {
+            "ftrun_version": "x",
+            "job_id": "j",
+            "run_name": "r",
+            "config": {"heartbeat_timeout_ms": hb},
+            "versions": {},
+            "backend": "gloo",
+            "replicas": 2,
+            "detection": detection,
+            "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5, "steps": 60},
+            "traces": [],
+            "faults": {
+                "planned": [],
+                "fired": [
+                    {
+                        "replica": 1,
+                        "step": 15,
+                        "action": action,
+                        "fired_at": T0,
+                        "fired_step": 15,
+                        "seconds": 12.0 if action == "hang" else 0.0,
+                    }
+                ],
+                "max_restarts": 0,
+            },
+        },
+        layout.Manifest,
+    )
 
 
 def _q(qid, participants, t):
-    return layout.Quorum(quorum_id=qid, participants=participants, replica_rank=0, max_step=1, heal=False, heal_source=None, t=t)
+    return layout.Quorum(
+        quorum_id=qid, participants=participants, replica_rank=0, max_step=1, heal=False, heal_source=None, t=t
+    )
 
 
 def _step(step, t, waited, quorums=()):
-    return layout.EventRecord(step=step, manager_step=0, manager_step_after=0, participants=1, quorum_id=None, loss=1.0,
-                              step_time_s=0.1, restart=0, sent=None, synced=None, commit=None, fingerprint=None, t=t,
-                              quorums=list(quorums) or msgspec.UNSET, quorum_s=waited)
+    return layout.EventRecord(
+        step=step,
+        manager_step=0,
+        manager_step_after=0,
+        participants=1,
+        quorum_id=None,
+        loss=1.0,
+        step_time_s=0.1,
+        restart=0,
+        sent=None,
+        synced=None,
+        commit=None,
+        fingerprint=None,
+        t=t,
+        quorums=list(quorums) or msgspec.UNSET,
+        quorum_s=waited,
+    )
 
 
-@pytest.mark.parametrize("action, waited, says", [
-    ("kill", 2.05, "heartbeats stop after 2000 ms (heartbeat timeout), or issues the quorum without it 10000 ms after "
-                   "the first group asked (join timeout): bounded by the heartbeat timeout"),
-    ("hang", 10.1, "still heartbeats (torchft's server thread), so the lighthouse issues the quorum without it after its "
-                   "join timeout, 10000 ms: bounded by the join timeout"),
-    ("kill", 0.3, "(join timeout)"),
-])
+@pytest.mark.parametrize(
+    "action, waited, says",
+    [
+        (
+            "kill",
+            2.05,
+            "heartbeats stop after 2000 ms (heartbeat timeout), or issues the quorum without it 10000 ms after "
+            "the first group asked (join timeout): bounded by the heartbeat timeout",
+        ),
+        (
+            "hang",
+            10.1,
+            "still heartbeats (torchft's server thread), so the lighthouse issues the quorum without it after its "
+            "join timeout, 10000 ms: bounded by the join timeout",
+        ),
+        ("kill", 0.3, "(join timeout)"),
+    ],
+)
 def test_detection_names_the_manifests_bound_and_whether_the_wait_shows_it(action, waited, says) -> None:
-    m = _manifest(action, {"heartbeat_timeout_ms": 2000, "join_timeout_ms": 10000, "quorum_tick_ms": 100, "lighthouse": "ftrun"})
+    m = _manifest(
+        action, {"heartbeat_timeout_ms": 2000, "join_timeout_ms": 10000, "quorum_tick_ms": 100, "lighthouse": "ftrun"}
+    )
     logs = {(0, 0): [_step(16, T0 + waited + 0.01, waited, [_q(5, [0], T0 + waited)])], (1, 0): []}
     (x,) = breakdown(m, logs, {0: [], 1: []})
     assert says in x.detect_bound and says in x.text
-    assert x.detect_limits == {"heartbeat_timeout_ms": 2000, "join_timeout_ms": 10000, "quorum_tick_ms": 100, "lighthouse": "ftrun"}
+    assert x.detect_limits == {
+        "heartbeat_timeout_ms": 2000,
+        "join_timeout_ms": 10000,
+        "quorum_tick_ms": 100,
+        "lighthouse": "ftrun",
+    }
     assert x.to_json()["detect_limits"] == x.detect_limits
     if waited < 1:
         assert "bounded by" not in x.detect_bound
@@ -181,24 +283,51 @@ def test_the_breakdown_text_shows_the_bound() -> None:
     from ftrun.report.recovery_view import recovery_lines
 
     logs = {(0, 0): [_step(16, T0 + 2.1, 2.0, [_q(5, [0], T0 + 2.0)])], (1, 0): []}
-    (x,) = breakdown(_manifest(detection={"heartbeat_timeout_ms": 2000, "join_timeout_ms": 10000, "quorum_tick_ms": 100,
-                                          "lighthouse": "ftrun"}), logs, {0: [], 1: []})
+    (x,) = breakdown(
+        _manifest(
+            detection={
+                "heartbeat_timeout_ms": 2000,
+                "join_timeout_ms": 10000,
+                "quorum_tick_ms": 100,
+                "lighthouse": "ftrun",
+            }
+        ),
+        logs,
+        {0: [], 1: []},
+    )
     lines = recovery_lines(x.to_json())
-    assert any(ln.startswith("detect: replica 0 waited 2.00 s in quorum 5") and "heartbeat timeout" in ln for ln in lines)
+    assert any(
+        ln.startswith("detect: replica 0 waited 2.00 s in quorum 5") and "heartbeat timeout" in ln for ln in lines
+    )
 
 
 def test_train_prints_the_breakdown_of_a_hang_too(capsys) -> None:
     """A hang relaunches nothing and lists no fault in ``faults``: its breakdown is printed all the same."""
     from ftrun.report.train_view import print_summary
 
-    reps = [dict(replica=r, steps=80, steps_per_s=8.0, commits=8, failed_commits=0, final_loss=2.0, final_manager_step=8)
-            for r in (0, 1, 2)]
-    hang = _rec(fault="hang 1@15", phases={**_rec()["phases"], "relaunch": None},
-                reasons={"relaunch": "not relaunched: a hang is not a crash"})
-    s = dict(schedule=dict(fragments=2, sync_every=10, fragment_sync_delay=3), backend="gloo", link=None, replicas=reps,
-             agreement=dict(ok=True, commits_checked=8, disagreements=[]), wall_s=37.0, failures=[], traces=[],
-             run_dir="r", manifest="r/manifest.json", recovery=[hang],
-             faults=dict(faults=[], restarts=0, heals=[], quorum_changes=[], commits_lost=0))
+    reps = [
+        dict(replica=r, steps=80, steps_per_s=8.0, commits=8, failed_commits=0, final_loss=2.0, final_manager_step=8)
+        for r in (0, 1, 2)
+    ]
+    hang = _rec(
+        fault="hang 1@15",
+        phases={**_rec()["phases"], "relaunch": None},
+        reasons={"relaunch": "not relaunched: a hang is not a crash"},
+    )
+    s = dict(
+        schedule=dict(fragments=2, sync_every=10, fragment_sync_delay=3),
+        backend="gloo",
+        link=None,
+        replicas=reps,
+        agreement=dict(ok=True, commits_checked=8, disagreements=[]),
+        wall_s=37.0,
+        failures=[],
+        traces=[],
+        run_dir="r",
+        manifest="r/manifest.json",
+        recovery=[hang],
+        faults=dict(faults=[], restarts=0, heals=[], quorum_changes=[], commits_lost=0),
+    )
     print_summary(s)
     out = capsys.readouterr().out
     assert "recovery · hang 1@15" in out and "not relaunched: a hang is" in out  # (the note column wraps)

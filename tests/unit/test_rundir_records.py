@@ -21,8 +21,19 @@ def test_rank_meta_written_and_read_back(tmp_path: Path) -> None:
     path = layout.meta_file(tmp_path, 1, 0)
     frag = {"id": 0, "params": [{"name": "w", "numel": 4, "shape": [2, 2]}], "numel": 4, "bytes": 16}
     traces: list[str] = []
-    meta = RankMeta(path, replica=1, rank=0, group_size=1, restart=0, backend="gloo", device="cpu", fragments=[frag],
-                    versions={"torch": _Version("2.13.0"), "torchft": None}, traces=traces, profile_window=[3, 5])
+    meta = RankMeta(
+        path,
+        replica=1,
+        rank=0,
+        group_size=1,
+        restart=0,
+        backend="gloo",
+        device="cpu",
+        fragments=[frag],
+        versions={"torch": _Version("2.13.0"), "torchft": None},
+        traces=traces,
+        profile_window=[3, 5],
+    )
     meta.write("running")
     got = layout.read_rank_meta(path)
     assert got is not None and got.status == "running" and got.pid == os.getpid() and got.versions["torch"] == "2.13.0"
@@ -62,13 +73,51 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
     import msgspec
 
     row = layout.LaunchGroupRow(replica=0, state="exited", exit_codes=[0], restarts=0, quorums=3, last_line="done")
-    s = layout.LaunchSummary(run_dir="/r", script="/s.py", seconds=1.0, groups=[row], quorums_seen=3, faults_fired=[],
-                             traces=[], trace_note=None, failures=[], ok=True)
+    s = layout.LaunchSummary(
+        run_dir="/r",
+        script="/s.py",
+        seconds=1.0,
+        groups=[row],
+        quorums_seen=3,
+        faults_fired=[],
+        traces=[],
+        trace_note=None,
+        failures=[],
+        ok=True,
+    )
     d = json.loads(layout.to_json(s, indent=1))
-    assert list(d) == ["run_dir", "script", "seconds", "groups", "quorums_seen", "faults_fired", "traces", "trace_note",
-                       "failures", "inspection", "ok"]
+    assert list(d) == [
+        "run_dir",
+        "script",
+        "seconds",
+        "groups",
+        "quorums_seen",
+        "faults_fired",
+        "traces",
+        "trace_note",
+        "failures",
+        "inspection",
+        "ok",
+    ]
     d["recovery"] = {"breakdown": []}
     assert msgspec.convert(d, layout.LaunchSummary) == s
     assert [f.name for f in msgspec.structs.fields(layout.TrainSummary)] == [
-        "run_dir", "ok", "wall_s", "mode", "schedule", "backend", "link", "devices", "replicas", "agreement",
-        "numerics", "failures", "traces", "traces_note", "manifest", "versions", "faults", "recovery"]
+        "run_dir",
+        "ok",
+        "wall_s",
+        "mode",
+        "schedule",
+        "backend",
+        "link",
+        "devices",
+        "replicas",
+        "agreement",
+        "numerics",
+        "failures",
+        "traces",
+        "traces_note",
+        "manifest",
+        "versions",
+        "faults",
+        "recovery",
+    ]

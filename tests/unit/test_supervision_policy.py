@@ -10,24 +10,35 @@ import pytest
 from ftrun.launch import diagnose, policy
 
 
-@pytest.mark.parametrize("code, restarts, max_restarts, fault, want", [
-    (0, 0, 0, None, "done"),
-    (0, 0, 1, "SIGKILL at step 3", "done"),
-    (1, 0, 1, None, "restart"),
-    (-9, 0, 1, "SIGKILL at step 3", "restart"),  # restarts left: relaunched, killed on purpose or not
-    (-9, 1, 1, "SIGKILL at step 3", "lost"),
-    (-9, 1, 1, None, "fail"),
-    (1, 0, 0, None, "fail"),
-])
+@pytest.mark.parametrize(
+    "code, restarts, max_restarts, fault, want",
+    [
+        (0, 0, 0, None, "done"),
+        (0, 0, 1, "SIGKILL at step 3", "done"),
+        (1, 0, 1, None, "restart"),
+        (-9, 0, 1, "SIGKILL at step 3", "restart"),  # restarts left: relaunched, killed on purpose or not
+        (-9, 1, 1, "SIGKILL at step 3", "lost"),
+        (-9, 1, 1, None, "fail"),
+        (1, 0, 0, None, "fail"),
+    ],
+)
 def test_exit_outcomes(code, restarts, max_restarts, fault, want):
     assert policy.on_exit(code, restarts, max_restarts, fault) == want
 
 
 def test_failure_line_names_group_exit_restarts_reason_and_log():
-    msg = policy.group_failed(1, -9, 2, "rank 0 was killed by SIGKILL (signal 9)", Path("/r/logs/replica1.log"),
-                              at="at step 7 (manager step 6)")
-    assert msg == ("replica group 1 was killed by SIGKILL (signal 9) at step 7 (manager step 6) after 2 restart(s): "
-                   "rank 0 was killed by SIGKILL (signal 9); see /r/logs/replica1.log")
+    msg = policy.group_failed(
+        1,
+        -9,
+        2,
+        "rank 0 was killed by SIGKILL (signal 9)",
+        Path("/r/logs/replica1.log"),
+        at="at step 7 (manager step 6)",
+    )
+    assert msg == (
+        "replica group 1 was killed by SIGKILL (signal 9) at step 7 (manager step 6) after 2 restart(s): "
+        "rank 0 was killed by SIGKILL (signal 9); see /r/logs/replica1.log"
+    )
     got = policy.group_failed(0, 2, 0, "KeyError: 'x'", Path("l"))
     assert got == "replica group 0 exited with code 2: KeyError: 'x'; see l"
 

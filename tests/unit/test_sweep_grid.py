@@ -109,8 +109,9 @@ def test_product_order_and_names():
 def test_classify_uses_config_rules_and_host_checks(tmp_path):
     cells = grid.product([grid.Axis("fragment_sync_delay", (1, 3)), grid.Axis("backend", ("gloo", "nccl"))])
     env_no_gpu = {"sync_every": 4, "fragments": 2, "out": str(tmp_path)}
-    grid.classify(cells, lambda p: build(**env_no_gpu, **p),
-                  lambda cfg: "no GPU here" if cfg.hosts.backend == "nccl" else None)
+    grid.classify(
+        cells, lambda p: build(**env_no_gpu, **p), lambda cfg: "no GPU here" if cfg.hosts.backend == "nccl" else None
+    )
     by = {c.name: c for c in cells}
     assert by["tau1_backend-gloo"].status == "run" and by["tau1_backend-gloo"].config.schedule.fragment_sync_delay == 1
     assert by["tau1_backend-nccl"].status == "unavailable" and by["tau1_backend-nccl"].reason == "no GPU here"

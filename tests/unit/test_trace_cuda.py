@@ -160,7 +160,9 @@ def test_sizes_without_record_shapes_come_from_record_param_comms(tmp_path):
     rep = analyze([run])
     assert rep.verdict == "pass", [e.problem for e in rep.events if e.problem]
     sends = [e for e in rep.events if e.kind == "send"]
-    assert sends and all(e.evidence == "send sizes" and e.fragment_checked and e.send.bytes == 4 * e.send.numel for e in sends)
+    assert sends and all(
+        e.evidence == "send sizes" and e.fragment_checked and e.send.bytes == 4 * e.send.numel for e in sends
+    )
 
 
 def test_quantized_call_is_one_collective_recognised_by_its_ops():

@@ -126,8 +126,18 @@ def test_gzip_inflating_thread_ends_with_the_reader(small_chunks, tmp_path):
     stops early (a consumer that breaks off, a Fallback) and when it reaches the end."""
     import threading
 
-    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "ts": float(i), "dur": 1.0,
-               "pid": 1, "tid": 1} for i in range(3000)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ProfilerStep#{i}",
+            "ts": float(i),
+            "dur": 1.0,
+            "pid": 1,
+            "tid": 1,
+        }
+        for i in range(3000)
+    ]
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
     before = threading.active_count()

@@ -77,7 +77,11 @@ def test_default_split_largest_modulelist_with_leading_and_trailing_params():
 
 def test_explicit_fqns_and_their_errors():
     m = fx.stack(64, 8, depth=2)
-    assert fr.assign_fragments(m, 2, [["emb", "layers.0"], ["layers.1", "out"]])[1] == ["layers.1.weight", "layers.1.bias", "out.weight"]
+    assert fr.assign_fragments(m, 2, [["emb", "layers.0"], ["layers.1", "out"]])[1] == [
+        "layers.1.weight",
+        "layers.1.bias",
+        "out.weight",
+    ]
     with pytest.raises(fr.ModelError, match="layers.1.weight belongs to no fragment"):
         fr.assign_fragments(m, 2, [["emb", "layers.0"], ["out"]])
     with pytest.raises(fr.ModelError, match="belongs to fragments 0 and 1"):

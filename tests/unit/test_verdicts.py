@@ -100,9 +100,18 @@ def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path,
     (run / ".ftrun-run").write_text(json.dumps({"pid": 1}))
     schedule = {"fragments": 4, "sync_every": 24, "fragment_sync_delay": 3}  # not the defaults
     config = {"schedule": schedule, "steps": 48} if tree else {**schedule, "steps": 48, "vocab": 256}
-    spec = {"config": config, "run_dir": str(run), "job_id": "j",
-            "profile_window": [21, 40], "threads": 1, "link": None, "faults": [], "quorum_timeout_s": 60.0,
-            "start_barrier": 2, "hostname": "127.0.0.1"}
+    spec = {
+        "config": config,
+        "run_dir": str(run),
+        "job_id": "j",
+        "profile_window": [21, 40],
+        "threads": 1,
+        "link": None,
+        "faults": [],
+        "quorum_timeout_s": 60.0,
+        "start_barrier": 2,
+        "hostname": "127.0.0.1",
+    }
     (run / "spec.json").write_text(json.dumps(spec))
     res = cli("inspect-trace", str(run))
     line = one_line(res)
