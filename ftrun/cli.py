@@ -47,6 +47,24 @@ def refuse_empty(values: dict, positional: dict[str, str] | None = None) -> None
                 raise BadInput(f"{shown} {x!r}: must not be empty")
 
 
+def refuses_blank(
+    positional: dict[str, str] | None = None, skip: tuple[str, ...] = ()
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command decorator: before the command runs, a string parameter given blank is one line,
+    exit 2 (``refuse_empty``; ``skip``: parameters passed through verbatim, e.g. a script's args).
+    Typer reads the command's own signature through ``functools.wraps``."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def command(**values: Any) -> Any:
+            guarded(lambda: refuse_empty({k: v for k, v in values.items() if k not in skip}, positional))
+            return fn(**values)
+
+        return command
+
+    return wrap
+
+
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -235,6 +253,7 @@ Example: ftrun inspect-trace profiles/streaming-0001
 
 
 @app.command("inspect-trace", help=INSPECT_HELP, short_help="Check traces against the streaming-DiLoCo schedule.")
+@refuses_blank({"paths": "PATH"})
 def inspect_cmd(
     paths: list[str] = typer.Argument(..., metavar="PATH", help="Run dir, trace folder or trace files."),
     fragments: int | None = typer.Option(None, help="F, for traces without a manifest."),
@@ -268,11 +287,7 @@ def inspect_cmd(
     ),
     junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
 ) -> None:
-    given = dict(locals())
-
     def body() -> int:
-        refuse_empty(given, {"paths": "PATH"})
-
         from ftrun.commands.inspect_trace import inspect_trace
 
         return inspect_trace(
@@ -311,6 +326,7 @@ Example: ftrun launch --replicas 2 --fragments 2 --sync-every 20 --fragment-sync
 @app.command(
     "launch", help=LAUNCH_HELP, short_help="Run any torchft script as replica groups; find and check its traces."
 )
+@refuses_blank(skip=("script_and_args",))
 def launch_cmd(
     script_and_args: list[str] | None = typer.Argument(
         None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."
@@ -347,11 +363,7 @@ def launch_cmd(
     overwrite: bool = typer.Option(False, help="Replace an existing ftrun run dir of the same name."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary (and the check) as JSON."),
 ) -> None:
-    given = dict(locals())
-
     def body() -> int:
-        refuse_empty({k: v for k, v in given.items() if k != "script_and_args"})
-
         from ftrun.commands.launch import launch
 
         return launch(
@@ -388,6 +400,7 @@ Example: ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 2
 
 
 @app.command("lighthouse", help=LIGHTHOUSE_HELP, short_help="Run torchft's lighthouse and print its URL.")
+@refuses_blank()
 def lighthouse_cmd(
     bind: str = typer.Option("[::]:29510", help="HOST:PORT to bind (port 0: a free port)."),
     min_replicas: int = typer.Option(..., help="Minimum replica groups for a quorum."),
@@ -397,11 +410,7 @@ def lighthouse_cmd(
     quorum_tick_ms: int = typer.Option(100, help="How often to check for a quorum."),
     heartbeat_timeout_ms: int = typer.Option(5000, help="How long without a heartbeat before a replica is dead."),
 ) -> None:
-    given = dict(locals())
-
     def body() -> int:
-        refuse_empty(given)
-
         from ftrun.commands.lighthouse import serve
 
         return serve(bind, min_replicas, join_timeout_ms, quorum_tick_ms, heartbeat_timeout_ms)
@@ -421,16 +430,13 @@ Example: ftrun view profiles/streaming-0001 --port 0
 
 
 @app.command("view", help=VIEW_HELP, short_help="Open a run's traces and scalars in TensorBoard.")
+@refuses_blank({"run_dir": "RUN_DIR"})
 def view_cmd(
     run_dir: str = typer.Argument(..., metavar="RUN_DIR", help="Run dir from `ftrun train` (with traces/)."),
     port: int = typer.Option(6006, help="Port (0: a free port)."),
     host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0: all interfaces)."),
 ) -> None:
-    given = dict(locals())
-
     def body() -> int:
-        refuse_empty(given, {"run_dir": "RUN_DIR"})
-
         from ftrun.commands.view import view
 
         return view(Path(run_dir), port=port, host=host)
@@ -520,7 +526,9 @@ Example: ftrun plan --check profiles/compare-20260101-120000
 
 
 @app.command("plan", help=PLAN_HELP, short_help="What-if model: will streaming DiLoCo hide my communication?")
+@refuses_blank()
 def plan_cmd(
+    ctx: typer.Context,
     from_dir: str | None = typer.Option(
         None,
         "--from",
@@ -582,11 +590,7 @@ def plan_cmd(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    given = dict(locals())
-
     def body() -> int:
-        refuse_empty(given)
-
         from ftrun.commands import plan as cmd
 
         if check is not None:
@@ -594,10 +598,10 @@ def plan_cmd(
                 f"--{k.replace('_', '-')}"
                 if k not in ("from_dir", "link")
                 else {"from_dir": "--from", "link": "--link"}[k]
-                for k, v in given.items()
+                for k, v in ctx.params.items()  # what click parsed, by parameter name
                 if k not in ("check", "tolerance", "json_out", "target_util", "data_parallel")
-                and v is not None
-                and v != []
+                and v is not None  # None, or an empty repeatable option: not given
+                and v not in ([], ())
             ]
             other += ["--data-parallel"] if data_parallel else []
             if other:
