@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -195,7 +195,8 @@ class Sketch(msgspec.Struct):
     measured — the SUM's, the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
     the tensors sketched."""
 
-    proj: list[float]
+    # exactly SKETCH_K: a hand-edited line with another count is not a record (event_log says where)
+    proj: Annotated[list[float], msgspec.Meta(min_length=SKETCH_K, max_length=SKETCH_K)]
     norm: float | None
     numel: int
     dtype: str

@@ -33,6 +33,19 @@ def test_a_line_that_is_no_record_is_bad_input_only_when_strict(tmp_path, line, 
     assert [r.step for r in read_event_log(p)] == [1, 3]
 
 
+def test_a_sketch_with_another_count_of_projections_is_no_record(tmp_path):
+    def with_proj(step, k):
+        sketch = {"proj": [0.5] * k, "norm": 1.0, "numel": 8, "dtype": "float32"}
+        rec = {**event_record(step), "heal_numerics": {"manager_step": 1, "fragments": [sketch]}}
+        return json.dumps(rec)
+
+    p = tmp_path / "e.jsonl"
+    p.write_text(f"{with_proj(1, 4)}\n{with_proj(2, 3)}\n{with_proj(3, 4)}\n")
+    with pytest.raises(BadInput, match=r"e\.jsonl:2: not an event record .*proj"):
+        read_event_log(p, strict=True)
+    assert [r.step for r in read_event_log(p)] == [1, 3]
+
+
 def test_missing_file(tmp_path):
     assert read_event_log(tmp_path / "nope.jsonl") == []
     with pytest.raises(BadInput, match="unreadable event log"):
