@@ -161,6 +161,10 @@ def run_foreign(out: Path, *extra: str) -> Path:
 
 # Small and fast on 2 CPU cores.
 SMALL = ["--width", "32", "--batch-size", "4", "--seq-len", "16"]
+# The recovery tests' run: 3 groups, F=2, H=10, tau=3, 100 ms of compute a step, so a group
+# killed or stalled at step 15 has time to come back, heal and commit before the run ends.
+RECOVERY_RUN = [*SMALL, "--replicas", "3", "--fragments", "2", "--sync-every", "10", "--fragment-sync-delay", "3"]
+RECOVERY_RUN += ["--step-sleep-ms", "100"]
 
 TIMELINE_WIDTH_PX = 1600  # compare draws timeline.png this wide
 

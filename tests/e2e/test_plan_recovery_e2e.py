@@ -9,31 +9,10 @@ import subprocess
 
 import pytest
 
-from train_fixtures import FTRUN, SMALL, run_train
+from train_fixtures import FTRUN, RECOVERY_RUN, run_train
 
-RUN = [
-    *SMALL,
-    "--profile",
-    "3:8",
-    "--sync-every",
-    "10",
-    "--fragments",
-    "2",
-    "--fragment-sync-delay",
-    "3",
-    "--replicas",
-    "3",
-    "--steps",
-    "50",
-    "--step-sleep-ms",
-    "100",
-    "--kill",
-    "1@15",
-    "--restarts",
-    "1",
-    "--link",
-    "20mbit,5ms",
-]
+RUN = [*RECOVERY_RUN, "--profile", "3:8", "--steps", "50", "--kill", "1@15", "--restarts", "1"]
+RUN += ["--link", "20mbit,5ms"]
 
 
 @pytest.mark.e2e

@@ -10,29 +10,9 @@ import subprocess
 import pytest
 
 from ftrun.check.recovery import PHASES
-from train_fixtures import FTRUN, SMALL, run_train
+from train_fixtures import FTRUN, RECOVERY_RUN, run_train
 
-RUN = [
-    *SMALL,
-    "--profile",
-    "3:8",
-    "--sync-every",
-    "10",
-    "--fragments",
-    "2",
-    "--fragment-sync-delay",
-    "3",
-    "--replicas",
-    "3",
-    "--steps",
-    "90",
-    "--step-sleep-ms",
-    "100",
-    "--kill",
-    "1@15",
-    "--restarts",
-    "1",
-]
+RUN = [*RECOVERY_RUN, "--profile", "3:8", "--steps", "90", "--kill", "1@15", "--restarts", "1"]
 
 
 @pytest.mark.e2e

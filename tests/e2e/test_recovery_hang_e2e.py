@@ -7,28 +7,10 @@ from __future__ import annotations
 import pytest
 
 from ftrun.check.recovery import PHASES
-from train_fixtures import SMALL, run_train
+from train_fixtures import RECOVERY_RUN, run_train
 
 HANG_S = 13.0  # > the lighthouse's join timeout (10 s): a stalled group still heartbeats, so only that drops it
-RUN = [
-    *SMALL,
-    "--profile",
-    "none",
-    "--sync-every",
-    "10",
-    "--fragments",
-    "2",
-    "--fragment-sync-delay",
-    "3",
-    "--replicas",
-    "3",
-    "--steps",
-    "80",
-    "--step-sleep-ms",
-    "100",
-    "--hang",
-    f"1@15:{HANG_S:g}",
-]
+RUN = [*RECOVERY_RUN, "--profile", "none", "--steps", "80", "--hang", f"1@15:{HANG_S:g}"]
 
 
 @pytest.mark.e2e
