@@ -40,10 +40,11 @@ def q(qid, participants, t, heal=False, src=None):
     return Quorum(quorum_id=qid, participants=participants, replica_rank=0, max_step=1, heal=heal, heal_source=src, t=t)
 
 
-def manifest(restart=True):
+def manifest(restart=True, incarnation=True):
+    relaunched = {"event": "restart", "t": T0 + 0.2, "replica": 1, **({"incarnation": 1} if incarnation else {})}
     events = [
         {"event": "group_exit", "t": T0 + 0.1, "replica": 1, "code": -9},
-        *([{"event": "restart", "t": T0 + 0.2, "replica": 1, "incarnation": 1}] if restart else []),
+        *([relaunched] if restart else []),
     ]
     return msgspec.convert(
         {
@@ -125,6 +126,21 @@ def test_every_phase_from_its_own_records_overlap_once_and_the_gap_unaccounted()
     d = x.to_json()
     assert set(d["phases"]) == set(PHASES) and d["heal_source"] == 0 and d["total_s"] == 6.0
     assert d["spans"]["detect"] == [0.0, 2.0]  # seconds after the fault
+
+
+def test_a_restart_without_its_incarnation_keeps_the_groups_lifecycle_after_the_fault() -> None:
+    # a run log that does not name the incarnation (hand-made, or another writer's): the group's
+    # lifecycle records after the fault are its relaunch's, not dropped for want of a number
+    (want,) = breakdown(manifest(), logs(), lifecycles())
+    (x,) = breakdown(manifest(incarnation=False), logs(), lifecycles())
+    assert x.spans == want.spans and x.phases == pytest.approx(want.phases)
+    assert x.spans["relaunch"] == (T0 + 0.2, T0 + 3.0) and "relaunch" not in x.reasons
+    assert x.relaunch_detail == pytest.approx(want.relaunch_detail)
+    # without manager_up the reason still reads (no "incarnation <unset>")
+    life = lifecycles()
+    life[1] = [e for e in life[1] if e.event != "manager_up"]
+    (y,) = breakdown(manifest(incarnation=False), logs(), life)
+    assert y.reasons["relaunch"] == "relaunched but no manager_up in its lifecycle log"
 
 
 def test_traced_spans_are_preferred_and_said() -> None:
