@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
+from ftrun import _API
 from ftrun.errors import BadInput, RunFailed
-from ftrun.schedule import Event, Schedule, ScheduleError
+from ftrun.schedule import Event, Schedule, ScheduleError  # noqa: F401  (Event: re-exported, __all__)
 
 if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, rich, typer)
     from ftrun import layout
@@ -32,21 +33,8 @@ if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, r
     from ftrun.check.result import EventResult
     from ftrun.config import RunConfig
 
-__all__ = [
-    "BadInput",
-    "Comparison",
-    "Event",
-    "EventResult",
-    "Report",
-    "Run",
-    "RunFailed",
-    "Schedule",
-    "ScheduleError",
-    "TrainFailed",
-    "check_traces",
-    "compare",
-    "train",
-]
+# the one list of the API's names: ftrun's (``ftrun._API``), which re-exports them lazily
+__all__ = list(_API)
 
 PathLike = str | Path
 
