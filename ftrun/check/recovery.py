@@ -252,16 +252,6 @@ def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
     return recovery_of(run_dir, m, logs)
 
 
-def from_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the fault story, the breakdowns) of a summary.json: ``faults`` (faults, restarts, heals,
-    quorum changes, commits lost) and ``recovery`` (``Recovery.to_json`` per fault, as inspect-trace
-    --json has it); a summary of an earlier ftrun kept both in ``recovery`` (``recovery.breakdown``)."""
-    rec = summary.get("recovery")
-    if isinstance(rec, dict):  # the earlier shape
-        return {k: v for k, v in rec.items() if k != "breakdown"}, list(rec.get("breakdown") or [])
-    return dict(summary.get("faults") or {}), list(rec or [])
-
-
 def _quorums(records: list[EventRecord]) -> list[Quorum]:
     return [q for x in records for q in (x.quorums or [])]
 

@@ -105,9 +105,7 @@ def print_summary(summary: dict) -> None:
         console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))
         for p in (num.get("problems") or [])[1:]:
             console.print(styled(f"numerics: {p['text']}", "red"))
-    from ftrun.check.recovery import from_summary
-
-    rec, breakdown = from_summary(summary)
+    rec, breakdown = summary.get("faults") or {}, summary.get("recovery") or []
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
             if f.get("recovered_s") is not None:

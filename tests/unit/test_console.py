@@ -23,7 +23,7 @@ from ftrun.errors import BadInput
 from ftrun.launch.progress import GroupProgress
 from ftrun.link_spec import parse_link
 from ftrun.report import compare_view, inspect_view, train_view
-from train_fixtures import cli, one_line
+from train_fixtures import cli, one_line, train_summary
 
 WIDTH = 80
 TRICKY = "x:smile:y [rank0] [/y] [enforce fail at alloc.cpp:83] 5:100"  # markup, emoji codes, a closing tag
@@ -52,30 +52,13 @@ def _flat(text: str) -> str:
 
 
 def summary(run_dir: str = "ws/x[/y]", failures: list[str] | None = None) -> dict:
-    reps = [
-        dict(
-            replica=r,
-            steps=60,
-            steps_per_s=28.05 + r,
-            commits=6,
-            failed_commits=r,
-            final_loss=2.0225 - r / 10,
-            final_manager_step=6,
-        )
-        for r in (0, 1)
-    ]
-    return dict(
-        schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5),
-        backend="gloo",
-        link=dict(describe="260 Mbit/s, 10 ms"),
-        replicas=reps,
-        agreement=dict(ok=True, commits_checked=6, disagreements=[]),
-        wall_s=10.5,
-        recovery={},
-        failures=failures if failures is not None else [],
-        traces=["a", "b"],
+    link = dict(bandwidth_bps=260e6, latency_s=0.01, emulated=True, describe="260 Mbit/s, 10 ms")
+    return train_summary(
         run_dir=run_dir,
         manifest=f"{run_dir}/manifest.json",
+        link=link,
+        traces=["a", "b"],
+        failures=failures if failures is not None else [],
     )
 
 

@@ -11,29 +11,15 @@ from ftrun import layout
 from ftrun.check.recovery import PHASES, breakdown
 from ftrun.layout import EventRecord, LifecycleEvent, Quorum
 from ftrun.torchft_compat import LABELS
+from train_fixtures import event_record
 
 T0 = 1000.0
 
 
 def rec(step, t, *, commit=None, quorums=(), participants=3, quorum_s=None, restart=0):
     extra = {"quorum_s": quorum_s} if quorum_s is not None else {}
-    return EventRecord(
-        step=step,
-        manager_step=0,
-        manager_step_after=0,
-        participants=participants,
-        quorum_id=None,
-        loss=1.0,
-        step_time_s=0.1,
-        restart=restart,
-        sent=None,
-        synced=None,
-        commit=commit,
-        fingerprint=None,
-        t=t,
-        quorums=list(quorums) if quorums else msgspec.UNSET,
-        **extra,
-    )
+    fields = dict(participants=participants, loss=1.0, step_time_s=0.1, restart=restart, commit=commit, t=t)
+    return EventRecord(**event_record(step, **fields, quorums=list(quorums) or msgspec.UNSET, **extra))
 
 
 def q(qid, participants, t, heal=False, src=None):
