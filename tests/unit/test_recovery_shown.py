@@ -297,20 +297,8 @@ def test_train_prints_the_breakdown_of_a_hang_too(capsys) -> None:
     """A hang relaunches nothing and lists no fault in ``faults``: its breakdown is printed all the same."""
     from ftrun.report.train_view import print_summary
 
-    reps = [
-        dict(
-            replica=r,
-            steps=80,
-            last_step=80,
-            steps_per_s=8.0,
-            commits=8,
-            failed_commits=0,
-            final_loss=2.0,
-            final_manager_step=8,
-            lost=None,
-        )
-        for r in (0, 1, 2)
-    ]
+    group = train_summary()["replicas"][0]
+    reps = [{**group, "replica": r, "steps": 80, "last_step": 80} for r in (0, 1, 2)]
     hang = _rec(
         fault="hang 1@15",
         phases={**_rec()["phases"], "relaunch": None},
