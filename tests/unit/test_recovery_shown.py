@@ -64,14 +64,8 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
         assert any(t.startswith("heal: not measured (no heal") for t in texts)  # said, not drawn
         assert "streaming · recovery · kill 1@25 · first commit 6.00 s after the fault, unaccounted 0.30 s" in texts
         assert rax.get_xlabel() == "seconds from the fault"
-        assert [t.get_text() for t in rax.get_yticklabels()] == [
-            "detect",
-            "relaunch",
-            "join",
-            "reconfigure",
-            "heal",
-            "catch-up",
-        ]
+        lanes = ["detect", "relaunch", "join", "reconfigure", "heal", "catch-up"]  # one a phase, in order
+        assert [t.get_text() for t in rax.get_yticklabels()] == lanes
         bars = [c for c in rax.collections if isinstance(c, PolyCollection)]
         colours = {tuple(round(x, 3) for x in c.get_facecolor()[0]) for c in bars if c.get_facecolor().size}
         from matplotlib.colors import to_rgba
@@ -79,16 +73,7 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
         for k in ("detect", "relaunch", "join", "reconfigure", "catch_up"):
             assert tuple(round(x, 3) for x in to_rgba(PHASE_COLOURS[k])) in colours, k
         legend = [t.get_text() for t in rax.get_legend().get_texts()]
-        assert legend == [
-            "detect",
-            "relaunch",
-            "join",
-            "reconfigure",
-            "heal",
-            "catch-up",
-            "unaccounted (no phase)",
-            "the group's first commit",
-        ]
+        assert legend == [*lanes, "unaccounted (no phase)", "the group's first commit"]
     finally:
         plt.close(fig)
     png = draw([Lane("a · replica 0", steps=[(0.0, 0.1)])], tmp_path / "timeline.png", "t", recovery=[lane])
