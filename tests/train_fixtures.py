@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ftrun import layout
@@ -448,7 +449,9 @@ class TrainRun:
     survivors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return json.loads((self.run_dir / layout.SUMMARY).read_text())
+        """summary.json read by its type (``layout.read_train_summary``: one that is not a
+        ``TrainSummary`` fails the test), as JSON data."""
+        return msgspec.to_builtins(layout.read_train_summary(self.run_dir))
 
     def manifest(self) -> dict:
         return json.loads((self.run_dir / layout.MANIFEST).read_text())
