@@ -42,7 +42,11 @@ TRAIN_TOKENS = 25e9
 CU = (0.5, 0.8, 0.9, 0.95)
 TABLE4 = {  # Gbit/s to reach CU = 50 / 80 / 90 / 95%
     "streaming": {1e9: (0.4, 0.9, 1.7, 2.0), 1e10: (0.4, 0.9, 1.4, 1.4), 1e11: (0.5, 0.9, 1.1, 1.1)},
-    "data_parallel": {1e9: (86.8, 152.6, 184.2, 222.3), 1e10: (104.8, 222.3, 222.3, 268.3), 1e11: (184.2, 323.8, 390.7, 390.7)},
+    "data_parallel": {
+        1e9: (86.8, 152.6, 184.2, 222.3),
+        1e10: (104.8, 222.3, 222.3, 268.3),
+        1e11: (184.2, 323.8, 390.7, 390.7),
+    },
 }
 CAPTION_DP = {1e9: 100.0, 1e10: 200.0, 1e11: 300.0}  # Fig. 4 caption, Gbit/s
 TABLE1 = {"dp_inf_h": 0.67, "dp_1g_h": 109.0, "dp_x": 441.0, "st_1g_h": 0.88, "st_x": 1.10, "st_x_m4": 0.55}
@@ -83,8 +87,9 @@ def planned(req: PlanRequest) -> dict:
 def command(params: float) -> str:
     """The ``ftrun plan`` command line of ``request(params)`` (the README shows it)."""
     r = request(params)
+    n = f"{params:.0e}".replace("e+0", "e").replace("e+", "e")  # 1e9, 1e10, 1e11
     return (
-        f"ftrun plan --params {f'{params:.0e}'.replace('e+0', 'e').replace('e+', 'e')} --dtype fp4 --dp-dtype bf16 --step-ms {r.step_ms:g} "
+        f"ftrun plan --params {n} --dtype fp4 --dp-dtype bf16 --step-ms {r.step_ms:g} "
         f"--tokens-per-step {r.tokens_per_step:g} --replicas {r.replicas} --layers {r.layers} "
         f"--layers-per-fragment {r.layers_per_fragment} --sync-every {r.sync_every} "
         f"--fragment-sync-delay {r.fragment_sync_delay} --data-parallel"
@@ -187,7 +192,7 @@ def paper_table() -> list[str]:
     def exchanged(label: str, row: dict, claim: float) -> str:
         x, sent = row["exchanged_bits_per_replica"] / 1e12, row["sent_bytes_per_replica"] / 1e12
         return (
-            f"| {label}: {claim:g} \"Terabytes exchanged\" | {x:.3g} Tbit exchanged/replica "
+            f'| {label}: {claim:g} "Terabytes exchanged" | {x:.3g} Tbit exchanged/replica '
             f"({sent:.3g} TB sent/replica) | {x / claim:.2f}× as Tbit ({sent / claim:.3f}× as TB) |"
         )
 
