@@ -475,8 +475,8 @@ def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -
     """A training of ``steps`` steps at the predicted rate: hours; bytes sent per replica (its
     uplink: an allreduce of B bytes sends 2(R-1)/R B); and bits exchanged per replica: the values
     it contributes (its pseudo-gradients once per H steps, or its gradients every step, before
-    the allreduce), whatever R: the paper's accounting (README, "Against the Streaming DiLoCo
-    paper": its "Terabytes exchanged" are this, in terabits)."""
+    the allreduce), whatever R: what the Streaming DiLoCo paper's "Terabytes exchanged" match,
+    read as terabits (README, "Against the Streaming DiLoCo paper")."""
     if steps is None or not p.steps:
         return {}
     return {
