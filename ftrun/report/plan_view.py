@@ -15,7 +15,7 @@ from ftrun.output import atomic_path
 def bw(bps: float | None) -> str:
     if bps is None:
         return "-"
-    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
         if bps >= scale:
             return f"{bps / scale:.3g} {unit}"
     return f"{bps:.3g} bit/s"

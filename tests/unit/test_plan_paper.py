@@ -50,6 +50,8 @@ TABLE4 = {  # Gbit/s to reach CU = 50 / 80 / 90 / 95%
 }
 CAPTION_DP = {1e9: 100.0, 1e10: 200.0, 1e11: 300.0}  # Fig. 4 caption, Gbit/s
 TABLE1 = {"dp_inf_h": 0.67, "dp_1g_h": 109.0, "dp_x": 441.0, "st_1g_h": 0.88, "st_x": 1.10, "st_x_m4": 0.55}
+# Table 1's longer trainings: tokens -> (DP h unlimited, DP h at 1 Gbit/s, DP exchanged, streaming h, exchanged)
+TABLE1_LONGER = {100e9: (2.7, 438.0, 1767.0, 3.5, 4.42), 250e9: (6.75, 1097.0, 4418.0, 8.75, 11.05)}
 
 
 def sync_every(fragments: int) -> int:
@@ -141,6 +143,18 @@ def test_table_1_hours(table_1: dict) -> None:
     assert within_2x(gbit["data_parallel"]["train_hours"], TABLE1["dp_1g_h"])  # 106 h
     assert within_2x(gbit["streaming"]["train_hours"], TABLE1["st_1g_h"])  # 0.883 h
     assert unlimited["streaming"]["train_hours"] == pytest.approx(unlimited["data_parallel"]["train_hours"], rel=1e-3)
+
+
+@pytest.mark.parametrize("tokens", list(TABLE1_LONGER))
+def test_table_1_longer_trainings(tokens: float) -> None:
+    tr = dict(links=("1gbit,0ms", "1000gbit,0ms"), train_tokens=tokens)
+    gbit, unlimited = planned(request(1e9, **tr))["configs"]
+    dp_inf, dp_1g, dp_x, st_1g, st_x = TABLE1_LONGER[tokens]
+    assert within_2x(unlimited["data_parallel"]["train_hours"], dp_inf)
+    assert within_2x(gbit["data_parallel"]["train_hours"], dp_1g)
+    assert within_2x(gbit["streaming"]["train_hours"], st_1g)
+    assert within_2x(gbit["data_parallel"]["exchanged_bits_per_replica"] / 1e12, dp_x)  # as Tbit
+    assert within_2x(gbit["streaming"]["exchanged_bits_per_replica"] / 1e12, st_x)
 
 
 def test_table_1_exchanged_is_per_replica_bits(table_1: dict) -> None:
