@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import typer.main
 
-from ftrun import config as cfgmod
+from ftrun import config as cfgmod, layout
 from ftrun.check.result import EventResult, Report, ReportSchedule, SyncFigures, WorkerReport
 from ftrun.cli import app
 from ftrun.console import console
@@ -51,15 +51,17 @@ def _flat(text: str) -> str:
 # --- real-looking data ------------------------------------------------------------------------
 
 
-def summary(run_dir: str = "ws/x[/y]", failures: list[str] | None = None) -> dict:
+def summary(run_dir: str = "ws/x[/y]", failures: list[str] | None = None, **fields) -> layout.TrainSummary:
     link = dict(bandwidth_bps=260e6, latency_s=0.01, emulated=True, describe="260 Mbit/s, 10 ms")
-    return train_summary(
+    data = train_summary(
         run_dir=run_dir,
         manifest=f"{run_dir}/manifest.json",
         link=link,
         traces=["a", "b"],
         failures=failures if failures is not None else [],
+        **fields,
     )
+    return msgspec.convert(data, layout.TrainSummary)
 
 
 def report(
@@ -505,9 +507,10 @@ def test_readme_inspect_sample_shows_the_columns_the_cli_prints():
 def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
     """A group's own run dir (several hosts) compares nothing: "agreed after all 0 commits" under
     "commits 6" was wrong; it points at the job-wide check instead."""
-    s = summary()
-    s["replicas"] = s["replicas"][:1]
-    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=1, groups_in_job=2)
+    one = train_summary()["replicas"][:1]
+    s = summary(
+        replicas=one, agreement=dict(ok=True, commits_checked=0, disagreements=[], groups_here=1, groups_in_job=2)
+    )
     train_view.print_summary(s)
     out = _flat(capsys.readouterr().out)
     assert "agreed after" not in out
@@ -515,8 +518,7 @@ def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
         "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` "
         "of all 2 groups' run dirs" in out
     )
-    s = summary()
-    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2)
+    s = summary(agreement=dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2))
     train_view.print_summary(s)
     assert "no commit seen by two replicas: agreement not checked" in _flat(capsys.readouterr().out)
     train_view.print_summary(summary())

@@ -295,6 +295,6 @@ def test_train_prints_the_breakdown_of_a_hang_too(capsys) -> None:
         wall_s=37.0,
         recovery=[hang],
     )
-    print_summary(s)
+    print_summary(msgspec.convert(s, layout.TrainSummary))
     out = capsys.readouterr().out
     assert "recovery · hang 1@15" in out and "not relaunched: a hang is" in out  # (the note column wraps)

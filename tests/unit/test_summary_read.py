@@ -48,7 +48,7 @@ def test_the_summary_train_writes_reads_back_as_the_same_record(tmp_path: Path) 
     assert got == s and got.replicas[1].last_step == 60 and got.recovery == BREAKDOWN
 
 
-def test_summaries_of_earlier_ftruns_read(tmp_path: Path) -> None:
+def test_summaries_of_earlier_ftruns_read(tmp_path: Path, capsys) -> None:
     # the first ftrun's summary (Nov 30): no devices, numerics, traces_note, versions, faults,
     # recovery; groups without last_step and lost; agreement without the group counts
     first = _without(train_summary(), "devices", "numerics", "traces_note", "versions", "faults", "recovery")
@@ -57,6 +57,10 @@ def test_summaries_of_earlier_ftruns_read(tmp_path: Path) -> None:
     s = layout.read_train_summary(_run_dir(tmp_path, first))
     assert s.replicas[0].last_step is None and s.replicas[0].commits == 6 and s.agreement.groups_here is None
     assert (s.devices, s.numerics, s.faults, s.recovery, s.versions) == ([], None, {}, [], {})
+    from ftrun.report.train_view import print_summary
+
+    print_summary(s)  # and it prints as train's own
+    assert "replicas agreed after all 6 commits" in " ".join(capsys.readouterr().out.split())
     # before the top-level breakdown list: the story with its breakdown inside ``recovery``
     earlier = _without(train_summary(recovery={**STORY, "breakdown": BREAKDOWN}), "faults")
     s = layout.read_train_summary(_run_dir(tmp_path, earlier, "earlier"))
