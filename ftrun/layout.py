@@ -49,6 +49,7 @@ from msgspec import UNSET, UnsetType
 from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
 from ftrun.fault_flags import fault_key  # a fault's name: its marker file faults/<key>.json
+from ftrun.small_files import read_file
 
 FORMAT = 1
 
@@ -626,19 +627,23 @@ class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
 
 
-class LaunchGroupRow(msgspec.Struct):
+class LaunchGroupRow(msgspec.Struct, kw_only=True):
     """One group in ``LaunchSummary.groups`` (and the live view): a group that exited non-zero
-    shows its error (``ftrun.launch.diagnose.describe``) as ``last_line``."""
+    shows its error (``ftrun.launch.diagnose.describe``) as ``last_line``; ``quorums``: the quorums
+    it joined (None: a summary of an ftrun before the column)."""
 
     replica: int
     state: str
     exit_codes: list[int]
     restarts: int
-    quorums: int
+    quorums: int | None = None
     last_line: str
 
 
 class LaunchTrace(msgspec.Struct):
+    """A trace ``ftrun launch`` found; ``checked``: whether its report covers it (a summary of an
+    ftrun before the field reads it as the rule of then: checked when its rank is known)."""
+
     replica: int
     rank: int | None
     path: str
@@ -647,8 +652,8 @@ class LaunchTrace(msgspec.Struct):
 
 
 class LaunchSummary(msgspec.Struct, kw_only=True):
-    """``summary.json`` of ``ftrun launch`` (also what ``--json`` prints). ``inspection``: the
-    report of the traces (``ftrun.check``'s ``Report.to_json``; None: not inspected)."""
+    """``summary.json`` of ``ftrun launch`` (also what ``--json`` prints; read: ``read_launch_summary``).
+    ``inspection``: the report of the traces (``ftrun.check``'s ``Report.to_json``; None: not inspected)."""
 
     run_dir: str
     script: str
@@ -690,12 +695,15 @@ class SweepCell(msgspec.Struct, kw_only=True):
     notes: list[str] = []
 
 
+SWEEP_CELL_LIMIT = 16 << 20  # bytes of a sweep-cell.json read at most (one is a few KB: metrics and the config)
+
+
 def read_sweep_cell(path: Path) -> SweepCell:
-    """``BadInput`` (one line naming the file and the field) unless it is a sweep cell result."""
+    """``BadInput`` (one line naming the file and the field) unless it is a sweep cell result
+    (of at most ``SWEEP_CELL_LIMIT`` bytes)."""
+    data = read_file(Path(path), SWEEP_CELL_LIMIT, "sweep cell result")
     try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=SweepCell)
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read ({e.strerror or e})") from None
+        return msgspec.json.decode(data, type=SweepCell)
     except msgspec.DecodeError as e:  # ValidationError is a DecodeError
         raise BadInput(f"{path}: not an ftrun sweep cell result ({e})") from None
 
@@ -719,28 +727,44 @@ def to_json(record: msgspec.Struct, indent: int | None = None) -> str:
     return json.dumps(msgspec.to_builtins(record), indent=indent)
 
 
+# How many bytes each run-dir record is read at most (``ftrun.small_files.read_file``: a FIFO or a
+# device is never opened), each far above what a real run writes, so that only a file that is
+# not one (a log renamed, a disk image) is refused, before it is decoded into memory:
+RANK_META_LIMIT = 64 << 20  # a few KB; its fragments list every parameter (a 10k-tensor model: ~1 MB)
+MARKER_LIMIT = 64 << 10  # .ftrun-run: a pid and a time, ~40 bytes
+FAULT_MARKER_LIMIT = 64 << 10  # faults/<key>.json: one fault, ~200 bytes
+SPEC_LIMIT = 16 << 20  # the config tree, the faults and the network: a few KB
+# manifest.json: every expected send and sync (~120 bytes each, indented), every parameter of every
+# fragment, every run event: a 1M-step run with a sync every step is ~250 MB at most
+MANIFEST_LIMIT = 512 << 20
+
+
 def read_rank_meta(path: Path) -> RankMeta | None:
-    """A rank's meta file; None when it is missing, half-written or not one (the parent reads
-    it while the rank may be writing, and a rank that died early wrote none)."""
+    """A rank's meta file; None when it is missing, half-written, over ``RANK_META_LIMIT`` bytes,
+    not a regular file or not one (the parent reads it while the rank may be writing, and a rank
+    that died early wrote none)."""
     try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=RankMeta)
-    except (OSError, msgspec.DecodeError):
+        return msgspec.json.decode(read_file(Path(path), RANK_META_LIMIT, "rank meta"), type=RankMeta)
+    except (BadInput, msgspec.DecodeError):
         return None
 
 
 def read_run_marker(run_dir: Path) -> RunMarker | None:
-    """A run dir's ``.ftrun-run`` (None: missing or not one)."""
+    """A run dir's ``.ftrun-run`` (None: missing, not a regular file, over ``MARKER_LIMIT`` bytes,
+    or not one)."""
     try:
-        return msgspec.json.decode((Path(run_dir) / RUN_MARKER).read_bytes(), type=RunMarker)
-    except (OSError, msgspec.DecodeError):
+        return msgspec.json.decode(read_file(Path(run_dir) / RUN_MARKER, MARKER_LIMIT, "run marker"), type=RunMarker)
+    except (BadInput, msgspec.DecodeError):
         return None
 
 
 def read_spec(path: Path) -> Spec:
-    """spec.json -> ``Spec`` (a rank's input; ``BadInput`` if it is not one)."""
+    """spec.json -> ``Spec`` (a rank's input; ``BadInput``, one line naming the file, if it is
+    unreadable, over ``SPEC_LIMIT`` bytes or not one)."""
+    data = read_file(Path(path), SPEC_LIMIT, "spec")
     try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=Spec)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+        return msgspec.json.decode(data, type=Spec)
+    except msgspec.DecodeError as e:  # ValidationError is a DecodeError
         raise BadInput(f"{path}: not an ftrun spec ({e})") from None
 
 
@@ -756,11 +780,13 @@ def check_format(manifest: dict[str, Any], path: Path) -> None:
 
 def read_manifest(run_dir: Path) -> AnyManifest:
     """A run dir's manifest.json: a ``Manifest`` (``ftrun train``) or a ``LaunchManifest``
-    (``kind`` "launch"); ``BadInput`` (one line) if unreadable, of another format, or not one."""
+    (``kind`` "launch"); ``BadInput`` (one line) if unreadable, over ``MANIFEST_LIMIT`` bytes,
+    of another format, or not one."""
     path = Path(run_dir) / MANIFEST
+    data = read_file(path, MANIFEST_LIMIT, "manifest")
     try:
-        m = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as e:
+        m = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
         raise BadInput(f"{path}: unreadable manifest ({e})") from None
     if not isinstance(m, dict):
         raise BadInput(f"{path}: not an ftrun manifest (a JSON {type(m).__name__}, not an object)")
@@ -773,7 +799,21 @@ def read_manifest(run_dir: Path) -> AnyManifest:
         raise BadInput(f"{path}: not an ftrun manifest ({e})") from None
 
 
-SUMMARY_LIMIT = 64 << 20  # bytes of a summary.json read at most (one is kilobytes)
+# summary.json: a train summary is kilobytes; a launch summary holds its traces' whole report
+# (``inspection``: a row per send and per sync), tens of MB for a long run
+SUMMARY_LIMIT = 256 << 20
+
+
+def _summary_object(path: Path) -> dict[str, Any]:
+    """summary.json as a JSON object, bounded (``SUMMARY_LIMIT``); ``BadInput`` naming the file."""
+    data = read_file(path, SUMMARY_LIMIT, "summary")
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise BadInput(f"{path}: unreadable summary ({e})") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}: not an ftrun summary (a JSON {type(raw).__name__}, not an object)")
+    return raw
 
 
 def read_train_summary(run_dir: Path) -> TrainSummary:
@@ -783,21 +823,7 @@ def read_train_summary(run_dir: Path) -> TrainSummary:
     ``recovery`` (the fault story with the breakdowns inside, as ``breakdown``) is split into
     ``faults`` (the story) and ``recovery`` (the breakdowns)."""
     path = Path(run_dir) / SUMMARY
-    try:
-        if not path.is_file():  # (a FIFO or a directory: never opened)
-            raise BadInput(f"{path}: unreadable summary ({'not a regular file' if path.exists() else 'no such file'})")
-        with path.open("rb") as f:
-            data = f.read(SUMMARY_LIMIT + 1)
-    except OSError as e:
-        raise BadInput(f"{path}: unreadable summary ({e.strerror or e})") from None
-    if len(data) > SUMMARY_LIMIT:
-        raise BadInput(f"{path}: unreadable summary (more than {SUMMARY_LIMIT >> 20} MB)")
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise BadInput(f"{path}: unreadable summary ({e})") from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"{path}: not an ftrun summary (a JSON {type(raw).__name__}, not an object)")
+    raw = _summary_object(path)
     if "script" in raw and "mode" not in raw:
         raise BadInput(f"{path}: an ftrun launch summary; this reads the summaries of ftrun train run dirs")
     rec = raw.get("recovery")
@@ -808,6 +834,30 @@ def read_train_summary(run_dir: Path) -> TrainSummary:
         return msgspec.convert(raw, TrainSummary)
     except msgspec.ValidationError as e:
         raise BadInput(f"{path}: not an ftrun train summary ({e})") from None
+
+
+def read_launch_summary(run_dir: Path) -> LaunchSummary:
+    """A run dir's summary.json of ``ftrun launch``; ``BadInput`` (one line naming the file) if it
+    is missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun train`` summary
+    too). One of an earlier ftrun reads as well: a group row without ``quorums`` reads None, a
+    trace without ``checked`` reads as checked when its rank was known (what that ftrun checked)."""
+    path = Path(run_dir) / SUMMARY
+    raw = _summary_object(path)
+    if "mode" in raw and "script" not in raw:
+        raise BadInput(f"{path}: an ftrun train summary; this reads the summaries of ftrun launch run dirs")
+    traces = raw.get("traces")
+    if isinstance(traces, list):
+        raw = {
+            **raw,
+            "traces": [
+                {**t, "checked": t.get("rank") is not None} if isinstance(t, dict) and "checked" not in t else t
+                for t in traces
+            ],
+        }
+    try:
+        return msgspec.convert(raw, LaunchSummary)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun launch summary ({e})") from None
 
 
 def read_train_manifest(run_dir: Path) -> Manifest:
@@ -872,8 +922,16 @@ def fault_markers(run_dir: Path) -> list[Path]:
 
 
 def read_fault_markers(run_dir: Path) -> list[FaultMarker]:
-    """The faults that fired in this run dir (``faults/*.json``), in file-name order."""
-    return [msgspec.json.decode(p.read_bytes(), type=FaultMarker) for p in fault_markers(run_dir)]
+    """The faults that fired in this run dir (``faults/*.json``), in file-name order; ``BadInput``
+    (one line naming the file) for one that is unreadable, over ``FAULT_MARKER_LIMIT`` bytes or not one."""
+    out = []
+    for p in fault_markers(run_dir):
+        data = read_file(p, FAULT_MARKER_LIMIT, "fault marker")
+        try:
+            out.append(msgspec.json.decode(data, type=FaultMarker))
+        except msgspec.DecodeError as e:  # ValidationError is a DecodeError
+            raise BadInput(f"{p}: not an ftrun fault marker ({e})") from None
+    return out
 
 
 def meta_file(run_dir: Path, replica: int, rank: int) -> Path:

@@ -50,6 +50,11 @@ from ftrun.plan_recovery import (
     within as within_recovery,
 )
 from ftrun.schedule import Schedule, ScheduleError
+from ftrun.small_files import read_file, read_head
+
+# Bytes of a compare dir's report.json or a sweep dir's sweep.json read at most (--check): a row
+# per run or cell, kilobytes each; a thousand-cell sweep is a few MB
+RESULT_LIMIT = 256 << 20
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per exchanged value
 DEFAULT_MFU = 0.4  # model FLOPs utilisation when --mfu is not given
@@ -581,7 +586,7 @@ def plan(req: PlanRequest) -> int:
         path = Path(req.png)
         if path.is_dir():
             raise BadInput(f"--png {req.png}: is a directory")
-        if path.exists() and path.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
+        if path.exists() and read_head(path, 8, "--png file") != b"\x89PNG\r\n\x1a\n":
             raise BadInput(f"--png {req.png}: exists and is not a PNG; not overwriting it")
         result["png"] = str(draw_utilisation(result, path))
     if req.json_out:
@@ -648,9 +653,12 @@ def _measured_runs(root: Path) -> list[dict]:
 
     def load(path: Path) -> dict:
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise BadInput(f"{path}: unreadable ({e})") from None
+            got = json.loads(read_file(path, RESULT_LIMIT, "result"))
+        except ValueError as e:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+            raise BadInput(f"{path}: unreadable result ({e})") from None
+        if not isinstance(got, dict):
+            raise BadInput(f"{path}: not an ftrun result (a JSON {type(got).__name__}, not an object)")
+        return got
 
     if (root / "report.json").is_file():
         rep = load(root / "report.json")
