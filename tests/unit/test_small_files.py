@@ -336,3 +336,17 @@ def test_a_torn_event_log_gets_its_newline_from_the_last_byte_alone(tmp_path: Pa
     assert log.read_text().endswith('"manag\n')
     StepRecorder(log).close()  # (a complete last line: nothing added)
     assert log.read_text().endswith('"manag\n') and [r.step for r in event_log.read_event_log(log)] == [0]
+
+
+def test_a_data_file_over_the_limit_is_refused_before_launch(tmp_path: Path, monkeypatch) -> None:
+    """Every rank holds ``--data`` whole (as int64 tokens): one over ``DATA_LIMIT`` is one line."""
+    from ftrun import api
+    from ftrun.config import RunConfig, parts
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("abc " * 200)
+    assert api.config_of(RunConfig.from_keys(data=str(text))).data.data == str(text)
+    monkeypatch.setattr(parts, "DATA_LIMIT", 100)
+    with pytest.raises(BadInput) as e:
+        api.config_of(RunConfig.from_keys(data=str(text)))
+    assert str(e.value).endswith("more than 100 bytes (each rank holds it whole)") and str(text) in str(e.value)
