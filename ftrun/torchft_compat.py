@@ -31,7 +31,9 @@ functions at the end: ``DiLoCo._fragments`` (the ``_StreamingDiLoCoFragment`` ob
 reads), ``Manager._quorum_future`` (set once a quorum was asked for), ``Manager._quorum_id``,
 ``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``,
 on the nightly ``ProcessGroup._handle_id()`` (``connect``), and the ``socket`` module torchft's
-modules call ``socket.gethostname()`` on (``advertise_as``).
+modules call ``socket.gethostname()`` on (``advertise_as``). And one module global replaced:
+``torchft.manager.allreduce_quantized``, the quantized allreduce ``Manager.allreduce`` calls
+(``wrap_quantized_allreduce``; ``quantized_site`` reads where both releases bind and call it).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ We hook exactly those places, never re-implementing them:
 * ``SketchPG`` wraps the process group the Manager uses (torchft's ``ProcessGroupWrapper``
   extension point): the tensor handed to its ``allreduce`` is the **contribution** as the
   collective saw it; its result, before torchft's divide callback runs, is the **SUM**.
+  With ``--quantize`` torchft calls ``allreduce_quantized`` instead, which never calls it:
+  ``ftrun.worker.sketch_quantized`` wraps that function and sketches through ``SketchPG.sketched``.
 * each fragment's ``prepare_sync`` / ``perform_sync`` (instance attributes) name the round:
   fragment, manager step, quorum id, participants, whether this replica participates.
 * the outer optimizers ftrun built get a step pre-hook (the **average** it steps on: ``p.grad``)
