@@ -609,36 +609,51 @@ def quantized_site() -> QuantizedSite:
     return quantized_site_of_source(_torchft_source(QUANTIZED_MODULE), _torchft_source(QUANTIZED_SOURCE))
 
 
-def wrap_quantized_allreduce(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> str | None:
+@dataclass(frozen=True)
+class QuantizedWrap:
+    """What ``wrap_quantized_allreduce`` did: ``taken``: whether torchft takes its quantized path in
+    this process (triton imported in torchft.manager); ``wrapped``: whether ``Manager.allreduce`` now
+    calls the wrapper; ``why``: why not (one line), None when wrapped."""
+
+    taken: bool
+    wrapped: bool
+    why: str | None
+
+
+def wrap_quantized_allreduce(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> QuantizedWrap:
     """Make ``Manager.allreduce`` call ``wrap(torchft's allreduce_quantized)`` instead of it, in
-    this process (idempotent). Returns None when done, else why not (one line): the quantized path
-    is off in this process (triton did not import in torchft.manager: torchft then runs the plain
-    allreduce), or the installed torchft does not call or define it as expected."""
+    this process (idempotent), unless the quantized path is off here (triton did not import in
+    torchft.manager: torchft then runs the plain allreduce) or the installed torchft does not call
+    or define it as expected."""
     import inspect
 
     import torchft.manager as m
 
+    if not getattr(m, "IS_TRITON_AVAILABLE", False) or not hasattr(m, QUANTIZED_NAME):
+        return QuantizedWrap(
+            False,
+            False,
+            f"torchft's quantized path is off here ({QUANTIZED_MODULE}.IS_TRITON_AVAILABLE is false: triton did "
+            "not import), torchft runs the plain allreduce",
+        )
     site = quantized_site()
     if site.why:
-        return f"quantized allreduce not sketched: {site.why}"
-    if not getattr(m, "IS_TRITON_AVAILABLE", False) or not hasattr(m, QUANTIZED_NAME):
-        return (
-            f"torchft's quantized path is off here ({QUANTIZED_MODULE}.IS_TRITON_AVAILABLE is false: triton did "
-            "not import), torchft runs the plain allreduce"
-        )
+        return QuantizedWrap(True, False, f"quantized allreduce not sketched: {site.why}")
     fn = getattr(m, QUANTIZED_NAME)
     if getattr(fn, "_ftrun_wrapped", False):
-        return None
+        return QuantizedWrap(True, True, None)
     try:
         params = tuple(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         params = ()
     if params[: len(QUANTIZED_PARAMS)] != QUANTIZED_PARAMS:
-        return (
+        return QuantizedWrap(
+            True,
+            False,
             f"quantized allreduce not sketched: {QUANTIZED_MODULE}.{QUANTIZED_NAME} takes ({', '.join(params)}), "
-            f"not ({', '.join(QUANTIZED_PARAMS)})"
+            f"not ({', '.join(QUANTIZED_PARAMS)})",
         )
     wrapped = wrap(fn)
     wrapped._ftrun_wrapped = True  # type: ignore[attr-defined]
     setattr(m, QUANTIZED_NAME, wrapped)
-    return None
+    return QuantizedWrap(True, True, None)

@@ -8,7 +8,10 @@ it: when the group it is called with is a ``SketchPG``, the tensor handed to it 
 **contribution** (zeros when not participating: the Manager zeroed it before the call) and the
 tensor after the returned Work's future completed — torchft's own done-callback has dequantized
 the reduced result into it by then, on ``stream``; the Manager's divide by the participants is
-chained after ours — is the **SUM**. The average and globals hooks of ``ftrun.worker.sketch``
+chained after ours — is the **SUM**. That order is the one torchft's own divide relies on: callbacks
+on the one future of the Work (NCCL's, already complete at launch) run in the order they were
+added, and ``SketchPG.sketched`` sketches on ``stream`` (the Manager passes its current stream, which
+the dequantize and the divide use too). The average and globals hooks of ``ftrun.worker.sketch``
 complete the round; ``ftrun.check.numerics`` applies the fp8 e4m3 budget to it (``path``
 "quantized").
 
@@ -26,7 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ftrun.torchft_compat import wrap_quantized_allreduce
+from ftrun.torchft_compat import QuantizedWrap, wrap_quantized_allreduce
 from ftrun.worker.sketch import NumericsProbe, SketchPG
 
 log = logging.getLogger(__name__)
@@ -57,13 +60,17 @@ def _reduce_op(opts: Any) -> Any:
 
 
 def install(probe: NumericsProbe) -> str | None:
-    """Wrap torchft's quantized allreduce in this process; None when done, else why not (also kept
-    on ``probe`` for its rounds and logged once)."""
+    """Wrap torchft's quantized allreduce in this process. Returns why its rounds cannot be sketched
+    (also kept on ``probe`` for them and logged once), None when wrapped or when torchft does not take
+    its quantized path here (its rounds then run the plain allreduce: ``SketchPG`` sketches them)."""
     try:
-        why = wrap_quantized_allreduce(sketching)
+        done = wrap_quantized_allreduce(sketching)
     except Exception as e:  # never break training over a hook: the rounds say why
-        why = f"quantized allreduce not sketched: {type(e).__name__}: {e}"
+        done = QuantizedWrap(True, False, f"quantized allreduce not sketched: {type(e).__name__}: {e}")
+    why = done.why if done.taken and not done.wrapped else None
     probe.quantized_unsketched = why
     if why:
         log.warning("%s; quantized rounds are not checked", why)
+    elif not done.taken:
+        log.warning("%s: its rounds are sketched and checked as plain ones", done.why)
     return why

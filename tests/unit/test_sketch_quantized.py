@@ -313,7 +313,7 @@ def test_without_the_expected_signature_the_rounds_stay_not_checked_saying_why_o
 
 def test_the_wrapper_passes_other_callers_through_untouched(quantized_torchft, tmp_path):
     w = quantized_torchft(1)
-    assert torchft_compat.wrap_quantized_allreduce(lambda f: f) is None  # installs (identity here)
+    assert torchft_compat.wrap_quantized_allreduce(lambda f: f) == torchft_compat.QuantizedWrap(True, True, None)
     probe = NumericsProbe(Corruption([], 0, 0, tmp_path), 0, quantize=True, bucketize=False)
     assert install(probe) is None
     wrapped = tm.allreduce_quantized
@@ -328,5 +328,7 @@ def test_the_real_torchft_here_has_no_quantized_path_and_says_so():
     if tm.IS_TRITON_AVAILABLE:
         pytest.skip("triton imports here: torchft takes its quantized path")
     assert not hasattr(tm, torchft_compat.QUANTIZED_NAME)
-    why = torchft_compat.wrap_quantized_allreduce(lambda f: f)
-    assert why and "IS_TRITON_AVAILABLE is false" in why
+    done = torchft_compat.wrap_quantized_allreduce(lambda f: f)
+    assert not done.taken and not done.wrapped and "IS_TRITON_AVAILABLE is false" in done.why
+    probe = NumericsProbe(Corruption([], 0, 0, None), 0, quantize=True, bucketize=False)
+    assert install(probe) is None and probe.quantized_unsketched is None  # plain rounds: sketched by SketchPG
