@@ -138,13 +138,29 @@ class Fragment:
     """A stand-in for torchft's ``_StreamingDiLoCoFragment``: send = one Manager.allreduce per
     pseudo-gradient, sync = wait, step the outer optimizer on the averages."""
 
-    def __init__(self, manager: Manager, grads: list, outer, params: list) -> None:
+    def __init__(self, manager: Manager, grads: list, outer, params: list, bucketize: bool = False) -> None:
         self.manager, self.grads, self.outer, self.params = manager, grads, outer, params
+        self.bucketize = bucketize
         self.works: list = []
         self.original_parameters = {}
 
     def prepare_sync(self) -> None:
-        self.works = [self.manager.allreduce(g) for g in self.grads]
+        if not self.bucketize:
+            self.works = [self.manager.allreduce(g) for g in self.grads]
+            return
+        # torchft's _bucketize_and_allreduce (one bucket): pack, allreduce, unpack in a callback
+        flat = torch.cat([g.reshape(-1) for g in self.grads])
+        work = self.manager.allreduce(flat)
+
+        def unpack(fut):
+            offset = 0
+            for g in self.grads:
+                g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                offset += g.numel()
+            return []
+
+        work.get_future().then(unpack)
+        self.works = [work]
 
     def perform_sync(self) -> bool:
         for w in self.works:
@@ -192,7 +208,7 @@ def contributions(seed: int, replicas: int) -> list[list]:
     return out
 
 
-def run_round(world_size: int, participating: list[bool], tmp_path, seed=0, corrupt=None, faults=(), world=None):
+def run_round(world_size: int, participating: list[bool], tmp_path, seed=0, faults=(), bucketize=False):
     """One quantized round of every replica through the hooks; returns the check's input (event records)."""
     n = sum(participating)
     grads = contributions(seed, world_size)
@@ -205,7 +221,7 @@ def run_round(world_size: int, participating: list[bool], tmp_path, seed=0, corr
         man = Manager(pg, n, participating[r])
         params = [torch.nn.Parameter(torch.zeros(s)) for s in SHAPES]
         outer = torch.optim.SGD(params, lr=1.0)
-        frag = Fragment(man, grads[r], outer, params)
+        frag = Fragment(man, grads[r], outer, params, bucketize)
         probe.attach(DiLoCo(frag), man, [outer], heal=None)
         probe.step = 10
         reps.append((probe, frag, man, why))
@@ -332,3 +348,14 @@ def test_the_real_torchft_here_has_no_quantized_path_and_says_so():
     assert not done.taken and not done.wrapped and "IS_TRITON_AVAILABLE is false" in done.why
     probe = NumericsProbe(Corruption([], 0, 0, None), 0, quantize=True, bucketize=False)
     assert install(probe) is None and probe.quantized_unsketched is None  # plain rounds: sketched by SketchPG
+
+
+def test_a_bucketized_quantized_round_is_checked_too(quantized_torchft, tmp_path):
+    w = quantized_torchft(2)
+    logs, reps, handed = run_round(2, [True, True], tmp_path, seed=4, bucketize=True)
+    assert len(w.seen) == 2 and w.seen[0][0][0].dim() == 1  # one flat bucket per replica
+    out = check_numerics(logs, sketches_on=True)
+    assert out.status == "checked" and not out.problems and out.quantized_checked == 1, out.to_json()
+    exact = fp8(torch.cat([fp8(torch.cat([g.reshape(-1) for g in h])) for h in handed]).view(2, -1).sum(0)) / 2
+    got = torch.cat([p.grad.reshape(-1) for p in reps[1][1].params])
+    assert torch.equal(got, exact)
