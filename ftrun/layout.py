@@ -922,7 +922,9 @@ def fault_marker(run_dir: Path, key: str) -> Path:
 
 
 def fault_markers(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / FAULTS).glob("*.json"))
+    """``faults/*.json``, without a marker still being written (``TMP_PREFIX``: the parent reads
+    this dir while ranks write into it)."""
+    return sorted(p for p in (run_dir / FAULTS).glob("*.json") if not p.name.startswith(TMP_PREFIX))
 
 
 def read_fault_markers(run_dir: Path) -> list[FaultMarker]:

@@ -350,3 +350,13 @@ def test_a_data_file_over_the_limit_is_refused_before_launch(tmp_path: Path, mon
     with pytest.raises(BadInput) as e:
         api.config_of(RunConfig.from_keys(data=str(text)))
     assert str(e.value).endswith("more than 100 bytes (each rank holds it whole)") and str(text) in str(e.value)
+
+
+def test_a_fault_marker_being_written_is_not_read(tmp_path: Path) -> None:
+    """The parent reads faults/ while a rank writes a marker (``output.atomic_write``'s temporary
+    name): only whole markers are read, so a half-written one never stops the run."""
+    (tmp_path / layout.FAULTS).mkdir()
+    whole = layout.FaultMarker(1, 5, "kill", fired_step=5)
+    layout.fault_marker(tmp_path, whole.key).write_text(layout.to_json(whole))
+    (tmp_path / layout.FAULTS / f"{layout.TMP_PREFIX}77-kill-r2-s9.json").write_text('{"replica": 2, "st')
+    assert layout.read_fault_markers(tmp_path) == [whole]
