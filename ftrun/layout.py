@@ -211,8 +211,11 @@ class RoundNumerics(msgspec.Struct):
     process group's ``sum``, the ``average`` the outer optimizer stepped on, the ``globals``
     after the outer step; absent when the commit failed or the collective never completed).
     A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
-    is the training step of its sync. ``path``: per-param | bucketized | quantized;
-    ``collectives``: process-group allreduces sketched; ``world``: the process group's size.
+    is the training step of its sync. ``path``: per-param | bucketized | quantized (the path
+    torchft took, as the hooks saw it: a ``--quantize`` round torchft ran through the plain allreduce
+    is per-param or bucketized); ``collectives``: collectives sketched; ``world``: the process
+    group's size; ``unsketched``: why this round's collectives could not be sketched (the
+    quantized path on a torchft whose ``allreduce_quantized`` ftrun cannot wrap).
     """
 
     phase: str
@@ -225,6 +228,7 @@ class RoundNumerics(msgspec.Struct):
     world: int | None = None
     path: str = "per-param"
     collectives: int = 0
+    unsketched: str | None = None
     contribution: Sketch | None = None
     sum: Sketch | None = None
     average: Sketch | None = None
