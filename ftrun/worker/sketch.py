@@ -32,8 +32,8 @@ norm. On the CPU the float32 stage of a float32 tensor is a BLAS gemv (``ones @ 
 by 1 are exact, so it is a float32 sum read at memory speed, ~1.8x faster than torch's column
 ``sum`` here) and the contribution's norm a dot over the same rows right after, while they are
 in cache — only when float32 matmuls are exact (``_gemv_exact``: TF32/bf16 matmul settings would
-round the inputs). Otherwise (other dtypes, other devices): the column ``sum`` in float32 and a
-separate norm pass.
+round the inputs) and more than one row (one row needs no addition). Otherwise (other dtypes,
+other devices): the column ``sum`` in float32 and a separate norm pass.
 
 A hook that fails never breaks training: the round is marked unsketched and the check says
 "not checked" for it (logged once).
@@ -96,7 +96,7 @@ class Projector:
         rows = n // STAGE
         body = rows * STAGE
         sq = None
-        if body and _gemv_exact(flat):  # float32 on the CPU: gemv, the norm fused (module docstring)
+        if rows > 1 and _gemv_exact(flat):  # float32 on the CPU: gemv, the norm fused (module docstring)
             m = flat[:body].view(rows, STAGE)
             folded32 = torch.zeros(STAGE, dtype=torch.float32)
             step = FUSE_ROWS if norm else rows
