@@ -31,9 +31,13 @@ steps at known places (``stalls``: the start, the profiler writing its trace). A
 such steps waits, on average over the groups, E[max_r A_r] - mean_r E[A_r] with A_r ~
 N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group. A sync
 waits, on average over the groups, E[max(0, done - A_r)]: a group that got there early waits
-for its data longer. (With jitter, utilisation can dip a little just where a faster link stops
-the syncs from blocking, since those no longer align the groups; the bandwidth and tau
-searches below treat utilisation as monotone all the same.)
+for its data longer. A sync that blocks aligns the groups where the allreduce ends, not where
+the step ends: each group still runs the rest of its sync alone (its own callbacks, should_commit,
+the outer step), so the groups leave it ``sync_spread_s`` apart (a replay: each group's own,
+``replay_sync``). A quorum that changes the membership (every run's first) also waits for the
+process group's reconfiguration (``reconfigure``). (With jitter, utilisation can dip a little
+just where a faster link stops the syncs from blocking, since those no longer align the groups;
+the bandwidth and tau searches below treat utilisation as monotone all the same.)
 
 How far the groups drift is measured, not assumed, where a run says (``drift_sd``: for each
 number of steps n, the spread of a group's summed deviation over n consecutive steps): on a
