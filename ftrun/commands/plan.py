@@ -638,6 +638,7 @@ def plan(req: PlanRequest) -> int:
             "fragment_sync_delay": sched.fragment_sync_delay,
             "target_util": target,
             "step_jitter_ms": work.jitter_s * 1e3,
+            "sync_spread_ms": work.sync_spread_s * 1e3,
             "overlap_slowdown": work.overlap_slowdown,
             "lighthouse_rpc_ms": work.rpc_s * 1e3,
             "replica_bias_ms": [b * 1e3 for b in work.bias_s],

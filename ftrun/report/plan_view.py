@@ -66,9 +66,11 @@ def print_plan(result: dict, c: Any = None) -> None:
     )
     if inp.get("overlap_slowdown", 1.0) != 1.0:
         c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
-    if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
+    if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls") or inp.get("sync_spread_ms"):
+        spread = f", {inp['sync_spread_ms']:.3g} ms leaving a sync" if inp.get("sync_spread_ms") else ""
         c.print(
-            f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
+            f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step{spread}, "
+            f"{inp['stalls']} stall(s); "
             f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip"
         )
     # with training totals, hours and bytes take the place of the split, the mean bandwidth and
