@@ -499,8 +499,9 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
-        # export) and its profiled steps' real loopback collectives belong to its own step
-        # numbers, so only its bias, jitter, drift, RPC and CPU work per send / sync carry over
+        # export, its first quorum's reconfigure) and its profiled steps' real loopback collectives
+        # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC
+        # and CPU work per send / sync carry over
         work, sched, link, source = (
             replace(
                 run.work,
