@@ -876,19 +876,27 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
     if not runs:
         raise BadInput(f"--check {dir_}: no runs to check")
     failed = [f"{r['name']}: {k}" for r in runs for k in GATED if r["within_tolerance"][k] is False]
+    # a run none of whose gated figures was measured is no evidence either way: named, never a pass
+    unchecked = [r["name"] for r in runs if all(r["within_tolerance"][k] is None for k in GATED)]
     result = {
         "check": str(root),
         "tolerance": tolerance,
         "exposed_floor_ms": EXPOSED_FLOOR_MS,
         "runs": runs,
-        "verdict": "fail" if failed else "pass",
+        "verdict": verdict(failed, compared=len(runs) - len(unchecked)),
         "outside_tolerance": failed,
+        "not_checked": unchecked,
     }
     if json_out:
         print(json.dumps(result, indent=1))
     else:
         print_check(result)
-    return 1 if failed else 0
+    return 0 if result["verdict"] == "pass" else 1
+
+
+def verdict(failed: list[str], compared: int) -> str:
+    """fail: something outside tolerance; not checked: nothing was compared; else pass."""
+    return "fail" if failed else "not checked" if not compared else "pass"
 
 
 # --- recovery ----------------------------------------------------------------------------------

@@ -238,10 +238,15 @@ def print_check(result: dict, c: Any = None) -> None:
         f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
         "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link"
     )
+    unchecked = result.get("not_checked") or []
     if result["outside_tolerance"]:
         c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
+    elif result["verdict"] == "not checked":
+        c.print(line(("NOT CHECKED", "bold yellow"), " no run reported a measured figure to compare with"))
     else:
-        c.print(line(("PASS", "bold green"), " every prediction within tolerance"))
+        c.print(line(("PASS", "bold green"), " every measured prediction within tolerance"))
+    if unchecked and result["verdict"] != "not checked":
+        c.print(f"not checked: {', '.join(unchecked)} (no measured exposed time or steps/s)")
 
 
 def draw_utilisation(result: dict, path: Path) -> Path:

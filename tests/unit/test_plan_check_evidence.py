@@ -1,0 +1,39 @@
+"""``plan --check`` never says PASS on zero evidence: a compare or sweep whose runs report no
+measured figure (a crashed cell, a compare whose runs have no steps) compares nothing, and its
+verdict says so (exit 1), not "every prediction within tolerance"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_plan_cli import invoke, make_compare, make_run
+
+
+def test_a_compare_with_nothing_measured_is_not_a_pass(tmp_path: Path) -> None:
+    cmp_dir = make_compare(tmp_path, data_ms=1000.0, control_ms=60.0, sps=2.7)
+    rep = json.loads((cmp_dir / "report.json").read_text())
+    for r in rep["runs"]:
+        r.update(per_sync_exposed_ms=None, per_sync_exposed_control_ms=None, steps_per_s=None)
+    (cmp_dir / "report.json").write_text(json.dumps(rep))
+    res = invoke("--check", str(cmp_dir), "--json")
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.output)
+    assert out["verdict"] == "not checked" and out["not_checked"] == ["baseline"]
+    text = invoke("--check", str(cmp_dir))
+    assert text.exit_code == 1 and "PASS" not in text.output and "NOT CHECKED" in text.output
+
+
+def test_a_sweep_cell_without_figures_is_named_beside_the_ones_that_pass(tmp_path: Path) -> None:
+    sweep = tmp_path / "sw"
+    good, crashed = make_run(sweep / "cell-0"), make_run(sweep / "cell-1")
+    cells = [
+        {"name": "good", "steps_per_s": 2.7, "exposed_comm_per_sync_ms": 1010.0, "run_dir": str(good)},
+        {"name": "crashed", "steps_per_s": None, "exposed_comm_per_sync_ms": None, "run_dir": str(crashed)},
+    ]
+    (sweep / "sweep.json").write_text(json.dumps({"cells": cells}))
+    res = invoke("--check", str(sweep), "--json")
+    assert res.exit_code == 0, res.output  # the good cell is evidence; the crashed one is named
+    out = json.loads(res.output)
+    assert out["verdict"] == "pass" and out["not_checked"] == ["crashed"]
+    assert "not checked: crashed" in " ".join(invoke("--check", str(sweep)).output.split())
