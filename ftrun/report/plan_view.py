@@ -350,6 +350,8 @@ def print_recovery_check(result: dict, c: Any = None) -> None:
     )
     if result["outside_tolerance"]:
         c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
+    elif result["verdict"] == "not checked":
+        c.print(line(("NOT CHECKED", "bold yellow"), " no predicted phase of any fault was measured"))
     else:
         c.print(line(("PASS", "bold green"), " every predicted phase within tolerance"))
 

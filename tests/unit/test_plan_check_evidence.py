@@ -37,3 +37,19 @@ def test_a_sweep_cell_without_figures_is_named_beside_the_ones_that_pass(tmp_pat
     out = json.loads(res.output)
     assert out["verdict"] == "pass" and out["not_checked"] == ["crashed"]
     assert "not checked: crashed" in " ".join(invoke("--check", str(sweep)).output.split())
+
+
+def test_a_recovery_with_no_phase_measured_is_not_a_pass() -> None:
+    """A kill whose recovery left no measured phase (the group never came back) compares nothing."""
+    from test_plan_recovery import BW, LAT, inputs, recovery
+
+    from ftrun.commands.plan import recovery_rows, recovery_verdict
+    from ftrun.plan_recovery import predict_recovery
+
+    pred = predict_recovery(inputs(kill_step=15), BW, LAT)
+    rows, failed = recovery_rows(pred, [recovery({}, float("nan"), heal_bytes_=None)], 0.25)
+    assert not failed
+    assert recovery_verdict(rows, failed) == "not checked"
+    t = 100.0
+    rows, failed = recovery_rows(pred, [recovery({"detect": (t, t + 2.2)}, float("nan"), heal_bytes_=None)], 0.25)
+    assert recovery_verdict(rows, failed) == "pass"
