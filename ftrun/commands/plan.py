@@ -720,7 +720,11 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
 def _run_dirs(root: Path, given: Any) -> list[Path]:
     """Run dirs as a report recorded them; a dir that moved is looked up next to the report."""
     dirs = []
+    if given is not None and not isinstance(given, str | list):
+        raise BadInput(f"--check {root}: a run's run dirs are {type(given).__name__}, not a path or a list of paths")
     for d in given.split(",") if isinstance(given, str) else list(given or []):
+        if not isinstance(d, str):
+            raise BadInput(f"--check {root}: a run dir {d!r} is not a path")
         p = Path(d)
         if not (p / layout.MANIFEST).is_file() and (root / p.name / layout.MANIFEST).is_file():
             p = root / p.name
@@ -744,12 +748,29 @@ def _measured_runs(root: Path) -> list[dict]:
             raise BadInput(f"{path}: not an ftrun result (a JSON {type(got).__name__}, not an object)")
         return got
 
+    def rows(path: Path, got: dict, key: str) -> list[dict]:
+        """``got[key]``: a list of objects (one line naming the file and the key, else)."""
+        xs = got.get(key, [])
+        if not isinstance(xs, list) or not all(isinstance(x, dict) for x in xs):
+            raise BadInput(f"{path}: not an ftrun result ({key}: not a list of objects)")
+        return xs
+
+    def number(path: Path, row: dict, key: str) -> float | None:
+        v = row.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise BadInput(f"{path}: not an ftrun result ({key}: {v!r} is not a number)")
+        return v
+
     if (root / "report.json").is_file():
-        rep = load(root / "report.json")
+        path = root / "report.json"
+        rep = load(path)
         out = []
-        for r in rep.get("runs", []):
-            repeats = r.get("repeat_runs") or [r]
-            data, ctrl = r.get("per_sync_exposed_ms"), r.get("per_sync_exposed_control_ms")
+        for r in rows(path, rep, "runs"):
+            if not isinstance(r.get("name"), str):
+                raise BadInput(f"{path}: not an ftrun result (a run without a name)")
+            repeats = rows(path, r, "repeat_runs") or [r]
+            data, ctrl = number(path, r, "per_sync_exposed_ms"), number(path, r, "per_sync_exposed_control_ms")
+            number(path, r, "steps_per_s")
             out.append(
                 {
                     "name": r["name"],
@@ -765,11 +786,13 @@ def _measured_runs(root: Path) -> list[dict]:
             )
         return out
     if (root / "sweep.json").is_file():
-        cells = load(root / "sweep.json").get("cells", [])
+        path = root / "sweep.json"
+        cells = rows(path, load(path), "cells")
         out = []
         for i, c in enumerate(cells):
             dirs = _run_dirs(root, c.get("run_dir"))
-            data, ctrl = c.get("exposed_comm_per_sync_ms"), c.get("exposed_control_per_sync_ms")
+            data, ctrl = number(path, c, "exposed_comm_per_sync_ms"), number(path, c, "exposed_control_per_sync_ms")
+            number(path, c, "steps_per_s")
             name = c.get("name") or (Path(c["run_dir"]).name if isinstance(c.get("run_dir"), str) else f"cell{i}")
             out.append(
                 {

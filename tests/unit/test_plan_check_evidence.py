@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_plan_cli import invoke, make_compare, make_run
+
+from train_fixtures import one_line
 
 
 def test_a_compare_with_nothing_measured_is_not_a_pass(tmp_path: Path) -> None:
@@ -53,3 +56,27 @@ def test_a_recovery_with_no_phase_measured_is_not_a_pass() -> None:
     t = 100.0
     rows, failed = recovery_rows(pred, [recovery({"detect": (t, t + 2.2)}, float("nan"), heal_bytes_=None)], 0.25)
     assert recovery_verdict(rows, failed) == "pass"
+
+
+@pytest.mark.parametrize(
+    "name, text, needle",
+    [
+        ("report.json", '{"runs": [{}]}', "a run without a name"),
+        ("report.json", '{"runs": {"a": 1}}', "runs: not a list of objects"),
+        ("report.json", '{"runs": [{"name": "x", "run_dir": 3}]}', "not a path"),
+        ("report.json", '{"runs": [{"name": "x", "repeat_runs": [1]}]}', "repeat_runs: not a list of objects"),
+        ("sweep.json", '{"cells": [1]}', "cells: not a list of objects"),
+        ("sweep.json", '{"cells": [{"run_dir": [2, "a"]}]}', "not a path"),
+    ],
+)
+def test_a_result_of_another_shape_is_one_line(tmp_path: Path, name: str, text: str, needle: str) -> None:
+    (tmp_path / name).write_text(text)
+    one_line(invoke("--check", str(tmp_path)), needle)
+
+
+def test_a_measured_figure_that_is_not_a_number_is_one_line(tmp_path: Path) -> None:
+    cmp_dir = make_compare(tmp_path, data_ms=1000.0, control_ms=60.0, sps=2.7)
+    rep = json.loads((cmp_dir / "report.json").read_text())
+    rep["runs"][0]["per_sync_exposed_ms"] = "1000"
+    (cmp_dir / "report.json").write_text(json.dumps(rep))
+    one_line(invoke("--check", str(cmp_dir)), "per_sync_exposed_ms", "not a number")
