@@ -245,6 +245,7 @@ class Numerics:
     heals: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     quantized_checked: int = 0  # of ``checked``: rounds of torchft's quantized allreduce (the fp8 budget)
+    quantized_without_sum: int = 0  # of ``quantized_checked``: no SUM sketched, the average checked (``_quantized``)
     # rounds whose commit failed everywhere: their SUM checked all the same (``_Checker.failed_round``)
     failed_rounds: dict[str, int] = field(
         default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0}
@@ -267,6 +268,7 @@ class Numerics:
             "not_checked": self.not_checked,
             "paths": self.paths,
             "quantized_checked": self.quantized_checked,
+            "quantized_without_sum": self.quantized_without_sum,
             "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error},
             "problems": self.problems,
             "heals": self.heals,
@@ -404,6 +406,7 @@ class _Checker:
             checked = self.out.checked
             self._quantized(rounds, done, sends, head)
             self.out.quantized_checked += self.out.checked - checked
+            self.out.quantized_without_sum += self.out.checked - checked
             return
         if len(sends) < world:
             have = sorted(r.replica for r in sends)

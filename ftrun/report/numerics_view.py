@@ -21,7 +21,10 @@ def numerics_line(num: dict) -> str:
         for h in heals
     )
     q = num.get("quantized_checked") or 0
-    quantized = f"; {q} quantized sync(s) checked (SUM within the fp8 e4m3 budget)" if q else ""
+    q_avg = num.get("quantized_without_sum") or 0  # of q: no SUM sketched, the average against the contributions
+    quantized = f"; {q - q_avg} quantized sync(s) checked (SUM within the fp8 e4m3 budget)" if q - q_avg else ""
+    if q_avg:
+        quantized += f"; {q_avg} quantized sync(s) without a SUM sketch (average = contributions / n, fp8 budget)"
     return (
         f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
         f"({num['replica_syncs_checked']} replica-syncs){quantized}{healed}{skipped}{worst}{failed_rounds(num)}"
