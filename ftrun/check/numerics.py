@@ -67,8 +67,9 @@ contributions; ||·|| the recorded L2 norms.
   SUM: the average against Σ contributions / n within ``quantized_average_tolerance``. A
   quantized round with no contribution sketched is not checked: "quantized rounds: not checked
   (why)", once, with the count — the why the rank recorded (``RoundNumerics.unsketched``: a
-  torchft whose function or signature ftrun does not know), else that of an ftrun before the
-  wrapper (it hooked only the process group's allreduce, which the quantized path never calls).
+  torchft whose function or signature ftrun does not know), else, where the wrapper sketched some
+  replicas' contributions only, which ones, else that of an ftrun before the wrapper (it hooked
+  only the process group's allreduce, which the quantized path never calls).
   A ``--quantize`` round torchft ran through the plain allreduce (its fallback without triton)
   carries the plain ``path`` and is checked by the plain rules.
 """
@@ -400,7 +401,11 @@ class _Checker:
             # no SUM sketched: with every contribution, the fp8 budget on the average; without
             # them (the wrapper not installed, or an ftrun before it), not checked, saying why
             if len(sends) < world or not world or any(not r.contribution.numel for r in sends):
-                why = quantized_not_checked(next((r.head.unsketched for r in rounds if r.head.unsketched), None))
+                why = next((r.head.unsketched for r in rounds if r.head.unsketched), None)
+                if why is None and world and any(r.contribution.numel for r in sends):  # the wrapper ran
+                    have = sorted(r.replica for r in sends if r.contribution.numel)
+                    why = f"the collective had {world} replicas, contribution sketches from replica(s) {have} only"
+                why = quantized_not_checked(why)
                 self.out.not_checked[why] = self.out.not_checked.get(why, 0) + len(done)
                 return
             checked = self.out.checked
