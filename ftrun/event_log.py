@@ -22,6 +22,11 @@ import msgspec
 
 from ftrun.errors import BadInput
 from ftrun.layout import EventRecord, LifecycleEvent, RunEvent
+from ftrun.small_files import Missing, read_file
+
+# Bytes of one event log read at most: a step's line is ~0.3 KB, ~2 KB with the numerics
+# sketches of a send and a sync, so 1 GB holds a million sketched steps of one rank.
+EVENT_LOG_LIMIT = 1 << 30
 
 R = TypeVar("R", EventRecord, RunEvent, LifecycleEvent)
 
@@ -59,11 +64,15 @@ def parse_lines(
 
 def _lines(path: Path, strict: bool, what: str) -> list[str]:
     try:
-        text = path.read_text() if strict else path.read_text(errors="replace")
-    except (OSError, UnicodeDecodeError) as e:
+        data = read_file(path, EVENT_LOG_LIMIT, what)
+    except Missing:
         if strict:
-            raise BadInput(f"{path}: unreadable {what} ({e})") from None
+            raise
         return []
+    try:
+        text = data.decode() if strict else data.decode(errors="replace")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: unreadable {what} ({e})") from None
     return text.splitlines()
 
 

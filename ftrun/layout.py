@@ -49,6 +49,7 @@ from msgspec import UNSET, UnsetType
 from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
 from ftrun.fault_flags import fault_key  # a fault's name: its marker file faults/<key>.json
+from ftrun.small_files import read_file
 
 FORMAT = 1
 
@@ -211,8 +212,11 @@ class RoundNumerics(msgspec.Struct):
     process group's ``sum``, the ``average`` the outer optimizer stepped on, the ``globals``
     after the outer step; absent when the commit failed or the collective never completed).
     A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
-    is the training step of its sync. ``path``: per-param | bucketized | quantized;
-    ``collectives``: process-group allreduces sketched; ``world``: the process group's size.
+    is the training step of its sync. ``path``: per-param | bucketized | quantized (the path
+    torchft took, as the hooks saw it: a ``--quantize`` round torchft ran through the plain allreduce
+    is per-param or bucketized); ``collectives``: collectives sketched; ``world``: the process
+    group's size; ``unsketched``: why this round's collectives could not be sketched (the
+    quantized path on a torchft whose ``allreduce_quantized`` ftrun cannot wrap).
     """
 
     phase: str
@@ -225,6 +229,7 @@ class RoundNumerics(msgspec.Struct):
     world: int | None = None
     path: str = "per-param"
     collectives: int = 0
+    unsketched: str | None = None
     contribution: Sketch | None = None
     sum: Sketch | None = None
     average: Sketch | None = None
@@ -542,12 +547,12 @@ class RankMeta(msgspec.Struct, kw_only=True):
     phase: str | None = None
 
 
-class ReplicaSummary(msgspec.Struct):
+class ReplicaSummary(msgspec.Struct, kw_only=True):
     """One replica group in ``TrainSummary.replicas`` (``lost``: the fault that killed it for good)."""
 
     replica: int
     steps: int
-    last_step: int
+    last_step: int | None = None  # None: a summary of an ftrun before the field
     steps_per_s: float | None
     commits: int
     failed_commits: int
@@ -562,14 +567,49 @@ class AgreementSummary(msgspec.Struct):
     ok: bool
     commits_checked: int
     disagreements: list[dict[str, Any]]
-    groups_here: int
-    groups_in_job: int
+    groups_here: int | None = None  # None (both): a summary of an ftrun before the fields
+    groups_in_job: int | None = None
 
 
-class TrainSummary(msgspec.Struct, kw_only=True):
-    """``summary.json`` of ``ftrun train`` (also what ``--json`` prints). ``numerics``: the
-    ``ftrun.check.numerics`` figures; ``faults``: what happened (``ftrun.launch.results.recovery``);
-    ``recovery``: where each fault's recovery time went (``ftrun.check.recovery``)."""
+class _ReadAsDict:
+    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` read when it was
+    the file's dict. Deprecated (``DeprecationWarning``; README, "What is stable"): the field,
+    as the JSON has it."""
+
+    __slots__ = ()
+    __struct_fields__: tuple[str, ...]
+
+    def __getitem__(self, key: str) -> Any:
+        _warn_dict_access(type(self).__name__, f"[{key!r}]")
+        if key not in self.__struct_fields__:
+            raise KeyError(key)
+        return msgspec.to_builtins(getattr(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        _warn_dict_access(type(self).__name__, f".get({key!r})")
+        return msgspec.to_builtins(getattr(self, key)) if key in self.__struct_fields__ else default
+
+    def __contains__(self, key: object) -> bool:
+        _warn_dict_access(type(self).__name__, f" ({key!r} in summary)")
+        return key in self.__struct_fields__
+
+
+def _warn_dict_access(kind: str, how: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f"Run.summary is a {kind} (ftrun.layout), no longer a dict: read summary.FIELD, not summary{how}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
+    """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
+    ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
+    (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went
+    (``ftrun.check.recovery``). The fields with defaults may be missing from a summary of an
+    earlier ftrun."""
 
     run_dir: str
     ok: bool
@@ -578,32 +618,36 @@ class TrainSummary(msgspec.Struct, kw_only=True):
     schedule: ScheduleInfo
     backend: str
     link: Link | None
-    devices: list[DeviceRef]
+    devices: list[DeviceRef] = []
     replicas: list[ReplicaSummary]
     agreement: AgreementSummary
-    numerics: dict[str, Any] | None
+    numerics: dict[str, Any] | None = None
     failures: list[str]
     traces: list[str]
-    traces_note: str | None
+    traces_note: str | None = None
     manifest: str
-    versions: dict[str, str | None]
-    faults: dict[str, Any]  # what happened: faults, restarts, heals, quorum changes, commits lost
+    versions: dict[str, str | None] = {}
+    faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
 
 
-class LaunchGroupRow(msgspec.Struct):
+class LaunchGroupRow(msgspec.Struct, kw_only=True):
     """One group in ``LaunchSummary.groups`` (and the live view): a group that exited non-zero
-    shows its error (``ftrun.launch.diagnose.describe``) as ``last_line``."""
+    shows its error (``ftrun.launch.diagnose.describe``) as ``last_line``; ``quorums``: the quorums
+    it joined (None: a summary of an ftrun before the column)."""
 
     replica: int
     state: str
     exit_codes: list[int]
     restarts: int
-    quorums: int
+    quorums: int | None = None
     last_line: str
 
 
 class LaunchTrace(msgspec.Struct):
+    """A trace ``ftrun launch`` found; ``checked``: whether its report covers it (a summary of an
+    ftrun before the field reads it as the rule of then: checked when its rank is known)."""
+
     replica: int
     rank: int | None
     path: str
@@ -612,8 +656,8 @@ class LaunchTrace(msgspec.Struct):
 
 
 class LaunchSummary(msgspec.Struct, kw_only=True):
-    """``summary.json`` of ``ftrun launch`` (also what ``--json`` prints). ``inspection``: the
-    report of the traces (``ftrun.check``'s ``Report.to_json``; None: not inspected)."""
+    """``summary.json`` of ``ftrun launch`` (also what ``--json`` prints; read: ``read_launch_summary``).
+    ``inspection``: the report of the traces (``ftrun.check``'s ``Report.to_json``; None: not inspected)."""
 
     run_dir: str
     script: str
@@ -655,12 +699,15 @@ class SweepCell(msgspec.Struct, kw_only=True):
     notes: list[str] = []
 
 
+SWEEP_CELL_LIMIT = 16 << 20  # bytes of a sweep-cell.json read at most (one is a few KB: metrics and the config)
+
+
 def read_sweep_cell(path: Path) -> SweepCell:
-    """``BadInput`` (one line naming the file and the field) unless it is a sweep cell result."""
+    """``BadInput`` (one line naming the file and the field) unless it is a sweep cell result
+    (of at most ``SWEEP_CELL_LIMIT`` bytes)."""
+    data = read_file(Path(path), SWEEP_CELL_LIMIT, "sweep cell result")
     try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=SweepCell)
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read ({e.strerror or e})") from None
+        return msgspec.json.decode(data, type=SweepCell)
     except msgspec.DecodeError as e:  # ValidationError is a DecodeError
         raise BadInput(f"{path}: not an ftrun sweep cell result ({e})") from None
 
@@ -684,28 +731,44 @@ def to_json(record: msgspec.Struct, indent: int | None = None) -> str:
     return json.dumps(msgspec.to_builtins(record), indent=indent)
 
 
+# How many bytes each run-dir record is read at most (``ftrun.small_files.read_file``: a FIFO or a
+# device is never opened), each far above what a real run writes, so that only a file that is
+# not one (a log renamed, a disk image) is refused, before it is decoded into memory:
+RANK_META_LIMIT = 64 << 20  # a few KB; its fragments list every parameter (a 10k-tensor model: ~1 MB)
+MARKER_LIMIT = 64 << 10  # .ftrun-run: a pid and a time, ~40 bytes
+FAULT_MARKER_LIMIT = 64 << 10  # faults/<key>.json: one fault, ~200 bytes
+SPEC_LIMIT = 16 << 20  # the config tree, the faults and the network: a few KB
+# manifest.json: every expected send and sync (~120 bytes each, indented), every parameter of every
+# fragment, every run event: a 1M-step run with a sync every step is ~250 MB at most
+MANIFEST_LIMIT = 512 << 20
+
+
 def read_rank_meta(path: Path) -> RankMeta | None:
-    """A rank's meta file; None when it is missing, half-written or not one (the parent reads
-    it while the rank may be writing, and a rank that died early wrote none)."""
+    """A rank's meta file; None when it is missing, half-written, over ``RANK_META_LIMIT`` bytes,
+    not a regular file or not one (the parent reads it while the rank may be writing, and a rank
+    that died early wrote none)."""
     try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=RankMeta)
-    except (OSError, msgspec.DecodeError):
+        return msgspec.json.decode(read_file(Path(path), RANK_META_LIMIT, "rank meta"), type=RankMeta)
+    except (BadInput, msgspec.DecodeError):
         return None
 
 
 def read_run_marker(run_dir: Path) -> RunMarker | None:
-    """A run dir's ``.ftrun-run`` (None: missing or not one)."""
+    """A run dir's ``.ftrun-run`` (None: missing, not a regular file, over ``MARKER_LIMIT`` bytes,
+    or not one)."""
     try:
-        return msgspec.json.decode((Path(run_dir) / RUN_MARKER).read_bytes(), type=RunMarker)
-    except (OSError, msgspec.DecodeError):
+        return msgspec.json.decode(read_file(Path(run_dir) / RUN_MARKER, MARKER_LIMIT, "run marker"), type=RunMarker)
+    except (BadInput, msgspec.DecodeError):
         return None
 
 
 def read_spec(path: Path) -> Spec:
-    """spec.json -> ``Spec`` (a rank's input; ``BadInput`` if it is not one)."""
+    """spec.json -> ``Spec`` (a rank's input; ``BadInput``, one line naming the file, if it is
+    unreadable, over ``SPEC_LIMIT`` bytes or not one)."""
+    data = read_file(Path(path), SPEC_LIMIT, "spec")
     try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=Spec)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+        return msgspec.json.decode(data, type=Spec)
+    except msgspec.DecodeError as e:  # ValidationError is a DecodeError
         raise BadInput(f"{path}: not an ftrun spec ({e})") from None
 
 
@@ -721,11 +784,13 @@ def check_format(manifest: dict[str, Any], path: Path) -> None:
 
 def read_manifest(run_dir: Path) -> AnyManifest:
     """A run dir's manifest.json: a ``Manifest`` (``ftrun train``) or a ``LaunchManifest``
-    (``kind`` "launch"); ``BadInput`` (one line) if unreadable, of another format, or not one."""
+    (``kind`` "launch"); ``BadInput`` (one line) if unreadable, over ``MANIFEST_LIMIT`` bytes,
+    of another format, or not one."""
     path = Path(run_dir) / MANIFEST
+    data = read_file(path, MANIFEST_LIMIT, "manifest")
     try:
-        m = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as e:
+        m = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
         raise BadInput(f"{path}: unreadable manifest ({e})") from None
     if not isinstance(m, dict):
         raise BadInput(f"{path}: not an ftrun manifest (a JSON {type(m).__name__}, not an object)")
@@ -736,6 +801,67 @@ def read_manifest(run_dir: Path) -> AnyManifest:
         return msgspec.convert(m, Manifest)
     except msgspec.ValidationError as e:
         raise BadInput(f"{path}: not an ftrun manifest ({e})") from None
+
+
+# summary.json: a train summary is kilobytes; a launch summary holds its traces' whole report
+# (``inspection``: a row per send and per sync), tens of MB for a long run
+SUMMARY_LIMIT = 256 << 20
+
+
+def _summary_object(path: Path) -> dict[str, Any]:
+    """summary.json as a JSON object, bounded (``SUMMARY_LIMIT``); ``BadInput`` naming the file."""
+    data = read_file(path, SUMMARY_LIMIT, "summary")
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise BadInput(f"{path}: unreadable summary ({e})") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}: not an ftrun summary (a JSON {type(raw).__name__}, not an object)")
+    return raw
+
+
+def read_train_summary(run_dir: Path) -> TrainSummary:
+    """A run dir's summary.json of ``ftrun train``; ``BadInput`` (one line naming the file) if it is
+    missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun launch`` summary too).
+    One of an earlier ftrun reads as well: the fields it lacked take their defaults, and its
+    ``recovery`` (the fault story with the breakdowns inside, as ``breakdown``) is split into
+    ``faults`` (the story) and ``recovery`` (the breakdowns)."""
+    path = Path(run_dir) / SUMMARY
+    raw = _summary_object(path)
+    if "script" in raw and "mode" not in raw:
+        raise BadInput(f"{path}: an ftrun launch summary; this reads the summaries of ftrun train run dirs")
+    rec = raw.get("recovery")
+    if isinstance(rec, dict):  # the earlier shape
+        story = {k: v for k, v in rec.items() if k != "breakdown"}
+        raw = {**raw, "faults": story, "recovery": list(rec.get("breakdown") or [])}
+    try:
+        return msgspec.convert(raw, TrainSummary)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun train summary ({e})") from None
+
+
+def read_launch_summary(run_dir: Path) -> LaunchSummary:
+    """A run dir's summary.json of ``ftrun launch``; ``BadInput`` (one line naming the file) if it
+    is missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun train`` summary
+    too). One of an earlier ftrun reads as well: a group row without ``quorums`` reads None, a
+    trace without ``checked`` reads as checked when its rank was known (what that ftrun checked)."""
+    path = Path(run_dir) / SUMMARY
+    raw = _summary_object(path)
+    if "mode" in raw and "script" not in raw:
+        raise BadInput(f"{path}: an ftrun train summary; this reads the summaries of ftrun launch run dirs")
+    traces = raw.get("traces")
+    if isinstance(traces, list):
+        raw = {
+            **raw,
+            "traces": [
+                {**t, "checked": t.get("rank") is not None} if isinstance(t, dict) and "checked" not in t else t
+                for t in traces
+            ],
+        }
+    try:
+        return msgspec.convert(raw, LaunchSummary)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun launch summary ({e})") from None
 
 
 def read_train_manifest(run_dir: Path) -> Manifest:
@@ -796,12 +922,22 @@ def fault_marker(run_dir: Path, key: str) -> Path:
 
 
 def fault_markers(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / FAULTS).glob("*.json"))
+    """``faults/*.json``, without a marker still being written (``TMP_PREFIX``: the parent reads
+    this dir while ranks write into it)."""
+    return sorted(p for p in (run_dir / FAULTS).glob("*.json") if not p.name.startswith(TMP_PREFIX))
 
 
 def read_fault_markers(run_dir: Path) -> list[FaultMarker]:
-    """The faults that fired in this run dir (``faults/*.json``), in file-name order."""
-    return [msgspec.json.decode(p.read_bytes(), type=FaultMarker) for p in fault_markers(run_dir)]
+    """The faults that fired in this run dir (``faults/*.json``), in file-name order; ``BadInput``
+    (one line naming the file) for one that is unreadable, over ``FAULT_MARKER_LIMIT`` bytes or not one."""
+    out = []
+    for p in fault_markers(run_dir):
+        data = read_file(p, FAULT_MARKER_LIMIT, "fault marker")
+        try:
+            out.append(msgspec.json.decode(data, type=FaultMarker))
+        except msgspec.DecodeError as e:  # ValidationError is a DecodeError
+            raise BadInput(f"{p}: not an ftrun fault marker ({e})") from None
+    return out
 
 
 def meta_file(run_dir: Path, replica: int, rank: int) -> Path:

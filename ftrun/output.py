@@ -46,6 +46,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
+from ftrun.small_files import read_file
 
 RUN_MARKER = layout.RUN_MARKER
 OUT_MARKER = layout.OUT_MARKER
@@ -315,8 +316,9 @@ def is_ftrun_run_dir(run_dir: Path) -> bool:
     if (run_dir / RUN_MARKER).is_file():
         return True
     try:
-        msgspec.json.decode((run_dir / layout.MANIFEST).read_bytes(), type=layout.ManifestStamp)
-    except (OSError, msgspec.DecodeError):  # ValidationError is a DecodeError
+        data = read_file(run_dir / layout.MANIFEST, layout.MANIFEST_LIMIT, "manifest")
+        msgspec.json.decode(data, type=layout.ManifestStamp)
+    except (BadInput, msgspec.DecodeError):  # ValidationError is a DecodeError
         return False
     return True
 

@@ -87,4 +87,4 @@ def _finish(run_dir: Path, summary: layout.LaunchSummary, json_out: bool, print_
     if json_out:
         print(text)
     else:
-        print_summary({**msgspec.to_builtins(summary), "failures": []})  # the failure: the one error line that follows
+        print_summary(msgspec.structs.replace(summary, failures=[]))  # the failure: the one error line that follows

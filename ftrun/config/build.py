@@ -12,11 +12,13 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ftrun.config.options import fields, flag, given as given_of
 from ftrun.config.parts import At, RunConfig, _show
 from ftrun.errors import BadInput
+from ftrun.small_files import Missing, read_file
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Streaming DiLoCo: 2 fragments, each sent tau=5 steps before it is needed.
@@ -39,22 +41,33 @@ class FileValues(dict[str, Any]):
         return f"{self.path}: {self.spelling.get(name, name)} ="
 
 
-def load_toml(path: str | Path) -> FileValues:
-    """Read a config file; errors name the file and, for syntax errors, the line."""
-    # only a command that reads a file pays for it
+def toml_parser() -> ModuleType:
+    """The TOML parser ``--config`` files are read with: the stdlib's ``tomllib`` (3.11+), else
+    ``tomli`` (the same parser, before it joined the stdlib). Imported on call: only a command
+    that reads a file pays for it."""
     if sys.version_info >= (3, 11):
         import tomllib
-    else:  # the same parser, before it joined the stdlib
+    else:
         import tomli as tomllib
+    parser: ModuleType = tomllib  # (tomli ships no types)
+    return parser
+
+
+CONFIG_LIMIT = 16 << 20  # bytes of a --config file read at most (one is a few dozen lines)
+
+
+def load_toml(path: str | Path) -> FileValues:
+    """Read a config file; errors name the file and, for syntax errors, the line."""
+    tomllib = toml_parser()
     p = Path(path)
     try:
-        text = p.read_text()
-    except FileNotFoundError:
+        text = read_file(p, CONFIG_LIMIT, "config file").decode()
+    except Missing:
         raise BadInput(f"--config {p}: not found") from None
     except UnicodeDecodeError as e:
         raise BadInput(f"--config {p}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
-    except OSError as e:
-        raise BadInput(f"--config {p}: cannot read ({e.strerror})") from None
+    except BadInput as e:  # (not a regular file, over the limit, the OS's reason)
+        raise BadInput(f"--config {e}") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -24,6 +24,7 @@ import msgspec
 from ftrun.errors import BadInput
 from ftrun.model_desc import BUILTIN_MODELS
 from ftrun.schedule import Schedule, ScheduleError, validate
+from ftrun.small_files import describe_size
 
 if TYPE_CHECKING:
     from ftrun.fault_flags import Fault
@@ -279,6 +280,11 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise at.bad("vocab", self.vocab, "must be 2..256 for byte-level text data")
 
 
+# Bytes of a --data file at most: every rank holds it whole as int64 tokens (8 bytes a byte), so
+# 1 GB is 8 GB of memory per rank; a corpus for a small-model test of torchft is megabytes
+DATA_LIMIT = 1 << 30
+
+
 class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What each step trains on."""
 
@@ -294,6 +300,8 @@ class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise at.bad("data", self.data, "not a file (use 'synthetic' or a path to a text file)")
             if p.stat().st_size < self.seq_len + 2:
                 raise at.bad("data", self.data, f"file too small for --seq-len {self.seq_len}")
+            if p.stat().st_size > DATA_LIMIT:
+                raise at.bad("data", self.data, f"more than {describe_size(DATA_LIMIT)} (each rank holds it whole)")
 
     def check_seed(self, at: At) -> None:
         if not 0 <= self.seed < 2**32:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import msgspec
 from rich import box
 from rich.table import Table
 
+from ftrun import layout
 from ftrun.console import LiveTable, console as make_console, line, styled
 
 
@@ -13,7 +13,7 @@ def _codes(codes: list[int]) -> str:
     return ",".join(str(c) for c in codes) or "-"
 
 
-def _table(title: str, rows: list[dict]) -> Table:
+def _table(title: str, rows: list[layout.LaunchGroupRow]) -> Table:
     t = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
     )
@@ -22,12 +22,12 @@ def _table(title: str, rows: list[dict]) -> Table:
     t.add_column("last log line", no_wrap=True, overflow="ellipsis", max_width=48)
     for g in rows:
         t.add_row(
-            str(g["replica"]),
-            g["state"],
-            _codes(g["exit_codes"]),
-            str(g["restarts"]),
-            str(g["quorums"]),
-            g["last_line"],
+            str(g.replica),
+            g.state,
+            _codes(g.exit_codes),
+            str(g.restarts),
+            "?" if g.quorums is None else str(g.quorums),  # (None: a summary of an earlier ftrun)
+            g.last_line,
         )
     return t
 
@@ -38,33 +38,30 @@ class LaunchLiveView(LiveTable):
     def refresh(self, state) -> None:
         if self.enabled:
             q = state.quorums.last_id if state.quorums is not None else "?"
-            self.show(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", msgspec.to_builtins(state.rows())))
+            self.show(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", state.rows()))
 
 
-def print_summary(summary: dict) -> None:
+def print_summary(summary: layout.LaunchSummary) -> None:
     """The launch summary (``--json`` prints ``summary`` itself instead)."""
     c = make_console(soft_wrap=True)
-    q = summary.get("quorums_seen")
+    q = summary.quorums_seen
     c.print(
         _table(
-            f"ftrun launch · {summary['run_dir']} · {summary['seconds']:.1f} s · "
-            f"last quorum id {'?' if q is None else q}",
-            summary["groups"],
+            f"ftrun launch · {summary.run_dir} · {summary.seconds:.1f} s · last quorum id {'?' if q is None else q}",
+            summary.groups,
         )
     )
-    for f in summary["faults_fired"]:
-        c.print(line("fault: ", f"{f['signal']} replica group {f['replica']} at {f['at_s']:g} s ({f['trigger']})"))
-    traces = summary["traces"]
-    c.print(
-        line(f"traces: {len(traces)} found", *(f" ({summary['trace_note']})",) if summary.get("trace_note") else ())
-    )
+    for k in summary.faults_fired:
+        c.print(line("fault: ", f"{k.signal} replica group {k.replica} at {k.at_s:g} s ({k.trigger})"))
+    traces = summary.traces
+    c.print(line(f"traces: {len(traces)} found", *(f" ({summary.trace_note})",) if summary.trace_note else ()))
     for t in traces:
         c.print(
             line(
-                f"  replica {t['replica']} rank {'?' if t['rank'] is None else t['rank']}: ",
-                t["path"],
-                "" if t.get("checked", True) else " (not checked)",
+                f"  replica {t.replica} rank {'?' if t.rank is None else t.rank}: ",
+                t.path,
+                "" if t.checked else " (not checked)",
             )
         )
-    for f in summary["failures"]:
+    for f in summary.failures:
         c.print(line(styled("failed: ", "bold red"), f))

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import torch
 
+from ftrun.config.parts import DATA_LIMIT
+from ftrun.small_files import read_file
+
 
 class Batches:
     def __init__(self, source: str, vocab: int, seq_len: int, batch_size: int, seed: int, stream: int) -> None:
@@ -23,7 +26,7 @@ class Batches:
             self.vocab = vocab
             self.text = None
         else:
-            raw = Path(source).read_bytes()
+            raw = read_file(Path(source), DATA_LIMIT, "--data file")  # (checked before launch: config)
             self.text = torch.frombuffer(bytearray(raw), dtype=torch.uint8).long() % vocab
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -130,7 +130,7 @@ class Corruption:
             fired = layout.FaultMarker(
                 f.replica, f.step, f.action, 0.0, f.kind, fired_at=time.time(), fired_step=sync_step, pid=os.getpid()
             )
-            marker.write_text(layout.to_json(fired))
+            atomic_write(marker, layout.to_json(fired), "fault marker")  # the parent may read it meanwhile
             log.warning("fault %s (%s) fires in the round synced at step %d", f.key, f.kind, sync_step)
         return f
 

@@ -20,6 +20,7 @@ from typing import Any
 from torchft.checkpointing import CheckpointTransport
 
 from ftrun.layout import LifecycleEvent, to_json
+from ftrun.small_files import last_byte
 from ftrun.torchft_compat import configure_method, configure_quorum_id
 
 
@@ -41,7 +42,7 @@ class Lifecycle:
 
     def __init__(self, path: Path, incarnation: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        torn = last_byte(path) not in (b"", b"\n")  # (one byte read, not the whole log)
         self._file = path.open("a", buffering=1)  # line-buffered: a SIGKILL loses at most one line
         if torn:
             self._file.write("\n")

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ftrun.layout import EventRecord, to_json
+from ftrun.small_files import last_byte
 from ftrun.torchft_compat import diloco_fragments
 
 
@@ -47,7 +48,7 @@ class StepRecorder:
         path.parent.mkdir(parents=True, exist_ok=True)
         # append: a restarted group continues the log of its previous incarnation, whose last
         # line may have been cut by SIGKILL
-        torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        torn = last_byte(path) not in (b"", b"\n")  # (one byte read, not the whole log)
         self._file = path.open("a", buffering=1)
         if torn:
             self._file.write("\n")

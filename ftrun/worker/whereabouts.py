@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ftrun import layout
+from ftrun.errors import BadInput
+from ftrun.small_files import read_file
 
 WIDTH = 32  # bytes per record: "STEP PHASE", space-padded
+PROGRESS_LIMIT = 4 << 10  # bytes of a progress file read at most (one is one record of WIDTH)
 
 
 class Whereabouts:
@@ -60,7 +63,8 @@ class Whereabouts:
 
 def read(run_dir: Path, replica: int) -> tuple[int, str] | None:
     try:
-        step, phase = layout.progress_file(run_dir, replica).read_text().split()
+        text = read_file(layout.progress_file(run_dir, replica), PROGRESS_LIMIT, "progress").decode()
+        step, phase = text.split()
         return int(step), phase
-    except (OSError, ValueError):
+    except (BadInput, ValueError):  # (UnicodeDecodeError is a ValueError)
         return None

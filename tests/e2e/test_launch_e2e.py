@@ -15,8 +15,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from ftrun import layout
 from train_fixtures import FTRUN, NATIVE_CRASH, TreeWatch, live, survivors
 
 pytestmark = pytest.mark.e2e
@@ -35,8 +37,13 @@ class Launch:
     survivors: list = field(default_factory=list)
     seen: list = field(default_factory=list)  # command lines of every descendant seen while it ran
 
-    def summary(self) -> dict:
-        return json.loads((self.run_dir / "summary.json").read_text())
+    def summary(self) -> layout.LaunchSummary:
+        """summary.json by its type (``layout.read_launch_summary``); with ``--json``, also what
+        was printed (the same record)."""
+        s = layout.read_launch_summary(self.run_dir)
+        if self.stdout.lstrip().startswith("{"):
+            assert msgspec.json.decode(self.stdout, type=layout.LaunchSummary) == s
+        return s
 
     def explain(self) -> str:
         return f"rc={self.rc}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
@@ -70,21 +77,23 @@ def test_launch_finds_traces_and_inspection_passes(tmp_path):
     r = run_launch(tmp_path, "ok", "--json", *SCHED, "--", str(SCRIPT), "--manager-steps", "6")
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
-    s = json.loads(r.stdout)
-    assert [g["exit_codes"] for g in s["groups"]] == [[0], [0]]
-    paths = sorted(Path(t["path"]).relative_to(r.run_dir).as_posix() for t in s["traces"])
+    s = r.summary()
+    assert [g.exit_codes for g in s.groups] == [[0], [0]]
+    paths = sorted(Path(t.path).relative_to(r.run_dir).as_posix() for t in s.traces)
     # written relative to each group's own working dir, found there, assigned by directory
     assert paths == [f"groups/replica{k}/output/replica-{k}/profiles/step-10.json" for k in (0, 1)]
-    assert [t["replica"] for t in sorted(s["traces"], key=lambda t: t["path"])] == [0, 1]
-    assert s["quorums_seen"] >= 1 and all(g["quorums"] >= 1 for g in s["groups"])  # torchft's manager logged them
-    assert s["inspection"]["verdict"] == "pass" and s["inspection"]["events"], s["inspection"]
-    m = json.loads((r.run_dir / "manifest.json").read_text())
-    assert m["script"] == str(SCRIPT) and m["args"] == ["--manager-steps", "6"]
-    assert m["schedule"]["fragments"] == 2 and len(m["traces"]) == 2
+    assert [t.replica for t in sorted(s.traces, key=lambda t: t.path)] == [0, 1]
+    # torchft's manager logged them
+    assert s.quorums_seen is not None and s.quorums_seen >= 1 and all((g.quorums or 0) >= 1 for g in s.groups)
+    assert s.inspection is not None and s.inspection["verdict"] == "pass" and s.inspection["events"], s.inspection
+    m = layout.read_manifest(r.run_dir)
+    assert isinstance(m, layout.LaunchManifest)
+    assert m.script == str(SCRIPT) and m.args == ["--manager-steps", "6"]
+    assert m.schedule.fragments == 2 and len(m.traces) == 2
     from ftrun.torchft_compat import installed
 
     rel = installed()  # what the groups ran on: this interpreter's torchft (either release)
-    assert (m["versions"]["torchft_distribution"], m["versions"]["torchft"], m["versions"]["torchft_pg_api"]) == (
+    assert (m.versions["torchft_distribution"], m.versions["torchft"], m.versions["torchft_pg_api"]) == (
         rel.distribution,
         rel.version,
         rel.pg_api,
@@ -117,15 +126,15 @@ def test_kill_on_log_line_then_restart(tmp_path):
     )
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
-    s = json.loads(r.stdout)
-    assert [f["replica"] for f in s["faults_fired"]] == [1]
-    assert s["faults_fired"][0]["signal"] == "SIGKILL" and "inner step 4 " in s["faults_fired"][0]["trigger"]
-    assert s["groups"][1]["exit_codes"] == [-9, 0] and s["groups"][1]["restarts"] == 1
-    assert s["groups"][0]["exit_codes"] == [0]
+    s = r.summary()
+    assert [f.replica for f in s.faults_fired] == [1]
+    assert s.faults_fired[0].signal == "SIGKILL" and "inner step 4 " in s.faults_fired[0].trigger
+    assert s.groups[1].exit_codes == [-9, 0] and s.groups[1].restarts == 1
+    assert s.groups[0].exit_codes == [0]
     # the relaunched incarnation's trace is found but, its step numbering restarted, not checked
-    unchecked = [t for t in s["traces"] if not t["checked"]]
-    assert [t["replica"] for t in unchecked] == [1] and "relaunched" in s["trace_note"]
-    assert s["inspection"]["verdict"] == "pass" and s["inspection"]["replicas"] == [0]
+    unchecked = [t for t in s.traces if not t.checked]
+    assert [t.replica for t in unchecked] == [1] and s.trace_note is not None and "relaunched" in s.trace_note
+    assert s.inspection is not None and s.inspection["verdict"] == "pass" and s.inspection["replicas"] == [0]
 
 
 def test_group_that_crashes_fails_the_launch_naming_it(tmp_path):
@@ -180,7 +189,7 @@ def test_script_that_never_touched_torchft_is_nothing_checked(tmp_path, sched):
     assert len(lines) == 1 and "nothing checked" in lines[0], r.stderr
     assert "never joined a torchft quorum" in lines[0] and "0, 1" in lines[0]
     assert "PASS" not in r.stdout
-    assert json.loads((r.run_dir / "summary.json").read_text())["ok"] is False
+    assert r.summary().ok is False
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -7,11 +7,11 @@ import pytest
 
 @pytest.mark.e2e
 def test_manifest_and_summary_show_every_ranks_device(ftrun_run):
-    import json
+    from ftrun import layout
 
     run = ftrun_run("streaming")
-    manifest = json.loads((run / "manifest.json").read_text())
-    summary = json.loads((run / "summary.json").read_text())
-    want = [{"replica": r, "rank": 0, "device": "cpu"} for r in (0, 1)]
-    assert sorted(manifest["devices"], key=lambda d: d["replica"]) == want
-    assert summary["devices"] == manifest["devices"]
+    manifest = layout.read_train_manifest(run)
+    summary = layout.read_train_summary(run)
+    want = [layout.DeviceRef(replica=r, rank=0, device="cpu") for r in (0, 1)]
+    assert sorted(manifest.devices, key=lambda d: d.replica) == want
+    assert summary.devices == manifest.devices

@@ -11,28 +11,25 @@ import pytest
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from train_fixtures import inspect, one_line
+from train_fixtures import event_record, inspect, one_line
 
 CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
 
 def _record(**over) -> layout.EventRecord:
     base = dict(
-        step=3,
         manager_step=1,
         manager_step_after=2,
         participants=2,
         quorum_id=1,
         loss=5.0,
         step_time_s=0.1,
-        restart=0,
-        sent=None,
         synced=1,
         commit=True,
         fingerprint="ab",
         t=1.0,
     )
-    return layout.EventRecord(**{**base, **over})
+    return layout.EventRecord(**event_record(3, **{**base, **over}))
 
 
 def test_event_record_keeps_null_keys_and_leaves_out_unmeasured_timings() -> None:

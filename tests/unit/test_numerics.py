@@ -8,6 +8,7 @@ import pytest
 
 from ftrun.check.numerics import average_tolerance, check_numerics, sum_tolerance
 from ftrun.layout import EventRecord, Healed, HealNumerics, RoundNumerics, Sketch
+from train_fixtures import event_record
 
 N = 100_000  # elements per fragment
 
@@ -35,23 +36,8 @@ def mul(v, k):
 
 
 def rec(step, parts, commit=None, mstep_after=0, **extra):
-    return EventRecord(
-        step=step,
-        manager_step=0,
-        manager_step_after=mstep_after,
-        participants=2,
-        quorum_id=1,
-        loss=0.0,
-        step_time_s=0.0,
-        restart=0,
-        sent=None,
-        synced=None,
-        commit=commit,
-        fingerprint=None,
-        t=float(step),
-        numerics=parts,
-        **extra,
-    )
+    fields = dict(manager_step_after=mstep_after, participants=2, quorum_id=1, commit=commit, t=float(step))
+    return EventRecord(**event_record(step, **fields, numerics=parts, **extra))
 
 
 def part(phase, mstep=0, fragment=0, participants=2, participating=True, world=2, qid=1, **sketches):

@@ -9,6 +9,7 @@ import pytest
 
 from ftrun.check.throughput import decompose, explained_ratio, largest_reason, mean_decomposition, step_costs
 from ftrun.layout import EventRecord
+from train_fixtures import event_record
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
@@ -46,20 +47,18 @@ def log(
             wait += quorum_ms
         out.append(
             EventRecord(
-                step=s,
-                manager_step=0,
-                manager_step_after=0,
-                participants=2,
-                quorum_id=1,
-                loss=1.0,
-                step_time_s=(compute + wait) / 1e3,
-                restart=0,
-                sent=sent,
-                synced=synced,
-                commit=True if synced is not None else None,
-                fingerprint=None,
-                t=float(s),
-                **extra,
+                **event_record(
+                    s,
+                    participants=2,
+                    quorum_id=1,
+                    loss=1.0,
+                    step_time_s=(compute + wait) / 1e3,
+                    sent=sent,
+                    synced=synced,
+                    commit=True if synced is not None else None,
+                    t=float(s),
+                    **extra,
+                )
             )
         )
     return out

@@ -1,0 +1,98 @@
+"""The one bounded read of a file that is not a trace (traces: ``ftrun.trace.load``): a run-dir
+record (``ftrun.layout``'s readers), an event log (``ftrun.event_log``), a ``--config`` file.
+
+Contract: ``read_file(path, limit, what)`` returns at most ``limit`` bytes of a regular file, or
+raises ``BadInput`` with one line ``PATH: unreadable WHAT (WHY)``: no such file (``Missing``, so
+that a reader for which a missing file is normal can tell), not a regular file (a FIFO, a device
+or a directory is never read: the open is ``O_NONBLOCK``, so a FIFO without a writer does not
+wait), more than the limit, or the OS's reason. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ftrun.errors import BadInput
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+_CHUNK = 1 << 20
+
+
+class Missing(BadInput):
+    """``read_file``'s file does not exist."""
+
+
+def describe_size(n: int) -> str:
+    """A limit as a person reads it: ``64 MB``, ``64 KB``, ``100 bytes``."""
+    for unit, shift in (("GB", 30), ("MB", 20), ("KB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+def read_file(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file ``path`` (at most ``limit``; see the module contract)."""
+    return _read(path, limit, what, whole=True)
+
+
+def read_head(path: Path, n: int, what: str) -> bytes:
+    """The first ``n`` bytes of the regular file ``path`` (fewer: it is shorter), as ``read_file``
+    refuses what is not one; the rest is never read."""
+    return _read(path, n, what, whole=False)
+
+
+def _read(path: Path, limit: int, what: str, whole: bool) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Missing(f"{path}: unreadable {what} (no such file)") from None
+    except OSError as e:
+        raise BadInput(f"{path}: unreadable {what} ({e.strerror or e})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _KINDS if test(mode)), "something else")
+            raise BadInput(f"{path}: unreadable {what} (not a regular file: {kind})")
+        parts: list[bytes] = []
+        got = 0
+        while got <= limit:
+            b = os.read(fd, min(_CHUNK, limit + 1 - got))
+            if not b:
+                break
+            parts.append(b)
+            got += len(b)
+    except BlockingIOError:  # cannot happen on a regular file; never spin on one
+        raise BadInput(f"{path}: unreadable {what} (would block)") from None
+    except OSError as e:
+        raise BadInput(f"{path}: unreadable {what} ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if got > limit and not whole:
+        return b"".join(parts)[:limit]
+    if got > limit:
+        raise BadInput(f"{path}: unreadable {what} (more than {describe_size(limit)})")
+    return b"".join(parts)
+
+
+def last_byte(path: Path) -> bytes:
+    """The last byte of the regular file ``path`` (b"" for a missing, empty or irregular one):
+    is a log's last line complete? One byte read, however long the log is."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        size = os.fstat(fd)
+        return os.pread(fd, 1, size.st_size - 1) if stat.S_ISREG(size.st_mode) and size.st_size else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
