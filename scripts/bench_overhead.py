@@ -65,7 +65,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: str) -> None:
-    """One replica group of the bare loop (rank 0 of a group of 1)."""
+    """One replica group of the bare loop (rank 0 of a group of 1). ``cfg["knobs"]``: the
+    variations ``--knobs`` measures (``BARE_KNOBS``); none = ftrun's conditions."""
+    import gc
     from datetime import timedelta
 
     import torch
@@ -76,13 +78,18 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     from ftrun.worker.data import Batches
     from ftrun.worker.models import build_fragments, build_model
 
-    torch.set_num_threads(threads_for(replicas))
+    knobs = cfg.get("knobs", {})
+    torch.set_num_threads(knobs.get("threads", threads_for(replicas)))
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg)
     frags = build_fragments(model, cfg)
     inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
-    outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
+    outer = [  # as ftrun.worker.setup.build_training
+        torch.optim.SGD(f.parameters(), lr=cfg["outer_lr"], momentum=cfg["outer_momentum"], nesterov=True)
+        for f in frags
+    ]
     data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], replica)
+    batches = [data.next() for _ in range(cfg["steps"])] if knobs.get("pregen") else None
     store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     manager = torchft.Manager(
         pg=torchft.ProcessGroupGloo(timeout=timedelta(seconds=60)),
@@ -99,6 +106,11 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
         lighthouse_addr=lighthouse,
         hostname="localhost",
     )
+    if knobs.get("gc") == "freeze":  # what set-up allocated is never traversed again
+        gc.collect()
+        gc.freeze()
+    elif knobs.get("gc") == "off":
+        gc.disable()
     ready = Path(out).parent / "ready"
     ready.mkdir(exist_ok=True)
     (ready / str(replica)).touch()
@@ -108,8 +120,9 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     with DiLoCo(
         manager, frags, inner, outer, sync_every=cfg["sync_every"], fragment_sync_delay=cfg["fragment_sync_delay"]
     ):
-        for _ in range(cfg["steps"]):
-            x, y = data.next()  # as ftrun's worker: data + forward/backward + step (+ DiLoCo hook)
+        for i in range(cfg["steps"]):
+            # as ftrun's worker: data + forward/backward + step (+ DiLoCo hook)
+            x, y = batches[i] if batches is not None else data.next()
             inner.zero_grad()
             F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
             inner.step()
@@ -117,6 +130,21 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     Path(out).write_text(json.dumps(stamps))
     manager.shutdown(wait=False)
     os._exit(0)
+
+
+# ``--knobs``: what a careful engineer would try to make the bare loop faster, each against the
+# plain bare loop (ftrun's conditions) in the same invocation. In-process knobs go to the worker
+# (``cfg["knobs"]``), environment knobs to its environment (``env``: None = unset the variable).
+BARE_KNOBS: dict[str, dict] = {
+    "threads=2 (all cores per rank)": {"knobs": {"threads": 2}, "env": {"OMP_NUM_THREADS": "2"}},
+    "OMP_NUM_THREADS unset": {"env": {"OMP_NUM_THREADS": None}},
+    "pre-generated batches": {"knobs": {"pregen": True}},
+    "gc.freeze() after set-up": {"knobs": {"gc": "freeze"}},
+    "gc off": {"knobs": {"gc": "off"}},
+    "malloc: mmap threshold fixed at 32 MiB": {
+        "env": {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"}
+    },
+}
 
 
 WARMUP = 10
@@ -127,6 +155,9 @@ BOOKKEEPING: list[float] = []  # ftrun's per-step time outside the step body, ms
 SYNC_EXCESS: list[float] = []
 PLAIN: list[float] = []  # per run: its median plain step, ms
 STEPS: dict[str, list[float]] = {"bare": [], "ftrun": []}  # every whole-loop step after the warm-up, ms
+LAST_RUN: dict = {}  # the last default ftrun run: its spec's profiling settings, an event log
+# per side, per run: its steps after the warm-up, (whole-loop interval ms, a send/sync step?)
+INTERVALS: dict[str, list[list[tuple[float, bool]]]] = {"bare": [], "ftrun": []}
 
 
 def threads_for(replicas: int) -> int:
@@ -143,17 +174,42 @@ def ms_per_step(stamps: list[float]) -> float:
     return (stamps[-1] - stamps[WARMUP - 1]) / (len(stamps) - WARMUP) * 1e3
 
 
-def run_bare(cfg: dict, replicas: int) -> float:
+def busy_step(step: int, cfg: dict) -> bool:
+    """Is training step ``step`` (1-based) one where DiLoCo sends or syncs a fragment? Its
+    ``local_step`` reaches w - tau (send) and w (sync) every w = H / F steps (torchft-notes)."""
+    w = cfg["sync_every"] // cfg["fragments"]
+    return step % w in ((w - cfg["fragment_sync_delay"]) % w, 0)
+
+
+def breakdown(run: list[tuple[float, bool]]) -> dict[str, float]:
+    """One run's whole-loop ms per step, split exactly: ``plain`` (the median plain step) +
+    ``plain_tail`` (what plain steps took beyond it, per step: the slow ones) + ``sync_excess``
+    (what send/sync steps took beyond it, per step)."""
+    plain = statistics.median(d for d, busy in run if not busy)
+    n = len(run)
+    return {
+        "plain": plain,
+        "plain_tail": sum(d - plain for d, busy in run if not busy) / n,
+        "sync_excess": sum(d - plain for d, busy in run if busy) / n,
+    }
+
+
+def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
+    """One bare run (``variant``: a ``BARE_KNOBS`` entry, None = ftrun's conditions); ms/step."""
     from ftrun.launch.groups import free_port
     from ftrun.launch.lighthouse import lighthouse_argv
 
+    variant = variant or {}
+    cfg = {**cfg, "knobs": variant.get("knobs", {})}
     port = free_port()
     # ftrun's lighthouse: start_lighthouse's defaults and the config's min_replicas and heartbeat timeout
     argv = lighthouse_argv(f"127.0.0.1:{port}", cfg["min_replicas"], 10000, 100, cfg["heartbeat_timeout_ms"])
     lh = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     tmp = tempfile.mkdtemp()
     outs = [f"{tmp}/r{r}.json" for r in range(replicas)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}  # as ftrun's launcher sets it
+    for k, v in variant.get("env", {}).items():
+        env.pop(k, None) if v is None else env.__setitem__(k, v)
     procs = [
         subprocess.Popen(
             [
@@ -186,7 +242,11 @@ def run_bare(cfg: dict, replicas: int) -> float:
         lh.kill()
         lh.wait()
     stamps = [json.loads(Path(o).read_text()) for o in outs]
-    STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
+    if not variant:
+        STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
+        INTERVALS["bare"] += [
+            [((st[i] - st[i - 1]) * 1e3, busy_step(i + 1, cfg)) for i in range(WARMUP, len(st))] for st in stamps
+        ]
     return statistics.mean(ms_per_step(st) for st in stamps)
 
 
@@ -217,6 +277,9 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         *extra,
     ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if not extra:  # what the timed run had on: its spec's profiling settings (ftrun's defaults)
+        LAST_RUN["profiling"] = json.loads((Path(out) / "bench" / "spec.json").read_text())["config"]["profiling"]
+        LAST_RUN["events"] = Path(out) / "bench" / "events" / "replica0_rank0.jsonl"
     per_replica, outside = [], []
     for r in range(replicas):
         recs = [
@@ -226,6 +289,13 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         recs = [x for x in recs if x.get("step")]
         loop = ms_per_step([x["t"] for x in recs])
         STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)]
+        if not extra:
+            INTERVALS["ftrun"].append(
+                [
+                    ((b["t"] - a["t"]) * 1e3, b["sent"] is not None or b["synced"] is not None)
+                    for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)
+                ]
+            )
         per_replica.append(loop)
         # what the bare loop does not do: the loop's time per step minus the step body's
         outside.append(loop - statistics.mean(x["step_time_s"] for x in recs[WARMUP:]) * 1e3)
@@ -272,6 +342,47 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
             b.sketch()
         times.append((time.perf_counter() - t0) * 1e3)
     return min(times), sum(t.numel() for t in tensors)
+
+
+def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
+    """In this process, with the worker's own code: ms per training step of each piece of work
+    ftrun's rank does that the bare loop does not (a send/sync step's work spread over the w steps
+    between syncs). ``events``: an event log of the run, whose records are re-encoded as the
+    worker writes them. A lower bound of each cost: timed alone, on a warm cache."""
+    import msgspec
+    import torch
+
+    from ftrun.layout import EventRecord, to_json
+    from ftrun.worker.models import build_fragments, build_model
+    from ftrun.worker.profiling import AroundFault
+    from ftrun.worker.recorder import fingerprint
+
+    torch.set_num_threads(threads_for(2))
+    w = cfg["sync_every"] // cfg["fragments"]
+    frags = build_fragments(build_model(cfg), cfg)
+
+    def best_ms(fn, n: int = 5) -> float:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return min(times)
+
+    sketch_ms, _ = sketch_cost_ms(cfg)  # fragment 0's four sketches, one sync
+    fp_ms = statistics.mean(best_ms(lambda f=f: fingerprint(dict(f.named_parameters()))) for f in frags)
+    lines = events.read_bytes().splitlines()
+    recs = [msgspec.json.decode(x, type=EventRecord) for x in lines]
+    with tempfile.TemporaryFile("w", buffering=1) as sink:  # line-buffered, as StepRecorder's file
+        log_ms = best_ms(lambda: [sink.write(to_json(r) + "\n") for r in recs]) / len(recs)
+    around = AroundFault([], 0, 0, events.parent, lambda k: False, give_up=2 * cfg["sync_every"])
+    armed_ms = best_ms(lambda: [(around.at_step(k), around.after_step([], False)) for k in range(1000)]) / 1000
+    return {
+        "sketches (4 per sync, fragment 0), per step": sketch_ms / w,
+        "fingerprint of the synced fragment, per step": fp_ms / w,
+        "event-log line (encode + write), per step": log_ms,
+        "recovery profiling armed, no fault, per step": armed_ms,
+    }
 
 
 def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str, extra: tuple[str, ...]) -> dict:
@@ -325,6 +436,11 @@ def main() -> None:
     ap.add_argument(
         "--sketches", action="store_true", help="Measure the numeric check's sketches: on vs --no-sketches."
     )
+    ap.add_argument(
+        "--knobs",
+        default=None,
+        help="Instead: variations of the bare loop (BARE_KNOBS; 'all' or comma-separated substrings) vs the plain one.",
+    )
     ap.add_argument("--large-steps", type=int, default=40)
     ap.add_argument("--large-repeat", type=int, default=1)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
@@ -356,7 +472,6 @@ def main() -> None:
             )
         print(json.dumps({"sketches": rows}))
         return
-    bare, ours = [], []
     print(
         f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
         f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; "
@@ -364,27 +479,35 @@ def main() -> None:
         f"{threads_for(a.replicas)} threads per rank",
         flush=True,
     )
+    if a.knobs:
+        knobs_bench(cfg, a.replicas, a.repeat, a.knobs)
+        return
+    bare, ours, loads = [], [], []
     for i in range(a.repeat):  # interleaved (and alternating who goes first), so drift in load hits both
         for side in ("bare", "ftrun") if i % 2 == 0 else ("ftrun", "bare"):
             if side == "bare":
                 bare.append(run_bare(cfg, a.replicas))
             else:
                 ours.append(run_ftrun(cfg, a.replicas))
+        loads.append(round(os.getloadavg()[0], 2))
         print(
-            f"repeat {i + 1}: bare {bare[-1]:.2f} ms/step, ftrun {ours[-1]:.2f} ms/step "
-            f"(load average {os.getloadavg()[0]:.1f})",
+            f"repeat {i + 1}: bare {bare[-1]:.2f} ms/step, ftrun {ours[-1]:.2f} ms/step (load average {loads[-1]:.1f})",
             flush=True,
         )
     b, o = statistics.median(bare), statistics.median(ours)
+    on = LAST_RUN["profiling"]
     print(f"bare torchft DiLoCo loop  : median {b:.2f} ms per step (whole loop, steps {WARMUP + 1}..{a.steps})")
-    print(f"ftrun train --profile none: median {o:.2f} ms per step")
+    print(
+        f"ftrun train --profile none: median {o:.2f} ms per step (ftrun's defaults: sketches "
+        f"{'on' if on['sketches'] else 'OFF'}, recovery profiling {'on' if on['profile_recovery'] else 'OFF'})"
+    )
     ratio = o / b
     valid = ratio >= VALID_FROM
     print(f"ratio ftrun / bare        : {ratio:.3f}x (goal 1.00-1.02x)")
+    outside_ms = statistics.median(BOOKKEEPING)
     print(
         f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
-        f"{statistics.median(BOOKKEEPING):.3f} ms per step "
-        f"({statistics.median(BOOKKEEPING) / o * 100:.2f}% of its step)"
+        f"{outside_ms:.3f} ms per step ({outside_ms / o * 100:.2f}% of its step)"
     )
     quantiles = {}
     for side in ("bare", "ftrun"):
@@ -399,6 +522,21 @@ def main() -> None:
         "ratio of the fast steps (p25, where other load rarely reaches): "
         f"{quantiles['ftrun'][1] / quantiles['bare'][1]:.3f}x"
     )
+    # where ftrun's extra time per step is: the same split of every run's loop on both sides
+    split = {
+        side: {k: statistics.median(breakdown(run)[k] for run in INTERVALS[side]) for k in PARTS}
+        for side in ("bare", "ftrun")
+    }
+    print("whole loop per step = median plain step + plain steps' tail + send/sync steps' excess (ms, median of runs):")
+    for k, what in PARTS.items():
+        bk, fk = split["bare"][k], split["ftrun"][k]
+        print(
+            f"  {what:44} bare {bk:7.3f}  ftrun {fk:7.3f}  ftrun - bare {fk - bk:+7.3f} ({(fk - bk) / b * 100:+.2f}%)"
+        )
+    costs = per_step_costs_ms(cfg, LAST_RUN["events"])
+    print("ftrun's own per-step work, timed alone in this process with the worker's code (a lower bound):")
+    for k, v in costs.items():
+        print(f"  {k:52} {v:.4f} ms ({v / b * 100:.2f}% of the bare step)")
     if not valid:
         print(
             f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly "
@@ -410,13 +548,56 @@ def main() -> None:
                 "bare_ms_per_step": round(b, 3),
                 "ftrun_ms_per_step": round(o, 3),
                 "ratio": round(ratio, 4),
+                "ratios_per_repeat": [round(x / y, 4) for x, y in zip(ours, bare, strict=True)],
+                "ftrun_sketches": on["sketches"],
+                "ftrun_profile_recovery": on["profile_recovery"],
+                "p25_ratio": round(quantiles["ftrun"][1] / quantiles["bare"][1], 4),
+                "p50_ratio": round(quantiles["ftrun"][2] / quantiles["bare"][2], 4),
+                "breakdown_ms_per_step": {
+                    k: {side: round(split[side][k], 4) for side in ("bare", "ftrun")} for k in PARTS
+                },
+                "outside_step_body_ms_per_step": round(outside_ms, 4),
+                "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},
                 "repeats": a.repeat,
+                "load_average": loads,
                 "valid": valid,
+                "invalid": not valid,
             }
         )
     )
     if not valid:
         raise SystemExit(1)
+
+
+PARTS = {
+    "plain": "median plain step",
+    "plain_tail": "plain steps beyond their median, per step",
+    "sync_excess": "send/sync steps beyond the median, per step",
+}
+
+
+def knobs_bench(cfg: dict, replicas: int, repeat: int, which: str) -> None:
+    """``--knobs``: each ``BARE_KNOBS`` variation of the bare loop against the plain bare loop,
+    paired in each repeat (the order rotates), so the load's drift cancels in the per-repeat ratio."""
+    names = list(BARE_KNOBS) if which == "all" else [n for n in BARE_KNOBS if any(w in n for w in which.split(","))]
+    if not names:
+        raise SystemExit(f"bench_overhead: --knobs {which!r} matches none of: {', '.join(BARE_KNOBS)}")
+    sides = ["plain", *names]
+    ms: dict[str, list[float]] = {n: [] for n in sides}
+    for i in range(repeat):
+        order = sides[i % len(sides) :] + sides[: i % len(sides)]
+        for n in order:
+            ms[n].append(run_bare(cfg, replicas, None if n == "plain" else BARE_KNOBS[n]))
+        print(
+            f"repeat {i + 1} (load {os.getloadavg()[0]:.1f}): " + ", ".join(f"{n} {ms[n][-1]:.2f}" for n in sides),
+            flush=True,
+        )
+    rows = []
+    for n in names:
+        paired = statistics.median(x / y for x, y in zip(ms[n], ms["plain"], strict=True))
+        rows.append({"knob": n, "ms_per_step": round(statistics.median(ms[n]), 3), "vs_plain": round(paired, 4)})
+        print(f"{n:44} median {rows[-1]['ms_per_step']:.2f} ms/step = {paired:.3f}x the plain bare loop (paired)")
+    print(json.dumps({"plain_bare_ms_per_step": round(statistics.median(ms["plain"]), 3), "knobs": rows}))
 
 
 if __name__ == "__main__":
