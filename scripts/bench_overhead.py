@@ -116,7 +116,8 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     (ready / str(replica)).touch()
     while len(list(ready.iterdir())) < replicas:  # ftrun's start_line: every Manager is up
         time.sleep(0.005)
-    stamps = []
+    stamps: list[float] = []
+    cpu: list[float] = []
     with DiLoCo(
         manager, frags, inner, outer, sync_every=cfg["sync_every"], fragment_sync_delay=cfg["fragment_sync_delay"]
     ):
@@ -127,7 +128,8 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
             F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
             inner.step()
             stamps.append(time.time())
-    Path(out).write_text(json.dumps(stamps))
+            cpu.append(time.process_time())  # every thread of the rank: torchft's, Gloo's too
+    Path(out).write_text(json.dumps({"t": stamps, "cpu": cpu}))
     manager.shutdown(wait=False)
     os._exit(0)
 
@@ -155,6 +157,9 @@ BOOKKEEPING: list[float] = []  # ftrun's per-step time outside the step body, ms
 SYNC_EXCESS: list[float] = []
 PLAIN: list[float] = []  # per run: its median plain step, ms
 STEPS: dict[str, list[float]] = {"bare": [], "ftrun": []}  # every whole-loop step after the warm-up, ms
+# per side, per run: CPU ms per step by process role ("rank": per rank; the others: in all)
+CPU: dict[str, list[dict[str, float]]] = {"bare": [], "ftrun": []}
+CPU_KNOBS: list[float] = []  # per --knobs run: the bare rank's CPU ms per step
 LAST_RUN: dict = {}  # the last default ftrun run: its spec's profiling settings, an event log
 # per side, per run: its steps after the warm-up, (whole-loop interval ms, a send/sync step?)
 INTERVALS: dict[str, list[list[tuple[float, bool]]]] = {"bare": [], "ftrun": []}
@@ -192,6 +197,82 @@ def breakdown(run: list[tuple[float, bool]]) -> dict[str, float]:
         "plain_tail": sum(d - plain for d, busy in run if not busy) / n,
         "sync_excess": sum(d - plain for d, busy in run if busy) / n,
     }
+
+
+SAMPLE_S = 0.1  # how often the ftrun side's process tree is read (the reading costs ~0.3 ms CPU)
+
+
+def cpu_s(pid: int) -> float | None:
+    """utime + stime of ``pid``, seconds (every thread); None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    f = stat[stat.rindex(")") + 2 :].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def role(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    text = b" ".join(argv)
+    for needle, name in (
+        (b"torch.distributed.run", "torchrun agent"),  # its argv names the rank's module too
+        (b"ftrun.worker.main", "rank"),
+        (b"lighthouse", "lighthouse"),
+        (b"ftrun.launch.reaper", "reaper"),
+        (b"tensorboard", "tensorboard"),
+    ):
+        if needle in text:
+            return name
+    return "ftrun parent" if b"-m ftrun train" in text or b"ftrun train" in text else "other"
+
+
+class TreeCpu:
+    """CPU time of every process of one ``ftrun train``, between the first read at which every
+    rank has logged the warm-up steps and the last read before the first rank's last step: CPU ms
+    per training step by role (ranks: per rank). Steps from the event logs' complete lines."""
+
+    def __init__(self, root: int, logs: list[Path], replicas: int) -> None:
+        self.root, self.logs, self.replicas = root, logs, replicas
+        self.roles: dict[int, str] = {}
+        self.first: tuple[float, dict[int, float]] | None = None
+        self.last: tuple[float, dict[int, float]] | None = None
+
+    def steps(self) -> float | None:
+        try:
+            return statistics.mean(x.read_bytes().count(b"\n") for x in self.logs)
+        except OSError:
+            return None
+
+    def sample(self, total: int) -> None:
+        from ftrun.launch.procs import descendants
+
+        if list(self.roles.values()).count("rank") < self.replicas:
+            self.roles = {p: role(p) for p in [self.root, *descendants(self.root)]}
+            return
+        steps = self.steps()
+        if steps is None or steps < WARMUP:
+            return
+        cpu = {p: c for p in self.roles if (c := cpu_s(p)) is not None}
+        if len(cpu) < len(self.roles) or steps >= total - 1:
+            return  # a process ended (or the run is ending): the loop is over
+        if self.first is None:
+            self.first = (steps, cpu)
+        else:
+            self.last = (steps, cpu)
+
+    def per_step(self) -> dict[str, float]:
+        if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+            return {}
+        n = self.last[0] - self.first[0]
+        out: dict[str, float] = {}
+        for p, r in self.roles.items():
+            out[r] = out.get(r, 0.0) + (self.last[1][p] - self.first[1][p]) / n * 1e3
+        out["rank"] = out.get("rank", 0.0) / self.replicas
+        return out
 
 
 def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
@@ -241,7 +322,12 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
             p.kill() if p.poll() is None else None
         lh.kill()
         lh.wait()
-    stamps = [json.loads(Path(o).read_text()) for o in outs]
+    got = [json.loads(Path(o).read_text()) for o in outs]
+    stamps = [g["t"] for g in got]
+    if not variant:
+        CPU["bare"].append({"rank": statistics.mean(ms_per_step(g["cpu"]) for g in got)})
+    else:
+        CPU_KNOBS.append(statistics.mean(ms_per_step(g["cpu"]) for g in got))
     if not variant:
         STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
         INTERVALS["bare"] += [
@@ -276,7 +362,16 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         str(cfg["fragment_sync_delay"]),
         *extra,
     ]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    logs = [Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl" for r in range(replicas)]
+    cpu = TreeCpu(proc.pid, logs, replicas)
+    while proc.poll() is None:
+        cpu.sample(cfg["steps"])
+        time.sleep(SAMPLE_S)
+    if proc.returncode:
+        raise SystemExit(f"bench_overhead: ftrun train exited {proc.returncode}: {' '.join(cmd)}")
+    if not extra:
+        CPU["ftrun"].append(cpu.per_step())
     if not extra:  # what the timed run had on: its spec's profiling settings (ftrun's defaults)
         LAST_RUN["profiling"] = json.loads((Path(out) / "bench" / "spec.json").read_text())["config"]["profiling"]
         LAST_RUN["events"] = Path(out) / "bench" / "events" / "replica0_rank0.jsonl"
@@ -533,6 +628,23 @@ def main() -> None:
         print(
             f"  {what:44} bare {bk:7.3f}  ftrun {fk:7.3f}  ftrun - bare {fk - bk:+7.3f} ({(fk - bk) / b * 100:+.2f}%)"
         )
+    # CPU per step by process, load-independent where wall time is not: the same work on both
+    # sides should cost the same CPU per rank; ftrun's other processes add theirs
+    cpu = {side: cpu_medians(CPU[side]) for side in ("bare", "ftrun")}
+    helpers = {r: v for r, v in cpu["ftrun"].items() if r not in ("rank", "lighthouse")}
+    total_b = a.replicas * cpu["bare"]["rank"]
+    total_f = a.replicas * cpu["ftrun"].get("rank", float("nan")) + sum(helpers.values())
+    print("CPU ms per training step (utime + stime of every thread; ranks: per rank; lighthouse left out):")
+    print(
+        f"  rank: bare {cpu['bare']['rank']:.3f}  ftrun {cpu['ftrun'].get('rank', float('nan')):.3f}  = "
+        f"{cpu['ftrun'].get('rank', float('nan')) / cpu['bare']['rank']:.3f}x"
+    )
+    for r, v in sorted(helpers.items()):
+        print(f"  ftrun's {r:22} {v:.3f} ms per step (the bare loop has none)")
+    print(
+        f"  all processes per step ({a.replicas} ranks + ftrun's others): bare {total_b:.3f}  ftrun {total_f:.3f}  = "
+        f"{total_f / total_b:.3f}x (what the ratio would be on cores nothing else uses)"
+    )
     costs = per_step_costs_ms(cfg, LAST_RUN["events"])
     print("ftrun's own per-step work, timed alone in this process with the worker's code (a lower bound):")
     for k, v in costs.items():
@@ -557,6 +669,8 @@ def main() -> None:
                     k: {side: round(split[side][k], 4) for side in ("bare", "ftrun")} for k in PARTS
                 },
                 "outside_step_body_ms_per_step": round(outside_ms, 4),
+                "cpu_ms_per_step": {side: {r: round(v, 4) for r, v in cpu[side].items()} for side in cpu},
+                "cpu_ratio_all_processes": round(total_f / total_b, 4),
                 "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},
                 "repeats": a.repeat,
                 "load_average": loads,
@@ -567,6 +681,12 @@ def main() -> None:
     )
     if not valid:
         raise SystemExit(1)
+
+
+def cpu_medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per role, the median over the runs that measured it."""
+    roles = {r for run in runs for r in run}
+    return {r: statistics.median(run[r] for run in runs if r in run) for r in sorted(roles)}
 
 
 PARTS = {
@@ -584,10 +704,12 @@ def knobs_bench(cfg: dict, replicas: int, repeat: int, which: str) -> None:
         raise SystemExit(f"bench_overhead: --knobs {which!r} matches none of: {', '.join(BARE_KNOBS)}")
     sides = ["plain", *names]
     ms: dict[str, list[float]] = {n: [] for n in sides}
+    cpu: dict[str, list[float]] = {n: [] for n in sides}
     for i in range(repeat):
         order = sides[i % len(sides) :] + sides[: i % len(sides)]
         for n in order:
             ms[n].append(run_bare(cfg, replicas, None if n == "plain" else BARE_KNOBS[n]))
+            cpu[n].append(CPU["bare"][-1]["rank"] if n == "plain" else CPU_KNOBS[-1])
         print(
             f"repeat {i + 1} (load {os.getloadavg()[0]:.1f}): " + ", ".join(f"{n} {ms[n][-1]:.2f}" for n in sides),
             flush=True,
@@ -595,9 +717,26 @@ def knobs_bench(cfg: dict, replicas: int, repeat: int, which: str) -> None:
     rows = []
     for n in names:
         paired = statistics.median(x / y for x, y in zip(ms[n], ms["plain"], strict=True))
-        rows.append({"knob": n, "ms_per_step": round(statistics.median(ms[n]), 3), "vs_plain": round(paired, 4)})
-        print(f"{n:44} median {rows[-1]['ms_per_step']:.2f} ms/step = {paired:.3f}x the plain bare loop (paired)")
-    print(json.dumps({"plain_bare_ms_per_step": round(statistics.median(ms["plain"]), 3), "knobs": rows}))
+        cpu_paired = statistics.median(x / y for x, y in zip(cpu[n], cpu["plain"], strict=True))
+        rows.append(
+            {
+                "knob": n,
+                "ms_per_step": round(statistics.median(ms[n]), 3),
+                "vs_plain": round(paired, 4),
+                "cpu_ms_per_step": round(statistics.median(cpu[n]), 3),
+                "cpu_vs_plain": round(cpu_paired, 4),
+            }
+        )
+        print(
+            f"{n:44} median {rows[-1]['ms_per_step']:.2f} ms/step = {paired:.3f}x the plain bare loop; CPU per "
+            f"rank {rows[-1]['cpu_ms_per_step']:.2f} ms/step = {cpu_paired:.3f}x (paired medians)"
+        )
+    plain = {
+        "ms_per_step": round(statistics.median(ms["plain"]), 3),
+        "cpu_ms_per_step": statistics.median(cpu["plain"]),
+    }
+    print(f"plain bare loop: median {plain['ms_per_step']:.2f} ms/step, CPU per rank {plain['cpu_ms_per_step']:.2f} ms")
+    print(json.dumps({"plain_bare": plain, "knobs": rows}))
 
 
 if __name__ == "__main__":
