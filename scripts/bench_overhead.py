@@ -79,6 +79,10 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     from ftrun.worker.models import build_fragments, build_model
 
     knobs = cfg.get("knobs", {})
+    if knobs.get("malloc", True):  # as ftrun's worker (ftrun.worker.malloc)
+        from ftrun.worker.malloc import fix_malloc_thresholds
+
+        fix_malloc_thresholds()
     torch.set_num_threads(knobs.get("threads", threads_for(replicas)))
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg)
@@ -143,9 +147,7 @@ BARE_KNOBS: dict[str, dict] = {
     "pre-generated batches": {"knobs": {"pregen": True}},
     "gc.freeze() after set-up": {"knobs": {"gc": "freeze"}},
     "gc off": {"knobs": {"gc": "off"}},
-    "malloc: mmap threshold fixed at 32 MiB": {
-        "env": {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"}
-    },
+    "malloc: glibc's default thresholds (ftrun's worker fixes them)": {"knobs": {"malloc": False}},
 }
 
 

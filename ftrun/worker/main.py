@@ -45,6 +45,9 @@ def main(spec_path: str) -> int:
     from ftrun.worker.setup import die_with_parent
 
     die_with_parent()
+    from ftrun.worker.malloc import fix_malloc_thresholds
+
+    fix_malloc_thresholds()  # before torch allocates: a step's tensors reuse heap memory
     from ftrun import layout
 
     spec = layout.read_spec(Path(spec_path))  # decodes the config tree with its type (layout.Spec)
