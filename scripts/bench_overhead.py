@@ -28,11 +28,33 @@ start line once every Manager is up (ftrun's ``start_line``), so the first quoru
 for a replica still importing torch. With the kernel's autogroup scheduling (``sched_autogroup_enabled``)
 a session is one scheduling group, so on a loaded machine two replicas sharing one session get
 half the CPU that two sessions get: without this the bare loop measured ~2x slower than ftrun.
+Threads (``torch.set_num_threads`` and ``OMP_NUM_THREADS``: the cores shared out, as ftrun's
+launcher) and glibc's malloc thresholds (``ftrun.worker.malloc``, as ftrun's worker) are ftrun's.
 
-The last line of output is one JSON object:
-``{"bare_ms_per_step", "ftrun_ms_per_step", "ratio", "repeats", "valid"}``. Before it, the
-per-step distributions of both sides (10th/50th/90th percentile of the whole-loop step), which
-tell a difference in the work (every percentile moves) from one in contention (only the tail).
+The fastest honest bare loop: ``--knobs all`` (or comma-separated substrings of ``BARE_KNOBS``)
+runs variations of the bare loop against it, paired per repeat: every core per rank, OMP's own
+thread count, batches generated before the loop, ``gc.freeze()``/gc off, glibc's default malloc
+thresholds; wall ms/step and CPU ms/step per rank, each as a ratio to the plain bare loop. What
+made it faster and ftrun can do too is done on both sides (the malloc thresholds); what changes
+the work (batches made before the loop: data is part of a step) is reported, not applied.
+
+Where ftrun's extra time is, from the same runs: (1) each side's whole loop per step split
+exactly into its median plain step + what its plain steps took beyond that + what its send/sync
+steps took beyond that (``breakdown``), ftrun - bare per part; (2) CPU ms per step: per rank
+(bare: ``time.process_time`` at every step; ftrun: its process tree read from ``/proc`` every
+``SAMPLE_S`` between the warm-up and the last step) and ftrun's other processes (torchrun
+agents, the parent), load-independent where wall time is not; (3) ftrun's own per-step work
+timed alone in this process with the worker's code (``per_step_costs_ms``: sketches,
+fingerprint, event-log line, armed recovery profiling).
+
+The last line of output is one JSON object: ``bare_ms_per_step``, ``ftrun_ms_per_step``,
+``ratio`` (whole loop, ftrun with its defaults: sketches and recovery profiling on, stated in
+``ftrun_sketches``/``ftrun_profile_recovery`` from the run's spec), ``ratios_per_repeat``,
+``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
+``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``, ``repeats``,
+``load_average`` (per repeat), ``valid`` and ``invalid`` (ratio below ``VALID_FROM``). Before it,
+the per-step distributions of both sides (10th/25th/50th/90th percentile of the whole-loop
+step), which tell a difference in the work (every percentile moves) from contention (the tail).
 
 ``--sketches``: instead, the numeric check's cost (``ftrun.worker.sketch``): ``ftrun train`` with
 sketches on vs ``--no-sketches``, whole loop as above, interleaved, for the default model
@@ -45,7 +67,7 @@ the sketch work of one sync on the same fragment tensors (contribution, SUM, ave
 what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
 of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
 
-Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches]
+Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches | --knobs all]
 """
 
 from __future__ import annotations
