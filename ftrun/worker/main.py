@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftrun.torchft_compat import has_quorum, quorum_id
+from ftrun.torchft_compat import participants as quorum_participants, quorum_id
 
 log = logging.getLogger("ftrun.worker")
 
@@ -344,7 +344,7 @@ class StepLoop:
 
     def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:
         m = self.manager
-        participants = m.num_participants() if has_quorum(m) else None
+        participants = quorum_participants(m)
         self.recorder.end_step(
             step=step,
             manager_step=mstep,
