@@ -77,5 +77,5 @@ def ftrun_config(request, bucketize) -> dict:
 def test_streaming_sync_schedule(ftrun_train):
     report = ftrun_train.report
     assert_schedule(report)
-    assert [r["last_step"] for r in ftrun_train.summary["replicas"]] == [16, 16]
+    assert [r.last_step for r in ftrun_train.summary.replicas] == [16, 16]
     assert_numerics(report)  # a run without the numeric check warns NotChecked: never a silent pass

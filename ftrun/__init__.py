@@ -13,6 +13,8 @@ installs the start-up handlers, the commands install what they need.
 
 __version__ = "0.1.0"
 
+# The API's names, one list: ``ftrun.api.__all__`` is this (kept here, not imported from there, so
+# that ``import ftrun`` does not import the API).
 _API = (
     "BadInput",
     "Comparison",

@@ -17,14 +17,14 @@ changes: README, "Python API and pytest plugin".
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
+from ftrun import _API
 from ftrun.errors import BadInput, RunFailed
-from ftrun.schedule import Event, Schedule, ScheduleError
+from ftrun.schedule import Event, Schedule, ScheduleError  # noqa: F401  (Event: re-exported, __all__)
 
 if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, rich, typer)
     from ftrun import layout
@@ -32,21 +32,8 @@ if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, r
     from ftrun.check.result import EventResult
     from ftrun.config import RunConfig
 
-__all__ = [
-    "BadInput",
-    "Comparison",
-    "Event",
-    "EventResult",
-    "Report",
-    "Run",
-    "RunFailed",
-    "Schedule",
-    "ScheduleError",
-    "TrainFailed",
-    "check_traces",
-    "compare",
-    "train",
-]
+# the one list of the API's names: ftrun's (``ftrun._API``), which re-exports them lazily
+__all__ = list(_API)
 
 PathLike = str | Path
 
@@ -220,18 +207,14 @@ class Run:
         return layout.read_train_manifest(self.path)
 
     @functools.cached_property
-    def summary(self) -> dict[str, Any]:
-        """What ``ftrun train`` printed (``summary.json``): per replica steps, commits, loss, agreement."""
+    def summary(self) -> layout.TrainSummary:
+        """What ``ftrun train`` printed (``summary.json``), as the typed record ``layout.TrainSummary``:
+        ``summary.replicas`` (per group: steps, last_step, commits, loss), ``.agreement``, ``.numerics``,
+        ``.faults``, ``.recovery``, ``.ok``, ... (It was the file's dict before: ``summary["key"]`` still
+        reads, with a ``DeprecationWarning``.) ``BadInput`` if the file is missing or not one."""
         from ftrun import layout
 
-        p = self.path / layout.SUMMARY
-        try:
-            d = json.loads(p.read_text())
-        except (OSError, ValueError) as e:
-            raise BadInput(f"{p}: unreadable summary ({e})") from None
-        if not isinstance(d, dict):
-            raise BadInput(f"{p}: not an ftrun summary (a JSON {type(d).__name__}, not an object)")
-        return d
+        return layout.read_train_summary(self.path)
 
     @functools.cached_property
     def report(self) -> Report:

@@ -517,9 +517,9 @@ was measured (exit 1 when an error exceeds --tolerance).
 
 Example: ftrun plan --params 1000000000 --dtype bf16 --step-ms 400 --sweep-link 10mbit..10gbit,20ms --png plan.png
 
-Example: ftrun plan --params 1e9 --dtype fp4 --dp-dtype bf16 --tokens-per-step 1048576 --flops-per-gpu 1e15
---gpus-per-replica 156 --sync-every 100 --fragments 10 --fragment-sync-delay 1 --data-parallel --train-tokens 25e9
---link 1gbit
+Example (the Streaming DiLoCo paper's 1B run): ftrun plan --params 1e9 --dtype fp4 --dp-dtype bf16 --step-ms 100
+--tokens-per-step 524288 --layers 24 --layers-per-fragment 3 --sync-every 96 --fragment-sync-delay 1 --data-parallel
+--train-tokens 25e9 --link 1gbit
 
 Example: ftrun plan --check profiles/compare-20260101-120000
 """
@@ -570,7 +570,8 @@ def plan_cmd(
     ),
     dp_dtype: str | None = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
     train_tokens: float | None = typer.Option(
-        None, help="Tokens of the whole training: hours and bytes sent (needs --tokens-per-step)."
+        None,
+        help="Tokens of the whole training: D / (R x --tokens-per-step) steps; hours, bytes sent and bits exchanged.",
     ),
     heartbeat_timeout_ms: float | None = typer.Option(
         None,

@@ -211,8 +211,11 @@ class RoundNumerics(msgspec.Struct):
     process group's ``sum``, the ``average`` the outer optimizer stepped on, the ``globals``
     after the outer step; absent when the commit failed or the collective never completed).
     A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
-    is the training step of its sync. ``path``: per-param | bucketized | quantized;
-    ``collectives``: process-group allreduces sketched; ``world``: the process group's size.
+    is the training step of its sync. ``path``: per-param | bucketized | quantized (the path
+    torchft took, as the hooks saw it: a ``--quantize`` round torchft ran through the plain allreduce
+    is per-param or bucketized); ``collectives``: collectives sketched; ``world``: the process
+    group's size; ``unsketched``: why this round's collectives could not be sketched (the
+    quantized path on a torchft whose ``allreduce_quantized`` ftrun cannot wrap).
     """
 
     phase: str
@@ -225,6 +228,7 @@ class RoundNumerics(msgspec.Struct):
     world: int | None = None
     path: str = "per-param"
     collectives: int = 0
+    unsketched: str | None = None
     contribution: Sketch | None = None
     sum: Sketch | None = None
     average: Sketch | None = None
@@ -542,12 +546,12 @@ class RankMeta(msgspec.Struct, kw_only=True):
     phase: str | None = None
 
 
-class ReplicaSummary(msgspec.Struct):
+class ReplicaSummary(msgspec.Struct, kw_only=True):
     """One replica group in ``TrainSummary.replicas`` (``lost``: the fault that killed it for good)."""
 
     replica: int
     steps: int
-    last_step: int
+    last_step: int | None = None  # None: a summary of an ftrun before the field
     steps_per_s: float | None
     commits: int
     failed_commits: int
@@ -562,14 +566,49 @@ class AgreementSummary(msgspec.Struct):
     ok: bool
     commits_checked: int
     disagreements: list[dict[str, Any]]
-    groups_here: int
-    groups_in_job: int
+    groups_here: int | None = None  # None (both): a summary of an ftrun before the fields
+    groups_in_job: int | None = None
 
 
-class TrainSummary(msgspec.Struct, kw_only=True):
-    """``summary.json`` of ``ftrun train`` (also what ``--json`` prints). ``numerics``: the
-    ``ftrun.check.numerics`` figures; ``faults``: what happened (``ftrun.launch.results.recovery``);
-    ``recovery``: where each fault's recovery time went (``ftrun.check.recovery``)."""
+class _ReadAsDict:
+    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` read when it was
+    the file's dict. Deprecated (``DeprecationWarning``; README, "What is stable"): the field,
+    as the JSON has it."""
+
+    __slots__ = ()
+    __struct_fields__: tuple[str, ...]
+
+    def __getitem__(self, key: str) -> Any:
+        _warn_dict_access(type(self).__name__, f"[{key!r}]")
+        if key not in self.__struct_fields__:
+            raise KeyError(key)
+        return msgspec.to_builtins(getattr(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        _warn_dict_access(type(self).__name__, f".get({key!r})")
+        return msgspec.to_builtins(getattr(self, key)) if key in self.__struct_fields__ else default
+
+    def __contains__(self, key: object) -> bool:
+        _warn_dict_access(type(self).__name__, f" ({key!r} in summary)")
+        return key in self.__struct_fields__
+
+
+def _warn_dict_access(kind: str, how: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f"Run.summary is a {kind} (ftrun.layout), no longer a dict: read summary.FIELD, not summary{how}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
+    """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
+    ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
+    (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went
+    (``ftrun.check.recovery``). The fields with defaults may be missing from a summary of an
+    earlier ftrun."""
 
     run_dir: str
     ok: bool
@@ -578,16 +617,16 @@ class TrainSummary(msgspec.Struct, kw_only=True):
     schedule: ScheduleInfo
     backend: str
     link: Link | None
-    devices: list[DeviceRef]
+    devices: list[DeviceRef] = []
     replicas: list[ReplicaSummary]
     agreement: AgreementSummary
-    numerics: dict[str, Any] | None
+    numerics: dict[str, Any] | None = None
     failures: list[str]
     traces: list[str]
-    traces_note: str | None
+    traces_note: str | None = None
     manifest: str
-    versions: dict[str, str | None]
-    faults: dict[str, Any]  # what happened: faults, restarts, heals, quorum changes, commits lost
+    versions: dict[str, str | None] = {}
+    faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
 
 
@@ -736,6 +775,43 @@ def read_manifest(run_dir: Path) -> AnyManifest:
         return msgspec.convert(m, Manifest)
     except msgspec.ValidationError as e:
         raise BadInput(f"{path}: not an ftrun manifest ({e})") from None
+
+
+SUMMARY_LIMIT = 64 << 20  # bytes of a summary.json read at most (one is kilobytes)
+
+
+def read_train_summary(run_dir: Path) -> TrainSummary:
+    """A run dir's summary.json of ``ftrun train``; ``BadInput`` (one line naming the file) if it is
+    missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun launch`` summary too).
+    One of an earlier ftrun reads as well: the fields it lacked take their defaults, and its
+    ``recovery`` (the fault story with the breakdowns inside, as ``breakdown``) is split into
+    ``faults`` (the story) and ``recovery`` (the breakdowns)."""
+    path = Path(run_dir) / SUMMARY
+    try:
+        if not path.is_file():  # (a FIFO or a directory: never opened)
+            raise BadInput(f"{path}: unreadable summary ({'not a regular file' if path.exists() else 'no such file'})")
+        with path.open("rb") as f:
+            data = f.read(SUMMARY_LIMIT + 1)
+    except OSError as e:
+        raise BadInput(f"{path}: unreadable summary ({e.strerror or e})") from None
+    if len(data) > SUMMARY_LIMIT:
+        raise BadInput(f"{path}: unreadable summary (more than {SUMMARY_LIMIT >> 20} MB)")
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise BadInput(f"{path}: unreadable summary ({e})") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}: not an ftrun summary (a JSON {type(raw).__name__}, not an object)")
+    if "script" in raw and "mode" not in raw:
+        raise BadInput(f"{path}: an ftrun launch summary; this reads the summaries of ftrun train run dirs")
+    rec = raw.get("recovery")
+    if isinstance(rec, dict):  # the earlier shape
+        story = {k: v for k, v in rec.items() if k != "breakdown"}
+        raw = {**raw, "faults": story, "recovery": list(rec.get("breakdown") or [])}
+    try:
+        return msgspec.convert(raw, TrainSummary)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun train summary ({e})") from None
 
 
 def read_train_manifest(run_dir: Path) -> Manifest:

@@ -9,8 +9,16 @@ limit and with ``NCCL_DEBUG=INFO``, nothing fetched from the network:
 2. ``bucketized``: the same with ``--bucketize`` (kernel duration against bytes, per kernel);
 3. ``link``: plain DiLoCo (tau=0) on ``--link 1gbit,20ms``: hold spans present and every sync's
    exposed time >= bytes*8/bandwidth + latency;
-4. ``quantize``: ``--quantize`` for 10 steps (commits, replicas agreeing on fingerprints);
-5. ``baby-nccl``: ``--backend baby-nccl`` for 10 steps.
+4. ``quantize``: ``--quantize`` for 10 steps (commits, replicas agreeing on fingerprints, and the
+   numeric check: every checked sync a quantized one, i.e. torchft's ``allreduce_quantized`` ran and
+   ftrun's wrapper sketched it, SUM within the fp8 e4m3 budget, average = SUM / participants);
+5. ``baby-nccl``: ``--backend baby-nccl`` for 10 steps;
+6. ``quantize-corrupt``: the ``quantize`` run with ``--corrupt-allreduce 1@6:wrong-count``: must
+   fail, its numeric problem naming the divide by participants + 1 (last: skipped when time is short).
+
+Every run reports its numeric check (``numerics``: status, syncs checked, quantized ones, problems,
+the report's line); ``streaming`` and ``bucketized`` (NCCL, not quantized) and ``quantize`` must pass
+it (``numerics_requirement``), else the check fails.
 
 ``python scripts/gpu_check.py analyze RUN_DIR`` prints the trace part of the summary for one run
 dir (also what the unit test runs on a CUDA-shaped fixture). Timings are one run's, not a benchmark.
@@ -34,8 +42,10 @@ sys.path.insert(0, str(ROOT))
 
 from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
+from ftrun.check.numerics import QUANTIZED_NOT_CHECKED_PREFIX  # noqa: E402
 from ftrun.check.overlap import gpu_overlap  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
+from ftrun.report.numerics_view import numerics_line  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
 from ftrun.trace.spans import compute_launches  # noqa: E402
 
@@ -43,6 +53,7 @@ STEP_RE = re.compile(r"^(ProfilerStep#|ftrun::step#)")
 KERNEL_RE = re.compile(r"^(ncclDevKernel_|ncclKernel_)([A-Za-z]+)")
 TRANSPORT_RE = re.compile(r"NCCL INFO .*(via |Using network|NET/|P2P|SHM|Channel \d+/\d+ :)")
 LINK = ("1gbit,20ms", 1e9, 0.020)
+CORRUPT = "1@6:wrong-count"  # a sync step of the quantize run (H/F = 2: syncs at 2, 4, ...)
 
 
 def _stats(xs: list[float]) -> dict | None:
@@ -239,10 +250,70 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
             agreement=summ.get("agreement", {}).get("ok"),
             commits_checked=summ.get("agreement", {}).get("commits_checked"),
             devices=summ.get("devices"),
+            numerics=numerics_brief(summ.get("numerics")),
+            _numerics=summ.get("numerics"),  # the whole check, for numerics_requirement (not printed)
         )
     except json.JSONDecodeError:
         got.update(ok=False, error=(res.stderr.strip().splitlines() or ["no output"])[-1][:300])
     return got
+
+
+def numerics_brief(num: dict | None) -> dict | None:
+    """The numeric check of a train summary (``Numerics.to_json``), short."""
+    if not num:
+        return None
+    problems = num.get("problems") or []
+    return {
+        "status": num.get("status"),
+        "why": num.get("why"),
+        "checked": num.get("checked"),
+        "quantized_checked": num.get("quantized_checked"),
+        "not_checked": num.get("not_checked"),
+        "paths": num.get("paths"),
+        "problems": len(problems),
+        "first_problem": problems[0]["text"] if problems else None,
+        "first_cause": problems[0].get("cause") if problems else None,
+        "largest_error": (num.get("tolerance") or {}).get("largest_error"),
+        "line": numerics_line(num),
+    }
+
+
+def numerics_requirement(num: dict | None, quantized: bool) -> str | None:
+    """Why a clean NCCL run's numeric check does not pass the GPU check (None: it does). ``quantized``:
+    a ``--quantize`` run, whose every checked sync must be a quantized one (torchft's quantized
+    allreduce sketched at its boundary), none left "quantized rounds: not checked"."""
+    if not num:
+        return "no numeric check in the run's summary"
+    if num.get("status") != "checked":
+        return f"numerics not checked: {num.get('why')}"
+    problems = num.get("problems") or []
+    if problems:
+        return f"{len(problems)} numeric problem(s); first: {problems[0]['text']}"
+    checked, q = num.get("checked") or 0, num.get("quantized_checked") or 0
+    if not checked:
+        return "no sync checked"
+    if quantized:
+        skipped = {
+            w: n for w, n in (num.get("not_checked") or {}).items() if w.startswith(QUANTIZED_NOT_CHECKED_PREFIX)
+        }
+        if skipped:
+            return f"{sum(skipped.values())} quantized replica-sync(s) not checked: {next(iter(skipped))}"
+        if q != checked:
+            return f"{checked - q} of {checked} checked syncs were not quantized (torchft ran its plain allreduce)"
+    elif q:
+        return f"{q} sync(s) checked as quantized in a run without --quantize"
+    return None
+
+
+def corrupt_requirement(r: dict) -> str | None:
+    """The quantize-corrupt run must fail (exit 1) on a numeric problem naming the wrong divide."""
+    num = r.get("numerics") or {}
+    if r.get("exit") != 1:
+        return f"exit {r.get('exit')}, not 1"
+    cause = num.get("first_cause") or ""
+    if not cause.startswith("divided by participants + 1"):
+        return f"the first numeric problem's cause is {cause or 'missing'!r}, not the divide by participants + 1"
+    return None
 
 
 def cuda_available() -> tuple[bool, str]:
@@ -255,19 +326,8 @@ def cuda_available() -> tuple[bool, str]:
     return True, f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}"
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["analyze"]:
-        print(json.dumps(analyze_run([Path(p) for p in argv[1:]]), indent=1))
-        return 0
-    out = Path(os.environ.get("OUT", "/tmp/ftrun-gpu"))
-    budget = float(os.environ.get("GPU_CHECK_BUDGET_S", "360"))
-    ok, what = cuda_available()
-    summary: dict = {"cuda": ok, "device": what}
-    if not ok:
-        summary["note"] = "no CUDA: the NCCL path is not checked on this host"
-        print(json.dumps(summary, indent=1))
-        return 0
-    t_end = time.monotonic() + budget - 10
+def plan_runs() -> list[tuple[str, list[str], float]]:
+    """The trainings, in order: (name, ``ftrun train`` arguments, share of the time budget)."""
     base = ["--backend", "nccl", "--replicas", "2", "--width", "512"]
     plan = [
         ("streaming", [*base, "--mode", "streaming", "--steps", "60"], 0.25),
@@ -308,6 +368,25 @@ def main(argv: list[str]) -> int:
             0.15,
         ),
     ]
+    quantize_args = next(args for name, args, _ in plan if name == "quantize")
+    plan.append(("quantize-corrupt", [*quantize_args, "--corrupt-allreduce", CORRUPT], 0.1))
+    return plan
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["analyze"]:
+        print(json.dumps(analyze_run([Path(p) for p in argv[1:]]), indent=1))
+        return 0
+    out = Path(os.environ.get("OUT", "/tmp/ftrun-gpu"))
+    budget = float(os.environ.get("GPU_CHECK_BUDGET_S", "360"))
+    ok, what = cuda_available()
+    summary: dict = {"cuda": ok, "device": what}
+    if not ok:
+        summary["note"] = "no CUDA: the NCCL path is not checked on this host"
+        print(json.dumps(summary, indent=1))
+        return 0
+    t_end = time.monotonic() + budget - 10
+    plan = plan_runs()
     runs: dict = {}
     for name, args, share in plan:
         left = t_end - time.monotonic()
@@ -322,11 +401,17 @@ def main(argv: list[str]) -> int:
             r["link_check"] = link_check(rd, LINK[1], LINK[2])
         if name == "streaming":
             r["nccl_transport"] = nccl_transport(rd)
+        raw = r.pop("_numerics", None)
+        if name in ("streaming", "bucketized", "quantize"):
+            r["numerics_problem"] = numerics_requirement(raw, name == "quantize")
+        if name == "quantize-corrupt":
+            r["corrupt_problem"] = corrupt_requirement(r)
         runs[name] = r
     summary["runs"] = runs
     summary["ok"] = (
-        all(r.get("ok") for r in runs.values())
+        all(r.get("ok") for n, r in runs.items() if n != "quantize-corrupt")  # that one must fail
         and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
+        and all(r.get("numerics_problem") is None and r.get("corrupt_problem") is None for r in runs.values())
     )
     print(json.dumps(summary, indent=1))
     return 0 if summary["ok"] else 1

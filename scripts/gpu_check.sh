@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check, one prepared script (at most 6 minutes, nothing fetched from the network):
-# NCCL trainings (streaming, bucketized, 1gbit,20ms link, --quantize, baby-nccl), each inspected,
-# summarised as one JSON on stdout (see scripts/gpu_check.py). Without CUDA: {"cuda": false, ...}, exit 0.
+# NCCL trainings (streaming, bucketized, 1gbit,20ms link, --quantize, baby-nccl, --quantize with a
+# corrupted divide), each inspected and numerically checked (streaming, bucketized: plain rounds;
+# --quantize: every checked sync a quantized one), summarised as one JSON on stdout (see
+# scripts/gpu_check.py). Without CUDA: {"cuda": false, ...}, exit 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-}

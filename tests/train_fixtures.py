@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ftrun import layout
@@ -448,7 +449,9 @@ class TrainRun:
     survivors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return json.loads((self.run_dir / layout.SUMMARY).read_text())
+        """summary.json read by its type (``layout.read_train_summary``: one that is not a
+        ``TrainSummary`` fails the test), as JSON data."""
+        return msgspec.to_builtins(layout.read_train_summary(self.run_dir))
 
     def manifest(self) -> dict:
         return json.loads((self.run_dir / layout.MANIFEST).read_text())
@@ -545,6 +548,46 @@ def train_manifest(**fields) -> dict:
     """A ``manifest.json`` of ``ftrun train`` (``ftrun.layout.Manifest``) as JSON data: the one of
     tests/data/cpu_run, with ``fields`` replaced."""
     return {**json.loads((ROOT / "tests" / "data" / "cpu_run" / "manifest.json").read_text()), **fields}
+
+
+def train_summary(**fields) -> dict:
+    """A ``summary.json`` of ``ftrun train`` (``ftrun.layout.TrainSummary``) as JSON data: two groups
+    that ran 60 steps of F=2 H=20 tau=5 on gloo without a fault, with ``fields`` replaced."""
+    replicas = [
+        dict(
+            replica=r,
+            steps=60,
+            last_step=60,
+            steps_per_s=28.05 + r,
+            commits=6,
+            failed_commits=r,
+            final_loss=2.0225 - r / 10,
+            final_manager_step=6,
+            lost=None,
+        )
+        for r in (0, 1)
+    ]
+    return {
+        "run_dir": "run",
+        "ok": True,
+        "wall_s": 10.5,
+        "mode": "streaming",
+        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5, "steps": 60},
+        "backend": "gloo",
+        "link": None,
+        "devices": [],
+        "replicas": replicas,
+        "agreement": {"ok": True, "commits_checked": 6, "disagreements": [], "groups_here": 2, "groups_in_job": 2},
+        "numerics": None,
+        "failures": [],
+        "traces": [],
+        "traces_note": None,
+        "manifest": "run/manifest.json",
+        "versions": {},
+        "faults": {"faults": [], "restarts": 0, "heals": [], "quorum_changes": [], "commits_lost": 0},
+        "recovery": [],
+        **fields,
+    }
 
 
 def event_record(step: int | None, **fields) -> dict:

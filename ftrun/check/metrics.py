@@ -20,7 +20,6 @@ Metric definitions (per run; event logs of rank 0 of each replica, averaged over
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -195,17 +194,15 @@ def numerics_brief(num: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
-    """Faults and recovery, from each run dir's summary.json (None when no fault was injected)."""
-    from ftrun.check.recovery import from_summary
-
+    """Faults and recovery, from each run dir's summary.json (None when no fault was injected; a
+    run dir without one is left out; ``BadInput`` for one that is not a summary)."""
     recs, breakdown = [], []
     for d in dirs:
-        try:
-            story, parts = from_summary(json.loads((d / layout.SUMMARY).read_text()))
-        except (OSError, ValueError, AttributeError):
+        if not (d / layout.SUMMARY).exists():  # a run stopped before its end wrote none
             continue
-        recs.append(story)
-        breakdown += parts
+        summary = layout.read_train_summary(d)
+        recs.append(summary.faults)
+        breakdown += summary.recovery
     faults = [f for r in recs for f in r.get("faults", [])]
     if not faults:
         return None

@@ -43,18 +43,28 @@ contributions; ||·|| the recorded L2 norms.
   (u8 = 2^-4: 3 mantissa bits, round to nearest; a8 = 2^-10/448: half the subnormal spacing,
   relative to the row's max m_row = the value mapped to 448). With ±1 projections independent
   of the errors, P·e has standard deviation ||e||₂, and ||e||₂ <= (u8 + a8·sqrt(numel))·||x||
-  (m_row <= ||row||). The average's budget (``quantized_average_tolerance``):
+  (m_row <= ||row||). The average's budget when no SUM was sketched (``quantized_average_tolerance``):
   Z·(u8 + a8·sqrt(N))·(Σ||c_q|| + ||SUM||)/n + Z·u_d·||SUM||/n (the divide) + the sketches'
   own errors, with ||SUM|| <= (1 + u8 + a8·sqrt(N))·Σ||c_q|| (the SUM's norm is not recorded);
   N = the fragment's elements, n = participants. That budget is about the size of the average
   itself (Z x 2 x 2^-4 = 1 of the contributions' norms, over n): on a quantized round the check
   can catch gross errors (an undivided SUM, another tensor) but not a count off by one. The
-  int8 fallback (before sm90) is not budgeted. Whether ftrun's sketches see a quantized round at
-  all: they hook the process group's ``allreduce``, which the quantized path never calls (it calls ``alltoall_base`` and
-  ``allgather_into_tensor_coalesced``), so a real quantized round has no contribution and no SUM
-  sketch: the check says "quantized rounds: not checked" (once, with the count), never ok. A
-  round of a ``--quantize`` run whose SUM was sketched went through the plain allreduce (torchft's
-  fallback without triton) and is checked by the rules above.
+  int8 fallback (before sm90) is not budgeted.
+  What a quantized round is checked against (``path`` "quantized"): ftrun wraps torchft's
+  ``allreduce_quantized`` (``ftrun.worker.sketch_quantized``), sketching the tensor handed to it
+  (the contribution) and its dequantized result before the Manager's divide (the SUM). So: SUM vs
+  Σ contributions within ``quantized_sum_tolerance`` = Z·(u8 + a8·sqrt(N))·(Σ||c_q|| + ||SUM||)
+  + the fp32 sum's Z·u32·(W−1)·Σ||c_q|| + the sketches' own errors (the fp8 budget, about the size
+  of the SUM: it catches gross errors only); average = SUM / participants within the plain
+  divide's budget (exact to the dtype: a wrong count or a late change is caught as on any
+  round); the same average on every participant. A quantized round with contributions but no
+  SUM: the average against Σ contributions / n within ``quantized_average_tolerance``. A
+  quantized round with no contribution sketched is not checked: "quantized rounds: not checked
+  (why)", once, with the count — the why the rank recorded (``RoundNumerics.unsketched``: a
+  torchft whose function or signature ftrun does not know), else that of an ftrun before the
+  wrapper (it hooked only the process group's allreduce, which the quantized path never calls).
+  A ``--quantize`` round torchft ran through the plain allreduce (its fallback without triton)
+  carries the plain ``path`` and is checked by the plain rules.
 """
 
 from __future__ import annotations
@@ -69,10 +79,19 @@ Z = 8.0
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
 FP8_E4M3_ROUNDOFF = 2.0**-4  # e4m3: 3 mantissa bits, round to nearest (module docstring)
 FP8_E4M3_SUBNORMAL = 2.0**-10 / 448.0  # half of e4m3's subnormal spacing 2^-9, relative to a row's max (scaled to 448)
+QUANTIZED_NOT_CHECKED_PREFIX = "quantized rounds: not checked"
+# an ftrun before the quantized wrapper: no ``unsketched`` reason recorded
 QUANTIZED_NOT_CHECKED = (
-    "quantized rounds: not checked (torchft's quantized allreduce calls the process group's "
+    f"{QUANTIZED_NOT_CHECKED_PREFIX} (torchft's quantized allreduce calls the process group's "
     "alltoall + allgather, not the allreduce the sketches hook)"
 )
+
+
+def quantized_not_checked(why: str | None) -> str:
+    """The not-checked reason of quantized rounds without contribution sketches."""
+    return f"{QUANTIZED_NOT_CHECKED_PREFIX} ({why})" if why else QUANTIZED_NOT_CHECKED
+
+
 U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 
 
@@ -81,9 +100,10 @@ def tolerance_rule() -> str:
         f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
         f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
         f"and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
-        f"W replicas in the collective, n participants; quantized fp8 e4m3 average: "
-        f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements; "
-        f"quantized rounds are not sketched: not checked)"
+        f"W replicas in the collective, n participants; quantized rounds (fp8 e4m3, torchft's "
+        f"allreduce_quantized sketched at its boundary): SUM Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||) "
+        f"+ Z*u32*(W-1)*sum||c||, average = SUM/n as above, without a SUM sketch the average "
+        f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements)"
     )
 
 
@@ -107,9 +127,10 @@ def sketch_error(s: Sketch, norm: float | None = None) -> float:
 
 
 def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
-    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality). A sketched
-    SUM came from the process group's plain allreduce, whatever ``path`` says (a ``--quantize``
-    round with a SUM is torchft's fallback without triton: nothing was quantized)."""
+    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality). ``path``
+    "quantized": torchft's fp8 allreduce (``quantized_sum_tolerance``)."""
+    if path == "quantized":
+        return quantized_sum_tolerance(contributions, observed, world)
     total = sum(c.norm or 0.0 for c in contributions)
     data = Z * roundoff(observed.dtype) * max(world - 1, 0) * total
     return data + sketch_error(observed, total) + sum(sketch_error(c) for c in contributions)
@@ -118,6 +139,17 @@ def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, pat
 def quantized_unit(numel: int) -> float:
     """One e4m3 per-row quantization's error, relative to the L2 norm of what it quantizes."""
     return FP8_E4M3_ROUNDOFF + FP8_E4M3_SUBNORMAL * math.sqrt(max(numel, 1))
+
+
+def quantized_sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int) -> float:
+    """The SUM of a quantized round (torchft's ``allreduce_quantized``, dequantized, before the
+    divide) against Σ contributions: two e4m3 roundings per element (each contribution, the
+    reduced sum) and the fp32 sum between them (module docstring)."""
+    total = sum(c.norm or 0.0 for c in contributions)
+    q = quantized_unit(observed.numel)
+    sum_norm = (1.0 + q) * total  # bounds the dequantized SUM's norm (not recorded)
+    data = Z * q * (total + sum_norm) + Z * U32 * max(world - 1, 0) * total
+    return data + sketch_error(observed, sum_norm) + sum(sketch_error(c) for c in contributions)
 
 
 def quantized_average_tolerance(contributions: list[Sketch], average: Sketch, n: int) -> float:
@@ -205,6 +237,7 @@ class Numerics:
     largest_error: dict[str, Any] | None = None  # the check closest to its tolerance
     heals: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    quantized_checked: int = 0  # of ``checked``: rounds of torchft's quantized allreduce (the fp8 budget)
     # rounds whose commit failed everywhere: their SUM checked all the same (``_Checker.failed_round``)
     failed_rounds: dict[str, int] = field(
         default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0}
@@ -226,6 +259,7 @@ class Numerics:
             "committed": self.committed,
             "not_checked": self.not_checked,
             "paths": self.paths,
+            "quantized_checked": self.quantized_checked,
             "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error},
             "problems": self.problems,
             "heals": self.heals,
@@ -352,15 +386,17 @@ class _Checker:
         head = done[0].head
         world = max((r.head.world or 0) for r in rounds)
         sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
-        if head.path == "quantized" and not any(r.synced.sum is not None for r in done):
-            # torchft's quantized allreduce bypassed the hooked allreduce: nothing to check, unless
-            # the contributions were sketched some other way (then: the fp8 budget on the average)
+        quantized = head.path == "quantized"
+        if quantized and not any(r.synced.sum is not None for r in done):
+            # no SUM sketched: with every contribution, the fp8 budget on the average; without
+            # them (the wrapper not installed, or an ftrun before it), not checked, saying why
             if len(sends) < world or not world or any(not r.contribution.numel for r in sends):
-                self.out.not_checked[QUANTIZED_NOT_CHECKED] = self.out.not_checked.get(QUANTIZED_NOT_CHECKED, 0) + len(
-                    done
-                )
+                why = quantized_not_checked(next((r.head.unsketched for r in rounds if r.head.unsketched), None))
+                self.out.not_checked[why] = self.out.not_checked.get(why, 0) + len(done)
                 return
+            checked = self.out.checked
             self._quantized(rounds, done, sends, head)
+            self.out.quantized_checked += self.out.checked - checked
             return
         if len(sends) < world:
             have = sorted(r.replica for r in sends)
@@ -427,7 +463,8 @@ class _Checker:
                 )
             tol = sum_tolerance(contribs, s, world, head.path)
             err, j = _diff(s.proj, total)
-            if not self.measure(err, tol, "SUM = sum of contributions", where):
+            label = "quantized SUM = sum of contributions (fp8)" if quantized else "SUM = sum of contributions"
+            if not self.measure(err, tol, label, where):
                 ok = False
                 cause = self._sum_cause(s, total, sends, prev, tol, bound)
                 self.problem(
@@ -442,7 +479,8 @@ class _Checker:
                     "the process group's SUM is not the sum of the contributions",
                 )
             if n:
-                tol = average_tolerance(s, a, n, bound)
+                # a quantized SUM's norm: up to one more e4m3 rounding above sum||c||
+                tol = average_tolerance(s, a, n, bound * (1 + quantized_unit(s.numel)) if quantized else bound)
                 want = _scale(s.proj, 1.0 / n)
                 err, j = _diff(a.proj, want)
                 if not self.measure(err, tol, "average = SUM / participants", where):
@@ -485,6 +523,7 @@ class _Checker:
                 self.out.replica_syncs_checked += 1
         if checked_all:
             self.out.checked += 1
+            self.out.quantized_checked += quantized
 
     def _quantized(
         self, rounds: list[ReplicaRound], done: list[ReplicaRound], sends: list[ReplicaRound], head: RoundNumerics
@@ -696,8 +735,9 @@ def check_numerics(
         c.out.why = (
             "no sync committed (nothing stepped on an average)"
             if not committed
-            else QUANTIZED_NOT_CHECKED
-            if QUANTIZED_NOT_CHECKED in c.out.not_checked
-            else "no committed sync had its sketches"
+            else next(
+                (why for why in c.out.not_checked if why.startswith(QUANTIZED_NOT_CHECKED_PREFIX)),
+                "no committed sync had its sketches",
+            )
         )
     return c.out

@@ -252,16 +252,6 @@ def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
     return recovery_of(run_dir, m, logs)
 
 
-def from_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the fault story, the breakdowns) of a summary.json: ``faults`` (faults, restarts, heals,
-    quorum changes, commits lost) and ``recovery`` (``Recovery.to_json`` per fault, as inspect-trace
-    --json has it); a summary of an earlier ftrun kept both in ``recovery`` (``recovery.breakdown``)."""
-    rec = summary.get("recovery")
-    if isinstance(rec, dict):  # the earlier shape
-        return {k: v for k, v in rec.items() if k != "breakdown"}, list(rec.get("breakdown") or [])
-    return dict(summary.get("faults") or {}), list(rec or [])
-
-
 def _quorums(records: list[EventRecord]) -> list[Quorum]:
     return [q for x in records for q in (x.quorums or [])]
 
@@ -323,8 +313,9 @@ def _one(
 
     # relaunch: the launcher's restart -> manager up
     restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
-    inc = restart.incarnation if restart is not None else None
-    traced_inc = inc if isinstance(inc, int) else None  # an incarnation the traces can name (not UNSET)
+    # the relaunched incarnation; None: not relaunched, or a restart record that does not name it
+    # (then the group's lifecycle records after the fault are its relaunch's)
+    inc = restart.incarnation if restart is not None and isinstance(restart.incarnation, int) else None
     events = [e for e in life.get(r, []) if e.t_start > t0 and (inc is None or e.incarnation == inc)]
     up = next((e for e in events if e.event == "manager_up"), None)
     if restart is not None and up is not None:
@@ -345,7 +336,8 @@ def _one(
             else "not relaunched (no restart left: --restarts)"
         )
     else:
-        reasons["relaunch"] = f"relaunched (incarnation {inc}) but no manager_up in its lifecycle log"
+        named = f" (incarnation {inc})" if inc is not None else ""
+        reasons["relaunch"] = f"relaunched{named} but no manager_up in its lifecycle log"
 
     # join: manager up (a hang: the stall's end) -> first quorum with another group
     start = up.t if up is not None else (t0 + f.seconds if f.action == "hang" else None)
@@ -366,7 +358,7 @@ def _one(
         conf = next((e for e in events if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
         if conf is None:
             conf = next((e for e in events if e.event == "configure" and e.t_start >= joined.t), None)
-        tspan = _traced(traced, r, traced_inc, LABELS_CONFIGURE, joined.t)
+        tspan = _traced(traced, r, inc, LABELS_CONFIGURE, joined.t)
         if tspan is not None:
             spans["reconfigure"], out.sources["reconfigure"] = tspan, "trace"
         elif conf is not None:
@@ -400,7 +392,7 @@ def _one(
         (e for e in events if e.event == "recv_checkpoint" and joined is not None and e.t_start >= joined.t), None
     )
     if recv is not None:
-        tspan = _traced(traced, r, traced_inc, LABELS_RECV, recv.t_start - 0.5)
+        tspan = _traced(traced, r, inc, LABELS_RECV, recv.t_start - 0.5)
         spans["heal"], out.sources["heal"] = (
             (tspan, "trace") if tspan is not None else ((recv.t_start, recv.t), "event log")
         )

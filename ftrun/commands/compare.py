@@ -340,15 +340,10 @@ COMPARE_FILES = ("report.json", "report.md", "timeline.png")
 
 def _breakdown(run: Any) -> list[dict[str, Any]]:
     """The recovery breakdowns in a run's summary.json: a run dir's, or for a job's group dirs
-    the first that has any (each host's summary breaks down the faults it saw); [] without one."""
-    from ftrun.check.recovery import from_summary
-
+    the first that has any (each host's summary breaks down the faults it saw); [] without one
+    (``BadInput`` for a file that is not a summary)."""
     for d in run if isinstance(run, list) else [run]:
-        try:
-            found = from_summary(json.loads((Path(d) / layout.SUMMARY).read_text()))[1]
-        except (OSError, ValueError, AttributeError):
-            continue
-        if found:
+        if (Path(d) / layout.SUMMARY).exists() and (found := layout.read_train_summary(Path(d)).recovery):
             return found
     return []
 

@@ -471,13 +471,18 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
     return work.split(sched.fragments), sched, link, source, grad_bytes
 
 
-def _totals(p: Prediction, steps: float | None) -> dict:
-    """A training of ``steps`` steps at the predicted rate: hours, and bytes sent per replica."""
+def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -> dict:
+    """A training of ``steps`` steps at the predicted rate: hours; bytes sent per replica (its
+    uplink: an allreduce of B bytes sends 2(R-1)/R B); and bits exchanged per replica: the values
+    it contributes (its pseudo-gradients once per H steps, or its gradients every step, before
+    the allreduce), whatever R: what the Streaming DiLoCo paper's "Terabytes exchanged" match,
+    read as terabits (README, "Against the Streaming DiLoCo paper")."""
     if steps is None or not p.steps:
         return {}
     return {
         "train_hours": steps / p.steps_per_s / 3600.0,
         "sent_bytes_per_replica": p.bits_on_wire / 8.0 / p.steps * steps,
+        "exchanged_bits_per_replica": payload_bytes_per_step * 8.0 * steps,
     }
 
 
@@ -499,7 +504,10 @@ def predict(
         if grad_bytes is not None:
             runs["data_parallel"] = simulate_data_parallel(work, grad_bytes, bw, lat)
         cfg: dict[str, Any] = {"link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.describe()}}
-        cfg.update({k: {**p.as_dict(), **_totals(p, train_steps)} for k, p in runs.items()})
+        # bytes one replica contributes per step: every fragment once per H steps; DP: its gradients
+        per_step = {"streaming": work.model_bytes / sched.sync_every, "plain": work.model_bytes / sched.sync_every}
+        per_step["data_parallel"] = float(grad_bytes or 0)
+        cfg.update({k: {**p.as_dict(), **_totals(p, train_steps, per_step[k])} for k, p in runs.items()})
         cfg["smallest_fragment_sync_delay"] = tau
         cfg["smallest_fragments"] = {"fragments": frag[0], "fragment_sync_delay": frag[1]} if frag else None
         out.append(cfg)
@@ -528,7 +536,8 @@ def plan(req: PlanRequest) -> int:
     if req.train_tokens is not None:
         if req.tokens_per_step is None:
             raise BadInput("--train-tokens: needs --tokens-per-step (steps = train tokens / tokens per step)")
-        train_steps = req.train_tokens / req.tokens_per_step
+        # --tokens-per-step is one group's: a step of R groups trains on R times as many
+        train_steps = req.train_tokens / (req.tokens_per_step * work.replicas)
     if not specs:
         if run_link is None:
             raise BadInput("plan: give --link BW,LAT (repeatable) or --sweep-link LO..HI[,LAT]")

@@ -149,17 +149,19 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     from ftrun import layout
 
     out: dict[str, Any] = {"verdict": "crashed", "problem": None}
-    summary = None
+    summary, broken = None, None
     if (run_dir / layout.SUMMARY).exists():
         try:
-            summary = json.loads((run_dir / layout.SUMMARY).read_text())
-        except ValueError:
-            summary = None
-    if rc != 0 and (summary is None or summary.get("failures")):
+            summary = layout.read_train_summary(run_dir)
+        except BadInput as e:  # the cell's problem (one line naming the file), as inspect's below
+            broken = str(e)
+    if rc != 0 and (summary is None or summary.failures):
         from ftrun.launch.diagnose import ftrun_error
 
         out["problem"] = ftrun_error(err) or f"ftrun train exited {rc}"
         return out
+    if broken is not None:
+        return {"verdict": "fail", "problem": broken}
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import run_metrics
 
@@ -190,10 +192,8 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     }
 
 
-def _recovery_metrics(summary: dict | None) -> dict[str, Any]:
-    from ftrun.check.recovery import from_summary
-
-    b = from_summary(summary or {})[1]
+def _recovery_metrics(summary: layout.TrainSummary | None) -> dict[str, Any]:
+    b = summary.recovery if summary is not None else []
     if not b:
         return {"recovery_s": None, "recovery_largest_phase": None, "recovery_largest_phase_s": None}
     big = b[0].get("largest_phase")

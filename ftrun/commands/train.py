@@ -110,7 +110,7 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     if json_out:
         print(text)
     elif not quiet:
-        print_summary({**msgspec.to_builtins(summary), "failures": []})  # the failure is the one error line below
+        print_summary(msgspec.structs.replace(summary, failures=[]))  # the failure is the one error line below
     if not summary.ok:
         reasons = list(state.failures)
         if not reasons and not summary.agreement.ok:

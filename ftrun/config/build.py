@@ -12,6 +12,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ftrun.config.options import fields, flag, given as given_of
@@ -39,13 +40,21 @@ class FileValues(dict[str, Any]):
         return f"{self.path}: {self.spelling.get(name, name)} ="
 
 
-def load_toml(path: str | Path) -> FileValues:
-    """Read a config file; errors name the file and, for syntax errors, the line."""
-    # only a command that reads a file pays for it
+def toml_parser() -> ModuleType:
+    """The TOML parser ``--config`` files are read with: the stdlib's ``tomllib`` (3.11+), else
+    ``tomli`` (the same parser, before it joined the stdlib). Imported on call: only a command
+    that reads a file pays for it."""
     if sys.version_info >= (3, 11):
         import tomllib
-    else:  # the same parser, before it joined the stdlib
+    else:
         import tomli as tomllib
+    parser: ModuleType = tomllib  # (tomli ships no types)
+    return parser
+
+
+def load_toml(path: str | Path) -> FileValues:
+    """Read a config file; errors name the file and, for syntax errors, the line."""
+    tomllib = toml_parser()
     p = Path(path)
     try:
         text = p.read_text()

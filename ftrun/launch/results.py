@@ -163,27 +163,26 @@ def summarise(
     ``numerics``: ``ftrun.check.numerics.Numerics`` of ``logs`` (None: not run)."""
     cfg, run_dir = state.cfg, state.run_dir
     wall = state.ended - state.started
-    per_replica = []
-    for r in cfg.hosts.groups_here:
-        s = replica_stats(logs.get((r, 0), []))
-        per_replica.append(
-            layout.ReplicaSummary(
-                replica=r,
-                steps=s.steps,
-                last_step=s.last_step,
-                steps_per_s=round(s.steps_per_s, 3) if s.steps_per_s else None,
-                commits=s.commits,
-                failed_commits=s.failed_commits,
-                final_loss=s.final_loss,
-                final_manager_step=s.final_manager_step,
-                lost=state.lost.get(r),
-            )
+    stats = {r: replica_stats(logs.get((r, 0), [])) for r in cfg.hosts.groups_here}
+    per_replica = [
+        layout.ReplicaSummary(
+            replica=r,
+            steps=s.steps,
+            last_step=s.last_step,
+            steps_per_s=round(s.steps_per_s, 3) if s.steps_per_s else None,
+            commits=s.commits,
+            failed_commits=s.failed_commits,
+            final_loss=s.final_loss,
+            final_manager_step=s.final_manager_step,
+            lost=state.lost.get(r),
         )
-    for p in per_replica:
-        if p.last_step < cfg.steps and not state.failures and p.replica not in state.lost:
+        for r, s in stats.items()
+    ]
+    for r, s in stats.items():
+        if s.last_step < cfg.steps and not state.failures and r not in state.lost:
             state.fail(
-                f"replica group {p.replica} stopped at step {p.last_step} of {cfg.steps}"
-                + (" (restarted, but the other groups finished before it rejoined)" if p.last_step else "")
+                f"replica group {r} stopped at step {s.last_step} of {cfg.steps}"
+                + (" (restarted, but the other groups finished before it rejoined)" if s.last_step else "")
             )
     ok = not state.failures and agreement.ok and (numerics is None or numerics.ok)
     window = manifest.profile_windows[0] if manifest.profile_windows else None
@@ -192,7 +191,7 @@ def summarise(
     elif window is None:
         traces_note = "profiling off"
     else:
-        last = max((p.last_step for p in per_replica), default=0)
+        last = max((s.last_step for s in stats.values()), default=0)
         traces_note = (
             f"none written: profiled steps {window[0]}..{window[1]}, the run stopped at step {last}"
             if last < window[1]

@@ -20,9 +20,11 @@ def numerics_line(num: dict) -> str:
         + _first(h.get("first_contribution"))
         for h in heals
     )
+    q = num.get("quantized_checked") or 0
+    quantized = f"; {q} quantized sync(s) checked (SUM within the fp8 e4m3 budget)" if q else ""
     return (
         f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
-        f"({num['replica_syncs_checked']} replica-syncs){healed}{skipped}{worst}{failed_rounds(num)}"
+        f"({num['replica_syncs_checked']} replica-syncs){quantized}{healed}{skipped}{worst}{failed_rounds(num)}"
     )
 
 

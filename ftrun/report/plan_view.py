@@ -15,7 +15,7 @@ from ftrun.output import atomic_path
 def bw(bps: float | None) -> str:
     if bps is None:
         return "-"
-    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
         if bps >= scale:
             return f"{bps / scale:.3g} {unit}"
     return f"{bps:.3g} bit/s"
@@ -42,6 +42,15 @@ def _tb(nbytes: float | None) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.3g} {unit}"
     return f"{nbytes:.3g} B"
+
+
+def _tbit(nbits: float | None) -> str:
+    if nbits is None:
+        return "-"
+    for unit, scale in (("Tbit", 1e12), ("Gbit", 1e9), ("Mbit", 1e6)):
+        if nbits >= scale:
+            return f"{nbits / scale:.3g} {unit}"
+    return f"{nbits:.3g} bit"
 
 
 def _table(*heads: str, left: int = 2) -> Table:
@@ -75,7 +84,7 @@ def print_plan(result: dict, c: Any = None) -> None:
     # the smallest tau / F (all in --json)
     totals = inp.get("train_steps") is not None
     heads = ["exposed ms/sync"] + ([] if totals else ["data+ctrl"]) + ["exposed ms/step", "util", "peak bw"]
-    heads += ["hours", "sent/replica"] if totals else ["mean bw"]
+    heads += ["hours", "sent/replica", "exchanged/replica"] if totals else ["mean bw"]
     per_link = [] if totals else [f"min tau F={inp['fragments']}", "min F (tau)"]
 
     def values(p: dict) -> list:
@@ -89,7 +98,9 @@ def print_plan(result: dict, c: Any = None) -> None:
             bw(p["peak_bandwidth_bps"]),
         ]
         row += (
-            [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"])] if totals else [bw(p["mean_bandwidth_bps"])]
+            [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"]), _tbit(p["exchanged_bits_per_replica"])]
+            if totals
+            else [bw(p["mean_bandwidth_bps"])]
         )
         return row
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import msgspec
 from rich import box
 from rich.table import Table
 
+from ftrun import layout
 from ftrun.console import LiveTable, console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
@@ -59,55 +61,54 @@ class LiveView(LiveTable):
             self.show(progress_table(state))
 
 
-def agreement_text(a: dict):
+def agreement_text(a: layout.AgreementSummary):
     """What this run dir's agreement check saw, and only that: one group here compares nothing
     (the job-wide check is inspect-trace of every group's run dir)."""
-    if not a["ok"]:
-        return styled(f"replicas DISAGREED after {len(a['disagreements'])} commits", "red")
-    here, job = a.get("groups_here", 2), a.get("groups_in_job", 2)
+    if not a.ok:
+        return styled(f"replicas DISAGREED after {len(a.disagreements)} commits", "red")
+    # (None: a summary of an ftrun before the counts, when every group ran here)
+    here = a.groups_here if a.groups_here is not None else 2
+    job = a.groups_in_job if a.groups_in_job is not None else 2
     if here < 2:
         return (
             f"one replica group of {job} here: agreement across groups is checked by "
             f"`ftrun inspect-trace` of all {job} groups' run dirs"
         )
-    if not a["commits_checked"]:
+    if not a.commits_checked:
         return "no commit seen by two replicas: agreement not checked"
-    return styled(f"replicas agreed after all {a['commits_checked']} commits", "green")
+    return styled(f"replicas agreed after all {a.commits_checked} commits", "green")
 
 
-def print_summary(summary: dict) -> None:
+def print_summary(summary: layout.TrainSummary) -> None:
     console = make_console()
-    s = summary["schedule"]
-    link = summary.get("link")
+    link = summary.link
     t = Table(
-        title=f"ftrun train · {schedule_label(s)} · {summary['backend']}"
-        + (f" · emulated link {link['describe']}" if link else ""),
+        title=f"ftrun train · {schedule_label(msgspec.to_builtins(summary.schedule))} · {summary.backend}"
+        + (f" · emulated link {link.describe}" if link else ""),
         title_justify="left",
     )
     for col in ("replica", "steps", "steps/s", "commits", "failed", "final loss", "manager step"):
         t.add_column(col, justify="right")
-    for r in summary["replicas"]:
+    for r in summary.replicas:
         t.add_row(
-            str(r["replica"]),
-            str(r["steps"]),
-            f"{r['steps_per_s']:.2f}" if r["steps_per_s"] else "-",
-            str(r["commits"]),
-            str(r["failed_commits"]),
-            f"{r['final_loss']:.4f}" if r["final_loss"] is not None else "-",
-            "-" if r["final_manager_step"] is None else str(r["final_manager_step"]),
+            str(r.replica),
+            str(r.steps),
+            f"{r.steps_per_s:.2f}" if r.steps_per_s else "-",
+            str(r.commits),
+            str(r.failed_commits),
+            f"{r.final_loss:.4f}" if r.final_loss is not None else "-",
+            "-" if r.final_manager_step is None else str(r.final_manager_step),
         )
     console.print(t)
-    console.print(line(f"wall time {summary['wall_s']:.1f} s · ", agreement_text(summary["agreement"])))
-    if ran := describe_versions(summary.get("versions")):
+    console.print(line(f"wall time {summary.wall_s:.1f} s · ", agreement_text(summary.agreement)))
+    if ran := describe_versions(summary.versions):
         console.print(styled(f"ran on {ran}", "dim"))
-    num = summary.get("numerics")
+    num = summary.numerics
     if num:
         console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))
         for p in (num.get("problems") or [])[1:]:
             console.print(styled(f"numerics: {p['text']}", "red"))
-    from ftrun.check.recovery import from_summary
-
-    rec, breakdown = from_summary(summary)
+    rec, breakdown = summary.faults, summary.recovery
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
             if f.get("recovered_s") is not None:
@@ -134,15 +135,15 @@ def print_summary(summary: dict) -> None:
         from ftrun.report.recovery_view import print_recovery
 
         print_recovery(console, breakdown)
-    for r in summary["replicas"]:
-        if r.get("lost"):
-            lost = f"replica group {r['replica']} lost for good ({r['lost']}, no restarts left); the others carried on"
+    for r in summary.replicas:
+        if r.lost:
+            lost = f"replica group {r.replica} lost for good ({r.lost}, no restarts left); the others carried on"
             console.print(styled(lost, "yellow"))
-    for f in summary["failures"]:
+    for f in summary.failures:
         console.print(line(("failure:", "red"), f" {f}"))
-    if summary["traces"]:
+    if summary.traces:
         console.print(
-            f"traces: {len(summary['traces'])} files in {summary['run_dir']}/traces  ·  manifest: {summary['manifest']}"
+            f"traces: {len(summary.traces)} files in {summary.run_dir}/traces  ·  manifest: {summary.manifest}"
         )
     else:
-        console.print(f"no traces ({summary.get('traces_note') or 'profiling off'}) · manifest: {summary['manifest']}")
+        console.print(f"no traces ({summary.traces_note or 'profiling off'}) · manifest: {summary.manifest}")

@@ -174,7 +174,8 @@ class HealState:
 def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None, numerics: Any = None):
     """torchft's reconfigurable process group, wrapped in the emulated link when asked, and
     outermost (what the Manager sees) in the sketches of ``ftrun.worker.sketch`` (``numerics``:
-    its ``NumericsProbe``, None with ``--no-sketches``)."""
+    its ``NumericsProbe``, None with ``--no-sketches``; with ``--quantize`` torchft's quantized
+    allreduce is wrapped too, ``ftrun.worker.sketch_quantized``)."""
     if backend == "nccl":
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
@@ -197,6 +198,10 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
         from ftrun.worker.sketch import SketchPG
 
         pg = SketchPG(pg, numerics)
+        if numerics.path == "quantized":  # torchft's quantized allreduce bypasses pg.allreduce
+            from ftrun.worker.sketch_quantized import install
+
+            install(numerics)
     return pg
 
 

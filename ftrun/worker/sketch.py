@@ -11,6 +11,8 @@ We hook exactly those places, never re-implementing them:
 * ``SketchPG`` wraps the process group the Manager uses (torchft's ``ProcessGroupWrapper``
   extension point): the tensor handed to its ``allreduce`` is the **contribution** as the
   collective saw it; its result, before torchft's divide callback runs, is the **SUM**.
+  With ``--quantize`` torchft calls ``allreduce_quantized`` instead, which never calls it:
+  ``ftrun.worker.sketch_quantized`` wraps that function and sketches through ``SketchPG.sketched``.
 * each fragment's ``prepare_sync`` / ``perform_sync`` (instance attributes) name the round:
   fragment, manager step, quorum id, participants, whether this replica participates.
 * the outer optimizers ftrun built get a step pre-hook (the **average** it steps on: ``p.grad``)
@@ -41,6 +43,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torchft.process_group import ProcessGroup
+from torchft.utils import get_stream_context
 
 from ftrun import layout
 from ftrun.torchft_compat import diloco_fragments, quorum_id
@@ -174,6 +177,7 @@ class Round:
         self.broken = False
         self.sent = False  # its send part is in the event log
         self.device = "cpu"  # of the tensors handed to the collective
+        self.unsketched: str | None = None  # why its collective could not be sketched (the quantized path)
 
     def part(self, phase: str, **sketches: Any) -> layout.RoundNumerics:
         return layout.RoundNumerics(
@@ -187,6 +191,7 @@ class Round:
             world=self.world,
             path=self.path,
             collectives=self.issued,
+            unsketched=None if self.issued else self.unsketched,
             **sketches,
         )
 
@@ -230,39 +235,54 @@ class SketchedWork(dist._Work):
 
 
 class SketchPG(KeptWrapper):
-    """``Manager(pg=SketchPG(pg, probe))``: sketches each SUM allreduce issued during a send."""
+    """``Manager(pg=SketchPG(pg, probe))``: sketches each SUM allreduce issued during a send; torchft's
+    quantized allreduce, called with this group, is sketched through ``sketched`` too
+    (``ftrun.worker.sketch_quantized``)."""
 
     def __init__(self, pg: ProcessGroup, probe: NumericsProbe) -> None:
         super().__init__(pg)
         self._probe = probe
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> dist._Work:
-        r = self._probe.round
-        if r is None or r.broken or len(tensors) != 1 or getattr(opts, "reduceOp", None) != dist.ReduceOp.SUM:
+        if getattr(opts, "reduceOp", None) != dist.ReduceOp.SUM:
             return super().allreduce(tensors, opts)
+        return self.sketched(tensors, lambda: KeptWrapper.allreduce(self, tensors, opts), self._probe.plain_path)
+
+    def sketched(
+        self, tensors: list[torch.Tensor], issue: Callable[[], dist._Work], path: str, stream: Any = None
+    ) -> dist._Work:
+        """Run ``issue()``, the collective of one tensor of the round being sent, sketching the tensor
+        as handed to it (the contribution) and, once the Work completed, its result (the SUM, before
+        torchft's divide callback, on ``stream`` when given: where the collective writes the result).
+        ``path``: which torchft path this collective is (the round's ``path``)."""
+        r = self._probe.round
+        if r is None or r.broken or len(tensors) != 1:
+            return issue()
         t = tensors[0]
         probe = self._probe
         try:
             if r.world is None:
                 r.world = int(self._inner.size())
                 r.device = t.device.type
+            r.path = path
             offset, index = r.contribution.add(t), r.issued
             r.issued += 1
             probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
         except Exception:
             probe.failed(r, "contribution")
-            return super().allreduce(tensors, opts)
+            return issue()
 
         def on_done() -> None:
             try:
-                probe.corruption.before_sum(t, r.sync_step, r.fragment, index)
-                r.sum.at(t, offset)
-                probe.corruption.after_sum(t, r.sync_step, r.participants)
+                with get_stream_context(stream):
+                    probe.corruption.before_sum(t, r.sync_step, r.fragment, index)
+                    r.sum.at(t, offset)
+                    probe.corruption.after_sum(t, r.sync_step, r.participants)
                 r.done += 1
             except Exception:  # the SUM is lost (r.done stays short), the contribution stands
                 probe.failed(r, "sum", whole=False)
 
-        return SketchedWork(super().allreduce(tensors, opts), on_done)
+        return SketchedWork(issue(), on_done)
 
 
 class NumericsProbe:
@@ -273,7 +293,12 @@ class NumericsProbe:
         self.projector = Projector()
         self.corruption = corruption
         self.tau = fragment_sync_delay
-        self.path = "quantized" if quantize else "bucketized" if bucketize else "per-param"
+        # the path a round took, as its hooks saw it: ``plain_path`` when the process group's
+        # allreduce ran (also a --quantize round torchft ran without its quantized path), "quantized"
+        # when torchft's quantized allreduce did (``ftrun.worker.sketch_quantized``)
+        self.plain_path = "bucketized" if bucketize else "per-param"
+        self.path = "quantized" if quantize else self.plain_path
+        self.quantized_unsketched: str | None = None  # why the quantized allreduce is not sketched (set by install)
         self.round: Round | None = None  # the send being issued
         self.pending: dict[int, Round] = {}  # fragment -> its round in flight
         self.step = 0  # the training step now running (set by the loop)
@@ -310,6 +335,7 @@ class NumericsProbe:
                 self.step + self.tau,
                 self.path,
             )
+            r.unsketched = self.quantized_unsketched if self.path == "quantized" else None
             self.round = r
             try:
                 fn()

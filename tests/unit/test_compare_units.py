@@ -12,7 +12,7 @@ from ftrun.commands.compare import repeat_plan
 from ftrun.config import overrides
 from ftrun.link_spec import link_for
 from ftrun.report.compare_view import conclusion, rows, throughput_claim
-from train_fixtures import TIMELINE_WIDTH_PX, png_size
+from train_fixtures import TIMELINE_WIDTH_PX, png_size, train_summary
 
 
 @pytest.mark.parametrize(
@@ -175,21 +175,14 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
 
     d = tmp_path / "run"
     d.mkdir()
-    (d / "summary.json").write_text(
-        json.dumps(
-            {
-                "recovery": {
-                    "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
-                    "restarts": 1,
-                    "heals": [{"replica": 1}],
-                    "commits_lost": 2,
-                    "breakdown": [
-                        {"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}
-                    ],
-                }
-            }
-        )
-    )
+    story = {
+        "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
+        "restarts": 1,
+        "heals": [{"replica": 1}],
+        "commits_lost": 2,
+    }
+    breakdown = [{"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}]
+    (d / "summary.json").write_text(json.dumps(train_summary(faults=story, recovery=breakdown)))
     rec = recovery_of([d])
     assert rec == {
         "faults": ["kill 1@25"],

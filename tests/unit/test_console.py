@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import typer.main
 
-from ftrun import config as cfgmod
+from ftrun import config as cfgmod, layout
 from ftrun.check.result import EventResult, Report, ReportSchedule, SyncFigures, WorkerReport
 from ftrun.cli import app
 from ftrun.console import console
@@ -23,7 +23,7 @@ from ftrun.errors import BadInput
 from ftrun.launch.progress import GroupProgress
 from ftrun.link_spec import parse_link
 from ftrun.report import compare_view, inspect_view, train_view
-from train_fixtures import cli, one_line
+from train_fixtures import cli, one_line, train_summary
 
 WIDTH = 80
 TRICKY = "x:smile:y [rank0] [/y] [enforce fail at alloc.cpp:83] 5:100"  # markup, emoji codes, a closing tag
@@ -51,32 +51,17 @@ def _flat(text: str) -> str:
 # --- real-looking data ------------------------------------------------------------------------
 
 
-def summary(run_dir: str = "ws/x[/y]", failures: list[str] | None = None) -> dict:
-    reps = [
-        dict(
-            replica=r,
-            steps=60,
-            steps_per_s=28.05 + r,
-            commits=6,
-            failed_commits=r,
-            final_loss=2.0225 - r / 10,
-            final_manager_step=6,
-        )
-        for r in (0, 1)
-    ]
-    return dict(
-        schedule=dict(fragments=2, sync_every=20, fragment_sync_delay=5),
-        backend="gloo",
-        link=dict(describe="260 Mbit/s, 10 ms"),
-        replicas=reps,
-        agreement=dict(ok=True, commits_checked=6, disagreements=[]),
-        wall_s=10.5,
-        recovery={},
-        failures=failures if failures is not None else [],
-        traces=["a", "b"],
+def summary(run_dir: str = "ws/x[/y]", failures: list[str] | None = None, **fields) -> layout.TrainSummary:
+    link = dict(bandwidth_bps=260e6, latency_s=0.01, emulated=True, describe="260 Mbit/s, 10 ms")
+    data = train_summary(
         run_dir=run_dir,
         manifest=f"{run_dir}/manifest.json",
+        link=link,
+        traces=["a", "b"],
+        failures=failures if failures is not None else [],
+        **fields,
     )
+    return msgspec.convert(data, layout.TrainSummary)
 
 
 def report(
@@ -522,9 +507,10 @@ def test_readme_inspect_sample_shows_the_columns_the_cli_prints():
 def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
     """A group's own run dir (several hosts) compares nothing: "agreed after all 0 commits" under
     "commits 6" was wrong; it points at the job-wide check instead."""
-    s = summary()
-    s["replicas"] = s["replicas"][:1]
-    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=1, groups_in_job=2)
+    one = train_summary()["replicas"][:1]
+    s = summary(
+        replicas=one, agreement=dict(ok=True, commits_checked=0, disagreements=[], groups_here=1, groups_in_job=2)
+    )
     train_view.print_summary(s)
     out = _flat(capsys.readouterr().out)
     assert "agreed after" not in out
@@ -532,8 +518,7 @@ def test_summary_of_one_group_claims_no_agreement_it_did_not_check(capsys):
         "one replica group of 2 here: agreement across groups is checked by `ftrun inspect-trace` "
         "of all 2 groups' run dirs" in out
     )
-    s = summary()
-    s["agreement"] = dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2)
+    s = summary(agreement=dict(ok=True, commits_checked=0, disagreements=[], groups_here=2, groups_in_job=2))
     train_view.print_summary(s)
     assert "no commit seen by two replicas: agreement not checked" in _flat(capsys.readouterr().out)
     train_view.print_summary(summary())

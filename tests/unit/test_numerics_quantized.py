@@ -42,7 +42,13 @@ def sketch(tensors: list[torch.Tensor], p: torch.Tensor) -> Sketch:
     return Sketch((p @ flat).tolist(), float(flat.norm()), flat.numel(), "float32")
 
 
-def logs_of(contribs: list[Sketch | None], avgs: list[Sketch], n: int, sums: list[Sketch | None] | None = None):
+def logs_of(
+    contribs: list[Sketch | None],
+    avgs: list[Sketch],
+    n: int,
+    sums: list[Sketch | None] | None = None,
+    path: str = "quantized",
+):
     logs = {}
     for r, (c, a) in enumerate(zip(contribs, avgs, strict=True)):
         world = len(contribs) if c is not None and c.numel else None
@@ -54,7 +60,7 @@ def logs_of(contribs: list[Sketch | None], avgs: list[Sketch], n: int, sums: lis
             participants=n,
             participating=True,
             world=world,
-            path="quantized",
+            path=path,
         )
         send = RoundNumerics(phase="send", contribution=c, **head)
         sync = RoundNumerics(phase="sync", sum=(sums or [None] * len(avgs))[r], average=a, globals=a, **head)
@@ -134,14 +140,19 @@ def test_a_real_quantized_round_is_not_checked_and_says_so_once() -> None:
     assert line.count("quantized rounds: not checked") == 1 and " ok" not in line
 
 
-def test_a_quantize_run_whose_sum_was_sketched_went_through_the_plain_allreduce() -> None:
-    # torchft without triton runs pg.allreduce: the SUM is sketched and exact to fp32, checked by the plain rule
+def test_a_quantize_run_torchft_ran_through_the_plain_allreduce_is_checked_by_the_plain_rule() -> None:
+    # torchft without triton runs pg.allreduce: the worker records the plain path (the hooks saw
+    # SketchPG.allreduce), the SUM is exact to fp32 and checked by the plain rule
     contribs, p = setup(3)
     n = len(contribs)
     cs = [sketch(c, p) for c in contribs]
     total = [sum(ts) for ts in zip(*contribs, strict=True)]
     s = sketch(total, p)
     a = sketch([t / n for t in total], p)
-    out = check_numerics(logs_of(cs, [a] * n, n, sums=[s] * n))
-    assert out.status == "checked" and not out.problems and out.checked == 1
+    logs = logs_of(cs, [a] * n, n, sums=[s] * n, path="per-param")
+    out = check_numerics(logs)
+    assert out.status == "checked" and not out.problems and out.checked == 1 and out.quantized_checked == 0
     assert not out.largest_error["check"].startswith("quantized")
+    # the same records as a quantized round's: the fp8 budget on the SUM, the plain one on the divide
+    out = check_numerics(logs_of(cs, [a] * n, n, sums=[s] * n))
+    assert out.quantized_checked == 1 and not out.problems and out.largest_error["check"].startswith("average")

@@ -396,7 +396,7 @@ def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
         "--step-ms",
         "100",
         "--tokens-per-step",
-        "1e6",
+        "5e5",  # one group's: 2 groups, 1e6 tokens a step
         "--train-tokens",
         "1e9",
         "--layers",
@@ -419,6 +419,9 @@ def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
     # 2 GB of bf16 gradients per step at 1 Gbit/s: 16 s, 66.7 ms hidden by the backward pass
     assert dp["exposed_ms_per_step"] == pytest.approx(16_000 - 200 / 3, rel=1e-6)
     assert dp["sent_bytes_per_replica"] == pytest.approx(1000 * 2e9)
+    # exchanged: the values a replica contributes, whatever R (DP: its gradients; DiLoCo: its fp4 model once per H)
+    assert dp["exchanged_bits_per_replica"] == pytest.approx(1000 * 2e9 * 8)
+    assert out["configs"][0]["streaming"]["exchanged_bits_per_replica"] == pytest.approx(10 * 0.5e9 * 8)
     assert dp["train_hours"] == pytest.approx(1000 * (16.0 + 0.1 - 0.2 / 3) / 3600, rel=1e-6)
     assert out["hides_from_bps"]["data_parallel"] > out["hides_from_bps"]["streaming"]
     text = invoke("--params", "1e9", "--step-ms", "100", "--data-parallel", "--link", "1gbit").output

@@ -11,39 +11,26 @@ from ftrun import layout
 from ftrun.check.recovery import PHASES, breakdown
 from ftrun.layout import EventRecord, LifecycleEvent, Quorum
 from ftrun.torchft_compat import LABELS
+from train_fixtures import event_record
 
 T0 = 1000.0
 
 
 def rec(step, t, *, commit=None, quorums=(), participants=3, quorum_s=None, restart=0):
     extra = {"quorum_s": quorum_s} if quorum_s is not None else {}
-    return EventRecord(
-        step=step,
-        manager_step=0,
-        manager_step_after=0,
-        participants=participants,
-        quorum_id=None,
-        loss=1.0,
-        step_time_s=0.1,
-        restart=restart,
-        sent=None,
-        synced=None,
-        commit=commit,
-        fingerprint=None,
-        t=t,
-        quorums=list(quorums) if quorums else msgspec.UNSET,
-        **extra,
-    )
+    fields = dict(participants=participants, loss=1.0, step_time_s=0.1, restart=restart, commit=commit, t=t)
+    return EventRecord(**event_record(step, **fields, quorums=list(quorums) or msgspec.UNSET, **extra))
 
 
 def q(qid, participants, t, heal=False, src=None):
     return Quorum(quorum_id=qid, participants=participants, replica_rank=0, max_step=1, heal=heal, heal_source=src, t=t)
 
 
-def manifest(restart=True):
+def manifest(restart=True, incarnation=True):
+    relaunched = {"event": "restart", "t": T0 + 0.2, "replica": 1, **({"incarnation": 1} if incarnation else {})}
     events = [
         {"event": "group_exit", "t": T0 + 0.1, "replica": 1, "code": -9},
-        *([{"event": "restart", "t": T0 + 0.2, "replica": 1, "incarnation": 1}] if restart else []),
+        *([relaunched] if restart else []),
     ]
     return msgspec.convert(
         {
@@ -125,6 +112,21 @@ def test_every_phase_from_its_own_records_overlap_once_and_the_gap_unaccounted()
     d = x.to_json()
     assert set(d["phases"]) == set(PHASES) and d["heal_source"] == 0 and d["total_s"] == 6.0
     assert d["spans"]["detect"] == [0.0, 2.0]  # seconds after the fault
+
+
+def test_a_restart_without_its_incarnation_keeps_the_groups_lifecycle_after_the_fault() -> None:
+    # a run log that does not name the incarnation (hand-made, or another writer's): the group's
+    # lifecycle records after the fault are its relaunch's, not dropped for want of a number
+    (want,) = breakdown(manifest(), logs(), lifecycles())
+    (x,) = breakdown(manifest(incarnation=False), logs(), lifecycles())
+    assert x.spans == want.spans and x.phases == pytest.approx(want.phases)
+    assert x.spans["relaunch"] == (T0 + 0.2, T0 + 3.0) and "relaunch" not in x.reasons
+    assert x.relaunch_detail == pytest.approx(want.relaunch_detail)
+    # without manager_up the reason still reads (no "incarnation <unset>")
+    life = lifecycles()
+    life[1] = [e for e in life[1] if e.event != "manager_up"]
+    (y,) = breakdown(manifest(incarnation=False), logs(), life)
+    assert y.reasons["relaunch"] == "relaunched but no manager_up in its lifecycle log"
 
 
 def test_traced_spans_are_preferred_and_said() -> None:

@@ -1,6 +1,7 @@
 """Where the recovery breakdown is shown, from hand-made breakdowns and manifests: the timeline's
-recovery lane, sweep.md's recovery column, summary.json's top-level ``recovery`` (and the
-earlier shape still read), the bound on detection from the manifest. Unit tests: no process."""
+recovery lane, sweep.md's recovery column, summary.json's top-level ``recovery`` (the earlier
+shape still read: tests/unit/test_summary_read.py), the bound on detection from the manifest.
+Unit tests: no process."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import msgspec
 import pytest
 
 from ftrun import layout
-from ftrun.check.recovery import PHASES, breakdown, from_summary
+from ftrun.check.recovery import PHASES, breakdown
+from train_fixtures import event_record, train_summary
 
 T0 = 1000.0
 
@@ -62,14 +64,8 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
         assert any(t.startswith("heal: not measured (no heal") for t in texts)  # said, not drawn
         assert "streaming · recovery · kill 1@25 · first commit 6.00 s after the fault, unaccounted 0.30 s" in texts
         assert rax.get_xlabel() == "seconds from the fault"
-        assert [t.get_text() for t in rax.get_yticklabels()] == [
-            "detect",
-            "relaunch",
-            "join",
-            "reconfigure",
-            "heal",
-            "catch-up",
-        ]
+        lanes = ["detect", "relaunch", "join", "reconfigure", "heal", "catch-up"]  # one a phase, in order
+        assert [t.get_text() for t in rax.get_yticklabels()] == lanes
         bars = [c for c in rax.collections if isinstance(c, PolyCollection)]
         colours = {tuple(round(x, 3) for x in c.get_facecolor()[0]) for c in bars if c.get_facecolor().size}
         from matplotlib.colors import to_rgba
@@ -77,16 +73,7 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
         for k in ("detect", "relaunch", "join", "reconfigure", "catch_up"):
             assert tuple(round(x, 3) for x in to_rgba(PHASE_COLOURS[k])) in colours, k
         legend = [t.get_text() for t in rax.get_legend().get_texts()]
-        assert legend == [
-            "detect",
-            "relaunch",
-            "join",
-            "reconfigure",
-            "heal",
-            "catch-up",
-            "unaccounted (no phase)",
-            "the group's first commit",
-        ]
+        assert legend == [*lanes, "unaccounted (no phase)", "the group's first commit"]
     finally:
         plt.close(fig)
     png = draw([Lane("a · replica 0", steps=[(0.0, 0.1)])], tmp_path / "timeline.png", "t", recovery=[lane])
@@ -143,17 +130,23 @@ def test_sweep_md_has_a_recovery_column_with_the_largest_phase_only_when_a_cell_
     assert "recovery" not in plain
 
 
-def test_sweep_cells_take_the_first_faults_recovery_from_either_summary_shape() -> None:
+def test_sweep_cells_take_the_first_faults_recovery_from_either_summary_shape(tmp_path) -> None:
     from ftrun.commands.sweep import _recovery_metrics
 
-    new = {"recovery": [_rec()], "faults": {"faults": [{}]}}
-    old = {"recovery": {"faults": [{}], "breakdown": [_rec()]}}
+    new = train_summary(recovery=[_rec()], faults={"faults": [{}]})
+    old = train_summary(recovery={"faults": [{}], "breakdown": [_rec()]})
+    del old["faults"]  # the earlier shape: the story and its breakdown in ``recovery``
+    got = []
+    for name, s in (("new", new), ("old", old), ("none", train_summary())):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / layout.SUMMARY).write_text(json.dumps(s))
+        got.append(_recovery_metrics(layout.read_train_summary(tmp_path / name)))
     want = {"recovery_s": 6.0, "recovery_largest_phase": "relaunch", "recovery_largest_phase_s": 2.8}
-    assert _recovery_metrics(new) == _recovery_metrics(old) == want
-    assert _recovery_metrics({"recovery": []})["recovery_s"] is None and _recovery_metrics(None)["recovery_s"] is None
+    assert got[0] == got[1] == want
+    assert got[2]["recovery_s"] is None and _recovery_metrics(None)["recovery_s"] is None
 
 
-def test_summary_recovery_is_the_breakdown_list_and_the_earlier_shape_still_reads(tmp_path) -> None:
+def test_summary_recovery_is_the_breakdown_list(tmp_path) -> None:
     from ftrun.check.metrics import recovery_of
 
     story = {
@@ -162,12 +155,9 @@ def test_summary_recovery_is_the_breakdown_list_and_the_earlier_shape_still_read
         "heals": [{}],
         "commits_lost": 0,
     }
-    assert from_summary({"faults": story, "recovery": [_rec()]}) == (story, [_rec()])
-    assert from_summary({"recovery": {**story, "breakdown": [_rec()]}}) == (story, [_rec()])
-    assert from_summary({}) == ({}, [])
     d = tmp_path / "run"
     d.mkdir()
-    (d / "summary.json").write_text(json.dumps({"faults": story, "recovery": [_rec()]}))
+    (d / "summary.json").write_text(json.dumps(train_summary(faults=story, recovery=[_rec()])))
     rec = recovery_of([d])
     assert rec["faults"] == ["kill 1@25"] and rec["recovery_s"] == [6.0] and rec["largest_phase"] == [["relaunch", 2.8]]
 
@@ -211,23 +201,10 @@ def _q(qid, participants, t):
 
 
 def _step(step, t, waited, quorums=()):
-    return layout.EventRecord(
-        step=step,
-        manager_step=0,
-        manager_step_after=0,
-        participants=1,
-        quorum_id=None,
-        loss=1.0,
-        step_time_s=0.1,
-        restart=0,
-        sent=None,
-        synced=None,
-        commit=None,
-        fingerprint=None,
-        t=t,
-        quorums=list(quorums) or msgspec.UNSET,
-        quorum_s=waited,
+    fields = dict(
+        participants=1, loss=1.0, step_time_s=0.1, t=t, quorum_s=waited, quorums=list(quorums) or msgspec.UNSET
     )
+    return layout.EventRecord(**event_record(step, **fields))
 
 
 @pytest.mark.parametrize(
@@ -305,29 +282,19 @@ def test_train_prints_the_breakdown_of_a_hang_too(capsys) -> None:
     """A hang relaunches nothing and lists no fault in ``faults``: its breakdown is printed all the same."""
     from ftrun.report.train_view import print_summary
 
-    reps = [
-        dict(replica=r, steps=80, steps_per_s=8.0, commits=8, failed_commits=0, final_loss=2.0, final_manager_step=8)
-        for r in (0, 1, 2)
-    ]
+    group = train_summary()["replicas"][0]
+    reps = [{**group, "replica": r, "steps": 80, "last_step": 80} for r in (0, 1, 2)]
     hang = _rec(
         fault="hang 1@15",
         phases={**_rec()["phases"], "relaunch": None},
         reasons={"relaunch": "not relaunched: a hang is not a crash"},
     )
-    s = dict(
-        schedule=dict(fragments=2, sync_every=10, fragment_sync_delay=3),
-        backend="gloo",
-        link=None,
+    s = train_summary(
+        schedule=dict(fragments=2, sync_every=10, fragment_sync_delay=3, steps=80),
         replicas=reps,
-        agreement=dict(ok=True, commits_checked=8, disagreements=[]),
         wall_s=37.0,
-        failures=[],
-        traces=[],
-        run_dir="r",
-        manifest="r/manifest.json",
         recovery=[hang],
-        faults=dict(faults=[], restarts=0, heals=[], quorum_changes=[], commits_lost=0),
     )
-    print_summary(s)
+    print_summary(msgspec.convert(s, layout.TrainSummary))
     out = capsys.readouterr().out
     assert "recovery · hang 1@15" in out and "not relaunched: a hang is" in out  # (the note column wraps)

@@ -15,6 +15,7 @@ from ftrun.config import build
 from ftrun.errors import BadInput
 from ftrun.launch.preflight import why_unavailable
 from ftrun.report import sweep_view
+from train_fixtures import train_summary
 
 CPU_RUN = Path(__file__).parent.parent / "data" / "cpu_run"
 
@@ -329,7 +330,8 @@ def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
         "verdict": "crashed",
         "problem": "replica group 1 exited with code 1 at step 3: RuntimeError: boom",
     }
-    (run_dir / "summary.json").write_text(json.dumps({"failures": ["replica group 0 stopped at step 2 of 8"]}))
+    failures = ["replica group 0 stopped at step 2 of 8"]
+    (run_dir / "summary.json").write_text(json.dumps(train_summary(ok=False, failures=failures)))
     assert evaluate(cell, run_dir, 1, "")["problem"] == "ftrun train exited 1"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import cli, two_runs
+from train_fixtures import cli, train_summary, two_runs
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
 
@@ -182,6 +182,8 @@ def test_inspect_says_a_group_back_after_the_last_step_never_rejoined_the_run(tm
 
 
 def test_train_summary_says_a_group_back_after_the_last_step_never_rejoined(tmp_path, capsys):
+    import msgspec
+
     from ftrun import layout
     from ftrun.event_log import read_event_log
     from ftrun.launch.results import recovery
@@ -193,20 +195,8 @@ def test_train_summary_says_a_group_back_after_the_last_step_never_rejoined(tmp_
     (f,) = rec["faults"]
     assert f["recovered_s"] is None and f["rejoined_after_end"] == 61 and rec["heals"] == []
     m = layout.read_train_manifest(run)
-    summary = {
-        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
-        "backend": "gloo",
-        "link": None,
-        "replicas": [],
-        "wall_s": 1.0,
-        "agreement": {"ok": True, "commits_checked": 6, "disagreements": []},
-        "recovery": rec,
-        "failures": [],
-        "traces": [],
-        "traces_note": None,
-        "manifest": str(run / "manifest.json"),
-        "run_dir": str(run),
-    }
+    data = train_summary(replicas=[], wall_s=1.0, faults=rec, manifest=str(run / "manifest.json"), run_dir=str(run))
+    summary = msgspec.convert(data, layout.TrainSummary)
     assert m.schedule.steps == 60
     print_summary(summary)
     text = " ".join(capsys.readouterr().out.split())
