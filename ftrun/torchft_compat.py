@@ -29,6 +29,7 @@ Private attributes (the same in 0.2.0 and the nightly), read or wrapped only thr
 functions at the end: ``DiLoCo._fragments`` (the ``_StreamingDiLoCoFragment`` objects, whose
 ``prepare_sync`` / ``perform_sync`` / ``wait`` / ``original_parameters`` the worker wraps and
 reads), ``Manager._quorum_future`` (set once a quorum was asked for), ``Manager._quorum_id``,
+``Manager._participating_replica_world_size`` (what ``num_participants`` returns: ``participants``),
 ``Manager._client._quorum`` (the RPC that returns each quorum), ``torchft._torchft.lighthouse_main``,
 on the nightly ``ProcessGroup._handle_id()`` (``connect``), and the ``socket`` module torchft's
 modules call ``socket.gethostname()`` on (``advertise_as``). And one module global replaced:
