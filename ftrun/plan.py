@@ -31,9 +31,13 @@ steps at known places (``stalls``: the start, the profiler writing its trace). A
 such steps waits, on average over the groups, E[max_r A_r] - mean_r E[A_r] with A_r ~
 N(n bias_r + stalls_r, n jitter^2): the slowest group's lead over the mean group. A sync
 waits, on average over the groups, E[max(0, done - A_r)]: a group that got there early waits
-for its data longer. (With jitter, utilisation can dip a little just where a faster link stops
-the syncs from blocking, since those no longer align the groups; the bandwidth and tau
-searches below treat utilisation as monotone all the same.)
+for its data longer. A sync that blocks aligns the groups where the allreduce ends, not where
+the step ends: each group still runs the rest of its sync alone (its own callbacks, should_commit,
+the outer step), so the groups leave it ``sync_spread_s`` apart (a replay: each group's own,
+``replay_sync``). A quorum that changes the membership (every run's first) also waits for the
+process group's reconfiguration (``reconfigure``). (With jitter, utilisation can dip a little
+just where a faster link stops the syncs from blocking, since those no longer align the groups;
+the bandwidth and tau searches below treat utilisation as monotone all the same.)
 
 How far the groups drift is measured, not assumed, where a run says (``drift_sd``: for each
 number of steps n, the spread of a group's summed deviation over n consecutive steps): on a
@@ -82,11 +86,23 @@ class Workload:
     ``collective_threads``, ``fragment_tensors`` (tensors per fragment: one collective each) and
     ``real_steps`` ((first, last) step ranges where the real collectives were measured): the
     costs the emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
-    per-group arrival deviation from the groups' mean in that step), ...): a measured run's own
-    drift, step by step, in place of bias, jitter and stalls (``ftrun plan --check``); ``step_times``:
+    per-group arrival deviation from the groups' mean in that step, up to its quorum or sync), ...):
+    a measured run's own drift, step by step, in place of bias, jitter and stalls (``ftrun plan
+    --check``); ``replay_send`` / ``replay_sync``: the same for what a group does after the step's
+    quorum (the send's own CPU work) and after its sync's data is in (the sync's own work, its
+    ``should_commit``, the outer step): a sync that blocks aligns the groups, and what each does
+    after that still drifts them apart before the next quorum; ``step_times``:
     ((step, the groups' mean compute in that step), ...): its own pace, in place of ``step_s`` (and
     of ``overlap_slowdown``: a measured step holds its own). ``commit_s``: ``should_commit``'s own
-    RPC to the group's manager server (it crosses no inter-group link, but it is not free).
+    RPC to the group's manager server (it crosses no inter-group link, but it is not free);
+    ``commit_times``: ((step, the groups' mean ``should_commit`` at that sync), ...): a run's own, in
+    place of ``commit_s``. ``reconfigure``: ((step, seconds), ...): the quorum of that step changed
+    the membership (a run's first quorum; a group leaving or joining) and torchft reconfigured the
+    process group inside it: the later group's ``configure`` (the groups' process groups rendezvous).
+    ``sync_spread_s``: the standard deviation (convention of ``jitter_s``) of what a group does
+    after a blocking sync's data is in (the sync's own work, ``should_commit``, the outer step):
+    the groups leave such a sync that far apart, before any step drifts them (``replay_sync``'s
+    statistic).
     """
 
     step_s: float
@@ -105,8 +121,13 @@ class Workload:
     fragment_tensors: tuple[int, ...] = ()
     real_steps: tuple[tuple[int, int], ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    replay_send: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    replay_sync: tuple[tuple[int, tuple[float, ...]], ...] = ()
     step_times: tuple[tuple[int, float], ...] = ()
     commit_s: float = 0.0
+    commit_times: tuple[tuple[int, float], ...] = ()
+    reconfigure: tuple[tuple[int, float], ...] = ()
+    sync_spread_s: float = 0.0
 
     @property
     def model_bytes(self) -> int:
@@ -163,13 +184,23 @@ class _Drift:
         self.stalls = {step: list(v) for step, v in work.stalls if len(v) == r}
         self.jitter = work.jitter_s
         self.drift_sd = work.drift_sd
+        self.sync_spread = work.sync_spread_s
         self.replay = {step: list(v) for step, v in work.replay if len(v) == r}
+        self.after = {
+            phase: {step: list(v) for step, v in got if len(v) == r}
+            for phase, got in (("send", work.replay_send), ("sync", work.replay_sync))
+        }
         if self.replay:  # the run's own arrivals: nothing left to chance
             self.bias, self.stalls, self.jitter, self.drift_sd = [0.0] * r, {}, 0.0, ()
+            self.sync_spread = 0.0
         self.align()
 
     def sd(self) -> float:
-        """One group's drift spread after ``steps`` steps: measured where the run says, else iid."""
+        """One group's drift spread after ``steps`` steps: measured where the run says, else iid;
+        on top of the spread it left the last alignment with (a sync's own work, ``sync_spread_s``)."""
+        return math.sqrt(self.base**2 + self._steps_sd() ** 2)
+
+    def _steps_sd(self) -> float:
         n = self.steps
         if n == 0:
             return 0.0
@@ -180,15 +211,24 @@ class _Drift:
             return math.sqrt(self.drift_sd[-1] ** 2 + (n - m) * self.jitter**2)
         return self.jitter * math.sqrt(n)
 
-    def align(self) -> None:
+    def align(self, after_sync: bool = False) -> None:
+        """Every group at the same point: a quorum's answer, or (``after_sync``) the end of an
+        allreduce every group blocked on, after which each runs the rest of its sync on its own."""
         self.offsets = [0.0] * len(self.bias)
         self.steps = 0
+        self.base = self.sync_spread if after_sync else 0.0
 
     def step(self, step: int) -> None:
         extra = self.stalls.get(step) or self.replay.get(step)
         for i, b in enumerate(self.bias):
             self.offsets[i] += b + (extra[i] if extra else 0.0)
         self.steps += 1
+
+    def after_point(self, phase: str, step: int) -> None:
+        """What each group did in ``step`` after its quorum (``phase`` "send") or after its sync's
+        data (``phase`` "sync"): it moves the group's arrival on from the alignment, not before it."""
+        for i, d in enumerate(self.after[phase].get(step, ())):
+            self.offsets[i] += d
 
     def wait(self) -> float:
         """The mean group's wait for the slowest one, at a quorum now."""
@@ -275,6 +315,7 @@ def simulate(
     pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
     compute = 0.0
     paced = dict(work.step_times)
+    commits, configures = dict(work.commit_times), dict(work.reconfigure)
     for step in range(1, steps + 1):
         local = schedule.local_step(step)
         step_s = paced[step] if step in paced else work.step_s * (work.overlap_slowdown if w - tau < local < w else 1.0)
@@ -286,7 +327,7 @@ def simulate(
         compute += step_s
         drift.step(step)
         if sending:  # send: the quorum (the slowest group, the RPC, the held round trips), then the allreduce
-            q = drift.wait() + work.rpc_s + linkcost.control_s("quorum", latency_s)
+            q = drift.wait() + work.rpc_s + linkcost.control_s("quorum", latency_s) + configures.get(step, 0.0)
             drift.align()
             t += q
             control += q
@@ -300,22 +341,24 @@ def simulate(
             comm += done - t
             bits += sent_bits
             t += send_cpu
+            drift.after_point("send", step)
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
             issued, done, sent_bits = pending.pop(frag)
             blocked = drift.blocked(done - t) if work.replicas > 1 else max(0.0, done - t)
             if done > t and work.replicas > 1:  # every group leaves the same allreduce together
-                drift.align()
+                drift.align(after_sync=True)
             # after its data is in, the sync runs its callbacks and sketches (measured exposed time holds them)
             blocked += work.sync_work_s if work.replicas > 1 else 0.0
             t += blocked
             data += blocked
             if t > issued:
                 peak = max(peak, sent_bits / (t - issued))
-            c = linkcost.control_s("should_commit", latency_s) + work.commit_s
+            c = linkcost.control_s("should_commit", latency_s) + commits.get(step, work.commit_s)
             t += c
             control += c
             comm += c
             syncs += 1
+            drift.after_point("sync", step)
     return Prediction(steps, syncs, compute, data, control, comm, bits, peak, t)
 
 

@@ -9,8 +9,11 @@ per sync, exposed per sync and steps/s with the relative error, and the check's 
 ``--tolerance`` (0.10; exposed time also passes within 5 ms).
 
 ``--reuse DIR`` skips the trainings and checks the compare dirs already under DIR (one per
-link, named as this script names them). The last line is one JSON object:
-``{"rows", "passed", "tolerance", "out"}``.
+link, named as this script names them). The machine's 1-minute load before and after each
+link's training goes to DIR/load.json (a link trained again replaces its entry), so a table
+re-checked later still says the load it was measured under. To keep each locked run short,
+train one link per run into the same DIR (``--out DIR --link L``), then ``--reuse DIR``.
+The last line is one JSON object: ``{"rows", "passed", "tolerance", "out", "load"}``.
 
 Usage: python scripts/validate_plan.py [--out DIR] [--reuse DIR] [--tolerance 0.10] [--link L ...]
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -53,10 +57,15 @@ def main() -> None:
     a = ap.parse_args()
     links = a.link or list(LINKS)
     out = Path(a.reuse or a.out or tempfile.mkdtemp(prefix="validate-plan-"))
+    load_file = out / "load.json"
+    load = json.loads(load_file.read_text()) if load_file.is_file() else {}
     if not a.reuse:
         for link in links:
             print(f"training streaming + baseline on {link} ...", file=sys.stderr, flush=True)
+            before = os.getloadavg()[0]
             ftrun("compare", "streaming", "baseline", "--link", link, "--out", str(out), "--name", name_of(link))
+            load[link] = [round(before, 2), round(os.getloadavg()[0], 2)]
+            load_file.write_text(json.dumps(load, indent=1) + "\n")
     rows, passed = [], 0
     print("| link | run | data ms/sync | control ms/sync | exposed ms/sync (error) | steps/s (error) | check |")
     print("|---|---|---|---|---|---|---|")
@@ -77,7 +86,20 @@ def main() -> None:
                 f"| {p['steps_per_s']:.2f} / {m['steps_per_s']:.2f} ({pct(e['steps_per_s'])}) "
                 f"| {'pass' if good else 'FAIL'} |"
             )
-    print(json.dumps({"rows": len(rows), "passed": passed, "tolerance": a.tolerance, "out": str(out)}))
+    for link in links:
+        if link in load:
+            print(f"{link}: 1-minute load {load[link][0]:g} before, {load[link][1]:g} after training", file=sys.stderr)
+    print(
+        json.dumps(
+            {
+                "rows": len(rows),
+                "passed": passed,
+                "tolerance": a.tolerance,
+                "out": str(out),
+                "load": {k: load[k] for k in links if k in load},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -28,9 +28,15 @@ contributions; ||·|| the recorded L2 norms.
 * SUM: Z·u_d·(W−1)·Σ||c_q|| (each element of a W-term sum is rounded W−1 times by at most
   u_d·Σ|c_q,i|; with ±1 projections the errors add like a random walk, bounded by the norms);
 * average: Z·u_d·||SUM||/n (the divide rounds each element once);
-* every sketch's own error: Z·u32·sqrt(rows/2 + 1)·||x|| when its float32 first stage ran
+* every sketch's own error: Z·u32·sqrt(rows·(rows−1))·||x|| when its float32 first stage ran
   (``Sketch.stage_rows``: the most values it summed per column; runs of adjacent tensors below
-  SKETCH_STAGE elements go to float64 directly) + Z·u64·sqrt(numel)·||x||;
+  SKETCH_STAGE elements go to float64 directly) + Z·u64·sqrt(numel)·||x||. The float32 stage's
+  term holds for any summation order (a CPU gemv adds the rows one after another) and any signs:
+  a column's m = rows values summed in float32 carry m−1 roundings, each δ·s with |δ| <= u32 and
+  s a partial sum, |s| <= Σ|x_col| <= sqrt(m)·||x_col||; rounding errors modelled as independent
+  and zero-mean (Higham & Mary's probabilistic analysis), the column's error has standard
+  deviation <= u32·sqrt((m−1)·m)·||x_col||, and the ±1 projection of all columns' errors
+  <= u32·sqrt(m(m−1))·||x||;
 * quantized allreduce (``--quantize``; torchft 0.2's ``collectives.allreduce_quantized``, taken
   only when triton imports, i.e. CUDA — without it torchft silently runs the plain allreduce).
   What it quantizes: every row of each 2-D tensor (a 1-D tensor becomes n rows of one element)
@@ -98,7 +104,7 @@ U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 def tolerance_rule() -> str:
     return (
         f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
-        f"Z*u32*sqrt(rows/2+1)*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
+        f"Z*u32*sqrt(rows*(rows-1))*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
         f"and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
         f"W replicas in the collective, n participants; quantized rounds (fp8 e4m3, torchft's "
         f"allreduce_quantized sketched at its boundary): SUM Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||) "
@@ -122,7 +128,8 @@ def sketch_error(s: Sketch, norm: float | None = None) -> float:
         if s.stage_rows is not None
         else (math.ceil(s.numel / SKETCH_STAGE) if s.numel > SKETCH_STAGE else 0)
     )
-    stage = math.sqrt(rows / 2 + 1) if rows > 1 else 0.0  # one row per column: no float32 addition
+    # rows values per column summed in float32, any order and signs (module docstring); one row: no addition
+    stage = math.sqrt(rows * (rows - 1))
     return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * size
 
 

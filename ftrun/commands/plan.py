@@ -23,7 +23,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.event_log import read_event_log, seconds, stepped
+from ftrun.event_log import read_event_log, read_lifecycle, seconds, stepped
 from ftrun.layout import EventRecord
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.linkcost import control_s
@@ -119,6 +119,9 @@ class Arrivals:
     drift_sd: tuple[float, ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
     step_times: tuple[tuple[int, float], ...] = ()
+    replay_send: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    replay_sync: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    sync_spread_s: float = 0.0
 
 
 def drift_spread(dev: list[list[float]], bias: tuple[float, ...], lags: int) -> tuple[float, ...]:
@@ -137,15 +140,28 @@ def drift_spread(dev: list[list[float]], bias: tuple[float, ...], lags: int) -> 
     return tuple(out)
 
 
-def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int = 0) -> Arrivals:
+def _deviations(xs: list[float]) -> tuple[float, ...]:
+    mean = sum(xs) / len(xs)
+    return tuple(x - mean for x in xs)
+
+
+def measure_arrivals(
+    dirs: list[Path], replicas: int, hold_s: float, lags: int = 0, own_work: dict[tuple[int, int], float] | None = None
+) -> Arrivals:
     """Per-group bias and per-step jitter around the groups' mean step, the stalls (the start,
     time outside the steps above ``STALL_S``), and the lighthouse's reply time: at each quorum,
     the group that waited least waited for no one, so its wait minus the held round trips
     ``hold_s`` is the RPC (median over the quorums). ``lags``: measure the drift's spread
     (``drift_spread``) over up to that many steps (at most half the steps measured). ``replay``:
     every step's per-group arrival (compute plus time outside the step body) less the groups'
-    mean — the run's own drift, for ``--check``; ``step_times``: every step's mean compute over
-    the groups — the run's own pace."""
+    mean — the run's own drift, for ``--check`` — split where the step aligns the groups: up to
+    its quorum or sync (``replay``), the send's own CPU work after the quorum (``replay_send``:
+    ``send_s``), and what the sync does after its data is in (``replay_sync``: ``sync_s -
+    exposed_s``, which holds ``should_commit`` and the outer step, plus the sync's own work inside
+    its wait where a trace measured it for every group: ``own_work[(replica, step)]``,
+    ``ftrun.trace.sync_costs``); ``sync_spread_s``: their statistic, the spread of a group's time
+    after its sync's data (``replay_sync``'s deviations, as ``jitter_s``). ``step_times``: every
+    step's mean compute over the groups — the run's own pace."""
     recs = _replica_records(dirs, replicas)
     if replicas < 2 or any(not r for r in recs):
         return Arrivals((), 0.0, (), 0.0)
@@ -153,6 +169,9 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
     common = sorted(set.intersection(*(set(b) for b in by_step)))
     stalls: list[tuple[int, tuple[float, ...]]] = []
     replay: list[tuple[int, tuple[float, ...]]] = []
+    after_send: list[tuple[int, tuple[float, ...]]] = []
+    after_sync: list[tuple[int, tuple[float, ...]]] = []
+    own = own_work or {}
     paced: list[tuple[int, float]] = []
     dev: list[list[float]] = [[] for _ in range(replicas)]
     for step in common:
@@ -177,9 +196,18 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
         mean = sum(xs) / replicas
         for r in range(replicas):
             dev[r].append(xs[r] - mean)
+        xr = [by_step[r][step][1] for r in range(replicas)]
         # its own should_commit is no wait on another group either: it delays that group's arrival
-        whole = [c + o + seconds(by_step[r][step][1].commit_s) for r, (c, o) in enumerate(per)]
-        replay.append((step, tuple(x - sum(whole) / replicas for x in whole)))
+        whole = [c + o + seconds(xr[r].commit_s) for r, (c, o) in enumerate(per)]
+        send = [seconds(x.send_s) if x.sent is not None else 0.0 for x in xr]
+        tail = [seconds(x.sync_s) - seconds(x.exposed_s) if x.synced is not None else 0.0 for x in xr]
+        replay.append((step, _deviations([w - a - b for w, a, b in zip(whole, send, tail, strict=True)])))
+        if any(x.sent is not None for x in xr):
+            after_send.append((step, _deviations(send)))
+        if any(x.synced is not None for x in xr):
+            traced = [own.get((r, step)) for r in range(replicas)]
+            work = [w if w is not None else 0.0 for w in traced] if None not in traced else [0.0] * replicas
+            after_sync.append((step, _deviations([a + b for a, b in zip(tail, work, strict=True)])))
     n = len(dev[0])
     if n < 2:
         return Arrivals((), 0.0, tuple(stalls), 0.0)
@@ -194,8 +222,19 @@ def measure_arrivals(dirs: list[Path], replicas: int, hold_s: float, lags: int =
         if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
             waits.append(max(0.0, min(qs) - hold_s))
     rpc = statistics.median(waits) if waits else 0.0
+    tails = [d for _, devs in after_sync for d in devs]
+    sync_spread = math.sqrt(sum(d * d for d in tails) / len(tails) * replicas / (replicas - 1)) if tails else 0.0
     return Arrivals(
-        bias, jitter, tuple(stalls), rpc, drift_spread(dev, bias, min(lags, n // 2)), tuple(replay), tuple(paced)
+        bias,
+        jitter,
+        tuple(stalls),
+        rpc,
+        drift_spread(dev, bias, min(lags, n // 2)),
+        tuple(replay),
+        tuple(paced),
+        tuple(after_send),
+        tuple(after_sync),
+        sync_spread,
     )
 
 
@@ -238,9 +277,34 @@ def measure_commit_s(dirs: list[Path], replicas: int) -> float:
     return statistics.median(xs) if xs else 0.0
 
 
-def window_traces(dirs: list[Path], m: layout.Manifest) -> list[Path]:
-    """The run's window traces that exist (the manifest's, relative to the run dir)."""
-    return [p for t in m.traces if (p := dirs[0] / t.path).is_file()]
+def commit_times(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ...]:
+    """Per sync step, the groups' mean ``should_commit`` (event log ``commit_s``): the run's own,
+    for the replay of ``--check`` (one slow RPC is part of what the run exposed)."""
+    per: dict[int, list[float]] = {}
+    for recs in _replica_records(dirs, replicas):
+        for x in recs:
+            if x.synced is not None and x.commit_s is not msgspec.UNSET and x.step is not None:
+                per.setdefault(x.step, []).append(x.commit_s)
+    return tuple((step, sum(v) / len(v)) for step, v in sorted(per.items()) if len(v) == replicas)
+
+
+def measure_reconfigure(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ...]:
+    """Per step whose quorum reconfigured the process group (lifecycle ``configure``, inside the
+    step's ``start_quorum``: the event's end within the step's own clock span), the later group's
+    configure: the groups' process groups rendezvous, so the pair is ready when the slower is."""
+    per: dict[int, list[float]] = {}
+    for r, recs in enumerate(_replica_records(dirs, replicas)):
+        events = [
+            e
+            for d in dirs
+            for e in read_lifecycle(layout.lifecycle_log(d, r, 0))
+            if e.event == "configure" and e.t >= e.t_start
+        ]
+        for e in events:
+            x = next((x for x in recs if x.t - x.step_time_s <= e.t <= x.t), None)
+            if x is not None and x.step is not None:
+                per.setdefault(x.step, []).append(e.t - e.t_start)
+    return tuple((step, max(v)) for step, v in sorted(per.items()))
 
 
 def profiled_steps(m: layout.Manifest) -> tuple[tuple[int, int], ...]:
@@ -267,12 +331,15 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
     steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")
-    arr = measure_arrivals(dirs, replicas, control_s("quorum", spec.latency_s if spec else 0.0), sched.sync_every)
+    traces = [(t.replica, p) for t in m.traces if (p := dirs[0] / t.path).is_file()]
+    costs = sync_costs([p for _, p in traces], [r for r, _ in traces])
+    own_work = {(r, step): s for r, step, s in costs.per_sync}
+    hold_s = control_s("quorum", spec.latency_s if spec else 0.0)
+    arr = measure_arrivals(dirs, replicas, hold_s, sched.sync_every, own_work)
     slowdown, overlapped_share = measure_overlap(dirs, replicas)
     # the run's mean compute step holds its overlapped steps' slowdown: take it out of step_s,
     # so that the model, which adds it back on those steps, computes what the run computed
     step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
-    costs = sync_costs(window_traces(dirs, m))
     tensors = tuple(len(f.params) for f in sorted(m.fragments, key=lambda f: f.id))
     work = Workload(
         step_s,
@@ -291,8 +358,13 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
         fragment_tensors=tensors,
         real_steps=profiled_steps(m),
         replay=arr.replay,
+        replay_send=arr.replay_send,
+        replay_sync=arr.replay_sync,
+        sync_spread_s=arr.sync_spread_s,
         step_times=arr.step_times,
         commit_s=measure_commit_s(dirs, replicas),
+        commit_times=commit_times(dirs, replicas),
+        reconfigure=measure_reconfigure(dirs, replicas),
     )
     return RunInputs(name or dirs[0].name, work, schedule, steps, spec)
 
@@ -427,10 +499,21 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
-        # export) and its profiled steps' real loopback collectives belong to its own step
-        # numbers, so only its bias, jitter, drift, RPC and CPU work per send / sync carry over
+        # export, its first quorum's reconfigure) and its profiled steps' real loopback collectives
+        # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC
+        # and CPU work per send / sync carry over
         work, sched, link, source = (
-            replace(run.work, stalls=(), real_steps=(), replay=(), step_times=()),
+            replace(
+                run.work,
+                stalls=(),
+                real_steps=(),
+                replay=(),
+                replay_send=(),
+                replay_sync=(),
+                step_times=(),
+                commit_times=(),
+                reconfigure=(),
+            ),
             run.schedule,
             run.link,
             f"run {req.from_dir}",
@@ -565,6 +648,7 @@ def plan(req: PlanRequest) -> int:
             "fragment_sync_delay": sched.fragment_sync_delay,
             "target_util": target,
             "step_jitter_ms": work.jitter_s * 1e3,
+            "sync_spread_ms": work.sync_spread_s * 1e3,
             "overlap_slowdown": work.overlap_slowdown,
             "lighthouse_rpc_ms": work.rpc_s * 1e3,
             "replica_bias_ms": [b * 1e3 for b in work.bias_s],
@@ -744,7 +828,14 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
             # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
             expect.append(
                 simulate(
-                    replace(inp.work, replay=(), step_times=()),
+                    replace(
+                        inp.work,
+                        replay=(),
+                        replay_send=(),
+                        replay_sync=(),
+                        step_times=(),
+                        commit_times=(),
+                    ),  # its one-off events stay: its stalls, its first quorum's reconfigure
                     inp.schedule,
                     link.bandwidth_bps,
                     link.latency_s,

@@ -75,9 +75,11 @@ def print_plan(result: dict, c: Any = None) -> None:
     )
     if inp.get("overlap_slowdown", 1.0) != 1.0:
         c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
-    if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls"):
+    if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls") or inp.get("sync_spread_ms"):
+        spread = f", {inp['sync_spread_ms']:.3g} ms leaving a sync" if inp.get("sync_spread_ms") else ""
         c.print(
-            f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step, {inp['stalls']} stall(s); "
+            f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step{spread}, "
+            f"{inp['stalls']} stall(s); "
             f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip"
         )
     # with training totals, hours and bytes take the place of the split, the mean bandwidth and
@@ -177,6 +179,29 @@ def print_check(result: dict, c: Any = None) -> None:
     def name(r: dict) -> str:
         return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
 
+    def rate(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    def figures(r: dict) -> list[tuple[str, str, str, Any]]:
+        """(figure, predicted, measured, error) of one run: both layouts show these."""
+        p, m = r["predicted"], r["measured"]
+        return [
+            (
+                "exposed ms/sync",
+                _ms(p["exposed_ms_per_sync"]),
+                _ms(m["exposed_ms_per_sync"]),
+                err(r, "exposed_ms_per_sync"),
+            ),
+            ("data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), ""),
+            (
+                "control ms/sync",
+                _ms(p["exposed_control_ms_per_sync"]),
+                _ms(m["exposed_control_ms_per_sync"]),
+                "",
+            ),
+            ("steps/s", rate(p["steps_per_s"]), rate(m["steps_per_s"]), err(r, "steps_per_s")),
+        ]
+
     t = _table(
         "run",
         "link",
@@ -190,43 +215,24 @@ def print_check(result: dict, c: Any = None) -> None:
         "error",
     )
     for r in result["runs"]:
-        p, m = r["predicted"], r["measured"]
+        exposed, data, control, steps = figures(r)
         t.add_row(
             name(r),
             str((r.get("link") or {}).get("describe", "-")),
-            _ms(p["exposed_ms_per_sync"]),
-            _ms(m["exposed_ms_per_sync"]),
-            err(r, "exposed_ms_per_sync"),
-            f"{_ms(p['exposed_data_ms_per_sync'])} / {_ms(m['exposed_data_ms_per_sync'])}",
-            f"{_ms(p['exposed_control_ms_per_sync'])} / {_ms(m['exposed_control_ms_per_sync'])}",
-            f"{p['steps_per_s']:.2f}",
-            "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
-            err(r, "steps_per_s"),
+            *exposed[1:],
+            f"{data[1]} / {data[2]}",
+            f"{control[1]} / {control[2]}",
+            *steps[1:],
         )
     if not fits(c, t):  # stacked: a block per run, a row per figure
         t = _table("run / figure", "predicted", "measured", "error")
         t.columns[1].justify = "right"
         for i, r in enumerate(result["runs"]):
-            p, m = r["predicted"], r["measured"]
             if i:
                 t.add_section()
             t.add_row(styled(f"{name(r)} · {(r.get('link') or {}).get('describe', '-')}", "bold"), "", "", "")
-            t.add_row(
-                "  exposed ms/sync",
-                _ms(p["exposed_ms_per_sync"]),
-                _ms(m["exposed_ms_per_sync"]),
-                err(r, "exposed_ms_per_sync"),
-            )
-            t.add_row("  data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), "")
-            t.add_row(
-                "  control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), ""
-            )
-            t.add_row(
-                "  steps/s",
-                f"{p['steps_per_s']:.2f}",
-                "-" if m["steps_per_s"] is None else f"{m['steps_per_s']:.2f}",
-                err(r, "steps_per_s"),
-            )
+            for head, *cells in figures(r):
+                t.add_row(f"  {head}", *cells)
     c.print(t)
     c.print(
         f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "

@@ -16,17 +16,20 @@ measurements (``ftrun.plan.Workload``):
   torchft's per-tensor divide callbacks and ftrun's sketches of each result, which run inside
   ``perform_sync``'s ``work.wait()`` calls: ``torchft::local_sgd::wait``'s end minus the later
   of ``perform_sync``'s start and the end of the last collective span (a real allreduce or a
-  link hold) that began before it. Mean over the traced syncs.
+  link hold) that began before it. Mean over the traced syncs; ``per_sync`` holds each traced
+  sync's own (replica, step, seconds), the step from the ``ftrun::step#S`` span around it: how
+  long each group took after the allreduce that aligned the groups (``ftrun plan --check``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftrun.torchft_compat import LABELS, LINK_HOLD
+from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD
 from ftrun.trace.load import load_trace
 from ftrun.trace.schema import name_filter, trace_events
 
@@ -43,6 +46,7 @@ class SyncCosts:
     sync_work_s: float | None
     traced_syncs: int
     traces: int
+    per_sync: tuple[tuple[int, int, float], ...] = ()  # (replica, step, sync_work seconds) per traced sync
 
 
 def _chains(spans: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:
@@ -56,18 +60,29 @@ def _chains(spans: list[tuple[float, float]]) -> list[list[tuple[float, float]]]
     return out
 
 
-def sync_costs(paths: list[Path]) -> SyncCosts:
-    """``SyncCosts`` over the window traces ``paths`` (every replica's)."""
-    keep = name_filter([*REAL, LINK_HOLD, LABELS.perform_sync, LABELS.wait], [])
+def _step_at(steps: list[tuple[float, float, int]], ts: float) -> int | None:
+    """The training step whose ``ftrun::step#S`` span holds the instant ``ts`` (None: none does)."""
+    return next((s for a, d, s in steps if a <= ts <= a + d), None)
+
+
+def sync_costs(paths: list[Path], replicas: Sequence[int] = ()) -> SyncCosts:
+    """``SyncCosts`` over the window traces ``paths`` (every replica's); ``replicas[i]``: the
+    replica group of ``paths[i]`` (for ``per_sync``; without it no sync is attributed)."""
+    keep = name_filter([*REAL, LINK_HOLD, LABELS.perform_sync, LABELS.wait], [FTRUN_STEP_PREFIX])
     durations: list[float] = []
     threads: set = set()
     tails: list[float] = []
-    for path in paths:
+    per_sync: list[tuple[int, int, float]] = []
+    for k, path in enumerate(paths):
         real, held, syncs, waits = [], [], [], []
+        steps: list[tuple[float, float, int]] = []
         for e in trace_events(load_trace(path), keep):
             if e.ph != "X":
                 continue
-            if e.name in REAL:
+            if e.name.startswith(FTRUN_STEP_PREFIX):
+                if m := FTRUN_STEP_RE.match(e.name):
+                    steps.append((e.ts, e.dur, int(m[1])))
+            elif e.name in REAL:
                 real.append((e.ts, e.dur))
                 threads.add((str(path), e.tid))
             elif e.name == LINK_HOLD:
@@ -87,6 +102,9 @@ def sync_costs(paths: list[Path]) -> SyncCosts:
                 continue
             last = max((s + d for s, d in done if s < wait_end and s + d <= wait_end), default=ts)
             tails.append(max(0.0, wait_end - max(ts, last)) / 1e6)
+            step = _step_at(steps, ts)
+            if k < len(replicas) and step is not None:
+                per_sync.append((replicas[k], step, tails[-1]))
     per_trace = max(1, round(len(threads) / len(paths))) if paths and threads else 1
     return SyncCosts(
         statistics.median(durations) / 1e6 if durations else None,
@@ -94,4 +112,5 @@ def sync_costs(paths: list[Path]) -> SyncCosts:
         sum(tails) / len(tails) if tails else None,
         len(tails),
         len(paths),
+        tuple(per_sync),
     )
