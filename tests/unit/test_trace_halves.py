@@ -17,12 +17,9 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ftrun.errors import BadInput
 from ftrun.trace import stream
-from ftrun.trace.load import load_trace
-from ftrun.trace.spans import extract
 from ftrun.trace.stream import TraceFile
-from fuzz_traces import traces
+from fuzz_traces import read_both_ways as _both, traces
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
 
@@ -57,16 +54,6 @@ def halves(monkeypatch):
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(stream, "CHUNK", 512)
     return _InProcess
-
-
-def _both(p: Path):
-    out = []
-    for trace in (lambda: load_trace(p), lambda: TraceFile(p)):
-        try:
-            out.append(extract(p, trace()))
-        except BadInput as e:
-            out.append(str(e))
-    return out
 
 
 def _events(n: int, arg: str = "x") -> list[dict]:
