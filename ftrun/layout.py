@@ -787,13 +787,7 @@ def read_manifest(run_dir: Path) -> AnyManifest:
     (``kind`` "launch"); ``BadInput`` (one line) if unreadable, over ``MANIFEST_LIMIT`` bytes,
     of another format, or not one."""
     path = Path(run_dir) / MANIFEST
-    data = read_file(path, MANIFEST_LIMIT, "manifest")
-    try:
-        m = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise BadInput(f"{path}: unreadable manifest ({e})") from None
-    if not isinstance(m, dict):
-        raise BadInput(f"{path}: not an ftrun manifest (a JSON {type(m).__name__}, not an object)")
+    m = _json_object(path, MANIFEST_LIMIT, "manifest")
     check_format(m, path)
     try:
         if m.get("kind") == "launch":
@@ -808,16 +802,22 @@ def read_manifest(run_dir: Path) -> AnyManifest:
 SUMMARY_LIMIT = 256 << 20
 
 
-def _summary_object(path: Path) -> dict[str, Any]:
-    """summary.json as a JSON object, bounded (``SUMMARY_LIMIT``); ``BadInput`` naming the file."""
-    data = read_file(path, SUMMARY_LIMIT, "summary")
+def _json_object(path: Path, limit: int, what: str) -> dict[str, Any]:
+    """The file as a JSON object, bounded (``limit``); ``BadInput`` naming the file: unreadable
+    ``what``, or not an ftrun ``what`` (JSON that is not an object)."""
+    data = read_file(path, limit, what)
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as e:
-        raise BadInput(f"{path}: unreadable summary ({e})") from None
+        raise BadInput(f"{path}: unreadable {what} ({e})") from None
     if not isinstance(raw, dict):
-        raise BadInput(f"{path}: not an ftrun summary (a JSON {type(raw).__name__}, not an object)")
+        raise BadInput(f"{path}: not an ftrun {what} (a JSON {type(raw).__name__}, not an object)")
     return raw
+
+
+def _summary_object(path: Path) -> dict[str, Any]:
+    """summary.json as a JSON object, bounded (``SUMMARY_LIMIT``)."""
+    return _json_object(path, SUMMARY_LIMIT, "summary")
 
 
 def read_train_summary(run_dir: Path) -> TrainSummary:

@@ -26,6 +26,13 @@ _KINDS = (
 _CHUNK = 1 << 20
 
 
+def file_kind(mode: int, other: str) -> str:
+    """What a non-regular file is, as a person reads it (``a FIFO``, ``a directory``...), from
+    its ``st_mode`` (``other`` for a kind not in the table); the one table of these, shared with
+    the trace loader's guard."""
+    return next((k for test, k in _KINDS if test(mode)), other)
+
+
 class Missing(BadInput):
     """``read_file``'s file does not exist."""
 
@@ -59,7 +66,7 @@ def _read(path: Path, limit: int, what: str, whole: bool) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((k for test, k in _KINDS if test(mode)), "something else")
+            kind = file_kind(mode, "something else")
             raise BadInput(f"{path}: unreadable {what} (not a regular file: {kind})")
         parts: list[bytes] = []
         got = 0

@@ -28,11 +28,33 @@ start line once every Manager is up (ftrun's ``start_line``), so the first quoru
 for a replica still importing torch. With the kernel's autogroup scheduling (``sched_autogroup_enabled``)
 a session is one scheduling group, so on a loaded machine two replicas sharing one session get
 half the CPU that two sessions get: without this the bare loop measured ~2x slower than ftrun.
+Threads (``torch.set_num_threads`` and ``OMP_NUM_THREADS``: the cores shared out, as ftrun's
+launcher) and glibc's malloc thresholds (``ftrun.worker.malloc``, as ftrun's worker) are ftrun's.
 
-The last line of output is one JSON object:
-``{"bare_ms_per_step", "ftrun_ms_per_step", "ratio", "repeats", "valid"}``. Before it, the
-per-step distributions of both sides (10th/50th/90th percentile of the whole-loop step), which
-tell a difference in the work (every percentile moves) from one in contention (only the tail).
+The fastest honest bare loop: ``--knobs all`` (or comma-separated substrings of ``BARE_KNOBS``)
+runs variations of the bare loop against it, paired per repeat: every core per rank, OMP's own
+thread count, batches generated before the loop, ``gc.freeze()``/gc off, glibc's default malloc
+thresholds; wall ms/step and CPU ms/step per rank, each as a ratio to the plain bare loop. What
+made it faster and ftrun can do too is done on both sides (the malloc thresholds); what changes
+the work (batches made before the loop: data is part of a step) is reported, not applied.
+
+Where ftrun's extra time is, from the same runs: (1) each side's whole loop per step split
+exactly into its median plain step + what its plain steps took beyond that + what its send/sync
+steps took beyond that (``breakdown``), ftrun - bare per part; (2) CPU ms per step: per rank
+(bare: ``time.process_time`` at every step; ftrun: its process tree read from ``/proc`` every
+``SAMPLE_S`` between the warm-up and the last step) and ftrun's other processes (torchrun
+agents, the parent), load-independent where wall time is not; (3) ftrun's own per-step work
+timed alone in this process with the worker's code (``per_step_costs_ms``: sketches,
+fingerprint, event-log line, armed recovery profiling).
+
+The last line of output is one JSON object: ``bare_ms_per_step``, ``ftrun_ms_per_step``,
+``ratio`` (whole loop, ftrun with its defaults: sketches and recovery profiling on, stated in
+``ftrun_sketches``/``ftrun_profile_recovery`` from the run's spec), ``ratios_per_repeat``,
+``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
+``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``, ``repeats``,
+``load_average`` (per repeat), ``valid`` and ``invalid`` (ratio below ``VALID_FROM``). Before it,
+the per-step distributions of both sides (10th/25th/50th/90th percentile of the whole-loop
+step), which tell a difference in the work (every percentile moves) from contention (the tail).
 
 ``--sketches``: instead, the numeric check's cost (``ftrun.worker.sketch``): ``ftrun train`` with
 sketches on vs ``--no-sketches``, whole loop as above, interleaved, for the default model
@@ -45,7 +67,7 @@ the sketch work of one sync on the same fragment tensors (contribution, SUM, ave
 what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
 of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
 
-Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches]
+Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches | --knobs all]
 """
 
 from __future__ import annotations
@@ -65,7 +87,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: str) -> None:
-    """One replica group of the bare loop (rank 0 of a group of 1)."""
+    """One replica group of the bare loop (rank 0 of a group of 1). ``cfg["knobs"]``: the
+    variations ``--knobs`` measures (``BARE_KNOBS``); none = ftrun's conditions."""
+    import gc
     from datetime import timedelta
 
     import torch
@@ -76,13 +100,22 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
     from ftrun.worker.data import Batches
     from ftrun.worker.models import build_fragments, build_model
 
-    torch.set_num_threads(threads_for(replicas))
+    knobs = cfg.get("knobs", {})
+    if knobs.get("malloc", True):  # as ftrun's worker (ftrun.worker.malloc)
+        from ftrun.worker.malloc import fix_malloc_thresholds
+
+        fix_malloc_thresholds()
+    torch.set_num_threads(knobs.get("threads", threads_for(replicas)))
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg)
     frags = build_fragments(model, cfg)
     inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
-    outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
+    outer = [  # as ftrun.worker.setup.build_training
+        torch.optim.SGD(f.parameters(), lr=cfg["outer_lr"], momentum=cfg["outer_momentum"], nesterov=True)
+        for f in frags
+    ]
     data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], replica)
+    batches = [data.next() for _ in range(cfg["steps"])] if knobs.get("pregen") else None
     store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     manager = torchft.Manager(
         pg=torchft.ProcessGroupGloo(timeout=timedelta(seconds=60)),
@@ -99,24 +132,45 @@ def bare_worker(replica: int, replicas: int, lighthouse: str, cfg: dict, out: st
         lighthouse_addr=lighthouse,
         hostname="localhost",
     )
+    if knobs.get("gc") == "freeze":  # what set-up allocated is never traversed again
+        gc.collect()
+        gc.freeze()
+    elif knobs.get("gc") == "off":
+        gc.disable()
     ready = Path(out).parent / "ready"
     ready.mkdir(exist_ok=True)
     (ready / str(replica)).touch()
     while len(list(ready.iterdir())) < replicas:  # ftrun's start_line: every Manager is up
         time.sleep(0.005)
-    stamps = []
+    stamps: list[float] = []
+    cpu: list[float] = []
     with DiLoCo(
         manager, frags, inner, outer, sync_every=cfg["sync_every"], fragment_sync_delay=cfg["fragment_sync_delay"]
     ):
-        for _ in range(cfg["steps"]):
-            x, y = data.next()  # as ftrun's worker: data + forward/backward + step (+ DiLoCo hook)
+        for i in range(cfg["steps"]):
+            # as ftrun's worker: data + forward/backward + step (+ DiLoCo hook)
+            x, y = batches[i] if batches is not None else data.next()
             inner.zero_grad()
             F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
             inner.step()
             stamps.append(time.time())
-    Path(out).write_text(json.dumps(stamps))
+            cpu.append(time.process_time())  # every thread of the rank: torchft's, Gloo's too
+    Path(out).write_text(json.dumps({"t": stamps, "cpu": cpu}))
     manager.shutdown(wait=False)
     os._exit(0)
+
+
+# ``--knobs``: what a careful engineer would try to make the bare loop faster, each against the
+# plain bare loop (ftrun's conditions) in the same invocation. In-process knobs go to the worker
+# (``cfg["knobs"]``), environment knobs to its environment (``env``: None = unset the variable).
+BARE_KNOBS: dict[str, dict] = {
+    "threads=2 (all cores per rank)": {"knobs": {"threads": 2}, "env": {"OMP_NUM_THREADS": "2"}},
+    "OMP_NUM_THREADS unset": {"env": {"OMP_NUM_THREADS": None}},
+    "pre-generated batches": {"knobs": {"pregen": True}},
+    "gc.freeze() after set-up": {"knobs": {"gc": "freeze"}},
+    "gc off": {"knobs": {"gc": "off"}},
+    "malloc: glibc's default thresholds (ftrun's worker fixes them)": {"knobs": {"malloc": False}},
+}
 
 
 WARMUP = 10
@@ -127,6 +181,12 @@ BOOKKEEPING: list[float] = []  # ftrun's per-step time outside the step body, ms
 SYNC_EXCESS: list[float] = []
 PLAIN: list[float] = []  # per run: its median plain step, ms
 STEPS: dict[str, list[float]] = {"bare": [], "ftrun": []}  # every whole-loop step after the warm-up, ms
+# per side, per run: CPU ms per step by process role ("rank": per rank; the others: in all)
+CPU: dict[str, list[dict[str, float]]] = {"bare": [], "ftrun": []}
+CPU_KNOBS: list[float] = []  # per --knobs run: the bare rank's CPU ms per step
+LAST_RUN: dict = {}  # the last default ftrun run: its spec's profiling settings, an event log
+# per side, per run: its steps after the warm-up, (whole-loop interval ms, a send/sync step?)
+INTERVALS: dict[str, list[list[tuple[float, bool]]]] = {"bare": [], "ftrun": []}
 
 
 def threads_for(replicas: int) -> int:
@@ -143,17 +203,118 @@ def ms_per_step(stamps: list[float]) -> float:
     return (stamps[-1] - stamps[WARMUP - 1]) / (len(stamps) - WARMUP) * 1e3
 
 
-def run_bare(cfg: dict, replicas: int) -> float:
+def busy_step(step: int, cfg: dict) -> bool:
+    """Is training step ``step`` (1-based) one where DiLoCo sends or syncs a fragment? Its
+    ``local_step`` reaches w - tau (send) and w (sync) every w = H / F steps (torchft-notes)."""
+    w = cfg["sync_every"] // cfg["fragments"]
+    return step % w in ((w - cfg["fragment_sync_delay"]) % w, 0)
+
+
+def breakdown(run: list[tuple[float, bool]]) -> dict[str, float]:
+    """One run's whole-loop ms per step, split exactly: ``plain`` (the median plain step) +
+    ``plain_tail`` (what plain steps took beyond it, per step: the slow ones) + ``sync_excess``
+    (what send/sync steps took beyond it, per step)."""
+    plain = statistics.median(d for d, busy in run if not busy)
+    n = len(run)
+    return {
+        "plain": plain,
+        "plain_tail": sum(d - plain for d, busy in run if not busy) / n,
+        "sync_excess": sum(d - plain for d, busy in run if busy) / n,
+    }
+
+
+SAMPLE_S = 0.1  # how often the ftrun side's process tree is read (a read: ~0.2 ms CPU, 0.2% of a core)
+
+
+def cpu_s(pid: int) -> float | None:
+    """utime + stime of ``pid``, seconds (every thread); None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    f = stat[stat.rindex(")") + 2 :].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def role(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    text = b" ".join(argv)
+    for needle, name in (
+        (b"torch.distributed.run", "torchrun agent"),  # its argv names the rank's module too
+        (b"ftrun.worker.main", "rank"),
+        (b"lighthouse", "lighthouse"),
+        (b"ftrun.launch.reaper", "reaper"),
+        (b"tensorboard", "tensorboard"),
+    ):
+        if needle in text:
+            return name
+    return "ftrun parent" if b"-m ftrun train" in text or b"ftrun train" in text else "other"
+
+
+class TreeCpu:
+    """CPU time of every process of one ``ftrun train``, between the first read at which every
+    rank has logged the warm-up steps and the last read before the first rank's last step: CPU ms
+    per training step by role (ranks: per rank). Steps from the event logs' complete lines."""
+
+    def __init__(self, root: int, logs: list[Path], replicas: int) -> None:
+        self.root, self.logs, self.replicas = root, logs, replicas
+        self.roles: dict[int, str] = {}
+        self.first: tuple[float, dict[int, float]] | None = None
+        self.last: tuple[float, dict[int, float]] | None = None
+
+    def steps(self) -> float | None:
+        try:
+            return statistics.mean(x.read_bytes().count(b"\n") for x in self.logs)
+        except OSError:
+            return None
+
+    def sample(self, total: int) -> None:
+        from ftrun.launch.procs import descendants
+
+        if list(self.roles.values()).count("rank") < self.replicas:
+            self.roles = {p: role(p) for p in [self.root, *descendants(self.root)]}
+            return
+        steps = self.steps()
+        if steps is None or steps < WARMUP:
+            return
+        cpu = {p: c for p in self.roles if (c := cpu_s(p)) is not None}
+        if len(cpu) < len(self.roles) or steps >= total - 1:
+            return  # a process ended (or the run is ending): the loop is over
+        if self.first is None:
+            self.first = (steps, cpu)
+        else:
+            self.last = (steps, cpu)
+
+    def per_step(self) -> dict[str, float]:
+        if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+            return {}
+        n = self.last[0] - self.first[0]
+        out: dict[str, float] = {}
+        for p, r in self.roles.items():
+            out[r] = out.get(r, 0.0) + (self.last[1][p] - self.first[1][p]) / n * 1e3
+        out["rank"] = out.get("rank", 0.0) / self.replicas
+        return out
+
+
+def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
+    """One bare run (``variant``: a ``BARE_KNOBS`` entry, None = ftrun's conditions); ms/step."""
     from ftrun.launch.groups import free_port
     from ftrun.launch.lighthouse import lighthouse_argv
 
+    variant = variant or {}
+    cfg = {**cfg, "knobs": variant.get("knobs", {})}
     port = free_port()
     # ftrun's lighthouse: start_lighthouse's defaults and the config's min_replicas and heartbeat timeout
     argv = lighthouse_argv(f"127.0.0.1:{port}", cfg["min_replicas"], 10000, 100, cfg["heartbeat_timeout_ms"])
     lh = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     tmp = tempfile.mkdtemp()
     outs = [f"{tmp}/r{r}.json" for r in range(replicas)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}  # as ftrun's launcher sets it
+    for k, v in variant.get("env", {}).items():
+        env.pop(k, None) if v is None else env.__setitem__(k, v)
     procs = [
         subprocess.Popen(
             [
@@ -185,8 +346,17 @@ def run_bare(cfg: dict, replicas: int) -> float:
             p.kill() if p.poll() is None else None
         lh.kill()
         lh.wait()
-    stamps = [json.loads(Path(o).read_text()) for o in outs]
-    STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
+    got = [json.loads(Path(o).read_text()) for o in outs]
+    stamps = [g["t"] for g in got]
+    if not variant:
+        CPU["bare"].append({"rank": statistics.mean(ms_per_step(g["cpu"]) for g in got)})
+    else:
+        CPU_KNOBS.append(statistics.mean(ms_per_step(g["cpu"]) for g in got))
+    if not variant:
+        STEPS["bare"] += [(b - a) * 1e3 for st in stamps for a, b in zip(st[WARMUP - 1 :], st[WARMUP:], strict=False)]
+        INTERVALS["bare"] += [
+            [((st[i] - st[i - 1]) * 1e3, busy_step(i + 1, cfg)) for i in range(WARMUP, len(st))] for st in stamps
+        ]
     return statistics.mean(ms_per_step(st) for st in stamps)
 
 
@@ -216,7 +386,19 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         str(cfg["fragment_sync_delay"]),
         *extra,
     ]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    logs = [Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl" for r in range(replicas)]
+    cpu = TreeCpu(proc.pid, logs, replicas)
+    while proc.poll() is None:
+        cpu.sample(cfg["steps"])
+        time.sleep(SAMPLE_S)
+    if proc.returncode:
+        raise SystemExit(f"bench_overhead: ftrun train exited {proc.returncode}: {' '.join(cmd)}")
+    if not extra:
+        CPU["ftrun"].append(cpu.per_step())
+    if not extra:  # what the timed run had on: its spec's profiling settings (ftrun's defaults)
+        LAST_RUN["profiling"] = json.loads((Path(out) / "bench" / "spec.json").read_text())["config"]["profiling"]
+        LAST_RUN["events"] = Path(out) / "bench" / "events" / "replica0_rank0.jsonl"
     per_replica, outside = [], []
     for r in range(replicas):
         recs = [
@@ -226,6 +408,13 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         recs = [x for x in recs if x.get("step")]
         loop = ms_per_step([x["t"] for x in recs])
         STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)]
+        if not extra:
+            INTERVALS["ftrun"].append(
+                [
+                    ((b["t"] - a["t"]) * 1e3, b["sent"] is not None or b["synced"] is not None)
+                    for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)
+                ]
+            )
         per_replica.append(loop)
         # what the bare loop does not do: the loop's time per step minus the step body's
         outside.append(loop - statistics.mean(x["step_time_s"] for x in recs[WARMUP:]) * 1e3)
@@ -272,6 +461,47 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
             b.sketch()
         times.append((time.perf_counter() - t0) * 1e3)
     return min(times), sum(t.numel() for t in tensors)
+
+
+def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
+    """In this process, with the worker's own code: ms per training step of each piece of work
+    ftrun's rank does that the bare loop does not (a send/sync step's work spread over the w steps
+    between syncs). ``events``: an event log of the run, whose records are re-encoded as the
+    worker writes them. A lower bound of each cost: timed alone, on a warm cache."""
+    import msgspec
+    import torch
+
+    from ftrun.layout import EventRecord, to_json
+    from ftrun.worker.models import build_fragments, build_model
+    from ftrun.worker.profiling import AroundFault
+    from ftrun.worker.recorder import fingerprint
+
+    torch.set_num_threads(threads_for(2))
+    w = cfg["sync_every"] // cfg["fragments"]
+    frags = build_fragments(build_model(cfg), cfg)
+
+    def best_ms(fn, n: int = 5) -> float:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return min(times)
+
+    sketch_ms, _ = sketch_cost_ms(cfg)  # fragment 0's four sketches, one sync
+    fp_ms = statistics.mean(best_ms(lambda f=f: fingerprint(dict(f.named_parameters()))) for f in frags)
+    lines = events.read_bytes().splitlines()
+    recs = [msgspec.json.decode(x, type=EventRecord) for x in lines]
+    with tempfile.TemporaryFile("w", buffering=1) as sink:  # line-buffered, as StepRecorder's file
+        log_ms = best_ms(lambda: [sink.write(to_json(r) + "\n") for r in recs]) / len(recs)
+    around = AroundFault([], 0, 0, events.parent, lambda k: False, give_up=2 * cfg["sync_every"])
+    armed_ms = best_ms(lambda: [(around.at_step(k), around.after_step([], False)) for k in range(1000)]) / 1000
+    return {
+        "sketches (4 per sync, fragment 0), per step": sketch_ms / w,
+        "fingerprint of the synced fragment, per step": fp_ms / w,
+        "event-log line (encode + write), per step": log_ms,
+        "recovery profiling armed, no fault, per step": armed_ms,
+    }
 
 
 def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str, extra: tuple[str, ...]) -> dict:
@@ -325,6 +555,11 @@ def main() -> None:
     ap.add_argument(
         "--sketches", action="store_true", help="Measure the numeric check's sketches: on vs --no-sketches."
     )
+    ap.add_argument(
+        "--knobs",
+        default=None,
+        help="Instead: variations of the bare loop (BARE_KNOBS; 'all' or comma-separated substrings) vs the plain one.",
+    )
     ap.add_argument("--large-steps", type=int, default=40)
     ap.add_argument("--large-repeat", type=int, default=1)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
@@ -356,7 +591,6 @@ def main() -> None:
             )
         print(json.dumps({"sketches": rows}))
         return
-    bare, ours = [], []
     print(
         f"machine: {os.cpu_count()} cores; model {cfg['model']} width {cfg['width']} blocks {cfg['blocks']}; "
         f"F={cfg['fragments']} H={cfg['sync_every']} tau={cfg['fragment_sync_delay']}; "
@@ -364,27 +598,35 @@ def main() -> None:
         f"{threads_for(a.replicas)} threads per rank",
         flush=True,
     )
+    if a.knobs:
+        knobs_bench(cfg, a.replicas, a.repeat, a.knobs)
+        return
+    bare, ours, loads = [], [], []
     for i in range(a.repeat):  # interleaved (and alternating who goes first), so drift in load hits both
         for side in ("bare", "ftrun") if i % 2 == 0 else ("ftrun", "bare"):
             if side == "bare":
                 bare.append(run_bare(cfg, a.replicas))
             else:
                 ours.append(run_ftrun(cfg, a.replicas))
+        loads.append(round(os.getloadavg()[0], 2))
         print(
-            f"repeat {i + 1}: bare {bare[-1]:.2f} ms/step, ftrun {ours[-1]:.2f} ms/step "
-            f"(load average {os.getloadavg()[0]:.1f})",
+            f"repeat {i + 1}: bare {bare[-1]:.2f} ms/step, ftrun {ours[-1]:.2f} ms/step (load average {loads[-1]:.1f})",
             flush=True,
         )
     b, o = statistics.median(bare), statistics.median(ours)
+    on = LAST_RUN["profiling"]
     print(f"bare torchft DiLoCo loop  : median {b:.2f} ms per step (whole loop, steps {WARMUP + 1}..{a.steps})")
-    print(f"ftrun train --profile none: median {o:.2f} ms per step")
+    print(
+        f"ftrun train --profile none: median {o:.2f} ms per step (ftrun's defaults: sketches "
+        f"{'on' if on['sketches'] else 'OFF'}, recovery profiling {'on' if on['profile_recovery'] else 'OFF'})"
+    )
     ratio = o / b
     valid = ratio >= VALID_FROM
     print(f"ratio ftrun / bare        : {ratio:.3f}x (goal 1.00-1.02x)")
+    outside_ms = statistics.median(BOOKKEEPING)
     print(
         f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
-        f"{statistics.median(BOOKKEEPING):.3f} ms per step "
-        f"({statistics.median(BOOKKEEPING) / o * 100:.2f}% of its step)"
+        f"{outside_ms:.3f} ms per step ({outside_ms / o * 100:.2f}% of its step)"
     )
     quantiles = {}
     for side in ("bare", "ftrun"):
@@ -399,6 +641,38 @@ def main() -> None:
         "ratio of the fast steps (p25, where other load rarely reaches): "
         f"{quantiles['ftrun'][1] / quantiles['bare'][1]:.3f}x"
     )
+    # where ftrun's extra time per step is: the same split of every run's loop on both sides
+    split = {
+        side: {k: statistics.median(breakdown(run)[k] for run in INTERVALS[side]) for k in PARTS}
+        for side in ("bare", "ftrun")
+    }
+    print("whole loop per step = median plain step + plain steps' tail + send/sync steps' excess (ms, median of runs):")
+    for k, what in PARTS.items():
+        bk, fk = split["bare"][k], split["ftrun"][k]
+        print(
+            f"  {what:44} bare {bk:7.3f}  ftrun {fk:7.3f}  ftrun - bare {fk - bk:+7.3f} ({(fk - bk) / b * 100:+.2f}%)"
+        )
+    # CPU per step by process, load-independent where wall time is not: the same work on both
+    # sides should cost the same CPU per rank; ftrun's other processes add theirs
+    cpu = {side: cpu_medians(CPU[side]) for side in ("bare", "ftrun")}
+    helpers = {r: v for r, v in cpu["ftrun"].items() if r not in ("rank", "lighthouse")}
+    total_b = a.replicas * cpu["bare"]["rank"]
+    total_f = a.replicas * cpu["ftrun"].get("rank", float("nan")) + sum(helpers.values())
+    print("CPU ms per training step (utime + stime of every thread; ranks: per rank; lighthouse left out):")
+    print(
+        f"  rank: bare {cpu['bare']['rank']:.3f}  ftrun {cpu['ftrun'].get('rank', float('nan')):.3f}  = "
+        f"{cpu['ftrun'].get('rank', float('nan')) / cpu['bare']['rank']:.3f}x"
+    )
+    for r, v in sorted(helpers.items()):
+        print(f"  ftrun's {r:22} {v:.3f} ms per step (the bare loop has none)")
+    print(
+        f"  all processes per step ({a.replicas} ranks + ftrun's others): bare {total_b:.3f}  ftrun {total_f:.3f}  = "
+        f"{total_f / total_b:.3f}x (what the ratio would be on cores nothing else uses)"
+    )
+    costs = per_step_costs_ms(cfg, LAST_RUN["events"])
+    print("ftrun's own per-step work, timed alone in this process with the worker's code (a lower bound):")
+    for k, v in costs.items():
+        print(f"  {k:52} {v:.4f} ms ({v / b * 100:.2f}% of the bare step)")
     if not valid:
         print(
             f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly "
@@ -410,13 +684,83 @@ def main() -> None:
                 "bare_ms_per_step": round(b, 3),
                 "ftrun_ms_per_step": round(o, 3),
                 "ratio": round(ratio, 4),
+                "ratios_per_repeat": [round(x / y, 4) for x, y in zip(ours, bare, strict=True)],
+                "ftrun_sketches": on["sketches"],
+                "ftrun_profile_recovery": on["profile_recovery"],
+                "p25_ratio": round(quantiles["ftrun"][1] / quantiles["bare"][1], 4),
+                "p50_ratio": round(quantiles["ftrun"][2] / quantiles["bare"][2], 4),
+                "breakdown_ms_per_step": {
+                    k: {side: round(split[side][k], 4) for side in ("bare", "ftrun")} for k in PARTS
+                },
+                "outside_step_body_ms_per_step": round(outside_ms, 4),
+                "cpu_ms_per_step": {side: {r: round(v, 4) for r, v in cpu[side].items()} for side in cpu},
+                "cpu_ratio_all_processes": round(total_f / total_b, 4),
+                "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},
                 "repeats": a.repeat,
+                "load_average": loads,
                 "valid": valid,
+                "invalid": not valid,
             }
         )
     )
     if not valid:
         raise SystemExit(1)
+
+
+def cpu_medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per role, the median over the runs that measured it."""
+    roles = {r for run in runs for r in run}
+    return {r: statistics.median(run[r] for run in runs if r in run) for r in sorted(roles)}
+
+
+PARTS = {
+    "plain": "median plain step",
+    "plain_tail": "plain steps beyond their median, per step",
+    "sync_excess": "send/sync steps beyond the median, per step",
+}
+
+
+def knobs_bench(cfg: dict, replicas: int, repeat: int, which: str) -> None:
+    """``--knobs``: each ``BARE_KNOBS`` variation of the bare loop against the plain bare loop,
+    paired in each repeat (the order rotates), so the load's drift cancels in the per-repeat ratio."""
+    names = list(BARE_KNOBS) if which == "all" else [n for n in BARE_KNOBS if any(w in n for w in which.split(","))]
+    if not names:
+        raise SystemExit(f"bench_overhead: --knobs {which!r} matches none of: {', '.join(BARE_KNOBS)}")
+    sides = ["plain", *names]
+    ms: dict[str, list[float]] = {n: [] for n in sides}
+    cpu: dict[str, list[float]] = {n: [] for n in sides}
+    for i in range(repeat):
+        order = sides[i % len(sides) :] + sides[: i % len(sides)]
+        for n in order:
+            ms[n].append(run_bare(cfg, replicas, None if n == "plain" else BARE_KNOBS[n]))
+            cpu[n].append(CPU["bare"][-1]["rank"] if n == "plain" else CPU_KNOBS[-1])
+        print(
+            f"repeat {i + 1} (load {os.getloadavg()[0]:.1f}): " + ", ".join(f"{n} {ms[n][-1]:.2f}" for n in sides),
+            flush=True,
+        )
+    rows = []
+    for n in names:
+        paired = statistics.median(x / y for x, y in zip(ms[n], ms["plain"], strict=True))
+        cpu_paired = statistics.median(x / y for x, y in zip(cpu[n], cpu["plain"], strict=True))
+        rows.append(
+            {
+                "knob": n,
+                "ms_per_step": round(statistics.median(ms[n]), 3),
+                "vs_plain": round(paired, 4),
+                "cpu_ms_per_step": round(statistics.median(cpu[n]), 3),
+                "cpu_vs_plain": round(cpu_paired, 4),
+            }
+        )
+        print(
+            f"{n:44} median {rows[-1]['ms_per_step']:.2f} ms/step = {paired:.3f}x the plain bare loop; CPU per "
+            f"rank {rows[-1]['cpu_ms_per_step']:.2f} ms/step = {cpu_paired:.3f}x (paired medians)"
+        )
+    plain = {
+        "ms_per_step": round(statistics.median(ms["plain"]), 3),
+        "cpu_ms_per_step": statistics.median(cpu["plain"]),
+    }
+    print(f"plain bare loop: median {plain['ms_per_step']:.2f} ms/step, CPU per rank {plain['cpu_ms_per_step']:.2f} ms")
+    print(json.dumps({"plain_bare": plain, "knobs": rows}))
 
 
 if __name__ == "__main__":

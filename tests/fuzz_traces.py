@@ -4,7 +4,14 @@ ftrun's span names with arbitrary fields."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import strategies as st
+
+from ftrun.errors import BadInput
+from ftrun.trace.load import load_trace
+from ftrun.trace.spans import extract
+from ftrun.trace.stream import TraceFile
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
@@ -52,3 +59,15 @@ trace_events = st.fixed_dictionaries(
 traces = st.fixed_dictionaries(
     {"traceEvents": st.lists(trace_events, max_size=12)}, optional={"distributedInfo": json_values}
 )
+
+
+def read_both_ways(p: Path) -> list:
+    """(whole-file result, chunked result) of one trace file: TraceSpans or the BadInput line;
+    the loader and the streaming reader must give the same."""
+    out = []
+    for trace in (lambda: load_trace(p), lambda: TraceFile(p)):
+        try:
+            out.append(extract(p, trace()))
+        except BadInput as e:
+            out.append(str(e))
+    return out

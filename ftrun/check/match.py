@@ -12,6 +12,7 @@ expected events (ties: top).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 import msgspec
@@ -37,11 +38,26 @@ class WorkerMatch(msgspec.Struct):
 def expected_events(schedule: Schedule, ranges, failed: Sequence[int], lost) -> list[Event]:
     """Expected events inside the captured steps, outside the steps lost to a fault."""
     last = max((hi for _, hi in ranges), default=0)
-    return [
-        e
-        for e in schedule.events(last, failed_cycles=failed)
-        if any(lo <= e.step <= hi for lo, hi in ranges) and not any(a <= e.step <= b for a, b in lost)
-    ]
+    inside, gone = _Steps(ranges), _Steps(lost)
+    return [e for e in schedule.events(last, failed_cycles=failed) if inside.has(e.step) and not gone.has(e.step)]
+
+
+class _Steps:
+    """Membership in a union of inclusive step ranges, by bisection (a large trace has thousands)."""
+
+    def __init__(self, ranges) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for lo, hi in sorted(ranges):
+            if self.ends and lo <= self.ends[-1]:
+                self.ends[-1] = max(self.ends[-1], hi)
+            else:
+                self.starts.append(lo)
+                self.ends.append(hi)
+
+    def has(self, step: int) -> bool:
+        i = bisect_right(self.starts, step) - 1
+        return i >= 0 and step <= self.ends[i]
 
 
 def expect(seen: WorkerObs, schedule: Schedule, failed: list[int], lost: Sequence[tuple[int, int]]) -> WorkerMatch:

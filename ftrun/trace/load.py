@@ -23,19 +23,13 @@ from pathlib import Path
 import msgspec
 
 from ftrun.errors import BadInput
+from ftrun.small_files import file_kind
 from ftrun.trace.schema import DECODER, ChromeTrace
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_TRACE_BYTES = 4 << 30  # 4 GiB of JSON per file: decoding takes about 1.3x that in memory
 LIMIT_FLAG = "--max-trace-mb"
 CHUNK = 1 << 20
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-)
 
 
 def describe_limit(limit: int) -> str:
@@ -62,7 +56,7 @@ def open_regular(path: Path) -> int:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+        kind = file_kind(mode, "not a regular file")
         target = f" (a symlink to {os.path.realpath(path)})" if os.path.islink(path) else ""
         if kind == "a directory":
             raise BadInput(f"{path}: is a directory, expected a trace file")

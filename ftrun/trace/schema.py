@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -49,8 +49,9 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=EMPTY, name="Input Dims")
 
 
-class TraceEvent(msgspec.Struct, gc=False):
+class TraceEvent(msgspec.Struct, gc=False, omit_defaults=True):
     # in the order kineto writes the keys: msgspec matches each key against the next field first
+    # (omit_defaults: an event re-encoded, ftrun.trace.stream's child, has no empty "args" value)
     ph: str = ""
     cat: str = ""
     name: str = ""
@@ -59,6 +60,27 @@ class TraceEvent(msgspec.Struct, gc=False):
     ts: float = 0.0
     dur: float = 0.0
     args: msgspec.Raw = EMPTY  # decode with ``args_of`` (only the events that need it)
+
+
+# The values kineto writes for ``ph`` (the Trace Event Format's phases) and ``cat``. Decoding a
+# known value as a Literal returns the one interned str instead of building a new one per event.
+_PH = Literal["X", "i", "I", "s", "f", "t", "M", "B", "E", "b", "e", "n", "C", "P", "O", "N", "D", "R", "(", ")", ""]
+_CAT = Literal[
+    "cpu_op", "user_annotation", "python_function", "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime",
+    "cuda_driver", "gpu_user_annotation", "ac2g", "fwdbwd", "Trace", "cpu_instant_event", "overhead",
+    "external_correlation", "cuda_sync", "cuda_profiler_range", "collective_comm", "xpu_runtime", "xpu_driver",
+    "privateuse1_runtime", "privateuse1_driver", "mtia_runtime", "Kernel", "Memcpy", "Memset", "Runtime",
+    "Operator", "",
+]  # fmt: skip
+
+
+class KnownEvent(TraceEvent, gc=False, omit_defaults=True):
+    """A ``TraceEvent`` whose ``ph`` and ``cat`` are values kineto writes: the same event, decoded
+    ~15% faster. An event with another value does not decode as one (``ValidationError``): the
+    reader then decodes its chunk as ``TraceEvent``."""
+
+    ph: _PH = ""
+    cat: _CAT = ""
 
 
 class DistributedInfo(msgspec.Struct):

@@ -49,8 +49,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Hashable
-from itertools import compress, repeat
-from operator import attrgetter, is_
+from operator import attrgetter
 from pathlib import Path
 from typing import Literal
 
@@ -358,20 +357,19 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
     # route: name -> None (never kept), a by_name bucket (an exact name no other rule of _sort_event
     # reads: kept when host-side, counted when a device copy), or True (_sort_event decides)
     route: dict[str, list[TraceEvent] | Literal[True] | None] = {}
-    relevant: dict[str, bool] = {}
     special = {labels.param_comms, *waits}
-    for chunk in trace.chunks():
-        # per event only C-level work: its name, a dict lookup, a filter; Python decides once per new name
-        keep = list(map(relevant.get, map(_NAME, chunk)))  # None: a name not seen before
-        if None in keep:
-            for name in set(map(_NAME, compress(chunk, map(is_, keep, repeat(None))))):
-                route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
-                relevant[name] = route[name] is not None
-            keep = list(map(relevant.__getitem__, map(_NAME, chunk)))
-        for e in compress(chunk, keep):
+
+    def route_of(name: str) -> list[TraceEvent] | Literal[True] | None:
+        if name not in route:
+            route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
+        return route[name]
+
+    # the reader keeps only the events of names routed somewhere (asked once per distinct name)
+    for chunk in trace.chunks(lambda name: route_of(name) is not None):
+        for e in chunk:
             if e.ph != "X":
                 continue
-            bucket = route[e.name]
+            bucket = route[e.name] if e.name in route else route_of(e.name)  # (a name only the child saw)
             if bucket is not True:
                 cat = e.cat.lower()
                 if cat in CPU_CATS:

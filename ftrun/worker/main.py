@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftrun.torchft_compat import has_quorum, quorum_id
+from ftrun.torchft_compat import participants as quorum_participants, quorum_id
 
 log = logging.getLogger("ftrun.worker")
 
@@ -45,6 +45,9 @@ def main(spec_path: str) -> int:
     from ftrun.worker.setup import die_with_parent
 
     die_with_parent()
+    from ftrun.worker.malloc import fix_malloc_thresholds
+
+    fix_malloc_thresholds()  # before torch allocates: a step's tensors reuse heap memory
     from ftrun import layout
 
     spec = layout.read_spec(Path(spec_path))  # decodes the config tree with its type (layout.Spec)
@@ -341,7 +344,7 @@ class StepLoop:
 
     def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:
         m = self.manager
-        participants = m.num_participants() if has_quorum(m) else None
+        participants = quorum_participants(m)
         self.recorder.end_step(
             step=step,
             manager_step=mstep,

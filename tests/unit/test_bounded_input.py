@@ -24,20 +24,6 @@ from train_fixtures import inspect as cli, one_line, torchft_events
 FLAGS = ["--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "2"]
 
 
-@pytest.fixture
-def deadline():
-    """Fail (not hang) a test that blocks for more than 10 s."""
-
-    def boom(signum, frame):
-        raise TimeoutError("blocked")
-
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(10)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
-
 def test_a_fifo_as_trace_path_is_one_line_and_never_blocks(tmp_path, deadline):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)

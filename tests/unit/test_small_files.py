@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,7 @@ from ftrun import event_log, layout, small_files
 from ftrun.errors import BadInput
 from train_fixtures import cli, event_record, one_line
 
-
-@pytest.fixture(autouse=True)
-def deadline():
-    """Fail (not hang) a test whose read blocks on a FIFO."""
-
-    def boom(signum, frame):
-        raise TimeoutError("blocked")
-
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(10)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("deadline")  # a read that blocks on a FIFO fails, not hangs
 
 
 def _one_line(e: pytest.ExceptionInfo, path: Path, says: str) -> None:

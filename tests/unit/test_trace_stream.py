@@ -15,25 +15,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ftrun.errors import BadInput
 from ftrun.trace import stream
-from ftrun.trace.load import load_trace
-from ftrun.trace.spans import extract
 from ftrun.trace.stream import Fallback, TraceFile
-from fuzz_traces import traces
+from fuzz_traces import read_both_ways as _both, traces
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
-
-
-def _both(p: Path):
-    """(whole-file result, chunked result): TraceSpans or the BadInput line."""
-    out = []
-    for trace in (lambda: load_trace(p), lambda: TraceFile(p)):
-        try:
-            out.append(extract(p, trace()))
-        except BadInput as e:
-            out.append(str(e))
-    return out
 
 
 @pytest.fixture
