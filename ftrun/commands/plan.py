@@ -617,6 +617,7 @@ def plan(req: PlanRequest) -> int:
     if req.data_parallel and req.params is None:
         raise BadInput("--data-parallel: needs --params (the gradients a step all-reduces)")
     _positive("--train-tokens", req.train_tokens)
+    _positive("--tokens-per-step", req.tokens_per_step)  # (also with --step-ms: --train-tokens divides by it)
     work, sched, run_link, source, grad_bytes = plan_inputs(req)
     if not req.data_parallel:
         grad_bytes = None

@@ -80,3 +80,13 @@ def test_a_measured_figure_that_is_not_a_number_is_one_line(tmp_path: Path) -> N
     rep["runs"][0]["per_sync_exposed_ms"] = "1000"
     (cmp_dir / "report.json").write_text(json.dumps(rep))
     one_line(invoke("--check", str(cmp_dir)), "per_sync_exposed_ms", "not a number")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_tokens_per_step_beside_step_ms_is_checked_too(value: str) -> None:
+    """With --step-ms, --tokens-per-step only divides --train-tokens: 0 was a ZeroDivisionError, a
+    negative one printed negative hours."""
+    res = invoke(
+        "--params", "1e9", "--step-ms", "100", "--link", "1gbit", "--train-tokens", "1e9", "--tokens-per-step", value
+    )
+    one_line(res, "--tokens-per-step", "must be a number > 0")
