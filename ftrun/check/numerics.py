@@ -51,7 +51,7 @@ contributions; ||·|| the recorded L2 norms.
   of the errors, P·e has standard deviation ||e||₂, and ||e||₂ <= (u8 + a8·sqrt(numel))·||x||
   (m_row <= ||row||). The average's budget when no SUM was sketched (``quantized_average_tolerance``):
   Z·(u8 + a8·sqrt(N))·(Σ||c_q|| + ||SUM||)/n + Z·u_d·||SUM||/n (the divide) + the sketches'
-  own errors, with ||SUM|| <= (1 + u8 + a8·sqrt(N))·Σ||c_q|| (the SUM's norm is not recorded);
+  own errors, with ||SUM|| <= (1 + u8 + a8·sqrt(N))²·Σ||c_q|| (two roundings; not recorded);
   N = the fragment's elements, n = participants. That budget is about the size of the average
   itself (Z x 2 x 2^-4 = 1 of the contributions' norms, over n): on a quantized round the check
   can catch gross errors (an undivided SUM, another tensor) but not a count off by one. The
@@ -155,8 +155,9 @@ def quantized_sum_tolerance(contributions: list[Sketch], observed: Sketch, world
     reduced sum) and the fp32 sum between them (module docstring)."""
     total = sum(c.norm or 0.0 for c in contributions)
     q = quantized_unit(observed.numel)
-    sum_norm = (1.0 + q) * total  # bounds the dequantized SUM's norm (not recorded)
-    data = Z * q * (total + sum_norm) + Z * U32 * max(world - 1, 0) * total
+    reduced = (1.0 + q) * total  # bounds the fp32 sum of the dequantized contributions
+    sum_norm = (1.0 + q) * reduced  # and, one more e4m3 rounding on, the SUM's (not recorded)
+    data = Z * q * (total + reduced) + Z * U32 * max(world - 1, 0) * total
     return data + sketch_error(observed, sum_norm) + sum(sketch_error(c) for c in contributions)
 
 
@@ -165,8 +166,9 @@ def quantized_average_tolerance(contributions: list[Sketch], average: Sketch, n:
     roundings per element (each contribution, the reduced sum), then torchft's divide."""
     total = sum(c.norm or 0.0 for c in contributions)
     q = quantized_unit(average.numel)
-    sum_norm = (1.0 + q) * total  # bounds the dequantized SUM's norm (not recorded)
-    data = Z * (q * (total + sum_norm) + roundoff(average.dtype) * sum_norm) / n
+    reduced = (1.0 + q) * total  # bounds the fp32 sum of the dequantized contributions
+    sum_norm = (1.0 + q) * reduced  # and, one more e4m3 rounding on, the SUM's (not recorded)
+    data = Z * (q * (total + reduced) + roundoff(average.dtype) * sum_norm) / n
     return data + sketch_error(average, sum_norm / n) + sum(sketch_error(c) for c in contributions) / n
 
 
@@ -494,8 +496,8 @@ class _Checker:
                     "the process group's SUM is not the sum of the contributions",
                 )
             if n:
-                # a quantized SUM's norm: up to one more e4m3 rounding above sum||c||
-                tol = average_tolerance(s, a, n, bound * (1 + quantized_unit(s.numel)) if quantized else bound)
+                # a quantized SUM's norm: up to two e4m3 roundings above sum||c|| (each contribution, the sum)
+                tol = average_tolerance(s, a, n, bound * (1 + quantized_unit(s.numel)) ** 2 if quantized else bound)
                 want = _scale(s.proj, 1.0 / n)
                 err, j = _diff(a.proj, want)
                 if not self.measure(err, tol, "average = SUM / participants", where):
