@@ -479,7 +479,9 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
         )
     if req.layers is None or req.layers_per_fragment is None:
         raise BadInput("--layers-per-fragment: needs --layers (and --layers needs --layers-per-fragment)")
-    if req.layers < 1 or req.layers_per_fragment < 1 or req.layers % req.layers_per_fragment:
+    if req.layers < 1:
+        raise BadInput(f"--layers {req.layers}: must be at least 1")
+    if req.layers_per_fragment < 1 or req.layers % req.layers_per_fragment:
         raise BadInput(f"--layers-per-fragment {req.layers_per_fragment}: must divide --layers {req.layers}")
     return req.layers // req.layers_per_fragment
 

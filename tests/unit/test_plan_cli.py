@@ -458,6 +458,10 @@ def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
         ),
         (["--params", "1e9", "--step-ms", "10", "--layers-per-fragment", "2", "--link", "1gbit"], "--layers"),
         (
+            ["--params", "1e9", "--step-ms", "10", "--layers", "0", "--layers-per-fragment", "1", "--link", "1gbit"],
+            "--layers 0: must be at least 1",
+        ),
+        (
             [
                 "--params",
                 "1e9",
