@@ -11,7 +11,9 @@
 ftrun's .pyc files are written first (``compileall``), as any install has them: under
 PYTHONDONTWRITEBYTECODE every run would otherwise compile ftrun's sources again.
 
-The last line is one JSON object: ``ratio`` (HTA load / inspect-trace, goal >= 20), or with
+The last line is one JSON object: ``ratio`` (HTA load / inspect-trace, goal >= 20) and
+``goal_met`` (null, with ``ratio``, when HTA is not installed: nothing was compared;
+``trace_verdict`` is what inspect-trace said of the trace itself), or with
 ``--large`` ``mb_per_s`` (goal >= 500), ``rss_per_file`` (goal <= 1), ``gz_vs_zlib`` (the gz
 trace's inspect-trace time over a bare streaming zlib decompress of it) and ``gz_vs_plain`` (over
 the plain file's: 1.0 = the inflating, done in a thread, entirely hidden behind the decoding);
@@ -411,7 +413,9 @@ def main() -> None:
             "hta_s": None if hta_s is None else round(hta_s, 3),
             "ratio": None if hta_s is None else round(hta_s / cli_s, 1),
             "goal": 20,
-            "verdict": verdict,
+            # the benchmark's own verdict: null when HTA was not measured (nothing to compare)
+            "goal_met": None if hta_s is None else hta_s / cli_s >= 20,
+            "trace_verdict": verdict,  # what inspect-trace said of the trace (not the benchmark)
             "load_avg": load_avg(),
         }
         if hta_s is not None:
