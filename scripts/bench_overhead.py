@@ -454,8 +454,9 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
     times = []
     for _ in range(7):  # the least of 7: other load only ever adds time
         t0 = time.perf_counter()
-        for norm in (True, False, False, False):  # contribution (with its norm), SUM, average, globals: as the hooks
-            b = Builder(proj, norm=norm)
+        # contribution (with its norm), SUM (both copied: the collective changes them), average, globals: as the hooks
+        for norm, copy in ((True, True), (False, True), (False, False), (False, False)):
+            b = Builder(proj, norm=norm, copy=copy)
             for t in tensors:
                 b.add(t)
             b.sketch()

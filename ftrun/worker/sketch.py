@@ -61,7 +61,7 @@ K = layout.SKETCH_K  # projections per sketch
 PERIOD = layout.SKETCH_PERIOD  # columns of W (prime: a fault must not hide in a short period)
 STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~131K): rows = ceil(numel / STAGE)
 SEED = layout.SKETCH_SEED
-BATCH = PERIOD * 64  # tensors smaller than this are copied and projected together (fewer, bigger ops)
+BATCH = PERIOD * 64  # tensors smaller than this are held (copied when asked) and projected together: few ops
 FUSE_ROWS = 2  # CPU: rows (of STAGE float32: 1 MiB) folded per gemv, their norm summed while in cache
 
 
@@ -71,15 +71,27 @@ class Projector:
     def __init__(self) -> None:
         g = torch.Generator().manual_seed(SEED)
         self._cpu = torch.randint(0, 2, (K, PERIOD), generator=g, dtype=torch.float64) * 2 - 1
-        self._by_device: dict[torch.device, torch.Tensor] = {}
+        self._by_device: dict[tuple[torch.device, int], torch.Tensor] = {}
+        self._zeros: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
         self._ones = torch.ones(64, dtype=torch.float32)
         self._lock = threading.Lock()
+        self._local = threading.local()
 
-    def w(self, device: torch.device) -> torch.Tensor:
+    def w(self, device: torch.device, shift: int = 0) -> torch.Tensor:
+        """W with its columns rolled by ``shift`` (W_s @ x = W @ roll(x, shift)), on ``device``."""
+        key = (device, shift % PERIOD)
         with self._lock:
-            if device not in self._by_device:
-                self._by_device[device] = self._cpu.to(device)
-            return self._by_device[device]
+            if key not in self._by_device:
+                self._by_device[key] = torch.roll(self._cpu, -key[1], dims=1).contiguous().to(device)
+            return self._by_device[key]
+
+    def zeros(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """PERIOD zeros of ``dtype`` on ``device`` (read only: the pads of ``project_many``)."""
+        key = (dtype, device)
+        with self._lock:
+            if key not in self._zeros:
+                self._zeros[key] = torch.zeros(PERIOD, dtype=dtype, device=device)
+            return self._zeros[key]
 
     def ones(self, rows: int) -> torch.Tensor:
         """A float32 CPU vector of ``rows`` ones (the gemv's x)."""
@@ -121,10 +133,49 @@ class Projector:
             folded[:n] = flat
         if folded.numel() > PERIOD:
             folded = folded.view(-1, PERIOD).sum(0)
-        folded = torch.roll(folded, offset % PERIOD)
         if norm and sq is None:
             sq = torch.linalg.vector_norm(flat, dtype=torch.float32) ** 2 if n else torch.zeros((), device=flat.device)
-        return self.w(flat.device) @ folded, sq, rows
+        return self.w(flat.device, offset) @ folded, sq, rows
+
+    def _scratch(self, dtype: torch.dtype, n: int) -> torch.Tensor:
+        """n elements of a CPU buffer of ``dtype`` owned by the calling thread (reused: free once the
+        caller's results, which never alias it, are computed)."""
+        bufs: dict[torch.dtype, torch.Tensor] = self._local.__dict__.setdefault("bufs", {})
+        buf = bufs.get(dtype)
+        if buf is None or buf.numel() < n:
+            buf = bufs[dtype] = torch.empty(n, dtype=dtype)
+        return buf[:n]
+
+    def project_many(
+        self, items: list[tuple[int, torch.Tensor]], norm: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """``project`` of several flat tensors of one dtype and device at their offsets, summed, in a
+        few ops whatever their number: one ``cat`` lays them out with zero pads so that each element
+        sits at its column (offset mod PERIOD), then one float64 column sum, one product by W and one
+        norm. No float32 stage (rows 0): every element is summed in float64."""
+        zeros = self.zeros(items[0][1].dtype, items[0][1].device)
+        pieces: list[torch.Tensor] = []
+        pos = 0  # position in the laid-out vector; its column is pos mod PERIOD
+        for offset, t in sorted(items, key=lambda p: p[0]):
+            if t.numel() == 0:
+                continue
+            pad = (offset - pos) % PERIOD
+            if pad:
+                pieces.append(zeros[:pad])
+            pieces.append(t)
+            pos += pad + t.numel()
+        if pos % PERIOD:
+            pieces.append(zeros[: -pos % PERIOD])
+            pos += -pos % PERIOD
+        if not pieces:
+            return torch.zeros(K, dtype=torch.float64, device=zeros.device), torch.zeros((), device=zeros.device), 0
+        if zeros.device.type == "cpu":  # into this thread's scratch: a fresh buffer costs its page faults
+            laid = torch.cat(pieces, out=self._scratch(torch.float64, pos))
+        else:
+            laid = torch.cat(pieces).to(torch.float64)
+        folded = laid.view(-1, PERIOD).sum(0)
+        sq = torch.dot(laid, laid) if norm else None
+        return self.w(laid.device) @ folded, sq, 0
 
 
 def _gemv_exact(x: torch.Tensor) -> bool:
@@ -141,13 +192,18 @@ def _gemv_exact(x: torch.Tensor) -> bool:
 
 
 class Builder:
-    """The pieces of one flattened fragment's sketch; ``at(x, offset)`` may run on any thread."""
+    """The pieces of one flattened fragment's sketch; ``at(x, offset)`` may run on any thread.
 
-    def __init__(self, projector: Projector, norm: bool = True) -> None:
+    ``copy``: small tensors are copied at ``at`` (the collective and torchft's divide change them in
+    place before ``sketch``); ``copy=False`` holds them as they are, for a caller that calls
+    ``sketch`` before anything changes them (the outer step's hooks, the heal)."""
+
+    def __init__(self, projector: Projector, norm: bool = True, copy: bool = True) -> None:
         self.projector = projector
         self.norm = norm  # measure ||x|| too (one more pass over the data)
+        self.copy = copy
         self.parts: list[tuple[torch.Tensor, torch.Tensor | None, int]] = []
-        self.small: list[tuple[int, torch.Tensor]] = []  # (offset, copy) of small tensors, projected by ``sketch``
+        self.small: list[tuple[int, torch.Tensor]] = []  # (offset, flat x or its copy), projected by ``sketch``
         self.numel = 0  # elements placed so far (the next offset, for ``add``)
         self.dtype = ""
 
@@ -159,27 +215,23 @@ class Builder:
         return offset
 
     def at(self, x: torch.Tensor, offset: int) -> None:
-        """Sketch ``x`` as it is now (a small one is copied: the collective and torchft's divide
-        change it in place later). list.append: safe across threads."""
+        """Sketch ``x`` as it is now (a small one is copied when ``copy``, else held until
+        ``sketch``). list.append: safe across threads."""
         self.dtype = self.dtype or str(x.dtype).removeprefix("torch.")
         if x.numel() < BATCH:
-            self.small.append((offset, x.detach().reshape(-1).clone()))
+            flat = x.detach().reshape(-1)
+            self.small.append((offset, flat.clone() if self.copy else flat))
         else:
             self.parts.append(self.projector.project(x, offset, self.norm))
 
     def _project_small(self) -> None:
-        """Project the small tensors' copies, each run of adjacent ones concatenated into one."""
-        runs: list[tuple[int, list[torch.Tensor]]] = []
-        end = None
-        for offset, t in sorted(self.small, key=lambda p: p[0]):
-            if end == offset and runs[-1][1][0].dtype == t.dtype and runs[-1][1][0].device == t.device:
-                runs[-1][1].append(t)
-            else:
-                runs.append((offset, [t]))
-            end = offset + t.numel()
+        """Project the small tensors, those of one dtype and device all at once (``project_many``)."""
+        groups: dict[tuple[torch.dtype, torch.device], list[tuple[int, torch.Tensor]]] = {}
+        for offset, t in self.small:
+            groups.setdefault((t.dtype, t.device), []).append((offset, t))
         self.small = []
-        for offset, ts in runs:
-            self.parts.append(self.projector.project(torch.cat(ts) if len(ts) > 1 else ts[0], offset, self.norm))
+        for items in groups.values():
+            self.parts.append(self.projector.project_many(items, self.norm))
 
     def sketch(self, numel: int | None = None) -> layout.Sketch:
         """Materialise (one device-to-host copy)."""
@@ -404,7 +456,7 @@ class NumericsProbe:
         try:
             sketches = []
             for frag in frags:
-                b = Builder(self.projector)
+                b = Builder(self.projector, copy=False)  # sketched at once: nothing changes them before
                 for t in frag.original_parameters.values():
                     b.add(t)
                 sketches.append(b.sketch())
@@ -443,7 +495,8 @@ class NumericsProbe:
             try:
                 grads = [p.grad for p in self._params(opt) if p.grad is not None]
                 self.corruption.before_outer_step(grads, r.sync_step)
-                b = Builder(self.projector, norm=False)  # its tolerance uses the SUM's norm
+                # its tolerance uses the SUM's norm; sketched at once, before the step changes p.grad
+                b = Builder(self.projector, norm=False, copy=False)
                 for g in grads:
                     b.add(g)
                 r.average = b.sketch()
@@ -458,7 +511,8 @@ class NumericsProbe:
             if r is None or r.broken:
                 return
             try:
-                b = Builder(self.projector, norm=False)  # the heal check uses the healed side's norm
+                # the heal check uses the healed side's norm; sketched at once, nothing changes p meanwhile
+                b = Builder(self.projector, norm=False, copy=False)
                 for p in self._params(opt):
                     b.add(p.data)
                 r.globals = b.sketch()

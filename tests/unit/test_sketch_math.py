@@ -49,7 +49,7 @@ def test_float32_stage_within_its_budget(monkeypatch, path, kind, rows, tail):
     x = data(kind, rows * SKETCH_STAGE + tail)
     offset = 12345
     s = one(p, x, offset)
-    assert s.stage_rows == rows
+    assert s.stage_rows == (rows if x.numel() >= sk.BATCH else 0)  # a small tensor: all float64, no stage
     err = max(abs(a - b) for a, b in zip(s.proj, reference(p, x, offset), strict=True))
     assert err <= sketch_error(s), (err, sketch_error(s))
     exact = float(x.to(torch.float64).norm())
