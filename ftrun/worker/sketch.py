@@ -22,9 +22,14 @@ We hook exactly those places, never re-implementing them:
 A sketch (``layout.Sketch``) of a flattened fragment x is k = ``K`` projections P·x with
 P[j, i] = W[j, i mod PERIOD], W a fixed ±1 matrix drawn from ``SEED`` (the same on every
 replica), and ||x||₂. Linear, so P·avg = (Σ P·contribution) / participants up to rounding. It
-is computed on the tensors' device, one tensor at a time at its offset in the fragment: the
-tensor is first summed in float32 over rows of ``STAGE`` columns (a multiple of PERIOD: few rows
-for any tensor), then in float64 to PERIOD columns and projected in float64.
+is computed on the tensors' device, at each tensor's offset in the fragment. A tensor of ``BATCH``
+elements or more is projected alone: first summed in float32 over rows of ``STAGE`` columns (a
+multiple of PERIOD: few rows for any tensor), then in float64 to PERIOD columns and projected in
+float64. The smaller ones (a default-model fragment is only those) are held, copied where the
+collective changes them in place later, and projected together at ``sketch``: one ``cat`` lays them
+out in float64 with zero pads putting each element at its column, then one column sum, one product
+by W, one norm — a few ops whatever their number, every element summed in float64 (no float32
+stage: ``rows`` 0).
 ``ftrun.check.numerics.sketch_error`` states the error budget of that float32 stage for a sum of
 ``rows`` values per column in any order and of any signs (a gemv adds them one after another).
 Cost per sync: one read of the fragment for each of the four sketches, plus the contribution's
