@@ -17,7 +17,7 @@ from importlib import metadata
 import pytest
 
 from ftrun import RunFailed
-from ftrun.pytest_plugin import assert_numerics, assert_schedule
+from ftrun.pytest_plugin import SMALL_CONFIG, assert_numerics, assert_schedule
 
 
 def _torchft_release() -> str:
@@ -59,19 +59,8 @@ def bucketize(request) -> bool:
 @pytest.fixture(params=PROCESS_GROUPS)
 def ftrun_config(request, bucketize) -> dict:
     """What ftrun_train trains: F=2 fragments, H=8, tau=2 over 16 steps, 2 replica groups."""
-    return {
-        "mode": "streaming",
-        "backend": request.param,
-        "bucketize": bucketize,
-        "replicas": 2,
-        "fragments": 2,
-        "sync_every": 8,
-        "fragment_sync_delay": 2,
-        "steps": 16,
-        "width": 32,
-        "batch_size": 4,
-        "seq_len": 16,
-    }
+    # the plugin's small run (what its default ftrun_config returns), on this process group
+    return {**SMALL_CONFIG, "backend": request.param, "bucketize": bucketize}
 
 
 def test_streaming_sync_schedule(ftrun_train):
