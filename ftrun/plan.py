@@ -47,10 +47,13 @@ beyond the measured lags (and for a what-if with ``--step-jitter``) the steps ar
 The costs the emulator does not replace (``ftrun.trace.sync_costs``): the send issues its
 collectives while it runs (``send_s``: the send's own CPU work, from the first collective on),
 so the hold starts ``send_s`` before the step's end; every collective also runs for real, and
-completes at the later of its hold and its real completion: a fragment of k tensors needs
-ceil(k / ``collective_threads``) real allreduces of ``real_collective_s`` each (measured on the
-profiled steps, ``real_steps``; elsewhere nothing measures it and the hold is taken to cover
-it); and a sync, after its data is in, still runs torchft's per-tensor callbacks and ftrun's
+completes at the later of its hold and its real completion (the emulator holds a completion
+from the collective's issue, concurrently with the real one: overlapped, not serial): a fragment
+of k tensors needs ceil(k / ``collective_threads``) real allreduces of ``real_collective_s``
+each. The pace is measured on every send where the event logs time the real collectives
+(``real_every_send``; ``real_times``: each send's own, for a replay), else on the profiled
+steps only (``real_steps``; elsewhere nothing measures it and the hold is taken to cover it);
+and a sync, after its data is in, still runs torchft's per-tensor callbacks and ftrun's
 sketches (``sync_work_s``), which the measured exposed time contains.
 
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
@@ -84,8 +87,11 @@ class Workload:
     ``drift_sd``: the measured spread of one group's drift over n = 1, 2, ... steps (module docstring;
     empty: ``jitter_s`` x sqrt(n)). ``send_s``, ``sync_work_s``, ``real_collective_s``,
     ``collective_threads``, ``fragment_tensors`` (tensors per fragment: one collective each) and
-    ``real_steps`` ((first, last) step ranges where the real collectives were measured): the
-    costs the emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
+    ``real_steps`` ((first, last) step ranges where the real collectives were measured;
+    ``real_every_send``: on every send, so the pace applies to every send) and ``real_times``
+    ((send step, seconds from the send's start to its last collective's real completion), ...: a
+    run's own, in place of the pace): the costs the emulator does not replace (module docstring;
+    0 / empty = none). ``replay``: ((step,
     per-group arrival deviation from the groups' mean in that step, up to its quorum or sync), ...):
     a measured run's own drift, step by step, in place of bias, jitter and stalls (``ftrun plan
     --check``); ``replay_send`` / ``replay_sync``: the same for what a group does after the step's
@@ -120,6 +126,8 @@ class Workload:
     collective_threads: int = 1
     fragment_tensors: tuple[int, ...] = ()
     real_steps: tuple[tuple[int, int], ...] = ()
+    real_every_send: bool = False
+    real_times: tuple[tuple[int, float], ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay_send: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay_sync: tuple[tuple[int, tuple[float, ...]], ...] = ()
@@ -140,11 +148,17 @@ class Workload:
         parts = even_split(self.model_bytes, fragments)
         tensors = sum(self.fragment_tensors)
         counts = tuple(max(1, tensors // fragments) for _ in range(fragments)) if tensors else ()
-        return replace(self, fragment_bytes=parts, fragment_tensors=counts)
+        # (a run's own per-send real times are of its own fragments: the pace carries over)
+        return replace(self, fragment_bytes=parts, fragment_tensors=counts, real_times=())
 
     def real_chain_s(self, fragment: int, step: int) -> float:
-        """Seconds from a send's first collective to its last real completion (0: not measured here)."""
-        if not self.real_collective_s or not any(a <= step <= b for a, b in self.real_steps):
+        """Seconds from the send at ``step`` to its last collective's real completion: the run's
+        own (``real_times``), else its rounds at the measured pace where that pace applies (every
+        send with ``real_every_send``, else the ``real_steps``); 0: not measured here."""
+        own = dict(self.real_times)
+        if step in own:
+            return own[step]
+        if not self.real_collective_s or not (self.real_every_send or any(a <= step <= b for a, b in self.real_steps)):
             return 0.0
         k = self.fragment_tensors[fragment] if fragment < len(self.fragment_tensors) else 1
         return math.ceil(k / max(1, self.collective_threads)) * self.real_collective_s
@@ -153,7 +167,7 @@ class Workload:
         """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
         if replicas == self.replicas:
             return self
-        return replace(self, replicas=replicas, bias_s=(), stalls=())
+        return replace(self, replicas=replicas, bias_s=(), stalls=(), real_times=())
 
 
 def expected_max(means: list[float], sd: float) -> float:

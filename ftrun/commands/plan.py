@@ -293,6 +293,26 @@ def commit_times(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ..
     return tuple((step, sum(v) / len(v)) for step, v in sorted(per.items()) if len(v) == replicas)
 
 
+def real_collective_times(dirs: list[Path], replicas: int, delay: int) -> tuple[tuple[int, int, float], ...]:
+    """Per send that every group timed: (send step, fragment, the groups' mean ``real_s``): the
+    event log's, at the send's sync (the send's start to the real completion of its last
+    collective, before the link's hold: ``ftrun.worker.link``); the send step is the sync's
+    minus tau (``delay``). Empty for a run without them (no emulated link, or an older run)."""
+    per: dict[tuple[int, int], list[float]] = {}
+    for recs in _replica_records(dirs, replicas):
+        for x in recs:
+            if x.synced is not None and x.real_s is not msgspec.UNSET and x.step is not None:
+                per.setdefault((x.step - delay, x.synced), []).append(x.real_s)
+    return tuple((step, frag, sum(v) / len(v)) for (step, frag), v in sorted(per.items()) if len(v) == replicas)
+
+
+def real_pace_s(times: tuple[tuple[int, int, float], ...], tensors: tuple[int, ...], threads: int) -> float:
+    """The real collectives' pace per round from every timed send: the median of its time over its
+    ceil(k / threads) rounds (k: its fragment's tensors, one collective each)."""
+    rounds = [math.ceil((tensors[f] if f < len(tensors) else 1) / max(1, threads)) for _, f, _ in times]
+    return statistics.median(s / n for (_, _, s), n in zip(times, rounds, strict=True))
+
+
 def measure_reconfigure(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ...]:
     """Per step whose quorum reconfigured the process group (lifecycle ``configure``, inside the
     step's ``start_quorum``: the event's end within the step's own clock span), the later group's
@@ -346,6 +366,10 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
     # so that the model, which adds it back on those steps, computes what the run computed
     step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
     tensors = tuple(len(f.params) for f in sorted(m.fragments, key=lambda f: f.id))
+    # the real collectives: timed on every send by the event logs where the run has them
+    # (``real_s``), else their pace on the traced sends only (``sync_costs``: the profiled steps)
+    real = real_collective_times(dirs, replicas, sched.fragment_sync_delay) if spec else ()
+    pace = real_pace_s(real, tensors, costs.collective_threads) if real else costs.real_collective_s or 0.0
     work = Workload(
         step_s,
         nbytes,
@@ -358,10 +382,12 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
         drift_sd=arr.drift_sd,
         send_s=measure_send_s(dirs, replicas),
         sync_work_s=costs.sync_work_s or 0.0,
-        real_collective_s=costs.real_collective_s or 0.0,
+        real_collective_s=pace,
         collective_threads=costs.collective_threads,
         fragment_tensors=tensors,
         real_steps=profiled_steps(m),
+        real_every_send=bool(real),
+        real_times=tuple((step, seconds) for step, _, seconds in real),
         replay=arr.replay,
         replay_send=arr.replay_send,
         replay_sync=arr.replay_sync,
@@ -507,13 +533,14 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         run = read_run([Path(req.from_dir)])
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
         # export, its first quorum's reconfigure) and its profiled steps' real loopback collectives
-        # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC
-        # and CPU work per send / sync carry over
+        # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC,
+        # CPU work per send / sync and (timed on every send) its real collectives' pace carry over
         work, sched, link, source = (
             replace(
                 run.work,
                 stalls=(),
                 real_steps=(),
+                real_times=(),
                 replay=(),
                 replay_send=(),
                 replay_sync=(),
@@ -604,6 +631,23 @@ def predict(
     return out
 
 
+def real_collectives(work: Workload, from_run: bool) -> dict:
+    """What the plan takes for the backend's own collectives (the emulator holds a completion
+    but runs it for real, ``ftrun.plan``): their pace per round, and where it was measured."""
+    if work.real_every_send and work.real_collective_s:
+        how = "measured on every send of the run (event logs): applied to every send"
+    elif from_run:
+        how = "not timed on every send (a run without real_s): not applied (the link's hold alone)"
+    else:
+        how = "not modelled (no run measured them): the link's hold alone"
+    applied = work.real_every_send and work.real_collective_s > 0
+    return {
+        "ms_per_round": work.real_collective_s * 1e3 if applied else None,
+        "threads": work.collective_threads,
+        "how": how,
+    }
+
+
 def plan(req: PlanRequest) -> int:
     from ftrun.report.plan_view import draw_utilisation, print_plan
 
@@ -661,6 +705,7 @@ def plan(req: PlanRequest) -> int:
             "lighthouse_rpc_ms": work.rpc_s * 1e3,
             "replica_bias_ms": [b * 1e3 for b in work.bias_s],
             "stalls": len(work.stalls),
+            "real_collectives": real_collectives(work, req.from_dir is not None),
             "data_parallel_bytes": grad_bytes,
             "train_steps": train_steps,
         },
@@ -869,6 +914,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
                         replay_sync=(),
                         step_times=(),
                         commit_times=(),
+                        real_times=(),  # its real collectives at their pace over every timed send
                     ),  # its one-off events stay: its stalls, its first quorum's reconfigure
                     inp.schedule,
                     link.bandwidth_bps,
