@@ -512,9 +512,10 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
     return req.layers // req.layers_per_fragment
 
 
-def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, str, int | None]:
-    """The workload and streaming schedule to plan, the run's own link (``--from``), and the
-    bytes a data-parallel step all-reduces (None without ``--params``)."""
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, str, int | None, dict]:
+    """The workload and streaming schedule to plan, the run's own link (``--from``), the
+    bytes a data-parallel step all-reduces (None without ``--params``), and what it takes for
+    the backend's own collectives (``real_collectives``)."""
     grad_bytes = None
     if req.from_dir is not None:
         given = [
@@ -531,6 +532,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         if given:
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
+        real = real_collectives(run.work)
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
         # export, its first quorum's reconfigure) and its profiled steps' real loopback collectives
         # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC,
@@ -541,6 +543,8 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
                 stalls=(),
                 real_steps=(),
                 real_times=(),
+                # the machine's own collectives at their measured pace, on every send
+                real_every_send=run.work.real_collective_s > 0,
                 replay=(),
                 replay_send=(),
                 replay_sync=(),
@@ -564,6 +568,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         grad_bytes = round(params * _dtype_bytes("--dp-dtype", req.dp_dtype or dtype))
         work = Workload(step_s, (max(1, round(params * per_param)),), 2)
         sched, link, source = Schedule(2, 20, 5), None, f"{params:,} params x {dtype}, {step_text}"
+        real = {"ms_per_round": None, "threads": None, "how": "not modelled (no run measured them): the link's hold"}
     if req.replicas is not None:
         if req.replicas < 1:
             raise BadInput(f"--replicas {req.replicas}: must be at least 1")
@@ -585,7 +590,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         req.sync_every if req.sync_every is not None else sched.sync_every,
         req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay,
     )
-    return work.split(sched.fragments), sched, link, source, grad_bytes
+    return work.split(sched.fragments), sched, link, source, grad_bytes, real
 
 
 def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -> dict:
@@ -631,20 +636,21 @@ def predict(
     return out
 
 
-def real_collectives(work: Workload, from_run: bool) -> dict:
-    """What the plan takes for the backend's own collectives (the emulator holds a completion
-    but runs it for real, ``ftrun.plan``): their pace per round, and where it was measured."""
-    if work.real_every_send and work.real_collective_s:
-        how = "measured on every send of the run (event logs): applied to every send"
-    elif from_run:
-        how = "not timed on every send (a run without real_s): not applied (the link's hold alone)"
-    else:
-        how = "not modelled (no run measured them): the link's hold alone"
-    applied = work.real_every_send and work.real_collective_s > 0
+def real_collectives(run: Workload) -> dict:
+    """What a ``--from`` what-if takes for the backend's own collectives (the emulator holds a
+    completion but runs it for real, ``ftrun.plan``): their pace per round, on every send, and
+    where the run measured it."""
+    if not run.real_collective_s:
+        return {"ms_per_round": None, "threads": None, "how": "not measured by the run: the link's hold alone"}
+    where = (
+        "measured on every send (event logs)"
+        if run.real_every_send
+        else "measured on the profiled sends only (window traces: the run's event logs do not time them)"
+    )
     return {
-        "ms_per_round": work.real_collective_s * 1e3 if applied else None,
-        "threads": work.collective_threads,
-        "how": how,
+        "ms_per_round": run.real_collective_s * 1e3,
+        "threads": run.collective_threads,
+        "how": f"{where}, applied to every send",
     }
 
 
@@ -664,7 +670,7 @@ def plan(req: PlanRequest) -> int:
         raise BadInput("--data-parallel: needs --params (the gradients a step all-reduces)")
     _positive("--train-tokens", req.train_tokens)
     _positive("--tokens-per-step", req.tokens_per_step)  # (also with --step-ms: --train-tokens divides by it)
-    work, sched, run_link, source, grad_bytes = plan_inputs(req)
+    work, sched, run_link, source, grad_bytes, real = plan_inputs(req)
     if not req.data_parallel:
         grad_bytes = None
     train_steps = None
@@ -705,7 +711,7 @@ def plan(req: PlanRequest) -> int:
             "lighthouse_rpc_ms": work.rpc_s * 1e3,
             "replica_bias_ms": [b * 1e3 for b in work.bias_s],
             "stalls": len(work.stalls),
-            "real_collectives": real_collectives(work, req.from_dir is not None),
+            "real_collectives": real,
             "data_parallel_bytes": grad_bytes,
             "train_steps": train_steps,
         },

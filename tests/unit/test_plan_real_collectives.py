@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from test_plan_cli import invoke
 
-from ftrun.commands.plan import read_run, real_collective_times, real_pace_s
+from ftrun.commands.plan import read_run, real_collective_times, real_collectives, real_pace_s
 from ftrun.plan import Workload, simulate
 from ftrun.schedule import Schedule
 
@@ -74,7 +74,10 @@ def test_a_what_if_from_a_run_states_where_its_real_collectives_were_measured(tm
     real = json.loads(res.output)["inputs"]["real_collectives"]
     assert real["ms_per_round"] == pytest.approx(0.0478935 / 29 * 1e3)  # no traces kept: 1 thread, 29 rounds
     assert "every send" in real["how"]
-    # a run that did not time them (before real_s): the what-if says the hold alone, never a pace
+    # a run that timed them on its traced sends only (before real_s): that pace, on every send, said so
+    traced = real_collectives(Workload(0.02, (1000,), 2, real_collective_s=0.003, collective_threads=2))
+    assert traced["ms_per_round"] == pytest.approx(3.0) and "profiled sends only" in traced["how"]
+    # a run that measured them nowhere (no real_s, no trace): the hold alone, never a pace
     old = tmp_path / "old"
     shutil.copytree(RECORDED / "baseline", old)
     for log in (old / "events").glob("replica*_rank0.jsonl"):
@@ -82,5 +85,5 @@ def test_a_what_if_from_a_run_states_where_its_real_collectives_were_measured(tm
         log.write_text("".join(json.dumps({k: v for k, v in x.items() if k != "real_s"}) + "\n" for x in lines))
     res = invoke("--from", str(old), "--link", "10gbit,2ms", "--json")
     real = json.loads(res.output)["inputs"]["real_collectives"]
-    assert real["ms_per_round"] is None and "not applied" in real["how"]
-    assert "real collectives: not timed on every send" in " ".join(invoke("--from", str(old)).output.split())
+    assert real["ms_per_round"] is None and "the link's hold alone" in real["how"]
+    assert "real collectives: not measured by the run" in " ".join(invoke("--from", str(old)).output.split())
