@@ -16,6 +16,8 @@ returned Work's ``wait()`` first waits for the real collective (so its errors su
 as before), then sleeps out the rest of the hold; its future completes at the same moment, with
 the real result or the real exception. The hold after the real collective shows in traces as
 an ``ftrun::link::hold`` span on a helper thread, so inspect-trace counts it as communication.
+The real completions of each send's collectives are timed (``begin_send`` / ``send_real_s``, the
+event log's ``real_s``): what the backend itself took, on every send, for ``ftrun plan``.
 
 Control plane (``hold_control``): torchft's quorum RPC is held by its round trips on the link
 (``ftrun.linkcost.CONTROL_ROUND_TRIPS``), after the real reply, in an
