@@ -89,9 +89,10 @@ class Workload:
     ``collective_threads``, ``fragment_tensors`` (tensors per fragment: one collective each) and
     ``real_steps`` ((first, last) step ranges where the real collectives were measured;
     ``real_every_send``: on every send, so the pace applies to every send) and ``real_times``
-    ((send step, seconds from the send's start to its last collective's real completion), ...: a
-    run's own, in place of the pace): the costs the emulator does not replace (module docstring;
-    0 / empty = none). ``replay``: ((step,
+    ((send step, per group: seconds from the send's start to its last collective's real completion
+    as that group's process saw it), ...: a run's own, in place of the pace; a blocking sync then
+    releases each group when it saw the collectives done, not all at once): the costs the
+    emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
     per-group arrival deviation from the groups' mean in that step, up to its quorum or sync), ...):
     a measured run's own drift, step by step, in place of bias, jitter and stalls (``ftrun plan
     --check``); ``replay_send`` / ``replay_sync``: the same for what a group does after the step's
@@ -127,7 +128,7 @@ class Workload:
     fragment_tensors: tuple[int, ...] = ()
     real_steps: tuple[tuple[int, int], ...] = ()
     real_every_send: bool = False
-    real_times: tuple[tuple[int, float], ...] = ()
+    real_times: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay_send: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay_sync: tuple[tuple[int, tuple[float, ...]], ...] = ()
@@ -157,11 +158,21 @@ class Workload:
         send with ``real_every_send``, else the ``real_steps``); 0: not measured here."""
         own = dict(self.real_times)
         if step in own:
-            return own[step]
+            return sum(own[step]) / len(own[step])
         if not self.real_collective_s or not (self.real_every_send or any(a <= step <= b for a, b in self.real_steps)):
             return 0.0
         k = self.fragment_tensors[fragment] if fragment < len(self.fragment_tensors) else 1
         return math.ceil(k / max(1, self.collective_threads)) * self.real_collective_s
+
+    def real_done_each(self, step: int, issued: float, held_done: float) -> list[float] | None:
+        """Per group, when its process saw the send at ``step`` (issued at ``issued``) done: the
+        later of the hold and its own measured real completion (``real_times``; None: not measured
+        per group here). A group whose process ran late (descheduled, on a loaded machine) sees
+        the same collectives done later, and leaves the sync later."""
+        own = dict(self.real_times).get(step)
+        if own is None or len(own) != self.replicas:
+            return None
+        return [max(held_done, issued + r) for r in own]
 
     def with_replicas(self, replicas: int) -> Workload:
         """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
@@ -249,11 +260,17 @@ class _Drift:
         mean = sum(self.offsets) / len(self.offsets)
         return expected_max(self.offsets, self.sd()) - mean
 
-    def blocked(self, ahead: float) -> float:
-        """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives:
-        a group that got here early waits longer, one that is late may not wait at all."""
+    def blocked(self, ahead: float | list[float]) -> float:
+        """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives
+        (one figure, or one per group: when each group's process saw it done): a group that got
+        here early waits longer, one that is late may not wait at all."""
         sd = self.sd()
-        return sum(expected_shortfall(ahead - o, sd) for o in self.offsets) / len(self.offsets)
+        each = ahead if isinstance(ahead, list) else [ahead] * len(self.offsets)
+        return sum(expected_shortfall(a - o, sd) for a, o in zip(each, self.offsets, strict=True)) / len(each)
+
+    def shift(self, by: list[float]) -> None:
+        """Each group's arrival moved on by ``by`` (seconds, per group)."""
+        self.offsets = [o + d for o, d in zip(self.offsets, by, strict=True)]
 
 
 def expected_shortfall(mean: float, sd: float) -> float:
@@ -326,7 +343,8 @@ def simulate(
     data = control = comm = bits = peak = 0.0
     syncs = 0
     drift = _Drift(work)
-    pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
+    # fragment -> (issued, done, bits, when each group saw it done: None = all at done)
+    pending: dict[int, tuple[float, float, float, list[float] | None]] = {}
     compute = 0.0
     paced = dict(work.step_times)
     commits, configures = dict(work.commit_times), dict(work.reconfigure)
@@ -348,19 +366,24 @@ def simulate(
             comm += q
             nbytes = work.fragment_bytes[frag]
             free_at, done = linkcost.enqueue(free_at, t, "allreduce", nbytes, work.replicas, bandwidth_bps, latency_s)
+            each = None
             if work.replicas > 1:  # completes at the later of its hold and its real collectives
-                done = max(done, t + work.real_chain_s(frag, step))
+                each = work.real_done_each(step, t, done)
+                done = sum(each) / len(each) if each else max(done, t + work.real_chain_s(frag, step))
             sent_bits = linkcost.wire("allreduce", nbytes, work.replicas)[1] * 8.0
-            pending[frag] = (t, done, sent_bits)
+            pending[frag] = (t, done, sent_bits, each)
             comm += done - t
             bits += sent_bits
             t += send_cpu
             drift.after_point("send", step)
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
-            issued, done, sent_bits = pending.pop(frag)
-            blocked = drift.blocked(done - t) if work.replicas > 1 else max(0.0, done - t)
-            if done > t and work.replicas > 1:  # every group leaves the same allreduce together
+            issued, done, sent_bits, each = pending.pop(frag)
+            ahead = [d - t for d in each] if each else done - t
+            blocked = drift.blocked(ahead) if work.replicas > 1 else max(0.0, done - t)
+            if done > t and work.replicas > 1:  # every group leaves the same allreduce together,
                 drift.align(after_sync=True)
+                if each:  # each as its own process saw it end
+                    drift.shift([d - done for d in each])
             # after its data is in, the sync runs its callbacks and sketches (measured exposed time holds them)
             blocked += work.sync_work_s if work.replicas > 1 else 0.0
             t += blocked

@@ -293,24 +293,31 @@ def commit_times(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ..
     return tuple((step, sum(v) / len(v)) for step, v in sorted(per.items()) if len(v) == replicas)
 
 
-def real_collective_times(dirs: list[Path], replicas: int, delay: int) -> tuple[tuple[int, int, float], ...]:
-    """Per send that every group timed: (send step, fragment, the groups' mean ``real_s``): the
+def real_collective_times(
+    dirs: list[Path], replicas: int, delay: int
+) -> tuple[tuple[int, int, tuple[float, ...]], ...]:
+    """Per send that every group timed: (send step, fragment, each group's ``real_s``): the
     event log's, at the send's sync (the send's start to the real completion of its last
-    collective, before the link's hold: ``ftrun.worker.link``); the send step is the sync's
-    minus tau (``delay``). Empty for a run without them (no emulated link, or an older run)."""
-    per: dict[tuple[int, int], list[float]] = {}
-    for recs in _replica_records(dirs, replicas):
+    collective as the group's process saw it, before the link's hold: ``ftrun.worker.link``);
+    the send step is the sync's minus tau (``delay``). Empty for a run without them (no emulated
+    link, or an older run)."""
+    per: dict[tuple[int, int], dict[int, float]] = {}
+    for r, recs in enumerate(_replica_records(dirs, replicas)):
         for x in recs:
             if x.synced is not None and x.real_s is not msgspec.UNSET and x.step is not None:
-                per.setdefault((x.step - delay, x.synced), []).append(x.real_s)
-    return tuple((step, frag, sum(v) / len(v)) for (step, frag), v in sorted(per.items()) if len(v) == replicas)
+                per.setdefault((x.step - delay, x.synced), {})[r] = x.real_s
+    return tuple(
+        (step, frag, tuple(v[r] for r in range(replicas)))
+        for (step, frag), v in sorted(per.items())
+        if len(v) == replicas
+    )
 
 
-def real_pace_s(times: tuple[tuple[int, int, float], ...], tensors: tuple[int, ...], threads: int) -> float:
-    """The real collectives' pace per round from every timed send: the median of its time over its
-    ceil(k / threads) rounds (k: its fragment's tensors, one collective each)."""
+def real_pace_s(times: tuple[tuple[int, int, tuple[float, ...]], ...], tensors: tuple[int, ...], threads: int) -> float:
+    """The real collectives' pace per round from every timed send: the median of its time (the
+    groups' mean) over its ceil(k / threads) rounds (k: its fragment's tensors, one collective each)."""
     rounds = [math.ceil((tensors[f] if f < len(tensors) else 1) / max(1, threads)) for _, f, _ in times]
-    return statistics.median(s / n for (_, _, s), n in zip(times, rounds, strict=True))
+    return statistics.median(sum(s) / len(s) / n for (_, _, s), n in zip(times, rounds, strict=True))
 
 
 def measure_reconfigure(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ...]:

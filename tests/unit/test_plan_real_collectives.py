@@ -46,10 +46,11 @@ def test_the_check_of_a_recorded_gbit_baseline_models_every_syncs_real_collectiv
 def test_real_times_come_from_every_sync_of_the_event_logs() -> None:
     times = real_collective_times([RECORDED / "baseline"], 2, 0)
     assert [(step, frag) for step, frag, _ in times] == [(20, 0), (40, 0), (60, 0)]
-    assert [round(s * 1e3, 1) for _, _, s in times] == [51.3, 35.5, 47.9]  # the groups' mean
+    assert [tuple(round(x * 1e3, 1) for x in s) for _, _, s in times] == [(51.4, 51.2), (35.6, 35.4), (47.9, 47.9)]
     assert real_pace_s(times, (29,), 2) == pytest.approx(0.0478935 / 15)  # the median send (step 60) over its 15 rounds
     work = read_run([RECORDED / "baseline"]).work
-    assert work.real_every_send and dict(work.real_times)[60] == pytest.approx(0.0478935)
+    assert work.real_every_send and dict(work.real_times)[60] == pytest.approx((0.047856, 0.047931))
+    assert work.real_chain_s(0, 60) == pytest.approx(0.0478935)  # the groups' mean
 
 
 def test_a_sends_own_real_time_or_the_pace_on_every_send_outlasts_the_hold() -> None:
@@ -61,7 +62,9 @@ def test_a_sends_own_real_time_or_the_pace_on_every_send_outlasts_the_hold() -> 
     every = Workload(0.1, (100_000,), 2, real_every_send=True, **base)
     assert simulate(every, PLAIN, BW, LAT, steps=20).exposed_data_s == pytest.approx(2 * 0.2)
     # each send's own (the later of it and the hold): 150 ms, and 50 ms under the 120 ms hold
-    own = Workload(0.1, (100_000,), 2, real_every_send=True, real_times=((10, 0.15), (20, 0.05)), **base)
+    own = Workload(
+        0.1, (100_000,), 2, real_every_send=True, real_times=((10, (0.15, 0.15)), (20, (0.05, 0.05))), **base
+    )
     assert simulate(own, PLAIN, BW, LAT, steps=20).exposed_data_s == pytest.approx(0.15 + 0.12)
     # another split or another R: a run's own per-send times do not fit; the pace does
     assert own.split(2).real_times == () and own.with_replicas(3).real_times == ()
@@ -87,3 +90,22 @@ def test_a_what_if_from_a_run_states_where_its_real_collectives_were_measured(tm
     real = json.loads(res.output)["inputs"]["real_collectives"]
     assert real["ms_per_round"] is None and "the link's hold alone" in real["how"]
     assert "real collectives: not measured by the run" in " ".join(invoke("--from", str(old)).output.split())
+
+
+def test_a_group_whose_process_saw_its_collectives_done_later_leaves_the_sync_later() -> None:
+    """A blocking sync releases each group when its own process saw the send's collectives done
+    (its ``real_s``), not all at once: one group descheduled in its wait (on a loaded machine its
+    process saw them done 80 ms after the other's) leaves 80 ms later, and the next quorum's wait
+    for the later group is that much shorter when that group was the early one. Two syncs of
+    plain DiLoCo, H = 10: group 1 is 100 ms ahead at the second quorum, before the first sync."""
+    stalls = ((15, (0.05, -0.05)),)  # between the syncs, group 0 falls 100 ms behind group 1
+    kw = {"fragment_tensors": (9,), "real_every_send": True, "stalls": stalls}
+    together = Workload(0.1, (100_000,), 2, real_times=((10, (0.2, 0.2)),), **kw)
+    apart = Workload(0.1, (100_000,), 2, real_times=((10, (0.16, 0.24)),), **kw)
+    a, b = (simulate(w, PLAIN, BW, LAT, steps=20) for w in (together, apart))
+    assert b.exposed_data_s == pytest.approx(a.exposed_data_s)  # the groups' mean wait: the same 200 ms
+    # the quorum of step 20 waits, on average over the groups, half the later group's lead:
+    # 100 ms apart -> 50 ms; with group 1 leaving the first sync 80 ms later, 20 ms apart -> 10 ms
+    hold = 2 * LAT  # the quorum's held round trip (the first quorum, step 10, waits for no one)
+    assert a.exposed_control_s == pytest.approx(2 * hold + 0.05)
+    assert b.exposed_control_s == pytest.approx(2 * hold + 0.01)
