@@ -25,9 +25,10 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, is_
+from operator import and_, attrgetter, eq, is_, le
 from pathlib import Path
 
 import msgspec
@@ -53,6 +54,11 @@ _KNOWN = msgspec.json.Decoder(list[KnownEvent])
 _HEAD = msgspec.json.Decoder(ChromeTrace)
 _ENC = msgspec.json.Encoder()
 _NAME = attrgetter("name")
+_PID, _TID, _TS = attrgetter("pid"), attrgetter("tid"), attrgetter("ts")
+# what the reader does with an event of a name: a falsy code is not yielded as it comes
+# (compress(events, codes) keeps the others in C), "" is held (an ``inside`` name's)
+_DROP, _KEEP, _CONTAINER, _INSIDE = 0, 1, 2, ""
+_CONTAINERS = msgspec.json.Decoder(list[tuple[int | str, int | str, float, float]])
 
 
 class Fallback(Exception):
@@ -251,6 +257,7 @@ class _Half(msgspec.Struct, omit_defaults=True):  # (an empty Raw is no JSON: om
 
     events: int
     kept: list[TraceEvent]
+    containers: list[tuple[int | str, int | str, float, float]] = []  # the half's (pid, tid, ts, dur)
     distributedInfo: DistributedInfo | None = None
     baseTimeNanoseconds: int | float | str | None = None
     trace_id: str | int | None = None
@@ -283,7 +290,12 @@ class TraceFile:
     """One trace file, read when ``chunks()`` is iterated (once).
 
     ``chunks(keep)`` (``keep``: a name -> bool test, asked once per distinct name) yields only the
-    events whose name it keeps (``events`` still counts them all). With it, a large plain file
+    events whose name it keeps (``events`` still counts them all). ``chunks(keep, inside)``:
+    an event whose name is a key of ``inside`` (and kept) is yielded only if it starts within an
+    ``X`` event named ``inside[name]`` of the same pid and tid (``ts <= e.ts <= ts + dur``), and
+    only after all the others (held until every such span is known): a superset of what a
+    caller nesting it in those spans finds, without the many that lie outside any (aten::copy_).
+    With ``keep``, a large plain file
     (``PARALLEL_BYTES`` or more) on a machine with a second CPU is read in two halves at once:
     a forked child (``ftrun.trace.forked``) decodes the second half from a seam found near the
     middle and sends back its kept events, re-encoded; this process decodes the first half, up
@@ -298,20 +310,43 @@ class TraceFile:
         self.events = 0
         self.meta = ChromeTrace([])  # the keys besides traceEvents (its events are not kept here)
         self.keep: Callable[[str], bool] | None = None
-        self._known: dict[str, bool] = {}
+        self.inside: Mapping[str, str] = {}
+        self._known: dict[str, int | str] = {}  # name -> _DROP, _KEEP, _CONTAINER or _INSIDE
+        self._held = _Held()  # events of an ``inside`` name, until every container is known
+        self._containers: list[tuple[int | str, int | str, float, float]] = []  # (pid, tid, ts, dur)
+
+    def _code(self, name: str) -> int | str:
+        assert self.keep is not None
+        if not self.keep(name):
+            return _DROP
+        if name in self.inside:
+            return _INSIDE
+        return _CONTAINER if name in self.inside.values() else _KEEP
 
     def _kept(self, evs: list[TraceEvent]) -> list[TraceEvent]:
-        """The events whose name ``keep`` keeps (all without ``keep``): per event only C-level
-        work; ``keep`` runs once per name not seen before."""
+        """The events whose name ``keep`` keeps (all without ``keep``), those of an ``inside``
+        name held back and the containers' spans noted: per event only C-level work; ``keep``
+        runs once per name not seen before."""
         if self.keep is None:
             return evs
         known = self._known
-        flags = list(map(known.get, map(_NAME, evs)))
-        if None in flags:
-            for name in set(map(_NAME, compress(evs, map(is_, flags, repeat(None))))):
-                known[name] = self.keep(name)
-            flags = list(map(known.__getitem__, map(_NAME, evs)))
-        return list(compress(evs, flags))
+        codes = list(map(known.get, map(_NAME, evs)))
+        if None in codes:
+            for name in set(map(_NAME, compress(evs, map(is_, codes, repeat(None))))):
+                known[name] = self._code(name)
+            codes = list(map(known.__getitem__, map(_NAME, evs)))
+        if _CONTAINER in codes:
+            self._containers += [
+                (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(eq, codes, repeat(_CONTAINER))) if e.ph == "X"
+            ]
+        if _INSIDE in codes:
+            self._held.add(list(compress(evs, map(eq, codes, repeat(_INSIDE)))))
+        return list(compress(evs, codes))
+
+    def _released(self) -> list[TraceEvent]:
+        """The held events inside a container (all known by now); none are held afterwards."""
+        held, self._held = self._held, _Held()
+        return held.pick(_within(held, self._containers))
 
     @staticmethod
     def _cut_chunk(buf: bytearray) -> tuple[list[TraceEvent], int] | None:
@@ -334,8 +369,10 @@ class TraceFile:
             return evs, comma
         return None
 
-    def chunks(self, keep: Callable[[str], bool] | None = None) -> Iterator[list[TraceEvent]]:
-        self.keep = keep
+    def chunks(
+        self, keep: Callable[[str], bool] | None = None, inside: Mapping[str, str] | None = None
+    ) -> Iterator[list[TraceEvent]]:
+        self.keep, self.inside = keep, inside or {}
         src = _Source(self.path, self.limit)
         child: Forked | None = None
         try:
@@ -344,7 +381,9 @@ class TraceFile:
                 seam = _seam(src.fd, src.size)
             if seam is not None:
                 src.until, start = seam
-                child = Forked(lambda: self._second_half(start), max_bytes=4 * (src.size - start) + (1 << 20))
+                child = Forked(
+                    lambda inbox: self._second_half(start, inbox), max_bytes=4 * (src.size - start) + (1 << 20)
+                )
             yield from self._chunks(src, child, seam[1] if seam is not None else 0)
         finally:
             if child is not None:
@@ -431,15 +470,20 @@ class TraceFile:
             self.events += len(evs)
             yield self._kept(evs)
             del evs
-            frames = child.result() if child is not None else None
+            frames = None
+            if child is not None:
+                child.send(_ENC.encode(self._containers))  # the child's held events are inside one of these or its own
+                frames = child.result()
             if frames:
                 yield from self._from_child(frames)
+                yield self._released()
                 return
             src.seek(start)  # no second half from the child: read it here
             child, rest = None, memoryview(bytearray(b"["))
         tail = self._tail(rest)
         self._keys_after(tail)
         yield self._kept(tail.traceEvents)
+        yield self._released()
 
     def _from_child(self, frames: list[bytes]) -> Iterator[list[TraceEvent]]:
         try:
@@ -450,14 +494,17 @@ class TraceFile:
             raise Fallback from None
         self.events += half.events
         self._keys_after(half)
+        self._containers += half.containers
         yield half.kept
 
-    def _second_half(self, start: int) -> list[bytes]:
+    def _second_half(self, start: int, inbox: Callable[[], bytes | None]) -> list[bytes]:
         """In the child: the kept events from ``start`` (an event's ``{``) to the end, encoded,
-        and last a ``_Half``. ``Fallback`` (or any error) ends the child without a result. Read by
-        a reader of its own: nothing of this one changes (as in the child it could not)."""
+        then its held events inside its containers or the parent's (``inbox``: the parent's,
+        once its half is read; all of them held when none come), and last a ``_Half``.
+        ``Fallback`` (or any error) ends the child without a result. Read by a reader of its
+        own: nothing of this one changes (as in the child it could not)."""
         other = TraceFile(self.path, self.limit)
-        other.keep, other._known = self.keep, dict(self._known)
+        other.keep, other.inside, other._known = self.keep, self.inside, dict(self._known)
         src = _Source(self.path, self.limit, start=start)
         frames: list[bytes] = []
         try:
@@ -474,11 +521,87 @@ class TraceFile:
             tail = other._tail(rest)
         finally:
             src.close()
-        half = _Half(other.events, other._kept(tail.traceEvents), *(getattr(tail, k) for k in _TAIL_KEYS))
+        kept = other._kept(tail.traceEvents)
+        own = list(other._containers)
+        message = inbox()
+        if message is None:
+            frames += other._held.frames  # no containers of the parent: all of them (a superset)
+        else:
+            other._containers += _CONTAINERS.decode(message)
+            frames.append(_ENC.encode(other._released()))
+        half = _Half(other.events, kept, own, *(getattr(tail, k) for k in _TAIL_KEYS))
         if tail.deviceProperties:
             half.deviceProperties = tail.deviceProperties
         frames.append(_ENC.encode(half))
         return frames
+
+
+class _Held:
+    """Held events, kept re-encoded (one frame per chunk: their chunk's buffer and objects are
+    freed with it, and most are never decoded again), with the pid, tid and ts of each, one
+    list each, read while the events are in cache."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.ends: list[int] = []  # how many events the frames up to each one hold
+        self.pid: list[int | str] = []
+        self.tid: list[int | str] = []
+        self.ts: list[float] = []
+
+    def add(self, evs: list[TraceEvent]) -> None:
+        self.frames.append(_ENC.encode(evs))
+        self.ends.append(len(self.ts) + len(evs))
+        self.pid += map(_PID, evs)
+        self.tid += map(_TID, evs)
+        self.ts += map(_TS, evs)
+
+    def pick(self, indices: list[int]) -> list[TraceEvent]:
+        """The held events at ``indices`` (ascending: each frame is decoded once), decoding only
+        the frames that hold one."""
+        out: list[TraceEvent] = []
+        k, evs, first = -1, [], 0
+        for i in indices:
+            if k < 0 or not first <= i < self.ends[k]:
+                k = bisect_right(self.ends, i)
+                evs, first = _decode(memoryview(self.frames[k])), self.ends[k - 1] if k else 0
+            out.append(evs[i - first])
+        return out
+
+
+def _within(held: _Held, containers: list[tuple[int | str, int | str, float, float]]) -> list[int]:
+    """The indices (ascending) of the held events that start within a container of their pid
+    and tid (closed intervals, as ``ftrun.trace.spans`` nests spans); per event only C-level
+    work. Events in time order (a kineto trace's, per thread) are sliced out of each span by
+    bisection; others are placed one by one."""
+    by_thread: dict[tuple[int | str, int | str], list[tuple[float, float]]] = {}
+    for pid, tid, start, dur in containers:
+        by_thread.setdefault((pid, tid), []).append((start, start + dur))
+    n = len(held.ts)
+    if not n or not by_thread:
+        return []
+    out: list[int] = []
+    for (pid, tid), spans in by_thread.items():
+        evs: Sequence[int]
+        if held.pid.count(pid) == n and held.tid.count(tid) == n:  # every held event is of this thread
+            evs, ts = range(n), held.ts
+        else:
+            mine = list(map(and_, map(eq, held.pid, repeat(pid)), map(eq, held.tid, repeat(tid))))
+            evs, ts = list(compress(range(n), mine)), list(compress(held.ts, mine))
+        unions: list[list[float]] = []  # the spans' union, in order
+        for lo, hi in sorted(spans):
+            if unions and lo <= unions[-1][1]:
+                unions[-1][1] = max(unions[-1][1], hi)
+            else:
+                unions.append([lo, hi])
+        if sorted(ts) == ts:
+            for lo, hi in unions:
+                out += evs[bisect_left(ts, lo) : bisect_right(ts, hi)]
+            continue
+        starts = [lo for lo, _ in unions]
+        ends = [float("-inf"), *(hi for _, hi in unions)]  # ends[i]: the i-th union's end (1-based)
+        # bisect_right: how many unions start at or before ts, so ends[that] ends the one it may lie in
+        out += compress(evs, map(le, ts, map(ends.__getitem__, map(bisect_right, repeat(starts), ts))))
+    return sorted(out) if len(by_thread) > 1 else out  # (the threads' indices are disjoint)
 
 
 def _close(child: Forked | None) -> None:

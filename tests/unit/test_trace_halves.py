@@ -31,14 +31,21 @@ class _InProcess:
     fail = False
 
     def __init__(self, fn, max_bytes: int) -> None:
-        try:
-            self.frames = None if self.fail else fn()
-        except Exception:  # a child that raises: no result, as from a real one
-            self.frames = None
-        self.closed = False
+        self.fn, self.message, self.closed, self.frames = fn, None, False, None
         _InProcess.made.append(self)
 
+    def send(self, message: bytes) -> bool:
+        self.message = message
+        return True
+
     def result(self):
+        """``fn`` runs now, with what the parent sent (a real child reads it when it is sent)."""
+        if self.fail:
+            return None
+        try:
+            self.frames = self.fn(lambda: self.message)
+        except Exception:  # a child that raises: no result, as from a real one
+            self.frames = None
         return self.frames
 
     def close(self) -> None:
