@@ -44,10 +44,13 @@ CHUNK = (
     1 << 20
 )  # bytes decoded at a time: per-call costs vanish, and a chunk and its events stay in cache (4 MB: ~25% slower)
 _AHEAD = 2  # gzip: pieces of CHUNK bytes inflated ahead of the decoder
+_WINDOW = 4 << 20  # bytes from the split point in which the seam is looked for
+_PAUSE = object()  # on a gzip source's queue: its first half ends here
 _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a string does not decode)
 PARALLEL_BYTES = 64 << 20  # a plain file this large is read in two halves at once (a forked child: ~10 ms)
 FIRST_HALF = 0.5  # of the file, read here (this process also decodes what the child sends back, but the child
 # places its held copies too: measured, a half each finishes together)
+GZ_FIRST_HALF = 0.6  # of a gzip stream's inflated bytes: the child inflates the first part too, unused
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
@@ -89,58 +92,117 @@ class _Source:
     A plain file is read straight into the buffer (``readinto``: no copy of its own). A gzip
     stream is inflated by a thread while the caller decodes what came before (zlib releases the
     GIL): a queue of at most ``_AHEAD`` pieces of ``CHUNK`` bytes bounds what it inflates ahead.
-    ``close()`` stops and joins that thread."""
+    The thread starts at the first ``fill`` (a process about to fork has one thread).
+    ``close()`` stops and joins that thread.
 
-    def __init__(self, path: Path, limit: int, start: int = 0) -> None:
+    Halves: a plain file stops at ``until`` (``at_seam``) and reads on from there
+    (``read_on``) or from ``start`` (``from_seam``; a child's source opens at ``start``). A
+    gzip stream cannot be entered in the middle, so both processes inflate it, and each finds
+    the same seam in the inflated bytes from offset ``split`` (``_seam_in``): the first
+    (``split_first``) delivers the bytes before it, pauses there and, once told, goes on from
+    either side of it; the second delivers from the seam's ``{`` (no seam: ``Fallback``)."""
+
+    def __init__(
+        self, path: Path, limit: int, start: int = 0, split: int | None = None, split_first: bool = True
+    ) -> None:
         try:
             self.fd = open_regular(path)
         except BadInput:
             raise Fallback from None
         self.path, self.limit, self.n = path, limit, 0
         self.until: int | None = None  # a plain file's bytes are read up to this offset only (``seek`` lifts it)
+        self.start = 0  # a plain file's second half starts here
         self.size = os.fstat(self.fd).st_size
         self.ended = False
         self.file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
         self.pending = memoryview(b"")
         self.thread: threading.Thread | None = None
+        self.split, self.split_first = split, split_first
+        self.paused = False  # a gzip stream's first half has ended at its seam
         try:
             first = os.pread(self.fd, 2, 0)
         except OSError:
             self.close()
             raise Fallback from None
+        self.gz = first == GZIP_MAGIC
         if start:
-            if first == GZIP_MAGIC:  # (never asked: a gzip stream is read from its start)
+            if self.gz:  # (never asked: a gzip stream is read from its start)
                 self.close()
                 raise Fallback
             os.lseek(self.fd, start, os.SEEK_SET)
             self.n = start
-        elif first == GZIP_MAGIC:
+        elif self.gz:
             self.queue: queue.Queue = queue.Queue(_AHEAD)
             self.stop = threading.Event()
-            self.thread = threading.Thread(target=self._inflate, name="ftrun-gunzip", daemon=True)
-            self.thread.start()
+            self.go_on: queue.Queue = queue.Queue(1)  # paused at the seam: True = from its "{", False = its "}"
+
+    def inflated_size(self) -> int:
+        """A gzip stream's size inflated, as its trailer says (mod 2**32, one member: a guess)."""
+        try:
+            return int.from_bytes(os.pread(self.fd, 4, max(0, self.size - 4)), "little")
+        except OSError:
+            return 0
+
+    def _pieces(self) -> Iterator[bytes]:
+        """The stream inflated, ``CHUNK`` bytes at most at a time (a bomb never lands whole)."""
+        gz, n = zlib.decompressobj(wbits=31), 0
+        for b in load_chunks(self.path, self.fd):
+            data = b
+            while data and not gz.eof:
+                out = gz.decompress(data, CHUNK)
+                data = gz.unconsumed_tail
+                n += len(out)
+                if n > self.limit:
+                    raise Fallback
+                if out:
+                    yield out
+            if gz.eof:
+                return
+        raise Fallback  # truncated stream: load_trace says so
 
     def _inflate(self) -> None:
         """The thread: inflate the stream into the queue; a problem goes on the queue as ``Fallback``."""
         try:
-            gz, n = zlib.decompressobj(wbits=31), 0
-            for b in load_chunks(self.path, self.fd):
-                data = b
-                while data and not gz.eof:  # at most CHUNK out per call: a bomb never lands whole
-                    out = gz.decompress(data, CHUNK)
-                    data = gz.unconsumed_tail
-                    n += len(out)
-                    if n > self.limit:
-                        raise Fallback
-                    if out and not self._put(out):
-                        return
-                if gz.eof:
-                    break
-            if not gz.eof:
-                raise Fallback  # truncated stream: load_trace says so
+            pieces = self._pieces()
+            if self.split is not None and not self._to_seam(pieces, self.split):
+                return
+            for out in pieces:
+                if not self._put(out):
+                    return
             self._put(None)
         except Exception:  # BadInput, zlib.error, Fallback, anything: load_trace then reads it (or words it)
             self._put(Fallback)
+
+    def _to_seam(self, pieces: Iterator[bytes], at: int) -> bool:
+        """Deliver up to the seam from ``at`` (the second half: only from it), and what follows
+        it in the window it was found in; False when stopped."""
+        n, window = 0, bytearray()
+        for out in pieces:
+            if n < at:
+                k = min(len(out), at - n)
+                if self.split_first and not self._put(out[:k]):
+                    return False
+                n, out = n + k, out[k:]
+            window += out
+            if len(window) >= _WINDOW:
+                break
+        seam = _seam_in(bytes(window))
+        if seam is None:  # none in the window: no halves (the second half's reader gives up)
+            if not self.split_first:
+                raise Fallback
+            return self._put(bytes(window))
+        end, start = seam
+        if not self.split_first:
+            return self._put(bytes(window[start:]))
+        if not (self._put(bytes(window[:end])) and self._put(_PAUSE)):
+            return False
+        while not self.stop.is_set():
+            try:
+                from_start = self.go_on.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            return self._put(bytes(window[start if from_start else end :]))
+        return False
 
     def _put(self, item) -> bool:
         while not self.stop.is_set():
@@ -152,11 +214,17 @@ class _Source:
         return False
 
     def _next_piece(self) -> memoryview | None:
-        if self.thread is None or self.ended:
+        if self.ended or self.paused:
             return None
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._inflate, name="ftrun-gunzip", daemon=True)
+            self.thread.start()
         item = self.queue.get()
         if item is Fallback:
             raise Fallback
+        if item is _PAUSE:
+            self.paused = True  # until go_on: fill says the end, and asking again must not wait
+            return None
         if item is None:
             self.ended = True  # (the end is said once: asking again must not wait)
             return None
@@ -166,7 +234,7 @@ class _Source:
         """Write the next bytes into ``view``, as many as fit; how many (fewer only at the end)."""
         done = 0
         while done < len(view):
-            if self.thread is None:
+            if not self.gz:
                 want = view[done:] if self.until is None else view[done : done + max(0, self.until - self.n)]
                 if not want:
                     break
@@ -193,12 +261,30 @@ class _Source:
 
     @property
     def plain(self) -> bool:
-        return self.thread is None
+        return not self.gz
 
-    def seek(self, pos: int) -> None:
-        """A plain file: read on from offset ``pos``, to the end."""
-        os.lseek(self.fd, pos, os.SEEK_SET)
-        self.n, self.until = pos, None
+    def at_seam(self) -> bool:
+        """Whether the bytes ended at the seam (not at the file's end)."""
+        return self.paused if self.gz else self.until is not None
+
+    def read_on(self) -> None:
+        """Past the seam, in one piece: on from the first half's end."""
+        self._go_on(False)
+
+    def from_seam(self) -> None:
+        """On from the second half's start (its ``{``), to the end."""
+        self._go_on(True)
+
+    def _go_on(self, from_start: bool) -> None:
+        if self.gz:
+            if self.paused:
+                self.paused = False
+                self.go_on.put(from_start)
+        elif from_start:
+            os.lseek(self.fd, self.start, os.SEEK_SET)
+            self.n, self.until = self.start, None
+        else:
+            self.until = None
 
     def close(self) -> None:
         if self.thread is not None:
@@ -271,18 +357,21 @@ _TAIL_KEYS = ("distributedInfo", "baseTimeNanoseconds", "trace_id")
 
 
 def _seam(fd: int, size: int) -> tuple[int, int] | None:
-    """A candidate place to split a plain file in two: (just past an event's ``}``, the ``{`` of
-    the next), found by bytes alone at ``FIRST_HALF`` of the file (it may lie inside a string: the
-    first half's decode checks it); None when there is none in that window."""
+    """A candidate place to split a plain file in two (``_seam_in`` the window at ``FIRST_HALF``
+    of the file), as offsets in the file; None when there is none in that window."""
     at = int(size * FIRST_HALF)
     try:
-        window = os.pread(fd, 4 * CHUNK, at)
+        seam = _seam_in(os.pread(fd, _WINDOW, at))
     except OSError:
         return None
+    return None if seam is None else (at + seam[0], at + seam[1])
+
+
+def _seam_in(window: bytes) -> tuple[int, int] | None:
+    """(just past an event's ``}``, the ``{`` of the next): the first such pair in ``window``,
+    found by bytes alone (it may lie inside a string: the first half's decode checks it)."""
     m = _NEXT.search(window)
-    if m is None:
-        return None
-    return at + m.start() + 1, at + m.end() - 1
+    return None if m is None else (m.start() + 1, m.end() - 1)
 
 
 _NEXT = re.compile(rb"\}\s*,\s*\{")
@@ -378,19 +467,28 @@ class TraceFile:
         src = _Source(self.path, self.limit)
         child: Forked | None = None
         try:
-            seam = None
-            if self.keep is not None and src.plain and PARALLEL_BYTES <= src.size <= self.limit and forked.usable():
-                seam = _seam(src.fd, src.size)
-            if seam is not None:
-                src.until, start = seam
-                child = Forked(
-                    lambda inbox: self._second_half(start, inbox), max_bytes=4 * (src.size - start) + (1 << 20)
-                )
-            yield from self._chunks(src, child, seam[1] if seam is not None else 0)
+            if self.keep is not None and forked.usable():
+                child = self._fork_second_half(src)
+            yield from self._chunks(src, child)
         finally:
             if child is not None:
                 child.close()
             src.close()
+
+    def _fork_second_half(self, src: _Source) -> Forked | None:
+        """A child reading the second half of a large file (see the class), or None."""
+        if src.plain and PARALLEL_BYTES <= src.size <= self.limit:
+            seam = _seam(src.fd, src.size)
+            if seam is None:
+                return None
+            src.until, src.start = seam
+            most = 4 * (src.size - src.start) + (1 << 20)
+            return Forked(lambda inbox: self._second_half(seam[1], None, inbox), max_bytes=most)
+        size = src.inflated_size() if src.gz else 0
+        if PARALLEL_BYTES <= size <= self.limit:
+            src.split = at = int(size * GZ_FIRST_HALF)
+            return Forked(lambda inbox: self._second_half(0, at, inbox), max_bytes=4 * (size - at) + (1 << 20))
+        return None
 
     def _events(self, src: _Source, rest: memoryview) -> Generator[list[TraceEvent], None, memoryview]:
         """Decode ``rest`` (from "[") and then the bytes of ``src`` chunk by chunk, yielding each
@@ -440,12 +538,13 @@ class TraceFile:
         if tail.deviceProperties:
             self.meta.deviceProperties = tail.deviceProperties
 
-    def _chunks(self, src: _Source, child: Forked | None, start: int) -> Iterator[list[TraceEvent]]:
+    def _chunks(self, src: _Source, child: Forked | None) -> Iterator[list[TraceEvent]]:
         buf, m, eof = bytearray(), None, False
         while m is None and len(buf) <= HEAD_LIMIT:
-            if eof and src.until is not None:  # the seam in the head: no halves
+            if eof and src.at_seam():  # the seam in the head: no halves
                 _close(child)
-                child, src.until, eof = None, None, False
+                child, eof = None, False
+                src.read_on()
             if eof:
                 break
             buf, eof = _more(src, memoryview(buf))
@@ -460,14 +559,15 @@ class TraceFile:
         rest = memoryview(buf)[m.end() - 1 :]
         while True:
             rest = yield from self._filtered(self._events(src, rest))
-            if src.until is None:
+            if not src.at_seam():
                 break
             # at the seam: the first half's last events end on it, or it was a guess inside a value
             try:
                 evs = _decode(memoryview(bytes(rest) + b"]"))
             except msgspec.DecodeError:
                 _close(child)
-                child, src.until = None, None  # read on from here, in one piece
+                child = None
+                src.read_on()  # read on from here, in one piece
                 continue
             self.events += len(evs)
             yield self._kept(evs)
@@ -480,7 +580,7 @@ class TraceFile:
                 yield from self._from_child(frames)
                 yield self._released()
                 return
-            src.seek(start)  # no second half from the child: read it here
+            src.from_seam()  # no second half from the child: read it here
             child, rest = None, memoryview(bytearray(b"["))
         tail = self._tail(rest)
         self._keys_after(tail)
@@ -499,15 +599,16 @@ class TraceFile:
         self._containers += half.containers
         yield half.kept
 
-    def _second_half(self, start: int, inbox: Callable[[], bytes | None]) -> list[bytes]:
-        """In the child: the kept events from ``start`` (an event's ``{``) to the end, encoded,
+    def _second_half(self, start: int, split: int | None, inbox: Callable[[], bytes | None]) -> list[bytes]:
+        """In the child: the kept events from ``start`` (an event's ``{``; a gzip stream: from
+        the seam after inflated offset ``split``) to the end, encoded,
         then its held events inside its containers or the parent's (``inbox``: the parent's,
         once its half is read; all of them held when none come), and last a ``_Half``.
         ``Fallback`` (or any error) ends the child without a result. Read by a reader of its
         own: nothing of this one changes (as in the child it could not)."""
         other = TraceFile(self.path, self.limit)
         other.keep, other.inside, other._known = self.keep, self.inside, dict(self._known)
-        src = _Source(self.path, self.limit, start=start)
+        src = _Source(self.path, self.limit, start=start, split=split, split_first=False)
         frames: list[bytes] = []
         try:
             gen = other._filtered(other._events(src, memoryview(bytearray(b"["))))
