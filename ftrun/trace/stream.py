@@ -43,14 +43,15 @@ from ftrun.trace.schema import EMPTY, ChromeTrace, DistributedInfo, KnownEvent, 
 CHUNK = (
     1 << 20
 )  # bytes decoded at a time: per-call costs vanish, and a chunk and its events stay in cache (4 MB: ~25% slower)
-_AHEAD = 2  # gzip: pieces of CHUNK bytes inflated ahead of the decoder
+_AHEAD = 2  # gzip: pieces inflated ahead of the decoder
+_INFLATED = 8 << 20  # gzip: bytes inflated per call (the thread waits for the GIL between calls)
 _WINDOW = 4 << 20  # bytes from the split point in which the seam is looked for
 _PAUSE = object()  # on a gzip source's queue: its first half ends here
 _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a string does not decode)
 PARALLEL_BYTES = 64 << 20  # a plain file this large is read in two halves at once (a forked child: ~10 ms)
 FIRST_HALF = 0.5  # of the file, read here (this process also decodes what the child sends back, but the child
 # places its held copies too: measured, a half each finishes together)
-GZ_FIRST_HALF = 0.6  # of a gzip stream's inflated bytes: the child inflates the first part too, unused
+GZ_FIRST_HALF = 0.55  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
@@ -149,7 +150,7 @@ class _Source:
         for b in load_chunks(self.path, self.fd):
             data = b
             while data and not gz.eof:
-                out = gz.decompress(data, CHUNK)
+                out = gz.decompress(data, _INFLATED)
                 data = gz.unconsumed_tail
                 n += len(out)
                 if n > self.limit:
