@@ -3,9 +3,9 @@ what it gives read in one piece: the same spans, the same events counted, the sa
 the same one-line error — wherever the seam falls (between events, inside a string that looks
 like one, inside a name holding escaped quotes), and whatever becomes of the child.
 
-The child runs in this process here (unit tests start no process: ``_InProcess`` stands in for
-``ftrun.trace.forked.Forked`` and runs its function at once); tests/e2e/test_trace_halves_e2e.py
-forks a real one."""
+The child runs in this process here (unit tests start no process: conftest's ``halves`` puts
+``_InProcess`` in for ``ftrun.trace.forked.Forked``, running its function at ``result()``);
+tests/e2e/test_trace_halves_e2e.py forks a real one."""
 
 from __future__ import annotations
 
@@ -22,46 +22,6 @@ from ftrun.trace.stream import TraceFile
 from fuzz_traces import read_both_ways as _both, traces
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
-
-
-class _InProcess:
-    """``Forked`` without a fork: ``fn`` runs at once; ``fail`` makes its result ``None``."""
-
-    made: list[_InProcess] = []
-    fail = False
-
-    def __init__(self, fn, max_bytes: int) -> None:
-        self.fn, self.message, self.closed, self.frames = fn, None, False, None
-        _InProcess.made.append(self)
-
-    def send(self, message: bytes) -> bool:
-        self.message = message
-        return True
-
-    def result(self):
-        """``fn`` runs now, with what the parent sent (a real child reads it when it is sent)."""
-        if self.fail:
-            return None
-        try:
-            self.frames = self.fn(lambda: self.message)
-        except Exception:  # a child that raises: no result, as from a real one
-            self.frames = None
-        return self.frames
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@pytest.fixture
-def halves(monkeypatch):
-    """Every plain file is read in halves, with small chunks."""
-    _InProcess.made, _InProcess.fail = [], False
-    monkeypatch.setattr(stream, "Forked", _InProcess)
-    monkeypatch.setattr(stream.forked, "usable", lambda: True)
-    monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(stream, "CHUNK", 512)
-    monkeypatch.setattr(stream, "_INFLATED", 300)  # a gzip stream in pieces that cut across the seam
-    return _InProcess
 
 
 def _events(n: int, arg: str = "x") -> list[dict]:

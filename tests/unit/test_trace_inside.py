@@ -4,8 +4,8 @@ file (the container before or after it, in either half of a file read in two), i
 or not; and ``extract`` (which reads the copies of a restore this way) gives what the
 whole-file path gives.
 
-The second half's child runs in this process (``_InProcess`` of test_trace_halves: unit tests
-start no process)."""
+The second half's child runs in this process (conftest's ``halves``: unit tests start no
+process)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pathlib import Path
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from test_trace_halves import _InProcess
 
 from ftrun.trace import stream
 from ftrun.trace.spans import LABELS
@@ -25,18 +24,6 @@ from fuzz_traces import read_both_ways
 
 COPY, RESTORE, OTHER = "aten::copy_", LABELS.restore_parameters, "aten::mm"
 INSIDE = {COPY: RESTORE}
-
-
-@pytest.fixture
-def halves(monkeypatch):
-    """Every plain file is read in halves (the child in this process), with small chunks."""
-    _InProcess.made, _InProcess.fail = [], False
-    monkeypatch.setattr(stream, "Forked", _InProcess)
-    monkeypatch.setattr(stream.forked, "usable", lambda: True)
-    monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(stream, "CHUNK", 256)
-    monkeypatch.setattr(stream, "_INFLATED", 300)  # a gzip stream in pieces that cut across the seam
-    return _InProcess
 
 
 def _inside(events: list[dict]) -> set[int]:
@@ -136,7 +123,7 @@ def test_a_restore_and_its_copy_on_either_side_of_the_seam(halves, tmp_path, mon
 def test_a_child_without_the_parents_restores_sends_all_it_held(halves, tmp_path, monkeypatch):
     """No message from the parent: the child cannot place its copies and sends them all (a
     superset); the spans are still the whole-file path's."""
-    monkeypatch.setattr(_InProcess, "send", lambda self, message: True)  # nothing reaches the child
+    monkeypatch.setattr(halves, "send", lambda self, message: True)  # nothing reaches the child
     events = _run_like(20)
     p = _write(tmp_path, events)
     copies, _, _ = _read(p)
