@@ -54,9 +54,7 @@ def parse_link(text: str, name: str = "--link") -> LinkSpec:
     if not (bw > 0 and math.isfinite(bw)):
         raise BadInput(f"{name} {text!r}: bandwidth must be a finite number > 0")
     if not MIN_BPS <= bw <= MAX_BPS:
-        raise BadInput(
-            f"{name} {text!r}: bandwidth {bw:g} bit/s is outside 1kbit..1tbit (give a unit, e.g. 100mbit)"
-        )
+        raise BadInput(f"{name} {text!r}: bandwidth {bw:g} bit/s is outside 1kbit..1tbit (give a unit, e.g. 100mbit)")
     lat = float(m[3] or 0.0)
     unit = (m[4] or "ms").lower()
     lat_s = lat / 1e3 if unit == "ms" else lat / 1e6 if unit == "us" else lat

@@ -73,7 +73,8 @@ def test_parse_link_units(text: str, bw: float, lat: float) -> None:
         "0",
         "0gbit,1ms",
         "-1gbit",
-        "1tbit",
+        "1pbit",  # (no such unit; 1tbit is one)
+        "2tbit",  # beyond 1 Tbit/s
         "1gbit,",
         "1gbit,20min",
         "1gbit,-5ms",
