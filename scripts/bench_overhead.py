@@ -170,6 +170,9 @@ BARE_KNOBS: dict[str, dict] = {
     "gc.freeze() after set-up": {"knobs": {"gc": "freeze"}},
     "gc off": {"knobs": {"gc": "off"}},
     "malloc: glibc's default thresholds (ftrun's worker fixes them)": {"knobs": {"malloc": False}},
+    # not a way to make the bare loop faster: ftrun's process layout (a torchrun agent per replica
+    # group, the group's store in the agent), to tell its cost from ftrun's own per-step work
+    "under torchrun, as ftrun's groups": {"launcher": "torchrun"},
 }
 
 
@@ -223,7 +226,12 @@ def breakdown(run: list[tuple[float, bool]]) -> dict[str, float]:
     }
 
 
-SAMPLE_S = 0.1  # how often the ftrun side's process tree is read (a read: ~0.2 ms CPU, 0.2% of a core)
+# How often each side's process tree is read from /proc while it trains: the benchmark's own load,
+# put on both sides alike (the bare side's processes are read as often; its ranks' CPU comes from
+# the ranks themselves). A read of ftrun's tree: ~0.1 ms CPU (the event logs' new bytes only: a
+# re-read of whole logs made it ~1 ms, 10 ms a second taken from the ftrun side alone).
+SAMPLE_S = 0.1
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float | None:
@@ -233,7 +241,7 @@ def cpu_s(pid: int) -> float | None:
     except OSError:
         return None
     f = stat[stat.rindex(")") + 2 :].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(f[11]) + int(f[12])) / CLK_TCK
 
 
 def role(pid: int) -> str:
@@ -264,12 +272,21 @@ class TreeCpu:
         self.roles: dict[int, str] = {}
         self.first: tuple[float, dict[int, float]] | None = None
         self.last: tuple[float, dict[int, float]] | None = None
+        self._lines = [0] * len(logs)  # complete lines of each log so far, read up to ``_read``
+        self._read = [0] * len(logs)
 
     def steps(self) -> float | None:
+        """Mean complete lines of the event logs (each read from where the last call stopped)."""
         try:
-            return statistics.mean(x.read_bytes().count(b"\n") for x in self.logs)
+            for i, x in enumerate(self.logs):
+                with x.open("rb") as f:
+                    f.seek(self._read[i])
+                    new = f.read()
+                self._read[i] += len(new)
+                self._lines[i] += new.count(b"\n")
         except OSError:
             return None
+        return statistics.mean(self._lines)
 
     def sample(self, total: int) -> None:
         from ftrun.launch.procs import descendants
@@ -315,10 +332,16 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}  # as ftrun's launcher sets it
     for k, v in variant.get("env", {}).items():
         env.pop(k, None) if v is None else env.__setitem__(k, v)
+    launcher: list[str] = []
+    if variant.get("launcher") == "torchrun":
+        from ftrun.launch.groups import torchrun_argv
+
+        launcher = torchrun_argv(1)[1:]  # python -m torch.distributed.run ... SCRIPT ARGS
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
+                *launcher,
                 __file__,
                 "--worker",
                 str(r),
@@ -339,8 +362,13 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
         for r in range(replicas)
     ]
     try:
-        for p in procs:
-            p.wait(timeout=600)
+        deadline = time.monotonic() + 600
+        while any(p.poll() is None for p in procs):  # with the ftrun side's reads of /proc (SAMPLE_S)
+            if time.monotonic() > deadline:
+                raise SystemExit("bench_overhead: a bare replica ran for more than 600 s")
+            for pid in (lh.pid, *(p.pid for p in procs)):
+                cpu_s(pid)
+            time.sleep(SAMPLE_S)
     finally:
         for p in procs:
             p.kill() if p.poll() is None else None
