@@ -87,3 +87,56 @@ def test_the_benchmarks_sampler_counts_complete_lines_from_the_new_bytes_only(be
     assert tree.steps() == 4.0  # nothing new: nothing counted twice
     logs[1].unlink()
     assert tree.steps() is None
+
+
+def test_tensorboard_gets_one_event_per_step_with_every_scalar_of_the_step(tmp_path: Path) -> None:
+    """``StepLoop`` hands TensorBoard one event per step (loss, step time; manager step and
+    participants when they change); TensorBoard reads each tag's points as from ``add_scalar``."""
+    import concurrent.futures
+    import types
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ftrun.worker import main as worker
+
+    class Manager:
+        _quorum_id = 1
+        _participating_replica_world_size = 2
+
+        def __init__(self) -> None:
+            self._quorum_future: concurrent.futures.Future = concurrent.futures.Future()
+            self._quorum_future.set_result(None)
+            self.step = 0
+
+        def current_step(self) -> int:
+            return self.step
+
+    class Recorder:
+        def end_step(self, **fields) -> None:
+            pass
+
+    loop = worker.StepLoop.__new__(worker.StepLoop)
+    loop.manager, loop.recorder, loop.env = Manager(), Recorder(), types.SimpleNamespace(restart=0)
+    loop.writer = SummaryWriter(str(tmp_path), max_queue=100)
+    loop._tb_last, loop._tb_pending = {}, []
+    steps = worker.TB_EVERY + 3  # one batch handed over at TB_EVERY, the rest at the end
+    for step in range(1, steps + 1):
+        loop.manager.step = step // 10  # changes at steps 10, 20
+        loop.log_step(step, loop.manager.step, 2.0 - step / 100, step / 1000, {})
+    loop.flush_scalars()
+    loop.writer.close()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    got = {tag: [(e.step, round(e.value, 6)) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert got["loss"] == [(s, round(2.0 - s / 100, 6)) for s in range(1, steps + 1)]
+    assert got["step_time_s"] == [(s, round(s / 1000, 6)) for s in range(1, steps + 1)]
+    assert got["manager_step"] == [(1, 0.0), (10, 1.0), (20, 2.0)] and got["participants"] == [(1, 2.0)]
+    # one event per step (plus the file's version event), not one per scalar
+    assert sum(1 for f in tmp_path.iterdir() for _ in _records(f)) == steps + 1
+
+
+def _records(path: Path):
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    return EventFileLoader(str(path)).Load()
