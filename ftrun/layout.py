@@ -251,8 +251,10 @@ class EventRecord(msgspec.Struct):
     step's start; ``sent``/``synced``: the fragment sent / synced in this step; ``commit``: the
     sync's commit result; ``fingerprint``: hex hash of the synced fragment's parameters after a
     commit; ``t``: unix time at step end. Timings (seconds, present when measured this step):
-    ``send_s``, ``sync_s``, ``exposed_s`` (data plane), ``quorum_s``, ``commit_s`` (control plane)
-    — see ``ftrun.worker.recorder``. ``quorums``/``healed``/``rejoined``: membership changes.
+    ``send_s``, ``sync_s``, ``exposed_s`` (data plane), ``quorum_s``, ``commit_s`` (control plane),
+    ``real_s`` (at a sync on an emulated link: its send's start to the backend's own completion of
+    the send's last collective, before the hold) — see ``ftrun.worker.recorder``.
+    ``quorums``/``healed``/``rejoined``: membership changes.
     ``numerics``: the step's sketches (``RoundNumerics``: a send and/or a sync), ``heal_numerics``
     after a heal (absent with ``--no-sketches``).
     """
@@ -278,6 +280,7 @@ class EventRecord(msgspec.Struct):
     exposed_s: float | UnsetType = UNSET
     quorum_s: float | UnsetType = UNSET
     commit_s: float | UnsetType = UNSET
+    real_s: float | UnsetType = UNSET
     numerics: list[RoundNumerics] | UnsetType = UNSET
     heal_numerics: HealNumerics | UnsetType = UNSET
 

@@ -47,10 +47,13 @@ beyond the measured lags (and for a what-if with ``--step-jitter``) the steps ar
 The costs the emulator does not replace (``ftrun.trace.sync_costs``): the send issues its
 collectives while it runs (``send_s``: the send's own CPU work, from the first collective on),
 so the hold starts ``send_s`` before the step's end; every collective also runs for real, and
-completes at the later of its hold and its real completion: a fragment of k tensors needs
-ceil(k / ``collective_threads``) real allreduces of ``real_collective_s`` each (measured on the
-profiled steps, ``real_steps``; elsewhere nothing measures it and the hold is taken to cover
-it); and a sync, after its data is in, still runs torchft's per-tensor callbacks and ftrun's
+completes at the later of its hold and its real completion (the emulator holds a completion
+from the collective's issue, concurrently with the real one: overlapped, not serial): a fragment
+of k tensors needs ceil(k / ``collective_threads``) real allreduces of ``real_collective_s``
+each. The pace is measured on every send where the event logs time the real collectives
+(``real_every_send``; ``real_times``: each send's own, for a replay), else on the profiled
+steps only (``real_steps``; elsewhere nothing measures it and the hold is taken to cover it);
+and a sync, after its data is in, still runs torchft's per-tensor callbacks and ftrun's
 sketches (``sync_work_s``), which the measured exposed time contains.
 
 Not modelled (the measured runs contain them; ``ftrun plan --check`` shows how much they
@@ -84,8 +87,12 @@ class Workload:
     ``drift_sd``: the measured spread of one group's drift over n = 1, 2, ... steps (module docstring;
     empty: ``jitter_s`` x sqrt(n)). ``send_s``, ``sync_work_s``, ``real_collective_s``,
     ``collective_threads``, ``fragment_tensors`` (tensors per fragment: one collective each) and
-    ``real_steps`` ((first, last) step ranges where the real collectives were measured): the
-    costs the emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
+    ``real_steps`` ((first, last) step ranges where the real collectives were measured;
+    ``real_every_send``: on every send, so the pace applies to every send) and ``real_times``
+    ((send step, per group: seconds from the send's start to its last collective's real completion
+    as that group's process saw it), ...: a run's own, in place of the pace; a blocking sync then
+    releases each group when it saw the collectives done, not all at once): the costs the
+    emulator does not replace (module docstring; 0 / empty = none). ``replay``: ((step,
     per-group arrival deviation from the groups' mean in that step, up to its quorum or sync), ...):
     a measured run's own drift, step by step, in place of bias, jitter and stalls (``ftrun plan
     --check``); ``replay_send`` / ``replay_sync``: the same for what a group does after the step's
@@ -120,6 +127,8 @@ class Workload:
     collective_threads: int = 1
     fragment_tensors: tuple[int, ...] = ()
     real_steps: tuple[tuple[int, int], ...] = ()
+    real_every_send: bool = False
+    real_times: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay_send: tuple[tuple[int, tuple[float, ...]], ...] = ()
     replay_sync: tuple[tuple[int, tuple[float, ...]], ...] = ()
@@ -140,20 +149,36 @@ class Workload:
         parts = even_split(self.model_bytes, fragments)
         tensors = sum(self.fragment_tensors)
         counts = tuple(max(1, tensors // fragments) for _ in range(fragments)) if tensors else ()
-        return replace(self, fragment_bytes=parts, fragment_tensors=counts)
+        # (a run's own per-send real times are of its own fragments: the pace carries over)
+        return replace(self, fragment_bytes=parts, fragment_tensors=counts, real_times=())
 
     def real_chain_s(self, fragment: int, step: int) -> float:
-        """Seconds from a send's first collective to its last real completion (0: not measured here)."""
-        if not self.real_collective_s or not any(a <= step <= b for a, b in self.real_steps):
+        """Seconds from the send at ``step`` to its last collective's real completion: the run's
+        own (``real_times``), else its rounds at the measured pace where that pace applies (every
+        send with ``real_every_send``, else the ``real_steps``); 0: not measured here."""
+        own = dict(self.real_times)
+        if step in own:
+            return sum(own[step]) / len(own[step])
+        if not self.real_collective_s or not (self.real_every_send or any(a <= step <= b for a, b in self.real_steps)):
             return 0.0
         k = self.fragment_tensors[fragment] if fragment < len(self.fragment_tensors) else 1
         return math.ceil(k / max(1, self.collective_threads)) * self.real_collective_s
+
+    def real_done_each(self, step: int, issued: float, held_done: float) -> list[float] | None:
+        """Per group, when its process saw the send at ``step`` (issued at ``issued``) done: the
+        later of the hold and its own measured real completion (``real_times``; None: not measured
+        per group here). A group whose process ran late (descheduled, on a loaded machine) sees
+        the same collectives done later, and leaves the sync later."""
+        own = dict(self.real_times).get(step)
+        if own is None or len(own) != self.replicas:
+            return None
+        return [max(held_done, issued + r) for r in own]
 
     def with_replicas(self, replicas: int) -> Workload:
         """The same workload on ``replicas`` groups (a per-group bias or stall only fits its own R)."""
         if replicas == self.replicas:
             return self
-        return replace(self, replicas=replicas, bias_s=(), stalls=())
+        return replace(self, replicas=replicas, bias_s=(), stalls=(), real_times=())
 
 
 def expected_max(means: list[float], sd: float) -> float:
@@ -235,11 +260,17 @@ class _Drift:
         mean = sum(self.offsets) / len(self.offsets)
         return expected_max(self.offsets, self.sd()) - mean
 
-    def blocked(self, ahead: float) -> float:
-        """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives:
-        a group that got here early waits longer, one that is late may not wait at all."""
+    def blocked(self, ahead: float | list[float]) -> float:
+        """The groups' mean wait for data done ``ahead`` seconds after the mean group arrives
+        (one figure, or one per group: when each group's process saw it done): a group that got
+        here early waits longer, one that is late may not wait at all."""
         sd = self.sd()
-        return sum(expected_shortfall(ahead - o, sd) for o in self.offsets) / len(self.offsets)
+        each = ahead if isinstance(ahead, list) else [ahead] * len(self.offsets)
+        return sum(expected_shortfall(a - o, sd) for a, o in zip(each, self.offsets, strict=True)) / len(each)
+
+    def shift(self, by: list[float]) -> None:
+        """Each group's arrival moved on by ``by`` (seconds, per group)."""
+        self.offsets = [o + d for o, d in zip(self.offsets, by, strict=True)]
 
 
 def expected_shortfall(mean: float, sd: float) -> float:
@@ -312,7 +343,8 @@ def simulate(
     data = control = comm = bits = peak = 0.0
     syncs = 0
     drift = _Drift(work)
-    pending: dict[int, tuple[float, float, float]] = {}  # fragment -> (issued, done, bits)
+    # fragment -> (issued, done, bits, when each group saw it done: None = all at done)
+    pending: dict[int, tuple[float, float, float, list[float] | None]] = {}
     compute = 0.0
     paced = dict(work.step_times)
     commits, configures = dict(work.commit_times), dict(work.reconfigure)
@@ -334,19 +366,24 @@ def simulate(
             comm += q
             nbytes = work.fragment_bytes[frag]
             free_at, done = linkcost.enqueue(free_at, t, "allreduce", nbytes, work.replicas, bandwidth_bps, latency_s)
+            each = None
             if work.replicas > 1:  # completes at the later of its hold and its real collectives
-                done = max(done, t + work.real_chain_s(frag, step))
+                each = work.real_done_each(step, t, done)
+                done = sum(each) / len(each) if each else max(done, t + work.real_chain_s(frag, step))
             sent_bits = linkcost.wire("allreduce", nbytes, work.replicas)[1] * 8.0
-            pending[frag] = (t, done, sent_bits)
+            pending[frag] = (t, done, sent_bits, each)
             comm += done - t
             bits += sent_bits
             t += send_cpu
             drift.after_point("send", step)
         if local == w:  # sync: block for the rest of the fragment's allreduce, then should_commit
-            issued, done, sent_bits = pending.pop(frag)
-            blocked = drift.blocked(done - t) if work.replicas > 1 else max(0.0, done - t)
-            if done > t and work.replicas > 1:  # every group leaves the same allreduce together
+            issued, done, sent_bits, each = pending.pop(frag)
+            ahead = [d - t for d in each] if each else done - t
+            blocked = drift.blocked(ahead) if work.replicas > 1 else max(0.0, done - t)
+            if done > t and work.replicas > 1:  # every group leaves the same allreduce together,
                 drift.align(after_sync=True)
+                if each:  # each as its own process saw it end
+                    drift.shift([d - done for d in each])
             # after its data is in, the sync runs its callbacks and sketches (measured exposed time holds them)
             blocked += work.sync_work_s if work.replicas > 1 else 0.0
             t += blocked

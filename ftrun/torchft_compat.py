@@ -472,6 +472,12 @@ def after_each_quorum(manager: Any, after: Callable[[Any], None]) -> None:
     manager._client = _QuorumClient(manager._client, after)
 
 
+def manager_process_group(manager: Any) -> Any:
+    """The process group ``manager`` runs its collectives on (torchft keeps it as ``_pg``, 0.2.x
+    and the nightly): ftrun's wrapper stack, outermost first."""
+    return getattr(manager, "_pg", None)
+
+
 def configure_method(pg: Any) -> str:
     """The name of the call torchft's Manager makes on ``pg`` at every quorum change:
     ``configure`` (0.2.x) or ``reconfigure`` (the nightly, whose groups ``supports_reconfigure``)."""

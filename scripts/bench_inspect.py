@@ -206,14 +206,16 @@ def tree(pid):
     return [pid] + [q for k in kids for q in tree(k)]
 
 
+sample = sys.argv[1] == "rss"
 t = time.perf_counter()
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 peak = 0  # the process and its children (the decode child of a large trace) together, sampled every 2 ms
-while p.poll() is None:
+while sample and p.poll() is None:
     peak = max(peak, sum(map(rss_kb, tree(p.pid))))
     time.sleep(0.002)
-dt = time.perf_counter() - t
 err = p.stderr.read()
+p.wait()
+dt = time.perf_counter() - t
 if p.returncode not in (0, 1):
     sys.exit(err.decode()[-2000:])
 hwm = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -263,12 +265,16 @@ def run_cli(trace: Path, flags: list[str], repeat: int) -> tuple[float, int]:
     """(best wall seconds of ``ftrun inspect-trace --json``, end to end in a fresh process; its peak RSS in bytes).
     Run under a small wrapper process so the RSS is the CLI's own, not this script's: the larger of
     the largest process's peak and the sampled sum over the CLI and its children (a large trace's
-    second half is decoded by a forked child; their shared pages are counted twice: an upper bound)."""
-    best, rss = float("inf"), 0
+    second half is decoded by a forked child; their shared pages are counted twice: an upper bound).
+    The RSS is taken in one more run of its own: the sampler reads /proc every 2 ms, CPU taken
+    from the two processes it watches, so the timed runs are not sampled."""
+    best = float("inf")
+    cmd = (*FTRUN, "inspect-trace", str(trace), *flags, "--json")
     for _ in range(repeat):
-        dt, r, _rc = child(CHILD_RUN, *FTRUN, "inspect-trace", str(trace), *flags, "--json")
-        best, rss = min(best, float(dt)), max(rss, int(r))
-    return best, rss
+        dt, _r, _rc = child(CHILD_RUN, "time", *cmd)
+        best = min(best, float(dt))
+    _dt, rss, _rc = child(CHILD_RUN, "rss", *cmd)
+    return best, int(rss)
 
 
 def load_avg() -> list[float]:

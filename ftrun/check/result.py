@@ -185,8 +185,11 @@ class Report(msgspec.Struct):
         return out
 
     def to_json(self) -> dict[str, Any]:
-        d = {f: _plain(getattr(self, f)) for f in self.__struct_fields__ if f not in ("spans", "comms")}
-        d["events"] = [e.to_json() for e in self.events]
+        d = {
+            f: [e.to_json() for e in self.events] if f == "events" else _plain(getattr(self, f))
+            for f in self.__struct_fields__
+            if f not in ("spans", "comms")
+        }
         d["problems"] = self.problems()
         return d
 

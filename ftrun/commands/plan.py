@@ -293,6 +293,33 @@ def commit_times(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ..
     return tuple((step, sum(v) / len(v)) for step, v in sorted(per.items()) if len(v) == replicas)
 
 
+def real_collective_times(
+    dirs: list[Path], replicas: int, delay: int
+) -> tuple[tuple[int, int, tuple[float, ...]], ...]:
+    """Per send that every group timed: (send step, fragment, each group's ``real_s``): the
+    event log's, at the send's sync (the send's start to the real completion of its last
+    collective as the group's process saw it, before the link's hold: ``ftrun.worker.link``);
+    the send step is the sync's minus tau (``delay``). Empty for a run without them (no emulated
+    link, or an older run)."""
+    per: dict[tuple[int, int], dict[int, float]] = {}
+    for r, recs in enumerate(_replica_records(dirs, replicas)):
+        for x in recs:
+            if x.synced is not None and x.real_s is not msgspec.UNSET and x.step is not None:
+                per.setdefault((x.step - delay, x.synced), {})[r] = x.real_s
+    return tuple(
+        (step, frag, tuple(v[r] for r in range(replicas)))
+        for (step, frag), v in sorted(per.items())
+        if len(v) == replicas
+    )
+
+
+def real_pace_s(times: tuple[tuple[int, int, tuple[float, ...]], ...], tensors: tuple[int, ...], threads: int) -> float:
+    """The real collectives' pace per round from every timed send: the median of its time (the
+    groups' mean) over its ceil(k / threads) rounds (k: its fragment's tensors, one collective each)."""
+    rounds = [math.ceil((tensors[f] if f < len(tensors) else 1) / max(1, threads)) for _, f, _ in times]
+    return statistics.median(sum(s) / len(s) / n for (_, _, s), n in zip(times, rounds, strict=True))
+
+
 def measure_reconfigure(dirs: list[Path], replicas: int) -> tuple[tuple[int, float], ...]:
     """Per step whose quorum reconfigured the process group (lifecycle ``configure``, inside the
     step's ``start_quorum``: the event's end within the step's own clock span), the later group's
@@ -346,6 +373,10 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
     # so that the model, which adds it back on those steps, computes what the run computed
     step_s = compute_step_s(dirs, replicas) / (1.0 + overlapped_share * (slowdown - 1.0))
     tensors = tuple(len(f.params) for f in sorted(m.fragments, key=lambda f: f.id))
+    # the real collectives: timed on every send by the event logs where the run has them
+    # (``real_s``), else their pace on the traced sends only (``sync_costs``: the profiled steps)
+    real = real_collective_times(dirs, replicas, sched.fragment_sync_delay) if spec else ()
+    pace = real_pace_s(real, tensors, costs.collective_threads) if real else costs.real_collective_s or 0.0
     work = Workload(
         step_s,
         nbytes,
@@ -358,10 +389,12 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
         drift_sd=arr.drift_sd,
         send_s=measure_send_s(dirs, replicas),
         sync_work_s=costs.sync_work_s or 0.0,
-        real_collective_s=costs.real_collective_s or 0.0,
+        real_collective_s=pace,
         collective_threads=costs.collective_threads,
         fragment_tensors=tensors,
         real_steps=profiled_steps(m),
+        real_every_send=bool(real),
+        real_times=tuple((step, seconds) for step, _, seconds in real),
         replay=arr.replay,
         replay_send=arr.replay_send,
         replay_sync=arr.replay_sync,
@@ -486,9 +519,10 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
     return req.layers // req.layers_per_fragment
 
 
-def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, str, int | None]:
-    """The workload and streaming schedule to plan, the run's own link (``--from``), and the
-    bytes a data-parallel step all-reduces (None without ``--params``)."""
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, str, int | None, dict]:
+    """The workload and streaming schedule to plan, the run's own link (``--from``), the
+    bytes a data-parallel step all-reduces (None without ``--params``), and what it takes for
+    the backend's own collectives (``real_collectives``)."""
     grad_bytes = None
     if req.from_dir is not None:
         given = [
@@ -505,15 +539,19 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         if given:
             raise BadInput(f"--from: give either a run dir or {'/'.join(given)}, not both")
         run = read_run([Path(req.from_dir)])
+        real = real_collectives(run.work)
         # a what-if is one steady round: the run's one-off stalls (its start, the profiler's
         # export, its first quorum's reconfigure) and its profiled steps' real loopback collectives
-        # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC
-        # and CPU work per send / sync carry over
+        # belong to its own step numbers, so only its bias, jitter, drift, syncs' tail spread, RPC,
+        # CPU work per send / sync and (timed on every send) its real collectives' pace carry over
         work, sched, link, source = (
             replace(
                 run.work,
                 stalls=(),
                 real_steps=(),
+                real_times=(),
+                # the machine's own collectives at their measured pace, on every send
+                real_every_send=run.work.real_collective_s > 0,
                 replay=(),
                 replay_send=(),
                 replay_sync=(),
@@ -537,6 +575,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         grad_bytes = round(params * _dtype_bytes("--dp-dtype", req.dp_dtype or dtype))
         work = Workload(step_s, (max(1, round(params * per_param)),), 2)
         sched, link, source = Schedule(2, 20, 5), None, f"{params:,} params x {dtype}, {step_text}"
+        real = {"ms_per_round": None, "threads": None, "how": "not modelled (no run measured them): the link's hold"}
     if req.replicas is not None:
         if req.replicas < 1:
             raise BadInput(f"--replicas {req.replicas}: must be at least 1")
@@ -558,7 +597,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         req.sync_every if req.sync_every is not None else sched.sync_every,
         req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay,
     )
-    return work.split(sched.fragments), sched, link, source, grad_bytes
+    return work.split(sched.fragments), sched, link, source, grad_bytes, real
 
 
 def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -> dict:
@@ -604,6 +643,24 @@ def predict(
     return out
 
 
+def real_collectives(run: Workload) -> dict:
+    """What a ``--from`` what-if takes for the backend's own collectives (the emulator holds a
+    completion but runs it for real, ``ftrun.plan``): their pace per round, on every send, and
+    where the run measured it."""
+    if not run.real_collective_s:
+        return {"ms_per_round": None, "threads": None, "how": "not measured by the run: the link's hold alone"}
+    where = (
+        "measured on every send (event logs)"
+        if run.real_every_send
+        else "measured on the profiled sends only (window traces: the run's event logs do not time them)"
+    )
+    return {
+        "ms_per_round": run.real_collective_s * 1e3,
+        "threads": run.collective_threads,
+        "how": f"{where}, applied to every send",
+    }
+
+
 def plan(req: PlanRequest) -> int:
     from ftrun.report.plan_view import draw_utilisation, print_plan
 
@@ -620,7 +677,7 @@ def plan(req: PlanRequest) -> int:
         raise BadInput("--data-parallel: needs --params (the gradients a step all-reduces)")
     _positive("--train-tokens", req.train_tokens)
     _positive("--tokens-per-step", req.tokens_per_step)  # (also with --step-ms: --train-tokens divides by it)
-    work, sched, run_link, source, grad_bytes = plan_inputs(req)
+    work, sched, run_link, source, grad_bytes, real = plan_inputs(req)
     if not req.data_parallel:
         grad_bytes = None
     train_steps = None
@@ -661,6 +718,7 @@ def plan(req: PlanRequest) -> int:
             "lighthouse_rpc_ms": work.rpc_s * 1e3,
             "replica_bias_ms": [b * 1e3 for b in work.bias_s],
             "stalls": len(work.stalls),
+            "real_collectives": real,
             "data_parallel_bytes": grad_bytes,
             "train_steps": train_steps,
         },
@@ -869,6 +927,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
                         replay_sync=(),
                         step_times=(),
                         commit_times=(),
+                        real_times=(),  # its real collectives at their pace over every timed send
                     ),  # its one-off events stay: its stalls, its first quorum's reconfigure
                     inp.schedule,
                     link.bandwidth_bps,

@@ -75,6 +75,14 @@ def print_plan(result: dict, c: Any = None) -> None:
     )
     if inp.get("overlap_slowdown", 1.0) != 1.0:
         c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
+    real = inp.get("real_collectives") or {}
+    if real.get("ms_per_round") is not None:
+        c.print(
+            f"real collectives (the backend's own, under the link's hold): {real['ms_per_round']:.3g} ms per round "
+            f"on {real['threads']} thread(s), {real['how']}"
+        )
+    elif real.get("how", "").startswith("not measured"):
+        c.print(f"real collectives: {real['how']}")
     if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls") or inp.get("sync_spread_ms"):
         spread = f", {inp['sync_spread_ms']:.3g} ms leaving a sync" if inp.get("sync_spread_ms") else ""
         c.print(

@@ -1,8 +1,10 @@
 """One function run in a forked child process, its result read back through a pipe. Torch-free.
 
-Contract: ``Forked(fn)`` forks at once; the child runs ``fn()`` (a list of byte frames) and
-exits; ``result()`` waits for it and returns those frames, or ``None`` when the child did not
-finish (an exception in ``fn``, a signal, more than ``max_bytes`` of output); ``close()``
+Contract: ``Forked(fn)`` forks at once; the child runs ``fn(inbox)`` (a list of byte frames) and
+exits; ``inbox()`` (in the child) waits for the one message the parent gives with ``send()``,
+``None`` when the parent reads the result without sending one; ``result()`` waits for the
+child and returns its frames, or ``None`` when the child did not finish (an exception in
+``fn``, a signal, more than ``max_bytes`` of output); ``close()``
 kills (SIGKILL) and reaps a child still running. Every child is reaped: by ``result()`` or by
 ``close()``, which the caller runs in a ``finally`` (Ctrl-C and SIGTERM reach the parent as
 ``KeyboardInterrupt`` under ftrun's handlers); the child dies with its parent (Linux
@@ -49,19 +51,21 @@ def _die_with_parent(parent: int) -> None:
 class Forked:
     """``fn`` running in a child process (see the module contract)."""
 
-    def __init__(self, fn: Callable[[], list[bytes]], max_bytes: int) -> None:
+    def __init__(self, fn: Callable[[Callable[[], bytes | None]], list[bytes]], max_bytes: int) -> None:
         self.max_bytes = max_bytes
         parent = os.getpid()
-        r, w = os.pipe()
+        r, w = os.pipe()  # child -> parent: the frames
+        down_r, down_w = os.pipe()  # parent -> child: the one message
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
             try:
                 os.close(r)
+                os.close(down_w)
                 for s in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(s, signal.SIG_DFL)
                 _die_with_parent(parent)
-                for frame in fn():
+                for frame in fn(lambda: _read_message(down_r)):
                     _write_all(w, _LEN.pack(len(frame)) + frame)
                 code = 0
             except BaseException:  # anything: the parent reads no result and does the work itself
@@ -69,12 +73,32 @@ class Forked:
             finally:
                 os._exit(code)
         os.close(w)
+        os.close(down_r)
         self.pid: int | None = pid
         self.r: int | None = r
+        self.down: int | None = down_w
+
+    def send(self, message: bytes) -> bool:
+        """Give the child its one message (``inbox()``); False when the child is gone."""
+        if self.down is None:
+            return False
+        try:
+            _write_all(self.down, _LEN.pack(len(message)) + message)
+            return True
+        except OSError:  # EPIPE: the child has exited (its result says how)
+            return False
+        finally:
+            self._close_down()
+
+    def _close_down(self) -> None:
+        if self.down is not None:
+            os.close(self.down)
+            self.down = None
 
     def result(self) -> list[bytes] | None:
         """The child's frames once it has exited 0, else ``None`` (it is reaped either way)."""
         assert self.r is not None
+        self._close_down()  # a child waiting in inbox() gets None: it never waits for this read
         data = bytearray()
         while True:
             b = os.read(self.r, 1 << 20)
@@ -115,6 +139,21 @@ class Forked:
         if self.r is not None:
             os.close(self.r)
             self.r = None
+        self._close_down()
+
+
+def _read_message(fd: int) -> bytes | None:
+    """The parent's message (length-prefixed), or None when it closed the pipe without one."""
+    data = bytearray()
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        data += b
+    if len(data) < _LEN.size:
+        return None
+    (n,) = _LEN.unpack_from(data)
+    return bytes(data[_LEN.size : _LEN.size + n]) if len(data) == _LEN.size + n else None
 
 
 def _write_all(fd: int, data: bytes) -> None:

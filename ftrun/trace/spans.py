@@ -364,8 +364,9 @@ def _classify_stream(trace: TraceFile, labels: LabelSet) -> _Classified:
             route[name] = True if name.startswith(prefixes) or name in special else out.by_name.get(name)
         return route[name]
 
-    # the reader keeps only the events of names routed somewhere (asked once per distinct name)
-    for chunk in trace.chunks(lambda name: route_of(name) is not None):
+    # the reader keeps only the events of names routed somewhere (asked once per distinct name),
+    # and of the copies only those within a restore: _syncs reads no other (most copies are not)
+    for chunk in trace.chunks(lambda name: route_of(name) is not None, {COPY: labels.restore_parameters}):
         for e in chunk:
             if e.ph != "X":
                 continue

@@ -6,7 +6,8 @@ many there were and ``meta`` is a ``ChromeTrace`` of the other keys (``distribut
 run-identity keys ``ftrun.check.provenance`` reads) with an empty ``traceEvents``. Nothing but
 the current chunk is held, so a trace of any size is read in a few chunks' memory (plus what
 the caller keeps: an event's ``args`` points into its chunk's bytes, so a caller that keeps
-events keeps ``args.copy()``).
+events keeps ``args.copy()``; and, with ``inside``, the held events, kept re-encoded: a trace's
+``aten::copy_`` are about 10% of its bytes).
 
 The fast path only serves files it can read exactly as ``load.load_trace`` would: the object
 before ``"traceEvents": [`` and after the array's end are checked by decoding them as a
@@ -25,9 +26,10 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, is_
+from operator import and_, attrgetter, eq, is_, le
 from pathlib import Path
 
 import msgspec
@@ -41,10 +43,15 @@ from ftrun.trace.schema import EMPTY, ChromeTrace, DistributedInfo, KnownEvent, 
 CHUNK = (
     1 << 20
 )  # bytes decoded at a time: per-call costs vanish, and a chunk and its events stay in cache (4 MB: ~25% slower)
-_AHEAD = 2  # gzip: pieces of CHUNK bytes inflated ahead of the decoder
+_AHEAD = 2  # gzip: pieces inflated ahead of the decoder
+_INFLATED = 8 << 20  # gzip: bytes inflated per call (the thread waits for the GIL between calls)
+_WINDOW = 4 << 20  # bytes from the split point in which the seam is looked for
+_PAUSE = object()  # on a gzip source's queue: its first half ends here
 _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a string does not decode)
 PARALLEL_BYTES = 64 << 20  # a plain file this large is read in two halves at once (a forked child: ~10 ms)
-FIRST_HALF = 0.45  # of the file, read here: this process also decodes what the child sends back
+FIRST_HALF = 0.5  # of the file, read here (this process also decodes what the child sends back, but the child
+# places its held copies too: measured, a half each finishes together)
+GZ_FIRST_HALF = 0.55  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
@@ -53,6 +60,11 @@ _KNOWN = msgspec.json.Decoder(list[KnownEvent])
 _HEAD = msgspec.json.Decoder(ChromeTrace)
 _ENC = msgspec.json.Encoder()
 _NAME = attrgetter("name")
+_PID, _TID, _TS = attrgetter("pid"), attrgetter("tid"), attrgetter("ts")
+# what the reader does with an event of a name: a falsy code is not yielded as it comes
+# (compress(events, codes) keeps the others in C), "" is held (an ``inside`` name's)
+_DROP, _KEEP, _CONTAINER, _INSIDE = 0, 1, 2, ""
+_CONTAINERS = msgspec.json.Decoder(list[tuple[int | str, int | str, float, float]])
 
 
 class Fallback(Exception):
@@ -81,58 +93,117 @@ class _Source:
     A plain file is read straight into the buffer (``readinto``: no copy of its own). A gzip
     stream is inflated by a thread while the caller decodes what came before (zlib releases the
     GIL): a queue of at most ``_AHEAD`` pieces of ``CHUNK`` bytes bounds what it inflates ahead.
-    ``close()`` stops and joins that thread."""
+    The thread starts at the first ``fill`` (a process about to fork has one thread).
+    ``close()`` stops and joins that thread.
 
-    def __init__(self, path: Path, limit: int, start: int = 0) -> None:
+    Halves: a plain file stops at ``until`` (``at_seam``) and reads on from there
+    (``read_on``) or from ``start`` (``from_seam``; a child's source opens at ``start``). A
+    gzip stream cannot be entered in the middle, so both processes inflate it, and each finds
+    the same seam in the inflated bytes from offset ``split`` (``_seam_in``): the first
+    (``split_first``) delivers the bytes before it, pauses there and, once told, goes on from
+    either side of it; the second delivers from the seam's ``{`` (no seam: ``Fallback``)."""
+
+    def __init__(
+        self, path: Path, limit: int, start: int = 0, split: int | None = None, split_first: bool = True
+    ) -> None:
         try:
             self.fd = open_regular(path)
         except BadInput:
             raise Fallback from None
         self.path, self.limit, self.n = path, limit, 0
         self.until: int | None = None  # a plain file's bytes are read up to this offset only (``seek`` lifts it)
+        self.start = 0  # a plain file's second half starts here
         self.size = os.fstat(self.fd).st_size
         self.ended = False
         self.file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
         self.pending = memoryview(b"")
         self.thread: threading.Thread | None = None
+        self.split, self.split_first = split, split_first
+        self.paused = False  # a gzip stream's first half has ended at its seam
         try:
             first = os.pread(self.fd, 2, 0)
         except OSError:
             self.close()
             raise Fallback from None
+        self.gz = first == GZIP_MAGIC
         if start:
-            if first == GZIP_MAGIC:  # (never asked: a gzip stream is read from its start)
+            if self.gz:  # (never asked: a gzip stream is read from its start)
                 self.close()
                 raise Fallback
             os.lseek(self.fd, start, os.SEEK_SET)
             self.n = start
-        elif first == GZIP_MAGIC:
+        elif self.gz:
             self.queue: queue.Queue = queue.Queue(_AHEAD)
             self.stop = threading.Event()
-            self.thread = threading.Thread(target=self._inflate, name="ftrun-gunzip", daemon=True)
-            self.thread.start()
+            self.go_on: queue.Queue = queue.Queue(1)  # paused at the seam: True = from its "{", False = its "}"
+
+    def inflated_size(self) -> int:
+        """A gzip stream's size inflated, as its trailer says (mod 2**32, one member: a guess)."""
+        try:
+            return int.from_bytes(os.pread(self.fd, 4, max(0, self.size - 4)), "little")
+        except OSError:
+            return 0
+
+    def _pieces(self) -> Iterator[bytes]:
+        """The stream inflated, ``CHUNK`` bytes at most at a time (a bomb never lands whole)."""
+        gz, n = zlib.decompressobj(wbits=31), 0
+        for b in load_chunks(self.path, self.fd):
+            data = b
+            while data and not gz.eof:
+                out = gz.decompress(data, _INFLATED)
+                data = gz.unconsumed_tail
+                n += len(out)
+                if n > self.limit:
+                    raise Fallback
+                if out:
+                    yield out
+            if gz.eof:
+                return
+        raise Fallback  # truncated stream: load_trace says so
 
     def _inflate(self) -> None:
         """The thread: inflate the stream into the queue; a problem goes on the queue as ``Fallback``."""
         try:
-            gz, n = zlib.decompressobj(wbits=31), 0
-            for b in load_chunks(self.path, self.fd):
-                data = b
-                while data and not gz.eof:  # at most CHUNK out per call: a bomb never lands whole
-                    out = gz.decompress(data, CHUNK)
-                    data = gz.unconsumed_tail
-                    n += len(out)
-                    if n > self.limit:
-                        raise Fallback
-                    if out and not self._put(out):
-                        return
-                if gz.eof:
-                    break
-            if not gz.eof:
-                raise Fallback  # truncated stream: load_trace says so
+            pieces = self._pieces()
+            if self.split is not None and not self._to_seam(pieces, self.split):
+                return
+            for out in pieces:
+                if not self._put(out):
+                    return
             self._put(None)
         except Exception:  # BadInput, zlib.error, Fallback, anything: load_trace then reads it (or words it)
             self._put(Fallback)
+
+    def _to_seam(self, pieces: Iterator[bytes], at: int) -> bool:
+        """Deliver up to the seam from ``at`` (the second half: only from it), and what follows
+        it in the window it was found in; False when stopped."""
+        n, window = 0, bytearray()
+        for out in pieces:
+            if n < at:
+                k = min(len(out), at - n)
+                if self.split_first and not self._put(out[:k]):
+                    return False
+                n, out = n + k, out[k:]
+            window += out
+            if len(window) >= _WINDOW:
+                break
+        seam = _seam_in(bytes(window))
+        if seam is None:  # none in the window: no halves (the second half's reader gives up)
+            if not self.split_first:
+                raise Fallback
+            return self._put(bytes(window))
+        end, start = seam
+        if not self.split_first:
+            return self._put(bytes(window[start:]))
+        if not (self._put(bytes(window[:end])) and self._put(_PAUSE)):
+            return False
+        while not self.stop.is_set():
+            try:
+                from_start = self.go_on.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            return self._put(bytes(window[start if from_start else end :]))
+        return False
 
     def _put(self, item) -> bool:
         while not self.stop.is_set():
@@ -144,11 +215,17 @@ class _Source:
         return False
 
     def _next_piece(self) -> memoryview | None:
-        if self.thread is None or self.ended:
+        if self.ended or self.paused:
             return None
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._inflate, name="ftrun-gunzip", daemon=True)
+            self.thread.start()
         item = self.queue.get()
         if item is Fallback:
             raise Fallback
+        if item is _PAUSE:
+            self.paused = True  # until go_on: fill says the end, and asking again must not wait
+            return None
         if item is None:
             self.ended = True  # (the end is said once: asking again must not wait)
             return None
@@ -158,7 +235,7 @@ class _Source:
         """Write the next bytes into ``view``, as many as fit; how many (fewer only at the end)."""
         done = 0
         while done < len(view):
-            if self.thread is None:
+            if not self.gz:
                 want = view[done:] if self.until is None else view[done : done + max(0, self.until - self.n)]
                 if not want:
                     break
@@ -185,12 +262,30 @@ class _Source:
 
     @property
     def plain(self) -> bool:
-        return self.thread is None
+        return not self.gz
 
-    def seek(self, pos: int) -> None:
-        """A plain file: read on from offset ``pos``, to the end."""
-        os.lseek(self.fd, pos, os.SEEK_SET)
-        self.n, self.until = pos, None
+    def at_seam(self) -> bool:
+        """Whether the bytes ended at the seam (not at the file's end)."""
+        return self.paused if self.gz else self.until is not None
+
+    def read_on(self) -> None:
+        """Past the seam, in one piece: on from the first half's end."""
+        self._go_on(False)
+
+    def from_seam(self) -> None:
+        """On from the second half's start (its ``{``), to the end."""
+        self._go_on(True)
+
+    def _go_on(self, from_start: bool) -> None:
+        if self.gz:
+            if self.paused:
+                self.paused = False
+                self.go_on.put(from_start)
+        elif from_start:
+            os.lseek(self.fd, self.start, os.SEEK_SET)
+            self.n, self.until = self.start, None
+        else:
+            self.until = None
 
     def close(self) -> None:
         if self.thread is not None:
@@ -251,6 +346,7 @@ class _Half(msgspec.Struct, omit_defaults=True):  # (an empty Raw is no JSON: om
 
     events: int
     kept: list[TraceEvent]
+    containers: list[tuple[int | str, int | str, float, float]] = []  # the half's (pid, tid, ts, dur)
     distributedInfo: DistributedInfo | None = None
     baseTimeNanoseconds: int | float | str | None = None
     trace_id: str | int | None = None
@@ -262,18 +358,21 @@ _TAIL_KEYS = ("distributedInfo", "baseTimeNanoseconds", "trace_id")
 
 
 def _seam(fd: int, size: int) -> tuple[int, int] | None:
-    """A candidate place to split a plain file in two: (just past an event's ``}``, the ``{`` of
-    the next), found by bytes alone at ``FIRST_HALF`` of the file (it may lie inside a string: the
-    first half's decode checks it); None when there is none in that window."""
+    """A candidate place to split a plain file in two (``_seam_in`` the window at ``FIRST_HALF``
+    of the file), as offsets in the file; None when there is none in that window."""
     at = int(size * FIRST_HALF)
     try:
-        window = os.pread(fd, 4 * CHUNK, at)
+        seam = _seam_in(os.pread(fd, _WINDOW, at))
     except OSError:
         return None
+    return None if seam is None else (at + seam[0], at + seam[1])
+
+
+def _seam_in(window: bytes) -> tuple[int, int] | None:
+    """(just past an event's ``}``, the ``{`` of the next): the first such pair in ``window``,
+    found by bytes alone (it may lie inside a string: the first half's decode checks it)."""
     m = _NEXT.search(window)
-    if m is None:
-        return None
-    return at + m.start() + 1, at + m.end() - 1
+    return None if m is None else (m.start() + 1, m.end() - 1)
 
 
 _NEXT = re.compile(rb"\}\s*,\s*\{")
@@ -283,7 +382,12 @@ class TraceFile:
     """One trace file, read when ``chunks()`` is iterated (once).
 
     ``chunks(keep)`` (``keep``: a name -> bool test, asked once per distinct name) yields only the
-    events whose name it keeps (``events`` still counts them all). With it, a large plain file
+    events whose name it keeps (``events`` still counts them all). ``chunks(keep, inside)``:
+    an event whose name is a key of ``inside`` (and kept) is yielded only if it starts within an
+    ``X`` event named ``inside[name]`` of the same pid and tid (``ts <= e.ts <= ts + dur``), and
+    only after all the others (held until every such span is known): a superset of what a
+    caller nesting it in those spans finds, without the many that lie outside any (aten::copy_).
+    With ``keep``, a large plain file
     (``PARALLEL_BYTES`` or more) on a machine with a second CPU is read in two halves at once:
     a forked child (``ftrun.trace.forked``) decodes the second half from a seam found near the
     middle and sends back its kept events, re-encoded; this process decodes the first half, up
@@ -298,20 +402,43 @@ class TraceFile:
         self.events = 0
         self.meta = ChromeTrace([])  # the keys besides traceEvents (its events are not kept here)
         self.keep: Callable[[str], bool] | None = None
-        self._known: dict[str, bool] = {}
+        self.inside: Mapping[str, str] = {}
+        self._known: dict[str, int | str] = {}  # name -> _DROP, _KEEP, _CONTAINER or _INSIDE
+        self._held = _Held()  # events of an ``inside`` name, until every container is known
+        self._containers: list[tuple[int | str, int | str, float, float]] = []  # (pid, tid, ts, dur)
+
+    def _code(self, name: str) -> int | str:
+        assert self.keep is not None
+        if not self.keep(name):
+            return _DROP
+        if name in self.inside:
+            return _INSIDE
+        return _CONTAINER if name in self.inside.values() else _KEEP
 
     def _kept(self, evs: list[TraceEvent]) -> list[TraceEvent]:
-        """The events whose name ``keep`` keeps (all without ``keep``): per event only C-level
-        work; ``keep`` runs once per name not seen before."""
+        """The events whose name ``keep`` keeps (all without ``keep``), those of an ``inside``
+        name held back and the containers' spans noted: per event only C-level work; ``keep``
+        runs once per name not seen before."""
         if self.keep is None:
             return evs
         known = self._known
-        flags = list(map(known.get, map(_NAME, evs)))
-        if None in flags:
-            for name in set(map(_NAME, compress(evs, map(is_, flags, repeat(None))))):
-                known[name] = self.keep(name)
-            flags = list(map(known.__getitem__, map(_NAME, evs)))
-        return list(compress(evs, flags))
+        codes = list(map(known.get, map(_NAME, evs)))
+        if None in codes:
+            for name in set(map(_NAME, compress(evs, map(is_, codes, repeat(None))))):
+                known[name] = self._code(name)
+            codes = list(map(known.__getitem__, map(_NAME, evs)))
+        if _CONTAINER in codes:
+            self._containers += [
+                (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(eq, codes, repeat(_CONTAINER))) if e.ph == "X"
+            ]
+        if _INSIDE in codes:
+            self._held.add(list(compress(evs, map(eq, codes, repeat(_INSIDE)))))
+        return list(compress(evs, codes))
+
+    def _released(self) -> list[TraceEvent]:
+        """The held events inside a container (all known by now); none are held afterwards."""
+        held, self._held = self._held, _Held()
+        return held.pick(_within(held, self._containers))
 
     @staticmethod
     def _cut_chunk(buf: bytearray) -> tuple[list[TraceEvent], int] | None:
@@ -334,22 +461,35 @@ class TraceFile:
             return evs, comma
         return None
 
-    def chunks(self, keep: Callable[[str], bool] | None = None) -> Iterator[list[TraceEvent]]:
-        self.keep = keep
+    def chunks(
+        self, keep: Callable[[str], bool] | None = None, inside: Mapping[str, str] | None = None
+    ) -> Iterator[list[TraceEvent]]:
+        self.keep, self.inside = keep, inside or {}
         src = _Source(self.path, self.limit)
         child: Forked | None = None
         try:
-            seam = None
-            if self.keep is not None and src.plain and PARALLEL_BYTES <= src.size <= self.limit and forked.usable():
-                seam = _seam(src.fd, src.size)
-            if seam is not None:
-                src.until, start = seam
-                child = Forked(lambda: self._second_half(start), max_bytes=4 * (src.size - start) + (1 << 20))
-            yield from self._chunks(src, child, seam[1] if seam is not None else 0)
+            if self.keep is not None and forked.usable():
+                child = self._fork_second_half(src)
+            yield from self._chunks(src, child)
         finally:
             if child is not None:
                 child.close()
             src.close()
+
+    def _fork_second_half(self, src: _Source) -> Forked | None:
+        """A child reading the second half of a large file (see the class), or None."""
+        if src.plain and PARALLEL_BYTES <= src.size <= self.limit:
+            seam = _seam(src.fd, src.size)
+            if seam is None:
+                return None
+            src.until, src.start = seam
+            most = 4 * (src.size - src.start) + (1 << 20)
+            return Forked(lambda inbox: self._second_half(seam[1], None, inbox), max_bytes=most)
+        size = src.inflated_size() if src.gz else 0
+        if PARALLEL_BYTES <= size <= self.limit:
+            src.split = at = int(size * GZ_FIRST_HALF)
+            return Forked(lambda inbox: self._second_half(0, at, inbox), max_bytes=4 * (size - at) + (1 << 20))
+        return None
 
     def _events(self, src: _Source, rest: memoryview) -> Generator[list[TraceEvent], None, memoryview]:
         """Decode ``rest`` (from "[") and then the bytes of ``src`` chunk by chunk, yielding each
@@ -399,12 +539,13 @@ class TraceFile:
         if tail.deviceProperties:
             self.meta.deviceProperties = tail.deviceProperties
 
-    def _chunks(self, src: _Source, child: Forked | None, start: int) -> Iterator[list[TraceEvent]]:
+    def _chunks(self, src: _Source, child: Forked | None) -> Iterator[list[TraceEvent]]:
         buf, m, eof = bytearray(), None, False
         while m is None and len(buf) <= HEAD_LIMIT:
-            if eof and src.until is not None:  # the seam in the head: no halves
+            if eof and src.at_seam():  # the seam in the head: no halves
                 _close(child)
-                child, src.until, eof = None, None, False
+                child, eof = None, False
+                src.read_on()
             if eof:
                 break
             buf, eof = _more(src, memoryview(buf))
@@ -419,27 +560,33 @@ class TraceFile:
         rest = memoryview(buf)[m.end() - 1 :]
         while True:
             rest = yield from self._filtered(self._events(src, rest))
-            if src.until is None:
+            if not src.at_seam():
                 break
             # at the seam: the first half's last events end on it, or it was a guess inside a value
             try:
                 evs = _decode(memoryview(bytes(rest) + b"]"))
             except msgspec.DecodeError:
                 _close(child)
-                child, src.until = None, None  # read on from here, in one piece
+                child = None
+                src.read_on()  # read on from here, in one piece
                 continue
             self.events += len(evs)
             yield self._kept(evs)
             del evs
-            frames = child.result() if child is not None else None
+            frames = None
+            if child is not None:
+                child.send(_ENC.encode(self._containers))  # the child's held events are inside one of these or its own
+                frames = child.result()
             if frames:
                 yield from self._from_child(frames)
+                yield self._released()
                 return
-            src.seek(start)  # no second half from the child: read it here
+            src.from_seam()  # no second half from the child: read it here
             child, rest = None, memoryview(bytearray(b"["))
         tail = self._tail(rest)
         self._keys_after(tail)
         yield self._kept(tail.traceEvents)
+        yield self._released()
 
     def _from_child(self, frames: list[bytes]) -> Iterator[list[TraceEvent]]:
         try:
@@ -450,15 +597,19 @@ class TraceFile:
             raise Fallback from None
         self.events += half.events
         self._keys_after(half)
+        self._containers += half.containers
         yield half.kept
 
-    def _second_half(self, start: int) -> list[bytes]:
-        """In the child: the kept events from ``start`` (an event's ``{``) to the end, encoded,
-        and last a ``_Half``. ``Fallback`` (or any error) ends the child without a result. Read by
-        a reader of its own: nothing of this one changes (as in the child it could not)."""
+    def _second_half(self, start: int, split: int | None, inbox: Callable[[], bytes | None]) -> list[bytes]:
+        """In the child: the kept events from ``start`` (an event's ``{``; a gzip stream: from
+        the seam after inflated offset ``split``) to the end, encoded,
+        then its held events inside its containers or the parent's (``inbox``: the parent's,
+        once its half is read; all of them held when none come), and last a ``_Half``.
+        ``Fallback`` (or any error) ends the child without a result. Read by a reader of its
+        own: nothing of this one changes (as in the child it could not)."""
         other = TraceFile(self.path, self.limit)
-        other.keep, other._known = self.keep, dict(self._known)
-        src = _Source(self.path, self.limit, start=start)
+        other.keep, other.inside, other._known = self.keep, self.inside, dict(self._known)
+        src = _Source(self.path, self.limit, start=start, split=split, split_first=False)
         frames: list[bytes] = []
         try:
             gen = other._filtered(other._events(src, memoryview(bytearray(b"["))))
@@ -474,11 +625,87 @@ class TraceFile:
             tail = other._tail(rest)
         finally:
             src.close()
-        half = _Half(other.events, other._kept(tail.traceEvents), *(getattr(tail, k) for k in _TAIL_KEYS))
+        kept = other._kept(tail.traceEvents)
+        own = list(other._containers)
+        message = inbox()
+        if message is None:
+            frames += other._held.frames  # no containers of the parent: all of them (a superset)
+        else:
+            other._containers += _CONTAINERS.decode(message)
+            frames.append(_ENC.encode(other._released()))
+        half = _Half(other.events, kept, own, *(getattr(tail, k) for k in _TAIL_KEYS))
         if tail.deviceProperties:
             half.deviceProperties = tail.deviceProperties
         frames.append(_ENC.encode(half))
         return frames
+
+
+class _Held:
+    """Held events, kept re-encoded (one frame per chunk: their chunk's buffer and objects are
+    freed with it, and most are never decoded again), with the pid, tid and ts of each, one
+    list each, read while the events are in cache."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.ends: list[int] = []  # how many events the frames up to each one hold
+        self.pid: list[int | str] = []
+        self.tid: list[int | str] = []
+        self.ts: list[float] = []
+
+    def add(self, evs: list[TraceEvent]) -> None:
+        self.frames.append(_ENC.encode(evs))
+        self.ends.append(len(self.ts) + len(evs))
+        self.pid += map(_PID, evs)
+        self.tid += map(_TID, evs)
+        self.ts += map(_TS, evs)
+
+    def pick(self, indices: list[int]) -> list[TraceEvent]:
+        """The held events at ``indices`` (ascending: each frame is decoded once), decoding only
+        the frames that hold one."""
+        out: list[TraceEvent] = []
+        k, evs, first = -1, [], 0
+        for i in indices:
+            if k < 0 or not first <= i < self.ends[k]:
+                k = bisect_right(self.ends, i)
+                evs, first = _decode(memoryview(self.frames[k])), self.ends[k - 1] if k else 0
+            out.append(evs[i - first])
+        return out
+
+
+def _within(held: _Held, containers: list[tuple[int | str, int | str, float, float]]) -> list[int]:
+    """The indices (ascending) of the held events that start within a container of their pid
+    and tid (closed intervals, as ``ftrun.trace.spans`` nests spans); per event only C-level
+    work. Events in time order (a kineto trace's, per thread) are sliced out of each span by
+    bisection; others are placed one by one."""
+    by_thread: dict[tuple[int | str, int | str], list[tuple[float, float]]] = {}
+    for pid, tid, start, dur in containers:
+        by_thread.setdefault((pid, tid), []).append((start, start + dur))
+    n = len(held.ts)
+    if not n or not by_thread:
+        return []
+    out: list[int] = []
+    for (pid, tid), spans in by_thread.items():
+        evs: Sequence[int]
+        if held.pid.count(pid) == n and held.tid.count(tid) == n:  # every held event is of this thread
+            evs, ts = range(n), held.ts
+        else:
+            mine = list(map(and_, map(eq, held.pid, repeat(pid)), map(eq, held.tid, repeat(tid))))
+            evs, ts = list(compress(range(n), mine)), list(compress(held.ts, mine))
+        unions: list[list[float]] = []  # the spans' union, in order
+        for lo, hi in sorted(spans):
+            if unions and lo <= unions[-1][1]:
+                unions[-1][1] = max(unions[-1][1], hi)
+            else:
+                unions.append([lo, hi])
+        if sorted(ts) == ts:
+            for lo, hi in unions:
+                out += evs[bisect_left(ts, lo) : bisect_right(ts, hi)]
+            continue
+        starts = [lo for lo, _ in unions]
+        ends = [float("-inf"), *(hi for _, hi in unions)]  # ends[i]: the i-th union's end (1-based)
+        # bisect_right: how many unions start at or before ts, so ends[that] ends the one it may lie in
+        out += compress(evs, map(le, ts, map(ends.__getitem__, map(bisect_right, repeat(starts), ts))))
+    return sorted(out) if len(by_thread) > 1 else out  # (the threads' indices are disjoint)
 
 
 def _close(child: Forked | None) -> None:

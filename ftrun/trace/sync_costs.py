@@ -11,7 +11,8 @@ measurements (``ftrun.plan.Workload``):
   the peer groups to issue theirs) to last span's end, gaps where the threads did not run
   included — is ceil(k / threads) rounds: the median over the traced chains of span / rounds.
   Under the profiler every thread is instrumented (the spans are the evidence), so this is the
-  cost on the profiled steps; outside them nothing measures it.
+  cost on the profiled steps; outside them the emulator times each send's real collectives
+  itself (the event log's ``real_s``), which ``ftrun.plan`` prefers where a run has it.
 * ``sync_work_s``: the sync's own work on the training thread after its data is in —
   torchft's per-tensor divide callbacks and ftrun's sketches of each result, which run inside
   ``perform_sync``'s ``work.wait()`` calls: ``torchft::local_sgd::wait``'s end minus the later

@@ -16,6 +16,8 @@ returned Work's ``wait()`` first waits for the real collective (so its errors su
 as before), then sleeps out the rest of the hold; its future completes at the same moment, with
 the real result or the real exception. The hold after the real collective shows in traces as
 an ``ftrun::link::hold`` span on a helper thread, so inspect-trace counts it as communication.
+The real completions of each send's collectives are timed (``begin_send`` / ``send_real_s``, the
+event log's ``real_s``): what the backend itself took, on every send, for ``ftrun plan``.
 
 Control plane (``hold_control``): torchft's quorum RPC is held by its round trips on the link
 (``ftrun.linkcost.CONTROL_ROUND_TRIPS``), after the real reply, in an
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -41,16 +44,21 @@ from ftrun.worker.pg_wrapper import KeptWrapper
 
 
 class HeldWork(dist._Work):
-    """Completes no earlier than ``deadline`` (time.monotonic) and no earlier than ``work``."""
+    """Completes no earlier than ``deadline`` (time.monotonic) and no earlier than ``work``;
+    ``on_real_done(t)`` is told when the real collective completed (time.monotonic)."""
 
-    def __init__(self, work: dist._Work, deadline: float) -> None:
+    def __init__(self, work: dist._Work, deadline: float, on_real_done: Callable[[float], None] | None = None) -> None:
         super().__init__()
         self._work = work
         self._deadline = deadline
+        self._on_real = on_real_done
         self._future: torch.futures.Future[Any] = torch.futures.Future()
         work.get_future().add_done_callback(self._on_real_done)
 
     def _on_real_done(self, fut: torch.futures.Future[Any]) -> None:
+        if self._on_real is not None:
+            self._on_real(time.monotonic())
+
         def finish() -> None:
             remaining = self._deadline - time.monotonic()
             if remaining > 0:
@@ -103,6 +111,30 @@ class LinkEmulator(KeptWrapper):
         self.replicas = replicas
         self._free_at = 0.0  # monotonic time at which the emulated link has sent everything queued
         self._lock = threading.Lock()
+        # the current send's real collectives (``begin_send`` / ``send_real_s``): its start, the
+        # latest real completion of a collective issued since, and which send a collective is of
+        self._send_t0: float | None = None
+        self._send_real_end: float | None = None
+        self._send_no = 0
+
+    def begin_send(self) -> None:
+        """A send starts (torchft's ``prepare_sync``): time its collectives' real completions from now."""
+        with self._lock:
+            self._send_t0, self._send_real_end = time.monotonic(), None
+            self._send_no += 1
+
+    def send_real_s(self) -> float | None:
+        """Seconds from the last ``begin_send`` to the real completion (before any hold) of the
+        last collective issued since: what the backend itself took (None: none completed yet)."""
+        with self._lock:
+            if self._send_t0 is None or self._send_real_end is None:
+                return None
+            return self._send_real_end - self._send_t0
+
+    def _real_done(self, send_no: int, t: float) -> None:
+        with self._lock:
+            if send_no == self._send_no:
+                self._send_real_end = t if self._send_real_end is None else max(self._send_real_end, t)
 
     def _replicas(self) -> int:
         if self.replicas is not None:
@@ -121,7 +153,8 @@ class LinkEmulator(KeptWrapper):
             return done
 
     def _held(self, kind: str, work: dist._Work, nbytes: int, issued: float) -> dist._Work:
-        return HeldWork(work, self.deadline(kind, nbytes, issued))
+        no = self._send_no
+        return HeldWork(work, self.deadline(kind, nbytes, issued), lambda t: self._real_done(no, t))
 
     def allreduce(self, tensors: list[torch.Tensor], opts: object) -> dist._Work:
         issued = time.monotonic()
@@ -179,6 +212,13 @@ class LinkEmulator(KeptWrapper):
 
     def getBackendName(self) -> str:
         return f"{self._inner.getBackendName()}+link"
+
+
+def emulator_of(pg: Any) -> LinkEmulator | None:
+    """The ``LinkEmulator`` in a stack of ftrun's process-group wrappers (None: no emulated link)."""
+    while pg is not None and not isinstance(pg, LinkEmulator):
+        pg = getattr(pg, "_inner", None)
+    return pg
 
 
 def hold_control(manager: Any, latency_s: float) -> None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftrun.torchft_compat import participants as quorum_participants, quorum_id
+from ftrun.torchft_compat import manager_process_group, participants as quorum_participants, quorum_id
 
 log = logging.getLogger("ftrun.worker")
 
@@ -116,6 +116,10 @@ def main(spec_path: str) -> int:
 
     recorder = StepRecorder(layout.event_log(run_dir, env.replica, env.rank))
     recorder.attach_manager(manager)
+    if spec.link is not None:
+        from ftrun.worker.link import emulator_of
+
+        recorder.attach_link(emulator_of(manager_process_group(manager)))
     writer = None
     if env.rank == 0:
         from torch.utils.tensorboard import SummaryWriter

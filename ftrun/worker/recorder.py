@@ -64,6 +64,11 @@ class StepRecorder:
         self._wait_end: float | None = None
         self.commits = 0
         self.failed_commits = 0
+        self._link: Any = None
+
+    def attach_link(self, link: Any) -> None:
+        """Time each send's real collectives on ``link`` (a ``LinkEmulator``; None: no link)."""
+        self._link = link
 
     def attach(self, diloco: Any) -> None:
         for frag_id, frag in enumerate(diloco_fragments(diloco)):
@@ -96,6 +101,8 @@ class StepRecorder:
     def _wrap_send(self, frag_id: int, fn: Callable[[], None]) -> Callable[[], None]:
         def prepare_sync() -> None:
             self.sent = frag_id
+            if self._link is not None:
+                self._link.begin_send()
             t0 = time.perf_counter()
             fn()
             self.timings["send_s"] = time.perf_counter() - t0
@@ -111,6 +118,8 @@ class StepRecorder:
             t1 = time.perf_counter()
             self.timings["sync_s"] = t1 - t0
             self.timings["exposed_s"] = (self._wait_end or t1) - t0
+            if self._link is not None and (real := self._link.send_real_s()) is not None:
+                self.timings["real_s"] = real
             self.commit = ok
             if ok:
                 self.commits += 1

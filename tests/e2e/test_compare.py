@@ -198,6 +198,13 @@ def test_plan_check_predicts_the_compare(trained: Compared) -> None:
         base["measured"]["exposed_data_ms_per_sync"], rel=0.5
     )
     assert got["streaming"]["predicted"]["exposed_data_ms_per_sync"] < base["predicted"]["exposed_data_ms_per_sync"]
+    # every send's real collectives are timed in the event logs (``real_s``), not only the traced ones
+    from ftrun.event_log import read_event_log
+
+    for name in NAMES:
+        for log in sorted((trained.dir / name / layout.EVENT_LOGS).glob("replica*_rank0.jsonl")):
+            syncs = [x for x in read_event_log(log) if x.synced is not None]
+            assert syncs and all(isinstance(x.real_s, float) and x.real_s > 0 for x in syncs), log
 
 
 def test_quorums_are_held_and_control_is_reported(trained: Compared) -> None:

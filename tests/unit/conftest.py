@@ -6,6 +6,8 @@ import signal
 
 import pytest
 
+from ftrun.trace import stream
+
 
 @pytest.fixture
 def deadline():
@@ -19,3 +21,44 @@ def deadline():
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, old)
+
+
+class _InProcess:
+    """``Forked`` without a fork: ``fn`` runs at ``result()``, after what the parent sent;
+    ``fail`` makes its result ``None``."""
+
+    made: list[_InProcess] = []
+    fail = False
+
+    def __init__(self, fn, max_bytes: int) -> None:
+        self.fn, self.message, self.closed, self.frames = fn, None, False, None
+        _InProcess.made.append(self)
+
+    def send(self, message: bytes) -> bool:
+        self.message = message
+        return True
+
+    def result(self):
+        """``fn`` runs now, with what the parent sent (a real child reads it when it is sent)."""
+        if self.fail:
+            return None
+        try:
+            self.frames = self.fn(lambda: self.message)
+        except Exception:  # a child that raises: no result, as from a real one
+            self.frames = None
+        return self.frames
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def halves(monkeypatch):
+    """Every file, plain or gzip, is read in halves (the child in this process), in small chunks."""
+    _InProcess.made, _InProcess.fail = [], False
+    monkeypatch.setattr(stream, "Forked", _InProcess)
+    monkeypatch.setattr(stream.forked, "usable", lambda: True)
+    monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(stream, "CHUNK", 512)
+    monkeypatch.setattr(stream, "_INFLATED", 300)  # a gzip stream in pieces that cut across the seam
+    return _InProcess

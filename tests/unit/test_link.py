@@ -457,3 +457,87 @@ def test_latency_is_range_checked_like_bandwidth(text: str) -> None:
         parse_link(text)
     assert "latency" in str(e.value) and "0..10s" in str(e.value), str(e.value)
     assert parse_link("1gbit,10s").latency_s == 10.0
+
+
+class _LateWork(dist._Work):
+    """A Work whose future succeeds after ``delay_s`` (on a thread)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self._fut: torch.futures.Future[Any] = torch.futures.Future()
+        threading.Timer(delay_s, lambda: self._fut.set_result([torch.ones(1)])).start()
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        self._fut.wait()
+        return True
+
+    def get_future(self) -> torch.futures.Future[Any]:
+        return self._fut
+
+
+class _LatePG(ProcessGroup):
+    """A tiny torchft ProcessGroup whose k-th allreduce really completes after ``delays[k]``."""
+
+    def __init__(self, delays: list[float]) -> None:
+        super().__init__(0, 1)
+        self.delays = list(delays)
+
+    def allreduce(self, tensors, opts) -> dist._Work:  # noqa: ANN001
+        return _LateWork(self.delays.pop(0))
+
+    def errored(self) -> Exception | None:
+        return None
+
+    def getBackendName(self) -> str:
+        return "late"
+
+
+def test_a_sends_real_collectives_are_timed_under_the_hold() -> None:
+    """``send_real_s``: from ``begin_send`` to the real completion of the send's last collective,
+    before the hold (what the event log's ``real_s`` records); a collective of an earlier send
+    does not count."""
+    inner = _LatePG([0.4, 0.05, 0.15])
+    link = LinkEmulator(inner, 8e6, 0.1, replicas=2)  # each 4 kB collective holds >= 0.2 s
+    assert link.send_real_s() is None
+    before = link.allreduce([torch.ones(1000)], _sum_opts())  # issued before the send: never its
+    t0 = time.monotonic()
+    link.begin_send()
+    works = [link.allreduce([torch.ones(1000)], _sum_opts()) for _ in range(2)]
+    for w in works:
+        w.wait()
+    took = time.monotonic() - t0
+    real = link.send_real_s()
+    assert real is not None and 0.15 <= real < 0.15 + SLACK_S
+    assert took >= 0.2 > 0.15, "the hold still held the send"
+    before.wait()  # completes at 0.4 s, after the send's: its completion is not the send's
+    assert link.send_real_s() == real
+
+
+def test_the_event_log_records_each_syncs_real_collectives(tmp_path) -> None:  # noqa: ANN001
+    """The recorder starts the link's timing at each send and writes ``real_s`` at its sync."""
+    import types
+
+    from ftrun.worker.recorder import StepRecorder
+
+    class _Link:
+        began = 0
+
+        def begin_send(self) -> None:
+            self.began += 1
+
+        def send_real_s(self) -> float:
+            return 0.0425
+
+    rec, link = StepRecorder(tmp_path / "replica0_rank0.jsonl"), _Link()
+    rec.attach_link(link)
+    frag = types.SimpleNamespace(original_parameters={"w": torch.ones(2)})
+    rec._wrap_send(0, lambda: None)()
+    rec._wrap_sync(0, frag, lambda: True)()
+    fields = {"manager_step": 0, "manager_step_after": 1, "participants": 2, "quorum_id": 1, "loss": 0.0}
+    out = rec.end_step(step=1, step_time_s=0.1, restart=0, **fields)
+    rec.close()
+    assert (
+        link.began == 1
+        and out.real_s == 0.0425
+        and '"real_s":0.0425' in (tmp_path / "replica0_rank0.jsonl").read_text()
+    )

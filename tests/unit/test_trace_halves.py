@@ -3,9 +3,9 @@ what it gives read in one piece: the same spans, the same events counted, the sa
 the same one-line error — wherever the seam falls (between events, inside a string that looks
 like one, inside a name holding escaped quotes), and whatever becomes of the child.
 
-The child runs in this process here (unit tests start no process: ``_InProcess`` stands in for
-``ftrun.trace.forked.Forked`` and runs its function at once); tests/e2e/test_trace_halves_e2e.py
-forks a real one."""
+The child runs in this process here (unit tests start no process: conftest's ``halves`` puts
+``_InProcess`` in for ``ftrun.trace.forked.Forked``, running its function at ``result()``);
+tests/e2e/test_trace_halves_e2e.py forks a real one."""
 
 from __future__ import annotations
 
@@ -22,38 +22,6 @@ from ftrun.trace.stream import TraceFile
 from fuzz_traces import read_both_ways as _both, traces
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
-
-
-class _InProcess:
-    """``Forked`` without a fork: ``fn`` runs at once; ``fail`` makes its result ``None``."""
-
-    made: list[_InProcess] = []
-    fail = False
-
-    def __init__(self, fn, max_bytes: int) -> None:
-        try:
-            self.frames = None if self.fail else fn()
-        except Exception:  # a child that raises: no result, as from a real one
-            self.frames = None
-        self.closed = False
-        _InProcess.made.append(self)
-
-    def result(self):
-        return self.frames
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@pytest.fixture
-def halves(monkeypatch):
-    """Every plain file is read in halves, with small chunks."""
-    _InProcess.made, _InProcess.fail = [], False
-    monkeypatch.setattr(stream, "Forked", _InProcess)
-    monkeypatch.setattr(stream.forked, "usable", lambda: True)
-    monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(stream, "CHUNK", 512)
-    return _InProcess
 
 
 def _events(n: int, arg: str = "x") -> list[dict]:
@@ -158,14 +126,61 @@ def test_events_re_encoded_by_the_child_decode_to_the_same(halves, tmp_path):
     assert as_tuples(halved) == as_tuples(plain) and len(halved) == 300
 
 
-def test_gzip_and_small_files_are_read_in_one_piece(halves, tmp_path, monkeypatch):
+def test_small_files_are_read_in_one_piece(halves, tmp_path, monkeypatch):
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 1 << 20)
     p = _write(tmp_path, _events(50))
     list(TraceFile(p).chunks(lambda name: True))
     gz = tmp_path / "t.json.gz"
-    gz.write_bytes(gzip.compress(json.dumps({"traceEvents": _events(5000)}).encode()))
+    gz.write_bytes(gzip.compress(json.dumps({"traceEvents": _events(50)}).encode()))
     list(TraceFile(gz).chunks(lambda name: True))
     assert halves.made == []
+
+
+def _gz(tmp_path: Path, events: list[dict], **keys) -> Path:
+    plain = _write(tmp_path, events, **keys)
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    return gz
+
+
+@pytest.mark.parametrize("first", [0.05, 0.45, 0.5, 0.95])
+def test_a_gzip_stream_in_halves_same_spans(halves, tmp_path, monkeypatch, first):
+    """Both sides inflate the stream and find the same seam in it: the same spans, events and
+    keys as one piece, and the child's result is used."""
+    monkeypatch.setattr(stream, "FIRST_HALF", first)
+    gz = _gz(tmp_path, _events(300), distributedInfo={"rank": 3}, trace_id="t1")
+    whole, halved = _both(gz)
+    assert not isinstance(whole, str) and halved == whole and halved.rank == 3
+    tf = TraceFile(gz)
+    assert sum(len(c) for c in tf.chunks(lambda name: not name.startswith("aten::mm"))) == 600 and tf.events == 900
+    assert tf.meta.trace_id == "t1"
+    assert halves.made and halves.made[-1].frames is not None
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_gzip_seam_inside_a_string_or_a_failed_child_read_on_here(halves, tmp_path, monkeypatch, fail):
+    """The paused first half goes on from either side of the seam: from its "}" when the seam
+    was a guess inside a string, from its "{" when the child gave nothing."""
+    halves.fail = fail
+    events = _events(200, '"}, {"ph": "X", "name": "ProfilerStep#99"}, {')
+    for first in (0.2, 0.45, 0.6):
+        monkeypatch.setattr(stream, "FIRST_HALF", first)
+        gz = _gz(tmp_path, events)
+        whole, halved = _both(gz)
+        assert not isinstance(whole, str) and halved == whole
+        tf = TraceFile(gz)
+        assert sum(len(c) for c in tf.chunks(lambda name: True)) == tf.events == 600
+    assert halves.made and (fail or any(c.closed for c in halves.made))  # a seam in a string: its child closed
+
+
+@pytest.mark.parametrize("trailer", [b"\xff\xff\xff\x7f", b"\x00\x00\x00\x00", b"\x10\x00\x00\x00"])
+def test_a_gzip_trailer_that_lies_costs_only_the_halves(halves, tmp_path, trailer):
+    """The inflated size is the trailer's word (one member, mod 2**32): bytes after the stream
+    (never read) can say anything; too large, zero or too small, the result is the same."""
+    gz = _gz(tmp_path, _events(300))
+    gz.write_bytes(gz.read_bytes() + b"junk" + trailer)
+    whole, halved = _both(gz)
+    assert not isinstance(whole, str) and halved == whole
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -25,6 +25,7 @@ DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(stream, "CHUNK", 512)
+    monkeypatch.setattr(stream, "_INFLATED", 512)  # a gzip stream too, in small pieces
 
 
 def test_real_trace_same_spans_at_any_chunk_size(monkeypatch, tmp_path):
