@@ -30,13 +30,17 @@ a session is one scheduling group, so on a loaded machine two replicas sharing o
 half the CPU that two sessions get: without this the bare loop measured ~2x slower than ftrun.
 Threads (``torch.set_num_threads`` and ``OMP_NUM_THREADS``: the cores shared out, as ftrun's
 launcher) and glibc's malloc thresholds (``ftrun.worker.malloc``, as ftrun's worker) are ftrun's.
+The benchmark's own reads of each side's processes in /proc while it trains (``SAMPLE_S``) are made
+on both sides alike.
 
 The fastest honest bare loop: ``--knobs all`` (or comma-separated substrings of ``BARE_KNOBS``)
 runs variations of the bare loop against it, paired per repeat: every core per rank, OMP's own
 thread count, batches generated before the loop, ``gc.freeze()``/gc off, glibc's default malloc
 thresholds; wall ms/step and CPU ms/step per rank, each as a ratio to the plain bare loop. What
 made it faster and ftrun can do too is done on both sides (the malloc thresholds); what changes
-the work (batches made before the loop: data is part of a step) is reported, not applied.
+the work (batches made before the loop: data is part of a step) is reported, not applied. One
+knob is not a way to go faster but ftrun's process layout, to tell its cost apart: the bare loop
+under a torchrun agent per replica (``--knobs torchrun``).
 
 Where ftrun's extra time is, from the same runs: (1) each side's whole loop per step split
 exactly into its median plain step + what its plain steps took beyond that + what its send/sync
