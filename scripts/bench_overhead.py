@@ -55,6 +55,7 @@ The last line of output is one JSON object: ``bare_ms_per_step``, ``ftrun_ms_per
 ``ratio`` (whole loop, ftrun with its defaults: sketches and recovery profiling on, stated in
 ``ftrun_sketches``/``ftrun_profile_recovery`` from the run's spec), ``ratios_per_repeat``,
 ``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
+``plain_step_body_ms`` (ftrun's median plain ``step_time_s``, the body alone, vs the bare median plain step),
 ``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``, ``repeats``,
 ``load_average`` (per repeat), ``valid`` and ``invalid`` (ratio below ``VALID_FROM``). Before it,
 the per-step distributions of both sides (10th/25th/50th/90th percentile of the whole-loop
@@ -685,6 +686,14 @@ def main() -> None:
         print(
             f"  {what:44} bare {bk:7.3f}  ftrun {fk:7.3f}  ftrun - bare {fk - bk:+7.3f} ({(fk - bk) / b * 100:+.2f}%)"
         )
+    # the step body alone, where it runs: ftrun's own timing of it (``step_time_s``) against the bare
+    # loop's plain step (its whole loop is the body and a time stamp); equal bodies in one process
+    # that differ here differ by where they run (the process, what else runs beside it)
+    body = statistics.median(PLAIN)
+    print(
+        f"  plain step body alone: ftrun's step_time_s median {body:.3f} ms vs the bare plain step "
+        f"{split['bare']['plain']:.3f} ms: {body - split['bare']['plain']:+.3f} ms"
+    )
     # CPU per step by process, load-independent where wall time is not: the same work on both
     # sides should cost the same CPU per rank; ftrun's other processes add theirs
     cpu = {side: cpu_medians(CPU[side]) for side in ("bare", "ftrun")}
@@ -726,6 +735,7 @@ def main() -> None:
                     k: {side: round(split[side][k], 4) for side in ("bare", "ftrun")} for k in PARTS
                 },
                 "outside_step_body_ms_per_step": round(outside_ms, 4),
+                "plain_step_body_ms": {"ftrun": round(body, 4), "bare": round(split["bare"]["plain"], 4)},
                 "cpu_ms_per_step": {side: {r: round(v, 4) for r, v in cpu[side].items()} for side in cpu},
                 "cpu_ratio_all_processes": round(total_f / total_b, 4),
                 "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},
