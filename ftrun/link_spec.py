@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from ftrun import linkcost
 from ftrun.errors import BadInput
 
-_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
+_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 # Exponents are accepted (with either sign) so that ``as_flag()``'s ``%g`` output always parses back.
 _NUM = r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-_RE = re.compile(rf"^\s*({_NUM})\s*([kmg]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*({_NUM})\s*(ms|s|us)?\s*)?$", re.I)
+_RE = re.compile(rf"^\s*({_NUM})\s*([kmgt]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*({_NUM})\s*(ms|s|us)?\s*)?$", re.I)
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class LinkSpec:
 
     def describe(self) -> str:
         bw = self.bandwidth_bps
-        for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
             if bw >= scale:
                 return f"{bw / scale:g} {unit}, {self.latency_s * 1e3:g} ms"
         return f"{bw:g} bit/s, {self.latency_s * 1e3:g} ms"
@@ -55,7 +55,7 @@ def parse_link(text: str, name: str = "--link") -> LinkSpec:
         raise BadInput(f"{name} {text!r}: bandwidth must be a finite number > 0")
     if not MIN_BPS <= bw <= MAX_BPS:
         raise BadInput(
-            f"{name} {text!r}: bandwidth {bw:g} bit/s is outside 1kbit..1000gbit (give a unit, e.g. 100mbit)"
+            f"{name} {text!r}: bandwidth {bw:g} bit/s is outside 1kbit..1tbit (give a unit, e.g. 100mbit)"
         )
     lat = float(m[3] or 0.0)
     unit = (m[4] or "ms").lower()

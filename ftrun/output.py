@@ -35,7 +35,6 @@ import errno
 import fcntl
 import os
 import shutil
-import stat
 import time
 import zlib
 from collections.abc import Iterable, Iterator
@@ -46,7 +45,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.small_files import read_file
+from ftrun.small_files import read_file, read_head
 
 RUN_MARKER = layout.RUN_MARKER
 OUT_MARKER = layout.OUT_MARKER
@@ -121,17 +120,9 @@ _HEAD = 4096
 def written_by_ftrun(path: Path) -> bool:
     """Does ``path`` (a regular file) start like a file ftrun writes (``FTRUN_SIGNATURES``)?"""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        head = read_head(path, _HEAD, "file")  # (a FIFO, a device, a directory: not ftrun's)
+    except BadInput:
         return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        head = os.read(fd, _HEAD)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
     if head[:2] == b"\x1f\x8b":
         try:
             head = zlib.decompressobj(wbits=31).decompress(head, _HEAD)

@@ -387,14 +387,17 @@ class TraceFile:
     ``X`` event named ``inside[name]`` of the same pid and tid (``ts <= e.ts <= ts + dur``), and
     only after all the others (held until every such span is known): a superset of what a
     caller nesting it in those spans finds, without the many that lie outside any (aten::copy_).
-    With ``keep``, a large plain file
-    (``PARALLEL_BYTES`` or more) on a machine with a second CPU is read in two halves at once:
-    a forked child (``ftrun.trace.forked``) decodes the second half from a seam found near the
-    middle and sends back its kept events, re-encoded; this process decodes the first half, up
-    to the seam. The seam is only a guess until the first half's last decode ends exactly on it
-    (which proves it lies between two events of the array); a seam that does not, a child that
-    fails in any way, and the file is read on here in one piece, as without a child: the same
-    events either way."""
+
+    With ``keep``, a large file (``PARALLEL_BYTES`` or more of JSON; a gzip stream's size by
+    its trailer) on a machine with a second CPU is read in two halves at once: a forked child
+    (``ftrun.trace.forked``) decodes the second half from a seam found near the middle (a
+    gzip stream: the child inflates it too, to the same seam) and sends back its kept events,
+    re-encoded, and its held ones within the containers of either half (this process sends it
+    its own once its half is read); this process decodes the first half, up to the seam. The
+    seam is only a guess until the first half's last decode ends exactly on it (which proves it
+    lies between two events of the array); a seam that does not, a child that fails in any
+    way, and the file is read on here in one piece, as without a child: the same events
+    either way."""
 
     def __init__(self, path: Path, limit: int = MAX_TRACE_BYTES) -> None:
         self.path = Path(path)

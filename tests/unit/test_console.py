@@ -398,9 +398,17 @@ def test_link_outside_1kbit_1tbit_is_refused(text):
     assert str(e.value).startswith(f"--link {text!r}:") and "1kbit" in str(e.value)
 
 
-@pytest.mark.parametrize("text, bw", [("1kbit", 1e3), ("1000", 1e3), ("1000gbit,5ms", 1e12), ("1e12", 1e12)])
+@pytest.mark.parametrize(
+    "text, bw", [("1kbit", 1e3), ("1000", 1e3), ("1000gbit,5ms", 1e12), ("1e12", 1e12), ("1tbit,5ms", 1e12)]
+)
 def test_link_bounds_are_inclusive(text, bw):
     assert parse_link(text).bandwidth_bps == pytest.approx(bw)
+
+
+def test_a_terabit_link_is_named_as_plan_prints_it():
+    """plan prints Tbit/s; the same words are a --link (and a link describes itself in them)."""
+    assert parse_link("0.5tbit").describe() == "500 Gbit/s, 0 ms" and parse_link("1tbit").describe() == "1 Tbit/s, 0 ms"
+    assert parse_link(parse_link("1tbit,2ms").as_flag()) == parse_link("1tbit,2ms")
 
 
 @pytest.mark.parametrize(

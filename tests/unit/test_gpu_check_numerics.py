@@ -92,3 +92,14 @@ def test_the_planned_runs_are_valid_configurations() -> None:
         cfg = build(**_flags(args))  # BadInput (e.g. a corrupt step that is not a sync step) fails here
         assert cfg.optimizer.quantize == (name.startswith("quantize")), name
     assert plan["quantize-corrupt"] == [*plan["quantize"], "--corrupt-allreduce", gc.CORRUPT]
+
+
+def test_a_run_skipped_for_time_is_not_a_pass() -> None:
+    """The corrupted quantized run proves the check fails only once it has run: skipped, the
+    summary is not ok and names it."""
+    gc = _script()
+    passed = {"ok": True, "inspect": {"verdict": "pass"}, "numerics_problem": None}
+    runs = {"streaming": passed, "quantize": {"ok": True, "numerics_problem": None}}
+    assert gc.overall({**runs, "quantize-corrupt": {"ok": False, "corrupt_problem": None}}) == (True, [])
+    skipped = {"ok": False, "error": gc.SKIPPED}
+    assert gc.overall({**runs, "quantize-corrupt": skipped}) == (False, ["quantize-corrupt"])

@@ -97,13 +97,15 @@ def test_a_child_without_result_the_second_half_is_read_here(halves, tmp_path):
         b'{"ph": "X", "name": "ProfilerStep#1", "ts": 1,,}',  # not JSON
     ],
 )
-def test_a_bad_event_in_either_half_gives_the_same_error(halves, tmp_path, bad):
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_bad_event_in_either_half_gives_the_same_error(halves, tmp_path, bad, gz):
     events = json.dumps(_events(200))[1:-1].encode()
     parts = events.split(b"}, {")
     for at in (10, len(parts) // 2, len(parts) - 5):
         body = b"}, {".join(parts[:at]) + b"}, " + bad + b", {" + b"}, {".join(parts[at:])
-        p = tmp_path / "t.json"
-        p.write_bytes(b'{"traceEvents": [' + body + b"]}")
+        raw = b'{"traceEvents": [' + body + b"]}"
+        p = tmp_path / ("t.json.gz" if gz else "t.json")
+        p.write_bytes(gzip.compress(raw) if gz else raw)
         whole, halved = _both(p)
         assert isinstance(whole, str) and halved == whole
 
