@@ -30,13 +30,17 @@ a session is one scheduling group, so on a loaded machine two replicas sharing o
 half the CPU that two sessions get: without this the bare loop measured ~2x slower than ftrun.
 Threads (``torch.set_num_threads`` and ``OMP_NUM_THREADS``: the cores shared out, as ftrun's
 launcher) and glibc's malloc thresholds (``ftrun.worker.malloc``, as ftrun's worker) are ftrun's.
+The benchmark's own reads of each side's processes in /proc while it trains (``SAMPLE_S``) are made
+on both sides alike.
 
 The fastest honest bare loop: ``--knobs all`` (or comma-separated substrings of ``BARE_KNOBS``)
 runs variations of the bare loop against it, paired per repeat: every core per rank, OMP's own
 thread count, batches generated before the loop, ``gc.freeze()``/gc off, glibc's default malloc
 thresholds; wall ms/step and CPU ms/step per rank, each as a ratio to the plain bare loop. What
 made it faster and ftrun can do too is done on both sides (the malloc thresholds); what changes
-the work (batches made before the loop: data is part of a step) is reported, not applied.
+the work (batches made before the loop: data is part of a step) is reported, not applied. One
+knob is not a way to go faster but ftrun's process layout, to tell its cost apart: the bare loop
+under a torchrun agent per replica (``--knobs torchrun``).
 
 Where ftrun's extra time is, from the same runs: (1) each side's whole loop per step split
 exactly into its median plain step + what its plain steps took beyond that + what its send/sync
@@ -51,6 +55,7 @@ The last line of output is one JSON object: ``bare_ms_per_step``, ``ftrun_ms_per
 ``ratio`` (whole loop, ftrun with its defaults: sketches and recovery profiling on, stated in
 ``ftrun_sketches``/``ftrun_profile_recovery`` from the run's spec), ``ratios_per_repeat``,
 ``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
+``plain_step_body_ms`` (ftrun's median plain ``step_time_s``, the body alone, vs the bare median plain step),
 ``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``, ``repeats``,
 ``load_average`` (per repeat), ``valid`` and ``invalid`` (ratio below ``VALID_FROM``). Before it,
 the per-step distributions of both sides (10th/25th/50th/90th percentile of the whole-loop
@@ -170,6 +175,9 @@ BARE_KNOBS: dict[str, dict] = {
     "gc.freeze() after set-up": {"knobs": {"gc": "freeze"}},
     "gc off": {"knobs": {"gc": "off"}},
     "malloc: glibc's default thresholds (ftrun's worker fixes them)": {"knobs": {"malloc": False}},
+    # not a way to make the bare loop faster: ftrun's process layout (a torchrun agent per replica
+    # group, the group's store in the agent), to tell its cost from ftrun's own per-step work
+    "under torchrun, as ftrun's groups": {"launcher": "torchrun"},
 }
 
 
@@ -223,7 +231,12 @@ def breakdown(run: list[tuple[float, bool]]) -> dict[str, float]:
     }
 
 
-SAMPLE_S = 0.1  # how often the ftrun side's process tree is read (a read: ~0.2 ms CPU, 0.2% of a core)
+# How often each side's process tree is read from /proc while it trains: the benchmark's own load,
+# put on both sides alike (the bare side's processes are read as often; its ranks' CPU comes from
+# the ranks themselves). A read of ftrun's tree: ~0.1 ms CPU (the event logs' new bytes only: a
+# re-read of whole logs made it ~1 ms, 10 ms a second taken from the ftrun side alone).
+SAMPLE_S = 0.1
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float | None:
@@ -233,7 +246,7 @@ def cpu_s(pid: int) -> float | None:
     except OSError:
         return None
     f = stat[stat.rindex(")") + 2 :].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(f[11]) + int(f[12])) / CLK_TCK
 
 
 def role(pid: int) -> str:
@@ -264,12 +277,21 @@ class TreeCpu:
         self.roles: dict[int, str] = {}
         self.first: tuple[float, dict[int, float]] | None = None
         self.last: tuple[float, dict[int, float]] | None = None
+        self._lines = [0] * len(logs)  # complete lines of each log so far, read up to ``_read``
+        self._read = [0] * len(logs)
 
     def steps(self) -> float | None:
+        """Mean complete lines of the event logs (each read from where the last call stopped)."""
         try:
-            return statistics.mean(x.read_bytes().count(b"\n") for x in self.logs)
+            for i, x in enumerate(self.logs):
+                with x.open("rb") as f:
+                    f.seek(self._read[i])
+                    new = f.read()
+                self._read[i] += len(new)
+                self._lines[i] += new.count(b"\n")
         except OSError:
             return None
+        return statistics.mean(self._lines)
 
     def sample(self, total: int) -> None:
         from ftrun.launch.procs import descendants
@@ -315,10 +337,16 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads_for(replicas))}  # as ftrun's launcher sets it
     for k, v in variant.get("env", {}).items():
         env.pop(k, None) if v is None else env.__setitem__(k, v)
+    launcher: list[str] = []
+    if variant.get("launcher") == "torchrun":
+        from ftrun.launch.groups import torchrun_argv
+
+        launcher = torchrun_argv(1)[1:]  # python -m torch.distributed.run ... SCRIPT ARGS
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
+                *launcher,
                 __file__,
                 "--worker",
                 str(r),
@@ -339,8 +367,13 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
         for r in range(replicas)
     ]
     try:
-        for p in procs:
-            p.wait(timeout=600)
+        deadline = time.monotonic() + 600
+        while any(p.poll() is None for p in procs):  # with the ftrun side's reads of /proc (SAMPLE_S)
+            if time.monotonic() > deadline:
+                raise SystemExit("bench_overhead: a bare replica ran for more than 600 s")
+            for pid in (lh.pid, *(p.pid for p in procs)):
+                cpu_s(pid)
+            time.sleep(SAMPLE_S)
     finally:
         for p in procs:
             p.kill() if p.poll() is None else None
@@ -653,6 +686,14 @@ def main() -> None:
         print(
             f"  {what:44} bare {bk:7.3f}  ftrun {fk:7.3f}  ftrun - bare {fk - bk:+7.3f} ({(fk - bk) / b * 100:+.2f}%)"
         )
+    # the step body alone, where it runs: ftrun's own timing of it (``step_time_s``) against the bare
+    # loop's plain step (its whole loop is the body and a time stamp); equal bodies in one process
+    # that differ here differ by where they run (the process, what else runs beside it)
+    body = statistics.median(PLAIN)
+    print(
+        f"  plain step body alone: ftrun's step_time_s median {body:.3f} ms vs the bare plain step "
+        f"{split['bare']['plain']:.3f} ms: {body - split['bare']['plain']:+.3f} ms"
+    )
     # CPU per step by process, load-independent where wall time is not: the same work on both
     # sides should cost the same CPU per rank; ftrun's other processes add theirs
     cpu = {side: cpu_medians(CPU[side]) for side in ("bare", "ftrun")}
@@ -694,6 +735,7 @@ def main() -> None:
                     k: {side: round(split[side][k], 4) for side in ("bare", "ftrun")} for k in PARTS
                 },
                 "outside_step_body_ms_per_step": round(outside_ms, 4),
+                "plain_step_body_ms": {"ftrun": round(body, 4), "bare": round(split["bare"]["plain"], 4)},
                 "cpu_ms_per_step": {side: {r: round(v, 4) for r, v in cpu[side].items()} for side in cpu},
                 "cpu_ratio_all_processes": round(total_f / total_b, 4),
                 "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},

@@ -257,7 +257,7 @@ class StepLoop:
         self.around = around  # profiling this surviving group around another group's fault
         self.sleep_s = cfg.emulation.step_sleep_ms / 1e3
         self._tb_last: dict = {}
-        self._tb_pending: list = []
+        self._tb_pending: list[tuple[int, list[tuple[str, float]]]] = []  # (step, its scalars)
 
     def run(self, prof) -> None:
         from torch.profiler import record_function
@@ -366,18 +366,29 @@ class StepLoop:
             # time: per-step add_scalar calls cost 0.2-0.4 ms a step here (the writer thread
             # wakes for each event), a batch ~0.02 ms a step. A killed group loses < TB_EVERY
             # steps of scalars; its event log has every step.
-            self._tb_pending += [("loss", loss, step), ("step_time_s", dt, step)]
+            values = [("loss", loss), ("step_time_s", dt)]
             for key, value in (("manager_step", m.current_step()), ("participants", participants)):
                 if value is not None and self._tb_last.get(key) != value:
-                    self._tb_pending.append((key, value, step))
+                    values.append((key, value))
                     self._tb_last[key] = value
+            self._tb_pending.append((step, values))
             if step % TB_EVERY == 0:
                 self.flush_scalars()
 
     def flush_scalars(self) -> None:
-        if self.writer is not None:
-            for key, value, step in self._tb_pending:
-                self.writer.add_scalar(key, value, step)
+        """The pending steps' scalars, one TensorBoard event per step holding all of its scalars
+        (what ``add_scalar`` writes as one event each: TensorBoard reads a summary's values
+        alike). An event costs its writer thread two CRC-32Cs in pure Python (tensorboard's
+        record writer without TensorFlow), so one per step instead of one per scalar halves
+        that work: ~40 -> ~20 us CPU per step here."""
+        if self.writer is not None and self._tb_pending:
+            from torch.utils.tensorboard.summary import Summary  # (tensorboard's proto, as add_scalar's)
+
+            file_writer = self.writer.file_writer  # what add_scalar writes through, made by SummaryWriter()
+            assert file_writer is not None
+            for step, values in self._tb_pending:
+                summary = Summary(value=[Summary.Value(tag=k, simple_value=float(v)) for k, v in values])
+                file_writer.add_summary(summary, step)
         self._tb_pending = []
 
 
