@@ -115,20 +115,9 @@ def group_env(
     return env
 
 
-# How often torchrun's agent looks at its ranks (its ``--monitor-interval``; torch's default 0.1 s).
-# Each look costs the agent ~0.3 ms CPU here (polling its ranks, a store query for waiting nodes,
-# metrics): at 0.1 s, two agents took ~0.16 ms CPU per 21 ms training step from the two cores the
-# ranks train on. The agent's look only tells it that one of its ranks exited (a crash, or the end
-# of the run): a planned fault's detection does not go through it (``kill`` SIGKILLs the agent
-# with its ranks, ``sigterm`` signals it, ``hang`` is the watchdog's, the lighthouse's heartbeat
-# timeout drops a group), and ftrun's supervisor looks every 0.2 s (``supervise``) anyway.
-AGENT_MONITOR_S = 0.5
-
-
 def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str]:
     """``python -m torch.distributed.run`` for one group of ``nproc`` ranks, no elastic restarts
-    (ftrun relaunches the whole group), its agent looking every ``AGENT_MONITOR_S``; standalone
-    rendezvous unless ``master`` is given."""
+    (ftrun relaunches the whole group); standalone rendezvous unless ``master`` is given."""
     argv = [
         sys.executable,
         "-m",
@@ -139,8 +128,6 @@ def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str
         str(nproc),
         "--max-restarts",
         "0",
-        "--monitor-interval",
-        f"{AGENT_MONITOR_S:g}",
     ]
     if master is None:
         argv.append("--standalone")
