@@ -1,7 +1,8 @@
 """ftrun's per-step costs made cheaper without doing less (issue 27 part 5): the committed
-fragment's fingerprint (SHA-256, hashed in place), torchrun's agent looking at its ranks every
-``AGENT_MONITOR_S``, and ``scripts/bench_overhead.py``'s sampler reading only the event logs' new
-bytes. Unit tests: no process is started."""
+fragment's fingerprint (SHA-256, hashed in place) and ``scripts/bench_overhead.py``'s sampler
+reading only the event logs' new bytes. (torchrun's agent keeps torch's 0.1 s look at its ranks:
+a slower one would see every unplanned crash and every run's end later, for ~0.05 ms of CPU per
+step on a machine without a spare core.) Unit tests: no process is started."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from ftrun.launch.groups import AGENT_MONITOR_S, torchrun_argv
 from ftrun.worker.recorder import fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,14 +50,6 @@ def test_the_fingerprint_sees_values_not_layout_and_any_changed_bit() -> None:
     flipped["b"].view(torch.int32)[3] ^= 1  # one bit of one element
     renamed = {("bias" if k == "b" else k): v for k, v in ps.items()}
     assert fingerprint(flipped) != fp and fingerprint(renamed) != fp
-
-
-def test_torchrun_agents_look_at_their_ranks_every_agent_monitor_s() -> None:
-    argv = torchrun_argv(2)
-    i = argv.index("--monitor-interval")
-    assert float(argv[i + 1]) == AGENT_MONITOR_S and 0.1 < AGENT_MONITOR_S <= 0.5
-    assert argv[argv.index("--max-restarts") + 1] == "0" and "--standalone" in argv
-    assert "--standalone" not in torchrun_argv(1, ("10.0.0.1", 29500))
 
 
 @pytest.fixture
