@@ -46,6 +46,7 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left
 from collections.abc import Hashable
@@ -215,6 +216,13 @@ def _shapes(value: object) -> tuple[Shape, ...] | None:
         return all(walk(x, depth + 1) for x in v)
 
     return tuple(out) if walk(value, 0) and out else None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _dims_shapes(dims: bytes) -> tuple[Shape, ...] | None:
+    """``_shapes`` of an ``Input Dims`` value in its raw JSON: a run's collectives repeat the
+    same few, so each is decoded and walked once."""
+    return _shapes(raw_json(msgspec.Raw(dims)))
 
 
 def _first_shape(value: object) -> Shape | None:
@@ -455,7 +463,7 @@ def _sends(
                 if op.name in labels.c10d_quantized:
                     quantized = True
                     continue  # quantized buffers: not the tensor's sizes
-                got = _shapes(raw_json(args_of(op).input_dims))
+                got = _dims_shapes(bytes(args_of(op).input_dims))
                 if got:
                     shapes = (shapes or ()) + got
             if shapes is None and not quantized:  # no record_shapes: NCCL's record_param_comms states the count
@@ -525,7 +533,7 @@ def _collectives(
         if kern and n.startswith(labels.nccl_host_prefix):
             continue  # with GPU activity, the CPU-side nccl:* spans are only the launch
         for e in by_name[n]:
-            dims = _shapes(raw_json(args_of(e).input_dims))
+            dims = _dims_shapes(bytes(args_of(e).input_dims))
             colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD), kind=nccl.normalise(n)))
     colls.extend(_kernel_collectives(kern, calls))
     colls.sort(key=lambda c: c.span.ts)

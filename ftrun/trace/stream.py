@@ -408,6 +408,7 @@ class TraceFile:
         self.inside: Mapping[str, str] = {}
         self._known: dict[str, int | str] = {}  # name -> _DROP, _KEEP, _CONTAINER or _INSIDE
         self._held = _Held()  # events of an ``inside`` name, until every container is known
+        self._released_at: set[int] = set()  # the held ones already yielded (by index)
         self._containers: list[tuple[int | str, int | str, float, float]] = []  # (pid, tid, ts, dur)
 
     def _code(self, name: str) -> int | str:
@@ -438,10 +439,13 @@ class TraceFile:
             self._held.add(list(compress(evs, map(eq, codes, repeat(_INSIDE)))))
         return list(compress(evs, codes))
 
-    def _released(self) -> list[TraceEvent]:
-        """The held events inside a container (all known by now); none are held afterwards."""
-        held, self._held = self._held, _Held()
-        return held.pick(_within(held, self._containers))
+    def _released(self, containers: list[tuple[int | str, int | str, float, float]]) -> list[TraceEvent]:
+        """The held events within one of ``containers`` that no earlier call released: a half's
+        own are released as soon as its half is read, the other half's when they come."""
+        done = self._released_at
+        at = [i for i in _within(self._held, containers) if i not in done]
+        done.update(at)
+        return self._held.pick(at)
 
     @staticmethod
     def _cut_chunk(buf: bytearray) -> tuple[list[TraceEvent], int] | None:
@@ -579,17 +583,18 @@ class TraceFile:
             frames = None
             if child is not None:
                 child.send(_ENC.encode(self._containers))  # the child's held events are inside one of these or its own
+                yield self._released(self._containers)  # those within this half's, while the child ends its half
                 frames = child.result()
             if frames:
-                yield from self._from_child(frames)
-                yield self._released()
+                yield from self._from_child(frames)  # (the child's containers join this half's)
+                yield self._released(self._containers)
                 return
             src.from_seam()  # no second half from the child: read it here
             child, rest = None, memoryview(bytearray(b"["))
         tail = self._tail(rest)
         self._keys_after(tail)
         yield self._kept(tail.traceEvents)
-        yield self._released()
+        yield self._released(self._containers)
 
     def _from_child(self, frames: list[bytes]) -> Iterator[list[TraceEvent]]:
         try:
@@ -630,12 +635,13 @@ class TraceFile:
             src.close()
         kept = other._kept(tail.traceEvents)
         own = list(other._containers)
+        frames.append(_ENC.encode(other._released(own)))  # before the parent's half ends
         message = inbox()
-        if message is None:
-            frames += other._held.frames  # no containers of the parent: all of them (a superset)
+        if message is None:  # no containers of the parent: all the others (a superset)
+            n = len(other._held.ts)
+            frames.append(_ENC.encode(other._held.pick([i for i in range(n) if i not in other._released_at])))
         else:
-            other._containers += _CONTAINERS.decode(message)
-            frames.append(_ENC.encode(other._released()))
+            frames.append(_ENC.encode(other._released(_CONTAINERS.decode(message))))
         half = _Half(other.events, kept, own, *(getattr(tail, k) for k in _TAIL_KEYS))
         if tail.deviceProperties:
             half.deviceProperties = tail.deviceProperties
