@@ -161,6 +161,8 @@ def main(spec_path: str) -> int:
             should_quantize=cfg.optimizer.quantize,
             backup_device=device,
         ) as diloco:
+            if numerics is not None:
+                numerics.attach_sums(diloco)  # innermost: inside the event log's timing of the sync
             recorder.attach(diloco)
             for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)

@@ -10,7 +10,13 @@ We hook exactly those places, never re-implementing them:
 
 * ``SketchPG`` wraps the process group the Manager uses (torchft's ``ProcessGroupWrapper``
   extension point): the tensor handed to its ``allreduce`` is the **contribution** as the
-  collective saw it; its result, before torchft's divide callback runs, is the **SUM**.
+  collective saw it; its result, before torchft's divide callback runs, is the **SUM**. On the
+  CPU the SUM is read at the sync: the fragment's ``perform_sync`` (innermost hook, ``attach_sums``)
+  first waits for the round's Works as torchft's own wait does first, and sketches every SUM at
+  once, in place, before torchft's wait chains its divide (a Python Work wrapper per collective and
+  a completion callback per tensor, each copying its tensor, cost ~0.45 ms per sync in the rank).
+  Elsewhere (a GPU's streams, the quantized path's own done-callback) the SUM is sketched in a
+  callback on the Work's future (``SketchedWork``).
   With ``--quantize`` torchft calls ``allreduce_quantized`` instead, which never calls it:
   ``ftrun.worker.sketch_quantized`` wraps that function and sketches through ``SketchPG.sketched``.
 * each fragment's ``prepare_sync`` / ``perform_sync`` (instance attributes) name the round:
@@ -272,6 +278,9 @@ class Round:
         self.world: int | None = None
         self.contribution = Builder(projector)
         self.sum = Builder(projector, norm=False)  # the check bounds ||SUM|| by Σ||contribution||
+        # CPU plain path: (tensor, offset, index, Work) per collective, the SUM sketched at the sync
+        self.held: list[tuple[torch.Tensor, int, int, dist._Work]] = []
+        self.sum_sketch: layout.Sketch | None = None  # the held collectives' SUM (``NumericsProbe.sums_first``)
         self.average: layout.Sketch | None = None
         self.globals: layout.Sketch | None = None
         self.issued = 0
@@ -348,7 +357,40 @@ class SketchPG(KeptWrapper):
     def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> dist._Work:
         if getattr(opts, "reduceOp", None) != dist.ReduceOp.SUM:
             return super().allreduce(tensors, opts)
-        return self.sketched(tensors, lambda: KeptWrapper.allreduce(self, tensors, opts), self._probe.plain_path)
+        path = self._probe.plain_path
+        if len(tensors) == 1 and tensors[0].device.type == "cpu":
+            return self.held(tensors[0], lambda: KeptWrapper.allreduce(self, tensors, opts), path)
+        return self.sketched(tensors, lambda: KeptWrapper.allreduce(self, tensors, opts), path)
+
+    def _contribute(self, t: torch.Tensor, path: str) -> tuple[Round, int, int] | None:
+        """Sketch ``t``, about to be handed to the round's next collective (the contribution); the
+        round, ``t``'s offset in the fragment and the collective's index. None: no round is sketched."""
+        r = self._probe.round
+        if r is None or r.broken:
+            return None
+        try:
+            if r.world is None:
+                r.world = int(self._inner.size())
+                r.device = t.device.type
+            r.path = path
+            offset, index = r.contribution.add(t), r.issued
+            r.issued += 1
+            self._probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
+        except Exception:
+            self._probe.failed(r, "contribution")
+            return None
+        return r, offset, index
+
+    def held(self, t: torch.Tensor, issue: Callable[[], dist._Work], path: str) -> dist._Work:
+        """Run ``issue()``, the collective of CPU tensor ``t``, sketching ``t`` as handed to it; its
+        Work is returned as it is and kept in the round, whose SUM ``NumericsProbe.sums_first``
+        sketches at the sync."""
+        placed = self._contribute(t, path)
+        work = issue()
+        if placed is not None:
+            r, offset, index = placed
+            r.held.append((t, offset, index, work))
+        return work
 
     def sketched(
         self, tensors: list[torch.Tensor], issue: Callable[[], dist._Work], path: str, stream: Any = None
@@ -357,22 +399,12 @@ class SketchPG(KeptWrapper):
         as handed to it (the contribution) and, once the Work completed, its result (the SUM, before
         torchft's divide callback, on ``stream`` when given: where the collective writes the result).
         ``path``: which torchft path this collective is (the round's ``path``)."""
-        r = self._probe.round
-        if r is None or r.broken or len(tensors) != 1:
+        placed = self._contribute(tensors[0], path) if len(tensors) == 1 else None
+        if placed is None:
             return issue()
         t = tensors[0]
         probe = self._probe
-        try:
-            if r.world is None:
-                r.world = int(self._inner.size())
-                r.device = t.device.type
-            r.path = path
-            offset, index = r.contribution.add(t), r.issued
-            r.issued += 1
-            probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
-        except Exception:
-            probe.failed(r, "contribution")
-            return issue()
+        r, offset, index = placed
 
         def on_done() -> None:
             try:
@@ -469,6 +501,45 @@ class NumericsProbe:
         except Exception:
             log.exception("sketch of the healed parameters failed")
 
+    def attach_sums(self, diloco: Any) -> None:
+        """Hook each fragment's ``perform_sync`` innermost, before anything else wraps it (the event
+        log's timings, which count the SUMs' sketch as part of the sync's wait, as it is)."""
+        for f, frag in enumerate(diloco_fragments(diloco)):
+            frag.perform_sync = self.sums_first(f, frag.perform_sync)
+
+    def sums_first(self, f: int, fn: Callable[[], bool]) -> Callable[[], bool]:
+        """``perform_sync`` that first sketches the SUMs of fragment ``f``'s held collectives."""
+
+        def perform_sync() -> bool:
+            r = self.pending.get(f)
+            if r is not None and r.held:
+                self._sketch_held(r)
+            return fn()
+
+        return perform_sync
+
+    def _sketch_held(self, r: Round) -> None:
+        """Wait for each held Work (what torchft's wait calls first: a collective that failed raises
+        there, and again in torchft's wait, which handles it) and sketch the SUMs in place, in one
+        Builder, before torchft's wait chains its divide. A failed collective: no SUM (``done`` short)."""
+        held, r.held = r.held, []
+        try:
+            for _, _, _, work in held:
+                work.wait()
+        except Exception:
+            return
+        try:
+            b = Builder(self.projector, norm=False, copy=False)  # sketched below, before anything changes them
+            for t, offset, index, _ in held:
+                self.corruption.before_sum(t, r.sync_step, r.fragment, index)
+                b.at(t, offset)
+            r.sum_sketch = b.sketch(r.contribution.numel)
+            for t, _, _, _ in held:
+                self.corruption.after_sum(t, r.sync_step, r.participants)
+            r.done += len(held)
+        except Exception:  # the SUM is lost (r.done stays short), the contribution stands
+            self.failed(r, "sum", whole=False)
+
     def _sync(self, f: int, fn: Callable[[], bool]) -> Callable[[], bool]:
         def perform_sync() -> bool:
             ok = fn()
@@ -477,10 +548,12 @@ class NumericsProbe:
                 self._emit_send(r)
                 if not r.broken:
                     complete = r.issued > 0 and r.done == r.issued
+                    if complete and r.sum_sketch is None:
+                        r.sum_sketch = r.sum.sketch(r.contribution.numel)
                     self.out.append(
                         r.part(
                             "sync",
-                            sum=r.sum.sketch(r.contribution.numel) if complete else None,
+                            sum=r.sum_sketch if complete else None,
                             average=r.average if ok else None,
                             globals=r.globals if ok else None,
                         )
