@@ -49,15 +49,17 @@ steps took beyond that (``breakdown``), ftrun - bare per part; (2) CPU ms per st
 ``SAMPLE_S`` between the warm-up and the last step) and ftrun's other processes (torchrun
 agents, the parent), load-independent where wall time is not; (3) ftrun's own per-step work
 timed alone in this process with the worker's code (``per_step_costs_ms``: sketches,
-fingerprint, event-log line, armed recovery profiling).
+fingerprint, event-log line, armed recovery profiling; a lower bound, on a warm cache) and each
+timed right after a training step of the model, as the rank runs it (``per_step_costs_after_a_step_ms``).
 
 The last line of output is one JSON object: ``bare_ms_per_step``, ``ftrun_ms_per_step``,
 ``ratio`` (whole loop, ftrun with its defaults: sketches and recovery profiling on, stated in
 ``ftrun_sketches``/``ftrun_profile_recovery`` from the run's spec), ``ratios_per_repeat``,
 ``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
 ``plain_step_body_ms`` (ftrun's median plain ``step_time_s``, the body alone, vs the bare median plain step),
-``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``, ``repeats``,
-``load_average`` (per repeat), ``valid`` and ``invalid`` (ratio below ``VALID_FROM``). Before it,
+``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``,
+``per_step_costs_after_a_step_ms``, ``repeats``, ``load_average`` (per repeat), ``valid`` and
+``invalid`` (ratio below ``VALID_FROM``). Before it,
 the per-step distributions of both sides (10th/25th/50th/90th percentile of the whole-loop
 step), which tell a difference in the work (every percentile moves) from contention (the tail).
 
@@ -505,10 +507,10 @@ def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
     import msgspec
     import torch
 
-    from ftrun.layout import EventRecord, to_json
+    from ftrun.layout import EventRecord
     from ftrun.worker.models import build_fragments, build_model
     from ftrun.worker.profiling import AroundFault
-    from ftrun.worker.recorder import fingerprint
+    from ftrun.worker.recorder import StepRecorder, fingerprint
 
     torch.set_num_threads(threads_for(2))
     w = cfg["sync_every"] // cfg["fragments"]
@@ -526,8 +528,10 @@ def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
     fp_ms = statistics.mean(best_ms(lambda f=f: fingerprint(dict(f.named_parameters()))) for f in frags)
     lines = events.read_bytes().splitlines()
     recs = [msgspec.json.decode(x, type=EventRecord) for x in lines]
-    with tempfile.TemporaryFile("w", buffering=1) as sink:  # line-buffered, as StepRecorder's file
-        log_ms = best_ms(lambda: [sink.write(to_json(r) + "\n") for r in recs]) / len(recs)
+    with tempfile.TemporaryDirectory() as tmp:  # written as the worker's StepRecorder writes them
+        sink = StepRecorder(Path(tmp) / "events.jsonl")
+        log_ms = best_ms(lambda: [sink.write(r) for r in recs]) / len(recs)
+        sink.close()
     around = AroundFault([], 0, 0, events.parent, lambda k: False, give_up=2 * cfg["sync_every"])
     armed_ms = best_ms(lambda: [(around.at_step(k), around.after_step([], False)) for k in range(1000)]) / 1000
     return {
@@ -535,6 +539,67 @@ def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
         "fingerprint of the synced fragment, per step": fp_ms / w,
         "event-log line (encode + write), per step": log_ms,
         "recovery profiling armed, no fault, per step": armed_ms,
+    }
+
+
+def per_step_costs_after_a_step_ms(cfg: dict, events: Path) -> dict[str, float]:
+    """The same pieces of work as ``per_step_costs_ms`` (the four sketches, the fingerprint, the
+    event-log line), each timed as the rank runs it: right after a training step of the model (data,
+    forward, backward, AdamW), which leaves the caches holding the step's data, not the work's; the
+    median of ``N`` such. Measured in ftrun's rank (perf_counter around the work), a torch op after
+    a step ran 3-15x slower than the same op repeated on a warm cache (a [4, 4093] float64 gemv 0.039
+    vs 0.0026 ms, a 169 K-element float32-to-float64 cat 0.34 vs 0.076 ms): the warm figures above
+    are a lower bound, these closer to what the rank pays."""
+    import msgspec
+    import torch
+
+    from ftrun.layout import EventRecord
+    from ftrun.worker.data import Batches
+    from ftrun.worker.models import build_fragments, build_model
+    from ftrun.worker.recorder import StepRecorder, fingerprint
+    from ftrun.worker.setup import train_step
+    from ftrun.worker.sketch import Builder, Projector
+
+    n = 15
+    torch.set_num_threads(threads_for(2))
+    torch.manual_seed(cfg["seed"])
+    model = build_model(cfg)
+    frags = build_fragments(model, cfg)
+    inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
+    data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], 0)
+    cpu = torch.device("cpu")
+    w = cfg["sync_every"] // cfg["fragments"]
+
+    def after_a_step(fn) -> float:
+        times = []
+        for _ in range(n):
+            train_step(model, inner, data, cpu)
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+    tensors = [p.detach() for p in frags[0].parameters()]
+    proj = Projector()
+
+    def one_sketch(norm: bool, copy: bool) -> None:
+        b = Builder(proj, norm=norm, copy=copy)
+        for t in tensors:
+            b.add(t)
+        b.sketch()
+
+    # contribution (copied at issue, with its norm), SUM, average, globals: the hooks' four, each after a step
+    sketch_ms = sum(after_a_step(lambda a=a, c=c: one_sketch(a, c)) for a, c in ((True, True), *[(False, False)] * 3))
+    fp_ms = statistics.mean(after_a_step(lambda f=f: fingerprint(dict(f.named_parameters()))) for f in frags)
+    recs = [msgspec.json.decode(x, type=EventRecord) for x in events.read_bytes().splitlines()]
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = StepRecorder(Path(tmp) / "events.jsonl")
+        log_ms = after_a_step(lambda: sink.write(recs[len(recs) // 2]))
+        sink.close()
+    return {
+        "sketches (4 per sync, fragment 0), per step": sketch_ms / w,
+        "fingerprint of the synced fragment, per step": fp_ms / w,
+        "event-log line (encode + write), per step": log_ms,
     }
 
 
@@ -715,6 +780,10 @@ def main() -> None:
     print("ftrun's own per-step work, timed alone in this process with the worker's code (a lower bound):")
     for k, v in costs.items():
         print(f"  {k:52} {v:.4f} ms ({v / b * 100:.2f}% of the bare step)")
+    cold = per_step_costs_after_a_step_ms(cfg, LAST_RUN["events"])
+    print("the same work, each timed right after a training step of the model, as the rank runs it (median):")
+    for k, v in cold.items():
+        print(f"  {k:52} {v:.4f} ms ({v / b * 100:.2f}% of the bare step)")
     if not valid:
         print(
             f"INVALID comparison: ftrun measured {ratio:.3f}x the bare loop (< {VALID_FROM}): it does strictly "
@@ -739,6 +808,7 @@ def main() -> None:
                 "cpu_ms_per_step": {side: {r: round(v, 4) for r, v in cpu[side].items()} for side in cpu},
                 "cpu_ratio_all_processes": round(total_f / total_b, 4),
                 "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},
+                "per_step_costs_after_a_step_ms": {k: round(v, 5) for k, v in cold.items()},
                 "repeats": a.repeat,
                 "load_average": loads,
                 "valid": valid,

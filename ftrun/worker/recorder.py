@@ -14,21 +14,25 @@ Control plane (``attach_manager``): ``quorum_s`` = the step's ``manager.start_qu
 ``manager.should_commit``. ``exposed_s`` is the data plane's exposed time, ``quorum_s +
 commit_s`` the control plane's.
 
-Cost: one line-buffered write per step (the launcher's progress display, watchdog and fault
-accounting read these files live, so lines are not held back).
+Cost: one ``os.write`` of the encoded line per step, on an ``O_APPEND`` descriptor (the launcher's
+progress display, watchdog and fault accounting read these files live, so lines are not held
+back). Not a line-buffered text file: timed right after a training step, as the rank runs it, its
+encode-to-str and write cost 0.056 ms a step here, the bytes written as they are 0.035 ms.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import torch
 
-from ftrun.layout import EventRecord, to_json
+from ftrun.layout import EventRecord
 from ftrun.small_files import last_byte
 from ftrun.torchft_compat import diloco_fragments
 
@@ -53,9 +57,11 @@ class StepRecorder:
         # append: a restarted group continues the log of its previous incarnation, whose last
         # line may have been cut by SIGKILL
         torn = last_byte(path) not in (b"", b"\n")  # (one byte read, not the whole log)
-        self._file = path.open("a", buffering=1)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._encoder = msgspec.json.Encoder()  # layout.to_json's JSON, as bytes
+        self._line = bytearray()  # each record encoded into it, then written
         if torn:
-            self._file.write("\n")
+            os.write(self._fd, b"\n")
         self.sent: int | None = None
         self.synced: int | None = None
         self.commit: bool | None = None
@@ -143,9 +149,17 @@ class StepRecorder:
             t=time.time(),
         )
         self.timings = {}
-        self._file.write(to_json(rec) + "\n")
+        self.write(rec)
         self.sent = self.synced = self.commit = self.fingerprint = None
         return rec
 
+    def write(self, rec: EventRecord) -> None:
+        """Append ``rec`` as one line (a regular file: one ``os.write``, unless it writes less)."""
+        self._encoder.encode_into(rec, self._line)
+        self._line += b"\n"
+        line = memoryview(self._line)
+        while line:
+            line = line[os.write(self._fd, line) :]
+
     def close(self) -> None:
-        self._file.close()
+        os.close(self._fd)
