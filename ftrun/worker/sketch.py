@@ -235,7 +235,8 @@ class Builder:
         ``sketch``). list.append: safe across threads."""
         self.dtype = self.dtype or str(x.dtype).removeprefix("torch.")
         if x.numel() < BATCH:
-            flat = x.detach().reshape(-1)
+            # (detach only what needs it: an op per tensor, run right after a training step, is not free)
+            flat = (x.detach() if x.requires_grad else x).reshape(-1)
             self.small.append((offset, flat.clone() if self.copy else flat))
         else:
             self.parts.append(self.projector.project(x, offset, self.norm))
