@@ -25,7 +25,6 @@ import os
 import queue
 import re
 import threading
-import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from itertools import compress, repeat
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import msgspec
 
+from ftrun import gunzip
 from ftrun.errors import BadInput
 from ftrun.trace import forked
 from ftrun.trace.forked import Forked
@@ -91,7 +91,7 @@ class _Source:
     Reading stops at the end of the first gzip stream, as ``load.read_bounded`` does.
 
     A plain file is read straight into the buffer (``readinto``: no copy of its own). A gzip
-    stream is inflated by a thread while the caller decodes what came before (zlib releases the
+    stream is inflated by a thread while the caller decodes what came before (``ftrun.gunzip`` releases the
     GIL): a queue of at most ``_AHEAD`` pieces of ``CHUNK`` bytes bounds what it inflates ahead.
     The thread starts at the first ``fill`` (a process about to fork has one thread).
     ``close()`` stops and joins that thread.
@@ -146,7 +146,7 @@ class _Source:
 
     def _pieces(self) -> Iterator[bytes]:
         """The stream inflated, ``CHUNK`` bytes at most at a time (a bomb never lands whole)."""
-        gz, n = zlib.decompressobj(wbits=31), 0
+        gz, n = gunzip.Inflater(), 0
         for b in load_chunks(self.path, self.fd):
             data = b
             while data and not gz.eof:
@@ -171,7 +171,7 @@ class _Source:
                 if not self._put(out):
                     return
             self._put(None)
-        except Exception:  # BadInput, zlib.error, Fallback, anything: load_trace then reads it (or words it)
+        except Exception:  # BadInput, gunzip.BrokenGzip, Fallback, anything: load_trace then reads it (or words it)
             self._put(Fallback)
 
     def _to_seam(self, pieces: Iterator[bytes], at: int) -> bool:
