@@ -10,6 +10,8 @@ by the first ``Inflater``: plain inputs never pay its import (~4 ms). Torch-free
 
 from __future__ import annotations
 
+from typing import cast
+
 
 class BrokenGzip(Exception):
     """Not a valid gzip stream (the message is the inflater's)."""
@@ -22,7 +24,7 @@ class Inflater:
         from isal import isal_zlib  # (here, not at import: see the module)
 
         self._inflate = isal_zlib.decompressobj(wbits=31)
-        self._error: type[Exception] = isal_zlib.error
+        self._error = cast(type[Exception], isal_zlib.error)  # (its stub says an instance)
 
     def decompress(self, data: bytes | bytearray | memoryview, max_length: int = 0) -> bytes:
         """At most ``max_length`` (0: all) inflated bytes of ``data``; what is left is ``unconsumed_tail``."""
