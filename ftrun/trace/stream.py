@@ -6,8 +6,8 @@ many there were and ``meta`` is a ``ChromeTrace`` of the other keys (``distribut
 run-identity keys ``ftrun.check.provenance`` reads) with an empty ``traceEvents``. Nothing but
 the current chunk is held, so a trace of any size is read in a few chunks' memory (plus what
 the caller keeps: an event's ``args`` points into its chunk's bytes, so a caller that keeps
-events keeps ``args.copy()``; and, with ``inside``, the held events, kept re-encoded: a trace's
-``aten::copy_`` are about 10% of its bytes).
+events keeps ``args.copy()``; and, with ``inside``, the held events, their ``args`` copied: a
+trace's ``aten::copy_`` are about 10% of its bytes).
 
 The fast path only serves files it can read exactly as ``load.load_trace`` would: the object
 before ``"traceEvents": [`` and after the array's end are checked by decoding them as a
@@ -51,7 +51,7 @@ _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a st
 PARALLEL_BYTES = 8 << 20  # a file this large is read in two halves at once (a fork: ~2 ms; a 19 MB trace 7% sooner)
 FIRST_HALF = 0.5  # of the file, read here (this process also decodes what the child sends back, but the child
 # places its held copies too: measured, a half each finishes together)
-GZ_FIRST_HALF = 0.55  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
+GZ_FIRST_HALF = 0.52  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
@@ -421,22 +421,25 @@ class TraceFile:
 
     def _kept(self, evs: list[TraceEvent]) -> list[TraceEvent]:
         """The events whose name ``keep`` keeps (all without ``keep``), those of an ``inside``
-        name held back and the containers' spans noted: per event only C-level work; ``keep``
-        runs once per name not seen before."""
+        name held back and the containers' spans noted: per event only C-level work (the codes
+        a chunk holds are found from its distinct names, and picked by identity, ``is_``: no
+        rich comparisons); ``keep`` runs once per name not seen before."""
         if self.keep is None:
             return evs
         known = self._known
-        codes = list(map(known.get, map(_NAME, evs)))
-        if None in codes:
-            for name in set(map(_NAME, compress(evs, map(is_, codes, repeat(None))))):
+        names = list(map(_NAME, evs))
+        distinct = set(names)
+        if not distinct <= known.keys():
+            for name in distinct - known.keys():
                 known[name] = self._code(name)
-            codes = list(map(known.__getitem__, map(_NAME, evs)))
-        if _CONTAINER in codes:
+        present = set(map(known.__getitem__, distinct))
+        codes = list(map(known.__getitem__, names))
+        if _CONTAINER in present:
             self._containers += [
-                (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(eq, codes, repeat(_CONTAINER))) if e.ph == "X"
+                (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(is_, codes, repeat(_CONTAINER))) if e.ph == "X"
             ]
-        if _INSIDE in codes:
-            self._held.add(list(compress(evs, map(eq, codes, repeat(_INSIDE)))))
+        if _INSIDE in present:
+            self._held.add(list(compress(evs, map(is_, codes, repeat(_INSIDE)))))
         return list(compress(evs, codes))
 
     def _released(self, containers: list[tuple[int | str, int | str, float, float]]) -> list[TraceEvent]:
@@ -650,35 +653,28 @@ class TraceFile:
 
 
 class _Held:
-    """Held events, kept re-encoded (one frame per chunk: their chunk's buffer and objects are
-    freed with it, and most are never decoded again), with the pid, tid and ts of each, one
-    list each, read while the events are in cache."""
+    """Held events, their ``args`` copied out of their chunk's buffer (which is then freed with
+    the chunk's other events), with the pid, tid and ts of each, one list each, read while the
+    events are in cache. (Re-encoding them instead, to decode the few released, measured ~9x
+    the cost: ~900 ns a held event.)"""
 
     def __init__(self) -> None:
-        self.frames: list[bytes] = []
-        self.ends: list[int] = []  # how many events the frames up to each one hold
+        self.events: list[TraceEvent] = []
         self.pid: list[int | str] = []
         self.tid: list[int | str] = []
         self.ts: list[float] = []
 
     def add(self, evs: list[TraceEvent]) -> None:
-        self.frames.append(_ENC.encode(evs))
-        self.ends.append(len(self.ts) + len(evs))
+        for e in evs:
+            e.args = e.args.copy()
+        self.events += evs
         self.pid += map(_PID, evs)
         self.tid += map(_TID, evs)
         self.ts += map(_TS, evs)
 
     def pick(self, indices: list[int]) -> list[TraceEvent]:
-        """The held events at ``indices`` (ascending: each frame is decoded once), decoding only
-        the frames that hold one."""
-        out: list[TraceEvent] = []
-        k, evs, first = -1, [], 0
-        for i in indices:
-            if k < 0 or not first <= i < self.ends[k]:
-                k = bisect_right(self.ends, i)
-                evs, first = _decode(memoryview(self.frames[k])), self.ends[k - 1] if k else 0
-            out.append(evs[i - first])
-        return out
+        """The held events at ``indices``."""
+        return list(map(self.events.__getitem__, indices))
 
 
 def _within(held: _Held, containers: list[tuple[int | str, int | str, float, float]]) -> list[int]:
