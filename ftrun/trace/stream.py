@@ -21,6 +21,7 @@ unreadable file, a broken gzip) raises ``Fallback``: the caller then reads the f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -202,14 +203,15 @@ class _Source:
                 from_start = self.go_on.get(timeout=0.1)
             except queue.Empty:
                 continue
-            return self._put(bytes(window[start if from_start else end :]))
+            return not self.stop.is_set() and self._put(bytes(window[start if from_start else end :]))
         return False
 
     def _put(self, item) -> bool:
+        """Queue ``item``; False when stopped (``close`` wakes a put that waits at once)."""
         while not self.stop.is_set():
             try:
                 self.queue.put(item, timeout=0.1)
-                return True
+                return not self.stop.is_set()
             except queue.Full:
                 continue
         return False
@@ -260,6 +262,16 @@ class _Source:
             done += got
         return done
 
+    def _wake(self) -> None:
+        """Unblock the thread now, wherever it waits (a put on the full queue, the pause at the
+        seam), so it sees ``stop`` at once, not at its next poll (measured: a 0-100 ms wait at
+        the end of every large gzip read)."""
+        with contextlib.suppress(queue.Full):
+            self.go_on.put_nowait(False)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.queue.get_nowait()
+
     @property
     def plain(self) -> bool:
         return not self.gz
@@ -290,6 +302,7 @@ class _Source:
     def close(self) -> None:
         if self.thread is not None:
             self.stop.set()
+            self._wake()
             self.thread.join()
             self.thread = None
         self.file.close()
