@@ -205,8 +205,13 @@ def numerics_of(report: Report) -> dict[str, Any] | None:
     return n if isinstance(n, dict) and n.get("checked") else None
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def _plain(x: Any) -> Any:
     """A JSON-ready copy of ``x``: records as dicts (field order), containers copied, tuples kept."""
+    if type(x) in _SCALARS:  # (most values: before the slower checks)
+        return x
     if isinstance(x, msgspec.Struct):
         return {f: _plain(getattr(x, f)) for f in x.__struct_fields__}
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
