@@ -36,14 +36,13 @@ import fcntl
 import os
 import shutil
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 import msgspec
 
-from ftrun import layout
+from ftrun import gunzip, layout
 from ftrun.errors import BadInput
 from ftrun.small_files import read_file, read_head
 
@@ -125,8 +124,8 @@ def written_by_ftrun(path: Path) -> bool:
         return False
     if head[:2] == b"\x1f\x8b":
         try:
-            head = zlib.decompressobj(wbits=31).decompress(head, _HEAD)
-        except zlib.error:
+            head = gunzip.Inflater().decompress(head, _HEAD)
+        except gunzip.BrokenGzip:
             return False
     head = head.lstrip()
     if head.startswith(b"<?xml"):

@@ -89,6 +89,29 @@ def _read(path: Path, limit: int, what: str, whole: bool) -> bytes:
     return b"".join(parts)
 
 
+def read_ends(path: Path, since: int, limit: int) -> bytes | None:
+    """The bytes of the regular file ``path`` from offset ``since`` as its size is now; past
+    ``limit`` of them only the first and the last ``limit // 2``, joined by a newline (a log: its
+    first exception is near the start, its report at the end). None for a missing, irregular (a
+    FIFO is never waited on) or unreadable one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size, half = st.st_size, limit // 2
+        if size - since <= limit:
+            return os.pread(fd, max(0, size - since), since)
+        return os.pread(fd, half, since) + b"\n" + os.pread(fd, half, size - half)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def last_byte(path: Path) -> bytes:
     """The last byte of the regular file ``path`` (b"" for a missing, empty or irregular one):
     is a log's last line complete? One byte read, however long the log is."""

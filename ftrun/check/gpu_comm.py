@@ -71,13 +71,14 @@ def queueing(trace: TraceSpans, comms: list[SendComm]) -> list[Queued]:
                 owner[id(c)] = i
                 issue_of[id(c)] = c.launch_ts if c.launch_ts is not None else issue
     pool = sorted((c for c in trace.collectives if not c.hold), key=lambda c: c.span.ts)
+    longest = max((c.span.end - c.span.ts for c in pool), default=0.0)
     calls = [a.span for s in trace.sends for a in s.allreduces]
     out: list[Queued] = []
     for k, c in enumerate(pool):
         if id(c) not in owner:
             continue
         issue, start, pin = issue_of[id(c)], c.span.ts, _pin(c)
-        blocker = _blocker(pool, k, issue, pin)
+        blocker = _blocker(pool, k, issue, pin, longest)
         cause, bsend, serial = None, None, False
         if blocker is not None:
             cause = "previous collective"
@@ -89,12 +90,17 @@ def queueing(trace: TraceSpans, comms: list[SendComm]) -> list[Queued]:
     return out
 
 
-def _blocker(pool: list[Collective], k: int, issue: float, pin: float) -> Collective | None:
-    """The collective before ``pool[k]`` (same stream on CUDA) running at ``issue`` whose end pins the start."""
+def _blocker(pool: list[Collective], k: int, issue: float, pin: float, longest: float) -> Collective | None:
+    """The collective before ``pool[k]`` (same stream on CUDA) running at ``issue`` whose end pins the start.
+    ``longest``: the pool's longest span: one that starts before ``start - pin - longest`` ends too
+    early to pin it, and so do all before it (the pool is sorted by start), so the scan stops there."""
     c = pool[k]
     start = c.span.ts
+    too_early = start - pin - longest
     for j in range(k - 1, max(-1, k - 64), -1):
         p = pool[j]
+        if p.span.ts < too_early:
+            return None
         if c.stream is not None and p.stream is not None and p.stream != c.stream:
             continue
         if p.span.end > issue and -EARLY_US <= start - p.span.end <= pin:

@@ -74,13 +74,15 @@ class EventResult(msgspec.Struct):
 
     def to_json(self) -> dict[str, Any]:
         """One flat row: the placement and verdict, then every figure key (``EVENT_KEYS``)."""
-        d = {f: getattr(self, f) for f in _PLACEMENT_KEYS}
+        d = msgspec.structs.asdict(self)  # (the fields in order: the placement keys, then send and sync)
+        del d["send"], d["sync"]
         d["notes"] = list(self.notes)
         d["fragment_candidates"] = list(self.fragment_candidates) if self.fragment_candidates is not None else None
-        send = msgspec.structs.asdict(self.send) if self.send is not None else {}
-        sync = msgspec.structs.asdict(self.sync) if self.sync is not None else {}
-        for k in _FIGURE_KEYS:
-            d[k] = send.get(k, sync.get(k))
+        d.update(_NO_FIGURES)  # every figure key, in the row's order; the figures' values replace theirs
+        if self.sync is not None:
+            d.update(msgspec.structs.asdict(self.sync))
+        if self.send is not None:
+            d.update(msgspec.structs.asdict(self.send))
         return d
 
 
@@ -89,6 +91,7 @@ _PLACEMENT_KEYS = tuple(f for f in EventResult.__struct_fields__ if f not in ("s
 # figures, then the GPU-aware ones of each
 _FIGURE_KEYS = (*_SEND_KEYS[:4], *_SYNC_KEYS[:-1], *_SEND_KEYS[4:], *_SYNC_KEYS[-1:])
 EVENT_KEYS = (*_PLACEMENT_KEYS, *_FIGURE_KEYS)
+_NO_FIGURES = dict.fromkeys(_FIGURE_KEYS)
 
 
 class WorkerReport(msgspec.Struct):
@@ -202,8 +205,13 @@ def numerics_of(report: Report) -> dict[str, Any] | None:
     return n if isinstance(n, dict) and n.get("checked") else None
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def _plain(x: Any) -> Any:
     """A JSON-ready copy of ``x``: records as dicts (field order), containers copied, tuples kept."""
+    if type(x) in _SCALARS:  # (most values: before the slower checks)
+        return x
     if isinstance(x, msgspec.Struct):
         return {f: _plain(getattr(x, f)) for f in x.__struct_fields__}
     if dataclasses.is_dataclass(x) and not isinstance(x, type):

@@ -18,6 +18,8 @@ import re
 import signal
 from pathlib import Path
 
+from ftrun.small_files import read_ends
+
 MAX_LINE = 300  # characters of a line quoted in a message
 READ_LIMIT = 8 << 20  # bytes of a log read at most: its first and its last half of this
 
@@ -100,22 +102,11 @@ def describe(text: str) -> str:
 
 
 def read_log(path: Path, since: int = 0) -> str | None:
-    """The log's text from byte ``since`` (None: unreadable). Past ``READ_LIMIT`` bytes only its
-    head and its tail are read: the first exception is near the start, torchrun's report at the end."""
-    try:
-        with Path(path).open("rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(since)
-            if size - since <= READ_LIMIT:
-                data = f.read()
-            else:
-                head = f.read(READ_LIMIT // 2)
-                f.seek(size - READ_LIMIT // 2)
-                data = head + b"\n" + f.read()
-    except OSError:
-        return None
-    return data.decode(errors="replace")
+    """The log's text from byte ``since`` (None: missing, not a regular file, unreadable). Past
+    ``READ_LIMIT`` bytes only its head and its tail (``small_files.read_ends``): the first
+    exception is near the start, torchrun's report at the end."""
+    data = read_ends(Path(path), since, READ_LIMIT)
+    return None if data is None else data.decode(errors="replace")
 
 
 def ftrun_error(text: str) -> str | None:

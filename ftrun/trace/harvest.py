@@ -12,10 +12,10 @@ otherwise it is unknown (``None``) and the caller says so.
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftrun import gunzip
 from ftrun.trace.load import GZIP_MAGIC
 
 HEAD_BYTES = 4 << 20  # torch writes a few small metadata keys, then "traceEvents"
@@ -39,8 +39,8 @@ def _head(path: Path) -> bytes:
         return b""
     if data[:2] == GZIP_MAGIC:
         try:
-            return zlib.decompressobj(wbits=31).decompress(data, HEAD_BYTES)
-        except zlib.error:
+            return gunzip.Inflater().decompress(data, HEAD_BYTES)
+        except gunzip.BrokenGzip:
             return b""
     return data
 

@@ -3,7 +3,7 @@
 Contract: returns a decoded trace, or raises ``BadInput`` with one line naming the file and the
 problem (missing, not a regular file, unreadable, broken gzip, larger than the limit, not JSON /
 truncated, JSON that is not a chrome trace). Never any other exception for any file content.
-Gzip is detected by its magic bytes, not by the name. Torch-free; stdlib zlib + msgspec only.
+Gzip is detected by its magic bytes, not by the name. Torch-free; msgspec, and ``ftrun.gunzip`` for a gzip stream.
 
 Every read is bounded (``read_bounded``, the one guard; the decoder only ever sees its bytes):
 only regular files are opened (a FIFO, a device or a symlink to one is refused without
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import stat
-import zlib
 from pathlib import Path
 
 import msgspec
 
+from ftrun import gunzip
 from ftrun.errors import BadInput
 from ftrun.small_files import file_kind
 from ftrun.trace.schema import DECODER, ChromeTrace
@@ -113,7 +113,7 @@ def read_bounded(path: Path, limit: int = MAX_TRACE_BYTES) -> bytearray:
         gz = None
         for b in _chunks(path, fd):
             if gz is None and not out and b[:2] == GZIP_MAGIC:
-                gz = zlib.decompressobj(wbits=31)
+                gz = gunzip.Inflater()
             if gz is None:
                 out += b
                 if len(out) > limit:
@@ -137,7 +137,7 @@ def _gunzip_into(path: Path, gz, data: bytes, out: bytearray, limit: int, head: 
                 raise _too_big(path, "decompresses to", limit)
             head.check(out)
             data = gz.unconsumed_tail
-    except zlib.error as e:
+    except gunzip.BrokenGzip as e:
         raise BadInput(f"{path}: broken gzip ({e})") from None
 
 

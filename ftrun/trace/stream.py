@@ -6,8 +6,8 @@ many there were and ``meta`` is a ``ChromeTrace`` of the other keys (``distribut
 run-identity keys ``ftrun.check.provenance`` reads) with an empty ``traceEvents``. Nothing but
 the current chunk is held, so a trace of any size is read in a few chunks' memory (plus what
 the caller keeps: an event's ``args`` points into its chunk's bytes, so a caller that keeps
-events keeps ``args.copy()``; and, with ``inside``, the held events, kept re-encoded: a trace's
-``aten::copy_`` are about 10% of its bytes).
+events keeps ``args.copy()``; and, with ``inside``, the held events, their ``args`` copied: a
+trace's ``aten::copy_`` are about 10% of its bytes).
 
 The fast path only serves files it can read exactly as ``load.load_trace`` would: the object
 before ``"traceEvents": [`` and after the array's end are checked by decoding them as a
@@ -21,11 +21,11 @@ unreadable file, a broken gzip) raises ``Fallback``: the caller then reads the f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
 import threading
-import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from itertools import compress, repeat
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import msgspec
 
+from ftrun import gunzip
 from ftrun.errors import BadInput
 from ftrun.trace import forked
 from ftrun.trace.forked import Forked
@@ -51,7 +52,7 @@ _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a st
 PARALLEL_BYTES = 8 << 20  # a file this large is read in two halves at once (a fork: ~2 ms; a 19 MB trace 7% sooner)
 FIRST_HALF = 0.5  # of the file, read here (this process also decodes what the child sends back, but the child
 # places its held copies too: measured, a half each finishes together)
-GZ_FIRST_HALF = 0.55  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
+GZ_FIRST_HALF = 0.52  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
 HEAD_LIMIT = 64 << 20  # the metadata before "traceEvents" (torch writes a few KB)
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
@@ -91,7 +92,7 @@ class _Source:
     Reading stops at the end of the first gzip stream, as ``load.read_bounded`` does.
 
     A plain file is read straight into the buffer (``readinto``: no copy of its own). A gzip
-    stream is inflated by a thread while the caller decodes what came before (zlib releases the
+    stream is inflated by a thread while the caller decodes what came before (``ftrun.gunzip`` releases the
     GIL): a queue of at most ``_AHEAD`` pieces of ``CHUNK`` bytes bounds what it inflates ahead.
     The thread starts at the first ``fill`` (a process about to fork has one thread).
     ``close()`` stops and joins that thread.
@@ -146,7 +147,7 @@ class _Source:
 
     def _pieces(self) -> Iterator[bytes]:
         """The stream inflated, ``CHUNK`` bytes at most at a time (a bomb never lands whole)."""
-        gz, n = zlib.decompressobj(wbits=31), 0
+        gz, n = gunzip.Inflater(), 0
         for b in load_chunks(self.path, self.fd):
             data = b
             while data and not gz.eof:
@@ -171,7 +172,7 @@ class _Source:
                 if not self._put(out):
                     return
             self._put(None)
-        except Exception:  # BadInput, zlib.error, Fallback, anything: load_trace then reads it (or words it)
+        except Exception:  # BadInput, gunzip.BrokenGzip, Fallback, anything: load_trace then reads it (or words it)
             self._put(Fallback)
 
     def _to_seam(self, pieces: Iterator[bytes], at: int) -> bool:
@@ -202,14 +203,15 @@ class _Source:
                 from_start = self.go_on.get(timeout=0.1)
             except queue.Empty:
                 continue
-            return self._put(bytes(window[start if from_start else end :]))
+            return not self.stop.is_set() and self._put(bytes(window[start if from_start else end :]))
         return False
 
     def _put(self, item) -> bool:
+        """Queue ``item``; False when stopped (``close`` wakes a put that waits at once)."""
         while not self.stop.is_set():
             try:
                 self.queue.put(item, timeout=0.1)
-                return True
+                return not self.stop.is_set()
             except queue.Full:
                 continue
         return False
@@ -260,6 +262,16 @@ class _Source:
             done += got
         return done
 
+    def _wake(self) -> None:
+        """Unblock the thread now, wherever it waits (a put on the full queue, the pause at the
+        seam), so it sees ``stop`` at once, not at its next poll (measured: a 0-100 ms wait at
+        the end of every large gzip read)."""
+        with contextlib.suppress(queue.Full):
+            self.go_on.put_nowait(False)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.queue.get_nowait()
+
     @property
     def plain(self) -> bool:
         return not self.gz
@@ -290,6 +302,7 @@ class _Source:
     def close(self) -> None:
         if self.thread is not None:
             self.stop.set()
+            self._wake()
             self.thread.join()
             self.thread = None
         self.file.close()
@@ -421,22 +434,25 @@ class TraceFile:
 
     def _kept(self, evs: list[TraceEvent]) -> list[TraceEvent]:
         """The events whose name ``keep`` keeps (all without ``keep``), those of an ``inside``
-        name held back and the containers' spans noted: per event only C-level work; ``keep``
-        runs once per name not seen before."""
+        name held back and the containers' spans noted: per event only C-level work (the codes
+        a chunk holds are found from its distinct names, and picked by identity, ``is_``: no
+        rich comparisons); ``keep`` runs once per name not seen before."""
         if self.keep is None:
             return evs
         known = self._known
-        codes = list(map(known.get, map(_NAME, evs)))
-        if None in codes:
-            for name in set(map(_NAME, compress(evs, map(is_, codes, repeat(None))))):
+        names = list(map(_NAME, evs))
+        distinct = set(names)
+        if not distinct <= known.keys():
+            for name in distinct - known.keys():
                 known[name] = self._code(name)
-            codes = list(map(known.__getitem__, map(_NAME, evs)))
-        if _CONTAINER in codes:
+        present = set(map(known.__getitem__, distinct))
+        codes = list(map(known.__getitem__, names))
+        if _CONTAINER in present:
             self._containers += [
-                (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(eq, codes, repeat(_CONTAINER))) if e.ph == "X"
+                (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(is_, codes, repeat(_CONTAINER))) if e.ph == "X"
             ]
-        if _INSIDE in codes:
-            self._held.add(list(compress(evs, map(eq, codes, repeat(_INSIDE)))))
+        if _INSIDE in present:
+            self._held.add(list(compress(evs, map(is_, codes, repeat(_INSIDE)))))
         return list(compress(evs, codes))
 
     def _released(self, containers: list[tuple[int | str, int | str, float, float]]) -> list[TraceEvent]:
@@ -650,35 +666,28 @@ class TraceFile:
 
 
 class _Held:
-    """Held events, kept re-encoded (one frame per chunk: their chunk's buffer and objects are
-    freed with it, and most are never decoded again), with the pid, tid and ts of each, one
-    list each, read while the events are in cache."""
+    """Held events, their ``args`` copied out of their chunk's buffer (which is then freed with
+    the chunk's other events), with the pid, tid and ts of each, one list each, read while the
+    events are in cache. (Re-encoding them instead, to decode the few released, measured ~9x
+    the cost: ~900 ns a held event.)"""
 
     def __init__(self) -> None:
-        self.frames: list[bytes] = []
-        self.ends: list[int] = []  # how many events the frames up to each one hold
+        self.events: list[TraceEvent] = []
         self.pid: list[int | str] = []
         self.tid: list[int | str] = []
         self.ts: list[float] = []
 
     def add(self, evs: list[TraceEvent]) -> None:
-        self.frames.append(_ENC.encode(evs))
-        self.ends.append(len(self.ts) + len(evs))
+        for e in evs:
+            e.args = e.args.copy()
+        self.events += evs
         self.pid += map(_PID, evs)
         self.tid += map(_TID, evs)
         self.ts += map(_TS, evs)
 
     def pick(self, indices: list[int]) -> list[TraceEvent]:
-        """The held events at ``indices`` (ascending: each frame is decoded once), decoding only
-        the frames that hold one."""
-        out: list[TraceEvent] = []
-        k, evs, first = -1, [], 0
-        for i in indices:
-            if k < 0 or not first <= i < self.ends[k]:
-                k = bisect_right(self.ends, i)
-                evs, first = _decode(memoryview(self.frames[k])), self.ends[k - 1] if k else 0
-            out.append(evs[i - first])
-        return out
+        """The held events at ``indices``."""
+        return list(map(self.events.__getitem__, indices))
 
 
 def _within(held: _Held, containers: list[tuple[int | str, int | str, float, float]]) -> list[int]:

@@ -347,3 +347,19 @@ def test_a_fault_marker_being_written_is_not_read(tmp_path: Path) -> None:
     layout.fault_marker(tmp_path, whole.key).write_text(layout.to_json(whole))
     (tmp_path / layout.FAULTS / f"{layout.TMP_PREFIX}77-kill-r2-s9.json").write_text('{"replica": 2, "st')
     assert layout.read_fault_markers(tmp_path) == [whole]
+
+
+def test_read_ends_never_waits_on_a_fifo_and_reads_at_most_its_limit(tmp_path: Path) -> None:
+    """A log read for a failure's cause (``launch.diagnose.read_log``): a FIFO planted where a log
+    belongs is not opened for a writer that never comes, a directory is not read, and a long log
+    gives its head and tail only."""
+    fifo = tmp_path / "g.log"
+    os.mkfifo(fifo)
+    assert small_files.read_ends(fifo, 0, 1 << 20) is None  # (a blocking open would hang here)
+    assert small_files.read_ends(tmp_path, 0, 1 << 20) is None
+    assert small_files.read_ends(tmp_path / "missing.log", 0, 1 << 20) is None
+    log = tmp_path / "long.log"
+    log.write_bytes(b"first\n" + b"x" * 100 + b"\nlast\n")
+    assert small_files.read_ends(log, 6, 1000) == b"x" * 100 + b"\nlast\n"
+    assert small_files.read_ends(log, 0, 12) == b"first\n" + b"\n" + b"\nlast\n"  # 6 + a newline + 6
+    assert small_files.read_ends(log, 500, 12) == b""
