@@ -15,13 +15,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
-import torchft.manager as tm  # noqa: E402
 from torchft.process_group import ProcessGroup  # noqa: E402
 
 from ftrun import layout  # noqa: E402
 from ftrun.check.numerics import check_numerics  # noqa: E402
 from ftrun.worker.fault_injection import Corruption  # noqa: E402
 from ftrun.worker.sketch import NumericsProbe, SketchPG  # noqa: E402
+from sketch_fakes import FakeManager  # noqa: E402
 
 SHAPES = [(64, 96), (96,), (128, 40)]
 
@@ -79,44 +79,11 @@ class Peer(ProcessGroup):
         return work
 
 
-class Manager:
-    """What torchft's ``Manager.allreduce`` (called unbound on this) and the probe read of a Manager."""
-
-    def __init__(self, pg, participants: int) -> None:
-        self._pg, self._participants = pg, participants
-        self._quorum_id, self._logger = 7, __import__("logging").getLogger("fake-manager")
-        self.errors: list = []
-
-    def errored(self):
-        return None
-
-    def wait_quorum(self) -> None:
-        pass
-
-    def num_participants(self) -> int:
-        return self._participants
-
-    def is_participating(self) -> bool:
-        return True
-
-    def current_step(self) -> int:
-        return 3
-
-    def report_error(self, e) -> None:
-        self.errors.append(e)
-
-    def wrap_future(self, fut, default, timeout=None):
-        return fut
-
-    def allreduce(self, tensor):
-        return tm.Manager.allreduce(self, tensor)  # torchft's own code: SUM on the group, divide chained at wait
-
-
 class Fragment:
     """torchft's ``_StreamingDiLoCoFragment`` in small: send = one Manager.allreduce per pseudo-gradient,
     sync = wait each Work, step the outer optimizer on the averages."""
 
-    def __init__(self, manager: Manager, grads: list, outer, params: list) -> None:
+    def __init__(self, manager: FakeManager, grads: list, outer, params: list) -> None:
         self.manager, self.grads, self.outer, self.params = manager, grads, outer, params
         self.works: list = []
 
@@ -143,7 +110,7 @@ def run_round(tmp_path, n=2, faults=(), fail_call=None):
     reps = []
     for r in range(n):
         probe = NumericsProbe(Corruption(list(faults), r, 0, tmp_path), 0, quantize=False, bucketize=False)
-        man = Manager(SketchPG(Peer(world, r), probe), n)
+        man = FakeManager(SketchPG(Peer(world, r), probe), n)
         params = [torch.nn.Parameter(torch.zeros(s)) for s in SHAPES]
         frag = Fragment(man, [torch.randn(s, generator=g) for s in SHAPES], torch.optim.SGD(params, lr=1.0), params)
         probe.attach_sums(DiLoCo(frag))  # innermost, as the worker does

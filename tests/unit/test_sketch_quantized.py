@@ -26,6 +26,7 @@ from ftrun.report.numerics_view import numerics_line  # noqa: E402
 from ftrun.worker.fault_injection import Corruption  # noqa: E402
 from ftrun.worker.sketch import NumericsProbe, SketchPG  # noqa: E402
 from ftrun.worker.sketch_quantized import install  # noqa: E402
+from sketch_fakes import FakeManager  # noqa: E402
 
 FP8_MAX = 448.0
 SHAPES = [(64, 96), (96,), (128, 40)]  # weights (rows scaled apart) and a bias
@@ -101,44 +102,11 @@ class Peer(ProcessGroup):
         return self._world
 
 
-class Manager:
-    """What torchft's ``Manager.allreduce`` (called unbound on this) and the probe read of a Manager."""
-
-    def __init__(self, pg, participants: int, participating: bool) -> None:
-        self._pg, self._participants, self._participating = pg, participants, participating
-        self._quorum_id, self._logger = 7, __import__("logging").getLogger("fake-manager")
-        self.errors: list = []
-
-    def errored(self):
-        return None
-
-    def wait_quorum(self) -> None:
-        pass
-
-    def num_participants(self) -> int:
-        return self._participants
-
-    def is_participating(self) -> bool:
-        return self._participating
-
-    def current_step(self) -> int:
-        return 3
-
-    def report_error(self, e) -> None:
-        self.errors.append(e)
-
-    def wrap_future(self, fut, default, timeout=None):
-        return fut
-
-    def allreduce(self, tensor):
-        return tm.Manager.allreduce(self, tensor, should_quantize=True)  # torchft's own code
-
-
 class Fragment:
     """A stand-in for torchft's ``_StreamingDiLoCoFragment``: send = one Manager.allreduce per
     pseudo-gradient, sync = wait, step the outer optimizer on the averages."""
 
-    def __init__(self, manager: Manager, grads: list, outer, params: list, bucketize: bool = False) -> None:
+    def __init__(self, manager: FakeManager, grads: list, outer, params: list, bucketize: bool = False) -> None:
         self.manager, self.grads, self.outer, self.params = manager, grads, outer, params
         self.bucketize = bucketize
         self.works: list = []
@@ -218,7 +186,7 @@ def run_round(world_size: int, participating: list[bool], tmp_path, seed=0, faul
         probe = NumericsProbe(Corruption(list(faults), r, 0, tmp_path), 0, quantize=True, bucketize=False)
         pg = SketchPG(Peer(r, world_size), probe)
         why = install(probe)
-        man = Manager(pg, n, participating[r])
+        man = FakeManager(pg, n, participating[r], quantize=True)
         params = [torch.nn.Parameter(torch.zeros(s)) for s in SHAPES]
         outer = torch.optim.SGD(params, lr=1.0)
         frag = Fragment(man, grads[r], outer, params, bucketize)
