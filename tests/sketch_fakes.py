@@ -44,3 +44,21 @@ class FakeManager:
         if self.quantize:
             return tm.Manager.allreduce(self, tensor, should_quantize=True)
         return tm.Manager.allreduce(self, tensor)
+
+
+def round_records(sent, synced, participants: int) -> list:
+    """The event records of one round at step 10 (manager step 3): its send's and its sync's
+    (committed), each carrying the probe's numerics."""
+    from ftrun import layout
+
+    base = dict(
+        manager_step=3, participants=participants, quorum_id=7, loss=0.0, step_time_s=0.0, restart=0, fingerprint=None
+    )
+    return [
+        layout.EventRecord(
+            step=10, manager_step_after=3, sent=0, synced=None, commit=None, t=1.0, numerics=sent, **base
+        ),
+        layout.EventRecord(
+            step=10, manager_step_after=4, sent=None, synced=0, commit=True, t=2.0, numerics=synced, **base
+        ),
+    ]

@@ -21,7 +21,7 @@ from ftrun import layout  # noqa: E402
 from ftrun.check.numerics import check_numerics  # noqa: E402
 from ftrun.worker.fault_injection import Corruption  # noqa: E402
 from ftrun.worker.sketch import NumericsProbe, SketchPG  # noqa: E402
-from sketch_fakes import FakeManager  # noqa: E402
+from sketch_fakes import FakeManager, round_records  # noqa: E402
 
 SHAPES = [(64, 96), (96,), (128, 40)]
 
@@ -124,15 +124,7 @@ def run_round(tmp_path, n=2, faults=(), fail_call=None):
         sent, _ = probe.take()
         assert frag.perform_sync() is True
         synced, _ = probe.take()
-        base = dict(manager_step=3, participants=n, quorum_id=7, loss=0.0, step_time_s=0.0, restart=0, fingerprint=None)
-        logs[(r, 0)] = [
-            layout.EventRecord(
-                step=10, manager_step_after=3, sent=0, synced=None, commit=None, t=1.0, numerics=sent, **base
-            ),
-            layout.EventRecord(
-                step=10, manager_step_after=4, sent=None, synced=0, commit=True, t=2.0, numerics=synced, **base
-            ),
-        ]
+        logs[(r, 0)] = round_records(sent, synced, n)
     return logs, reps, world
 
 
