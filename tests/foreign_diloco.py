@@ -151,10 +151,32 @@ def main() -> None:
         subprocess.Popen([sys.executable, __file__, *argv, "--worker", str(r), "--lighthouse", lh.address()])
         for r in range(args.replicas)
     ]
-    codes = [pr.wait(timeout=600) for pr in procs]
+    codes, hung = _wait_all(procs)
     lh.shutdown()
     if any(codes):
-        sys.exit(f"foreign_diloco: worker exit codes {codes}")
+        why = f" (worker(s) {hung} hung after a peer ended: killed)" if hung else ""
+        sys.exit(f"foreign_diloco: worker exit codes {codes}{why}")
+
+
+def _wait_all(procs: list, grace_s: float = 60.0, limit_s: float = 600.0) -> tuple[list, list]:
+    """Every worker's exit code, and the workers killed because they were still running ``grace_s``
+    after another had ended (the workers sync every few steps, so they end within a sync of each
+    other; one left waiting on a peer that is gone — torchft's wait can outlast its timeouts — never
+    ends by itself), or at ``limit_s``."""
+    import time
+
+    start, first_end, hung = time.monotonic(), None, []
+    while any(pr.poll() is None for pr in procs):
+        now = time.monotonic()
+        if first_end is None and any(pr.poll() is not None for pr in procs):
+            first_end = now
+        if (first_end is not None and now - first_end > grace_s) or now - start > limit_s:
+            hung = [r for r, pr in enumerate(procs) if pr.poll() is None]
+            for r in hung:
+                procs[r].kill()
+            break
+        time.sleep(0.2)
+    return [pr.wait() for pr in procs], hung
 
 
 if __name__ == "__main__":
