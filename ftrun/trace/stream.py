@@ -65,6 +65,7 @@ _PID, _TID, _TS = attrgetter("pid"), attrgetter("tid"), attrgetter("ts")
 # what the reader does with an event of a name: a falsy code is not yielded as it comes
 # (compress(events, codes) keeps the others in C), "" is held (an ``inside`` name's)
 _DROP, _KEEP, _CONTAINER, _INSIDE = 0, 1, 2, ""
+_DEVICE_ANNOTATION = "gpu_user_annotation"  # an ``inside`` event of this cat is never held (see ``_kept``)
 _CONTAINERS = msgspec.json.Decoder(list[tuple[int | str, int | str, float, float]])
 
 
@@ -396,7 +397,8 @@ class TraceFile:
 
     ``chunks(keep)`` (``keep``: a name -> bool test, asked once per distinct name) yields only the
     events whose name it keeps (``events`` still counts them all). ``chunks(keep, inside)``:
-    an event whose name is a key of ``inside`` (and kept) is yielded only if it starts within an
+    an event whose name is a key of ``inside`` (and kept; not a device-side gpu_user_annotation, which is
+    yielded as it comes) is yielded only if it starts within an
     ``X`` event named ``inside[name]`` of the same pid and tid (``ts <= e.ts <= ts + dur``), and
     only after all the others (held until every such span is known): a superset of what a
     caller nesting it in those spans finds, without the many that lie outside any (aten::copy_).
@@ -452,7 +454,12 @@ class TraceFile:
                 (e.pid, e.tid, e.ts, e.dur) for e in compress(evs, map(is_, codes, repeat(_CONTAINER))) if e.ph == "X"
             ]
         if _INSIDE in present:
-            self._held.add(list(compress(evs, map(is_, codes, repeat(_INSIDE)))))
+            inside = list(compress(evs, map(is_, codes, repeat(_INSIDE))))
+            # a device-side one (kineto's gpu_user_annotation) is yielded as it comes: callers count
+            # those wherever they lie, so only host-side ones wait for their containers
+            device = [e for e in inside if e.cat == _DEVICE_ANNOTATION]
+            self._held.add([e for e in inside if e.cat != _DEVICE_ANNOTATION] if device else inside)
+            return [*compress(evs, codes), *device]
         return list(compress(evs, codes))
 
     def _released(self, containers: list[tuple[int | str, int | str, float, float]]) -> list[TraceEvent]:

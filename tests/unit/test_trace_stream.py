@@ -141,3 +141,18 @@ def test_gzip_inflating_thread_ends_with_the_reader(small_chunks, tmp_path):
     with pytest.raises(Fallback):
         list(TraceFile(bad).chunks())
     assert threading.active_count() == before
+
+
+def test_a_device_side_copy_outside_any_restore_is_counted_as_the_whole_file_path_counts_it(tmp_path):
+    """Hypothesis found it: a gpu_user_annotation ``aten::copy_`` outside a restore was held back
+    by the reader's ``inside`` filter (never yielded), so ``device_copies`` read 0 where the whole-file path reads 1."""
+    value = {
+        "traceEvents": [
+            {"name": "ProfilerStep#1", "ph": "X"},
+            {"name": "aten::copy_", "ph": "X", "cat": "gpu_user_annotation"},
+        ]
+    }
+    p = tmp_path / "t.json"
+    p.write_bytes(json.dumps(value).encode())
+    whole, chunked = _both(p)
+    assert chunked == whole and chunked.device_copies == 1
