@@ -39,7 +39,7 @@ from ftrun.errors import BadInput
 from ftrun.trace import forked
 from ftrun.trace.forked import Forked
 from ftrun.trace.load import GZIP_MAGIC, MAX_TRACE_BYTES, _chunks as load_chunks, open_regular
-from ftrun.trace.schema import EMPTY, ChromeTrace, DistributedInfo, KnownEvent, TraceEvent
+from ftrun.trace.schema import EMPTY, GPU_ANNOTATION, ChromeTrace, DistributedInfo, KnownEvent, TraceEvent
 
 CHUNK = (
     1 << 20
@@ -65,7 +65,6 @@ _PID, _TID, _TS = attrgetter("pid"), attrgetter("tid"), attrgetter("ts")
 # what the reader does with an event of a name: a falsy code is not yielded as it comes
 # (compress(events, codes) keeps the others in C), "" is held (an ``inside`` name's)
 _DROP, _KEEP, _CONTAINER, _INSIDE = 0, 1, 2, ""
-_DEVICE_ANNOTATION = "gpu_user_annotation"  # an ``inside`` event of this cat is never held (see ``_kept``)
 _CONTAINERS = msgspec.json.Decoder(list[tuple[int | str, int | str, float, float]])
 
 
@@ -457,8 +456,8 @@ class TraceFile:
             inside = list(compress(evs, map(is_, codes, repeat(_INSIDE))))
             # a device-side one (kineto's gpu_user_annotation) is yielded as it comes: callers count
             # those wherever they lie, so only host-side ones wait for their containers
-            device = [e for e in inside if e.cat == _DEVICE_ANNOTATION]
-            self._held.add([e for e in inside if e.cat != _DEVICE_ANNOTATION] if device else inside)
+            device = [e for e in inside if e.cat == GPU_ANNOTATION]
+            self._held.add([e for e in inside if e.cat != GPU_ANNOTATION] if device else inside)
             return [*compress(evs, codes), *device]
         return list(compress(evs, codes))
 
