@@ -532,9 +532,41 @@ def advertise_as(host: str) -> list[str]:
 
 def lighthouse_main() -> int:
     """torchft's lighthouse entry point (the ``torchft_lighthouse`` binary); parses ``sys.argv``."""
-    from torchft._torchft import lighthouse_main as main
+    return native_module().lighthouse_main()
 
-    return main()
+
+NATIVE = "torchft._torchft"  # torchft's Rust extension: the lighthouse, the Manager's server and clients
+_native: list[types.ModuleType] = []
+
+
+def native_module() -> types.ModuleType:
+    """torchft's native extension, loaded from its file without running ``torchft/__init__.py``:
+    that imports torch and the Manager (measured: ~4 s of CPU on this project's 2-core machines,
+    per lighthouse start), and the extension links no part of torch (``ldd``: libc, libgcc, libm).
+    The same module either way; where its file is not found (another layout), the plain import."""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    if NATIVE in sys.modules:  # torchft imported already: its own
+        return sys.modules[NATIVE]
+    if _native:  # (a pyo3 extension is initialised once per process)
+        return _native[0]
+    try:
+        spec = importlib.util.find_spec("torchft")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(loc) / f"_torchft{suffix}"
+            if path.is_file():
+                loader = importlib.machinery.ExtensionFileLoader(NATIVE, str(path))
+                mod = importlib.util.module_from_spec(importlib.machinery.ModuleSpec(NATIVE, loader, origin=str(path)))
+                loader.exec_module(mod)
+                _native.append(mod)  # not in sys.modules: a later ``import torchft`` loads its package as usual
+                return mod
+    return importlib.import_module(NATIVE)
 
 
 # --- the quantized allreduce (--quantize) ----------------------------------------------------

@@ -29,7 +29,10 @@ def test_kill_one_of_three_recovery_breakdown(tmp_path):
     assert recovered is not None
     _complete(x, recovered)
     assert x["unaccounted_s"] <= 0.10 * x["total_s"]
-    assert x["heal_source"] in (0, 2) and x["heal_source"] == s["faults"]["heals"][0]["source_replica"]
+    # the relaunched group's own heal (on a slow machine a survivor that fell behind heals too:
+    # seen once, replica 0 from replica 1 after the relaunched group's heal)
+    heal = next(h for h in s["faults"]["heals"] if h["replica"] == 1)
+    assert x["heal_source"] in (0, 2) and x["heal_source"] == heal["source_replica"]
     # the relaunched group was profiled through its first commit: its trace is beside the window
     # traces, and torchft's own configure / recv_checkpoint spans there were used
     # ... and so were the survivors, around the quorum change (same scheme, named by the fault)
