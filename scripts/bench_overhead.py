@@ -55,6 +55,9 @@ timed right after a training step of the model, as the rank runs it (``per_step_
 The last line of output is one JSON object: ``bare_ms_per_step``, ``ftrun_ms_per_step``,
 ``ratio`` (whole loop, ftrun with its defaults: sketches and recovery profiling on, stated in
 ``ftrun_sketches``/``ftrun_profile_recovery`` from the run's spec), ``ratios_per_repeat``,
+``paired_ratio`` (those ratios' geometric mean, its 95% t-interval, and whether that interval
+says the goal is met, missed or not resolved by this many repeats on this machine: a run's
+noise, not ftrun, decides a ratio whose interval straddles 1.00 or 1.02),
 ``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
 ``plain_step_body_ms`` (ftrun's median plain ``step_time_s``, the body alone, vs the bare median plain step),
 ``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``,
@@ -722,6 +725,13 @@ def main() -> None:
     ratio = o / b
     valid = ratio >= VALID_FROM
     print(f"ratio ftrun / bare        : {ratio:.3f}x (goal 1.00-1.02x)")
+    paired = paired_ratio([x / y for x, y in zip(ours, bare, strict=True)])
+    print(
+        f"paired ratio (each repeat's two adjacent runs): geometric mean {paired['ratio']:.3f}x, 95% interval "
+        f"{paired['ci95'][0]:.3f}-{paired['ci95'][1]:.3f}x over {a.repeat} repeats"
+        + (f" (spread per repeat {paired['sd_pct']:.1f}%)" if paired["sd_pct"] is not None else "")
+        + f": {paired['verdict']}"
+    )
     outside_ms = statistics.median(BOOKKEEPING)
     print(
         f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
@@ -796,6 +806,7 @@ def main() -> None:
                 "ftrun_ms_per_step": round(o, 3),
                 "ratio": round(ratio, 4),
                 "ratios_per_repeat": [round(x / y, 4) for x, y in zip(ours, bare, strict=True)],
+                "paired_ratio": paired,
                 "ftrun_sketches": on["sketches"],
                 "ftrun_profile_recovery": on["profile_recovery"],
                 "p25_ratio": round(quantiles["ftrun"][1] / quantiles["bare"][1], 4),
@@ -818,6 +829,50 @@ def main() -> None:
     )
     if not valid:
         raise SystemExit(1)
+
+
+# Student's t, two-sided 95%, by degrees of freedom (1..10; more: the normal's 1.96 is within 12%)
+T95 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+GOAL = (1.00, 1.02)
+
+
+def paired_ratio(ratios: list[float]) -> dict:
+    """The per-repeat ratios (ftrun over the bare run beside it in time, so drift in the machine's
+    speed between repeats cancels) as a geometric mean with a 95% t-interval, and what that says
+    of the goal: met (the interval inside ``GOAL``), missed (outside it) or not resolved (the
+    interval straddles an edge: more repeats, about ``repeats_to_resolve``, or a quieter machine).
+    One repeat gives no interval: not resolved."""
+    import math
+
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    if n < 2:
+        return {
+            "ratio": round(math.exp(mean), 4),
+            "ci95": [None, None],
+            "sd_pct": None,
+            "verdict": "not resolved",
+            "repeats_to_resolve": None,
+        }
+    sd = statistics.stdev(logs)
+    half = T95.get(n - 1, 1.96) * sd / math.sqrt(n)
+    lo, hi = math.exp(mean - half), math.exp(mean + half)
+    if GOAL[0] <= lo and hi <= GOAL[1]:
+        verdict = "goal met"
+    elif hi < GOAL[0] or lo > GOAL[1]:
+        verdict = "goal missed"
+    else:
+        verdict = "not resolved"
+    # repeats for a half-width of 1% (the goal's width / 2) at this spread, by the normal approximation
+    need = math.ceil((1.96 * sd / math.log(1.01)) ** 2)
+    return {
+        "ratio": round(math.exp(mean), 4),
+        "ci95": [round(lo, 4), round(hi, 4)],
+        "sd_pct": round(100 * sd, 2),
+        "verdict": verdict,
+        "repeats_to_resolve": need,
+    }
 
 
 def cpu_medians(runs: list[dict[str, float]]) -> dict[str, float]:

@@ -81,6 +81,18 @@ def test_the_benchmarks_sampler_counts_complete_lines_from_the_new_bytes_only(be
     assert tree.steps() is None
 
 
+def test_the_paired_ratio_says_met_missed_or_not_resolved_from_its_interval(bench) -> None:
+    tight = bench.paired_ratio([1.010, 1.012, 1.008, 1.011, 1.009])
+    assert tight["verdict"] == "goal met" and 1.00 <= tight["ci95"][0] < tight["ratio"] < tight["ci95"][1] <= 1.02
+    assert bench.paired_ratio([1.05, 1.06, 1.055])["verdict"] == "goal missed"
+    # this machine's spread (a run of 4 repeats here): the same mean says nothing about a 2% goal
+    noisy = bench.paired_ratio([0.9685, 1.1291, 0.9609, 1.0519])
+    assert noisy["verdict"] == "not resolved" and noisy["ci95"][0] < 1.0 < 1.02 < noisy["ci95"][1]
+    assert noisy["repeats_to_resolve"] > 100
+    one = bench.paired_ratio([1.01])
+    assert one["verdict"] == "not resolved" and one["ci95"] == [None, None]
+
+
 def test_tensorboard_gets_one_event_per_step_with_every_scalar_of_the_step(tmp_path: Path) -> None:
     """``StepLoop`` hands TensorBoard one event per step (loss, step time; manager step and
     participants when they change); TensorBoard reads each tag's points as from ``add_scalar``."""
