@@ -115,6 +115,7 @@ def _inspect(line: InspectLine) -> int:
             max_trace_mb=line.max_trace_mb,
             overwrite=line.overwrite,
             junit=line.junit,
+            on_done=_exit_now,
         )
     except (Exception, KeyboardInterrupt) as e:
         import typer
@@ -136,6 +137,19 @@ def _inspect(line: InspectLine) -> int:
 
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def _exit_now(code: int) -> None:
+    """The check's output is written: end the process without freeing what it built, nor the
+    interpreter's teardown (measured after a 295 MB trace's ``--json``: 0.10-0.12 s between the
+    output and the exit, ~5% of the whole, on a slow 2-core machine). Nothing is left to run: the
+    trace reader's child and thread are joined, the files written are closed. A flush that fails
+    (a closed pipe, a full disk) raises here, and is worded as any other error of the check."""
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -30,7 +30,10 @@ def inspect_trace(
     max_trace_mb: int | None = None,
     overwrite: bool = False,
     junit: Path | None = None,
+    on_done: Callable[[int], None] | None = None,
 ) -> int:
+    """``on_done``: called with the exit code once everything is written, while what the check
+    built is still alive (the command line exits there, without freeing it)."""
     from ftrun.trace.load import LIMIT_FLAG, MAX_TRACE_BYTES
 
     if max_trace_mb is not None and max_trace_mb < 1:
@@ -109,7 +112,10 @@ def inspect_trace(
                     f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, "
                     f"{exported['verdicts']} verdicts; open in ui.perfetto.dev)"
                 )
-        return 0 if report.ok else 1
+        code = 0 if report.ok else 1
+        if on_done is not None:
+            on_done(code)
+        return code
 
 
 @contextlib.contextmanager

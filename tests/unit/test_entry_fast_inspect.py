@@ -3,6 +3,7 @@ typer would, and sends every command line it does not plainly understand to type
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,27 @@ def _via_entry(argv: list[str], monkeypatch) -> tuple[list[Path], dict]:
     got = entry.plain_inspect(argv)
     assert got is not None, argv
     assert entry._inspect(got) == 0
+    # the one thing typer's path does not pass: the command line ends the process once all is written
+    assert seen["kw"].pop("on_done") is entry._exit_now
     return seen["paths"], seen["kw"]
+
+
+def test_the_fast_exit_flushes_then_ends_with_the_code(monkeypatch) -> None:
+    import io
+    import os
+
+    class Out(io.StringIO):
+        flushed = False
+
+        def flush(self) -> None:
+            self.flushed = True
+
+    out, err, codes = Out(), Out(), []
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(os, "_exit", codes.append)
+    entry._exit_now(1)
+    assert out.flushed and err.flushed and codes == [1]
 
 
 PLAIN = [
