@@ -553,11 +553,7 @@ def native_module() -> types.ModuleType:
         return sys.modules[NATIVE]
     if _native:  # (a pyo3 extension is initialised once per process)
         return _native[0]
-    try:
-        spec = importlib.util.find_spec("torchft")
-    except (ImportError, ValueError):
-        spec = None
-    for loc in (spec.submodule_search_locations or []) if spec else []:
+    for loc in _torchft_dirs():
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
             path = Path(loc) / f"_torchft{suffix}"
             if path.is_file():
@@ -597,16 +593,22 @@ class QuantizedSite:
     why: str | None
 
 
-def _torchft_source(module: str) -> str | None:
+def _torchft_dirs() -> list[str]:
+    """Where the installed ``torchft`` package's files are, found without importing it."""
     import importlib.util
-    from pathlib import Path
 
     try:
         spec = importlib.util.find_spec("torchft")
     except (ImportError, ValueError):
-        return None
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+def _torchft_source(module: str) -> str | None:
+    from pathlib import Path
+
     rel = Path(*module.split(".")[1:]).with_suffix(".py")
-    for loc in (spec.submodule_search_locations or []) if spec else []:
+    for loc in _torchft_dirs():
         try:
             with open(Path(loc) / rel, encoding="utf-8", errors="replace") as f:
                 return f.read(_SOURCE_LIMIT)
