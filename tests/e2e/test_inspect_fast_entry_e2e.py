@@ -61,8 +61,11 @@ def test_the_entry_prints_what_the_typer_cli_prints(case, cuda_run, tmp_path) ->
 
 
 def test_the_entry_does_not_import_typer() -> None:
+    # the command ends its process with os._exit once its output is written (ftrun.entry._exit_now):
+    # here that exit raises instead, so what was imported by then can be read
     code = (
-        "import runpy, sys; sys.argv = ['ftrun', 'inspect-trace', sys.argv[1], '--json']\n"
+        "import os, runpy, sys; sys.argv = ['ftrun', 'inspect-trace', sys.argv[1], '--json']\n"
+        "def _exit(c):\n    raise SystemExit(c)\nos._exit = _exit\n"
         "try:\n    runpy.run_module('ftrun', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
         "print(code, sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'rich', 'click', 'torch')))\n"
     )
