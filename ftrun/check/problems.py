@@ -109,8 +109,9 @@ def disagreements(ag) -> list[str]:
             f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}"
             for r, v in sorted(d["replicas"].items())
         )
+        quorum = "" if d.get("quorum_id") is None else f" in quorum {d['quorum_id']}"
         out.append(
-            f"replicas disagree on the synced parameters after manager step {d['manager_step']} "
+            f"replicas disagree on the synced parameters after manager step {d['manager_step']}{quorum} "
             f"(rank {d['rank']}): {seen}"
         )
     return out
