@@ -46,7 +46,8 @@ def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement
         out.commits_checked += 1
         if len(set(seen.values())) > 1:
             replicas = {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}
+            quorum = None if qid < 0 else qid
             out.disagreements.append(
-                {"rank": rank, "manager_step": manager_step, "quorum_id": None if qid < 0 else qid, "replicas": replicas}
+                {"rank": rank, "manager_step": manager_step, "quorum_id": quorum, "replicas": replicas}
             )
     return out
