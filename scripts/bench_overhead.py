@@ -46,8 +46,11 @@ Where ftrun's extra time is, from the same runs: (1) each side's whole loop per 
 exactly into its median plain step + what its plain steps took beyond that + what its send/sync
 steps took beyond that (``breakdown``), ftrun - bare per part; (2) CPU ms per step: per rank
 (bare: ``time.process_time`` at every step; ftrun: its process tree read from ``/proc`` every
-``SAMPLE_S`` between the warm-up and the last step) and ftrun's other processes (torchrun
-agents, the parent), load-independent where wall time is not; (3) ftrun's own per-step work
+``SAMPLE_S`` between the warm-up and the last step), each side's lighthouse read the same way
+over its loop's window, and ftrun's other processes (torchrun agents, the parent),
+load-independent where wall time is not; the all-process CPU ratio also paired per repeat, with
+its interval and verdict (``paired_cpu_ratio``): CPU time does not wait for a core, so it
+resolves a small difference on a machine whose wall time moves by 10% a run; (3) ftrun's own per-step work
 timed alone in this process with the worker's code (``per_step_costs_ms``: sketches,
 fingerprint, event-log line, armed recovery profiling; a lower bound, on a warm cache) and each
 timed right after a training step of the model, as the rank runs it (``per_step_costs_after_a_step_ms``).
@@ -60,7 +63,8 @@ says the goal is met, missed or not resolved by this many repeats on this machin
 noise, not ftrun, decides a ratio whose interval straddles 1.00 or 1.02),
 ``p25_ratio``/``p50_ratio``, ``breakdown_ms_per_step``, ``outside_step_body_ms_per_step``,
 ``plain_step_body_ms`` (ftrun's median plain ``step_time_s``, the body alone, vs the bare median plain step),
-``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``per_step_costs_ms``,
+``cpu_ms_per_step``, ``cpu_ratio_all_processes``, ``cpu_ratios_per_repeat``,
+``paired_cpu_ratio`` (as ``paired_ratio``, of the all-process CPU), ``per_step_costs_ms``,
 ``per_step_costs_after_a_step_ms``, ``repeats``, ``load_average`` (per repeat), ``valid`` and
 ``invalid`` (ratio below ``VALID_FROM``). Before it,
 the per-step distributions of both sides (10th/25th/50th/90th percentile of the whole-loop
@@ -77,7 +81,13 @@ the sketch work of one sync on the same fragment tensors (contribution, SUM, ave
 what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
 of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
 
-Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3] [--sketches | --knobs all]
+``--concurrent``: instead, both sides at the same time on the same cores, each repeat's ratio from
+the steps both took in the same seconds (``concurrent_bench``: on a machine whose cores' speed
+moves between runs a minute apart, the only pairing that sees one speed). Last line:
+``{"mode": "concurrent", "paired_ratio": ..., "ratios_per_repeat": ...}``.
+
+Usage: python scripts/bench_overhead.py [--steps 120] [--replicas 2] [--repeat 3]
+       [--sketches | --knobs all | --concurrent]
 """
 
 from __future__ import annotations
@@ -200,6 +210,7 @@ CPU_KNOBS: list[float] = []  # per --knobs run: the bare rank's CPU ms per step
 LAST_RUN: dict = {}  # the last default ftrun run: its spec's profiling settings, an event log
 # per side, per run: its steps after the warm-up, (whole-loop interval ms, a send/sync step?)
 INTERVALS: dict[str, list[list[tuple[float, bool]]]] = {"bare": [], "ftrun": []}
+LAST_STAMPS: dict[str, list[list[float]]] = {}  # per side, the last run's step stamps (unix s) per replica
 
 
 def threads_for(replicas: int) -> int:
@@ -214,6 +225,25 @@ def ms_per_step(stamps: list[float]) -> float:
     if len(stamps) <= WARMUP:
         raise SystemExit(f"bench_overhead: need more than {WARMUP} steps, got {len(stamps)}")
     return (stamps[-1] - stamps[WARMUP - 1]) / (len(stamps) - WARMUP) * 1e3
+
+
+def window_ms_per_step(samples: list[tuple[float, float]], stamps: list[float]) -> float:
+    """CPU ms per step of a process read every ``SAMPLE_S`` (``samples``: (unix time, CPU s)) over
+    the loop's window of ``ms_per_step`` (``stamps``: one replica's step stamps): the reads just
+    inside the window, per step between them. Like the ftrun side's ``TreeCpu``, in clock ticks."""
+    t0, t1 = stamps[WARMUP - 1], stamps[-1]
+    inside = [(t, c) for t, c in samples if t0 <= t <= t1]
+    if len(inside) < 2:
+        return float("nan")
+    (ta, ca), (tb, cb) = inside[0], inside[-1]
+    steps = (tb - ta) / (t1 - t0) * (len(stamps) - WARMUP)  # the window's steps between the two reads
+    return (cb - ca) / steps * 1e3
+
+
+def all_processes_ms(cpu: dict[str, float], replicas: int) -> float:
+    """CPU ms per training step of every process of one run: its ranks and the others (lighthouse,
+    ftrun's agents and parent)."""
+    return replicas * cpu["rank"] + sum(v for r, v in cpu.items() if r != "rank" and v == v)  # (nan: unread)
 
 
 def busy_step(step: int, cfg: dict) -> bool:
@@ -371,13 +401,16 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
         )
         for r in range(replicas)
     ]
+    lighthouse_cpu: list[tuple[float, float]] = []  # (unix time, its CPU s): read as the ftrun side's is
     try:
         deadline = time.monotonic() + 600
         while any(p.poll() is None for p in procs):  # with the ftrun side's reads of /proc (SAMPLE_S)
             if time.monotonic() > deadline:
                 raise SystemExit("bench_overhead: a bare replica ran for more than 600 s")
-            for pid in (lh.pid, *(p.pid for p in procs)):
-                cpu_s(pid)
+            if (c := cpu_s(lh.pid)) is not None:
+                lighthouse_cpu.append((time.time(), c))
+            for p in procs:
+                cpu_s(p.pid)
             time.sleep(SAMPLE_S)
     finally:
         for p in procs:
@@ -386,8 +419,14 @@ def run_bare(cfg: dict, replicas: int, variant: dict | None = None) -> float:
         lh.wait()
     got = [json.loads(Path(o).read_text()) for o in outs]
     stamps = [g["t"] for g in got]
+    LAST_STAMPS["bare"] = stamps
     if not variant:
-        CPU["bare"].append({"rank": statistics.mean(ms_per_step(g["cpu"]) for g in got)})
+        CPU["bare"].append(
+            {
+                "rank": statistics.mean(ms_per_step(g["cpu"]) for g in got),
+                "lighthouse": window_ms_per_step(lighthouse_cpu, stamps[0]),
+            }
+        )
     else:
         CPU_KNOBS.append(statistics.mean(ms_per_step(g["cpu"]) for g in got))
     if not variant:
@@ -438,12 +477,14 @@ def run_ftrun(cfg: dict, replicas: int, extra: tuple[str, ...] = ()) -> float:
         LAST_RUN["profiling"] = json.loads((Path(out) / "bench" / "spec.json").read_text())["config"]["profiling"]
         LAST_RUN["events"] = Path(out) / "bench" / "events" / "replica0_rank0.jsonl"
     per_replica, outside = [], []
+    LAST_STAMPS["ftrun"] = []
     for r in range(replicas):
         recs = [
             json.loads(line)
             for line in (Path(out) / "bench" / "events" / f"replica{r}_rank0.jsonl").read_text().splitlines()
         ]
         recs = [x for x in recs if x.get("step")]
+        LAST_STAMPS["ftrun"].append([x["t"] for x in recs])
         loop = ms_per_step([x["t"] for x in recs])
         STEPS["ftrun"] += [(b["t"] - a["t"]) * 1e3 for a, b in zip(recs[WARMUP - 1 :], recs[WARMUP:], strict=False)]
         if not extra:
@@ -649,6 +690,103 @@ def sketch_bench(base: dict, replicas: int, steps: int, repeat: int, label: str,
     }
 
 
+MIN_OVERLAP = 30  # steps every replica of both sides must have taken inside the common window
+
+
+def overlap_ms_per_step(sides: dict[str, list[list[float]]]) -> dict[str, float]:
+    """``--concurrent``: each side's ms per step inside the window in which every replica of both
+    sides was past its warm-up and none had finished (the mean over its replicas of the steps'
+    time between their first and last stamp inside the window). SystemExit when a replica took
+    fewer than ``MIN_OVERLAP`` steps in it (more ``--steps``)."""
+    every = [st for runs in sides.values() for st in runs]
+    t0 = max(st[WARMUP - 1] for st in every)
+    t1 = min(st[-1] for st in every)
+    out = {}
+    for side, runs in sides.items():
+        per = []
+        for st in runs:
+            inside = [t for t in st if t0 <= t <= t1]
+            if len(inside) < MIN_OVERLAP + 1:
+                raise SystemExit(
+                    f"bench_overhead: the two sides overlapped for {len(inside)} step(s) of a {side} replica "
+                    f"(need {MIN_OVERLAP}): give more --steps"
+                )
+            per.append((inside[-1] - inside[0]) / (len(inside) - 1) * 1e3)
+        out[side] = statistics.mean(per)
+    return out
+
+
+def concurrent_bench(cfg: dict, replicas: int, repeat: int) -> None:
+    """``--concurrent``: both sides at the same time on the same cores, ``repeat`` times, each
+    repeat one ratio from the steps both took in the same seconds (``overlap_ms_per_step``).
+
+    Why: on a machine whose cores' own speed moves by 10-40% between runs a minute apart (the bare
+    loop here 30.8 -> 45.5 ms a step over six sequential repeats, its CPU time per step with it),
+    two runs side by side in time cannot resolve 1%; two loops sharing the same seconds see the
+    same core speed. What it measures: each rank gets its share of the cores (the kernel shares
+    them out per session, and every rank of both sides has its own: torch elastic starts each
+    rank in a new session, the bare loop its replicas), so a side's step time follows the CPU
+    its ranks need per step. ftrun's other processes (torchrun agents, its parent: ~0.33 ms CPU
+    a step in all, ``cpu_ms_per_step``) are sessions of their own too, so what they take slows
+    both sides alike: this ratio leaves out up to ~0.5% that the sequential one counts. Not what
+    a run on cores of its own measures either: about twice the step time, and a rank that waits
+    for its peer gives the other side CPU; both sides' ranks wait alike."""
+    import threading
+
+    ratios, rows = [], []
+    for i in range(repeat):
+        errors: list[BaseException] = []
+
+        def side(fn, errors: list[BaseException] = errors) -> None:
+            try:
+                fn(cfg, replicas)
+            except BaseException as e:  # (a SystemExit in a thread would end only the thread)
+                errors.append(e)
+
+        # ftrun first: its parent and each agent start before its ranks import torch, a few s later
+        threads = [threading.Thread(target=side, args=(fn,)) for fn in (run_ftrun, run_bare)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        ms = overlap_ms_per_step({k: LAST_STAMPS[k] for k in ("bare", "ftrun")})
+        ratios.append(ms["ftrun"] / ms["bare"])
+        rows.append({k: round(v, 3) for k, v in ms.items()})
+        print(
+            f"concurrent repeat {i + 1}: bare {ms['bare']:.2f} ms/step, ftrun {ms['ftrun']:.2f} ms/step, "
+            f"ratio {ratios[-1]:.4f} (load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+    paired = paired_ratio(ratios)
+    lo, hi = paired["ci95"]
+    print(
+        f"concurrent ratio ftrun / bare: geometric mean {paired['ratio']:.4f}x"
+        + (f", 95% interval {lo:.4f}-{hi:.4f}x (spread per repeat {paired['sd_pct']:.2f}%)" if lo is not None else "")
+        + f": {paired['verdict']} (goal {GOAL[0]:.2f}-{GOAL[1]:.2f}x)"
+    )
+    on = LAST_RUN["profiling"]
+    valid = paired["ratio"] >= VALID_FROM
+    print(
+        json.dumps(
+            {
+                "mode": "concurrent",
+                "ms_per_step_per_repeat": rows,
+                "ratios_per_repeat": [round(r, 4) for r in ratios],
+                "paired_ratio": paired,
+                "ftrun_sketches": on["sketches"],
+                "ftrun_profile_recovery": on["profile_recovery"],
+                "repeats": repeat,
+                "valid": valid,
+                "invalid": not valid,
+            }
+        )
+    )
+    if not valid:
+        raise SystemExit(1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=120)
@@ -661,6 +799,11 @@ def main() -> None:
         "--knobs",
         default=None,
         help="Instead: variations of the bare loop (BARE_KNOBS; 'all' or comma-separated substrings) vs the plain one.",
+    )
+    ap.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="Instead: both sides at the same time, each repeat's ratio from the steps of the same seconds.",
     )
     ap.add_argument("--large-steps", type=int, default=40)
     ap.add_argument("--large-repeat", type=int, default=1)
@@ -700,6 +843,9 @@ def main() -> None:
         f"{threads_for(a.replicas)} threads per rank",
         flush=True,
     )
+    if a.concurrent:
+        concurrent_bench(cfg, a.replicas, a.repeat)
+        return
     if a.knobs:
         knobs_bench(cfg, a.replicas, a.repeat, a.knobs)
         return
@@ -778,18 +924,36 @@ def main() -> None:
     # sides should cost the same CPU per rank; ftrun's other processes add theirs
     cpu = {side: cpu_medians(CPU[side]) for side in ("bare", "ftrun")}
     helpers = {r: v for r, v in cpu["ftrun"].items() if r not in ("rank", "lighthouse")}
-    total_b = a.replicas * cpu["bare"]["rank"]
-    total_f = a.replicas * cpu["ftrun"].get("rank", float("nan")) + sum(helpers.values())
-    print("CPU ms per training step (utime + stime of every thread; ranks: per rank; lighthouse left out):")
+    total_b = all_processes_ms(cpu["bare"], a.replicas)
+    total_f = all_processes_ms(cpu["ftrun"], a.replicas)
+    print("CPU ms per training step (utime + stime of every thread; ranks: per rank):")
     print(
         f"  rank: bare {cpu['bare']['rank']:.3f}  ftrun {cpu['ftrun'].get('rank', float('nan')):.3f}  = "
         f"{cpu['ftrun'].get('rank', float('nan')) / cpu['bare']['rank']:.3f}x"
     )
+    print(
+        f"  lighthouse: bare {cpu['bare'].get('lighthouse', float('nan')):.3f}  "
+        f"ftrun {cpu['ftrun'].get('lighthouse', float('nan')):.3f}"
+    )
     for r, v in sorted(helpers.items()):
         print(f"  ftrun's {r:22} {v:.3f} ms per step (the bare loop has none)")
     print(
-        f"  all processes per step ({a.replicas} ranks + ftrun's others): bare {total_b:.3f}  ftrun {total_f:.3f}  = "
-        f"{total_f / total_b:.3f}x (what the ratio would be on cores nothing else uses)"
+        f"  all processes per step ({a.replicas} ranks, the lighthouse, ftrun's others): bare {total_b:.3f}  "
+        f"ftrun {total_f:.3f}  = {total_f / total_b:.3f}x (what the ratio would be on cores nothing else uses)"
+    )
+    # the same, paired per repeat: CPU time does not wait for a core, so a loaded or noisy machine
+    # moves it far less than the wall ratio (it still moves with the core's own speed)
+    cpu_per_repeat = [
+        all_processes_ms(f, a.replicas) / all_processes_ms(bb, a.replicas)
+        for f, bb in zip(CPU["ftrun"], CPU["bare"], strict=True)
+        if "rank" in f
+    ]
+    paired_cpu = paired_ratio(cpu_per_repeat)
+    clo, chi = paired_cpu["ci95"]
+    print(
+        f"  paired CPU ratio, all processes: geometric mean {paired_cpu['ratio']:.3f}x"
+        + (f", 95% interval {clo:.3f}-{chi:.3f}x (spread {paired_cpu['sd_pct']:.1f}%)" if clo is not None else "")
+        + f": {paired_cpu['verdict']}"
     )
     costs = per_step_costs_ms(cfg, LAST_RUN["events"])
     print("ftrun's own per-step work, timed alone in this process with the worker's code (a lower bound):")
@@ -823,6 +987,8 @@ def main() -> None:
                 "plain_step_body_ms": {"ftrun": round(body, 4), "bare": round(split["bare"]["plain"], 4)},
                 "cpu_ms_per_step": {side: {r: round(v, 4) for r, v in cpu[side].items()} for side in cpu},
                 "cpu_ratio_all_processes": round(total_f / total_b, 4),
+                "cpu_ratios_per_repeat": [round(r, 4) for r in cpu_per_repeat],
+                "paired_cpu_ratio": paired_cpu,
                 "per_step_costs_ms": {k: round(v, 5) for k, v in costs.items()},
                 "per_step_costs_after_a_step_ms": {k: round(v, 5) for k, v in cold.items()},
                 "repeats": a.repeat,

@@ -93,6 +93,30 @@ def test_the_paired_ratio_says_met_missed_or_not_resolved_from_its_interval(benc
     assert one["verdict"] == "not resolved" and one["ci95"] == [None, None]
 
 
+def test_the_concurrent_ratio_counts_only_the_seconds_both_sides_shared(bench) -> None:
+    w = bench.WARMUP
+    # bare: 10 ms steps from t=0; ftrun: 11 ms steps, starting 0.2 s later and running longer
+    bare = [[i * 0.010 for i in range(200)], [0.001 + i * 0.010 for i in range(200)]]
+    ftrun = [[0.2 + i * 0.011 for i in range(300)], [0.2005 + i * 0.011 for i in range(300)]]
+    ms = bench.overlap_ms_per_step({"bare": bare, "ftrun": ftrun})
+    assert ms["bare"] == pytest.approx(10.0) and ms["ftrun"] == pytest.approx(11.0)
+    # the window starts after every replica's warm-up: a side that starts late is cut to its own
+    late = [[5.0 + i * 0.010 for i in range(w + 40)]]
+    with pytest.raises(SystemExit, match="overlapped for"):
+        bench.overlap_ms_per_step({"bare": bare, "ftrun": late})
+
+
+def test_the_bare_lighthouse_cpu_is_read_over_the_loop_window(bench) -> None:
+    w = bench.WARMUP
+    stamps = [10.0 + 0.1 * i for i in range(w + 100)]  # 100 steps of 0.1 s after the warm-up
+    # 1 ms of CPU per 0.1 s throughout; 5 s of start-up CPU before the window is left out
+    samples = [(9.0, 0.0), (9.5, 5.0)] + [(10.0 + 0.05 * k, 5.0 + 0.0005 * k) for k in range(400)]
+    assert bench.window_ms_per_step(samples, stamps) == pytest.approx(1.0)
+    assert bench.window_ms_per_step(samples[:2], stamps) != bench.window_ms_per_step(samples[:2], stamps)  # nan
+    cpu = {"rank": 30.0, "lighthouse": 0.2, "torchrun agent": 0.3, "ftrun parent": float("nan")}
+    assert bench.all_processes_ms(cpu, 2) == pytest.approx(60.5)
+
+
 def test_tensorboard_gets_one_event_per_step_with_every_scalar_of_the_step(tmp_path: Path) -> None:
     """``StepLoop`` hands TensorBoard one event per step (loss, step time; manager step and
     participants when they change); TensorBoard reads each tag's points as from ``add_scalar``."""
