@@ -163,11 +163,14 @@ def main(spec_path: str) -> int:
         ) as diloco:
             if numerics is not None:
                 numerics.attach_sums(diloco)  # innermost: inside the event log's timing of the sync
+                # inside the event log's timings too: the send's sketch of the contribution is work
+                # the send does before the step goes on (outside send_s it fell between the send and
+                # the sync, and ftrun plan, which starts the sync's wait at send_s, over-predicted
+                # the wait of a sync in the send's own step by that much: 5-27 ms here)
+                numerics.attach(diloco, manager, training.outer, heal)
             recorder.attach(diloco)
             for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
-            if numerics is not None:
-                numerics.attach(diloco, manager, training.outer, heal)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
             faults = FaultInjector(spec.faults, env.replica, env.rank, run_dir)
             faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync

@@ -6,7 +6,8 @@ not what the schedule predicted. After a committed sync we hash the fragment's n
 parameters (``original_parameters``, identical on every replica whatever alpha is).
 
 Timings for the whole run (traces cover only the profiled window): ``send_s`` = prepare_sync
-duration; ``exposed_s`` = perform_sync start to the end of its ``wait()`` (the training thread
+duration (with the numeric check's sketch of the contribution, which the worker hooks inside
+it); ``exposed_s`` = perform_sync start to the end of its ``wait()`` (the training thread
 blocked on the fragment's allreduces: the same definition inspect-trace uses, to the end of
 ``torchft::local_sgd::wait`` instead of the start of restore); ``sync_s`` = whole perform_sync.
 Control plane (``attach_manager``): ``quorum_s`` = the step's ``manager.start_quorum`` (with
