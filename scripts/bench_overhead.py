@@ -760,12 +760,7 @@ def concurrent_bench(cfg: dict, replicas: int, repeat: int) -> None:
             flush=True,
         )
     paired = paired_ratio(ratios)
-    lo, hi = paired["ci95"]
-    print(
-        f"concurrent ratio ftrun / bare: geometric mean {paired['ratio']:.4f}x"
-        + (f", 95% interval {lo:.4f}-{hi:.4f}x (spread per repeat {paired['sd_pct']:.2f}%)" if lo is not None else "")
-        + f": {paired['verdict']} (goal {GOAL[0]:.2f}-{GOAL[1]:.2f}x)"
-    )
+    print(f"concurrent ratio ftrun / bare: {paired_text(paired, 4)} (goal {GOAL[0]:.2f}-{GOAL[1]:.2f}x)")
     on = LAST_RUN["profiling"]
     valid = paired["ratio"] >= VALID_FROM
     print(
@@ -873,16 +868,7 @@ def main() -> None:
     print(f"ratio ftrun / bare        : {ratio:.3f}x (goal 1.00-1.02x)")
     per_repeat = [x / y for x, y in zip(ours, bare, strict=True)]
     paired = paired_ratio(per_repeat)
-    lo, hi = paired["ci95"]
-    interval = (
-        f"95% interval {lo:.3f}-{hi:.3f}x over {a.repeat} repeats (spread per repeat {paired['sd_pct']:.1f}%)"
-        if lo is not None
-        else "no interval from one repeat"
-    )
-    print(
-        f"paired ratio (each repeat's two adjacent runs): geometric mean {paired['ratio']:.3f}x, {interval}: "
-        f"{paired['verdict']}"
-    )
+    print(f"paired ratio (each repeat's two adjacent runs): {paired_text(paired)}")
     outside_ms = statistics.median(BOOKKEEPING)
     print(
         f"ftrun per-step work outside the step body (event log, TensorBoard, progress, probes): median "
@@ -949,12 +935,7 @@ def main() -> None:
         if "rank" in f
     ]
     paired_cpu = paired_ratio(cpu_per_repeat)
-    clo, chi = paired_cpu["ci95"]
-    print(
-        f"  paired CPU ratio, all processes: geometric mean {paired_cpu['ratio']:.3f}x"
-        + (f", 95% interval {clo:.3f}-{chi:.3f}x (spread {paired_cpu['sd_pct']:.1f}%)" if clo is not None else "")
-        + f": {paired_cpu['verdict']}"
-    )
+    print(f"  paired CPU ratio, all processes: {paired_text(paired_cpu)}")
     costs = per_step_costs_ms(cfg, LAST_RUN["events"])
     print("ftrun's own per-step work, timed alone in this process with the worker's code (a lower bound):")
     for k, v in costs.items():
@@ -1021,6 +1002,7 @@ def paired_ratio(ratios: list[float]) -> dict:
     if n < 2:
         return {
             "ratio": round(math.exp(mean), 4),
+            "repeats": n,
             "ci95": [None, None],
             "sd_pct": None,
             "verdict": "not resolved",
@@ -1039,11 +1021,25 @@ def paired_ratio(ratios: list[float]) -> dict:
     need = math.ceil((1.96 * sd / math.log(1.01)) ** 2)
     return {
         "ratio": round(math.exp(mean), 4),
+        "repeats": n,
         "ci95": [round(lo, 4), round(hi, 4)],
         "sd_pct": round(100 * sd, 2),
         "verdict": verdict,
         "repeats_to_resolve": need,
     }
+
+
+def paired_text(p: dict, digits: int = 3) -> str:
+    """``paired_ratio``'s figures in one phrase: the mean, its interval and the spread per repeat
+    (none from one repeat), the verdict."""
+    lo, hi = p["ci95"]
+    interval = (
+        f"95% interval {lo:.{digits}f}-{hi:.{digits}f}x over {p['repeats']} repeats "
+        f"(spread per repeat {p['sd_pct']:.1f}%)"
+        if lo is not None
+        else "no interval from one repeat"
+    )
+    return f"geometric mean {p['ratio']:.{digits}f}x, {interval}: {p['verdict']}"
 
 
 def cpu_medians(runs: list[dict[str, float]]) -> dict[str, float]:
