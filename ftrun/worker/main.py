@@ -166,7 +166,8 @@ def main(spec_path: str) -> int:
                 # inside the event log's timings too: the send's sketch of the contribution is work
                 # the send does before the step goes on (outside send_s it fell between the send and
                 # the sync, and ftrun plan, which starts the sync's wait at send_s, over-predicted
-                # the wait of a sync in the send's own step by that much: 5-27 ms here)
+                # the wait of a sync in the send's own step by that much: 5-27 ms here); the
+                # sync's own sketch work after torchft's perform_sync now counts in sync_s alike
                 numerics.attach(diloco, manager, training.outer, heal)
             recorder.attach(diloco)
             for frag in diloco_fragments(diloco):
