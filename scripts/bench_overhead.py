@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -243,7 +244,7 @@ def window_ms_per_step(samples: list[tuple[float, float]], stamps: list[float]) 
 def all_processes_ms(cpu: dict[str, float], replicas: int) -> float:
     """CPU ms per training step of every process of one run: its ranks and the others (lighthouse,
     ftrun's agents and parent)."""
-    return replicas * cpu["rank"] + sum(v for r, v in cpu.items() if r != "rank" and v == v)  # (nan: unread)
+    return replicas * cpu["rank"] + sum(v for r, v in cpu.items() if r != "rank" and not math.isnan(v))  # nan: unread
 
 
 def busy_step(step: int, cfg: dict) -> bool:
