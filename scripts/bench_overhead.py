@@ -995,7 +995,6 @@ def paired_ratio(ratios: list[float]) -> dict:
     of the goal: met (the interval inside ``GOAL``), missed (outside it) or not resolved (the
     interval straddles an edge: more repeats, about ``repeats_to_resolve``, or a quieter machine).
     One repeat gives no interval: not resolved."""
-    import math
 
     logs = [math.log(r) for r in ratios]
     n = len(logs)
