@@ -193,7 +193,7 @@ SKETCH_SEED = 22
 class Sketch(msgspec.Struct):
     """Linear sketch of one flattened fragment (``ftrun.worker.sketch``): ``proj`` = SKETCH_K fixed
     random projections in float64 (the same on every replica), ``norm`` = its L2 norm (None: not
-    measured — the SUM's, the average's and the globals', to save a pass), ``numel`` elements, ``dtype`` of
+    measured — the SUM's and the average's, to save a pass), ``numel`` elements, ``dtype`` of
     the tensors sketched."""
 
     # exactly SKETCH_K: a hand-edited line with another count is not a record (event_log says where)
@@ -209,8 +209,9 @@ class RoundNumerics(msgspec.Struct):
 
     Written in two parts: at the send (``phase`` "send": ``contribution`` as the process group
     saw it, zeros when not participating; the quorum) and at the sync (``phase`` "sync": the
-    process group's ``sum``, the ``average`` the outer optimizer stepped on, the ``globals``
-    after the outer step; absent when the commit failed or the collective never completed).
+    process group's ``sum`` and the ``average`` the outer optimizer stepped on; absent when the
+    commit failed or the collective never completed). The globals after the outer step are not
+    sketched: the sync step's ``EventRecord.fingerprint`` hashes them exactly, at every commit.
     A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
     is the training step of its sync. ``path``: per-param | bucketized | quantized (the path
     torchft took, as the hooks saw it: a ``--quantize`` round torchft ran through the plain allreduce
@@ -233,15 +234,16 @@ class RoundNumerics(msgspec.Struct):
     contribution: Sketch | None = None
     sum: Sketch | None = None
     average: Sketch | None = None
-    globals: Sketch | None = None
 
 
 class HealNumerics(msgspec.Struct):
-    """Sketches of every fragment's global parameters right after this rank healed (torchft's
-    checkpoint transport) at ``manager_step``: the source's must match (``ftrun.check.numerics``)."""
+    """Every fragment's global parameters right after this rank healed (torchft's checkpoint
+    transport) at ``manager_step``, as ``fingerprints`` (``EventRecord.fingerprint``'s hash, one
+    per fragment): the source's after its last commit of each must be the same, bit for bit
+    (``ftrun.check.numerics``)."""
 
     manager_step: int
-    fragments: list[Sketch]
+    fingerprints: list[str] = []  # (an event log of an ftrun that sketched them instead: not checked)
 
 
 class EventRecord(msgspec.Struct):

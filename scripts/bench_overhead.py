@@ -77,8 +77,8 @@ sketches on vs ``--no-sketches``, whole loop as above, interleaved, for the defa
 cores). Besides the whole-loop ratio, one steadier under load: what the send and sync steps
 took beyond the run's own median plain step (the only steps the sketches work in), on vs off,
 per step of the off loop. Also, in this process,
-the sketch work of one sync on the same fragment tensors (contribution, SUM, average, globals:
-what the hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
+the sketch work of one sync on the same fragment tensors (contribution, SUM, average: what the
+hooks do), as a share of the w = H/F steps between two syncs — steadier than a ratio
 of two wall times on a loaded machine. Goal: ratio <= 1.01. Last line: ``{"sketches": [...]}``.
 
 ``--concurrent``: instead, both sides at the same time on the same cores, each repeat's ratio from
@@ -520,7 +520,7 @@ LARGE = {"width": 2048, "blocks": 6, "batch_size": 1, "seq_len": 16}
 
 
 def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
-    """In this process: ms of sketch work for one sync of fragment 0 (the hooks' four sketches of
+    """In this process: ms of sketch work for one sync of fragment 0 (the hooks' three sketches of
     its tensors) and the fragment's elements."""
     import torch
 
@@ -534,8 +534,9 @@ def sketch_cost_ms(cfg: dict) -> tuple[float, int]:
     times = []
     for _ in range(7):  # the least of 7: other load only ever adds time
         t0 = time.perf_counter()
-        # contribution (with its norm), SUM (both copied: the collective changes them), average, globals: as the hooks
-        for norm, copy in ((True, True), (False, True), (False, False), (False, False)):
+        # contribution (with its norm, copied: the collective changes it), the SUM in place at the sync
+        # (the CPU path, ``NumericsProbe.sums_first``), average: as the hooks
+        for norm, copy in ((True, True), (False, False), (False, False)):
             b = Builder(proj, norm=norm, copy=copy)
             for t in tensors:
                 b.add(t)
@@ -569,7 +570,7 @@ def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
             times.append((time.perf_counter() - t0) * 1e3)
         return min(times)
 
-    sketch_ms, _ = sketch_cost_ms(cfg)  # fragment 0's four sketches, one sync
+    sketch_ms, _ = sketch_cost_ms(cfg)  # fragment 0's three sketches, one sync
     fp_ms = statistics.mean(best_ms(lambda f=f: fingerprint(dict(f.named_parameters()))) for f in frags)
     lines = events.read_bytes().splitlines()
     recs = [msgspec.json.decode(x, type=EventRecord) for x in lines]
@@ -580,7 +581,7 @@ def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
     around = AroundFault([], 0, 0, events.parent, lambda k: False, give_up=2 * cfg["sync_every"])
     armed_ms = best_ms(lambda: [(around.at_step(k), around.after_step([], False)) for k in range(1000)]) / 1000
     return {
-        "sketches (4 per sync, fragment 0), per step": sketch_ms / w,
+        "sketches (3 per sync, fragment 0), per step": sketch_ms / w,
         "fingerprint of the synced fragment, per step": fp_ms / w,
         "event-log line (encode + write), per step": log_ms,
         "recovery profiling armed, no fault, per step": armed_ms,
@@ -588,7 +589,7 @@ def per_step_costs_ms(cfg: dict, events: Path) -> dict[str, float]:
 
 
 def per_step_costs_after_a_step_ms(cfg: dict, events: Path) -> dict[str, float]:
-    """The same pieces of work as ``per_step_costs_ms`` (the four sketches, the fingerprint, the
+    """The same pieces of work as ``per_step_costs_ms`` (the three sketches, the fingerprint, the
     event-log line), each timed as the rank runs it: right after a training step of the model (data,
     forward, backward, AdamW), which leaves the caches holding the step's data, not the work's; the
     median of ``N`` such. Measured in ftrun's rank (perf_counter around the work), a torch op after
@@ -633,8 +634,8 @@ def per_step_costs_after_a_step_ms(cfg: dict, events: Path) -> dict[str, float]:
             b.add(t)
         b.sketch()
 
-    # contribution (copied at issue, with its norm), SUM, average, globals: the hooks' four, each after a step
-    sketch_ms = sum(after_a_step(lambda a=a, c=c: one_sketch(a, c)) for a, c in ((True, True), *[(False, False)] * 3))
+    # contribution (copied at issue, with its norm), SUM, average: the hooks' three, each after a step
+    sketch_ms = sum(after_a_step(lambda a=a, c=c: one_sketch(a, c)) for a, c in ((True, True), *[(False, False)] * 2))
     fp_ms = statistics.mean(after_a_step(lambda f=f: fingerprint(dict(f.named_parameters()))) for f in frags)
     recs = [msgspec.json.decode(x, type=EventRecord) for x in events.read_bytes().splitlines()]
     with tempfile.TemporaryDirectory() as tmp:
@@ -642,7 +643,7 @@ def per_step_costs_after_a_step_ms(cfg: dict, events: Path) -> dict[str, float]:
         log_ms = after_a_step(lambda: sink.write(recs[len(recs) // 2]))
         sink.close()
     return {
-        "sketches (4 per sync, fragment 0), per step": sketch_ms / w,
+        "sketches (3 per sync, fragment 0), per step": sketch_ms / w,
         "fingerprint of the synced fragment, per step": fp_ms / w,
         "event-log line (encode + write), per step": log_ms,
     }

@@ -21,9 +21,12 @@ We hook exactly those places, never re-implementing them:
   ``ftrun.worker.sketch_quantized`` wraps that function and sketches through ``SketchPG.sketched``.
 * each fragment's ``prepare_sync`` / ``perform_sync`` (instance attributes) name the round:
   fragment, manager step, quorum id, participants, whether this replica participates.
-* the outer optimizers ftrun built get a step pre-hook (the **average** it steps on: ``p.grad``)
-  and a post-hook (the **globals** after the step).
-* after a heal, the first send sketches every fragment's global parameters (``HealNumerics``).
+* the outer optimizers ftrun built get a step pre-hook (the **average** it steps on: ``p.grad``).
+  The **globals** after the step are not sketched: the event log's ``fingerprint`` of every commit
+  (``ftrun.worker.recorder``) already hashes them, exactly; a sketch of them was a fourth read
+  of the fragment per sync for the same question.
+* after a heal, the first send fingerprints every fragment's global parameters (``HealNumerics``),
+  as the recorder does at a commit: the check compares them with the source's, bit for bit.
 
 A sketch (``layout.Sketch``) of a flattened fragment x is k = ``K`` projections P·x with
 P[j, i] = W[j, i mod PERIOD], W a fixed ±1 matrix drawn from ``SEED`` (the same on every
@@ -35,12 +38,12 @@ float64. The smaller ones (a default-model fragment is only those) are held, cop
 collective changes them in place later, and projected together at ``sketch``: one ``cat`` lays them
 out with zero pads putting each element at its column (on the CPU in their own dtype, into a reused
 buffer: half the bytes of a float64 layout, which matters after a training step has left the caches
-cold: 3.42 -> 3.08 ms for the four sketches of a round there, paired median of 60), then one column
+cold: 3.42 -> 3.08 ms for the four sketches a round then had there, paired median of 60), then one column
 sum accumulated in float64, one product by W, one norm — a few ops whatever their number, every
 element summed in float64 (no float32 stage: ``rows`` 0).
 ``ftrun.check.numerics.sketch_error`` states the error budget of that float32 stage for a sum of
 ``rows`` values per column in any order and of any signs (a gemv adds them one after another).
-Cost per sync: one read of the fragment for each of the four sketches, plus the contribution's
+Cost per sync: one read of the fragment for each of the three sketches, plus the contribution's
 norm. On the CPU the float32 stage of a float32 tensor is a BLAS gemv (``ones @ rows``: products
 by 1 are exact, so it is a float32 sum read at memory speed, ~1.8x faster than torch's column
 ``sum`` here) and the contribution's norm a dot over the same rows right after, while they are
@@ -67,6 +70,7 @@ from torchft.utils import get_stream_context
 from ftrun import layout
 from ftrun.torchft_compat import diloco_fragments, quorum_id
 from ftrun.worker.pg_wrapper import KeptWrapper
+from ftrun.worker.recorder import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +174,7 @@ class Projector:
         (each offset the previous one's end: a fragment's tensors as ``Builder.add`` places them) are
         laid out by torch's own flatten (``_flatten_dense_tensors``, the C++ loop DDP's buckets use)
         and projected with W rolled by the first offset: no Python op per tensor (after a training step,
-        the four sketches of a round -0.10 to -0.12 ms, paired medians of 60)."""
+        the four sketches a round then had -0.10 to -0.12 ms, paired medians of 60)."""
         items = sorted(items, key=lambda p: p[0])
         if items[0][1].device.type == "cpu" and _flatten is not None and _follow(items):
             return self._project_run(items, norm)
@@ -253,7 +257,7 @@ class Builder:
 
     ``copy``: small tensors are copied at ``at`` (the collective and torchft's divide change them in
     place before ``sketch``); ``copy=False`` holds them as they are, for a caller that calls
-    ``sketch`` before anything changes them (the outer step's hooks, the heal)."""
+    ``sketch`` before anything changes them (the outer step's pre-hook, the held SUMs)."""
 
     def __init__(self, projector: Projector, norm: bool = True, copy: bool = True) -> None:
         self.projector = projector
@@ -334,7 +338,6 @@ class Round:
         self.held: list[tuple[torch.Tensor, int, int, dist._Work]] = []
         self.sum_sketch: layout.Sketch | None = None  # the held collectives' SUM (``NumericsProbe.sums_first``)
         self.average: layout.Sketch | None = None
-        self.globals: layout.Sketch | None = None
         self.issued = 0
         self.done = 0
         self.broken = False
@@ -504,12 +507,11 @@ class NumericsProbe:
             frag.prepare_sync = self._send(f, frags, frag.prepare_sync, manager, heal)
             frag.perform_sync = self._sync(f, frag.perform_sync)
             outer[f].register_step_pre_hook(self._before_outer(f))
-            outer[f].register_step_post_hook(self._after_outer(f))
 
     def _send(self, f: int, frags: list[Any], fn: Callable[[], None], manager: Any, heal: Any) -> Callable[[], None]:
         def prepare_sync() -> None:
             if getattr(heal, "healed_from_step", None) is not None and self.heal_out is None:
-                self._sketch_heal(frags, manager.current_step())
+                self._fingerprint_heal(frags, manager.current_step())
             # start_quorum ran just before (DiLoCo's post-hook): the round's quorum is known
             r = Round(
                 self.projector,
@@ -541,17 +543,11 @@ class NumericsProbe:
             r.sent = True
             self.out.append(r.part("send", contribution=r.contribution.sketch()))
 
-    def _sketch_heal(self, frags: list[Any], manager_step: int) -> None:
+    def _fingerprint_heal(self, frags: list[Any], manager_step: int) -> None:
         try:
-            sketches = []
-            for frag in frags:
-                b = Builder(self.projector, copy=False)  # sketched at once: nothing changes them before
-                for t in frag.original_parameters.values():
-                    b.add(t)
-                sketches.append(b.sketch())
-            self.heal_out = layout.HealNumerics(manager_step, sketches)
+            self.heal_out = layout.HealNumerics(manager_step, [fingerprint(f.original_parameters) for f in frags])
         except Exception:
-            log.exception("sketch of the healed parameters failed")
+            log.exception("fingerprint of the healed parameters failed")
 
     def attach_sums(self, diloco: Any) -> None:
         """Hook each fragment's ``perform_sync`` innermost, before anything else wraps it (the event
@@ -607,7 +603,6 @@ class NumericsProbe:
                             "sync",
                             sum=r.sum_sketch if complete else None,
                             average=r.average if ok else None,
-                            globals=r.globals if ok else None,
                         )
                     )
             return ok
@@ -632,22 +627,6 @@ class NumericsProbe:
                 r.average = b.sketch()
             except Exception:
                 self.failed(r, "average")
-
-        return hook
-
-    def _after_outer(self, f: int) -> Callable[..., None]:
-        def hook(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            r = self.pending.get(f)
-            if r is None or r.broken:
-                return
-            try:
-                # the heal check uses the healed side's norm; sketched at once, nothing changes p meanwhile
-                b = Builder(self.projector, norm=False, copy=False)
-                for p in self._params(opt):
-                    b.add(p.data)
-                r.globals = b.sketch()
-            except Exception:
-                self.failed(r, "globals")
 
         return hook
 

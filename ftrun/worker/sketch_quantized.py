@@ -11,8 +11,8 @@ the reduced result into it by then, on ``stream``; the Manager's divide by the p
 chained after ours — is the **SUM**. That order is the one torchft's own divide relies on: callbacks
 on the one future of the Work (NCCL's, already complete at launch) run in the order they were
 added, and ``SketchPG.sketched`` sketches on ``stream`` (the Manager passes its current stream, which
-the dequantize and the divide use too). The average and globals hooks of ``ftrun.worker.sketch``
-complete the round; ``ftrun.check.numerics`` applies the fp8 e4m3 budget to it (``path``
+the dequantize and the divide use too). The average hook of ``ftrun.worker.sketch``
+completes the round; ``ftrun.check.numerics`` applies the fp8 e4m3 budget to it (``path``
 "quantized").
 
 When the wrapper cannot be installed (a torchft without the function or signature expected)

@@ -36,7 +36,8 @@ def test_a_line_that_is_no_record_is_bad_input_only_when_strict(tmp_path, line, 
 def test_a_sketch_with_another_count_of_projections_is_no_record(tmp_path):
     def with_proj(step, k):
         sketch = {"proj": [0.5] * k, "norm": 1.0, "numel": 8, "dtype": "float32"}
-        rec = {**event_record(step), "heal_numerics": {"manager_step": 1, "fragments": [sketch]}}
+        part = {"phase": "send", "fragment": 0, "manager_step": 1, "quorum_id": 1, "contribution": sketch}
+        rec = {**event_record(step), "numerics": [part]}
         return json.dumps(rec)
 
     p = tmp_path / "e.jsonl"

@@ -55,13 +55,13 @@ def part(phase, mstep=0, fragment=0, participants=2, participating=True, world=2
 
 
 def round_logs(
-    contribs, sums, avgs, participating=(True, True), mstep=0, participants=None, globals_=None, base_step=0
+    contribs, sums, avgs, participating=(True, True), mstep=0, participants=None, fingerprints=None, base_step=0
 ):
     """Event records of one round on len(contribs) replicas: send at step 5, sync at step 10."""
     n = participants if participants is not None else sum(participating)
     logs = {}
     for r, (c, s, a) in enumerate(zip(contribs, sums, avgs, strict=False)):
-        g = globals_[r] if globals_ else sk(vec(100 + r))
+        fp = fingerprints[r] if fingerprints else f"{100 + r:032x}"
         logs[(r, 0)] = [
             rec(
                 base_step + 5,
@@ -87,11 +87,12 @@ def round_logs(
                         world=len(contribs),
                         sum=s,
                         average=a,
-                        globals=g,
                     )
                 ],
                 commit=True,
                 mstep_after=mstep + 1,
+                synced=0,
+                fingerprint=fp,
             ),
         ]
     return logs
@@ -276,20 +277,32 @@ def test_failed_commit_is_not_checked():
 
 def test_heal_params_checked_against_the_source():
     cs, s, a = clean()
-    g = sk(vec(50))
-    logs = round_logs(cs, [s, s], [a, a], globals_=[g, g])
+    g = "0123456789abcdef0123456789abcdef"  # the globals' fingerprint after both replicas' commit
+    logs = round_logs(cs, [s, s], [a, a], fingerprints=[g, g])
 
-    def healed(frag):
+    def healed(fp):
         send = [part("send", 1, contribution=cs[1])]
-        return rec(25, send, healed=Healed(0, 20, 1), heal_numerics=HealNumerics(1, [frag]))
+        return rec(25, send, healed=Healed(0, 20, 1), heal_numerics=HealNumerics(1, [fp]))
 
     logs[(1, 0)].append(healed(g))
     out = check_numerics(logs, sketches_on=True)
     assert out.ok and out.heals[0]["params_match"] is True and out.heals[0]["fragments_checked"] == 1
     assert out.heals[0]["first_contribution"]["participating"] is True
-    logs[(1, 0)][-1] = healed(sk(add(g.proj, [1e-3, 0, 0, 0]), norm=g.norm))
+    logs[(1, 0)][-1] = healed(g[:-1] + "0")  # one bit of one parameter: another hash
     out = check_numerics(logs, sketches_on=True)
-    assert out.heals[0]["params_match"] is False and any(p["check"] == "heal" for p in out.problems)
+    (p,) = [p for p in out.problems if p["check"] == "heal"]
+    assert out.heals[0]["params_match"] is False and "the checkpoint transport delivered other parameters" in p["text"]
+    assert "commit to manager step 1" in p["text"] and g in p["text"]
+    # the source's commit is after the heal's manager step, or failed: nothing to compare with
+    logs[(0, 0)][1].manager_step_after = 2
+    out = check_numerics(logs, sketches_on=True)
+    assert out.heals[0]["params_match"] is None and out.heals[0]["fragments_not_checked"] == [0]
+    logs[(0, 0)][1].manager_step_after, logs[(0, 0)][1].commit = 1, False
+    assert check_numerics(logs, sketches_on=True).heals[0]["params_match"] is None
+    # an event log of an ftrun that sketched the healed parameters instead: read, not checked
+    logs[(0, 0)][1].commit = True
+    logs[(1, 0)][-1] = rec(25, [], healed=Healed(0, 20, 1), heal_numerics=HealNumerics(1))
+    assert check_numerics(logs, sketches_on=True).heals[0]["fragments_checked"] == 0
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def logs_of(
             path=path,
         )
         send = RoundNumerics(phase="send", contribution=c, **head)
-        sync = RoundNumerics(phase="sync", sum=(sums or [None] * len(avgs))[r], average=a, globals=a, **head)
+        sync = RoundNumerics(phase="sync", sum=(sums or [None] * len(avgs))[r], average=a, **head)
         base = dict(
             manager_step=0,
             participants=n,

@@ -272,7 +272,7 @@ def test_without_the_expected_signature_the_rounds_stay_not_checked_saying_why_o
     logs = {}
     for r in range(2):
         send = layout.RoundNumerics("send", path="quantized", unsketched=why, contribution=empty, **head)
-        sync = layout.RoundNumerics("sync", path="quantized", unsketched=why, average=avg, globals=avg, **head)
+        sync = layout.RoundNumerics("sync", path="quantized", unsketched=why, average=avg, **head)
         logs[(r, 0)] = [
             layout.EventRecord(
                 step=10, manager_step_after=3, sent=0, synced=None, commit=None, t=1.0, numerics=[send], **base
