@@ -12,6 +12,11 @@ kills (SIGKILL) and reaps a child still running. Every child is reaped: by ``res
 the parent's code: it leaves by ``os._exit`` (no atexit handlers, no flushing of inherited
 buffers).
 
+The child inherits the parent's open descriptors: a function that reads a file the parent
+opened reads it through that descriptor (by offset, ``os.pread``: the descriptor's position is
+shared with the parent), never by its path again, which may name another file by then (a
+temp+rename writer replaces it).
+
 Forking is only safe in a process with one thread (``usable()``): a lock another thread held at
 the fork would stay locked in the child.
 """

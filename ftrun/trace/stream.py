@@ -38,7 +38,7 @@ from ftrun import gunzip
 from ftrun.errors import BadInput
 from ftrun.trace import forked
 from ftrun.trace.forked import Forked
-from ftrun.trace.load import GZIP_MAGIC, MAX_TRACE_BYTES, _chunks as load_chunks, open_regular
+from ftrun.trace.load import CHUNK as LOAD_CHUNK, GZIP_MAGIC, MAX_TRACE_BYTES, open_regular
 from ftrun.trace.schema import EMPTY, GPU_ANNOTATION, ChromeTrace, DistributedInfo, KnownEvent, TraceEvent
 
 CHUNK = (
@@ -102,26 +102,40 @@ class _Source:
     gzip stream cannot be entered in the middle, so both processes inflate it, and each finds
     the same seam in the inflated bytes from offset ``split`` (``_seam_in``): the first
     (``split_first``) delivers the bytes before it, pauses there and, once told, goes on from
-    either side of it; the second delivers from the seam's ``{`` (no seam: ``Fallback``)."""
+    either side of it; the second delivers from the seam's ``{`` (no seam: ``Fallback``).
+
+    Every read is by offset (``os.pread``; ``n`` is the next one), never through the fd's own
+    position: a forked child's source borrows the parent's descriptor (``fd``, inherited
+    across the fork, which shares its position), so both halves read the file the parent
+    opened, never the path again (a file renamed over it meanwhile is not read), and neither
+    moves the other's reads. A borrowed ``fd`` is not closed by ``close()``."""
 
     def __init__(
-        self, path: Path, limit: int, start: int = 0, split: int | None = None, split_first: bool = True
+        self,
+        path: Path,
+        limit: int,
+        start: int = 0,
+        split: int | None = None,
+        split_first: bool = True,
+        fd: int | None = None,
     ) -> None:
-        try:
-            self.fd = open_regular(path)
-        except BadInput:
-            raise Fallback from None
+        self.owned = fd is None
+        if fd is None:
+            try:
+                fd = open_regular(path)
+            except BadInput:
+                raise Fallback from None
+        self.fd = fd
         self.path, self.limit, self.n = path, limit, 0
         self.until: int | None = None  # a plain file's bytes are read up to this offset only (``seek`` lifts it)
         self.start = 0  # a plain file's second half starts here
-        self.size = os.fstat(self.fd).st_size
         self.ended = False
-        self.file = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
         self.pending = memoryview(b"")
         self.thread: threading.Thread | None = None
         self.split, self.split_first = split, split_first
         self.paused = False  # a gzip stream's first half has ended at its seam
         try:
+            self.size = os.fstat(self.fd).st_size
             first = os.pread(self.fd, 2, 0)
         except OSError:
             self.close()
@@ -131,7 +145,6 @@ class _Source:
             if self.gz:  # (never asked: a gzip stream is read from its start)
                 self.close()
                 raise Fallback
-            os.lseek(self.fd, start, os.SEEK_SET)
             self.n = start
         elif self.gz:
             self.queue: queue.Queue = queue.Queue(_AHEAD)
@@ -148,7 +161,7 @@ class _Source:
     def _pieces(self) -> Iterator[bytes]:
         """The stream inflated, ``CHUNK`` bytes at most at a time (a bomb never lands whole)."""
         gz, n = gunzip.Inflater(), 0
-        for b in load_chunks(self.path, self.fd):
+        for b in self._raw():
             data = b
             while data and not gz.eof:
                 out = gz.decompress(data, _INFLATED)
@@ -161,6 +174,19 @@ class _Source:
             if gz.eof:
                 return
         raise Fallback  # truncated stream: load_trace says so
+
+    def _raw(self) -> Iterator[bytes]:
+        """The file's bytes from its start, ``load.CHUNK`` at a time, each read by offset."""
+        at = 0
+        while True:
+            try:
+                b = os.pread(self.fd, LOAD_CHUNK, at)
+            except OSError as e:
+                raise Fallback from e
+            if not b:
+                return
+            at += len(b)
+            yield b
 
     def _inflate(self) -> None:
         """The thread: inflate the stream into the queue; a problem goes on the queue as ``Fallback``."""
@@ -242,7 +268,7 @@ class _Source:
                 if not want:
                     break
                 try:
-                    got = self.file.readinto(want)
+                    got = os.preadv(self.fd, [want], self.n)
                 except OSError as e:
                     raise Fallback from e
                 if not got:
@@ -294,7 +320,6 @@ class _Source:
                 self.paused = False
                 self.go_on.put(from_start)
         elif from_start:
-            os.lseek(self.fd, self.start, os.SEEK_SET)
             self.n, self.until = self.start, None
         else:
             self.until = None
@@ -305,8 +330,8 @@ class _Source:
             self._wake()
             self.thread.join()
             self.thread = None
-        self.file.close()
-        os.close(self.fd)
+        if self.owned:
+            os.close(self.fd)
 
 
 def _decode(data: memoryview) -> list[TraceEvent]:
@@ -513,11 +538,11 @@ class TraceFile:
                 return None
             src.until, src.start = seam
             most = 4 * (src.size - src.start) + (1 << 20)
-            return Forked(lambda inbox: self._second_half(seam[1], None, inbox), max_bytes=most)
+            return Forked(lambda inbox: self._second_half(src.fd, seam[1], None, inbox), max_bytes=most)
         size = src.inflated_size() if src.gz else 0
         if PARALLEL_BYTES <= size <= self.limit:
             src.split = at = int(size * GZ_FIRST_HALF)
-            return Forked(lambda inbox: self._second_half(0, at, inbox), max_bytes=4 * (size - at) + (1 << 20))
+            return Forked(lambda inbox: self._second_half(src.fd, 0, at, inbox), max_bytes=4 * (size - at) + (1 << 20))
         return None
 
     def _events(self, src: _Source, rest: memoryview) -> Generator[list[TraceEvent], None, memoryview]:
@@ -630,16 +655,17 @@ class TraceFile:
         self._containers += half.containers
         yield half.kept
 
-    def _second_half(self, start: int, split: int | None, inbox: Callable[[], bytes | None]) -> list[bytes]:
-        """In the child: the kept events from ``start`` (an event's ``{``; a gzip stream: from
-        the seam after inflated offset ``split``) to the end, encoded,
+    def _second_half(self, fd: int, start: int, split: int | None, inbox: Callable[[], bytes | None]) -> list[bytes]:
+        """In the child: the kept events of the file the parent opened (``fd``, its descriptor,
+        inherited across the fork; never the path again) from ``start`` (an event's ``{``; a
+        gzip stream: from the seam after inflated offset ``split``) to the end, encoded,
         then its held events inside its containers or the parent's (``inbox``: the parent's,
         once its half is read; all of them held when none come), and last a ``_Half``.
         ``Fallback`` (or any error) ends the child without a result. Read by a reader of its
         own: nothing of this one changes (as in the child it could not)."""
         other = TraceFile(self.path, self.limit)
         other.keep, other.inside, other._known = self.keep, self.inside, dict(self._known)
-        src = _Source(self.path, self.limit, start=start, split=split, split_first=False)
+        src = _Source(self.path, self.limit, start=start, split=split, split_first=False, fd=fd)
         frames: list[bytes] = []
         try:
             gen = other._filtered(other._events(src, memoryview(bytearray(b"["))))
