@@ -52,6 +52,11 @@ class _Console(Console):
             else:
                 yield Segment(escape_controls(seg.text, keep="\n\t"), seg.style, seg.control)
 
+    def on_broken_pipe(self) -> None:
+        """The reader went away: print nothing more and let the command end with its own code
+        (rich's default exits 1, turning a PASS into the FAIL code; ``ftrun.stdio``)."""
+        self.quiet = True
+
 
 def console(stderr: bool = False, **kwargs: Any) -> Console:
     """A Console that prints strings as they are (no markup, no emoji codes, no highlighting)
