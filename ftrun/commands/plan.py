@@ -50,7 +50,7 @@ from ftrun.plan_recovery import (
     within as within_recovery,
 )
 from ftrun.schedule import Schedule, ScheduleError
-from ftrun.small_files import read_file, read_head
+from ftrun.small_files import read_head, read_json
 
 # Bytes of a compare dir's report.json or a sweep dir's sweep.json read at most (--check): a row
 # per run or cell, kilobytes each; a thousand-cell sweep is a few MB
@@ -801,10 +801,7 @@ def _measured_runs(root: Path) -> list[dict]:
     """[{name, dirs: [[run dir, ...] per repeat], link, measured}] from report.json or sweep.json."""
 
     def load(path: Path) -> dict:
-        try:
-            got = json.loads(read_file(path, RESULT_LIMIT, "result"))
-        except ValueError as e:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
-            raise BadInput(f"{path}: unreadable result ({e})") from None
+        got = read_json(path, RESULT_LIMIT, "result", python_json=True)  # bounded in size and depth
         if not isinstance(got, dict):
             raise BadInput(f"{path}: not an ftrun result (a JSON {type(got).__name__}, not an object)")
         return got

@@ -158,7 +158,9 @@ def decode(path: Path, data: bytes | bytearray) -> ChromeTrace:
         if "truncated" in str(e):
             raise BadInput(f"{path}: truncated JSON ({e})") from None
         raise BadInput(f"{path}: not JSON ({e})") from None
-    except (RecursionError, MemoryError, ValueError) as e:
+    except RecursionError:  # (msgspec recurses per level: a 2,000-deep list in 4 KB)
+        raise BadInput(f"{path}: not a readable chrome trace (nested too deeply)") from None
+    except (MemoryError, ValueError) as e:
         raise BadInput(f"{path}: not a readable chrome trace ({type(e).__name__})") from None
 
 

@@ -15,8 +15,8 @@ before ``"traceEvents": [`` and after the array's end are checked by decoding th
 and decoded as a whole JSON array of events — a cut inside a string or a nested value never
 decodes (its left part is not closed), so it is retried with more bytes. Anything else (a file
 that is not valid JSON, an event that is not a ``TraceEvent``, a missing ``traceEvents`` key, an
-unreadable file, a broken gzip) raises ``Fallback``: the caller then reads the file with
-``load.load_trace``, which gives the same result or the same one-line error as before.
+unreadable file, a broken gzip, a value nested too deeply to decode) raises ``Fallback``: the
+caller then reads the file with ``load.load_trace``, which gives the same result or the same one-line error as before.
 """
 
 from __future__ import annotations
@@ -525,6 +525,8 @@ class TraceFile:
             if self.keep is not None and forked.usable():
                 child = self._fork_second_half(src)
             yield from self._chunks(src, child)
+        except RecursionError:  # a value nested deeper than the decoder's stack: load_trace words it
+            raise Fallback from None
         finally:
             if child is not None:
                 child.close()
