@@ -3,6 +3,8 @@
 Each command parses flags, hands them to its module, and maps ``BadInput`` to one red line and
 exit 2. ``train``, ``compare`` and ``sweep`` take the config's fields as flags, generated from
 their one declaration in ``ftrun.config`` (``config_options``), and get them as one ``Overrides``.
+Their --help groups the options by typer's ``rich_help_panel`` (a config field's: its part's
+panel) and shows the examples in the epilog (``PanelCommand``, ``help_of``, ``examples_of``).
 Imports of the heavier modules happen inside the commands so ``ftrun --help`` stays fast.
 """
 
@@ -15,11 +17,15 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import typer
+import typer.core
 
 from ftrun.errors import BadInput, RunFailed, raise_on_signal
+
+if TYPE_CHECKING:  # typer's own (vendored) click, whose classes its commands are built on
+    from typer._click import Context, HelpFormatter
 
 app = typer.Typer(
     add_completion=False,
@@ -89,10 +95,55 @@ def guarded(fn):
             signal.signal(sig, handler)
 
 
-JUNIT_HELP = (
-    "Also write JUnit XML to this file: a test case per checked event class per worker "
-    "(sends, syncs, commits) and run-wide (agreement, numerics), or per sweep cell."
-)
+JUNIT_HELP = "Also write JUnit XML here: a case per checked event class and worker, or per sweep cell."
+
+# --help panels of options that are not config fields (a config field's: ``Field.panel``); the
+# names match ``ftrun.config.parts.PANELS`` where they mean the same (tests/unit/test_cli_reference.py)
+RUN, GROUPS, HOSTS, SCHEDULE, FAULTS = "Run", "Replica groups", "Several hosts", "Schedule", "Faults"
+TIMEOUTS, CHECKS, OUTPUT = "Timeouts", "Profiling and checks", "Output"
+COMPARISON, GRID = "Comparison", "Grid"
+_FIRST_PANELS = ("Arguments", COMPARISON, GRID)  # then the config's PANELS, any other, then "Options"
+
+
+def panel_order(panels: list[str]) -> list[str]:
+    """``panels`` in the order --help shows them: the command's own first, then the config tree's
+    (``ftrun.config.parts.PANELS``), any other as it first appears, "Options" (--help) last."""
+    from ftrun.config.parts import PANELS
+
+    known = [*_FIRST_PANELS, *PANELS]
+    rank = {name: i for i, name in enumerate(known)}
+    return sorted(dict.fromkeys(panels), key=lambda n: (n == "Options", rank.get(n, len(known))))
+
+
+class PanelCommand(typer.core.TyperCommand):
+    """click's plain help (the app's ``rich_markup_mode=None``: text printed literally, wrapped to
+    the terminal) with the options in one section per typer ``rich_help_panel``."""
+
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                default = "Arguments" if param.param_type_name == "argument" else "Options"
+                sections.setdefault(getattr(param, "rich_help_panel", None) or default, []).append(record)
+        for name in panel_order(list(sections)):
+            with formatter.section(name):
+                formatter.write_dl(sections[name])
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [" ".join(p.split()) for p in text.strip().split("\n\n")]
+
+
+def help_of(text: str) -> str:
+    """A command's help from its text: the paragraphs before the first "Example", each one line
+    (click wraps it to the terminal)."""
+    return "\n\n".join(p for p in _paragraphs(text) if not p.startswith("Example"))
+
+
+def examples_of(text: str) -> str:
+    """A command's epilog from its text: its "Example" paragraphs."""
+    return "\n\n".join(p for p in _paragraphs(text) if p.startswith("Example"))
 
 
 class ConfigOptions:
@@ -121,7 +172,7 @@ class ConfigOptions:
                 kind = list[str] | None if f.kind is list else (str if f.opt.on_off else f.kind) | None
                 name = f.key.replace("_", "-")
                 decls = f.flags if f.kind is not bool or f.opt.on_off else (f"--{name}/--no-{name}",)
-                option = typer.Option(None, *decls, help=f.opt.help, metavar=f.opt.metavar)
+                option = typer.Option(None, *decls, help=f.opt.help, metavar=f.opt.metavar, rich_help_panel=f.panel)
                 params.append(inspect.Parameter(f.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
                 keys.add(f.key)
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
@@ -165,15 +216,21 @@ Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-gro
 """
 
 
-@app.command("train", help=TRAIN_HELP, short_help="Run torchft DiLoCo across replica groups and capture traces.")
+@app.command(
+    "train",
+    cls=PanelCommand,
+    help=help_of(TRAIN_HELP),
+    epilog=examples_of(TRAIN_HELP),
+    short_help="Run torchft DiLoCo across replica groups and capture traces.",
+)
 @config_options("train")
 def train_cmd(
     opts: Any = None,
     config: str | None = typer.Option(
-        None, "--config", metavar="<path>", help="TOML file with the same keys as the flags."
+        None, "--config", metavar="<path>", help="TOML file with the same keys as the flags.", rich_help_panel=RUN
     ),
-    overwrite: bool = typer.Option(False, help=OVERWRITE_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    overwrite: bool = typer.Option(False, help=OVERWRITE_HELP, rich_help_panel=OUTPUT),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel=OUTPUT),
 ) -> None:
     def body() -> int:
         refuse_empty({"config": config})
@@ -205,22 +262,32 @@ Example: ftrun compare profiles/cmp/streaming profiles/cmp/baseline --name again
 
 
 @app.command(
-    "compare", help=COMPARE_HELP, short_help="Train (or read) two configurations, check both, report side by side."
+    "compare",
+    cls=PanelCommand,
+    help=help_of(COMPARE_HELP),
+    epilog=examples_of(COMPARE_HELP),
+    short_help="Train (or read) two configurations, check both, report side by side.",
 )
 @config_options("compare")
 def compare_cmd(
     runs: list[str] = typer.Argument(..., metavar="A B", help="Two presets/config files, or two run dirs."),
     opts: Any = None,
-    name: str | None = typer.Option(None, help="Compare directory name under OUT (default: compare-<time>)."),
+    name: str | None = typer.Option(
+        None, help="Compare directory name under OUT (default: compare-<time>).", rich_help_panel=OUTPUT
+    ),
     expect_hidden: float | None = typer.Option(
-        None, help="Exit 1 when the first run hides less than this share of its communication."
+        None,
+        help="Exit 1 when the first run hides less than this share of its communication.",
+        rich_help_panel=COMPARISON,
     ),
     repeat: int = typer.Option(
-        1, help="Train each run N times, alternating which goes first; report median and spread."
+        1,
+        help="Train each run N times, alternating which goes first; report median and spread.",
+        rich_help_panel=COMPARISON,
     ),
-    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
-    overwrite: bool = typer.Option(False, help=OVERWRITE_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP, rich_help_panel=OUTPUT),
+    overwrite: bool = typer.Option(False, help=OVERWRITE_HELP, rich_help_panel=OUTPUT),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel=OUTPUT),
 ) -> None:
     def body() -> int:
         refuse_empty({"runs": runs, "name": name, "junit": junit}, {"runs": "A/B"})
@@ -324,44 +391,73 @@ Example: ftrun launch --replicas 2 --fragments 2 --sync-every 20 --fragment-sync
 
 
 @app.command(
-    "launch", help=LAUNCH_HELP, short_help="Run any torchft script as replica groups; find and check its traces."
+    "launch",
+    cls=PanelCommand,
+    help=help_of(LAUNCH_HELP),
+    epilog=examples_of(LAUNCH_HELP),
+    short_help="Run any torchft script as replica groups; find and check its traces.",
 )
 @refuses_blank(skip=("script_and_args",))
 def launch_cmd(
     script_and_args: list[str] | None = typer.Argument(
         None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."
     ),
-    replicas: int = typer.Option(2, "--replicas", "--num-replica-groups", help="Replica groups R."),
-    nproc_per_replica: int = typer.Option(1, help="Ranks per replica group G (torchrun --nproc-per-node)."),
-    lighthouse: str | None = typer.Option(None, help="Use this lighthouse (http://HOST:PORT) instead of starting one."),
+    replicas: int = typer.Option(
+        2, "--replicas", "--num-replica-groups", help="Replica groups R.", rich_help_panel=GROUPS
+    ),
+    nproc_per_replica: int = typer.Option(
+        1, help="Ranks per replica group G (torchrun --nproc-per-node).", rich_help_panel=GROUPS
+    ),
+    lighthouse: str | None = typer.Option(
+        None, help="Use this lighthouse (http://HOST:PORT) instead of starting one.", rich_help_panel=HOSTS
+    ),
     min_replicas: int | None = typer.Option(
         None,
-        help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum; "
-        "a group lost for good then stalls the rest until --timeout).",
+        help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum).",
+        rich_help_panel=GROUPS,
     ),
-    fragments: int | None = typer.Option(None, help="F the script uses (for the check)."),
-    sync_every: int | None = typer.Option(None, help="H the script uses (for the check)."),
-    fragment_sync_delay: int | None = typer.Option(None, help="tau the script uses (for the check)."),
+    fragments: int | None = typer.Option(None, help="F the script uses (for the check).", rich_help_panel=SCHEDULE),
+    sync_every: int | None = typer.Option(None, help="H the script uses (for the check).", rich_help_panel=SCHEDULE),
+    fragment_sync_delay: int | None = typer.Option(
+        None, help="tau the script uses (for the check).", rich_help_panel=SCHEDULE
+    ),
     no_inspect: bool = typer.Option(
-        False, "--no-inspect", help="Do not check the traces (schedule flags then optional)."
+        False,
+        "--no-check",
+        "--no-inspect",
+        help="Do not check the traces (schedule flags then optional).",
+        rich_help_panel=CHECKS,
     ),
-    step_numbering: str = typer.Option("top", help="top: prof.step() at loop top (torchft example); end; auto: fit."),
+    step_numbering: str = typer.Option(
+        "top", help="top: prof.step() at loop top (torchft example); end; auto: fit.", rich_help_panel=CHECKS
+    ),
     kill: list[str] | None = typer.Option(
-        None, "--kill", help="Fault: R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable."
+        None,
+        "--kill",
+        help="R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable.",
+        rich_help_panel=FAULTS,
     ),
     restarts: int | None = typer.Option(
-        None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0)."
+        None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0).", rich_help_panel=FAULTS
     ),
     timeout: float | None = typer.Option(
         None,
-        help="Seconds a group may run without joining a quorum (read from torchft's log) "
-        "before the launch fails, naming it. Default: no limit.",
+        help="Seconds a group may run without joining a quorum (torchft's log) before the launch fails.",
+        rich_help_panel=TIMEOUTS,
     ),
-    env: list[str] | None = typer.Option(None, "--env", help="K=V added to every group's environment. Repeatable."),
-    out: str = typer.Option("profiles", help="Output root."),
-    run_name: str | None = typer.Option(None, help="Run directory name (default launch-<time>)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing ftrun run dir of the same name."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary (and the check) as JSON."),
+    env: list[str] | None = typer.Option(
+        None, "--env", help="K=V added to every group's environment. Repeatable.", rich_help_panel=GROUPS
+    ),
+    out: str = typer.Option("profiles", help="Output root.", rich_help_panel=OUTPUT),
+    run_name: str | None = typer.Option(
+        None, help="Run directory name (default launch-<time>).", rich_help_panel=OUTPUT
+    ),
+    overwrite: bool = typer.Option(
+        False, help="Replace an existing ftrun run dir of the same name.", rich_help_panel=OUTPUT
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print the summary (and the check) as JSON.", rich_help_panel=OUTPUT
+    ),
 ) -> None:
     def body() -> int:
         from ftrun.commands.launch import launch
@@ -461,25 +557,39 @@ Example: ftrun sweep --axis fragments=1,2,4 --axis link=1gbit,20ms;100mbit,20ms 
 """
 
 
-@app.command("sweep", help=SWEEP_HELP, short_help="Run a grid of trainings and check every cell.")
+@app.command(
+    "sweep",
+    cls=PanelCommand,
+    help=help_of(SWEEP_HELP),
+    epilog=examples_of(SWEEP_HELP),
+    short_help="Run a grid of trainings and check every cell.",
+)
 @config_options("sweep")
 def sweep_cmd(
-    preset: str | None = typer.Option(None, help="pgs, tau or fragments."),
+    preset: str | None = typer.Option(None, help="pgs, tau or fragments.", rich_help_panel=GRID),
     axis: list[str] | None = typer.Option(
-        None, "--axis", metavar="KEY=V1,V2", help="An axis over a train option. Repeatable."
+        None, "--axis", metavar="KEY=V1,V2", help="An axis over a train option. Repeatable.", rich_help_panel=GRID
     ),
-    name: str | None = typer.Option(None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>)."),
-    parallel: int = typer.Option(1, help="Run K cells at once (timing figures are then distorted)."),
-    resume: bool = typer.Option(False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result."),
-    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
+    name: str | None = typer.Option(
+        None, help="Sweep directory name under OUT (default: sweep-<preset>-<time>).", rich_help_panel=OUTPUT
+    ),
+    parallel: int = typer.Option(
+        1, help="Run K cells at once (timing figures are then distorted).", rich_help_panel=GRID
+    ),
+    resume: bool = typer.Option(
+        False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result.", rich_help_panel=GRID
+    ),
+    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP, rich_help_panel=OUTPUT),
     metric: str = typer.Option(
         "exposed_comm_per_sync_ms",
-        help="Plotted against a numeric axis: exposed_comm_per_sync_ms, "
-        "steps_per_s, final_loss, hidden_share, commits, failed_commits.",
+        help="Plotted: exposed_comm_per_sync_ms, steps_per_s, final_loss, hidden_share, commits, failed_commits.",
+        rich_help_panel=GRID,
     ),
-    config: str | None = typer.Option(None, "--config", metavar="<path>", help="TOML file shared by every cell."),
+    config: str | None = typer.Option(
+        None, "--config", metavar="<path>", help="TOML file shared by every cell.", rich_help_panel=RUN
+    ),
     opts: Any = None,
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel=OUTPUT),
 ) -> None:
     def body() -> int:
         refuse_empty({"preset": preset, "axis": axis, "name": name, "junit": junit, "metric": metric, "config": config})

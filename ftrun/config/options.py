@@ -17,13 +17,15 @@ from ftrun.errors import BadInput
 
 class Field(msgspec.Struct, frozen=True):
     """One config field: ``key`` (its name everywhere), ``part`` (None: a field of ``RunConfig``
-    itself), ``kind`` (int, float, bool, str or list: a list of strings), its default and ``Opt``."""
+    itself), ``kind`` (int, float, bool, str or list: a list of strings), its default and ``Opt``;
+    ``panel``: its --help panel (its ``Opt.panel``, else its part's ``PANEL``)."""
 
     key: str
     part: str | None
     kind: Any  # int, float, bool, str or list
     default: Any
     opt: Opt
+    panel: str = ""
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -43,7 +45,7 @@ def _fields_of(cls: type, part: str | None) -> list[Field]:
         base, opt = hint.__origin__, hint.__metadata__[0]
         kind = list if typing.get_origin(base) is list else base
         default = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
-        out.append(Field(f.name, part, kind, default, opt))
+        out.append(Field(f.name, part, kind, default, opt, opt.panel or vars(cls)["PANEL"]))  # each part's own
     return out
 
 

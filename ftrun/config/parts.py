@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import msgspec
 
@@ -45,17 +45,26 @@ _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TRAIN, COMPARE, SWEEP = "train", "compare", "sweep"
 _ALL = (TRAIN, COMPARE, SWEEP)
 
+# The --help panels the fields fall in, in the order --help shows them: a field's is its part's
+# ``PANEL`` unless its ``Opt.panel`` says otherwise (the CLI and docs/cli.md group flags by it).
+RUN, SCHEDULE, MODEL_DATA, OPTIMIZER, LINK = "Run", "Schedule", "Model and data", "Optimizer", "Link and compute"
+GROUPS, HOSTS, FAULTS, TIMEOUTS = "Replica groups", "Several hosts", "Faults", "Timeouts"
+PROFILING, OUTPUT = "Profiling and checks", "Output"
+PANELS = (RUN, SCHEDULE, MODEL_DATA, OPTIMIZER, LINK, GROUPS, HOSTS, FAULTS, TIMEOUTS, PROFILING, OUTPUT)
+
 
 class Opt(msgspec.Struct, frozen=True):
     """A field's command-line face. ``flags``: its flag(s), default ``--key-with-dashes`` (a bool:
     ``--key/--no-key``); ``commands``: which of train, compare, sweep take it as a flag (none: a
-    ``--config`` key only); ``on_off``: given as the text on|off."""
+    ``--config`` key only); ``on_off``: given as the text on|off; ``panel``: its --help panel
+    (empty: its part's ``PANEL``). ``help``: one line."""
 
     help: str = ""
     flags: tuple[str, ...] = ()
     commands: tuple[str, ...] = _ALL
     metavar: str | None = None
     on_off: bool = False
+    panel: str = ""
 
 
 def _show(value: object) -> str:
@@ -85,6 +94,8 @@ def _at_least_one(at: At, part: object, *names: str) -> None:
 
 class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """torchft's streaming-DiLoCo schedule, by torchft's names (``ftrun.schedule``)."""
+
+    PANEL: ClassVar[str] = SCHEDULE
 
     fragments: Annotated[int, Opt("Model fragments F.", commands=(TRAIN, SWEEP))] = 2
     sync_every: Annotated[int, Opt("Inner steps H between two syncs of a fragment.", commands=(TRAIN, SWEEP))] = 20
@@ -136,51 +147,49 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The replica groups, their ranks and process group, and (several hosts) where this one runs."""
 
+    PANEL: ClassVar[str] = GROUPS
+
     replicas: Annotated[int, Opt("Replica groups R (default 2).", flags=("--replicas", "--num-replica-groups"))] = 2
     nproc_per_replica: Annotated[int, Opt("Ranks per replica group G (default 1).")] = 1
     backend: Annotated[
         str,
-        Opt(
-            "auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo; torchft-nightly "
-            "also lists gloo-native, torchcomms."
-        ),
+        Opt("auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo (nightly: gloo-native, torchcomms)."),
     ] = "auto"
     min_replicas: Annotated[int, Opt("torchft min_replica_size (and the lighthouse's min_replicas).")] = 1
     lighthouse: Annotated[
-        str, Opt("Use this lighthouse (http://HOST:PORT) instead of starting one.", commands=(TRAIN,))
+        str, Opt("Use this lighthouse (http://HOST:PORT) instead of starting one.", commands=(TRAIN,), panel=HOSTS)
     ] = ""
     replica_group_id: Annotated[
-        int, Opt("Several hosts: run only replica group K here (needs --lighthouse).", commands=(TRAIN,))
+        int, Opt("Run only replica group K here (needs --lighthouse).", commands=(TRAIN,), panel=HOSTS)
     ] = -1  # -1: every group, on this host
     job_id: Annotated[
-        str, Opt("Several hosts: the job's id (default: from --lighthouse and --run-name).", commands=(TRAIN,))
+        str, Opt("The job's id (default: from --lighthouse and --run-name).", commands=(TRAIN,), panel=HOSTS)
     ] = ""
     master_addr: Annotated[
         str,
         Opt(
-            "Several hosts: torchrun --master-addr for this group's store (default: this "
-            "host's address on the interface that routes to the lighthouse).",
+            "torchrun --master-addr for this group's store (default: this host's address toward the lighthouse).",
             commands=(TRAIN,),
+            panel=HOSTS,
         ),
     ] = ""
     master_port: Annotated[
-        int, Opt("Several hosts: torchrun --master-port (default: a free port).", commands=(TRAIN,))
+        int, Opt("torchrun --master-port (default: a free port).", commands=(TRAIN,), panel=HOSTS)
     ] = 0
     advertise_host: Annotated[
         str,
         Opt(
-            "Several hosts: name torchft hands to the other groups for this host (default: "
-            "this host's address on the interface that routes to the lighthouse).",
+            "The name other groups reach this host by (default: this host's address toward the lighthouse).",
             commands=(TRAIN,),
+            panel=HOSTS,
         ),
     ] = ""
     interface: Annotated[
         str,
         Opt(
-            "Several hosts: the network interface the other hosts reach this one through "
-            "(default: the one that routes to the lighthouse); also "
-            "GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME unless set.",
+            "Interface toward the other hosts (default: toward the lighthouse); sets GLOO/NCCL_SOCKET_IFNAME if unset.",
             commands=(TRAIN,),
+            panel=HOSTS,
         ),
     ] = ""
 
@@ -226,12 +235,11 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The model: a built-in one (its shape) or a user's ``MODULE:FACTORY`` / ``hf:NAME`` (``ftrun.model_spec``)."""
 
+    PANEL: ClassVar[str] = MODEL_DATA
+
     model: Annotated[
         str,
-        Opt(
-            "mlp, transformer, MODULE:FACTORY (your nn.Module: FACTORY(vocab_size=, seq_len=, "
-            "**model_args) -> logits [B,T,V]) or hf:NAME."
-        ),
+        Opt("mlp, transformer, hf:NAME or MODULE:FACTORY (FACTORY(vocab_size=, seq_len=, **args) -> logits)."),
     ] = "mlp"
     model_args: Annotated[
         list[str],
@@ -241,8 +249,7 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     fragment_fqns: Annotated[
         str,
         Opt(
-            "--model MODULE:FACTORY: fragments as 'emb,blocks.0;blocks.1,head' (default: "
-            "its largest ModuleList split in F).",
+            "Fragments of a MODULE:FACTORY model, e.g. 'emb,blocks.0;blocks.1,head' (default: split its ModuleList).",
             commands=(TRAIN,),
         ),
     ] = ""
@@ -288,6 +295,8 @@ DATA_LIMIT = 1 << 30
 class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What each step trains on."""
 
+    PANEL: ClassVar[str] = MODEL_DATA
+
     seq_len: Annotated[int, Opt("Tokens per sample.")] = 64
     batch_size: Annotated[int, Opt("Samples per step.")] = 16
     data: Annotated[str, Opt("synthetic, or a text file (byte-level tokens).")] = "synthetic"
@@ -311,6 +320,8 @@ class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """DiLoCo's inner and outer optimizers, and how the outer step's allreduce runs."""
 
+    PANEL: ClassVar[str] = OPTIMIZER
+
     outer_lr: Annotated[float, Opt("Outer Nesterov SGD lr (default 0.7).")] = 0.7
     outer_momentum: Annotated[float, Opt("Outer momentum (default 0.9).")] = 0.9
     inner_lr: Annotated[float, Opt("Inner AdamW lr.")] = 1e-3
@@ -328,12 +339,13 @@ class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What the run records: the profiled steps, a relaunched group's profile, the numeric sketches."""
 
+    PANEL: ClassVar[str] = PROFILING
+
     profile: Annotated[str, Opt("auto, none, or A:B (profile steps A..B).")] = "auto"
     profile_recovery: Annotated[
         bool,
         Opt(
-            "Profile a relaunched group from its start through its first commit, "
-            "and the surviving groups around that quorum change (default on).",
+            "Profile a relaunched group up to its first commit, and the others around it (default on).",
             flags=("--profile-recovery",),
             commands=(TRAIN,),
             metavar="on|off",
@@ -361,6 +373,8 @@ class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Stand-ins for what this machine lacks: a slow link between the groups, a bigger model's compute."""
 
+    PANEL: ClassVar[str] = LINK
+
     link: Annotated[str, Opt("Emulate a slow link: BANDWIDTH[,LATENCY], e.g. 1gbit,20ms.")] = ""
     step_sleep_ms: Annotated[float, Opt("Sleep this long in every step (stand-in for a bigger model's compute).")] = 0.0
 
@@ -380,18 +394,20 @@ class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How long ftrun and torchft wait before they call something lost."""
 
+    PANEL: ClassVar[str] = TIMEOUTS
+
     timeout_s: Annotated[float, Opt(commands=())] = 60.0
     stall_timeout_s: Annotated[
         float,
         Opt(
-            "Seconds without progress before a group is reported and the run stopped (default 120).",
+            "Seconds without progress before the run is stopped, naming the group (default 120).",
             flags=("--stall-timeout",),
         ),
     ] = 120.0
     quorum_timeout_s: Annotated[
         float,
         Opt(
-            "Seconds a quorum may wait (e.g. for --min-replicas) before the run fails (default 60).",
+            "Seconds a quorum may wait (for --min-replicas groups) before the run fails (default 60).",
             flags=("--quorum-timeout",),
         ),
     ] = 60.0
@@ -415,21 +431,20 @@ _FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
 class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Injected faults (``ftrun.fault_flags``) and how often a dead group is relaunched."""
 
-    kill: Annotated[list[str], Opt("Fault: SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
-    hang: Annotated[
-        list[str], Opt("Fault: replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable.")
-    ] = []
+    PANEL: ClassVar[str] = FAULTS
+
+    kill: Annotated[list[str], Opt("SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
+    hang: Annotated[list[str], Opt("Replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable.")] = []
     corrupt_allreduce: Annotated[
         list[str],
         Opt(
-            "Fault: replica group R's process group computes a wrong average for the round synced at step S: R@S:KIND, "
-            "KIND wrong-count, drop, stale, late or noise. Repeatable.",
+            "R@S:KIND: group R averages the sync at step S wrongly (wrong-count, drop, stale, late, noise).",
             commands=(TRAIN,),
         ),
     ] = []  # KINDs: ftrun.fault_flags
     fail_commit: Annotated[
         list[str],
-        Opt("Fault: replica group R votes false in should_commit at its first sync from step S: R@S. Repeatable."),
+        Opt("R@S: replica group R votes false in should_commit at its first sync from step S. Repeatable."),
     ] = []
     # -1: 1 with a fault, else 0 (``max_restarts``)
     restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1
@@ -459,14 +474,20 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything a run needs, as parts. ``resolved()``: the flat form by key (manifest, TOML);
     ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``)."""
 
+    PANEL: ClassVar[str] = RUN
+
     mode: Annotated[
         str, Opt("Preset: streaming (F=2,H=20,tau=5) or baseline (F=1,H=20,tau=0).", commands=(TRAIN, SWEEP))
     ] = "streaming"
     steps: Annotated[int, Opt("Inner training steps N (default 60).")] = 60
-    out: Annotated[str, Opt("Output root (default profiles/).")] = "profiles"
+    out: Annotated[str, Opt("Output root (default profiles/).", panel=OUTPUT)] = "profiles"
     run_name: Annotated[
         str,
-        Opt("Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK).", commands=(TRAIN,)),
+        Opt(
+            "Run directory name (default: mode + time; with --replica-group-id K: NAME-groupK).",
+            commands=(TRAIN,),
+            panel=OUTPUT,
+        ),
     ] = ""
     schedule: ScheduleConfig = msgspec.field(default_factory=ScheduleConfig)
     hosts: HostsConfig = msgspec.field(default_factory=HostsConfig)

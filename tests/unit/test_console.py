@@ -279,7 +279,7 @@ def test_help_fits_80_columns_with_every_flag_whole(name):
             if opt.startswith("-"):
                 assert re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", res.output), f"{opt} cut or missing"
     # the description is wrapped by the renderer: no short line in the middle of a paragraph
-    desc = res.output.split("\n\n", 1)[1].split("Options:")[0].split("Arguments:")[0]
+    desc = re.split(r"^\S[^\n]*:$", res.output.split("\n\n", 1)[1], maxsplit=1, flags=re.M)[0]  # to 1st section
     for para in desc.strip().split("\n\n"):
         lines = para.splitlines()
         ragged = [ln for ln in lines[:-1] if len(ln.strip()) < 50]
