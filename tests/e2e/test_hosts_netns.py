@@ -43,8 +43,8 @@ def _why_not() -> str | None:
 
 def readme_commands() -> list[tuple[str, str]]:
     """The README's "Several hosts" block: (host, command) per ``HOST$ ftrun ...`` line."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Several hosts") :]
+    text = (ROOT / "docs" / "hosts.md").read_text()
+    section = text[text.index("# Several hosts") :]
     block = section[section.index("```") + 3 :]
     block = block[: block.index("```")]
     out = []

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.e2e
 
 
 def readme_sbatch_lines() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("**Slurm**") :]
+    text = (ROOT / "docs" / "hosts.md").read_text()
+    section = text[text.index("## Slurm") :]
     block = section[section.index("```") + 3 :]
     block = block[: block.index("```")]
     return [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("sbatch ")]

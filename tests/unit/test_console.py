@@ -506,7 +506,7 @@ def test_readme_inspect_sample_shows_the_columns_the_cli_prints():
     ``inspect-trace`` prints. Its header row must be the wide table's headers, in order."""
     from ftrun.report.inspect_view import _COLUMNS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "inspect-trace.md").read_text()  # the full sample
     sample = readme.split("$ ftrun inspect-trace profiles/streaming-demo", 1)[1].split("```", 1)[0]
     header = next(ln for ln in sample.splitlines() if ln.startswith("┃"))
     assert [h.strip() for h in header.strip("┃").split("┃")] == [head for head, _, _ in _COLUMNS], header

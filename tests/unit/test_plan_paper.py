@@ -34,7 +34,7 @@ import pytest
 
 from ftrun.commands.plan import PlanRequest, plan
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "plan.md"  # its paper section
 REPLICAS, H, TAU, LAYERS_PER_FRAGMENT = 2, 100, 1, 3
 SCALES = {1e9: (24, 100.0), 1e10: (48, 800.0), 1e11: (108, 4900.0)}  # Table 4: layers, step ms
 GLOBAL_TOKENS_PER_STEP = 512 * 2048  # assumed batch x the paper's sequence length
