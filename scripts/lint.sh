@@ -29,6 +29,7 @@ check() {
 check "ruff check" "$PY" -m ruff check --quiet --output-format concise "${PATHS[@]}"
 check "ruff format --check" "$PY" -m ruff format --check --quiet "${PATHS[@]}"
 check "mypy ftrun" "$PY" -m mypy
+check "CLI reference (scripts/gen_cli_reference.py --check)" "$PY" scripts/gen_cli_reference.py --check
 check "layering (tests/unit/test_layering.py)" \
   env MPLCONFIGDIR="$(mktemp -d)" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_layering.py
 shared=""

@@ -70,3 +70,33 @@ def test_panel_order_puts_the_commands_own_first_and_help_last():
         "Output",
         "Options",
     ]
+
+
+def test_the_checked_in_reference_is_current():
+    """docs/cli.md is what the generator writes now (after a CLI change: python scripts/gen_cli_reference.py)."""
+    gen = _generator()
+    assert gen.render() == (ROOT / "docs" / "cli.md").read_text(), "docs/cli.md is stale: run " + gen.COMMAND
+
+
+def test_the_reference_lists_every_command_and_option():
+    text = _generator().render()
+    for name, cmd in _commands().items():
+        assert f"## ftrun {name}\n" in text, name
+        for p in cmd.params:
+            for opt in [*p.opts, *getattr(p, "secondary_opts", [])]:
+                if opt.startswith("--") and opt != "--help":
+                    assert f"`{opt}" in text or f", {opt}" in text, f"{name} {opt}"
+    assert "ftrun train --mode streaming --replicas 2 --steps 60" in text  # an example, as a code block
+    assert "| `--steps` | `<int>` | `60` |" in text  # a config field's default, from the config tree
+
+
+def test_check_mode_is_one_line_and_exit_1_when_stale(tmp_path, capsys):
+    gen = _generator()
+    page = tmp_path / "cli.md"
+    assert gen.main(["--out", str(page)]) == 0
+    capsys.readouterr()
+    assert gen.main(["--check", "--out", str(page)]) == 0
+    page.write_text(page.read_text().replace("--steps", "--stepz"))
+    assert gen.main(["--check", "--out", str(page)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "stale" in err and gen.COMMAND in err
