@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The checks that keep the tree as README's "How it is built" says, in one command:
+# The checks that keep the tree as docs/architecture.md ("How it is built") says, in one command:
 #   ruff check, ruff format --check (pyproject's [tool.ruff]), mypy on ftrun/ (pyproject's
 #   [tool.mypy]: the config and the run-dir records strictly), the layering test
-#   (tests/unit/test_layering.py) and shared/tools/import_cycles.py --modules ftrun.
+#   (tests/unit/test_layering.py), scripts/check_prose.py (no measurement diaries in README.md and
+#   docs/), mkdocs build --strict (the docs site; skipped when the docs extra is missing) and
+#   shared/tools/import_cycles.py --modules ftrun.
 # Every check runs; a line per check with its seconds; exit 1 naming the ones that failed.
 # The tools come from .venv (bash scripts/setup.sh installs the `lint` extra); $FTRUN_VENV picks another.
 # import_cycles.py lives in the shared folder beside the checkout (../shared; for a git worktree,
@@ -32,6 +34,14 @@ check "mypy ftrun" "$PY" -m mypy
 check "CLI reference (scripts/gen_cli_reference.py --check)" "$PY" scripts/gen_cli_reference.py --check
 check "layering (tests/unit/test_layering.py)" \
   env MPLCONFIGDIR="$(mktemp -d)" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_layering.py
+# README.md and docs/: no measurement diaries (figures live in docs/benchmarks.md)
+check "prose (scripts/check_prose.py)" "$PY" scripts/check_prose.py
+# the docs site: a broken link or anchor, or a page outside the nav, fails (the docs extra)
+if "$PY" -c "import mkdocs, material" 2>/dev/null; then
+  check "mkdocs build --strict" env NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+else
+  echo "lint: [  0 s] SKIPPED mkdocs build --strict: mkdocs (the docs extra) is not installed in ${FTRUN_VENV:-.venv}: run bash scripts/setup.sh" >&2
+fi
 shared=""
 common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
 for d in "${FTRUN_SHARED:-}" ../shared ${common:+"$(dirname "$common")/../shared"}; do

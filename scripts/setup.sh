@@ -83,6 +83,6 @@ elif [ -n "${FTRUN_TORCHFT:-}" ] && [ "$have_dist" != "$want_dist" ]; then
   echo "setup: $VENV already has $have_dist; FTRUN_TORCHFT=$FTRUN_TORCHFT asks for $want_dist — not replacing it (use another FTRUN_VENV)" >&2
   exit 1
 fi
-pip_install "ftrun and its dependencies" -e ".[test,lint]"  # lint: scripts/lint.sh (ruff, mypy)
+pip_install "ftrun and its dependencies" -e ".[test,lint,docs]"  # lint: scripts/lint.sh (ruff, mypy); docs: its mkdocs build
 echo "$want" > "$stamp"
 step "done: $VENV/bin/ftrun"

@@ -61,4 +61,4 @@ def test_setup_prints_a_line_per_step_with_the_time_so_far(tmp_path):
         assert step in text, (step, text)
     assert any("still installing" in ln for ln in lines), text  # the long pip step is not silent
     calls = (tmp_path / "calls.log").read_text()
-    assert "-m pip install -q torch==2.13.0" in calls and "-m pip install -q -e .[test,lint]" in calls, calls
+    assert "-m pip install -q torch==2.13.0" in calls and "-m pip install -q -e .[test,lint,docs]" in calls, calls
