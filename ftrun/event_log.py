@@ -9,11 +9,21 @@ a torn record (a line starting with ``{`` that does not parse) may also sit mid-
 skipped. Anything else that is not a record is skipped too, unless ``strict``, where a line
 that is not even a torn record, a JSON object that is not a record, or an unreadable file, is
 ``BadInput`` naming the place.
+
+A rank's step log is evidence, so ``read_event_log`` also says where it is damaged
+(``EventLog.damage``, one line each naming file and line; the check reports them as problems)
+instead of skipping it silently: a torn line is accepted only where its writer ended (the
+file's last line, or a line after which a later incarnation, a higher ``restart``, wrote); a
+line that looks like a record (``{``) but is malformed JSON (a ``NaN`` where a number belongs)
+anywhere; a step missing from an incarnation's run of steps (each incarnation numbers its steps
+one after another, jumping only where it rejoined: ``rejoined``). An integer outside int64 (what
+the writers produce) is ``BadInput`` naming file, line and field when ``strict``, else skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -76,9 +86,19 @@ def _lines(path: Path, strict: bool, what: str) -> list[str]:
     return text.splitlines()
 
 
-def read_event_log(path: Path, strict: bool = False) -> list[EventRecord]:
-    """Every step record of one rank's event log ([] for a missing file unless ``strict``)."""
-    return parse_lines(_lines(path, strict, "event log"), path, strict)
+class EventLog(list[EventRecord]):
+    """One rank's step records, and ``damage``: where its log is damaged (module docstring),
+    one line each naming file and line."""
+
+    def __init__(self, records: Sequence[EventRecord] = (), damage: Sequence[str] = ()) -> None:
+        super().__init__(records)
+        self.damage = list(damage)
+
+
+def read_event_log(path: Path, strict: bool = False) -> EventLog:
+    """Every step record of one rank's event log ([] for a missing file unless ``strict``), with
+    where it is damaged (``EventLog.damage``; the module docstring says what counts)."""
+    return _step_records(_lines(path, strict, "event log"), path, strict)
 
 
 def read_run_events(path: Path, strict: bool = False) -> list[RunEvent]:
@@ -89,6 +109,105 @@ def read_run_events(path: Path, strict: bool = False) -> list[RunEvent]:
 def read_lifecycle(path: Path, strict: bool = False) -> list[LifecycleEvent]:
     """Every record of one rank's lifecycle log ``events/lifecycle/replica{r}_rank{g}.jsonl``."""
     return parse_lines(_lines(path, strict, "lifecycle log"), path, strict, record_type=LifecycleEvent)
+
+
+# an integer of 19+ digits may be outside int64: only a line with one is walked for it
+_LONG_NUMBER = re.compile(r"\d{19}")
+INT_BOUND = 1 << 63
+
+
+def _out_of_range(value: object, where: str = "$") -> Iterator[str]:
+    """Where in a decoded JSON ``value`` an integer lies outside int64."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not -INT_BOUND <= value < INT_BOUND:
+        yield f"{where} ({len(str(abs(value)))} digits)"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _out_of_range(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _out_of_range(v, f"{where}[{i}]")
+
+
+def _decode(line: str, where: str, strict: bool, last_line: bool) -> EventRecord | str | None:
+    """A line (at ``where``: file:line) as a record; else "torn" (cut short), "damaged: why"
+    (malformed JSON that looks like a record), or None (not a record: skipped, or ``BadInput``
+    when ``strict`` as ``parse_lines`` says)."""
+    try:
+        rec = msgspec.json.decode(line, type=EventRecord)
+    except msgspec.ValidationError as e:  # JSON, but not a record
+        if strict and line.lstrip()[:1] == "{":
+            raise BadInput(f"{where}: not an event record ({e})") from None
+        return None
+    except msgspec.DecodeError as e:
+        if not line.lstrip().startswith("{"):
+            if strict and not last_line:
+                raise BadInput(f"{where}: not a JSON line") from None
+            return None
+        # a cut record: the decoder ran out of input, or the line lacks the closing brace
+        # (a cut inside a number reads as an invalid number)
+        if "truncated" in str(e) or not line.rstrip().endswith("}"):
+            return "torn"
+        return f"damaged: {e}"
+    if _LONG_NUMBER.search(line):
+        far = next(_out_of_range(msgspec.json.decode(line)), None)
+        if far is not None:
+            if strict:
+                raise BadInput(f"{where}: a number out of range at {far}")
+            return None
+    return rec
+
+
+def _step_records(lines: Sequence[str], path: Path, strict: bool) -> EventLog:
+    """The records of ``lines`` and their damage (module docstring)."""
+    out = EventLog()
+    torn: list[int] = []  # torn lines since the last record: accepted once a later incarnation writes
+    last: tuple[int, EventRecord] | None = None  # (line, record) of the last stepped record
+    restart = 0  # the last record's incarnation
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        got = _decode(line, f"{path}:{n}", strict, n == len(lines))
+        if got is None:
+            continue
+        if got == "torn":
+            torn.append(n)
+            continue
+        if isinstance(got, str):
+            out.damage.append(f"{path}:{n}: a damaged record ({got.removeprefix('damaged: ')})")
+            last = None  # no gap named across it: this line may hold the step that seems missing
+            continue
+        if got.restart < restart + len(torn):  # each cut line needs a later incarnation after it
+            out.damage += [
+                f"{path}:{t}: a cut record, not where its writer ended (line {n} is the same incarnation's)"
+                for t in torn
+            ]
+            last = None
+        torn, restart = [], got.restart
+        out.append(got)
+        if got.step is not None:
+            _gap(out, path, n, got, last)
+            last = (n, got)
+    return out
+
+
+def _gap(out: EventLog, path: Path, n: int, rec: EventRecord, last: tuple[int, EventRecord] | None) -> None:
+    """A step missing between ``last`` and ``rec`` (line ``n``), named in ``out.damage``: an
+    incarnation numbers its steps one after another, jumping only where it rejoined."""
+    if last is None or last[1].restart != rec.restart or rec.rejoined or rec.step is None:
+        return
+    prev = last[1].step
+    assert prev is not None  # (last is a stepped record)
+    if rec.step == prev + 1:
+        return
+    what = f"step {prev + 1}" if rec.step == prev + 2 else f"steps {prev + 1}..{rec.step - 1}"
+    if rec.step <= prev:
+        what = f"steps after {prev}"
+    out.damage.append(
+        f"{path}:{n}: step {rec.step} follows step {prev} of the same incarnation (line {last[0]}): "
+        f"the record of {what} is missing"
+    )
 
 
 def stepped(records: list[EventRecord]) -> list[EventRecord]:

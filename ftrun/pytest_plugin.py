@@ -132,12 +132,15 @@ def assert_schedule(report: Report | Run) -> None:
         s = r.schedule
         raise AssertionError(
             f"ftrun: schedule check failed, {len(problems)} problem(s) "
-            f"(F={s.fragments} H={s.sync_every} tau={s.fragment_sync_delay}):\n{r.failing_table()}"
+            f"(F={s.fragments} H={s.sync_every} tau={s.fragment_sync_delay}):\n"
+            + (r.failing_table() or "\n".join(problems))
         )
 
 
 def assert_numerics(report: Report | Run, *, required: bool = False) -> None:
-    """Fail on any numeric problem of the outer steps. A report without the numeric check warns
+    """Fail on any numeric problem of the outer steps (a damaged or missing event-log record
+    included, even when no sync counted as checked), with the problems' lines as the CLI prints
+    them. A report whose numeric check had nothing to check and found nothing wrong warns
     ``NotChecked`` (``required=True``: fails) — it is never a pass."""
     __tracebackhide__ = True
     r = _report(report)
@@ -148,11 +151,12 @@ def assert_numerics(report: Report | Run, *, required: bool = False) -> None:
             raise AssertionError(msg)
         warnings.warn(NotChecked(msg), stacklevel=2)
         return
-    problems = [p if isinstance(p, str) else str(p) for p in n.get("problems") or []]
+    # the CLI's lines (``Report.problems``: "numerics: <text>"), not the problems' records
+    problems = [x for x in r.problems if x.startswith("numerics: ")]
     if problems:
         raise AssertionError(
-            f"ftrun: numeric check failed on {len(problems)} of {n['checked']} sync(s) "
-            f"(tolerance {n.get('tolerance')}):\n" + "\n".join(problems)
+            f"ftrun: numeric check failed, {len(problems)} problem(s) ({n['checked']} sync(s) checked):\n"
+            + "\n".join(problems)
         )
 
 

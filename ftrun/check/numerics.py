@@ -100,6 +100,21 @@ def quantized_not_checked(why: str | None) -> str:
 
 
 U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
+# every problem's keys (``Numerics.problems``): where, what was compared, the likely cause, its line
+PROBLEM_KEYS = (
+    "sync_step",
+    "manager_step",
+    "fragment",
+    "replica",
+    "rank",
+    "check",
+    "expected",
+    "observed",
+    "error",
+    "tolerance",
+    "cause",
+    "text",
+)
 
 
 def tolerance_rule() -> str:
@@ -278,6 +293,16 @@ class Numerics:
     def texts(self) -> list[str]:
         return [p["text"] for p in self.problems]
 
+    def evidence(self, lines: list[str]) -> None:
+        """Problems with the evidence itself (``ftrun.check.log_evidence``): each a problem, so
+        a damaged or missing record fails the check instead of making a count smaller."""
+        for text in lines:
+            self.problems.append(
+                {**dict.fromkeys(PROBLEM_KEYS), "check": "event log", "cause": "evidence", "text": text}
+            )
+        if lines:
+            self.status = "checked"  # (a check that found problems; ``why`` keeps what it could not check)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -347,7 +372,7 @@ class _Checker:
         le = self.out.largest_error
         if math.isfinite(ratio) and (le is None or ratio > le["ratio"]):
             self.out.largest_error = {"check": check, "where": where, "error": err, "tolerance": tol, "ratio": ratio}
-        return err <= tol
+        return err <= tol and math.isfinite(tol)  # (norms too large for a finite budget: not a pass)
 
     def problem(
         self,

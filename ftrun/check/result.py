@@ -199,10 +199,11 @@ class Report(msgspec.Struct):
 
 def numerics_of(report: Report) -> dict[str, Any] | None:
     """The numeric check of the outer steps in its JSON form (``{checked, tolerance, problems}``),
-    or None when the report carries none (sketches off, a foreign run, an ftrun without the check):
-    then numerics were not checked, and nothing may say they passed."""
+    or None when it checked nothing and found nothing wrong (sketches off, a foreign run, an ftrun
+    without the check): then numerics were not checked, and nothing may say they passed. A check
+    with problems is returned even when no sync counted as checked (a sketch or record missing)."""
     n = report.to_json().get("numerics")
-    return n if isinstance(n, dict) and n.get("checked") else None
+    return n if isinstance(n, dict) and (n.get("checked") or n.get("problems")) else None
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))

@@ -18,10 +18,13 @@ def _line(step, **kw) -> str:
 
 
 def test_torn_record_mid_file_and_at_end_are_skipped(tmp_path):
+    """Skipped, and the mid-file one, which the same incarnation wrote past, named as damage
+    (``test_event_log_damage``)."""
     p = tmp_path / "replica1_rank0.jsonl"
     p.write_text(f'{_line(1)}\n{{"step": 2, "los\n{_line(3)}\n{_line(4)[:-5]}')
     got = read_event_log(p, strict=True)
     assert all(isinstance(r, EventRecord) for r in got) and [r.step for r in got] == [1, 3]
+    assert [d.split(": ")[0] for d in got.damage] == [f"{p}:2"]  # (the step it held: not named again)
 
 
 @pytest.mark.parametrize("line, says", [("not json", "not a JSON line"), ('{"step": "two"}', "not an event record")])
