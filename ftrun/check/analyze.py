@@ -96,7 +96,7 @@ def analyze(
     traced = {w.replica for w in workers}
     problems = run_problems(inputs, traced, faults, notes, logs, failed_commits, allow_failed_commits)  # 6. problems
     require_evidence(seen, results)
-    numerics = run_numerics(inputs, logs)
+    numerics = run_numerics(inputs, logs, seen)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and not problems.lines and numerics.ok
     for mark in faults.marks:
         mark.has_trace = mark.replica in traced
@@ -176,9 +176,13 @@ def _commit_notes(seen, logs: dict, classes: RunIdentities, schedule) -> list[st
     return notes
 
 
-def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) -> Numerics:
+def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]], seen) -> Numerics:
     """The numeric check (``ftrun.check.numerics``) of the merged event logs; nothing is checked
-    when only some of the job's groups were given, or the run had ``--no-sketches``."""
+    when only some of the job's groups were given, or the run had ``--no-sketches``. Damaged or
+    missing records (the logs against themselves and ``seen``'s syncs: ``ftrun.check.log_evidence``)
+    are its problems all the same."""
+    from ftrun.check.log_evidence import evidence_problems, traced_syncs
+
     m = inputs.manifest
     sketches_on = m.config.get("sketches") if isinstance(m, layout.Manifest) else None
     partial = None
@@ -186,7 +190,9 @@ def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]]) 
         partial = (
             f"only replica group(s) {inputs.groups()} of the job's {m.replicas} given (give every group's run dir)"
         )
-    return check_numerics(logs, sketches_on, partial)
+    out = check_numerics(logs, sketches_on, partial)
+    out.evidence(evidence_problems(logs, traced_syncs(seen)))
+    return out
 
 
 def _once(spans: list[TraceSpans]) -> list[str]:
