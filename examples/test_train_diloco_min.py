@@ -1,0 +1,34 @@
+"""``examples/train_diloco_min.py`` runs under ``ftrun launch`` as the docs' launch page says, and passes.
+
+An e2e test (``examples/conftest.py``): two replica groups of the script, on CPU, a few seconds of
+training, then the check of its traces.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "train_diloco_min.py"
+SCHEDULE = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
+
+
+def _ftrun() -> list[str]:
+    exe = Path(sys.executable).with_name("ftrun")
+    found = str(exe) if exe.exists() else shutil.which("ftrun")
+    return [found] if found else [sys.executable, "-m", "ftrun"]
+
+
+def test_the_example_passes_under_ftrun_launch(tmp_path):
+    argv = [*_ftrun(), "launch", "--replicas", "2", *SCHEDULE, "--out", str(tmp_path), "--run-name", "example"]
+    res = subprocess.run([*argv, "--json", "--", str(SCRIPT)], capture_output=True, text=True, timeout=240)
+    explain = f"rc={res.returncode}\nstdout:\n{res.stdout[-3000:]}\nstderr:\n{res.stderr[-3000:]}"
+    assert res.returncode == 0, explain
+    summary = json.loads(res.stdout)
+    assert [g["exit_codes"] for g in summary["groups"]] == [[0], [0]], explain
+    assert summary["inspection"]["verdict"] == "pass" and summary["inspection"]["events"], explain
+    assert len(summary["traces"]) == 2  # one per replica group, found in its working dir
