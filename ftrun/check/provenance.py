@@ -11,23 +11,35 @@ Both rules run before any schedule is asked for (flags or manifest), and both ra
 * ``check_one_run``: traces of one run share a run identity. kineto writes a new ``trace_id``
   for every file (two replicas of one run differ), so it cannot tell runs apart; what can:
   ``distributedInfo.world_size``, the GPUs (``deviceProperties``), and the wall clock
-  (``baseTimeNanoseconds`` + ``ts``). Files of different workers that cover the same step numbers
-  ran at the same time in one run (replicas wait for each other at every sync): their wall
-  clocks must overlap, give or take ``CONCURRENT_SLACK_S`` plus the longer window. Windows of
-  other steps follow each other: not more than ``SEQUENCE_FACTOR`` times the steps in between
-  (at the median step time) plus ``SEQUENCE_SLACK_S`` apart, and one worker's later window
-  starts after its earlier one ended. With an event log (an ftrun run dir), each trace's last step must
-  end when the log says that step ended (``EVENT_LOG_SLACK_S``): a trace swapped in from another
-  run is caught even with one replica. A mismatch names the two groups of files;
-  ``merge_jobs`` (``--merge-jobs``) checks them together anyway.
+  (``baseTimeNanoseconds`` + ``ts``), judged against the run's own pace, never a fixed slack
+  wider than a short run: the tolerance is ``TOLERANCE_STEPS`` step times (the longer median
+  step of the two records compared), at least ``TOLERANCE_FLOOR_S`` (clock skew between hosts,
+  timer granularity).
+
+  - Files of different workers that cover the same step numbers: one run's replicas run those
+    steps together (they wait for each other at every sync), so the wall-clock interval of the
+    common steps (first start to last end) of one must overlap the other's, within the
+    tolerance. Two runs trained one after the other are as far apart as a whole run.
+  - Windows of other steps follow each other: not more than ``SEQUENCE_FACTOR`` times the steps
+    in between (at the median step time) plus ``SEQUENCE_SLACK_S`` apart (a run may pause,
+    heal or restart between them), and one worker's later window starts after its earlier one
+    ended.
+  - With an event log (an ftrun run dir), every step of a trace that its worker's log records
+    must end when the log says that step ended, within the tolerance (the two are written by one
+    process on one clock: measured, they agree to a millisecond): a trace swapped in from another
+    run is caught even with one replica, and the line names the step and how far apart.
+
+  A mismatch names the two groups of files (or the file and the log); ``merge_jobs``
+  (``--merge-jobs``) checks them together anyway.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -35,10 +47,14 @@ from ftrun.errors import NotChecked
 from ftrun.trace.schema import ChromeTrace, raw_json
 from ftrun.trace.spans import TraceSpans
 
-CONCURRENT_SLACK_S = 120.0
+if TYPE_CHECKING:
+    from ftrun.check.workers import Worker
+    from ftrun.layout import EventRecord
+
+TOLERANCE_STEPS = 3.0  # step times: how far apart two records of one moment of one run may be
+TOLERANCE_FLOOR_S = 2.0  # ... at the least (clock skew between hosts, timer granularity)
 SEQUENCE_FACTOR = 20.0
 SEQUENCE_SLACK_S = 600.0
-EVENT_LOG_SLACK_S = 60.0
 NOT_TORCHFT = "not a torchft (DiLoCo/LocalSGD) trace"
 
 
@@ -158,6 +174,35 @@ class _File(msgspec.Struct, frozen=True):
     def step_us(self) -> float:
         return statistics.median(s.span.dur for s in self.t.steps) if self.t.steps else 0.0
 
+    def window(self, numbers: set[int]) -> tuple[float, float]:
+        """Wall-clock (or ts) interval of this file's steps of these ``numbers`` (some): first
+        start, last end."""
+        b = self.h.base_us or 0.0
+        mine = [s.span for s in self.t.steps if s.number in numbers]
+        return b + min(s.ts for s in mine), b + max(s.end for s in mine)
+
+    @property
+    def who(self) -> str:
+        return f"replica {self.worker[0]} rank {self.worker[1]}"
+
+
+def tolerance_us(step_us: float) -> float:
+    """How far apart (us) two records of the same moment of one run may be: ``TOLERANCE_STEPS``
+    step times, at least ``TOLERANCE_FLOOR_S`` (module docstring)."""
+    return max(TOLERANCE_STEPS * step_us, TOLERANCE_FLOOR_S * 1e6)
+
+
+def _secs(us: float) -> str:
+    s = us / 1e6
+    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
+
+
+def _why_tolerance(step_us: float) -> str:
+    tol = tolerance_us(step_us)
+    if tol > TOLERANCE_FLOOR_S * 1e6:
+        return f"more than {_secs(tol)}: {TOLERANCE_STEPS:g} step times of ~{step_us / 1e6:.2f} s"
+    return f"more than {_secs(tol)}"
+
 
 def _when(f: Sequence[_File]) -> str:
     lo = min(x.wall[0] for x in f)
@@ -178,17 +223,16 @@ def _refuse(a: Sequence[_File], b: Sequence[_File], why: str) -> None:
 
 
 def _split(files: list[_File], a: _File, b: _File) -> tuple[list[_File], list[_File]]:
-    """The two groups to name: files near ``a`` in wall-clock time vs the rest (single linkage)."""
-    slack = CONCURRENT_SLACK_S * 1e6 + max(x.wall[1] - x.wall[0] for x in files)
-    same_clock = [x for x in files if x.absolute == a.absolute]
+    """The two groups to name: the files that ``a`` (transitively) could be one run with, never
+    ``b``, vs the rest (single linkage on ``_pair_problem``)."""
     group = {id(a)}
     grown = True
     while grown:
         grown = False
-        for x in same_clock:
-            if id(x) in group or x is b:
+        for x in files:
+            if id(x) in group or x is b or x.absolute != a.absolute:
                 continue
-            if any(abs(x.wall[0] - y.wall[0]) <= slack or _gap(x, y) <= slack for y in same_clock if id(y) in group):
+            if any(_pair_problem(x, y) is None for y in files if id(y) in group):
                 group.add(id(x))
                 grown = True
     ga = [x for x in files if id(x) in group]
@@ -196,9 +240,9 @@ def _split(files: list[_File], a: _File, b: _File) -> tuple[list[_File], list[_F
     return ga, gb or [b]
 
 
-def _gap(x: _File, y: _File) -> float:
-    """Wall-clock distance between two files' intervals (0 when they overlap)."""
-    return max(0.0, max(x.wall[0], y.wall[0]) - min(x.wall[1], y.wall[1]))
+def _gap(x: tuple[float, float], y: tuple[float, float]) -> float:
+    """Distance between two intervals (0 when they overlap)."""
+    return max(0.0, max(x[0], y[0]) - min(x[1], y[1]))
 
 
 def _pair_problem(x: _File, y: _File) -> str | None:
@@ -206,14 +250,22 @@ def _pair_problem(x: _File, y: _File) -> str | None:
     if x.absolute != y.absolute:
         return None  # one clock is relative: not comparable
     (xa, xb), (ya, yb) = x.steps, y.steps
-    gap = _gap(x, y)
-    if xa <= yb and ya <= xb:  # the same steps: recorded at the same time in one run
-        longest = max(x.wall[1] - x.wall[0], y.wall[1] - y.wall[0])
-        if x.worker != y.worker and gap > CONCURRENT_SLACK_S * 1e6 + longest:
-            return f"they cover the same steps ({max(xa, ya)}-{min(xb, yb)}) {gap / 1e6:,.0f} s apart"
+    if xa <= yb and ya <= xb:  # the same steps: run together by one run's replicas
+        common = {s.number for s in x.t.steps} & {s.number for s in y.t.steps}
+        if x.worker == y.worker or not common:
+            return None  # one worker's steps again (a restart), or none in common: nothing says when
+        lo, hi = min(common), max(common)
+        step = max(x.step_us(), y.step_us())
+        gap = _gap(x.window(common), y.window(common))
+        if gap > tolerance_us(step):
+            return (
+                f"{x.who}'s and {y.who}'s steps {lo}-{hi} do not overlap in time: {_secs(gap)} apart "
+                f"({_why_tolerance(step)}; one run's replicas run the same steps together)"
+            )
         return None
+    gap = _gap(x.wall, y.wall)
     first, later = (x, y) if xa <= ya else (y, x)
-    who = f"replica {x.worker[0]} rank {x.worker[1]}'s windows" if x.worker == y.worker else "windows"
+    who = f"{x.who}'s windows" if x.worker == y.worker else "windows"
     if x.worker == y.worker and later.wall[0] < first.wall[1] - 1e6:
         return f"{who} of steps {first.steps[0]}-{first.steps[1]} and {later.steps[0]}-{later.steps[1]} overlap in time"
     between = max(later.steps[0] - first.steps[1], 1)
@@ -226,7 +278,12 @@ def _pair_problem(x: _File, y: _File) -> str | None:
     return None
 
 
-def check_one_run(workers, headers: dict[Path, Header], logs: dict | None = None, merge_jobs: bool = False) -> None:
+def check_one_run(
+    workers: Sequence[Worker],
+    headers: dict[Path, Header],
+    logs: Mapping[tuple[int, int], Sequence[EventRecord]] | None = None,
+    merge_jobs: bool = False,
+) -> None:
     """``NotChecked`` when the workers' traces are not one run's (module docstring).
 
     ``workers``: ``ftrun.check.workers.Worker`` list; ``logs``: (replica, rank) -> event records."""
@@ -254,21 +311,37 @@ def check_one_run(workers, headers: dict[Path, Header], logs: dict | None = None
         _against_log(f, (logs or {}).get(f.worker))
 
 
-def _against_log(f: _File, records) -> None:
-    """An ftrun trace's last step must end when its event log says that step ended."""
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + f".{int(t * 10) % 10}"
+
+
+def _against_log(f: _File, records: Sequence[EventRecord] | None) -> None:
+    """Every step of an ftrun trace that its worker's event log records must end when the log
+    says that step ended, within ``tolerance_us`` of the longer median step time of the two."""
     base_us = f.h.base_us  # None: the trace's times are not absolute (``f.absolute``)
     if not records or base_us is None or f.t.step_source != "ftrun":
         return
-    last = max(f.t.steps, key=lambda s: s.span.end)
-    times = [r.t for r in records if r.step == last.number]
-    if not times:
+    ended_at: dict[int, list[float]] = {}
+    for r in records:
+        if r.step is not None:
+            ended_at.setdefault(r.step, []).append(r.t)
+    worst: tuple[float, int, float, float] | None = None  # (how far apart, step, trace's end, log's)
+    for s in f.t.steps:
+        times = ended_at.get(s.number)
+        if not times:
+            continue
+        ended = (base_us + s.span.end) / 1e6
+        logged = min(times, key=lambda t: abs(t - ended))  # a restart may log a step twice
+        if worst is None or abs(logged - ended) > worst[0]:
+            worst = (abs(logged - ended), s.number, ended, logged)
+    if worst is None:
         return
-    ended = (base_us + last.span.end) / 1e6
-    off = min(abs(t - ended) for t in times)
-    if off > EVENT_LOG_SLACK_S:
+    logged_step_us = statistics.median(r.step_time_s for r in records) * 1e6
+    step = max(f.step_us(), logged_step_us)
+    off, number, ended, logged = worst
+    if off * 1e6 > tolerance_us(step):
         raise NotChecked(
-            f"{f.t.path}: not this run's trace: its step {last.number} ended at "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(ended))} UTC, the event log of replica {f.worker[0]} "
-            f"rank {f.worker[1]} says {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(times[0]))} UTC "
-            f"({off:,.0f} s apart); give one run's traces (or --merge-jobs to check them as one)"
+            f"{f.t.path}: not this run's trace: its step {number} ended at {_utc(ended)} UTC, the event log of "
+            f"{f.who} says {_utc(logged)} UTC ({_secs(off * 1e6)} apart, {_why_tolerance(step)}); "
+            "give one run's traces (or --merge-jobs to check them as one)"
         )
