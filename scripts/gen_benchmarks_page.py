@@ -1,0 +1,316 @@
+"""Write docs/benchmarks.md, every measured figure the docs cite, from the benchmarks' JSON records.
+
+    .venv/bin/python scripts/gen_benchmarks_page.py                # render the page from docs/benchmarks/*.json
+    .venv/bin/python scripts/gen_benchmarks_page.py --run inspect  # run one benchmark, record it, render
+    .venv/bin/python scripts/gen_benchmarks_page.py --list         # the benchmarks and their commands
+
+A record (``docs/benchmarks/ID.json``, a ``Record``) holds what one benchmark script printed as
+its JSON result, the command, when (UTC), the machine (CPUs, memory, OS, Python, torch and
+torchft releases, read without importing them) and the 1-minute load before and after. The page
+shows each benchmark's figures with those facts; a benchmark never recorded shows the command
+that records it, never a number. Rendering reads only the records: it is deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "benchmarks.md"
+RECORDS = ROOT / "docs" / "benchmarks"
+COMMAND = "python scripts/gen_benchmarks_page.py"
+
+
+class Bench(msgspec.Struct, frozen=True):
+    """One benchmark: ``argv`` (run with this Python from the checkout's root), what it measures."""
+
+    id: str
+    title: str
+    what: str
+    argv: tuple[str, ...]
+    timeout_s: float = 3600.0
+
+
+class Machine(msgspec.Struct, frozen=True):
+    cpus: int
+    cpu: str
+    memory_gb: float
+    os: str
+    python: str
+    torch: str
+    torchft: str
+
+
+class Record(msgspec.Struct, frozen=True):
+    """One run of a benchmark. ``result``: the script's JSON result as it printed it (None: it
+    printed none; ``exit_code`` says how it ended)."""
+
+    bench: str
+    command: str
+    date: str
+    machine: Machine
+    load_before: float
+    load_after: float
+    seconds: float
+    exit_code: int
+    result: Any = None
+
+
+PAPER = (
+    "--params 1e9 --dtype fp4 --dp-dtype bf16 --step-ms 100 --tokens-per-step 524288 --layers 24 "
+    "--layers-per-fragment 3 --sync-every 96 --fragment-sync-delay 1 --data-parallel --train-tokens 25e9 --link 1gbit"
+)
+BENCHES: tuple[Bench, ...] = (
+    Bench(
+        "inspect",
+        "inspect-trace vs HTA",
+        "ftrun inspect-trace end to end on a ~20 MB torchft trace, next to json.load and HTA's TraceAnalysis load.",
+        ("scripts/bench_inspect.py",),
+    ),  # noqa: E501
+    Bench(
+        "inspect-large",
+        "Large traces",
+        "inspect-trace on a ~300 MB trace: MB/s, peak memory per file size, gzip vs a bare zlib stream.",
+        ("scripts/bench_inspect.py", "--large"),
+    ),  # noqa: E501
+    Bench(
+        "overhead",
+        "Overhead per step",
+        "ftrun train's time per step next to a bare torchft DiLoCo loop of the same model.",
+        ("scripts/bench_overhead.py",),
+    ),  # noqa: E501
+    Bench(
+        "compare",
+        "Streaming vs plain DiLoCo",
+        "ftrun compare streaming baseline on emulated links: exposed communication and peak bytes per sync.",
+        ("scripts/bench_compare.py", "--json"),
+    ),  # noqa: E501
+    Bench(
+        "plan-validation",
+        "Plan validation",
+        "ftrun plan --check against real compare runs on four links (predicted vs measured).",
+        ("scripts/validate_plan.py",),
+    ),  # noqa: E501
+    Bench(
+        "paper",
+        "The Streaming DiLoCo paper's 1B run",
+        "ftrun plan's prediction for the paper's 1B setup on a 1 Gbit/s link (a model, not a measurement).",
+        ("-m", "ftrun", "plan", *PAPER.split(), "--json"),
+        120,
+    ),  # noqa: E501
+    Bench(
+        "suite",
+        "Test suite",
+        "The whole test suite, unit and e2e (its wall time is the figure).",
+        ("-m", "pytest", "-q", "-p", "no:cacheprovider"),
+    ),  # noqa: E501
+)
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine() -> Machine:
+    """This machine's facts, read without importing torch."""
+    cpu = next((ln.split(":", 1)[1].strip() for ln in _lines("/proc/cpuinfo") if ln.startswith("model name")), "")
+    mem = next((int(ln.split()[1]) for ln in _lines("/proc/meminfo") if ln.startswith("MemTotal:")), 0)
+    torchft = _version("torchft") if _version("torchft") != "not installed" else _version("torchft-nightly")
+    return Machine(
+        cpus=os.cpu_count() or 0,
+        cpu=cpu or platform.processor() or platform.machine(),
+        memory_gb=round(mem / 1024**2, 1),
+        os=f"{platform.system()} {platform.release()}",
+        python=platform.python_version(),
+        torch=_version("torch"),
+        torchft=torchft,
+    )
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
+def last_json(stdout: str) -> Any:
+    """The JSON result a script printed last: its last line, or from the last line that opens one."""
+    lines = stdout.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i][:1] in "{[":
+            try:
+                return json.loads("\n".join(lines[i:]))
+            except json.JSONDecodeError:
+                continue
+    return None
+
+
+def run(bench: Bench) -> Record:
+    """Run ``bench`` once from the checkout's root and record it (its output goes to stderr too)."""
+    argv = [sys.executable, *bench.argv]
+    before, start = os.getloadavg()[0], time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=bench.timeout_s)
+    seconds, after = time.monotonic() - start, os.getloadavg()[0]
+    sys.stderr.write(proc.stdout)
+    return Record(
+        bench=bench.id,
+        command=shlex.join(["python", *bench.argv]),
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        machine=machine(),
+        load_before=round(before, 2),
+        load_after=round(after, 2),
+        seconds=round(seconds, 1),
+        exit_code=proc.returncode,
+        result=last_json(proc.stdout),
+    )
+
+
+# --- figures: what each record's result says, as (figure, value) rows ---------------------------
+
+
+def _scalars(result: Any) -> list[tuple[str, str]]:
+    """Any result: its top-level numbers, strings and booleans (a list: each item's, numbered)."""
+    items = result if isinstance(result, list) else [result]
+    rows = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        prefix = f"[{i}] " if len(items) > 1 else ""
+        rows += [(prefix + k, json.dumps(v)) for k, v in item.items() if isinstance(v, (int, float, str, bool))]
+    return rows
+
+
+def _inspect(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [
+        (f"inspect-trace, {r['trace_mb']} MB trace, end to end", f"{r['inspect_s']} s"),
+        ("json.load of the same trace", f"{r['json_load_s']} s"),
+    ]
+    if r.get("ratio") is None:
+        return [*rows, ("HTA TraceAnalysis load / inspect-trace", "not compared: HTA was not installed")]
+    return [*rows, ("HTA TraceAnalysis load", f"{r['hta_s']} s"), ("HTA load / inspect-trace", f"{r['ratio']}x")]
+
+
+def _paper(r: dict[str, Any]) -> list[tuple[str, str]]:
+    c = r["configs"][0]
+    s, p = c["streaming"], c["plain"]
+    return [
+        (f"compute utilisation on {c['link']['describe']}, streaming", f"{s['compute_utilisation']:.3f}"),
+        ("compute utilisation, plain DiLoCo", f"{p['compute_utilisation']:.3f}"),
+        ("exposed ms per sync, streaming / plain", f"{s['exposed_ms_per_sync']:.1f} / {p['exposed_ms_per_sync']:.1f}"),
+    ]
+
+
+FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {"inspect": _inspect, "paper": _paper}
+
+
+def figures(rec: Record) -> list[tuple[str, str]]:
+    """The record's figures: its benchmark's own reading, else every top-level value; always its wall time."""
+    rows: list[tuple[str, str]] = []
+    if rec.result is not None:
+        try:
+            rows = FIGURES[rec.bench](rec.result) if rec.bench in FIGURES else _scalars(rec.result)
+        except (KeyError, TypeError, IndexError):
+            rows = _scalars(rec.result)  # an older script's result: show what it holds
+    return [*rows, ("wall time of the command", f"{rec.seconds} s (exit {rec.exit_code})")]
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;")
+
+
+def _machine(m: Machine) -> str:
+    return f"{m.cpus} CPUs ({m.cpu}), {m.memory_gb} GB, {m.os}, Python {m.python}, torch {m.torch}, torchft {m.torchft}"
+
+
+def read_records(folder: Path) -> dict[str, Record]:
+    """The records in ``folder`` by benchmark id (a file that is not a record: one line, exit 2)."""
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            rec = msgspec.json.decode(path.read_bytes(), type=Record)
+        except msgspec.DecodeError as e:
+            raise SystemExit(f"{path}: not a benchmark record: {e}") from None
+        out[rec.bench] = rec
+    return out
+
+
+def render(records: dict[str, Record]) -> str:
+    """The page: per benchmark, its figures with command, date, machine and load (deterministic)."""
+    out = [
+        "# Benchmarks",
+        "",
+        f"<!-- Generated from docs/benchmarks/*.json: do not edit; run `{COMMAND}`. -->",
+        "",
+        "Every measured figure the docs cite, with the command that produced it, when, on what machine and "
+        "under what load (the 1-minute load average before and after). Pages link here instead of quoting figures.",
+        "",
+        f"Regenerate the page from the records: `{COMMAND}`. Measure one benchmark again (it writes "
+        f"`docs/benchmarks/ID.json`, then the page): `{COMMAND} --run ID`.",
+        "",
+    ]
+    for b in BENCHES:
+        out += [f"## {b.title}", "", f"{_cell(b.what)} Id: `{b.id}`.", ""]
+        rec = records.get(b.id)
+        if rec is None:
+            out += [f"Not measured yet: run `{COMMAND} --run {b.id}` (it runs `python {shlex.join(b.argv)}`).", ""]
+            continue
+        out += ["| Figure | Value |", "| --- | --- |"]
+        out += [f"| {_cell(name)} | {_cell(value)} |" for name, value in figures(rec)]
+        out += [
+            "",
+            f"- Command: `{rec.command}`",
+            f"- Date: {rec.date}",
+            f"- Machine: {_cell(_machine(rec.machine))}",
+            f"- Load (1-minute average, before → after): {rec.load_before} → {rec.load_after}",
+            "",
+        ]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Write docs/benchmarks.md from the benchmarks' JSON records.")
+    ap.add_argument("--run", action="append", default=[], metavar="ID", help="Run benchmark ID first and record it.")
+    ap.add_argument("--list", action="store_true", help="List the benchmarks and their commands.")
+    ap.add_argument("--records", type=Path, default=RECORDS, help="The records' folder (default docs/benchmarks).")
+    ap.add_argument("--out", type=Path, default=PAGE, help="The page (default docs/benchmarks.md).")
+    args = ap.parse_args(argv)
+    known = {b.id: b for b in BENCHES}
+    if args.list:
+        for b in BENCHES:
+            print(f"{b.id:16s} python {shlex.join(b.argv)}")
+        return 0
+    for bench_id in args.run:
+        if bench_id not in known:
+            print(f"--run {bench_id}: unknown benchmark (known: {', '.join(known)})", file=sys.stderr)
+            return 2
+        rec = run(known[bench_id])
+        args.records.mkdir(parents=True, exist_ok=True)
+        (args.records / f"{bench_id}.json").write_bytes(msgspec.json.format(msgspec.json.encode(rec)) + b"\n")
+    args.out.write_text(render(read_records(args.records)))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

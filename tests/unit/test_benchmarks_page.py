@@ -1,0 +1,108 @@
+"""docs/benchmarks.md's generator (scripts/gen_benchmarks_page.py) renders records, never invents.
+
+Unit tests: a page is rendered from small fixture records in a temp folder; nothing is run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def gen():
+    spec = importlib.util.spec_from_file_location("gen_benchmarks_page", ROOT / "scripts" / "gen_benchmarks_page.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MACHINE = {
+    "cpus": 2,
+    "cpu": "Test CPU",
+    "memory_gb": 8.0,
+    "os": "Linux 6.1",
+    "python": "3.11.7",
+    "torch": "2.13.0",
+    "torchft": "0.2.0",
+}
+
+
+def _record(bench: str, result, **over) -> dict:
+    rec = {
+        "bench": bench,
+        "command": f"python scripts/{bench}.py",
+        "date": "2030-01-02 03:04 UTC",
+        "machine": MACHINE,
+        "load_before": 1.5,
+        "load_after": 2.25,
+        "seconds": 42.0,
+        "exit_code": 0,
+        "result": result,
+    }
+    return {**rec, **over}
+
+
+def _page(gen, tmp_path, *records: dict) -> str:
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    for r in records:
+        (folder / f"{r['bench']}.json").write_text(json.dumps(r))
+    out = tmp_path / "benchmarks.md"
+    assert gen.main(["--records", str(folder), "--out", str(out)]) == 0
+    return out.read_text()
+
+
+def test_a_record_renders_its_figures_with_command_date_machine_and_load(gen, tmp_path):
+    inspect = {"trace_mb": 20.1, "inspect_s": 0.5, "json_load_s": 0.4, "hta_s": 12.5, "ratio": 25.0, "load_avg": 1}
+    text = _page(gen, tmp_path, _record("inspect", inspect))
+    section = text.split("## inspect-trace vs HTA", 1)[1].split("\n## ", 1)[0]
+    assert "| inspect-trace, 20.1 MB trace, end to end | 0.5 s |" in section
+    assert "| HTA load / inspect-trace | 25.0x |" in section
+    assert "| wall time of the command | 42.0 s (exit 0) |" in section
+    assert "- Command: `python scripts/inspect.py`" in section and "- Date: 2030-01-02 03:04 UTC" in section
+    assert "2 CPUs (Test CPU), 8.0 GB, Linux 6.1, Python 3.11.7, torch 2.13.0, torchft 0.2.0" in section
+    assert "1.5 → 2.25" in section
+
+
+def test_hta_missing_is_said_not_guessed(gen, tmp_path):
+    inspect = {"trace_mb": 20.1, "inspect_s": 0.5, "json_load_s": 0.4, "hta_s": None, "ratio": None}
+    text = _page(gen, tmp_path, _record("inspect", inspect))
+    assert "not compared: HTA was not installed" in text and "x |" not in text.split("## Large traces")[0]
+
+
+def test_an_unmeasured_benchmark_names_its_command_and_no_number(gen, tmp_path):
+    text = _page(gen, tmp_path, _record("suite", None, exit_code=1))
+    large = text.split("## Large traces", 1)[1].split("\n## ", 1)[0]
+    assert "Not measured yet: run `python scripts/gen_benchmarks_page.py --run inspect-large`" in large
+    assert "|" not in large  # no table: nothing measured
+    suite = text.split("## Test suite", 1)[1]
+    assert "| wall time of the command | 42.0 s (exit 1) |" in suite  # what ran, and how it ended
+
+
+def test_any_other_result_shows_its_top_level_values(gen, tmp_path):
+    text = _page(gen, tmp_path, _record("plan-validation", {"passed": True, "tolerance": 0.1, "rows": [1, 2]}))
+    section = text.split("## Plan validation", 1)[1].split("\n## ", 1)[0]
+    assert "| passed | true |" in section and "| tolerance | 0.1 |" in section and "rows" not in section
+
+
+def test_the_page_is_deterministic_and_a_bad_record_is_one_line(gen, tmp_path):
+    rec = _record("paper", None)
+    assert _page(gen, tmp_path, rec) == gen.render(gen.read_records(tmp_path / "benchmarks"))
+    (tmp_path / "benchmarks" / "bad.json").write_text('{"bench": 1}')
+    with pytest.raises(SystemExit, match="bad.json: not a benchmark record"):
+        gen.read_records(tmp_path / "benchmarks")
+
+
+def test_the_last_json_a_script_printed_is_its_result(gen):
+    assert gen.last_json('progress\n{"a": 1}\n') == {"a": 1}
+    assert gen.last_json('rows\n[\n {"a": 1}\n]\n') == [{"a": 1}]
+    assert gen.last_json("no json here\n") is None
