@@ -30,6 +30,11 @@ def escape_controls(text: str, keep: str = "") -> str:
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
+def count(n: int, noun: str, plural: str = "") -> str:
+    """``1 file``, ``2 files``: ``n`` and ``noun``, plural (``plural``, else ``noun + "s"``) unless n is 1."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def show_value(value: object) -> str:
     """A value for a one-line message: a string holding anything ``escape_controls`` would
     escape is quoted as Python would (``'a\\x1bb'``), so the oddity is visible; else ``str``."""

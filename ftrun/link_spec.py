@@ -1,4 +1,8 @@
-"""Parse ``--link BANDWIDTH[,LATENCY]`` (e.g. ``1gbit,20ms``). Torch-free."""
+"""Parse ``--link BANDWIDTH[,LATENCY]`` (e.g. ``1gbit,20ms``). Torch-free.
+
+Bandwidth is in bits per second (``k``/``m``/``g``/``t`` with ``bit``, ``b``, ``bps`` or ``bit/s``,
+any case); a capital ``B`` (``10GB``, ``MBps``) or ``byte`` is bytes, refused in one line that
+names the bits to give, never read as bits."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from ftrun.errors import BadInput
 _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 # Exponents are accepted (with either sign) so that ``as_flag()``'s ``%g`` output always parses back.
 _NUM = r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-_RE = re.compile(rf"^\s*({_NUM})\s*([kmgt]?)(?:bit|b|bps|bit/s)?\s*(?:,\s*({_NUM})\s*(ms|s|us)?\s*)?$", re.I)
+_RE = re.compile(
+    rf"^\s*({_NUM})\s*([kmgt]?)(bit|b|bps|bit/s|B|Bps|B/s|byte|bytes)?\s*(?:,\s*({_NUM})\s*(ms|s|us)?\s*)?$", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -50,13 +56,19 @@ def parse_link(text: str, name: str = "--link") -> LinkSpec:
     m = _RE.match(text or "")
     if not m:
         raise BadInput(f"{name} {text!r}: expected BANDWIDTH[,LATENCY], e.g. 1gbit,20ms")
+    if m[3] and (m[3][0] == "B" or m[3].lower().startswith("byte")):  # GB, MBps: bytes; b, bit, bps: bits
+        scale = f"{m[2].lower()}bit" if m[2] else "bit"
+        raise BadInput(
+            f"{name} {text!r}: {m[3]!r} is bytes; give the bandwidth in bits, e.g. {m[1]}{scale} "
+            f"({m[1]} {m[2].upper()}B/s is {float(m[1]) * 8:g}{scale})"
+        )
     bw = float(m[1]) * _UNITS[m[2].lower()]
     if not (bw > 0 and math.isfinite(bw)):
         raise BadInput(f"{name} {text!r}: bandwidth must be a finite number > 0")
     if not MIN_BPS <= bw <= MAX_BPS:
         raise BadInput(f"{name} {text!r}: bandwidth {bw:g} bit/s is outside 1kbit..1tbit (give a unit, e.g. 100mbit)")
-    lat = float(m[3] or 0.0)
-    unit = (m[4] or "ms").lower()
+    lat = float(m[4] or 0.0)
+    unit = (m[5] or "ms").lower()
     lat_s = lat / 1e3 if unit == "ms" else lat / 1e6 if unit == "us" else lat
     if not 0 <= lat_s <= MAX_LATENCY_S:
         raise BadInput(f"{name} {text!r}: latency {lat_s:g} s is outside 0..10s (one-way, e.g. 20ms)")

@@ -23,11 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from ftrun.errors import BadInput
+
 Kind = Literal["send", "sync"]
 
 
-class ScheduleError(ValueError):
-    """A schedule that torchft's ``DiLoCo`` constructor would reject (same rules, same order)."""
+class ScheduleError(BadInput, ValueError):
+    """A schedule that torchft's ``DiLoCo`` constructor would reject (same rules, same order), or
+    one whose F, H or tau is not an integer: bad input (one line, exit 2), and a ``ValueError``."""
 
     def __init__(self, field: str, value: object, rule: str) -> None:
         super().__init__(f"{field}={value}: {rule}")
@@ -121,7 +124,14 @@ class Schedule:
 
 
 def validate(fragments: int, sync_every: int, fragment_sync_delay: int, fragment_update_alpha: float = 0.0) -> None:
-    """torchft's constructor rules (``DiLoCo.__init__``), as one-line ``ScheduleError``s."""
+    """torchft's constructor rules (``DiLoCo.__init__``), as one-line ``ScheduleError``s; first,
+    F, H and tau must be integers (a bool, a float such as 2.0 or NaN, a string: refused, never
+    compared or divided into an internal ``TypeError``)."""
+    for field, value in (("fragments", fragments), ("sync_every", sync_every)):
+        _integer(field, value)
+    _integer("fragment_sync_delay", fragment_sync_delay)
+    if isinstance(fragment_update_alpha, bool) or not isinstance(fragment_update_alpha, int | float):
+        raise ScheduleError("fragment_update_alpha", fragment_update_alpha, "must be a number between 0 and 1")
     if fragments < 1:
         raise ScheduleError("fragments", fragments, "must be at least 1")
     if sync_every < 1:
@@ -143,6 +153,11 @@ def validate(fragments: int, sync_every: int, fragment_sync_delay: int, fragment
         )
     if not 0.0 <= fragment_update_alpha <= 1.0:
         raise ScheduleError("fragment_update_alpha", fragment_update_alpha, "must be between 0 and 1")
+
+
+def _integer(field: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleError(field, repr(value), f"must be an integer, not {type(value).__name__}")
 
 
 def label(schedule: dict) -> str:

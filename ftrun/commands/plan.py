@@ -11,7 +11,6 @@ on the link it was trained on.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -40,6 +39,7 @@ from ftrun.plan import (
     smallest_fragment_sync_delay,
     smallest_fragments,
 )
+from ftrun.plan_bounds import check_params, check_shape, check_step, check_train_steps, strict_json
 from ftrun.plan_recovery import (
     MEASURED_ONLY,
     STATE_TENSOR_BYTES,
@@ -483,7 +483,7 @@ def step_seconds(req: PlanRequest) -> tuple[float, str]:
             raise BadInput("--step-ms: give either --step-ms or --flops-per-gpu/--mfu/--gpus-per-replica, not both")
         if not (req.step_ms > 0 and math.isfinite(req.step_ms)):
             raise BadInput(f"--step-ms {req.step_ms}: must be a number > 0")
-        return req.step_ms / 1e3, f"step {req.step_ms:g} ms"
+        return check_step(req.step_ms / 1e3, f"--step-ms {req.step_ms:g}"), f"step {req.step_ms:g} ms"
     if req.tokens_per_step is None or req.flops_per_gpu is None:
         raise BadInput(
             "plan: give --step-ms MS, or --tokens-per-step and --flops-per-gpu (with --mfu, --gpus-per-replica)"
@@ -496,7 +496,8 @@ def step_seconds(req: PlanRequest) -> tuple[float, str]:
         raise BadInput(f"--mfu {mfu:g}: must be in (0, 1]")
     gpus = req.gpus_per_replica or 1
     assert req.params is not None  # its one caller checked --params first
-    step = 6.0 * req.params * req.tokens_per_step / (gpus * req.flops_per_gpu * mfu)
+    how = "--tokens-per-step/--flops-per-gpu"  # (both overflow to inf or 0 at the extremes: checked)
+    step = check_step(6.0 * req.params * req.tokens_per_step / (gpus * req.flops_per_gpu * mfu), how)
     return step, (
         f"step 6 N T / (G F MFU) = 6 x {req.params:.3g} x {req.tokens_per_step:.3g} / "
         f"({gpus} x {req.flops_per_gpu:.3g} x {mfu:g}) = {step * 1e3:.3g} ms"
@@ -566,8 +567,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
     else:
         if req.params is None:
             raise BadInput("plan: give --from RUN_DIR, or --params N and --step-ms MS (and --dtype)")
-        if not (math.isfinite(req.params) and req.params >= 1):
-            raise BadInput(f"--params {req.params:g}: must be at least 1")
+        check_params(req.params)
         step_s, step_text = step_seconds(req)
         params = round(req.params)
         dtype = req.dtype or "fp32"
@@ -577,8 +577,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         sched, link, source = Schedule(2, 20, 5), None, f"{params:,} params x {dtype}, {step_text}"
         real = {"ms_per_round": None, "threads": None, "how": "not modelled (no run measured them): the link's hold"}
     if req.replicas is not None:
-        if req.replicas < 1:
-            raise BadInput(f"--replicas {req.replicas}: must be at least 1")
+        check_shape(req.replicas, 1)  # (before a list of R is built; R x H once H is known)
         work = work.with_replicas(req.replicas)
     if req.step_jitter_ms is not None:
         if not (req.step_jitter_ms >= 0 and math.isfinite(req.step_jitter_ms)):
@@ -597,6 +596,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, 
         req.sync_every if req.sync_every is not None else sched.sync_every,
         req.fragment_sync_delay if req.fragment_sync_delay is not None else sched.fragment_sync_delay,
     )
+    check_shape(work.replicas, sched.sync_every, "--replicas" if req.replicas is not None else "replica groups")
     return work.split(sched.fragments), sched, link, source, grad_bytes, real
 
 
@@ -685,7 +685,9 @@ def plan(req: PlanRequest) -> int:
         if req.tokens_per_step is None:
             raise BadInput("--train-tokens: needs --tokens-per-step (steps = train tokens / tokens per step)")
         # --tokens-per-step is one group's: a step of R groups trains on R times as many
-        train_steps = req.train_tokens / (req.tokens_per_step * work.replicas)
+        train_steps = check_train_steps(
+            req.train_tokens / (req.tokens_per_step * work.replicas), "--train-tokens / (R x --tokens-per-step)"
+        )
     if not specs:
         if run_link is None:
             raise BadInput("plan: give --link BW,LAT (repeatable) or --sweep-link LO..HI[,LAT]")
@@ -735,7 +737,7 @@ def plan(req: PlanRequest) -> int:
             raise BadInput(f"--png {req.png}: exists and is not a PNG; not overwriting it")
         result["png"] = str(draw_utilisation(result, path))
     if req.json_out:
-        print(json.dumps(result, indent=1))
+        print(strict_json(result))
     else:
         print_plan(result)
     return 0
@@ -970,7 +972,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         "not_checked": unchecked,
     }
     if json_out:
-        print(json.dumps(result, indent=1))
+        print(strict_json(result))
     else:
         print_check(result)
     return 0 if result["verdict"] == "pass" else 1
@@ -1084,7 +1086,7 @@ def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
         "outside_tolerance": failed,
     }
     if json_out:
-        print(json.dumps(result, indent=1))
+        print(strict_json(result))
     else:
         print_recovery_check(result)
     return 0 if result["verdict"] == "pass" else 1

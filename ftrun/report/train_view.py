@@ -7,7 +7,7 @@ from rich import box
 from rich.table import Table
 
 from ftrun import layout
-from ftrun.console import LiveTable, console as make_console, line, styled
+from ftrun.console import LiveTable, console as make_console, count, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
 from ftrun.torchft_compat import describe_versions
@@ -65,7 +65,7 @@ def agreement_text(a: layout.AgreementSummary):
     """What this run dir's agreement check saw, and only that: one group here compares nothing
     (the job-wide check is inspect-trace of every group's run dir)."""
     if not a.ok:
-        return styled(f"replicas DISAGREED after {len(a.disagreements)} commits", "red")
+        return styled(f"replicas DISAGREED after {count(len(a.disagreements), 'commit')}", "red")
     # (None: a summary of an ftrun before the counts, when every group ran here)
     here = a.groups_here if a.groups_here is not None else 2
     job = a.groups_in_job if a.groups_in_job is not None else 2
@@ -76,7 +76,8 @@ def agreement_text(a: layout.AgreementSummary):
         )
     if not a.commits_checked:
         return "no commit seen by two replicas: agreement not checked"
-    return styled(f"replicas agreed after all {a.commits_checked} commits", "green")
+    n = a.commits_checked
+    return styled(f"replicas agreed after {'all ' if n > 1 else ''}{count(n, 'commit')}", "green")
 
 
 def print_summary(summary: layout.TrainSummary) -> None:
@@ -143,7 +144,7 @@ def print_summary(summary: layout.TrainSummary) -> None:
         console.print(line(("failure:", "red"), f" {f}"))
     if summary.traces:
         console.print(
-            f"traces: {len(summary.traces)} files in {summary.run_dir}/traces  ·  manifest: {summary.manifest}"
+            f"traces: {count(len(summary.traces), 'file')} in {summary.run_dir}/traces  ·  manifest: {summary.manifest}"
         )
     else:
         console.print(f"no traces ({summary.traces_note or 'profiling off'}) · manifest: {summary.manifest}")
