@@ -155,6 +155,11 @@ def check_traces(
     given = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not given:
         raise BadInput("check_traces: no paths given")
+    for p in given:  # as the CLI: '' is not "the current directory" (Path('') is '.')
+        if isinstance(p, str) and not p.strip():
+            raise BadInput(f"check_traces: path {p!r}: must not be empty")
+    if not isinstance(allow_failed_commits, bool):  # 'no' is truthy: refuse it, never read it as True
+        raise BadInput(f"check_traces: allow_failed_commits must be True or False, not {allow_failed_commits!r}")
     if schedule is not None and manifest is not None:
         raise BadInput("check_traces: give schedule or manifest, not both")
     if manifest is not None:
@@ -184,7 +189,7 @@ def _manifest_schedule(path: Path) -> Schedule:
     s = layout.read_manifest(run_dir).schedule
     f, h, tau = s.fragments, s.sync_every, s.fragment_sync_delay
     if f is None or h is None or tau is None:
-        raise BadInput(f"manifest {run_dir / layout.MANIFEST}: records no schedule (launched with --no-inspect)")
+        raise BadInput(f"manifest {run_dir / layout.MANIFEST}: records no schedule (launched with --no-check)")
     try:
         return Schedule(f, h, tau)
     except ScheduleError as e:
@@ -252,8 +257,9 @@ def config_of(config: ConfigLike, out: PathLike | None = None) -> RunConfig:
 def train(config: ConfigLike, out: PathLike | None = None, *, overwrite: bool = False) -> Run:
     """``ftrun train`` with ``config``, quietly, into ``out`` (default: the config's, ``profiles``).
 
-    Returns the run; ``TrainFailed`` (with ``.run``) when the training failed, ``BadInput`` when
-    the config is refused (before anything starts)."""
+    Returns the run; ``TrainFailed`` (with ``.run``) when the training failed or the check of its
+    traces FAILed (``check = False`` in the config skips it), ``BadInput`` when the config is
+    refused (before anything starts)."""
     import threading
 
     from ftrun.commands.train import train as run_train
@@ -262,7 +268,10 @@ def train(config: ConfigLike, out: PathLike | None = None, *, overwrite: bool = 
     if threading.current_thread() is not threading.main_thread():  # it handles SIGINT/SIGTERM to stop its children
         raise BadInput("train: call it from the main thread (it stops its processes on SIGINT/SIGTERM)")
     try:
-        run_train(cfg, overwrite=overwrite, quiet=True)
+        if run_train(cfg, overwrite=overwrite, quiet=True):  # trained, but its check FAILed: the CLI's exit 1
+            failed = Run(Path(cfg.out) / cfg.run_name)
+            check = failed.summary.check
+            raise TrainFailed(f"{check.line if check else 'check failed'} (run dir {failed.path})", failed)
     except RunFailed as e:
         if isinstance(e, TrainFailed) or type(e) is not RunFailed:  # Interrupted: a stop, not a failure
             raise

@@ -609,6 +609,18 @@ def _warn_dict_access(kind: str, how: str) -> None:
     )
 
 
+class RunCheck(msgspec.Struct, kw_only=True):
+    """The check ``train`` and ``launch`` run on what they captured (``ftrun.commands.run_check``;
+    the analysis of ``inspect-trace``). ``verdict``: "pass", "fail" or "not checked" (``why``:
+    --no-check, no traces captured, ...; never a pass); ``line``: the verdict line inspect-trace
+    prints for the same run dir (None: not checked); ``problems``: the first few problems."""
+
+    verdict: Literal["pass", "fail", "not checked"]
+    line: str | None = None
+    why: str | None = None
+    problems: list[str] = []
+
+
 class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
     ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
@@ -634,6 +646,7 @@ class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     versions: dict[str, str | None] = {}
     faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
+    check: RunCheck | None = None  # the check of the captured traces (None: a summary of an ftrun before it)
 
 
 class LaunchGroupRow(msgspec.Struct, kw_only=True):
@@ -674,6 +687,7 @@ class LaunchSummary(msgspec.Struct, kw_only=True):
     trace_note: str | None
     failures: list[str]
     inspection: dict[str, Any] | None = None
+    check: RunCheck | None = None  # its verdict, as ``TrainSummary.check`` (None: an ftrun before the field)
     ok: bool
 
 

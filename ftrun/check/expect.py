@@ -61,10 +61,10 @@ def schedule_for(
         if all(v is None for v in recorded):
             if any(v is None for v in flags):
                 raise BadInput(
-                    f"{where}: records no schedule (launched with --no-inspect); give --fragments, "
+                    f"{where}: records no schedule (launched with --no-check); give --fragments, "
                     "--sync-every and --fragment-sync-delay"
                 )
-            # a manifest that records no schedule (ftrun launch --no-inspect): the flags say it
+            # a manifest that records no schedule (ftrun launch --no-check): the flags say it
         elif any(v is None for v in recorded):
             raise BadInput(f"{where}: schedule needs integer fragments, sync_every, fragment_sync_delay")
         else:

@@ -4,7 +4,8 @@ Pipeline: check the flags (``ftrun.launch.script.LaunchSpec``) -> claim the run 
 (``ftrun.launch.script_run``: the lighthouse unless ``--lighthouse``, one torchrun job per group
 in ``groups/replica{r}/``, output in ``logs/replica{r}.log``, watched by ``ftrun.launch.watch``;
 everything stopped; the traces the script wrote found; ``manifest.json`` written) -> inspect
-(``ftrun.check.analyze``, as ``inspect-trace``) unless ``--no-inspect`` -> ``summary.json``, render.
+(``ftrun.commands.run_check``: ``ftrun.check.analyze`` as ``inspect-trace``, as ``train`` does)
+unless ``--no-check`` -> ``summary.json`` (its ``check``: the verdict), render.
 
 Exit: 0 = every group exited 0 and the inspection passed; 1 = a group failed (named, with its
 log) or the inspection failed; 2 = bad input, or no trace found (naming where ftrun looked);
@@ -20,7 +21,8 @@ from pathlib import Path
 import msgspec
 
 from ftrun import layout
-from ftrun.errors import BadInput, Interrupted, NotChecked, RunFailed, Stopped, Stopping
+from ftrun.commands.run_check import check_run
+from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping
 from ftrun.launch.placement import plan as plan_placement
 from ftrun.launch.results import write_summary
 from ftrun.launch.rundir import claim_named_run_dir
@@ -57,19 +59,21 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopp
     view = LaunchLiveView(enabled=not json_out)
     done = run_launch(spec, run_dir, placement, stop, view, view.refresh)
     summary, report = done.summary, None
-    if not summary.failures and spec.inspect:
+    if not spec.inspect:
+        summary.check = check_run([run_dir], [], enabled=False).verdict
+    elif not summary.failures:
         if (refused := done.not_checkable()) is not None:
             summary.ok = summary.ok and isinstance(refused, BadInput)  # no trace: bad input; no quorum: a failure
             _finish(run_dir, summary, json_out, print_summary)
             raise refused
-        from ftrun.check.analyze import analyze
-
-        try:
-            report = analyze([run_dir], step_numbering=spec.step_numbering)
-        except NotChecked as e:
+        # the check train runs too (ftrun.commands.run_check): inspect-trace's analysis of the run dir
+        checked = check_run([run_dir], [t.path for t in summary.traces], step_numbering=spec.step_numbering)
+        summary.check, report = checked.verdict, checked.report
+        if report is None:  # traces nothing could judge: bad input (exit 2), or no evidence (exit 1)
             summary.ok = False
             _finish(run_dir, summary, json_out, print_summary)
-            raise RunFailed(f"nothing checked: {e}") from None
+            checked.raise_unjudged()
+            raise RunFailed(f"nothing checked: {checked.verdict.why}")
         summary.inspection = report.to_json()
         summary.ok = report.ok
     _finish(run_dir, summary, json_out, print_summary)

@@ -100,7 +100,8 @@ class Runner:
         cells = self.sweep_dir / CELLS
         cfg_path, log_path = cells / f"{cell.name}.toml", cells / f"{cell.name}.log"
         atomic_write(cfg_path, _toml(_differing(cell.config)))
-        cmd = [sys.executable, "-m", "ftrun.cli", "train", "--config", str(cfg_path), "--json"]
+        # --no-check: the sweep checks every cell itself (``evaluate``), once
+        cmd = [sys.executable, "-m", "ftrun.cli", "train", "--config", str(cfg_path), "--json", "--no-check"]
         if (self.sweep_dir / cell.name).exists():  # an unfinished cell of an earlier sweep (--resume)
             cmd.append("--overwrite")
         with open(log_path, "w") as log, self.lock:

@@ -1,7 +1,13 @@
 """``ftrun train``: check the plan, claim the run dir, run the job, check agreement, summarise, render.
 
 Drives ``ftrun.launch`` (spec, lighthouse, groups, supervision, manifest), then
-``ftrun.check.agreement`` and ``ftrun.check.numerics`` on the event logs, then ``ftrun.report.train_view``.
+``ftrun.check.agreement`` and ``ftrun.check.numerics`` on the event logs, then ``ftrun.report.train_view``,
+then the check of the captured traces (``ftrun.commands.run_check``, ``inspect-trace``'s analysis)
+unless ``--no-check``: its verdict line, and ``summary.check``.
+
+Exit: 0 = the run finished and its check passed (or ran nothing: no traces, ``--no-check``);
+1 = the run failed (a group, disagreement, numerics: ``RunFailed``), its check FAILed, or its
+traces could not be judged; the worst wins, every reason printed.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from ftrun import layout
 from ftrun.check.agreement import check_agreement
 from ftrun.check.numerics import check_numerics
 from ftrun.check.recovery import recovery_of
+from ftrun.commands.run_check import check_run, print_check
 from ftrun.config import RunConfig
 from ftrun.errors import Interrupted, RunFailed, Stopped, Stopping
 from ftrun.launch.placement import check_quantize, plan as plan_placement
@@ -95,29 +102,43 @@ def _run(state: RunState, window, link: dict | None, placement, json_out: bool, 
     manifest = run_job(state, window, link, placement, stop, view, view.refresh)
     logs = read_logs(state)
     cfg = state.cfg
-    partial = (
-        f"only replica group {cfg.hosts.replica_group_id}'s event log is on this host "
-        "(inspect-trace every group's run dir)"
-        if cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1
-        else None
-    )
+    alone = cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1  # one host of a multi-host job
+    here = f"only replica group {cfg.hosts.replica_group_id}'s %s on this host (inspect-trace every group's run dir)"
+    partial = here % "event log is" if alone else None
     numerics = check_numerics(logs, cfg.profiling.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each
     # fault's recovery time went, one ``Recovery.to_json`` per fault, as inspect-trace --json has it
     summary.recovery = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
+    run_ok = summary.ok
+    checked = check_run(
+        [state.run_dir],
+        summary.traces,
+        enabled=cfg.verdict.check,
+        why_not=here % "traces are" if alone else None,
+    )
+    summary.check = checked.verdict
+    summary.ok = run_ok and not checked.failed  # the worst wins: a run that trained but FAILs its check is not ok
     text = write_summary(state.run_dir, summary)
     if json_out:
         print(text)
     elif not quiet:
         print_summary(msgspec.structs.replace(summary, failures=[]))  # the failure is the one error line below
-    if not summary.ok:
-        reasons = list(state.failures)
-        if not reasons and not summary.agreement.ok:
-            reasons.append(f"replicas disagreed after {len(summary.agreement.disagreements)} commit(s)")
-        if not numerics.ok:
-            more = f" (and {len(numerics.problems) - 1} more)" if len(numerics.problems) > 1 else ""
-            reasons.append(f"numerics: {numerics.problems[0]['text']}{more}")
-        reasons = reasons or ["not every replica finished all steps"]
-        raise RunFailed("; ".join(reasons))
-    return 0
+        print_check(checked)
+    if not run_ok:
+        also = [f"check: {checked.verdict.problems[0]}"] if checked.verdict.problems else []
+        also += [] if checked.judged else [f"nothing checked: {checked.verdict.why}"]
+        raise RunFailed("; ".join(_reasons(state, summary, numerics) + also))
+    checked.raise_unjudged()
+    return 1 if checked.failed else 0
+
+
+def _reasons(state: RunState, summary, numerics) -> list[str]:
+    """Why the run itself failed (before its check): the supervisor's failures, disagreement, numerics."""
+    reasons = list(state.failures)
+    if not reasons and not summary.agreement.ok:
+        reasons.append(f"replicas disagreed after {len(summary.agreement.disagreements)} commit(s)")
+    if not numerics.ok:
+        more = f" (and {len(numerics.problems) - 1} more)" if len(numerics.problems) > 1 else ""
+        reasons.append(f"numerics: {numerics.problems[0]['text']}{more}")
+    return reasons or ["not every replica finished all steps"]

@@ -470,6 +470,21 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             )
 
 
+class VerdictConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What the run says at its end: the check of what it captured (``ftrun.commands.run_check``).
+    Its one field is named ``check`` (flags --check/--no-check), so the part has no ``check`` rule."""
+
+    PANEL: ClassVar[str] = PROFILING
+
+    check: Annotated[
+        bool,
+        Opt(
+            "Check the captured traces as inspect-trace does (schedule and numerics); exit 1 on a FAIL (default on).",
+            commands=(TRAIN,),
+        ),
+    ] = True
+
+
 class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything a run needs, as parts. ``resolved()``: the flat form by key (manifest, TOML);
     ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``)."""
@@ -498,6 +513,7 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     emulation: EmulationConfig = msgspec.field(default_factory=EmulationConfig)
     timeouts: TimeoutsConfig = msgspec.field(default_factory=TimeoutsConfig)
     faults: FaultsConfig = msgspec.field(default_factory=FaultsConfig)
+    verdict: VerdictConfig = msgspec.field(default_factory=VerdictConfig)
 
     def profile_window(self) -> tuple[int, int] | None:
         """The profiled step window [A, B] (inclusive), or None for ``--profile none``."""

@@ -122,7 +122,7 @@ class LaunchSpec:
         given = [k for k, v in sched.items() if v is not None]
         if given and len(given) < 3 or (not given and not no_inspect):
             missing = " ".join(f"--{k.replace('_', '-')}" for k, v in sched.items() if v is None)
-            raise BadInput(f"{missing}: give the schedule the script runs (to check its traces), or --no-inspect")
+            raise BadInput(f"{missing}: give the schedule the script runs (to check its traces), or --no-check")
         if fragments is not None and sync_every is not None and fragment_sync_delay is not None:  # given
             try:
                 validate(fragments, sync_every, fragment_sync_delay)

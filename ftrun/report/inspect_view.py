@@ -162,6 +162,13 @@ def render(report: Report, console: Console | None = None) -> None:
             con.print(line(("numerics:", "red"), f" {p['text']}"))
     elif num:
         con.print(numerics_line(num))
+    con.print(verdict_line(report))
+
+
+def verdict_line(report: Report) -> Text:
+    """The one line ``inspect-trace`` ends with: PASS (events, workers, what was and was not
+    checked) or FAIL (problems, the first). ``train`` and ``launch`` print it for their run."""
+    num = report.numerics or {}
     bad = report.problems()
     n = len(report.events)
     tail = ""
@@ -179,13 +186,8 @@ def render(report: Report, console: Console | None = None) -> None:
     if per:
         tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
     if report.ok:
-        con.print(
-            line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}")
-        )
-    else:
-        con.print(
-            line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}")
-        )
+        return line(("PASS", "bold green"), f" {n} events on {len(report.workers)} worker(s) landed as expected{tail}")
+    return line(("FAIL", "bold red"), f" {len(bad)} problem(s) in {n} events{tail}; first: {bad[0] if bad else '?'}")
 
 
 def render_text(report: Report, width: int = 100) -> str:

@@ -1,0 +1,116 @@
+"""The run says its verdict (issue 40 item 10): ``ftrun train`` checks the traces it captured
+with ``inspect-trace``'s analysis, prints the same verdict line and exits 1 on a FAIL;
+``--no-check`` skips it. The schedule bug is real: torchft's ``fragment_sync_delay`` ignored, in a
+patched copy of the installed torchft put first on the workers' ``PYTHONPATH`` (the venv is
+never modified)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from train_fixtures import SMALL, inspect, run_train
+
+pytestmark = pytest.mark.e2e
+
+# H=10, F=2, tau=2: a fragment is sent 2 steps before its sync (steps 3, 8, 13, 18); 20 steps,
+# profiled 11..20 (auto): two sends and two syncs per replica in the window
+SHORT = [*SMALL, "--sync-every", "10", "--fragments", "2", "--fragment-sync-delay", "2", "--steps", "20"]
+
+# torchft's DiLoCo prepares (sends) a fragment at local step H/F - tau; the bug sends it at the sync
+DELAY_IGNORED = (
+    "if self._local_step == self._sync_every - self._fragment_sync_delay:",
+    "if self._local_step == self._sync_every:",
+)
+
+
+def patched_torchft(root: Path, old: str, new: str) -> dict[str, str]:
+    """A copy of the installed ``torchft`` under ``root`` with ``local_sgd.py``'s ``old`` replaced
+    by ``new`` (every other file a symlink to the installed one); the environment that puts it
+    first on ``PYTHONPATH``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchft")
+    assert spec is not None and spec.origin is not None
+    installed = Path(spec.origin).parent
+    pkg = root / "torchft"
+    pkg.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name not in ("local_sgd.py", "__pycache__"):
+            (pkg / entry.name).symlink_to(entry)
+    source = (installed / "local_sgd.py").read_text()
+    assert source.count(old) == 1, f"torchft's local_sgd.py changed: {old!r} not found once"
+    (pkg / "local_sgd.py").write_text(source.replace(old, new))
+    return {"PYTHONPATH": os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)}
+
+
+def flat(output: str) -> str:
+    """``output`` whitespace-normalised (rich wraps long lines)."""
+    return " ".join(output.split())
+
+
+def verdict_line(output: str) -> str:
+    """From the last PASS/FAIL of ``train``'s output (its verdict line: the last it prints) on."""
+    text = flat(output)
+    at = max(text.rfind("PASS "), text.rfind("FAIL "))
+    assert at >= 0, output
+    return text[at:]
+
+
+def said_by_inspect(run_dir: Path, line: str, code: int) -> None:
+    """``inspect-trace RUN_DIR`` exits ``code`` and prints ``line`` (train's verdict line) as its own."""
+    ins = inspect(str(run_dir))
+    assert ins.exit_code == code, ins.output
+    assert line in flat(ins.output), (line, ins.output)
+
+
+@pytest.fixture(scope="module")
+def delay_ignored(tmp_path_factory) -> dict[str, str]:
+    return patched_torchft(tmp_path_factory.mktemp("torchft-delay-ignored"), *DELAY_IGNORED)
+
+
+def test_schedule_bug_fails_train_with_inspects_verdict_line(tmp_path, delay_ignored):
+    run = run_train(tmp_path, "late", *SHORT, env=delay_ignored, timeout=300)
+    assert run.rc == 1, run.explain()
+    said = verdict_line(run.stdout)
+    assert said.startswith("FAIL ") and "send of fragment" in said and "expected at step" in said, said
+    check = run.summary()["check"]
+    assert check["verdict"] == "fail" and check["problems"], check
+    assert flat(check["line"]) == said  # one verdict, one line
+    said_by_inspect(run.run_dir, said, 1)
+
+
+def test_schedule_bug_with_no_check_exits_0_and_says_not_checked(tmp_path, delay_ignored):
+    run = run_train(tmp_path, "late-nocheck", *SHORT, "--no-check", env=delay_ignored, timeout=300)
+    assert run.rc == 0, run.explain()
+    assert "schedule not checked: --no-check" in flat(run.stdout), run.stdout
+    assert "PASS" not in run.stdout and "FAIL" not in run.stdout
+    assert run.summary()["check"] == {"verdict": "not checked", "line": None, "why": "--no-check", "problems": []}
+
+
+def test_clean_run_passes_and_json_has_the_verdict(tmp_path):
+    run = run_train(tmp_path, "clean", *SHORT, "--json", timeout=300)
+    assert run.rc == 0, run.explain()
+    check = json.loads(run.stdout)["check"]
+    assert check["verdict"] == "pass" and check["line"].startswith("PASS ") and check["problems"] == [], check
+    said_by_inspect(run.run_dir, flat(check["line"]), 0)
+
+
+def test_failed_commit_run_passes_from_its_run_dir(tmp_path):
+    """A clean ``--fail-commit`` run: the injected failure explains the failed commit; train's
+    verdict is inspect-trace's on the same run dir (PASS)."""
+    run = run_train(tmp_path, "fc", *SHORT, "--fail-commit", "1@11", timeout=300)
+    said = verdict_line(run.stdout)
+    assert run.rc == 0 and said.startswith("PASS ") and "failed commits: replica 1: 1" in said, run.explain()
+    said_by_inspect(run.run_dir, said, 0)
+
+
+def test_no_traces_is_said_once_never_pass(tmp_path):
+    run = run_train(tmp_path, "none", *SHORT, "--steps", "10", "--profile", "none", timeout=300)
+    assert run.rc == 0, run.explain()
+    out = flat(run.stdout)
+    assert out.count("schedule not checked: no traces captured") == 1 and "PASS" not in out, run.stdout
+    assert run.summary()["check"]["verdict"] == "not checked"
