@@ -68,3 +68,14 @@ def test_counts_read_as_english() -> None:
     assert str(agreement_text(one)) == "replicas agreed after 1 commit"  # was: "after all 1 commits"
     six = layout.AgreementSummary(ok=True, disagreements=[], commits_checked=6, groups_here=2, groups_in_job=2)
     assert str(agreement_text(six)) == "replicas agreed after all 6 commits"
+
+
+@pytest.mark.parametrize("paths", ["", "  ", [""]])
+def test_check_traces_refuses_a_blank_path(paths: object) -> None:
+    with pytest.raises(BadInput, match="must not be empty"):  # was: checked the current directory
+        ftrun.check_traces(paths)  # type: ignore[arg-type]
+
+
+def test_check_traces_refuses_a_non_bool_allow_failed_commits() -> None:
+    with pytest.raises(BadInput, match="allow_failed_commits must be True or False, not 'no'"):
+        ftrun.check_traces("tests/data/cpu_run", allow_failed_commits="no")  # type: ignore[arg-type]
