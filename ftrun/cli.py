@@ -386,7 +386,8 @@ checks the traces against --fragments/--sync-every/--fragment-sync-delay (as ins
 Exit 0 = all groups exited 0 and the check passed, 1 = a group failed or the check failed,
 2 = bad input or no trace found, 130 = interrupted.
 
-Example: ftrun launch --replicas 2 --fragments 2 --sync-every 20 --fragment-sync-delay 5 -- train_diloco.py
+Example (the script in ftrun's examples/): ftrun launch --replicas 2 --fragments 2 --sync-every 4
+--fragment-sync-delay 1 -- examples/train_diloco_min.py
 """
 
 

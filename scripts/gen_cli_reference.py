@@ -45,12 +45,12 @@ def _default(param: Any, command: str) -> str:
     field = fields().get(param.name or "")
     if value is None and field is not None and command in field.opt.commands:
         value = field.default
+    if isinstance(value, bool) and getattr(param, "secondary_opts", None):
+        return param.opts[0] if value else param.secondary_opts[0]
     if value is None or value == [] or value == () or value == "" or (param.is_flag and value is False):
         return ""
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         return ""  # a sentinel (restarts, replica_group_id): the help says what it stands for
-    if isinstance(value, bool) and getattr(param, "secondary_opts", None):
-        return param.opts[0] if value else param.secondary_opts[0]
     return str(value)
 
 
