@@ -160,11 +160,6 @@ def check_traces(
             raise BadInput(f"check_traces: path {p!r}: must not be empty")
     if not isinstance(allow_failed_commits, bool):  # 'no' is truthy: refuse it, never read it as True
         raise BadInput(f"check_traces: allow_failed_commits must be True or False, not {allow_failed_commits!r}")
-    for p in given:  # as the CLI: '' is not "the current directory" (Path('') is '.')
-        if isinstance(p, str) and not p.strip():
-            raise BadInput(f"check_traces: path {p!r}: must not be empty")
-    if not isinstance(allow_failed_commits, bool):  # 'no' is truthy: refuse it, never read it as True
-        raise BadInput(f"check_traces: allow_failed_commits must be True or False, not {allow_failed_commits!r}")
     if schedule is not None and manifest is not None:
         raise BadInput("check_traces: give schedule or manifest, not both")
     if manifest is not None:
