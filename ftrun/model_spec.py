@@ -1,6 +1,6 @@
 """``ftrun train --model MODULE:FACTORY``: the user's model, as flags give it. Torch-free.
 
-Contract of a factory (documented in the README):
+Contract of a factory (documented in docs/train.md, "Your own model"):
 
     FACTORY(vocab_size=V, seq_len=T, **model_args) -> torch.nn.Module
 

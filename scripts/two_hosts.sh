@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two hosts, one replica group each, joined by torchft's lighthouse — the README's commands:
+# Two hosts, one replica group each, joined by torchft's lighthouse — the commands of docs/hosts.md:
 #
 #   host0$ ftrun lighthouse --bind 0.0.0.0:29510 --min-replicas 2
 #   host0$ ftrun train --lighthouse http://host0:29510 --replica-group-id 0 --num-replica-groups 2 --run-name job1
@@ -11,7 +11,7 @@
 #   GLOO_SOCKET_IFNAME=IF NCCL_SOCKET_IFNAME=IF \
 #   python -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --master-addr ADDR --master-port PORT \
 #       -m ftrun.worker.main profiles/job1-groupK/spec.json
-# ADDR being this host's address on the interface IF that routes to the lighthouse (README,
+# ADDR being this host's address on the interface IF that routes to the lighthouse (docs/hosts.md,
 # "Several hosts"). tests/e2e/test_hosts_netns.py runs them on two network namespaces.
 #
 # This script runs the same thing on one machine over loopback, as a smoke test:

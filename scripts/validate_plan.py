@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validate ``ftrun plan`` against real runs: the README's 4-link x streaming/baseline table.
+"""Validate ``ftrun plan`` against real runs: the 4-link x streaming/baseline table (docs/plan.md, validation).
 
 For each link it trains ``ftrun compare streaming baseline --link LINK`` (60 steps, the default
 model, 2 replica groups; on a shared machine wrap it in the e2e lock:

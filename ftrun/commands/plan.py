@@ -605,7 +605,7 @@ def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -
     uplink: an allreduce of B bytes sends 2(R-1)/R B); and bits exchanged per replica: the values
     it contributes (its pseudo-gradients once per H steps, or its gradients every step, before
     the allreduce), whatever R: what the Streaming DiLoCo paper's "Terabytes exchanged" match,
-    read as terabits (README, "Against the Streaming DiLoCo paper")."""
+    read as terabits (docs/plan.md, "Against the Streaming DiLoCo paper")."""
     if steps is None or not p.steps:
         return {}
     return {

@@ -1,4 +1,4 @@
-"""The package's shape (README "How it is built"): commands on top, report only renders, launch
+"""The package's shape (docs/architecture.md, "How it is built"): commands on top, report only renders, launch
 neither renders nor analyses, and no two parts import each other, even around a loop. Every
 import counts, also those inside functions. Unit test: reads the source, imports nothing."""
 

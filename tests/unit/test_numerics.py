@@ -141,7 +141,7 @@ def test_wrong_count():
 
 def test_sum_never_divided():
     cs, s, a = clean()
-    undivided = sk(s.proj, norm=s.norm)  # as torchft 0.2.0's Baby-Gloo with bucketization did (README)
+    undivided = sk(s.proj, norm=s.norm)  # as torchft 0.2.0's Baby-Gloo with bucketization did (docs/sweep.md)
     out = check_numerics(round_logs(cs, [s, s], [undivided, undivided]), sketches_on=True)
     assert len(out.problems) == 2 and all("not divided at all" in c for c in causes(out))
 

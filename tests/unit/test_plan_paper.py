@@ -5,7 +5,7 @@ The claims (the paper's section or table in brackets):
   utilisation "with a bandwidth roughly constant between 1 and 5 Gbit/s" for 1B, 10B and 100B
   models; "Data-Parallel on the other hand requires 100, 200, and 300Gbit/s";
 * [Table 4, "Figure 4 for a figure view of this table"] the same curves in numbers: Gbit/s to
-  reach 50 / 80 / 90 / 95% utilisation (its 99% column: README, "Where it differs");
+  reach 50 / 80 / 90 / 95% utilisation (its 99% column: docs/plan.md, "Where it differs");
 * [Table 1] 1B model, 25B tokens: data-parallel 0.67 h with unlimited bandwidth, 109 h at
   1 Gbit/s, "441 Terabytes exchanged"; streaming DiLoCo with overlapped FP4 communication 0.88 h
   and 1.10; [caption] "exchanging in total 400x fewer bits"; [Table 7] with M=4 replicas 0.55.
@@ -19,8 +19,8 @@ sequence length 2,048 [3.2.2]. Assumed: H rounded to the multiple of F nearest 1
 F to divide H: 96 / 96 / 108); a global batch of 512 sequences (2^20 tokens; the paper gives
 none; with its 0.1 s step this gives Table 1's 0.67 h); no latency; ring allreduce.
 
-``python tests/unit/test_plan_paper.py`` prints the README table from what ``ftrun plan --json``
-prints; ``test_readme_table_is_what_the_planner_prints`` holds the README to it.
+``python tests/unit/test_plan_paper.py`` prints the docs/plan.md table from what ``ftrun plan --json``
+prints; ``test_readme_table_is_what_the_planner_prints`` holds that page to it.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def planned(req: PlanRequest) -> dict:
 
 
 def command(params: float) -> str:
-    """The ``ftrun plan`` command line of ``request(params)`` (the README shows it)."""
+    """The ``ftrun plan`` command line of ``request(params)`` (docs/plan.md shows it)."""
     r = request(params)
     n = f"{params:.0e}".replace("e+0", "e").replace("e+", "e")  # 1e9, 1e10, 1e11
     return (
@@ -117,7 +117,7 @@ def table_1() -> dict:
 def test_95_percent_bandwidth_against_table_4_and_the_caption(params: float, at_95: dict) -> None:
     got = at_95[params]
     streaming, dp = got["streaming"] / 1e9, got["data_parallel"] / 1e9
-    assert within_2x(streaming, TABLE4["streaming"][params][-1]), streaming  # 1.5-1.8x: README says why
+    assert within_2x(streaming, TABLE4["streaming"][params][-1]), streaming  # 1.5-1.8x: docs/plan.md says why
     assert 0.5 <= streaming <= 10.0, streaming  # x2 of the caption's 1-5 Gbit/s
     assert within_2x(dp, TABLE4["data_parallel"][params][-1]), dp  # 1.00x, 1.04x, 1.17x
     assert dp / streaming > 50  # the paper's two orders of magnitude
@@ -159,7 +159,7 @@ def test_table_1_longer_trainings(tokens: float) -> None:
 
 def test_table_1_exchanged_is_per_replica_bits(table_1: dict) -> None:
     """The paper's "Terabytes exchanged" match ftrun's exchanged bits per replica read as terabits
-    (README): as bytes they could not cross the 1 Gbit/s link in the same row's hours."""
+    (docs/plan.md): as bytes they could not cross the 1 Gbit/s link in the same row's hours."""
     gbit = table_1["m2"][0]
     dp, st = gbit["data_parallel"], gbit["streaming"]
     for row, hours, claim in ((dp, TABLE1["dp_1g_h"], TABLE1["dp_x"]), (st, TABLE1["st_1g_h"], TABLE1["st_x"])):
@@ -177,7 +177,7 @@ def test_table_1_exchanged_is_per_replica_bits(table_1: dict) -> None:
 
 
 def paper_table() -> list[str]:
-    """The README's table (claim, ftrun plan, ratio), from what ``ftrun plan --json`` prints."""
+    """The docs/plan.md table (claim, ftrun plan, ratio), from what ``ftrun plan --json`` prints."""
     rows = ["| claim (paper) | ftrun plan | ratio |", "|---|---|---|"]
     for params in SCALES:
         got = planned(request(params, links=("1gbit,0ms",)))["hides_from_bps"]
@@ -226,8 +226,8 @@ def paper_table() -> list[str]:
 def test_readme_table_is_what_the_planner_prints() -> None:
     text = README.read_text()
     missing = [row for row in paper_table() if row not in text]
-    assert not missing, "README's paper table is stale: python tests/unit/test_plan_paper.py prints it\n" + "\n".join(
-        missing
+    assert not missing, (
+        "docs/plan.md's paper table is stale: python tests/unit/test_plan_paper.py prints it\n" + "\n".join(missing)
     )
     for params in SCALES:
         assert command(params) in text
