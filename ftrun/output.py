@@ -14,7 +14,8 @@ Contract:
   run dir's marker ``.ftrun-run`` or an output dir's ``.ftrun-out`` in one of its parents), is
   itself a file ftrun wrote (``written_by_ftrun``: a Perfetto export, a JUnit report) or the
   user passed ``overwrite`` (``--overwrite``); a symlink is never turned into a file: it is
-  refused, or with ``overwrite`` its target is written.
+  refused, or with ``overwrite`` its target is written. A new file's directory must exist
+  (``check_parent``), checked with the rest before the command's work starts.
 * ``claim_output_dir``: compare's and sweep's output dir; one that ftrun creates gets the
   ``.ftrun-out`` marker; an existing dir ftrun did not make is written into only when none of
   the files the command writes is there already (or with ``overwrite``).
@@ -133,11 +134,31 @@ def written_by_ftrun(path: Path) -> bool:
     return any(head.startswith(sig) for sig in FTRUN_SIGNATURES)
 
 
-def check_writable(path: Path, flag: str = "output", overwrite: bool = False) -> Path:
+def check_parent(path: Path, flag: str, parent_made: bool = False) -> None:
+    """``BadInput`` unless a file can be created at ``path``: its directory exists (or, with
+    ``parent_made``, the writer creates it: then its nearest existing ancestor must be a
+    directory), so that a command refuses a bad output path before its work, not after."""
+    parent = Path(os.path.abspath(path)).parent
+    if parent.is_dir():
+        return
+    if not parent_made:
+        what = "is not a directory" if os.path.lexists(parent) else "does not exist"
+        raise BadInput(f"{flag} {path}: its directory {parent} {what}")
+    for up in parent.parents:
+        if up.is_dir():
+            return
+        if os.path.lexists(up):
+            raise BadInput(f"{flag} {path}: {up} is not a directory")
+
+
+def check_writable(path: Path, flag: str = "output", overwrite: bool = False, parent_made: bool = False) -> Path:
     """The path to write for target ``path`` (see the module contract); ``BadInput`` when
-    writing would replace something that is not ftrun's without ``overwrite``."""
+    writing would replace something that is not ftrun's without ``overwrite``, or when its
+    directory does not exist (``check_parent``; ``parent_made``: the writer creates it). Every
+    command calls it for each path it will write before it starts its work."""
     path = Path(path)
     if not os.path.lexists(path):
+        check_parent(path, flag, parent_made)
         return path
     if path.is_symlink():
         if not overwrite:
@@ -147,6 +168,7 @@ def check_writable(path: Path, flag: str = "output", overwrite: bool = False) ->
             )
         path = _real(path)
         if not os.path.lexists(path):
+            check_parent(path, flag, parent_made)
             return path
     if path.is_dir():
         raise BadInput(f"{flag} {path}: is a directory")

@@ -53,7 +53,8 @@ def inspect_trace(
                     inputs=[p for p in given if not p.is_dir()],
                     reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None],
                 )
-                check_writable(target, flag, overwrite)  # nor onto a user's file (ftrun.output)
+                # nor onto a user's file, nor into a missing dir (the export makes its own; ftrun.output)
+                check_writable(target, flag, overwrite, parent_made=flag == "--export-perfetto")
     # One short process making ~1M objects that are never cyclic (gc=False event structs, their
     # lists): the cyclic collector only walks them again and again (measured: ~25 ms of the
     # parent's 0.6 s on a 295 MB trace). Refcounting still frees everything as before.

@@ -26,6 +26,7 @@ from ftrun.event_log import read_event_log, read_lifecycle, seconds, stepped
 from ftrun.layout import EventRecord
 from ftrun.link_spec import LinkSpec, parse_link
 from ftrun.linkcost import control_s
+from ftrun.output import check_parent
 from ftrun.plan import (
     Prediction,
     Workload,
@@ -671,8 +672,8 @@ def plan(req: PlanRequest) -> int:
     if req.sweep_link is not None:
         swept, sweep_lat = parse_sweep(req.sweep_link)
         specs += swept
-    if req.png is not None and not req.png.endswith(".png"):
-        raise BadInput(f"--png {req.png}: the file name must end in .png")
+    if req.png is not None:  # before any work: a bad output path is refused first
+        _check_png(req.png)
     if req.data_parallel and req.params is None:
         raise BadInput("--data-parallel: needs --params (the gradients a step all-reduces)")
     _positive("--train-tokens", req.train_tokens)
@@ -730,17 +731,25 @@ def plan(req: PlanRequest) -> int:
     }
     result["recovery"] = plan_recovery(req, work, sched, specs)
     if req.png is not None:
-        path = Path(req.png)
-        if path.is_dir():
-            raise BadInput(f"--png {req.png}: is a directory")
-        if path.exists() and read_head(path, 8, "--png file") != b"\x89PNG\r\n\x1a\n":
-            raise BadInput(f"--png {req.png}: exists and is not a PNG; not overwriting it")
-        result["png"] = str(draw_utilisation(result, path))
+        result["png"] = str(draw_utilisation(result, Path(req.png)))
     if req.json_out:
         print(strict_json(result))
     else:
         print_plan(result)
     return 0
+
+
+def _check_png(png: str) -> None:
+    """``--png``: a ``.png`` name in an existing directory, not a directory, and not a file other
+    than a PNG (that one is not overwritten)."""
+    path = Path(png)
+    if not png.endswith(".png"):
+        raise BadInput(f"--png {png}: the file name must end in .png")
+    if path.is_dir():
+        raise BadInput(f"--png {png}: is a directory")
+    if path.exists() and read_head(path, 8, "--png file") != b"\x89PNG\r\n\x1a\n":
+        raise BadInput(f"--png {png}: exists and is not a PNG; not overwriting it")
+    check_parent(path, "--png")
 
 
 def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[LinkSpec]) -> dict:

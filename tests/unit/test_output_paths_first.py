@@ -1,0 +1,42 @@
+"""Every path a command will write is checked before its work starts (issue 42 item 11): a
+``--junit`` (or ``--png``) into a directory that does not exist is one line, exit 2, before any
+cell trains; ``--export-perfetto`` makes its own directory. No process is started: a training
+that would start fails the test instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ftrun.commands import sweep as sweep_cmd
+from ftrun.errors import BadInput
+from ftrun.output import check_writable
+from train_fixtures import cli, one_line
+
+
+def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=r"--junit .*: its directory .*missing does not exist"):
+        check_writable(tmp_path / "missing" / "j.xml", "--junit")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BadInput, match="is not a directory"):
+        check_writable(tmp_path / "file" / "j.xml", "--junit")
+    assert check_writable(tmp_path / "a" / "b" / "p.json", "--export-perfetto", parent_made=True)
+    with pytest.raises(BadInput, match="is not a directory"):
+        check_writable(tmp_path / "file" / "b" / "p.json", "--export-perfetto", parent_made=True)
+
+
+def test_sweep_refuses_a_junit_in_a_missing_dir_before_training(tmp_path: Path, monkeypatch) -> None:
+    def trained(self, cell):  # was: every cell trained, then exit 2
+        raise AssertionError("a cell trained before --junit was checked")
+
+    monkeypatch.setattr(sweep_cmd.Runner, "train", trained)
+    junit = tmp_path / "missing" / "j.xml"
+    res = cli("sweep", "--axis", "fragments=1,2", "--out", str(tmp_path), "--name", "s", "--junit", str(junit))
+    one_line(res, "--junit", "does not exist")
+    assert not (tmp_path / "s").exists()
+
+
+def test_plan_png_in_a_missing_dir_is_refused_first() -> None:
+    res = cli("plan", "--params", "1e9", "--step-ms", "400", "--link", "1gbit", "--png", "/nonexistent-dir/p.png")
+    one_line(res, "--png", "does not exist")
