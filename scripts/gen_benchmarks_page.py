@@ -194,7 +194,8 @@ def _scalars(result: Any) -> list[tuple[str, str]]:
         if not isinstance(item, dict):
             continue
         prefix = f"[{i}] " if len(items) > 1 else ""
-        rows += [(prefix + k, json.dumps(v)) for k, v in item.items() if isinstance(v, (int, float, str, bool))]
+        shown = [(k, v) for k, v in item.items() if k != "bench" and isinstance(v, (int, float, str, bool))]
+        rows += [(prefix + k, json.dumps(v)) for k, v in shown]
     return rows
 
 
@@ -208,6 +209,20 @@ def _inspect(r: dict[str, Any]) -> list[tuple[str, str]]:
     return [*rows, ("HTA TraceAnalysis load", f"{r['hta_s']} s"), ("HTA load / inspect-trace", f"{r['ratio']}x")]
 
 
+def _large(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [
+        (f"inspect-trace, {r['trace_mb']} MB trace", f"{r['inspect_s']} s = {r['mb_per_s']} MB/s"),
+        ("peak RSS / trace size", f"{r['rss_per_file']} ({r['rss_mb']} MB)"),
+    ]
+    if "gz_mb" not in r:
+        return rows
+    return [
+        *rows,
+        (f"gzipped ({r['gz_mb']} MB): inspect-trace", f"{r['gz_inspect_s']} s = {r['gz_vs_plain']}x the plain file's"),
+        ("gzipped: inspect-trace / a bare zlib stream of it", f"{r['gz_vs_zlib']}x ({r['zlib_s']} s)"),
+    ]
+
+
 def _paper(r: dict[str, Any]) -> list[tuple[str, str]]:
     c = r["configs"][0]
     s, p = c["streaming"], c["plain"]
@@ -218,7 +233,11 @@ def _paper(r: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {"inspect": _inspect, "paper": _paper}
+FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
+    "inspect": _inspect,
+    "inspect-large": _large,
+    "paper": _paper,
+}
 
 
 def figures(rec: Record) -> list[tuple[str, str]]:
