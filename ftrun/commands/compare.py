@@ -12,6 +12,7 @@ renders report.md, timeline.png and the terminal table. Writes report.json too.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -349,6 +350,29 @@ def _breakdown(run: Any) -> list[dict[str, Any]]:
     return []
 
 
+def _relative(paths: str, base: Path) -> str:
+    """``paths`` (a run dir, or a job's group dirs joined by ","), each relative to ``base``."""
+    return ",".join(os.path.relpath(os.path.abspath(p), os.path.abspath(base)) for p in paths.split(","))
+
+
+def as_recorded(result: dict[str, Any], cmp_dir: Path) -> dict[str, Any]:
+    """``result`` as report.json records it: each run's run dirs relative to ``cmp_dir`` (the
+    file's own dir), so that ``plan --check`` finds them from any cwd and after the runs and the
+    compare dir move together (``ftrun.commands.plan`` reads older, cwd-relative records too).
+    What compare prints and returns keeps the paths as given."""
+    runs = []
+    for r in result["runs"]:
+        r = dict(r)
+        if isinstance(r.get("run_dir"), str):
+            r["run_dir"] = _relative(r["run_dir"], cmp_dir)
+        if isinstance(r.get("run_dirs"), list):
+            r["run_dirs"] = [_relative(d, cmp_dir) for d in r["run_dirs"]]
+        if isinstance(r.get("repeat_runs"), list):
+            r["repeat_runs"] = [{**x, "run_dir": _relative(x["run_dir"], cmp_dir)} for x in r["repeat_runs"]]
+        runs.append(r)
+    return {**result, "runs": runs}
+
+
 def outputs(
     names: list[str],
     run_dirs: list,
@@ -414,6 +438,6 @@ def outputs(
         result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": ok, "run": names[0]}
         if not ok:  # one verdict: never PASS printed (or "pass" in report.json) with exit 1
             result["verdict"] = "fail"
-    atomic_write(cmp_dir / "report.json", json.dumps(result, indent=1), "compare", overwrite)
+    atomic_write(cmp_dir / "report.json", json.dumps(as_recorded(result, cmp_dir), indent=1), "compare", overwrite)
     write_markdown(result, cmp_dir / "report.md", overwrite)
     return result, reports

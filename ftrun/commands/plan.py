@@ -790,16 +790,17 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
 
 
 def _run_dirs(root: Path, given: Any) -> list[Path]:
-    """Run dirs as a report recorded them; a dir that moved is looked up next to the report."""
+    """Run dirs as a report recorded them: relative to the report's dir (``compare``'s
+    ``as_recorded``), else as given (absolute, or relative to the cwd compare ran in: earlier
+    reports); a dir that moved is looked up next to the report (a sweep's cells)."""
     dirs = []
     if given is not None and not isinstance(given, str | list):
         raise BadInput(f"--check {root}: a run's run dirs are {type(given).__name__}, not a path or a list of paths")
     for d in given.split(",") if isinstance(given, str) else list(given or []):
         if not isinstance(d, str):
             raise BadInput(f"--check {root}: a run dir {d!r} is not a path")
-        p = Path(d)
-        if not (p / layout.MANIFEST).is_file() and (root / p.name / layout.MANIFEST).is_file():
-            p = root / p.name
+        tries = [root / d, Path(d), root / Path(d).name]  # (root / an absolute d is d)
+        p = next((t for t in tries if (t / layout.MANIFEST).is_file()), Path(d))
         if not (p / layout.MANIFEST).is_file():
             raise BadInput(f"--check {root}: run dir {d} is missing (no {layout.MANIFEST})")
         dirs.append(p)
