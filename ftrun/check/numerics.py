@@ -100,20 +100,13 @@ def quantized_not_checked(why: str | None) -> str:
 
 
 U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
+# a budget that overflowed (norms near the double's limit) would hold any error: never a pass
+NO_FINITE_BUDGET = (
+    "norms too large for a finite tolerance (no error can be bounded: a diverged run or a damaged record)"
+)
 # every problem's keys (``Numerics.problems``): where, what was compared, the likely cause, its line
-PROBLEM_KEYS = (
-    "sync_step",
-    "manager_step",
-    "fragment",
-    "replica",
-    "rank",
-    "check",
-    "expected",
-    "observed",
-    "error",
-    "tolerance",
-    "cause",
-    "text",
+PROBLEM_KEYS = tuple(
+    "sync_step manager_step fragment replica rank check expected observed error tolerance cause text".split()
 )
 
 
@@ -637,6 +630,8 @@ class _Checker:
         tol: float,
         bound: float,
     ) -> str:
+        if not math.isfinite(tol):
+            return NO_FINITE_BUDGET
         for q in sends:
             if (
                 q.sent.participating
@@ -653,6 +648,8 @@ class _Checker:
         return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
 
     def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: ReplicaRound | None, tol: float) -> str:
+        if not math.isfinite(tol):
+            return NO_FINITE_BUDGET
         if n > 1 and _near(a.proj, s.proj, n * tol):
             return "not divided at all: the average is the SUM (torchft's divide-by-participants callback did not run)"
         if _near(a.proj, _scale(s.proj, 1.0 / (n + 1)), tol):

@@ -100,3 +100,39 @@ def test_assert_numerics_fails_on_a_problem_even_when_no_sync_counted(tmp_path):
 def test_assert_numerics_warns_only_when_nothing_was_there_to_check():
     with pytest.warns(NotChecked, match="numerics not checked"):
         assert_numerics(ftrun.check_traces(DATA))
+
+
+def test_norms_too_large_for_a_finite_tolerance_are_no_pass():
+    """Norms near the double's limit make the budget infinite: every error would fit it."""
+    from ftrun.check.numerics import check_numerics
+    from ftrun.layout import RoundNumerics, Sketch
+
+    def part(phase, **sketch):
+        return RoundNumerics(phase, 0, 0, 1, sync_step=10, participants=2, participating=True, world=2, **sketch)
+
+    big = [Sketch([1.0, 2.0, 3.0, 4.0], 1e308, 8, "float32") for _ in range(2)]
+    total = Sketch([2.0, 4.0, 6.0, 8.0], None, 8, "float32")
+    wrong = Sketch([9.0, 9.0, 9.0, 9.0], None, 8, "float32")  # not SUM / 2
+    logs = {
+        (r, 0): EventLog(
+            [
+                EventRecord(
+                    **event_record(5, quorum_id=1, participants=2, numerics=[part("send", contribution=big[r])])
+                ),
+                EventRecord(
+                    **event_record(
+                        10,
+                        synced=0,
+                        commit=True,
+                        quorum_id=1,
+                        participants=2,
+                        numerics=[part("sync", sum=total, average=wrong)],
+                    )
+                ),
+            ]
+        )
+        for r in range(2)
+    }
+    out = check_numerics(logs, sketches_on=True)
+    assert not out.ok and {p["check"] for p in out.problems} == {"sum", "average"}, out.problems
+    assert all(p["cause"].startswith("norms too large for a finite tolerance") for p in out.problems)
