@@ -49,7 +49,7 @@ from msgspec import UNSET, UnsetType
 from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
 from ftrun.fault_flags import fault_key  # a fault's name: its marker file faults/<key>.json
-from ftrun.small_files import read_file
+from ftrun.small_files import read_json
 
 FORMAT = 1
 
@@ -724,11 +724,7 @@ SWEEP_CELL_LIMIT = 16 << 20  # bytes of a sweep-cell.json read at most (one is a
 def read_sweep_cell(path: Path) -> SweepCell:
     """``BadInput`` (one line naming the file and the field) unless it is a sweep cell result
     (of at most ``SWEEP_CELL_LIMIT`` bytes)."""
-    data = read_file(Path(path), SWEEP_CELL_LIMIT, "sweep cell result")
-    try:
-        return msgspec.json.decode(data, type=SweepCell)
-    except msgspec.DecodeError as e:  # ValidationError is a DecodeError
-        raise BadInput(f"{path}: not an ftrun sweep cell result ({e})") from None
+    return read_json(Path(path), SWEEP_CELL_LIMIT, "sweep cell result", SweepCell)  # (bounded in depth too)
 
 
 class ManifestStamp(msgspec.Struct):
@@ -767,8 +763,8 @@ def read_rank_meta(path: Path) -> RankMeta | None:
     not a regular file or not one (the parent reads it while the rank may be writing, and a rank
     that died early wrote none)."""
     try:
-        return msgspec.json.decode(read_file(Path(path), RANK_META_LIMIT, "rank meta"), type=RankMeta)
-    except (BadInput, msgspec.DecodeError):
+        return read_json(Path(path), RANK_META_LIMIT, "rank meta", RankMeta)
+    except BadInput:
         return None
 
 
@@ -776,19 +772,15 @@ def read_run_marker(run_dir: Path) -> RunMarker | None:
     """A run dir's ``.ftrun-run`` (None: missing, not a regular file, over ``MARKER_LIMIT`` bytes,
     or not one)."""
     try:
-        return msgspec.json.decode(read_file(Path(run_dir) / RUN_MARKER, MARKER_LIMIT, "run marker"), type=RunMarker)
-    except (BadInput, msgspec.DecodeError):
+        return read_json(Path(run_dir) / RUN_MARKER, MARKER_LIMIT, "run marker", RunMarker)
+    except BadInput:
         return None
 
 
 def read_spec(path: Path) -> Spec:
     """spec.json -> ``Spec`` (a rank's input; ``BadInput``, one line naming the file, if it is
     unreadable, over ``SPEC_LIMIT`` bytes or not one)."""
-    data = read_file(Path(path), SPEC_LIMIT, "spec")
-    try:
-        return msgspec.json.decode(data, type=Spec)
-    except msgspec.DecodeError as e:  # ValidationError is a DecodeError
-        raise BadInput(f"{path}: not an ftrun spec ({e})") from None
+    return read_json(Path(path), SPEC_LIMIT, "spec", Spec)
 
 
 def check_format(manifest: dict[str, Any], path: Path) -> None:
@@ -824,11 +816,7 @@ SUMMARY_LIMIT = 256 << 20
 def _json_object(path: Path, limit: int, what: str) -> dict[str, Any]:
     """The file as a JSON object, bounded (``limit``); ``BadInput`` naming the file: unreadable
     ``what``, or not an ftrun ``what`` (JSON that is not an object)."""
-    data = read_file(path, limit, what)
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise BadInput(f"{path}: unreadable {what} ({e})") from None
+    raw = read_json(path, limit, what)
     if not isinstance(raw, dict):
         raise BadInput(f"{path}: not an ftrun {what} (a JSON {type(raw).__name__}, not an object)")
     return raw
@@ -951,11 +939,7 @@ def read_fault_markers(run_dir: Path) -> list[FaultMarker]:
     (one line naming the file) for one that is unreadable, over ``FAULT_MARKER_LIMIT`` bytes or not one."""
     out = []
     for p in fault_markers(run_dir):
-        data = read_file(p, FAULT_MARKER_LIMIT, "fault marker")
-        try:
-            out.append(msgspec.json.decode(data, type=FaultMarker))
-        except msgspec.DecodeError as e:  # ValidationError is a DecodeError
-            raise BadInput(f"{p}: not an ftrun fault marker ({e})") from None
+        out.append(read_json(p, FAULT_MARKER_LIMIT, "fault marker", FaultMarker))
     return out
 
 

@@ -15,7 +15,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -133,34 +133,42 @@ def last_byte(path: Path) -> bytes:
         os.close(fd)
 
 
-class _AnyJSON:
-    """``decode_json``'s default: any JSON value."""
+T = TypeVar("T")
 
 
-def decode_json(data: bytes, path: Path, what: str, type: Any = _AnyJSON, python_json: bool = False) -> Any:
+@overload
+def decode_json(data: bytes, path: Path, what: str, type: type[T], python_json: bool = False) -> T: ...
+@overload
+def decode_json(data: bytes, path: Path, what: str, type: None = None, python_json: bool = False) -> Any: ...
+def decode_json(data: bytes, path: Path, what: str, type: Any = None, python_json: bool = False) -> Any:
     """``data`` (the bytes of ``path``, read bounded by ``read_file``) decoded as JSON, as
-    ``type`` when one is given; else ``BadInput`` with one line ``PATH: unreadable WHAT (WHY)``:
-    not JSON, not of that shape, or nested deeper than the decoder's stack allows (the
+    ``type`` when one is given; else ``BadInput`` with one line: ``PATH: unreadable WHAT (WHY)``
+    when it is not JSON or is nested deeper than the decoder's stack allows (the
     interpreter's recursion limit, about a thousand levels: ftrun's own files nest a few; the
     decoders recurse, so a 2,000-deep list in a 4 KB file would end in a ``RecursionError``
-    traceback). The one decode of every JSON file ftrun reads back (its own or a user's).
+    traceback), ``PATH: not an ftrun WHAT (WHY)`` when it is JSON of another shape. The one
+    decode of every JSON file ftrun reads back (its own or a user's).
     ``python_json``: a file Python's ``json.dumps`` wrote, read as ``json.loads`` reads it (its
     ``NaN``/``Infinity`` tokens too: earlier ftruns wrote them)."""
     try:
         if python_json:
             return json.loads(data)
-        if type is _AnyJSON:
+        if type is None:
             return msgspec.json.decode(data)
         return msgspec.json.decode(data, type=type)
     except RecursionError:
         raise BadInput(f"{path}: unreadable {what} (nested too deeply)") from None
     except msgspec.ValidationError as e:
-        raise BadInput(f"{path}: unreadable {what} (not an ftrun {what}: {e})") from None
+        raise BadInput(f"{path}: not an ftrun {what} ({e})") from None
     except (msgspec.DecodeError, ValueError) as e:  # (json's JSONDecodeError, UnicodeDecodeError)
-        raise BadInput(f"{path}: unreadable {what} (not JSON: {e})") from None
+        raise BadInput(f"{path}: unreadable {what} ({e})") from None
 
 
-def read_json(path: Path, limit: int, what: str, type: Any = _AnyJSON, python_json: bool = False) -> Any:
+@overload
+def read_json(path: Path, limit: int, what: str, type: type[T], python_json: bool = False) -> T: ...
+@overload
+def read_json(path: Path, limit: int, what: str, type: None = None, python_json: bool = False) -> Any: ...
+def read_json(path: Path, limit: int, what: str, type: Any = None, python_json: bool = False) -> Any:
     """``read_file`` (at most ``limit`` bytes) then ``decode_json``: one line naming the file for
     every way it can fail."""
     return decode_json(read_file(path, limit, what), path, what, type, python_json)

@@ -44,9 +44,9 @@ def test_decode_json_names_the_file(tmp_path: Path) -> None:
     for kw in ({}, {"python_json": True}):
         with pytest.raises(BadInput, match=rf"^{p}: unreadable record \(nested too deeply\)$"):
             read_json(p, 1 << 20, "record", **kw)
-    with pytest.raises(BadInput, match=r"unreadable record \(not JSON"):
-        decode_json(b"{", p, "record")
-    with pytest.raises(BadInput, match=r"unreadable record \(not an ftrun record"):
+    with pytest.raises(BadInput, match=r"unreadable record \(JSON is malformed"):
+        decode_json(b"{x", p, "record")
+    with pytest.raises(BadInput, match=r"x.json: not an ftrun record \(Expected `object`"):
         decode_json(b"[1]", p, "record", type=dict)
     assert decode_json(b"[NaN]", p, "record", python_json=True)[0] != 0  # what json.dumps wrote
 
@@ -55,3 +55,18 @@ def test_plan_check_on_a_deep_report(tmp_path: Path) -> None:
     (tmp_path / "report.json").write_text('{"runs": ' + "[" * DEEP + "]" * DEEP + "}")
     with pytest.raises(BadInput, match=r"report.json: unreadable result \(nested too deeply\)$"):
         check(str(tmp_path), 0.25, json_out=True)
+
+
+def test_run_dir_records_are_bounded_in_depth(tmp_path: Path) -> None:
+    from ftrun import layout
+
+    deep = "[" * DEEP + "]" * DEEP
+    (tmp_path / layout.MANIFEST).write_text('{"format": ' + deep + "}")
+    with pytest.raises(BadInput, match=r"manifest.json: unreadable manifest \(nested too deeply\)$"):
+        layout.read_manifest(tmp_path)
+    cell = tmp_path / "sweep-cell.json"
+    cell.write_text('{"verdict": "pass", "params": {"x": ' + deep + "}}")
+    with pytest.raises(BadInput, match=r"unreadable sweep cell result \(nested too deeply\)$"):
+        layout.read_sweep_cell(cell)
+    (tmp_path / layout.RUN_MARKER).write_text('{"pid": ' + deep + "}")
+    assert layout.read_run_marker(tmp_path) is None  # (a marker that is not one: no holder to name)
