@@ -41,11 +41,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-import msgspec
-
 from ftrun import gunzip, layout
 from ftrun.errors import BadInput
-from ftrun.small_files import read_file, read_head
+from ftrun.small_files import read_head, read_json
 
 RUN_MARKER = layout.RUN_MARKER
 OUT_MARKER = layout.OUT_MARKER
@@ -328,9 +326,8 @@ def is_ftrun_run_dir(run_dir: Path) -> bool:
     if (run_dir / RUN_MARKER).is_file():
         return True
     try:
-        data = read_file(run_dir / layout.MANIFEST, layout.MANIFEST_LIMIT, "manifest")
-        msgspec.json.decode(data, type=layout.ManifestStamp)
-    except (BadInput, msgspec.DecodeError):  # ValidationError is a DecodeError
+        read_json(run_dir / layout.MANIFEST, layout.MANIFEST_LIMIT, "manifest", layout.ManifestStamp)
+    except BadInput:  # (unreadable, not JSON, nested too deeply, not a manifest)
         return False
     return True
 

@@ -12,7 +12,7 @@ from ftrun import layout
 from ftrun.config import ScheduleConfig
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError
-from ftrun.small_files import read_file
+from ftrun.small_files import read_json
 from ftrun.trace.discover import Inputs
 
 
@@ -36,8 +36,8 @@ def _spec_hint(run_dir) -> str:
         s = layout.read_spec(path).config.schedule
     except BadInput:
         try:
-            s = msgspec.json.decode(read_file(path, layout.SPEC_LIMIT, "spec"), type=_EarlierSpec).config
-        except (BadInput, msgspec.DecodeError):
+            s = read_json(path, layout.SPEC_LIMIT, "spec", _EarlierSpec).config  # (bounded in depth too)
+        except BadInput:
             return "; to check the traces it wrote anyway, give --fragments --sync-every --fragment-sync-delay"
     flags = f"--fragments {s.fragments} --sync-every {s.sync_every} --fragment-sync-delay {s.fragment_sync_delay}"
     return f"; it was started with {flags}: pass them to check the traces it wrote"
