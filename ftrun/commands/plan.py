@@ -740,8 +740,8 @@ def plan(req: PlanRequest) -> int:
 
 
 def _check_png(png: str) -> None:
-    """``--png``: a ``.png`` name in an existing directory, not a directory, and not a file other
-    than a PNG (that one is not overwritten)."""
+    """``--png``: a ``.png`` name, not a directory, not a file other than a PNG (that one is not
+    overwritten), and under no file that would stop its directory being made."""
     path = Path(png)
     if not png.endswith(".png"):
         raise BadInput(f"--png {png}: the file name must end in .png")
@@ -749,7 +749,7 @@ def _check_png(png: str) -> None:
         raise BadInput(f"--png {png}: is a directory")
     if path.exists() and read_head(path, 8, "--png file") != b"\x89PNG\r\n\x1a\n":
         raise BadInput(f"--png {png}: exists and is not a PNG; not overwriting it")
-    check_parent(path, "--png")
+    check_parent(path, "--png", parent_made=True)  # (draw_utilisation makes its directory)
 
 
 def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[LinkSpec]) -> dict:

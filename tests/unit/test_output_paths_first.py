@@ -1,7 +1,7 @@
 """Every path a command will write is checked before its work starts (issue 42 item 11): a
-``--junit`` (or ``--png``) into a directory that does not exist is one line, exit 2, before any
-cell trains; ``--export-perfetto`` makes its own directory. No process is started: a training
-that would start fails the test instead."""
+``--junit`` into a directory that does not exist is one line, exit 2, before any cell trains;
+``--export-perfetto`` and ``plan --png`` make their own directory (refused under a file). No
+process is started: a training that would start fails the test instead."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def test_sweep_refuses_a_junit_in_a_missing_dir_before_training(tmp_path: Path, 
     assert not (tmp_path / "s").exists()
 
 
-def test_plan_png_in_a_missing_dir_is_refused_first() -> None:
-    res = cli("plan", "--params", "1e9", "--step-ms", "400", "--link", "1gbit", "--png", "/nonexistent-dir/p.png")
-    one_line(res, "--png", "does not exist")
+def test_plan_png_under_a_file_is_refused_first(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    png = tmp_path / "file" / "d" / "p.png"  # (a missing directory is made, as before)
+    res = cli("plan", "--params", "1e9", "--step-ms", "400", "--link", "1gbit", "--png", str(png))
+    one_line(res, "--png", "is not a directory")
