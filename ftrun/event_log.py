@@ -213,12 +213,15 @@ def _gap(out: EventLog, path: Path, n: int, rec: EventRecord, last: tuple[int, E
     assert prev is not None  # (last is a stepped record)
     if rec.step == prev + 1:
         return
-    what = f"step {prev + 1}" if rec.step == prev + 2 else f"steps {prev + 1}..{rec.step - 1}"
+    what = (
+        f"the record of step {prev + 1} is missing"
+        if rec.step == prev + 2
+        else f"the records of steps {prev + 1}..{rec.step - 1} are missing"
+    )
     if rec.step <= prev:
-        what = f"steps after {prev}"
+        what = "its steps out of order"
     out.damage.append(
-        f"{path}:{n}: step {rec.step} follows step {prev} of the same incarnation (line {last[0]}): "
-        f"the record of {what} is missing"
+        f"{path}:{n}: step {rec.step} follows step {prev} of the same incarnation (line {last[0]}): {what}"
     )
 
 

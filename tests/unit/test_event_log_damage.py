@@ -108,3 +108,11 @@ def test_a_float_beyond_double_is_one_line(tmp_path):
     p = _log(tmp_path, _line(1), _line(2).replace('"loss": 0.0', '"loss": 1e400'))
     with pytest.raises(BadInput, match=r"replica1_rank0\.jsonl:2: not an event record \(Number out of range"):
         read_event_log(p, strict=True)
+
+
+def test_several_steps_missing_or_steps_out_of_order_are_named(tmp_path):
+    p = _log(tmp_path, _line(1), _line(2), _line(6), _line(3))
+    assert read_event_log(p, strict=True).damage == [
+        f"{p}:3: step 6 follows step 2 of the same incarnation (line 2): the records of steps 3..5 are missing",
+        f"{p}:4: step 3 follows step 6 of the same incarnation (line 3): its steps out of order",
+    ]
