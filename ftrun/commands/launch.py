@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from ftrun import layout
-from ftrun.commands.run_check import check_run
+from ftrun.commands.run_check import check_run, print_check
 from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping
 from ftrun.launch.placement import plan as plan_placement
 from ftrun.launch.results import write_summary
@@ -58,9 +58,10 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopp
 
     view = LaunchLiveView(enabled=not json_out)
     done = run_launch(spec, run_dir, placement, stop, view, view.refresh)
-    summary, report = done.summary, None
+    summary, report, skipped = done.summary, None, None
     if not spec.inspect:
-        summary.check = check_run([run_dir], [], enabled=False).verdict
+        skipped = check_run([run_dir], [], enabled=False)
+        summary.check = skipped.verdict
     elif not summary.failures:
         if (refused := done.not_checkable()) is not None:
             summary.ok = summary.ok and isinstance(refused, BadInput)  # no trace: bad input; no quorum: a failure
@@ -81,6 +82,8 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopp
         from ftrun.report.inspect_view import render
 
         render(report)
+    elif skipped is not None and not json_out:
+        print_check(skipped)  # "schedule not checked: --no-check", once
     if summary.failures:
         raise RunFailed(summary.failures[0])
     return 0 if summary.ok else 1

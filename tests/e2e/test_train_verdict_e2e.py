@@ -114,3 +114,32 @@ def test_no_traces_is_said_once_never_pass(tmp_path):
     out = flat(run.stdout)
     assert out.count("schedule not checked: no traces captured") == 1 and "PASS" not in out, run.stdout
     assert run.summary()["check"]["verdict"] == "not checked"
+
+
+LAUNCH_SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
+
+
+@pytest.mark.parametrize("skip", [False, True], ids=["checked", "--no-check"])
+def test_launch_of_a_schedule_bug_fails_unless_no_check(tmp_path, delay_ignored, skip):
+    """torchft's example under ``ftrun launch`` on the patched torchft: FAIL, exit 1, the verdict
+    line and ``summary.check``; with ``--no-check``: exit 0, "schedule not checked" once."""
+    import subprocess
+
+    from ftrun import layout
+    from train_fixtures import FTRUN
+
+    script = Path(__file__).resolve().parents[1] / "torchft_example.py"
+    argv = [*FTRUN, "launch", "--out", str(tmp_path), "--run-name", "l", *LAUNCH_SCHED]
+    argv += ["--no-check"] if skip else []
+    argv += ["--", str(script), "--manager-steps", "6"]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, **delay_ignored})
+    explain = f"rc={res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    check = layout.read_launch_summary(tmp_path / "l").check
+    assert check is not None, explain
+    if skip:
+        assert res.returncode == 0 and check.verdict == "not checked" and check.why == "--no-check", explain
+        assert flat(res.stdout).count("schedule not checked: --no-check") == 1 and "PASS" not in res.stdout
+    else:
+        assert res.returncode == 1 and check.verdict == "fail" and check.line is not None, explain
+        assert verdict_line(res.stdout) == flat(check.line) and check.line.startswith("FAIL ")
+        said_by_inspect(tmp_path / "l", flat(check.line), 1)
