@@ -132,7 +132,7 @@ def test_config_override_indirect_params_and_marker(pytester):
             return {"backend": request.param, "steps": 16}
 
         def test_backend(ftrun_train, ftrun_config):
-            assert SEEN[-1] == {**ftrun_config, "run_name": "run"}
+            assert SEEN[-1] == {**ftrun_config, "run_name": "run", "check": False}  # the test checks it
 
         @pytest.mark.parametrize("ftrun_train", [{"steps": 24}], indirect=True)
         def test_indirect(ftrun_train):
