@@ -5,6 +5,7 @@ or with ``--no-check``, the setting as one config field. Unit tests: no process.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -104,3 +105,22 @@ def test_the_summary_carries_the_verdict_typed() -> None:
     d["check"]["verdict"] = "ok"
     with pytest.raises(msgspec.ValidationError):
         msgspec.json.decode(msgspec.json.encode(d), type=layout.TrainSummary)
+
+
+def test_api_train_raises_on_a_failed_check_as_the_cli_exits_1(tmp_path, monkeypatch) -> None:
+    import ftrun
+    import ftrun.commands.train as train_cmd
+
+    line = "FAIL 1 problem(s) in 8 events; first: replica 0 rank 0: send of fragment 0 expected at step 3"
+
+    def fake(cfg, overwrite=False, json_out=False, quiet=False):
+        run = Path(cfg.out) / cfg.run_name
+        run.mkdir(parents=True)
+        check = {"verdict": "fail", "line": line, "problems": ["p"]}
+        (run / layout.SUMMARY).write_text(msgspec.json.encode(train_summary(run_dir=str(run), check=check)).decode())
+        return 1  # trained, its check FAILed: what ftrun train exits with
+
+    monkeypatch.setattr(train_cmd, "train", fake)
+    with pytest.raises(ftrun.TrainFailed) as e:
+        ftrun.train({"steps": 20, "run_name": "late"}, out=tmp_path)
+    assert str(e.value) == f"{line} (run dir {tmp_path / 'late'})" and e.value.run.path == tmp_path / "late"
