@@ -625,7 +625,8 @@ class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
     ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
     (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went
-    (``ftrun.check.recovery``). The fields with defaults may be missing from a summary of an
+    (``ftrun.check.recovery``); ``check``: the check of the captured traces (``RunCheck``; ``ok``
+    is false when it FAILed). The fields with defaults may be missing from a summary of an
     earlier ftrun."""
 
     run_dir: str
