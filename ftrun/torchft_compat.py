@@ -121,6 +121,9 @@ LABELS = TORCHFT_0_2
 
 # ftrun's own annotations (written by ftrun.worker).
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# torch.optim's own span around every ``optimizer.step()`` (``Optimizer.step#SGD.step``): the inner
+# steps and, inside ``perform_sync`` after ``should_commit``, the outer optimizer's step of a commit
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 FTRUN_STEP_PREFIX = "ftrun::step"
 FTRUN_STEP_RE = re.compile(r"^ftrun::step#(\d+) manager_step=(\d+)$")
 LINK_HOLD = "ftrun::link::hold"

@@ -30,7 +30,8 @@ from ftrun.check.events import event_results
 from ftrun.check.expect import schedule_for
 from ftrun.check.fired_faults import FiredFaults, describe, fault_marks
 from ftrun.check.identify import RunIdentities
-from ftrun.check.match import expect, fit_offset, infer_failed, inferred_commits, pair, unseen_syncs
+from ftrun.check.match import choose_numbering, expect, infer_failed, inferred_commits, pair, unseen_syncs
+from ftrun.check.numbering import prove as prove_numbering
 from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.observe import NUMBERINGS, comms_by_file, observe
 from ftrun.check.overlap import overlap_of
@@ -74,7 +75,9 @@ def analyze(
         (w.replica, w.rank): commit_checks.failed_cycles(w.replica, failed_commits, faults, schedule, heals)
         for w in workers
     }
-    offset, numbering = fit_offset(workers, schedule, failed, step_numbering, faults)
+    offset, numbering, numbering_problems = choose_numbering(
+        workers, schedule, failed, step_numbering, faults, prove_numbering(spans)
+    )
 
     seen = [observe(w, schedule.window, offset) for w in workers]  # 1. observe
     classes = RunIdentities(inputs.manifest, seen, schedule)  # 2. identify: signature classes
@@ -91,10 +94,16 @@ def analyze(
     cross = cross_replica(matches, results)  # 5. cross-replica
 
     notes = _once(spans) + classes.notes(seen, ids) + _commit_notes(seen, logs, classes, schedule)
-    if step_numbering == "auto":
-        notes.append(f"step numbering: fitted '{numbering['used']}'")
+    if numbering["used"] != "ftrun::step":
+        how = (
+            f"proven: {numbering['evidence']}"
+            if numbering["proven"]
+            else f"as given, not proven: {numbering['evidence']}"
+        )
+        notes.append(f"step numbering '{numbering['used']}' ({how})")
     traced = {w.replica for w in workers}
     problems = run_problems(inputs, traced, faults, notes, logs, failed_commits, allow_failed_commits)  # 6. problems
+    problems.by_class["numbering"] = numbering_problems
     require_evidence(seen, results)
     numerics = run_numerics(inputs, logs, seen)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and not problems.lines and numerics.ok

@@ -6,8 +6,8 @@ the captured steps of each worker, outside the steps it lost to a fault, and shi
 failed commits (``ftrun.check.commits``: event log, else inferred here from the trace, which
 needs the identify stage's classes). ``pair`` matches expected with observed: same kind and
 step, then the nearest within a window; what is left over is missing or unexpected.
-``fit_offset`` picks the ``ProfilerStep`` numbering: ``auto`` = the one that matches more
-expected events (ties: top).
+``choose_numbering`` takes the ``ProfilerStep`` numbering the traces prove
+(``ftrun.check.numbering``); it never picks one because it matches more.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import msgspec
 from ftrun.check import commits as commit_checks
 from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.identify import Identities, Pair, RunIdentities
+from ftrun.check.numbering import NumberingProof
 from ftrun.check.observe import NUMBERINGS, Obs, WorkerObs, observe
 from ftrun.check.workers import Worker
+from ftrun.errors import NotChecked
 from ftrun.schedule import Event, Schedule
 
 
@@ -90,25 +92,53 @@ def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pai
     return pairs
 
 
-def fit_offset(
-    workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: FiredFaults
-) -> tuple[int, dict]:
-    """The ``ProfilerStep`` offset, and how it was chosen (the report's ``step_numbering``)."""
+def choose_numbering(
+    workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: FiredFaults, proof: NumberingProof
+) -> tuple[int, dict, list[str]]:
+    """The ``ProfilerStep`` offset, how it was chosen (the report's ``step_numbering``) and the
+    run problems of the choice. Only evidence chooses (``ftrun.check.numbering``): a numbering
+    the traces prove is used, and one asked for that they contradict is a problem; ``auto``
+    without proof raises ``NotChecked`` with both candidates' fits (a fit is no proof)."""
+    info: dict = {"requested": requested, "evidence": proof.evidence, "proven": proof.numbering is not None}
+    if proof.absolute:
+        info |= {"used": "ftrun::step", "proven": True}
+        return 0, info, []
+    if proof.numbering is not None:
+        info["used"] = proof.numbering
+        problems = []
+        if requested not in ("auto", proof.numbering):
+            problems.append(
+                f"--step-numbering {requested} contradicts the trace ({proof.evidence}: numbering "
+                f"'{proof.numbering}'); events checked with '{proof.numbering}'"
+            )
+        return NUMBERINGS[proof.numbering], info, problems
+    if proof.conflict:
+        used = requested if requested != "auto" else "top"
+        info["used"] = used
+        return NUMBERINGS[used], info, [f"step numbering: {proof.evidence}"]
     if requested != "auto":
-        return NUMBERINGS[requested], {"requested": requested, "used": requested}
-    scores = {}
-    for name, off in NUMBERINGS.items():
-        n = 0
-        for w in workers:
-            seen = observe(w, schedule.window, off)
-            exp = {
-                (e.kind, e.step)
-                for e in expected_events(schedule, seen.ranges, failed[(w.replica, w.rank)], faults.lost(w.replica))
-            }
-            n += sum((o.kind, o.step) in exp for o in seen.obs) - sum(o.step is None for o in seen.obs)
-        scores[name] = n
-    used = max(NUMBERINGS, key=lambda k: (scores[k], k == "top"))
-    return NUMBERINGS[used], {"requested": "auto", "used": used, "fit": scores}
+        info["used"] = requested
+        return NUMBERINGS[requested], info, []
+    scores = {name: _fit(workers, schedule, failed, off, faults) for name, off in NUMBERINGS.items()}
+    raise NotChecked(
+        f"step numbering not proven: {proof.evidence}; expected events matched: "
+        + ", ".join(f"{scores[n]} under '{n}'" for n in NUMBERINGS)
+        + ". A fit is no proof (a schedule shifted by one step fits the other numbering): give "
+        "--step-numbering top (prof.step() at the loop's top, as torchft's example) or end"
+    )
+
+
+def _fit(workers: list[Worker], schedule: Schedule, failed: dict, offset: int, faults: FiredFaults) -> int:
+    """How many observed events sit where expected under ``offset`` (less those outside every step)."""
+    n = 0
+    for w in workers:
+        seen = observe(w, schedule.window, offset)
+        exp = {
+            (e.kind, e.step)
+            for e in expected_events(schedule, seen.ranges, failed[(w.replica, w.rank)], faults.lost(w.replica))
+        }
+        n += sum((o.kind, o.step) in exp for o in seen.obs) - sum(o.step is None for o in seen.obs)
+    return n
 
 
 def unseen_syncs(seen: WorkerObs, schedule: Schedule) -> bool:

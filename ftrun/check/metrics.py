@@ -86,7 +86,9 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
     per_replica: list[_ReplicaFigures] = []
     parts = []  # each replica's throughput decomposition (ftrun.check.throughput)
     for r in range(manifest.replicas):
-        recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
+        recs: list[layout.EventRecord] = next(
+            (got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), []
+        )
         s = replica_stats(recs)
         if not s.records:
             continue

@@ -248,7 +248,9 @@ def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
     m = layout.read_manifest(run_dir)
     if not isinstance(m, Manifest) or not m.faults.fired:
         return []
-    logs = {(e.replica, e.rank): read_event_log(run_dir / e.path) for e in m.event_logs}
+    logs: dict[tuple[int, int], list[EventRecord]] = {
+        (e.replica, e.rank): read_event_log(run_dir / e.path) for e in m.event_logs
+    }
     return recovery_of(run_dir, m, logs)
 
 

@@ -88,7 +88,7 @@ def _replica_records(dirs: list[Path], replicas: int) -> list[list[EventRecord]]
     """Each replica group's rank-0 step records (a group without them: [])."""
     out = []
     for r in range(replicas):
-        recs = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
+        recs: list[EventRecord] = next((got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), [])
         out.append(stepped(recs))
     return out
 

@@ -57,7 +57,15 @@ from typing import Literal
 import msgspec
 
 from ftrun.errors import BadInput
-from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, PROFILER_STEP_RE, LabelSet
+from ftrun.torchft_compat import (
+    FTRUN_STEP_PREFIX,
+    FTRUN_STEP_RE,
+    LABELS,
+    LINK_HOLD,
+    OPTIMIZER_STEP_PREFIX,
+    PROFILER_STEP_RE,
+    LabelSet,
+)
 from ftrun.trace import nccl
 from ftrun.trace.load import load_trace
 from ftrun.trace.nccl import DTYPE_BYTES, kernel_op  # noqa: F401  (kernel_op: re-exported for callers)
@@ -127,8 +135,11 @@ class Sync(msgspec.Struct, frozen=True):
     restore_shapes: tuple[Shape, ...] | None
     commit_syncs: tuple[Span, ...] = ()  # should_commit's stream synchronizes (nested, by prefix)
     restore_copies: int = 0  # aten::copy_ calls in restore_parameters (one per parameter), shapes or not
-    # torchft runs the outer step and save_parameters only when should_commit returned True:
-    # True = save_parameters after should_commit, False = should_commit without it, None = no should_commit span
+    # torchft runs the outer optimizer's step (then save_parameters) only when should_commit returned
+    # True: True = an outer step after should_commit, False = should_commit without one, None = no
+    # should_commit span. The outer step is the evidence: save_parameters is what a stale-originals
+    # bug skips on a commit that succeeded (``save_parameters`` counts only where the trace shows no
+    # optimizer steps at all)
     committed: bool | None = None
 
 
@@ -192,6 +203,8 @@ class TraceSpans(msgspec.Struct):
     notes: list[str] = msgspec.field(default_factory=list)  # what this trace cannot tell, said once
     world_size: int | None = None  # distributedInfo.world_size
     group_rank: int | None = None  # rank inside the replica group, from torchft's process-group name
+    # torch.optim's step spans (host), by start: inner steps and, inside perform_sync, the outer one
+    optimizer_steps: list[Span] = msgspec.field(default_factory=list)
 
 
 def _thread(e: TraceEvent) -> Hashable:
@@ -278,6 +291,7 @@ def _prefixes(labels: LabelSet) -> tuple[str, ...]:
     return (
         "ProfilerStep#",
         FTRUN_STEP_PREFIX,
+        OPTIMIZER_STEP_PREFIX,
         labels.should_commit_prefix,
         *labels.nccl_kernel_any,
         *labels.cuda_launch,
@@ -294,11 +308,15 @@ def _filter(labels: LabelSet, names: set[str]):
     return _FILTERS[key]
 
 
-def _committed(commits: list[TraceEvent], saves: list[TraceEvent]) -> bool | None:
+def _committed(commits: list[TraceEvent], outer_steps: list[TraceEvent], saves: list[TraceEvent] | None) -> bool | None:
+    """Did the sync commit? An outer optimizer step after ``should_commit`` says so; ``saves``
+    (``save_parameters`` spans) decide only for a trace without optimizer spans (``None`` else)."""
     if not commits:
         return None
     end = commits[0].ts + commits[0].dur
-    return any(s.ts >= end for s in saves)
+    if any(s.ts >= end for s in outer_steps):
+        return True
+    return any(s.ts >= end for s in saves) if saves is not None else False
 
 
 def _wanted(labels: LabelSet) -> set[str]:
@@ -327,6 +345,7 @@ class _Classified(msgspec.Struct):
     prof_steps: list[StepSpan] = msgspec.field(default_factory=list)
     ftrun_steps: list[StepSpan] = msgspec.field(default_factory=list)
     commit_children: list[TraceEvent] = msgspec.field(default_factory=list)  # should_commit's synchronize children
+    opt_steps: list[TraceEvent] = msgspec.field(default_factory=list)  # torch.optim step spans
     kernels: list[TraceEvent] = msgspec.field(default_factory=list)  # NCCL kernels
     launches: list[TraceEvent] = msgspec.field(
         default_factory=list
@@ -432,6 +451,8 @@ def _sort_event(
             out.ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
     elif name.startswith(labels.should_commit_prefix):
         out.commit_children.append(e)
+    elif name.startswith(OPTIMIZER_STEP_PREFIX):
+        out.opt_steps.append(e)
     else:
         bucket = out.by_name.get(name)
         if bucket is not None:
@@ -483,8 +504,14 @@ def _sends(
     return sends, calls, call_shapes, has_shapes
 
 
-def _syncs(by_name: dict[str, list[TraceEvent]], commit_children: list[TraceEvent], labels: LabelSet) -> list[Sync]:
+def _syncs(
+    by_name: dict[str, list[TraceEvent]],
+    commit_children: list[TraceEvent],
+    opt_steps: list[TraceEvent],
+    labels: LabelSet,
+) -> list[Sync]:
     """Every perform_sync with its wait, restore (and what it copied), should_commit and result."""
+    opt_index = _Index(opt_steps)
     wait_index = _Index(by_name[labels.wait])
     restore_index = _Index(by_name[labels.restore_parameters])
     commit_index = _Index(by_name[labels.should_commit])
@@ -516,7 +543,7 @@ def _syncs(by_name: dict[str, list[TraceEvent]], commit_children: list[TraceEven
                 restore_shapes,
                 commit_syncs,
                 restore_copies,
-                _committed(commits, save_index.inside(pf)),
+                _committed(commits, opt_index.inside(pf), None if opt_steps else save_index.inside(pf)),
             )
         )
     return syncs
@@ -574,7 +601,7 @@ def extract(
         raise no_steps(path)
     steps.sort(key=lambda s: s.span.ts)
     sends, calls, _, has_shapes = _sends(c.by_name, labels)
-    syncs = _syncs(c.by_name, c.commit_children, labels)
+    syncs = _syncs(c.by_name, c.commit_children, c.opt_steps, labels)
     notes: list[str] = []
     links = _Launches(c.launches, labels)
     kern = _link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)
@@ -595,6 +622,7 @@ def extract(
         notes=notes,
         quorums=sorted((_span(e) for e in c.by_name[labels.wait_quorum]), key=lambda s: s.ts),
         group_rank=_group_rank(kern, c.comm_ops, labels),
+        optimizer_steps=sorted((_span(e) for e in c.opt_steps), key=lambda s: s.ts),
     )
 
 

@@ -72,15 +72,17 @@ def test_foreign_needs_schedule_flags(foreign_traces):
     assert "no manifest.json" in res.output and "--sync-every" in res.output
 
 
-def test_step_numbering_end_fails_and_auto_fits_top(foreign_traces):
+def test_step_numbering_end_fails_and_auto_refuses_a_fit(foreign_traces):
     res = run(str(foreign_traces), *FLAGS, "--step-numbering", "end", "--json")
     assert res.exit_code == 1
     assert json.loads(res.output)["verdict"] == "fail"
-    res = run(str(foreign_traces), *FLAGS, "--step-numbering", "auto", "--json")
-    assert res.exit_code == 0, res.output
-    d = json.loads(res.output)
-    assert d["step_numbering"]["used"] == "top"
-    assert d["step_numbering"]["fit"]["top"] > d["step_numbering"]["fit"]["end"]
+    # the windows start after ProfilerStep#0: nothing proves the numbering, and a fit is no proof
+    res = run(str(foreign_traces), *FLAGS, "--step-numbering", "auto")
+    assert res.exit_code == 2, res.output
+    assert "step numbering not proven" in res.output and "under 'top'" in res.output and "under 'end'" in res.output
+    d = json.loads(run(str(foreign_traces), *FLAGS, "--json").output)
+    assert d["step_numbering"]["used"] == "top" and not d["step_numbering"]["proven"]
+    assert any(n.startswith("step numbering 'top' (as given, not proven") for n in d["notes"])
 
 
 def test_second_window_alone_and_single_file(foreign_traces):
@@ -135,7 +137,8 @@ def test_distributed_info_is_shown_never_taken_as_the_replica(foreign_traces, tm
 
 
 def test_prof_step_at_loop_end(tmp_path):
-    # prof.step() at the END of the loop: ProfilerStep#k holds step k+1. top fails, end and auto pass.
+    # prof.step() at the END of the loop, the window from ProfilerStep#0 (wait 0, warmup 0): #0
+    # holds step 1's optimizer step, which proves 'end'; 'top' given contradicts the trace and fails.
     import subprocess
     import sys
 
@@ -152,6 +155,12 @@ def test_prof_step_at_loop_end(tmp_path):
             "14",
             "--repeat",
             "1",
+            "--wait",
+            "0",
+            "--warmup",
+            "0",
+            "--active",
+            "12",
             "--fragments",
             "2",
             "--sync-every",
@@ -163,16 +172,19 @@ def test_prof_step_at_loop_end(tmp_path):
         capture_output=True,
         timeout=240,
     )
-    assert not analyze([out], **KW).ok
+    top = analyze([out], **KW)
+    assert not top.ok
+    assert any("--step-numbering top contradicts the trace" in p for p in top.run_problems), top.run_problems
     assert analyze([out], **KW, step_numbering="end").ok
     r = analyze([out], **KW, step_numbering="auto")
-    assert r.ok and r.step_numbering["used"] == "end"
-    # ProfilerStep#2..#11 = steps 3..12: the window opens with the sync of a send at step 2.
-    assert [(e.kind, e.observed_step) for e in r.events] == [
+    assert r.ok and r.step_numbering["used"] == "end" and r.step_numbering["proven"]
+    assert "ProfilerStep#0 holds an optimizer step" in r.step_numbering["evidence"]
+    # ProfilerStep#0..#11 = steps 1..12
+    assert [(e.kind, e.observed_step) for e in r.events if e.replica == 0] == [
+        ("send", 2),
         ("sync", 4),
         ("send", 6),
         ("sync", 8),
         ("send", 10),
         ("sync", 12),
     ]
-    assert "send not captured (before the profiled steps)" in r.events[0].notes

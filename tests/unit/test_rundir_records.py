@@ -97,6 +97,7 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
         "trace_note",
         "failures",
         "inspection",
+        "check",
         "ok",
     ]
     d["recovery"] = {"breakdown": []}
@@ -120,4 +121,5 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
         "versions",
         "faults",
         "recovery",
+        "check",
     ]

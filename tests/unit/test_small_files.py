@@ -171,6 +171,7 @@ def _launch_summary(**fields) -> dict:
         "trace_note": "1 trace(s) with no rank in their metadata or path are not checked (the group has 1 ranks)",
         "failures": [],
         "inspection": {"ok": True},
+        "check": None,
         "ok": True,
     }
     return {**s, **fields}
