@@ -329,7 +329,7 @@ def inspect_cmd(
     step_numbering: str | None = typer.Option(
         None,
         help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; "
-        "auto: fit. Default: the run's (ftrun launch records it), else top.",
+        "auto: as ProfilerStep#0 proves it. Default: the run's (ftrun launch records it), else top.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     export_perfetto: str | None = typer.Option(
@@ -430,7 +430,9 @@ def launch_cmd(
         rich_help_panel=CHECKS,
     ),
     step_numbering: str = typer.Option(
-        "top", help="top: prof.step() at loop top (torchft example); end; auto: fit.", rich_help_panel=CHECKS
+        "top",
+        help="top: prof.step() at loop top (torchft example); end; auto: as ProfilerStep#0 proves it.",
+        rich_help_panel=CHECKS,
     ),
     kill: list[str] | None = typer.Option(
         None,
