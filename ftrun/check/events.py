@@ -66,6 +66,7 @@ def _result(m: WorkerMatch, e: Event | None, o: Obs | None, ids: Identities, sch
     identity = ids.of(o) if o is not None else None
     if o is not None and identity is not None:
         r.fragment, r.evidence, r.fragment_checked = identity.fragment, identity.evidence, identity.checked
+        r.fragment_basis = identity.basis if identity.fragment is not None else "none"
         r.fragment_candidates = list(identity.candidates) if identity.candidates else None
         r.file, r.ts_us = str(o.trace.path), o.ts
         if o.kind == "send":

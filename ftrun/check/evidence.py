@@ -30,7 +30,8 @@ trace without ``record_shapes`` is compared by counts only.
   on every send is checked against the rotation the schedule and the failed commits give. Sync
   signatures join the send class with the same signature, else the class most of their paired
   sends had. Fewer classes than the fragments the captured sends cover: identity cannot be
-  checked (``unusable`` says why).
+  checked (``unusable`` says why). A class label is never reported as an identified fragment
+  (``Identity.checked``): it checks the rotation and the replicas' agreement, not the id.
 
 Pure: signatures and identifiers only. ``ftrun.check.identify`` applies them to every
 observation of a run.
@@ -114,10 +115,20 @@ class Identity(msgspec.Struct, frozen=True):
     evidence: str  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     ambiguous: bool = False
     problem: str | None = None  # the evidence contradicts every fragment: the event fails
+    # what names the fragment id: "manifest" (sizes or counts matched to the manifest's fragments)
+    # or "class" (a class of equal signatures, labelled by the expected schedule: the trace tells
+    # the fragments apart but not which one is fragment 0, so the id itself is not checked)
+    basis: str = "manifest"
+
+    @property
+    def labelled(self) -> bool:
+        """A fragment id to compare with the rotation (evidence or a class label)."""
+        return self.fragment is not None
 
     @property
     def checked(self) -> bool:
-        return self.fragment is not None
+        """The fragment id itself is proven by evidence (never by a class label)."""
+        return self.fragment is not None and self.basis != "class"
 
 
 NO_EVIDENCE = Identity(None, (), "none")
@@ -271,7 +282,7 @@ class ClusterIdentifier:
                 ev,
                 problem=f"{sig.describe()}: more distinct signatures ({len(self.order)}) than fragments ({self.f})",
             )
-        return Identity(fid, (fid,), ev)
+        return Identity(fid, (fid,), ev, basis="class")
 
     def same_class(self, a: Signature | None, b: Signature | None) -> bool | None:
         """Do two signatures belong to one class? None when either has no class."""

@@ -110,7 +110,9 @@ class RunIdentities:
                 i = self._identity(o)
                 sent = out.of(o.paired) if o.paired is not None else NO_EVIDENCE
                 if i.evidence == "none" and sent.evidence != "none":  # no restore captured: its send says
-                    i = Identity(sent.fragment, sent.candidates, "paired send", sent.ambiguous, sent.problem)
+                    i = Identity(
+                        sent.fragment, sent.candidates, "paired send", sent.ambiguous, sent.problem, sent.basis
+                    )
                 out.by_obs[o] = i
         return out
 
@@ -142,9 +144,10 @@ class RunIdentities:
                 out.append(self.cluster.unusable)
             else:
                 out.append(
-                    f"{'no fragment sizes in the manifest' if self.has_manifest else 'no manifest'}: fragment ids are "
-                    "classes of equal signatures, labelled once for every file and replica, anchored on the expected "
-                    "schedule"
+                    f"{'no fragment sizes in the manifest' if self.has_manifest else 'no manifest'}: the trace tells "
+                    "the fragments apart (classes of equal signatures, one labelling for every file and replica) but "
+                    "not which is fragment 0: the labels follow the expected schedule, so the rotation and the "
+                    "replicas' agreement are checked, each fragment id is not (fragment_basis 'class')"
                 )
         amb = sorted({ids.of(o).candidates for o in obs if ids.of(o).ambiguous and ids.of(o).candidates})
         for c in amb:

@@ -41,7 +41,7 @@ def event_problem(kind: str, e: Event | None, o: Obs | None, identity: Identity 
         problems.append(f"{kind} of fragment {e.fragment} expected at step {e.step}, observed at step {o.step}")
     if identity.problem:
         problems.append(f"{kind} at step {o.step}: {identity.problem}")
-    elif identity.checked and identity.fragment != e.fragment:
+    elif identity.labelled and identity.fragment != e.fragment:
         problems.append(f"{kind} at step {o.step}: fragment {fr}, expected fragment {e.fragment}")
     return "; ".join(problems) if problems else None
 

@@ -172,6 +172,7 @@ def test_json_row_keeps_its_published_keys_in_order(staged):
         "evidence",
         "fragment_checked",
         "fragment_candidates",
+        "fragment_basis",
         "manager_step",
         "cycle",
         "file",
