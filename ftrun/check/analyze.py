@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ftrun import layout
-from ftrun.check import commits as commit_checks, provenance
+from ftrun.check import commits as commit_checks, fragment_log, provenance
 from ftrun.check.cross import cross_replica
 from ftrun.check.events import event_results
 from ftrun.check.expect import schedule_for
@@ -88,12 +88,13 @@ def analyze(
     for m in matches:
         m.pairs = pair(m.expected, m.seen.obs, schedule.window)
     ids = classes.label(seen, [m.pairs for m in matches])  # 2. identify: labels, anchored on the matches
+    log_notes, log_problems = fragment_log.apply(_fragment_logs(inputs), seen, ids, schedule)  # torchft's own lines
     failed_commits += inferred_commits(inferred, ids)
     commit_checks.explain(failed_commits, faults, schedule)
     results, reports = event_results(matches, ids, schedule)  # 4. figures
     cross = cross_replica(matches, results)  # 5. cross-replica
 
-    notes = _once(spans) + classes.notes(seen, ids) + _commit_notes(seen, logs, classes, schedule)
+    notes = _once(spans) + classes.notes(seen, ids) + log_notes + _commit_notes(seen, logs, classes, schedule)
     if numbering["used"] != "ftrun::step":
         how = (
             f"proven: {numbering['evidence']}"
@@ -104,6 +105,7 @@ def analyze(
     traced = {w.replica for w in workers}
     problems = run_problems(inputs, traced, faults, notes, logs, failed_commits, allow_failed_commits)  # 6. problems
     problems.by_class["numbering"] = numbering_problems
+    problems.by_class["fragment log"] = log_problems
     require_evidence(seen, results)
     numerics = run_numerics(inputs, logs, seen)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and not problems.lines and numerics.ok
@@ -165,6 +167,21 @@ def _load(inputs, max_trace_bytes: int, merge_jobs: bool):
     logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     provenance.check_one_run(workers, headers, logs, merge_jobs)
     return spans, workers, logs
+
+
+def _fragment_logs(inputs) -> dict[int, fragment_log.FragmentLog]:
+    """Each replica group's fragments as torchft's log lines name them, from the run dirs' group
+    logs (``ftrun.check.fragment_log``); groups without such lines are left out."""
+    out: dict[int, fragment_log.FragmentLog] = {}
+    for rd in inputs.run_dirs:
+        logs = sorted((rd / layout.LOGS).glob("replica*.log")) if (rd / layout.LOGS).is_dir() else []
+        for p in logs:
+            number = p.stem.removeprefix("replica")
+            if number.isdigit() and int(number) not in out:
+                got = fragment_log.read_fragment_log(p, int(number))
+                if got is not None:
+                    out[int(number)] = got
+    return out
 
 
 def _commit_notes(seen, logs: dict, classes: RunIdentities, schedule) -> list[str]:

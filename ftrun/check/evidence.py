@@ -115,7 +115,8 @@ class Identity(msgspec.Struct, frozen=True):
     evidence: str  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     ambiguous: bool = False
     problem: str | None = None  # the evidence contradicts every fragment: the event fails
-    # what names the fragment id: "manifest" (sizes or counts matched to the manifest's fragments)
+    # what names the fragment id: "manifest" (sizes or counts matched to the manifest's fragments),
+    # "log" (torchft's own log line: ``ftrun.check.fragment_log``)
     # or "class" (a class of equal signatures, labelled by the expected schedule: the trace tells
     # the fragments apart but not which one is fragment 0, so the id itself is not checked)
     basis: str = "manifest"

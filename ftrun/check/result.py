@@ -65,8 +65,8 @@ class EventResult(msgspec.Struct):
     evidence: str = "none"  # "send sizes" | "send count" | "restore sizes" | "restore count" | "paired send" | "none"
     fragment_checked: bool = False  # the observed fragment was identified from evidence (not ambiguous, not absent)
     fragment_candidates: list[int] | None = None
-    # what names ``fragment``: "manifest", "class" (a signature class labelled by the schedule:
-    # not an identity, ``fragment_checked`` false) or "none"
+    # what names ``fragment``: "manifest", "log" (torchft's own log line), "class" (a signature
+    # class labelled by the schedule: not an identity, ``fragment_checked`` false) or "none"
     fragment_basis: str = "none"
     manager_step: int | None = None
     cycle: int | None = None
