@@ -104,9 +104,30 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
 # --- the training compare ------------------------------------------------------------------
 
 
+def resolved(d: dict, base: Path) -> dict:
+    """``d`` with every run's run dirs absolute: report.json records them relative to its own dir
+    (``base``), what compare prints keeps them as given."""
+
+    def one(p: str) -> str:
+        return str((base / p).resolve())
+
+    runs = []
+    for r in d["runs"]:
+        r = dict(r)
+        if isinstance(r.get("run_dir"), str):
+            r["run_dir"] = one(r["run_dir"])
+        if isinstance(r.get("run_dirs"), list):
+            r["run_dirs"] = [one(x) for x in r["run_dirs"]]
+        if isinstance(r.get("repeat_runs"), list):
+            r["repeat_runs"] = [{**x, "run_dir": one(x["run_dir"])} for x in r["repeat_runs"]]
+        runs.append(r)
+    return {**d, "runs": runs}
+
+
 def test_exit_code_and_json(trained: Compared) -> None:
     assert trained.proc.returncode == 0
-    assert trained.result == trained.report, "--json printed something other than report.json"
+    got, recorded = resolved(trained.result, trained.dir), resolved(trained.report, trained.dir)
+    assert got == recorded, "--json printed something other than report.json"
     assert trained.report["verdict"] == "pass"
     assert Path(trained.report["compare_dir"]) == trained.dir
     for f in ("report.json", "report.md", "timeline.png"):
@@ -126,7 +147,7 @@ def test_runs_in_command_line_order_with_every_field(trained: Compared) -> None:
         assert r["steps_per_s"] > 0 and r["wall_s"] > 0
         assert r["exposed_comm_s"] >= 0
         assert math.isfinite(r["final_loss"]) and r["final_loss"] < math.log(256), "did not learn at all"
-        assert Path(r["run_dir"]) == trained.run_dir(r["name"])
+        assert (trained.dir / r["run_dir"]).resolve() == trained.run_dir(r["name"]).resolve()
 
 
 def test_both_schedules_pass(trained: Compared) -> None:
@@ -378,7 +399,7 @@ def test_read_mode_matches_training_report(trained: Compared, tmp_path: Path) ->
     assert d["link"]["chosen"] == "as recorded in the runs"
     cmp_dir = Path(d["compare_dir"])
     assert cmp_dir == tmp_path / "compare-streaming-vs-baseline"
-    assert json.loads((cmp_dir / "report.json").read_text()) == d
+    assert resolved(json.loads((cmp_dir / "report.json").read_text()), cmp_dir) == resolved(d, cmp_dir)
     assert png_size(cmp_dir / "timeline.png")[0] == WIDTH_PX
     assert "expect_hidden" not in d
 
