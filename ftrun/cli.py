@@ -146,6 +146,11 @@ def examples_of(text: str) -> str:
     return "\n\n".join(p for p in _paragraphs(text) if p.startswith("Example"))
 
 
+def panel_command(name: str, text: str, short_help: str):
+    """``app.command`` for a command whose options are shown in panels: help and examples from ``text``."""
+    return app.command(name, cls=PanelCommand, help=help_of(text), epilog=examples_of(text), short_help=short_help)
+
+
 class ConfigOptions:
     """A command taking config fields as flags: ``fn``'s parameter ``opts`` stands for the fields
     ``command`` takes (``ftrun.config``: each field's flags and help, declared once on the field);
@@ -216,13 +221,7 @@ Example (host K of R): ftrun train --lighthouse http://HOST0:29510 --replica-gro
 """
 
 
-@app.command(
-    "train",
-    cls=PanelCommand,
-    help=help_of(TRAIN_HELP),
-    epilog=examples_of(TRAIN_HELP),
-    short_help="Run torchft DiLoCo across replica groups and capture traces.",
-)
+@panel_command("train", TRAIN_HELP, "Run torchft DiLoCo across replica groups and capture traces.")
 @config_options("train")
 def train_cmd(
     opts: Any = None,
@@ -261,13 +260,7 @@ Example: ftrun compare profiles/cmp/streaming profiles/cmp/baseline --name again
 """
 
 
-@app.command(
-    "compare",
-    cls=PanelCommand,
-    help=help_of(COMPARE_HELP),
-    epilog=examples_of(COMPARE_HELP),
-    short_help="Train (or read) two configurations, check both, report side by side.",
-)
+@panel_command("compare", COMPARE_HELP, "Train (or read) two configurations, check both, report side by side.")
 @config_options("compare")
 def compare_cmd(
     runs: list[str] = typer.Argument(..., metavar="A B", help="Two presets/config files, or two run dirs."),
@@ -391,13 +384,7 @@ Example (the script in ftrun's examples/): ftrun launch --replicas 2 --fragments
 """
 
 
-@app.command(
-    "launch",
-    cls=PanelCommand,
-    help=help_of(LAUNCH_HELP),
-    epilog=examples_of(LAUNCH_HELP),
-    short_help="Run any torchft script as replica groups; find and check its traces.",
-)
+@panel_command("launch", LAUNCH_HELP, "Run any torchft script as replica groups; find and check its traces.")
 @refuses_blank(skip=("script_and_args",))
 def launch_cmd(
     script_and_args: list[str] | None = typer.Argument(
@@ -560,13 +547,7 @@ Example: ftrun sweep --axis fragments=1,2,4 --axis link=1gbit,20ms;100mbit,20ms 
 """
 
 
-@app.command(
-    "sweep",
-    cls=PanelCommand,
-    help=help_of(SWEEP_HELP),
-    epilog=examples_of(SWEEP_HELP),
-    short_help="Run a grid of trainings and check every cell.",
-)
+@panel_command("sweep", SWEEP_HELP, "Run a grid of trainings and check every cell.")
 @config_options("sweep")
 def sweep_cmd(
     preset: str | None = typer.Option(None, help="pgs, tau or fragments.", rich_help_panel=GRID),

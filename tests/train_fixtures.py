@@ -34,6 +34,20 @@ from ftrun import layout
 from ftrun.torchft_compat import FTRUN_STEP_RE, LABELS, PROFILER_STEP_RE
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script(name: str):
+    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # (dataclasses and msgspec look their module up by name)
+    spec.loader.exec_module(module)
+    return module
+
+
 _BIN = Path(sys.executable).with_name("ftrun")
 FTRUN: list[str] = (
     [str(_BIN)]

@@ -5,24 +5,19 @@ Unit tests: a page is rendered from small fixture records in a temp folder; noth
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from train_fixtures import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def gen():
-    spec = importlib.util.spec_from_file_location("gen_benchmarks_page", ROOT / "scripts" / "gen_benchmarks_page.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gen_benchmarks_page")
 
 
 MACHINE = {

@@ -5,8 +5,6 @@ Unit tests: the generator runs in process on the typer app (no subprocess, no --
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import typer.main
 from ftrun import config as cfgmod
 from ftrun.cli import app, panel_order
 from ftrun.config.parts import PANELS
-from train_fixtures import cli
+from train_fixtures import cli, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PANELLED = ("train", "compare", "sweep", "launch")
@@ -27,12 +25,7 @@ def _commands() -> dict:
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_cli_reference", ROOT / "scripts" / "gen_cli_reference.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gen_cli_reference")
 
 
 def test_a_config_fields_panel_is_its_parts():

@@ -8,11 +8,12 @@ page; the README's links into ``docs/`` resolve; ``scripts/check_prose.py`` (run
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+
+from train_fixtures import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -27,11 +28,7 @@ SETUP_COMMANDS = (
 
 
 def _check_prose():
-    spec = importlib.util.spec_from_file_location("check_prose", ROOT / "scripts" / "check_prose.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_prose")
 
 
 check_prose = _check_prose()
