@@ -127,6 +127,10 @@ OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 FTRUN_STEP_PREFIX = "ftrun::step"
 FTRUN_STEP_RE = re.compile(r"^ftrun::step#(\d+) manager_step=(\d+)$")
 LINK_HOLD = "ftrun::link::hold"
+# the numeric check waiting for a fragment's collectives right before torchft's ``perform_sync``
+# (``ftrun.worker.sketch.NumericsProbe.sums_first``): the training thread blocked on the sync's
+# data, outside torchft's span; ``ftrun.check.comm`` counts it as exposed
+SKETCH_WAIT = "ftrun::sketch::wait"
 # the emulated link holding a control RPC (see ftrun.linkcost): not data, never a collective
 LINK_CONTROL_QUORUM = "ftrun::link::control::quorum"
 # the emulated link holding a heal's checkpoint transfer (``ftrun.worker.lifecycle``): not a collective

@@ -12,11 +12,21 @@ Definitions (all in milliseconds, per sync and the send it waits for):
   ``torchft::manager::allreduce`` start without one) to the end
   of the last attributed collective or hold: how long the fragment was in flight.
 * ``comm_union``: total length of the union of those collective/hold spans.
-* ``exposed``: ``torchft::local_sgd::perform_sync`` start to ``torchft::local_sgd::restore_parameters``
-  start: the training thread blocked in the sync on the fragment's communication (the
-  ``work.wait()``s, allreduce callbacks and ``torchft::local_sgd::wait``). Without a restore
-  span: up to ``should_commit`` start, else to the end of perform_sync.
-* ``hidden``: ``max(0, send_to_done - exposed)``: in-flight time that overlapped compute.
+* ``exposed`` (``blocked``): every moment the training thread waits for the fragment's
+  collectives at the sync, one interval: from its first wait — ftrun's ``ftrun::sketch::wait``
+  right before perform_sync when the numeric check waited there (``Sync.pre_wait``), else
+  ``torchft::local_sgd::perform_sync``'s start, where torchft's ``work.wait()``s come first — to
+  the end of ``torchft::local_sgd::wait`` (without one: ``restore_parameters``' start, else
+  ``should_commit``'s, else perform_sync's end). What runs inside it (the allreduce callbacks'
+  divide, the numeric check's sketch of the SUMs) is the sync's work on the data, counted too.
+  The event log's ``exposed_s`` (``ftrun.worker.recorder``) times the same interval.
+* ``hidden``: the part of send→done before that interval began: ``min(done, blocked start) -
+  issue`` (0 when negative): in-flight time that overlapped compute. A τ = 0 sync waits right
+  after its send, so it hides only what its send's own issuing overlapped.
+* exposed is never clamped: a sync that blocked longer than its fragment was in flight did not
+  wait on the communication all that time (the sync's own work after the data was in, clock
+  noise, or a misattributed collective): ``ftrun.check.figures.exposed_past_done`` says so, and
+  the views show it as such, not as a figure of exposed communication.
 * ``should_commit``: the ``torchft::manager::should_commit`` span.
 * exposed, split by plane: ``exposed_data`` = ``exposed`` (the fragment's collectives);
   ``exposed_control`` = the quorum wait before its send (the last
@@ -123,8 +133,15 @@ def _numel(shapes) -> int | None:
     return sum(numels_of(shapes) or ())
 
 
+def blocked_from(sync: Sync) -> float:
+    """Start of the sync's blocking part: ftrun's wait before perform_sync, else perform_sync's start."""
+    return sync.pre_wait.ts if sync.pre_wait is not None else sync.span.ts
+
+
 def blocked_until(sync: Sync) -> float:
     """End of the sync's blocking part (see ``exposed`` in the module docstring)."""
+    if sync.wait is not None:
+        return sync.wait.end
     if sync.restore is not None:
         return sync.restore.ts
     if sync.should_commit is not None:
@@ -171,14 +188,16 @@ class SyncTiming(msgspec.Struct, frozen=True):
 
 
 def sync_timing(sync: Sync, sc: SendComm | None, serial: int | None, quorum: Span | None = None) -> SyncTiming:
-    exposed = (blocked_until(sync) - sync.span.ts) / 1000.0
+    start = blocked_from(sync)
+    exposed = (blocked_until(sync) - start) / 1000.0
     done = sc.done_ts if sc is not None else None
     s2d = (done - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None
+    hidden = max(0.0, min(done, start) - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None
     quorum_ms = quorum.dur / 1000.0 if quorum is not None else None
     commit_ms = sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None
     return SyncTiming(
         exposed_ms=exposed,
-        hidden_ms=max(0.0, s2d - exposed) if s2d is not None else None,
+        hidden_ms=hidden,
         send_to_done_ms=s2d,
         comm_union_ms=sc.union_us() / 1000.0 if sc is not None and sc.spans else None,
         should_commit_ms=commit_ms,

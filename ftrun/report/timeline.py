@@ -175,7 +175,7 @@ def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
 def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
     """Build lanes (rank 0 of each replica) from an inspect ``Report``: its spans and per-send
     communication (``Report.spans``, ``Report.comms``), as the check measured them."""
-    from ftrun.check.comm import blocked_until
+    from ftrun.check.comm import blocked_from, blocked_until
     from ftrun.check.overlap import overlapped_spans
 
     frag_by_ts = {
@@ -206,7 +206,7 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
                 for c in comm.spans:
                     lane.collectives.append((sec(c.ts), sec(c.end), frag))
             for sync in spans.syncs:
-                lane.waits.append((sec(sync.span.ts), sec(blocked_until(sync))))
+                lane.waits.append((sec(blocked_from(sync)), sec(blocked_until(sync))))
                 if sync.should_commit is not None:
                     lane.controls.append((sec(sync.should_commit.ts), sec(sync.should_commit.end)))
             train_threads = {s.span.thread for s in spans.steps}

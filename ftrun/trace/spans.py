@@ -11,7 +11,10 @@ Label meanings (spelled only in ``ftrun.torchft_compat``):
   writes it without ``record_shapes``; a flat element count, enough for the signature).
 * sync: ``torchft::local_sgd::perform_sync`` with its nested ``torchft::local_sgd::wait``,
   ``torchft::local_sgd::restore_parameters`` (whose ``aten::copy_`` sizes are the fragment's
-  parameter shapes) and ``torchft::manager::should_commit``.
+  parameter shapes) and ``torchft::manager::should_commit``; and ftrun's ``ftrun::sketch::wait``
+  right before it (``pre_wait``: the numeric check waiting for the same collectives, outside
+  torchft's span): the latest on its thread that ends by its start, in its training step and
+  after the thread's previous perform_sync.
 * collective: backend spans (``gloo:all_reduce`` on Gloo threads, ``nccl:all_reduce``),
   NCCL kernels (when a trace has them, they replace the CPU-side ``nccl:*`` launch spans), and
   ftrun's ``ftrun::link::hold`` (emulated slow link).
@@ -64,6 +67,7 @@ from ftrun.torchft_compat import (
     LINK_HOLD,
     OPTIMIZER_STEP_PREFIX,
     PROFILER_STEP_RE,
+    SKETCH_WAIT,
     LabelSet,
 )
 from ftrun.trace import nccl
@@ -141,6 +145,8 @@ class Sync(msgspec.Struct, frozen=True):
     # bug skips on a commit that succeeded (``save_parameters`` counts only where the trace shows no
     # optimizer steps at all)
     committed: bool | None = None
+    # ftrun's wait for the same collectives right before perform_sync (``SKETCH_WAIT``), or None
+    pre_wait: Span | None = None
 
 
 class Collective(msgspec.Struct, frozen=True):
@@ -335,6 +341,7 @@ def _wanted(labels: LabelSet) -> set[str]:
         *labels.backend_allreduce,
         *labels.cuda_stream_wait,
         labels.param_comms,
+        SKETCH_WAIT,
     }
 
 
@@ -504,13 +511,42 @@ def _sends(
     return sends, calls, call_shapes, has_shapes
 
 
+def _pre_waits(by_name: dict[str, list[TraceEvent]], steps: list[StepSpan], labels: LabelSet) -> dict[int, TraceEvent]:
+    """``id(perform_sync)`` -> its ``SKETCH_WAIT`` (module docstring: the latest on its thread ending
+    by its start, not before its step's start nor the thread's previous perform_sync's end)."""
+    waits = _Index(by_name[SKETCH_WAIT])
+    step_starts = [s.span.ts for s in steps]  # sorted by the caller
+    prev_end: dict[Hashable, float] = {}
+    out: dict[int, TraceEvent] = {}
+    for pf in sorted(by_name[labels.perform_sync], key=_TS):
+        t = _thread(pf)
+        got = waits.by_thread.get(t)
+        i = bisect_left(step_starts, pf.ts + 1e-3) - 1  # the step starting last at or before pf
+        bound = max(prev_end.get(t, float("-inf")), step_starts[i] if i >= 0 else float("-inf"))
+        prev_end[t] = pf.ts + pf.dur
+        if not got:
+            continue
+        starts, evs = got
+        for j in range(bisect_left(starts, pf.ts + 1e-3) - 1, -1, -1):
+            w = evs[j]
+            if w.ts < bound:
+                break
+            if w.ts + w.dur <= pf.ts + 1e-3:
+                out[id(pf)] = w
+                break
+    return out
+
+
 def _syncs(
     by_name: dict[str, list[TraceEvent]],
     commit_children: list[TraceEvent],
     opt_steps: list[TraceEvent],
     labels: LabelSet,
+    steps: list[StepSpan],
 ) -> list[Sync]:
-    """Every perform_sync with its wait, restore (and what it copied), should_commit and result."""
+    """Every perform_sync with its wait, restore (and what it copied), should_commit and result,
+    and ftrun's wait right before it (``_pre_waits``; ``steps``: the trace's step spans, sorted)."""
+    pre = _pre_waits(by_name, steps, labels)
     opt_index = _Index(opt_steps)
     wait_index = _Index(by_name[labels.wait])
     restore_index = _Index(by_name[labels.restore_parameters])
@@ -544,6 +580,7 @@ def _syncs(
                 commit_syncs,
                 restore_copies,
                 _committed(commits, opt_index.inside(pf), None if opt_steps else save_index.inside(pf)),
+                _span(pre[id(pf)]) if id(pf) in pre else None,
             )
         )
     return syncs
@@ -601,7 +638,7 @@ def extract(
         raise no_steps(path)
     steps.sort(key=lambda s: s.span.ts)
     sends, calls, _, has_shapes = _sends(c.by_name, labels)
-    syncs = _syncs(c.by_name, c.commit_children, c.opt_steps, labels)
+    syncs = _syncs(c.by_name, c.commit_children, c.opt_steps, labels, steps)
     notes: list[str] = []
     links = _Launches(c.launches, labels)
     kern = _link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)

@@ -7,9 +7,11 @@ parameters (``original_parameters``, identical on every replica whatever alpha i
 
 Timings for the whole run (traces cover only the profiled window): ``send_s`` = prepare_sync
 duration (with the numeric check's sketch of the contribution, which the worker hooks inside
-it); ``exposed_s`` = perform_sync start to the end of its ``wait()`` (the training thread
-blocked on the fragment's allreduces: the same definition inspect-trace uses, to the end of
-``torchft::local_sgd::wait`` instead of the start of restore); ``sync_s`` = whole perform_sync.
+it); ``exposed_s`` = from the start of the sync (this wrapper is the outermost: the numeric
+check's wait for the same collectives, ``ftrun::sketch::wait``, and its sketch of their SUMs run
+inside it, before torchft's ``perform_sync``) to the end of torchft's ``wait()``: every moment the
+training thread waits for the fragment's allreduces, the interval ``ftrun.check.comm`` reads from
+the traces as ``exposed``; ``sync_s`` = the whole sync.
 Control plane (``attach_manager``): ``quorum_s`` = the step's ``manager.start_quorum`` (with
 ``use_async_quorum=False`` the training thread waits for the quorum there), ``commit_s`` =
 ``manager.should_commit``. ``exposed_s`` is the data plane's exposed time, ``quorum_s +
