@@ -2,11 +2,12 @@
 
 ``BadInput`` = something the user gave us is wrong: one line, exit 2 (``NotChecked``: the input
 holds no evidence to judge, a kind of it). ``RunFailed``: exit 1.
-``Interrupted``: ftrun stopped because of SIGINT or SIGTERM: one line, exit 130, at any moment
+``Interrupted``: ftrun stopped because of SIGINT, SIGTERM or SIGHUP (a closed terminal; not when
+``nohup`` ignores it): one line, exit 130, at any moment
 (``exit_on_signal`` covers the console script's start-up, before the command body runs;
 ``raise_on_signal`` then turns both signals into ``KeyboardInterrupt`` for the command to
 clean up after; ``Stopping`` is ``train``'s and ``launch``'s: the first signal stops the run,
-later ones are only noted). The one place that handles SIGINT and SIGTERM; importing ftrun
+later ones are only noted). The one place that handles SIGINT, SIGTERM and SIGHUP; importing ftrun
 installs nothing (the console script, ``ftrun.__main__.main``, does).
 """
 
@@ -16,6 +17,13 @@ import os
 import signal
 
 INTERRUPT_EXIT = 130
+
+
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """The signals that stop a command: SIGINT, SIGTERM, and SIGHUP (a closed terminal) unless
+    it is ignored (``nohup``: the user asked the command to outlive the terminal)."""
+    hup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hup)
 
 
 class BadInput(Exception):
@@ -46,9 +54,14 @@ def _exit_now(signum, frame) -> None:
     os._exit(INTERRUPT_EXIT)
 
 
+def signal_words(name: str) -> str:
+    """A stopping signal's name as a line says it: SIGHUP also says why it came."""
+    return f"{name} (hung up: its terminal was closed)" if name == "SIGHUP" else name
+
+
 def exit_on_signal() -> None:
-    """Start-up: SIGINT/SIGTERM exit at once with one line and code 130 (nothing to clean yet)."""
-    for s in (signal.SIGINT, signal.SIGTERM):
+    """Start-up: SIGINT/SIGTERM/SIGHUP exit at once with one line and code 130 (nothing to clean yet)."""
+    for s in stop_signals():
         signal.signal(s, _exit_now)
 
 
@@ -85,7 +98,7 @@ class Stopping:
             raise Stopped(self.signal)
 
     def __enter__(self) -> Stopping:
-        self._old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        self._old = {s: signal.getsignal(s) for s in stop_signals()}
         for s in self._old:
             signal.signal(s, self._on_signal)
         return self
@@ -97,9 +110,9 @@ class Stopping:
 
 
 def raise_on_signal() -> dict:
-    """Command body: SIGINT and SIGTERM raise ``KeyboardInterrupt`` (exit 130 via the CLI).
-    Returns the handlers it replaced (for ``signal.signal`` to restore)."""
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    """Command body: SIGINT, SIGTERM and SIGHUP (``stop_signals``) raise ``KeyboardInterrupt``
+    (exit 130 via the CLI). Returns the handlers it replaced (for ``signal.signal`` to restore)."""
+    old = {s: signal.getsignal(s) for s in stop_signals()}
     for s in old:
         signal.signal(s, _raise)
     return old

@@ -7,7 +7,8 @@ Plan (``ftrun.grid``): the axes (a preset's and ``--axis``'s), their product, ea
 dir ``DIR/NAME/CELL``; then the ``inspect-trace`` analysis (``ftrun.check.analyze``, which also
 runs the replica-agreement check on the event logs) and ``compare``'s per-run metrics
 (``ftrun.check.metrics.run_metrics``). A cell's result is written to ``CELL/sweep-cell.json``;
-``--resume`` skips cells that hold one. Ctrl-C / SIGTERM stops the running cells' trainings
+``--resume`` skips cells that hold one; a sweep locks its dir for its life (``ftrun.dir_lock``),
+so a ``--resume`` of a sweep still running is refused. Ctrl-C / SIGTERM stops the running cells' trainings
 (each stops its own children), keeps what finished, writes ``sweep.json`` and exits 130.
 
 Exit: 0 when every cell that could run passed, 1 otherwise (each failing cell named with its
@@ -32,6 +33,7 @@ import msgspec
 
 from ftrun import grid, layout
 from ftrun.config import build
+from ftrun.dir_lock import DirLock
 from ftrun.errors import BadInput, Interrupted
 from ftrun.output import (
     atomic_write,
@@ -362,8 +364,9 @@ def sweep(
     json_out: bool,
     junit: Path | None = None,
 ) -> int:
-    """``opts``: the ``Overrides`` of sweep's config flags: shared by every cell, but ``out``: the sweep's root."""
-    from ftrun import config as cfgmod
+    """``opts``: the ``Overrides`` of sweep's config flags: shared by every cell, but ``out``: the sweep's root.
+    A sweep holds its dir's lock (``ftrun.dir_lock``) for its life: a second sweep or ``--resume``
+    on the same dir meanwhile is refused (``BadInput`` naming the holder's pid)."""
     from ftrun.report import sweep_view as view
 
     if parallel < 1:
@@ -379,6 +382,32 @@ def sweep(
         raise BadInput(f"sweep: {sweep_dir} already exists (pass --resume to finish it, or another --name)")
     if resume and not (sweep_dir / CELLS).is_dir():
         raise BadInput(f"--resume: {sweep_dir} holds no sweep to resume")
+    # one sweep per dir for the sweep's life: a --resume of a live sweep would retrain (and
+    # remove, --overwrite) a cell the live one just trained but has not recorded yet
+    with DirLock() as lock:
+        if resume:
+            lock.take(sweep_dir, "--resume")
+        return _sweep(preset, axes_text, opts, config, name, sweep_dir, parallel, resume, metric, json_out, junit, lock)
+
+
+def _sweep(
+    preset: str | None,
+    axes_text: list[str],
+    opts: Any,
+    config: str | None,
+    name: str,
+    sweep_dir: Path,
+    parallel: int,
+    resume: bool,
+    metric: str,
+    json_out: bool,
+    junit: Path | None,
+    lock: DirLock,
+) -> int:
+    """``sweep``'s work once its options are checked; a new sweep takes ``lock`` once its dir exists."""
+    from ftrun import config as cfgmod
+    from ftrun.report import sweep_view as view
+
     if junit is not None:  # the sweep dir is ftrun's (cells, --resume): the report goes elsewhere
         check_target(junit, "--junit", inputs=[Path(config)] if config else [], reading=[sweep_dir])
         check_writable(junit, "--junit")  # nor onto a user's file (ftrun.output)
@@ -394,6 +423,7 @@ def sweep(
         mark_output_dir(sweep_dir, "--resume")  # the sweep being finished: ftrun's (it holds cells/)
     else:
         claim_output_dir(sweep_dir, "sweep", SWEEP_FILES)
+        lock.take(sweep_dir, "sweep")
     (sweep_dir / CELLS).mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     for c in cells:

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from ftrun import layout, runlog
-from ftrun.errors import Interrupted, Stopped, Stopping
+from ftrun.errors import Interrupted, Stopped, Stopping, signal_words
 from ftrun.launch.groups import free_port, make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
@@ -149,7 +149,7 @@ def _run_job(
     stopped = stopped or stop.signal
     if stopped:
         state.log_run_event("stopped", signal=stopped)
-        raise Interrupted(f"stopped by {stopped}; all children stopped; partial run in {run_dir}")
+        raise Interrupted(f"stopped by {signal_words(stopped)}; all children stopped; partial run in {run_dir}")
     manifest = write_manifest(state, window, link)
     log.info("manifest written; %s", "; ".join(state.failures) or "no failure")
     return manifest

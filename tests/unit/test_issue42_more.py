@@ -1,0 +1,92 @@
+"""Issue 42, the rest: a sweep's dir lock (item 1), SIGHUP as a stop signal (item 2's and the
+SIGHUP-to-train finding), ... Unit tests: no process, no timing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import types
+
+import pytest
+
+from ftrun.dir_lock import LOCK_FILE, DirLock
+from ftrun.errors import BadInput, Stopped, Stopping, raise_on_signal, signal_words, stop_signals
+
+
+def _opts(out) -> types.SimpleNamespace:
+    return types.SimpleNamespace(out=str(out))  # all sweep() reads of its Overrides before the lock
+
+
+def test_resume_of_a_live_sweep_is_refused_naming_the_holder(tmp_path):
+    """Item 1: ``sweep --resume`` while the same sweep still ran retrained (and removed) cells the
+    live one had trained but not recorded yet. Now the live sweep holds its dir's lock for its
+    life and the resume is refused in one line naming the holder's pid, before any work."""
+    from ftrun.commands import sweep as sw
+
+    sweep_dir = tmp_path / "s1"
+    (sweep_dir / sw.CELLS).mkdir(parents=True)
+    with DirLock() as live:  # the sweep still running (this process: flock is per open file)
+        live.take(sweep_dir, "sweep")
+        with pytest.raises(BadInput, match=rf"^--resume: .*s1 is in use by pid {os.getpid()} "):
+            sw.sweep(None, ["steps=8"], _opts(tmp_path), None, "s1", 1, True, "steps_per_s", False)
+    assert (sweep_dir / LOCK_FILE).read_text().strip() == str(os.getpid())
+
+
+def test_a_resumed_sweep_holds_the_lock_for_its_life_then_drops_it(tmp_path, monkeypatch):
+    from ftrun.commands import sweep as sw
+
+    sweep_dir = tmp_path / "s1"
+    (sweep_dir / sw.CELLS).mkdir(parents=True)
+    seen = []
+
+    def body(*args):
+        with pytest.raises(BadInput, match="in use by pid"):
+            DirLock().take(sweep_dir, "--resume")  # a second resume meanwhile
+        seen.append(args[-1].fd >= 0)
+        return 0
+
+    monkeypatch.setattr(sw, "_sweep", body)
+    assert sw.sweep(None, ["steps=8"], _opts(tmp_path), None, "s1", 1, True, "steps_per_s", False) == 0
+    assert seen == [True]
+    with DirLock() as again:  # released when the sweep returned
+        again.take(sweep_dir, "--resume")
+
+
+def test_a_stale_lock_file_blocks_nobody(tmp_path):
+    """A sweep that was SIGKILLed leaves the file; the kernel dropped its lock."""
+    (tmp_path / LOCK_FILE).write_text("999999999\n")
+    with DirLock() as lock:
+        lock.take(tmp_path, "--resume")
+        assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_sighup_stops_a_command_as_sigterm_does_and_is_named():
+    """A closed terminal's SIGHUP ended ``train`` (exit 129, no line, no stopped record) and left
+    ``view``'s TensorBoard running: it is now one of the stop signals, so each command's clean-up
+    runs and its line says it was hung up."""
+    before = signal.getsignal(signal.SIGHUP)
+    with Stopping() as stop:
+        with pytest.raises(Stopped, match="SIGHUP"):
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert stop.signal == "SIGHUP"
+    assert signal.getsignal(signal.SIGHUP) == before
+    old = raise_on_signal()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGHUP"):
+            os.kill(os.getpid(), signal.SIGHUP)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    assert signal_words("SIGHUP") == "SIGHUP (hung up: its terminal was closed)"
+    assert signal_words("SIGINT") == "SIGINT"
+
+
+def test_nohup_keeps_sighup_ignored():
+    """``nohup ftrun train ...``: the user asked it to outlive the terminal."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert signal.SIGHUP not in stop_signals()
+        with Stopping():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
