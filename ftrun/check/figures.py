@@ -60,6 +60,13 @@ def sync_figures(o: Obs) -> SyncFigures:
     )
 
 
+def exposed_past_done(s: SyncFigures) -> bool:
+    """The sync's exposed data wait is longer than its whole send→done (beyond the figures'
+    rounding): the training thread cannot wait on collectives longer than they were in flight, so
+    the two figures are not of one wait and neither is a measurement of it."""
+    return s.send_to_done_ms is not None and s.exposed_data_ms > s.send_to_done_ms + 0.001
+
+
 _SUMMED = (
     "exposed_comm_ms",
     "hidden_comm_ms",

@@ -21,6 +21,7 @@ from itertools import accumulate
 
 import msgspec
 
+from ftrun.check.noise import ratio_spread
 from ftrun.check.result import EventResult, Report
 from ftrun.trace.spans import TraceSpans
 
@@ -103,6 +104,12 @@ def _ms(xs: list[float]) -> float | None:
     return round(statistics.median(xs) / 1e3, 3) if xs else None
 
 
+def _spread(over: list[float], other: list[float]) -> float | None:
+    """The slowdown's spread from the steps' durations (``ftrun.check.noise``; None: too few)."""
+    got = ratio_spread(over, other)
+    return None if got is None else round(got, 3)
+
+
 def overlap_of(report: Report) -> dict:
     """``{"per_send": [...], "workers": [...]}``: per send, its overlapped steps' median duration
     against the worker's unoverlapped steps (``slowdown`` = their ratio); per worker, the same over
@@ -135,6 +142,7 @@ def overlap_of(report: Report) -> dict:
                     "median_overlapped_ms": med,
                     "median_other_ms": base,
                     "slowdown": round(med / base, 3) if med and base else None,
+                    "slowdown_spread": _spread(mine, other),
                 }
             )
         if over or other:
@@ -148,6 +156,7 @@ def overlap_of(report: Report) -> dict:
                     "median_overlapped_ms": med,
                     "median_other_ms": base,
                     "slowdown": round(med / base, 3) if med and base else None,
+                    "slowdown_spread": _spread(over, other),
                 }
             )
     return {"per_send": per_send, "workers": workers}

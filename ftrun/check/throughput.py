@@ -24,6 +24,11 @@ its class, so they add up to the loop time; ``unaccounted_s`` is what is left (f
 the whole compute when the run has no plain step to measure the base from). Means make the
 accounting exact; the medians of both classes and their ratio (``overlap_slowdown``) are the
 robust "how much slower" figure shown beside it.
+
+Every term carries its spread (``<term>_spread``, ``ftrun.check.noise``): from the per-step
+samples of the classes it is measured from (a term against the base: the two classes' means'
+difference, times its steps). Averaged over replicas the spreads are averaged too (wider than the
+mean's own: a conservative figure). A term within its spread is said "no difference measured".
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from ftrun.check.noise import NO_DIFFERENCE, Measured, mean_difference, mean_of, quadrature, ratio_spread
 from ftrun.event_log import seconds, stepped
 from ftrun.layout import EventRecord
 
@@ -78,6 +84,14 @@ class Decomposition:
     exposed_data_s: float
     exposed_control_s: float
     unaccounted_s: float
+    # the spreads (ftrun.check.noise) of the terms above, same unit; None: not measurable
+    overlap_slowdown_spread: float | None = None
+    compute_at_base_s_spread: float | None = None
+    overlap_slowdown_s_spread: float | None = None
+    comm_step_work_s_spread: float | None = None
+    exposed_data_s_spread: float | None = None
+    exposed_control_s_spread: float | None = None
+    loop_s_spread: float | None = None
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -121,6 +135,7 @@ def decompose(records: list[EventRecord]) -> Decomposition | None:
     over = [c.compute_s for c in costs if c.kind == "overlapped"]
     comm = [c.compute_s for c in costs if c.kind == "comm"]
     med_plain, med_over = _median(plain), _median(over)
+    spreads = _spreads(costs, recs, plain, over, comm)
     if not plain:
         slowdown = mean_slowdown = slow_s = work_s = at_base = None
         unaccounted = loop - data - control
@@ -148,7 +163,42 @@ def decompose(records: list[EventRecord]) -> Decomposition | None:
         exposed_data_s=data,
         exposed_control_s=control,
         unaccounted_s=unaccounted,
+        **spreads,
     )
+
+
+def _times(k: int, m: Measured | None) -> float | None:
+    """The spread of ``k`` x a per-step mean (None: not measured)."""
+    return None if m is None or m.spread is None else k * m.spread
+
+
+def _spreads(
+    costs: list[StepCost], recs: list[EventRecord], plain: list[float], over: list[float], comm: list[float]
+) -> dict[str, float | None]:
+    """The terms' spreads (module docstring). Exposed time sits at the syncs (data) and the sends
+    and syncs (quorum, commit): its spread is that of the like events' mean, not of every step's
+    (a step without a sync waits nothing by the schedule, not by chance)."""
+    n = len(costs)
+    data = [seconds(x.exposed_s) for x in recs if x.synced is not None]
+    quorum = [seconds(x.quorum_s) for x in recs if x.quorum_s is not None]
+    commit = [seconds(x.commit_s) for x in recs if x.commit_s is not None]
+    out = {
+        # no overlapped step: the slowdown is 1 by definition, not by measurement
+        "overlap_slowdown_spread": (ratio_spread(over, plain) if over else 0.0) if plain else None,
+        "compute_at_base_s_spread": _times(n, mean_of(plain)),
+        "overlap_slowdown_s_spread": _times(len(over), mean_difference(over, plain)) if over else 0.0,
+        "comm_step_work_s_spread": _times(len(comm), mean_difference(comm, plain)) if comm else 0.0,
+        "exposed_data_s_spread": _times(len(data), mean_of(data)) if data else 0.0,
+        "exposed_control_s_spread": quadrature(
+            [
+                _times(len(quorum), mean_of(quorum)) if quorum else 0.0,
+                _times(len(commit), mean_of(commit)) if commit else 0.0,
+            ]
+        ),
+    }
+    terms = [out[k + "_spread"] for k in TERMS]  # the loop is the terms' sum (and float error)
+    out["loop_s_spread"] = quadrature(terms)
+    return out
 
 
 def mean_decomposition(parts: list[Decomposition]) -> dict | None:
@@ -185,44 +235,77 @@ def overlap_cause(backend: str | None) -> str:
     return "collectives share the CPU cores with compute"
 
 
+def per_step(d: dict, key: str) -> Measured | None:
+    """A term of a decomposition (its JSON) per step, in ms, with its spread (None: not measured)."""
+    v = per_step_ms(d, key)
+    return None if v is None else Measured(v, per_step_ms(d, key + "_spread"))
+
+
+def per_step_difference(a: dict, b: dict, key: str) -> Measured | None:
+    """Run a's term minus run b's, per step in ms, with the two spreads combined."""
+    x, y = per_step(a, key), per_step(b, key)
+    return x.minus(y) if x is not None and y is not None else None
+
+
+def _exposed(d: dict) -> Measured | None:
+    data, control = per_step(d, "exposed_data_s"), per_step(d, "exposed_control_s")
+    return data.plus(control) if data is not None and control is not None else None
+
+
+def machine_clause(a_name: str, a: dict, b_name: str, b: dict) -> str | None:
+    """The machine caveat, either way: a's unoverlapped steps computed faster or slower than b's
+    beyond their spread. The schedule does not change a plain step's compute, so that difference
+    is the machine's speed between the two runs, not the schedule. None within the spread."""
+    base = per_step_difference(a, b, "compute_at_base_s")
+    if base is None or not base.beyond():
+        return None
+    how = "slower" if base.value > 0 else "faster"
+    return (
+        f"{a_name}'s unoverlapped steps computed {abs(base.value):.1f} ms per step {how} than {b_name}'s "
+        f"(the machine, not the schedule: a step without communication computes the same under either)"
+    )
+
+
 def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: str | None) -> str | None:
-    """One sentence: how much exposed communication ``a`` saved per step against ``b``, and the
-    largest term that took the gain back (or that it became throughput)."""
-    exposed = ("exposed_data_s", "exposed_control_s")
-    saved = [v for k in exposed if (v := per_step_ms(b, k)) is not None]
-    spent = [v for k in exposed if (v := per_step_ms(a, k)) is not None]
-    if len(saved) < len(exposed) or len(spent) < len(exposed):
+    """One sentence: how much exposed communication ``a`` saved (or added) per step against
+    ``b``, the largest cost that took the gain back (or that it became throughput), and the
+    machine caveat either way. Only differences beyond their spread are said (``ftrun.check.noise``)."""
+    ea, eb = _exposed(a), _exposed(b)
+    if ea is None or eb is None:
         return None
-    gain = sum(saved) - sum(spent)  # ms per step of communication a no longer waits for
-    costs = {}
-    for key in ("overlap_slowdown_s", "comm_step_work_s", "compute_at_base_s"):
-        x, y = per_step_ms(a, key), per_step_ms(b, key)
-        if x is not None and y is not None:
-            costs[key] = x - y
-    if not costs:
+    gain = eb.minus(ea)  # ms per step of communication a no longer waits for
+    costs = {k: m for k in ("overlap_slowdown_s", "comm_step_work_s") if (m := per_step_difference(a, b, k))}
+    if not costs and per_step(a, "compute_at_base_s") is None:
         return None
-    key, extra = max(costs.items(), key=lambda kv: kv[1])
-    text = f"{a_name} waits {gain:.1f} ms per step less on communication than {b_name}"
-    if extra <= 0.05 * max(abs(gain), 1e-9) or extra <= 0:
-        return text + "; no other term grew by as much, so the gain became throughput"
-    if key == "overlap_slowdown_s":
-        mean, med = a.get("mean_overlap_slowdown"), a.get("overlap_slowdown")
-        how = (
-            (
-                f"its steps overlapping communication computed {(mean - 1) * 100:.0f}% longer on average"
-                + (f" (median {(med - 1) * 100:+.0f}%)" if med else "")
-            )
-            if mean
-            else "its overlapped steps ran slower"
-        )
-        why = f": {overlap_cause(backend)}"
-    elif key == "comm_step_work_s":
-        how, why = "its send/sync steps computed longer (pseudo-gradients, issuing collectives, outer steps)", ""
+    if not gain.beyond():
+        text = f"{a_name} and {b_name} wait on communication alike per step ({NO_DIFFERENCE})"
     else:
-        how, why = (
-            "its unoverlapped steps computed slower",
-            " (the machine, not the schedule: compare the median compute step)",
-        )
-    share = min(extra / gain, 9.99) if gain > 0 else None
+        more = "less" if gain.value > 0 else "more"
+        text = f"{a_name} waits {abs(gain.value):.1f} ms per step {more} on communication than {b_name}"
+    grew = {k: m for k, m in costs.items() if m.beyond() and m.value > 0}
+    machine = machine_clause(a_name, a, b_name, b)
+    tail = f"; {machine}" if machine else ""
+    if not grew:
+        if gain.beyond() and gain.value > 0:
+            return text + "; no other term grew beyond its spread, so the gain became throughput" + tail
+        return text + tail
+    key, extra = max(grew.items(), key=lambda kv: kv[1].value)
+    if key == "overlap_slowdown_s":
+        how, why = _overlap_how(a), f": {overlap_cause(backend)}"
+    else:
+        how, why = "its send/sync steps computed longer (pseudo-gradients, issuing collectives, outer steps)", ""
+    share = min(extra.value / gain.value, 9.99) if gain.beyond() and gain.value > 0 else None
     took = f", taking back {share * 100:.0f}% of that" if share is not None else ""
-    return f"{text}; the largest cost against it: {how} (+{extra:.1f} ms per step{took}){why}"
+    return f"{text}; the largest cost against it: {how} (+{extra.value:.1f} ms per step{took}){why}{tail}"
+
+
+def _overlap_how(a: dict) -> str:
+    """How much longer a's overlapped steps computed: the mean (what the term accounts), and the
+    median beside it where it lies beyond its spread from 1."""
+    mean, med = a.get("mean_overlap_slowdown"), a.get("overlap_slowdown")
+    if not mean:
+        return "its overlapped steps ran slower"
+    said = med is not None and Measured(med, a.get("overlap_slowdown_spread")).beyond(1.0)
+    return f"its steps overlapping communication computed {(mean - 1) * 100:.0f}% longer on average" + (
+        f" (median {(med - 1) * 100:+.0f}%)" if said and med else ""
+    )

@@ -6,9 +6,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.table import Table
 
-from ftrun.check.throughput import EXPLAINED_WITHIN, TERM_LABELS, TERMS, explained_ratio, largest_reason, per_step_ms
+from ftrun.check.noise import (
+    MAX_REPEATS,
+    NO_DIFFERENCE,
+    REPEAT_RULE,
+    Measured,
+    quadrature,
+    ratio,
+    repeats_needed,
+    says,
+)
+from ftrun.check.throughput import (
+    EXPLAINED_WITHIN,
+    TERM_LABELS,
+    TERMS,
+    explained_ratio,
+    largest_reason,
+    machine_clause,
+    per_step,
+    per_step_difference,
+    per_step_ms,
+)
 from ftrun.console import console as make_console, line, styled
 from ftrun.output import atomic_write
 from ftrun.report.numerics_view import numerics_cell
@@ -74,22 +95,92 @@ ROWS: list[tuple[str, str, Callable[[Any], str] | None]] = [
 ]
 
 
+# Rows whose figure is a difference against "no difference" (``ftrun.check.noise``): the key of its
+# spread in the run's decomposition, and the figure meaning no difference.
+MEASURED_ROWS = {
+    "overlap_slowdown": ("overlap_slowdown_spread", 1.0),
+    "overlap_lost_s": ("overlap_slowdown_s_spread", 0.0),
+}
+# Decomposition rows that are a difference against the base: said only beyond their spread.
+_COST_TERMS = ("overlap_slowdown_s", "comm_step_work_s")
+
+
+def _ms_cell(v: float) -> str:
+    return f"{v:.1f}".replace("-0.0", "0.0")
+
+
 def decomposition_rows(result: dict) -> list[list[str]]:
     """The loop time per step, split into its terms (``ftrun.check.throughput``), for every run;
-    the last row: the named terms' total against the measured loop time."""
+    the last row: the named terms' total against the measured loop time. A term against the base
+    within its spread reads "no difference measured", one below it "none (... less)"."""
     runs = result["runs"]
     parts = [r.get("decomposition") or {} for r in runs]
     out = []
     for key in (*TERMS, "unaccounted_s", "loop_s"):
         label = "loop time" if key == "loop_s" else TERM_LABELS[key]
-        vals = [per_step_ms(d, key) for d in parts]
-        out.append([f"{label} (ms/step)"] + ["-" if v is None else f"{v:.1f}".replace("-0.0", "0.0") for v in vals])
+        if key in _COST_TERMS:
+            cells = [says(per_step(d, key), _ms_cell, cost=True) for d in parts]
+        else:
+            cells = ["-" if (v := per_step_ms(d, key)) is None else _ms_cell(v) for d in parts]
+        out.append([f"{label} (ms/step)", *cells])
     return out
+
+
+class Told(msgspec.Struct, frozen=True):
+    """Whether the runs' spread tells their throughputs apart (``tells``).
+
+    ``repeats``: runs per side (the fewer); ``told``: a difference is claimed (at least two runs
+    per side and their min-to-max ranges of steps/s do not overlap); ``difference_ms``: the
+    per-step time difference, first run minus second; ``spread_ms``: the run-to-run spread it is
+    held against (with repeats: half the widest min-to-max range of step times; with one run each:
+    the machine's unoverlapped-compute difference between the two runs, with the runs' own
+    per-step spreads); ``repeats_needed``: ``--repeat`` that would tell (None: more than
+    ``noise.MAX_REPEATS``, or no difference)."""
+
+    repeats: int
+    told: bool
+    ratio: float
+    difference_ms: float
+    spread_ms: float | None
+    repeats_needed: int | None
+
+
+def _step_ms(sps: float) -> float:
+    return 1e3 / sps
+
+
+def tells(a: dict, b: dict) -> Told:
+    """Whether ``a`` and ``b``'s throughputs differ beyond the runs' spread (``Told``)."""
+    ratio = a["steps_per_s"] / b["steps_per_s"]
+    diff = _step_ms(a["steps_per_s"]) - _step_ms(b["steps_per_s"])
+    n = min(a.get("repeats", 1), b.get("repeats", 1))
+    sa, sb = (a.get("spread") or {}).get("steps_per_s"), (b.get("spread") or {}).get("steps_per_s")
+    if n >= 2 and sa and sb and min(sa + sb) > 0:
+        told = sa[0] > sb[1] or sb[0] > sa[1]
+        spread: float | None = max(_step_ms(x[0]) - _step_ms(x[1]) for x in (sa, sb)) / 2
+    else:
+        told = False
+        da, db = a.get("decomposition") or {}, b.get("decomposition") or {}
+        machine = per_step_difference(da, db, "compute_at_base_s")
+        within = [per_step(d, "loop_s") for d in (da, db)]
+        spread = quadrature([abs(machine.value) if machine else None, *(m.spread if m else None for m in within)])
+    need = repeats_needed(diff, spread) if spread is not None else None
+    return Told(n, told, ratio, diff, spread, need if not told else None)
+
+
+def _repeat_advice(t: Told) -> str:
+    if t.spread_ms is None:
+        return "--repeat 3 would measure it"
+    against = f"a {abs(t.difference_ms):.1f} ms/step difference from a run-to-run spread of {t.spread_ms:.1f} ms/step"
+    if t.repeats_needed is None:
+        return f"more than --repeat {MAX_REPEATS} would be needed to tell {against} ({REPEAT_RULE})"
+    return f"--repeat {t.repeats_needed} would tell {against} ({REPEAT_RULE})"
 
 
 def explanation(runs: list[dict]) -> dict | None:
     """The measured throughput ratio of the first run over the second, the ratio its named terms
-    predict, whether they agree within ``EXPLAINED_WITHIN``, and the largest reason."""
+    predict, whether they agree within ``EXPLAINED_WITHIN``, the largest reason, whether the runs'
+    spread tells the two apart (``Told``), and the machine caveat (either way)."""
     a, b = runs[0], runs[1]
     da, db = a.get("decomposition"), b.get("decomposition")
     if not da or not db or not a.get("steps_per_s") or not b.get("steps_per_s"):
@@ -102,22 +193,45 @@ def explanation(runs: list[dict]) -> dict | None:
         "explained": predicted is not None and abs(predicted / measured - 1) <= EXPLAINED_WITHIN,
         "within": EXPLAINED_WITHIN,
         "reason": largest_reason(a["name"], da, b["name"], db, a.get("backend")),
+        "machine": machine_clause(a["name"], da, b["name"], db),
+        "names": [a["name"], b["name"]],
+        "told": msgspec.to_builtins(tells(a, b)),
     }
 
 
 def explanation_line(exp: dict | None) -> str:
+    """compare's one-line answer: which run is faster and why, only when the runs' spread tells
+    them apart; with one run each, that one run cannot tell and what ``--repeat`` would; the
+    machine caveat either way."""
     if not exp:
         return "throughput not decomposed: a run has no plain step to measure its unoverlapped speed from"
+    told = exp.get("told")
+    machine = f" {exp['machine'][0].upper()}{exp['machine'][1:]}." if exp.get("machine") else ""
+    if told is not None and not told["told"]:
+        t = msgspec.convert(told, Told)
+        if t.repeats < 2:
+            return (
+                f"throughput {t.ratio:.2f}x from one run each: one run cannot tell which is faster or why "
+                f"(the spread between runs is not measured; estimated from the two runs' unoverlapped compute "
+                f"and per-step spread, {_repeat_advice(t)}).{machine}"
+            )
+        return (
+            f"throughput {t.ratio:.2f}x, within the spread of {t.repeats} runs each: {NO_DIFFERENCE}"
+            + (f" ({_repeat_advice(t)})" if t.difference_ms else "")
+            + f".{machine}"
+        )
+    head = f"throughput {exp['measured_ratio']:.2f}x"
+    if told is not None:  # a result written before the spread was recorded claims no winner
+        names = exp["names"]
+        faster = names[0] if exp["measured_ratio"] > 1 else names[1]
+        head = f"{faster} is faster: {head}, beyond the spread of {told['repeats']} runs each"
     if exp["explained_ratio"] is None:
-        return f"throughput {exp['measured_ratio']:.2f}x; the terms could not be measured for both runs"
+        return f"{head}; the terms could not be measured for both runs.{machine}"
     verdict = (
         "explain it" if exp["explained"] else f"do NOT explain it within {exp['within'] * 100:.0f}% (see unaccounted)"
     )
-    text = (
-        f"throughput {exp['measured_ratio']:.2f}x measured; "
-        f"the named terms give {exp['explained_ratio']:.2f}x and {verdict}"
-    )
-    return text + (f". {exp['reason']}." if exp.get("reason") else ".")
+    text = f"{head}; the named terms give {exp['explained_ratio']:.2f}x and {verdict}"
+    return text + (f". {exp['reason']}." if exp.get("reason") else f".{machine}")
 
 
 def _recovery(r: dict | None) -> str:
@@ -145,6 +259,8 @@ def rows(result: dict) -> list[list[str]]:
     for label, key, fmt in ROWS + ([RECOVERY_ROW] if with_faults else []):
         if key == "syncs":
             out.append([label] + [f"{_num(r['syncs'])} / {_num(r['commits'])}" for r in result["runs"]])
+        elif key in MEASURED_ROWS and fmt is not None:
+            out.append([label] + [_said(fmt, r, key) for r in result["runs"]])
         else:
             out.append([label] + [_with_spread(fmt, r, key) for r in result["runs"]])
     return out
@@ -153,6 +269,16 @@ def rows(result: dict) -> list[list[str]]:
 def _with_spread(fmt: Callable[[Any], str], run: dict, key: str) -> str:
     """The value; with --repeat, the median followed by the [min, max] over the repeats."""
     text = fmt(run.get(key))
+    spread = (run.get("spread") or {}).get(key)
+    return f"{text} ({fmt(spread[0])} to {fmt(spread[1])})" if spread else text
+
+
+def _said(fmt: Callable[[Any], str], run: dict, key: str) -> str:
+    """A ``MEASURED_ROWS`` figure: said only beyond its spread (``noise.says``), then --repeat's range."""
+    spread_key, null = MEASURED_ROWS[key]
+    v = run.get(key)
+    m = None if v is None else Measured(v, (run.get("decomposition") or {}).get(spread_key))
+    text = says(m, fmt, null=null, cost=True)
     spread = (run.get("spread") or {}).get(key)
     return f"{text} ({fmt(spread[0])} to {fmt(spread[1])})" if spread else text
 
@@ -281,18 +407,27 @@ def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
 
 
 def throughput_claim(a: dict, b: dict) -> str:
-    """The throughput clause: a difference is claimed only when the ranges over repeats do not overlap."""
-    ratio = a["steps_per_s"] / b["steps_per_s"]
-    n = min(a.get("repeats", 1), b.get("repeats", 1))
-    sa, sb = (a.get("spread") or {}).get("steps_per_s"), (b.get("spread") or {}).get("steps_per_s")
-    if n < 2 or not sa or not sb:
-        return f"throughput {ratio:.2f}x from one run each (spread not measured: use --repeat 3)"
-    if sa[0] > sb[1] or sb[0] > sa[1]:
-        return f"throughput {ratio:.2f}x, beyond the spread of {n} runs each"
+    """The throughput clause: a difference is claimed only when the ranges over repeats do not
+    overlap (``tells``); with one run each, that one run cannot tell, and what ``--repeat`` would."""
+    t = tells(a, b)
+    if t.repeats < 2:
+        return (
+            f"throughput {t.ratio:.2f}x from one run each: one run cannot tell "
+            f"(spread not measured; {_repeat_advice(t)})"
+        )
+    if t.told:
+        return f"throughput {t.ratio:.2f}x, beyond the spread of {t.repeats} runs each"
+    sa, sb = a["spread"]["steps_per_s"], b["spread"]["steps_per_s"]
     return (
-        f"throughput {ratio:.2f}x is within the spread of {n} runs each ({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, "
-        f"{b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): no difference claimed"
+        f"throughput {t.ratio:.2f}x is within the spread of {t.repeats} runs each "
+        f"({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, {b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): {NO_DIFFERENCE}"
     )
+
+
+def _exposed_spread(run: dict) -> float | None:
+    """The spread of a run's exposed data + control (s), from its decomposition (None: not measured)."""
+    d = run.get("decomposition") or {}
+    return quadrature([d.get("exposed_data_s_spread"), d.get("exposed_control_s_spread")])
 
 
 def conclusion(runs: list[dict]) -> str:
@@ -323,7 +458,15 @@ def conclusion(runs: list[dict]) -> str:
     ta = a["exposed_comm_s"] + (a.get("exposed_control_s") or 0.0)
     tb = b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0)
     if ta and tb:
-        text += f" {a['name']}'s exposed communication (data + control) is {ta / tb * 100:.0f}% of {b['name']}'s"
+        share = ratio(Measured(ta, _exposed_spread(a)), Measured(tb, _exposed_spread(b)))
+        pct = f"{ta / tb * 100:.0f}%"
+        if share is not None and says(share, str, null=1.0) == NO_DIFFERENCE:
+            text += (
+                f" {a['name']}'s exposed communication (data + control) against {b['name']}'s: {NO_DIFFERENCE} "
+                f"({pct}, within its spread)"
+            )
+        else:
+            text += f" {a['name']}'s exposed communication (data + control) is {pct} of {b['name']}'s"
         if a["peak_sync_bytes"] and b["peak_sync_bytes"]:
             text += f"; its peak bytes per sync are {a['peak_sync_bytes'] / b['peak_sync_bytes']:.2f}x"
         if a["steps_per_s"] and b["steps_per_s"]:

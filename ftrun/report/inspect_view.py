@@ -18,6 +18,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ftrun.check.figures import exposed_past_done
+from ftrun.check.noise import Measured, says
 from ftrun.check.result import EventResult, Report
 from ftrun.console import console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
@@ -50,7 +52,7 @@ _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
         lambda e: _pair(e.expected_fragment, e.fragment if e.fragment_checked or e.observed_step is None else "?"),
     ),
     ("verdict", "verdict", lambda e: styled("ok", "green") if e.ok else styled("FAIL", "bold red")),
-    ("exposed data ms", "exposed\ndata ms", lambda e: _ms(e.sync.exposed_data_ms if e.sync else None)),
+    ("exposed data ms", "exposed\ndata ms", lambda e: _exposed_cell(e)),
     ("exposed ctrl ms", "exposed\nctrl ms", lambda e: _ms(e.sync.exposed_control_ms if e.sync else None)),
     ("hidden ms", "hidden\nms", lambda e: _ms(e.sync.hidden_comm_ms if e.sync else None)),
     ("send→done ms", "send→\ndone ms", lambda e: _ms(e.sync.send_to_done_ms if e.sync else None)),
@@ -58,9 +60,22 @@ _COLUMNS: list[tuple[str, str, Callable[[EventResult], Any]]] = [
 _WIDE_MIN = 100  # below this many columns, the narrow headers (the table then needs about 75)
 
 
+def _exposed_cell(e: EventResult) -> str:
+    """The exposed data wait; "?" where it exceeds its send→done (``figures.exposed_past_done``:
+    not a measurement of the wait, said under the table)."""
+    if e.sync is None:
+        return ""
+    return "?" if exposed_past_done(e.sync) else _ms(e.sync.exposed_data_ms)
+
+
 def _remark(e: EventResult) -> Text | None:
     """The line under the table for a row with a problem or notes (None: nothing to say)."""
     notes = list(e.notes)
+    if e.sync is not None and exposed_past_done(e.sync):
+        notes.append(
+            f"exposed data {_ms(e.sync.exposed_data_ms)} ms exceeds its whole send→done "
+            f"{_ms(e.sync.send_to_done_ms)} ms: not one wait, not shown as measured"
+        )
     if e.sync is not None and e.sync.serialized:
         notes.append(f"{e.sync.serialized_collectives} collective(s) serialized")
     if e.ok and not notes:
@@ -92,15 +107,21 @@ def overlap_line(report: Report, replica: int, rank: int) -> str | None:
     w = next((x for x in ov.get("workers", []) if (x["replica"], x["rank"]) == (replica, rank)), None)
     if w is None or not w["overlapped_steps"]:
         return None
-    x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+
+    def x(d: dict) -> str:  # a slowdown said only beyond its spread (ftrun.check.noise)
+        v = d["slowdown"]
+        return says(
+            None if v is None else Measured(v, d.get("slowdown_spread")), lambda r: f"{r:.2f}x", null=1.0, cost=True
+        )
+
     sends = [s for s in ov.get("per_send", []) if (s["replica"], s["rank"]) == (replica, rank)]
     per = ", ".join(
-        f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s['slowdown'])}"
+        f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s)}"
         for s in sends
     )
     return (
         f"overlap: {w['overlapped_steps']} step(s) with a send in flight took {_ms(w['median_overlapped_ms'])} ms "
-        f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w['slowdown'])}"
+        f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w)}"
         + (f"; per send: {per}" if per else "")
     )
 

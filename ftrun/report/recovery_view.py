@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import JustifyMethod
 from rich.table import Table
 
+from ftrun.check.noise import Measured, says
+
 PHASE_NAMES = {
     "detect": "detect",
     "relaunch": "relaunch",
@@ -110,7 +112,7 @@ def recovery_lines(rec: dict[str, Any]) -> list[str]:
             f"survivors: {s['failed_commits']} failed commit(s), {s['steps_without_group']} step(s) without the group"
             + (
                 f", {s['steps_per_s_during']:.2f} steps/s during recovery vs {s['steps_per_s_before']:.2f} before"
-                f" (goodput {gp:.0%})"
+                f" (goodput: {says(Measured(gp), lambda v: f'{v:.0%}', at_most=1.0)})"
                 if gp is not None
                 else ""
             )
