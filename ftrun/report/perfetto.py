@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import msgspec
 
+from ftrun.check.comm import blocked_from
 from ftrun.check.result import EventResult, Report
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
@@ -140,6 +141,14 @@ class _Worker:
             self.used.add(got)
             self.tids[key] = got
         return got
+
+
+def exposed_from(report: Report, e: EventResult) -> float | None:
+    """Where sync ``e``'s exposed wait began (``ftrun.check.comm.blocked_from``: ftrun's wait right
+    before perform_sync when there is one), else its ``ts_us``."""
+    spans = report.spans.get(e.file) if e.file is not None else None
+    sync = next((s for s in spans.syncs if s.span.ts == e.ts_us), None) if spans is not None else None
+    return blocked_from(sync) if sync is not None else e.ts_us
 
 
 def step_starts(spans: list, offset: int) -> dict[int, float]:
@@ -288,6 +297,7 @@ def export_perfetto(
                     }
                     if e.sync is not None and e.ts_us is not None and e.sync.exposed_comm_ms:
                         del ev["s"]
+                        ev["ts"] = exposed_from(report, e)
                         ev["ph"], ev["dur"] = "X", max(e.sync.exposed_comm_ms * 1000.0, 1.0)
                     out.write(ev)
                     counts["verdicts"] += 1

@@ -16,8 +16,10 @@ measurements (``ftrun.plan.Workload``):
 * ``sync_work_s``: the sync's own work on the training thread after its data is in —
   torchft's per-tensor divide callbacks and ftrun's sketches of each result, which run inside
   ``perform_sync``'s ``work.wait()`` calls: ``torchft::local_sgd::wait``'s end minus the later
-  of ``perform_sync``'s start and the end of the last collective span (a real allreduce or a
-  link hold) that began before it. Mean over the traced syncs; ``per_sync`` holds each traced
+  of the sync's first wait (ftrun's ``ftrun::sketch::wait`` right before ``perform_sync`` in the
+  same step, where the numeric check's sketch of the SUMs follows; else ``perform_sync``'s start:
+  ``ftrun.check.comm``'s ``exposed``) and the end of the last collective span (a real allreduce
+  or a link hold) that began before it. Mean over the traced syncs; ``per_sync`` holds each traced
   sync's own (replica, step, seconds), the step from the ``ftrun::step#S`` span around it: how
   long each group took after the allreduce that aligned the groups (``ftrun plan --check``).
 """
@@ -30,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD
+from ftrun.torchft_compat import FTRUN_STEP_PREFIX, FTRUN_STEP_RE, LABELS, LINK_HOLD, SKETCH_WAIT
 from ftrun.trace.load import load_trace
 from ftrun.trace.schema import name_filter, trace_events
 
@@ -69,13 +71,13 @@ def _step_at(steps: list[tuple[float, float, int]], ts: float) -> int | None:
 def sync_costs(paths: list[Path], replicas: Sequence[int] = ()) -> SyncCosts:
     """``SyncCosts`` over the window traces ``paths`` (every replica's); ``replicas[i]``: the
     replica group of ``paths[i]`` (for ``per_sync``; without it no sync is attributed)."""
-    keep = name_filter([*REAL, LINK_HOLD, LABELS.perform_sync, LABELS.wait], [FTRUN_STEP_PREFIX])
+    keep = name_filter([*REAL, LINK_HOLD, LABELS.perform_sync, LABELS.wait, SKETCH_WAIT], [FTRUN_STEP_PREFIX])
     durations: list[float] = []
     threads: set = set()
     tails: list[float] = []
     per_sync: list[tuple[int, int, float]] = []
     for k, path in enumerate(paths):
-        real, held, syncs, waits = [], [], [], []
+        real, held, syncs, waits, pre = [], [], [], [], []
         steps: list[tuple[float, float, int]] = []
         for e in trace_events(load_trace(path), keep):
             if e.ph != "X":
@@ -90,6 +92,8 @@ def sync_costs(paths: list[Path], replicas: Sequence[int] = ()) -> SyncCosts:
                 held.append((e.ts, e.dur))
             elif e.name == LABELS.perform_sync:
                 syncs.append((e.ts, e.dur))
+            elif e.name == SKETCH_WAIT:
+                pre.append((e.ts, e.dur))
             else:
                 waits.append((e.ts, e.dur))
         per_thread = len({e for p, e in threads if p == str(path)}) or 1
@@ -101,9 +105,11 @@ def sync_costs(paths: list[Path], replicas: Sequence[int] = ()) -> SyncCosts:
             wait_end = max((w + d for w, d in waits if ts <= w <= ts + dur), default=None)
             if wait_end is None:
                 continue
-            last = max((s + d for s, d in done if s < wait_end and s + d <= wait_end), default=ts)
-            tails.append(max(0.0, wait_end - max(ts, last)) / 1e6)
             step = _step_at(steps, ts)
+            a = next((a for a, _, s in steps if s == step), None)
+            first = max((w for w, d in pre if w + d <= ts + 1e-3 and (a is None or w >= a)), default=ts)
+            last = max((s + d for s, d in done if s < wait_end and s + d <= wait_end), default=first)
+            tails.append(max(0.0, wait_end - max(first, last)) / 1e6)
             if k < len(replicas) and step is not None:
                 per_sync.append((replicas[k], step, tails[-1]))
     per_trace = max(1, round(len(threads) / len(paths))) if paths and threads else 1

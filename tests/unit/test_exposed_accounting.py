@@ -133,3 +133,22 @@ def test_exposed_is_not_clamped_to_send_to_done(tmp_path: Path) -> None:
     assert t.exposed_ms == pytest.approx((4942 - 4150) / 1000)
     assert t.exposed_ms > t.send_to_done_ms
     assert t.hidden_ms == pytest.approx((4150 - 4110) / 1000)
+
+
+def test_plans_sync_work_starts_at_the_first_wait(tmp_path: Path) -> None:
+    """``sync_costs``' sync work (the sync's own work after its data is in) reads the same first
+    wait: the numeric check's sketch of the SUMs, between its wait and perform_sync, is counted."""
+    from ftrun.trace.sync_costs import sync_costs
+
+    ev = _step(4, 4000, send_at=100, sync_at=400, pre_wait=250)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    got = sync_costs([p], [0])
+    # collective done at 4412 (after ftrun's wait began at 4145): torchft's wait ends at 4422
+    assert got.sync_work_s == pytest.approx((4422 - 4412) / 1e6)
+    ev = _step(4, 4000, send_at=100, sync_at=None, pre_wait=None)
+    ev += _step(5, 5000, send_at=None, sync_at=400, pre_wait=250)  # done long before: all of it is work
+    p.write_text(json.dumps({"traceEvents": ev}))
+    got = sync_costs([p], [0])
+    assert got.sync_work_s == pytest.approx((5422 - 5145) / 1e6)
+    assert got.per_sync == ((0, 5, pytest.approx((5422 - 5145) / 1e6)),)
