@@ -49,6 +49,7 @@ from datetime import timedelta
 from typing import Any
 
 from ftrun.errors import BadInput
+from ftrun.schedule import ReleaseBehaviour
 
 
 @dataclass(frozen=True)
@@ -341,6 +342,23 @@ def baby_pg_fails_commits(rel: Release) -> bool:
     ``_ManagedWork`` callback late-binding bug (upstream PR #355), fixed in the nightly
     (torchft-notes "Known torchft 0.2.0 defects"). Reports use it to say why; tests, what to expect."""
     return rel.distribution == "torchft"
+
+
+# What each release does after a failed ``should_commit`` (``ftrun.schedule.rounds``). Read in
+# both releases' ``local_sgd.py`` (byte-identical: the fragment is ``current_step() % F`` at the
+# send and at the sync; no retry logic) and ``manager.py`` (``start_quorum`` -> ``_async_quorum``:
+# ``heal`` when the group's step is not the quorum's ``max_step``, then ``load_state_dict`` sets
+# the step and, the quorum being synchronous, the state is applied before ``prepare_sync``;
+# ``should_commit`` adds 1 to the step only on True). The heal is the same in both; they differ in
+# the Baby process groups' commits (the ``_ManagedWork`` defect, ``baby_pg_fails_commits``).
+TORCHFT_0_2_COMMITS = ReleaseBehaviour("torchft 0.2", heals_behind_groups=True, baby_pg_commits_fail=True)
+TORCHFT_NIGHTLY_COMMITS = ReleaseBehaviour("torchft-nightly", heals_behind_groups=True, baby_pg_commits_fail=False)
+
+
+def release_behaviour(distribution: str | None) -> ReleaseBehaviour:
+    """The failed-commit behaviour of the release named ``distribution`` (a manifest's
+    ``torchft_distribution``; None or unknown: 0.2's, whose heal the nightly shares)."""
+    return TORCHFT_NIGHTLY_COMMITS if distribution == "torchft-nightly" else TORCHFT_0_2_COMMITS
 
 
 def unsupported(rel: Release) -> str | None:

@@ -40,6 +40,8 @@ from ftrun.check.result import Report, ReportSchedule
 from ftrun.check.workers import assign
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log
+from ftrun.schedule import ReleaseBehaviour
+from ftrun.torchft_compat import release_behaviour
 from ftrun.trace.discover import discover
 from ftrun.trace.load import MAX_TRACE_BYTES
 from ftrun.trace.spans import TraceSpans, extract, no_steps
@@ -70,11 +72,11 @@ def analyze(
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else FiredFaults()
     failed_commits = commit_checks.from_logs(logs)
-    heals = commit_checks.heal_steps(logs)
-    failed = {
-        (w.replica, w.rank): commit_checks.failed_cycles(w.replica, failed_commits, faults, schedule, heals)
-        for w in workers
-    }
+    model = commit_checks.CommitModel(
+        schedule, faults, _release(inputs), commit_checks.heal_steps(logs), _groups(inputs, workers, logs)
+    )
+    model.saw_logged(logs)
+    failed = {(w.replica, w.rank): model.stalled(w.replica, failed_commits) for w in workers}
     offset, numbering, numbering_problems = choose_numbering(
         workers, schedule, failed, step_numbering, faults, prove_numbering(spans)
     )
@@ -84,7 +86,7 @@ def analyze(
     matches = [
         expect(wo, schedule, failed[(wo.worker.replica, wo.worker.rank)], faults.lost(wo.worker.replica)) for wo in seen
     ]  # 3. expect/match
-    inferred = infer_failed(matches, {r for r, _ in logs}, classes, schedule)
+    inferred = infer_failed(matches, {r for r, _ in logs}, classes, model, failed_commits)
     for m in matches:
         m.pairs = pair(m.expected, m.seen.obs, schedule.window)
     ids = classes.label(seen, [m.pairs for m in matches])  # 2. identify: labels, anchored on the matches
@@ -147,6 +149,23 @@ def _numbering(inputs, step_numbering: str | None) -> str:
     if step_numbering not in (*NUMBERINGS, "auto"):
         raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
     return step_numbering
+
+
+def _groups(inputs, workers, logs: dict) -> set[int]:
+    """The job's replica groups the check knows of: traced, logged, and the manifest's count
+    (a group neither traced nor logged is taken to have committed: ``ftrun.check.commits``)."""
+    known = {w.replica for w in workers} | {r for r, _ in logs}
+    m = inputs.manifest
+    if isinstance(m, layout.Manifest | layout.LaunchManifest) and m.replicas > 0:
+        known |= set(range(m.replicas))
+    return known
+
+
+def _release(inputs) -> ReleaseBehaviour:
+    """The failed-commit behaviour of the torchft the run recorded (traces alone: 0.2's, which
+    the nightly shares: ``ftrun.torchft_compat.release_behaviour``)."""
+    versions = inputs.manifest.versions if inputs.manifest is not None else None
+    return release_behaviour(versions.get("torchft_distribution") if versions else None)
 
 
 def _load(inputs, max_trace_bytes: int, merge_jobs: bool):

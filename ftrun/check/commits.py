@@ -1,19 +1,27 @@
-"""Failed commits: read from the event logs, or inferred from the trace. Torch-free.
+"""Failed commits: read from the event logs, or inferred from the trace; and what they do to
+the schedule (``ftrun.schedule.rounds``, torchft's heal). Torch-free.
 
-When ``should_commit`` returns False, torchft does not advance the manager step, so the next
-cycle sends the same fragment again (``ftrun.schedule``). Hence, on one worker:
+``should_commit`` is a vote inside one replica group. A group whose commit failed keeps its
+manager step; at the next send's quorum it is behind the groups that committed, heals from one
+of them (manager step included) and sends their fragment: it does not retry its own. Only a
+cycle in which no group of the quorum committed repeats its fragment, for every group
+(``CommitModel.stalled``). Hence, on one worker:
 
 * event log: a record with ``commit: false`` is a failed commit at its step (``synced`` = fragment);
+  a ``healed`` record within one window after it says some group committed;
 * inferred from the trace, per sync, first of:
 
-  1. the sync itself: torchft runs the outer step and ``save_parameters`` inside
-     ``perform_sync`` only when ``should_commit`` returned True, so a captured ``should_commit``
-     with no ``save_parameters`` after it is a failed commit, and one with it is not;
+  1. the sync itself: torchft runs the outer optimizer's step inside ``perform_sync`` only when
+     ``should_commit`` returned True, so a captured ``should_commit`` with no outer step after it
+     is a failed commit, and one with it is not (``ftrun.trace.spans.Sync.committed``; not
+     ``save_parameters``, which a bug may skip on a commit that succeeded);
   2. the rotation: a sync of fragment class X followed by a send of class X — the next send on
-     the same worker, at most one window w later — instead of the next fragment. The sync's
-     class is its paired send's (it waits for that send's allreduces); when the sync's own
-     restore evidence names another class, the two disagree and nothing is inferred (a fragment
-     mismatch, reported elsewhere). Needs F >= 2 and classes that tell every fragment apart.
+     the same worker, at most one window w later — instead of the next fragment: the job
+     stalled there, so this group's commit failed too. The sync's class is its paired send's (it
+     waits for that send's allreduces); when the sync's own restore evidence names another
+     class, the two disagree and nothing is inferred (a fragment mismatch, reported elsewhere).
+     Needs F >= 2 and classes that tell every fragment apart. The same comparison after a failed
+     commit seen by (1) tells whether the job moved on (``outcomes``).
 
 A healthy run does not fail commits: ``unexplained`` lists those no fired fault accounts for (a
 kill fired at step f explains failures at sync steps from f up to H steps after the faulted
@@ -23,13 +31,13 @@ failed commit at the sync it fired in).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 
 import msgspec
 
 from ftrun.check.fired_faults import FiredFaults
 from ftrun.layout import EventRecord
-from ftrun.schedule import Schedule
+from ftrun.schedule import ReleaseBehaviour, Schedule, rounds, stalled
 
 
 class FailedCommit(msgspec.Struct):
@@ -100,6 +108,27 @@ def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool 
     return out
 
 
+def outcomes(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool = True) -> dict[int, bool]:
+    """cycle -> did the job move on after it, for each failed or rotation-suspect sync whose next
+    send the worker shows: True when it sent another class than the sync's (it healed to a group
+    that committed), False when it sent the same one again (no group committed). Empty without
+    classes that tell the fragments apart."""
+    if schedule.fragments < 2 or not classes_distinct:
+        return {}
+    out: dict[int, bool] = {}
+    for s in syncs:
+        cls = s.paired if s.paired is not None else s.restored
+        if s.committed is True or cls is None or s.next_send is None or s.next_send_step is None:
+            continue
+        if s.paired is not None and s.restored is not None and s.paired != s.restored:
+            continue
+        if not 0 <= s.next_send_step - s.step <= schedule.window:
+            continue
+        if s.committed is False or s.next_send == cls:
+            out[schedule.cycle_of(s.step)] = s.next_send != cls
+    return out
+
+
 def explain(commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule) -> None:
     """Mark the failed commits a fired fault accounts for (module docstring)."""
     for c in commits:
@@ -120,33 +149,79 @@ def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list
     return out
 
 
+class CommitModel:
+    """The job's commits as the heal model reads them: ``stalled(replica, commits)`` gives the
+    cycles after which ``replica``'s fragment repeats (``Schedule.events``'s ``failed_cycles``).
+
+    ``groups``: the job's replica groups known to the check (traced, logged, the manifest's);
+    one with no failed commit at a cycle is taken to have committed. ``faults``: the steps each
+    group lost (not in those cycles' quorums). ``heals``: replica -> heal steps from the event
+    logs. ``behaviour``: the release's (``ftrun.torchft_compat.release_behaviour``).
+    """
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        faults: FiredFaults,
+        behaviour: ReleaseBehaviour,
+        heals: Mapping[int, list[int]] | None = None,
+        groups: Collection[int] = (),
+    ) -> None:
+        self.schedule, self.faults, self.behaviour = schedule, faults, behaviour
+        self.heals = dict(heals or {})
+        self.groups = set(groups)
+        self.seen_committed: dict[int, set[int]] = {}  # cycle -> groups seen committing (``saw_commit``)
+
+    def saw_commit(self, replica: int, sync_step: int) -> None:
+        """A commit that succeeded, seen (an outer step in the trace, ``commit: true`` logged): at
+        that cycle the job moved on, whatever another worker's next send suggests."""
+        self.seen_committed.setdefault(self.schedule.cycle_of(sync_step), set()).add(replica)
+
+    def saw_logged(self, logs: dict[tuple[int, int], list[EventRecord]]) -> None:
+        """``saw_commit`` for every ``commit: true`` record of the event logs."""
+        for (replica, _), recs in logs.items():
+            for rec in recs:
+                if rec.commit is True and rec.step is not None:
+                    self.saw_commit(replica, rec.step)
+
+    def _away(self, group: int, cycle: int) -> bool:
+        at = self.schedule.sync_step(cycle)
+        return any(a <= at <= b for a, b in self.faults.lost(group))
+
+    def stalled(
+        self, replica: int, commits: Sequence[FailedCommit], evidence: Mapping[int, bool] | None = None
+    ) -> list[int]:
+        """``replica``'s repeating cycles, given the job's failed ``commits`` and ``evidence``
+        (cycle -> did the job move on, from the traces: ``outcomes``); a heal logged within one
+        window after a group's failed commit says the job moved on."""
+        # a worker that sent its fragment again where a group is seen committing deviates itself
+        outcome = {c: v for c, v in (evidence or {}).items() if v or not self.seen_committed.get(c)}
+        w = self.schedule.window
+        for c in commits:
+            if any(c.sync_step < h <= c.sync_step + w for h in self.heals.get(c.replica, [])):
+                outcome[self.schedule.cycle_of(c.sync_step)] = True
+        cycles = [self.schedule.cycle_of(c.sync_step) for c in commits] + list(outcome)
+        if not cycles:
+            return []
+        failed: dict[int, set[int]] = {}
+        for c in commits:
+            failed.setdefault(self.schedule.cycle_of(c.sync_step), set()).add(c.replica)
+        groups = self.groups | {replica} | {c.replica for c in commits}
+        played = rounds(max(cycles) + 2, groups, failed, self.behaviour, away=self._away, outcome=outcome)
+        return stalled(played, replica, self.behaviour)
+
+
 def failed_cycles(
     replica: int,
     failed_commits: list[FailedCommit],
     faults: FiredFaults,
     schedule: Schedule,
     heals: dict[int, list[int]] | None = None,
+    behaviour: ReleaseBehaviour | None = None,
+    groups: Collection[int] = (),
 ) -> list[int]:
-    """The cycles whose commit failed for ``replica`` — so that it sends the same fragment again —:
-    its own failed commits, except those inside steps it lost to a fault and those it healed past
-    (a replica whose commit failed while others committed is behind them at the next quorum and
-    heals to their manager step, so it moves on with them: ``heals``, replica -> heal steps from
-    the event logs, a heal within one window w after the sync), plus the others' failed commits
-    while it was away (it healed past them)."""
-    healed = (heals or {}).get(replica, [])
-    mine = sorted(
-        {
-            schedule.cycle_of(c.sync_step)
-            for c in failed_commits
-            if c.replica == replica and not any(c.sync_step < h <= c.sync_step + schedule.window for h in healed)
-        }
-    )
-    lost = faults.lost(replica)
-    if lost:
-        away = {
-            schedule.cycle_of(c.sync_step)
-            for c in failed_commits
-            if c.replica != replica and any(a <= c.sync_step <= b for a, b in lost)
-        }
-        mine = sorted({c for c in mine if not any(a <= schedule.sync_step(c) <= b for a, b in lost)} | away)
-    return mine
+    """``CommitModel(...).stalled(replica, failed_commits)``: the cycles after which ``replica``
+    sends the same fragment again — those in which no group of the quorum committed, never merely
+    its own failed commits (it heals past them when a peer committed)."""
+    behaviour = behaviour or ReleaseBehaviour("torchft")
+    return CommitModel(schedule, faults, behaviour, heals, groups).stalled(replica, failed_commits)

@@ -2,9 +2,10 @@
 showed -> ``WorkerMatch``.
 
 The expected events are ``ftrun.schedule.Schedule.events`` (never re-derived here) restricted to
-the captured steps of each worker, outside the steps it lost to a fault, and shifted by its
-failed commits (``ftrun.check.commits``: event log, else inferred here from the trace, which
-needs the identify stage's classes). ``pair`` matches expected with observed: same kind and
+the captured steps of each worker, outside the steps it lost to a fault, and shifted by the
+cycles in which no replica group committed (``ftrun.check.commits``' heal model over the failed
+commits: event log, else inferred here from the trace, which needs the identify stage's classes;
+a group that failed alone heals from a peer and is not shifted). ``pair`` matches expected with observed: same kind and
 step, then the nearest within a window; what is left over is missing or unexpected.
 ``choose_numbering`` takes the ``ProfilerStep`` numbering the traces prove
 (``ftrun.check.numbering``); it never picks one because it matches more.
@@ -31,7 +32,7 @@ class WorkerMatch(msgspec.Struct):
     """One worker's expectations and the (expected, observed) pairs; ``None`` on a side: missing / unexpected."""
 
     seen: WorkerObs
-    failed: list[int]  # cycles whose commit failed: their fragment is sent again
+    failed: list[int]  # cycles no group committed (the heal model's, ``commit_checks``): their fragment is sent again
     lost: list[tuple[int, int]]  # steps lost to a fault: nothing expected
     expected: list[Event]
     pairs: list[Pair] = msgspec.field(default_factory=list)
@@ -170,19 +171,40 @@ def syncs_seen(seen: WorkerObs, ids: RunIdentities) -> list[commit_checks.SyncSe
 
 
 def infer_failed(
-    matches: list[WorkerMatch], logged: set[int], ids: RunIdentities, schedule: Schedule
+    matches: list[WorkerMatch],
+    logged: set[int],
+    ids: RunIdentities,
+    model: commit_checks.CommitModel,
+    commits: Sequence[commit_checks.FailedCommit],
 ) -> list[tuple[WorkerMatch, int, str]]:
     """Failed commits of the replicas without an event log, inferred from their traces:
-    (worker, sync step, how). Updates each such worker's failed cycles and expectations."""
+    (worker, sync step, how). With ``commits`` (the logged ones) and what the traces show of
+    the job moving on after a failure (``commit_checks.outcomes``), the heal model
+    (``model``) then fixes every worker's repeating cycles and expectations: a group that failed
+    alone heals and follows its peers, so a failure moves the schedule of all or none."""
+    schedule = model.schedule
     inferred: list[tuple[WorkerMatch, int, str]] = []
+    evidence: dict[int, bool] = {}
+    for m in matches:
+        for o in m.seen.obs:
+            if o.sync is not None and o.sync.committed and o.step is not None:
+                model.saw_commit(m.seen.worker.replica, o.step)
     for m in matches:
         if m.seen.worker.replica in logged:
             continue  # the event log says which commits failed
-        steps = commit_checks.infer(syncs_seen(m.seen, ids), schedule, ids.distinct)
-        if steps:
-            m.failed = sorted(set(m.failed) | {schedule.cycle_of(s) for s, _ in steps})
-            m.expected = expected_events(schedule, m.seen.ranges, m.failed, m.lost)
-            inferred += [(m, s, how) for s, how in steps]
+        syncs = syncs_seen(m.seen, ids)
+        inferred += [(m, s, how) for s, how in commit_checks.infer(syncs, schedule, ids.distinct)]
+        for cycle, moved in commit_checks.outcomes(syncs, schedule, ids.distinct).items():
+            evidence[cycle] = evidence.get(cycle, False) or moved  # one worker that moved on: someone committed
+    if not inferred and not evidence:
+        return inferred
+    job = list(commits) + [
+        commit_checks.FailedCommit(m.seen.worker.replica, m.seen.worker.rank, step, None, "inferred", how)
+        for m, step, how in inferred
+    ]
+    for m in matches:
+        m.failed = model.stalled(m.seen.worker.replica, job, evidence)
+        m.expected = expected_events(schedule, m.seen.ranges, m.failed, m.lost)
     return inferred
 
 
