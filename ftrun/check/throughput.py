@@ -299,13 +299,29 @@ def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: str | No
     return f"{text}; the largest cost against it: {how} (+{extra.value:.1f} ms per step{took}){why}{tail}"
 
 
+def slowdown_measured(d: dict) -> Measured | None:
+    """The overlap slowdown (the medians' ratio) with its spread, said only where the compute it
+    cost (``overlap_slowdown_s``, the means' difference) also lies beyond its spread, on the same
+    side: on a skewed class the median and the mean disagree, and no slowdown is claimed on the
+    median alone (its spread is then widened to reach 1). None: not measured."""
+    med, spread = d.get("overlap_slowdown"), d.get("overlap_slowdown_spread")
+    if med is None:
+        return None
+    lost, lost_spread = d.get("overlap_slowdown_s"), d.get("overlap_slowdown_s_spread")
+    if spread is None or lost is None:
+        return Measured(med, spread)
+    if Measured(lost, lost_spread).beyond() and (lost > 0) == (med > 1.0):
+        return Measured(med, spread)
+    return Measured(med, max(spread, abs(med - 1.0)))
+
+
 def _overlap_how(a: dict) -> str:
     """How much longer a's overlapped steps computed: the mean (what the term accounts), and the
     median beside it where it lies beyond its spread from 1."""
     mean, med = a.get("mean_overlap_slowdown"), a.get("overlap_slowdown")
     if not mean:
         return "its overlapped steps ran slower"
-    said = med is not None and Measured(med, a.get("overlap_slowdown_spread")).beyond(1.0)
+    said = (m := slowdown_measured(a)) is not None and m.beyond(1.0)
     return f"its steps overlapping communication computed {(mean - 1) * 100:.0f}% longer on average" + (
         f" (median {(med - 1) * 100:+.0f}%)" if said and med else ""
     )

@@ -29,6 +29,7 @@ from ftrun.check.throughput import (
     per_step,
     per_step_difference,
     per_step_ms,
+    slowdown_measured,
 )
 from ftrun.console import console as make_console, line, styled
 from ftrun.output import atomic_write
@@ -206,7 +207,7 @@ def explanation_line(exp: dict | None) -> str:
     if not exp:
         return "throughput not decomposed: a run has no plain step to measure its unoverlapped speed from"
     told = exp.get("told")
-    machine = f" {exp['machine'][0].upper()}{exp['machine'][1:]}." if exp.get("machine") else ""
+    machine = f" Caveat: {exp['machine']}." if exp.get("machine") else ""  # a run's name keeps its case
     if told is not None and not told["told"]:
         t = msgspec.convert(told, Told)
         if t.repeats < 2:
@@ -276,8 +277,10 @@ def _with_spread(fmt: Callable[[Any], str], run: dict, key: str) -> str:
 def _said(fmt: Callable[[Any], str], run: dict, key: str) -> str:
     """A ``MEASURED_ROWS`` figure: said only beyond its spread (``noise.says``), then --repeat's range."""
     spread_key, null = MEASURED_ROWS[key]
-    v = run.get(key)
-    m = None if v is None else Measured(v, (run.get("decomposition") or {}).get(spread_key))
+    v, d = run.get(key), run.get("decomposition") or {}
+    m = None if v is None else Measured(v, d.get(spread_key))
+    if key == "overlap_slowdown" and m is not None:  # the median, only where the means agree
+        m = slowdown_measured({**d, "overlap_slowdown": v})
     text = says(m, fmt, null=null, cost=True)
     spread = (run.get("spread") or {}).get(key)
     return f"{text} ({fmt(spread[0])} to {fmt(spread[1])})" if spread else text

@@ -269,3 +269,17 @@ def test_exposed_share_within_its_spread_is_no_difference() -> None:
     near = conclusion([a, b])
     assert f"streaming's exposed communication (data + control) against baseline's: {NO_DIFFERENCE} (133%" in near
     assert "streaming's exposed communication (data + control) is 20% of far's" in conclusion([a, far])
+
+
+def test_a_median_slowdown_is_not_claimed_where_the_means_do_not_differ() -> None:
+    """tests/data/cpu_run's figures: medians 0.67x (spread 0.23), but the compute it cost, -0.49 s,
+    lies within its spread (0.54 s): a skewed class, no slowdown claimed."""
+    from ftrun.check.throughput import slowdown_measured
+
+    x = lambda v: f"{v:.2f}x"  # noqa: E731
+    skewed = {"overlap_slowdown": 0.67, "overlap_slowdown_spread": 0.23}
+    skewed |= {"overlap_slowdown_s": -0.49, "overlap_slowdown_s_spread": 0.54}
+    assert says(slowdown_measured(skewed), x, null=1.0, cost=True) == NO_DIFFERENCE
+    agreed = {"overlap_slowdown": 1.47, "overlap_slowdown_spread": 0.2}
+    agreed |= {"overlap_slowdown_s": 0.3, "overlap_slowdown_s_spread": 0.1}
+    assert says(slowdown_measured(agreed), x, null=1.0, cost=True) == "1.47x"
