@@ -277,9 +277,9 @@ def replica_stats(records: list[EventRecord]) -> ReplicaStats:
         exposed_data_s=sum(seconds(x.exposed_s) for x in syncs),
         exposed_control_s=sum(seconds(x.quorum_s) + seconds(x.commit_s) for x in recs),
         median_plain_step_s=plain[len(plain) // 2] if plain else None,
-        final_loss=recs[-1].loss,
+        final_loss=next((x.loss for x in reversed(recs) if x.loss is not None), None),
         final_manager_step=recs[-1].manager_step_after,
-        losses={s: x.loss for s, x in zip(steps, recs, strict=True)},
+        losses={s: x.loss for s, x in zip(steps, recs, strict=True) if x.loss is not None},
     )
 
 

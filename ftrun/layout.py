@@ -256,7 +256,8 @@ class EventRecord(msgspec.Struct):
     ``send_s``, ``sync_s``, ``exposed_s`` (data plane), ``quorum_s``, ``commit_s`` (control plane),
     ``real_s`` (at a sync on an emulated link: its send's start to the backend's own completion of
     the send's last collective, before the hold) — see ``ftrun.worker.recorder``.
-    ``quorums``/``healed``/``rejoined``: membership changes.
+    ``quorums``/``healed``/``rejoined``: membership changes. ``loss``: None where ftrun does not see
+    the loss (``ftrun launch``'s hook in a user's script: ``ftrun.launch.autohook.attach``).
     ``numerics``: the step's sketches (``RoundNumerics``: a send and/or a sync), ``heal_numerics``
     after a heal (absent with ``--no-sketches``).
     """
@@ -266,7 +267,7 @@ class EventRecord(msgspec.Struct):
     manager_step_after: int
     participants: int | None
     quorum_id: int | None
-    loss: float
+    loss: float | None
     step_time_s: float
     restart: int
     sent: int | None

@@ -448,6 +448,49 @@ def diloco_fragments(diloco: Any) -> list[Any]:
     return list(diloco._fragments)
 
 
+@dataclass(frozen=True)
+class DiLoCoParts:
+    """What a script handed torchft's ``DiLoCo``, read back from the object (``ftrun launch``'s
+    hook attaches to a script's own DiLoCo): its Manager (``_manager``), inner optimizer
+    (``_local_optimizer``), each fragment's outer optimizer (``_outer_optimizer``: one object
+    when the script passed one for all), ``fragment_sync_delay`` (``_fragment_sync_delay``) and
+    the fragments' public ``should_quantize`` / ``use_bucketization`` (the latter also set by
+    torchft's ``TORCHFT_USE_BUCKETIZATION``). The same attributes in 0.2.0 and the nightly."""
+
+    manager: Any
+    inner: Any
+    outer: list[Any]
+    fragment_sync_delay: int
+    quantize: bool
+    bucketize: bool
+
+
+def diloco_parts(diloco: Any) -> DiLoCoParts:
+    frags = diloco_fragments(diloco)
+    return DiLoCoParts(
+        diloco._manager,
+        diloco._local_optimizer,
+        [f._outer_optimizer for f in frags],
+        int(diloco._fragment_sync_delay),
+        any(bool(getattr(f, "should_quantize", False)) for f in frags),
+        any(bool(getattr(f, "use_bucketization", False)) for f in frags),
+    )
+
+
+def with_manager_pg(args: tuple, kwargs: dict, wrap: Callable[[Any], Any]) -> tuple[tuple, dict]:
+    """The arguments of a ``Manager(...)`` call with its process group replaced by ``wrap(pg)``:
+    ``pg`` is the first parameter after ``self`` in 0.2.x and the nightly, given by position or name."""
+    if "pg" in kwargs:
+        return args, {**kwargs, "pg": wrap(kwargs["pg"])}
+    if args:
+        return (wrap(args[0]), *args[1:]), kwargs
+    return args, kwargs  # no group given: torchft raises its own error
+
+
+# the logger of torchft's ``local_sgd.py`` (its ``Preparing/Syncing fragment=N`` lines, INFO)
+LOCAL_SGD_LOGGER = "torchft.local_sgd"
+
+
 def has_quorum(manager: Any) -> bool:
     """Whether ``manager`` has asked for a quorum yet (before that, ``num_participants`` raises)."""
     return manager._quorum_future is not None

@@ -9,7 +9,7 @@ and stops by itself once the manager has committed ``--manager-steps`` times.
 
     torchrun --standalone --nproc-per-node 1 tests/torchft_example.py [--manager-steps N]
         [--fragments F] [--sync-every H] [--delay T] [--wait W --warmup U --active A]
-        [--step-sleep SECONDS] [--crash-group K --crash-at S]
+        [--step-sleep SECONDS] [--equal-fragments] [--local-sgd] [--crash-group K --crash-at S]
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ def main() -> None:
     p.add_argument(
         "--step-sleep", type=float, default=0.0, help="seconds to sleep in every step (stands in for compute)"
     )
+    p.add_argument(
+        "--equal-fragments", action="store_true", help="every fragment Linear(16, 16): equal sizes, equal collectives"
+    )
+    p.add_argument("--local-sgd", action="store_true", help="average with torchft's LocalSGD instead of DiLoCo")
     p.add_argument("--crash-group", type=int, default=None)
     p.add_argument("--crash-at", type=int, default=3)
     args = p.parse_args()
@@ -42,11 +46,12 @@ def main() -> None:
     import torch
     import torch.nn as nn
     from torchft import Manager, ProcessGroupGloo
-    from torchft.local_sgd import DiLoCo
+    from torchft.local_sgd import DiLoCo, LocalSGD
 
     replica = int(os.environ.get("REPLICA_GROUP_ID", 0))
     torch.manual_seed(0)
-    frags = [nn.Linear(WIDTHS[i], WIDTHS[i + 1]) for i in range(args.fragments)]
+    widths = [16] * (args.fragments + 1) if args.equal_fragments else WIDTHS
+    frags = [nn.Linear(widths[i], widths[i + 1]) for i in range(args.fragments)]
     model = nn.Sequential(*frags)
     inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
     outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
@@ -64,15 +69,19 @@ def main() -> None:
     )
     out = f"output/replica-{replica}/profiles"
     os.makedirs(out, exist_ok=True)
-    x = torch.randn(16, WIDTHS[0])
-    y = torch.randn(16, WIDTHS[args.fragments])
+    x = torch.randn(16, widths[0])
+    y = torch.randn(16, widths[args.fragments])
     prof = torch.profiler.profile(
         schedule=torch.profiler.schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1),
         on_trace_ready=lambda pr: pr.export_chrome_trace(f"{out}/step-{pr.step_num}.json"),
         record_shapes=True,
     )
     step = 0
-    with DiLoCo(manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay):
+    if args.local_sgd:
+        averaging = LocalSGD(manager, model, inner, sync_every=args.sync_every)
+    else:
+        averaging = DiLoCo(manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay)
+    with averaging:
         prof.start()
         while manager.current_step() < args.manager_steps:
             prof.step()

@@ -235,7 +235,14 @@ def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]], 
         partial = (
             f"only replica group(s) {inputs.groups()} of the job's {m.replicas} given (give every group's run dir)"
         )
+    hook_why = None
+    if isinstance(m, layout.LaunchManifest):  # what ftrun launch's hook found in the script
+        from ftrun.launch.autohook.status import launch_numerics
+
+        sketches_on, hook_why = launch_numerics(inputs.run_dirs, Path(m.script).name)
     out = check_numerics(logs, sketches_on, partial)
+    if hook_why and out.status != "checked":
+        out.why = hook_why
     out.evidence(evidence_problems(logs, traced_syncs(seen)))
     return out
 

@@ -23,6 +23,7 @@ from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.observe import Obs, WorkerObs
 from ftrun.check.result import EventResult
 from ftrun.errors import NotChecked
+from ftrun.layout import LaunchManifest
 from ftrun.schedule import Event
 
 
@@ -89,8 +90,9 @@ def missing_traces(inputs, traced: set[int], faults: FiredFaults, notes: list[st
     job of which only some groups were given."""
     problems: list[str] = []
     if inputs.manifest is not None and inputs.whole_run:
+        set_aside = launch_set_aside(inputs.manifest)
         for r in inputs.groups():
-            if r not in traced and not faults.explains_missing_trace(r):
+            if r not in traced and r not in set_aside and not faults.explains_missing_trace(r):
                 problems.append(f"no trace for replica {r} (no fault explains it)")
         total = inputs.manifest.replicas
         if len(inputs.run_dirs) >= 1 and inputs.groups() and len(inputs.groups()) < total:
@@ -99,6 +101,15 @@ def missing_traces(inputs, traced: set[int], faults: FiredFaults, notes: list[st
                 "(give every group's run dir to check them all)"
             )
     return problems
+
+
+def launch_set_aside(m: Any) -> set[int]:
+    """``ftrun launch``'s groups whose missing trace it explains: a ``--kill`` fired on them, or
+    their traces were set aside (a relaunched incarnation's). Other manifests: none."""
+    if not isinstance(m, LaunchManifest):
+        return set()
+    unchecked = m.traces_not_checked if isinstance(m.traces_not_checked, list) else []
+    return {f.replica for f in m.launch_faults.fired} | {t.replica for t in unchecked}
 
 
 def disagreements(ag) -> list[str]:

@@ -66,6 +66,7 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopp
         if (refused := done.not_checkable()) is not None:
             summary.ok = summary.ok and isinstance(refused, BadInput)  # no trace: bad input; no quorum: a failure
             _finish(run_dir, summary, json_out, print_summary)
+            _numerics_note(spec, run_dir, json_out)
             raise refused
         # the check train runs too (ftrun.commands.run_check): inspect-trace's analysis of the run dir
         checked = check_run([run_dir], [t.path for t in summary.traces], step_numbering=spec.step_numbering)
@@ -73,6 +74,7 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopp
         if report is None:  # traces nothing could judge: bad input (exit 2), or no evidence (exit 1)
             summary.ok = False
             _finish(run_dir, summary, json_out, print_summary)
+            _numerics_note(spec, run_dir, json_out)
             checked.raise_unjudged()
             raise RunFailed(f"nothing checked: {checked.verdict.why}")
         summary.inspection = report.to_json()
@@ -87,6 +89,15 @@ def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopp
     if summary.failures:
         raise RunFailed(summary.failures[0])
     return 0 if summary.ok else 1
+
+
+def _numerics_note(spec: LaunchSpec, run_dir: Path, json_out: bool) -> None:
+    """Where no check report says it: why the launch hook sketched nothing (``ftrun.launch.autohook``)."""
+    from ftrun.launch.autohook.status import launch_numerics
+
+    why = launch_numerics([run_dir], spec.script.name)[1]
+    if why and not json_out:
+        print(f"numerics not checked: {why}")
 
 
 def _finish(run_dir: Path, summary: layout.LaunchSummary, json_out: bool, print_summary) -> None:

@@ -8,7 +8,9 @@ running a user's script unchanged. Torch-free; no rendering.
   a subreaper (``ftrun.launch.reaper``: nothing the script starts outlives the group), the
   caller's environment plus torchft's (``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``,
   ``TORCHFT_LIGHTHOUSE``), the group's devices and ``NCCL_HOSTID`` with CUDA, ``FTRUN_RUN_DIR``,
-  ``FTRUN_TRACE_DIR`` (``traces/replica{r}/``), then ``--env``; it runs in ``groups/replica{r}/``.
+  ``FTRUN_TRACE_DIR`` (``traces/replica{r}/``), then ``--env``, then the numerics hook first on
+  ``PYTHONPATH`` (``ftrun.launch.autohook``: the script's DiLoCo sketched into ``events/``); it
+  runs in ``groups/replica{r}/``.
 * ``launch_manifest`` is the run dir's ``manifest.json``: enough for ``inspect-trace RUN_DIR``.
 """
 
@@ -26,6 +28,7 @@ from ftrun import __version__, layout
 from ftrun.config import MAX_WAIT_S
 from ftrun.errors import BadInput
 from ftrun.fault_flags import LaunchKill, parse_launch_kill
+from ftrun.launch.autohook.boot import HOOK_DIR, pythonpath
 from ftrun.launch.groups import Group, group_env, torchrun_argv
 from ftrun.launch.reaper import reaper_argv
 from ftrun.output import check_name
@@ -179,9 +182,27 @@ def script_group(
     trace_dir = layout.group_trace_dir(run_dir, replica)
     env.update(FTRUN_RUN_DIR=str(run_dir.resolve()), FTRUN_TRACE_DIR=str(trace_dir.resolve()))
     env.update(spec.env)
+    # the numerics hook first on the path, the caller's (or --env's) entries after it
+    env["PYTHONPATH"] = pythonpath(hook_dir(run_dir), env.get("PYTHONPATH"))
     # under a subreaper: whatever the script starts (a setsid daemon too) ends with the group
     argv = reaper_argv(torchrun_argv(spec.nproc_per_replica) + [str(spec.script), *spec.args])
     return Group(replica, argv, env, layout.group_log(run_dir, replica), cwd=layout.group_dir(run_dir, replica))
+
+
+def hook_dir(run_dir: Path) -> Path:
+    """The run dir's ``hook/`` (``ftrun.launch.autohook.boot.write_hook_dir`` fills it), absolute:
+    the groups run in their own working directories."""
+    return (run_dir / HOOK_DIR).resolve()
+
+
+def event_log_refs(run_dir: Path) -> list[layout.EventLogRef]:
+    """The event logs the launch hook wrote (``events/replica{r}_rank{g}.jsonl``)."""
+    out = []
+    for p in sorted((run_dir / layout.EVENT_LOGS).glob("replica*_rank*.jsonl")):
+        w = layout.parse_worker(p.name)
+        if w is not None:
+            out.append(layout.EventLogRef(w[0], w[1], str(p.relative_to(run_dir))))
+    return out
 
 
 def launch_manifest(
@@ -238,6 +259,6 @@ def launch_manifest(
             for t in traces
             if t.rank is not None
         ],
-        event_logs=[],
+        event_logs=event_log_refs(run_dir),
         format=layout.FORMAT,
     )

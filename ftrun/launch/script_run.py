@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping, raise_on_signal
+from ftrun.launch.autohook.boot import write_hook_dir
 from ftrun.launch.groups import start_lighthouse
 from ftrun.launch.placement import Placement
 from ftrun.launch.script import LaunchSpec, launch_manifest, script_group
@@ -81,6 +82,7 @@ def run_launch(
     url = spec.lighthouse or ""
     try:
         (run_dir / layout.LOGS).mkdir(parents=True, exist_ok=True)
+        write_hook_dir(run_dir)  # the groups' sitecustomize (ftrun.launch.autohook.boot)
         state.started = time.monotonic()
         if spec.lighthouse is None:
             state.lighthouse = start_lighthouse(run_dir, spec.min_replicas)

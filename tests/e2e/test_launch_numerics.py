@@ -1,0 +1,116 @@
+"""The numeric check on a user's own torchft script under ``ftrun launch`` (issue 41 item 3): the
+launch hook (``ftrun.launch.autohook``) sketches ``tests/torchft_example.py``'s own DiLoCo, the
+script unchanged. A clean launch checks every sync; torchft patched to divide the SUM by the
+job's replica groups instead of the quorum's participants FAILs once a group trains alone (a
+kill); a script averaging with LocalSGD says once why numerics were not checked. The patched
+torchft is a copy of the installed package first on the groups' ``PYTHONPATH`` (the venv is never
+modified); the hook's own entry goes before it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ftrun import layout
+from train_fixtures import FTRUN
+
+pytestmark = pytest.mark.e2e
+
+SCRIPT = Path(__file__).resolve().parents[1] / "torchft_example.py"
+SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
+# torchft's Manager divides the SUM by the quorum's participants; the bug: by the job's groups
+DIVIDE_BY_GROUPS = ("tensor /= num_participants", 'tensor /= int(os.environ["NUM_REPLICA_GROUPS"])')
+
+
+def patched_torchft(root: Path, module: str, old: str, new: str) -> dict[str, str]:
+    """A copy of the installed ``torchft`` under ``root`` with ``old`` replaced by ``new`` in
+    ``module`` (every other file a symlink to the installed one); the environment that puts it
+    first on ``PYTHONPATH``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchft")
+    assert spec is not None and spec.origin is not None
+    installed = Path(spec.origin).parent
+    pkg = root / "torchft"
+    pkg.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name not in (module, "__pycache__"):
+            (pkg / entry.name).symlink_to(entry)
+    source = (installed / module).read_text()
+    assert source.count(old) == 1, f"torchft's {module} changed: {old!r} not found once"
+    (pkg / module).write_text(source.replace(old, new))
+    return {"PYTHONPATH": os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)}
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def launch(out: Path, name: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    argv = [*FTRUN, "launch", "--out", str(out), "--run-name", name, *args]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    return res.returncode, res.stdout, f"rc={res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-3000:]}"
+
+
+def test_clean_launch_checks_the_numerics_of_every_sync(tmp_path):
+    rc, out, explain = launch(tmp_path, "clean", *SCHED, "--", str(SCRIPT), "--manager-steps", "6")
+    assert rc == 0, explain
+    s = layout.read_launch_summary(tmp_path / "clean")
+    assert s.inspection is not None, explain
+    num = s.inspection["numerics"]
+    # 6 commits per group, both groups in every round: 6 collective rounds, 12 replica-syncs
+    assert num["status"] == "checked" and num["problems"] == [] and num["checked"] == 6, num
+    assert num["replica_syncs_checked"] == 12 and num["committed"] == 12, num
+    assert "numerics ok (6 sync(s))" in flat(out), explain
+    m = layout.read_manifest(tmp_path / "clean")
+    assert sorted((e.replica, e.rank) for e in m.event_logs) == [(0, 0), (1, 0)]
+    # the hook's entry first on the groups' path; the script's own log lines untouched
+    assert (tmp_path / "clean" / "hook" / "sitecustomize.py").is_file()
+    assert "inner step 1 manager step" in (tmp_path / "clean" / "logs" / "replica0.log").read_text()
+
+
+def test_patched_divide_fails_the_launch_with_its_cause(tmp_path):
+    env = patched_torchft(tmp_path / "torchft-divide", "manager.py", *DIVIDE_BY_GROUPS)
+    # --min-replicas 1: replica 0 trains alone while replica 1 is killed and relaunched (the
+    # quorum's one participant is not the job's 2 groups); a sleep per step keeps the kill
+    # between steps (a record is written at each step's end)
+    rc, out, explain = launch(
+        tmp_path,
+        "divide",
+        *SCHED,
+        "--min-replicas",
+        "1",
+        "--kill",
+        "1@line:inner step 7 ",
+        "--",
+        str(SCRIPT),
+        "--manager-steps",
+        "12",
+        "--step-sleep",
+        "0.2",
+        env=env,
+    )
+    assert rc == 1, explain
+    s = layout.read_launch_summary(tmp_path / "divide")
+    assert s.check is not None and s.check.verdict == "fail" and s.check.line is not None, explain
+    line = flat(s.check.line)
+    assert line.startswith("FAIL ") and "first: numerics: sync step" in line, line
+    assert "divided by participants + 1 = 2 instead of 1 participants (the world size instead" in line, line
+    problems = (s.inspection or {})["numerics"]["problems"]
+    # (either group may have trained alone first, before the other joined: a round of one too)
+    assert problems and all(p["check"] == "average" and "participants + 1" in p["cause"] for p in problems), problems
+
+
+def test_a_script_without_diloco_says_once_why_numerics_were_not_checked(tmp_path):
+    """LocalSGD averages parameters with no outer optimizer: nothing for the sketches to hook. The
+    schedule check has no DiLoCo send or sync either (exit 1, "nothing checked"); the launch says
+    once why numerics were not checked."""
+    rc, out, explain = launch(tmp_path, "lsgd", *SCHED, "--", str(SCRIPT), "--manager-steps", "3", "--local-sgd")
+    assert rc == 1, explain
+    said = flat(out)
+    assert said.count("numerics not checked:") == 1, explain
+    assert "numerics not checked: torchft_example.py averages with torchft's LocalSGD" in said, explain
+    assert not list((tmp_path / "lsgd" / "events").glob("*.jsonl"))  # no event log: nothing sketched
