@@ -1,7 +1,8 @@
 """``ftrun view``: TensorBoard's PyTorch profiler plugin on one run dir (``ftrun.launch.tensorboard``).
 
-Prints the URL once TensorBoard answers; Ctrl-C or SIGTERM stop it (exit 0) and remove the
-temp logdir. This process never imports torch or TensorBoard.
+Prints the URL once TensorBoard answers; Ctrl-C, SIGTERM or SIGHUP stop it (exit 130) and
+remove the temp logdir (a SIGKILLed view: its guard does, ``ftrun.launch.view_guard``). This
+process never imports torch or TensorBoard.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def view(path: Path, port: int = 6006, host: str = "127.0.0.1") -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal's: ended as SIGTERM (raise_on_signal)
         try:
             if child is not None:
                 child.stop()

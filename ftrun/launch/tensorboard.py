@@ -12,7 +12,10 @@ under the logdir) and a file's name before ``.<digits>.pt.trace.json`` as the wo
 TensorBoard's scalars show up as runs ``<run-name>/replica{r}``. Both follow symlinks.
 
 Stopping: ``TensorBoard.stop`` (``stop_tree`` on its process tree); the command then removes
-the temp dir (it also holds the plugin's cache, via TMPDIR).
+the temp dir (it also holds the plugin's cache, via TMPDIR). TensorBoard runs in its own process
+group with a parent-death signal (SIGKILL), and a guard (``ftrun.launch.view_guard``) kills that
+group and removes the temp dir if the view dies without doing so (SIGKILL): the plugin's worker
+processes, which no parent-death signal reaches, do not outlive the view.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ftrun import layout
 from ftrun.errors import BadInput, RunFailed
 from ftrun.launch.hosts import probe_host
 from ftrun.launch.procs import spawn, stop_tree
+from ftrun.launch.view_guard import Guard
 
 PLUGIN = "pytorch_profiler"
 TRACE_RE = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$")  # torch_tb_profiler.consts.WORKER_PATTERN
@@ -111,8 +115,10 @@ def check_port(host: str, port: int) -> None:
 class TensorBoard:
     """TensorBoard's process, its output (kept in a file and the last lines), and its port."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, root: Path) -> None:
+        """Start TensorBoard (``argv``) in its own process group, and its guard over it and ``root``."""
         self.proc = spawn(argv, env, subprocess.PIPE, sig=signal.SIGKILL)
+        self.guard = Guard(self.proc.pid, root)  # its process group: spawn starts a new session
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.port: int | None = None
         self.port_seen = threading.Event()
@@ -148,6 +154,7 @@ class TensorBoard:
         would clean up outlives us (its cache dir is under our temp dir), so we do not wait.
         """
         stop_tree(self.proc, grace_s=grace_s)
+        self.guard.release()
         self._reader.join(timeout=2)
         self._log.close()
 
@@ -164,7 +171,8 @@ def answers(url: str) -> bool:
 
 
 def start(logdir: Path, tmp: Path, host: str, port: int, run_name: str) -> TensorBoard:
-    """Start TensorBoard on ``logdir``; its temp files go under ``tmp``, its log next to ``tmp``."""
+    """Start TensorBoard on ``logdir``; its temp files go under ``tmp``, its log next to ``tmp``;
+    ``tmp``'s parent (the view's temp dir) is removed by the guard if the view dies."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp))  # the plugin's cache dir lands in ours
     argv = [
         sys.executable,
@@ -181,7 +189,7 @@ def start(logdir: Path, tmp: Path, host: str, port: int, run_name: str) -> Tenso
         "--window_title",
         f"ftrun view: {run_name}",
     ]
-    return TensorBoard(argv, env, tmp.parent / "tensorboard.log")
+    return TensorBoard(argv, env, tmp.parent / "tensorboard.log", tmp.parent)
 
 
 def wait_ready(child: TensorBoard, host: str, port: int) -> None:
