@@ -21,19 +21,35 @@ FTRUN=${FTRUN:-.venv/bin/ftrun}
 OUT=${OUT:-profiles}
 STEPS=${STEPS:-40}
 LH_OUT=$(mktemp "${TMPDIR:-/tmp}/ftrun-lighthouse.XXXXXX")
-LH=""
+LH="" G0="" G1=""
+# Every child is stopped however the script ends: a group that fails (set -e exits at once), the
+# lighthouse that dies, Ctrl-C, SIGTERM or a closed terminal. `ftrun train` stops its own
+# children on SIGTERM; it is waited for, so none outlives the script.
 cleanup() {
-  [ -z "$LH" ] || { kill "$LH" 2>/dev/null || true; wait "$LH" 2>/dev/null || true; }
+  local p
+  for p in $G0 $G1 $LH; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in $G0 $G1 $LH; do wait "$p" 2>/dev/null || true; done
   rm -f "$LH_OUT"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 "$FTRUN" lighthouse --bind 127.0.0.1:0 --min-replicas 2 --join-timeout-ms 10000 > "$LH_OUT" 2>/dev/null &
 LH=$!
 for _ in $(seq 50); do grep -q '^lighthouse: ' "$LH_OUT" && break; sleep 0.2; done
 URL=$(sed -n 's/^lighthouse: //p' "$LH_OUT")
+[ -n "$URL" ] || { echo "two_hosts: the lighthouse did not start" >&2; exit 1; }
 echo "lighthouse at $URL"
 "$FTRUN" train --lighthouse "$URL" --replica-group-id 0 --num-replica-groups 2 --run-name two-hosts --out "$OUT" --steps "$STEPS" --overwrite &
 G0=$!
-"$FTRUN" train --lighthouse "$URL" --replica-group-id 1 --num-replica-groups 2 --run-name two-hosts --out "$OUT" --steps "$STEPS" --overwrite
-wait $G0
+"$FTRUN" train --lighthouse "$URL" --replica-group-id 1 --num-replica-groups 2 --run-name two-hosts --out "$OUT" --steps "$STEPS" --overwrite &
+G1=$!
+# the first group to end, then the other: a failure exits at once (the EXIT trap stops the rest)
+rc=0 first=""
+wait -n -p first "$G0" "$G1" || rc=$?
+[ "$rc" = 0 ] || { echo "two_hosts: a replica group failed (exit $rc); stopping the rest" >&2; exit "$rc"; }
+wait "$([ "$first" = "$G0" ] && echo "$G1" || echo "$G0")" || rc=$?
+[ "$rc" = 0 ] || { echo "two_hosts: a replica group failed (exit $rc); stopping the rest" >&2; exit "$rc"; }
+G0="" G1=""
 "$FTRUN" inspect-trace "$OUT/two-hosts-group0" "$OUT/two-hosts-group1"
