@@ -114,3 +114,34 @@ def test_a_script_without_diloco_says_once_why_numerics_were_not_checked(tmp_pat
     assert said.count("numerics not checked:") == 1, explain
     assert "numerics not checked: torchft_example.py averages with torchft's LocalSGD" in said, explain
     assert not list((tmp_path / "lsgd" / "events").glob("*.jsonl"))  # no event log: nothing sketched
+
+
+# torchft's DiLoCo picks the fragment to send and sync from the manager step; the bug: replica
+# group 1 walks its three fragments in the order 1, 0, 2 (equal sizes: the collectives match)
+SWAPPED_ORDER = (
+    "        step = self._manager.current_step()\n        return step % len(self._fragments)\n",
+    "        step = self._manager.current_step()\n"
+    "        n = len(self._fragments)\n"
+    '        order = [1, 0, 2] if os.environ.get("REPLICA_GROUP_ID") == "1" and n == 3 else list(range(n))\n'
+    "        return order[step % n]\n",
+)
+
+
+def test_replicas_syncing_different_fragments_fail_from_torchfts_log_lines(tmp_path):
+    """Issue 40 item 3: equal-sized fragments, so the traces cannot tell them apart; the hook raises
+    torchft's local_sgd logger to INFO, its ``Preparing/Syncing fragment=N`` lines reach the group
+    logs, and the check reads the fragments from them: the replicas disagree."""
+    env = patched_torchft(tmp_path / "torchft-order", "local_sgd.py", *SWAPPED_ORDER)
+    sched = ["--fragments", "3", "--sync-every", "6", "--fragment-sync-delay", "1"]
+    script_args = ["--fragments", "3", "--sync-every", "6", "--delay", "1", "--equal-fragments"]
+    rc, out, explain = launch(
+        tmp_path, "order", *sched, "--", str(SCRIPT), *script_args, "--manager-steps", "6", env=env
+    )
+    assert rc == 1, explain
+    logs = [(tmp_path / "order" / "logs" / f"replica{r}.log").read_text() for r in (0, 1)]
+    assert all("Preparing fragment=" in g and "Syncing fragment=" in g for g in logs), explain
+    s = layout.read_launch_summary(tmp_path / "order")
+    assert s.check is not None and s.check.verdict == "fail" and flat(s.check.line or "").startswith("FAIL "), explain
+    cross = [c["problem"] for c in (s.inspection or {})["cross_replica"] if not c["ok"]]
+    assert any(p.startswith("replicas disagree on the sync at step ") for p in cross), cross
+    assert "cross-replica: replicas disagree on the sync at step 2 (manager step 0)" in flat(out), explain
