@@ -32,6 +32,9 @@ check "ruff check" "$PY" -m ruff check --quiet --output-format concise "${PATHS[
 check "ruff format --check" "$PY" -m ruff format --check --quiet "${PATHS[@]}"
 check "mypy ftrun" "$PY" -m mypy
 check "CLI reference (scripts/gen_cli_reference.py --check)" "$PY" scripts/gen_cli_reference.py --check
+# the docs' pictures: made again in a temp dir, same size in pixels as docs/img's, each shown on its page
+check "docs pictures (scripts/gen_docs_figures.py --check)" \
+  env MPLCONFIGDIR="$(mktemp -d)" "$PY" scripts/gen_docs_figures.py --check
 check "layering (tests/unit/test_layering.py)" \
   env MPLCONFIGDIR="$(mktemp -d)" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_layering.py
 # README.md and docs/: no measurement diaries (figures live in docs/benchmarks.md)

@@ -125,3 +125,50 @@ def test_prose_check_exempts_the_generated_benchmarks_page(tmp_path):
 
 def test_readme_and_docs_hold_no_diary_phrases(capsys):
     assert check_prose.main([]) == 0, capsys.readouterr().out
+
+
+# --- the docs' pictures (scripts/gen_docs_figures.py; its --check runs in scripts/lint.sh) ---------
+
+
+@pytest.fixture(scope="module")
+def figs():
+    return load_script("gen_docs_figures")
+
+
+def test_every_picture_is_checked_in_small_and_shown_on_its_page(figs):
+    assert figs.reference_problems() == []
+    for fig in figs.FIGURES:
+        path = DOCS / "img" / fig.name
+        assert path.is_file(), f"docs/img/{fig.name} missing: run python scripts/gen_docs_figures.py"
+        assert 0 < path.stat().st_size <= figs.MAX_BYTES
+        w, h = figs.png_size(path)
+        assert w > 0 and h > 0, f"docs/img/{fig.name} is not a PNG"
+    assert (DOCS / "img" / "src" / "sweep.json").is_file(), "the sweep picture's input (a real sweep.json)"
+
+
+def test_a_page_showing_a_missing_picture_or_missing_its_own_is_named(figs, tmp_path, monkeypatch):
+    (tmp_path / "compare.md").write_text("![t](img/timeline.png)\n![gone](img/gone.png)\n")
+    (tmp_path / "sweep.md").write_text("no picture\n")
+    (tmp_path / "plan.md").write_text("![p](img/plan.png)\n")
+    (tmp_path / "img").mkdir()
+    for name in ("timeline.png", "plan.png"):
+        (tmp_path / "img" / name).write_bytes(b"")
+    monkeypatch.setattr(figs, "DOCS", tmp_path)
+    assert figs.reference_problems() == [
+        "docs/compare.md: shows img/gone.png, which is not in docs/img/",
+        "docs/sweep.md: does not show img/sweep.png (![...](img/sweep.png))",
+    ]
+
+
+def test_png_size_reads_the_header_and_refuses_what_is_not_a_png(figs, tmp_path):
+    import struct
+
+    png = tmp_path / "a.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\x0d" + b"IHDR" + struct.pack(">II", 640, 480) + b"\x08\x06")
+    assert figs.png_size(png) == (640, 480)
+    (tmp_path / "b.png").write_text("not a png")
+    assert figs.png_size(tmp_path / "b.png") == (0, 0)
+
+
+def test_lint_checks_the_pictures():
+    assert "scripts/gen_docs_figures.py --check" in (ROOT / "scripts" / "lint.sh").read_text()
