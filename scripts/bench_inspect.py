@@ -27,6 +27,11 @@ numbers by a multiple of H (so the copies follow the same schedule), until the f
 peak RSS of that process alone), ``analyze()``
 in-process (time, tracemalloc peak, RSS growth), ``json.load``, and HTA (optional: skipped
 when ``hta`` is not importable). Prints the ratios and the peak memory vs the trace size.
+
+HTA is the ``traceinsight`` release (the ``HolisticTraceAnalysis`` name stops at 0.5.0). It
+pulls in jupyterlab, plotly and ~60 other packages, so it is installed beside the venv, not in it:
+``pip install --target DIR traceinsight==0.6.1``, then ``--hta-path DIR`` (or ``$FTRUN_HTA_PATH``):
+only the HTA child gets DIR on its PYTHONPATH. ``hta`` in the JSON names the release measured.
 """
 
 from __future__ import annotations
@@ -143,15 +148,35 @@ print(dt, (hwm() - rss0) * 1024)
 )
 
 
-def child(code: str, *args: str, timeout: int = 900) -> list[str]:
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
+def child(code: str, *args: str, timeout: int = 900, env: dict[str, str] | None = None) -> list[str]:
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, env=env)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-2000:])
     return res.stdout.split()
 
 
-def have_hta() -> bool:
-    return subprocess.run([sys.executable, "-c", "import hta.trace_analysis"], capture_output=True).returncode == 0
+HTA_VERSION = (
+    "from importlib import metadata\n"
+    "for d in ('traceinsight', 'HolisticTraceAnalysis'):\n"
+    "    try: print(d, metadata.version(d)); break\n"
+    "    except metadata.PackageNotFoundError: pass\n"
+)
+
+
+def hta_env(path: str | None) -> dict[str, str] | None:
+    """The HTA child's environment: ``path`` (a ``pip install --target`` folder) first on its
+    PYTHONPATH, so HTA and its dependencies stay out of the venv ftrun is timed in."""
+    if not path:
+        return None
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p)}
+
+
+def have_hta(env: dict[str, str] | None = None) -> str | None:
+    """HTA's distribution and release (``traceinsight 0.6.1``), None when ``hta`` does not import."""
+    res = subprocess.run(
+        [sys.executable, "-c", "import hta.trace_analysis\n" + HTA_VERSION], capture_output=True, text=True, env=env
+    )
+    return (res.stdout.strip() or "hta (release unknown)") if res.returncode == 0 else None
 
 
 def source_trace(args, tmp: Path) -> tuple[Path, int, int, int]:
@@ -356,6 +381,12 @@ def main() -> None:
     p.add_argument("--large", action="store_true", help="a ~300 MB trace: MB/s, peak RSS / file, gzip vs zlib")
     p.add_argument("--no-gz", action="store_true", help="--large: skip the gzip measurement")
     p.add_argument("--no-hta", action="store_true")
+    p.add_argument(
+        "--hta-path",
+        default=os.environ.get("FTRUN_HTA_PATH"),
+        help="a folder HTA was installed into (pip install --target DIR traceinsight), put on the HTA "
+        "child's PYTHONPATH only (default $FTRUN_HTA_PATH)",
+    )
     p.add_argument("--ftrun", help="the ftrun command to time, e.g. 'python -m ftrun' (default: this venv's ftrun)")
     args = p.parse_args()
     if args.ftrun:
@@ -393,8 +424,9 @@ def main() -> None:
             ("ftrun analyze() in-process", float(a2), float(rss)),
             ("stdlib json.load", float(js), float(js_rss)),
         ]
-        hta_s = None
-        if not args.no_hta and have_hta():
+        hta_s, env = None, hta_env(args.hta_path)
+        hta = None if args.no_hta else have_hta(env)
+        if hta is not None:
             if trace.parent.name != "big" or len(list(trace.parent.iterdir())) != 1:
                 (tmp / "hta").mkdir(exist_ok=True)
                 os.symlink(trace.resolve(), tmp / "hta" / trace.name)
@@ -402,13 +434,13 @@ def main() -> None:
             else:
                 hta_dir = trace.parent
             try:
-                runs = [child(CHILD_HTA, str(hta_dir)) for _ in range(min(2, args.repeat))]
+                runs = [child(CHILD_HTA, str(hta_dir), env=env) for _ in range(min(2, args.repeat))]
                 hta_s = min(float(hs) for hs, _ in runs)
-                rows.append(("HTA TraceAnalysis load", hta_s, max(float(r) for _, r in runs)))
+                rows.append((f"HTA TraceAnalysis load ({hta})", hta_s, max(float(r) for _, r in runs)))
             except RuntimeError as e:
                 print(f"HTA failed: {str(e).strip().splitlines()[-1]}")
         else:
-            print("HTA: not installed (pip install HolisticTraceAnalysis, the bench extra) or --no-hta; skipped")
+            print("HTA: not importable (pip install --target DIR traceinsight; --hta-path DIR) or --no-hta: skipped")
 
         print(f"verdict {verdict} ({nev} events)")
         print(f"{'what':42s} {'seconds':>9s} {'peak RSS (growth) MB':>21s}")
@@ -421,6 +453,7 @@ def main() -> None:
             "trace_mb": round(size / 1e6, 1),
             "inspect_s": round(cli_s, 3),
             "json_load_s": round(float(js), 3),
+            "hta": hta,  # HTA's distribution and release, None when it was not importable
             "hta_s": None if hta_s is None else round(hta_s, 3),
             "ratio": None if hta_s is None else round(hta_s / cli_s, 1),
             "goal": 20,

@@ -43,6 +43,7 @@ class Bench(msgspec.Struct, frozen=True):
     what: str
     argv: tuple[str, ...]
     timeout_s: float = 3600.0
+    table_note: str = ""  # how to read the table the script prints, if it prints one
 
 
 class Machine(msgspec.Struct, frozen=True):
@@ -57,7 +58,8 @@ class Machine(msgspec.Struct, frozen=True):
 
 class Record(msgspec.Struct, frozen=True):
     """One run of a benchmark. ``result``: the script's JSON result as it printed it (None: it
-    printed none; ``exit_code`` says how it ended)."""
+    printed none; ``exit_code`` says how it ended); ``table``: the markdown table it printed, if
+    any (its lines that start with ``|``), shown on the page as printed."""
 
     bench: str
     command: str
@@ -68,6 +70,7 @@ class Record(msgspec.Struct, frozen=True):
     seconds: float
     exit_code: int
     result: Any = None
+    table: list[str] = []
 
 
 PAPER = (
@@ -78,7 +81,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "inspect",
         "inspect-trace vs HTA",
-        "ftrun inspect-trace end to end on a ~20 MB torchft trace, next to json.load and HTA's TraceAnalysis load.",
+        "ftrun inspect-trace end to end on a ~20 MB torchft trace, next to json.load and HTA's TraceAnalysis load "
+        "(HTA: the traceinsight release, installed beside the venv with `pip install --target DIR traceinsight` "
+        "and found through `FTRUN_HTA_PATH=DIR`).",
         ("scripts/bench_inspect.py",),
     ),  # noqa: E501
     Bench(
@@ -90,20 +95,27 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "overhead",
         "Overhead per step",
-        "ftrun train's time per step next to a bare torchft DiLoCo loop of the same model.",
-        ("scripts/bench_overhead.py",),
+        "ftrun train's time per step next to a bare torchft DiLoCo loop of the same model, both measured in the "
+        "same run, interleaved; wall time and CPU time (all processes) per step.",
+        ("scripts/bench_overhead.py", "--steps", "60", "--repeat", "3"),
+        900,
     ),  # noqa: E501
     Bench(
         "compare",
         "Streaming vs plain DiLoCo",
-        "ftrun compare streaming baseline on emulated links: exposed communication and peak bytes per sync.",
-        ("scripts/bench_compare.py", "--json"),
+        "ftrun compare streaming baseline on an emulated 1 Gbit/s, 20 ms link (the default model): exposed "
+        "communication and peak bytes per sync, streaming over plain DiLoCo measured in the same compare.",
+        ("scripts/bench_compare.py", "--links", "1gbit,20ms", "--json"),
+        900,
     ),  # noqa: E501
     Bench(
         "plan-validation",
         "Plan validation",
-        "ftrun plan --check against real compare runs on four links (predicted vs measured).",
+        "ftrun plan --check against real compare runs (streaming and plain DiLoCo, 60 steps each) on four "
+        "emulated links: predicted / measured per sync and steps/s, each with its relative error.",
         ("scripts/validate_plan.py",),
+        1800,
+        " (each cell: predicted / measured)",
     ),  # noqa: E501
     Bench(
         "paper",
@@ -180,6 +192,7 @@ def run(bench: Bench) -> Record:
         seconds=round(seconds, 1),
         exit_code=proc.returncode,
         result=last_json(proc.stdout),
+        table=[ln.rstrip() for ln in proc.stdout.splitlines() if ln.startswith("|")],
     )
 
 
@@ -206,7 +219,58 @@ def _inspect(r: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if r.get("ratio") is None:
         return [*rows, ("HTA TraceAnalysis load / inspect-trace", "not compared: HTA was not installed")]
-    return [*rows, ("HTA TraceAnalysis load", f"{r['hta_s']} s"), ("HTA load / inspect-trace", f"{r['ratio']}x")]
+    hta = r.get("hta") or "HTA"
+    return [
+        *rows,
+        (f"HTA TraceAnalysis load ({hta})", f"{r['hta_s']} s"),
+        ("HTA load / inspect-trace (goal >= 20x)", f"{r['ratio']}x"),
+    ]
+
+
+def _interval(p: dict[str, Any] | None) -> str:
+    """A paired ratio (bench_overhead's ``paired``): geometric mean, 95% interval, its verdict."""
+    if not p:
+        return "not measured"
+    lo, hi = p.get("ci95") or [None, None]
+    ci = "no interval (one repeat)" if lo is None else f"95% interval {lo}-{hi}"
+    return f"{p['ratio']}x over {p['repeats']} repeats, {ci}: {p['verdict']}"
+
+
+def _overhead(r: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("bare torchft DiLoCo loop, wall ms per step (median of repeats)", f"{r['bare_ms_per_step']} ms"),
+        ("ftrun train, wall ms per step (median of repeats)", f"{r['ftrun_ms_per_step']} ms"),
+        ("ftrun / bare, wall time, paired per repeat (goal 1.00-1.02)", _interval(r.get("paired_ratio"))),
+        ("ftrun / bare, CPU time of all processes, paired per repeat", _interval(r.get("paired_cpu_ratio"))),
+        ("ftrun's time per step outside the step body", f"{r['outside_step_body_ms_per_step']} ms"),
+        ("comparison valid (ftrun measured >= 0.98x the bare loop)", json.dumps(r["valid"])),
+    ]
+
+
+def _compare(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    out = []
+    for r in rows:
+        s, b = r["per_sync_exposed_ms"], r["per_sync_exposed_control_ms"]
+        out += [
+            (f"{r['link']}: exposed data, streaming / plain DiLoCo (goal <= 0.10)", f"{r['exposed_ratio']:.3f}"),
+            (f"{r['link']}: exposed data ms per sync, streaming / plain", f"{s[0]:.1f} / {s[1]:.1f}"),
+            (f"{r['link']}: exposed control ms per sync, streaming / plain", f"{b[0]:.1f} / {b[1]:.1f}"),
+            (
+                f"{r['link']}: peak bytes per sync, streaming / plain x F (goal 1 +- 0.10)",
+                f"{r['peak_vs_1_over_f']:.3f} (F = {r['fragments']})",
+            ),
+            (
+                f"{r['link']}: hidden share of data communication, streaming / plain",
+                f"{r['hidden_share'][0]:.0%} / {r['hidden_share'][1]:.0%}",
+            ),
+            (f"{r['link']}: steps/s, streaming / plain", f"{r['steps_per_s'][0]:.1f} / {r['steps_per_s'][1]:.1f}"),
+            (f"{r['link']}: both schedules checked", r["verdict"]),
+        ]
+    return out
+
+
+def _validation(r: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f"rows within tolerance {r['tolerance']:g}", f"{r['passed']} of {r['rows']}")]
 
 
 def _large(r: dict[str, Any]) -> list[tuple[str, str]]:
@@ -237,6 +301,9 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "inspect": _inspect,
     "inspect-large": _large,
     "paper": _paper,
+    "overhead": _overhead,
+    "compare": _compare,  # type: ignore[dict-item]  # its result is a list of rows
+    "plan-validation": _validation,
 }
 
 
@@ -281,8 +348,10 @@ def render(records: dict[str, Record]) -> str:
         "",
         f"<!-- Generated from docs/benchmarks/*.json: do not edit; run `{COMMAND}`. -->",
         "",
-        "Every measured figure the docs cite, with the command that produced it, when, on what machine and "
-        "under what load (the 1-minute load average before and after). Pages link here instead of quoting figures.",
+        "**How fast is inspect-trace, what does ftrun cost per training step, how much does streaming hide, and "
+        "how close are the plan's predictions to real runs?** Every measured figure the docs cite, with the command "
+        "that produced it, when, on what machine and under what load (the 1-minute load average before and after). "
+        "Pages link here instead of quoting figures.",
         "",
         f"Regenerate the page from the records: `{COMMAND}`. Measure one benchmark again (it writes "
         f"`docs/benchmarks/ID.json`, then the page): `{COMMAND} --run ID`.",
@@ -296,6 +365,8 @@ def render(records: dict[str, Record]) -> str:
             continue
         out += ["| Figure | Value |", "| --- | --- |"]
         out += [f"| {_cell(name)} | {_cell(value)} |" for name, value in figures(rec)]
+        if rec.table:  # the script's own table, as it printed it
+            out += ["", f"The script's table, as it printed it{b.table_note}:", "", *rec.table]
         out += [
             "",
             f"- Command: `{rec.command}`",

@@ -58,10 +58,12 @@ def _page(gen, tmp_path, *records: dict) -> str:
 
 def test_a_record_renders_its_figures_with_command_date_machine_and_load(gen, tmp_path):
     inspect = {"trace_mb": 20.1, "inspect_s": 0.5, "json_load_s": 0.4, "hta_s": 12.5, "ratio": 25.0, "load_avg": 1}
+    inspect["hta"] = "traceinsight 0.6.1"
     text = _page(gen, tmp_path, _record("inspect", inspect))
     section = text.split("## inspect-trace vs HTA", 1)[1].split("\n## ", 1)[0]
     assert "| inspect-trace, 20.1 MB trace, end to end | 0.5 s |" in section
-    assert "| HTA load / inspect-trace | 25.0x |" in section
+    assert "| HTA TraceAnalysis load (traceinsight 0.6.1) | 12.5 s |" in section
+    assert "| HTA load / inspect-trace (goal >= 20x) | 25.0x |" in section
     assert "| wall time of the command | 42.0 s (exit 0) |" in section
     assert "- Command: `python scripts/inspect.py`" in section and "- Date: 2030-01-02 03:04 UTC" in section
     assert "2 CPUs (Test CPU), 8.0 GB, Linux 6.1, Python 3.11.7, torch 2.13.0, torchft 0.2.0" in section
@@ -84,9 +86,60 @@ def test_an_unmeasured_benchmark_names_its_command_and_no_number(gen, tmp_path):
 
 
 def test_any_other_result_shows_its_top_level_values(gen, tmp_path):
-    text = _page(gen, tmp_path, _record("plan-validation", {"passed": True, "tolerance": 0.1, "rows": [1, 2]}))
-    section = text.split("## Plan validation", 1)[1].split("\n## ", 1)[0]
+    text = _page(gen, tmp_path, _record("suite", {"passed": True, "tolerance": 0.1, "rows": [1, 2]}))
+    section = text.split("## Test suite", 1)[1].split("\n## ", 1)[0]
     assert "| passed | true |" in section and "| tolerance | 0.1 |" in section and "rows" not in section
+
+
+def test_a_result_of_another_shape_falls_back_to_its_top_level_values(gen, tmp_path):
+    text = _page(gen, tmp_path, _record("plan-validation", {"passed": True, "tolerance": 0.1}))
+    section = text.split("## Plan validation", 1)[1].split("\n## ", 1)[0]
+    assert "| passed | true |" in section and "| tolerance | 0.1 |" in section
+
+
+PAIRED = {"ratio": 1.0807, "repeats": 3, "ci95": [0.9459, 1.2346], "verdict": "not resolved"}
+
+
+def test_overhead_shows_both_sides_and_the_paired_ratios_with_their_intervals(gen, tmp_path):
+    result = {
+        "bare_ms_per_step": 60.9,
+        "ftrun_ms_per_step": 61.4,
+        "paired_ratio": {**PAIRED, "ratio": 1.01, "ci95": [0.99, 1.03]},
+        "paired_cpu_ratio": PAIRED,
+        "outside_step_body_ms_per_step": 0.196,
+        "valid": True,
+    }
+    section = _page(gen, tmp_path, _record("overhead", result)).split("## Overhead per step", 1)[1]
+    assert "| bare torchft DiLoCo loop, wall ms per step (median of repeats) | 60.9 ms |" in section
+    assert "1.01x over 3 repeats, 95% interval 0.99-1.03: not resolved" in section
+    assert "| ftrun / bare, CPU time of all processes, paired per repeat | 1.0807x over 3 repeats" in section
+
+
+def test_compare_shows_streaming_over_plain_per_link(gen, tmp_path):
+    row = {
+        "link": "1gbit,20ms",
+        "fragments": 2,
+        "verdict": "pass",
+        "exposed_ratio": 0.1205,
+        "per_sync_exposed_ms": [3.25, 53.9],
+        "per_sync_exposed_control_ms": [58.2, 53.9],
+        "peak_vs_1_over_f": 1.0477,
+        "hidden_share": [0.936, 0.809],
+        "steps_per_s": [21.6, 22.0],
+    }
+    section = _page(gen, tmp_path, _record("compare", [row])).split("## Streaming vs plain DiLoCo", 1)[1]
+    assert "| 1gbit,20ms: exposed data, streaming / plain DiLoCo (goal &lt;= 0.10) | 0.120 |" in section
+    assert "| 1gbit,20ms: peak bytes per sync, streaming / plain x F (goal 1 +- 0.10) | 1.048 (F = 2) |" in section
+    assert "| 1gbit,20ms: hidden share of data communication, streaming / plain | 94% / 81% |" in section
+
+
+def test_a_table_the_script_printed_is_shown_as_printed(gen, tmp_path):
+    table = ["| link | run | check |", "|---|---|---|", "| 1 Gbit/s, 2 ms | streaming | pass |"]
+    rec = _record("plan-validation", {"rows": 1, "passed": 1, "tolerance": 0.1}, table=table)
+    section = _page(gen, tmp_path, rec).split("## Plan validation", 1)[1].split("\n## ", 1)[0]
+    assert "| rows within tolerance 0.1 | 1 of 1 |" in section
+    assert "The script's table, as it printed it (each cell: predicted / measured):" in section
+    assert "\n".join(table) in section
 
 
 def test_the_page_is_deterministic_and_a_bad_record_is_one_line(gen, tmp_path):
