@@ -32,6 +32,10 @@ detection hidden behind the relaunch still shows; ``unaccounted_s`` = seconds no
 A phase that did not happen is None, with the reason in ``reasons``. Survivors' losses over
 [t0, first commit]: failed commits, steps they ran before R was back in their quorum, steps/s
 against the same length of time before t0.
+
+Only a fault that stops a group's processes (``STOPS``: kill, sigterm, hang) has a recovery: a
+``--fail-commit`` or ``--corrupt-allreduce`` leaves every process running and in its quorum, so
+there is nothing to detect, relaunch or rejoin (the commit and numerics checks judge those).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ LABELS_CONFIGURE, LABELS_RECV = LABELS.pg_configure, LABELS.recv_checkpoint
 PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
 ACCOUNT_ORDER = ("relaunch", "join", "reconfigure", "heal", "catch_up", "detect")  # who owns an overlapped second
 TOLERANCE = 0.10  # the phases must cover the measured total to within this share
+STOPS = ("kill", "sigterm", "hang")  # the fault actions that stop a group's processes (a recovery follows)
 
 
 @dataclass
@@ -146,13 +151,14 @@ def breakdown(
     traced: TraceSpans | None = None,
     around: GroupSpans | None = None,
 ) -> list[Recovery]:
-    """One ``Recovery`` per fired fault, in firing order (module docstring). ``traced``: the
-    relaunched groups' recovery profiles' ``_pg::configure`` / ``recv_checkpoint`` spans
+    """One ``Recovery`` per fired fault that stops a group (``STOPS``), in firing order (module
+    docstring). ``traced``: the relaunched groups' recovery profiles' ``_pg::configure`` / ``recv_checkpoint`` spans
     (``recovery_trace_spans``); ``around``: the surviving groups' quorum, configure and
     checkpoint spans (``around_fault_spans``); both preferred to the logs' timings where present."""
     return [
         _one(f, manifest, logs, life, traced or {}, around or {})
         for f in sorted(manifest.faults.fired, key=lambda f: f.fired_at)
+        if f.action in STOPS
     ]
 
 

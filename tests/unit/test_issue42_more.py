@@ -90,3 +90,37 @@ def test_nohup_keeps_sighup_ignored():
             assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_fault_that_stops_no_process_has_no_recovery_breakdown():
+    """Item 10: a ``--corrupt-allreduce`` run got a recovery breakdown saying the group "never came
+    back up", "not relaunched", unaccounted 100%: no process had stopped. Only kill, sigterm and
+    hang (``STOPS``) have a recovery; the commit and numerics checks judge the others."""
+    import msgspec
+
+    from ftrun import layout
+    from ftrun.check.recovery import STOPS, breakdown
+
+    def manifest(*fired):
+        return msgspec.convert(
+            {
+                "ftrun_version": "x",
+                "job_id": "j",
+                "run_name": "r",
+                "config": {},
+                "versions": {},
+                "backend": "gloo",
+                "replicas": 2,
+                "schedule": {"fragments": 2, "sync_every": 10, "fragment_sync_delay": 1, "steps": 40},
+                "traces": [],
+                "faults": {"planned": [], "fired": list(fired), "max_restarts": 1},
+            },
+            layout.Manifest,
+        )
+
+    corrupt = {"replica": 1, "step": 10, "action": "corrupt", "kind": "nan", "fired_at": 1000.0, "fired_step": 10}
+    fail = {"replica": 0, "step": 20, "action": "fail-commit", "fired_at": 1001.0, "fired_step": 20}
+    kill = {"replica": 1, "step": 30, "action": "kill", "fired_at": 1002.0, "fired_step": 30}
+    assert breakdown(manifest(corrupt, fail), {}, {}) == []
+    [only] = breakdown(manifest(corrupt, kill), {(0, 0): [], (1, 0): []}, {})
+    assert only.fault == "kill 1@30" and set(STOPS) == {"kill", "sigterm", "hang"}
