@@ -200,6 +200,11 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def check_sizes(self, cfg: "RunConfig", at: At) -> None:
         _at_least_one(at, self, "replicas", "nproc_per_replica")
+        from ftrun.plan_bounds import MAX_REPLICAS  # one bound for train and plan
+
+        for key in ("replicas", "nproc_per_replica"):  # lists of groups and ranks are made from them
+            if getattr(self, key) > MAX_REPLICAS:
+                raise at.bad(key, getattr(self, key), f"must be at most {MAX_REPLICAS:,}")
 
     def check(self, cfg: "RunConfig", at: At) -> None:
         if self.backend not in BACKENDS:

@@ -124,3 +124,15 @@ def test_a_fault_that_stops_no_process_has_no_recovery_breakdown():
     assert breakdown(manifest(corrupt, fail), {}, {}) == []
     [only] = breakdown(manifest(corrupt, kill), {(0, 0): [], (1, 0): []}, {})
     assert only.fault == "kill 1@30" and set(STOPS) == {"kill", "sigterm", "hang"}
+
+
+@pytest.mark.parametrize("key, flag", [("replicas", "--replicas"), ("nproc_per_replica", "--nproc-per-replica")])
+def test_train_refuses_more_groups_or_ranks_than_plan_walks(key, flag):
+    """``train --replicas 100000000000`` ended in a ``MemoryError`` traceback (the list of the
+    groups to launch); now one line, as plan's bound (``ftrun.plan_bounds.MAX_REPLICAS``)."""
+    from ftrun.config import build
+    from ftrun.plan_bounds import MAX_REPLICAS
+
+    with pytest.raises(BadInput, match=rf"^{flag} 100000000000: must be at most {MAX_REPLICAS:,}$"):
+        build(**{key: 100_000_000_000})
+    build(**{key: 4})
