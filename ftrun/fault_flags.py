@@ -9,6 +9,9 @@
                         a wrong average for the fragment synced at step S (a sync step), as
                         ``CORRUPT_KINDS`` says; the numeric check (``ftrun.check.numerics``) must
                         catch it. Injected by ``ftrun.worker.fault_injection.Corruption``.
+``--corrupt-sync R@S:KIND``  rank 0 of replica group R gets one stage of the outer step of the
+                        round synced at step S wrong, as ``SYNC_KINDS`` says; the numeric check
+                        of the outer step (``ftrun.check.numerics_outer``) must name it.
 ``--fail-commit R@S``   rank 0 of replica group R votes false in ``should_commit`` at the first
                         sync at or after step S, so the group's commit fails there (torchft's own
                         ``Manager.report_error``: the same path a real error in the step takes) —
@@ -39,6 +42,14 @@ CORRUPT_KINDS = {
     "noise": "a relative 1e-3 perturbation of one element (the largest) of the SUM",
 }
 
+# --corrupt-sync kinds: which stage of the outer step replica R's rank 0 gets wrong at sync S
+SYNC_KINDS = {
+    "sign": "its pseudo-gradient negated before the collective (local - original)",
+    "stale": "save_parameters skipped after the outer step: the next round starts from the old originals",
+    "lr": "the outer step taken with 2x the optimizer's lr",
+    "alpha": "the merge ignoring fragment_update_alpha (needs --fragment-update-alpha > 0)",
+}
+
 _FAIL_COMMIT_RE = re.compile(r"^(\d+)@(\d+)$")
 FLAGS = {
     "kill": "--kill",
@@ -46,6 +57,7 @@ FLAGS = {
     "hang": "--hang",
     "fail-commit": "--fail-commit",
     "corrupt": "--corrupt-allreduce",
+    "corrupt-sync": "--corrupt-sync",
 }
 
 
@@ -58,9 +70,9 @@ def fault_key(action: str, replica: int, step: int) -> str:
 class Fault:
     replica: int
     step: int
-    action: str  # "kill" | "sigterm" | "hang" | "fail-commit" | "corrupt"
+    action: str  # "kill" | "sigterm" | "hang" | "fail-commit" | "corrupt" | "corrupt-sync"
     seconds: float = 0.0
-    kind: str = ""  # corrupt: one of CORRUPT_KINDS
+    kind: str = ""  # corrupt: one of CORRUPT_KINDS; corrupt-sync: one of SYNC_KINDS
 
     @property
     def key(self) -> str:
@@ -72,6 +84,8 @@ class Fault:
                 f"corrupt-allreduce {self.kind} in replica group {self.replica}'s process group "
                 f"at sync step {self.step}"
             )
+        if self.action == "corrupt-sync":
+            return f"corrupt-sync {self.kind} in replica group {self.replica}'s outer step at sync step {self.step}"
         if self.action == "fail-commit":
             return f"failed commit of replica group {self.replica} at its first sync from step {self.step}"
         what = {"kill": "SIGKILL", "sigterm": "SIGTERM", "hang": f"hang {self.seconds:g}s"}[self.action]
@@ -106,6 +120,16 @@ def parse_corrupt(text: str) -> Fault:
     return Fault(int(m[1]), int(m[2]), "corrupt", kind=m[3].lower())
 
 
+def parse_corrupt_sync(text: str) -> Fault:
+    m = _CORRUPT_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m or m[3].lower() not in SYNC_KINDS:
+        raise BadInput(
+            f"--corrupt-sync {text!r}: expected REPLICA@SYNC_STEP:KIND with KIND one of "
+            f"{', '.join(SYNC_KINDS)}, e.g. 1@40:sign"
+        )
+    return Fault(int(m[1]), int(m[2]), "corrupt-sync", kind=m[3].lower())
+
+
 def parse_fail_commit(text: str) -> Fault:
     m = _FAIL_COMMIT_RE.match(text.strip()) if isinstance(text, str) else None
     if not m:
@@ -122,20 +146,26 @@ def parse_faults(
     sync_window: int = 1,
     corrupts: Sequence[str] = (),
     sync_every: int = 0,
+    corrupt_syncs: Sequence[str] = (),
+    alpha: float = 0.0,
 ) -> list[Fault]:
     """Parse and check against the run: the replica must exist and the step lie in 1..steps;
     a ``--fail-commit`` needs a sync at or after its step (syncs every ``sync_window`` = H/F steps);
     a ``--corrupt-allreduce`` step must be a sync step (a multiple of ``sync_window``), and
-    ``stale`` needs a previous round of the same fragment (step > ``sync_every``)."""
+    ``stale`` needs a previous round of the same fragment (step > ``sync_every``). A
+    ``--corrupt-sync`` step must be a sync step too; its ``stale`` shows in the fragment's next
+    round (step + ``sync_every`` <= steps); ``alpha`` needs a merge (``alpha`` > 0)."""
     faults = (
         [parse_kill(k) for k in kills]
         + [parse_hang(h) for h in hangs]
         + [parse_fail_commit(c) for c in fail_commits]
         + [parse_corrupt(c) for c in corrupts]
+        + [parse_corrupt_sync(c) for c in corrupt_syncs]
     )
-    for f, text in zip(faults, [*kills, *hangs, *fail_commits, *corrupts], strict=True):
+    for f, text in zip(faults, [*kills, *hangs, *fail_commits, *corrupts, *corrupt_syncs], strict=True):
         flag = FLAGS[f.action]
-        if f.action == "corrupt" and sync_window > 1 and f.step % sync_window:
+        _check_sync_fault(f, text, steps, sync_every, alpha)
+        if f.action in ("corrupt", "corrupt-sync") and sync_window > 1 and f.step % sync_window:
             raise BadInput(
                 f"{flag} {text}: step {f.step} is not a sync step (a fragment syncs every H/F = {sync_window} steps: "
                 f"{sync_window}, {2 * sync_window}, ...)"
@@ -161,8 +191,21 @@ def parse_faults(
             )
     keys = [f.key for f in faults]
     if len(set(keys)) != len(keys):
-        raise BadInput("--kill/--hang/--fail-commit/--corrupt-allreduce: the same fault is given twice")
+        raise BadInput("--kill/--hang/--fail-commit/--corrupt-allreduce/--corrupt-sync: the same fault is given twice")
     return faults
+
+
+def _check_sync_fault(f: Fault, text: str, steps: int, sync_every: int, alpha: float) -> None:
+    """A ``--corrupt-sync`` the run can show: ``stale`` needs the fragment's next round, ``alpha`` a merge."""
+    if f.action != "corrupt-sync":
+        return
+    if f.kind == "stale" and sync_every and f.step + sync_every > steps:
+        raise BadInput(
+            f"--corrupt-sync {text}: stale shows in the fragment's next round, at step {f.step + sync_every} "
+            f"(> --steps {steps})"
+        )
+    if f.kind == "alpha" and alpha <= 0:
+        raise BadInput(f"--corrupt-sync {text}: alpha needs a merge to ignore (--fragment-update-alpha > 0)")
 
 
 # --- `ftrun launch`: faults for scripts ftrun does not control (by wall clock or log line) ---

@@ -204,6 +204,33 @@ class Sketch(msgspec.Struct):
     stage_rows: int | None = None  # most float32 first-stage rows one column summed (0: none ran)
 
 
+class OuterStep(msgspec.Struct):
+    """The outer optimizer's step and torchft's merge at one committed sync
+    (``ftrun.worker.sketch_outer``; checked by ``ftrun.check.numerics_outer``).
+
+    ``optimizer``: its class name; ``lr`` .. ``maximize``: its first param group's hyper-parameters as
+    read right before the step; ``first_momentum``: no momentum buffer before it (torch's SGD then sets
+    buffer = gradient); ``params_after``: the parameters after the step (the globals
+    ``save_parameters`` stores); ``momentum_after``: the momentum buffers after it (None without
+    momentum); ``alpha``: torchft's ``fragment_update_alpha`` (None: a torchft without it);
+    ``local_sync``/``merged``: the parameters at the sync before torchft restored the globals, and
+    after its merge (sketched only when alpha > 0: with 0 the merge leaves the globals)."""
+
+    optimizer: str
+    lr: float
+    momentum: float = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    maximize: bool = False
+    first_momentum: bool = False
+    params_after: Sketch | None = None
+    momentum_after: Sketch | None = None
+    alpha: float | None = None
+    local_sync: Sketch | None = None
+    merged: Sketch | None = None
+
+
 class RoundNumerics(msgspec.Struct):
     """What one rank's torchft did to one fragment in one round (send .. sync), as sketches.
 
@@ -234,6 +261,11 @@ class RoundNumerics(msgspec.Struct):
     contribution: Sketch | None = None
     sum: Sketch | None = None
     average: Sketch | None = None
+    # the send's torchft ``original_parameters`` and current parameters of the fragment: the
+    # contribution must be their difference, ``original`` the last commit's globals (``OuterStep``)
+    original: Sketch | None = None
+    local: Sketch | None = None
+    outer: OuterStep | None = None  # the sync's outer step and merge (``ftrun.worker.sketch_outer``)
 
 
 class HealNumerics(msgspec.Struct):

@@ -448,6 +448,28 @@ def diloco_fragments(diloco: Any) -> list[Any]:
     return list(diloco._fragments)
 
 
+# A fragment's tensors and merge weight (0.2.0 and the nightly: ``original_parameters`` is a dict
+# filled in ``named_parameters`` order, ``_model_fragment`` the module, ``_fragment_update_alpha``
+# the lerp weight of ``_merge_parameters``; a release without the attribute has no merge: None).
+def fragment_originals(frag: Any) -> list[Any]:
+    """The fragment's saved global parameters (torchft's ``original_parameters``), in parameter order."""
+    return list(frag.original_parameters.values())
+
+
+def fragment_params(frag: Any) -> list[Any]:
+    """The fragment's current parameters (local tensors), in parameter order."""
+    return [p.to_local() if hasattr(p, "to_local") else p.data for p in frag._model_fragment.parameters()]
+
+
+def fragment_alpha(frag: Any) -> float | None:
+    alpha = getattr(frag, "_fragment_update_alpha", None)
+    return None if alpha is None else float(alpha)
+
+
+def set_fragment_alpha(frag: Any, alpha: float) -> None:
+    frag._fragment_update_alpha = alpha
+
+
 @dataclass(frozen=True)
 class DiLoCoParts:
     """What a script handed torchft's ``DiLoCo``, read back from the object (``ftrun launch``'s

@@ -80,10 +80,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+# (Z, roundoff and sketch_error are this module's API too: callers import them from here)
+from ftrun.check.numerics_core import (
+    U32,
+    Z,
+    add as _add,
+    diff as _diff,
+    near as _near,
+    roundoff,
+    scale as _scale,
+    sketch_error,
+)
+from ftrun.check.numerics_outer import OUTER_RULE, Mine, OuterChecker
 from ftrun.layout import SKETCH_STAGE, EventRecord, RoundNumerics, Sketch
 
-Z = 8.0
-UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
 FP8_E4M3_ROUNDOFF = 2.0**-4  # e4m3: 3 mantissa bits, round to nearest (module docstring)
 FP8_E4M3_SUBNORMAL = 2.0**-10 / 448.0  # half of e4m3's subnormal spacing 2^-9, relative to a row's max (scaled to 448)
 QUANTIZED_NOT_CHECKED_PREFIX = "quantized rounds: not checked"
@@ -99,7 +109,6 @@ def quantized_not_checked(why: str | None) -> str:
     return f"{QUANTIZED_NOT_CHECKED_PREFIX} ({why})" if why else QUANTIZED_NOT_CHECKED
 
 
-U32, U64 = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF["float64"]
 # a budget that overflowed (norms near the double's limit) would hold any error: never a pass
 NO_FINITE_BUDGET = (
     "norms too large for a finite tolerance (no error can be bounded: a diverged run or a damaged record)"
@@ -120,26 +129,6 @@ def tolerance_rule() -> str:
         f"+ Z*u32*(W-1)*sum||c||, average = SUM/n as above, without a SUM sketch the average "
         f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements)"
     )
-
-
-def roundoff(dtype: str) -> float:
-    return UNIT_ROUNDOFF.get(dtype, U32)
-
-
-def sketch_error(s: Sketch, norm: float | None = None) -> float:
-    """Budget for the sketch's own rounding (its float32 first stage and float64 rest); ``norm``
-    stands in for a sketch recorded without its norm."""
-    size = s.norm if s.norm is not None else (norm or 0.0)
-    # the float32 stage's rows as recorded (a sketch from before the field: bounded by the
-    # fragment's size; below SKETCH_STAGE elements no float32 stage runs)
-    rows = (
-        s.stage_rows
-        if s.stage_rows is not None
-        else (math.ceil(s.numel / SKETCH_STAGE) if s.numel > SKETCH_STAGE else 0)
-    )
-    # rows values per column summed in float32, any order and signs (module docstring); one row: no addition
-    stage = math.sqrt(rows * (rows - 1))
-    return Z * (U32 * stage + U64 * math.sqrt(max(s.numel, 1))) * size
 
 
 def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
@@ -184,25 +173,6 @@ def average_tolerance(total: Sketch, average: Sketch, n: int, bound: float | Non
     """``total``: the SUM; its norm (or ``bound`` = Σ||c|| when not recorded) also bounds the average's."""
     size = total.norm if total.norm is not None else (bound or 0.0)
     return Z * roundoff(average.dtype) * size / n + sketch_error(average, size / n) + sketch_error(total, size) / n
-
-
-def _diff(a: list[float], b: list[float]) -> tuple[float, int]:
-    """Largest |a_j - b_j| and its j."""
-    d = [abs(x - y) for x, y in zip(a, b, strict=True)]  # two sketches: SKETCH_K projections each
-    j = max(range(len(d)), key=d.__getitem__) if d else 0
-    return (d[j] if d else 0.0), j
-
-
-def _near(a: list[float], b: list[float], tol: float) -> bool:
-    return len(a) == len(b) and _diff(a, b)[0] <= tol
-
-
-def _scale(a: list[float], k: float) -> list[float]:
-    return [x * k for x in a]
-
-
-def _add(a: list[float], b: list[float], k: float = 1.0) -> list[float]:
-    return [x + k * y for x, y in zip(a, b, strict=True)]
 
 
 def _last_commit(
@@ -271,6 +241,7 @@ class Numerics:
     problems: list[dict[str, Any]] = field(default_factory=list)
     largest_error: dict[str, Any] | None = None  # the check closest to its tolerance
     heals: list[dict[str, Any]] = field(default_factory=list)
+    stages: dict[str, Any] = field(default_factory=dict)  # the outer step's (``numerics_outer.OuterChecker``)
     paths: list[str] = field(default_factory=list)
     quantized_checked: int = 0  # of ``checked``: rounds of torchft's quantized allreduce (the fp8 budget)
     quantized_without_sum: int = 0  # of ``quantized_checked``: no SUM sketched, the average checked (``_quantized``)
@@ -307,7 +278,8 @@ class Numerics:
             "paths": self.paths,
             "quantized_checked": self.quantized_checked,
             "quantized_without_sum": self.quantized_without_sum,
-            "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error},
+            "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error, "outer": OUTER_RULE},
+            "stages": self.stages,
             "problems": self.problems,
             "heals": self.heals,
             "failed_rounds": self.failed_rounds,
@@ -356,8 +328,9 @@ def _rounds(
 
 
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, outer: OuterChecker | None = None) -> None:
         self.out = Numerics(status="checked")
+        self.outer = outer or OuterChecker({}, {})
         self.prev: dict[tuple[int, int, int], ReplicaRound] = {}  # (replica, rank, fragment) -> its previous round
 
     def measure(self, err: float, tol: float, check: str, where: str) -> bool:
@@ -490,6 +463,7 @@ class _Checker:
         first_avg: tuple[ReplicaRound, Sketch] | None = None
         checked_all = True
         for rr in done:
+            outer_ok = self.outer_stages(rr, head, bound / n if n else 0.0)
             s, a = rr.synced.sum, rr.synced.average
             if s is None or a is None:
                 checked_all = False
@@ -498,7 +472,7 @@ class _Checker:
                 continue
             where = f"replica {rr.replica} rank {rr.rank} sync step {rr.sync_step}"
             prev = self.prev.get((rr.replica, rr.rank, head.fragment))
-            ok = True
+            ok = outer_ok
             if rr.head.participants != n:
                 ok = False
                 self.problem(
@@ -577,6 +551,14 @@ class _Checker:
             self.out.checked += 1
             self.out.quantized_checked += quantized
 
+    def outer_stages(self, rr: ReplicaRound, head: RoundNumerics, avg_bound: float) -> bool:
+        """The outer step's stages of ``rr``'s commit (``ftrun.check.numerics_outer``); False: a problem."""
+        mine = Mine(rr.replica, rr.rank, rr.sync_step or 0, rr.send, rr.synced.average, rr.synced.outer, avg_bound)
+        findings = self.outer.check(mine, head.fragment, rr.manager_step_after)
+        for f in findings:
+            self.problem(rr, head, f.stage, f.expected, f.observed, f.error, f.tolerance, f.cause, f.what)
+        return not findings
+
     def _quantized(
         self, rounds: list[ReplicaRound], done: list[ReplicaRound], sends: list[ReplicaRound], head: RoundNumerics
     ) -> None:
@@ -590,6 +572,7 @@ class _Checker:
         checked_all = True
         for rr in done:
             a = rr.synced.average
+            self.outer_stages(rr, head, sum(c.norm or 0.0 for c in contribs) * 2 / n if n else 0.0)
             if a is None or not n:
                 checked_all = False
                 self.out.not_checked["average not sketched"] = self.out.not_checked.get("average not sketched", 0) + 1
@@ -728,6 +711,24 @@ class _Checker:
                 self.out.heals.append(entry)
 
 
+def _outer_context(
+    logs: dict[tuple[int, int], list[EventRecord]],
+) -> tuple[dict[tuple[int, int], list[int]], dict[tuple[int, int, int], list[int]]]:
+    """Per (replica, rank): the steps whose record shows a heal; per (replica, rank, fragment): the
+    steps of its commits (``OuterChecker``: a stage compares with the last commit only if it saw it)."""
+    heals: dict[tuple[int, int], list[int]] = {}
+    commits: dict[tuple[int, int, int], list[int]] = {}
+    for key, recs in logs.items():
+        for rec in recs:
+            if rec.step is None:
+                continue
+            if rec.healed or rec.heal_numerics:
+                heals.setdefault(key, []).append(rec.step)
+            if rec.commit and rec.synced is not None:
+                commits.setdefault((*key, rec.synced), []).append(rec.step)
+    return heals, commits
+
+
 def check_numerics(
     logs: dict[tuple[int, int], list[EventRecord]], sketches_on: bool | None = None, partial: str | None = None
 ) -> Numerics:
@@ -763,7 +764,7 @@ def check_numerics(
                 }
             )
         return out
-    c = _Checker()
+    c = _Checker(OuterChecker(*_outer_context(logs)))
     c.out.committed = committed
     c.out.not_checked.update(missing)
     order = sorted(groups.items(), key=lambda kv: (min((r.sync_step or 0) for r in kv[1]), kv[0][3], kv[0][1]))
@@ -771,6 +772,7 @@ def check_numerics(
         c.group(rounds)
         c.remember(rounds)
     c.heals(logs)
+    c.out.stages = c.outer.to_json()
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
     if not c.out.checked and not c.out.problems:
         c.out.status = "not checked"

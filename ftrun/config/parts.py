@@ -430,7 +430,7 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             )
 
 
-_FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce")
+_FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce", "corrupt_sync")
 
 
 class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -447,6 +447,13 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             commands=(TRAIN,),
         ),
     ] = []  # KINDs: ftrun.fault_flags
+    corrupt_sync: Annotated[
+        list[str],
+        Opt(
+            "R@S:KIND: group R gets the outer step of the sync at step S wrong (sign, stale, lr, alpha).",
+            commands=(TRAIN,),
+        ),
+    ] = []  # KINDs: ftrun.fault_flags.SYNC_KINDS
     fail_commit: Annotated[
         list[str],
         Opt("R@S: replica group R votes false in should_commit at its first sync from step S. Repeatable."),
@@ -467,12 +474,9 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             if not all(isinstance(x, str) for x in getattr(self, name)):
                 raise at.bad(name, getattr(self, name), "must be a list of strings like '1@25'")
         cfg.planned_faults()
-        if self.corrupt_allreduce and not cfg.profiling.sketches:
-            raise at.bad(
-                "corrupt_allreduce",
-                self.corrupt_allreduce[0],
-                "needs the sketches it is checked by (drop --no-sketches)",
-            )
+        for name in ("corrupt_allreduce", "corrupt_sync"):
+            if getattr(self, name) and not cfg.profiling.sketches:
+                raise at.bad(name, getattr(self, name)[0], "needs the sketches it is checked by (drop --no-sketches)")
 
 
 class VerdictConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -544,6 +548,8 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             self.schedule.expected.window,
             corrupts=f.corrupt_allreduce,
             sync_every=self.schedule.sync_every,
+            corrupt_syncs=f.corrupt_sync,
+            alpha=self.schedule.fragment_update_alpha,
         )
 
     def check(self, at: At) -> None:

@@ -102,7 +102,7 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
     failed = sorted({rec.manager_step for (r, g), recs in logs.items() for rec in recs if rec.commit is False})
     recov = []
     for f in manifest.faults.fired:
-        if f.action in ("hang", "corrupt"):  # nothing left the quorum
+        if f.action in ("hang", "corrupt", "corrupt-sync"):  # nothing left the quorum
             continue
         back = [
             rec.t

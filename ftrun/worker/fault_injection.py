@@ -7,6 +7,9 @@ At the start of step S, rank 0 of replica group R:
 * ``hang``: sleeps SECONDS inside the step (every rank of the group).
 * ``corrupt`` (``--corrupt-allreduce R@S:KIND``): rank 0's torchft process group computes a wrong
   result for the round synced at step S (``Corruption``, called by ``ftrun.worker.sketch``).
+* ``corrupt-sync`` (``--corrupt-sync R@S:KIND``): rank 0 of group R gets one stage of the outer
+  step of the round synced at step S wrong (``Corruption``: sign, stale, lr, alpha; called by
+  ``ftrun.worker.sketch`` and ``ftrun.worker.sketch_outer``).
 * ``fail-commit``: from step S on, at the group's next ``should_commit``, rank 0 reports an error
   to its Manager (``Manager.report_error``, torchft's public API for "this step went wrong"), so it
   votes false and the whole group's commit fails (the vote is a collective inside the group);
@@ -34,7 +37,8 @@ class FaultInjector:
     """The planned faults of one rank (module docstring), fired at their step."""
 
     def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
-        self.mine = {f.step: f for f in specs if f.replica == replica and f.action not in ("corrupt", "fail-commit")}
+        later = ("corrupt", "corrupt-sync", "fail-commit")  # fired inside the sync (Corruption, wrap_commit)
+        self.mine = {f.step: f for f in specs if f.replica == replica and f.action not in later}
         self.commit_faults = sorted(
             (f for f in specs if f.replica == replica and f.action == "fail-commit"), key=lambda f: f.step
         )
@@ -106,16 +110,20 @@ class Corruption:
     def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
         mine = [f for f in specs if f.action == "corrupt" and f.replica == replica and rank == 0]
         self.by_step = {f.step: f for f in mine}
+        # --corrupt-sync: the outer step's stages (``ftrun.worker.sketch_outer``), rank 0 as above
+        self.sync_by_step = {
+            f.step: f for f in specs if f.action == "corrupt-sync" and f.replica == replica and rank == 0
+        }
         self.run_dir = run_dir
         self.keep_sums = any(f.kind == "stale" for f in mine)  # the previous round's SUM, per fragment
         self._last: dict[int, dict] = {}  # fragment -> index -> a SUM tensor of its last round (stale only)
         self._current: dict[int, dict] = {}
         self._fired: set[str] = set()
 
-    def _kind(self, sync_step: int | None, kind: str) -> layout.FaultSpec | None:
+    def _kind(self, sync_step: int | None, kind: str, sync: bool = False) -> layout.FaultSpec | None:
         if sync_step is None:
             return None
-        f = self.by_step.get(sync_step)
+        f = (self.sync_by_step if sync else self.by_step).get(sync_step)
         if (
             f is None
             or f.kind != kind
@@ -163,3 +171,25 @@ class Corruption:
         if self._kind(sync_step, "late"):
             for g in grads:
                 g.mul_(1.1)
+
+    # --- --corrupt-sync R@S:KIND (``ftrun.fault_flags.SYNC_KINDS``) ---
+
+    def before_issue(self, tensor, sync_step: int | None) -> None:
+        """``sign``: the pseudo-gradient negated before the collective (and its sketch) sees it."""
+        if self._kind(sync_step, "sign", sync=True):
+            tensor.neg_()
+
+    def skip_save(self, sync_step: int | None) -> bool:
+        """``stale``: torchft's ``save_parameters`` skipped after this sync's outer step."""
+        return self._kind(sync_step, "stale", sync=True) is not None
+
+    def outer_lr_factor(self, sync_step: int | None) -> float | None:
+        """``lr``: the outer step of this sync with its lr times this factor."""
+        return OUTER_LR_FACTOR if self._kind(sync_step, "lr", sync=True) else None
+
+    def ignore_alpha(self, sync_step: int | None) -> bool:
+        """``alpha``: this sync's merge with alpha 0 (the globals kept, the local parameters ignored)."""
+        return self._kind(sync_step, "alpha", sync=True) is not None
+
+
+OUTER_LR_FACTOR = 2.0  # --corrupt-sync lr: the outer step takes 2x the configured lr

@@ -344,6 +344,7 @@ class Round:
         self.sent = False  # its send part is in the event log
         self.device = "cpu"  # of the tensors handed to the collective
         self.unsketched: str | None = None  # why its collective could not be sketched (the quantized path)
+        self.outer: Any = None  # its ``sketch_outer.OuterParts`` (set by ``NumericsProbe``)
 
     def part(self, phase: str, **sketches: Any) -> layout.RoundNumerics:
         return layout.RoundNumerics(
@@ -428,6 +429,7 @@ class SketchPG(KeptWrapper):
                 r.world = int(self._inner.size())
                 r.device = t.device.type
             r.path = path
+            self._probe.corruption.before_issue(t, r.sync_step)  # --corrupt-sync sign: what the collective sees
             offset, index = r.contribution.add(t), r.issued
             r.issued += 1
             self._probe.corruption.at_issue(t, r.sync_step, r.fragment, index)
@@ -494,6 +496,9 @@ class NumericsProbe:
         self.out: list[layout.RoundNumerics] = []
         self.heal_out: layout.HealNumerics | None = None
         self._warned = False
+        from ftrun.worker.sketch_outer import OuterSketcher  # (it builds on this module's Builder)
+
+        self.outer = OuterSketcher(self.projector, corruption)
 
     def failed(self, r: Round, where: str, whole: bool = True) -> None:
         r.broken = r.broken or whole
@@ -505,8 +510,11 @@ class NumericsProbe:
         frags = diloco_fragments(diloco)
         for f, frag in enumerate(frags):
             frag.prepare_sync = self._send(f, frags, frag.prepare_sync, manager, heal)
-            frag.perform_sync = self._sync(f, frag.perform_sync)
+            frag.perform_sync = self._sync(f, frag, frag.perform_sync)
+            if hasattr(frag, "save_parameters"):  # (torchft's fragments have it; a test's may not)
+                frag.save_parameters = self._save(f, frag.save_parameters)
             outer[f].register_step_pre_hook(self._before_outer(f))
+            outer[f].register_step_post_hook(self._after_outer(f))
 
     def _send(self, f: int, frags: list[Any], fn: Callable[[], None], manager: Any, heal: Any) -> Callable[[], None]:
         def prepare_sync() -> None:
@@ -524,6 +532,11 @@ class NumericsProbe:
                 self.path,
             )
             r.unsketched = self.quantized_unsketched if self.path == "quantized" else None
+            r.outer = self.outer.parts()
+            try:
+                self.outer.at_send(frags[f], r.outer)
+            except Exception:
+                self.failed(r, "original/local", whole=False)
             self.round = r
             try:
                 fn()
@@ -541,7 +554,15 @@ class NumericsProbe:
     def _emit_send(self, r: Round) -> None:
         if not r.broken and not r.sent:
             r.sent = True
-            self.out.append(r.part("send", contribution=r.contribution.sketch()))
+            o = r.outer
+            self.out.append(
+                r.part(
+                    "send",
+                    contribution=r.contribution.sketch(),
+                    original=o.original if o is not None else None,
+                    local=o.local if o is not None else None,
+                )
+            )
 
     def _fingerprint_heal(self, frags: list[Any], manager_step: int) -> None:
         try:
@@ -604,10 +625,22 @@ class NumericsProbe:
         except Exception:  # the SUM is lost (r.done stays short), the contribution stands
             self.failed(r, "sum", whole=False)
 
-    def _sync(self, f: int, fn: Callable[[], bool]) -> Callable[[], bool]:
+    def _sync(self, f: int, frag: Any, fn: Callable[[], bool]) -> Callable[[], bool]:
         def perform_sync() -> bool:
+            r0 = self.pending.get(f)
+            if r0 is not None and r0.outer is not None and not r0.broken:
+                try:
+                    self.outer.before_sync(frag, r0.outer, r0.sync_step)
+                except Exception:
+                    self.failed(r0, "local at the sync", whole=False)
             ok = fn()
             r = self.pending.pop(f, None)
+            step = None
+            if r is not None and r.outer is not None:
+                try:
+                    step = self.outer.after_sync(frag, r.outer, ok)
+                except Exception:
+                    self.failed(r, "merged", whole=False)
             if r is not None:
                 self._emit_send(r)
                 if not r.broken:
@@ -619,6 +652,7 @@ class NumericsProbe:
                             "sync",
                             sum=r.sum_sketch if complete else None,
                             average=r.average if ok else None,
+                            outer=step,
                         )
                     )
             return ok
@@ -643,6 +677,34 @@ class NumericsProbe:
                 r.average = b.sketch()
             except Exception:
                 self.failed(r, "average")
+            if r.outer is not None:
+                try:
+                    self.outer.before_step(opt, r.outer, r.sync_step)
+                except Exception:
+                    self.failed(r, "outer step", whole=False)
+
+        return hook
+
+    def _save(self, f: int, fn: Callable[[], None]) -> Callable[[], None]:
+        """torchft's ``save_parameters`` of fragment ``f``, skipped by ``--corrupt-sync R@S:stale``."""
+
+        def save_parameters() -> None:
+            r = self.pending.get(f)
+            if r is not None and self.corruption.skip_save(r.sync_step):
+                return
+            fn()
+
+        return save_parameters
+
+    def _after_outer(self, f: int) -> Callable[..., None]:
+        def hook(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            r = self.pending.get(f)
+            if r is None or r.broken or r.outer is None:
+                return
+            try:
+                self.outer.after_step(opt, r.outer)
+            except Exception:
+                self.failed(r, "outer step", whole=False)
 
         return hook
 

@@ -1,0 +1,145 @@
+"""Sketch the rest of torchft's outer step, so ``ftrun.check.numerics_outer`` can check it.
+
+What torchft 0.2.0 does to a fragment between its send and its next send (``local_sgd.py``,
+``_StreamingDiLoCoFragment``): at the send, ``prepare_sync`` computes the pseudo-gradient
+``original_parameters - current`` (``_save_grads``); at the sync, ``perform_sync`` keeps a copy of
+the current (local) parameters, restores the originals, and after ``should_commit``: sets ``p.grad``
+to the average, steps the outer optimizer, ``save_parameters`` (the new originals = the globals
+after the step), and ``_merge_parameters`` (``p.lerp_(local, fragment_update_alpha)``). Each of
+these is linear in the tensors, so the projections of ``ftrun.worker.sketch`` check each stage:
+
+* at the send (before torchft's ``prepare_sync``): ``original`` (``original_parameters``) and
+  ``local`` (the fragment's parameters); the contribution must be ``original - local``, and
+  ``original`` the globals after this fragment's last commit;
+* the outer optimizer's step: its hyper-parameters read from ``param_groups`` in a step pre-hook
+  (``OuterStep``), then in a post-hook the parameters after the step (the globals) and the momentum
+  buffers. The parameters before the step are not read again: ``restore_parameters`` just copied
+  ``original`` (sketched at the send) into them;
+* with ``fragment_update_alpha`` > 0 only: the parameters at the sync before torchft's
+  ``perform_sync`` (the local ones it merges) and after it (merged). With 0 the merge leaves the
+  globals (``lerp`` by 0), and nothing more is read.
+
+Each sketch reads the fragment once (``Builder``, norms on: the check's budgets need them). The
+``--corrupt-sync`` faults (``ftrun.worker.fault_injection.Corruption``) act here and in
+``ftrun.worker.sketch``: ``sign`` negates the tensor handed to the collective, ``stale`` skips
+``save_parameters``, ``lr`` steps with another lr, ``alpha`` merges with alpha 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ftrun import layout
+from ftrun.torchft_compat import fragment_alpha, fragment_originals, fragment_params, set_fragment_alpha
+from ftrun.worker.sketch import Builder, Projector
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OuterParts:
+    """One round's outer-step sketches as they are taken (``OuterSketcher``)."""
+
+    original: layout.Sketch | None = None
+    local: layout.Sketch | None = None
+    step: layout.OuterStep | None = None
+    alpha: float | None = None
+    local_sync: layout.Sketch | None = None
+    lr_restore: list[tuple[dict, float]] = field(default_factory=list)
+    alpha_restore: float | None = None
+
+
+def _sketch(projector: Projector, tensors: list[torch.Tensor]) -> layout.Sketch:
+    """One read of ``tensors`` laid end to end (the fragment's flattened order, as the contribution)."""
+    b = Builder(projector, norm=True, copy=False)  # sketched at once, before anything changes them
+    for t in tensors:
+        b.add(t.detach())
+    return b.sketch()
+
+
+def _params(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for g in opt.param_groups for p in g["params"]]
+
+
+def _hyper(opt: torch.optim.Optimizer, first_momentum: bool) -> layout.OuterStep:
+    """The first param group's hyper-parameters (ftrun's outer optimizers have one group)."""
+    g = opt.param_groups[0]
+    return layout.OuterStep(
+        optimizer=type(opt).__name__,
+        lr=float(g.get("lr", 0.0)),
+        momentum=float(g.get("momentum", 0.0) or 0.0),
+        dampening=float(g.get("dampening", 0.0) or 0.0),
+        nesterov=bool(g.get("nesterov", False)),
+        weight_decay=float(g.get("weight_decay", 0.0) or 0.0),
+        maximize=bool(g.get("maximize", False)),
+        first_momentum=first_momentum,
+    )
+
+
+class OuterSketcher:
+    """The outer-step sketches of one rank; ``ftrun.worker.sketch.NumericsProbe`` calls each hook
+    with the round (``Round.outer``) it belongs to. A hook that fails leaves the part None (the
+    check says "not checked") and never breaks training."""
+
+    def __init__(self, projector: Projector, corruption: Any) -> None:
+        self.projector = projector
+        self.corruption = corruption
+
+    def parts(self) -> OuterParts:
+        return OuterParts()
+
+    def at_send(self, frag: Any, parts: OuterParts) -> None:
+        """Before torchft's ``prepare_sync``: the originals and the current parameters."""
+        parts.original = _sketch(self.projector, fragment_originals(frag))
+        parts.local = _sketch(self.projector, fragment_params(frag))
+
+    def before_sync(self, frag: Any, parts: OuterParts, sync_step: int | None) -> None:
+        """Before torchft's ``perform_sync``: alpha, and with alpha > 0 the local parameters it
+        will merge (its ``_save_local_parameters`` copies them first thing). The ``alpha`` fault."""
+        parts.alpha = fragment_alpha(frag)
+        if parts.alpha:
+            parts.local_sync = _sketch(self.projector, fragment_params(frag))
+            if self.corruption.ignore_alpha(sync_step):
+                parts.alpha_restore = parts.alpha
+                set_fragment_alpha(frag, 0.0)
+
+    def after_sync(self, frag: Any, parts: OuterParts, ok: bool) -> layout.OuterStep | None:
+        """After torchft's ``perform_sync``: the record of the step, with the merged parameters."""
+        if parts.alpha_restore is not None:
+            set_fragment_alpha(frag, parts.alpha_restore)
+        step = parts.step
+        if not ok or step is None:
+            return None
+        step.alpha = parts.alpha
+        if parts.alpha and parts.local_sync is not None:
+            step.local_sync = parts.local_sync
+            step.merged = _sketch(self.projector, fragment_params(frag))
+        return step
+
+    def before_step(self, opt: torch.optim.Optimizer, parts: OuterParts, sync_step: int | None) -> None:
+        """The outer optimizer's pre-hook: its hyper-parameters as configured, then the ``lr`` fault."""
+        params = _params(opt)
+        first = all(opt.state.get(p, {}).get("momentum_buffer") is None for p in params)
+        parts.step = _hyper(opt, first)
+        factor = self.corruption.outer_lr_factor(sync_step)
+        if factor is not None:
+            for g in opt.param_groups:
+                parts.lr_restore.append((g, g["lr"]))
+                g["lr"] = g["lr"] * factor
+
+    def after_step(self, opt: torch.optim.Optimizer, parts: OuterParts) -> None:
+        """The outer optimizer's post-hook: the globals and the momentum buffers after its step."""
+        for g, lr in parts.lr_restore:
+            g["lr"] = lr
+        parts.lr_restore = []
+        if parts.step is None:
+            return
+        params = _params(opt)
+        parts.step.params_after = _sketch(self.projector, params)
+        bufs = [opt.state.get(p, {}).get("momentum_buffer") for p in params]
+        if parts.step.momentum and all(b is not None for b in bufs):
+            parts.step.momentum_after = _sketch(self.projector, [b for b in bufs if b is not None])
