@@ -5,6 +5,9 @@ real ``DiLoCo`` step hook driven in-process by fake managers that heal at the qu
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -12,6 +15,7 @@ from torch import nn
 from torchft.local_sgd import DiLoCo
 
 from ftrun.check import commits
+from ftrun.check.analyze import analyze
 from ftrun.check.fired_faults import FiredFaults
 from ftrun.schedule import ReleaseBehaviour, Schedule, rounds, stalled
 from ftrun.torchft_compat import TORCHFT_0_2_COMMITS, TORCHFT_NIGHTLY_COMMITS, release_behaviour
@@ -252,3 +256,69 @@ def test_the_model_is_what_torchft_runs(f, w, data):
         played = rounds(cycles + 1, set(range(groups)), failed, behaviour)
         for g in range(groups):
             assert ran[g] == _fragments(sch, cycles * w, g, played, behaviour), (g, fails)
+
+
+# --- the whole check, on hand-made traces of two groups (F=2 H=4 tau=1: w=2) ---
+
+LS = "torchft::local_sgd::"
+
+
+def _x(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def _trace(path: Path, frags: list[int], failed: set[int], skew: float = 0.0) -> None:
+    """Steps 1-8 (``ProfilerStep#0`` holds no optimizer step: numbering 'top'); cycle c sends and
+    syncs fragment ``frags[c]`` (told apart by 2 or 3 allreduces); the cycles in ``failed`` have
+    ``should_commit`` without the outer optimizer's step after it."""
+    ev = []
+    for k in range(9):
+        t0 = k * 1000.0 + skew
+        ev.append(_x(f"ProfilerStep#{k}", t0, 999))
+        if k == 0:
+            continue
+        ev.append(_x("Optimizer.step#SGD.step", t0 + 100, 300))
+        c = (k - 1) // 2
+        if k % 2:  # local step 1 = w - tau: the send
+            ev.append(_x(LS + "prepare_sync", t0 + 150, 200))
+            ev += [_x("torchft::manager::allreduce", t0 + 160 + 20 * i, 10) for i in range(2 + frags[c])]
+        else:  # local step 2 = w: the sync
+            ev += [_x(LS + "perform_sync", t0 + 420, 400), _x(LS + "wait", t0 + 430, 20)]
+            ev += [_x(LS + "restore_parameters", t0 + 460, 20), _x("torchft::manager::should_commit", t0 + 500, 50)]
+            if c not in failed:
+                ev += [_x("Optimizer.step#SGD.step", t0 + 600, 50), _x(LS + "save_parameters", t0 + 700, 50)]
+    path.write_text(json.dumps({"traceEvents": ev}))
+
+
+def _check(tmp_path: Path, one: tuple[list[int], set[int]], allow: bool = True):
+    """Group 0 commits every cycle, sending 0, 1, 0, 1; group 1 as ``one`` says."""
+    _trace(tmp_path / "replica0_rank0.pt.trace.json", [0, 1, 0, 1], set())
+    _trace(tmp_path / "replica1_rank0.pt.trace.json", *one, skew=37.0)
+    return analyze([tmp_path], fragments=2, sync_every=4, fragment_sync_delay=1, allow_failed_commits=allow)
+
+
+def test_traces_alone_a_group_that_failed_alone_and_healed_passes(tmp_path):
+    report = _check(tmp_path, ([0, 1, 0, 1], {1}))
+    assert report.verdict == "pass" and report.problems() == []
+    assert [(c["replica"], c["sync_step"], c["source"]) for c in report.failed_commits] == [(1, 4, "inferred")]
+    assert [w.failed_cycles for w in report.workers] == [[], []]
+    refused = _check(tmp_path, ([0, 1, 0, 1], {1}), allow=False)
+    assert refused.verdict == "fail" and len(refused.problems()) == 1
+    assert refused.problems()[0].startswith("replica 1 rank 0: 1 commit(s) failed (sync steps 4; inferred")
+
+
+def test_traces_alone_a_group_that_retried_while_its_peer_committed_is_named(tmp_path):
+    """The bug the old expectation would have passed: group 1 sends its fragment again although
+    group 0 committed (its outer step is in the trace): group 1's events are the wrong ones."""
+    report = _check(tmp_path, ([0, 1, 1, 0], {1}))
+    assert report.verdict == "fail"
+    mine = [p for p in report.problems() if p.startswith("replica 1 rank 0:")]
+    assert mine[0] == "replica 1 rank 0: send at step 5: fragment 1, expected fragment 0"
+    assert not [p for p in report.problems() if p.startswith("replica 0 rank 0:")]
+
+
+def test_traces_alone_a_cycle_no_group_committed_repeats_for_both(tmp_path):
+    _trace(tmp_path / "replica0_rank0.pt.trace.json", [0, 1, 1, 0], {1})
+    _trace(tmp_path / "replica1_rank0.pt.trace.json", [0, 1, 1, 0], {1}, skew=37.0)
+    report = analyze([tmp_path], fragments=2, sync_every=4, fragment_sync_delay=1, allow_failed_commits=True)
+    assert report.verdict == "pass" and [w.failed_cycles for w in report.workers] == [[1], [1]]
