@@ -16,6 +16,7 @@ import pytest
 from ftrun import layout
 from ftrun.launch.autohook import attach, boot
 from ftrun.launch.autohook.status import HookStatus, launch_numerics, status_file
+from ftrun.launch.autohook.where import rank_of
 from ftrun.torchft_compat import LOCAL_SGD_LOGGER, with_manager_pg
 
 
@@ -30,11 +31,11 @@ def test_hook_dir_holds_only_the_shim_and_goes_first_on_the_path(tmp_path):
 
 def test_rank_of_needs_a_launched_ranks_environment():
     full = {"FTRUN_RUN_DIR": "/r", "REPLICA_GROUP_ID": "1", "RANK": "0"}
-    assert boot.rank_of(full) == (Path("/r"), 1, 0)
-    assert boot.rank_of({**full, "RANK": ""}) is None
-    assert boot.rank_of({k: v for k, v in full.items() if k != "RANK"}) is None  # torchrun's agent
-    assert boot.rank_of({**full, "REPLICA_GROUP_ID": "x"}) is None
-    assert boot.rank_of({**full, "FTRUN_RUN_DIR": ""}) is None
+    assert rank_of(full) == (Path("/r"), 1, 0)
+    assert rank_of({**full, "RANK": ""}) is None
+    assert rank_of({k: v for k, v in full.items() if k != "RANK"}) is None  # torchrun's agent
+    assert rank_of({**full, "REPLICA_GROUP_ID": "x"}) is None
+    assert rank_of({**full, "FTRUN_RUN_DIR": ""}) is None
 
 
 def _site(where: Path, marker: str) -> Path:

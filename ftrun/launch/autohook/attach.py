@@ -40,8 +40,8 @@ from types import ModuleType
 from typing import Any
 
 from ftrun import layout
-from ftrun.launch.autohook.boot import rank_of
 from ftrun.launch.autohook.status import HookStatus, status_file
+from ftrun.launch.autohook.where import rank_of
 from ftrun.torchft_compat import LOCAL_SGD_LOGGER, diloco_parts, participants, quorum_id, with_manager_pg
 
 _HOOK: RankHook | None = None

@@ -7,7 +7,7 @@ the caller's entries kept after it). Python imports ``sitecustomize`` at start-u
 interpreter of the group runs ``boot``: torchrun's agent, each rank, whatever they start.
 
 ``boot`` first installs ``TorchftFinder`` on ``sys.meta_path`` when the process is a launched rank
-(``rank_of``: ``FTRUN_RUN_DIR``, ``REPLICA_GROUP_ID`` and torchrun's ``RANK`` set): when the script
+(``where.rank_of``: ``FTRUN_RUN_DIR``, ``REPLICA_GROUP_ID`` and torchrun's ``RANK`` set): when the script
 imports ``torchft.manager`` or ``torchft.local_sgd``, the module runs as usual and then
 ``ftrun.launch.autohook.attach`` patches its classes (imported only then: a process that never
 imports torchft never imports torch through the hook). Then it runs the ``sitecustomize`` the
@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from ftrun.launch.autohook.where import rank_of
 
 HOOK_DIR = "hook"  # in the run dir: holds only sitecustomize.py (it is an import path entry)
 SHIM = '''"""Written by ftrun launch: the numerics hook for torchft (ftrun.launch.autohook.boot)."""
@@ -54,15 +56,6 @@ def pythonpath(hook_dir: Path, existing: str | None) -> str:
     """``PYTHONPATH`` with ``hook_dir`` first and the ``existing`` entries after it, in order."""
     rest = [p for p in (existing or "").split(os.pathsep) if p and Path(p) != hook_dir]
     return os.pathsep.join([str(hook_dir), *rest])
-
-
-def rank_of(env: Mapping[str, str]) -> tuple[Path, int, int] | None:
-    """(run dir, replica group, rank in the group) of a launched rank; None for any other process
-    (torchrun's agent has no ``RANK``) or malformed values."""
-    run_dir, replica, rank = env.get("FTRUN_RUN_DIR"), env.get("REPLICA_GROUP_ID"), env.get("RANK")
-    if not run_dir or replica is None or rank is None or not replica.isdigit() or not rank.isdigit():
-        return None
-    return Path(run_dir), int(replica), int(rank)
 
 
 def next_sitecustomize(here: str, path: Sequence[str]) -> importlib.machinery.ModuleSpec | None:
