@@ -69,6 +69,9 @@ def parse_lines(
             text = line.decode(errors="replace") if isinstance(line, bytes) else line
             if strict and n != len(lines) and not text.lstrip().startswith("{"):
                 raise BadInput(f"{path}:{n}: not a JSON line") from None
+        except RecursionError:  # nested deeper than the decoder's stack (as small_files.decode_json)
+            if strict:
+                raise BadInput(f"{path}:{n}: not an event record (nested too deeply)") from None
     return out
 
 
@@ -147,6 +150,8 @@ def _decode(line: str, path: Path, n: int, strict: bool, last_line: bool, long: 
     when ``strict`` as ``parse_lines`` says)."""
     try:
         rec = msgspec.json.decode(line, type=EventRecord)
+    except RecursionError:  # nested deeper than the decoder's stack (as small_files.decode_json)
+        return "damaged: nested too deeply"
     except msgspec.ValidationError as e:  # JSON, but not a record
         if strict and line.lstrip()[:1] == "{":
             raise BadInput(f"{path}:{n}: not an event record ({e})") from None
@@ -162,7 +167,10 @@ def _decode(line: str, path: Path, n: int, strict: bool, last_line: bool, long: 
             return "torn"
         return f"damaged: {e}"
     if long and _LONG_NUMBER.search(line):
-        far = next(_out_of_range(msgspec.json.decode(line)), None)
+        try:
+            far = next(_out_of_range(msgspec.json.decode(line)), None)
+        except RecursionError:  # the walk recurses too: a record this deep is damaged
+            return "damaged: nested too deeply"
         if far is not None:
             if strict:
                 raise BadInput(f"{path}:{n}: a number out of range at {far}")

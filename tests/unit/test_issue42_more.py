@@ -136,3 +136,27 @@ def test_train_refuses_more_groups_or_ranks_than_plan_walks(key, flag):
     with pytest.raises(BadInput, match=rf"^{flag} 100000000000: must be at most {MAX_REPLICAS:,}$"):
         build(**{key: 100_000_000_000})
     build(**{key: 4})
+
+
+@pytest.mark.parametrize("digits", ["", "12345678901234567890"])  # the second: the int64 walk's path too
+def test_a_deeply_nested_line_of_an_event_log_is_damage_not_a_traceback(tmp_path, digits):
+    """An event log line nested 3,000 deep (a few KB) ended every reader of it in a
+    ``RecursionError`` traceback; now it is a damaged record (step logs), a skipped line, or with
+    ``strict`` one line naming file and line, as ``small_files.decode_json`` bounds ftrun's JSON."""
+    import json
+
+    from ftrun.event_log import read_event_log, read_lifecycle, read_run_events
+    from train_fixtures import event_record
+
+    deep = "[" * 3000 + digits + "]" * 3000
+    line = json.dumps(event_record(1, t=1.0))[:-1] + f', "x": {deep}}}'
+    p = tmp_path / "replica0_rank0.jsonl"
+    p.write_text("\n".join([json.dumps(event_record(0)), line, json.dumps(event_record(2))]) + "\n")
+    log = read_event_log(p)
+    assert [r.step for r in log] == [0, 2]
+    assert log.damage == [f"{p}:2: a damaged record (nested too deeply)"]
+    assert read_event_log(p, strict=True).damage == log.damage
+    assert read_lifecycle(p) == [] and read_run_events(p) == []
+    p.write_text(line + "\n")
+    with pytest.raises(BadInput, match=rf"^{p}:1: not an event record \(nested too deeply\)$"):
+        read_lifecycle(p, strict=True)
