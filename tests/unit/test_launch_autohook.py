@@ -215,3 +215,35 @@ def test_classes_are_wrapped_once_and_still_construct(monkeypatch):
     assert Manager.__init__ is wrapped
     Manager("pg", x=3)
     assert made == [("pg", 3)]
+
+
+def test_each_group_gets_the_hook_first_on_its_path_the_callers_entries_after(tmp_path):
+    from ftrun.launch.script import LaunchSpec, script_group
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    sched = dict(fragments=2, sync_every=4, fragment_sync_delay=1)
+    run = tmp_path / "run"
+    hook = str((run / boot.HOOK_DIR).resolve())
+    spec = LaunchSpec.build([str(script)], **sched)
+    g = script_group(spec, run, 0, "http://x:1", None, base_env={"PYTHONPATH": "/patched"})
+    assert g.env["PYTHONPATH"] == os.pathsep.join([hook, "/patched"])
+    g = script_group(spec, run, 0, "http://x:1", None, base_env={})
+    assert g.env["PYTHONPATH"] == hook
+    spec = LaunchSpec.build([str(script)], env=["PYTHONPATH=/mine"], **sched)  # --env's, after the hook too
+    g = script_group(spec, run, 1, "http://x:1", None, base_env={"PYTHONPATH": "/callers"})
+    assert g.env["PYTHONPATH"] == os.pathsep.join([hook, "/mine"])
+
+
+def test_the_manifest_lists_the_event_logs_the_hook_wrote(tmp_path):
+    from ftrun.launch.script import event_log_refs
+
+    assert event_log_refs(tmp_path) == []
+    for name in ("replica1_rank0.jsonl", "replica0_rank0.jsonl", "run.jsonl"):
+        (tmp_path / layout.EVENT_LOGS).mkdir(exist_ok=True)
+        (tmp_path / layout.EVENT_LOGS / name).write_text("")
+    refs = event_log_refs(tmp_path)
+    assert [(e.replica, e.rank, e.path) for e in refs] == [
+        (0, 0, "events/replica0_rank0.jsonl"),
+        (1, 0, "events/replica1_rank0.jsonl"),
+    ]
