@@ -304,5 +304,5 @@ def stages_text(stages: dict[str, Any] | None) -> str:
         worst = f" (worst {le['ratio']:.2g} of tol)" if le else ""
         skipped = sum((st.get("not_checked") or {}).values())
         if st.get("checked") or skipped:
-            parts.append(f"{name} {st.get('checked', 0)}{worst}" + (f", {skipped} not checked" if skipped else ""))
-    return f"; outer step: {'; '.join(parts)}" if parts else ""
+            parts.append(f"{name} {st.get('checked', 0)} ok{worst}" + (f" + {skipped} not checked" if skipped else ""))
+    return f"; outer stages: {', '.join(parts)}" if parts else ""

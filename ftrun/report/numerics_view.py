@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ftrun.check.numerics_outer import stages_text
+
 
 def numerics_line(num: dict) -> str:
     """The numeric check in one line (``ftrun.check.numerics.Numerics.to_json``), for every report."""
@@ -27,7 +29,8 @@ def numerics_line(num: dict) -> str:
         quantized += f"; {q_avg} quantized sync(s) without a SUM sketch (average = contributions / n, fp8 budget)"
     return (
         f"numerics: average = SUM/participants and SUM = sum of contributions held for {num['checked']} sync(s) "
-        f"({num['replica_syncs_checked']} replica-syncs){quantized}{healed}{skipped}{worst}{failed_rounds(num)}"
+        f"({num['replica_syncs_checked']} replica-syncs){quantized}{stages_text(num.get('stages'))}{healed}{skipped}"
+        f"{worst}{failed_rounds(num)}"
     )
 
 

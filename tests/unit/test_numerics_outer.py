@@ -1,0 +1,226 @@
+"""The outer step's stages (ftrun.check.numerics_outer) on hand-made sketches: a simulated run of
+Nesterov SGD in projection space, clean and with each --corrupt-sync kind, tolerance edges, a
+non-participant, a healed replica, a non-linear optimizer."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ftrun.check.numerics import check_numerics
+from ftrun.check.numerics_core import U32, Z, sketch_error
+from ftrun.check.numerics_outer import Mine, OuterChecker
+from ftrun.layout import EventRecord, Healed, OuterStep, RoundNumerics, Sketch
+from train_fixtures import event_record
+
+N = 100_000  # elements per fragment
+LR, MU = 0.7, 0.9
+
+
+def sk(proj: list[float], norm: float | None = None) -> Sketch:
+    return Sketch(
+        [float(x) for x in proj], norm if norm is not None else max(1e-3, sum(x * x for x in proj) ** 0.5), N, "float32"
+    )
+
+
+def vec(seed: int, scale: float = 1.0) -> list[float]:
+    r = random.Random(seed)
+    return [r.gauss(0, scale) for _ in range(4)]
+
+
+def lin(*terms: tuple[float, list[float]]) -> list[float]:
+    return [sum(k * v[j] for k, v in terms) for j in range(4)]
+
+
+def rec(step: int, parts: list[RoundNumerics], **fields) -> EventRecord:
+    base = dict(manager_step_after=0, participants=2, quorum_id=1, t=float(step))
+    return EventRecord(**event_record(step, **{**base, **fields}, numerics=parts))
+
+
+def part(phase: str, k: int, participating: bool = True, participants: int = 2, **sketches) -> RoundNumerics:
+    return RoundNumerics(
+        phase=phase,
+        fragment=0,
+        manager_step=k,
+        quorum_id=1,
+        sync_step=10 + 10 * k,
+        participants=participants,
+        participating=participating,
+        world=2,
+        **sketches,
+    )
+
+
+def simulate(
+    rounds: int = 3,
+    fault: str | None = None,
+    at: int = 1,
+    alpha: float = 0.0,
+    optimizer: str = "SGD",
+    loaded: int | None = None,
+    healed: bool = False,
+):
+    """Event logs of 2 replicas, fragment 0, ``rounds`` commits of Nesterov SGD in projection space;
+    ``fault`` (a --corrupt-sync kind) on replica 1 in round ``at``; ``loaded``: replica 1 gets other
+    originals and momentum before that round (what a heal loads), ``healed``: its record says so."""
+    globals_ = vec(0, 10.0)
+    own = [list(globals_), list(globals_)]  # each replica's originals (stale keeps the old ones)
+    buf: list[list[float] | None] = [None, None]
+    logs: dict[tuple[int, int], list[EventRecord]] = {(0, 0): [], (1, 0): []}
+    for k in range(rounds):
+        if k == loaded:
+            own[1], buf[1] = lin((1.0, own[1]), (1.0, vec(99))), lin((1.0, buf[1] or [0.0] * 4), (1.0, vec(98)))
+        locs = [lin((1.0, own[r]), (-1.0, vec(100 * k + r))) for r in range(2)]
+        cs = [lin((1.0, own[r]), (-1.0, locs[r])) for r in range(2)]
+        if fault == "sign" and k == at:
+            cs[1] = [-x for x in cs[1]]
+        total = lin((1.0, cs[0]), (1.0, cs[1]))
+        avg = [x / 2 for x in total]
+        for r in range(2):
+            o = own[r]
+            b = avg if buf[r] is None else lin((MU, buf[r]), (1.0, avg))
+            lr = LR * 2 if fault == "lr" and k == at and r == 1 else LR
+            p = lin((1.0, o), (-lr, lin((1.0, avg), (MU, b))))
+            lsync = lin((1.0, locs[r]), (-1.0, vec(7 + k)))
+            a = 0.0 if fault == "alpha" and k == at and r == 1 else alpha
+            merged = lin((1.0 - a, p), (a, lsync))
+            step = OuterStep(
+                optimizer,
+                LR,
+                momentum=MU,
+                nesterov=True,
+                first_momentum=buf[r] is None,
+                params_after=sk(p),
+                momentum_after=sk(b),
+                alpha=alpha,
+                local_sync=sk(lsync) if alpha else None,
+                merged=sk(merged) if alpha else None,
+            )
+            send = part("send", k, contribution=sk(cs[r]), original=sk(o), local=sk(locs[r]))
+            sync = part("sync", k, sum=sk(total), average=sk(avg), outer=step)
+            heal = {"healed": Healed(0, k, k)} if healed and k == loaded and r == 1 else {}
+            logs[(r, 0)] += [
+                rec(10 * k + 5, [send], **heal),
+                rec(10 * k + 10, [sync], commit=True, manager_step_after=k + 1, synced=0),
+            ]
+            buf[r] = b
+            if not (fault == "stale" and k == at and r == 1):
+                own[r] = p
+    return logs
+
+
+def causes(out) -> list[tuple[int, str, str]]:
+    return [(p["replica"], p["check"], p["cause"]) for p in out.problems]
+
+
+def test_a_clean_run_passes_every_stage_with_its_tolerance():
+    out = check_numerics(simulate(), sketches_on=True)
+    assert out.ok, out.texts()
+    st = out.stages
+    assert st["pseudo-gradient"]["checked"] == 6 and st["outer step"]["checked"] == 6
+    assert st["original"]["checked"] == 4 and st["momentum"]["checked"] == 6
+    assert st["original"]["not_checked"] == {
+        "first round of the fragment in the log (the initial or loaded parameters)": 2
+    }
+    assert all(0 <= st[s]["largest_error"]["ratio"] < 1 for s in ("pseudo-gradient", "outer step", "momentum"))
+    assert "outer step" in out.to_json()["tolerance"]["outer"]
+
+
+def test_sign_flipped():
+    out = check_numerics(simulate(fault="sign"), sketches_on=True)
+    assert causes(out) == [
+        (1, "pseudo-gradient", "sign flipped: the contribution is local - original (the pseudo-gradient negated)")
+    ]
+    assert out.problems[0]["sync_step"] == 20
+    assert "likely cause: sign flipped" in out.texts()[0]
+
+
+def test_stale_originals_are_named_in_the_next_round():
+    out = check_numerics(simulate(fault="stale"), sketches_on=True)
+    (replica, check, cause), *rest = causes(out)
+    assert (replica, check) == (1, "original") and not rest, out.texts()
+    assert cause.startswith("stale original parameters: equal to the globals of the commit at sync step 10")
+    assert out.problems[0]["sync_step"] == 30
+
+
+def test_wrong_lr_is_fitted():
+    out = check_numerics(simulate(fault="lr"), sketches_on=True)
+    assert [(r, c) for r, c, _ in causes(out)] == [(1, "outer step")], out.texts()
+    assert "wrong lr: the step fits lr 1.4, the optimizer's param_groups say 0.7" in out.problems[0]["cause"]
+
+
+def test_alpha_ignored_and_a_clean_merge():
+    assert check_numerics(simulate(alpha=0.5), sketches_on=True).ok
+    out = check_numerics(simulate(fault="alpha", alpha=0.5), sketches_on=True)
+    assert [(r, c) for r, c, _ in causes(out)] == [(1, "merge")], out.texts()
+    assert out.problems[0]["cause"].startswith("alpha ignored")
+    assert check_numerics(simulate(), sketches_on=True).stages["merge"]["not_checked"] == {
+        "alpha = 0 (the merge leaves the globals)": 6
+    }
+
+
+def test_a_non_linear_optimizer_is_checked_up_to_the_average_and_says_so():
+    out = check_numerics(simulate(optimizer="Adam"), sketches_on=True)
+    assert out.ok and out.stages["pseudo-gradient"]["checked"] == 6
+    why = "outer step of Adam: not checked (not linear in its state; checked up to the average)"
+    assert out.stages["outer step"]["not_checked"] == {why: 6}
+
+
+def test_pseudo_gradient_tolerance_edges():
+    o, loc = sk(vec(1, 10.0)), sk(vec(2, 10.0))
+    c = sk(lin((1.0, o.proj), (-1.0, loc.proj)), norm=5.0)
+    tol = Z * U32 * 5.0 + sketch_error(c) + sketch_error(o) + sketch_error(loc)
+    for bump, ok in ((0.99 * tol, True), (1.01 * tol, False)):
+        send = part(
+            "send", 0, contribution=Sketch([c.proj[0] + bump, *c.proj[1:]], 5.0, N, "float32"), original=o, local=loc
+        )
+        found = OuterChecker({}, {}).check(Mine(0, 0, 10, send, None, None, 0.0), 0, 1)
+        assert (not found) == ok, (bump, tol, found)
+    # bfloat16's unit roundoff is 2^16 times float32's: the same error passes
+    send = part(
+        "send", 0, contribution=Sketch([c.proj[0] + 1.01 * tol, *c.proj[1:]], 5.0, N, "bfloat16"), original=o, local=loc
+    )
+    assert not OuterChecker({}, {}).check(Mine(0, 0, 10, send, None, None, 0.0), 0, 1)
+
+
+def test_a_non_participant_is_not_held_to_the_pseudo_gradient():
+    o, loc = sk(vec(1, 10.0)), sk(vec(2, 10.0))
+    send = part(
+        "send",
+        0,
+        participating=False,
+        participants=1,
+        contribution=Sketch([0.0] * 4, 0.0, N, "float32"),
+        original=o,
+        local=loc,
+    )
+    c = OuterChecker({}, {})
+    assert not c.check(Mine(1, 0, 10, send, None, None, 0.0), 0, 1)
+    assert c.stages["pseudo-gradient"].not_checked == {"not participating (contributes zeros: checked with the SUM)": 1}
+
+
+def test_a_healed_replica_is_held_to_what_it_loaded_not_to_its_own_history():
+    out = check_numerics(simulate(loaded=1), sketches_on=True)  # other state with no heal: wrong
+    assert [(r, c) for r, c, _ in causes(out)] == [(1, "original"), (1, "momentum")], out.texts()
+    out = check_numerics(simulate(loaded=1, healed=True), sketches_on=True)
+    assert out.ok, out.texts()  # its step from what it loaded is checked; its history is not compared
+    nc = out.stages["original"]["not_checked"]
+    assert nc["healed since its last commit (the heal's fingerprints check the loaded globals)"] == 1
+    assert out.stages["momentum"]["not_checked"] == {
+        "healed since its last commit (the buffers came with the checkpoint)": 1
+    }
+    assert out.stages["outer step"]["checked"] == 6
+
+
+def test_the_line_names_each_stage():
+    from ftrun.report.numerics_view import numerics_line
+
+    line = numerics_line(check_numerics(simulate(), sketches_on=True).to_json())
+    assert "; outer stages: pseudo-gradient 6 ok (worst" in line and "merge 0 ok + 6 not checked" in line
+
+
+@pytest.mark.parametrize("kind", ["sign", "stale", "lr"])
+def test_the_same_run_without_the_fault_passes(kind):
+    assert not check_numerics(simulate(fault=kind), sketches_on=True).ok
+    assert check_numerics(simulate(), sketches_on=True).ok
