@@ -11,7 +11,6 @@ renders report.md, timeline.png and the terminal table. Writes report.json too.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -24,6 +23,7 @@ from ftrun import layout
 from ftrun.check.metrics import measured_step_s
 from ftrun.config import PRESETS, RunConfig, build, flag, for_command, load_toml
 from ftrun.errors import BadInput
+from ftrun.json_out import report_json
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
 from ftrun.link_spec import SYNC_SHARE, LinkSpec, link_for, parse_link
@@ -159,7 +159,7 @@ def compare(
         specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=not json_out, junit=junit
     )
     if json_out:
-        print(json.dumps(result, indent=1))
+        print(report_json(result))
     else:
         from ftrun.report.compare_view import print_report
 
@@ -438,6 +438,7 @@ def outputs(
         result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": ok, "run": names[0]}
         if not ok:  # one verdict: never PASS printed (or "pass" in report.json) with exit 1
             result["verdict"] = "fail"
-    atomic_write(cmp_dir / "report.json", json.dumps(as_recorded(result, cmp_dir), indent=1), "compare", overwrite)
+    # strict JSON: a NaN figure is null, said in its notes
+    atomic_write(cmp_dir / "report.json", report_json(as_recorded(result, cmp_dir)), "compare", overwrite)
     write_markdown(result, cmp_dir / "report.md", overwrite)
     return result, reports

@@ -35,6 +35,7 @@ from ftrun import grid, layout
 from ftrun.config import build
 from ftrun.dir_lock import DirLock
 from ftrun.errors import BadInput, Interrupted
+from ftrun.json_out import report_json
 from ftrun.output import (
     atomic_write,
     check_name,
@@ -478,7 +479,7 @@ def _sweep(
     except KeyboardInterrupt as e:
         runner.stop()
         result = assemble()
-        atomic_write(sweep_dir / "sweep.json", json.dumps(result, indent=1))
+        atomic_write(sweep_dir / "sweep.json", report_json(result))
         kept = sum(1 for c in cells if c.status == "run" and c.name in results)
         raise Interrupted(
             f"stopped by {e or 'SIGINT'}; trainings stopped; {kept} finished cell(s) kept in {sweep_dir} "
@@ -492,14 +493,14 @@ def _sweep(
         result["notes"].append(f"no picture: {type(e).__name__}: {e}")
     code = grid.exit_code(result["cells"])
     result["exit_code"] = code
-    atomic_write(sweep_dir / "sweep.json", json.dumps(result, indent=1))
+    atomic_write(sweep_dir / "sweep.json", report_json(result))
     atomic_write(sweep_dir / "sweep.md", view.markdown(result))
     if junit is not None:
         from ftrun.report.junit import sweep_junit
 
         atomic_write(junit, sweep_junit(result), "--junit")
     if json_out:
-        print(json.dumps(result, indent=1))
+        print(report_json(result))
     else:
         view.print_sweep(result)
     if code:

@@ -160,3 +160,27 @@ def test_a_deeply_nested_line_of_an_event_log_is_damage_not_a_traceback(tmp_path
     p.write_text(line + "\n")
     with pytest.raises(BadInput, match=rf"^{p}:1: not an event record \(nested too deeply\)$"):
         read_lifecycle(p, strict=True)
+
+
+def test_report_json_is_strict_and_names_each_value_it_could_not_write():
+    """compare's report.json and sweep's sweep.json (and their --json) held ``NaN`` when a figure
+    was not finite (a diverged loss): not JSON. Now ``null``, each named in the report's notes."""
+    import math
+
+    import msgspec
+
+    from ftrun.json_out import report_json
+
+    result = {"cells": [{"final_loss": math.nan, "steps_per_s": 2.5}, {"ratio": [1.0, -math.inf]}], "notes": ["x"]}
+    got = msgspec.json.decode(report_json(result))  # strict: msgspec refuses NaN/Infinity tokens
+    assert got["cells"] == [{"final_loss": None, "steps_per_s": 2.5}, {"ratio": [1.0, None]}]
+    assert got["notes"] == [
+        "x",
+        "cells[0].final_loss was nan (not a JSON number): written as null",
+        "cells[1].ratio[1] was -inf (not a JSON number): written as null",
+    ]
+    assert result["notes"] == ["x"]  # the caller's result is not changed
+    assert msgspec.json.decode(report_json({"runs": [{"steps_per_s": math.inf}]}))["notes"] == [
+        "runs[0].steps_per_s was inf (not a JSON number): written as null"
+    ]
+    assert "notes" not in msgspec.json.decode(report_json({"runs": []}))

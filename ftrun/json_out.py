@@ -1,0 +1,41 @@
+"""Strict JSON for the reports ftrun writes (``compare``'s report.json, ``sweep``'s sweep.json and
+their ``--json``). Torch-free.
+
+A measured figure can be NaN or infinite (a loss that diverged, a rate over a zero interval);
+Python's ``json.dumps`` would write the ``NaN``/``Infinity`` tokens, which are not JSON: strict
+readers (``jq``, browsers, msgspec) refuse the whole file. ``report_json`` writes ``null`` for
+each such value and says so in the report's ``notes`` (where the value was and what it was), so
+a reader learns why a figure is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from ftrun.plan_bounds import strict_json
+
+
+def not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    """(path, value) of every float in ``value`` that is NaN or infinite; paths like ``cells[2].final_loss``."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield where or "$", value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from not_finite(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from not_finite(v, f"{where}[{i}]")
+
+
+def report_json(result: dict[str, Any], notes_key: str = "notes") -> str:
+    """``result`` as strict, indented JSON: NaN and infinities are ``null``, each named in
+    ``result[notes_key]`` (a list, added when missing) with the value it had."""
+    bad = list(not_finite(result))
+    if bad:
+        notes = list(result.get(notes_key) or [])
+        notes += [f"{path} was {value} (not a JSON number): written as null" for path, value in bad]
+        result = {**result, notes_key: notes}
+    return strict_json(result)
