@@ -118,11 +118,36 @@ BENCHES: tuple[Bench, ...] = (
         " (each cell: predicted / measured)",
     ),  # noqa: E501
     Bench(
+        "numerics",
+        "The numeric check on a clean run",
+        "ftrun train (default model, 2 groups, no fault): the largest error of every checked sync against its "
+        "tolerance, the margin a corrupted round has to exceed.",
+        ("scripts/bench_numerics.py",),
+        900,
+    ),  # noqa: E501
+    Bench(
+        "recovery",
+        "Recovery of a killed group, predicted vs measured",
+        "ftrun train --kill 1@15 (120 steps, 3 groups, F=2, H=10, tau=3), then ftrun plan --check of the run: each "
+        "recovery phase predicted and measured over its own interval.",
+        ("scripts/bench_recovery.py",),
+        900,
+    ),  # noqa: E501
+    Bench(
         "paper",
         "The Streaming DiLoCo paper's 1B run",
         "ftrun plan's prediction for the paper's 1B setup on a 1 Gbit/s link (a model, not a measurement).",
         ("-m", "ftrun", "plan", *PAPER.split(), "--json"),
         120,
+    ),  # noqa: E501
+    Bench(
+        "gpu",
+        "GPU / NCCL",
+        "scripts/gpu_check.py on a machine with CUDA: NCCL streaming, bucketized, an emulated link, --quantize and "
+        "baby-nccl runs, each inspected and numerically checked (docs/gpu.md). On a machine without CUDA it records "
+        "nothing to measure.",
+        ("scripts/gpu_check.py",),
+        420,
     ),  # noqa: E501
     Bench(
         "suite",
@@ -269,6 +294,37 @@ def _compare(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+def _numerics(r: dict[str, Any]) -> list[tuple[str, str]]:
+    le = r.get("largest_error") or {}
+    return [
+        ("syncs checked (replica syncs)", f"{r['checked']} ({r['replica_syncs_checked']})"),
+        (
+            f"largest error / tolerance ({le.get('check')}, {le.get('where')})",
+            f"{le.get('ratio'):.3g} (error {le.get('error'):.3g}, tolerance {le.get('tolerance'):.3g})",
+        ),
+        ("tolerance: Z x the rounding budget, Z", f"{r['z']:g}"),
+        ("numeric problems on the clean run", str(r["problems"])),
+    ]
+
+
+def _recovery(r: dict[str, Any]) -> list[tuple[str, str]]:
+    def s(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    rows = []
+    for f in r["faults"]:
+        for phase, (pred, meas, err, *judged) in f["phases"].items():
+            if judged and judged[0] is None and pred is not None and pred == meas:  # an input, not a prediction
+                rows.append((f"{f['fault']}, replica {f['replica']}: {phase}, measured s", f"{s(meas)} (plan's input)"))
+                continue
+            e = "" if err is None else f" ({err * 100:+.0f}%)"
+            name = f"{f['fault']}, replica {f['replica']}: {phase}, predicted / measured s"
+            rows.append((name, f"{'not predicted' if pred is None else s(pred)} / {s(meas)}{e}"))
+    out = ", ".join(r.get("outside_tolerance") or []) or "none"
+    tol = f"{r['tolerance'] * 100:g}% or {r['floor_s']:g} s per phase"
+    return [*rows, (f"plan --check verdict (tolerance {tol})", f"{r['verdict']}; outside tolerance: {out}")]
+
+
 def _validation(r: dict[str, Any]) -> list[tuple[str, str]]:
     return [(f"rows within tolerance {r['tolerance']:g}", f"{r['passed']} of {r['rows']}")]
 
@@ -304,6 +360,8 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "overhead": _overhead,
     "compare": _compare,  # type: ignore[dict-item]  # its result is a list of rows
     "plan-validation": _validation,
+    "numerics": _numerics,
+    "recovery": _recovery,
 }
 
 

@@ -154,3 +154,23 @@ def test_the_last_json_a_script_printed_is_its_result(gen):
     assert gen.last_json('progress\n{"a": 1}\n') == {"a": 1}
     assert gen.last_json('rows\n[\n {"a": 1}\n]\n') == [{"a": 1}]
     assert gen.last_json("no json here\n") is None
+
+
+def test_numerics_shows_the_largest_error_against_its_tolerance(gen, tmp_path):
+    le = {"check": "SUM = sum of contributions", "where": "sync step 10", "error": 2e-7, "tolerance": 4e-5}
+    result = {"checked": 4, "replica_syncs_checked": 8, "largest_error": {**le, "ratio": 0.005}, "z": 8.0}
+    section = _page(gen, tmp_path, _record("numerics", {**result, "problems": 0}))
+    section = section.split("## The numeric check on a clean run", 1)[1].split("\n## ", 1)[0]
+    assert "| syncs checked (replica syncs) | 4 (8) |" in section
+    assert "| largest error / tolerance (SUM = sum of contributions, sync step 10) | 0.005 (error 2e-07" in section
+
+
+def test_recovery_shows_each_phase_predicted_and_measured(gen, tmp_path):
+    phases = {"detect": [1.0, 1.1, -0.09, True], "relaunch": [4.0, 4.0, 0.0, None], "heal": [None, 0.04, None, None]}
+    result = {"verdict": "pass", "tolerance": 0.25, "floor_s": 0.5, "outside_tolerance": []}
+    result["faults"] = [{"fault": "kill 1@15", "replica": 1, "phases": phases}]
+    section = _page(gen, tmp_path, _record("recovery", result)).split("## Recovery of a killed group", 1)[1]
+    assert "| kill 1@15, replica 1: detect, predicted / measured s | 1.00 / 1.10 (-9%) |" in section
+    assert "| kill 1@15, replica 1: relaunch, measured s | 4.00 (plan's input) |" in section  # never "+0%"
+    assert "| kill 1@15, replica 1: heal, predicted / measured s | not predicted / 0.04 |" in section
+    assert "| plan --check verdict (tolerance 25% or 0.5 s per phase) | pass; outside tolerance: none |" in section
