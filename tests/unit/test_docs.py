@@ -172,3 +172,38 @@ def test_png_size_reads_the_header_and_refuses_what_is_not_a_png(figs, tmp_path)
 
 def test_lint_checks_the_pictures():
     assert "scripts/gen_docs_figures.py --check" in (ROOT / "scripts" / "lint.sh").read_text()
+
+
+# --- the reference pages hold every field and problem class the code has --------------------------
+
+
+def test_output_layout_names_every_field_of_the_summaries_and_the_sweep_cell():
+    import msgspec
+
+    from ftrun import layout
+
+    page = (DOCS / "output-layout.md").read_text()
+    structs = (
+        layout.TrainSummary,
+        layout.ReplicaSummary,
+        layout.AgreementSummary,
+        layout.RunCheck,
+        layout.LaunchSummary,
+        layout.LaunchGroupRow,
+        layout.LaunchTrace,
+        layout.FiredKill,
+        layout.SweepCell,
+    )
+    missing = [
+        f"{s.__name__}.{f.name}" for s in structs for f in msgspec.structs.fields(s) if f"`{f.encode_name}`" not in page
+    ]
+    assert not missing, f"docs/output-layout.md does not name: {missing}"
+
+
+def test_reading_a_verdict_names_every_run_problem_class():
+    sources = "".join(p.read_text() for p in (ROOT / "ftrun" / "check").glob("*.py"))
+    classes = set(re.findall(r'by_class\["([^"]+)"\]', sources))
+    classes |= set(re.findall(r'RunProblems\(\{"(\w+)"', sources))
+    assert {"traces", "agreement", "commits", "numbering", "fragment log"} <= classes, classes
+    page = (DOCS / "reading-a-verdict.md").read_text()
+    assert not [c for c in sorted(classes) if f"`{c}`" not in page]
