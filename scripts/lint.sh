@@ -3,7 +3,8 @@
 #   ruff check, ruff format --check (pyproject's [tool.ruff]), mypy on ftrun/ (pyproject's
 #   [tool.mypy]: the config and the run-dir records strictly), the layering test
 #   (tests/unit/test_layering.py), scripts/check_prose.py (no measurement diaries in README.md and
-#   docs/), mkdocs build --strict (the docs site; skipped when the docs extra is missing) and
+#   docs/), the docs' pictures (scripts/gen_docs_figures.py --check), mkdocs build --strict (the
+#   docs site; skipped when the docs extra is missing) and
 #   shared/tools/import_cycles.py --modules ftrun.
 # Every check runs; a line per check with its seconds; exit 1 naming the ones that failed.
 # The tools come from .venv (bash scripts/setup.sh installs the `lint` extra); $FTRUN_VENV picks another.
