@@ -203,6 +203,7 @@ class ReplicaRound:
     commit: bool | None = None
     sync_step: int | None = None
     manager_step_after: int | None = None
+    restart: int = 0  # the incarnation that synced it (a relaunched process starts from new parameters)
 
     @property
     def head(self) -> RoundNumerics:
@@ -317,11 +318,12 @@ def _rounds(
                 if p.phase == "send":
                     rr.send = p
                 else:
-                    rr.sync, rr.commit, rr.sync_step, rr.manager_step_after = (
+                    rr.sync, rr.commit, rr.sync_step, rr.manager_step_after, rr.restart = (
                         p,
                         rec.commit,
                         rec.step,
                         rec.manager_step_after,
+                        rec.restart,
                     )
                     del open_[key]
     return groups, committed, missing
@@ -553,7 +555,9 @@ class _Checker:
 
     def outer_stages(self, rr: ReplicaRound, head: RoundNumerics, avg_bound: float) -> bool:
         """The outer step's stages of ``rr``'s commit (``ftrun.check.numerics_outer``); False: a problem."""
-        mine = Mine(rr.replica, rr.rank, rr.sync_step or 0, rr.send, rr.synced.average, rr.synced.outer, avg_bound)
+        mine = Mine(
+            rr.replica, rr.rank, rr.sync_step or 0, rr.send, rr.synced.average, rr.synced.outer, avg_bound, rr.restart
+        )
         findings = self.outer.check(mine, head.fragment, rr.manager_step_after)
         for f in findings:
             self.problem(rr, head, f.stage, f.expected, f.observed, f.error, f.tolerance, f.cause, f.what)
@@ -729,6 +733,14 @@ def _outer_context(
     return heals, commits
 
 
+def _in_time(kv: tuple[tuple, list[ReplicaRound]]) -> tuple[float, int, int]:
+    """A collective's place in the run: its earliest sync step, then manager step and fragment. A
+    round no replica stepped (a relaunched ``ftrun launch`` group whose script counts from 1 again
+    logs no step) follows by manager step, after those that did."""
+    steps = [r.sync_step for r in kv[1] if r.sync_step is not None]
+    return (min(steps) if steps else math.inf, kv[0][3], kv[0][1])
+
+
 def check_numerics(
     logs: dict[tuple[int, int], list[EventRecord]], sketches_on: bool | None = None, partial: str | None = None
 ) -> Numerics:
@@ -767,7 +779,7 @@ def check_numerics(
     c = _Checker(OuterChecker(*_outer_context(logs)))
     c.out.committed = committed
     c.out.not_checked.update(missing)
-    order = sorted(groups.items(), key=lambda kv: (min((r.sync_step or 0) for r in kv[1]), kv[0][3], kv[0][1]))
+    order = sorted(groups.items(), key=_in_time)
     for _, rounds in order:
         c.group(rounds)
         c.remember(rounds)

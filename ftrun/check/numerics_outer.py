@@ -84,6 +84,7 @@ class Mine:
     average: Sketch | None
     outer: OuterStep | None
     avg_bound: float  # bounds ||average|| (its norm is not recorded): sum||c|| / n
+    restart: int = 0  # its process's incarnation: a relaunched one starts from new parameters
 
 
 @dataclass
@@ -100,7 +101,7 @@ class OuterChecker:
         self, heal_steps: dict[tuple[int, int], list[int]], commit_steps: dict[tuple[int, int, int], list[int]]
     ) -> None:
         self.stages = {s: Stage() for s in STAGES}
-        self.history: dict[tuple[int, int, int], History] = {}
+        self.history: dict[tuple[int, int, int, int], History] = {}
         self.heal_steps = heal_steps  # (replica, rank) -> steps whose record shows a heal
         self.commit_steps = commit_steps  # (replica, rank, fragment) -> steps of its commits, in the log
 
@@ -120,7 +121,8 @@ class OuterChecker:
         """Every stage of replica ``m``'s committed round of ``fragment``; remembers its globals."""
         where = f"replica {m.replica} rank {m.rank} sync step {m.sync_step}"
         out: list[Finding] = []
-        hist = self.history.setdefault((m.replica, m.rank, fragment), History())
+        # per incarnation: a relaunched process's first round starts from the initial or loaded globals
+        hist = self.history.setdefault((m.replica, m.rank, fragment, m.restart), History())
         last = hist.commits[-1] if hist.commits else None
         before = [x for x in self.commit_steps.get((m.replica, m.rank, fragment), []) if x < m.sync_step]
         if last is not None and before and before[-1] != last[0]:

@@ -247,3 +247,23 @@ def test_the_manifest_lists_the_event_logs_the_hook_wrote(tmp_path):
         (0, 0, "events/replica0_rank0.jsonl"),
         (1, 0, "events/replica1_rank0.jsonl"),
     ]
+
+
+def test_a_relaunched_incarnation_is_held_to_its_own_rounds_not_its_predecessors():
+    """``ftrun launch``'s relaunched group: new parameters (its script's, or a heal's) and records
+    with no step (its loop counts from 1 again); its first round is not compared with the last
+    commit of the incarnation before it, and the rounds are ordered by manager step."""
+    import msgspec
+
+    from ftrun.check.numerics import check_numerics
+    from tests.unit.test_numerics_outer import causes, simulate
+
+    logs = simulate(rounds=3, loaded=1)  # replica 1's state from round 1 on is new (no heal record)
+    assert causes(check_numerics(logs, sketches_on=True)), "the same logs as one incarnation: a problem"
+    relaunched = [
+        msgspec.structs.replace(r, restart=1, step=None) if r.numerics and r.numerics[0].manager_step >= 1 else r
+        for r in logs[(1, 0)]
+    ]
+    out = check_numerics({**logs, (1, 0): relaunched}, sketches_on=True)
+    assert out.ok, out.texts()
+    assert out.checked == 3 and out.stages["original"]["checked"] == 3, out.stages  # 2 + 1 (its 2nd round)
