@@ -334,6 +334,7 @@ class _Checker:
         self.out = Numerics(status="checked")
         self.outer = outer or OuterChecker({}, {})
         self.prev: dict[tuple[int, int, int], ReplicaRound] = {}  # (replica, rank, fragment) -> its previous round
+        self.groups: dict[tuple, list[ReplicaRound]] = {}  # every collective (``_rounds``), to name a missing send
 
     def measure(self, err: float, tol: float, check: str, where: str) -> bool:
         ratio = err / tol if tol > 0 else (0.0 if err == 0 else math.inf)
@@ -380,6 +381,21 @@ class _Checker:
                 "text": f"{where}: {what}{nums}; likely cause: {cause}",
             }
         )
+
+    def _other_fragment(self, head: RoundNumerics, rank: int, have: list[int]) -> str | None:
+        """The cause when the missing replicas sent another fragment in the same round (same rank,
+        quorum and manager step): the replicas averaged different fragments in one collective."""
+        other = sorted(
+            (r.replica, key[1])
+            for key, rounds in self.groups.items()
+            if key[0] == rank and key[1] != head.fragment and key[2:4] == (head.quorum_id, head.manager_step)
+            for r in rounds
+            if r.send is not None and r.replica not in have
+        )
+        if not other:
+            return None
+        sent = ", ".join(f"replica {r} sent fragment {f}" for r, f in other)
+        return f"replicas averaged different fragments in one collective ({sent}; torchft's fragment order differs)"
 
     def failed_round(self, rounds: list[ReplicaRound]) -> None:
         """A round no replica committed (e.g. torchft 0.2.0's Baby process groups): was its SUM
@@ -436,7 +452,7 @@ class _Checker:
                     None,
                     None,
                     None,
-                    "a sketch missing (a rank's event log lacks its send)",
+                    self._other_fragment(head, rr.rank, have) or "a sketch missing (a rank's event log lacks its send)",
                     f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
                     "the SUM cannot be checked",
                 )
@@ -779,6 +795,7 @@ def check_numerics(
     c = _Checker(OuterChecker(*_outer_context(logs)))
     c.out.committed = committed
     c.out.not_checked.update(missing)
+    c.groups = groups
     order = sorted(groups.items(), key=_in_time)
     for _, rounds in order:
         c.group(rounds)

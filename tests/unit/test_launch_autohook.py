@@ -267,3 +267,31 @@ def test_a_relaunched_incarnation_is_held_to_its_own_rounds_not_its_predecessors
     out = check_numerics({**logs, (1, 0): relaunched}, sketches_on=True)
     assert out.ok, out.texts()
     assert out.checked == 3 and out.stages["original"]["checked"] == 3, out.stages  # 2 + 1 (its 2nd round)
+
+
+def test_replicas_averaging_different_fragments_are_named_as_such():
+    """Issue 40 item 3 seen by the numeric check: in one round replica 1 sent fragment 1 while
+    replica 0 sent fragment 0 (equal sizes: one collective); neither round has both sends."""
+    import msgspec
+
+    from ftrun.check.numerics import check_numerics
+    from tests.unit.test_numerics_outer import part, rec, sk, vec
+
+    logs = {}
+    for r, frag in ((0, 0), (1, 1)):
+        send = msgspec.structs.replace(part("send", 0, contribution=sk(vec(r))), fragment=frag)
+        sync = msgspec.structs.replace(part("sync", 0, sum=sk(vec(5)), average=sk(vec(6))), fragment=frag)
+        logs[(r, 0)] = [rec(5, [send]), rec(10, [sync], commit=True, manager_step_after=1, synced=frag)]
+    out = check_numerics(logs, sketches_on=True)
+    assert [(p["replica"], p["cause"]) for p in out.problems] == [
+        (
+            0,
+            "replicas averaged different fragments in one collective (replica 1 sent fragment 1; torchft's "
+            "fragment order differs)",
+        ),
+        (
+            1,
+            "replicas averaged different fragments in one collective (replica 0 sent fragment 0; torchft's "
+            "fragment order differs)",
+        ),
+    ], out.texts()
