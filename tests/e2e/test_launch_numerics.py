@@ -145,3 +145,6 @@ def test_replicas_syncing_different_fragments_fail_from_torchfts_log_lines(tmp_p
     cross = [c["problem"] for c in (s.inspection or {})["cross_replica"] if not c["ok"]]
     assert any(p.startswith("replicas disagree on the sync at step ") for p in cross), cross
     assert "cross-replica: replicas disagree on the sync at step 2 (manager step 0)" in flat(out), explain
+    # the sketches see it too: each replica's round lacks the other's send of the same fragment
+    causes = {p["cause"] for p in (s.inspection or {})["numerics"]["problems"]}
+    assert causes and all(c.startswith("replicas averaged different fragments in one collective") for c in causes)
