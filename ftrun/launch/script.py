@@ -225,7 +225,11 @@ def launch_manifest(
         args=spec.args,
         python=sys.executable,
         versions=versions(),  # the groups run this interpreter (torchrun of sys.executable)
-        env_added={**{k: "<per group>" for k in RESERVED_ENV}, **spec.env},
+        env_added={
+            **{k: "<per group>" for k in RESERVED_ENV},
+            **spec.env,
+            "PYTHONPATH": pythonpath(hook_dir(run_dir), spec.env.get("PYTHONPATH", "<the caller's, if any>")),
+        },
         # a foreign script's step count is not known to ftrun
         schedule=layout.LaunchSchedule(**(spec.schedule or {}), steps=None),
         step_numbering=spec.step_numbering,
