@@ -237,8 +237,9 @@ class RoundNumerics(msgspec.Struct):
     Written in two parts: at the send (``phase`` "send": ``contribution`` as the process group
     saw it, zeros when not participating; the quorum) and at the sync (``phase`` "sync": the
     process group's ``sum`` and the ``average`` the outer optimizer stepped on; absent when the
-    commit failed or the collective never completed). The globals after the outer step are not
-    sketched: the sync step's ``EventRecord.fingerprint`` hashes them exactly, at every commit.
+    commit failed or the collective never completed). The send also carries ``original`` and
+    ``local`` (the fragment's saved globals and current parameters), the sync ``outer``
+    (``OuterStep``: the outer step and the merge, a committed sync only).
     A round is named by (fragment, ``quorum_id``, ``manager_step`` at the send); ``sync_step``
     is the training step of its sync. ``path``: per-param | bucketized | quantized (the path
     torchft took, as the hooks saw it: a ``--quantize`` round torchft ran through the plain allreduce

@@ -35,7 +35,7 @@ import torch
 
 from ftrun import layout
 from ftrun.torchft_compat import fragment_alpha, fragment_originals, fragment_params, set_fragment_alpha
-from ftrun.worker.sketch import Builder, Projector
+from ftrun.worker.sketch_projection import Builder, Projector
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ftrun.worker import sketch  # noqa: E402
+from ftrun.worker import sketch_projection as sketch  # noqa: E402
 from ftrun.worker.sketch import PERIOD, Projector  # noqa: E402
 
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from ftrun.check.numerics import sketch_error  # noqa: E402
 from ftrun.layout import SKETCH_PERIOD, SKETCH_STAGE  # noqa: E402
-from ftrun.worker import sketch as sk  # noqa: E402
+from ftrun.worker import sketch_projection as sk  # noqa: E402
 
 
 def reference(p: sk.Projector, x: torch.Tensor, offset: int) -> list[float]:
