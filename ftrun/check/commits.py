@@ -21,7 +21,8 @@ cycle in which no group of the quorum committed repeats its fragment, for every 
      waits for that send's allreduces); when the sync's own restore evidence names another
      class, the two disagree and nothing is inferred (a fragment mismatch, reported elsewhere).
      Needs F >= 2 and classes that tell every fragment apart. The same comparison after a failed
-     commit seen by (1) tells whether the job moved on (``outcomes``).
+     commit seen by (1) shows a stall (``outcomes``); a next send that moved on proves nothing
+     where every known group failed (no unseen committer is assumed from a trace).
 
 A healthy run does not fail commits: ``unexplained`` lists those no fired fault accounts for (a
 kill fired at step f explains failures at sync steps from f up to H steps after the faulted
@@ -109,10 +110,12 @@ def infer(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool 
 
 
 def outcomes(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bool = True) -> dict[int, bool]:
-    """cycle -> did the job move on after it, for each failed or rotation-suspect sync whose next
-    send the worker shows: True when it sent another class than the sync's (it healed to a group
-    that committed), False when it sent the same one again (no group committed). Empty without
-    classes that tell the fragments apart."""
+    """cycle -> False for each failed or unlabelled sync after which the worker sent the sync's
+    class again (the job stalled: no group committed). A next send of another class is no
+    evidence that some group committed: where every known group failed, only an unseen group's
+    commit (a heal, which the event log records) would explain it, and a release that moved on
+    after a failed commit is a bug the check must name. Empty without classes that tell the
+    fragments apart."""
     if schedule.fragments < 2 or not classes_distinct:
         return {}
     out: dict[int, bool] = {}
@@ -122,10 +125,8 @@ def outcomes(syncs: Sequence[SyncSeen], schedule: Schedule, classes_distinct: bo
             continue
         if s.paired is not None and s.restored is not None and s.paired != s.restored:
             continue
-        if not 0 <= s.next_send_step - s.step <= schedule.window:
-            continue
-        if s.committed is False or s.next_send == cls:
-            out[schedule.cycle_of(s.step)] = s.next_send != cls
+        if 0 <= s.next_send_step - s.step <= schedule.window and s.next_send == cls:
+            out[schedule.cycle_of(s.step)] = False
     return out
 
 

@@ -178,8 +178,8 @@ def infer_failed(
     commits: Sequence[commit_checks.FailedCommit],
 ) -> list[tuple[WorkerMatch, int, str]]:
     """Failed commits of the replicas without an event log, inferred from their traces:
-    (worker, sync step, how). With ``commits`` (the logged ones) and what the traces show of
-    the job moving on after a failure (``commit_checks.outcomes``), the heal model
+    (worker, sync step, how). With ``commits`` (the logged ones) and the stalls the traces show
+    (``commit_checks.outcomes``), the heal model
     (``model``) then fixes every worker's repeating cycles and expectations: a group that failed
     alone heals and follows its peers, so a failure moves the schedule of all or none."""
     schedule = model.schedule
@@ -194,8 +194,7 @@ def infer_failed(
             continue  # the event log says which commits failed
         syncs = syncs_seen(m.seen, ids)
         inferred += [(m, s, how) for s, how in commit_checks.infer(syncs, schedule, ids.distinct)]
-        for cycle, moved in commit_checks.outcomes(syncs, schedule, ids.distinct).items():
-            evidence[cycle] = evidence.get(cycle, False) or moved  # one worker that moved on: someone committed
+        evidence |= commit_checks.outcomes(syncs, schedule, ids.distinct)  # stalls seen: a fragment sent again
     if not inferred and not evidence:
         return inferred
     job = list(commits) + [

@@ -121,8 +121,8 @@ def test_outcomes_from_the_next_send():
         [_seen(10, "a", "b", False), _seen(20, "b", "b", False), _seen(30, "a", "a", None), _seen(40, "b", "a", True)],
         SCH,
     )
-    assert got == {0: True, 1: False, 2: False}
-    assert commits.outcomes([_seen(10, "a", "b", False)], SCH, classes_distinct=False) == {}
+    assert got == {1: False, 2: False}  # moving on after a failure proves no unseen group committed
+    assert commits.outcomes([_seen(20, "b", "b", False)], SCH, classes_distinct=False) == {}
     assert commits.outcomes([_seen(10, "a", "a", False)], Schedule(1, 10, 5)) == {}
     # an inferred failure keys on the outer step; a next send of the same class is a stall too
     assert commits.infer([_seen(10, "a", "b", False), _seen(20, "b", "b", None)], SCH) == [
@@ -322,3 +322,14 @@ def test_traces_alone_a_cycle_no_group_committed_repeats_for_both(tmp_path):
     _trace(tmp_path / "replica1_rank0.pt.trace.json", [0, 1, 1, 0], {1}, skew=37.0)
     report = analyze([tmp_path], fragments=2, sync_every=4, fragment_sync_delay=1, allow_failed_commits=True)
     assert report.verdict == "pass" and [w.failed_cycles for w in report.workers] == [[1], [1]]
+
+
+def test_traces_alone_groups_that_all_failed_and_moved_on_are_named(tmp_path):
+    """A release that moved on after a failed commit (the manager step advanced on False): every
+    known group failed, so nobody could be healed from; moving on is no proof of an unseen peer."""
+    _trace(tmp_path / "replica0_rank0.pt.trace.json", [0, 1, 0, 1], {1})
+    _trace(tmp_path / "replica1_rank0.pt.trace.json", [0, 1, 0, 1], {1}, skew=37.0)
+    report = analyze([tmp_path], fragments=2, sync_every=4, fragment_sync_delay=1, allow_failed_commits=True)
+    assert report.verdict == "fail"
+    for r in (0, 1):
+        assert f"replica {r} rank 0: send at step 5: fragment 0, expected fragment 1" in report.problems()
