@@ -2,20 +2,23 @@
 
 A group whose commit fails while its peer commits heals from the peer at the next quorum and
 sends the peer's fragment: it does not retry its own. The check sees that from the traces alone
-(copied away from the run dir's manifest and event logs): ``--allow-failed-commits`` accepts the
-failures and checks the rest (PASS); without it the verdict FAILs naming the failed commit.
+(copied away from the run dir's manifest and event logs), and from a run ftrun did not write
+(torchft's Manager patched so that one group always votes false): ``--allow-failed-commits``
+accepts the failures and checks the rest (PASS); without it the verdict FAILs naming them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, SMALL, run_train
+from train_fixtures import FOREIGN_FLAGS, FTRUN, SMALL, run_foreign, run_train
 
 # F=2, H=4, tau=1 (w=2: sends at 1, 3, 5, ...; syncs at 2, 4, 6, ...), every step profiled
 SCHEDULE = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
@@ -91,3 +94,52 @@ def test_a_group_that_always_votes_false_follows_its_peer(tmp_path):
 
     rc, report = _inspect(alone)
     assert rc == 1 and len(report["problems"]) == 1 and "6 commit(s) failed" in report["problems"][0]
+
+
+# torchft's Manager, patched: group "foreign1" votes false at every should_commit (both releases)
+ALWAYS_FALSE = (
+    "local_should_commit = enough_replicas and self._errored is None",
+    "local_should_commit = enough_replicas and self._errored is None"
+    ' and not str(self._replica_id).startswith("foreign1")',
+)
+
+
+def _patched_manager(root: Path) -> str:
+    """A copy of the installed ``torchft`` under ``root`` with ``manager.py`` patched by
+    ``ALWAYS_FALSE`` (the other files symlinks to the installed ones); the PYTHONPATH for it."""
+    spec = importlib.util.find_spec("torchft")
+    assert spec is not None and spec.origin is not None
+    installed = Path(spec.origin).parent
+    pkg = root / "torchft"
+    pkg.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name not in ("manager.py", "__pycache__"):
+            (pkg / entry.name).symlink_to(entry)
+    source = (installed / "manager.py").read_text()
+    assert source.count(ALWAYS_FALSE[0]) == 1, "torchft's manager.py changed: the vote line is not there once"
+    (pkg / "manager.py").write_text(source.replace(*ALWAYS_FALSE))
+    return os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)
+
+
+@pytest.mark.e2e
+def test_a_foreign_run_whose_group_always_votes_false(tmp_path, monkeypatch):
+    """tests/foreign_diloco.py (no ftrun in the run) on a torchft whose group 1 always votes
+    false: group 0 commits and group 1 heals from it at every quorum; the traces say so."""
+    monkeypatch.setenv("PYTHONPATH", _patched_manager(tmp_path / "torchft-always-false"))
+    out = run_foreign(tmp_path / "run", "--uneven")
+    files = sorted(str(p) for p in out.rglob("*.json"))
+    code, report = _inspect_files(files, "--allow-failed-commits")
+    assert code == 0 and report["verdict"] == "pass", report["problems"]
+    failed = {(c["replica"], c["sync_step"]) for c in report["failed_commits"]}
+    assert failed and {r for r, _ in failed} == {1}
+    assert report["cross_replica"] and all(cc["ok"] for cc in report["cross_replica"])
+    code, report = _inspect_files(files)
+    assert code == 1 and len(report["problems"]) == 1 and "commit(s) failed" in report["problems"][0]
+
+
+def _inspect_files(files: list[str], *extra: str) -> tuple[int, dict]:
+    res = subprocess.run(
+        [*FTRUN, "inspect-trace", *files, *FOREIGN_FLAGS, "--json", *extra], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-2000:]
+    return res.returncode, json.loads(res.stdout)
