@@ -266,7 +266,7 @@ def test_a_relaunched_incarnation_is_held_to_its_own_rounds_not_its_predecessors
     ]
     out = check_numerics({**logs, (1, 0): relaunched}, sketches_on=True)
     assert out.ok, out.texts()
-    assert out.checked == 3 and out.stages["original"]["checked"] == 3, out.stages  # 2 + 1 (its 2nd round)
+    assert out.checked == 3 and out.stages["outer step"]["checked"] == 3, out.stages  # 2 + 1 (its 1st round)
 
 
 def test_replicas_averaging_different_fragments_are_named_as_such():
