@@ -210,9 +210,11 @@ class OuterStep(msgspec.Struct):
 
     ``optimizer``: its class name; ``lr`` .. ``maximize``: its first param group's hyper-parameters as
     read right before the step; ``first_momentum``: no momentum buffer before it (torch's SGD then sets
-    buffer = gradient); ``params_after``: the parameters after the step (the globals
-    ``save_parameters`` stores); ``momentum_after``: the momentum buffers after it (None without
-    momentum); ``alpha``: torchft's ``fragment_update_alpha`` (None: a torchft without it);
+    buffer = gradient); ``momentum_after``: the momentum buffers after it (sketched only where the
+    check cannot derive them from the averages: the first step with loaded buffers, or after a
+    heal). The parameters after the step are not here: the check reads them as the next round's
+    ``original`` of the same replica, where ``save_parameters`` stores them.
+    ``alpha``: torchft's ``fragment_update_alpha`` (None: a torchft without it);
     ``local_sync``/``merged``: the parameters at the sync before torchft restored the globals, and
     after its merge (sketched only when alpha > 0: with 0 the merge leaves the globals)."""
 
@@ -224,7 +226,6 @@ class OuterStep(msgspec.Struct):
     weight_decay: float = 0.0
     maximize: bool = False
     first_momentum: bool = False
-    params_after: Sketch | None = None
     momentum_after: Sketch | None = None
     alpha: float | None = None
     local_sync: Sketch | None = None

@@ -574,10 +574,12 @@ class _Checker:
         mine = Mine(
             rr.replica, rr.rank, rr.sync_step or 0, rr.send, rr.synced.average, rr.synced.outer, avg_bound, rr.restart
         )
-        findings = self.outer.check(mine, head.fragment, rr.manager_step_after)
-        for f in findings:
-            self.problem(rr, head, f.stage, f.expected, f.observed, f.error, f.tolerance, f.cause, f.what)
-        return not findings
+        mine.ref = (rr, head)
+        findings = self.outer.check(mine, head.fragment)
+        for f in findings:  # (a finding about the previous commit's step names that sync)
+            at, at_head = f.ref if f.ref is not None else (rr, head)
+            self.problem(at, at_head, f.stage, f.expected, f.observed, f.error, f.tolerance, f.cause, f.what)
+        return not any(f.ref is None for f in findings)
 
     def _quantized(
         self, rounds: list[ReplicaRound], done: list[ReplicaRound], sends: list[ReplicaRound], head: RoundNumerics
@@ -801,6 +803,7 @@ def check_numerics(
         c.group(rounds)
         c.remember(rounds)
     c.heals(logs)
+    c.outer.finish()
     c.out.stages = c.outer.to_json()
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
     if not c.out.checked and not c.out.problems:

@@ -6,24 +6,28 @@ before and after it, per committed sync and replica, each stage linear in the sk
 * ``pseudo-gradient``: the contribution = ``original`` − ``local`` (the send's sketches; a
   participant only: a non-participant contributes zeros, checked there). A contribution equal to
   local − original: "sign flipped".
-* ``original``: the send's ``original`` = the globals after this replica's last commit of the
-  fragment (``OuterStep.params_after``; a failed commit in between changes neither). Not compared
-  on the fragment's first round in the log (the initial parameters) and after a heal since that
-  commit (the heal's fingerprints check the loaded globals). Equal to an older commit's globals:
-  "stale original parameters".
 * ``outer step``: torch's SGD with the recorded hyper-parameters (lr, momentum μ, dampening d,
-  nesterov, weight decay λ, maximize), g = ±average + λ·original: the parameters after the step
-  = original − lr·u with u = g + μ·B (nesterov) or B (momentum) or g, B the momentum buffers after
-  the step; and B = g on the first step, else μ·B_prev + (1−d)·g with B_prev this replica's
-  buffers after its last commit of the fragment (not compared after a heal: the buffers came with
-  the checkpoint). A step that fits another lr: "wrong lr". Any other optimizer (Adam: not linear
-  in its state) is not checked, and the output says so.
-* ``merge`` (``fragment_update_alpha`` α > 0): merged = (1−α)·globals + α·local at the sync;
-  equal to the globals: "α ignored". α = 0: the merge leaves the globals (nothing to check).
+  nesterov, weight decay λ, maximize): g = ±average + λ·original, the update u = g + μ·B
+  (nesterov), B (momentum) or g, B the momentum buffers after the step, and the globals after the
+  step = original − lr·u. The globals are read where torchft keeps them: the next round's
+  ``original`` of the same replica and fragment (``save_parameters`` copies them there; a failed
+  commit in between changes neither). So this stage also proves that the next round starts from
+  the committed globals; next originals equal to this round's: "stale original parameters"; a
+  step that fits another lr: "wrong lr". B is derived: g on the buffers' first step, else
+  μ·B_prev + (1−d)·g with B_prev this replica's buffers after its last commit of the fragment;
+  where that chain is unknown (after a heal, or the first step a process took with loaded
+  buffers) the worker sketched B (``momentum``: compared with the chain where both exist). Not
+  compared: the fragment's last sync in the log (no next send), a step followed by a heal (the next
+  originals came with the checkpoint: the heal's fingerprints check them), any other optimizer
+  (Adam: not linear in its state; the output says so).
+* ``merge`` (``fragment_update_alpha`` α > 0): merged = (1−α)·globals + α·local at the sync, the
+  globals again the next round's originals; equal to the globals: "α ignored". α = 0: the merge
+  leaves the globals (nothing to check).
 
 Tolerances (Z as in ``ftrun.check.numerics``): each elementwise op rounds once by at most u·|result|,
 so a stage's budget is Z·u·(the norms of its terms, weighted by their coefficients) plus every
-sketch's own error (``sketch_error``), u the dtype's unit roundoff (``OUTER_RULE``).
+sketch's own error (``sketch_error``), u the dtype's unit roundoff; a derived buffer carries the
+budget of the chain it came from (``OUTER_RULE``).
 """
 
 from __future__ import annotations
@@ -36,12 +40,12 @@ from ftrun.check.numerics_core import Z, add, diff, near, roundoff, scale, sketc
 from ftrun.layout import OuterStep, RoundNumerics, Sketch
 
 OUTER_RULE = (
-    "outer step: pseudo-gradient Z*u*||c|| + sketch errors; original = last commit's globals: sketch errors "
-    "(a copy); SGD step Z*u*(||p_before|| + ||p_after|| + 3*lr*(||avg|| + wd*||p_before|| + (1+mu)*||buf||)); "
-    "momentum Z*u*(mu*||buf_prev|| + 2*||g|| + ||buf||); merge Z*u*(||merged|| + 2*||globals|| + 2*alpha*||local||); "
-    "each + the sketches' own errors"
+    "outer step: pseudo-gradient Z*u*||c|| + sketch errors; SGD step against the next round's originals "
+    "Z*u*(||p|| + ||p_next|| + 2*lr*||update||) + lr*(the update's budget: the average's, wd*||p||'s and the "
+    "momentum buffers', derived ones carrying their chain's Z*u*(mu*||buf_prev|| + ||g|| + ||buf||) per round); "
+    "merge Z*u*(||merged|| + 2*||globals|| + 2*alpha*||local||); each + the sketches' own errors"
 )
-STAGES = ("pseudo-gradient", "original", "outer step", "momentum", "merge")
+STAGES = ("pseudo-gradient", "outer step", "momentum", "merge")
 LINEAR_OPTIMIZERS = ("SGD",)
 
 
@@ -53,8 +57,8 @@ class Stage:
     largest: dict[str, Any] | None = None
     not_checked: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, why: str) -> None:
-        self.not_checked[why] = self.not_checked.get(why, 0) + 1
+    def skip(self, why: str, n: int = 1) -> None:
+        self.not_checked[why] = self.not_checked.get(why, 0) + n
 
     def to_json(self) -> dict[str, Any]:
         return {"checked": self.checked, "largest_error": self.largest, "not_checked": self.not_checked}
@@ -62,7 +66,8 @@ class Stage:
 
 @dataclass
 class Finding:
-    """A stage that failed: the projection that is off most, and the likely cause."""
+    """A stage that failed: the projection that is off most, the likely cause, and the round it is
+    about (``ref``: that round's ``Mine.ref``; None: the round being checked)."""
 
     stage: str
     expected: float
@@ -71,11 +76,12 @@ class Finding:
     tolerance: float
     cause: str
     what: str
+    ref: Any = None
 
 
 @dataclass
 class Mine:
-    """One replica's round as this check needs it."""
+    """One replica's committed round as this check needs it; ``ref`` is handed back in a Finding."""
 
     replica: int
     rank: int
@@ -85,23 +91,41 @@ class Mine:
     outer: OuterStep | None
     avg_bound: float  # bounds ||average|| (its norm is not recorded): sum||c|| / n
     restart: int = 0  # its process's incarnation: a relaunched one starts from new parameters
+    ref: Any = None
 
 
 @dataclass
-class History:
-    """A replica's last commits of a fragment: (sync step, manager step after, its OuterStep)."""
+class Vec:
+    """A sketch observed or derived: projections, a bound on its norm, the budget of its error."""
 
-    commits: list[tuple[int, int | None, OuterStep]] = field(default_factory=list)
+    proj: list[float]
+    norm: float
+    err: float
+
+
+@dataclass
+class Done:
+    """A committed step, waiting for the next round's originals (its globals)."""
+
+    sync_step: int
+    ref: Any
+    step: OuterStep
+    original: Sketch
+    update: Vec | None  # u (None: not known: another optimizer, or buffers of unknown origin)
+    buffers: Vec | None  # B after the step
+    checked: bool = False
 
 
 class OuterChecker:
-    """The stages of every committed sync, in sync-step order (``check``)."""
+    """The stages of every committed sync, in sync-step order (``check``); ``finish`` counts the
+    steps no next send showed."""
 
     def __init__(
         self, heal_steps: dict[tuple[int, int], list[int]], commit_steps: dict[tuple[int, int, int], list[int]]
     ) -> None:
         self.stages = {s: Stage() for s in STAGES}
-        self.history: dict[tuple[int, int, int, int], History] = {}
+        # per incarnation: a relaunched process's first round starts from the initial or loaded globals
+        self.last: dict[tuple[int, int, int, int], Done] = {}
         self.heal_steps = heal_steps  # (replica, rank) -> steps whose record shows a heal
         self.commit_steps = commit_steps  # (replica, rank, fragment) -> steps of its commits, in the log
 
@@ -117,33 +141,52 @@ class OuterChecker:
     def healed_since(self, m: Mine, since: int) -> bool:
         return any(since < h <= m.sync_step for h in self.heal_steps.get((m.replica, m.rank), []))
 
-    def check(self, m: Mine, fragment: int, manager_step_after: int | None) -> list[Finding]:
-        """Every stage of replica ``m``'s committed round of ``fragment``; remembers its globals."""
+    def _last(self, m: Mine, fragment: int) -> tuple[Done | None, bool]:
+        """This replica's last commit of ``fragment`` when it is the one the log shows last before
+        ``m`` (else None: a commit not sketched lies between), and whether a heal followed it."""
+        last = self.last.get((m.replica, m.rank, fragment, m.restart))
+        before = [x for x in self.commit_steps.get((m.replica, m.rank, fragment), []) if x < m.sync_step]
+        if last is None or (before and before[-1] != last.sync_step):
+            return None, False
+        return last, self.healed_since(m, last.sync_step)
+
+    def check(self, m: Mine, fragment: int) -> list[Finding]:
+        """Every stage of replica ``m``'s committed round of ``fragment``: its pseudo-gradient, the
+        previous commit's step and merge against this send's originals; then remembers this step."""
         where = f"replica {m.replica} rank {m.rank} sync step {m.sync_step}"
         out: list[Finding] = []
-        # per incarnation: a relaunched process's first round starts from the initial or loaded globals
-        hist = self.history.setdefault((m.replica, m.rank, fragment, m.restart), History())
-        last = hist.commits[-1] if hist.commits else None
-        before = [x for x in self.commit_steps.get((m.replica, m.rank, fragment), []) if x < m.sync_step]
-        if last is not None and before and before[-1] != last[0]:
-            last = None  # its last commit was not seen here (not sketched): nothing to compare with
+        last, healed = self._last(m, fragment)
         send = m.send
         o, loc = (send.original, send.local) if send is not None else (None, None)
         if send is None or o is None or loc is None or send.contribution is None:
-            for s in ("pseudo-gradient", "original"):
-                self.stages[s].skip("original/local not sketched (an ftrun before them, or the sketch failed)")
+            self.stages["pseudo-gradient"].skip("original/local not sketched (an older ftrun, or a failed sketch)")
         else:
             out += self._pseudo(send, o, loc, send.contribution, where)
-            out += self._original(m, o, hist, last, where)
-        if m.outer is not None:
-            out += self._step(m, o, last, where)
-            out += self._merge(m.outer, where)
-        else:
-            self.stages["outer step"].skip("outer step not sketched")
-        if m.outer is not None and m.outer.params_after is not None:
-            hist.commits.append((m.sync_step, manager_step_after, m.outer))
-            del hist.commits[:-4]  # enough to name a stale original a few rounds back
+        if last is not None and not last.checked:
+            last.checked = True
+            if healed:
+                why = "a heal before the next send (its originals came with the checkpoint: the heal's fingerprints)"
+                self.stages["outer step"].skip(why)
+                if last.step.alpha:
+                    self.stages["merge"].skip(why)
+            elif o is None:
+                self.stages["outer step"].skip("the next send's originals not sketched")
+            else:
+                lw = f"replica {m.replica} rank {m.rank} sync step {last.sync_step}"
+                out += self._step(last, o, m.sync_step, lw)
+                out += self._merge(last, o, lw)
+        if m.outer is not None and o is not None:
+            self.last[(m.replica, m.rank, fragment, m.restart)] = self._done(m, o, None if healed else last, where, out)
         return out
+
+    def finish(self) -> None:
+        """Steps no next send of the same replica showed (the fragment's last sync in the log)."""
+        for d in self.last.values():
+            if not d.checked:
+                self.stages["outer step"].skip("the fragment's last sync in the log (no next send shows its globals)")
+                if d.step.alpha:
+                    self.stages["merge"].skip("the fragment's last sync in the log (no next send shows its globals)")
+                d.checked = True
 
     def _pseudo(self, send: RoundNumerics, o: Sketch, loc: Sketch, c: Sketch, where: str) -> list[Finding]:
         st = "pseudo-gradient"
@@ -162,121 +205,113 @@ class OuterChecker:
         what = "the contribution is not original - local parameters"
         return [Finding(st, want[j], c.proj[j], err, tol, cause, what)]
 
-    def _original(
-        self, m: Mine, o: Sketch, hist: History, last: tuple[int, int | None, OuterStep] | None, where: str
-    ) -> list[Finding]:
-        st = "original"
-        if last is None:
-            self.stages[st].skip("first round of the fragment in the log (the initial or loaded parameters)")
-            return []
-        if self.healed_since(m, last[0]):
-            self.stages[st].skip("healed since its last commit (the heal's fingerprints check the loaded globals)")
-            return []
-        g = last[2].params_after
-        assert g is not None  # (only commits with it are remembered)
-        tol = sketch_error(o) + sketch_error(g)
-        err, j = diff(o.proj, g.proj)
-        if self.measure(st, err, tol, where):
-            return []
-        cause = "the original parameters changed between the commit and the send"
-        for step, ms, older in reversed(hist.commits[:-1]):
-            og = older.params_after
-            if og is not None and near(o.proj, og.proj, sketch_error(o) + sketch_error(og)):
-                cause = (
-                    f"stale original parameters: equal to the globals of the commit at sync step {step} "
-                    f"(manager step {ms}), not the last one's (save_parameters did not store them)"
-                )
-                break
-        what = f"the send's original parameters are not the globals of the last commit (sync step {last[0]})"
-        return [Finding(st, g.proj[j], o.proj[j], err, tol, cause, what)]
-
-    def _step(
-        self, m: Mine, o: Sketch | None, last: tuple[int, int | None, OuterStep] | None, where: str
-    ) -> list[Finding]:
+    def _done(self, m: Mine, o: Sketch, prev: Done | None, where: str, out: list[Finding]) -> Done:
+        """This commit's update u and buffers B, observed or derived (module docstring)."""
         s = m.outer
         assert s is not None
+        done = Done(m.sync_step, m.ref, s, o, None, None)
+        if s.alpha is None:
+            self.stages["merge"].skip("this torchft has no fragment_update_alpha (no merge)")
+        elif not s.alpha:
+            self.stages["merge"].skip("alpha = 0 (the merge leaves the globals)")
         if s.optimizer not in LINEAR_OPTIMIZERS:
             why = f"outer step of {s.optimizer}: not checked (not linear in its state; checked up to the average)"
             self.stages["outer step"].skip(why)
-            return []
-        a, p, b = m.average, s.params_after, s.momentum_after
-        if o is None or a is None or p is None or (s.momentum and b is None):
-            self.stages["outer step"].skip("a sketch of the step missing (average, original or after the step)")
-            return []
-        u_d = roundoff(p.dtype)
-        sign = -1.0 if s.maximize else 1.0
-        g = add(scale(a.proj, sign), o.proj, s.weight_decay)
+            done.checked = not s.alpha  # (its merge is still checked at the next send)
+            return done
+        a = m.average
+        if a is None:
+            return done  # (counted at the next send: no update to compare)
+        u_d = roundoff(o.dtype)
+        g_proj = add(scale(a.proj, -1.0 if s.maximize else 1.0), o.proj, s.weight_decay)
         g_norm = m.avg_bound + s.weight_decay * (o.norm or 0.0)
-        g_err = sketch_error(a, m.avg_bound) + s.weight_decay * sketch_error(o)
-        out: list[Finding] = []
-        if s.momentum and b is not None:
-            u = add(g, b.proj, s.momentum) if s.nesterov else b.proj
-            u_norm = (g_norm if s.nesterov else 0.0) + (1 + s.momentum) * (b.norm or 0.0)
-            u_err = (g_err if s.nesterov else 0.0) + (1 + s.momentum) * sketch_error(b)
-            out += self._momentum(m, s, g, g_norm, g_err, b, last, where)
-        else:
-            u, u_norm, u_err = g, g_norm, g_err
-        want = add(o.proj, u, -s.lr)
-        tol = Z * u_d * ((o.norm or 0.0) + (p.norm or 0.0) + 3 * s.lr * u_norm)
-        tol += sketch_error(o) + sketch_error(p) + s.lr * u_err
-        err, j = diff(p.proj, want)
+        g = Vec(g_proj, g_norm, sketch_error(a, m.avg_bound) + s.weight_decay * sketch_error(o) + Z * u_d * g_norm)
+        if not s.momentum:
+            done.update = g
+            return done
+        b = self._buffers(m, s, g, prev, u_d, where, out)
+        done.buffers = b
+        if b is not None:
+            if s.nesterov:
+                n = g.norm + s.momentum * b.norm
+                done.update = Vec(add(g.proj, b.proj, s.momentum), n, g.err + s.momentum * b.err + Z * u_d * n)
+            else:
+                done.update = b
+        return done
+
+    def _buffers(
+        self, m: Mine, s: OuterStep, g: Vec, prev: Done | None, u_d: float, where: str, out: list[Finding]
+    ) -> Vec | None:
+        """B after the step: derived from the chain (g on the first step, else from ``prev``'s), the
+        sketch where the worker took one; both: the ``momentum`` stage compares them."""
+        derived: Vec | None = None
+        if s.first_momentum:
+            derived = g
+        elif prev is not None and prev.buffers is not None and prev.step.momentum:
+            pb = prev.buffers
+            n = s.momentum * pb.norm + (1 - s.dampening) * g.norm
+            err = s.momentum * pb.err + (1 - s.dampening) * g.err + Z * u_d * (s.momentum * pb.norm + g.norm + n)
+            derived = Vec(add(scale(pb.proj, s.momentum), g.proj, 1 - s.dampening), n, err)
+        seen = s.momentum_after
+        if seen is None:
+            if derived is None:
+                self.stages["momentum"].skip("buffers of unknown origin and not sketched: the step not checked")
+            return derived
+        observed = Vec(seen.proj, seen.norm or 0.0, sketch_error(seen))
+        if derived is None:
+            self.stages["momentum"].skip("sketched where the chain starts (loaded buffers): nothing to compare with")
+            return observed
+        tol = observed.err + derived.err
+        err, j = diff(observed.proj, derived.proj)
+        if not self.measure("momentum", err, tol, where):
+            cause = f"wrong momentum or dampening (recorded momentum {s.momentum:g}, dampening {s.dampening:g})"
+            what = "the momentum buffers after the step are not momentum * previous + (1 - dampening) * gradient"
+            out.append(Finding("momentum", derived.proj[j], observed.proj[j], err, tol, cause, what))
+        return observed
+
+    def _step(self, d: Done, nxt: Sketch, next_step: int, where: str) -> list[Finding]:
+        """``d``'s step against the next round's originals ``nxt`` (its globals)."""
+        s, o, u = d.step, d.original, d.update
+        if s.optimizer not in LINEAR_OPTIMIZERS:
+            return []
+        if u is None:
+            self.stages["outer step"].skip("the update not known (the average or the momentum buffers missing)")
+            return []
+        want = add(o.proj, u.proj, -s.lr)
+        tol = Z * roundoff(nxt.dtype) * ((o.norm or 0.0) + (nxt.norm or 0.0) + 2 * s.lr * u.norm)
+        tol += sketch_error(o) + sketch_error(nxt) + s.lr * u.err
+        err, j = diff(nxt.proj, want)
         if self.measure("outer step", err, tol, where):
-            return out
-        step = add(o.proj, p.proj, -1.0)  # = lr_effective * u
-        uu = sum(x * x for x in u)
-        fit = sum(x * y for x, y in zip(step, u, strict=True)) / uu if uu > 0 else 0.0
-        if uu > 0 and near(add(o.proj, u, -fit), p.proj, tol):
+            return []
+        step = add(o.proj, nxt.proj, -1.0)  # = lr_effective * u
+        uu = sum(x * x for x in u.proj)
+        fit = sum(x * y for x, y in zip(step, u.proj, strict=True)) / uu if uu > 0 else 0.0
+        if near(nxt.proj, o.proj, sketch_error(o) + sketch_error(nxt)):
+            cause = (
+                f"stale original parameters: the next round's (sync step {next_step}) equal this round's, "
+                "not the step's globals (save_parameters did not store them)"
+            )
+        elif uu > 0 and near(add(o.proj, u.proj, -fit), nxt.proj, tol):
             cause = f"wrong lr: the step fits lr {fit:.6g}, the optimizer's param_groups say {s.lr:g}"
         else:
             cause = (
                 f"not {s.optimizer}'s update with the recorded hyper-parameters (lr {s.lr:g}, momentum "
-                f"{s.momentum:g}, nesterov {s.nesterov}, weight decay {s.weight_decay:g}): wrong momentum?"
+                f"{s.momentum:g}, nesterov {s.nesterov}, weight decay {s.weight_decay:g}), or the originals "
+                "changed after the commit"
             )
-        what = "the parameters after the outer step are not original - lr * update"
-        return [*out, Finding("outer step", want[j], p.proj[j], err, tol, cause, what)]
+        what = (
+            f"the globals after the outer step (the originals of the next round, sync step {next_step}) "
+            "are not original - lr * update"
+        )
+        return [Finding("outer step", want[j], nxt.proj[j], err, tol, cause, what, d.ref)]
 
-    def _momentum(
-        self,
-        m: Mine,
-        s: OuterStep,
-        g: list[float],
-        g_norm: float,
-        g_err: float,
-        b: Sketch,
-        last: tuple[int, int | None, OuterStep] | None,
-        where: str,
-    ) -> list[Finding]:
-        st = "momentum"
-        if s.first_momentum:
-            want, prev_norm, prev_err = g, 0.0, 0.0
-        elif last is None or last[2].momentum_after is None:
-            self.stages[st].skip("no previous buffer in the log (the first commit seen, or loaded with a heal)")
-            return []
-        elif self.healed_since(m, last[0]):
-            self.stages[st].skip("healed since its last commit (the buffers came with the checkpoint)")
-            return []
-        else:
-            prev = last[2].momentum_after
-            want = add(scale(prev.proj, s.momentum), g, 1.0 - s.dampening)
-            prev_norm, prev_err = s.momentum * (prev.norm or 0.0), s.momentum * sketch_error(prev)
-        tol = Z * roundoff(b.dtype) * (prev_norm + 2 * g_norm + (b.norm or 0.0)) + prev_err + g_err + sketch_error(b)
-        err, j = diff(b.proj, want)
-        if self.measure(st, err, tol, where):
-            return []
-        cause = f"wrong momentum or dampening (recorded momentum {s.momentum:g}, dampening {s.dampening:g})"
-        what = "the momentum buffers after the step are not momentum * previous + (1 - dampening) * gradient"
-        return [Finding(st, want[j], b.proj[j], err, tol, cause, what)]
-
-    def _merge(self, s: OuterStep, where: str) -> list[Finding]:
-        st = "merge"
-        if s.alpha is None:
-            self.stages[st].skip("this torchft has no fragment_update_alpha (no merge)")
-            return []
+    def _merge(self, d: Done, g: Sketch, where: str) -> list[Finding]:
+        """``d``'s merge, the globals ``g`` being the next round's originals."""
+        st, s = "merge", d.step
         if not s.alpha:
-            self.stages[st].skip("alpha = 0 (the merge leaves the globals)")
-            return []
-        g, loc, mg = s.params_after, s.local_sync, s.merged
-        if g is None or loc is None or mg is None:
+            return []  # (counted in _done)
+        loc, mg = s.local_sync, s.merged
+        if loc is None or mg is None:
             self.stages[st].skip("a sketch of the merge missing")
             return []
         want = add(scale(g.proj, 1.0 - s.alpha), loc.proj, s.alpha)
@@ -290,7 +325,7 @@ class OuterChecker:
         else:
             cause = "the merge is not lerp(globals, local, alpha)"
         what = f"the merged parameters are not (1 - {s.alpha:g}) * globals + {s.alpha:g} * local"
-        return [Finding(st, want[j], mg.proj[j], err, tol, cause, what)]
+        return [Finding(st, want[j], mg.proj[j], err, tol, cause, what, d.ref)]
 
     def to_json(self) -> dict[str, Any]:
         return {s: st.to_json() for s, st in self.stages.items()}

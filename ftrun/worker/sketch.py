@@ -274,6 +274,7 @@ class NumericsProbe:
         def prepare_sync() -> None:
             if getattr(heal, "healed_from_step", None) is not None and self.heal_out is None:
                 self._fingerprint_heal(frags, manager.current_step())
+                self.outer.forget()
             # start_quorum ran just before (DiLoCo's post-hook): the round's quorum is known
             r = Round(
                 self.projector,
@@ -286,7 +287,7 @@ class NumericsProbe:
                 self.path,
             )
             r.unsketched = self.quantized_unsketched if self.path == "quantized" else None
-            r.outer = self.outer.parts()
+            r.outer = self.outer.parts(f)
             try:
                 self.outer.at_send(frags[f], r.outer)
             except Exception:

@@ -12,14 +12,20 @@ these is linear in the tensors, so the projections of ``ftrun.worker.sketch`` ch
   ``local`` (the fragment's parameters); the contribution must be ``original - local``, and
   ``original`` the globals after this fragment's last commit;
 * the outer optimizer's step: its hyper-parameters read from ``param_groups`` in a step pre-hook
-  (``OuterStep``), then in a post-hook the parameters after the step (the globals) and the momentum
-  buffers. The parameters before the step are not read again: ``restore_parameters`` just copied
-  ``original`` (sketched at the send) into them;
+  (``OuterStep``). What the step read and wrote is not read again where the check can derive it,
+  each read of the fragment being a cost every sync pays: the parameters before the step are
+  ``original`` (``restore_parameters`` just copied it into them), the parameters after it are the
+  next round's ``original`` (``save_parameters`` copies them there; a skipped copy is what the check
+  catches), and the momentum buffers follow from the averages (torch's SGD: buffer = gradient on
+  its first step, then momentum * buffer + (1 - dampening) * gradient). The buffers are sketched
+  after the step only where that chain is unknown: the first step of a fragment this process
+  takes with buffers it did not see made (loaded from a checkpoint, or after a heal);
 * with ``fragment_update_alpha`` > 0 only: the parameters at the sync before torchft's
   ``perform_sync`` (the local ones it merges) and after it (merged). With 0 the merge leaves the
   globals (``lerp`` by 0), and nothing more is read.
 
-Each sketch reads the fragment once (``Builder``, norms on: the check's budgets need them). The
+Each sketch reads the fragment once (``Builder``, norms on: the check's budgets need them): two per
+sync (``original``, ``local``), four with alpha > 0, one more where the momentum chain starts. The
 ``--corrupt-sync`` faults (``ftrun.worker.fault_injection.Corruption``) act here and in
 ``ftrun.worker.sketch``: ``sign`` negates the tensor handed to the collective, ``stale`` skips
 ``save_parameters``, ``lr`` steps with another lr, ``alpha`` merges with alpha 0.
@@ -50,6 +56,8 @@ class OuterParts:
     alpha: float | None = None
     local_sync: layout.Sketch | None = None
     lr_restore: list[tuple[dict, float]] = field(default_factory=list)
+    fragment: int = 0
+    need_buffer: bool = False  # sketch the momentum buffers after the step (their chain is unknown)
     alpha_restore: float | None = None
 
 
@@ -88,9 +96,14 @@ class OuterSketcher:
     def __init__(self, projector: Projector, corruption: Any) -> None:
         self.projector = projector
         self.corruption = corruption
+        self.chained: set[int] = set()  # fragments whose momentum buffers this process saw made or sketched
 
-    def parts(self) -> OuterParts:
-        return OuterParts()
+    def parts(self, fragment: int) -> OuterParts:
+        return OuterParts(fragment=fragment)
+
+    def forget(self) -> None:
+        """A heal loaded other optimizer state: every fragment's buffers are sketched at its next step."""
+        self.chained.clear()
 
     def at_send(self, frag: Any, parts: OuterParts) -> None:
         """Before torchft's ``prepare_sync``: the originals and the current parameters."""
@@ -115,7 +128,7 @@ class OuterSketcher:
         if not ok or step is None:
             return None
         step.alpha = parts.alpha
-        if parts.alpha and parts.local_sync is not None:
+        if parts.alpha and parts.local_sync is not None:  # (the globals it merged: the next original)
             step.local_sync = parts.local_sync
             step.merged = _sketch(self.projector, fragment_params(frag))
         return step
@@ -125,6 +138,7 @@ class OuterSketcher:
         params = _params(opt)
         first = all(opt.state.get(p, {}).get("momentum_buffer") is None for p in params)
         parts.step = _hyper(opt, first)
+        parts.need_buffer = bool(parts.step.momentum) and not first and parts.fragment not in self.chained
         factor = self.corruption.outer_lr_factor(sync_step)
         if factor is not None:
             for g in opt.param_groups:
@@ -132,14 +146,15 @@ class OuterSketcher:
                 g["lr"] = g["lr"] * factor
 
     def after_step(self, opt: torch.optim.Optimizer, parts: OuterParts) -> None:
-        """The outer optimizer's post-hook: the globals and the momentum buffers after its step."""
+        """The outer optimizer's post-hook: the momentum buffers after its step where their chain is
+        unknown (module docstring); from here on the check derives them."""
         for g, lr in parts.lr_restore:
             g["lr"] = lr
         parts.lr_restore = []
         if parts.step is None:
             return
-        params = _params(opt)
-        parts.step.params_after = _sketch(self.projector, params)
-        bufs = [opt.state.get(p, {}).get("momentum_buffer") for p in params]
-        if parts.step.momentum and all(b is not None for b in bufs):
-            parts.step.momentum_after = _sketch(self.projector, [b for b in bufs if b is not None])
+        if parts.need_buffer:
+            bufs = [opt.state.get(p, {}).get("momentum_buffer") for p in _params(opt)]
+            if all(b is not None for b in bufs):
+                parts.step.momentum_after = _sketch(self.projector, [b for b in bufs if b is not None])
+        self.chained.add(parts.fragment)
