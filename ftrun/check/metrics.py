@@ -16,6 +16,8 @@ Metric definitions (per run; event logs of rank 0 of each replica, averaged over
   sum(hidden) / sum(send->done), from the traces.
 * ``peak_sync_bytes``: the largest fragment payload sent in one sync (trace evidence, else the
   manifest's fragment sizes); ``total_bytes``: payload of every send in the run, per replica.
+* ``decomposition``: the loop time's terms (``ftrun.check.throughput``), each with its per-step
+  spread (``<term>_spread``); the views say a difference only beyond it (``ftrun.check.noise``).
 """
 
 from __future__ import annotations
