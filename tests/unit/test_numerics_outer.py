@@ -230,3 +230,34 @@ def test_the_line_names_each_stage():
 def test_the_same_run_without_the_fault_passes(kind):
     assert not check_numerics(simulate(fault=kind), sketches_on=True).ok
     assert check_numerics(simulate(), sketches_on=True).ok
+
+
+@pytest.mark.parametrize(
+    "spec, alpha, message",
+    [
+        (
+            "1@15:bogus",
+            0.0,
+            "--corrupt-sync '1@15:bogus': expected REPLICA@SYNC_STEP:KIND with KIND one of sign, stale",
+        ),
+        ("1@12:sign", 0.0, "--corrupt-sync 1@12:sign: step 12 is not a sync step"),
+        ("1@25:stale", 0.0, "--corrupt-sync 1@25:stale: stale shows in the fragment's next round, at step 35"),
+        ("1@15:alpha", 0.0, "--corrupt-sync 1@15:alpha: alpha needs a merge to ignore (--fragment-update-alpha > 0)"),
+        ("2@15:lr", 0.0, "--corrupt-sync 2@15:lr: replica group 2 does not exist"),
+    ],
+)
+def test_bad_corrupt_sync_specs_are_one_line(spec, alpha, message):
+    from ftrun.errors import BadInput
+    from ftrun.fault_flags import parse_faults
+
+    with pytest.raises(BadInput) as e:
+        parse_faults([], [], 2, 30, [], 5, sync_every=10, corrupt_syncs=[spec], alpha=alpha)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_corrupt_sync_specs_parse_and_describe():
+    from ftrun.fault_flags import parse_faults
+
+    (f,) = parse_faults([], [], 2, 30, [], 5, sync_every=10, corrupt_syncs=["1@15:alpha"], alpha=0.5)
+    assert (f.action, f.kind, f.key) == ("corrupt-sync", "alpha", "corrupt-sync-r1-s15")
+    assert f.describe() == "corrupt-sync alpha in replica group 1's outer step at sync step 15"
