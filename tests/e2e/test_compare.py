@@ -182,10 +182,10 @@ def test_syncs_and_commits(trained: Compared) -> None:
 def test_streaming_exposes_less_communication(trained: Compared) -> None:
     s, b = trained.runs["streaming"], trained.runs["baseline"]
     assert s["exposed_comm_s"] < 0.75 * b["exposed_comm_s"], (s["exposed_comm_s"], b["exposed_comm_s"])
-    # the hidden share of the profiled syncs is no ordering here: the baseline's send (tau = 0)
-    # overlaps its own CPU work with its collectives, so both hide ~90-96% of their in-flight
-    # time (5 runs each: streaming 0.92-0.96, baseline 0.91-0.96): each is a fraction, no more
-    assert 0.0 < s["hidden_comm_share"] <= 1.0 and 0.0 < b["hidden_comm_share"] <= 1.0
+    # plain DiLoCo (tau = 0) waits right after its send: it hides only what the send's own issuing
+    # overlapped (issue 40 item 8: the numeric check's wait before perform_sync is exposed too;
+    # 0.16 seen here, the send's issuing slows with the host's load)
+    assert 0.0 < s["hidden_comm_share"] <= 1.0 and 0.0 < b["hidden_comm_share"] < min(0.5, s["hidden_comm_share"])
     assert b["per_sync_exposed_ms"] >= LAT * 1e3  # at least the last collective's latency is waited out
     assert "exposed communication (data + control) is" in trained.report["conclusion"]
 
