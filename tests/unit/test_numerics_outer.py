@@ -261,3 +261,23 @@ def test_corrupt_sync_specs_parse_and_describe():
     (f,) = parse_faults([], [], 2, 30, [], 5, sync_every=10, corrupt_syncs=["1@15:alpha"], alpha=0.5)
     assert (f.action, f.kind, f.key) == ("corrupt-sync", "alpha", "corrupt-sync-r1-s15")
     assert f.describe() == "corrupt-sync alpha in replica group 1's outer step at sync step 15"
+
+
+def test_outer_step_tolerance_edges():
+    """The next round's originals off by just under / over the step's budget (the budget read from
+    a grossly wrong round: it depends on the recorded norms, not on the error)."""
+
+    def with_bump(bump: float):
+        logs = simulate()
+        send = logs[(1, 0)][2].numerics[0]  # replica 1's second send: the first step's globals
+        o = send.original
+        send.original = Sketch([o.proj[0] + bump, *o.proj[1:]], o.norm, o.numel, o.dtype)
+        send.local = Sketch([send.local.proj[0] + bump, *send.local.proj[1:]], send.local.norm, N, "float32")
+        return check_numerics(logs, sketches_on=True)
+
+    # the first step's globals are off, and the second step starts from them: both steps are named
+    gross = with_bump(1.0).problems
+    assert [(q["check"], q["sync_step"]) for q in gross] == [("outer step", 10), ("outer step", 20)]
+    tols = [q["tolerance"] for q in gross]
+    assert with_bump(0.9 * min(tols)).ok
+    assert [q["check"] for q in with_bump(1.1 * max(tols)).problems] == ["outer step", "outer step"]
