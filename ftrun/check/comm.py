@@ -10,7 +10,10 @@ Definitions (all in milliseconds, per sync and the send it waits for):
 
 * ``send_to_done``: first allreduce issued (its ``c10d::allreduce_`` start; the
   ``torchft::manager::allreduce`` start without one) to the end
-  of the last attributed collective or hold: how long the fragment was in flight.
+  of the last attributed collective or hold: how long the fragment was in flight. Where the
+  training thread began waiting while it was still in flight, to the end of that wait instead
+  when later: the collectives' completion callbacks (torchft's divide) run inside the wait, and
+  the fragment is done for training when its average is.
 * ``comm_union``: total length of the union of those collective/hold spans.
 * ``exposed`` (``blocked``): every moment the training thread waits for the fragment's
   collectives at the sync, one interval: from its first wait — ftrun's ``ftrun::sketch::wait``
@@ -188,10 +191,13 @@ class SyncTiming(msgspec.Struct, frozen=True):
 
 
 def sync_timing(sync: Sync, sc: SendComm | None, serial: int | None, quorum: Span | None = None) -> SyncTiming:
-    start = blocked_from(sync)
-    exposed = (blocked_until(sync) - start) / 1000.0
+    start, until = blocked_from(sync), blocked_until(sync)
+    exposed = (until - start) / 1000.0
     done = sc.done_ts if sc is not None else None
-    s2d = (done - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None
+    # Waited on in flight: the fragment reached the training thread when that wait ended (its
+    # completion callbacks, torchft's divide, run in it), so send→done spans them as exposed does.
+    ready = max(done, until) if done is not None and start < done else done
+    s2d = (ready - sc.issue_ts) / 1000.0 if sc is not None and ready is not None else None
     hidden = max(0.0, min(done, start) - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None
     quorum_ms = quorum.dur / 1000.0 if quorum is not None else None
     commit_ms = sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None

@@ -62,8 +62,10 @@ def _timings(tmp_path: Path, events: list[dict]) -> list[comm.SyncTiming]:
 def test_plain_diloco_pre_wait_is_exposed_and_nothing_is_hidden(tmp_path: Path) -> None:
     """τ = 0: send and sync in one step; ftrun waits 250 us before perform_sync."""
     (t,) = _timings(tmp_path, _step(4, 4000, send_at=100, sync_at=400, pre_wait=250))
-    # issue 4110, done 4412; the thread waits from 4145 (ftrun's wait) to 4422 (torchft's wait end)
-    assert t.send_to_done_ms == pytest.approx(0.302)
+    # issue 4110, collective done 4412; the thread waits from 4145 (ftrun's wait) to 4422 (torchft's
+    # wait end): it waited on the fragment in flight, so the fragment was done for it at 4422
+    assert t.send_to_done_ms == pytest.approx((4422 - 4110) / 1000)
+    assert t.exposed_ms + t.hidden_ms == pytest.approx(t.send_to_done_ms)  # never past its send→done
     assert t.exposed_ms == pytest.approx((4422 - 4145) / 1000)
     assert t.hidden_ms == pytest.approx((4145 - 4110) / 1000)  # only the send's own issuing
     assert t.hidden_ms / t.send_to_done_ms < 0.15
@@ -125,13 +127,25 @@ def test_a_pre_wait_on_another_thread_is_not_the_training_threads(tmp_path: Path
 
 
 def test_exposed_is_not_clamped_to_send_to_done(tmp_path: Path) -> None:
-    """A sync that blocked longer than its fragment flew keeps its figure (the views say it is no
-    wait on the link); hidden stays what flew before the wait."""
+    """A sync that began after its fragment was in and then blocked longer than the fragment flew
+    keeps its figure (the views say it is no wait on the link); everything in flight was hidden."""
+    ev = _step(4, 4000, send_at=100, sync_at=None, pre_wait=None)  # issue 4110, done 4412
+    ev += [_x(LABELS.perform_sync, 4500, 900), _x(LABELS.wait, 4500 + 800, 2)]
+    (t,) = _timings(tmp_path, ev)
+    assert t.exposed_ms == pytest.approx((5302 - 4500) / 1000)
+    assert t.send_to_done_ms == pytest.approx((4412 - 4110) / 1000)
+    assert t.exposed_ms > t.send_to_done_ms
+    assert t.hidden_ms == pytest.approx(t.send_to_done_ms)
+
+
+def test_waiting_in_flight_the_fragment_is_done_when_the_wait_ends(tmp_path: Path) -> None:
+    """The training thread waits from 4150, before the collective ends (4412), to 4942: the
+    completion callbacks ran in that wait, so send→done ends there and exposed never exceeds it."""
     ev = _step(4, 4000, send_at=100, sync_at=None, pre_wait=None)
     ev += [_x(LABELS.perform_sync, 4150, 900), _x(LABELS.wait, 4140 + 800, 2)]
     (t,) = _timings(tmp_path, ev)
     assert t.exposed_ms == pytest.approx((4942 - 4150) / 1000)
-    assert t.exposed_ms > t.send_to_done_ms
+    assert t.send_to_done_ms == pytest.approx((4942 - 4110) / 1000)
     assert t.hidden_ms == pytest.approx((4150 - 4110) / 1000)
 
 
