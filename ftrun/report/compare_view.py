@@ -411,13 +411,12 @@ def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
 
 def throughput_claim(a: dict, b: dict) -> str:
     """The throughput clause: a difference is claimed only when the ranges over repeats do not
-    overlap (``tells``); with one run each, that one run cannot tell, and what ``--repeat`` would."""
+    overlap (``tells``); with one run each, only that: the one-line answer after it
+    (``explanation_line``, printed wherever this is) says that one run cannot tell and what
+    ``--repeat`` would, once."""
     t = tells(a, b)
     if t.repeats < 2:
-        return (
-            f"throughput {t.ratio:.2f}x from one run each: one run cannot tell "
-            f"(spread not measured; {_repeat_advice(t)})"
-        )
+        return f"throughput {t.ratio:.2f}x from one run each"
     if t.told:
         return f"throughput {t.ratio:.2f}x, beyond the spread of {t.repeats} runs each"
     sa, sb = a["spread"]["steps_per_s"], b["spread"]["steps_per_s"]
