@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ftrun.event_log import parse_lines
@@ -12,7 +12,9 @@ from ftrun.layout import EventRecord
 
 @dataclass
 class GroupProgress:
-    """What rank 0 of one replica group has reported so far."""
+    """What rank 0 of one replica group has reported so far: counters and latest values only,
+    never the records themselves (the parent follows a run of any length in constant memory;
+    the records stay on disk in the event log, where every reader finds them)."""
 
     replica: int
     step: int = 0
@@ -22,7 +24,7 @@ class GroupProgress:
     failed_commits: int = 0
     last_sync: str = "-"
     participants: int | None = None
-    records: list[EventRecord] = field(default_factory=list)
+    records: int = 0  # how many records were fed (a count: the parent keeps no records)
 
 
 class EventLogTail:
@@ -37,8 +39,9 @@ class EventLogTail:
 
 
 def update(progress: GroupProgress, records: list[EventRecord]) -> None:
+    """Fold ``records`` into ``progress``'s counters and latest values; keeps no reference to them."""
     for rec in records:
-        progress.records.append(rec)
+        progress.records += 1
         if rec.step is None:  # a restarted group, not yet realigned by a quorum
             progress.last_sync = f"rejoining (restart {rec.restart})"
             continue
