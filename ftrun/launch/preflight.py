@@ -3,6 +3,8 @@ refused here with its cause (``BadInput``, one line). Torch-free.
 
 * a built-in model whose parameters alone (``ftrun.model_desc``, once per rank on this host), or
   one batch's token ids and logits, exceed this host's memory;
+* more replica groups than this host's available memory holds, each costing at least its
+  processes' torch import (``PROCESS_BYTES``) beside its parameters and batch;
 * ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
 * a ``--backend`` the installed torchft or torch does not offer (``ftrun.torchft_compat``).
 * across hosts, an address or interface the other hosts could not reach this group at
@@ -30,14 +32,33 @@ def has_cuda_device() -> bool:
     return bool(host_devices())
 
 
-def host_memory_bytes() -> int | None:
+# What one process of a replica group (its torchrun agent, or one of its workers) holds before
+# any model: torch and torchft imported and their runtime started. A constant measured once per
+# torch version, not at run time: a 1-rank group (agent + worker) of the default model held
+# 0.56 GiB PSS with torch 2.13 (CPU) and torchft 0.2; importing torch and torchft alone is
+# 0.21 GiB PSS. Half the group's figure per process, so the estimate stays a lower bound.
+PROCESS_BYTES = int(0.28 * 2**30)
+MEASURED_WITH = "torch 2.13, torchft 0.2"
+
+
+def _meminfo(key: str) -> int | None:
     try:
         for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
     return None
+
+
+def host_memory_bytes() -> int | None:
+    """This host's memory (``MemTotal``), or None where it cannot be read."""
+    return _meminfo("MemTotal")
+
+
+def available_memory_bytes() -> int | None:
+    """Memory new processes can have now without swapping (``MemAvailable``), or None."""
+    return _meminfo("MemAvailable")
 
 
 def batch_bytes(cfg: RunConfig) -> int:
@@ -46,9 +67,37 @@ def batch_bytes(cfg: RunConfig) -> int:
     return cfg.data.batch_size * cfg.data.seq_len * (8 + 4 * cfg.model.vocab)
 
 
+def group_bytes(cfg: RunConfig) -> int:
+    """A lower bound on one replica group's footprint on this host: its torchrun agent and
+    ``nproc_per_replica`` workers (``PROCESS_BYTES`` each), and per worker a built-in model's
+    parameters and one batch."""
+    arch = architecture(cfg.resolved())
+    per_rank = batch_bytes(cfg) + (arch.param_bytes() if arch is not None else 0)
+    return (1 + cfg.hosts.nproc_per_replica) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
+
+
+def check_groups_fit(cfg: RunConfig) -> None:
+    """Refuse more replica groups on this host than its available memory holds (``group_bytes``
+    each), naming the numbers and the most groups that fit; what it cannot read is left to the run."""
+    available = available_memory_bytes()
+    groups = len(cfg.hosts.groups_here)
+    each = group_bytes(cfg)
+    if available is None or groups * each <= available:
+        return
+    gib = 2**30
+    raise BadInput(
+        f"--replicas {cfg.hosts.replicas}: {groups} replica group(s) on this host need at least "
+        f"{groups * each / gib:.1f} GiB ({each / gib:.2f} GiB each: a torchrun agent and "
+        f"{cfg.hosts.nproc_per_replica} worker(s) importing torch, {PROCESS_BYTES / gib:.2f} GiB apiece "
+        f"as measured with {MEASURED_WITH}, plus parameters and one batch per worker), but "
+        f"{available / gib:.1f} GiB is available; at most {available // each} group(s) fit"
+    )
+
+
 def check_memory(cfg: RunConfig) -> None:
     """Refuse a run whose parameters (built-in models; a user's is sized once built, in
-    ``ftrun.model_spec.check``) or one batch's ids and logits alone exceed this host's memory."""
+    ``ftrun.model_spec.check``) or one batch's ids and logits alone exceed this host's memory,
+    or whose replica groups together exceed its available memory (``check_groups_fit``)."""
     total = host_memory_bytes()
     if not total:
         return
@@ -68,6 +117,7 @@ def check_memory(cfg: RunConfig) -> None:
             f"--batch-size {cfg.data.batch_size} --seq-len {cfg.data.seq_len}: one batch's token ids and logits "
             f"(vocab {cfg.model.vocab}) alone need {need / 2**30:.3g} GiB {have}"
         )
+    check_groups_fit(cfg)
 
 
 def check_lighthouse(cfg: RunConfig) -> None:

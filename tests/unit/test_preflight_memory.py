@@ -1,0 +1,46 @@
+"""The preflight refuses more replica groups than the host's available memory holds (issue 42 item 16)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ftrun.config as cfgmod
+from ftrun.errors import BadInput
+from ftrun.launch import preflight
+
+GIB = 2**30
+
+
+def _fake_memory(monkeypatch, available: int) -> None:
+    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: 64 * GIB)
+    monkeypatch.setattr(preflight, "available_memory_bytes", lambda: available)
+
+
+def test_a_group_costs_at_least_its_processes_torch_import(tmp_path):
+    one = cfgmod.build(out=str(tmp_path), replicas=1)
+    two_ranks = cfgmod.build(out=str(tmp_path), replicas=1, nproc_per_replica=2)
+    assert preflight.group_bytes(one) >= 2 * preflight.PROCESS_BYTES  # agent + worker
+    assert preflight.group_bytes(two_ranks) - preflight.group_bytes(one) >= preflight.PROCESS_BYTES
+
+
+def test_replicas_that_cannot_fit_are_refused_naming_the_numbers(tmp_path, monkeypatch):
+    cfg = cfgmod.build(out=str(tmp_path), replicas=16)
+    each = preflight.group_bytes(cfg)
+    _fake_memory(monkeypatch, available=4 * each + each // 2)
+    with pytest.raises(BadInput) as e:
+        preflight.check_memory(cfg)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("--replicas 16: 16 replica group(s)"), msg
+    assert f"{16 * each / GIB:.1f} GiB" in msg and "at most 4 group(s) fit" in msg, msg
+    assert "available" in msg and preflight.MEASURED_WITH in msg, msg
+    preflight.check_memory(cfgmod.build(out=str(tmp_path), replicas=4))  # exactly what fits passes
+
+
+def test_only_this_hosts_groups_count_and_unknown_memory_is_left_to_the_run(tmp_path, monkeypatch):
+    cfg = cfgmod.build(out=str(tmp_path), replicas=16)
+    _fake_memory(monkeypatch, available=preflight.group_bytes(cfg))
+    cfg.hosts.replica_group_id = 3  # one group of the sixteen runs here
+    preflight.check_memory(cfg)
+    monkeypatch.setattr(preflight, "available_memory_bytes", lambda: None)
+    preflight.check_memory(cfgmod.build(out=str(tmp_path), replicas=16))
+    assert preflight.why_unavailable(cfgmod.build(out=str(tmp_path), replicas=16)) is None
