@@ -32,7 +32,12 @@ def _import(module: str, flag: str):
         return importlib.import_module(module)
     except Exception as e:  # the user's import error, in one line
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise ModelError(f"{flag}: cannot import {module}: {type(e).__name__}: {msg}") from None
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and not module.endswith(".py"):  # a file works by its path
+            opt, _, given = flag.partition(" ")  # "--model pkg.mod:factory"
+            factory = given.rpartition(":")[2] or "FACTORY"
+            hint = f"; a file is named by its path: {opt} path/to/{module.rsplit('.', 1)[-1]}.py:{factory}"
+        raise ModelError(f"{flag}: cannot import {module}: {type(e).__name__}: {msg}{hint}") from None
 
 
 class _LogitsOf(nn.Module):

@@ -113,6 +113,15 @@ def test_check_errors_are_one_line(model, needle):
     assert needle in err and "\n" not in err
 
 
+def test_a_module_that_cannot_be_imported_suggests_the_file_path_form():
+    """Issue 42: ``--model pkg.mod:factory`` failing to import names the ``path/to/file.py:factory`` form."""
+    err = models.check(_cfg(model="mymodels.net:build"))["error"]
+    assert "cannot import mymodels.net: ModuleNotFoundError" in err and "\n" not in err, err
+    assert err.endswith("a file is named by its path: --model path/to/net.py:build"), err
+    missing_file = models.check(_cfg(model="no/such/file.py:build"))["error"]
+    assert "path/to/" not in missing_file, missing_file  # already the file form: no hint
+
+
 def test_the_hf_hint_names_a_command_that_works(monkeypatch):
     """Issue 24 item 19: the hint said ``pip install 'ftrun[hf]'``, but ftrun is not on PyPI.
     Now it names this interpreter's pip and the requirement pyproject.toml's ``hf`` extra lists."""
