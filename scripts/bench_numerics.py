@@ -3,6 +3,7 @@
 
     python scripts/bench_numerics.py                 # ftrun train --steps 40 (default model, 2 groups)
     python scripts/bench_numerics.py --steps 60
+    python scripts/bench_numerics.py --sketch-cost   # the outer step's sketches: CPU time per sync
 
 Trains one clean run (``ftrun train --profile none --json`` into a temp dir, removed after; no
 fault, no corruption) and reads its summary's numeric check (``numerics``: ``ftrun.check.numerics``):
@@ -14,6 +15,20 @@ The last line is one JSON object: ``status``, ``checked`` (syncs), ``replica_syn
 ``largest_error`` (``check``, ``where``, ``error``, ``tolerance``, ``ratio``), ``z`` (the
 tolerance's multiple of the rounding budget), ``problems`` (their count: 0 on a clean run),
 ``ok`` (the run's own verdict). Exit 1 when the run failed or its summary has no numerics.
+
+``--sketch-cost``: instead, no training run: the CPU time (``time.process_time``, torch threads as
+``ftrun train`` gives each of 2 ranks) that one sync's sketches take in the rank, on fragment 0's
+tensors of the default model and of ``LARGE`` (~103 M parameters, ~51 M in fragment 0), measured
+in this process with the worker's own code. Before: the three sketches of the average alone
+(contribution, SUM, average: ``ftrun.worker.sketch``); after: the whole outer step, those three
+and ``ftrun.worker.sketch_outer.OuterSketcher``'s hooks in torchft's order (originals and local
+parameters at the send; the outer optimizer's pre/post hooks; with alpha > 0 the local parameters
+before the merge and the merged ones after it), on a stand-in for torchft's fragment holding the
+same tensors. Both sides run in the same repeat, one after the other; each figure is the least
+over ``--repeat`` repeats (other load only ever adds CPU time), and the ratio after / before is
+of those. Beside it, one training step's CPU time (data, forward, backward, AdamW) and the
+sketches' share of the H/F steps between two syncs of a fragment. Last line: ``{"sketch_cost":
+[...]}``, one item per model.
 """
 
 from __future__ import annotations
@@ -23,15 +38,128 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# ~103 M parameters (TokenModel mlp, 6 blocks of width 2048): bench_overhead.py's LARGE
+LARGE = {"width": 2048, "blocks": 6, "batch_size": 1, "seq_len": 16}
+
+
+def _cpu_ms(fn: Callable[[], None], n: int) -> float:
+    """CPU ms per call of ``fn`` over ``n`` calls (this process, all its threads)."""
+    t0 = time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.process_time() - t0) / n * 1e3
+
+
+def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
+    """One model's sketch CPU time per sync of fragment 0, before (the average's three sketches)
+    and after (the whole outer step), with alpha 0 and alpha 0.5 (module docstring)."""
+    import torch
+
+    from ftrun.config import build
+    from ftrun.launch.placement import threads_per_rank
+    from ftrun.worker.data import Batches
+    from ftrun.worker.fault_injection import Corruption
+    from ftrun.worker.models import build_fragments, build_model
+    from ftrun.worker.setup import train_step
+    from ftrun.worker.sketch_outer import OuterSketcher
+    from ftrun.worker.sketch_projection import Builder, Projector
+
+    torch.set_num_threads(threads_per_rank(2))
+    cfg = {**build(steps=60, profile="none").resolved(), **over}
+    torch.manual_seed(cfg["seed"])
+    model = build_model(cfg)
+    part = build_fragments(model, cfg)[0]
+    tensors = [p.detach() for p in part.parameters()]
+    numel = sum(t.numel() for t in tensors)
+    # torchft's fragment as the hooks read it (ftrun.torchft_compat): its originals, its module, alpha
+    frag = SimpleNamespace(original_parameters={i: t.clone() for i, t in enumerate(tensors)}, _model_fragment=part)
+    outer_opt = torch.optim.SGD(part.parameters(), lr=0.7, momentum=0.9, nesterov=True)
+    proj = Projector()
+    with tempfile.TemporaryDirectory() as tmp:
+        sketcher = OuterSketcher(proj, Corruption([], 0, 0, Path(tmp)))
+
+        def average() -> None:  # contribution (norm, copied at issue), the SUM held, the average
+            for norm, copy in ((True, True), (False, False), (False, False)):
+                b = Builder(proj, norm=norm, copy=copy)
+                for t in tensors:
+                    b.add(t)
+                b.sketch()
+
+        def whole(alpha: float) -> None:
+            frag._fragment_update_alpha = alpha
+            average()
+            parts = sketcher.parts(0)
+            sketcher.at_send(frag, parts)
+            sketcher.before_sync(frag, parts, 10)
+            sketcher.before_step(outer_opt, parts, 10)
+            sketcher.after_step(outer_opt, parts)
+            step = sketcher.after_sync(frag, parts, True)
+            # every sketch the rank takes was taken (a hook that failed would leave it None)
+            taken = parts.original and parts.local and step and (not alpha or step.merged)
+            assert taken, "an outer-step hook took no sketch"
+
+        sides = {"before": average, "after, alpha 0": lambda: whole(0.0), "after, alpha 0.5": lambda: whole(0.5)}
+        per: dict[str, list[float]] = {k: [] for k in sides}
+        for fn in sides.values():
+            fn()  # warm
+        for _ in range(repeat):
+            for k, fn in sides.items():
+                per[k].append(_cpu_ms(fn, calls))
+    best = {k: min(v) for k, v in per.items()}
+    inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
+    data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], 0)
+    cpu = torch.device("cpu")
+    train_step(model, inner, data, cpu)
+    step_ms = min(_cpu_ms(lambda: train_step(model, inner, data, cpu), 1) for _ in range(3))
+    window = cfg["sync_every"] // cfg["fragments"]
+    return {
+        "model": label,
+        "params_fragment0": numel,
+        "threads": torch.get_num_threads(),
+        "repeats": repeat,
+        "syncs_per_repeat": calls,
+        "cpu_ms_per_sync": {k: round(v, 3) for k, v in best.items()},
+        "ratio_after_before": {k: round(v / best["before"], 3) for k, v in best.items() if k != "before"},
+        "step_cpu_ms": round(step_ms, 2),
+        "window_steps": window,
+        "share_of_window": {k: round(v / (window * step_ms), 5) for k, v in best.items()},
+    }
+
+
+def sketch_cost_main(repeat: int, large: bool) -> int:
+    rows = [sketch_cost("default", {}, 50, repeat)]
+    if large:
+        rows.append(sketch_cost("large (~103 M)", LARGE, 2, min(repeat, 3)))
+    print("| model | fragment 0 | before ms | after a=0 ms (x) | after a=0.5 ms (x) | share before / a=0 / a=0.5 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        ms, x, sh = r["cpu_ms_per_sync"], r["ratio_after_before"], r["share_of_window"]
+        print(
+            f"| {r['model']} | {r['params_fragment0']:,} | {ms['before']:.2f} | {ms['after, alpha 0']:.2f} "
+            f"({x['after, alpha 0']:.2f}x) | {ms['after, alpha 0.5']:.2f} ({x['after, alpha 0.5']:.2f}x) | "
+            f"{sh['before'] * 100:.2f}% / {sh['after, alpha 0'] * 100:.2f}% / {sh['after, alpha 0.5'] * 100:.2f}% |"
+        )
+    print(json.dumps({"sketch_cost": rows}))
+    return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="inner training steps (default 40)")
+    ap.add_argument("--sketch-cost", action="store_true", help="the sketches' CPU time per sync instead (no run)")
+    ap.add_argument("--repeat", type=int, default=5, help="--sketch-cost: repeats (least kept; default 5)")
+    ap.add_argument("--no-large", action="store_true", help="--sketch-cost: the default model only")
     args = ap.parse_args()
+    if args.sketch_cost:
+        return sketch_cost_main(args.repeat, not args.no_large)
     with tempfile.TemporaryDirectory(prefix="bench-numerics-") as tmp:
         cmd = [sys.executable, "-m", "ftrun", "train", "--steps", str(args.steps), "--profile", "none"]
         cmd += ["--out", tmp, "--run-name", "clean", "--json"]

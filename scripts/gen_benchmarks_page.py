@@ -126,6 +126,15 @@ BENCHES: tuple[Bench, ...] = (
         900,
     ),  # noqa: E501
     Bench(
+        "sketch-cost",
+        "The numeric check's sketches per sync",
+        "CPU time of one sync's sketches in the rank, fragment 0 of the default model and of a ~103 M-parameter "
+        "model, in process with the worker's code: the average's three sketches alone (before) vs the whole outer "
+        "step (after: pseudo-gradient, outer step, merge), alpha 0 and 0.5, measured in the same run.",
+        ("scripts/bench_numerics.py", "--sketch-cost"),
+        900,
+    ),  # noqa: E501
+    Bench(
         "recovery",
         "Recovery of a killed group, predicted vs measured",
         "ftrun train --kill 1@15 (120 steps, 3 groups, F=2, H=10, tau=3), then ftrun plan --check of the run: each "
@@ -307,6 +316,23 @@ def _numerics(r: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _sketch_cost(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for m in r["sketch_cost"]:
+        ms, x, sh = m["cpu_ms_per_sync"], m["ratio_after_before"], m["share_of_window"]
+        name = f"{m['model']} ({m['params_fragment0']:,} elements in fragment 0, {m['threads']} thread)"
+        rows += [
+            (f"{name}: CPU ms per sync, before", f"{ms['before']:.3g}"),
+            *[(f"{name}: CPU ms per sync, {k} (x before)", f"{ms[k]:.3g} ({x[k]:.2f}x)") for k in x],
+            (
+                f"{name}: share of the {m['window_steps']} steps between syncs ({m['step_cpu_ms']:.4g} CPU ms each), "
+                "before / " + " / ".join(x),
+                " / ".join(f"{v * 100:.2f}%" for v in sh.values()),
+            ),
+        ]
+    return rows
+
+
 def _recovery(r: dict[str, Any]) -> list[tuple[str, str]]:
     def s(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}"
@@ -362,6 +388,7 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "plan-validation": _validation,
     "numerics": _numerics,
     "recovery": _recovery,
+    "sketch-cost": _sketch_cost,
 }
 
 
