@@ -43,6 +43,7 @@ class FaultMark(msgspec.Struct):
     has_trace: bool = False
     run_dir: str | None = None
     text: str = ""
+    cause: str | None = None  # relaunched, never back: why (ftrun.worker.stop.never_back_cause)
 
     @property
     def never_rejoined(self) -> bool:
@@ -98,10 +99,15 @@ def fault_marks(
     run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]
 ) -> FiredFaults:
     """``logs``: (replica, rank) -> records (the merged event logs of the job)."""
+    from ftrun.worker.stop import never_back_cause, ran_to
+
     out = FiredFaults()
     seen: set[tuple[int, int, str]] = set()
+    last = ran_to(logs)  # past --steps where the groups waited for a relaunched one (ftrun.worker.stop)
     for rd, m in zip(run_dirs, manifests, strict=True):  # a manifest per run dir, same order
-        steps = m.schedule.steps
+        planned = steps = m.schedule.steps
+        if steps is not None and last is not None:
+            steps = max(steps, last)
         fired = m.faults.fired if isinstance(m, Manifest) else []  # ftrun launch: its faults are not steps
         for f in sorted(fired, key=lambda f: f.fired_at):
             if f.action == "fail-commit":
@@ -137,7 +143,22 @@ def fault_marks(
             else:
                 lost = (s, back - 1) if back > s else None
             out.marks.append(
-                FaultMark(r, f.action, s, lost, back, heal, late_step=late, last_step=steps, run_dir=str(rd))
+                FaultMark(
+                    r,
+                    f.action,
+                    s,
+                    lost,
+                    back,
+                    heal,
+                    late_step=late,
+                    last_step=steps,
+                    run_dir=str(rd),
+                    cause=never_back_cause(planned, last, m.config.get("quorum_timeout_s"))
+                    if isinstance(m, Manifest)
+                    and back is None
+                    and any(e.event == "restart" and e.replica == r and e.t > at for e in m.run_events)
+                    else None,
+                )
             )
     return out
 
@@ -152,10 +173,10 @@ def describe(m: FaultMark) -> str:
     if m.late_step is not None:
         what += (
             f", never rejoined the run (relaunched, it came back at step {m.late_step}, after the run's last "
-            f"step {m.last_step}: the other groups had finished)"
+            f"step {m.last_step}: {m.cause or 'the other groups had finished'})"
         )
     elif m.never_rejoined:
-        what += ", never rejoined"
+        what += ", never rejoined" + (f" ({m.cause})" if m.cause else "")
     else:
         what += f", rejoined at step {m.rejoined_step}"
     if m.heal:

@@ -447,6 +447,12 @@ def _one(
         spans["catch_up"], out.sources["catch_up"] = (last_end, commit.t), "event log"
     else:
         reasons["catch_up"] = "no commit of the group after the fault" if commit is None else "never rejoined"
+    if commit is None and restart is not None:  # relaunched, never back: the cause train and inspect give
+        from ftrun.worker.stop import never_back_cause, ran_to
+
+        reasons["catch_up"] = never_back_cause(
+            manifest.schedule.steps, ran_to(logs), manifest.config.get("quorum_timeout_s")
+        )
 
     if commit is not None:
         out.total_s = commit.t - t0

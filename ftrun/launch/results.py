@@ -88,8 +88,14 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict |
 
 
 def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: layout.Manifest) -> dict:
-    """Faults, restarts, heals, quorum changes and commits lost, from the logs alone."""
+    """Faults, restarts, heals, quorum changes and commits lost, from the logs alone.
+    ``extra_steps``: steps trained past ``--steps`` while the groups waited for a relaunched one
+    (``ftrun.worker.stop``); a fault's ``cause``: why its group never came back (its one line)."""
+    from ftrun.worker.stop import never_back_cause, ran_to
+
     replicas = manifest.replicas
+    planned, last = manifest.schedule.steps, ran_to(logs)
+    last_step = max(last or 0, planned or 0) if planned is not None else None
     heals = [(r, rec.step, rec.healed) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
     first = min((x for x, _ in logs), default=None)
     quorums = [
@@ -119,21 +125,28 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
             if rec.t > f.fired_at
             and rec.rejoined
             and rec.rejoined.aligned_step is not None
-            and manifest.schedule.steps is not None
-            and rec.rejoined.aligned_step > manifest.schedule.steps
+            and last_step is not None
+            and rec.rejoined.aligned_step > last_step
         ]
+        relaunched = any(
+            e.event == "restart" and e.replica == f.replica and e.t > f.fired_at for e in manifest.run_events
+        )
         recov.append(
             {
                 **msgspec.to_builtins(f),
                 "recovered_s": round(min(back) - f.fired_at, 3) if back else None,
                 # relaunched, but back only after the others finished: never in the run's quorum again
                 "rejoined_after_end": late[0] if late else None,
-                "last_step": manifest.schedule.steps,
+                "last_step": last_step,
+                "cause": never_back_cause(planned, last, manifest.config.get("quorum_timeout_s"))
+                if not back and relaunched
+                else None,
             }
         )
     restarts = [e for e in manifest.run_events if e.event == "restart"]
     return {
         "faults": recov,
+        "extra_steps": max(0, (last or 0) - planned) if planned is not None else 0,
         "restarts": len(restarts),
         "heals": [{"replica": r, "step": step, **msgspec.to_builtins(h)} for r, step, h in heals],
         "quorum_changes": quorums,
@@ -178,11 +191,14 @@ def summarise(
         )
         for r, s in stats.items()
     ]
+    faults = recovery(logs, manifest)
+    causes = {f["replica"]: f["cause"] for f in faults["faults"] if f.get("cause")}
     for r, s in stats.items():
         if s.last_step < cfg.steps and not state.failures and r not in state.lost:
+            cause = causes.get(r, "the other groups finished before it rejoined")
             state.fail(
                 f"replica group {r} stopped at step {s.last_step} of {cfg.steps}"
-                + (" (restarted, but the other groups finished before it rejoined)" if s.last_step else "")
+                + (f" (restarted, but {cause})" if s.last_step else "")
             )
     ok = not state.failures and agreement.ok and (numerics is None or numerics.ok)
     window = manifest.profile_windows[0] if manifest.profile_windows else None
@@ -221,7 +237,7 @@ def summarise(
         traces_note=traces_note,
         manifest=str(run_dir / layout.MANIFEST),
         versions=dict(manifest.versions),
-        faults=recovery(logs, manifest),
+        faults=faults,
     )
 
 

@@ -114,11 +114,15 @@ def print_summary(summary: layout.TrainSummary) -> None:
         for f in rec["faults"]:
             if f.get("recovered_s") is not None:
                 back = f"back in the quorum with a commit {f['recovered_s']:.1f} s later"
-            elif f.get("rejoined_after_end") is not None:
+                if rec.get("extra_steps"):  # the others went on past --steps until it was back
+                    back += f" ({rec['extra_steps']} step(s) past --steps {summary.schedule.steps} to see it commit)"
+            elif f.get("rejoined_after_end") is not None:  # the cause: as inspect-trace and the breakdown say
                 back = (
-                    f"relaunched, but back only after the run's last step {f['last_step']} (the other groups had "
-                    "finished): never in the run's quorum again"
+                    f"relaunched, but back only after the run's last step {f['last_step']} "
+                    f"({f.get('cause') or 'the other groups had finished'}): never in the run's quorum again"
                 )
+            elif f.get("cause"):  # relaunched, never back: the cause inspect-trace and the breakdown give
+                back = f"relaunched, never back in the run's quorum: {f['cause']}"
             else:
                 back = "never back in the quorum"
             console.print(f"fault: {f['action']} replica group {f['replica']} at step {f['step']} · {back}")

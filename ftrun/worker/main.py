@@ -32,11 +32,13 @@ if TYPE_CHECKING:  # the worker imports torch and torchft only once it runs
 
     from ftrun.config import RunConfig
     from ftrun.worker.fault_injection import FaultInjector
+    from ftrun.worker.lifecycle import Lifecycle
     from ftrun.worker.profiling import AroundFault, RecoveryProfile
     from ftrun.worker.quorum_probe import QuorumProbe
     from ftrun.worker.recorder import StepRecorder
     from ftrun.worker.setup import HealState, RankEnv, Training
     from ftrun.worker.sketch import NumericsProbe
+    from ftrun.worker.stop import StopRule
     from ftrun.worker.whereabouts import Whereabouts
 
 
@@ -204,6 +206,7 @@ def main(spec_path: str) -> int:
                 numerics,
                 recovery,
                 around,
+                life,
             )
             loop.run(prof)
             loop.flush_scalars()
@@ -254,6 +257,7 @@ class StepLoop:
         numerics: NumericsProbe | None = None,
         recovery: RecoveryProfile | None = None,
         around: AroundFault | None = None,
+        life: Lifecycle | None = None,
     ) -> None:
         self.cfg, self.env, self.run_dir = cfg, env, run_dir
         self.training, self.manager, self.heal, self.probe = training, manager, heal, probe
@@ -261,6 +265,7 @@ class StepLoop:
         self.numerics = numerics
         self.recovery = recovery  # profiling a relaunched group until its first commit
         self.around = around  # profiling this surviving group around another group's fault
+        self.life = life  # where a rank that stops waiting for a relaunched group says so
         self.sleep_s = cfg.emulation.step_sleep_ms / 1e3
         self._tb_last: dict = {}
         self._tb_pending: list[tuple[int, list[tuple[str, float]]]] = []  # (step, its scalars)
@@ -269,12 +274,14 @@ class StepLoop:
         from torch.profiler import record_function
 
         from ftrun.torchft_compat import ftrun_step_label
+        from ftrun.worker.stop import StopRule
 
         if prof is not None:
             prof.start()
         step = 1
         rejoining = bool(self.env.restart)  # until the first quorum tells us where the run is
-        while step <= self.cfg.steps:
+        rule = StopRule(self.cfg.steps, self.cfg.timeouts.quorum_timeout_s)
+        while True:
             if prof is not None:
                 prof.step()
             if not rejoining:
@@ -298,21 +305,25 @@ class StepLoop:
             dt = time.perf_counter() - t0
             extra = self.membership()
             if rejoining and extra.get("quorums"):
-                from ftrun.worker.rejoin import aligned_step, too_late
+                from ftrun.worker.rejoin import aligned_step
+                from ftrun.worker.stop import left_behind
 
                 peer = extra.get("healed", {}).get("peer_step")
                 aligned = aligned_step(peer, self.run_dir, self.env.replica)
                 extra["rejoined"] = {"local_step": step, "aligned_step": aligned}
-                if too_late(aligned, self.cfg.steps):  # the others finished first: no step of the run is left
+                if left_behind(aligned, self.cfg.steps, extra["quorums"], self.env.replica):  # no step left
                     self.log_step(None, mstep, float(loss.detach()), dt, extra)
                     break
                 step = aligned if aligned is not None else step
                 rejoining = False
             self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, extra)
+            rule.saw(extra.get("quorums") or [], self.recorder.commits > commits)
             if self.around is not None:
                 self.around.after_step(extra.get("quorums") or [], self.recorder.commits > commits)
             if self.recovery is not None and self.recorder.commits:
                 self.recovery.finish()  # through the first commit with the group back
+            if step >= self.cfg.steps if rejoining else self.stops(rule, step):
+                break
             step += 1
         if prof is not None:
             prof.stop()
@@ -320,6 +331,21 @@ class StepLoop:
             self.recovery.finish()  # the run ended first: what was recorded
         if self.around is not None:
             self.around.finish()
+
+    def stops(self, rule: StopRule, step: int) -> bool:
+        """After step ``step``: the run's last step is done and no relaunched group is on its way
+        back (``ftrun.worker.stop``), or the wait for it reached ``--quorum-timeout``."""
+        if step < self.cfg.steps:
+            return False
+        from ftrun import layout
+        from ftrun.event_log import read_run_events
+
+        decision = rule.decide(step, read_run_events(layout.run_event_log(self.run_dir)), time.time())
+        if decision.gave_up and self.life is not None:
+            self.life.mark("gave_up_waiting", time.time(), step=step, peers=list(decision.waiting))
+        if decision.waiting and not decision.stop and step == self.cfg.steps:
+            log.info("past the last step: waiting for relaunched group(s) %s to commit", decision.waiting)
+        return decision.stop
 
     def train_step(self):
         from ftrun.worker.setup import train_step
