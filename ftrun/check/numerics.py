@@ -21,57 +21,7 @@ A mismatch is a problem naming the sync step, manager step, fragment, replica, e
 observed (the projection that is off most) and the likely cause. Without sketches nothing is
 checked, and ``status`` says so — never "ok".
 
-Tolerance (``tolerance_rule``): per check, Z = 8 times a rounding budget. u_d = the unit
-roundoff of the tensors' dtype; n = participants; W = replicas in the collective; c_q the
-contributions; ||·|| the recorded L2 norms.
-
-* SUM: Z·u_d·(W−1)·Σ||c_q|| (each element of a W-term sum is rounded W−1 times by at most
-  u_d·Σ|c_q,i|; with ±1 projections the errors add like a random walk, bounded by the norms);
-* average: Z·u_d·||SUM||/n (the divide rounds each element once);
-* every sketch's own error: Z·u32·sqrt(rows·(rows−1))·||x|| when its float32 first stage ran
-  (``Sketch.stage_rows``: the most values it summed per column; runs of adjacent tensors below
-  SKETCH_STAGE elements go to float64 directly) + Z·u64·sqrt(numel)·||x||. The float32 stage's
-  term holds for any summation order (a CPU gemv adds the rows one after another) and any signs:
-  a column's m = rows values summed in float32 carry m−1 roundings, each δ·s with |δ| <= u32 and
-  s a partial sum, |s| <= Σ|x_col| <= sqrt(m)·||x_col||; rounding errors modelled as independent
-  and zero-mean (Higham & Mary's probabilistic analysis), the column's error has standard
-  deviation <= u32·sqrt((m−1)·m)·||x_col||, and the ±1 projection of all columns' errors
-  <= u32·sqrt(m(m−1))·||x||;
-* quantized allreduce (``--quantize``; torchft 0.2's ``collectives.allreduce_quantized``, taken
-  only when triton imports, i.e. CUDA — without it torchft silently runs the plain allreduce).
-  What it quantizes: every row of each 2-D tensor (a 1-D tensor becomes n rows of one element)
-  is scaled by its own fp32 scale FP8_MAX / max|row| and cast to fp8 e4m3 (``float8e4nv``,
-  FP8_MAX = 448) on compute capability >= 9.0, to int8 (max 127) before; an alltoall gives each
-  rank one block of rows from every replica, which it dequantizes, sums in fp32 (torchft passes
-  SUM: the Manager divides by the participants afterwards), and re-quantizes per row; an
-  allgather returns the blocks, dequantized into the tensor. So each element is rounded twice
-  in e4m3 — each contribution, then the reduced sum — each time by at most u8·|x_i| + a8·m_row
-  (u8 = 2^-4: 3 mantissa bits, round to nearest; a8 = 2^-10/448: half the subnormal spacing,
-  relative to the row's max m_row = the value mapped to 448). With ±1 projections independent
-  of the errors, P·e has standard deviation ||e||₂, and ||e||₂ <= (u8 + a8·sqrt(numel))·||x||
-  (m_row <= ||row||). The average's budget when no SUM was sketched (``quantized_average_tolerance``):
-  Z·(u8 + a8·sqrt(N))·(Σ||c_q|| + ||SUM||)/n + Z·u_d·||SUM||/n (the divide) + the sketches'
-  own errors, with ||SUM|| <= (1 + u8 + a8·sqrt(N))²·Σ||c_q|| (two roundings; not recorded);
-  N = the fragment's elements, n = participants. That budget is about the size of the average
-  itself (Z x 2 x 2^-4 = 1 of the contributions' norms, over n): on a quantized round the check
-  can catch gross errors (an undivided SUM, another tensor) but not a count off by one. The
-  int8 fallback (before sm90) is not budgeted.
-  What a quantized round is checked against (``path`` "quantized"): ftrun wraps torchft's
-  ``allreduce_quantized`` (``ftrun.worker.sketch_quantized``), sketching the tensor handed to it
-  (the contribution) and its dequantized result before the Manager's divide (the SUM). So: SUM vs
-  Σ contributions within ``quantized_sum_tolerance`` = Z·(u8 + a8·sqrt(N))·(Σ||c_q|| + ||SUM||)
-  + the fp32 sum's Z·u32·(W−1)·Σ||c_q|| + the sketches' own errors (the fp8 budget, about the size
-  of the SUM: it catches gross errors only); average = SUM / participants within the plain
-  divide's budget (exact to the dtype: a wrong count or a late change is caught as on any
-  round); the same average on every participant. A quantized round with contributions but no
-  SUM: the average against Σ contributions / n within ``quantized_average_tolerance``. A
-  quantized round with no contribution sketched is not checked: "quantized rounds: not checked
-  (why)", once, with the count — the why the rank recorded (``RoundNumerics.unsketched``: a
-  torchft whose function or signature ftrun does not know), else, where the wrapper sketched some
-  replicas' contributions only, which ones, else that of an ftrun before the wrapper (it hooked
-  only the process group's allreduce, which the quantized path never calls).
-  A ``--quantize`` round torchft ran through the plain allreduce (its fallback without triton)
-  carries the plain ``path`` and is checked by the plain rules.
+Tolerances: ``ftrun.check.numerics_core`` (each check's rounding budget, stated in the output).
 """
 
 from __future__ import annotations
@@ -82,20 +32,23 @@ from typing import Any
 
 # (Z, roundoff and sketch_error are this module's API too: callers import them from here)
 from ftrun.check.numerics_core import (
-    U32,
+    NO_FINITE_BUDGET,
     Z,
     add as _add,
+    average_tolerance,
     diff as _diff,
     near as _near,
-    roundoff,
+    quantized_average_tolerance,
+    quantized_unit,
     scale as _scale,
     sketch_error,
+    sum_tolerance,
+    tolerance_rule,
 )
 from ftrun.check.numerics_outer import OUTER_RULE, Mine, OuterChecker
-from ftrun.layout import SKETCH_STAGE, EventRecord, RoundNumerics, Sketch
+from ftrun.check.numerics_rounds import ReplicaRound, in_time, outer_context, rounds_of
+from ftrun.layout import EventRecord, RoundNumerics, Sketch
 
-FP8_E4M3_ROUNDOFF = 2.0**-4  # e4m3: 3 mantissa bits, round to nearest (module docstring)
-FP8_E4M3_SUBNORMAL = 2.0**-10 / 448.0  # half of e4m3's subnormal spacing 2^-9, relative to a row's max (scaled to 448)
 QUANTIZED_NOT_CHECKED_PREFIX = "quantized rounds: not checked"
 # an ftrun before the quantized wrapper: no ``unsketched`` reason recorded
 QUANTIZED_NOT_CHECKED = (
@@ -109,70 +62,10 @@ def quantized_not_checked(why: str | None) -> str:
     return f"{QUANTIZED_NOT_CHECKED_PREFIX} ({why})" if why else QUANTIZED_NOT_CHECKED
 
 
-# a budget that overflowed (norms near the double's limit) would hold any error: never a pass
-NO_FINITE_BUDGET = (
-    "norms too large for a finite tolerance (no error can be bounded: a diverged run or a damaged record)"
-)
 # every problem's keys (``Numerics.problems``): where, what was compared, the likely cause, its line
 PROBLEM_KEYS = tuple(
     "sync_step manager_step fragment replica rank check expected observed error tolerance cause text".split()
 )
-
-
-def tolerance_rule() -> str:
-    return (
-        f"Z={Z:g} x rounding: SUM Z*u*(W-1)*sum||c||, average Z*u*||SUM||/n, plus each sketch's own "
-        f"Z*u32*sqrt(rows*(rows-1))*||x|| when its float32 stage ran (rows: values per column, {SKETCH_STAGE} columns) "
-        f"and Z*u64*sqrt(numel)*||x|| (u = the dtype's unit roundoff: float32 2^-24, bfloat16 2^-8; "
-        f"W replicas in the collective, n participants; quantized rounds (fp8 e4m3, torchft's "
-        f"allreduce_quantized sketched at its boundary): SUM Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||) "
-        f"+ Z*u32*(W-1)*sum||c||, average = SUM/n as above, without a SUM sketch the average "
-        f"Z*(2^-4 + 2^-10/448*sqrt(N))*(sum||c||+||SUM||)/n, N elements)"
-    )
-
-
-def sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int, path: str = "per-param") -> float:
-    """The SUM's norm, when not recorded, is bounded by Σ||c|| (triangle inequality). ``path``
-    "quantized": torchft's fp8 allreduce (``quantized_sum_tolerance``)."""
-    if path == "quantized":
-        return quantized_sum_tolerance(contributions, observed, world)
-    total = sum(c.norm or 0.0 for c in contributions)
-    data = Z * roundoff(observed.dtype) * max(world - 1, 0) * total
-    return data + sketch_error(observed, total) + sum(sketch_error(c) for c in contributions)
-
-
-def quantized_unit(numel: int) -> float:
-    """One e4m3 per-row quantization's error, relative to the L2 norm of what it quantizes."""
-    return FP8_E4M3_ROUNDOFF + FP8_E4M3_SUBNORMAL * math.sqrt(max(numel, 1))
-
-
-def quantized_sum_tolerance(contributions: list[Sketch], observed: Sketch, world: int) -> float:
-    """The SUM of a quantized round (torchft's ``allreduce_quantized``, dequantized, before the
-    divide) against Σ contributions: two e4m3 roundings per element (each contribution, the
-    reduced sum) and the fp32 sum between them (module docstring)."""
-    total = sum(c.norm or 0.0 for c in contributions)
-    q = quantized_unit(observed.numel)
-    reduced = (1.0 + q) * total  # bounds the fp32 sum of the dequantized contributions
-    sum_norm = (1.0 + q) * reduced  # and, one more e4m3 rounding on, the SUM's (not recorded)
-    data = Z * q * (total + reduced) + Z * U32 * max(world - 1, 0) * total
-    return data + sketch_error(observed, sum_norm) + sum(sketch_error(c) for c in contributions)
-
-
-def quantized_average_tolerance(contributions: list[Sketch], average: Sketch, n: int) -> float:
-    """The average of a quantized round against Σ contributions / n (module docstring): two e4m3
-    roundings per element (each contribution, the reduced sum), then torchft's divide."""
-    total = sum(c.norm or 0.0 for c in contributions)
-    q = quantized_unit(average.numel)
-    reduced = (1.0 + q) * total  # bounds the fp32 sum of the dequantized contributions
-    sum_norm = (1.0 + q) * reduced  # and, one more e4m3 rounding on, the SUM's (not recorded)
-    data = Z * (q * (total + reduced) + roundoff(average.dtype) * sum_norm) / n
-    return data + sketch_error(average, sum_norm / n) + sum(sketch_error(c) for c in contributions) / n
-
-
-def average_tolerance(total: Sketch, average: Sketch, n: int, bound: float | None = None) -> float:
-    """``total``: the SUM; its norm (or ``bound`` = Σ||c|| when not recorded) also bounds the average's."""
-    size = total.norm if total.norm is not None else (bound or 0.0)
-    return Z * roundoff(average.dtype) * size / n + sketch_error(average, size / n) + sketch_error(total, size) / n
 
 
 def _last_commit(
@@ -190,43 +83,6 @@ def _last_commit(
                 if best is None or (rec.manager_step_after or 0) > (best[1].manager_step_after or 0):
                     best = (replica, rec)
     return best
-
-
-@dataclass
-class ReplicaRound:
-    """One rank's view of one round: its send and sync parts and the sync step's record."""
-
-    replica: int
-    rank: int
-    send: RoundNumerics | None = None
-    sync: RoundNumerics | None = None
-    commit: bool | None = None
-    sync_step: int | None = None
-    manager_step_after: int | None = None
-    restart: int = 0  # the incarnation that synced it (a relaunched process starts from new parameters)
-
-    @property
-    def head(self) -> RoundNumerics:
-        head = self.send or self.sync
-        assert head is not None, "a ReplicaRound is made from one of its parts"
-        return head
-
-    # the parts, for a round a list was filtered on (``sends``: a send with a contribution;
-    # ``done``, ``sums``: a sync)
-    @property
-    def sent(self) -> RoundNumerics:
-        assert self.send is not None
-        return self.send
-
-    @property
-    def contribution(self) -> Sketch:
-        assert self.send is not None and self.send.contribution is not None
-        return self.send.contribution
-
-    @property
-    def synced(self) -> RoundNumerics:
-        assert self.sync is not None
-        return self.sync
 
 
 @dataclass
@@ -285,48 +141,6 @@ class Numerics:
             "heals": self.heals,
             "failed_rounds": self.failed_rounds,
         }
-
-
-def _rounds(
-    logs: dict[tuple[int, int], list[EventRecord]],
-) -> tuple[dict[tuple, list[ReplicaRound]], int, dict[str, int]]:
-    """Group every rank's rounds into collectives: (rank, fragment, quorum id, manager step,
-    occurrence) -> one ``ReplicaRound`` per replica. Also: committed syncs in the logs, and the
-    committed ones without a sync sketch (why -> count)."""
-    groups: dict[tuple, list[ReplicaRound]] = {}
-    committed = 0
-    missing: dict[str, int] = {}
-    for (replica, rank), recs in sorted(logs.items()):
-        open_: dict[tuple, ReplicaRound] = {}
-        seen: dict[tuple, int] = {}
-        for rec in recs:
-            parts = rec.numerics or []
-            if rec.commit:
-                committed += 1
-                if not any(p.phase == "sync" for p in parts):
-                    why = "no sketch of this sync on the rank"
-                    missing[why] = missing.get(why, 0) + 1
-            for p in parts:
-                key = (rank, p.fragment, p.quorum_id, p.manager_step)
-                if p.phase == "send" or key not in open_:
-                    occ = seen.get(key, 0)
-                    seen[key] = occ + 1
-                    rr = ReplicaRound(replica, rank)
-                    open_[key] = rr
-                    groups.setdefault((*key, occ), []).append(rr)
-                rr = open_[key]
-                if p.phase == "send":
-                    rr.send = p
-                else:
-                    rr.sync, rr.commit, rr.sync_step, rr.manager_step_after, rr.restart = (
-                        p,
-                        rec.commit,
-                        rec.step,
-                        rec.manager_step_after,
-                        rec.restart,
-                    )
-                    del open_[key]
-    return groups, committed, missing
 
 
 class _Checker:
@@ -733,32 +547,6 @@ class _Checker:
                 self.out.heals.append(entry)
 
 
-def _outer_context(
-    logs: dict[tuple[int, int], list[EventRecord]],
-) -> tuple[dict[tuple[int, int], list[int]], dict[tuple[int, int, int], list[int]]]:
-    """Per (replica, rank): the steps whose record shows a heal; per (replica, rank, fragment): the
-    steps of its commits (``OuterChecker``: a stage compares with the last commit only if it saw it)."""
-    heals: dict[tuple[int, int], list[int]] = {}
-    commits: dict[tuple[int, int, int], list[int]] = {}
-    for key, recs in logs.items():
-        for rec in recs:
-            if rec.step is None:
-                continue
-            if rec.healed or rec.heal_numerics:
-                heals.setdefault(key, []).append(rec.step)
-            if rec.commit and rec.synced is not None:
-                commits.setdefault((*key, rec.synced), []).append(rec.step)
-    return heals, commits
-
-
-def _in_time(kv: tuple[tuple, list[ReplicaRound]]) -> tuple[float, int, int]:
-    """A collective's place in the run: its earliest sync step, then manager step and fragment. A
-    round no replica stepped (a relaunched ``ftrun launch`` group whose script counts from 1 again
-    logs no step) follows by manager step, after those that did."""
-    steps = [r.sync_step for r in kv[1] if r.sync_step is not None]
-    return (min(steps) if steps else math.inf, kv[0][3], kv[0][1])
-
-
 def check_numerics(
     logs: dict[tuple[int, int], list[EventRecord]], sketches_on: bool | None = None, partial: str | None = None
 ) -> Numerics:
@@ -769,7 +557,7 @@ def check_numerics(
         return Numerics(why="no event logs")
     if partial:
         return Numerics(why=partial)
-    groups, committed, missing = _rounds(logs)
+    groups, committed, missing = rounds_of(logs)
     if sketches_on is False:
         return Numerics(why="sketches off (--no-sketches)", committed=committed)
     if not groups:
@@ -794,11 +582,11 @@ def check_numerics(
                 }
             )
         return out
-    c = _Checker(OuterChecker(*_outer_context(logs)))
+    c = _Checker(OuterChecker(*outer_context(logs)))
     c.out.committed = committed
     c.out.not_checked.update(missing)
     c.groups = groups
-    order = sorted(groups.items(), key=_in_time)
+    order = sorted(groups.items(), key=in_time)
     for _, rounds in order:
         c.group(rounds)
         c.remember(rounds)

@@ -15,7 +15,7 @@ buffer: half the bytes of a float64 layout, which matters after a training step 
 cold: 3.42 -> 3.08 ms for the four sketches a round then had there, paired median of 60), then one column
 sum accumulated in float64, one product by W, one norm — a few ops whatever their number, every
 element summed in float64 (no float32 stage: ``rows`` 0).
-``ftrun.check.numerics.sketch_error`` states the error budget of that float32 stage for a sum of
+``ftrun.check.numerics_core.sketch_error`` states the error budget of that float32 stage for a sum of
 ``rows`` values per column in any order and of any signs (a gemv adds them one after another).
 Cost per sync: one read of the fragment for each of the three sketches, plus the contribution's
 norm. On the CPU the float32 stage of a float32 tensor is a BLAS gemv (``ones @ rows``: products

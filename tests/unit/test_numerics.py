@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from ftrun.check.numerics import average_tolerance, check_numerics, sum_tolerance
+from ftrun.check.numerics import check_numerics
+from ftrun.check.numerics_core import average_tolerance, sum_tolerance
 from ftrun.layout import EventRecord, Healed, HealNumerics, RoundNumerics, Sketch
 from train_fixtures import event_record
 
@@ -355,7 +356,7 @@ def test_sketch_is_linear_and_placed_by_offset():
 
     whole = sketch([torch.cat(parts)])
     pieces = sketch(parts)
-    from ftrun.check.numerics import sketch_error
+    from ftrun.check.numerics_core import sketch_error
 
     tol = sketch_error(whole) + sketch_error(pieces)
     assert max(abs(x - y) for x, y in zip(whole.proj, pieces.proj, strict=False)) <= tol

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ftrun.check.numerics import QUANTIZED_NOT_CHECKED, Z, check_numerics, quantized_average_tolerance, tolerance_rule
+from ftrun.check.numerics import QUANTIZED_NOT_CHECKED, check_numerics
+from ftrun.check.numerics_core import Z, quantized_average_tolerance, tolerance_rule
 from ftrun.layout import EventRecord, RoundNumerics, Sketch
 from ftrun.report.numerics_view import numerics_line
 

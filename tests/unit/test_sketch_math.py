@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ftrun.check.numerics import sketch_error  # noqa: E402
+from ftrun.check.numerics_core import sketch_error  # noqa: E402
 from ftrun.layout import SKETCH_PERIOD, SKETCH_STAGE  # noqa: E402
 from ftrun.worker import sketch_projection as sk  # noqa: E402
 

@@ -21,7 +21,8 @@ import torchft.manager as tm  # noqa: E402
 from torchft.process_group import ProcessGroup  # noqa: E402
 
 from ftrun import layout, torchft_compat  # noqa: E402
-from ftrun.check.numerics import QUANTIZED_NOT_CHECKED_PREFIX, Z, check_numerics  # noqa: E402
+from ftrun.check.numerics import QUANTIZED_NOT_CHECKED_PREFIX, check_numerics  # noqa: E402
+from ftrun.check.numerics_core import Z  # noqa: E402
 from ftrun.report.numerics_view import numerics_line  # noqa: E402
 from ftrun.worker.fault_injection import Corruption  # noqa: E402
 from ftrun.worker.sketch import NumericsProbe, SketchPG  # noqa: E402
