@@ -79,3 +79,14 @@ def test_left_behind_only_when_nobody_else_is_in_its_quorum():
     assert not left_behind(64, 60, quorum(0.0, 0, 1, 2), replica=1)  # the others wait for it
     assert not left_behind(40, 60, quorum(0.0, 1), replica=1)
     assert not left_behind(None, 60, quorum(0.0, 1), replica=1)
+
+
+def test_one_cause_when_it_never_came_back():
+    from ftrun.worker.stop import never_back_cause
+
+    waited = never_back_cause(30, 74, 5.0)
+    assert waited == (
+        "not back within --quorum-timeout 5 s: "
+        "the others trained 44 step(s) past --steps 30 waiting for it, then stopped"
+    )
+    assert never_back_cause(30, 30, 5.0) == "the other groups finished before it rejoined"  # nothing waited
