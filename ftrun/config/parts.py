@@ -412,7 +412,7 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     quorum_timeout_s: Annotated[
         float,
         Opt(
-            "Seconds a quorum may wait (for --min-replicas groups) before the run fails (default 60).",
+            "Seconds a quorum may wait before the run fails, and past --steps for a relaunch (default 60).",
             flags=("--quorum-timeout",),
         ),
     ] = 60.0
