@@ -50,7 +50,6 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 from __future__ import annotations
 
 import functools
-import re
 from bisect import bisect_left
 from collections.abc import Hashable
 from operator import attrgetter
@@ -71,6 +70,13 @@ from ftrun.torchft_compat import (
     LabelSet,
 )
 from ftrun.trace import nccl
+from ftrun.trace.cuda_link import (  # compute_launches: re-exported, callers read traces through this module
+    Launches,
+    compute_launches,  # noqa: F401
+    group_rank_of,
+    kernel_collectives,
+    link_kernels,
+)
 from ftrun.trace.load import load_trace
 from ftrun.trace.nccl import DTYPE_BYTES, kernel_op  # noqa: F401  (kernel_op: re-exported for callers)
 from ftrun.trace.schema import (
@@ -80,145 +86,31 @@ from ftrun.trace.schema import (
     LAUNCH_CATS,
     ChromeTrace,
     TraceEvent,
-    args_dict,
     args_of,
     name_filter,
     raw_json,
     trace_events,
 )
+from ftrun.trace.span_types import (  # the span types: re-exported, this module's results are made of them
+    Allreduce,
+    Collective,
+    Kernel,
+    Send,
+    Shape,
+    Span,  # noqa: F401
+    SpanIndex,
+    StepSpan,
+    Sync,
+    TraceSpans,
+    param_comms_of,
+    span_of,
+    thread_of,
+)
 from ftrun.trace.stream import Fallback, TraceFile
 
-Shape = tuple[int, ...]
 COPY = "aten::copy_"
 _NAME = attrgetter("name")
 _TS = attrgetter("ts")
-
-
-class Span(msgspec.Struct, frozen=True, gc=False):
-    ts: float
-    end: float
-    thread: Hashable
-
-    @property
-    def dur(self) -> float:
-        return self.end - self.ts
-
-
-class StepSpan(msgspec.Struct, frozen=True, gc=False):
-    """A training-step span. ``number``: ftrun step S, or the raw k of ProfilerStep#k."""
-
-    number: int
-    manager_step: int | None
-    span: Span
-
-
-class Allreduce(msgspec.Struct, frozen=True, gc=False):
-    """One ``manager.allreduce`` call: its span, tensor shapes and element size (when known).
-
-    ``issue_ts``: start of its ``c10d::allreduce_`` (the collective really issued; the
-    ``manager::allreduce`` span also holds ``wait_quorum``), else the span's start.
-    ``quantized``: torchft's quantized allreduce (its c10d ops are an alltoall and an allgather).
-    """
-
-    span: Span
-    shapes: tuple[Shape, ...] | None
-    issue_ts: float = 0.0
-    quantized: bool = False
-
-
-class Send(msgspec.Struct, frozen=True):
-    span: Span
-    allreduces: tuple[Allreduce, ...]
-
-
-class Sync(msgspec.Struct, frozen=True):
-    span: Span
-    wait: Span | None
-    restore: Span | None
-    should_commit: Span | None
-    restore_shapes: tuple[Shape, ...] | None
-    commit_syncs: tuple[Span, ...] = ()  # should_commit's stream synchronizes (nested, by prefix)
-    restore_copies: int = 0  # aten::copy_ calls in restore_parameters (one per parameter), shapes or not
-    # torchft runs the outer optimizer's step (then save_parameters) only when should_commit returned
-    # True: True = an outer step after should_commit, False = should_commit without one, None = no
-    # should_commit span. The outer step is the evidence: save_parameters is what a stale-originals
-    # bug skips on a commit that succeeded (``save_parameters`` counts only where the trace shows no
-    # optimizer steps at all)
-    committed: bool | None = None
-    # ftrun's wait for the same collectives right before perform_sync (``SKETCH_WAIT``), or None
-    pre_wait: Span | None = None
-
-
-class Collective(msgspec.Struct, frozen=True):
-    """A span of the collective really running (backend thread, GPU kernel(s), or link hold).
-
-    For kernels: ``launch_ts`` = start of the first kernel's launch (None when unlinked),
-    ``stream`` = (device, stream), ``kernels`` = how many kernels it spans, ``kind`` = what the
-    trace states it was (``ftrun.trace.nccl.KINDS``, "+"-joined for a call of several kinds).
-    """
-
-    name: str
-    span: Span
-    shapes: tuple[Shape, ...] | None
-    itemsize: int | None
-    hold: bool = False
-    launch_ts: float | None = None
-    stream: Hashable | None = None
-    kernels: int = 0
-    kind: str | None = None
-
-
-class Kernel(msgspec.Struct, frozen=True):
-    """One NCCL kernel. ``op``: the op word of its name (AllReduce, SendRecv, Generic, ...: says
-    nothing for generic kernels); ``comm``: what the trace states about it (kind, size, group).
-
-    ``launch``: its launch on a host thread; ``call``: index of the ``torchft::manager::allreduce``
-    span (in ``TraceSpans.calls``) its launch ran in; ``graph``: replayed from a CUDA graph.
-    """
-
-    name: str
-    op: str
-    span: Span
-    stream: Hashable
-    launch: Span | None = None
-    call: int | None = None
-    comm: nccl.CommInfo = nccl.UNKNOWN
-    graph: bool = False
-
-    @property
-    def kind(self) -> str | None:
-        return self.comm.kind
-
-
-class TraceSpans(msgspec.Struct):
-    path: Path
-    step_source: str  # "ftrun" or "profiler"
-    steps: list[StepSpan]
-    sends: list[Send]
-    syncs: list[Sync]
-    collectives: list[Collective]
-    rank: int | None = None  # distributedInfo.rank: the default group's (global) rank, never a replica
-    has_shapes: bool = False
-    trace_events: int = 0  # the file's trace events, all kinds
-    quorums: list[Span] = msgspec.field(default_factory=list)  # wait_quorum spans, by start
-    kernels: list[Kernel] = msgspec.field(default_factory=list)  # every NCCL kernel, by start
-    device_copies: int = (
-        0  # gpu_user_annotation copies of the spans read here (kineto: innermost annotation only), set aside
-    )
-    stream_waits: list[Span] = msgspec.field(default_factory=list)  # cudaStreamWaitEvent calls (host)
-    notes: list[str] = msgspec.field(default_factory=list)  # what this trace cannot tell, said once
-    world_size: int | None = None  # distributedInfo.world_size
-    group_rank: int | None = None  # rank inside the replica group, from torchft's process-group name
-    # torch.optim's step spans (host), by start: inner steps and, inside perform_sync, the outer one
-    optimizer_steps: list[Span] = msgspec.field(default_factory=list)
-
-
-def _thread(e: TraceEvent) -> Hashable:
-    return (e.pid, e.tid)
-
-
-def _span(e: TraceEvent) -> Span:
-    return Span(e.ts, e.ts + e.dur, _thread(e))
 
 
 def _shapes(value: object) -> tuple[Shape, ...] | None:
@@ -257,36 +149,6 @@ def _itemsize(e: TraceEvent) -> int | None:
     if isinstance(types, list) and types and isinstance(types[0], str):
         return nccl.itemsize(types[0])
     return None
-
-
-class _Index:
-    """Spans of one name, per thread, sorted by start: ``inside(outer)`` finds nested ones."""
-
-    def __init__(self, events: list[TraceEvent]) -> None:
-        self.by_thread: dict[Hashable, tuple[list[float], list[TraceEvent]]] = {}
-        groups: dict[Hashable, list[TraceEvent]] = {}
-        for e in events:  # (_thread inlined: thousands of aten::copy_ per trace)
-            g = groups.get((e.pid, e.tid))
-            if g is None:
-                g = groups[(e.pid, e.tid)] = []
-            g.append(e)
-        for t, evs in groups.items():
-            evs.sort(key=_TS)
-            self.by_thread[t] = (list(map(_TS, evs)), evs)
-
-    def inside(self, outer: TraceEvent) -> list[TraceEvent]:
-        got = self.by_thread.get(_thread(outer))
-        if not got:
-            return []
-        starts, evs = got
-        i = bisect_left(starts, outer.ts)
-        end = outer.ts + outer.dur
-        out = []
-        while i < len(evs) and evs[i].ts <= end:
-            if evs[i] is not outer:
-                out.append(evs[i])
-            i += 1
-        return out
 
 
 _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
@@ -451,11 +313,11 @@ def _sort_event(
     if name.startswith("ProfilerStep#"):
         m = PROFILER_STEP_RE.match(name)
         if m:
-            out.prof_steps.append(StepSpan(int(m[1]), None, _span(e)))
+            out.prof_steps.append(StepSpan(int(m[1]), None, span_of(e)))
     elif name.startswith(FTRUN_STEP_PREFIX):
         m = FTRUN_STEP_RE.match(name)
         if m:
-            out.ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), _span(e)))
+            out.ftrun_steps.append(StepSpan(int(m[1]), int(m[2]), span_of(e)))
     elif name.startswith(labels.should_commit_prefix):
         out.commit_children.append(e)
     elif name.startswith(OPTIMIZER_STEP_PREFIX):
@@ -466,17 +328,13 @@ def _sort_event(
             bucket.append(e)
 
 
-def _param_comms(e: TraceEvent) -> nccl.CommInfo | None:
-    return nccl.from_args(args_dict(e), "record_param_comms")
-
-
 def _sends(
     by_name: dict[str, list[TraceEvent]], labels: LabelSet
 ) -> tuple[list[Send], list[TraceEvent], list[tuple[Shape, ...] | None], bool]:
     """(sends, their manager.allreduce spans in send order, those calls' shapes, any shapes seen)."""
-    ar_index = _Index(by_name[labels.allreduce])
-    c10d_index = _Index([e for n in (*labels.c10d_allreduce, *labels.c10d_quantized) for e in by_name[n]])
-    rpc_index = _Index(by_name[labels.param_comms])
+    ar_index = SpanIndex(by_name[labels.allreduce])
+    c10d_index = SpanIndex([e for n in (*labels.c10d_allreduce, *labels.c10d_quantized) for e in by_name[n]])
+    rpc_index = SpanIndex(by_name[labels.param_comms])
     has_shapes = False
     sends: list[Send] = []
     calls: list[TraceEvent] = []
@@ -497,29 +355,29 @@ def _sends(
             if shapes is None and not quantized:  # no record_shapes: NCCL's record_param_comms states the count
                 counts = [
                     i.in_nelems
-                    for i in map(_param_comms, rpc_index.inside(ar))
+                    for i in map(param_comms_of, rpc_index.inside(ar))
                     if i is not None and i.kind == "allreduce"
                 ]
                 known = [n for n in counts if n is not None]
                 if counts and len(known) == len(counts):
                     shapes = tuple((n,) for n in known)
-            ars.append(Allreduce(_span(ar), shapes, issue, quantized))
+            ars.append(Allreduce(span_of(ar), shapes, issue, quantized))
             calls.append(ar)
             call_shapes.append(shapes)
             has_shapes = has_shapes or shapes is not None
-        sends.append(Send(_span(ps), tuple(ars)))
+        sends.append(Send(span_of(ps), tuple(ars)))
     return sends, calls, call_shapes, has_shapes
 
 
 def _pre_waits(by_name: dict[str, list[TraceEvent]], steps: list[StepSpan], labels: LabelSet) -> dict[int, TraceEvent]:
     """``id(perform_sync)`` -> its ``SKETCH_WAIT`` (module docstring: the latest on its thread ending
     by its start, not before its step's start nor the thread's previous perform_sync's end)."""
-    waits = _Index(by_name[SKETCH_WAIT])
+    waits = SpanIndex(by_name[SKETCH_WAIT])
     step_starts = [s.span.ts for s in steps]  # sorted by the caller
     prev_end: dict[Hashable, float] = {}
     out: dict[int, TraceEvent] = {}
     for pf in sorted(by_name[labels.perform_sync], key=_TS):
-        t = _thread(pf)
+        t = thread_of(pf)
         got = waits.by_thread.get(t)
         i = bisect_left(step_starts, pf.ts + 1e-3) - 1  # the step starting last at or before pf
         bound = max(prev_end.get(t, float("-inf")), step_starts[i] if i >= 0 else float("-inf"))
@@ -547,13 +405,13 @@ def _syncs(
     """Every perform_sync with its wait, restore (and what it copied), should_commit and result,
     and ftrun's wait right before it (``_pre_waits``; ``steps``: the trace's step spans, sorted)."""
     pre = _pre_waits(by_name, steps, labels)
-    opt_index = _Index(opt_steps)
-    wait_index = _Index(by_name[labels.wait])
-    restore_index = _Index(by_name[labels.restore_parameters])
-    commit_index = _Index(by_name[labels.should_commit])
-    child_index = _Index(commit_children)
-    copy_index = _Index(by_name[COPY])
-    save_index = _Index(by_name[labels.save_parameters])
+    opt_index = SpanIndex(opt_steps)
+    wait_index = SpanIndex(by_name[labels.wait])
+    restore_index = SpanIndex(by_name[labels.restore_parameters])
+    commit_index = SpanIndex(by_name[labels.should_commit])
+    child_index = SpanIndex(commit_children)
+    copy_index = SpanIndex(by_name[COPY])
+    save_index = SpanIndex(by_name[labels.save_parameters])
     syncs: list[Sync] = []
     for pf in sorted(by_name[labels.perform_sync], key=lambda e: e.ts):
         waits = wait_index.inside(pf)
@@ -569,18 +427,18 @@ def _syncs(
                 if s is not None:
                     shapes.append(s)
             restore_shapes = tuple(shapes) or None
-        commit_syncs = tuple(_span(c) for c in child_index.inside(commits[0])) if commits else ()
+        commit_syncs = tuple(span_of(c) for c in child_index.inside(commits[0])) if commits else ()
         syncs.append(
             Sync(
-                _span(pf),
-                _span(waits[0]) if waits else None,
-                _span(restores[0]) if restores else None,
-                _span(commits[0]) if commits else None,
+                span_of(pf),
+                span_of(waits[0]) if waits else None,
+                span_of(restores[0]) if restores else None,
+                span_of(commits[0]) if commits else None,
                 restore_shapes,
                 commit_syncs,
                 restore_copies,
                 _committed(commits, opt_index.inside(pf), None if opt_steps else save_index.inside(pf)),
-                _span(pre[id(pf)]) if id(pf) in pre else None,
+                span_of(pre[id(pf)]) if id(pf) in pre else None,
             )
         )
     return syncs
@@ -598,8 +456,8 @@ def _collectives(
             continue  # with GPU activity, the CPU-side nccl:* spans are only the launch
         for e in by_name[n]:
             dims = _dims_shapes(bytes(args_of(e).input_dims))
-            colls.append(Collective(n, _span(e), dims, _itemsize(e), hold=(n == LINK_HOLD), kind=nccl.normalise(n)))
-    colls.extend(_kernel_collectives(kern, calls))
+            colls.append(Collective(n, span_of(e), dims, _itemsize(e), hold=(n == LINK_HOLD), kind=nccl.normalise(n)))
+    colls.extend(kernel_collectives(kern, calls))
     colls.sort(key=lambda c: c.span.ts)
     return colls
 
@@ -640,8 +498,8 @@ def extract(
     sends, calls, _, has_shapes = _sends(c.by_name, labels)
     syncs = _syncs(c.by_name, c.commit_children, c.opt_steps, labels, steps)
     notes: list[str] = []
-    links = _Launches(c.launches, labels)
-    kern = _link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)
+    links = Launches(c.launches, labels)
+    kern = link_kernels(c.kernels, links, c.comm_ops, labels, calls, path, notes)
     return TraceSpans(
         path=path,
         step_source=source,
@@ -655,229 +513,9 @@ def extract(
         trace_events=n_events,
         kernels=kern,
         device_copies=c.copies,
-        stream_waits=sorted((_span(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
+        stream_waits=sorted((span_of(e) for e in c.launches if e.name in labels.cuda_stream_wait), key=lambda s: s.ts),
         notes=notes,
-        quorums=sorted((_span(e) for e in c.by_name[labels.wait_quorum]), key=lambda s: s.ts),
-        group_rank=_group_rank(kern, c.comm_ops, labels),
-        optimizer_steps=sorted((_span(e) for e in c.opt_steps), key=lambda s: s.ts),
+        quorums=sorted((span_of(e) for e in c.by_name[labels.wait_quorum]), key=lambda s: s.ts),
+        group_rank=group_rank_of(kern, c.comm_ops, labels),
+        optimizer_steps=sorted((span_of(e) for e in c.opt_steps), key=lambda s: s.ts),
     )
-
-
-class _Launches:
-    """Host launch calls by ``correlation`` and by ``External id`` (kernel launches and graph replays)."""
-
-    def __init__(self, runtime: list[TraceEvent], labels: LabelSet) -> None:
-        self.graph_names = labels.cuda_graph_launch
-        self.by_corr: dict[int, TraceEvent] = {}
-        self.by_ext: dict[int, list[TraceEvent]] = {}
-        for e in runtime:
-            if not e.name.startswith((*labels.cuda_launch, *labels.cuda_graph_launch)):
-                continue
-            a = args_of(e)
-            if a.correlation is not None:
-                self.by_corr[a.correlation] = e
-            if a.external_id is not None:
-                self.by_ext.setdefault(a.external_id, []).append(e)
-
-    def of(self, k: TraceEvent) -> tuple[TraceEvent | None, bool]:
-        """(the kernel's launch or None, whether an External id that is its own correlation was set aside)."""
-        a = args_of(k)
-        launch = self.by_corr.get(a.correlation) if a.correlation is not None else None
-        if launch is not None or a.external_id is None:
-            return launch, False
-        if a.external_id == a.correlation:
-            return None, True  # kineto's "launch outside the window": the number is no op's id
-        cands = self.by_ext.get(a.external_id, [])
-        before = [e for e in cands if e.ts <= k.ts] or cands
-        return (max(before, key=lambda e: e.ts) if before else None), False
-
-    def is_graph(self, launch: TraceEvent) -> bool:
-        return launch.name.startswith(self.graph_names)
-
-
-_COMPUTE: dict[LabelSet, re.Pattern[bytes]] = {}
-
-
-def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float, float, str]]:
-    """Every non-NCCL kernel with a linked launch: (device, kernel start, launch start, kernel
-    duration, kernel name), by kernel start — the GPU's progress through the host's steps, read
-    from launches, and what the compute kernels took (``ftrun.check.overlap.gpu_overlap``). A second pass over
-    the trace, only for the callers that want it (``scripts/gpu_check.py``): ``extract`` does not
-    decode compute kernels."""
-    if labels not in _COMPUTE:
-        _COMPUTE[labels] = name_filter((), (*labels.cuda_launch, *labels.cuda_graph_launch), cats=(KERNEL,))
-    kernels: list[tuple[Hashable, float, int, float, str]] = []
-    runtime: list[TraceEvent] = []
-    try:
-        for e in trace_events(trace, _COMPUTE[labels]):
-            if e.ph != "X":
-                continue
-            cat = e.cat.lower()
-            if cat == KERNEL and not e.name.startswith(labels.nccl_kernel_any):
-                corr = args_of(e).correlation
-                if corr is not None:
-                    kernels.append((e.pid, e.ts, corr, e.dur, e.name))
-            elif cat in LAUNCH_CATS:
-                runtime.append(e)
-    except msgspec.DecodeError:
-        return []  # extract has already refused a malformed trace
-    links = _Launches(runtime, labels)
-    out = [
-        (dev, ts, links.by_corr[corr].ts, dur, name) for dev, ts, corr, dur, name in kernels if corr in links.by_corr
-    ]
-    out.sort(key=lambda x: x[1])
-    return out
-
-
-class _CommOps:
-    """The host spans around an NCCL launch on its thread: record_param_comms, nccl:<op>, c10d::<op>_."""
-
-    def __init__(self, ops: list[TraceEvent], labels: LabelSet) -> None:
-        self.rpc = _Index([e for e in ops if e.name == labels.param_comms])
-        self.nccl = _Index([e for e in ops if e.name.startswith(labels.nccl_host_prefix)])
-        self.c10d = _Index([e for e in ops if e.name.startswith(labels.c10d_prefix)])
-
-    def info(self, launch: TraceEvent) -> nccl.CommInfo:
-        got = nccl.UNKNOWN
-        rpc = _enclosing(self.rpc, launch)
-        if rpc is not None:
-            got = _param_comms(rpc) or got
-        for index in (self.nccl, self.c10d):
-            op = _enclosing(index, launch)
-            if op is not None:
-                got = nccl.merge(got, nccl.CommInfo(nccl.normalise(op.name), op.name))
-        return got
-
-
-def _link_kernels(
-    kernels: list[TraceEvent],
-    links: _Launches,
-    comm_ops: list[TraceEvent],
-    labels: LabelSet,
-    calls: list[TraceEvent],
-    path: Path,
-    notes: list[str],
-) -> list[Kernel]:
-    """NCCL kernels with their launch, what the trace states about them, and the call they ran in."""
-    ops = _CommOps(comm_ops, labels)
-    call_index = _Index(calls)
-    call_no = {id(c): i for i, c in enumerate(calls)}
-    out: list[Kernel] = []
-    early, worst, graph, outside = 0, 0.0, 0, 0
-    for k in sorted(kernels, key=lambda e: e.ts):
-        a = args_of(k)
-        launch, own = links.of(k)
-        outside += own
-        info = nccl.from_args(args_dict(k), "kernel args") or nccl.UNKNOWN
-        call, is_graph = None, False
-        if launch is not None:
-            if k.ts < launch.ts:
-                early += 1
-                worst = max(worst, launch.ts - k.ts)
-            is_graph = links.is_graph(launch)
-            graph += is_graph
-            enclosing = _enclosing(call_index, launch)
-            call = call_no[id(enclosing)] if enclosing is not None else None
-            info = nccl.merge(info, ops.info(launch))
-        if info.kind is None:
-            info = nccl.merge(
-                info, nccl.CommInfo(nccl.kind_from_kernel_name(k.name, labels.nccl_kernel_any), "kernel name")
-            )
-        stream = (k.pid, a.stream if a.stream is not None else k.tid)
-        out.append(
-            Kernel(
-                k.name,
-                kernel_op(k.name, labels.nccl_kernel_any) or "?",
-                _span(k),
-                stream,
-                _span(launch) if launch is not None else None,
-                call,
-                info,
-                is_graph,
-            )
-        )
-    if early:
-        notes.append(
-            f"{path.name}: {early} NCCL kernel(s) start before their launch (by up to {worst:.1f} us): "
-            "the trace's GPU and CPU clocks disagree; queue delays from it are not reliable"
-        )
-    if graph:
-        notes.append(
-            f"{path.name}: {graph} NCCL kernel(s) replayed from a CUDA graph (cudaGraphLaunch): linked to the replay, "
-            "their queue delay counts from the graph's launch"
-        )
-    if outside:
-        notes.append(
-            f"{path.name}: {outside} NCCL kernel(s) launched before the trace's window (External id = their own "
-            "correlation): not linked to any launch"
-        )
-    return out
-
-
-def _group_rank(kern: list[Kernel], comm_ops: list[TraceEvent], labels: LabelSet) -> int | None:
-    """The rank inside the replica group that torchft's process-group names state (one value), else None."""
-    names = {k.comm.pg_name for k in kern if k.comm.pg_name}
-    for e in comm_ops:
-        if e.name == labels.param_comms:
-            info = _param_comms(e)
-            if info is not None and info.pg_name:
-                names.add(info.pg_name)
-    ranks = {r for r in (nccl.group_rank(n, labels.torchft_pg_name) for n in names) if r is not None}
-    return ranks.pop() if len(ranks) == 1 else None
-
-
-def _enclosing(index: _Index, e: TraceEvent) -> TraceEvent | None:
-    """The indexed span on ``e``'s thread that contains ``e``'s start (latest-starting one)."""
-    got = index.by_thread.get(_thread(e))
-    if not got:
-        return None
-    starts, evs = got
-    i = bisect_left(starts, e.ts + 1e-9) - 1
-    while i >= 0:
-        c = evs[i]
-        if c.ts <= e.ts <= c.ts + c.dur:
-            return c
-        i -= 1
-        if i >= 0 and e.ts - evs[i].ts > 60e6:  # calls are far shorter than a minute
-            break
-    return None
-
-
-def _kernel_collectives(kern: list[Kernel], calls: list[Allreduce]) -> list[Collective]:
-    """One collective per manager.allreduce call (all its kernels); unlinked allreduce kernels alone."""
-    linked = any(k.launch is not None for k in kern)
-    out: list[Collective] = []
-    per_call: dict[int, list[Kernel]] = {}
-    for k in kern:
-        if k.call is not None:
-            per_call.setdefault(k.call, []).append(k)
-        elif not linked and k.kind == "allreduce":
-            out.append(
-                Collective(k.name, k.span, _nelems_shapes(k), k.comm.itemsize, stream=k.stream, kernels=1, kind=k.kind)
-            )
-    for call, ks in per_call.items():
-        ar = calls[call]
-        first, last = ks[0], max(ks, key=lambda k: k.span.end)
-        kinds = "+".join(dict.fromkeys(k.kind or "?" for k in ks))
-        name = f"quantized allreduce ({kinds})" if ar.quantized else kinds
-        # the quantized path moves int8/fp8 buffers: their element size is not the tensor's
-        items = {k.comm.itemsize for k in ks}
-        item = items.pop() if len(items) == 1 and not ar.quantized else None
-        span = Span(first.span.ts, last.span.end, first.span.thread)
-        out.append(
-            Collective(
-                name,
-                span,
-                ar.shapes,
-                item,
-                launch_ts=first.launch.ts if first.launch else None,
-                stream=first.stream,
-                kernels=len(ks),
-                kind=kinds,
-            )
-        )
-    return out
-
-
-def _nelems_shapes(k: Kernel) -> tuple[Shape, ...] | None:
-    return ((k.comm.in_nelems,),) if k.comm.in_nelems is not None else None
