@@ -6,6 +6,7 @@
     python scripts/bench_inspect.py --trace BIG.json --fragments 2 --sync-every 8 --fragment-sync-delay 2
 
     python scripts/bench_inspect.py --large               # ~300 MB: MB/s, peak RSS / file, gzip vs bare zlib
+    python scripts/bench_inspect.py --parallelism --size-mb 10   # folder / gzip / large: ratios vs one process
     python scripts/bench_inspect.py --ftrun "python -m ftrun"   # time another ftrun (e.g. PYTHONPATH=OTHER_TREE)
 
 ftrun's .pyc files are written first (``compileall``), as any install has them: under
@@ -56,8 +57,9 @@ def read_json(path: Path) -> dict:
     return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 
 
-def synthesize(src: Path, out: Path, size_mb: float, sync_every: int, fragments: int) -> Path:
-    """Write ``out`` (plain JSON) by replicating ``src`` until it is about ``size_mb`` MB."""
+def synthesize(src: Path, out: Path, size_mb: float, sync_every: int, fragments: int, shift_us: float = 0.0) -> Path:
+    """Write ``out`` (plain JSON) by replicating ``src`` until it is about ``size_mb`` MB, every
+    timestamp moved by ``shift_us`` (distinct traces of the same size)."""
     d = read_json(src)
     events = d["traceEvents"]
     xs = [e for e in events if e.get("ph") == "X"]
@@ -72,7 +74,7 @@ def synthesize(src: Path, out: Path, size_mb: float, sync_every: int, fragments:
     for k in range(copies):
         for e in xs:
             c = dict(e)
-            c["ts"] = e["ts"] + k * t_span
+            c["ts"] = e["ts"] + k * t_span + shift_us
             name = c.get("name", "")
             if (m := STEP_RE.match(name)) is not None:
                 c["name"] = f"{m[1]}{int(m[2]) + k * shift_steps}"
@@ -304,6 +306,63 @@ def run_cli(trace: Path, flags: list[str], repeat: int) -> tuple[float, int]:
     return best, int(rss)
 
 
+CHILD_PARALLEL = """
+import os, sys, time
+from ftrun.check.analyze import analyze
+from ftrun.trace import stream
+mode, path, F, H, T = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+if mode == "one":  # one process reads everything, one file after another
+    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES = 1 << 62, None
+elif mode == "split":  # every file, plain or gzip, in two halves at once
+    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES = 0, 0
+t, c = time.perf_counter(), os.times()
+analyze([path], fragments=F, sync_every=H, fragment_sync_delay=T)
+w, d = time.perf_counter() - t, os.times()
+print(w, (d.user - c.user) + (d.system - c.system) + (d.children_user - c.children_user)
+      + (d.children_system - c.children_system))
+"""
+
+
+def parallelism(args, tmp: Path) -> None:
+    """``--parallelism``: how trace reading's parallelism pays, as ratios against the one-process
+    read of the same files in the same run: a folder of ``--files`` plain traces of ``--size-mb``,
+    the same gzip'd, and one ``--large-mb`` plain file; for each, the tree's default choice and
+    the split of every file (``split``). Wall is best of ``--repeat``, CPU (this process and its
+    forked children) that run's: on a shared machine the CPU time is the steadier of the two."""
+    src, F, H, T = source_trace(args, tmp)
+    folder, gz = tmp / "folder", tmp / "gz"
+    for d in (folder, gz):
+        d.mkdir()
+    for k in range(args.files):  # one trace per replica group, each its own (the same one twice is refused)
+        synthesize(src, folder / f"replica{k}_rank0.json", args.size_mb, H, F, shift_us=k * 10.0)
+    for f in sorted(folder.iterdir()):
+        child(CHILD_GZIP, str(f), str(gz / (f.name + ".gz")), timeout=1800)
+    cases = [("folder", folder), ("gzip", gz)]
+    for mb in (float(x) for x in args.large_mb.split(",")):
+        (big := tmp / f"large{mb:g}").mkdir()
+        synthesize(src, big / "rank0.json", mb, H, F)
+        cases.append((f"large{mb:g}MB", big))
+    sched = [str(F), str(H), str(T)]
+    out: dict = {"bench": "inspect-parallelism", "files": args.files, "size_mb": args.size_mb}
+    for case, path in cases:
+        out[f"{case}_mb"] = round(sum(f.stat().st_size for f in path.iterdir()) / 1e6, 1)
+        runs = {m: [child(CHILD_PARALLEL, m, str(path), *sched) for _ in range(args.repeat)] for m in MODES}
+        best = {m: min(runs[m], key=lambda r: float(r[0])) for m in MODES}
+        base_w, base_c = float(best["one"][0]), float(best["one"][1])
+        for m in MODES[1:]:
+            w, c = float(best[m][0]) / base_w, float(best[m][1]) / base_c
+            out[f"{case}_{m}_wall"], out[f"{case}_{m}_cpu"] = round(w, 2), round(c, 2)
+            print(
+                f"{case:6s} {m:7s}: wall {w:.2f}x, CPU {c:.2f}x the one-process read "
+                f"({base_w:.2f} s wall, {base_c:.2f} s CPU)"
+            )
+    out["load_avg"] = load_avg()
+    print(json.dumps(out))
+
+
+MODES = ("one", "default", "split")
+
+
 def load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -382,6 +441,16 @@ def main() -> None:
     p.add_argument("--no-gz", action="store_true", help="--large: skip the gzip measurement")
     p.add_argument("--no-hta", action="store_true")
     p.add_argument(
+        "--parallelism",
+        action="store_true",
+        help="ratios against the one-process read: a folder of --files traces of --size-mb, the same gzip'd, "
+        "and one --large-mb file",
+    )
+    p.add_argument("--files", type=int, default=8, help="--parallelism: files in the folder (default 8)")
+    p.add_argument(
+        "--large-mb", default="80", help="--parallelism: the large files' sizes, comma-separated (default 80)"
+    )
+    p.add_argument(
         "--hta-path",
         default=os.environ.get("FTRUN_HTA_PATH"),
         help="a folder HTA was installed into (pip install --target DIR traceinsight), put on the HTA "
@@ -399,6 +468,9 @@ def main() -> None:
         tmp = Path(tmpd)
         if args.large:
             large(args, tmp)
+            return
+        if args.parallelism:
+            parallelism(args, tmp)
             return
         if args.trace is not None:
             trace, F, H, T = args.trace, args.fragments, args.sync_every, args.fragment_sync_delay

@@ -49,7 +49,13 @@ _INFLATED = 8 << 20  # gzip: bytes inflated per call (the thread waits for the G
 _WINDOW = 4 << 20  # bytes from the split point in which the seam is looked for
 _PAUSE = object()  # on a gzip source's queue: its first half ends here
 _TRIES = 4  # cuts tried, last one first, before reading more (a cut inside a string does not decode)
-PARALLEL_BYTES = 8 << 20  # a file this large is read in two halves at once (a fork: ~2 ms; a 19 MB trace 7% sooner)
+# A plain file this large is read in two halves at once (scripts/bench_inspect.py --parallelism):
+# from a 37 MB file on it took 0.46-0.56x the one-process read's wall and no more CPU, while a
+# folder of 19 MB files split one by one took 1.34-1.46x the CPU (and more wall on a busy host).
+PARALLEL_BYTES = 32 << 20
+# A gzip stream is never split (None): both processes inflate it up to the seam (a folder of gzip
+# traces split took 2.1x the CPU, no less wall: scripts/bench_inspect.py --parallelism).
+GZ_PARALLEL_BYTES: int | None = None
 FIRST_HALF = 0.5  # of the file, read here (this process also decodes what the child sends back, but the child
 # places its held copies too: measured, a half each finishes together)
 GZ_FIRST_HALF = 0.52  # of a gzip stream's inflated bytes (the child inflates the first part too, unused: measured)
@@ -427,8 +433,9 @@ class TraceFile:
     only after all the others (held until every such span is known): a superset of what a
     caller nesting it in those spans finds, without the many that lie outside any (aten::copy_).
 
-    With ``keep``, a large file (``PARALLEL_BYTES`` or more of JSON; a gzip stream's size by
-    its trailer) on a machine with a second CPU is read in two halves at once: a forked child
+    With ``keep``, a large plain file (``PARALLEL_BYTES`` or more of JSON; a gzip stream only
+    where ``GZ_PARALLEL_BYTES`` is set, by its trailer's size) on a machine with a second CPU
+    is read in two halves at once: a forked child
     (``ftrun.trace.forked``) decodes the second half from a seam found near the middle (a
     gzip stream: the child inflates it too, to the same seam) and sends back its kept events,
     re-encoded, and its held ones within the containers of either half (this process sends it
@@ -541,8 +548,10 @@ class TraceFile:
             src.until, src.start = seam
             most = 4 * (src.size - src.start) + (1 << 20)
             return Forked(lambda inbox: self._second_half(src.fd, seam[1], None, inbox), max_bytes=most)
-        size = src.inflated_size() if src.gz else 0
-        if PARALLEL_BYTES <= size <= self.limit:
+        if not src.gz or GZ_PARALLEL_BYTES is None:
+            return None
+        size = src.inflated_size()
+        if GZ_PARALLEL_BYTES <= size <= self.limit:
             src.split = at = int(size * GZ_FIRST_HALF)
             return Forked(lambda inbox: self._second_half(src.fd, 0, at, inbox), max_bytes=4 * (size - at) + (1 << 20))
         return None

@@ -56,6 +56,7 @@ def _no_children() -> bool:
 @pytest.fixture
 def small(monkeypatch):
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 1 << 20)
+    monkeypatch.setattr(stream, "GZ_PARALLEL_BYTES", 1 << 20)  # the gzip split, off by default, still works
     made = []
     real = stream.Forked
 

@@ -21,6 +21,7 @@ from ftrun.trace.stream import TraceFile
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_trace_renamed_over_before_the_child_reads_it(tmp_path, monkeypatch, gz):
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 1 << 20)
+    monkeypatch.setattr(stream, "GZ_PARALLEL_BYTES", 1 << 20)  # the gzip split, off by default, still works
     p = _trace(tmp_path, 20000, gz=gz)
     whole = extract(p, load_trace(p))
     raw = p.read_bytes()

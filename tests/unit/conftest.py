@@ -60,6 +60,7 @@ def halves(monkeypatch):
     monkeypatch.setattr(stream, "Forked", _InProcess)
     monkeypatch.setattr(stream.forked, "usable", lambda: True)
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(stream, "GZ_PARALLEL_BYTES", 0)
     monkeypatch.setattr(stream, "CHUNK", 512)
     monkeypatch.setattr(stream, "_INFLATED", 300)  # a gzip stream in pieces that cut across the seam
     return _InProcess

@@ -130,12 +130,32 @@ def test_events_re_encoded_by_the_child_decode_to_the_same(halves, tmp_path):
 
 def test_small_files_are_read_in_one_piece(halves, tmp_path, monkeypatch):
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 1 << 20)
+    monkeypatch.setattr(stream, "GZ_PARALLEL_BYTES", 1 << 20)  # a gzip split, where enabled, has its threshold too
     p = _write(tmp_path, _events(50))
     list(TraceFile(p).chunks(lambda name: True))
     gz = tmp_path / "t.json.gz"
     gz.write_bytes(gzip.compress(json.dumps({"traceEvents": _events(50)}).encode()))
     list(TraceFile(gz).chunks(lambda name: True))
     assert halves.made == []
+
+
+def test_the_split_is_chosen_by_what_pays(halves, tmp_path, monkeypatch):
+    """Issue 42 item 17: a plain file from ``PARALLEL_BYTES`` is split; a gzip stream never is by
+    default (both processes would inflate it up to the seam), however large."""
+    monkeypatch.setattr(stream, "PARALLEL_BYTES", 1 << 10)
+    monkeypatch.setattr(stream, "GZ_PARALLEL_BYTES", None)  # the tree's default (halves sets 0)
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(json.dumps({"traceEvents": _events(200)}).encode()))
+    list(TraceFile(gz).chunks(lambda name: True))
+    assert halves.made == []
+    list(TraceFile(_write(tmp_path, _events(200))).chunks(lambda name: True))
+    assert len(halves.made) == 1
+
+
+def test_the_measured_defaults():
+    """Split only plain files of 32 MB and more (a folder of 19 MB files split cost 1.3-1.5x the
+    CPU); never a gzip stream (scripts/bench_inspect.py --parallelism)."""
+    assert stream.PARALLEL_BYTES == 32 << 20 and stream.GZ_PARALLEL_BYTES is None
 
 
 def _gz(tmp_path: Path, events: list[dict], **keys) -> Path:
