@@ -347,7 +347,9 @@ class LifecycleEvent(msgspec.Struct, omit_defaults=True):
     Manager constructed: its server heartbeats the lighthouse), ``configure`` (torchft's
     process-group ``configure`` for quorum ``quorum_id``), ``send_checkpoint`` (this rank staged
     its state for healing peers ``peers``; torchft's HTTP transport serves it afterwards),
-    ``recv_checkpoint`` (this rank fetched a peer's state, ``peers`` = [source replica rank]).
+    ``recv_checkpoint`` (this rank fetched a peer's state, ``peers`` = [source replica rank]),
+    ``gave_up_waiting`` (past ``--steps``, this rank stopped after training step ``step`` at
+    ``--quorum-timeout`` without relaunched groups ``peers`` back: ``ftrun.worker.stop``).
     ``t_start``/``t``: unix times at start / end (equal for instants); ``bytes``: tensor bytes of
     the state dict sent or received; ``step``: the manager step torchft healed to;
     ``hold_s``: the emulated link's hold of the transfer (``--link``), inside ``t_start..t``.
