@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,9 @@ def draw_utilisation(result: dict, path: Path) -> Path:
     return path
 
 
+TITLE_CHARS = 100  # characters of a 9-point title across the 8-inch figure, with its margins
+
+
 def utilisation_figure(result: dict):
     """``draw_utilisation``'s figure (the caller closes it)."""
     import matplotlib
@@ -308,11 +312,12 @@ def utilisation_figure(result: dict):
     ax.set_xlabel("bandwidth per replica (bit/s)")
     ax.set_ylabel("compute utilisation (predicted)")
     ax.set_ylim(0, 1.02)
-    ax.set_title(
+    title = (
         f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
-        f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms",
-        fontsize=9,
+        f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms"
     )
+    # wrapped to the figure's width (a long source, e.g. a run dir's path, was clipped on both sides)
+    ax.set_title(textwrap.fill(title, TITLE_CHARS, break_long_words=True, break_on_hyphens=False), fontsize=9)
     # under the axes, not in them: the marks' labels sit anywhere along both edges of the plot
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     ax.grid(True, which="both", alpha=0.3)

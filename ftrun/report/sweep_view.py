@@ -262,6 +262,8 @@ def draw(result: dict[str, Any], path: Path, metric: str) -> Path:
             from matplotlib.ticker import MaxNLocator
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if ax.get_ylim()[0] > 0:  # from 0: a small difference drawn from its own minimum looks large
+            ax.set_ylim(bottom=0)
         ax.set_xlabel(x_key)
         ax.set_ylabel(METRICS.get(metric, metric))
         ax.set_title(f"{METRICS.get(metric, metric)} vs {x_key} (sweep {result['name']})", fontsize=10)

@@ -487,3 +487,30 @@ def test_layers_per_fragment_data_parallel_and_training_totals() -> None:
 )
 def test_paper_scale_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
     one_line(invoke(*args), needle)
+
+
+def test_png_title_stays_inside_the_figure() -> None:
+    """Issue 42: a long source in the PNG's title was clipped on both sides; it wraps to the figure's width."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ftrun.report.plan_view import utilisation_figure
+
+    res = invoke(
+        "--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", "1gbit..100gbit,10ms", "--json"
+    )
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.output)
+    result["source"] = "profiles/compare-a-long-name/" + "streaming-run-with-a-long-directory-name/" * 4
+    fig = utilisation_figure(result)
+    try:
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        title = fig.axes[0].title.get_window_extent(r)
+        whole = fig.bbox
+        assert whole.x0 <= title.x0 and title.x1 <= whole.x1 and title.y1 <= whole.y1, (title, whole)
+        assert result["source"].replace("/", "") in fig.axes[0].get_title().replace("\n", "").replace("/", "")
+    finally:
+        plt.close(fig)

@@ -228,6 +228,22 @@ def test_pictures(tmp_path):
     assert sweep_view._numeric_axis(line_res) == "fragment_sync_delay" and sweep_view._numeric_axis(grid_res) is None
 
 
+def test_the_line_plot_starts_at_zero(tmp_path, monkeypatch):
+    """Issue 42: sweep.png's y-axis started at the smallest value, so 10.0 vs 10.5 steps/s looked large."""
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig.axes[0].get_ylim()), close(fig)))
+    res = _result(
+        [{"key": "fragment_sync_delay", "values": [0, 1, 2]}],
+        [_cell({"fragment_sync_delay": t}, "pass", steps_per_s=10.0 + t / 4) for t in (0, 1, 2)],
+    )
+    sweep_view.draw(res, tmp_path / "l.png", "steps_per_s")
+    (bottom, top) = drawn[0]
+    assert bottom == 0 and top >= 10.5, drawn
+
+
 def test_cell_config_file_round_trips(tmp_path):
     """The TOML a cell's `ftrun train --config` reads gives back the very configuration planned."""
     from ftrun import config as cfgmod
