@@ -383,7 +383,22 @@ def outputs(
 ) -> tuple[dict, list[list]]:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns
     the result and the check reports (per configuration, per repeat).
-    ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read)."""
+    ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read).
+    A failure anywhere (a full disk while drawing) leaves no compare dir this call made holding
+    only its marker."""
+    with removed_if_empty_on_error(cmp_dir):
+        return _outputs(names, run_dirs, cmp_dir, link_info, expect_hidden, overwrite)
+
+
+def _outputs(
+    names: list[str],
+    run_dirs: list,
+    cmp_dir: Path,
+    link_info: dict[str, Any],
+    expect_hidden: float | None,
+    overwrite: bool = False,
+) -> tuple[dict, list[list]]:
+    """``outputs``' work."""
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics
     from ftrun.report.compare_view import conclusion, explanation, write_markdown
@@ -413,11 +428,13 @@ def outputs(
     rec_lanes = [
         lane for n, reps in zip(names, run_dirs, strict=True) for lane in recovery_lanes(n, _breakdown(reps[0]))
     ]
+    repeats = len(run_dirs[0])
     timeline = draw(
         lanes,
         cmp_dir / "timeline.png",
         f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
-        + (" (emulated)" if link_info.get("emulated") else ""),
+        + (" (emulated)" if link_info.get("emulated") else "")
+        + (f" · repeat 1 of {repeats} drawn (each configuration's first run)" if repeats > 1 else ""),
         overwrite=overwrite,
         recovery=rec_lanes,
     )
