@@ -121,9 +121,13 @@ def recovery_lines(rec: dict[str, Any]) -> list[str]:
 
 
 def print_recovery(console: Any, recs: list[dict[str, Any]]) -> None:
+    """Each breakdown's table, its notes and the legend. On a terminal the notes wrap at word
+    boundaries to its width (a 400-character line broke mid-word); piped, each stays one line
+    (a log or a grep reads it whole)."""
+    one_line = not console.is_terminal
     for rec in recs:
         console.print(recovery_table(rec))
         for ln in recovery_lines(rec):
-            console.print(ln, soft_wrap=True)
+            console.print(ln, soft_wrap=one_line)
     if recs:
-        console.print(LEGEND, soft_wrap=True)
+        console.print(LEGEND, soft_wrap=one_line)

@@ -298,3 +298,23 @@ def test_train_prints_the_breakdown_of_a_hang_too(capsys) -> None:
     print_summary(msgspec.convert(s, layout.TrainSummary))
     out = capsys.readouterr().out
     assert "recovery · hang 1@15" in out and "not relaunched: a hang is" in out  # (the note column wraps)
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_notes_wrap_to_a_terminals_width(terminal) -> None:
+    """Issue 42: the breakdown's notes and legend printed 224-415-character lines on an
+    80-column terminal; there they wrap to its width, piped they stay one line each."""
+    import io
+
+    from rich.console import Console
+
+    from ftrun.report.recovery_view import LEGEND, print_recovery
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=80, force_terminal=terminal, color_system=None, highlight=False)
+    print_recovery(con, [_rec()])
+    lines = buf.getvalue().splitlines()
+    if terminal:
+        assert max(map(len, lines)) <= 80, max(lines, key=len)
+    else:
+        assert LEGEND in lines  # whole, for a log or a grep
