@@ -701,7 +701,9 @@ def plan_cmd(
             other += ["--data-parallel"] if data_parallel else []
             if other:
                 raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
-            return cmd.check(check, tolerance, json_out)
+            from ftrun.commands.plan_check import check as check_cmd
+
+            return check_cmd(check, tolerance, json_out)
         if tolerance != 0.25:
             raise BadInput(f"--tolerance {tolerance}: applies only with --check")
         return cmd.plan(

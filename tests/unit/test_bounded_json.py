@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands.plan import check
+from ftrun.commands.plan_check import check
 from ftrun.errors import BadInput
 from ftrun.small_files import decode_json, read_json
 from ftrun.trace.load import load_trace

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands.plan import commit_times, measure_arrivals, measure_reconfigure
+from ftrun.commands.plan_measure import commit_times, measure_arrivals, measure_reconfigure
 from ftrun.plan import Workload, simulate
 from ftrun.schedule import Schedule
 from ftrun.trace.sync_costs import sync_costs

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from test_plan_cli import invoke
 
-from ftrun.commands.plan import read_run, real_collective_times, real_collectives, real_pace_s
+from ftrun.commands.plan import real_collectives
+from ftrun.commands.plan_measure import read_run, real_collective_times, real_pace_s
 from ftrun.plan import Workload, simulate
 from ftrun.schedule import Schedule
 

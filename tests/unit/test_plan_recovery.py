@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ftrun.check.recovery import PHASES, Recovery
-from ftrun.commands.plan import RECOVERY_FLOOR_S, recovery_rows
+from ftrun.commands.plan_check import RECOVERY_FLOOR_S, recovery_rows
 from ftrun.plan_recovery import RecoveryInputs, heal_bytes, predict_recovery
 from ftrun.schedule import Schedule
 

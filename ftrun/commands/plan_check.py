@@ -1,0 +1,322 @@
+"""``ftrun plan --check DIR``: predict every run of a compare dir (``report.json``) or sweep dir
+(``sweep.json``) from its own run dir on the link it was trained on, or the recovery of a
+``--kill`` run dir (``ftrun.plan_recovery``), and compare with what it measured; exit 1 when a
+gated figure is outside the tolerance. Torch-free."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ftrun import layout
+from ftrun.commands.plan import LOOPBACK
+from ftrun.commands.plan_measure import read_run, recovery_inputs
+from ftrun.errors import BadInput
+from ftrun.plan import (
+    simulate,
+)
+from ftrun.plan_bounds import strict_json
+from ftrun.plan_recovery import (
+    MEASURED_ONLY,
+    RecoveryPrediction,
+    predict_recovery,
+    within as within_recovery,
+)
+from ftrun.small_files import read_json
+
+# Bytes of a compare dir's report.json or a sweep dir's sweep.json read at most (--check): a row
+# per run or cell, kilobytes each; a thousand-cell sweep is a few MB
+RESULT_LIMIT = 256 << 20
+
+EXPOSED_FLOOR_MS = 5.0  # an exposed-time error this small always passes --check
+
+# --- --check ---------------------------------------------------------------------------------
+
+
+def _run_dirs(root: Path, given: Any) -> list[Path]:
+    """Run dirs as a report recorded them: relative to the report's dir (``compare``'s
+    ``as_recorded``), else as given (absolute, or relative to the cwd compare ran in: earlier
+    reports); a dir that moved is looked up next to the report (a sweep's cells)."""
+    dirs = []
+    if given is not None and not isinstance(given, str | list):
+        raise BadInput(f"--check {root}: a run's run dirs are {type(given).__name__}, not a path or a list of paths")
+    for d in given.split(",") if isinstance(given, str) else list(given or []):
+        if not isinstance(d, str):
+            raise BadInput(f"--check {root}: a run dir {d!r} is not a path")
+        tries = [root / d, Path(d), root / Path(d).name]  # (root / an absolute d is d)
+        p = next((t for t in tries if (t / layout.MANIFEST).is_file()), Path(d))
+        if not (p / layout.MANIFEST).is_file():
+            raise BadInput(f"--check {root}: run dir {d} is missing (no {layout.MANIFEST})")
+        dirs.append(p)
+    if not dirs:
+        raise BadInput(f"--check {root}: a run names no run dir")
+    return dirs
+
+
+def _measured_runs(root: Path) -> list[dict]:
+    """[{name, dirs: [[run dir, ...] per repeat], link, measured}] from report.json or sweep.json."""
+
+    def load(path: Path) -> dict:
+        got = read_json(path, RESULT_LIMIT, "result", python_json=True)  # bounded in size and depth
+        if not isinstance(got, dict):
+            raise BadInput(f"{path}: not an ftrun result (a JSON {type(got).__name__}, not an object)")
+        return got
+
+    def rows(path: Path, got: dict, key: str) -> list[dict]:
+        """``got[key]``: a list of objects (one line naming the file and the key, else)."""
+        xs = got.get(key, [])
+        if not isinstance(xs, list) or not all(isinstance(x, dict) for x in xs):
+            raise BadInput(f"{path}: not an ftrun result ({key}: not a list of objects)")
+        return xs
+
+    def number(path: Path, row: dict, key: str) -> float | None:
+        v = row.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise BadInput(f"{path}: not an ftrun result ({key}: {v!r} is not a number)")
+        return v
+
+    if (root / "report.json").is_file():
+        path = root / "report.json"
+        rep = load(path)
+        out = []
+        for r in rows(path, rep, "runs"):
+            if not isinstance(r.get("name"), str):
+                raise BadInput(f"{path}: not an ftrun result (a run without a name)")
+            repeats = rows(path, r, "repeat_runs") or [r]
+            data, ctrl = number(path, r, "per_sync_exposed_ms"), number(path, r, "per_sync_exposed_control_ms")
+            number(path, r, "steps_per_s")
+            out.append(
+                {
+                    "name": r["name"],
+                    "dirs": [_run_dirs(root, x.get("run_dirs") or x.get("run_dir")) for x in repeats],
+                    "link": r.get("link") or rep.get("link"),
+                    "measured": {
+                        "exposed_ms_per_sync": None if data is None or ctrl is None else data + ctrl,
+                        "exposed_data_ms_per_sync": data,
+                        "exposed_control_ms_per_sync": ctrl,
+                        "steps_per_s": r.get("steps_per_s"),
+                    },
+                }
+            )
+        return out
+    if (root / "sweep.json").is_file():
+        path = root / "sweep.json"
+        cells = rows(path, load(path), "cells")
+        out = []
+        for i, c in enumerate(cells):
+            dirs = _run_dirs(root, c.get("run_dir"))
+            data, ctrl = number(path, c, "exposed_comm_per_sync_ms"), number(path, c, "exposed_control_per_sync_ms")
+            number(path, c, "steps_per_s")
+            name = c.get("name") or (Path(c["run_dir"]).name if isinstance(c.get("run_dir"), str) else f"cell{i}")
+            out.append(
+                {
+                    "name": name,
+                    "dirs": [dirs],
+                    "link": None,
+                    # a sweep reports the data plane (compare's exposed_comm); control only when it says so
+                    "measured": {
+                        "exposed_ms_per_sync": data + ctrl if data is not None and ctrl is not None else data,
+                        "exposed_data_ms_per_sync": data,
+                        "exposed_control_ms_per_sync": ctrl,
+                        "steps_per_s": c.get("steps_per_s"),
+                    },
+                    "planes": "data+control" if ctrl is not None else "data",
+                }
+            )
+        return out
+    raise BadInput(f"--check {root}: neither a compare dir (report.json) nor a sweep dir (sweep.json)")
+
+
+def error_of(pred: float | None, meas: float | None) -> float | None:
+    """Relative error (pred - meas) / meas; None when either is missing or meas is 0."""
+    if pred is None or meas is None or meas == 0:
+        return None
+    return (pred - meas) / meas
+
+
+def within(key: str, pred: float | None, meas: float | None, tolerance: float) -> bool | None:
+    """Exposed times pass within ``tolerance`` or ``EXPOSED_FLOOR_MS``; rates within ``tolerance``."""
+    if pred is None or meas is None:
+        return None
+    if key.startswith("exposed") and abs(pred - meas) <= EXPOSED_FLOOR_MS:
+        return True
+    return meas != 0 and abs(pred - meas) <= tolerance * abs(meas)
+
+
+CHECKED = ("exposed_ms_per_sync", "exposed_data_ms_per_sync", "exposed_control_ms_per_sync", "steps_per_s")
+GATED = ("exposed_ms_per_sync", "steps_per_s")  # exit 1 when one is outside tolerance; the split is diagnosis
+
+
+def check(dir_: str, tolerance: float, json_out: bool) -> int:
+    from ftrun.report.plan_view import print_check
+
+    if not 0.0 < tolerance < 10.0:
+        raise BadInput(f"--tolerance {tolerance}: must be a fraction > 0, e.g. 0.25")
+    root = Path(dir_)
+    if not root.is_dir():
+        raise BadInput(f"--check {dir_}: not a directory")
+    if (root / layout.MANIFEST).is_file() and not (root / "report.json").is_file():
+        return check_recovery(root, tolerance, json_out)
+    runs = []
+    for mr in _measured_runs(root):
+        preds, expect = [], []
+        for dirs in mr["dirs"]:
+            inp = read_run(dirs)
+            link = inp.link or LOOPBACK
+            if mr["link"] is None:
+                mr["link"] = {
+                    "bandwidth_bps": link.bandwidth_bps,
+                    "latency_s": link.latency_s,
+                    "describe": link.describe() if inp.link else "loopback (no emulated link)",
+                }
+            preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
+            # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
+            expect.append(
+                simulate(
+                    replace(
+                        inp.work,
+                        replay=(),
+                        replay_send=(),
+                        replay_sync=(),
+                        step_times=(),
+                        commit_times=(),
+                        real_times=(),  # its real collectives at their pace over every timed send
+                    ),  # its one-off events stay: its stalls, its first quorum's reconfigure
+                    inp.schedule,
+                    link.bandwidth_bps,
+                    link.latency_s,
+                    inp.steps,
+                ).as_dict()
+            )
+        # compare reports the median of its repeats: predict each repeat, take the median too
+        pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
+        expected = {k: statistics.median(p[k] for p in expect) for k in CHECKED}
+        planes = mr.get("planes", "data+control")
+        if planes == "data":
+            pred_all["exposed_ms_per_sync"] = pred_all["exposed_data_ms_per_sync"]
+        meas = mr["measured"]
+        predicted = {k: pred_all[k] for k in CHECKED}
+        errors = {k: error_of(predicted[k], meas.get(k)) for k in CHECKED}
+        ok = {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}
+        runs.append(
+            {
+                "name": mr["name"],
+                "planes": planes,
+                "link": mr["link"],
+                "repeats": len(preds),
+                "predicted": predicted,
+                "expected_from_statistics": expected,
+                "measured": {k: meas.get(k) for k in CHECKED},
+                "error": errors,
+                "within_tolerance": ok,
+            }
+        )
+    if not runs:
+        raise BadInput(f"--check {dir_}: no runs to check")
+    failed = [f"{r['name']}: {k}" for r in runs for k in GATED if r["within_tolerance"][k] is False]
+    # a run none of whose gated figures was measured is no evidence either way: named, never a pass
+    unchecked = [r["name"] for r in runs if all(r["within_tolerance"][k] is None for k in GATED)]
+    result = {
+        "check": str(root),
+        "tolerance": tolerance,
+        "exposed_floor_ms": EXPOSED_FLOOR_MS,
+        "runs": runs,
+        "verdict": verdict(failed, compared=len(runs) - len(unchecked)),
+        "outside_tolerance": failed,
+        "not_checked": unchecked,
+    }
+    if json_out:
+        print(strict_json(result))
+    else:
+        print_check(result)
+    return 0 if result["verdict"] == "pass" else 1
+
+
+def verdict(failed: list[str], compared: int) -> str:
+    """fail: something outside tolerance; not checked: nothing was compared; else pass."""
+    return "fail" if failed else "not checked" if not compared else "pass"
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+RECOVERY_FLOOR_S = 0.2  # a phase error this small always passes: the lighthouse's 100 ms tick and a step's length
+RECOVERY_GATED = ("detect", "heal", "catch_up", "total")
+
+
+def recovery_rows(pred: RecoveryPrediction, recs: list[Any], tolerance: float) -> tuple[list[dict], list[str]]:
+    """Each fault's breakdown (``ftrun.check.recovery.Recovery``: each phase's own interval, the
+    total) against the prediction, and what is outside tolerance (a predicted phase, the total,
+    or heal bytes that differ from what torchft sent). Relaunch, join and reconfigure are inputs."""
+    rows = []
+    for rec in recs:
+        meas: dict[str, float | None] = {k: (s[1] - s[0]) if s is not None else None for k, s in rec.spans.items()}
+        meas["total"] = rec.total_s
+        p = dict(pred.phases)
+        p["total"] = pred.total_s
+        ok = {k: within_recovery(p.get(k), meas.get(k), tolerance, RECOVERY_FLOOR_S) for k in p}
+        for k in MEASURED_ONLY:
+            ok[k] = None  # inputs: measured, not predicted
+        rows.append(
+            {
+                "fault": rec.fault,
+                "replica": rec.replica,
+                "predicted": p,
+                "measured": meas,
+                "how": pred.how,
+                "heal_bytes": {"predicted": pred.heal_bytes, "measured": rec.heal_bytes, "sent": rec.heal_bytes_sent},
+                "within_tolerance": ok,
+                "error": {k: error_of(p.get(k), meas.get(k)) for k in p},
+            }
+        )
+    failed = [f"{r['fault']}: {k}" for r in rows for k in RECOVERY_GATED if r["within_tolerance"].get(k) is False]
+    failed += [
+        f"{r['fault']}: heal bytes"
+        for r in rows
+        if r["heal_bytes"]["measured"] is not None and r["heal_bytes"]["measured"] != r["heal_bytes"]["predicted"]
+    ]
+    return rows, failed
+
+
+def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
+    """``--check RUN_DIR`` of a run with a ``--kill``: each fault's predicted vs measured phases."""
+    from ftrun.check.recovery import recovery_of_run_dir
+    from ftrun.report.plan_view import print_recovery_check
+
+    recs = [x for x in recovery_of_run_dir(root) if x.fault.startswith("kill")]
+    if not recs:
+        raise BadInput(f"--check {root}: a run dir, but no --kill fired in it (nothing to compare a recovery with)")
+    inp = read_run([root])
+    x = recovery_inputs(root, inp, with_measured=True)
+    link = inp.link
+    pred = predict_recovery(x, link.bandwidth_bps if link else None, link.latency_s if link else 0.0)
+    rows, failed = recovery_rows(pred, recs, tolerance)
+    result = {
+        "check": str(root),
+        "kind": "recovery",
+        "tolerance": tolerance,
+        "floor_s": RECOVERY_FLOOR_S,
+        "link": None
+        if link is None
+        else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s, "describe": link.describe()},
+        "recovery": rows,
+        "verdict": recovery_verdict(rows, failed),
+        "outside_tolerance": failed,
+    }
+    if json_out:
+        print(strict_json(result))
+    else:
+        print_recovery_check(result)
+    return 0 if result["verdict"] == "pass" else 1
+
+
+def recovery_verdict(rows: list[dict], failed: list[str]) -> str:
+    """``verdict`` of ``recovery_rows``: compared = the faults with a gated phase or the heal bytes measured."""
+    compared = sum(
+        1
+        for r in rows
+        if r["heal_bytes"]["measured"] is not None
+        or any(r["within_tolerance"].get(k) is not None for k in RECOVERY_GATED)
+    )
+    return verdict(failed, compared)
