@@ -121,13 +121,12 @@ def recovery_lines(rec: dict[str, Any]) -> list[str]:
 
 
 def print_recovery(console: Any, recs: list[dict[str, Any]]) -> None:
-    """Each breakdown's table, its notes and the legend. On a terminal the notes wrap at word
-    boundaries to its width (a 400-character line broke mid-word); piped, each stays one line
-    (a log or a grep reads it whole)."""
-    one_line = not console.is_terminal
+    """Each breakdown's table, its notes and the legend, the notes wrapped at word boundaries to
+    the console's width (``COLUMNS``; 80 piped) as the rest of train's and inspect's lines are
+    (unwrapped, they were 224-415-character lines)."""
     for rec in recs:
         console.print(recovery_table(rec))
         for ln in recovery_lines(rec):
-            console.print(ln, soft_wrap=one_line)
+            console.print(ln, soft_wrap=False)
     if recs:
-        console.print(LEGEND, soft_wrap=one_line)
+        console.print(LEGEND, soft_wrap=False)
