@@ -41,11 +41,21 @@ def run_dir(tmp_path_factory) -> Path:
     return out / "r"
 
 
+def _as_from_a_terminal() -> None:
+    """SIGHUP at its default, as for a command typed in a terminal: a suite run under ``nohup``
+    passes SIGHUP ignored to its children, and ftrun rightly keeps an ignored SIGHUP ignored."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _view(run_dir: Path, tmp: Path) -> tuple[subprocess.Popen, Path]:
     """A started view (its URL printed) and its temp dir."""
     err = tmp / "view.err"
     proc = subprocess.Popen(
-        [*FTRUN, "view", str(run_dir), "--port", "0"], stdout=subprocess.PIPE, stderr=err.open("wb"), text=True
+        [*FTRUN, "view", str(run_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=err.open("wb"),
+        text=True,
+        preexec_fn=_as_from_a_terminal,
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout or ()], daemon=True).start()
@@ -118,7 +128,11 @@ def test_view_ended_by_sighup_or_sigkill_leaves_no_process_and_no_temp_dir(run_d
 def test_train_hung_up_says_so_reaps_its_children_and_records_the_stop(tmp_path):
     cmd = [*FTRUN, "train", "--steps", "400", "--step-sleep-ms", "50", "--profile", "none", *SMALL]
     proc = subprocess.Popen(
-        [*cmd, "--out", str(tmp_path), "--run-name", "hup"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "--out", str(tmp_path), "--run-name", "hup"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_from_a_terminal,
     )
     watch = TreeWatch(proc.pid)
     events = tmp_path / "hup" / "events" / "replica0_rank0.jsonl"
