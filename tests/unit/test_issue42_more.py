@@ -64,6 +64,14 @@ def test_sighup_stops_a_command_as_sigterm_does_and_is_named():
     """A closed terminal's SIGHUP ended ``train`` (exit 129, no line, no stopped record) and left
     ``view``'s TensorBoard running: it is now one of the stop signals, so each command's clean-up
     runs and its line says it was hung up."""
+    outer = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal (not the suite's nohup)
+    try:
+        _sighup_stops()
+    finally:
+        signal.signal(signal.SIGHUP, outer)
+
+
+def _sighup_stops() -> None:
     before = signal.getsignal(signal.SIGHUP)
     with Stopping() as stop:
         with pytest.raises(Stopped, match="SIGHUP"):
