@@ -309,12 +309,12 @@ def run_cli(trace: Path, flags: list[str], repeat: int) -> tuple[float, int]:
 CHILD_PARALLEL = """
 import os, sys, time
 from ftrun.check.analyze import analyze
-from ftrun.trace import stream
+from ftrun.trace import forked, stream
 mode, path, F, H, T = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 if mode == "one":  # one process reads everything, one file after another
-    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES = 1 << 62, None
-elif mode == "split":  # every file, plain or gzip, in two halves at once
-    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES = 0, 0
+    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES, forked.FILE_WORKERS = 1 << 62, None, 1
+elif mode == "split":  # every file, plain or gzip, in two halves at once, the files in turn
+    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES, forked.FILE_WORKERS = 0, 0, 1
 t, c = time.perf_counter(), os.times()
 analyze([path], fragments=F, sync_every=H, fragment_sync_delay=T)
 w, d = time.perf_counter() - t, os.times()
@@ -326,9 +326,11 @@ print(w, (d.user - c.user) + (d.system - c.system) + (d.children_user - c.childr
 def parallelism(args, tmp: Path) -> None:
     """``--parallelism``: how trace reading's parallelism pays, as ratios against the one-process
     read of the same files in the same run: a folder of ``--files`` plain traces of ``--size-mb``,
-    the same gzip'd, and one ``--large-mb`` plain file; for each, the tree's default choice and
-    the split of every file (``split``). Wall is best of ``--repeat``, CPU (this process and its
-    forked children) that run's: on a shared machine the CPU time is the steadier of the two."""
+    the same gzip'd, and one plain file of each ``--large-mb`` size; for each, the tree's default
+    choice (``default``: a folder's files at once, ``ftrun.trace.forked.map_forked``; a large plain
+    file split) and the split of every file, the files in turn (``split``). Wall is best of
+    ``--repeat``, CPU (this process and its forked children) that run's: on a shared machine the
+    CPU time is the steadier of the two."""
     src, F, H, T = source_trace(args, tmp)
     folder, gz = tmp / "folder", tmp / "gz"
     for d in (folder, gz):

@@ -24,12 +24,16 @@ the fork would stay locked in the child.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import struct
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 _LEN = struct.Struct("<Q")
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def usable() -> bool:
@@ -165,3 +169,43 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+# Files of a folder read at once, in forked children (scripts/bench_inspect.py --parallelism, on
+# two CPUs): 8 x 19 MB plain traces in 0.86x the wall of one process reading them in turn at
+# 1.2x its CPU (splitting each file instead: 1.44x), the same gzip'd in 0.56x the wall at 0.93x
+# the CPU (split: 1.15x the wall). Only the small results are pickled back.
+FILE_WORKERS = 4
+
+
+def map_forked(fn: Callable[[T], R], items: list[T], workers: int | None = None) -> list[R]:
+    """``[fn(x) for x in items]``, the items dealt round-robin to up to ``workers`` (default
+    ``FILE_WORKERS``, at most this process's CPUs) forked children at once, each result pickled
+    back. Where forking is not ``usable()``, with one item or one worker, all run here. An item
+    whose child failed (an exception, a signal, too much output) is run here again, in order, so
+    the results and the first exception are those of the plain loop. Every child is reaped."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    n = min(len(items), cpus, FILE_WORKERS if workers is None else workers)
+    if n < 2 or not usable():
+        return [fn(x) for x in items]
+    groups = [list(range(k, len(items), n)) for k in range(n)]
+    children: list[Forked] = []
+    done: dict[int, R] = {}
+    try:
+        for g in groups:
+
+            def run(_inbox: Callable[[], bytes | None], g: list[int] = g) -> list[bytes]:
+                return [pickle.dumps(fn(items[i]), protocol=5) for i in g]
+
+            children.append(Forked(run, max_bytes=1 << 36))
+        for g, child in zip(groups, children, strict=True):
+            frames = child.result()
+            if frames is not None and len(frames) == len(g):
+                done.update((i, pickle.loads(f)) for i, f in zip(g, frames, strict=True))
+    finally:
+        for child in children:
+            child.close()
+    return [done[i] if i in done else fn(x) for i, x in enumerate(items)]

@@ -53,6 +53,13 @@ class _InProcess:
         self.closed = True
 
 
+@pytest.fixture(autouse=True)
+def _files_in_turn(monkeypatch):
+    """Unit tests start no process: a folder's files are read in turn here (the forked pool,
+    ``ftrun.trace.forked.map_forked``, has its own tests with an in-process child)."""
+    monkeypatch.setattr(stream.forked, "FILE_WORKERS", 1)
+
+
 @pytest.fixture
 def halves(monkeypatch):
     """Every file, plain or gzip, is read in halves (the child in this process), in small chunks."""
