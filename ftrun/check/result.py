@@ -205,7 +205,7 @@ def numerics_of(report: Report) -> dict[str, Any] | None:
     or None when it checked nothing and found nothing wrong (sketches off, a foreign run, an ftrun
     without the check): then numerics were not checked, and nothing may say they passed. A check
     with problems is returned even when no sync counted as checked (a sketch or record missing)."""
-    n = report.to_json().get("numerics")
+    n = report.numerics  # the field itself: no serialisation of the whole report to read it
     return n if isinstance(n, dict) and (n.get("checked") or n.get("problems")) else None
 
 
