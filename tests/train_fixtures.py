@@ -681,3 +681,28 @@ def write_toml(path: Path, values: dict) -> Path:
 NATIVE_CRASH = pytest.mark.flaky(
     reruns=1, only_rerun=[r"SIGSEGV", r"free\(\): invalid pointer", r"Timeout expired", r"hung after a peer ended"]
 )
+
+
+def patched_torchft(root: Path, module: str, old: str, new: str) -> dict[str, str]:
+    """A copy of the installed ``torchft`` under ``root`` with ``old`` replaced by ``new`` in
+    ``module`` (every other file a symlink to the installed one); the environment that puts it
+    first on ``PYTHONPATH`` (a torchft bug patched back in, the venv untouched)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchft")
+    assert spec is not None and spec.origin is not None
+    installed = Path(spec.origin).parent
+    pkg = root / "torchft"
+    pkg.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name not in (module, "__pycache__"):
+            (pkg / entry.name).symlink_to(entry)
+    source = (installed / module).read_text()
+    assert source.count(old) == 1, f"torchft's {module} changed: {old!r} not found once"
+    (pkg / module).write_text(source.replace(old, new))
+    return {"PYTHONPATH": os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)}
+
+
+def flat(output: str) -> str:
+    """``output`` whitespace-normalised (rich wraps long lines)."""
+    return " ".join(output.split())

@@ -9,16 +9,14 @@ accepts the failures and checks the rest (PASS); without it the verdict FAILs na
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from train_fixtures import FOREIGN_FLAGS, FTRUN, SMALL, run_foreign, run_train
+from train_fixtures import FOREIGN_FLAGS, FTRUN, SMALL, patched_torchft, run_foreign, run_train
 
 # F=2, H=4, tau=1 (w=2: sends at 1, 3, 5, ...; syncs at 2, 4, 6, ...), every step profiled
 SCHEDULE = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
@@ -104,28 +102,12 @@ ALWAYS_FALSE = (
 )
 
 
-def _patched_manager(root: Path) -> str:
-    """A copy of the installed ``torchft`` under ``root`` with ``manager.py`` patched by
-    ``ALWAYS_FALSE`` (the other files symlinks to the installed ones); the PYTHONPATH for it."""
-    spec = importlib.util.find_spec("torchft")
-    assert spec is not None and spec.origin is not None
-    installed = Path(spec.origin).parent
-    pkg = root / "torchft"
-    pkg.mkdir(parents=True)
-    for entry in installed.iterdir():
-        if entry.name not in ("manager.py", "__pycache__"):
-            (pkg / entry.name).symlink_to(entry)
-    source = (installed / "manager.py").read_text()
-    assert source.count(ALWAYS_FALSE[0]) == 1, "torchft's manager.py changed: the vote line is not there once"
-    (pkg / "manager.py").write_text(source.replace(*ALWAYS_FALSE))
-    return os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)
-
-
 @pytest.mark.e2e
 def test_a_foreign_run_whose_group_always_votes_false(tmp_path, monkeypatch):
     """tests/foreign_diloco.py (no ftrun in the run) on a torchft whose group 1 always votes
     false: group 0 commits and group 1 heals from it at every quorum; the traces say so."""
-    monkeypatch.setenv("PYTHONPATH", _patched_manager(tmp_path / "torchft-always-false"))
+    env = patched_torchft(tmp_path / "torchft-always-false", "manager.py", *ALWAYS_FALSE)
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
     out = run_foreign(tmp_path / "run", "--uneven")
     files = sorted(str(p) for p in out.rglob("*.json"))
     code, report = _inspect_files(files, "--allow-failed-commits")

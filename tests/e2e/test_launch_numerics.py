@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ftrun import layout
-from train_fixtures import FTRUN
+from train_fixtures import FTRUN, flat, patched_torchft
 
 pytestmark = pytest.mark.e2e
 
@@ -23,30 +23,6 @@ SCRIPT = Path(__file__).resolve().parents[1] / "torchft_example.py"
 SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
 # torchft's Manager divides the SUM by the quorum's participants; the bug: by the job's groups
 DIVIDE_BY_GROUPS = ("tensor /= num_participants", 'tensor /= int(os.environ["NUM_REPLICA_GROUPS"])')
-
-
-def patched_torchft(root: Path, module: str, old: str, new: str) -> dict[str, str]:
-    """A copy of the installed ``torchft`` under ``root`` with ``old`` replaced by ``new`` in
-    ``module`` (every other file a symlink to the installed one); the environment that puts it
-    first on ``PYTHONPATH``."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("torchft")
-    assert spec is not None and spec.origin is not None
-    installed = Path(spec.origin).parent
-    pkg = root / "torchft"
-    pkg.mkdir(parents=True)
-    for entry in installed.iterdir():
-        if entry.name not in (module, "__pycache__"):
-            (pkg / entry.name).symlink_to(entry)
-    source = (installed / module).read_text()
-    assert source.count(old) == 1, f"torchft's {module} changed: {old!r} not found once"
-    (pkg / module).write_text(source.replace(old, new))
-    return {"PYTHONPATH": os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)}
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def launch(out: Path, name: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 from test_corrupt_sync import RUN
-from test_launch_numerics import SCHED, SCRIPT, flat, launch, patched_torchft
+from test_launch_numerics import SCHED, SCRIPT, launch
 
 from ftrun import layout
-from train_fixtures import run_train
+from train_fixtures import flat, patched_torchft, run_train
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import SMALL, inspect, run_train
+from train_fixtures import SMALL, flat, inspect, patched_torchft, run_train
 
 pytestmark = pytest.mark.e2e
 
@@ -25,31 +25,6 @@ DELAY_IGNORED = (
     "if self._local_step == self._sync_every - self._fragment_sync_delay:",
     "if self._local_step == self._sync_every:",
 )
-
-
-def patched_torchft(root: Path, old: str, new: str) -> dict[str, str]:
-    """A copy of the installed ``torchft`` under ``root`` with ``local_sgd.py``'s ``old`` replaced
-    by ``new`` (every other file a symlink to the installed one); the environment that puts it
-    first on ``PYTHONPATH``."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("torchft")
-    assert spec is not None and spec.origin is not None
-    installed = Path(spec.origin).parent
-    pkg = root / "torchft"
-    pkg.mkdir(parents=True)
-    for entry in installed.iterdir():
-        if entry.name not in ("local_sgd.py", "__pycache__"):
-            (pkg / entry.name).symlink_to(entry)
-    source = (installed / "local_sgd.py").read_text()
-    assert source.count(old) == 1, f"torchft's local_sgd.py changed: {old!r} not found once"
-    (pkg / "local_sgd.py").write_text(source.replace(old, new))
-    return {"PYTHONPATH": os.pathsep.join(x for x in (str(root), os.environ.get("PYTHONPATH", "")) if x)}
-
-
-def flat(output: str) -> str:
-    """``output`` whitespace-normalised (rich wraps long lines)."""
-    return " ".join(output.split())
 
 
 def verdict_line(output: str) -> str:
@@ -69,7 +44,7 @@ def said_by_inspect(run_dir: Path, line: str, code: int) -> None:
 
 @pytest.fixture(scope="module")
 def delay_ignored(tmp_path_factory) -> dict[str, str]:
-    return patched_torchft(tmp_path_factory.mktemp("torchft-delay-ignored"), *DELAY_IGNORED)
+    return patched_torchft(tmp_path_factory.mktemp("torchft-delay-ignored"), "local_sgd.py", *DELAY_IGNORED)
 
 
 def test_schedule_bug_fails_train_with_inspects_verdict_line(tmp_path, delay_ignored):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
+from test_schedule import _Work  # what torchft's fragments use of a Work
 from torch import nn
 from torchft.local_sgd import DiLoCo
 
@@ -132,18 +133,6 @@ def test_outcomes_from_the_next_send():
 
 
 # --- against torchft's own DiLoCo: groups that heal at the quorum as torchft's Manager does ---
-
-
-class _Work:
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self._fut: torch.futures.Future = torch.futures.Future()
-        self._fut.set_result([tensor])
-
-    def wait(self, timeout=None) -> bool:
-        return True
-
-    def get_future(self) -> torch.futures.Future:
-        return self._fut
 
 
 class _Job:
