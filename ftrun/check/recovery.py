@@ -41,107 +41,48 @@ there is nothing to detect, relaunch or rejoin (the commit and numerics checks j
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ftrun import layout
+from ftrun.check import recovery_phases as phases
 from ftrun.check.provenance import header
-from ftrun.event_log import read_lifecycle, seconds
+from ftrun.check.recovery_model import (
+    ACCOUNT_ORDER,
+    PHASES,
+    STOPS,
+    TOLERANCE,
+    GroupSpans,
+    Recovery,
+    TraceSpans,
+    describe,
+)
+from ftrun.check.recovery_phases import detection_limits
+from ftrun.event_log import read_lifecycle
 from ftrun.layout import EventRecord, LifecycleEvent, Manifest, Quorum
 from ftrun.torchft_compat import LABELS
 
-LABELS_CONFIGURE, LABELS_RECV = LABELS.pg_configure, LABELS.recv_checkpoint
-PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
-ACCOUNT_ORDER = ("relaunch", "join", "reconfigure", "heal", "catch_up", "detect")  # who owns an overlapped second
-TOLERANCE = 0.10  # the phases must cover the measured total to within this share
-STOPS = ("kill", "sigterm", "hang")  # the fault actions that stop a group's processes (a recovery follows)
-
-
-@dataclass
-class Recovery:
-    fault: str  # "kill 1@25"
-    replica: int
-    t0: float  # unix time the fault fired
-    total_s: float | None  # None: never back with a commit
-    phases: dict[str, float | None]
-    spans: dict[str, tuple[float, float] | None]
-    reasons: dict[str, str]
-    unaccounted_s: float | None
-    heal_bytes: int | None = None
-    heal_bytes_sent: int | None = None
-    heal_rate_bps: float | None = None
-    heal_source: int | None = None
-    heal_link_hold_s: float | None = None
-    detect_bound: str = ""
-    detect_limits: dict[str, Any] = field(default_factory=dict)  # the manifest's ``detection`` (what bounds it)
-    reconfigure_participants: dict[int, float] = field(default_factory=dict)
-    participant_sources: dict[int, str] = field(default_factory=dict)  # participant -> "trace" | "event log"
-    heal_send_s: float | None = None  # the source's send_checkpoint (traced, else its lifecycle record)
-    heal_send_source: str | None = None  # "trace" | "event log"
-    sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
-    relaunch_detail: dict[str, float] = field(default_factory=dict)
-    survivors: dict[str, Any] = field(default_factory=dict)
-    text: str = ""
-
-    @property
-    def largest_phase(self) -> str | None:
-        done = {k: v for k, v in self.phases.items() if v is not None}
-        return max(done, key=lambda k: done[k]) if done else None
-
-    @property
-    def covered(self) -> bool:
-        """The phases account for the total within ``TOLERANCE``."""
-        return (
-            self.total_s is not None
-            and self.unaccounted_s is not None
-            and self.unaccounted_s <= TOLERANCE * self.total_s
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        r3 = lambda x: None if x is None else round(x, 3)  # noqa: E731
-        return {
-            "fault": self.fault,
-            "replica": self.replica,
-            "fault_at": self.t0,
-            "phases": {k: r3(v) for k, v in self.phases.items()},
-            "unaccounted_s": r3(self.unaccounted_s),
-            "total_s": r3(self.total_s),
-            "heal_bytes": self.heal_bytes,
-            "heal_source": self.heal_source,
-            "heal_bytes_sent": self.heal_bytes_sent,
-            "heal_rate_bps": None if self.heal_rate_bps is None else round(self.heal_rate_bps),
-            "heal_link_hold_s": r3(self.heal_link_hold_s),
-            "largest_phase": self.largest_phase,
-            "spans": {
-                k: None if v is None else [round(v[0] - self.t0, 3), round(v[1] - self.t0, 3)]
-                for k, v in self.spans.items()
-            },
-            "sources": self.sources,
-            "relaunch_detail": {k: round(v, 3) for k, v in self.relaunch_detail.items()},
-            "reasons": self.reasons,
-            "detect_bound": self.detect_bound,
-            "detect_limits": self.detect_limits,
-            "reconfigure_participants": {str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
-            "participant_sources": {str(k): v for k, v in sorted(self.participant_sources.items())},
-            "heal_send_s": r3(self.heal_send_s),
-            "heal_send_source": self.heal_send_source,
-            "survivors": self.survivors,
-            "text": self.text,
-        }
+__all__ = [
+    "ACCOUNT_ORDER",
+    "PHASES",
+    "STOPS",
+    "TOLERANCE",
+    "GroupSpans",
+    "Recovery",
+    "TraceSpans",
+    "breakdown",
+    "describe",
+    "detection_limits",
+    "recovery_of",
+    "recovery_of_run_dir",
+]
 
 
 def read_lifecycles(run_dir: Path, replicas: list[int]) -> dict[int, list[LifecycleEvent]]:
     """Rank 0's lifecycle log of each replica group (missing file: [])."""
     return {r: read_lifecycle(layout.lifecycle_log(run_dir, r, 0)) for r in replicas}
-
-
-TraceSpans = dict[tuple[int, int], dict[str, list[tuple[float, float]]]]  # (replica, incarnation) -> label -> spans
-
-
-GroupSpans = dict[int, dict[str, list[tuple[float, float]]]]  # surviving replica -> label -> spans (rank 0)
 
 
 def breakdown(
@@ -260,10 +201,6 @@ def recovery_of_run_dir(run_dir: Path) -> list[Recovery]:
     return recovery_of(run_dir, m, logs)
 
 
-def _quorums(records: list[EventRecord]) -> list[Quorum]:
-    return [q for x in records for q in (x.quorums or [])]
-
-
 def _one(
     f: layout.FaultMarker,
     manifest: Manifest,
@@ -272,244 +209,25 @@ def _one(
     traced: TraceSpans,
     around: GroupSpans,
 ) -> Recovery:
-    r, t0 = f.replica, f.fired_at
-    label = layout.fault_label(f.action, r, f.fired_step or f.step)
-    mine = [x for x in logs.get((r, 0), []) if x.t > t0]
-    survivors = sorted(k for k, g in logs if g == 0 and k != r)
-    spans: dict[str, tuple[float, float] | None] = dict.fromkeys(PHASES)
-    reasons: dict[str, str] = {}
-    out = Recovery(label, r, t0, None, dict.fromkeys(PHASES), spans, reasons, None)
-
-    # detect: the survivors' first quorum without R
-    detected = sorted(
-        ((q.t, s, q) for s in survivors for q in _quorums(logs[(s, 0)]) if q.t > t0 and r not in q.participants),
-        key=lambda x: x[0],
-    )
-    out.detect_limits = detection_limits(manifest)
-    if detected:
-        td, s, q = detected[0]
-        # the same quorum as each survivor's traced quorum RPC (it ends when the lighthouse answered)
-        rpc = sorted(
-            (b, a, s2)
-            for t2, s2, q2 in detected
-            if q2.quorum_id == q.quorum_id
-            for a, b in around.get(s2, {}).get(LABELS.client_quorum, [])
-            if a <= t2 <= b + 0.05
-        )
-        if rpc:
-            b, a, s = rpc[0]
-            spans["detect"], out.sources["detect"] = (t0, b), "trace"
-            waited: float | None = b - a
-            out.detect_bound = f"replica {s}'s quorum RPC for quorum {q.quorum_id} waited {waited:.2f} s (traced)"
-        else:
-            spans["detect"], out.sources["detect"] = (t0, td), "event log"
-            rec = next(
-                (x for x in logs[(s, 0)] if x.quorums and any(y.quorum_id == q.quorum_id for y in x.quorums)), None
-            )
-            waited = seconds(rec.quorum_s) if rec is not None and rec.quorum_s is not msgspec.UNSET else None
-            out.detect_bound = (
-                f"replica {s} waited {waited:.2f} s in quorum {q.quorum_id} (step {rec.step})"
-                if waited is not None and rec is not None
-                else f"quorum {q.quorum_id}"
-            )
-        out.detect_bound += _bound_text(out.detect_limits, f.action, waited)
-    else:
-        reasons["detect"] = (
-            "no survivor computed a quorum without the group after the fault (it was back first, or none ran)"
-        )
-        out.detect_bound = _bound_text(out.detect_limits, f.action, None).lstrip("; ")
-
-    # relaunch: the launcher's restart -> manager up
-    restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
-    # the relaunched incarnation; None: not relaunched, or a restart record that does not name it
-    # (then the group's lifecycle records after the fault are its relaunch's)
-    inc = restart.incarnation if restart is not None and isinstance(restart.incarnation, int) else None
-    events = [e for e in life.get(r, []) if e.t_start > t0 and (inc is None or e.incarnation == inc)]
-    up = next((e for e in events if e.event == "manager_up"), None)
-    if restart is not None and up is not None:
-        spans["relaunch"] = (restart.t, up.t)
-        out.sources["relaunch"] = "event log"
-        began = next((e for e in events if e.event == "start"), None)
-        if began is not None:  # where the relaunch went: torchrun, then imports and the model, then the Manager
-            out.relaunch_detail = {
-                "launcher_to_rank_s": began.t - restart.t,
-                "rank_to_manager_s": up.t_start - began.t,
-                "manager_s": up.t - up.t_start,
-            }
-    elif restart is None:
-        reasons["relaunch"] = (
-            f"not relaunched: a hang is not a crash, the group's processes lived on (stalled {f.seconds:g} s"
-            " inside the step; until the stall's end no phase of it is counted)"
-            if f.action == "hang"
-            else "not relaunched (no restart left: --restarts)"
-        )
-    else:
-        named = f" (incarnation {inc})" if inc is not None else ""
-        reasons["relaunch"] = f"relaunched{named} but no manager_up in its lifecycle log"
-
-    # join: manager up (a hang: the stall's end) -> first quorum with another group
-    start = up.t if up is not None else (t0 + f.seconds if f.action == "hang" else None)
-    joined = None
-    if start is not None:
-        joined = next(
-            (q for q in _quorums(mine) if q.t >= start and any(p is not None and p != r for p in q.participants)), None
-        )
-    if joined is not None and start is not None:
-        spans["join"], out.sources["join"] = (start, joined.t), "event log"
-    else:
-        reasons["join"] = (
-            "never in a quorum with another group again" if start is not None else "the group never came back up"
-        )
-
-    # reconfigure: R's process-group configure for that quorum (every participant's beside it)
-    if joined is not None:
-        conf = next((e for e in events if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
-        if conf is None:
-            conf = next((e for e in events if e.event == "configure" and e.t_start >= joined.t), None)
-        tspan = _traced(traced, r, inc, LABELS_CONFIGURE, joined.t)
-        if tspan is not None:
-            spans["reconfigure"], out.sources["reconfigure"] = tspan, "trace"
-        elif conf is not None:
-            spans["reconfigure"], out.sources["reconfigure"] = (conf.t_start, conf.t), "event log"
-        else:
-            reasons["reconfigure"] = f"no process-group configure logged for quorum {joined.quorum_id}"
-        for p in joined.participants:
-            if p is None:
-                continue
-            c = next((e for e in life.get(p, []) if e.event == "configure" and e.quorum_id == joined.quorum_id), None)
-            # the participant's own traced configure: R's from its recovery profile, a survivor's
-            # from its profile around the fault or its window trace (the one overlapping its log's)
-            mine_t = ([tspan] if tspan is not None else []) if p == r else around.get(p, {}).get(LABELS_CONFIGURE, [])
-            t_conf = next(
-                (
-                    x
-                    for x in mine_t
-                    if (c is not None and x[0] <= c.t and x[1] >= c.t_start) or (c is None and x[0] >= joined.t - 1.0)
-                ),
-                None,
-            )
-            if t_conf is not None:
-                out.reconfigure_participants[p], out.participant_sources[p] = t_conf[1] - t_conf[0], "trace"
-            elif c is not None:
-                out.reconfigure_participants[p], out.participant_sources[p] = c.t - c.t_start, "event log"
-    else:
-        reasons["reconfigure"] = "no quorum to configure for"
-
-    # heal: R's recv_checkpoint; the source's send_checkpoint
-    recv = next(
-        (e for e in events if e.event == "recv_checkpoint" and joined is not None and e.t_start >= joined.t), None
-    )
-    if recv is not None:
-        tspan = _traced(traced, r, inc, LABELS_RECV, recv.t_start - 0.5)
-        spans["heal"], out.sources["heal"] = (
-            (tspan, "trace") if tspan is not None else ((recv.t_start, recv.t), "event log")
-        )
-        out.heal_bytes, out.heal_link_hold_s = recv.bytes, recv.hold_s
-        if recv.bytes is not None and recv.t > recv.t_start:
-            out.heal_rate_bps = recv.bytes * 8 / (recv.t - recv.t_start)  # the lifecycle's own timing
-        out.heal_source = joined.heal_source if joined is not None else None
-        if out.heal_source is not None:
-            sent = next(
-                (
-                    e
-                    for e in life.get(out.heal_source, [])
-                    if e.event == "send_checkpoint" and joined is not None and e.t_start >= joined.t - 1.0
-                ),
-                None,
-            )
-            out.heal_bytes_sent = sent.bytes if sent is not None else None
-            t_send = next(
-                (
-                    x
-                    for x in around.get(out.heal_source, {}).get(LABELS.send_checkpoint, [])
-                    if (sent is not None and x[0] <= sent.t and x[1] >= sent.t_start)
-                    or (sent is None and joined is not None and x[0] >= joined.t - 1.0)
-                ),
-                None,
-            )
-            if t_send is not None:
-                out.heal_send_s, out.heal_send_source = t_send[1] - t_send[0], "trace"
-            elif sent is not None:
-                out.heal_send_s, out.heal_send_source = sent.t - sent.t_start, "event log"
-    elif joined is not None and not joined.heal:
-        reasons["heal"] = (
-            f"no heal: torchft's quorum {joined.quorum_id} did not ask this group to heal (nothing committed it lacked)"
-        )
-    else:
-        reasons["heal"] = "no checkpoint received"
-
-    # catch-up: the end of the last phase that happened -> R's first commit
-    commit = next((x for x in mine if x.commit and (joined is None or x.t >= joined.t)), None)
-    last_end = max(
-        (s[1] for k, s in spans.items() if s is not None and k in ("join", "reconfigure", "heal")), default=None
-    )
-    if commit is not None and last_end is not None:
-        spans["catch_up"], out.sources["catch_up"] = (last_end, commit.t), "event log"
-    else:
-        reasons["catch_up"] = "no commit of the group after the fault" if commit is None else "never rejoined"
-    if commit is None and restart is not None:  # relaunched, never back: the cause train and inspect give
-        from ftrun.worker.stop import never_back_cause, ran_to
-
-        reasons["catch_up"] = never_back_cause(
-            manifest.schedule.steps, ran_to(logs), manifest.config.get("quorum_timeout_s")
-        )
-
+    """Fault ``f``'s recovery: each phase in turn (``ftrun.check.recovery_phases``), then the
+    seconds of [t0, first commit] accounted once each, the survivors' losses and the text."""
+    fr = phases.fault_records(f, manifest, logs, life, traced, around)
+    label = layout.fault_label(f.action, f.replica, f.fired_step or f.step)
+    out = Recovery(label, f.replica, f.fired_at, None, dict.fromkeys(PHASES), dict.fromkeys(PHASES), {}, None)
+    phases.detect(fr, out)
+    up = phases.relaunch(fr, out)
+    joined = phases.join(fr, out, up)
+    phases.reconfigure(fr, out, joined)
+    phases.heal(fr, out, joined)
+    commit = phases.catch_up(fr, out, joined)
     if commit is not None:
-        out.total_s = commit.t - t0
-        _account(out, t0, commit.t)
+        out.total_s = commit.t - f.fired_at
+        _account(out, f.fired_at, commit.t)
     else:  # nothing to account against: each phase's own length
-        out.phases = {k: None if s is None else s[1] - s[0] for k, s in spans.items()}
-    out.survivors = _losses(logs, survivors, r, t0, commit.t if commit is not None else None, joined)
+        out.phases = {k: None if s is None else s[1] - s[0] for k, s in out.spans.items()}
+    out.survivors = _losses(logs, fr.survivors, f.replica, f.fired_at, commit.t if commit is not None else None, joined)
     out.text = describe(out)
     return out
-
-
-def detection_limits(manifest: Manifest) -> dict[str, Any]:
-    """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); a manifest
-    of an earlier ftrun has only the configured heartbeat timeout ({} when not even that)."""
-    if manifest.detection is not None:
-        return msgspec.to_builtins(manifest.detection)
-    hb = manifest.config.get("heartbeat_timeout_ms")
-    return (
-        {"heartbeat_timeout_ms": hb, "join_timeout_ms": None, "quorum_tick_ms": None, "lighthouse": "ftrun"}
-        if hb
-        else {}
-    )
-
-
-def _bound_text(limits: dict[str, Any], action: str, waited: float | None) -> str:
-    """The limit that decides when the lighthouse leaves the group out, for this kind of fault,
-    and whether the survivors' wait shows it (within 20% of it or more)."""
-    if limits.get("lighthouse") == "external":
-        return "; the lighthouse is not ftrun's (--lighthouse): its heartbeat and join timeouts are not known here"
-    hb, jt = limits.get("heartbeat_timeout_ms"), limits.get("join_timeout_ms")
-    out = ""
-    if action == "hang":  # a stalled group's torchft server still heartbeats: only the join timeout leaves it out
-        if jt is not None:
-            out = (
-                f"; a stalled group still heartbeats (torchft's server thread), so the lighthouse issues the quorum"
-                f" without it after its join timeout, {jt} ms"
-            )
-            bound = jt
-        else:
-            return ""
-    elif hb is not None:
-        out = f"; the lighthouse drops a group whose heartbeats stop after {hb} ms (heartbeat timeout)"
-        if jt is not None:
-            out += f", or issues the quorum without it {jt} ms after the first group asked (join timeout)"
-        bound = hb
-    else:
-        return ""
-    if waited is not None and waited >= 0.8 * bound / 1e3:
-        out += ": bounded by the " + ("join timeout" if action == "hang" else "heartbeat timeout")
-    return out
-
-
-def _traced(traced: TraceSpans, replica: int, inc: int | None, label: str, after: float) -> tuple[float, float] | None:
-    """The first traced span ``label`` of that incarnation starting at or after ``after``."""
-    if inc is None:
-        return None
-    return next((s for s in traced.get((replica, inc), {}).get(label, []) if s[0] >= after), None)
 
 
 def _account(out: Recovery, t0: float, t1: float) -> None:
@@ -574,28 +292,3 @@ def _losses(
         "steps_per_s_during": None if d is None else round(d, 3),
         "goodput": round(d / b, 3) if b and d is not None else None,
     }
-
-
-def describe(x: Recovery) -> str:
-    """One paragraph: the total, the largest phase, the phases that did not happen and why."""
-    if x.total_s is None:
-        head = f"{x.fault}: the group never committed again after the fault"
-    else:
-        big = x.largest_phase
-        head = (
-            f"{x.fault}: {x.total_s:.2f} s to the group's first commit; largest phase {big} ({x.phases[big]:.2f} s)"
-            if big
-            else f"{x.fault}: {x.total_s:.2f} s"
-        )
-        head += f"; unaccounted {x.unaccounted_s:.2f} s"
-    parts = [head]
-    if x.detect_bound:
-        parts.append(f"detect: {x.detect_bound}")
-    if x.heal_bytes is not None:
-        parts.append(
-            f"heal: {x.heal_bytes:,} bytes from replica {x.heal_source}"
-            + (f" (source staged {x.heal_bytes_sent:,})" if x.heal_bytes_sent is not None else "")
-            + (f", link hold {x.heal_link_hold_s:.3f} s" if x.heal_link_hold_s else "")
-        )
-    parts += [f"{k}: {why}" for k, why in x.reasons.items()]
-    return "; ".join(parts)
