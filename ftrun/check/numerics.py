@@ -72,11 +72,14 @@ def _last_commit(
     logs: dict[tuple[int, int], list[EventRecord]], rank: int, fragment: int, healed: int, source: int | None, at: int
 ) -> tuple[int, EventRecord] | None:
     """The (replica, sync step's record) of the last commit of ``fragment`` with its fingerprint, on
-    ``rank`` of another replica than ``healed`` (``source`` when known), to a manager step <= ``at``:
-    the global parameters a heal at manager step ``at`` received."""
+    ``rank`` of another replica than ``healed``, to a manager step <= ``at``: the global parameters
+    a heal at manager step ``at`` received. The ``source``'s own commit when it is the latest; else
+    another replica's: a source that itself healed since its last commit of the fragment (a chain
+    of faults) holds the globals of a commit it did not make, and the replicas of a quorum agree on
+    every commit (``ftrun.check.agreement``)."""
     best: tuple[int, EventRecord] | None = None
-    for (replica, r), recs in logs.items():
-        if r != rank or replica == healed or (source is not None and replica != source):
+    for (replica, r), recs in sorted(logs.items(), key=lambda kv: kv[0][0] != source):  # the source first
+        if r != rank or replica == healed:
             continue
         for rec in recs:
             if rec.synced == fragment and rec.commit and rec.fingerprint and (rec.manager_step_after or 0) <= at:

@@ -306,6 +306,26 @@ def test_heal_params_checked_against_the_source():
     assert check_numerics(logs, sketches_on=True).heals[0]["fragments_checked"] == 0
 
 
+def test_heal_from_a_source_that_itself_healed_is_checked_against_the_latest_commit():
+    # a chain of faults: replicas 0 and 2 commit fragment 0 together (manager step 1), replica 2
+    # alone once more (manager step 2, fingerprint ``new``); replica 0 heals from 2 at manager step
+    # 2; replica 1 then heals from replica 0 at manager step 2 and must hold replica 2's latest
+    # commit, not replica 0's own older one
+    cs, s, a = clean()
+    old, new = "1" * 32, "2" * 32
+    first = round_logs(cs, [s, s], [a, a], fingerprints=[old, old])
+    again = round_logs(cs, [s, s], [a, a], mstep=1, fingerprints=[new, new], base_step=10)
+    logs = {(0, 0): first[(0, 0)], (2, 0): first[(1, 0)] + again[(1, 0)]}
+    logs[(0, 0)].append(rec(30, [], healed=Healed(2, 20, 2), heal_numerics=HealNumerics(2, [new])))
+    logs[(1, 0)] = [rec(35, [], healed=Healed(0, 30, 2), heal_numerics=HealNumerics(2, [new]))]
+    out = check_numerics(logs, sketches_on=True)
+    assert [(h["replica"], h["params_match"]) for h in out.heals] == [(0, True), (1, True)]
+    logs[(1, 0)][0].heal_numerics = HealNumerics(2, [old])  # what the source's own last commit held
+    out = check_numerics(logs, sketches_on=True)
+    (p,) = [p for p in out.problems if p["check"] == "heal"]
+    assert p["replica"] == 1 and "after healing from replica 2" in p["text"] and "manager step 2" in p["text"]
+
+
 @pytest.mark.parametrize(
     "flags,message",
     [
