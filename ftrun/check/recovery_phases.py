@@ -8,6 +8,7 @@ phase starts from (the Manager coming up, the quorum the group joined, its first
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +60,13 @@ def fault_records(
     traced: TraceSpans,
     around: GroupSpans,
 ) -> FaultRecords:
-    """The records of fault ``f`` that the phases read (``FaultRecords``)."""
+    """The records of fault ``f`` that the phases read (``FaultRecords``): the group's own up to the
+    next fault that hit it (a chaos run's faults follow each other: a later relaunch is not this one's)."""
     r, t0 = f.replica, f.fired_at
-    restart = next((e for e in manifest.run_events if e.event == "restart" and e.replica == r and e.t > t0), None)
+    until = min((g.fired_at for g in manifest.faults.fired if g.replica == r and g.fired_at > t0), default=math.inf)
+    restart = next(
+        (e for e in manifest.run_events if e.event == "restart" and e.replica == r and t0 < e.t < until), None
+    )
     inc = restart.incarnation if restart is not None and isinstance(restart.incarnation, int) else None
     return FaultRecords(
         fault=f,
@@ -72,8 +77,8 @@ def fault_records(
         around=around,
         restart=restart,
         incarnation=inc,
-        events=[e for e in life.get(r, []) if e.t_start > t0 and (inc is None or e.incarnation == inc)],
-        mine=[x for x in logs.get((r, 0), []) if x.t > t0],
+        events=[e for e in life.get(r, []) if t0 < e.t_start < until and (inc is None or e.incarnation == inc)],
+        mine=[x for x in logs.get((r, 0), []) if t0 < x.t < until],
         survivors=sorted(k for k, g in logs if g == 0 and k != r),
     )
 

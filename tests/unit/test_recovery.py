@@ -194,6 +194,38 @@ def test_a_hang_gets_the_same_breakdown_without_a_relaunch() -> None:
     assert x.unaccounted_s == pytest.approx(1.05)
 
 
+def test_a_fault_owns_only_the_groups_records_until_its_next_fault() -> None:
+    # a chaos run: replica 1 hangs at T0 (back with a commit at T0 + 6), then is killed at T0 + 7
+    # and relaunched at T0 + 7.2; the hang's recovery must not take that relaunch as its own
+    m = manifest(restart=False)
+    m.faults.fired[0].action, m.faults.fired[0].seconds = "hang", 3.0
+    kill = {"replica": 1, "step": 31, "action": "kill", "fired_at": T0 + 7.0, "fired_step": 31}
+    m.faults.fired.append(msgspec.convert(kill, layout.FaultMarker))
+    m.run_events.append(
+        msgspec.convert({"event": "restart", "t": T0 + 7.2, "replica": 1, "incarnation": 1}, layout.RunEvent)
+    )
+    lg = logs()
+    lg[(1, 0)] = [
+        rec(14, T0 - 0.2),
+        rec(15, T0 + 3.2),
+        rec(25, T0 + 5.1, quorums=[q(3, [0, 1, 2], T0 + 5.0)]),
+        rec(30, T0 + 6.0, commit=True),
+        rec(None, T0 + 9.0, restart=1, participants=None),
+        rec(40, T0 + 10.0, restart=1, quorums=[q(4, [0, 1, 2], T0 + 9.5, heal=True, src=0)]),
+        rec(41, T0 + 11.0, restart=1, commit=True),
+    ]
+    life = lifecycles(heal=False)
+    life[1] = [
+        LifecycleEvent("configure", 0, T0 + 5.05, T0 + 5.25, quorum_id=3),
+        LifecycleEvent("start", 1, T0 + 7.5, T0 + 7.5),
+        LifecycleEvent("manager_up", 1, T0 + 8.5, T0 + 9.0),
+    ]
+    hang, killed = breakdown(m, lg, life)
+    assert hang.total_s == pytest.approx(6.0) and hang.phases["relaunch"] is None
+    assert "a hang is not a crash" in hang.reasons["relaunch"]
+    assert killed.total_s == pytest.approx(4.0) and killed.spans["relaunch"] == (T0 + 7.2, T0 + 9.0)
+
+
 def test_the_perfetto_recovery_track_sits_on_the_traces_clock() -> None:
     from ftrun.report.perfetto import RECOVERY_PROCESS, recovery_events
 
