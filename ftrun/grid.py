@@ -1,6 +1,6 @@
 """The sweep grid: axes, presets, the product of the axes, cell names, and each cell's status
 before anything runs. Pure and torch-free (``ftrun sweep`` runs the cells; see
-``ftrun.commands.sweep``).
+``ftrun.commands.sweep``, ``ftrun.sweep``).
 
 * An axis is ``KEY=V1,V2,...`` over any ``ftrun train`` option (a config key, ``ftrun.config``:
   the flag's and the TOML file's name, dashes or underscores; ``mode`` = the streaming/baseline

@@ -735,7 +735,7 @@ SWEEP_VERDICTS = ("pass", "fail", "failed-commits", "crashed")
 
 class SweepCell(msgspec.Struct, kw_only=True):
     """``CELL/sweep-cell.json``: what ``ftrun sweep`` found for one cell (``--resume`` reads it,
-    then re-checks the cell from its run dir). Metrics as ``ftrun.commands.sweep.evaluate``."""
+    then re-checks the cell from its run dir). Metrics as ``ftrun.sweep.evaluate.evaluate``."""
 
     name: str = ""
     params: dict[str, Any] = {}

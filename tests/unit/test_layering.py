@@ -75,6 +75,10 @@ def test_the_layers() -> None:
     assert not edges.get("report", set()) & {"launch", "worker", "commands"}, "report only renders"
     assert not edges.get("launch", set()) & {"report", "check", "commands"}, "launch neither renders nor analyses"
     assert not edges.get("trace", set()) & {"check", "report", "launch", "worker", "commands"}
+    assert {p for p, dst in edges.items() if "sweep" in dst} <= {"commands"}, "sweep's work is below its command"
+    assert not edges.get("sweep", set()) & {"commands", "report", "worker"}, (
+        "sweep runs cells (trainings in children) and checks them; its command renders"
+    )
 
 
 def test_the_graph_sees_imports_inside_functions() -> None:

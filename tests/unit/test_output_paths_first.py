@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands import sweep as sweep_cmd
 from ftrun.errors import BadInput
 from ftrun.output import check_writable
+from ftrun.sweep import runner as sweep_runner
 from train_fixtures import cli, one_line
 
 
@@ -30,7 +30,7 @@ def test_sweep_refuses_a_junit_in_a_missing_dir_before_training(tmp_path: Path, 
     def trained(self, cell):  # was: every cell trained, then exit 2
         raise AssertionError("a cell trained before --junit was checked")
 
-    monkeypatch.setattr(sweep_cmd.Runner, "train", trained)
+    monkeypatch.setattr(sweep_runner.Runner, "train", trained)
     junit = tmp_path / "missing" / "j.xml"
     res = cli("sweep", "--axis", "fragments=1,2", "--out", str(tmp_path), "--name", "s", "--junit", str(junit))
     one_line(res, "--junit", "does not exist")

@@ -131,7 +131,7 @@ def test_sweep_md_has_a_recovery_column_with_the_largest_phase_only_when_a_cell_
 
 
 def test_sweep_cells_take_the_first_faults_recovery_from_either_summary_shape(tmp_path) -> None:
-    from ftrun.commands.sweep import _recovery_metrics
+    from ftrun.sweep.evaluate import recovery_metrics
 
     new = train_summary(recovery=[_rec()], faults={"faults": [{}]})
     old = train_summary(recovery={"faults": [{}], "breakdown": [_rec()]})
@@ -140,10 +140,10 @@ def test_sweep_cells_take_the_first_faults_recovery_from_either_summary_shape(tm
     for name, s in (("new", new), ("old", old), ("none", train_summary())):
         (tmp_path / name).mkdir()
         (tmp_path / name / layout.SUMMARY).write_text(json.dumps(s))
-        got.append(_recovery_metrics(layout.read_train_summary(tmp_path / name)))
+        got.append(recovery_metrics(layout.read_train_summary(tmp_path / name)))
     want = {"recovery_s": 6.0, "recovery_largest_phase": "relaunch", "recovery_largest_phase_s": 2.8}
     assert got[0] == got[1] == want
-    assert got[2]["recovery_s"] is None and _recovery_metrics(None)["recovery_s"] is None
+    assert got[2]["recovery_s"] is None and recovery_metrics(None)["recovery_s"] is None
 
 
 def test_summary_recovery_is_the_breakdown_list(tmp_path) -> None:

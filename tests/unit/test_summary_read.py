@@ -168,7 +168,7 @@ def test_compare_refuses_a_broken_summary_with_one_line(tmp_path: Path) -> None:
 
 def test_a_sweep_cell_with_a_broken_summary_names_the_file_and_the_sweep_goes_on(tmp_path: Path) -> None:
     from ftrun import grid
-    from ftrun.commands.sweep import _recovery_metrics, evaluate
+    from ftrun.sweep.evaluate import evaluate, recovery_metrics
 
     cell = grid.product([grid.Axis("steps", (8,))])[0]
     run_dir = _run_dir(tmp_path, "[]", cell.name)
@@ -179,4 +179,4 @@ def test_a_sweep_cell_with_a_broken_summary_names_the_file_and_the_sweep_goes_on
     }
     s = msgspec.convert(train_summary(recovery=BREAKDOWN), layout.TrainSummary)
     want = {"recovery_s": 7.6, "recovery_largest_phase": "relaunch", "recovery_largest_phase_s": 3.25}
-    assert _recovery_metrics(s) == want and _recovery_metrics(None)["recovery_s"] is None
+    assert recovery_metrics(s) == want and recovery_metrics(None)["recovery_s"] is None

@@ -247,7 +247,7 @@ def test_the_line_plot_starts_at_zero(tmp_path, monkeypatch):
 def test_cell_config_file_round_trips(tmp_path):
     """The TOML a cell's `ftrun train --config` reads gives back the very configuration planned."""
     from ftrun import config as cfgmod
-    from ftrun.commands.sweep import _differing, _toml
+    from ftrun.sweep.runner import cell_toml, differing
 
     cfg = build(
         mode="baseline",
@@ -260,13 +260,14 @@ def test_cell_config_file_round_trips(tmp_path):
         run_name="backend-baby-gloo",
     )
     p = tmp_path / "c.toml"
-    p.write_text(_toml(_differing(cfg)))
+    p.write_text(cell_toml(differing(cfg)))
     again = cfgmod.build(file_values=cfgmod.load_toml(p))
     assert again.resolved() == cfg.resolved()
 
 
 def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
-    from ftrun.commands.sweep import CELL_RESULT, _differing, finished
+    from ftrun.sweep.resume import finished
+    from ftrun.sweep.runner import CELL_RESULT, differing
 
     cell = grid.product([grid.Axis("backend", ("gloo",))])[0]
     cell.config = build(backend="gloo", steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
@@ -274,7 +275,7 @@ def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
     (tmp_path / cell.name).mkdir()
     old = build(backend="gloo", steps=16, profile="none", out=str(tmp_path / "elsewhere"), run_name=cell.name)
     (tmp_path / cell.name / CELL_RESULT).write_text(
-        json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(old)})
+        json.dumps({"verdict": "pass", "params": cell.params, "config": differing(old)})
     )
     with pytest.raises(BadInput, match="steps = 16, this sweep asks for 8"):
         finished(tmp_path, cell)
@@ -282,26 +283,26 @@ def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
     shutil.rmtree(tmp_path / cell.name)
     shutil.copytree(CPU_RUN, tmp_path / cell.name)  # a real run dir: --resume re-checks it
     (tmp_path / cell.name / CELL_RESULT).write_text(
-        json.dumps({"verdict": "pass", "params": cell.params, "config": _differing(same)})
+        json.dumps({"verdict": "pass", "params": cell.params, "config": differing(same)})
     )
     assert finished(tmp_path, cell)["verdict"] == "pass"  # the same options, spelled with another --out
 
 
 def _resumable(tmp_path: Path, record: dict):
     """A finished cell (the real CPU run's dir) whose sweep-cell.json is ``record`` + its config."""
-    from ftrun.commands.sweep import CELL_RESULT, _differing
+    from ftrun.sweep.runner import CELL_RESULT, differing
 
     cell = grid.product([grid.Axis("backend", ("gloo",))])[0]
     cell.config = build(backend="gloo", steps=8, profile="none", out=str(tmp_path), run_name=cell.name)
     shutil.copytree(CPU_RUN, tmp_path / cell.name)
     (tmp_path / cell.name / CELL_RESULT).write_text(
-        json.dumps({"params": cell.params, "config": _differing(cell.config), **record})
+        json.dumps({"params": cell.params, "config": differing(cell.config), **record})
     )
     return cell
 
 
 def test_resume_rechecks_a_passed_cell_whose_traces_were_corrupted(tmp_path):
-    from ftrun.commands.sweep import finished
+    from ftrun.sweep.resume import finished
 
     cell = _resumable(tmp_path, {"verdict": "pass", "commits": 4})
     assert finished(tmp_path, cell)["verdict"] == "pass"
@@ -323,7 +324,7 @@ def test_resume_rechecks_a_passed_cell_whose_traces_were_corrupted(tmp_path):
     ids=["wrong-typed figure", "wrong-typed params", "made-up verdict", "no verdict"],
 )
 def test_resume_refuses_a_tampered_cell_file_in_one_line(tmp_path, record, phrase):
-    from ftrun.commands.sweep import finished
+    from ftrun.sweep.resume import finished
 
     cell = _resumable(tmp_path, record)
     with pytest.raises(BadInput) as e:
@@ -333,8 +334,8 @@ def test_resume_refuses_a_tampered_cell_file_in_one_line(tmp_path, record, phras
 
 
 def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
-    from ftrun.commands.sweep import evaluate
     from ftrun.launch.diagnose import ftrun_error as first_error
+    from ftrun.sweep.evaluate import evaluate
 
     err = "some warning\nerror: replica group 1 exited with code 1 at step 3: RuntimeError: boom\n"
     assert first_error(err) == "replica group 1 exited with code 1 at step 3: RuntimeError: boom"
@@ -400,8 +401,8 @@ def test_a_cell_whose_run_dir_is_still_in_use_is_not_run_and_not_recorded(tmp_pa
     import fcntl
     import os
 
-    from ftrun.commands import sweep as sw
     from ftrun.output import mark_new_run_dir
+    from ftrun.sweep import runner as sw
 
     monkeypatch.setattr(sw, "STOP_WAIT_S", 0.3)
     cell = grid.product([grid.Axis("steps", (8,))])[0]

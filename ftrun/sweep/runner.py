@@ -1,0 +1,183 @@
+"""Each cell of a sweep trained as a real ``ftrun train --config DIR/NAME/cells/CELL.toml --json``
+in a child process (its run dir ``DIR/NAME/CELL``), ``parallel`` at a time; ``Runner.stop()``
+(any thread) stops every running training, each stopping its own children. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ftrun import grid, layout
+from ftrun.output import atomic_write, wait_until_unlocked
+from ftrun.parent_death import die_with_this_process
+from ftrun.sweep.evaluate import evaluate
+
+CELL_RESULT = layout.SWEEP_CELL
+CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
+STOP_WAIT_S = 60.0
+
+
+def cell_toml(values: dict[str, Any]) -> str:
+    """A flat TOML document of strings, numbers, booleans and lists of strings (JSON spells them
+    as TOML does)."""
+    return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+
+
+def differing(cfg) -> dict[str, Any]:
+    """The fields of ``cfg`` that differ from ``RunConfig()``'s, plus mode, out and run name."""
+    from ftrun.config import RunConfig
+
+    default = RunConfig().resolved()
+    keep = ("mode", "out", "run_name")
+    return {k: v for k, v in cfg.resolved().items() if k in keep or v != default[k]}
+
+
+class Runner:
+    """Runs cells' trainings as children; ``stop()`` (any thread) stops every running one."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.sweep_dir = sweep_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def train(self, cell: grid.Cell) -> tuple[int, str]:
+        """Write the cell's config and run ``ftrun train`` on it; (exit code, its stderr)."""
+        cells = self.sweep_dir / CELLS
+        cfg_path, log_path = cells / f"{cell.name}.toml", cells / f"{cell.name}.log"
+        atomic_write(cfg_path, cell_toml(differing(cell.config)))
+        # --no-check: the sweep checks every cell itself (``evaluate``), once
+        cmd = [sys.executable, "-m", "ftrun.cli", "train", "--config", str(cfg_path), "--json", "--no-check"]
+        if (self.sweep_dir / cell.name).exists():  # an unfinished cell of an earlier sweep (--resume)
+            cmd.append("--overwrite")
+        with open(log_path, "w") as log, self.lock:
+            if self.stopping:
+                return 130, "stopped"
+            # it dies with the sweep, even a SIGKILLed one (and stops its own children on SIGTERM);
+            # this thread waits for it below, so the parent-death signal is not sent early
+            p = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+                preexec_fn=die_with_this_process(signal.SIGTERM),
+            )
+            self.procs[cell.name] = p
+        try:
+            _, err = p.communicate()
+        finally:
+            with self.lock:
+                self.procs.pop(cell.name, None)
+        with open(log_path, "a") as log:
+            log.write(err)
+        return p.returncode, err
+
+    def stop(self) -> None:
+        """SIGTERM every running training (it stops its own children), wait, then SIGKILL."""
+        with self.lock:
+            self.stopping = True
+            procs = list(self.procs.values())
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT_S
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def run_cell(runner: Runner, cell: grid.Cell) -> dict[str, Any] | None:
+    """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
+    run_dir = runner.sweep_dir / cell.name
+    holder = wait_until_unlocked(run_dir, STOP_WAIT_S)  # an earlier sweep's training, still stopping
+    if holder is not None:  # not this cell's result: nothing recorded, a later --resume runs it
+        return {
+            "name": cell.name,
+            "params": cell.params,
+            "run_dir": str(run_dir),
+            "verdict": "not run",
+            "problem": f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
+            "earlier sweep?); --resume again once it has ended",
+        }
+    t0 = time.monotonic()
+    rc, err = runner.train(cell)
+    if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
+        return None
+    res = {
+        "name": cell.name,
+        "params": cell.params,
+        "run_dir": str(run_dir),
+        **evaluate(cell, run_dir, rc, err),
+        "wall_s": round(time.monotonic() - t0, 2),
+        "config": differing(cell.config),
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(run_dir / CELL_RESULT, layout.to_json(msgspec.convert(res, layout.SweepCell), indent=1))
+    return res
+
+
+def run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int, json_out: bool, view) -> None:
+    """Run ``todo`` ``parallel`` at a time with a progress bar (ETA from the measured cell times)
+    and one line per finished cell (``view.cell_line``); each result lands in ``results`` by
+    cell name. On any exception (Ctrl-C included) the running trainings are stopped first."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ftrun.console import console
+
+    if not todo:
+        return
+    err = console(stderr=True)  # at its width (80 in a log): a long problem wraps, nothing is cut
+    progress = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=json_out,
+        transient=True,
+    )
+    with progress, ThreadPoolExecutor(max_workers=parallel) as pool:
+        task = progress.add_task("cells", total=len(todo))
+        pending = {pool.submit(run_cell, runner, c): c for c in todo}
+        done_n = 0
+        try:
+            while pending:
+                done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for f in done:
+                    c = pending.pop(f)
+                    res = f.result()
+                    if res is None:
+                        continue
+                    results[c.name] = res
+                    done_n += 1
+                    progress.advance(task)
+                    if not json_out:
+                        progress.console.print(view.cell_line(res, done_n, len(todo)))
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            runner.stop()  # before the pool waits for its threads: their trainings must end
+            raise
