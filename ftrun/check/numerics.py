@@ -27,123 +27,54 @@ Tolerances: ``ftrun.check.numerics_core`` (each check's rounding budget, stated 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
-# (Z, roundoff and sketch_error are this module's API too: callers import them from here)
+from ftrun.check.numerics_causes import average_cause, sum_cause
 from ftrun.check.numerics_core import (
-    NO_FINITE_BUDGET,
-    Z,
     add as _add,
     average_tolerance,
     diff as _diff,
-    near as _near,
     quantized_average_tolerance,
     quantized_unit,
     scale as _scale,
     sketch_error,
     sum_tolerance,
-    tolerance_rule,
 )
-from ftrun.check.numerics_outer import OUTER_RULE, Mine, OuterChecker
+from ftrun.check.numerics_heal import check_heals
+from ftrun.check.numerics_outer import Mine, OuterChecker
+from ftrun.check.numerics_result import (
+    PROBLEM_KEYS,
+    QUANTIZED_NOT_CHECKED,
+    QUANTIZED_NOT_CHECKED_PREFIX,
+    Numerics,
+    quantized_not_checked,
+)
 from ftrun.check.numerics_rounds import ReplicaRound, in_time, outer_context, rounds_of
 from ftrun.layout import EventRecord, RoundNumerics, Sketch
 
-QUANTIZED_NOT_CHECKED_PREFIX = "quantized rounds: not checked"
-# an ftrun before the quantized wrapper: no ``unsketched`` reason recorded
-QUANTIZED_NOT_CHECKED = (
-    f"{QUANTIZED_NOT_CHECKED_PREFIX} (torchft's quantized allreduce calls the process group's "
-    "alltoall + allgather, not the allreduce the sketches hook)"
-)
+__all__ = [
+    "PROBLEM_KEYS",
+    "QUANTIZED_NOT_CHECKED",
+    "QUANTIZED_NOT_CHECKED_PREFIX",
+    "Numerics",
+    "check_numerics",
+    "quantized_not_checked",
+]
 
 
-def quantized_not_checked(why: str | None) -> str:
-    """The not-checked reason of quantized rounds without contribution sketches."""
-    return f"{QUANTIZED_NOT_CHECKED_PREFIX} ({why})" if why else QUANTIZED_NOT_CHECKED
+class _Collective:
+    """What every replica's check of one collective shares: its head, world, participant count,
+    the contributions and their sum (``total``), the bound on the SUM's norm (the sum of the
+    contributions' norms: the SUM's own norm is not recorded), and the first participant's
+    average that passed its checks (the reference for the others)."""
 
-
-# every problem's keys (``Numerics.problems``): where, what was compared, the likely cause, its line
-PROBLEM_KEYS = tuple(
-    "sync_step manager_step fragment replica rank check expected observed error tolerance cause text".split()
-)
-
-
-def _last_commit(
-    logs: dict[tuple[int, int], list[EventRecord]], rank: int, fragment: int, healed: int, source: int | None, at: int
-) -> tuple[int, EventRecord] | None:
-    """The (replica, sync step's record) of the last commit of ``fragment`` with its fingerprint, on
-    ``rank`` of another replica than ``healed``, to a manager step <= ``at``: the global parameters
-    a heal at manager step ``at`` received. The ``source``'s own commit when it is the latest; else
-    another replica's: a source that itself healed since its last commit of the fragment (a chain
-    of faults) holds the globals of a commit it did not make, and the replicas of a quorum agree on
-    every commit (``ftrun.check.agreement``)."""
-    best: tuple[int, EventRecord] | None = None
-    for (replica, r), recs in sorted(logs.items(), key=lambda kv: kv[0][0] != source):  # the source first
-        if r != rank or replica == healed:
-            continue
-        for rec in recs:
-            if rec.synced == fragment and rec.commit and rec.fingerprint and (rec.manager_step_after or 0) <= at:
-                if best is None or (rec.manager_step_after or 0) > (best[1].manager_step_after or 0):
-                    best = (replica, rec)
-    return best
-
-
-@dataclass
-class Numerics:
-    """The check's result. ``status``: "checked" or "not checked" (``why``)."""
-
-    status: str = "not checked"
-    why: str | None = None
-    checked: int = 0  # collective rounds (committed syncs) whose every check ran
-    replica_syncs_checked: int = 0
-    committed: int = 0  # committed syncs (replica, rank, sync step) in the logs
-    not_checked: dict[str, int] = field(default_factory=dict)  # why -> how many committed replica-syncs
-    problems: list[dict[str, Any]] = field(default_factory=list)
-    largest_error: dict[str, Any] | None = None  # the check closest to its tolerance
-    heals: list[dict[str, Any]] = field(default_factory=list)
-    stages: dict[str, Any] = field(default_factory=dict)  # the outer step's (``numerics_outer.OuterChecker``)
-    paths: list[str] = field(default_factory=list)
-    quantized_checked: int = 0  # of ``checked``: rounds of torchft's quantized allreduce (the fp8 budget)
-    quantized_without_sum: int = 0  # of ``quantized_checked``: no SUM sketched, the average checked (``_quantized``)
-    # rounds whose commit failed everywhere: their SUM checked all the same (``_Checker.failed_round``)
-    failed_rounds: dict[str, int] = field(
-        default_factory=lambda: {"rounds": 0, "sum_right": 0, "sum_wrong": 0, "sum_not_sketched": 0}
-    )
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def texts(self) -> list[str]:
-        return [p["text"] for p in self.problems]
-
-    def evidence(self, lines: list[str]) -> None:
-        """Problems with the evidence itself (``ftrun.check.log_evidence``): each a problem, so
-        a damaged or missing record fails the check instead of making a count smaller."""
-        for text in lines:
-            self.problems.append(
-                {**dict.fromkeys(PROBLEM_KEYS), "check": "event log", "cause": "evidence", "text": text}
-            )
-        if lines:
-            self.status = "checked"  # (a check that found problems; ``why`` keeps what it could not check)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "why": self.why,
-            "checked": self.checked,
-            "replica_syncs_checked": self.replica_syncs_checked,
-            "committed": self.committed,
-            "not_checked": self.not_checked,
-            "paths": self.paths,
-            "quantized_checked": self.quantized_checked,
-            "quantized_without_sum": self.quantized_without_sum,
-            "tolerance": {"rule": tolerance_rule(), "z": Z, "largest_error": self.largest_error, "outer": OUTER_RULE},
-            "stages": self.stages,
-            "problems": self.problems,
-            "heals": self.heals,
-            "failed_rounds": self.failed_rounds,
-        }
+    def __init__(self, head: RoundNumerics, world: int, participants: int, sends: list[ReplicaRound]) -> None:
+        self.head, self.world, self.participants, self.sends = head, world, participants, sends
+        self.contributions = [r.contribution for r in sends]
+        self.total = [0.0] * len(sends[0].contribution.proj) if sends else []
+        for r in sends:
+            self.total = _add(self.total, r.contribution.proj)
+        self.bound = sum(c.norm or 0.0 for c in self.contributions)
+        self.first_average: tuple[ReplicaRound, Sketch] | None = None
 
 
 class _Checker:
@@ -233,6 +164,8 @@ class _Checker:
         fr["sum_right" if ok else "sum_wrong"] += 1
 
     def group(self, rounds: list[ReplicaRound]) -> None:
+        """One collective's rounds (every replica's send and sync of one fragment): the SUM, the
+        average and the outer step of each replica that committed it, each failure a problem."""
         done = [r for r in rounds if r.sync is not None and r.commit]
         if not done:
             if any(r.sync is not None for r in rounds):
@@ -241,41 +174,79 @@ class _Checker:
         head = done[0].head
         world = max((r.head.world or 0) for r in rounds)
         sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
-        quantized = head.path == "quantized"
-        if quantized and not any(r.synced.sum is not None for r in done):
-            # no SUM sketched: with every contribution, the fp8 budget on the average; without
-            # them (the wrapper not installed, or an ftrun before it), not checked, saying why
-            if len(sends) < world or not world or any(not r.contribution.numel for r in sends):
-                why = next((r.head.unsketched for r in rounds if r.head.unsketched), None)
-                if why is None and world and any(r.contribution.numel for r in sends):  # the wrapper ran
-                    have = sorted(r.replica for r in sends if r.contribution.numel)
-                    why = f"the collective had {world} replicas, contribution sketches from replica(s) {have} only"
-                why = quantized_not_checked(why)
-                self.out.not_checked[why] = self.out.not_checked.get(why, 0) + len(done)
-                return
-            checked = self.out.checked
-            self._quantized(rounds, done, sends, head)
-            self.out.quantized_checked += self.out.checked - checked
-            self.out.quantized_without_sum += self.out.checked - checked
+        if head.path == "quantized" and not any(r.synced.sum is not None for r in done):
+            self._quantized_without_sum(rounds, done, sends, head, world)
             return
         if len(sends) < world:
-            have = sorted(r.replica for r in sends)
-            for rr in done:
-                self.problem(
-                    rr,
-                    head,
-                    "sketch missing",
-                    None,
-                    None,
-                    None,
-                    None,
-                    self._other_fragment(head, rr.rank, have) or "a sketch missing (a rank's event log lacks its send)",
-                    f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
-                    "the SUM cannot be checked",
-                )
+            self._sends_missing(done, sends, head, world)
             return
-        participants = [r for r in sends if r.sent.participating]
-        n = len(participants)
+        n = sum(1 for r in sends if r.sent.participating)
+        self._non_participants(sends, head)
+        coll = _Collective(head, world, n, sends)
+        checked_all = True
+        for rr in done:
+            outer_ok = self.outer_stages(rr, head, coll.bound / n if n else 0.0)
+            s, a = rr.synced.sum, rr.synced.average
+            if s is None or a is None:
+                checked_all = False
+                why = "SUM not sketched (the collective did not complete)" if s is None else "average not sketched"
+                self.out.not_checked[why] = self.out.not_checked.get(why, 0) + 1
+                continue
+            ok = self._replica_sync(rr, coll, s, a) and outer_ok
+            if ok and n and rr.send is not None and rr.sent.participating:
+                ok = self._same_average(rr, coll, s, a)
+            if ok:
+                self.out.replica_syncs_checked += 1
+        if checked_all:
+            self.out.checked += 1
+            self.out.quantized_checked += head.path == "quantized"
+
+    def _quantized_without_sum(
+        self,
+        rounds: list[ReplicaRound],
+        done: list[ReplicaRound],
+        sends: list[ReplicaRound],
+        head: RoundNumerics,
+        world: int,
+    ) -> None:
+        """A quantized collective with no SUM sketched: with every contribution, the fp8 budget on
+        the average; without them (the wrapper not installed, or an ftrun before it), not
+        checked, saying why."""
+        if len(sends) < world or not world or any(not r.contribution.numel for r in sends):
+            why = next((r.head.unsketched for r in rounds if r.head.unsketched), None)
+            if why is None and world and any(r.contribution.numel for r in sends):  # the wrapper ran
+                have = sorted(r.replica for r in sends if r.contribution.numel)
+                why = f"the collective had {world} replicas, contribution sketches from replica(s) {have} only"
+            why = quantized_not_checked(why)
+            self.out.not_checked[why] = self.out.not_checked.get(why, 0) + len(done)
+            return
+        checked = self.out.checked
+        self._quantized(rounds, done, sends, head)
+        self.out.quantized_checked += self.out.checked - checked
+        self.out.quantized_without_sum += self.out.checked - checked
+
+    def _sends_missing(
+        self, done: list[ReplicaRound], sends: list[ReplicaRound], head: RoundNumerics, world: int
+    ) -> None:
+        """Fewer contribution sketches than replicas in the collective: the SUM cannot be checked
+        (a problem on each replica that committed it, naming the likely cause)."""
+        have = sorted(r.replica for r in sends)
+        for rr in done:
+            self.problem(
+                rr,
+                head,
+                "sketch missing",
+                None,
+                None,
+                None,
+                None,
+                self._other_fragment(head, rr.rank, have) or "a sketch missing (a rank's event log lacks its send)",
+                f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
+                "the SUM cannot be checked",
+            )
+
+    def _non_participants(self, sends: list[ReplicaRound], head: RoundNumerics) -> None:
+        """A replica not participating must contribute zeros (torchft zeroes a healing replica's)."""
         for r in sends:
             c = r.contribution
             if not r.sent.participating and c.norm != 0.0:
@@ -290,101 +261,75 @@ class _Checker:
                     "a non-participant's values reached the SUM",
                     "a replica not participating contributed non-zero values (norm of its contribution)",
                 )
-        total = [0.0] * len(sends[0].contribution.proj)
-        for r in sends:
-            total = _add(total, r.contribution.proj)
-        contribs = [r.contribution for r in sends]
-        bound = sum(c.norm or 0.0 for c in contribs)  # >= ||SUM||: the SUM's norm is not recorded
-        first_avg: tuple[ReplicaRound, Sketch] | None = None
-        checked_all = True
-        for rr in done:
-            outer_ok = self.outer_stages(rr, head, bound / n if n else 0.0)
-            s, a = rr.synced.sum, rr.synced.average
-            if s is None or a is None:
-                checked_all = False
-                why = "SUM not sketched (the collective did not complete)" if s is None else "average not sketched"
-                self.out.not_checked[why] = self.out.not_checked.get(why, 0) + 1
-                continue
-            where = f"replica {rr.replica} rank {rr.rank} sync step {rr.sync_step}"
-            prev = self.prev.get((rr.replica, rr.rank, head.fragment))
-            ok = outer_ok
-            if rr.head.participants != n:
-                ok = False
-                self.problem(
-                    rr,
-                    head,
-                    "participants",
-                    float(n),
-                    float(rr.head.participants or 0),
-                    None,
-                    None,
-                    "a wrong participant count",
-                    f"its manager counted {rr.head.participants} participants, "
-                    f"{n} replica(s) of the collective participated",
-                )
-            tol = sum_tolerance(contribs, s, world, head.path)
-            err, j = _diff(s.proj, total)
-            label = "quantized SUM = sum of contributions (fp8)" if quantized else "SUM = sum of contributions"
-            if not self.measure(err, tol, label, where):
-                ok = False
-                cause = self._sum_cause(s, total, sends, prev, tol, bound)
-                self.problem(
-                    rr,
-                    head,
-                    "sum",
-                    total[j],
-                    s.proj[j],
-                    err,
-                    tol,
-                    cause,
-                    "the process group's SUM is not the sum of the contributions",
-                )
-            if n:
-                # a quantized SUM's norm: up to two e4m3 roundings above sum||c|| (each contribution, the sum)
-                tol = average_tolerance(s, a, n, bound * (1 + quantized_unit(s.numel)) ** 2 if quantized else bound)
-                want = _scale(s.proj, 1.0 / n)
-                err, j = _diff(a.proj, want)
-                if not self.measure(err, tol, "average = SUM / participants", where):
-                    ok = False
-                    self.problem(
-                        rr,
-                        head,
-                        "average",
-                        want[j],
-                        a.proj[j],
-                        err,
-                        tol,
-                        self._avg_cause(s, a, n, world, prev, tol),
-                        f"the average the outer optimizer stepped on is not SUM / {n} participants",
-                    )
-            # every participant stepped from the same average: each one that passed its own checks
-            # against the first that did (one that failed them is already named above)
-            if ok and n and rr.send is not None and rr.sent.participating:
-                if first_avg is None:
-                    first_avg = (rr, a)
-                else:
-                    q, qa = first_avg
-                    size = (s.norm if s.norm is not None else bound) / n
-                    tol = sketch_error(a, size) + sketch_error(qa, size)
-                    err, j = _diff(a.proj, qa.proj)
-                    if not self.measure(err, tol, "same average on every participant", where):
-                        ok = False
-                        self.problem(
-                            rr,
-                            head,
-                            "same average",
-                            qa.proj[j],
-                            a.proj[j],
-                            err,
-                            tol,
-                            "values changed after the collective on one replica",
-                            f"participants stepped from different averages (replica {q.replica}'s is the reference)",
-                        )
-            if ok:
-                self.out.replica_syncs_checked += 1
-        if checked_all:
-            self.out.checked += 1
-            self.out.quantized_checked += quantized
+
+    def _replica_sync(self, rr: ReplicaRound, coll: _Collective, s: Sketch, a: Sketch) -> bool:
+        """One replica's view of the collective: its participant count, SUM = sum of the
+        contributions, average = SUM / participants. False: a problem was recorded."""
+        head, n, quantized = coll.head, coll.participants, coll.head.path == "quantized"
+        where = f"replica {rr.replica} rank {rr.rank} sync step {rr.sync_step}"
+        prev = self.prev.get((rr.replica, rr.rank, head.fragment))
+        ok = True
+        if rr.head.participants != n:
+            ok = False
+            self.problem(
+                rr,
+                head,
+                "participants",
+                float(n),
+                float(rr.head.participants or 0),
+                None,
+                None,
+                "a wrong participant count",
+                f"its manager counted {rr.head.participants} participants, "
+                f"{n} replica(s) of the collective participated",
+            )
+        tol = sum_tolerance(coll.contributions, s, coll.world, head.path)
+        err, j = _diff(s.proj, coll.total)
+        label = "quantized SUM = sum of contributions (fp8)" if quantized else "SUM = sum of contributions"
+        if not self.measure(err, tol, label, where):
+            ok = False
+            cause = sum_cause(s, coll.total, coll.sends, prev, tol, coll.bound)
+            what = "the process group's SUM is not the sum of the contributions"
+            self.problem(rr, head, "sum", coll.total[j], s.proj[j], err, tol, cause, what)
+        if not n:
+            return ok
+        # a quantized SUM's norm: up to two e4m3 roundings above sum||c|| (each contribution, the sum)
+        bound = coll.bound * (1 + quantized_unit(s.numel)) ** 2 if quantized else coll.bound
+        tol = average_tolerance(s, a, n, bound)
+        want = _scale(s.proj, 1.0 / n)
+        err, j = _diff(a.proj, want)
+        if not self.measure(err, tol, "average = SUM / participants", where):
+            cause = average_cause(s, a, n, coll.world, prev, tol)
+            what = f"the average the outer optimizer stepped on is not SUM / {n} participants"
+            self.problem(rr, head, "average", want[j], a.proj[j], err, tol, cause, what)
+            return False
+        return ok
+
+    def _same_average(self, rr: ReplicaRound, coll: _Collective, s: Sketch, a: Sketch) -> bool:
+        """Every participant stepped from the same average: each one that passed its own checks
+        against the first that did (one that failed them is already named). False: a problem."""
+        if coll.first_average is None:
+            coll.first_average = (rr, a)
+            return True
+        q, qa = coll.first_average
+        size = (s.norm if s.norm is not None else coll.bound) / coll.participants
+        tol = sketch_error(a, size) + sketch_error(qa, size)
+        err, j = _diff(a.proj, qa.proj)
+        where = f"replica {rr.replica} rank {rr.rank} sync step {rr.sync_step}"
+        if self.measure(err, tol, "same average on every participant", where):
+            return True
+        self.problem(
+            rr,
+            coll.head,
+            "same average",
+            qa.proj[j],
+            a.proj[j],
+            err,
+            tol,
+            "values changed after the collective on one replica",
+            f"participants stepped from different averages (replica {q.replica}'s is the reference)",
+        )
+        return False
 
     def outer_stages(self, rr: ReplicaRound, head: RoundNumerics, avg_bound: float) -> bool:
         """The outer step's stages of ``rr``'s commit (``ftrun.check.numerics_outer``); False: a problem."""
@@ -443,112 +388,6 @@ class _Checker:
             if r.sync is not None:
                 self.prev[(r.replica, r.rank, r.head.fragment)] = r
 
-    def _sum_cause(
-        self,
-        s: Sketch,
-        total: list[float],
-        sends: list[ReplicaRound],
-        prev: ReplicaRound | None,
-        tol: float,
-        bound: float,
-    ) -> str:
-        if not math.isfinite(tol):
-            return NO_FINITE_BUDGET
-        for q in sends:
-            if (
-                q.sent.participating
-                and q.contribution.norm != 0.0
-                and _near(s.proj, _add(total, q.contribution.proj, -1.0), tol)
-            ):
-                return f"a contribution missing (replica {q.replica}'s is not in the SUM)"
-        if prev is not None and prev.synced.sum is not None and _near(s.proj, prev.synced.sum.proj, 2 * tol):
-            return (
-                "a stale buffer (the SUM equals this replica's previous round of the fragment, "
-                f"manager step {prev.head.manager_step})"
-            )
-        rel = _diff(s.proj, total)[0] / max(s.norm if s.norm is not None else bound, 1e-300)
-        return f"values changed in the collective (the SUM is off by {rel:.3g} of its norm)"
-
-    def _avg_cause(self, s: Sketch, a: Sketch, n: int, world: int, prev: ReplicaRound | None, tol: float) -> str:
-        if not math.isfinite(tol):
-            return NO_FINITE_BUDGET
-        if n > 1 and _near(a.proj, s.proj, n * tol):
-            return "not divided at all: the average is the SUM (torchft's divide-by-participants callback did not run)"
-        if _near(a.proj, _scale(s.proj, 1.0 / (n + 1)), tol):
-            return (
-                f"divided by participants + 1 = {n + 1} instead of {n} participants "
-                "(the world size instead of the participants?)"
-            )
-        if world != n and world > 0 and _near(a.proj, _scale(s.proj, 1.0 / world), tol):
-            return f"divided by the world size {world} instead of {n} participants"
-        if prev is not None and prev.synced.average is not None and _near(a.proj, prev.synced.average.proj, 2 * tol):
-            return (
-                "a stale buffer (the average equals this replica's previous round, "
-                f"manager step {prev.head.manager_step})"
-            )
-        return "values changed after the collective (between torchft's divide and the outer step)"
-
-    def heals(self, logs: dict[tuple[int, int], list[EventRecord]]) -> None:
-        for (replica, rank), recs in sorted(logs.items()):
-            for i, rec in enumerate(recs):
-                if not rec.heal_numerics:
-                    continue
-                hn = rec.heal_numerics
-                src = rec.healed.source_replica if rec.healed else None
-                entry: dict[str, Any] = {
-                    "replica": replica,
-                    "rank": rank,
-                    "source_replica": src,
-                    "manager_step": hn.manager_step,
-                    "step": rec.step,
-                    "fragments_checked": 0,
-                    "fragments_not_checked": [],
-                    "params_match": None,
-                }
-                for f, mine in enumerate(hn.fingerprints):
-                    ref = _last_commit(logs, rank, f, replica, src, hn.manager_step)
-                    if ref is None:
-                        entry["fragments_not_checked"].append(f)
-                        continue
-                    (ref_replica, ref_rec) = ref
-                    entry["fragments_checked"] += 1
-                    if mine != ref_rec.fingerprint:
-                        entry["params_match"] = False
-                        rr = ReplicaRound(replica, rank, sync_step=rec.step)
-                        head = RoundNumerics("heal", f, hn.manager_step, None)
-                        self.problem(
-                            rr,
-                            head,
-                            "heal",
-                            None,
-                            None,
-                            None,
-                            None,
-                            "the checkpoint transport delivered other parameters",
-                            f"after healing from replica {ref_replica}, fragment {f}'s global parameters (fingerprint "
-                            f"{mine}) differ from the source's after its commit to manager step "
-                            f"{ref_rec.manager_step_after} ({ref_rec.fingerprint})",
-                        )
-                    elif entry["params_match"] is None:
-                        entry["params_match"] = True
-                first = next((p for x in recs[i:] for p in (x.numerics or []) if p.phase == "send"), None)
-                if first is not None and first.contribution is not None:
-                    # the rule: a non-participant contributes zeros; a participant's values are in
-                    # the SUM, which the round's own check verified (no problem named it)
-                    zero = first.contribution.norm == 0.0
-                    flagged = any(
-                        p["fragment"] == first.fragment and p["manager_step"] == first.manager_step
-                        for p in self.out.problems
-                    )
-                    entry["first_contribution"] = {
-                        "fragment": first.fragment,
-                        "manager_step": first.manager_step,
-                        "participating": first.participating,
-                        "zero": zero,
-                        "follows_rule": (not flagged) if first.participating else zero,
-                    }
-                self.out.heals.append(entry)
-
 
 def check_numerics(
     logs: dict[tuple[int, int], list[EventRecord]], sketches_on: bool | None = None, partial: str | None = None
@@ -593,7 +432,7 @@ def check_numerics(
     for _, rounds in order:
         c.group(rounds)
         c.remember(rounds)
-    c.heals(logs)
+    check_heals(logs, c.out, c.problem)
     c.outer.finish()
     c.out.stages = c.outer.to_json()
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
