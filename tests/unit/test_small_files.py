@@ -69,6 +69,18 @@ def test_read_head_and_last_byte_read_only_what_they_say(tmp_path: Path) -> None
 # --- run-dir records ----------------------------------------------------------------------
 
 
+# the ftrun.layout module each limit is read from (the readers look it up there)
+LIMIT_MODULE = {
+    "SPEC_LIMIT": "spec",
+    "MANIFEST_LIMIT": "manifest",
+    "SUMMARY_LIMIT": "summary",
+    "SWEEP_CELL_LIMIT": "sweep_cell",
+    "FAULT_MARKER_LIMIT": "faults",
+    "RANK_META_LIMIT": "meta",
+    "MARKER_LIMIT": "marker",
+}
+
+
 def test_the_raising_readers_name_the_file_when_too_big_or_not_a_file(tmp_path: Path, monkeypatch) -> None:
     run = tmp_path / "run"
     (run / layout.FAULTS).mkdir(parents=True)
@@ -91,7 +103,7 @@ def test_the_raising_readers_name_the_file_when_too_big_or_not_a_file(tmp_path: 
     ]
     for limit, path, what, read in cases:
         path.write_text("{" + " " * 200 + "}")
-        monkeypatch.setattr(layout, limit, 100)
+        monkeypatch.setattr(f"ftrun.layout.{LIMIT_MODULE[limit]}.{limit}", 100)
         with pytest.raises(BadInput) as e:
             read()
         _one_line(e, path, f"unreadable {what} (more than 100 bytes)")
@@ -122,11 +134,11 @@ def test_the_readers_of_files_being_written_say_none_for_a_fifo_or_a_too_big_fil
     meta.parent.mkdir()
     meta.write_text(layout.to_json(layout.RankMeta(replica=0, rank=0, pid=7)))
     assert layout.read_rank_meta(meta) == layout.RankMeta(replica=0, rank=0, pid=7)
-    monkeypatch.setattr(layout, "RANK_META_LIMIT", 10)
+    monkeypatch.setattr("ftrun.layout.meta.RANK_META_LIMIT", 10)
     assert layout.read_rank_meta(meta) is None
     (tmp_path / layout.RUN_MARKER).write_text(layout.to_json(layout.RunMarker(pid=7, started=1.0)))
     assert layout.read_run_marker(tmp_path) == layout.RunMarker(pid=7, started=1.0)
-    monkeypatch.setattr(layout, "MARKER_LIMIT", 10)
+    monkeypatch.setattr("ftrun.layout.marker.MARKER_LIMIT", 10)
     assert layout.read_run_marker(tmp_path) is None
     progress = layout.progress_file(tmp_path, 0)
     progress.parent.mkdir()

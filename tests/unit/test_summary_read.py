@@ -100,7 +100,7 @@ def test_a_broken_or_foreign_summary_is_one_line_naming_the_file(tmp_path: Path,
 
 
 def test_the_read_is_bounded_and_never_opens_a_fifo(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(layout, "SUMMARY_LIMIT", 100)
+    monkeypatch.setattr("ftrun.layout.summary.SUMMARY_LIMIT", 100)
     d = _run_dir(tmp_path, train_summary())
     with pytest.raises(BadInput, match=r"summary.json: unreadable summary \(more than 100 bytes\)"):
         layout.read_train_summary(d)

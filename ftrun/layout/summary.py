@@ -1,0 +1,209 @@
+"""``summary.json``: what a run found (also what --json prints). Torch-free.
+
+``TrainSummary`` of ``ftrun train``, ``LaunchSummary`` of ``ftrun launch``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from ftrun.errors import BadInput
+from ftrun.layout.codec import json_object
+from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
+from ftrun.layout.paths import SUMMARY
+from ftrun.layout.spec import Link
+
+# summary.json: a train summary is kilobytes; a launch summary holds its traces' whole report
+# (``inspection``: a row per send and per sync), tens of MB for a long run
+SUMMARY_LIMIT = 256 << 20
+
+
+class ReplicaSummary(msgspec.Struct, kw_only=True):
+    """One replica group in ``TrainSummary.replicas`` (``lost``: the fault that killed it for good)."""
+
+    replica: int
+    steps: int
+    last_step: int | None = None  # None: a summary of an ftrun before the field
+    steps_per_s: float | None
+    commits: int
+    failed_commits: int
+    final_loss: float | None
+    final_manager_step: int | None
+    lost: str | None = None
+
+
+class AgreementSummary(msgspec.Struct):
+    """``ftrun.check.agreement`` of what this run dir saw (one group here: nothing to compare)."""
+
+    ok: bool
+    commits_checked: int
+    disagreements: list[dict[str, Any]]
+    groups_here: int | None = None  # None (both): a summary of an ftrun before the fields
+    groups_in_job: int | None = None
+
+
+class _ReadAsDict:
+    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` read when it was
+    the file's dict. Deprecated (``DeprecationWarning``; README, "What is stable"): the field,
+    as the JSON has it."""
+
+    __slots__ = ()
+    __struct_fields__: tuple[str, ...]
+
+    def __getitem__(self, key: str) -> Any:
+        _warn_dict_access(type(self).__name__, f"[{key!r}]")
+        if key not in self.__struct_fields__:
+            raise KeyError(key)
+        return msgspec.to_builtins(getattr(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        _warn_dict_access(type(self).__name__, f".get({key!r})")
+        return msgspec.to_builtins(getattr(self, key)) if key in self.__struct_fields__ else default
+
+    def __contains__(self, key: object) -> bool:
+        _warn_dict_access(type(self).__name__, f" ({key!r} in summary)")
+        return key in self.__struct_fields__
+
+
+def _warn_dict_access(kind: str, how: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f"Run.summary is a {kind} (ftrun.layout), no longer a dict: read summary.FIELD, not summary{how}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class RunCheck(msgspec.Struct, kw_only=True):
+    """The check ``train`` and ``launch`` run on what they captured (``ftrun.commands.run_check``;
+    the analysis of ``inspect-trace``). ``verdict``: "pass", "fail" or "not checked" (``why``:
+    --no-check, no traces captured, ...; never a pass); ``line``: the verdict line inspect-trace
+    prints for the same run dir (None: not checked); ``problems``: the first few problems."""
+
+    verdict: Literal["pass", "fail", "not checked"]
+    line: str | None = None
+    why: str | None = None
+    problems: list[str] = []
+
+
+class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
+    """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
+    ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
+    (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went
+    (``ftrun.check.recovery``); ``check``: the check of the captured traces (``RunCheck``; ``ok``
+    is false when it FAILed). The fields with defaults may be missing from a summary of an
+    earlier ftrun."""
+
+    run_dir: str
+    ok: bool
+    wall_s: float
+    mode: str
+    schedule: ScheduleInfo
+    backend: str
+    link: Link | None
+    devices: list[DeviceRef] = []
+    replicas: list[ReplicaSummary]
+    agreement: AgreementSummary
+    numerics: dict[str, Any] | None = None
+    failures: list[str]
+    traces: list[str]
+    traces_note: str | None = None
+    manifest: str
+    versions: dict[str, str | None] = {}
+    faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
+    recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
+    check: RunCheck | None = None  # the check of the captured traces (None: a summary of an ftrun before it)
+
+
+class LaunchGroupRow(msgspec.Struct, kw_only=True):
+    """One group in ``LaunchSummary.groups`` (and the live view): a group that exited non-zero
+    shows its error (``ftrun.launch.diagnose.describe``) as ``last_line``; ``quorums``: the quorums
+    it joined (None: a summary of an ftrun before the column)."""
+
+    replica: int
+    state: str
+    exit_codes: list[int]
+    restarts: int
+    quorums: int | None = None
+    last_line: str
+
+
+class LaunchTrace(msgspec.Struct):
+    """A trace ``ftrun launch`` found; ``checked``: whether its report covers it (a summary of an
+    ftrun before the field reads it as the rule of then: checked when its rank is known)."""
+
+    replica: int
+    rank: int | None
+    path: str
+    rank_source: str
+    checked: bool
+
+
+class LaunchSummary(msgspec.Struct, kw_only=True):
+    """``summary.json`` of ``ftrun launch`` (also what ``--json`` prints; read: ``read_launch_summary``).
+    ``inspection``: the report of the traces (``ftrun.check``'s ``Report.to_json``; None: not inspected)."""
+
+    run_dir: str
+    script: str
+    seconds: float
+    groups: list[LaunchGroupRow]
+    quorums_seen: int | None
+    faults_fired: list[FiredKill]
+    traces: list[LaunchTrace]
+    trace_note: str | None
+    failures: list[str]
+    inspection: dict[str, Any] | None = None
+    check: RunCheck | None = None  # its verdict, as ``TrainSummary.check`` (None: an ftrun before the field)
+    ok: bool
+
+
+def _summary_object(path: Path) -> dict[str, Any]:
+    """summary.json as a JSON object, bounded (``SUMMARY_LIMIT``)."""
+    return json_object(path, SUMMARY_LIMIT, "summary")
+
+
+def read_train_summary(run_dir: Path) -> TrainSummary:
+    """A run dir's summary.json of ``ftrun train``; ``BadInput`` (one line naming the file) if it is
+    missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun launch`` summary too).
+    One of an earlier ftrun reads as well: the fields it lacked take their defaults, and its
+    ``recovery`` (the fault story with the breakdowns inside, as ``breakdown``) is split into
+    ``faults`` (the story) and ``recovery`` (the breakdowns)."""
+    path = Path(run_dir) / SUMMARY
+    raw = _summary_object(path)
+    if "script" in raw and "mode" not in raw:
+        raise BadInput(f"{path}: an ftrun launch summary; this reads the summaries of ftrun train run dirs")
+    rec = raw.get("recovery")
+    if isinstance(rec, dict):  # the earlier shape
+        story = {k: v for k, v in rec.items() if k != "breakdown"}
+        raw = {**raw, "faults": story, "recovery": list(rec.get("breakdown") or [])}
+    try:
+        return msgspec.convert(raw, TrainSummary)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun train summary ({e})") from None
+
+
+def read_launch_summary(run_dir: Path) -> LaunchSummary:
+    """A run dir's summary.json of ``ftrun launch``; ``BadInput`` (one line naming the file) if it
+    is missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun train`` summary
+    too). One of an earlier ftrun reads as well: a group row without ``quorums`` reads None, a
+    trace without ``checked`` reads as checked when its rank was known (what that ftrun checked)."""
+    path = Path(run_dir) / SUMMARY
+    raw = _summary_object(path)
+    if "mode" in raw and "script" not in raw:
+        raise BadInput(f"{path}: an ftrun train summary; this reads the summaries of ftrun launch run dirs")
+    traces = raw.get("traces")
+    if isinstance(traces, list):
+        raw = {
+            **raw,
+            "traces": [
+                {**t, "checked": t.get("rank") is not None} if isinstance(t, dict) and "checked" not in t else t
+                for t in traces
+            ],
+        }
+    try:
+        return msgspec.convert(raw, LaunchSummary)
+    except msgspec.ValidationError as e:
+        raise BadInput(f"{path}: not an ftrun launch summary ({e})") from None
