@@ -5,11 +5,12 @@ release calls or defines it otherwise. Reads source text: no triton, no GPU, no 
 from __future__ import annotations
 
 from ftrun import torchft_compat as compat
+from ftrun.torchft_compat.sources import torchft_source
 
 
 def _sources() -> tuple[str, str]:
-    man = compat._torchft_source(compat.QUANTIZED_MODULE)
-    col = compat._torchft_source(compat.QUANTIZED_SOURCE)
+    man = torchft_source(compat.QUANTIZED_MODULE)
+    col = torchft_source(compat.QUANTIZED_SOURCE)
     assert man is not None and col is not None, "torchft/manager.py and torchft/collectives.py are installed"
     return man, col
 

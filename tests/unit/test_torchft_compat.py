@@ -110,6 +110,9 @@ def test_supported_releases(rel) -> None:
 
 
 def _fake(monkeypatch, rel: compat.Release) -> None:
+    # where it is called: ``require_supported`` (in the release module) and the callers that
+    # import it from the package when they run (preflight, sweep)
+    monkeypatch.setattr(compat.release, "installed", lambda: rel)
     monkeypatch.setattr(compat, "installed", lambda: rel)
 
 
@@ -184,9 +187,9 @@ def test_process_groups_each_release_offers(monkeypatch) -> None:
     assert compat.process_group_backends(new) == ("gloo", "baby-gloo", "nccl", "baby-nccl", "gloo-native", "torchcomms")
     assert "has no reconfigure API" in compat.backend_unavailable("gloo-native", old)
     assert compat.backend_unavailable("gloo", new) is None  # the rest is placement's
-    monkeypatch.setattr(compat, "_torch_native_reconfigure", lambda: False)
+    monkeypatch.setattr(compat.backends, "_torch_native_reconfigure", lambda: False)
     assert "torch 2.13.0 cannot reconfigure a native group" in compat.backend_unavailable("gloo-native", new)
-    monkeypatch.setattr(compat, "_torch_native_reconfigure", lambda: True)
+    monkeypatch.setattr(compat.backends, "_torch_native_reconfigure", lambda: True)
     assert "ftrun does not build it yet" in compat.backend_unavailable("gloo-native", new)
     import importlib.util
 

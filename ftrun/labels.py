@@ -1,1 +1,0 @@
-"""Kept so that ``from ftrun.labels import ...`` keeps working: the labels live in ``ftrun.torchft_compat``."""
