@@ -26,7 +26,7 @@ from ftrun.errors import BadInput
 from ftrun.json_out import report_json
 from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
-from ftrun.link_spec import SYNC_SHARE, LinkSpec, link_for, parse_link
+from ftrun.link_spec import SYNC_SHARE, Link, link_for, parse_link
 from ftrun.output import (
     atomic_write,
     check_name,
@@ -99,7 +99,7 @@ def config_for(spec: str, opts: Any) -> RunConfig:
 DRIFT = 0.25  # a first run whose measured step is this far from the calibrated one: recalibrate
 
 
-def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[LinkSpec, dict]:
+def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Link, dict]:
     """``link_for`` a compute step of ``step_s``, and what it costs: plain DiLoCo's sync and its
     share of H such steps (the share asked for is ``SYNC_SHARE``)."""
     spec = link_for(step_s, model_bytes, cfg.hosts.replicas, cfg.schedule.sync_every)
@@ -111,7 +111,7 @@ def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Lin
     }
 
 
-def default_link(cfg: RunConfig, threads: int) -> tuple[LinkSpec, dict]:
+def default_link(cfg: RunConfig, threads: int) -> tuple[Link, dict]:
     """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
     ranks = cfg.hosts.replicas * cfg.hosts.nproc_per_replica
     m = calibrate(cfg, threads, ranks)
@@ -230,7 +230,7 @@ def run_compare(
 def train_mode(
     specs: list[str],
     opts: Any,
-    link_spec: LinkSpec | None,
+    link_spec: Link | None,
     out_root: Path,
     json_out: bool,
     overwrite: bool,
@@ -259,16 +259,16 @@ def train_mode(
     if link_spec is not None:
         spec = link_spec
         link_info = {"chosen": "by --link"}
-    elif cfgs[0].emulation.link:
-        spec = parse_link(cfgs[0].emulation.link)
+    elif (configured := cfgs[0].emulation.parsed_link()) is not None:
+        spec = configured
         link_info = {"chosen": "by config"}
     else:
         say(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...")
         spec, calib = default_link(cfgs[0], threads)
         link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
         say(
-            f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.describe()}: plain DiLoCo's sync "
-            f"{calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} "
+            f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.description}: "
+            f"plain DiLoCo's sync {calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} "
             f"of H={cfgs[0].schedule.sync_every} steps"
         )
     per_cfg: list[list[Path]] = [[], []]
@@ -282,7 +282,7 @@ def train_mode(
             cfg = cfgs[k].replaced(out=str(cmp_dir), run_name=rn, link=spec.as_flag(), check=False)
             say(
                 f"training {rn}: {schedule_label(cfg.resolved())}, "
-                f"{cfg.hosts.replicas} replica groups x {cfg.steps} steps, emulated link {spec.describe()} ..."
+                f"{cfg.hosts.replicas} replica groups x {cfg.steps} steps, emulated link {spec.description} ..."
             )
             train(cfg, overwrite=overwrite or again, json_out=False, quiet=True)
             again = False
@@ -291,12 +291,12 @@ def train_mode(
                 if measured is not None and drifted(link_info["calibrated_step_s"], measured):
                     # the pilot step was not the step the run took (load, profiler): choose the link
                     # from the run's own measured step, and train this run again on it
-                    first = spec.describe()
+                    first = spec.description
                     spec, cost = link_from_step(cfgs[0], measured, link_info["model_bytes"])
                     calibrated_s = link_info["calibrated_step_s"]
                     say(
                         f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calibrated_s - 1):.0%} "
-                        f"off the calibrated {calibrated_s * 1e3:.1f} ms: link recalibrated to {spec.describe()} "
+                        f"off the calibrated {calibrated_s * 1e3:.1f} ms: link recalibrated to {spec.description} "
                         f"(plain DiLoCo's sync {cost['plain_sync_s'] * 1e3:.0f} ms = "
                         f"{cost['plain_sync_share_of_h']:.2f} of H measured steps); training {rn} again on it"
                     )
@@ -308,7 +308,7 @@ def train_mode(
             per_cfg[k].append(cmp_dir / rn)
             i += 1
     link_info.update(
-        bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.describe()
+        bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.description
     )
     return names, per_cfg, cmp_dir, link_info
 
@@ -331,7 +331,7 @@ def read_mode(
         "bandwidth_bps": l0.bandwidth_bps if l0 else None,
         "latency_s": l0.latency_s if l0 else None,
         "emulated": bool(l0 and l0.emulated),
-        "describe": l0.describe if l0 else "loopback (no emulation)",
+        "describe": l0.description if l0 else "loopback (no emulation)",
         "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
     }
     return names, run_dirs, cmp_dir, link_info

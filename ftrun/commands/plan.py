@@ -19,7 +19,7 @@ from typing import Any
 
 from ftrun.commands.plan_measure import RunInputs, read_run, recovery_inputs
 from ftrun.errors import BadInput
-from ftrun.link_spec import LinkSpec, parse_link
+from ftrun.link_spec import Link, parse_link
 from ftrun.output import check_parent
 from ftrun.plan import (
     Prediction,
@@ -47,10 +47,11 @@ from ftrun.small_files import read_head
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}  # bytes per exchanged value
 DEFAULT_MFU = 0.4  # model FLOPs utilisation when --mfu is not given
 SWEEP_POINTS_PER_DECADE = 4
-LOOPBACK = LinkSpec(1e12, 0.0)  # a run without an emulated link: the model's link costs nothing
+# a run without an emulated link: the model's link costs nothing
+LOOPBACK = Link(1e12, 0.0, emulated=False, description="loopback (no emulated link)")
 
 
-def parse_sweep(text: str) -> tuple[list[LinkSpec], float]:
+def parse_sweep(text: str) -> tuple[list[Link], float]:
     """``LO..HI[,LATENCY]`` -> log-spaced links (``SWEEP_POINTS_PER_DECADE``), and the latency."""
     m = re.match(r"^\s*([^.,]+(?:\.\d+)?[^.,]*)\.\.([^,]+)(?:,(.+))?$", text or "")
     if not m:
@@ -61,7 +62,7 @@ def parse_sweep(text: str) -> tuple[list[LinkSpec], float]:
     if hi <= lo:
         raise BadInput(f"--sweep-link {text!r}: the high end must be above the low end")
     n = max(2, round(math.log10(hi / lo) * SWEEP_POINTS_PER_DECADE) + 1)
-    return [LinkSpec(lo * (hi / lo) ** (i / (n - 1)), lat) for i in range(n)], lat
+    return [Link(lo * (hi / lo) ** (i / (n - 1)), lat) for i in range(n)], lat
 
 
 def _schedule(fragments: int, sync_every: int, delay: int) -> Schedule:
@@ -163,7 +164,7 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
     return req.layers // req.layers_per_fragment
 
 
-def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, LinkSpec | None, str, int | None, dict]:
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str, int | None, dict]:
     """The workload and streaming schedule to plan, the run's own link (``--from``), the
     bytes a data-parallel step all-reduces (None without ``--params``), and what it takes for
     the backend's own collectives (``real_collectives``)."""
@@ -261,7 +262,7 @@ def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -
 def predict(
     work: Workload,
     sched: Schedule,
-    links: list[LinkSpec],
+    links: list[Link],
     target: float,
     grad_bytes: int | None = None,
     train_steps: float | None = None,
@@ -275,7 +276,7 @@ def predict(
         runs = {"streaming": simulate(work, sched, bw, lat), "plain": simulate(work, plain(sched), bw, lat)}
         if grad_bytes is not None:
             runs["data_parallel"] = simulate_data_parallel(work, grad_bytes, bw, lat)
-        cfg: dict[str, Any] = {"link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.describe()}}
+        cfg: dict[str, Any] = {"link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.description}}
         # bytes one replica contributes per step: every fragment once per H steps; DP: its gradients
         per_step = {"streaming": work.model_bytes / sched.sync_every, "plain": work.model_bytes / sched.sync_every}
         per_step["data_parallel"] = float(grad_bytes or 0)
@@ -394,7 +395,7 @@ def _check_png(png: str) -> None:
     check_parent(path, "--png", parent_made=True)  # (draw_utilisation makes its directory)
 
 
-def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[LinkSpec]) -> dict:
+def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[Link]) -> dict:
     """Predicted recovery of one killed group per link (``ftrun.plan_recovery``): from ``--from``
     a run dir's own state bytes, heartbeat timeout and (a kill run's) measured relaunch / join /
     reconfigure; from ``--params`` float32 state of that many parameters with ftrun's optimizers
@@ -419,7 +420,7 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
         )
     if req.heartbeat_timeout_ms is not None:
         x = replace(x, heartbeat_timeout_s=req.heartbeat_timeout_ms / 1e3)
-    per_link = [{"link": s.describe(), **predict_recovery(x, s.bandwidth_bps, s.latency_s).as_dict()} for s in specs]
+    per_link = [{"link": s.description, **predict_recovery(x, s.bandwidth_bps, s.latency_s).as_dict()} for s in specs]
     return {
         "heartbeat_timeout_s": x.heartbeat_timeout_s,
         "state_bytes": x.state_bytes,

@@ -169,7 +169,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
                 mr["link"] = {
                     "bandwidth_bps": link.bandwidth_bps,
                     "latency_s": link.latency_s,
-                    "describe": link.describe() if inp.link else "loopback (no emulated link)",
+                    "describe": link.description,
                 }
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
             # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
@@ -299,7 +299,7 @@ def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
         "floor_s": RECOVERY_FLOOR_S,
         "link": None
         if link is None
-        else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s, "describe": link.describe()},
+        else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s, "describe": link.description},
         "recovery": rows,
         "verdict": recovery_verdict(rows, failed),
         "outside_tolerance": failed,

@@ -15,7 +15,7 @@ from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, read_lifecycle, seconds, stepped
 from ftrun.layout import EventRecord
-from ftrun.link_spec import LinkSpec
+from ftrun.link_spec import Link
 from ftrun.linkcost import control_s
 from ftrun.plan import (
     Workload,
@@ -37,7 +37,7 @@ class RunInputs:
     work: Workload
     schedule: Schedule
     steps: int
-    link: LinkSpec | None
+    link: Link | None
 
 
 def _manifest(run_dir: Path) -> layout.Manifest:
@@ -324,8 +324,7 @@ def read_run(dirs: list[Path], name: str | None = None) -> RunInputs:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: schedule {e}") from None
     replicas = m.replicas
     nbytes = tuple(f.bytes for f in sorted(m.fragments, key=lambda f: f.id))
-    link = m.link
-    spec = LinkSpec(link.bandwidth_bps, link.latency_s) if link and link.emulated else None
+    spec = m.link if m.link and m.link.emulated else None
     steps = sched.steps
     if not nbytes:
         raise BadInput(f"{dirs[0] / layout.MANIFEST}: lists no fragments")

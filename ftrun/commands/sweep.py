@@ -74,7 +74,7 @@ def plan(
         spec, calib = default_link(base, threads_per_rank(ranks))
         shared["link"] = spec.as_flag()
         notes.append(
-            f"link {spec.describe()} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
+            f"link {spec.description} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
             f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms"
         )
     cells = grid.product(axes)

@@ -28,6 +28,7 @@ from ftrun.launch.results import read_logs, summarise, write_summary
 from ftrun.launch.run import run_job
 from ftrun.launch.rundir import job_id, prepare_run_dir
 from ftrun.launch.supervise import RunState
+from ftrun.link_spec import Link
 
 
 def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
@@ -56,17 +57,7 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
         cfg.hosts.backend, cfg.hosts.groups_here, cfg.hosts.nproc_per_replica
     )  # BadInput before launch
     check_quantize(cfg.optimizer.quantize, cfg.hosts.backend, placement)
-    link = None
-    if cfg.emulation.link:
-        from ftrun.link_spec import parse_link
-
-        spec = parse_link(cfg.emulation.link)
-        link = {
-            "bandwidth_bps": spec.bandwidth_bps,
-            "latency_s": spec.latency_s,
-            "emulated": True,
-            "describe": spec.describe(),
-        }
+    link = cfg.emulation.parsed_link()
     jid = job_id(cfg)
     if cfg.hosts.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
         cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.hosts.replica_group_id}"
@@ -94,7 +85,7 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
         lock.release()
 
 
-def _run(state: RunState, window, link: dict | None, placement, json_out: bool, quiet: bool, stop: Stopping) -> int:
+def _run(state: RunState, window, link: Link | None, placement, json_out: bool, quiet: bool, stop: Stopping) -> int:
     """Run the job in the claimed run dir, then summarise and render."""
     from ftrun.report.train_view import LiveView, print_summary
 

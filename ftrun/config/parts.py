@@ -28,6 +28,7 @@ from ftrun.small_files import describe_size
 
 if TYPE_CHECKING:
     from ftrun.fault_flags import Fault
+    from ftrun.link_spec import Link
 
 MODELS = BUILTIN_MODELS
 # the last two: torchft-nightly (ftrun.torchft_compat)
@@ -388,6 +389,13 @@ class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             from ftrun.link_spec import parse_link
 
             parse_link(self.link, name=at.where("link"))
+
+    def parsed_link(self) -> "Link | None":
+        """``link`` as the one ``Link`` (``ftrun.link_spec``; its text was checked at build, and is
+        parsed once: the parse is memoised by text); None without an emulated link."""
+        from ftrun.link_spec import parse_link
+
+        return parse_link(self.link) if self.link else None
 
     def check(self, cfg: "RunConfig", at: At) -> None:
         if not 0 <= self.step_sleep_ms <= MAX_STEP_SLEEP_MS:

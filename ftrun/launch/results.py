@@ -12,6 +12,7 @@ import msgspec
 from ftrun import __version__, layout
 from ftrun.event_log import read_event_log, read_run_events, replica_stats
 from ftrun.launch.supervise import RunState
+from ftrun.link_spec import Link
 from ftrun.output import atomic_write
 
 
@@ -22,7 +23,7 @@ def _resolved_backend(backend: str) -> str:
     return ("nccl" if has_cuda_device() else "gloo") if backend == "auto" else backend
 
 
-def write_manifest(state: RunState, window: tuple[int, int] | None, link: dict | None) -> layout.Manifest:
+def write_manifest(state: RunState, window: tuple[int, int] | None, link: Link | None) -> layout.Manifest:
     """manifest.json (``layout.Manifest``, validated before it is written); returns it."""
     cfg, run_dir = state.cfg, state.run_dir
     metas = [

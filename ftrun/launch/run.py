@@ -23,12 +23,13 @@ from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
 from ftrun.launch.supervise import RunState, stop_all, supervise
+from ftrun.link_spec import Link
 from ftrun.output import atomic_write
 
 log = logging.getLogger(__name__)
 
 
-def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: dict | None) -> Path:
+def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, link: Link | None) -> Path:
     """spec.json (``layout.Spec``): what every rank of the run reads at start."""
     cfg = state.cfg
     assert state.network is not None  # commands/train makes every RunState with its network
@@ -38,7 +39,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
         job_id=state.job_id,
         profile_window=list(window) if window else None,
         threads=threads,
-        link=msgspec.convert(link, layout.Link) if link else None,
+        link=link,
         faults=[msgspec.convert(f.to_json(), layout.FaultSpec) for f in cfg.planned_faults()],
         quorum_timeout_s=cfg.timeouts.quorum_timeout_s,
         # every rank of the job writes to this run dir only when all groups run on this host
@@ -68,7 +69,7 @@ def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
 def run_job(
     state: RunState,
     window: tuple[int, int] | None,
-    link: dict | None,
+    link: Link | None,
     placement: Placement,
     stop: Stopping,
     view: AbstractContextManager,
@@ -87,7 +88,7 @@ def run_job(
 def _run_job(
     state: RunState,
     window: tuple[int, int] | None,
-    link: dict | None,
+    link: Link | None,
     placement: Placement,
     stop: Stopping,
     view: AbstractContextManager,

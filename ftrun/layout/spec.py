@@ -9,18 +9,10 @@ import msgspec
 from ftrun.config.parts import RunConfig
 from ftrun.layout.codec import FORMAT
 from ftrun.layout.faults import FaultSpec
+from ftrun.link_spec import Link as Link  # the emulated link (--link): one type from the flag to the reports
 from ftrun.small_files import read_json
 
 SPEC_LIMIT = 16 << 20  # bytes of spec.json read at most: the config tree, the faults and the network: a few KB
-
-
-class Link(msgspec.Struct):
-    """An emulated link (``--link``)."""
-
-    bandwidth_bps: float
-    latency_s: float
-    emulated: bool = True
-    describe: str = ""
 
 
 class Network(msgspec.Struct, kw_only=True):

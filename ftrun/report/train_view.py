@@ -85,7 +85,7 @@ def print_summary(summary: layout.TrainSummary) -> None:
     link = summary.link
     t = Table(
         title=f"ftrun train · {schedule_label(msgspec.to_builtins(summary.schedule))} · {summary.backend}"
-        + (f" · emulated link {link.describe}" if link else ""),
+        + (f" · emulated link {link.description}" if link else ""),
         title_justify="left",
     )
     for col in ("replica", "steps", "steps/s", "commits", "failed", "final loss", "manager step"):

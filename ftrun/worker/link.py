@@ -38,7 +38,7 @@ import torch.distributed as dist
 from torch.profiler import record_function
 from torchft.process_group import ProcessGroup
 
-from ftrun import linkcost
+from ftrun.link_spec import Link
 from ftrun.torchft_compat import LINK_CONTROL_QUORUM, LINK_HOLD, after_each_quorum
 from ftrun.worker.pg_wrapper import KeptWrapper
 
@@ -97,17 +97,15 @@ def _nbytes(tensors: Any) -> int:
 
 
 class LinkEmulator(KeptWrapper):
-    """Wrap ``pg`` so that each collective takes at least its ``ftrun.linkcost`` cost.
+    """Wrap ``pg`` so that each collective takes at least its cost on ``link`` (``Link.enqueue``:
+    ``ftrun.linkcost``'s rule).
 
     ``replicas``: R for the cost; None (the default) = the group's size at each collective.
     """
 
-    def __init__(
-        self, pg: ProcessGroup, bandwidth_bps: float, latency_s: float = 0.0, replicas: int | None = None
-    ) -> None:
+    def __init__(self, pg: ProcessGroup, link: Link, replicas: int | None = None) -> None:
         super().__init__(pg)
-        self.bandwidth_bps = float(bandwidth_bps)
-        self.latency_s = float(latency_s)
+        self.link = link
         self.replicas = replicas
         self._free_at = 0.0  # monotonic time at which the emulated link has sent everything queued
         self._lock = threading.Lock()
@@ -147,9 +145,7 @@ class LinkEmulator(KeptWrapper):
     def deadline(self, kind: str, nbytes: int, issued: float) -> float:
         """Completion time of a collective issued at ``issued`` on the shared link."""
         with self._lock:
-            self._free_at, done = linkcost.enqueue(
-                self._free_at, issued, kind, nbytes, self._replicas(), self.bandwidth_bps, self.latency_s
-            )
+            self._free_at, done = self.link.enqueue(self._free_at, issued, kind, nbytes, self._replicas())
             return done
 
     def _held(self, kind: str, work: dist._Work, nbytes: int, issued: float) -> dist._Work:
@@ -221,13 +217,13 @@ def emulator_of(pg: Any) -> LinkEmulator | None:
     return pg
 
 
-def hold_control(manager: Any, latency_s: float) -> None:
-    """Hold ``manager``'s cross-group control RPCs by their round trips (``ftrun.linkcost``).
+def hold_control(manager: Any, link: Link) -> None:
+    """Hold ``manager``'s cross-group control RPCs by their round trips on ``link`` (``ftrun.linkcost``).
 
     Only the quorum crosses the inter-group link (``should_commit`` is a vote inside one
     replica group: 0 round trips), so only the quorum reply is held.
     """
-    hold_s = linkcost.control_s("quorum", latency_s)
+    hold_s = link.control_s("quorum")
 
     def hold(result: Any) -> None:
         if hold_s > 0:

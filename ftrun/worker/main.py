@@ -111,7 +111,7 @@ def main(spec_path: str) -> int:
     if spec.link is not None:
         from ftrun.worker.link import hold_control
 
-        hold_control(manager, spec.link.latency_s)
+        hold_control(manager, spec.link)
     probe = QuorumProbe(manager)
     where = Whereabouts(run_dir, env.replica, enabled=env.rank == 0)
     manager.start_quorum = where.around("quorum", manager.start_quorum)

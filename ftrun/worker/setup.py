@@ -21,6 +21,7 @@ import torchft
 
 from ftrun import layout
 from ftrun.config import RunConfig
+from ftrun.link_spec import Link
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.torchft_compat import RECONFIGURE_BACKENDS, backend_unavailable, installed
 from ftrun.worker.data import Batches
@@ -171,7 +172,7 @@ class HealState:
         self.healed_from_step = int(sd["train_step"])
 
 
-def make_process_group(backend: str, timeout: timedelta, link: layout.Link | None, numerics: Any = None):
+def make_process_group(backend: str, timeout: timedelta, link: Link | None, numerics: Any = None):
     """torchft's reconfigurable process group, wrapped in the emulated link when asked, and
     outermost (what the Manager sees) in the sketches of ``ftrun.worker.sketch`` (``numerics``:
     its ``NumericsProbe``, None with ``--no-sketches``; with ``--quantize`` torchft's quantized
@@ -193,7 +194,7 @@ def make_process_group(backend: str, timeout: timedelta, link: layout.Link | Non
     if link:
         from ftrun.worker.link import LinkEmulator
 
-        pg = LinkEmulator(pg, link.bandwidth_bps, link.latency_s)
+        pg = LinkEmulator(pg, link)
     if numerics is not None:
         from ftrun.worker.sketch import SketchPG
 
@@ -229,11 +230,8 @@ def make_manager(
     pg = make_process_group(backend, timeout, spec.link, numerics)
     life.time_configure(pg)
     cost = None
-    if spec.link is not None:
-        from ftrun import linkcost
-
-        bw, lat = spec.link.bandwidth_bps, spec.link.latency_s
-        cost = lambda nbytes: linkcost.collective_s("recv", nbytes, 2, bw, lat)  # noqa: E731
+    if (link := spec.link) is not None:
+        cost = lambda nbytes: link.collective_s("recv", nbytes, 2)  # noqa: E731
     # the transport torchft's Manager builds by default, timed
     transport = TimedTransport(HTTPTransport(timeout=timeout, num_chunks=0), life, cost)
     return torchft.Manager(

@@ -407,7 +407,9 @@ def test_link_bounds_are_inclusive(text, bw):
 
 def test_a_terabit_link_is_named_as_plan_prints_it():
     """plan prints Tbit/s; the same words are a --link (and a link describes itself in them)."""
-    assert parse_link("0.5tbit").describe() == "500 Gbit/s, 0 ms" and parse_link("1tbit").describe() == "1 Tbit/s, 0 ms"
+    assert (
+        parse_link("0.5tbit").description == "500 Gbit/s, 0 ms" and parse_link("1tbit").description == "1 Tbit/s, 0 ms"
+    )
     assert parse_link(parse_link("1tbit,2ms").as_flag()) == parse_link("1tbit,2ms")
 
 

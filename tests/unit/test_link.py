@@ -23,7 +23,7 @@ from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
 from torchft.process_group import ProcessGroup, ProcessGroupGloo
 
 from ftrun.errors import BadInput
-from ftrun.link_spec import LinkSpec, parse_link
+from ftrun.link_spec import Link, parse_link
 from ftrun.torchft_compat import connect
 from ftrun.worker.link import HeldWork, LinkEmulator, hold_control
 
@@ -65,7 +65,7 @@ def assert_planned(work: dist._Work, t0: float, t1: float, hold: float) -> None:
 )
 def test_parse_link_units(text: str, bw: float, lat: float) -> None:
     spec = parse_link(text)
-    assert isinstance(spec, LinkSpec)
+    assert isinstance(spec, Link)
     assert spec.bandwidth_bps == pytest.approx(bw)
     assert spec.latency_s == pytest.approx(lat)
     # as_flag() is what compare hands to both trainings: it must parse back to the same link
@@ -96,7 +96,7 @@ def test_parse_link_units(text: str, bw: float, lat: float) -> None:
         "nan",
         "inf",
         "1gbit,20ms;rm -rf /",
-        # non-finite after scaling: used to give LinkSpec(inf, ...) (no emulation, or a hold forever)
+        # non-finite after scaling: used to give Link(inf, ...) (no emulation, or a hold forever)
         "1e400",
         "1e308gbit",
         "1gbit," + "9" * 400 + "ms",
@@ -118,9 +118,9 @@ def test_link_spec_costs_and_describe() -> None:
     assert spec.collective_s("allreduce", 1_000_000, 1) == 0.0  # alone: nothing crosses
     # plain DiLoCo's sync: one quorum round trip (0.1 s) on top of the allreduce
     assert spec.plain_sync_s(1_000_000, 2) == pytest.approx(1.2)
-    assert spec.describe() == "8 Mbit/s, 50 ms"
-    assert parse_link("1gbit,20ms").describe() == "1 Gbit/s, 20 ms"
-    assert parse_link("500kbit,1ms").describe() == "500 kbit/s, 1 ms"  # below 1 kbit/s is refused
+    assert spec.description == "8 Mbit/s, 50 ms"
+    assert parse_link("1gbit,20ms").description == "1 Gbit/s, 20 ms"
+    assert parse_link("500kbit,1ms").description == "500 kbit/s, 1 ms"  # below 1 kbit/s is refused
 
 
 @settings(max_examples=300, deadline=None)
@@ -131,7 +131,7 @@ def test_link_spec_costs_and_describe() -> None:
     )
 )
 def test_parse_link_total(text: str) -> None:
-    """Any string gives a usable LinkSpec or BadInput; never another exception."""
+    """Any string gives a usable Link or BadInput; never another exception."""
     try:
         spec = parse_link(text)
     except BadInput as e:
@@ -202,7 +202,7 @@ def assert_not_done_before(work: dist._Work, deadline: float) -> int:
 
 def test_allreduce_held_for_latency_plus_size(gloo) -> None:
     bw, lat = 8e6, 0.05  # 1 MB/s
-    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    link = LinkEmulator(gloo, Link(bw, lat), replicas=2)
     t = torch.arange(50_000, dtype=torch.float32)  # 200 kB -> 0.2 s on the wire
     expected = t.clone()  # SUM over world size 1
     hold = 2 * lat + t.numel() * 4 * 8 / bw  # ring across 2: 2 latency steps, all bytes each way
@@ -243,7 +243,7 @@ def gloo_pair():
 def test_allreduce_really_runs_and_result_is_correct(gloo_pair) -> None:
     """Across two real ranks: each sees the SUM of both inputs, after the link's hold."""
     bw, lat = 8e6, 0.03
-    links = [LinkEmulator(p, bw, lat) for p in gloo_pair]  # R from the real group: 2
+    links = [LinkEmulator(p, Link(bw, lat)) for p in gloo_pair]  # R from the real group: 2
     ts = [torch.full((25_000,), 1.0), torch.arange(25_000, dtype=torch.float32)]
     expected = ts[0] + ts[1]
     hold = 2 * lat + 25_000 * 4 * 8 / bw
@@ -260,7 +260,7 @@ def test_allreduce_really_runs_and_result_is_correct(gloo_pair) -> None:
 
 def test_collectives_issued_together_queue_on_the_shared_link(gloo) -> None:
     bw, lat = 8e6, 0.01  # 2 latency steps per allreduce across R=2: 0.02 s
-    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    link = LinkEmulator(gloo, Link(bw, lat), replicas=2)
     lat = 2 * lat
     a = torch.ones(25_000)  # 100 kB -> 0.1 s
     b = torch.ones(50_000) * 2  # 200 kB -> 0.2 s
@@ -288,7 +288,7 @@ def test_collectives_issued_together_queue_on_the_shared_link(gloo) -> None:
 def test_idle_link_does_not_carry_over_backlog(gloo) -> None:
     """After the link drains, a new transfer costs only its own hold."""
     bw, lat = 8e6, 0.005
-    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    link = LinkEmulator(gloo, Link(bw, lat), replicas=2)
     lat = 2 * lat
     t = torch.ones(12_500)  # 50 kB -> 0.05 s
     link.allreduce([t], _sum_opts()).wait()
@@ -302,7 +302,7 @@ def test_idle_link_does_not_carry_over_backlog(gloo) -> None:
 
 def test_allreduce_coalesced_is_held_for_all_its_bytes(gloo) -> None:
     bw, lat = 8e6, 0.005
-    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    link = LinkEmulator(gloo, Link(bw, lat), replicas=2)
     lat = 2 * lat
     ts = [torch.ones(10_000), torch.ones(15_000)]  # 100 kB together -> 0.1 s
     t0 = time.monotonic()
@@ -315,7 +315,7 @@ def test_allreduce_coalesced_is_held_for_all_its_bytes(gloo) -> None:
 
 def test_alone_in_the_quorum_nothing_is_held(gloo) -> None:
     """R = the real group's size (1 here): nothing crosses the link, so no hold at all."""
-    link = LinkEmulator(gloo, 8e3, 0.5)  # 1 kB/s, 0.5 s: any hold would be seconds
+    link = LinkEmulator(gloo, Link(8e3, 0.5))  # 1 kB/s, 0.5 s: any hold would be seconds
     t0 = time.monotonic()
     work = link.allreduce([torch.ones(10_000)], _sum_opts())
     assert_planned(work, t0, time.monotonic(), 0.0)
@@ -330,7 +330,7 @@ def test_quantized_path_collectives_are_held(gloo) -> None:
     from torch.distributed.distributed_c10d import AllgatherOptions, AllToAllOptions
 
     bw, lat = 8e6, 0.02
-    link = LinkEmulator(gloo, bw, lat, replicas=2)
+    link = LinkEmulator(gloo, Link(bw, lat), replicas=2)
     inp = torch.arange(50_000, dtype=torch.float32)  # 200 kB: 100 kB cross -> 0.1 s
     out = torch.zeros_like(inp)
     t0 = time.monotonic()
@@ -384,7 +384,7 @@ def test_quorum_is_held_by_its_round_trip(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setattr(link_mod.time, "sleep", sleep)
     m = _Manager()
     real = m._client
-    hold_control(m, 0.05)
+    hold_control(m, Link(1e9, 0.05))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.monotonic()
         got = m._client._quorum(step=3)
@@ -398,7 +398,7 @@ def test_quorum_is_held_by_its_round_trip(monkeypatch) -> None:  # noqa: ANN001
 
 
 def test_wrapper_passes_through_state(gloo) -> None:
-    link = LinkEmulator(gloo, 1e9, 0.0)
+    link = LinkEmulator(gloo, Link(1e9, 0.0))
     assert link.getBackendName() == f"{gloo.getBackendName()}+link"
     assert link.parent is gloo
     assert link.errored() is None
@@ -456,7 +456,7 @@ class _FailingPG(ProcessGroup):
 @pytest.mark.parametrize("wait_raises", [True, False])
 def test_real_collective_error_surfaces(delay_s: float, wait_raises: bool) -> None:
     inner = _FailingPG(delay_s=delay_s, wait_raises=wait_raises)
-    link = LinkEmulator(inner, 8e6, 0.025, replicas=2)
+    link = LinkEmulator(inner, Link(8e6, 0.025), replicas=2)
     t0 = time.monotonic()
     work = link.allreduce([torch.ones(1000)], _sum_opts())
     assert inner.calls == 1, "the real collective was not issued"
@@ -520,7 +520,7 @@ def test_a_sends_real_collectives_are_timed_under_the_hold() -> None:
     before the hold (what the event log's ``real_s`` records); a collective of an earlier send
     does not count."""
     inner = _LatePG([0.4, 0.05, 0.15])
-    link = LinkEmulator(inner, 8e6, 0.1, replicas=2)  # each 4 kB collective holds >= 0.2 s
+    link = LinkEmulator(inner, Link(8e6, 0.1), replicas=2)  # each 4 kB collective holds >= 0.2 s
     assert link.send_real_s() is None
     before = link.allreduce([torch.ones(1000)], _sum_opts())  # issued before the send: never its
     t0 = time.monotonic()
