@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from ftrun.trace import stream
+from ftrun.trace import stream, stream_source
 
 
 @pytest.fixture
@@ -69,5 +69,6 @@ def halves(monkeypatch):
     monkeypatch.setattr(stream, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(stream, "GZ_PARALLEL_BYTES", 0)
     monkeypatch.setattr(stream, "CHUNK", 512)
-    monkeypatch.setattr(stream, "_INFLATED", 300)  # a gzip stream in pieces that cut across the seam
+    monkeypatch.setattr(stream_source, "CHUNK", 512)  # (the source pours a chunk at a time too)
+    monkeypatch.setattr(stream_source, "_INFLATED", 300)  # a gzip stream in pieces that cut across the seam
     return _InProcess

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ftrun.trace import stream
+from ftrun.trace import stream, stream_source
 from ftrun.trace.stream import TraceFile
 from fuzz_traces import read_both_ways as _both, traces
 
@@ -209,6 +209,7 @@ def test_a_gzip_trailer_that_lies_costs_only_the_halves(halves, tmp_path, traile
 @given(value=traces, first=st.floats(0.0, 0.99), chunk=st.sampled_from([16, 64, 300]))
 def test_trace_shaped_files_same_in_halves(halves, tmp_path, monkeypatch, value, first, chunk):
     monkeypatch.setattr(stream, "CHUNK", chunk)
+    monkeypatch.setattr(stream_source, "CHUNK", chunk)
     monkeypatch.setattr(stream, "FIRST_HALF", first)
     p = tmp_path / "t.json"
     p.write_bytes(json.dumps(value).encode())

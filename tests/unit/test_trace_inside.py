@@ -17,9 +17,10 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ftrun.trace import stream
+from ftrun.trace import stream, stream_source
 from ftrun.trace.spans import LABELS
-from ftrun.trace.stream import TraceFile, _Held, _within
+from ftrun.trace.stream import TraceFile
+from ftrun.trace.stream_held import Held as _Held, within as _within
 from fuzz_traces import read_both_ways
 
 COPY, RESTORE, OTHER = "aten::copy_", LABELS.restore_parameters, "aten::mm"
@@ -164,6 +165,7 @@ _event = st.fixed_dictionaries(
 def test_any_events_any_order_same_as_the_definition(halves, tmp_path, monkeypatch, events, first, chunk):
     monkeypatch.setattr(stream, "FIRST_HALF", first)
     monkeypatch.setattr(stream, "CHUNK", chunk)
+    monkeypatch.setattr(stream_source, "CHUNK", chunk)
     for i, e in enumerate(events):
         e["args"] = {"i": i}
     p = _write(tmp_path, events)

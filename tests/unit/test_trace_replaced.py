@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.trace import stream
+from ftrun.trace import stream, stream_source
 from ftrun.trace.stream import TraceFile
 
 
@@ -81,9 +81,9 @@ def test_the_childs_source_leaves_the_parents_descriptor_open_and_its_offset_alo
     parent's position is not moved, and closing it does not close the parent's fd."""
     p = tmp_path / "t.json"
     p.write_bytes(_raw("A"))
-    parent = stream._Source(p, 1 << 30)
+    parent = stream_source.Source(p, 1 << 30)
     try:
-        child = stream._Source(p, 1 << 30, start=1000, split_first=False, fd=parent.fd)
+        child = stream_source.Source(p, 1 << 30, start=1000, split_first=False, fd=parent.fd)
         buf = bytearray(100)
         assert child.fill(memoryview(buf)) == 100 and bytes(buf) == p.read_bytes()[1000:1100]
         child.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ftrun.trace import stream
+from ftrun.trace import stream, stream_source
 from ftrun.trace.stream import Fallback, TraceFile
 from fuzz_traces import read_both_ways as _both, traces
 
@@ -25,13 +25,15 @@ DATA = Path(__file__).parent.parent / "data" / "cpu_run" / "traces"
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(stream, "CHUNK", 512)
-    monkeypatch.setattr(stream, "_INFLATED", 512)  # a gzip stream too, in small pieces
+    monkeypatch.setattr(stream_source, "CHUNK", 512)
+    monkeypatch.setattr(stream_source, "_INFLATED", 512)  # a gzip stream too, in small pieces
 
 
 def test_real_trace_same_spans_at_any_chunk_size(monkeypatch, tmp_path):
     src = next(DATA.glob("*.json*"))
     for chunk in (256, 4096, 1 << 20):
         monkeypatch.setattr(stream, "CHUNK", chunk)
+        monkeypatch.setattr(stream_source, "CHUNK", chunk)
         whole, chunked = _both(src)
         assert not isinstance(whole, str), whole
         assert chunked == whole
@@ -39,6 +41,7 @@ def test_real_trace_same_spans_at_any_chunk_size(monkeypatch, tmp_path):
     raw = gzip.decompress(src.read_bytes()) if src.read_bytes()[:2] == b"\x1f\x8b" else src.read_bytes()
     gz.write_bytes(gzip.compress(raw))
     monkeypatch.setattr(stream, "CHUNK", 1000)
+    monkeypatch.setattr(stream_source, "CHUNK", 1000)
     whole, chunked = _both(gz)
     assert chunked == whole
 
@@ -101,6 +104,7 @@ def test_fallback_on_unreadable(tmp_path):
 @given(value=traces, gz=st.booleans(), chunk=st.sampled_from([16, 64, 300]))
 def test_trace_shaped_files_same_either_way(tmp_path, monkeypatch, value, gz, chunk):
     monkeypatch.setattr(stream, "CHUNK", chunk)
+    monkeypatch.setattr(stream_source, "CHUNK", chunk)
     data = json.dumps(value).encode()
     p = tmp_path / ("t.json.gz" if gz else "t.json")
     p.write_bytes(gzip.compress(data) if gz else data)
