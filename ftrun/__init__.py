@@ -11,7 +11,7 @@ Importing it changes no signal disposition: the console script (``ftrun.__main__
 installs the start-up handlers, the commands install what they need.
 """
 
-__version__ = "0.1.0"
+from ftrun.version import __version__ as __version__  # (a leaf: the layers read it there)
 
 # The API's names, one list: ``ftrun.api.__all__`` is this (kept here, not imported from there, so
 # that ``import ftrun`` does not import the API).

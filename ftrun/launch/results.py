@@ -9,11 +9,12 @@ from pathlib import Path
 
 import msgspec
 
-from ftrun import __version__, layout
+from ftrun import layout
 from ftrun.event_log import read_event_log, read_run_events, replica_stats
 from ftrun.launch.supervise import RunState
 from ftrun.link_spec import Link
 from ftrun.output import atomic_write
+from ftrun.version import __version__
 
 
 def _resolved_backend(backend: str) -> str:

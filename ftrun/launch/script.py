@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftrun import __version__, layout
+from ftrun import layout
 from ftrun.config import MAX_WAIT_S
 from ftrun.errors import BadInput
 from ftrun.fault_flags import LaunchKill, parse_launch_kill
@@ -34,6 +34,7 @@ from ftrun.launch.reaper import reaper_argv
 from ftrun.output import check_name
 from ftrun.schedule import ScheduleError, validate
 from ftrun.torchft_compat import versions
+from ftrun.version import __version__
 
 NUMBERINGS = ("top", "end", "auto")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

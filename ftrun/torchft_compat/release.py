@@ -111,7 +111,7 @@ def versions(torch_version: str | None = None) -> dict[str, str | None]:
     (``Release.to_json``)."""
     import platform
 
-    from ftrun import __version__
+    from ftrun.version import __version__
 
     found = installed().to_json()
     if torch_version is not None:
