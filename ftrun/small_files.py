@@ -151,8 +151,9 @@ def decode_json(data: bytes, path: Path, what: str, type: Any = None, python_jso
     ``python_json``: a file Python's ``json.dumps`` wrote, read as ``json.loads`` reads it (its
     ``NaN``/``Infinity`` tokens too: earlier ftruns wrote them)."""
     try:
-        if python_json:
-            return json.loads(data)
+        if python_json:  # (then as ``type``: a record of its Python values)
+            got = json.loads(data)
+            return got if type is None else msgspec.convert(got, type)
         if type is None:
             return msgspec.json.decode(data)
         return msgspec.json.decode(data, type=type)

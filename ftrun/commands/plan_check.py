@@ -10,10 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ftrun import layout
 from ftrun.commands.plan import LOOPBACK
 from ftrun.commands.plan_measure import read_run, recovery_inputs
 from ftrun.errors import BadInput
+from ftrun.link_spec import Link
 from ftrun.plan import (
     simulate,
 )
@@ -35,16 +38,62 @@ EXPOSED_FLOOR_MS = 5.0  # an exposed-time error this small always passes --check
 # --- --check ---------------------------------------------------------------------------------
 
 
-def _run_dirs(root: Path, given: Any) -> list[Path]:
+class _RecordedRepeat(msgspec.Struct):
+    """One repeat of a compare run (``repeat_runs``): where it ran."""
+
+    run_dir: str | None = None  # a run dir, or a job's group dirs joined by ","
+    run_dirs: list[str] | None = None
+
+
+class _RecordedRun(_RecordedRepeat, kw_only=True):
+    """A run of compare's report.json (``ftrun.check.metrics.run_metrics``), the fields --check reads."""
+
+    name: str
+    repeat_runs: list[_RecordedRepeat] = msgspec.field(default_factory=list)
+    per_sync_exposed_ms: float | None = None
+    per_sync_exposed_control_ms: float | None = None
+    steps_per_s: float | None = None
+    link: Link | None = None  # the run's manifest link
+
+
+class _RecordedCompare(msgspec.Struct):
+    """Compare's report.json as --check reads it (every other key is left unread)."""
+
+    runs: list[_RecordedRun] = msgspec.field(default_factory=list)
+
+
+class _RecordedCell(msgspec.Struct):
+    """A cell of sweep.json (``ftrun.sweep.evaluate``), the fields --check reads."""
+
+    run_dir: str | None = None
+    name: str | None = None
+    exposed_comm_per_sync_ms: float | None = None
+    exposed_control_per_sync_ms: float | None = None
+    steps_per_s: float | None = None
+
+
+class _RecordedSweep(msgspec.Struct):
+    """sweep.json as --check reads it."""
+
+    cells: list[_RecordedCell] = msgspec.field(default_factory=list)
+
+
+class _MeasuredRun(msgspec.Struct):
+    """A run to check: its run dirs per repeat, the link it recorded, what it measured."""
+
+    name: str
+    dirs: list[list[Path]]
+    link: Link | None
+    measured: dict[str, float | None]
+    planes: str = "data+control"  # a sweep reports the data plane; control only when it says so
+
+
+def _run_dirs(root: Path, given: str | list[str] | None) -> list[Path]:
     """Run dirs as a report recorded them: relative to the report's dir (``compare``'s
     ``as_recorded``), else as given (absolute, or relative to the cwd compare ran in: earlier
     reports); a dir that moved is looked up next to the report (a sweep's cells)."""
     dirs = []
-    if given is not None and not isinstance(given, str | list):
-        raise BadInput(f"--check {root}: a run's run dirs are {type(given).__name__}, not a path or a list of paths")
     for d in given.split(",") if isinstance(given, str) else list(given or []):
-        if not isinstance(d, str):
-            raise BadInput(f"--check {root}: a run dir {d!r} is not a path")
         tries = [root / d, Path(d), root / Path(d).name]  # (root / an absolute d is d)
         p = next((t for t in tries if (t / layout.MANIFEST).is_file()), Path(d))
         if not (p / layout.MANIFEST).is_file():
@@ -55,76 +104,40 @@ def _run_dirs(root: Path, given: Any) -> list[Path]:
     return dirs
 
 
-def _measured_runs(root: Path) -> list[dict]:
-    """[{name, dirs: [[run dir, ...] per repeat], link, measured}] from report.json or sweep.json."""
+def _measured(
+    data: float | None, ctrl: float | None, sps: float | None, total: float | None
+) -> dict[str, float | None]:
+    return {
+        "exposed_ms_per_sync": total,
+        "exposed_data_ms_per_sync": data,
+        "exposed_control_ms_per_sync": ctrl,
+        "steps_per_s": sps,
+    }
 
-    def load(path: Path) -> dict:
-        got = read_json(path, RESULT_LIMIT, "result", python_json=True)  # bounded in size and depth
-        if not isinstance(got, dict):
-            raise BadInput(f"{path}: not an ftrun result (a JSON {type(got).__name__}, not an object)")
-        return got
 
-    def rows(path: Path, got: dict, key: str) -> list[dict]:
-        """``got[key]``: a list of objects (one line naming the file and the key, else)."""
-        xs = got.get(key, [])
-        if not isinstance(xs, list) or not all(isinstance(x, dict) for x in xs):
-            raise BadInput(f"{path}: not an ftrun result ({key}: not a list of objects)")
-        return xs
-
-    def number(path: Path, row: dict, key: str) -> float | None:
-        v = row.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-            raise BadInput(f"{path}: not an ftrun result ({key}: {v!r} is not a number)")
-        return v
-
+def _measured_runs(root: Path) -> list[_MeasuredRun]:
+    """The runs of report.json or sweep.json, each file read with one typed decode (bounded in
+    size and depth; a file of another shape is one line naming the file and the key)."""
     if (root / "report.json").is_file():
-        path = root / "report.json"
-        rep = load(path)
+        rep = read_json(root / "report.json", RESULT_LIMIT, "result", _RecordedCompare, python_json=True)
         out = []
-        for r in rows(path, rep, "runs"):
-            if not isinstance(r.get("name"), str):
-                raise BadInput(f"{path}: not an ftrun result (a run without a name)")
-            repeats = rows(path, r, "repeat_runs") or [r]
-            data, ctrl = number(path, r, "per_sync_exposed_ms"), number(path, r, "per_sync_exposed_control_ms")
-            number(path, r, "steps_per_s")
-            out.append(
-                {
-                    "name": r["name"],
-                    "dirs": [_run_dirs(root, x.get("run_dirs") or x.get("run_dir")) for x in repeats],
-                    "link": r.get("link") or rep.get("link"),
-                    "measured": {
-                        "exposed_ms_per_sync": None if data is None or ctrl is None else data + ctrl,
-                        "exposed_data_ms_per_sync": data,
-                        "exposed_control_ms_per_sync": ctrl,
-                        "steps_per_s": r.get("steps_per_s"),
-                    },
-                }
-            )
+        for r in rep.runs:
+            data, ctrl = r.per_sync_exposed_ms, r.per_sync_exposed_control_ms
+            total = None if data is None or ctrl is None else data + ctrl
+            repeats: list[_RecordedRepeat] = r.repeat_runs or [r]
+            dirs = [_run_dirs(root, x.run_dirs or x.run_dir) for x in repeats]
+            out.append(_MeasuredRun(r.name, dirs, r.link, _measured(data, ctrl, r.steps_per_s, total)))
         return out
     if (root / "sweep.json").is_file():
-        path = root / "sweep.json"
-        cells = rows(path, load(path), "cells")
+        sweep = read_json(root / "sweep.json", RESULT_LIMIT, "result", _RecordedSweep, python_json=True)
         out = []
-        for i, c in enumerate(cells):
-            dirs = _run_dirs(root, c.get("run_dir"))
-            data, ctrl = number(path, c, "exposed_comm_per_sync_ms"), number(path, c, "exposed_control_per_sync_ms")
-            number(path, c, "steps_per_s")
-            name = c.get("name") or (Path(c["run_dir"]).name if isinstance(c.get("run_dir"), str) else f"cell{i}")
-            out.append(
-                {
-                    "name": name,
-                    "dirs": [dirs],
-                    "link": None,
-                    # a sweep reports the data plane (compare's exposed_comm); control only when it says so
-                    "measured": {
-                        "exposed_ms_per_sync": data + ctrl if data is not None and ctrl is not None else data,
-                        "exposed_data_ms_per_sync": data,
-                        "exposed_control_ms_per_sync": ctrl,
-                        "steps_per_s": c.get("steps_per_s"),
-                    },
-                    "planes": "data+control" if ctrl is not None else "data",
-                }
-            )
+        for i, c in enumerate(sweep.cells):
+            data, ctrl = c.exposed_comm_per_sync_ms, c.exposed_control_per_sync_ms
+            total = data + ctrl if data is not None and ctrl is not None else data
+            name = c.name or (Path(c.run_dir).name if c.run_dir is not None else f"cell{i}")
+            planes = "data+control" if ctrl is not None else "data"
+            measured = _measured(data, ctrl, c.steps_per_s, total)
+            out.append(_MeasuredRun(name, [_run_dirs(root, c.run_dir)], None, measured, planes))
         return out
     raise BadInput(f"--check {root}: neither a compare dir (report.json) nor a sweep dir (sweep.json)")
 
@@ -162,15 +175,11 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
     runs = []
     for mr in _measured_runs(root):
         preds, expect = [], []
-        for dirs in mr["dirs"]:
+        for dirs in mr.dirs:
             inp = read_run(dirs)
             link = inp.link or LOOPBACK
-            if mr["link"] is None:
-                mr["link"] = {
-                    "bandwidth_bps": link.bandwidth_bps,
-                    "latency_s": link.latency_s,
-                    "describe": link.description,
-                }
+            if mr.link is None:  # a sweep cell: the link its run recorded (or none)
+                mr.link = link
             preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
             # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
             expect.append(
@@ -193,18 +202,18 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         # compare reports the median of its repeats: predict each repeat, take the median too
         pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
         expected = {k: statistics.median(p[k] for p in expect) for k in CHECKED}
-        planes = mr.get("planes", "data+control")
+        planes = mr.planes
         if planes == "data":
             pred_all["exposed_ms_per_sync"] = pred_all["exposed_data_ms_per_sync"]
-        meas = mr["measured"]
+        meas = mr.measured
         predicted = {k: pred_all[k] for k in CHECKED}
         errors = {k: error_of(predicted[k], meas.get(k)) for k in CHECKED}
         ok = {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}
         runs.append(
             {
-                "name": mr["name"],
+                "name": mr.name,
                 "planes": planes,
-                "link": mr["link"],
+                "link": msgspec.to_builtins(mr.link),
                 "repeats": len(preds),
                 "predicted": predicted,
                 "expected_from_statistics": expected,

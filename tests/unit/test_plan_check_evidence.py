@@ -61,12 +61,16 @@ def test_a_recovery_with_no_phase_measured_is_not_a_pass() -> None:
 @pytest.mark.parametrize(
     "name, text, needle",
     [
-        ("report.json", '{"runs": [{}]}', "a run without a name"),
-        ("report.json", '{"runs": {"a": 1}}', "runs: not a list of objects"),
-        ("report.json", '{"runs": [{"name": "x", "run_dir": 3}]}', "not a path"),
-        ("report.json", '{"runs": [{"name": "x", "repeat_runs": [1]}]}', "repeat_runs: not a list of objects"),
-        ("sweep.json", '{"cells": [1]}', "cells: not a list of objects"),
-        ("sweep.json", '{"cells": [{"run_dir": [2, "a"]}]}', "not a path"),
+        ("report.json", '{"runs": [{}]}', "missing required field `name` - at `$.runs[0]`"),
+        ("report.json", '{"runs": {"a": 1}}', "Expected `array`, got `object` - at `$.runs`"),
+        ("report.json", '{"runs": [{"name": "x", "run_dir": 3}]}', "got `int` - at `$.runs[0].run_dir`"),
+        (
+            "report.json",
+            '{"runs": [{"name": "x", "repeat_runs": [1]}]}',
+            "Expected `object`, got `int` - at `$.runs[0].repeat_runs[0]`",
+        ),
+        ("sweep.json", '{"cells": [1]}', "Expected `object`, got `int` - at `$.cells[0]`"),
+        ("sweep.json", '{"cells": [{"run_dir": [2, "a"]}]}', "got `array` - at `$.cells[0].run_dir`"),
     ],
 )
 def test_a_result_of_another_shape_is_one_line(tmp_path: Path, name: str, text: str, needle: str) -> None:
@@ -79,7 +83,7 @@ def test_a_measured_figure_that_is_not_a_number_is_one_line(tmp_path: Path) -> N
     rep = json.loads((cmp_dir / "report.json").read_text())
     rep["runs"][0]["per_sync_exposed_ms"] = "1000"
     (cmp_dir / "report.json").write_text(json.dumps(rep))
-    one_line(invoke("--check", str(cmp_dir)), "per_sync_exposed_ms", "not a number")
+    one_line(invoke("--check", str(cmp_dir)), "not an ftrun result", "got `str` - at `$.runs[0].per_sync_exposed_ms`")
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])

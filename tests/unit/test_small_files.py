@@ -304,7 +304,7 @@ def test_plan_checks_results_are_bounded_and_an_object(tmp_path: Path, monkeypat
     (tmp_path / "report.json").write_text("[1, 2]")
     with pytest.raises(BadInput) as e:
         plan_check._measured_runs(tmp_path)
-    _one_line(e, tmp_path / "report.json", "not an ftrun result (a JSON list, not an object)")
+    _one_line(e, tmp_path / "report.json", "not an ftrun result (Expected `object`, got `array`)")
     (tmp_path / "report.json").write_text('{"runs": []}' + " " * 200)
     monkeypatch.setattr(plan_check, "RESULT_LIMIT", 100)
     with pytest.raises(BadInput) as e:
