@@ -39,6 +39,7 @@ BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "to
 MAX_WAIT_S = 7 * 86400.0  # --quorum-timeout, --stall-timeout, timeout_s
 MAX_STEP_SLEEP_MS = 3600e3  # --step-sleep-ms
 MAX_HEARTBEAT_MS = 3600_000  # heartbeat_timeout_ms
+MAX_SPARES = 64  # --spares
 
 _PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
 _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -468,6 +469,14 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = []
     # -1: 1 with a fault, else 0 (``max_restarts``)
     restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1
+    spares: Annotated[
+        int,
+        Opt(
+            "N warm spare groups: started and built beside the run, outside the quorum; a dead group's"
+            " restart is taken over by a waiting spare, and its relaunch becomes the next spare.",
+            commands=(TRAIN,),
+        ),
+    ] = 0
 
     @property
     def max_restarts(self) -> int:
@@ -482,6 +491,10 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             if not all(isinstance(x, str) for x in getattr(self, name)):
                 raise at.bad(name, getattr(self, name), "must be a list of strings like '1@25'")
         cfg.planned_faults()
+        if not 0 <= self.spares <= MAX_SPARES:
+            raise at.bad("spares", self.spares, f"must be between 0 and {MAX_SPARES}")
+        if self.spares and cfg.hosts.replica_group_id >= 0:
+            raise at.bad("spares", self.spares, "needs every replica group on this host (no --replica-group-id)")
         for name in ("corrupt_allreduce", "corrupt_sync"):
             if getattr(self, name) and not cfg.profiling.sketches:
                 raise at.bad(name, getattr(self, name)[0], "needs the sketches it is checked by (drop --no-sketches)")

@@ -22,6 +22,7 @@ from ftrun.launch.groups import free_port, make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
+from ftrun.launch.spares import SparePool
 from ftrun.launch.supervise import RunState, stop_all, supervise
 from ftrun.link_spec import Link
 from ftrun.output import atomic_write
@@ -139,6 +140,11 @@ def _run_job(
             log.info("replica group %d started (pid %d)", r, g.process.pid)
             state.progress[r] = GroupProgress(r)
             state.tails[r] = EventLogTail(layout.event_log(run_dir, r, 0))
+        if cfg.faults.spares:
+            state.spares = SparePool(run_dir, cfg.hosts.nproc_per_replica, template=state.groups[0])
+            for _ in range(cfg.faults.spares):
+                spare = state.spares.start()
+                log.info("warm spare %d started (pid %d)", spare.replica, spare.process.pid)
         with view:
             supervise(state, refresh)
     except Stopped as e:

@@ -22,6 +22,7 @@ from ftrun.launch.diagnose import failure_cause, last_line, read_log
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
 from ftrun.launch.progress import EventLogTail, GroupProgress, update
+from ftrun.launch.spares import SparePool, stop_spares, take_over
 from ftrun.worker import whereabouts
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class RunState:
     lost: dict[int, str] = field(default_factory=dict)  # replica -> fault that killed it for good
     run_event_log: Path | None = None  # events/run.jsonl
     network: layout.Network | None = None  # how other hosts reach this host's groups (launch.network)
+    spares: SparePool | None = None  # the warm spares (--spares; launch.spares), None without
 
     def log_run_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop. A write
@@ -65,16 +67,19 @@ class RunState:
         log.error("%s", message)
 
 
-def group_error(run_dir: Path, replica: int, ranks: int, since: int = 0) -> tuple[str, str | None]:
+def group_error(
+    run_dir: Path, replica: int, ranks: int, since: int = 0, log_path: Path | None = None
+) -> tuple[str, str | None]:
     """(reason, phase): the first error a rank of the group wrote to its meta file and the
     torchft wait it failed in (``quorum``, ``sync``, ``step``). A rank that died before it could
-    write one (killed, or failed before Python ran ftrun): its log's ``failure_cause`` (from byte
+    write one (killed, or failed before Python ran ftrun): its log's ``failure_cause`` (``log_path``,
+    default the group's log — a spare that took the group over writes its own — from byte
     ``since``: the last incarnation), phase None."""
     for g in range(ranks):
         meta = layout.read_rank_meta(layout.meta_file(run_dir, replica, g))
         if meta is not None and meta.error:
             return meta.error, meta.phase
-    text = read_log(layout.group_log(run_dir, replica), since)
+    text = read_log(log_path or layout.group_log(run_dir, replica), since)
     if text is None:
         return "", None
     return failure_cause(text) or "no error message in the log", None
@@ -122,6 +127,8 @@ def supervise(state: RunState, on_tick) -> None:
                 started.add(r)
             update(state.progress[r], new)
         on_tick(state)
+        for s in state.spares.exited() if state.spares is not None else []:  # never assigned: not replaced
+            state.log_run_event("spare_exit", spare=s.replica, code=s.process.returncode)
         if (dead := policy.lighthouse_failed(state.lighthouse)) is not None:
             state.fail(dead)
             return
@@ -160,17 +167,23 @@ def supervise(state: RunState, on_tick) -> None:
                 continue
             state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
             if outcome == "restart":
-                policy.relaunch(g)
+                spare = state.spares.choose() if state.spares is not None else None
+                if spare is None:
+                    policy.relaunch(g)
+                    state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
+                else:  # a warm spare takes the replica id (logged first: the relaunch starts here)
+                    inc = g.restarts + 1
+                    state.log_run_event("restart", replica=r, incarnation=inc, after_step=step, spare=spare.replica)
+                    take_over(state.spares, spare, g)
                 started.discard(r)
                 last_progress[r] = time.monotonic()
-                state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
                 continue
             if outcome == "lost" and fault is not None:  # killed on purpose, not relaunched: the others carry on
                 del pending[r]
                 state.lost[r] = fault
                 state.log_run_event("group_lost", replica=r, step=step, fault=fault)
                 continue
-            reason, phase = group_error(state.run_dir, r, cfg.hosts.nproc_per_replica, g.log_offset)
+            reason, phase = group_error(state.run_dir, r, cfg.hosts.nproc_per_replica, g.log_offset, g.log)
             if state.lighthouse is None and cfg.hosts.lighthouse:  # another host's lighthouse: is it still there?
                 from ftrun.launch.lighthouse import unreachable
 
@@ -201,6 +214,7 @@ def supervise(state: RunState, on_tick) -> None:
 
 
 def stop_all(state: RunState) -> None:
+    stop_spares(state.spares)
     for g in state.groups:
         if g.proc is not None:
             stop_tree(g.proc)

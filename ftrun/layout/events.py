@@ -78,7 +78,8 @@ class EventRecord(msgspec.Struct):
 
 class RunEvent(msgspec.Struct):
     """One line of ``events/run.jsonl`` (the parent's log). ``event``: group_done, group_exit,
-    restart, group_lost, stall, stopped; the other fields as the event has them."""
+    restart, group_lost, stall, stopped, spare_exit; the other fields as the event has them
+    (``spare``: the warm spare's slot that took the restart over, or that exited while waiting)."""
 
     event: str
     t: float
@@ -91,6 +92,7 @@ class RunEvent(msgspec.Struct):
     fault: str | None | UnsetType = UNSET
     seconds: float | UnsetType = UNSET
     signal: str | UnsetType = UNSET
+    spare: int | UnsetType = UNSET
 
 
 class LifecycleEvent(msgspec.Struct, omit_defaults=True):
@@ -103,7 +105,9 @@ class LifecycleEvent(msgspec.Struct, omit_defaults=True):
     its state for healing peers ``peers``; torchft's HTTP transport serves it afterwards),
     ``recv_checkpoint`` (this rank fetched a peer's state, ``peers`` = [source replica rank]),
     ``gave_up_waiting`` (past ``--steps``, this rank stopped after training step ``step`` at
-    ``--quorum-timeout`` without relaunched groups ``peers`` back: ``ftrun.worker.stop``).
+    ``--quorum-timeout`` without relaunched groups ``peers`` back: ``ftrun.worker.stop``),
+    ``spare_ready`` (a warm spare, ``--spares``: from its process start to ready and waiting,
+    before it was assigned this replica id; ``start`` is then the assignment's pickup).
     ``t_start``/``t``: unix times at start / end (equal for instants); ``bytes``: tensor bytes of
     the state dict sent or received; ``step``: the manager step torchft healed to;
     ``hold_s``: the emulated link's hold of the transfer (``--link``), inside ``t_start..t``.

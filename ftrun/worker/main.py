@@ -70,19 +70,31 @@ def main(spec_path: str) -> int:
         HealState,
         RankEnv,
         build_training,
+        data_stream,
         device_label,
+        make_data,
         make_manager,
         pick_device,
         start_line,
     )
+    from ftrun.worker.spare import ENV_SPARE
     from ftrun.worker.whereabouts import Whereabouts
 
+    torch.set_num_threads(spec.threads)
+    spare = os.environ.get(ENV_SPARE)
+    warm = None
+    if spare is not None:  # a warm spare (--spares): built, then waits outside torchft for a replica id
+        t_spawned = t_entry
+        warm, t_ready = wait_as_spare(cfg, run_dir, int(spare))
+        t_entry = time.time()  # this incarnation starts when the spare is assigned
     env = RankEnv.from_environ()
     from ftrun import runlog
 
     runlog.attach(run_dir)
     log.info("%s starting (restart %d, pid %d)", layout.worker_name(env.replica, env.rank), env.restart, os.getpid())
     life = Lifecycle(layout.lifecycle_log(run_dir, env.replica, env.rank), env.restart)
+    if spare is not None:  # how long the spare took to be ready (the import tax it paid before the fault)
+        life.mark("spare_ready", t_spawned, t_ready)
     life.mark("start", t_entry)
     # a relaunched group is profiled from here through its first commit (--profile-recovery)
     recovery = None
@@ -90,9 +102,12 @@ def main(spec_path: str) -> int:
         recovery = RecoveryProfile(
             layout.recovery_trace_dir(run_dir) / layout.recovery_trace_name(env.replica, env.rank, env.restart)
         )
-    torch.set_num_threads(spec.threads)
-    backend, device = pick_device(cfg.hosts.backend, env.local_rank)
-    training = build_training(cfg, env, device)
+    if warm is None:
+        backend, device = pick_device(cfg.hosts.backend, env.local_rank)
+        training = build_training(cfg, env, device)
+    else:
+        backend, device, training = warm
+        training.data = make_data(cfg, data_stream(env))  # the stream of the replica it now is
     heal = HealState(training)
     numerics = None
     if cfg.profiling.sketches:  # the numeric check's sketches (ftrun.worker.sketch); --no-sketches: none
@@ -232,6 +247,37 @@ def main(spec_path: str) -> int:
         writer.close()
     manager.shutdown(wait=False)
     return 0
+
+
+def wait_as_spare(cfg: RunConfig, run_dir: Path, slot: int) -> tuple[tuple[str, torch.device, Training], float]:
+    """A warm spare's rank: pick its device, build the model, optimizers and (for a group of
+    several ranks) its DDP group, import what a rank imports later, then wait for the parent to
+    assign it a replica id (``ftrun.worker.spare``). No torchft Manager exists until then.
+    Returns ((backend, device, training), the unix time it was ready)."""
+    from ftrun.worker.setup import RankEnv, build_training, pick_device
+    from ftrun.worker.spare import wait_for_assignment
+
+    import_late_modules()
+    e = os.environ
+    env = RankEnv(0, 0, int(e.get("RANK", 0)), int(e.get("WORLD_SIZE", 1)), int(e.get("LOCAL_RANK", 0)))
+    backend, device = pick_device(cfg.hosts.backend, env.local_rank)
+    training = build_training(cfg, env, device)  # its data stream is replaced once the replica is known
+    t_ready = time.time()
+    wait_for_assignment(run_dir, slot, env.rank)
+    return (backend, device, training), t_ready
+
+
+def import_late_modules() -> None:
+    """What a rank imports only once it trains (TensorBoard's writer, the profiler, the numerics
+    probe, the rejoin and stop rules): a spare pays for them before it is needed."""
+    import torch.profiler  # noqa: F401
+    import torch.utils.tensorboard  # noqa: F401
+    import torch.utils.tensorboard.summary  # noqa: F401
+
+    import ftrun.event_log  # noqa: F401
+    import ftrun.worker.rejoin  # noqa: F401
+    import ftrun.worker.sketch  # noqa: F401
+    import ftrun.worker.stop  # noqa: F401
 
 
 TB_EVERY = 20  # steps of TensorBoard scalars handed to the writer at once

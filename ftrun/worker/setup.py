@@ -123,6 +123,11 @@ def train_step(
     return loss
 
 
+def data_stream(env: RankEnv) -> int:
+    """The rank's data stream: its own per group and rank; a restarted group draws fresh data."""
+    return env.replica * env.group_size + env.rank + 1000 * env.restart
+
+
 def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
     model = make_model(cfg, device)
@@ -136,8 +141,7 @@ def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Traini
             "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=cfg.timeouts.timeout_s)
         )
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    stream = env.replica * env.group_size + env.rank + 1000 * env.restart  # a restarted group draws fresh data
-    data = make_data(cfg, stream)
+    data = make_data(cfg, data_stream(env))
     inner = make_inner(model, cfg)
     outer: list[torch.optim.Optimizer] = [
         torch.optim.SGD(
