@@ -7,7 +7,8 @@ another):
 * ``detect``: t0 -> the survivors' first quorum without R: the end of that survivor's
   ``torchft::manager::_client::_quorum`` span (the lighthouse's answer) in its profile around the
   fault (``traces/recovery/replica{s}_rank0.{fault}.pt.trace.json.gz``) or its window trace, else
-  ``Quorum.t`` in its step log. What bounded it: the time the survivors waited in that quorum
+  ``Quorum.t`` in its step log; when R's new incarnation was back first (a warm spare took its
+  replica id, ``--spares``), the quorum it rejoined in. What bounded it: the time the survivors waited in that quorum
   beside the lighthouse's heartbeat and join timeouts (the manifest's ``detection``).
 * ``relaunch``: the group's relaunch (``restart`` in ``events/run.jsonl``: its launcher started)
   -> torchft Manager up (``manager_up`` in R's lifecycle log, ``ftrun.worker.lifecycle``).
@@ -214,9 +215,9 @@ def _one(
     fr = phases.fault_records(f, manifest, logs, life, traced, around)
     label = layout.fault_label(f.action, f.replica, f.fired_step or f.step)
     out = Recovery(label, f.replica, f.fired_at, None, dict.fromkeys(PHASES), dict.fromkeys(PHASES), {}, None)
-    phases.detect(fr, out)
     up = phases.relaunch(fr, out)
     joined = phases.join(fr, out, up)
+    phases.detect(fr, out, joined)  # the quorum the group rejoined in may be the survivors' first after the fault
     phases.reconfigure(fr, out, joined)
     phases.heal(fr, out, joined)
     commit = phases.catch_up(fr, out, joined)

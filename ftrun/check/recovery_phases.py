@@ -88,12 +88,21 @@ def quorums(records: list[EventRecord]) -> list[Quorum]:
     return [q for x in records for q in (x.quorums or [])]
 
 
-def detect(fr: FaultRecords, out: Recovery) -> None:
+def detect(fr: FaultRecords, out: Recovery, rejoined: Quorum | None = None) -> None:
     """t0 -> the survivors' first quorum without the group (the traced quorum RPC's end where a
-    survivor's profile covers it, else the step log's ``Quorum.t``), and what bounded it."""
+    survivor's profile covers it, else the step log's ``Quorum.t``), and what bounded it. Or,
+    when the group's new incarnation was back before the lighthouse left it out (a warm spare,
+    ``--spares``, took its replica id): the quorum it rejoined in (``rejoined``), the first
+    that no longer waited for the dead incarnation."""
     r, t0 = fr.replica, fr.t0
+    back = rejoined.quorum_id if rejoined is not None else None
     detected = sorted(
-        ((q.t, s, q) for s in fr.survivors for q in quorums(fr.logs[(s, 0)]) if q.t > t0 and r not in q.participants),
+        (
+            (q.t, s, q)
+            for s in fr.survivors
+            for q in quorums(fr.logs[(s, 0)])
+            if q.t > t0 and (r not in q.participants or q.quorum_id == back)
+        ),
         key=lambda x: x[0],
     )
     out.detect_limits = detection_limits(fr.manifest)
@@ -128,6 +137,8 @@ def detect(fr: FaultRecords, out: Recovery) -> None:
             if waited is not None and rec is not None
             else f"quorum {q.quorum_id}"
         )
+    if q.quorum_id == back:
+        out.detect_bound += " with the group's new incarnation in place of the dead one"
     out.detect_bound += _bound_text(out.detect_limits, fr.fault.action, waited)
 
 

@@ -472,8 +472,7 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     spares: Annotated[
         int,
         Opt(
-            "N warm spare groups: started and built beside the run, outside the quorum; a dead group's"
-            " restart is taken over by a waiting spare, and its relaunch becomes the next spare.",
+            "N warm spare groups, built and waiting outside the quorum; one takes over a dead group's restart.",
             commands=(TRAIN,),
         ),
     ] = 0

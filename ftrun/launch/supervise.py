@@ -92,6 +92,8 @@ def _fired_fault(run_dir: Path, replica: int) -> str | None:
     return None
 
 
+EXIT_POLL_S = 0.01  # how often the supervisor's tick looks for a launcher's exit (a waitpid per group)
+
 PHASES = {
     "step": "computing, not in a torchft wait",
     "quorum": "waiting for a quorum",
@@ -167,14 +169,15 @@ def supervise(state: RunState, on_tick) -> None:
                 continue
             state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
             if outcome == "restart":
-                spare = state.spares.choose() if state.spares is not None else None
-                if spare is None:
+                pool = state.spares
+                spare = pool.choose() if pool is not None else None
+                if pool is None or spare is None:
                     policy.relaunch(g)
                     state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
                 else:  # a warm spare takes the replica id (logged first: the relaunch starts here)
                     inc = g.restarts + 1
                     state.log_run_event("restart", replica=r, incarnation=inc, after_step=step, spare=spare.replica)
-                    take_over(state.spares, spare, g)
+                    take_over(pool, spare, g)
                 started.discard(r)
                 last_progress[r] = time.monotonic()
                 continue
@@ -210,7 +213,17 @@ def supervise(state: RunState, on_tick) -> None:
                 )
             )
             return
-        time.sleep(0.2)
+        _nap(list(pending.values()), 0.2)
+
+
+def _nap(groups: list[Group], seconds: float) -> None:
+    """Sleep up to ``seconds``, ending early when a group's launcher exits: a restart (a warm
+    spare's above all) begins within ``EXIT_POLL_S`` of the exit, not up to a whole tick later."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(g.process.poll() is not None for g in groups):
+            return
+        time.sleep(EXIT_POLL_S)
 
 
 def stop_all(state: RunState) -> None:
