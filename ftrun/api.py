@@ -239,9 +239,7 @@ def config_of(config: ConfigLike, out: PathLike | None = None) -> RunConfig:
     from ftrun import config as cfgmod
 
     if isinstance(config, cfgmod.RunConfig):
-        cfg = cfgmod.RunConfig.from_keys(**config.resolved())  # a copy: the caller's stays as it was
-        if out is not None:
-            cfg.out = str(out)
+        cfg = cfgmod.RunConfig.from_keys(**{**config.resolved(), **({"out": str(out)} if out is not None else {})})
         cfgmod.validate_config(cfg)
         return cfg
     if isinstance(config, dict):
@@ -267,18 +265,19 @@ def train(config: ConfigLike, out: PathLike | None = None, *, overwrite: bool = 
     cfg = config_of(config, out)
     if threading.current_thread() is not threading.main_thread():  # it handles SIGINT/SIGTERM to stop its children
         raise BadInput("train: call it from the main thread (it stops its processes on SIGINT/SIGTERM)")
+    claimed: list[Path] = []  # the run dir, once ftrun train has claimed it (it may choose the name)
     try:
-        if run_train(cfg, overwrite=overwrite, quiet=True):  # trained, but its check FAILed: the CLI's exit 1
-            failed = Run(Path(cfg.out) / cfg.run_name)
+        if run_train(cfg, overwrite=overwrite, quiet=True, on_run_dir=claimed.append):  # its check FAILed: exit 1
+            failed = Run(claimed[-1])
             check = failed.summary.check
             raise TrainFailed(f"{check.line if check else 'check failed'} (run dir {failed.path})", failed)
     except RunFailed as e:
         if isinstance(e, TrainFailed) or type(e) is not RunFailed:  # Interrupted: a stop, not a failure
             raise
-        run_dir = Path(cfg.out) / cfg.run_name if cfg.run_name else None
+        run_dir = claimed[-1] if claimed else None
         run = Run(run_dir) if run_dir is not None and run_dir.is_dir() else None
         raise TrainFailed(f"{e} (run dir {run.path})" if run is not None else str(e), run) from None
-    return Run(Path(cfg.out) / cfg.run_name)
+    return Run(claimed[-1])
 
 
 @dataclass(frozen=True)

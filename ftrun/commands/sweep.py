@@ -89,7 +89,7 @@ def plan(
         raise BadInput(f"sweep: every cell is invalid, e.g. {cells[0].name}: {cells[0].reason}")
     for c in cells:  # each cell's run dir: DIR/NAME/CELL
         if c.config is not None:
-            c.config.out, c.config.run_name = str(sweep_dir), c.name
+            c.config = c.config.replaced(out=str(sweep_dir), run_name=c.name)
     return axes, shared, cells, notes
 
 

@@ -12,6 +12,7 @@ traces could not be judged; the worst wins, every reason printed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -31,23 +32,37 @@ from ftrun.launch.supervise import RunState
 from ftrun.link_spec import Link
 
 
-def train(cfg: RunConfig, overwrite: bool = False, json_out: bool = False, quiet: bool = False) -> int:
+def train(
+    cfg: RunConfig,
+    overwrite: bool = False,
+    json_out: bool = False,
+    quiet: bool = False,
+    on_run_dir: Callable[[Path], None] | None = None,
+) -> int:
     """Run one training job; returns the exit code (0 ok). A failed run raises ``RunFailed``
-    (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run)."""
+    (exit 1), SIGINT/SIGTERM at any moment ``Interrupted`` (exit 130, naming the partial run).
+    ``on_run_dir``: called with the run dir as soon as it is claimed (its name may be chosen here:
+    ``cfg`` is frozen, the run's own config is a copy naming it)."""
+    claimed: list[Path] = []
+
+    def claim(run_dir: Path) -> None:
+        claimed.append(run_dir)
+        if on_run_dir is not None:
+            on_run_dir(run_dir)
+
     with Stopping() as stop:
         try:
-            return _train(cfg, overwrite, json_out, quiet, stop)
+            return _train(cfg, overwrite, json_out, quiet, stop, claim)
         except Stopped as e:  # before the children started: nothing to stop
             stop.begin()
-            where = (
-                f"; partial run in {cfg.out}/{cfg.run_name}"
-                if cfg.run_name and (Path(cfg.out) / cfg.run_name).is_dir()
-                else ""
-            )
+            name = claimed[-1].name if claimed else cfg.run_name
+            where = f"; partial run in {cfg.out}/{name}" if name and (Path(cfg.out) / name).is_dir() else ""
             raise Interrupted(f"stopped by {e} before training started{where}") from None
 
 
-def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: Stopping) -> int:
+def _train(
+    cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: Stopping, claim: Callable[[Path], None]
+) -> int:
     from ftrun.launch.preflight import preflight
     from ftrun.torchft_compat import require_supported
 
@@ -60,7 +75,7 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
     link = cfg.emulation.parsed_link()
     jid = job_id(cfg)
     if cfg.hosts.replica_group_id >= 0:  # one run dir per group: hosts (or a loopback test) never collide
-        cfg.run_name = f"{cfg.run_name or 'job'}-group{cfg.hosts.replica_group_id}"
+        cfg = cfg.replaced(run_name=f"{cfg.run_name or 'job'}-group{cfg.hosts.replica_group_id}")
     network = preflight(cfg)
     from ftrun.model_spec import is_user_model
 
@@ -71,6 +86,8 @@ def _train(cfg: RunConfig, overwrite: bool, json_out: bool, quiet: bool, stop: S
         for w in model_spec.check(cfg)["warnings"]:
             console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
+    cfg = cfg.replaced(run_name=run_dir.name)
+    claim(run_dir)
     try:
         return _run(
             RunState(cfg, run_dir, job_id=jid, run_event_log=layout.run_event_log(run_dir), network=network),

@@ -94,7 +94,7 @@ def _at_least_one(at: At, part: object, *names: str) -> None:
             raise at.bad(name, getattr(part, name), "must be at least 1")
 
 
-class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """torchft's streaming-DiLoCo schedule, by torchft's names (``ftrun.schedule``)."""
 
     PANEL: ClassVar[str] = SCHEDULE
@@ -146,7 +146,7 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return f"{at.where(lead)} {getattr(self, lead)}: {rule}; {', '.join(others)}"
 
 
-class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """The replica groups, their ranks and process group, and (several hosts) where this one runs."""
 
     PANEL: ClassVar[str] = GROUPS
@@ -239,7 +239,7 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise at.bad("lighthouse", self.lighthouse, "expected http://HOST:PORT")
 
 
-class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """The model: a built-in one (its shape) or a user's ``MODULE:FACTORY`` / ``hf:NAME`` (``ftrun.model_spec``)."""
 
     PANEL: ClassVar[str] = MODEL_DATA
@@ -299,7 +299,7 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 DATA_LIMIT = 1 << 30
 
 
-class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """What each step trains on."""
 
     PANEL: ClassVar[str] = MODEL_DATA
@@ -324,7 +324,7 @@ class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise at.bad("seed", self.seed, "must be between 0 and 2**32-1")
 
 
-class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """DiLoCo's inner and outer optimizers, and how the outer step's allreduce runs."""
 
     PANEL: ClassVar[str] = OPTIMIZER
@@ -343,7 +343,7 @@ class OptimizerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise at.bad("outer_momentum", self.outer_momentum, "must be in [0, 1)")
 
 
-class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """What the run records: the profiled steps, a relaunched group's profile, the numeric sketches."""
 
     PANEL: ClassVar[str] = PROFILING
@@ -377,7 +377,7 @@ class ProfilingConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             )
 
 
-class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """Stand-ins for what this machine lacks: a slow link between the groups, a bigger model's compute."""
 
     PANEL: ClassVar[str] = LINK
@@ -405,7 +405,7 @@ class EmulationConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             )
 
 
-class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """How long ftrun and torchft wait before they call something lost."""
 
     PANEL: ClassVar[str] = TIMEOUTS
@@ -442,7 +442,7 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 _FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce", "corrupt_sync")
 
 
-class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """Injected faults (``ftrun.fault_flags``) and how often a dead group is relaunched."""
 
     PANEL: ClassVar[str] = FAULTS
@@ -499,7 +499,7 @@ class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise at.bad(name, getattr(self, name)[0], "needs the sketches it is checked by (drop --no-sketches)")
 
 
-class VerdictConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class VerdictConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """What the run says at its end: the check of what it captured (``ftrun.commands.run_check``).
     Its one field is named ``check`` (flags --check/--no-check), so the part has no ``check`` rule."""
 
@@ -514,9 +514,10 @@ class VerdictConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = True
 
 
-class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """Everything a run needs, as parts. ``resolved()``: the flat form by key (manifest, TOML);
-    ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``)."""
+    ``RunConfig.from_keys``: back. spec.json carries the tree itself (``layout.Spec``). Frozen, as
+    every part: built once (``ftrun.config.build``), a changed value is a new tree (``replaced``)."""
 
     PANEL: ClassVar[str] = RUN
 
@@ -622,14 +623,29 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     @classmethod
     def from_keys(cls, **values: object) -> "RunConfig":
-        """A tree from flat key values (the rest: defaults), unchecked (``ftrun.config.build`` checks)."""
-        cfg, part_of = cls(), _part_of()
+        """A tree from flat key values (the rest: defaults), unchecked (``ftrun.config.build`` checks).
+        Built once: the tree is frozen (a changed value is a new tree: ``replaced``)."""
+        part_of = _part_of()
+        top: dict[str, Any] = {}
+        parts: dict[str, dict[str, Any]] = {}
         for key, v in values.items():
             if key not in part_of and key not in cls.__struct_fields__:
                 raise TypeError(f"RunConfig has no field {key!r}")
             part = part_of.get(key)
-            setattr(getattr(cfg, part) if part else cfg, key, v)
-        return cfg
+            if part:
+                parts.setdefault(part, {})[key] = v
+            else:
+                top[key] = v
+        kinds = _part_types()
+        built: dict[str, Any] = {name: kinds[name](**kv) for name, kv in parts.items()}
+        return cls(**top, **built)
+
+
+@functools.cache
+def _part_types() -> dict[str, type[msgspec.Struct]]:
+    """Part name -> its Struct type (``schedule`` -> ``ScheduleConfig``)."""
+    cfg = RunConfig()
+    return {name: type(p) for name in cfg.__struct_fields__ if isinstance(p := getattr(cfg, name), msgspec.Struct)}
 
 
 @functools.cache

@@ -15,11 +15,10 @@ from ftrun.output import RunDirLock, check_name, claim_run_dir, mark_new_run_dir
 
 def prepare_run_dir(cfg: RunConfig, overwrite: bool) -> tuple[Path, RunDirLock]:
     """``<out>/<run-name>``, created and locked for this run (``ftrun.output.claim_run_dir``):
-    an existing dir is refused unless ``overwrite``, and then only an ftrun run dir is replaced."""
+    an existing dir is refused unless ``overwrite``, and then only an ftrun run dir is replaced.
+    The run's config is then ``cfg.replaced(run_name=run_dir.name)`` (a name left empty is chosen here)."""
     inputs = [Path(cfg.data.data)] if cfg.data.data and cfg.data.data != "synthetic" else []
-    run_dir, lock = claim_named_run_dir(Path(cfg.out), cfg.run_name, cfg.mode, overwrite, inputs)
-    cfg.run_name = run_dir.name
-    return run_dir, lock
+    return claim_named_run_dir(Path(cfg.out), cfg.run_name, cfg.mode, overwrite, inputs)
 
 
 def claim_named_run_dir(

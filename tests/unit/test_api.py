@@ -254,10 +254,11 @@ def test_train_hands_the_config_to_ftrun_train_and_wraps_its_failure(tmp_path, m
 
     seen = {}
 
-    def fake(cfg, overwrite=False, json_out=False, quiet=False):
+    def fake(cfg, overwrite=False, json_out=False, quiet=False, on_run_dir=None):
         seen.update(cfg=cfg, quiet=quiet)
-        cfg.run_name = cfg.run_name or "streaming-20260101-000000"
-        (Path(cfg.out) / cfg.run_name).mkdir(parents=True)
+        run_dir = Path(cfg.out) / (cfg.run_name or "streaming-20260101-000000")  # a name left empty: chosen here
+        run_dir.mkdir(parents=True)
+        on_run_dir(run_dir)
         if cfg.steps == 21:
             raise ftrun.RunFailed("replica group 1 exited with code 1")
         return 0

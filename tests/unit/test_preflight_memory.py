@@ -39,7 +39,7 @@ def test_replicas_that_cannot_fit_are_refused_naming_the_numbers(tmp_path, monke
 def test_only_this_hosts_groups_count_and_unknown_memory_is_left_to_the_run(tmp_path, monkeypatch):
     cfg = cfgmod.build(out=str(tmp_path), replicas=16)
     _fake_memory(monkeypatch, available=preflight.group_bytes(cfg))
-    cfg.hosts.replica_group_id = 3  # one group of the sixteen runs here
+    cfg = cfg.replaced(replica_group_id=3)  # one group of the sixteen runs here
     preflight.check_memory(cfg)
     monkeypatch.setattr(preflight, "available_memory_bytes", lambda: None)
     preflight.check_memory(cfgmod.build(out=str(tmp_path), replicas=16))

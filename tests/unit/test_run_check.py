@@ -113,9 +113,10 @@ def test_api_train_raises_on_a_failed_check_as_the_cli_exits_1(tmp_path, monkeyp
 
     line = "FAIL 1 problem(s) in 8 events; first: replica 0 rank 0: send of fragment 0 expected at step 3"
 
-    def fake(cfg, overwrite=False, json_out=False, quiet=False):
+    def fake(cfg, overwrite=False, json_out=False, quiet=False, on_run_dir=None):
         run = Path(cfg.out) / cfg.run_name
         run.mkdir(parents=True)
+        on_run_dir(run)
         check = {"verdict": "fail", "line": line, "problems": ["p"]}
         (run / layout.SUMMARY).write_text(msgspec.json.encode(train_summary(run_dir=str(run), check=check)).decode())
         return 1  # trained, its check FAILed: what ftrun train exits with
