@@ -16,6 +16,8 @@ members.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from ftrun.layout import EventRecord
@@ -23,7 +25,7 @@ from ftrun.layout import EventRecord
 
 class Agreement(msgspec.Struct):
     commits_checked: int = 0
-    disagreements: list[dict] = msgspec.field(default_factory=list)
+    disagreements: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -33,20 +33,23 @@ from ftrun.check.identify import RunIdentities
 from ftrun.check.match import choose_numbering, expect, infer_failed, inferred_commits, pair, unseen_syncs
 from ftrun.check.numbering import prove as prove_numbering
 from ftrun.check.numerics import Numerics, check_numerics
-from ftrun.check.observe import NUMBERINGS, comms_by_file, observe
+from ftrun.check.observe import NUMBERINGS, WorkerObs, comms_by_file, observe
 from ftrun.check.overlap import overlap_of
 from ftrun.check.problems import require_evidence, run_problems
 from ftrun.check.result import Report, ReportSchedule
-from ftrun.check.workers import assign
+from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log
-from ftrun.schedule import ReleaseBehaviour
+from ftrun.schedule import ReleaseBehaviour, Schedule
 from ftrun.torchft_compat import release_behaviour
-from ftrun.trace.discover import discover
+from ftrun.trace.discover import Inputs, discover
 from ftrun.trace.forked import map_forked
 from ftrun.trace.load import MAX_TRACE_BYTES
 from ftrun.trace.spans import TraceSpans, extract, no_steps
 from ftrun.trace.stream import TraceFile
+
+# (replica, rank) -> its event log's records
+EventLogs = dict[tuple[int, int], list[layout.EventRecord]]
 
 
 def analyze(
@@ -143,7 +146,7 @@ def analyze(
     return report
 
 
-def _numbering(inputs, step_numbering: str | None) -> str:
+def _numbering(inputs: Inputs, step_numbering: str | None) -> str:
     """The ``ProfilerStep`` numbering asked for: not given, what the run recorded (ftrun launch), else top."""
     if step_numbering is None:
         step_numbering = inputs.manifest.step_numbering if isinstance(inputs.manifest, layout.LaunchManifest) else "top"
@@ -152,7 +155,7 @@ def _numbering(inputs, step_numbering: str | None) -> str:
     return step_numbering
 
 
-def _groups(inputs, workers, logs: dict) -> set[int]:
+def _groups(inputs: Inputs, workers: list[Worker], logs: EventLogs) -> set[int]:
     """The job's replica groups the check knows of: traced, logged, and the manifest's count
     (a group neither traced nor logged is taken to have committed: ``ftrun.check.commits``)."""
     known = {w.replica for w in workers} | {r for r, _ in logs}
@@ -162,19 +165,19 @@ def _groups(inputs, workers, logs: dict) -> set[int]:
     return known
 
 
-def _release(inputs) -> ReleaseBehaviour:
+def _release(inputs: Inputs) -> ReleaseBehaviour:
     """The failed-commit behaviour of the torchft the run recorded (traces alone: 0.2's, which
     the nightly shares: ``ftrun.torchft_compat.release_behaviour``)."""
     versions = inputs.manifest.versions if inputs.manifest is not None else None
     return release_behaviour(versions.get("torchft_distribution") if versions else None)
 
 
-def _load(inputs, max_trace_bytes: int, merge_jobs: bool):
+def _load(inputs: Inputs, max_trace_bytes: int, merge_jobs: bool) -> tuple[list[TraceSpans], list[Worker], EventLogs]:
     """Each trace's spans, the workers they belong to, and the event logs. Evidence first: a trace
     that is not torchft's, or traces of two runs, are refused before any schedule is asked for
     (flags cannot make them checkable)."""
 
-    def read(path):  # read in chunks; the header keys kept in trace.meta
+    def read(path: Path) -> tuple[TraceSpans, provenance.Header]:  # read in chunks; the header keys kept in trace.meta
         trace = TraceFile(path, max_trace_bytes)
         return extract(path, trace, require_steps=False), provenance.header(trace.meta)
 
@@ -188,12 +191,12 @@ def _load(inputs, max_trace_bytes: int, merge_jobs: bool):
         if not sp.steps:  # a torchft trace without step spans: nothing to place its events in
             raise no_steps(sp.path)
     workers = assign(inputs.files, spans)
-    logs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
+    logs: EventLogs = {k: read_event_log(p, strict=True) for k, p in sorted(inputs.event_logs.items())}
     provenance.check_one_run(workers, headers, logs, merge_jobs)
     return spans, workers, logs
 
 
-def _fragment_logs(inputs) -> dict[int, fragment_log.FragmentLog]:
+def _fragment_logs(inputs: Inputs) -> dict[int, fragment_log.FragmentLog]:
     """Each replica group's fragments as torchft's log lines name them, from the run dirs' group
     logs (``ftrun.check.fragment_log``); groups without such lines are left out."""
     out: dict[int, fragment_log.FragmentLog] = {}
@@ -208,12 +211,12 @@ def _fragment_logs(inputs) -> dict[int, fragment_log.FragmentLog]:
     return out
 
 
-def _commit_notes(seen, logs: dict, classes: RunIdentities, schedule) -> list[str]:
+def _commit_notes(seen: list[WorkerObs], logs: EventLogs, classes: RunIdentities, schedule: Schedule) -> list[str]:
     """What the check assumed about commits it could not see (no event log)."""
     if logs:
         return []
     notes = []
-    blind = [o for wo in seen for o in wo.obs if o.kind == "sync" and o.sync.committed is None]
+    blind = [o for wo in seen for o in wo.obs if o.sync is not None and o.sync.committed is None]
     if blind and (schedule.fragments < 2 or not classes.distinct):
         why = (
             "every send carries the same fragment"
@@ -226,7 +229,7 @@ def _commit_notes(seen, logs: dict, classes: RunIdentities, schedule) -> list[st
     return notes
 
 
-def run_numerics(inputs, logs: dict[tuple[int, int], list[layout.EventRecord]], seen) -> Numerics:
+def run_numerics(inputs: Inputs, logs: EventLogs, seen: list[WorkerObs]) -> Numerics:
     """The numeric check (``ftrun.check.numerics``) of the merged event logs; nothing is checked
     when only some of the job's groups were given, or the run had ``--no-sketches``. Damaged or
     missing records (the logs against themselves and ``seen``'s syncs: ``ftrun.check.log_evidence``)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -129,7 +130,7 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
     return out
 
 
-def _numel(shapes) -> int | None:
+def _numel(shapes: Any) -> int | None:
     """Elements in all of ``shapes`` (None when unknown)."""
     if shapes is None:
         return None

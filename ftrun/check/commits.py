@@ -33,6 +33,7 @@ failed commit at the sync it fired in).
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -50,7 +51,7 @@ class FailedCommit(msgspec.Struct):
     evidence: str = "commit: false"  # what showed it (NO_OUTER_STEP, SENT_AGAIN for inferred ones)
     explained: bool = False  # by an injected fault
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "replica": self.replica,
             "rank": self.rank,

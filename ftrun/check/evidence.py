@@ -47,6 +47,8 @@ import msgspec
 from ftrun.layout import Fragment
 
 Numels = tuple[int, ...]
+# a signature as a class key: (its collective count, its sorted element counts or None)
+SignatureKey = tuple[int, Numels | None]
 
 
 def numels_of(shapes: Sequence[Sequence[int]] | None) -> Numels | None:
@@ -69,7 +71,7 @@ class Signature(msgspec.Struct, frozen=True):
     sizes: Numels | None = None  # sorted element counts; None without tensor sizes
     itemsize: int | None = None  # bytes per element, when the collectives say
 
-    def key(self, with_sizes: bool) -> tuple:
+    def key(self, with_sizes: bool) -> SignatureKey:
         return (self.count, self.sizes if with_sizes else None)
 
     def describe(self) -> str:
@@ -206,10 +208,10 @@ class ClusterIdentifier:
     def __init__(self, fragments: int, with_sizes: bool) -> None:
         self.f = fragments
         self.with_sizes = with_sizes
-        self.order: list[tuple] = []
-        self.votes: dict[tuple, Counter] = {}
-        self.restore_votes: dict[tuple, Counter] = {}
-        self.ids: dict[tuple, int | None] = {}
+        self.order: list[SignatureKey] = []
+        self.votes: dict[SignatureKey, Counter[int]] = {}
+        self.restore_votes: dict[SignatureKey, Counter[SignatureKey]] = {}
+        self.ids: dict[SignatureKey, int | None] = {}
         self.unusable: str | None = None
 
     def learn_send(self, sig: Signature) -> None:
@@ -252,10 +254,10 @@ class ClusterIdentifier:
                 f"have the same {same}, or fewer fragments were sent: failed commits)"
             )
 
-    def class_of(self, sig: Signature | None) -> tuple | None:
+    def class_of(self, sig: Signature | None) -> SignatureKey | None:
         return self._class(sig) if sig is not None else None
 
-    def _class(self, sig: Signature) -> tuple | None:
+    def _class(self, sig: Signature) -> SignatureKey | None:
         k = sig.key(self.with_sizes)
         if sig.kind == "send" or k in self.votes:
             return k if k in self.votes else None

@@ -6,6 +6,8 @@ to the steps each trace file captured; commit failures (``ftrun.check.commits``)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 
 from ftrun import layout
@@ -28,7 +30,7 @@ class _EarlierSpec(msgspec.Struct):
     config: _FlatSchedule
 
 
-def _spec_hint(run_dir) -> str:
+def _spec_hint(run_dir: Path) -> str:
     """What the interrupted run's ``spec.json`` says it was started with, as flags to pass."""
     path = run_dir / layout.SPEC
     s: ScheduleConfig | _FlatSchedule

@@ -77,7 +77,7 @@ _SUMMED = (
 )
 
 
-def totals(results: Sequence[EventResult]) -> dict:
+def totals(results: Sequence[EventResult]) -> dict[str, Any]:
     """One worker's totals (``WorkerReport.totals``): events and verdicts, summed sync figures, bytes sent."""
     syncs = [r for r in results if r.kind == "sync" and r.observed_step is not None]
     out: dict[str, Any] = {

@@ -31,11 +31,13 @@ this module only reads those attributions):
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Hashable, Sequence
 
 import msgspec
 
 from ftrun.check.comm import SendComm
-from ftrun.trace.spans import Collective, Span, Sync, TraceSpans
+from ftrun.trace.cuda_link import ComputeLaunch
+from ftrun.trace.spans import Collective, Span, StepSpan, Sync, TraceSpans
 
 PIN_KERNEL_US = 300.0  # a stream's next queued kernel starts within 264 us of the last one's end (real traces' max)
 PIN_HOST_US = 1000.0  # a Gloo worker thread wakes up within a millisecond on a loaded host
@@ -148,14 +150,14 @@ def commit_sync_ms(sync: Sync) -> float | None:
     return sum(s.dur for s in sync.commit_syncs) / 1000.0
 
 
-def _step_at(steps, ts: float) -> int | None:
+def _step_at(steps: Sequence[StepSpan], ts: float) -> int | None:
     for s in steps:
         if s.span.ts <= ts <= s.span.end:
             return s.number
     return None
 
 
-def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[int | None, int | None]]:
+def kernel_steps(trace: TraceSpans, compute: list[ComputeLaunch]) -> list[tuple[int | None, int | None]]:
     """Per linked NCCL kernel: (host step of its launch; host step of the launch of the last other
     kernel on its device that started at or before it). ``compute``: ``spans.compute_launches``
     of the same trace. Both from launches: kineto copies no step span to the GPU side to place
@@ -163,7 +165,7 @@ def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[int | No
     was already running work launched in a later step: it ran behind the compute backlog of the
     steps after its launch. (None, ...): launched outside every step; (..., None): no other
     kernel ran before it on its device."""
-    marks: dict = {}
+    marks: dict[Hashable, tuple[list[float], list[float]]] = {}
     for dev, start, launch, *_ in compute:
         got = marks.setdefault(dev, ([], []))
         got[0].append(start)
@@ -173,8 +175,8 @@ def kernel_steps(trace: TraceSpans, compute: list[tuple]) -> list[tuple[int | No
         if k.launch is None:
             continue
         dev_step = None
-        got = marks.get(k.stream[0] if isinstance(k.stream, tuple) else None)
-        if got:
+        on_device = marks.get(k.stream[0] if isinstance(k.stream, tuple) else None)
+        if on_device:
             i = bisect_right(got[0], k.span.ts) - 1
             if i >= 0:
                 dev_step = _step_at(trace.steps, got[1][i])

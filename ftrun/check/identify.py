@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ftrun.check.evidence import NO_EVIDENCE, ClusterIdentifier, Identity, ManifestIdentifier, trace_key
+from ftrun.check.evidence import NO_EVIDENCE, ClusterIdentifier, Identity, ManifestIdentifier, SignatureKey, trace_key
 from ftrun.check.observe import Obs, WorkerObs
 from ftrun.layout import AnyManifest, Manifest
 from ftrun.schedule import Event, Schedule
@@ -78,7 +78,7 @@ class RunIdentities:
         """Can the classes tell every fragment apart? (Else a repeated class is no evidence of a retry.)"""
         return self.manifest is not None or len(self._clusters.order) >= self.schedule.fragments
 
-    def cls(self, o: Obs | None):
+    def cls(self, o: Obs | None) -> int | SignatureKey | None:
         """A label-free class of what ``o`` moved (manifest fragment, else signature class)."""
         if o is None or o.sig is None:
             return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -38,7 +39,9 @@ class WorkerMatch(msgspec.Struct):
     pairs: list[Pair] = msgspec.field(default_factory=list)
 
 
-def expected_events(schedule: Schedule, ranges, failed: Sequence[int], lost) -> list[Event]:
+def expected_events(
+    schedule: Schedule, ranges: Sequence[tuple[int, int]], failed: Sequence[int], lost: Sequence[tuple[int, int]]
+) -> list[Event]:
     """Expected events inside the captured steps, outside the steps lost to a fault."""
     last = max((hi for _, hi in ranges), default=0)
     inside, gone = _Steps(ranges), _Steps(lost)
@@ -48,7 +51,7 @@ def expected_events(schedule: Schedule, ranges, failed: Sequence[int], lost) -> 
 class _Steps:
     """Membership in a union of inclusive step ranges, by bisection (a large trace has thousands)."""
 
-    def __init__(self, ranges) -> None:
+    def __init__(self, ranges: Sequence[tuple[int, int]]) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
         for lo, hi in sorted(ranges):
@@ -94,13 +97,18 @@ def pair(expected: Sequence[Event], obs: Sequence[Obs], window: int) -> list[Pai
 
 
 def choose_numbering(
-    workers: list[Worker], schedule: Schedule, failed: dict, requested: str, faults: FiredFaults, proof: NumberingProof
-) -> tuple[int, dict, list[str]]:
+    workers: list[Worker],
+    schedule: Schedule,
+    failed: dict[tuple[int, int], list[int]],
+    requested: str,
+    faults: FiredFaults,
+    proof: NumberingProof,
+) -> tuple[int, dict[str, Any], list[str]]:
     """The ``ProfilerStep`` offset, how it was chosen (the report's ``step_numbering``) and the
     run problems of the choice. Only evidence chooses (``ftrun.check.numbering``): a numbering
     the traces prove is used, and one asked for that they contradict is a problem; ``auto``
     without proof raises ``NotChecked`` with both candidates' fits (a fit is no proof)."""
-    info: dict = {"requested": requested, "evidence": proof.evidence, "proven": proof.numbering is not None}
+    info: dict[str, Any] = {"requested": requested, "evidence": proof.evidence, "proven": proof.numbering is not None}
     if proof.absolute:
         info |= {"used": "ftrun::step", "proven": True}
         return 0, info, []
@@ -129,7 +137,13 @@ def choose_numbering(
     )
 
 
-def _fit(workers: list[Worker], schedule: Schedule, failed: dict, offset: int, faults: FiredFaults) -> int:
+def _fit(
+    workers: list[Worker],
+    schedule: Schedule,
+    failed: dict[tuple[int, int], list[int]],
+    offset: int,
+    faults: FiredFaults,
+) -> int:
     """How many observed events sit where expected under ``offset`` (less those outside every step)."""
     n = 0
     for w in workers:

@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from ftrun import layout
+from ftrun.check.result import Report
 from ftrun.check.throughput import decompose, mean_decomposition
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, replica_stats, stepped
@@ -78,7 +79,7 @@ class _ReplicaFigures(TypedDict):
     losses: dict[int, float]
 
 
-def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]:
+def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> dict[str, Any]:
     """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged)."""
     dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
     manifests = [layout.read_train_manifest(d) for d in dirs]
@@ -122,7 +123,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report) -> dict[str, Any]
         for e in report.events
         if e.sync is not None and e.sync.send_to_done_ms is not None and e.observed_step is not None
     ]
-    comm = sum(s.send_to_done_ms for s in sync_figs)
+    comm = sum(s.send_to_done_ms or 0.0 for s in sync_figs)  # (each not None: sync_figs)
     hidden = sum(s.hidden_comm_ms or 0.0 for s in sync_figs)
     send_bytes = [e.send.bytes for e in report.events if e.send is not None and e.send.bytes]
     peak = max(send_bytes) if send_bytes else max(frag_bytes.values(), default=0)
@@ -224,7 +225,7 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     }
 
 
-def aggregate(reps: list[dict]) -> dict:
+def aggregate(reps: list[dict[str, Any]]) -> dict[str, Any]:
     """One run's figures over its repeats: median per figure (``FIGURES``), ``spread`` = [min, max];
     per-replica figures: the median per replica.
 

@@ -48,7 +48,7 @@ from ftrun.check.numerics_result import (
     Numerics,
     quantized_not_checked,
 )
-from ftrun.check.numerics_rounds import ReplicaRound, in_time, outer_context, rounds_of
+from ftrun.check.numerics_rounds import ReplicaRound, RoundKey, in_time, outer_context, rounds_of
 from ftrun.layout import EventRecord, RoundNumerics, Sketch
 
 __all__ = [
@@ -82,7 +82,7 @@ class _Checker:
         self.out = Numerics(status="checked")
         self.outer = outer or OuterChecker({}, {})
         self.prev: dict[tuple[int, int, int], ReplicaRound] = {}  # (replica, rank, fragment) -> its previous round
-        self.groups: dict[tuple, list[ReplicaRound]] = {}  # every collective (``_rounds``), to name a missing send
+        self.groups: dict[RoundKey, list[ReplicaRound]] = {}  # every collective (``_rounds``), to name a missing send
 
     def measure(self, err: float, tol: float, check: str, where: str) -> bool:
         ratio = err / tol if tol > 0 else (0.0 if err == 0 else math.inf)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ftrun.layout import EventRecord, RoundNumerics, Sketch
+
+# one collective: the replicas of a round grouped by what they share (``rounds_of``)
+RoundKey = tuple[Any, ...]
 
 
 @dataclass
@@ -48,16 +52,16 @@ class ReplicaRound:
 
 def rounds_of(
     logs: dict[tuple[int, int], list[EventRecord]],
-) -> tuple[dict[tuple, list[ReplicaRound]], int, dict[str, int]]:
+) -> tuple[dict[RoundKey, list[ReplicaRound]], int, dict[str, int]]:
     """Group every rank's rounds into collectives: (rank, fragment, quorum id, manager step,
     occurrence) -> one ``ReplicaRound`` per replica. Also: committed syncs in the logs, and the
     committed ones without a sync sketch (why -> count)."""
-    groups: dict[tuple, list[ReplicaRound]] = {}
+    groups: dict[RoundKey, list[ReplicaRound]] = {}
     committed = 0
     missing: dict[str, int] = {}
     for (replica, rank), recs in sorted(logs.items()):
-        open_: dict[tuple, ReplicaRound] = {}
-        seen: dict[tuple, int] = {}
+        open_: dict[tuple[Any, ...], ReplicaRound] = {}
+        seen: dict[tuple[Any, ...], int] = {}
         for rec in recs:
             parts = rec.numerics or []
             if rec.commit:
@@ -106,7 +110,7 @@ def outer_context(
     return heals, commits
 
 
-def in_time(kv: tuple[tuple, list[ReplicaRound]]) -> tuple[float, int, int]:
+def in_time(kv: tuple[RoundKey, list[ReplicaRound]]) -> tuple[float, int, int]:
     """A collective's place in the run: its earliest sync step, then manager step and fragment. A
     round no replica stepped (a relaunched ``ftrun launch`` group whose script counts from 1 again
     logs no step) follows by manager step, after those that did."""

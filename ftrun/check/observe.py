@@ -14,6 +14,7 @@ Step numbering for ``ProfilerStep#k`` (ftrun's ``ftrun::step#S`` spans are absol
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 
 import msgspec
 
@@ -50,7 +51,7 @@ class WorkerObs(msgspec.Struct):
     obs: list[Obs]
 
 
-def runs(numbers) -> list[tuple[int, int]]:
+def runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
     """Contiguous runs of step numbers: the captured steps (a file may skip some)."""
     out: list[list[int]] = []
     for n in sorted(set(numbers)):

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import statistics
 from bisect import bisect_left, bisect_right
+from collections.abc import Hashable
 from itertools import accumulate
+from typing import Any
 
 import msgspec
 
 from ftrun.check.noise import ratio_spread
 from ftrun.check.result import EventResult, Report
+from ftrun.trace.cuda_link import ComputeLaunch
 from ftrun.trace.spans import TraceSpans
 
 
@@ -41,7 +44,7 @@ class SendWindow(msgspec.Struct, frozen=True):
 
 def send_windows(report: Report) -> list[SendWindow]:
     """Every observed send paired with the next observed sync of the same fragment on its file."""
-    by_file: dict[tuple, list[tuple[float, EventResult]]] = {}  # each event with its timestamp
+    by_file: dict[tuple[int, int, str], list[tuple[float, EventResult]]] = {}  # each event with its timestamp
     for e in report.events:
         if e.observed_step is not None and e.ts_us is not None and e.file is not None:
             by_file.setdefault((e.replica, e.rank, e.file), []).append((e.ts_us, e))
@@ -76,7 +79,7 @@ def _step_classes(report: Report, windows: list[SendWindow]) -> dict[str, list[t
     for e in report.events:
         if e.observed_step is not None and e.ts_us is not None and e.file is not None:
             marks.setdefault(e.file, []).append(e.ts_us)
-    out: dict[str, list] = {}
+    out: dict[str, list[tuple[float, float, SendWindow | None]]] = {}
     for file, spans in report.spans.items():
         ts = sorted(marks.get(file, []))
         mine = [w for w in windows if w.file == file]  # by send (send_windows' order)
@@ -110,7 +113,7 @@ def _spread(over: list[float], other: list[float]) -> float | None:
     return None if got is None else round(got, 3)
 
 
-def overlap_of(report: Report) -> dict:
+def overlap_of(report: Report) -> dict[str, Any]:
     """``{"per_send": [...], "workers": [...]}``: per send, its overlapped steps' median duration
     against the worker's unoverlapped steps (``slowdown`` = their ratio); per worker, the same over
     all its sends. Empty lists when the traces hold no send/sync pair."""
@@ -183,7 +186,7 @@ def _overlaps(merged: list[tuple[float, float]], starts: list[float], a: float, 
     return i >= 0 and merged[i][1] > a
 
 
-def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> dict | None:
+def gpu_overlap(trace: TraceSpans, compute: list[ComputeLaunch]) -> dict[str, Any] | None:
     """The same rule on CUDA, read from kernels (device time, not host steps): each compute
     kernel (``ftrun.trace.spans.compute_launches``: device, start, launch, duration, name) ran
     while an NCCL kernel ran on its device, or not. ``slowdown``: per kernel name seen in both
@@ -193,7 +196,7 @@ def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> dict | None:
     steps without. None when the trace has no compute kernel or no NCCL kernel."""
     if not compute or not trace.kernels:
         return None
-    nccl: dict = {}
+    nccl: dict[Hashable, list[tuple[float, float]]] = {}
     for k in trace.kernels:
         dev = k.stream[0] if isinstance(k.stream, tuple) else k.stream
         nccl.setdefault(dev, []).append((k.span.ts, k.span.end))
@@ -201,7 +204,7 @@ def gpu_overlap(trace: TraceSpans, compute: list[tuple]) -> dict | None:
     starts = {dev: [a for a, _ in v] for dev, v in merged.items()}
     step_starts = [s.span.ts for s in trace.steps]
     by_name: dict[str, tuple[list[float], list[float]]] = {}
-    per_step: dict[int, list] = {}
+    per_step: dict[int, list[Any]] = {}
     for dev, ts, launch, dur, name in compute:
         over = dev in merged and _overlaps(merged[dev], starts[dev], ts, ts + dur)
         by_name.setdefault(name, ([], []))[0 if over else 1].append(dur)

@@ -17,14 +17,15 @@ from typing import Any
 import msgspec
 
 from ftrun.check import commits as commit_checks
-from ftrun.check.agreement import check_agreement
+from ftrun.check.agreement import Agreement, check_agreement
 from ftrun.check.evidence import Identity
 from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.observe import Obs, WorkerObs
 from ftrun.check.result import EventResult
 from ftrun.errors import NotChecked
-from ftrun.layout import LaunchManifest
+from ftrun.layout import EventRecord, LaunchManifest
 from ftrun.schedule import Event
+from ftrun.trace.discover import Inputs
 
 
 def event_problem(kind: str, e: Event | None, o: Obs | None, identity: Identity | None) -> str | None:
@@ -59,11 +60,11 @@ class RunProblems(msgspec.Struct):
 
 
 def run_problems(
-    inputs,
+    inputs: Inputs,
     traced: set[int],
     faults: FiredFaults,
     notes: list[str],
-    logs: dict,
+    logs: dict[tuple[int, int], list[EventRecord]],
     failed_commits: list[commit_checks.FailedCommit],
     allow_failed_commits: bool,
 ) -> RunProblems:
@@ -85,7 +86,7 @@ def require_evidence(seen: Sequence[WorkerObs], results: Sequence[EventResult]) 
         raise NotChecked(f"nothing checked: no torchft send or sync observed for {', '.join(unseen) or 'any worker'}")
 
 
-def missing_traces(inputs, traced: set[int], faults: FiredFaults, notes: list[str]) -> list[str]:
+def missing_traces(inputs: Inputs, traced: set[int], faults: FiredFaults, notes: list[str]) -> list[str]:
     """Run problems: a replica group of the run without a trace that no fault explains. Notes a
     job of which only some groups were given."""
     problems: list[str] = []
@@ -112,7 +113,7 @@ def launch_set_aside(m: Any) -> set[int]:
     return {f.replica for f in m.launch_faults.fired} | {t.replica for t in unchecked}
 
 
-def disagreements(ag) -> list[str]:
+def disagreements(ag: Agreement) -> list[str]:
     """Run problems: replicas whose synced parameters differ after a commit (``check_agreement``)."""
     out = []
     for d in ag.disagreements:

@@ -57,7 +57,10 @@ class Recovery:
         )
 
     def to_json(self) -> dict[str, Any]:
-        r3 = lambda x: None if x is None else round(x, 3)  # noqa: E731
+
+        def r3(x: float | None) -> float | None:
+            return None if x is None else round(x, 3)
+
         return {
             "fault": self.fault,
             "replica": self.replica,

@@ -308,7 +308,8 @@ def detection_limits(manifest: Manifest) -> dict[str, Any]:
     """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); a manifest
     of an earlier ftrun has only the configured heartbeat timeout ({} when not even that)."""
     if manifest.detection is not None:
-        return msgspec.to_builtins(manifest.detection)
+        detection: dict[str, Any] = msgspec.to_builtins(manifest.detection)
+        return detection
     hb = manifest.config.get("heartbeat_timeout_ms")
     return (
         {"heartbeat_timeout_ms": hb, "join_timeout_ms": None, "quorum_tick_ms": None, "lighthouse": "ftrun"}

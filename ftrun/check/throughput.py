@@ -40,6 +40,9 @@ from ftrun.check.noise import NO_DIFFERENCE, Measured, mean_difference, mean_of,
 from ftrun.event_log import seconds, stepped
 from ftrun.layout import EventRecord
 
+# a decomposition in its JSON form (``Decomposition.to_json``, ``mean_decomposition``): term -> figure
+DecompositionJson = dict[str, float | None]
+
 # The named terms of a decomposition, in the order they are shown; they and unaccounted_s add
 # up to loop_s.
 TERMS = ("compute_at_base_s", "overlap_slowdown_s", "comm_step_work_s", "exposed_data_s", "exposed_control_s")
@@ -93,7 +96,7 @@ class Decomposition:
     exposed_control_s_spread: float | None = None
     loop_s_spread: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> DecompositionJson:
         return dict(self.__dict__)
 
 
@@ -201,31 +204,32 @@ def _spreads(
     return out
 
 
-def mean_decomposition(parts: list[Decomposition]) -> dict | None:
+def mean_decomposition(parts: list[Decomposition]) -> DecompositionJson | None:
     """The replicas' decompositions averaged term by term (a term is None if any replica's is)."""
     if not parts:
         return None
-    out: dict = {}
+    out: DecompositionJson = {}
     for key in Decomposition.__dataclass_fields__:
         vals = [getattr(p, key) for p in parts]
         out[key] = None if any(v is None for v in vals) else sum(vals) / len(vals)
     return out
 
 
-def explained_ratio(a: dict, b: dict) -> float | None:
+def explained_ratio(a: DecompositionJson, b: DecompositionJson) -> float | None:
     """Throughput ratio a/b that the named terms alone predict (steps per second of named time)."""
 
-    def named(d: dict) -> float | None:
+    def named(d: DecompositionJson) -> float | None:
         vals = [v for k in TERMS if (v := d.get(k)) is not None]
-        return None if len(vals) < len(TERMS) or not d.get("steps") else sum(vals) / d["steps"]
+        steps = d.get("steps")
+        return None if len(vals) < len(TERMS) or not steps else sum(vals) / steps
 
     na, nb = named(a), named(b)
     return nb / na if na and nb else None
 
 
-def per_step_ms(d: dict, key: str) -> float | None:
-    v = d.get(key)
-    return None if v is None or not d.get("steps") else v / d["steps"] * 1e3
+def per_step_ms(d: DecompositionJson, key: str) -> float | None:
+    v, steps = d.get(key), d.get("steps")
+    return None if v is None or not steps else v / steps * 1e3
 
 
 def overlap_cause(backend: str | None) -> str:
@@ -235,24 +239,24 @@ def overlap_cause(backend: str | None) -> str:
     return "collectives share the CPU cores with compute"
 
 
-def per_step(d: dict, key: str) -> Measured | None:
+def per_step(d: DecompositionJson, key: str) -> Measured | None:
     """A term of a decomposition (its JSON) per step, in ms, with its spread (None: not measured)."""
     v = per_step_ms(d, key)
     return None if v is None else Measured(v, per_step_ms(d, key + "_spread"))
 
 
-def per_step_difference(a: dict, b: dict, key: str) -> Measured | None:
+def per_step_difference(a: DecompositionJson, b: DecompositionJson, key: str) -> Measured | None:
     """Run a's term minus run b's, per step in ms, with the two spreads combined."""
     x, y = per_step(a, key), per_step(b, key)
     return x.minus(y) if x is not None and y is not None else None
 
 
-def _exposed(d: dict) -> Measured | None:
+def _exposed(d: DecompositionJson) -> Measured | None:
     data, control = per_step(d, "exposed_data_s"), per_step(d, "exposed_control_s")
     return data.plus(control) if data is not None and control is not None else None
 
 
-def machine_clause(a_name: str, a: dict, b_name: str, b: dict) -> str | None:
+def machine_clause(a_name: str, a: DecompositionJson, b_name: str, b: DecompositionJson) -> str | None:
     """The machine caveat, either way: a's unoverlapped steps computed faster or slower than b's
     beyond their spread. The schedule does not change a plain step's compute, so that difference
     is the machine's speed between the two runs, not the schedule. None within the spread."""
@@ -266,7 +270,9 @@ def machine_clause(a_name: str, a: dict, b_name: str, b: dict) -> str | None:
     )
 
 
-def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: str | None) -> str | None:
+def largest_reason(
+    a_name: str, a: DecompositionJson, b_name: str, b: DecompositionJson, backend: str | None
+) -> str | None:
     """One sentence: how much exposed communication ``a`` saved (or added) per step against
     ``b``, the largest cost that took the gain back (or that it became throughput), and the
     machine caveat either way. Only differences beyond their spread are said (``ftrun.check.noise``)."""
@@ -299,7 +305,7 @@ def largest_reason(a_name: str, a: dict, b_name: str, b: dict, backend: str | No
     return f"{text}; the largest cost against it: {how} (+{extra.value:.1f} ms per step{took}){why}{tail}"
 
 
-def slowdown_measured(d: dict) -> Measured | None:
+def slowdown_measured(d: DecompositionJson) -> Measured | None:
     """The overlap slowdown (the medians' ratio) with its spread, said only where the compute it
     cost (``overlap_slowdown_s``, the means' difference) also lies beyond its spread, on the same
     side: on a skewed class the median and the mean disagree, and no slowdown is claimed on the
@@ -315,7 +321,7 @@ def slowdown_measured(d: dict) -> Measured | None:
     return Measured(med, max(spread, abs(med - 1.0)))
 
 
-def _overlap_how(a: dict) -> str:
+def _overlap_how(a: DecompositionJson) -> str:
     """How much longer a's overlapped steps computed: the mean (what the term accounts), and the
     median beside it where it lies beyond its spread from 1."""
     mean, med = a.get("mean_overlap_slowdown"), a.get("overlap_slowdown")

@@ -17,6 +17,8 @@ identified (by file name) as one worker whose step ranges overlap (a folder mixi
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from ftrun.errors import BadInput
@@ -51,12 +53,12 @@ def _range(t: TraceSpans) -> tuple[int, int]:
     return min(nums), max(nums)
 
 
-def _fingerprint(t: TraceSpans) -> tuple:
+def _fingerprint(t: TraceSpans) -> tuple[Any, ...]:
     return tuple((s.number, s.span.ts, s.span.end) for s in t.steps)
 
 
 def _refuse_duplicates(spans: list[TraceSpans]) -> None:
-    seen: dict[tuple, TraceSpans] = {}
+    seen: dict[tuple[Any, ...], TraceSpans] = {}
     for t in spans:
         other = seen.setdefault(_fingerprint(t), t)
         if other is not t:

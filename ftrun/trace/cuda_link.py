@@ -72,7 +72,11 @@ class Launches:
 _COMPUTE: dict[LabelSet, re.Pattern[bytes]] = {}
 
 
-def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[tuple[Hashable, float, float, float, str]]:
+# a compute kernel with a linked launch: (device, kernel start, launch start, kernel duration, kernel name)
+ComputeLaunch = tuple[Hashable, float, float, float, str]
+
+
+def compute_launches(trace: ChromeTrace, labels: LabelSet = LABELS) -> list[ComputeLaunch]:
     """Every non-NCCL kernel with a linked launch: (device, kernel start, launch start, kernel
     duration, kernel name), by kernel start — the GPU's progress through the host's steps, read
     from launches, and what the compute kernels took (``ftrun.check.overlap.gpu_overlap``). A second pass over
