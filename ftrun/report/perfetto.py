@@ -32,7 +32,7 @@ from typing import IO, Any
 import msgspec
 
 from ftrun.check.comm import blocked_from
-from ftrun.check.result import EventResult, Report
+from ftrun.check.result import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
 from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
@@ -267,75 +267,91 @@ def export_perfetto(
             )  # (ftrun.output knows it by this)
             out = _Writer(f)
             for i, wr in enumerate(sorted(report.workers, key=lambda w: (w.replica, w.rank))):
-                pid = i + 1
-                w = _Worker(pid, i)
-                label = f"replica {wr.replica} rank {wr.rank}"
-                out.write(_meta("process_name", pid, 0, {"name": label}))
-                out.write(_meta("process_sort_index", pid, 0, {"sort_index": i}))
-                out.write(_meta("process_labels", pid, 0, {"labels": f"ftrun {report.verdict.upper()}"}))
-                out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
-                out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
-                for file in wr.files:
-                    counts["events"] += _stream_file(Path(file), w, out, max_trace_bytes)
-                starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
-                fallback = w.first_ts if w.first_ts is not None else 0.0
-                for e in report.events:
-                    if e.replica != wr.replica or e.rank != wr.rank:
-                        continue
-                    ts = e.ts_us
-                    if ts is None:
-                        ts = starts.get(e.expected_step if e.expected_step is not None else -1, fallback)
-                    ev: dict[str, Any] = {
-                        "name": verdict_name(e),
-                        "cat": "ftrun,verdict",
-                        "ph": "i",
-                        "s": "t",
-                        "ts": ts,
-                        "pid": pid,
-                        "tid": VERDICT_TID,
-                        "args": verdict_args(e),
-                    }
-                    if e.sync is not None and e.ts_us is not None and e.sync.exposed_comm_ms:
-                        del ev["s"]
-                        ev["ts"] = exposed_from(report, e)
-                        ev["ph"], ev["dur"] = "X", max(e.sync.exposed_comm_ms * 1000.0, 1.0)
-                    out.write(ev)
-                    counts["verdicts"] += 1
-                me = f"{wr.replica}/{wr.rank}"
-                for c in report.cross_replica:
-                    if c.ok or me not in c.fragments or c.step not in starts:
-                        continue
-                    out.write(
-                        {
-                            "name": f"cross-replica FAIL: {c.kind} at step {c.step}",
-                            "cat": "ftrun,verdict",
-                            "ph": "i",
-                            "s": "t",
-                            "ts": starts[c.step],
-                            "pid": pid,
-                            "tid": VERDICT_TID,
-                            "args": {
-                                "problem": c.problem,
-                                "fragments": {k: v for k, v in c.fragments.items()},
-                                "manager_step": c.manager_step,
-                            },
-                        }
-                    )
-                    counts["verdicts"] += 1
-                counts["workers"] += 1
+                _write_worker(report, wr, i, out, offset, max_trace_bytes, counts)
             if recovery and base_ns is not None:
                 for ev in recovery_events(recovery, base_ns, len(report.workers) + 1):
                     out.write(ev)
             f.write(b"\n],")
-            other = {
-                "ftrun_verdict": report.verdict,
-                "ftrun_schedule": " ".join(f"{k}={v}" for k, v in msgspec.structs.asdict(report.schedule).items()),
-                "ftrun_problems": " | ".join(report.problems()[:50]),
-                "ftrun_faults": " | ".join(x.get("text", "") for x in report.faults),
-            }
-            f.write(b'"displayTimeUnit":"ms","otherData":' + _enc.encode(other) + b"}\n")
+            f.write(b'"displayTimeUnit":"ms","otherData":' + _enc.encode(_other_data(report)) + b"}\n")
         finally:
             if f is not raw_f:
                 f.close()
     counts["path"] = str(out_path)
     return counts
+
+
+def _write_worker(
+    report: Report, wr: WorkerReport, i: int, out: _Writer, offset: int, max_trace_bytes: int, counts: dict[str, Any]
+) -> None:
+    """Worker ``wr`` as process ``i + 1``: its name and labels, its traces' events, then its
+    verdicts (one per checked event) and the cross-replica failures that name it."""
+    pid = i + 1
+    w = _Worker(pid, i)
+    out.write(_meta("process_name", pid, 0, {"name": f"replica {wr.replica} rank {wr.rank}"}))
+    out.write(_meta("process_sort_index", pid, 0, {"sort_index": i}))
+    out.write(_meta("process_labels", pid, 0, {"labels": f"ftrun {report.verdict.upper()}"}))
+    out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
+    out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
+    for file in wr.files:
+        counts["events"] += _stream_file(Path(file), w, out, max_trace_bytes)
+    starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
+    fallback = w.first_ts if w.first_ts is not None else 0.0
+    for e in report.events:
+        if e.replica == wr.replica and e.rank == wr.rank:
+            out.write(_verdict_event(report, e, pid, starts, fallback))
+            counts["verdicts"] += 1
+    me = f"{wr.replica}/{wr.rank}"
+    for c in report.cross_replica:
+        if not c.ok and me in c.fragments and c.step in starts:
+            out.write(_cross_event(c, pid, starts[c.step]))
+            counts["verdicts"] += 1
+    counts["workers"] += 1
+
+
+def _verdict_event(
+    report: Report, e: EventResult, pid: int, starts: dict[int, float], fallback: float
+) -> dict[str, Any]:
+    """One checked event's verdict on the worker's verdict thread: an instant at its observed
+    time (else the start of its expected step), or a slice as long as its exposed communication."""
+    ts = e.ts_us
+    if ts is None:
+        ts = starts.get(e.expected_step if e.expected_step is not None else -1, fallback)
+    ev: dict[str, Any] = {
+        "name": verdict_name(e),
+        "cat": "ftrun,verdict",
+        "ph": "i",
+        "s": "t",
+        "ts": ts,
+        "pid": pid,
+        "tid": VERDICT_TID,
+        "args": verdict_args(e),
+    }
+    if e.sync is not None and e.ts_us is not None and e.sync.exposed_comm_ms:
+        del ev["s"]
+        ev["ts"] = exposed_from(report, e)
+        ev["ph"], ev["dur"] = "X", max(e.sync.exposed_comm_ms * 1000.0, 1.0)
+    return ev
+
+
+def _cross_event(c: CrossCheck, pid: int, ts: float) -> dict[str, Any]:
+    """A cross-replica failure that names this worker, at the start of its step."""
+    return {
+        "name": f"cross-replica FAIL: {c.kind} at step {c.step}",
+        "cat": "ftrun,verdict",
+        "ph": "i",
+        "s": "t",
+        "ts": ts,
+        "pid": pid,
+        "tid": VERDICT_TID,
+        "args": {"problem": c.problem, "fragments": dict(c.fragments), "manager_step": c.manager_step},
+    }
+
+
+def _other_data(report: Report) -> dict[str, str]:
+    """The trace's ``otherData``: the verdict, the schedule, the first problems, the faults."""
+    return {
+        "ftrun_verdict": report.verdict,
+        "ftrun_schedule": " ".join(f"{k}={v}" for k, v in msgspec.structs.asdict(report.schedule).items()),
+        "ftrun_problems": " | ".join(report.problems()[:50]),
+        "ftrun_faults": " | ".join(x.get("text", "") for x in report.faults),
+    }
