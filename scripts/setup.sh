@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Create a venv (if needed) and install ftrun into it. Idempotent and quick when nothing changed.
-# torch: an importable torch is kept (GPU machines keep their CUDA build). Otherwise a GPU host
-# gets pip's default torch, and a CPU host gets $FTRUN_CPU_TORCH (default torch==2.13.0, a CPU
-# wheel on this project's machines) so the install never pulls a multi-GB CUDA build by accident.
+# torch: an importable torch is kept (GPU machines keep their CUDA build). Otherwise
+# $FTRUN_TORCH picks its version (default 2.13.0): `pip install torch==$FTRUN_TORCH`, always
+# pinned, never an unpinned torch. On this project's machines 2.13.0 is the small CPU wheel and
+# 2.14.1 the default Linux build (CUDA libraries included; it runs on CPU); a GPU host gets
+# PyPI's build of that version. An importable torch of another version than $FTRUN_TORCH asks
+# for is refused, not replaced. The chosen torch is pinned while torchft and ftrun install, so
+# neither can pull another one.
 # torchft: an importable torchft (either distribution, 0.2.x or torchft-nightly) is kept — ftrun
 # does not require the distribution name, so installing it never replaces a user's torchft.
 # Otherwise $FTRUN_TORCHFT picks it: unset or "0.2" = torchft 0.2.x (PyPI `torchft`), "nightly" =
 # torchft-nightly==2026.10.26 (PyPI `torchft-nightly`, same import name).
-# $FTRUN_VENV: the venv's directory (default .venv); e.g. FTRUN_VENV=.venv-nightly FTRUN_TORCHFT=nightly.
+# $FTRUN_VENV: the venv's directory (default .venv); e.g.
+#   FTRUN_VENV=.venv-nightly FTRUN_TORCHFT=nightly FTRUN_TORCH=2.14.1 bash scripts/setup.sh
+# ($FTRUN_CPU_TORCH, its former name, still works: a requirement like torch==2.13.0.)
+# $FTRUN_EXTRAS: ftrun's extras (default test,lint,docs; a venv that only runs tests: test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -21,13 +28,27 @@ case "${FTRUN_TORCHFT:-0.2}" in
   nightly) want_dist=torchft-nightly; want_req="torchft-nightly==2026.10.26" ;;
   *) echo "setup: FTRUN_TORCHFT=${FTRUN_TORCHFT}: expected 0.2 or nightly" >&2; exit 2 ;;
 esac
+# FTRUN_TORCH: a version (2.14.1) or, as FTRUN_CPU_TORCH was, a pinned requirement (torch==2.14.1)
+torch_choice=${FTRUN_TORCH:-${FTRUN_CPU_TORCH:-}}
+torch_version=${torch_choice#torch==}
+torch_version=${torch_version:-2.13.0}
+if ! [[ "$torch_version" =~ ^[0-9]+(\.[0-9]+)+(\+[A-Za-z0-9.]+)?$ ]]; then
+  echo "setup: FTRUN_TORCH=${torch_choice}: expected a torch version such as 2.14.1 (pinned: pip install torch==VERSION)" >&2
+  exit 2
+fi
+extras=${FTRUN_EXTRAS:-test,lint,docs}
+if ! [[ "$extras" =~ ^[a-z]+(,[a-z]+)*$ ]]; then
+  echo "setup: FTRUN_EXTRAS=${extras}: expected extras of pyproject.toml separated by commas (test,lint,docs)" >&2
+  exit 2
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating $VENV with $PY"
   "$PY" -m venv "$VENV"
 fi
 VPY=$VENV/bin/python
 stamp=$VENV/.ftrun-installed
-want=$( { cat pyproject.toml; echo "${FTRUN_TORCHFT:-}"; } | sha1sum | cut -c1-40)
+want=$( { cat pyproject.toml; echo "${FTRUN_TORCHFT:-}"; [ -z "$torch_choice" ] || echo "torch=$torch_version"
+  [ -z "${FTRUN_EXTRAS:-}" ] || echo "extras=$extras"; } | sha1sum | cut -c1-40)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c "import ftrun, torch, torchft" 2>/dev/null; then
   exit 0
 fi
@@ -56,12 +77,23 @@ step "upgrading pip"
 "$VPY" -m pip install -q --upgrade pip >>"$log" 2>&1 || true
 if ! "$VPY" -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    pip_install "torch (GPU host: pip's default build)" torch
+    pip_install "torch $torch_version (GPU host: pip's default build)" "torch==$torch_version"
   else
-    pip_install "torch (CPU host: ${FTRUN_CPU_TORCH:-torch==2.13.0})" "${FTRUN_CPU_TORCH:-torch==2.13.0}"
+    pip_install "torch $torch_version (CPU host)" "torch==$torch_version"
   fi
 else
-  step "keeping the importable torch ($("$VPY" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
+  have_torch=$("$VPY" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  if [ -n "$torch_choice" ] && [ "${have_torch%%+*}" != "${torch_version%%+*}" ]; then
+    echo "setup: $VENV already has torch $have_torch; FTRUN_TORCH=$torch_choice asks for $torch_version — not replacing it (use another FTRUN_VENV)" >&2
+    exit 1
+  fi
+  step "keeping the importable torch ($have_torch)"
+fi
+# torch as installed, pinned for the steps below: torchft's or ftrun's requirements never move it
+pin=$VENV/ftrun-torch-pin.txt
+if ! "$VPY" -c 'from importlib import metadata; print("torch==" + metadata.version("torch"))' > "$pin" 2>>"$log"; then
+  echo "setup: no torch distribution in $VENV after installing it (pip's output: $log)" >&2
+  exit 1
 fi
 # Which distribution owns the importable torchft (none, torchft or torchft-nightly)?
 have_dist=$("$VPY" - <<'PYEOF'
@@ -78,11 +110,11 @@ PYEOF
 )
 if [ -z "$have_dist" ] || ! "$VPY" -c "import torchft" 2>/dev/null; then
   [ -z "$have_dist" ] || { echo "setup: $have_dist is installed in $VENV but torchft does not import; reinstall it or use a fresh venv" >&2; exit 1; }
-  pip_install "$want_dist" "$want_req"
+  pip_install "$want_dist" -c "$pin" "$want_req"
 elif [ -n "${FTRUN_TORCHFT:-}" ] && [ "$have_dist" != "$want_dist" ]; then
   echo "setup: $VENV already has $have_dist; FTRUN_TORCHFT=$FTRUN_TORCHFT asks for $want_dist — not replacing it (use another FTRUN_VENV)" >&2
   exit 1
 fi
-pip_install "ftrun and its dependencies" -e ".[test,lint,docs]"  # lint: scripts/lint.sh (ruff, mypy); docs: its mkdocs build
+pip_install "ftrun and its dependencies" -c "$pin" -e ".[$extras]"  # lint: scripts/lint.sh (ruff, mypy); docs: its mkdocs build
 echo "$want" > "$stamp"
 step "done: $VENV/bin/ftrun"
