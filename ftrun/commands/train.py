@@ -117,7 +117,12 @@ def _run(state: RunState, window, link: Link | None, placement, json_out: bool, 
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each
     # fault's recovery time went, one ``Recovery.to_json`` per fault, as inspect-trace --json has it
-    summary.recovery = [x.to_json() for x in recovery_of(state.run_dir, manifest, logs)]
+    recoveries = recovery_of(state.run_dir, manifest, logs)
+    summary.recovery = [x.to_json() for x in recoveries]
+    if cfg.faults.chaos:
+        from ftrun.check.chaos_run import chaos_summary
+
+        summary.chaos = chaos_summary(state.run_dir, manifest, logs, recoveries)
     run_ok = summary.ok
     checked = check_run(
         [state.run_dir],

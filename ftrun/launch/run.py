@@ -18,6 +18,7 @@ import msgspec
 
 from ftrun import layout, runlog
 from ftrun.errors import Interrupted, Stopped, Stopping, signal_words
+from ftrun.launch.chaos import ChaosMonkey
 from ftrun.launch.groups import free_port, make_group, start_lighthouse
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
@@ -109,6 +110,8 @@ def _run_job(
     )
     try:
         state.run_event_log.parent.mkdir(parents=True, exist_ok=True)
+        if cfg.faults.chaos:
+            state.chaos = ChaosMonkey(cfg, run_dir, state.log_run_event)
         threads = threads_per_rank(cfg.hosts.replicas * cfg.hosts.nproc_per_replica)
         master = store_address(state.network, cfg)  # before the spec: it records the store port
         spec_path = write_spec(state, window, threads, link)

@@ -18,6 +18,7 @@ from ftrun import layout
 from ftrun.config import RunConfig
 from ftrun.errors import RunFailed
 from ftrun.launch import policy
+from ftrun.launch.chaos import ChaosMonkey
 from ftrun.launch.diagnose import failure_cause, last_line, read_log
 from ftrun.launch.groups import Group, Lighthouse
 from ftrun.launch.procs import stop_tree
@@ -44,6 +45,7 @@ class RunState:
     run_event_log: Path | None = None  # events/run.jsonl
     network: layout.Network | None = None  # how other hosts reach this host's groups (launch.network)
     spares: SparePool | None = None  # the warm spares (--spares; launch.spares), None without
+    chaos: ChaosMonkey | None = None  # --chaos: the faults it fires (launch.chaos)
 
     def log_run_event(self, event: str, **fields) -> None:
         """Run-level event log (events/run.jsonl): group exits, restarts, watchdog, stop. A write
@@ -128,9 +130,13 @@ def supervise(state: RunState, on_tick) -> None:
                 last_progress[r] = now
                 started.add(r)
             update(state.progress[r], new)
+            if state.chaos is not None:
+                state.chaos.saw(r, new)
         on_tick(state)
         for s in state.spares.exited() if state.spares is not None else []:  # never assigned: not replaced
             state.log_run_event("spare_exit", spare=s.replica, code=s.process.returncode)
+        if state.chaos is not None:
+            state.chaos.tick(state.groups)
         if (dead := policy.lighthouse_failed(state.lighthouse)) is not None:
             state.fail(dead)
             return
@@ -162,7 +168,8 @@ def supervise(state: RunState, on_tick) -> None:
             update(state.progress[r], state.tails[r].read_new())  # the steps it logged before exiting
             step = state.progress[r].step
             fault = _fired_fault(state.run_dir, r)
-            outcome = policy.on_exit(code, g.restarts, cfg.faults.max_restarts, fault)
+            granted = state.chaos.restarts_granted(r) if state.chaos is not None else 0
+            outcome = policy.on_exit(code, g.restarts, cfg.faults.max_restarts + granted, fault)
             if outcome == "done":
                 del pending[r]
                 state.log_run_event("group_done", replica=r, step=step)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ftrun.chaos_summary import ChaosSummary
 from ftrun.errors import BadInput
 from ftrun.layout.codec import json_object
 from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
@@ -116,6 +117,7 @@ class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
     check: RunCheck | None = None  # the check of the captured traces (None: a summary of an ftrun before it)
+    chaos: ChaosSummary | None = None  # a --chaos run's faults, recoveries and goodput (``ftrun.chaos_summary``)
 
 
 class LaunchGroupRow(msgspec.Struct, kw_only=True):

@@ -110,6 +110,11 @@ def print_summary(summary: layout.TrainSummary) -> None:
         for p in (num.get("problems") or [])[1:]:
             console.print(styled(f"numerics: {p['text']}", "red"))
     rec, breakdown = summary.faults, summary.recovery
+    if summary.chaos is not None:  # many faults: their figures, not a table each (--json has every breakdown)
+        from ftrun.report.chaos_view import print_chaos
+
+        print_chaos(console, summary.chaos)
+        rec, breakdown = {}, []
     if rec.get("faults") or rec.get("restarts"):
         for f in rec["faults"]:
             if f.get("recovered_s") is not None:

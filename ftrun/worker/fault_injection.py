@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ftrun import layout
+from ftrun import chaos_plan, layout
 from ftrun.output import atomic_write
 
 log = logging.getLogger(__name__)
@@ -36,8 +36,14 @@ log = logging.getLogger(__name__)
 class FaultInjector:
     """The planned faults of one rank (module docstring), fired at their step."""
 
-    def __init__(self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path) -> None:
+    def __init__(
+        self, specs: list[layout.FaultSpec], replica: int, rank: int, run_dir: Path, chaos: bool = False
+    ) -> None:
         later = ("corrupt", "corrupt-sync", "fail-commit")  # fired inside the sync (Corruption, wrap_commit)
+        self.replica = replica
+        self.chaos = chaos  # --chaos: look for the supervisor's request at every step (``chaos_request``)
+        self.chaos_seen: set[int] = set()
+        self.started = time.time()  # a request older than this incarnation was meant for an earlier one
         self.mine = {f.step: f for f in specs if f.replica == replica and f.action not in later}
         self.commit_faults = sorted(
             (f for f in specs if f.replica == replica and f.action == "fail-commit"), key=lambda f: f.step
@@ -68,10 +74,31 @@ class FaultInjector:
 
     def before_step(self, step: int) -> None:
         self.step = step
+        if self.chaos:
+            self.chaos_request(step)
         f = self.mine.get(step)
         if f is None:
             return
-        marker = layout.fault_marker(self.run_dir, f.key)
+        self._fire(f, layout.fault_marker(self.run_dir, f.key), step)
+
+    def chaos_request(self, step: int) -> None:
+        """``--chaos``: fire the fault the supervisor asks for (``ftrun.chaos_plan.ChaosRequest``),
+        once: not again in this incarnation, nor when an earlier incarnation fired it (its marker)
+        or the request predates this one (it was meant for the group's previous processes)."""
+        got = chaos_plan.read_request(self.run_dir, self.replica)
+        if got is None or got[0].index in self.chaos_seen:
+            return
+        req, written = got
+        self.chaos_seen.add(req.index)
+        prefix = chaos_plan.marker_prefix(req.index)
+        if written < self.started or any(p.name.startswith(prefix) for p in layout.fault_markers(self.run_dir)):
+            return
+        f = layout.FaultSpec(self.replica, step, req.action, req.seconds)
+        key = chaos_plan.marker_key(req.index, req.action, self.replica, step)
+        self._fire(f, layout.fault_marker(self.run_dir, key), step)
+
+    def _fire(self, f: layout.FaultSpec, marker: Path, step: int) -> None:
+        """Fire a kill, sigterm or hang now (module docstring); ``marker`` records it first."""
         if f.action == "hang":
             if marker.exists() and self.rank == 0:
                 return

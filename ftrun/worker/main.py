@@ -190,7 +190,7 @@ def main(spec_path: str) -> int:
             for frag in diloco_fragments(diloco):
                 frag.perform_sync = where.around("sync", frag.perform_sync)
             prof = make_profiler(window, run_dir / layout.TRACES, env.replica, env.rank, traces) if window else None
-            faults = FaultInjector(spec.faults, env.replica, env.rank, run_dir)
+            faults = FaultInjector(spec.faults, env.replica, env.rank, run_dir, chaos=bool(cfg.faults.chaos))
             faults.wrap_commit(manager)  # --fail-commit; DiLoCo calls manager.should_commit in perform_sync
             around = None
             if (

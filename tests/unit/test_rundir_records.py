@@ -122,4 +122,5 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
         "faults",
         "recovery",
         "check",
+        "chaos",
     ]

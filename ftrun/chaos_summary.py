@@ -1,0 +1,72 @@
+"""A chaos run's figures as records (``TrainSummary.chaos``, ``ftrun compare``'s goodput rows,
+``ftrun plan --check``): goodput, the faults and the recoveries. Records only; torch-free.
+Made by ``ftrun.check.goodput`` (the arithmetic) and ``ftrun.check.chaos_run`` (from a run)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class GroupGoodput(msgspec.Struct, frozen=True):
+    """One replica group's inner steps: useful (its next sync committed), lost (that commit
+    failed, or its processes died first), tail (after its last sync: not judged)."""
+
+    replica: int
+    useful_steps: int
+    lost_steps: int
+    tail_steps: int
+
+
+class Goodput(msgspec.Struct, frozen=True):
+    """Useful, lost and tail steps of all groups, the training time they took (``train_s``: the
+    first step's start to the last commit) and ``steps_per_s`` = useful steps / ``train_s``."""
+
+    useful_steps: int
+    lost_steps: int
+    tail_steps: int
+    train_s: float | None
+    steps_per_s: float | None
+    groups: list[GroupGoodput]
+
+
+class RecoveryStats(msgspec.Struct, frozen=True):
+    """The recoveries of a run's chaos faults (``ftrun.check.recovery``: fault -> the group's
+    first commit): ``count`` back with a commit, ``never_back`` not, ``absorbed``: hangs no
+    survivor made a quorum without (torchft waited: nothing to recover); ``median_s``/``p90_s``
+    (nearest rank) of their ``total_s``; ``phases_median_s``: each phase's median over them."""
+
+    count: int
+    never_back: int
+    absorbed: int
+    median_s: float | None
+    p90_s: float | None
+    totals_s: list[float]
+    phases_median_s: dict[str, float | None]
+
+
+class ChaosSummary(msgspec.Struct, kw_only=True):
+    """What a ``--chaos`` run did and what it cost. ``kinds``: as given; ``mtbf_s``: the drawn
+    faults' combined mean time between faults; ``requested``: faults the supervisor asked for;
+    ``fired``: those a group fired (its marker), by kind in ``by_kind``; ``chaos_s``: from the
+    chaos clock's start (every group training) to the last commit; ``realized_mtbf_s`` =
+    ``chaos_s`` / ``fired`` (faults wait while their target recovers, so it can exceed
+    ``mtbf_s``); ``ended``: why no more faults fired, if they stopped; ``missed_steps_per_fault``:
+    run steps the hit group was out, per kill or sigterm (``ftrun.check.fired_faults``);
+    ``goodput``: of the whole run; ``twin``/``retained``: a fault-free twin's goodput and this
+    run's share of it, where one was measured (``ftrun compare``), else None."""
+
+    kinds: list[str]
+    seed: int
+    min_alive: int
+    mtbf_s: float
+    requested: int
+    fired: int
+    by_kind: dict[str, int]
+    chaos_s: float | None
+    realized_mtbf_s: float | None
+    ended: str | None
+    recoveries: RecoveryStats
+    missed_steps_per_fault: float | None
+    goodput: Goodput
+    twin: Goodput | None = None
+    retained: float | None = None

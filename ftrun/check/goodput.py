@@ -1,0 +1,76 @@
+"""Goodput: useful committed steps per second, from a run's step logs. Torch-free.
+
+A replica group's inner step is *useful* when the group's next sync in the same incarnation
+commits (its work reached the global model); it is *lost* when that sync's commit fails or the
+group's processes die first (a relaunch: the next record has another ``restart``); steps after
+the group's last sync are the *tail* (neither: no sync judged them). Records without a step
+(a relaunched group not yet realigned) trained nothing that counts.
+
+``train_s``: from the start of the earliest first step of any group (its record's end minus its
+``step_time_s``) to the latest commit of any group — start-up and the wait after the last
+commit are not training. ``steps_per_s`` = useful steps of all groups / ``train_s``.
+
+Goodput *retained* is a chaos run's ``steps_per_s`` over a fault-free twin's (``retained``):
+the same configuration without ``--chaos``, trained separately (``ftrun compare``) — a run
+never measures its own twin.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ftrun.chaos_summary import Goodput, GroupGoodput
+from ftrun.layout import EventRecord
+
+
+def group_goodput(replica: int, records: list[EventRecord]) -> GroupGoodput:
+    """One group's useful, lost and tail steps from its rank-0 records, in the order written."""
+    useful = lost = pending = 0
+    incarnation: int | None = None
+    for rec in records:
+        if incarnation is not None and rec.restart != incarnation:
+            lost, pending = lost + pending, 0  # its processes died before those steps' sync
+        incarnation = rec.restart
+        if rec.step is None:
+            continue
+        pending += 1
+        if rec.synced is not None:
+            if rec.commit:
+                useful += pending
+            else:
+                lost += pending
+            pending = 0
+    return GroupGoodput(replica, useful, lost, pending)
+
+
+def goodput_of(logs: dict[tuple[int, int], list[EventRecord]]) -> Goodput:
+    """``logs``: (replica, rank) -> records; each group is read from its rank 0."""
+    groups = [group_goodput(r, recs) for (r, g), recs in sorted(logs.items()) if g == 0]
+    firsts = (next((x for x in recs if x.step is not None), None) for (_, g), recs in logs.items() if g == 0)
+    starts = [rec.t - rec.step_time_s for rec in firsts if rec is not None]
+    ends = [rec.t for (_, g), recs in logs.items() if g == 0 for rec in recs if rec.commit]
+    useful = sum(x.useful_steps for x in groups)
+    train_s = max(ends) - min(starts) if starts and ends and max(ends) > min(starts) else None
+    return Goodput(
+        useful_steps=useful,
+        lost_steps=sum(x.lost_steps for x in groups),
+        tail_steps=sum(x.tail_steps for x in groups),
+        train_s=None if train_s is None else round(train_s, 3),
+        steps_per_s=None if train_s is None else round(useful / train_s, 4),
+        groups=groups,
+    )
+
+
+def retained(chaos: Goodput, twin: Goodput) -> float | None:
+    """The chaos run's goodput as a share of its fault-free twin's (None: either has no rate)."""
+    if not chaos.steps_per_s or not twin.steps_per_s:
+        return None
+    return chaos.steps_per_s / twin.steps_per_s
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank ``q``-quantile (0 < q <= 1) of ``values``; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
