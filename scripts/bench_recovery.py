@@ -11,7 +11,17 @@ join, reconfigure, heal, catch-up, total) predicted and measured, each over its 
 (``ftrun.check.recovery``). Relaunch, join and reconfigure are the run's own measurements, not
 predictions (plan says so); detect, heal and catch-up are predicted.
 
-The last line is one JSON object: ``verdict`` (plan's), ``tolerance``, ``floor_s``, ``faults``
+    python scripts/bench_recovery.py --spares-compare # kill -> first commit with and without warm spares
+
+``--spares-compare``: the default model, 3 groups, 5 kills one after another in one run (each
+group restarts as often as it is killed), three runs: without spares at ftrun's defaults, with
+``--spares 1`` at the same defaults, and with ``--spares 1`` and the lighthouse's heartbeat timeout
+at ``SPARE_HEARTBEAT_MS``. Per run: each kill's ``total_s`` and phases from the train summary,
+their medians, and the proportional set size (PSS, /proc's smaps_rollup) of each replica group's
+and each waiting spare's process tree, sampled once the groups trained ``MEMORY_AT_STEP`` steps.
+Its last line is one JSON object ``{"spares_compare": [...]}``.
+
+Without it, the last line is one JSON object: ``verdict`` (plan's), ``tolerance``, ``floor_s``, ``faults``
 (per fault: ``fault``, ``replica``, ``phases``: phase -> ``[predicted_s, measured_s, error,
 within_tolerance]``; ``within_tolerance`` null: not judged, e.g. a phase plan takes from the run),
 ``outside_tolerance``. Exit 1 when the training or the check could not run.
@@ -44,7 +54,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kill", default="1@15", help="the fault, as ftrun train's --kill (default 1@15)")
     ap.add_argument("--steps", type=int, default=120, help="inner steps (default 120: time to come back)")
+    ap.add_argument("--spares-compare", action="store_true", help="kill -> first commit with and without spares")
     args = ap.parse_args()
+    if args.spares_compare:
+        from bench_spares import compare_spares
+
+        return compare_spares()
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as tmp:
         train = ftrun("train", *RUN, "--steps", str(args.steps), "--kill", args.kill, "--out", tmp, "--run-name", "k")
         if train.returncode != 0:

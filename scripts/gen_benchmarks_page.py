@@ -143,6 +143,15 @@ BENCHES: tuple[Bench, ...] = (
         900,
     ),  # noqa: E501
     Bench(
+        "recovery-spares",
+        "Kill -> first commit with and without warm spares",
+        "ftrun train, default model, 3 groups, 5 kills in one run (1@25, 2@85, 0@145, 1@205, 2@265): without "
+        "spares, with --spares 1, and with --spares 1 and heartbeat_timeout_ms 500; each kill's total and phases "
+        "from train's summary, their medians, and the PSS of each group's and each waiting spare's process tree.",
+        ("scripts/bench_recovery.py", "--spares-compare"),
+        1800,
+    ),  # noqa: E501
+    Bench(
         "paper",
         "The Streaming DiLoCo paper's 1B run",
         "ftrun plan's prediction for the paper's 1B setup on a 1 Gbit/s link (a model, not a measurement).",
@@ -351,6 +360,24 @@ def _recovery(r: dict[str, Any]) -> list[tuple[str, str]]:
     return [*rows, (f"plan --check verdict (tolerance {tol})", f"{r['verdict']}; outside tolerance: {out}")]
 
 
+def _spares(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for v in r["spares_compare"]:
+        if v.get("median_total_s") is None:
+            rows.append((v["variant"], f"no recovery measured (exit {v.get('exit_code')}: {v.get('error', '')})"))
+            continue
+        each = ", ".join("-" if k["total_s"] is None else f"{k['total_s']:.2f}" for k in v["kills"])
+        phases = ", ".join(f"{p} {x:.2f}" for p, x in v["median_phases_s"].items() if x is not None)
+        rows.append(
+            (f"{v['variant']}: kill -> first commit, median s ({v['back']} back)", f"{v['median_total_s']:.2f}")
+        )
+        rows.append((f"{v['variant']}: each kill, s", each))
+        rows.append((f"{v['variant']}: median phases, s", phases))
+        mem = f"group {v['group_pss_mb']}" + (f", waiting spare {v['spare_pss_mb']}" if v.get("spare_pss_mb") else "")
+        rows.append((f"{v['variant']}: PSS per process tree, MB", mem))
+    return rows
+
+
 def _validation(r: dict[str, Any]) -> list[tuple[str, str]]:
     return [(f"rows within tolerance {r['tolerance']:g}", f"{r['passed']} of {r['rows']}")]
 
@@ -388,6 +415,7 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "plan-validation": _validation,
     "numerics": _numerics,
     "recovery": _recovery,
+    "recovery-spares": _spares,
     "sketch-cost": _sketch_cost,
 }
 
