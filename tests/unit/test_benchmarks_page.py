@@ -174,3 +174,19 @@ def test_recovery_shows_each_phase_predicted_and_measured(gen, tmp_path):
     assert "| kill 1@15, replica 1: relaunch, measured s | 4.00 (plan's input) |" in section  # never "+0%"
     assert "| kill 1@15, replica 1: heal, predicted / measured s | not predicted / 0.04 |" in section
     assert "| plan --check verdict (tolerance 25% or 0.5 s per phase) | pass; outside tolerance: none |" in section
+
+
+def test_spares_show_each_variant_median_each_kill_phases_and_memory(gen, tmp_path):
+    kill = {"fault": "kill 1@25", "total_s": 0.9, "phases": {"join": 0.5}, "unaccounted_s": 0.0}
+    row = {"variant": "--spares 1", "back": "2 of 2", "median_total_s": 0.95}
+    row |= {"kills": [kill, {**kill, "total_s": None}]}
+    row |= {"median_phases_s": {"detect": 0.01, "join": 0.5, "heal": None}, "group_pss_mb": 560.0}
+    row |= {"spare_pss_mb": 540.5, "exit_code": 0}
+    failed = {"variant": "no spares", "exit_code": 1, "error": "no JSON summary"}
+    page = _page(gen, tmp_path, _record("recovery-spares", {"spares_compare": [row, failed]}))
+    section = page.split("## Kill -> first commit with and without warm spares", 1)[1]
+    assert "| --spares 1: kill -> first commit, median s (2 of 2 back) | 0.95 |" in section
+    assert "| --spares 1: each kill, s | 0.90, - |" in section
+    assert "| --spares 1: median phases, s | detect 0.01, join 0.50 |" in section
+    assert "| --spares 1: PSS per process tree, MB | group 560.0, waiting spare 540.5 |" in section
+    assert "| no spares | no recovery measured (exit 1: no JSON summary) |" in section
