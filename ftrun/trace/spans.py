@@ -49,7 +49,6 @@ that ``start_quorum`` runs before each send; ``manager.allreduce`` nests short o
 
 from __future__ import annotations
 
-import functools
 from bisect import bisect_left
 from collections.abc import Hashable
 from operator import attrgetter
@@ -91,6 +90,7 @@ from ftrun.trace.schema import (
     raw_json,
     trace_events,
 )
+from ftrun.trace.shapes import dims_shapes, first_shape, itemsize
 from ftrun.trace.span_types import (  # the span types: re-exported, this module's results are made of them
     Allreduce,
     Collective,
@@ -111,44 +111,6 @@ from ftrun.trace.stream import Fallback, TraceFile
 COPY = "aten::copy_"
 _NAME = attrgetter("name")
 _TS = attrgetter("ts")
-
-
-def _shapes(value: object) -> tuple[Shape, ...] | None:
-    """Tensor shapes from an ``Input Dims`` value: a flat or nested list of int lists."""
-    out: list[Shape] = []
-
-    def walk(v: object, depth: int) -> bool:
-        if depth > 4 or not isinstance(v, list):
-            return False
-        if all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            if v:
-                out.append(tuple(v))
-            return True
-        return all(walk(x, depth + 1) for x in v)
-
-    return tuple(out) if walk(value, 0) and out else None
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _dims_shapes(dims: bytes) -> tuple[Shape, ...] | None:
-    """``_shapes`` of an ``Input Dims`` value in its raw JSON: a run's collectives repeat the
-    same few, so each is decoded and walked once."""
-    return _shapes(raw_json(msgspec.Raw(dims)))
-
-
-def _first_shape(value: object) -> Shape | None:
-    """The first argument's shape (``self`` of ``aten::copy_``)."""
-    if isinstance(value, list) and value and isinstance(value[0], list):
-        if all(isinstance(x, int) and not isinstance(x, bool) for x in value[0]):
-            return tuple(value[0])
-    return None
-
-
-def _itemsize(e: TraceEvent) -> int | None:
-    types = raw_json(args_of(e).input_type)
-    if isinstance(types, list) and types and isinstance(types[0], str):
-        return nccl.itemsize(types[0])
-    return None
 
 
 _FILTERS: dict[tuple[LabelSet, frozenset], object] = {}
@@ -349,7 +311,7 @@ def _sends(
                 if op.name in labels.c10d_quantized:
                     quantized = True
                     continue  # quantized buffers: not the tensor's sizes
-                got = _dims_shapes(bytes(args_of(op).input_dims))
+                got = dims_shapes(bytes(args_of(op).input_dims))
                 if got:
                     shapes = (shapes or ()) + got
             if shapes is None and not quantized:  # no record_shapes: NCCL's record_param_comms states the count
@@ -423,7 +385,7 @@ def _syncs(
             shapes = []
             for c in copy_index.inside(restores[0]):
                 restore_copies += 1
-                s = _first_shape(raw_json(args_of(c).input_dims))
+                s = first_shape(raw_json(args_of(c).input_dims))
                 if s is not None:
                     shapes.append(s)
             restore_shapes = tuple(shapes) or None
@@ -455,8 +417,8 @@ def _collectives(
         if kern and n.startswith(labels.nccl_host_prefix):
             continue  # with GPU activity, the CPU-side nccl:* spans are only the launch
         for e in by_name[n]:
-            dims = _dims_shapes(bytes(args_of(e).input_dims))
-            colls.append(Collective(n, span_of(e), dims, _itemsize(e), hold=(n == LINK_HOLD), kind=nccl.normalise(n)))
+            dims = dims_shapes(bytes(args_of(e).input_dims))
+            colls.append(Collective(n, span_of(e), dims, itemsize(e), hold=(n == LINK_HOLD), kind=nccl.normalise(n)))
     colls.extend(kernel_collectives(kern, calls))
     colls.sort(key=lambda c: c.span.ts)
     return colls
