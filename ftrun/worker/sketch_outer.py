@@ -24,8 +24,14 @@ these is linear in the tensors, so the projections of ``ftrun.worker.sketch`` ch
   ``perform_sync`` (the local ones it merges) and after it (merged). With 0 the merge leaves the
   globals (``lerp`` by 0), and nothing more is read.
 
-Each sketch reads the fragment once (``Builder``, norms on: the check's budgets need them): two per
-sync (``original``, ``local``), four with alpha > 0, one more where the momentum chain starts. The
+Each sketch reads the fragment once (``Builder``): two per sync (``original``, ``local``), four with
+alpha > 0, one more where the momentum chain starts. A norm costs more than the sketch's fold (a
+second pass over each block, ``ftrun.worker.sketch_projection``), so only the norms the check cannot
+bound from others are measured: ``original``'s and ``local_sync``'s (and the momentum buffers');
+``local`` is sketched without one (||local|| <= ||original|| + ||contribution||, the contribution
+being checked against original - local) and so is ``merged`` (||merged|| <= (1 - alpha) ||globals||
++ alpha ||local_sync||, the merge being checked against that sum): ``ftrun.check.numerics_outer``
+uses those bounds, larger than the norms they stand for only by the pseudo-gradient's size. The
 ``--corrupt-sync`` faults (``ftrun.worker.fault_injection.Corruption``) act here and in
 ``ftrun.worker.sketch``: ``sign`` negates the tensor handed to the collective, ``stale`` skips
 ``save_parameters``, ``lr`` steps with another lr, ``alpha`` merges with alpha 0.
@@ -61,9 +67,10 @@ class OuterParts:
     alpha_restore: float | None = None
 
 
-def _sketch(projector: Projector, tensors: list[torch.Tensor]) -> layout.Sketch:
-    """One read of ``tensors`` laid end to end (the fragment's flattened order, as the contribution)."""
-    b = Builder(projector, norm=True, copy=False)  # sketched at once, before anything changes them
+def _sketch(projector: Projector, tensors: list[torch.Tensor], norm: bool = True) -> layout.Sketch:
+    """One read of ``tensors`` laid end to end (the fragment's flattened order, as the contribution);
+    ``norm``: their norm too (module docstring: which the check bounds instead)."""
+    b = Builder(projector, norm=norm, copy=False)  # sketched at once, before anything changes them
     for t in tensors:
         b.add(t.detach())
     return b.sketch()
@@ -108,7 +115,7 @@ class OuterSketcher:
     def at_send(self, frag: Any, parts: OuterParts) -> None:
         """Before torchft's ``prepare_sync``: the originals and the current parameters."""
         parts.original = _sketch(self.projector, fragment_originals(frag))
-        parts.local = _sketch(self.projector, fragment_params(frag))
+        parts.local = _sketch(self.projector, fragment_params(frag), norm=False)  # (bounded by the check)
 
     def before_sync(self, frag: Any, parts: OuterParts, sync_step: int | None) -> None:
         """Before torchft's ``perform_sync``: alpha, and with alpha > 0 the local parameters it
@@ -130,7 +137,7 @@ class OuterSketcher:
         step.alpha = parts.alpha
         if parts.alpha and parts.local_sync is not None:  # (the globals it merged: the next original)
             step.local_sync = parts.local_sync
-            step.merged = _sketch(self.projector, fragment_params(frag))
+            step.merged = _sketch(self.projector, fragment_params(frag), norm=False)  # (bounded by the check)
         return step
 
     def before_step(self, opt: torch.optim.Optimizer, parts: OuterParts, sync_step: int | None) -> None:

@@ -39,7 +39,9 @@ PERIOD = layout.SKETCH_PERIOD  # columns of W (prime: a fault must not hide in a
 STAGE = layout.SKETCH_STAGE  # float32 first-stage width (~131K): rows = ceil(numel / STAGE)
 SEED = layout.SKETCH_SEED
 BATCH = PERIOD * 64  # tensors smaller than this are held (copied when asked) and projected together: few ops
-FUSE_ROWS = 2  # CPU: rows (of STAGE float32: 1 MiB) folded per gemv, their norm summed while in cache
+# CPU: rows (of STAGE float32: 2 MiB) folded per gemv, their norm summed while in cache: blocks that
+# stay in the last-level cache for the dot, few enough calls (bench_numerics.py --sketch-cost)
+FUSE_ROWS = 4
 
 
 class Projector:

@@ -10,7 +10,7 @@ import pytest
 
 from ftrun.check.numerics import check_numerics
 from ftrun.check.numerics_core import U32, Z, sketch_error
-from ftrun.check.numerics_outer import Mine, OuterChecker
+from ftrun.check.numerics_outer import Mine, OuterChecker, local_norm, merged_norm
 from ftrun.layout import EventRecord, Healed, OuterStep, RoundNumerics, Sketch
 from train_fixtures import event_record
 
@@ -22,6 +22,11 @@ def sk(proj: list[float], norm: float | None = None) -> Sketch:
     return Sketch(
         [float(x) for x in proj], norm if norm is not None else max(1e-3, sum(x * x for x in proj) ** 0.5), N, "float32"
     )
+
+
+def bare(proj: list[float]) -> Sketch:
+    """A sketch without its norm, as the worker records ``local`` and ``merged`` (ftrun.worker.sketch_outer)."""
+    return Sketch([float(x) for x in proj], None, N, "float32")
 
 
 def vec(seed: int, scale: float = 1.0) -> list[float]:
@@ -60,10 +65,14 @@ def simulate(
     optimizer: str = "SGD",
     loaded: int | None = None,
     healed: bool = False,
+    norms: bool = False,
 ):
     """Event logs of 2 replicas, fragment 0, ``rounds`` commits of Nesterov SGD in projection space;
     ``fault`` (a --corrupt-sync kind) on replica 1 in round ``at``; ``loaded``: replica 1 gets other
-    originals and momentum before that round (what a heal loads), ``healed``: its record says so."""
+    originals and momentum before that round (what a heal loads), ``healed``: its record says so.
+    ``local`` and ``merged`` without their norms, as the worker records them; ``norms``: with them
+    (an event log from before that)."""
+    own_norm = sk if norms else bare
     globals_ = vec(0, 10.0)
     own = [list(globals_), list(globals_)]  # each replica's originals (stale keeps the old ones)
     buf: list[list[float] | None] = [None, None]
@@ -95,9 +104,9 @@ def simulate(
                 momentum_after=sk(b) if k == loaded and r == 1 else None,
                 alpha=alpha,
                 local_sync=sk(lsync) if alpha else None,
-                merged=sk(merged) if alpha else None,
+                merged=own_norm(merged) if alpha else None,
             )
-            send = part("send", k, contribution=sk(cs[r]), original=sk(o), local=sk(locs[r]))
+            send = part("send", k, contribution=sk(cs[r]), original=sk(o), local=own_norm(locs[r]))
             sync = part("sync", k, sum=sk(total), average=sk(avg), outer=step)
             heal = {"healed": Healed(0, k, k)} if healed and k == loaded and r == 1 else {}
             logs[(r, 0)] += [
@@ -160,6 +169,38 @@ def test_alpha_ignored_and_a_clean_merge():
     assert check_numerics(simulate(), sketches_on=True).stages["merge"]["not_checked"] == {
         "alpha = 0 (the merge leaves the globals)": 6
     }
+
+
+def test_local_and_merged_norms_recorded_or_bounded():
+    """The worker records ``local`` and ``merged`` without norms; the check bounds them, and a log that
+    has them (from before) is checked with them: clean passes, each fault is caught the same."""
+    for norms in (False, True):
+        assert check_numerics(simulate(alpha=0.5, norms=norms), sketches_on=True).ok
+    for kind, stage in (("sign", "pseudo-gradient"), ("alpha", "merge"), ("stale", "outer step"), ("lr", "outer step")):
+        found = [
+            causes(check_numerics(simulate(fault=kind, alpha=0.5, norms=n), sketches_on=True)) for n in (False, True)
+        ]
+        assert found[0] == found[1] and found[0][0][:2] == (1, stage), found
+
+
+def test_the_bounds_of_unmeasured_norms():
+    o, c = sk([3.0, 0.0, 0.0, 0.0], norm=10.0), sk([1.0, 0.0, 0.0, 0.0], norm=0.5)
+    assert local_norm(bare([2.0, 0, 0, 0]), o, c) == 10.5  # ||original|| + ||contribution||
+    assert local_norm(sk([2.0, 0, 0, 0], norm=9.7), o, c) == 9.7  # recorded: its own
+    g, ls = sk([1.0, 0, 0, 0], norm=8.0), sk([1.0, 0, 0, 0], norm=12.0)
+    assert merged_norm(bare([1.0, 0, 0, 0]), g, ls, 0.25) == 0.75 * 8.0 + 0.25 * 12.0
+    assert merged_norm(sk([1.0, 0, 0, 0], norm=9.0), g, ls, 0.25) == 9.0
+
+
+def test_an_unmeasured_local_norm_loosens_the_pseudo_gradient_tolerance_only_by_the_contribution():
+    """The tolerance with ||local|| bounded is the one with ||local|| measured, but for
+    ||original|| + ||contribution|| in place of ||local|| (each a parameter vector's norm; the
+    contribution, a pseudo-gradient, small beside them)."""
+    o, loc = sk(vec(1, 10.0), norm=100.0), sk(vec(2, 10.0), norm=99.0)
+    c = sk(lin((1.0, o.proj), (-1.0, loc.proj)), norm=2.0)
+    measured = sketch_error(loc)
+    bounded = sketch_error(bare(loc.proj), local_norm(bare(loc.proj), o, c))
+    assert measured < bounded <= measured * (100.0 + 2.0) / 99.0 * (1 + 1e-12)
 
 
 def test_a_non_linear_optimizer_is_checked_up_to_the_average_and_says_so():
