@@ -70,3 +70,20 @@ class ChaosSummary(msgspec.Struct, kw_only=True):
     goodput: Goodput
     twin: Goodput | None = None
     retained: float | None = None
+
+
+class GoodputComparison(msgspec.Struct, kw_only=True):
+    """``ftrun compare`` of a chaos run with its fault-free twin: each one's goodput (the median
+    over repeats of ``steps_per_s``; ``chaos_goodput``/``twin_goodput``: the first repeat's
+    record), ``retained`` = chaos / twin, and ``differs``: the settings (besides the chaos
+    ones, the run name and the output root) in which the twin is not the chaos run's
+    configuration — empty for a true twin."""
+
+    chaos: str
+    twin: str
+    chaos_steps_per_s: float | None
+    twin_steps_per_s: float | None
+    retained: float | None
+    chaos_goodput: Goodput
+    twin_goodput: Goodput
+    differs: list[str]

@@ -672,6 +672,14 @@ def plan_cmd(
         metavar="MS",
         help="Recovery: how long the lighthouse keeps a group whose heartbeats stopped (default 2000, or the run's).",
     ),
+    mtbf: float | None = typer.Option(
+        None,
+        metavar="SECONDS",
+        help="Goodput: mean seconds between faults over the run (with --recovery-s, or --from a --chaos run).",
+    ),
+    recovery_s: float | None = typer.Option(
+        None, metavar="SECONDS", help="Goodput: seconds from a fault to the group's first commit (measured)."
+    ),
     target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
     png: str | None = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
     check: str | None = typer.Option(
@@ -706,6 +714,23 @@ def plan_cmd(
             return check_cmd(check, tolerance, json_out)
         if tolerance != 0.25:
             raise BadInput(f"--tolerance {tolerance}: applies only with --check")
+        if mtbf is not None or recovery_s is not None:  # goodput under a rate of faults (ftrun.plan_goodput)
+            from ftrun.commands.plan_goodput import GOODPUT_FLAGS, plan_goodput
+
+            other = [
+                "--" + k.replace("_", "-")
+                for k, v in ctx.params.items()
+                if k not in GOODPUT_FLAGS
+                and v is not None
+                and v not in ([], ())
+                and v is not False
+                and not (k == "target_util" and v == 0.95)  # its default
+            ]
+            if other:
+                raise BadInput(f"--mtbf/--recovery-s: the goodput model takes no {', '.join(other)}")
+
+            window = (sync_every // fragments) if sync_every and fragments else None
+            return plan_goodput(from_dir, mtbf, recovery_s, replicas, step_ms, window, json_out)
         return cmd.plan(
             cmd.PlanRequest(
                 from_dir=from_dir,

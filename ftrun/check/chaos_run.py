@@ -13,11 +13,12 @@ from collections import Counter
 from pathlib import Path
 
 from ftrun.chaos_plan import combined_mtbf_s, parse_kinds
-from ftrun.chaos_summary import ChaosSummary, RecoveryStats
+from ftrun.chaos_summary import ChaosSummary, Goodput, GoodputComparison, RecoveryStats
 from ftrun.check.fired_faults import fault_marks
 from ftrun.check.goodput import goodput_of, percentile
 from ftrun.check.recovery_model import PHASES, Recovery
-from ftrun.layout import EventRecord, FaultMarker, Manifest
+from ftrun.event_log import read_event_log
+from ftrun.layout import EventRecord, FaultMarker, Manifest, read_train_manifest
 
 
 def chaos_faults(manifest: Manifest) -> list[FaultMarker]:
@@ -98,4 +99,46 @@ def chaos_summary(
         recoveries=recovery_stats(mine, absorbed_hangs(fired, logs)),
         missed_steps_per_fault=round(statistics.fmean(missed), 2) if missed else None,
         goodput=goodput,
+    )
+
+
+CHAOS_KEYS = ("chaos", "chaos_seed", "chaos_min_alive", "chaos_max_faults", "restarts", "run_name", "out")
+
+
+def run_goodput(run_dir: Path) -> tuple[Manifest, Goodput]:
+    """A run dir's manifest and goodput (``ftrun.check.goodput``), from its own event logs."""
+    m = read_train_manifest(run_dir)
+    logs: dict[tuple[int, int], list[EventRecord]] = {
+        (e.replica, e.rank): read_event_log(run_dir / e.path) for e in m.event_logs
+    }
+    return m, goodput_of(logs)
+
+
+def goodput_comparison(names: list[str], repeats: list[list[Path]]) -> GoodputComparison | None:
+    """The chaos configuration beside its twin (``GoodputComparison``) when exactly one of the two
+    compared configurations ran with ``--chaos``; None otherwise. ``repeats[k]``: configuration
+    k's run dirs, one per repeat."""
+    measured = [[run_goodput(d) for d in reps] for reps in repeats]
+    chaotic = [bool(runs[0][0].config.get("chaos")) for runs in measured]
+    if sorted(chaotic) != [False, True]:
+        return None
+    c, t = (0, 1) if chaotic[0] else (1, 0)
+
+    def rate(k: int) -> float | None:
+        values = [g.steps_per_s for _, g in measured[k] if g.steps_per_s]
+        return statistics.median(values) if values else None
+
+    chaos_rate, twin_rate = rate(c), rate(t)
+    a, b = measured[c][0][0].config, measured[t][0][0].config
+    # a key one manifest lacks (an older ftrun's) is no difference
+    differs = sorted(k for k in set(a) & set(b) if k not in CHAOS_KEYS and a[k] != b[k])
+    return GoodputComparison(
+        chaos=names[c],
+        twin=names[t],
+        chaos_steps_per_s=chaos_rate,
+        twin_steps_per_s=twin_rate,
+        retained=round(chaos_rate / twin_rate, 4) if chaos_rate and twin_rate else None,
+        chaos_goodput=measured[c][0][1],
+        twin_goodput=measured[t][0][1],
+        differs=differs,
     )

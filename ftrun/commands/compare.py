@@ -350,6 +350,22 @@ def _breakdown(run: Any) -> list[dict[str, Any]]:
     return []
 
 
+def _goodput(names: list[str], run_dirs: list) -> dict[str, Any] | None:
+    """A chaos run beside its fault-free twin (``ftrun.check.chaos_run.goodput_comparison``) when
+    one configuration ran with ``--chaos`` and the other not; None otherwise (or for a job's
+    several group dirs: a chaos run has every group on one host)."""
+    from ftrun.check.chaos_run import goodput_comparison
+
+    repeats: list[list[Path]] = []
+    for reps in run_dirs:
+        dirs = [d if not isinstance(d, list) else (d[0] if len(d) == 1 else None) for d in reps]
+        if any(d is None for d in dirs):
+            return None
+        repeats.append([Path(d) for d in dirs if d is not None])
+    found = goodput_comparison(names, repeats)
+    return msgspec.to_builtins(found) if found is not None else None
+
+
 def _relative(paths: str, base: Path) -> str:
     """``paths`` (a run dir, or a job's group dirs joined by ","), each relative to ``base``."""
     return ",".join(os.path.relpath(os.path.abspath(p), os.path.abspath(base)) for p in paths.split(","))
@@ -449,6 +465,7 @@ def _outputs(
         "timeline": str(timeline),
         "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
     }
+    result["goodput"] = _goodput(names, run_dirs)
     if expect_hidden is not None:
         share = runs[0]["hidden_comm_share"]  # the exact share, compared unrounded
         ok = share is not None and share >= expect_hidden

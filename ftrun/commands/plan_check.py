@@ -172,6 +172,10 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         raise BadInput(f"--check {dir_}: not a directory")
     if (root / layout.MANIFEST).is_file() and not (root / "report.json").is_file():
         return check_recovery(root, tolerance, json_out)
+    from ftrun.commands.plan_goodput import check_goodput, has_goodput
+
+    if has_goodput(root):  # a compare of a chaos run with its twin: the goodput model
+        return check_goodput(root, tolerance, json_out)
     runs = []
     for mr in _measured_runs(root):
         preds, expect = [], []

@@ -353,6 +353,8 @@ def print_report(result: dict) -> None:
         console.print(ran)
     console.print(result["conclusion"])
     console.print(explanation_line(result.get("throughput")))
+    if result.get("goodput"):
+        console.print(goodput_line(result["goodput"]))
     for r in result["runs"]:
         for p in r["problems"]:
             console.print(line((f"{r['name']}:", "red"), f" {p}"))
@@ -403,6 +405,8 @@ def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
     ]
     lines += ["| " + " | ".join(row) + " |" for row in decomposition_rows(result)]
     lines += ["", result["conclusion"], "", explanation_line(result.get("throughput")), ""]
+    if result.get("goodput"):
+        lines += [goodput_line(result["goodput"]), ""]
     if result.get("expect_hidden"):
         lines += [expect_hidden_line(result["expect_hidden"]), ""]
     lines += [f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
@@ -475,3 +479,19 @@ def conclusion(runs: list[dict]) -> str:
             text += "; " + throughput_claim(a, b)
         text += "."
     return text
+
+
+def goodput_line(g: dict) -> str:
+    """A chaos run's goodput beside its fault-free twin's (``ftrun.chaos_summary.GoodputComparison``)."""
+
+    def rate(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    out = (
+        f"goodput (useful committed steps/s): {g['chaos']} {rate(g['chaos_steps_per_s'])} vs fault-free twin "
+        f"{g['twin']} {rate(g['twin_steps_per_s'])}"
+    )
+    out += f": {g['retained']:.1%} retained" if g.get("retained") is not None else ": not measured"
+    if g.get("differs"):
+        out += f" (not a true twin: differs in {', '.join(g['differs'])})"
+    return out

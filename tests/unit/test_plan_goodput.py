@@ -1,0 +1,84 @@
+"""The goodput model (ftrun.plan_goodput) and compare's chaos-vs-twin pairing
+(ftrun.check.chaos_run.goodput_comparison) on hand-made inputs. Unit tests: no process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ftrun.chaos_summary import Goodput
+from ftrun.check import chaos_run
+from ftrun.plan_goodput import GoodputInputs, predict_goodput, relative_error
+
+
+def test_each_fault_costs_recovery_half_a_commit_window_and_the_survivors_stall():
+    x = GoodputInputs(replicas=8, mtbf_s=30.0, recovery_s=20.0, step_s=1.0, sync_window=10, stall_s=0.5)
+    p = predict_goodput(x)
+    assert p.uncommitted_s == pytest.approx(5.0)  # half of 10 steps of 1 s
+    assert p.stall_s == pytest.approx(3.5)  # 7 survivors x 0.5 s
+    assert p.cost_s == pytest.approx(28.5)
+    assert p.retained == pytest.approx(1 - 28.5 / (8 * 30.0))
+
+
+def test_more_groups_or_rarer_faults_keep_more_and_the_share_never_goes_below_zero():
+    base = dict(recovery_s=20.0, step_s=1.0, sync_window=10)
+    few = predict_goodput(GoodputInputs(replicas=2, mtbf_s=30.0, **base)).retained
+    many = predict_goodput(GoodputInputs(replicas=32, mtbf_s=30.0, **base)).retained
+    rare = predict_goodput(GoodputInputs(replicas=2, mtbf_s=3000.0, **base)).retained
+    assert few < many < 1 and few < rare < 1
+    assert predict_goodput(GoodputInputs(replicas=2, mtbf_s=1.0, **base)).retained == 0.0
+    with pytest.raises(ValueError):
+        predict_goodput(GoodputInputs(replicas=2, mtbf_s=0.0, **base))
+
+
+def test_relative_error():
+    assert relative_error(0.9, 1.0) == pytest.approx(0.1)
+    assert relative_error(0.5, 0.0) is None
+
+
+def _goodput(rate):
+    return Goodput(useful_steps=10, lost_steps=0, tail_steps=0, train_s=1.0, steps_per_s=rate, groups=[])
+
+
+def test_compare_pairs_the_chaos_run_with_its_twin_and_names_what_else_differs(monkeypatch):
+    configs = {
+        "c1": {"chaos": ["kill:30"], "chaos_seed": 1, "replicas": 8, "steps": 300, "run_name": "c1", "out": "x"},
+        "c2": {"chaos": ["kill:30"], "chaos_seed": 1, "replicas": 8, "steps": 300, "run_name": "c2", "out": "x"},
+        "t1": {"chaos": [], "chaos_seed": 0, "replicas": 8, "steps": 300, "run_name": "t1", "out": "y"},
+        "t2": {"chaos": [], "replicas": 4, "steps": 300},
+    }
+    rates = {"c1": 6.0, "c2": 8.0, "t1": 10.0, "t2": 10.0}
+    fake = {k: (SimpleNamespace(config=c), _goodput(rates[k])) for k, c in configs.items()}
+    monkeypatch.setattr(chaos_run, "run_goodput", lambda d: fake[Path(d).name])
+    got = chaos_run.goodput_comparison(["twin", "chaos"], [[Path("t1")], [Path("c1"), Path("c2")]])
+    assert got is not None and (got.chaos, got.twin) == ("chaos", "twin")
+    assert got.chaos_steps_per_s == pytest.approx(7.0)  # the median over the repeats
+    assert got.retained == pytest.approx(0.7) and got.differs == []
+    other = chaos_run.goodput_comparison(["chaos", "twin"], [[Path("c1")], [Path("t2")]])
+    assert other is not None and other.differs == ["replicas"]
+    # two chaos runs, or two fault-free ones: no twin, no goodput retained
+    assert chaos_run.goodput_comparison(["a", "b"], [[Path("c1")], [Path("c2")]]) is None
+    assert chaos_run.goodput_comparison(["a", "b"], [[Path("t1")], [Path("t2")]]) is None
+
+
+def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp_path, monkeypatch, capsys):
+    import json
+
+    from ftrun.commands import plan_goodput
+
+    x = GoodputInputs(replicas=8, mtbf_s=30.0, recovery_s=20.0, step_s=0.0, sync_window=10)
+    monkeypatch.setattr(plan_goodput, "inputs_from_run", lambda d: (x, {"mtbf_s": "run"}))
+    predicted = predict_goodput(GoodputInputs(8, 30.0, 20.0, 8 / 10.0, 10)).retained  # the twin's step: 8 / 10 steps/s
+    runs = [{"name": "chaos", "run_dir": "../chaos"}, {"name": "twin", "run_dir": "../twin"}]
+    for measured, want in ((predicted * 1.05, 0), (predicted * 1.25, 1)):
+        g = {"chaos": "chaos", "twin": "twin", "twin_steps_per_s": 10.0, "retained": measured, "differs": []}
+        (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": g}))
+        assert plan_goodput.has_goodput(tmp_path)
+        assert plan_goodput.check_goodput(tmp_path, 0.10, json_out=True) == want
+        out = json.loads(capsys.readouterr().out)
+        assert out["prediction"]["retained"] == pytest.approx(predicted, abs=1e-4)
+        assert out["verdict"] == ("pass" if want == 0 else "fail")
+    (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": None}))
+    assert not plan_goodput.has_goodput(tmp_path)
