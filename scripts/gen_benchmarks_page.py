@@ -135,6 +135,15 @@ BENCHES: tuple[Bench, ...] = (
         900,
     ),  # noqa: E501
     Bench(
+        "worker-memory",
+        "A training rank's memory over steps",
+        "ftrun train (default model, 2 groups, 3000 steps, profiling off) with each worker sampling its RSS and "
+        "glibc's allocator statistics (mallinfo2) every 2 s: heap taken from the kernel, bytes held, free bytes "
+        "kept in the heap; whether RSS growth is held bytes (a leak) or the allocator's retention.",
+        ("scripts/bench_worker_memory.py",),
+        1800,
+    ),  # noqa: E501
+    Bench(
         "recovery",
         "Recovery of a killed group, predicted vs measured",
         "ftrun train --kill 1@15 (120 steps, 3 groups, F=2, H=10, tau=3), then ftrun plan --check of the run: each "
@@ -342,6 +351,27 @@ def _sketch_cost(r: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _worker_memory(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [(f"verdict ({r['steps']} steps, {r['replicas']} groups)", f"{r['verdict']}, plateau: {r['plateau']}")]
+    for w in r["workers"]:
+        if "quarters" not in w:
+            rows.append((w["replica"], f"{w['samples']} sample(s): too few"))
+            continue
+        q, (a, b) = w["quarters"], w["steps"]
+        rows += [
+            (f"{w['replica']}, steps {a}-{b}: {f}, MB, first / last quarter's median", f"{q[f][0]} / {q[f][1]}")
+            for f in ("rss", "arena", "held", "free")
+        ]
+        g = w["growth_bytes_per_step"]
+        rows.append(
+            (
+                f"{w['replica']}: heap growth per step, bytes, first / second half",
+                f"{g['first_half']['arena']:+.0f} / {g['second_half']['arena']:+.0f}",
+            )
+        )
+    return rows
+
+
 def _recovery(r: dict[str, Any]) -> list[tuple[str, str]]:
     def s(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}"
@@ -417,6 +447,7 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "recovery": _recovery,
     "recovery-spares": _spares,
     "sketch-cost": _sketch_cost,
+    "worker-memory": _worker_memory,
 }
 
 

@@ -8,7 +8,11 @@ MiB each) every step, so with the defaults a part of them is mapped, page-faulte
 again each step. With both thresholds fixed (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) they are
 reused from the heap: ``scripts/bench_overhead.py --knobs malloc`` measured the bare torchft loop
 of the default model 3-4% faster in CPU per step. Blocks above the threshold (a large model's
-parameters) are still mapped; the cost is up to ``TRIM_THRESHOLD`` of free heap kept per arena.
+parameters) are still mapped; the cost is free heap kept: up to ``TRIM_THRESHOLD`` at the heap's
+top, and freed chunks inside it that later allocations do not fit exactly. That is a rank's RSS
+creeping over its first steps: glibc's statistics (``scripts/bench_worker_memory.py``, mallinfo2
+beside RSS) show the bytes held flat while the heap grows by its free chunks, then levelling off:
+the allocator's retention, not a leak; ftrun does not trim it.
 Not glibc (musl, macOS): nothing is changed.
 """
 

@@ -190,3 +190,16 @@ def test_spares_show_each_variant_median_each_kill_phases_and_memory(gen, tmp_pa
     assert "| --spares 1: median phases, s | detect 0.01, join 0.50 |" in section
     assert "| --spares 1: PSS per process tree, MB | group 560.0, waiting spare 540.5 |" in section
     assert "| no spares | no recovery measured (exit 1: no JSON summary) |" in section
+
+
+def test_worker_memory_shows_the_verdict_quarter_medians_and_heap_growth(gen, tmp_path):
+    q = {"rss": [400.0, 417.0], "arena": [165.0, 183.0], "held": [137.0, 137.5], "free": [28.0, 45.0]}
+    w = {"replica": "replica0_rank0", "samples": 300, "steps": [10, 3990], "quarters": q}
+    w["growth_bytes_per_step"] = {"first_half": {"arena": 9000.0}, "second_half": {"arena": 400.0}}
+    result = {"steps": 4000, "replicas": 2, "verdict": "allocator retention", "plateau": True}
+    result["workers"] = [w, {"replica": "replica1_rank0", "samples": 2}]
+    section = _page(gen, tmp_path, _record("worker-memory", result)).split("## A training rank's memory", 1)[1]
+    assert "| verdict (4000 steps, 2 groups) | allocator retention, plateau: True |" in section
+    assert "| replica0_rank0, steps 10-3990: held, MB, first / last quarter's median | 137.0 / 137.5 |" in section
+    assert "| replica0_rank0: heap growth per step, bytes, first / second half | +9000 / +400 |" in section
+    assert "| replica1_rank0 | 2 sample(s): too few |" in section
