@@ -563,6 +563,12 @@ def sweep_cmd(
     resume: bool = typer.Option(
         False, help="Finish the sweep OUT/NAME: skip cells that hold a finished result.", rich_help_panel=GRID
     ),
+    warm_start: bool = typer.Option(
+        False,
+        help="Start each next cell's groups while a cell trains, parked before torchft's Manager "
+        "(its start-up then distorts the running cell's timing figures).",
+        rich_help_panel=GRID,
+    ),
     junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP, rich_help_panel=OUTPUT),
     metric: str = typer.Option(
         "exposed_comm_per_sync_ms",
@@ -591,6 +597,7 @@ def sweep_cmd(
             metric,
             json_out,
             junit=Path(junit) if junit is not None else None,
+            warm_start=warm_start,
         )
 
     raise typer.Exit(guarded(body) or 0)

@@ -104,6 +104,7 @@ def sweep(
     metric: str,
     json_out: bool,
     junit: Path | None = None,
+    warm_start: bool = False,
 ) -> int:
     """``opts``: the ``Overrides`` of sweep's config flags: shared by every cell, but ``out``: the sweep's root.
     A sweep holds its dir's lock (``ftrun.dir_lock``) for its life: a second sweep or ``--resume``
@@ -112,6 +113,8 @@ def sweep(
 
     if parallel < 1:
         raise BadInput(f"--parallel {parallel}: must be at least 1")
+    if warm_start and parallel > 1:
+        raise BadInput(f"--warm-start with --parallel {parallel}: warm starts run the cells one at a time")
     if metric not in view.METRICS:
         raise BadInput(f"--metric {metric}: choose from {', '.join(view.METRICS)}")
     from ftrun.torchft_compat import require_supported
@@ -128,7 +131,21 @@ def sweep(
     with DirLock() as lock:
         if resume:
             lock.take(sweep_dir, "--resume")
-        return _sweep(preset, axes_text, opts, config, name, sweep_dir, parallel, resume, metric, json_out, junit, lock)
+        return _sweep(
+            preset,
+            axes_text,
+            opts,
+            config,
+            name,
+            sweep_dir,
+            parallel,
+            resume,
+            metric,
+            json_out,
+            junit,
+            warm_start,
+            lock,
+        )
 
 
 def _sweep(
@@ -143,6 +160,7 @@ def _sweep(
     metric: str,
     json_out: bool,
     junit: Path | None,
+    warm_start: bool,
     lock: DirLock,
 ) -> int:
     """``sweep``'s work once its options are checked; a new sweep takes ``lock`` once its dir exists."""
@@ -186,7 +204,12 @@ def _sweep(
             notes=notes,
         )
 
-    runner = Runner(sweep_dir)
+    if warm_start:
+        notes.append(
+            "--warm-start: each cell's successor started (imports, model) while it trained, so its timing "
+            f"figures (steps/s, exposed communication) are distorted where {os.cpu_count()} CPUs are not to spare"
+        )
+    runner = Runner(sweep_dir, todo if warm_start else None)
     try:
         run_all(runner, todo, results, parallel, json_out, view)
     except KeyboardInterrupt as e:

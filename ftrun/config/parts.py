@@ -194,6 +194,13 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
             panel=HOSTS,
         ),
     ] = ""
+    start_gate: Annotated[
+        str,
+        Opt(
+            "A file: the groups start (imports, model) at once and build their torchft Manager once it exists.",
+            commands=(),
+        ),
+    ] = ""  # sweep --warm-start's next cell, parked while the current one trains (ftrun.worker.park)
 
     @property
     def groups_here(self) -> list[int]:

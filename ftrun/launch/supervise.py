@@ -122,8 +122,13 @@ def supervise(state: RunState, on_tick) -> None:
     last_progress = {r: time.monotonic() for r in pending}
     started = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
     startup_grace_s = max(cfg.timeouts.stall_timeout_s, 180.0)
+    gate = Path(cfg.hosts.start_gate) if cfg.hosts.start_gate else None  # parked groups (ftrun.worker.park)
     while pending:
         now = time.monotonic()
+        if gate is not None:
+            if gate.exists():  # the go: the run (its wall time, the watchdog) starts now
+                gate, state.started = None, time.time()
+            last_progress = dict.fromkeys(last_progress, now)
         for r, tail in state.tails.items():
             new = tail.read_new()
             if new:

@@ -99,7 +99,8 @@ class LifecycleEvent(msgspec.Struct, omit_defaults=True):
     """One line of ``events/lifecycle/replica{r}_rank{g}.jsonl`` (``ftrun.worker.lifecycle``):
     what a rank's incarnation went through outside its steps, each with its own clock readings.
 
-    ``event``: ``start`` (the rank's Python entered ftrun's worker), ``manager_up`` (torchft's
+    ``event``: ``start`` (the rank's Python entered ftrun's worker), ``parked`` (started warm, it
+    waited for its start gate with its model built: ``ftrun.worker.park``), ``manager_up`` (torchft's
     Manager constructed: its server heartbeats the lighthouse), ``configure`` (torchft's
     process-group ``configure`` for quorum ``quorum_id``), ``send_checkpoint`` (this rank staged
     its state for healing peers ``peers``; torchft's HTTP transport serves it afterwards),

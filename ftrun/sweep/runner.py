@@ -43,28 +43,48 @@ def differing(cfg) -> dict[str, Any]:
 
 
 class Runner:
-    """Runs cells' trainings as children; ``stop()`` (any thread) stops every running one."""
+    """Runs cells' trainings as children; ``stop()`` (any thread) stops every running one.
 
-    def __init__(self, sweep_dir: Path) -> None:
+    Warm (``warm_order``: the cells in the order they run, one at a time): when a cell starts, the
+    next one's ``ftrun train`` starts too with a start gate (``HostsConfig.start_gate``,
+    ``cells/CELL.gate``): its lighthouse and groups start, import torch and torchft, build the
+    model and park before their torchft Manager (``ftrun.worker.park``); the gate file opens
+    when its turn comes. Each cell is still its own run: its own ``ftrun train``, lighthouse,
+    torchrun agents, ranks, process groups and run dir; only the start-up overlaps."""
+
+    def __init__(self, sweep_dir: Path, warm_order: list[grid.Cell] | None = None) -> None:
         self.sweep_dir = sweep_dir
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen] = {}  # running or parked, by cell name
+        self.parked: set[str] = set()  # started warm, waiting at their gates
         self.lock = threading.Lock()
         self.stopping = False
+        self.warm_order = warm_order
 
-    def train(self, cell: grid.Cell) -> tuple[int, str]:
-        """Write the cell's config and run ``ftrun train`` on it; (exit code, its stderr)."""
+    def gate(self, name: str) -> Path:
+        return self.sweep_dir / CELLS / f"{name}.gate"
+
+    def is_parked(self, name: str) -> bool:
+        with self.lock:
+            return name in self.parked
+
+    def _spawn(self, cell: grid.Cell, gated: bool) -> subprocess.Popen | None:
+        """Write the cell's config and start ``ftrun train`` on it (None once stopping)."""
         cells = self.sweep_dir / CELLS
         cfg_path, log_path = cells / f"{cell.name}.toml", cells / f"{cell.name}.log"
-        atomic_write(cfg_path, cell_toml(differing(cell.config)))
+        values = differing(cell.config)
+        if gated:
+            self.gate(cell.name).unlink(missing_ok=True)  # an earlier sweep's (--resume): closed again
+            values["start_gate"] = str(self.gate(cell.name).resolve())
+        atomic_write(cfg_path, cell_toml(values))
         # --no-check: the sweep checks every cell itself (``evaluate``), once
         cmd = [sys.executable, "-m", "ftrun.cli", "train", "--config", str(cfg_path), "--json", "--no-check"]
         if (self.sweep_dir / cell.name).exists():  # an unfinished cell of an earlier sweep (--resume)
             cmd.append("--overwrite")
         with open(log_path, "w") as log, self.lock:
             if self.stopping:
-                return 130, "stopped"
+                return None
             # it dies with the sweep, even a SIGKILLed one (and stops its own children on SIGTERM);
-            # this thread waits for it below, so the parent-death signal is not sent early
+            # the thread running the cell waits for it, so the parent-death signal is not sent early
             p = subprocess.Popen(
                 cmd,
                 stdout=log,
@@ -74,17 +94,46 @@ class Runner:
                 preexec_fn=die_with_this_process(signal.SIGTERM),
             )
             self.procs[cell.name] = p
+            if gated:
+                self.parked.add(cell.name)
+        return p
+
+    def _park_next(self, cell: grid.Cell) -> None:
+        """Start the cell after ``cell`` (warm), parked at its gate, unless its run dir is in use."""
+        names = [c.name for c in self.warm_order or []]
+        i = names.index(cell.name) + 1 if cell.name in names else len(names)
+        if i >= len(names) or names[i] in self.procs:
+            return
+        nxt = (self.warm_order or [])[i]
+        if wait_until_unlocked(self.sweep_dir / nxt.name, 0.0) is None:  # else: cold, at its turn (run_cell)
+            self._spawn(nxt, gated=True)
+
+    def train(self, cell: grid.Cell) -> tuple[int, str]:
+        """Run ``ftrun train`` on the cell (or open the gate of its parked one); (exit code, its stderr)."""
+        with self.lock:
+            parked = cell.name in self.parked
+            p = self.procs.get(cell.name) if parked else None
+        if p is None:
+            p = self._spawn(cell, gated=False)
+            if p is None:
+                return 130, "stopped"
+        if self.warm_order is not None:
+            self._park_next(cell)  # its start-up beside this cell's training
+        if parked:
+            with self.lock:
+                self.parked.discard(cell.name)
+            atomic_write(self.gate(cell.name), "")  # go: its groups build their Managers and train
         try:
             _, err = p.communicate()
         finally:
             with self.lock:
                 self.procs.pop(cell.name, None)
-        with open(log_path, "a") as log:
+        with open(self.sweep_dir / CELLS / f"{cell.name}.log", "a") as log:
             log.write(err)
         return p.returncode, err
 
     def stop(self) -> None:
-        """SIGTERM every running training (it stops its own children), wait, then SIGKILL."""
+        """SIGTERM every running or parked training (it stops its own children), wait, then SIGKILL."""
         with self.lock:
             self.stopping = True
             procs = list(self.procs.values())
@@ -103,7 +152,8 @@ class Runner:
 def run_cell(runner: Runner, cell: grid.Cell) -> dict[str, Any] | None:
     """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
     run_dir = runner.sweep_dir / cell.name
-    holder = wait_until_unlocked(run_dir, STOP_WAIT_S)  # an earlier sweep's training, still stopping
+    # an earlier sweep's training, still stopping (a parked cell's own training holds it already)
+    holder = None if runner.is_parked(cell.name) else wait_until_unlocked(run_dir, STOP_WAIT_S)
     if holder is not None:  # not this cell's result: nothing recorded, a later --resume runs it
         return {
             "name": cell.name,

@@ -120,6 +120,12 @@ def main(spec_path: str) -> int:
             cfg.optimizer.quantize,
             cfg.optimizer.bucketize,
         )
+    if cfg.hosts.start_gate and not env.restart:  # started warm: the Manager (and the quorum) waits for the go
+        from ftrun.worker.park import park_until
+
+        t_park = time.time()
+        park_until(Path(cfg.hosts.start_gate))
+        life.mark("parked", t_park, time.time())
     t_manager = time.time()
     manager = make_manager(spec, cfg, env, backend, heal, life, numerics)
     life.mark("manager_up", t_manager, time.time())
