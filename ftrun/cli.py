@@ -565,8 +565,7 @@ def sweep_cmd(
     ),
     warm_start: bool = typer.Option(
         False,
-        help="Start each next cell's groups while a cell trains, parked before torchft's Manager "
-        "(its start-up then distorts the running cell's timing figures).",
+        help="Start the next cell while a cell trains, parked before torchft's Manager (distorts timing figures).",
         rich_help_panel=GRID,
     ),
     junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP, rich_help_panel=OUTPUT),

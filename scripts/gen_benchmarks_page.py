@@ -161,6 +161,17 @@ BENCHES: tuple[Bench, ...] = (
         1800,
     ),  # noqa: E501
     Bench(
+        "warm-start",
+        "A short sweep cell, cold vs --warm-start; memory per replica group",
+        "ftrun sweep of 3 cells of 20 steps (default model, 2 groups) cold and with --warm-start: each cell's wall "
+        "time against its steps and its check (medians over cells 2..3, the first starts cold either way); then one "
+        "training parked at its start gate: PSS, RSS and private memory per process and per group (agent + rank); "
+        "and what a child forked from a parent that imported a rank's modules keeps private vs a fresh process.",
+        ("scripts/bench_warm_start.py",),
+        1500,
+        " (each cell: its wall time, its steps, its check, and the ratio)",
+    ),  # noqa: E501
+    Bench(
         "paper",
         "The Streaming DiLoCo paper's 1B run",
         "ftrun plan's prediction for the paper's 1B setup on a 1 Gbit/s link (a model, not a measurement).",
@@ -436,7 +447,33 @@ def _paper(r: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for side in ("cold", "warm"):
+        x = r[side]
+        rows.append(
+            (
+                f"{side}: median cell wall s / steps s / check s (ratio)",
+                f"{x['median_wall_s']} / {x['median_steps_s']} / {x['median_check_s']} "
+                f"({x['median_wall_over_steps_and_check']}x)",
+            )
+        )
+        rows.append((f"{side}: the whole sweep of {r['cells']} cells", f"{x['sweep_wall_s']} s"))
+    g, share = r["memory"]["per_group_mb"], r["sharing"]
+    rows.append(
+        ("one replica group parked (agent + rank): PSS / RSS / private MB", f"{g['pss']} / {g['rss']} / {g['private']}")
+    )
+    rows.append(
+        (
+            "private MB of a process that imported a rank's modules: fresh / forked from a pre-imported parent",
+            f"{share['fresh_import_private_mb']} / {share['forked_child_private_mb']}",
+        )
+    )
+    return rows
+
+
 FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
+    "warm-start": _warm_start,
     "inspect": _inspect,
     "inspect-large": _large,
     "paper": _paper,

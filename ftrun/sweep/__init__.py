@@ -2,7 +2,8 @@
 Torch-free: each cell trains in a child process.
 
 - ``runner``: each cell to run is a real ``ftrun train --config DIR/NAME/cells/CELL.toml --json``
-  in a child process, writing its run dir ``DIR/NAME/CELL``; ``Runner.stop()`` stops them all.
+  in a child process, writing its run dir ``DIR/NAME/CELL``; ``Runner.stop()`` stops them all;
+  ``--warm-start``: the next cell's training starts parked while a cell trains (``ftrun.worker.park``).
 - ``evaluate``: a trained cell's verdict and figures: the ``inspect-trace`` analysis
   (``ftrun.check.analyze``, with the replica-agreement check on the event logs) and ``compare``'s
   per-run metrics (``ftrun.check.metrics.run_metrics``).

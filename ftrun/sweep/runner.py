@@ -1,6 +1,7 @@
 """Each cell of a sweep trained as a real ``ftrun train --config DIR/NAME/cells/CELL.toml --json``
 in a child process (its run dir ``DIR/NAME/CELL``), ``parallel`` at a time; ``Runner.stop()``
-(any thread) stops every running training, each stopping its own children. Torch-free."""
+(any thread) stops every running training, each stopping its own children. With ``--warm-start``
+the next cell's training starts while a cell trains, parked at its start gate (``Runner``). Torch-free."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ the first cell's last step (a warm start, not a cold one), but built their Manag
 (no overlap of trainings); nothing carried: other job ids, other rank pids, each run dir's spec names
 itself, the second cell's first quorum is quorum 1 of its own lighthouse, its first steps are at
 manager step 0 with the very loss the first cell had at step 1 (fresh model and optimizer, not the
-first cell's trained state); no process left behind.
+first cell's trained state); no process left behind. About 85 s on 2 CPU cores at a load of ~12.
 """
 
 from __future__ import annotations

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""A short sweep cell's cost, cold vs ``--warm-start``, and a replica group's memory.
+
+    python scripts/bench_warm_start.py               # 3 cells of 20 steps each side, then memory
+    python scripts/bench_warm_start.py --cells 4 --steps 20
+
+Cell cost: ``ftrun sweep --axis seed=1..N --steps S`` (the default model, 2 groups) once cold and
+once with ``--warm-start``, into a temp dir (removed after). Per cell: its ``wall_s`` (sweep-cell.json:
+from its training's start, or its gate's opening when warm, to its result), its steps (the event
+logs: the first step's start to the last step's end over both groups) and its check (the sweep's
+evaluation, ``ftrun.sweep.evaluate.evaluate``, run again on the run dir and timed). The first cell
+of each sweep is left out of the medians (a warm sweep's first cell starts cold by construction).
+
+Memory: one ``ftrun train`` (2 groups) parked at a start gate (``HostsConfig.start_gate``), every
+rank asleep with its model built: PSS, RSS and private bytes of each process from
+``/proc/PID/smaps_rollup``; a group = its torchrun agent + its rank(s). Sharing: a parent that
+imported what a rank imports (torch, torchft, ftrun's worker) forks two children; their private
+bytes vs a fresh process's, which is what each group would save if forked from one pre-imported
+parent.
+
+The last line is one JSON object (``cold``, ``warm``: per-cell rows and medians; ``memory``;
+``sharing``). Exit 1 when a sweep or the parked training failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPORTS = "import torch, torchft, torchft.local_sgd, ftrun.worker.main, ftrun.worker.setup, ftrun.worker.models"
+
+
+def smaps(pid: int) -> dict[str, int] | None:
+    """kB of the process's Pss, Rss and private (clean + dirty) memory; None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in text.splitlines()[1:] if ln.endswith("kB")}
+    return {"pss": kb["Pss"], "rss": kb["Rss"], "private": kb["Private_Clean"] + kb["Private_Dirty"]}
+
+
+def _cell_rows(sweep_dir: Path, result: dict) -> list[dict]:
+    from ftrun import grid
+    from ftrun.config import build
+    from ftrun.sweep.evaluate import evaluate
+
+    rows = []
+    for c in result["cells"]:
+        run_dir = Path(c["run_dir"])
+        starts, ends = [], []
+        for log in sorted((run_dir / "events").glob("replica*_rank0.jsonl")):
+            recs = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+            starts.append(recs[0]["t"] - recs[0]["step_time_s"])
+            ends.append(recs[-1]["t"])
+        cell = grid.Cell(name=c["name"], params=c["params"])
+        cell.config = build(**c["config"])
+        t0 = time.perf_counter()
+        evaluate(cell, run_dir, 0, "")
+        check_s = time.perf_counter() - t0
+        steps_s = max(ends) - min(starts)
+        rows.append(
+            {
+                "cell": c["name"],
+                "verdict": c["verdict"],
+                "wall_s": c["wall_s"],
+                "steps_s": round(steps_s, 2),
+                "check_s": round(check_s, 2),
+                "wall_over_steps_and_check": round(c["wall_s"] / (steps_s + check_s), 2),
+            }
+        )
+    return rows
+
+
+def sweep(tmp: Path, name: str, cells: int, steps: int, warm: bool) -> dict:
+    argv = [sys.executable, "-m", "ftrun", "sweep", "--out", str(tmp), "--name", name, "--json"]
+    argv += ["--axis", "seed=" + ",".join(str(i) for i in range(1, cells + 1)), "--steps", str(steps)]
+    argv += ["--warm-start"] if warm else []
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    total = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[2:])}: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+    rows = _cell_rows(tmp / name, json.loads(proc.stdout))
+    later = rows[1:] or rows
+    return {
+        "sweep_wall_s": round(total, 1),
+        "cells": rows,
+        "median_wall_s": statistics.median(r["wall_s"] for r in later),
+        "median_steps_s": statistics.median(r["steps_s"] for r in later),
+        "median_check_s": statistics.median(r["check_s"] for r in later),
+        "median_wall_over_steps_and_check": statistics.median(r["wall_over_steps_and_check"] for r in later),
+    }
+
+
+def _tree(root: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def _cmd(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _asleep(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep")
+    except OSError:
+        return False
+
+
+def memory(tmp: Path, replicas: int = 2) -> dict:
+    """One training parked at its gate: each process's memory, per kind and per group."""
+    gate = tmp / "mem.gate"
+    cfg = tmp / "mem.toml"
+    cfg.write_text(f'steps = 20\nout = "{tmp}"\nrun_name = "mem"\nstart_gate = "{gate}"\nreplicas = {replicas}\n')
+    argv = [sys.executable, "-m", "ftrun", "train", "--config", str(cfg), "--json", "--no-check"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, quiet = time.monotonic() + 600, 0
+        while quiet < 10:  # every rank asleep at its gate for a second
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the parked training did not park: exit {proc.poll()}")
+            ranks = [p for p in _tree(proc.pid) if "ftrun.worker.main" in _cmd(p) and "distributed.run" not in _cmd(p)]
+            quiet = quiet + 1 if len(ranks) == replicas and all(map(_asleep, ranks)) else 0
+            time.sleep(0.1)
+        kinds: dict[str, list[dict]] = {}
+        for p in _tree(proc.pid):
+            cmd, m = _cmd(p), smaps(p)
+            kind = next(
+                (
+                    k
+                    for k, s in (
+                        ("agent", "torch.distributed.run"),  # its command line names the rank's module too
+                        ("rank", "ftrun.worker.main"),
+                        ("lighthouse", "lighthouse"),
+                        ("train", "ftrun train"),
+                    )
+                    if s in cmd
+                ),
+                "other",
+            )
+            if m is not None:
+                kinds.setdefault(kind, []).append(m)
+    finally:
+        gate.write_text("")
+        proc.communicate(timeout=600)
+    mb = {
+        k: {f: round(sum(x[f] for x in v) / len(v) / 1024, 1) for f in ("pss", "rss", "private")}
+        for k, v in kinds.items()
+    }
+    group = {f: round(mb["agent"][f] + mb["rank"][f], 1) for f in ("pss", "rss", "private")}
+    return {"per_process_mb": mb, "counts": {k: len(v) for k, v in kinds.items()}, "per_group_mb": group}
+
+
+CHILD = f"""
+import os, sys, time
+{IMPORTS}
+pids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(3600)
+        os._exit(0)
+    pids.append(pid)
+print(" ".join(map(str, [os.getpid(), *pids])), flush=True)
+time.sleep(3600)
+"""
+
+
+def sharing() -> dict:
+    """Private MB of a fresh process that imported a rank's modules vs of children forked from one."""
+    fresh = subprocess.Popen(
+        [sys.executable, "-c", f"{IMPORTS}\nimport time\nprint(1, flush=True)\ntime.sleep(3600)"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    forked = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    kids: list[int] = []
+    try:
+        assert fresh.stdout is not None and forked.stdout is not None
+        fresh.stdout.readline()
+        parent, *kids = map(int, forked.stdout.readline().split())
+        time.sleep(1.0)
+        f, k = smaps(fresh.pid), [smaps(p) for p in kids]
+    finally:
+        for pid in kids:  # the forked parent's children: not ours to wait for, but ours to end
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        for p in (fresh, forked):
+            p.kill()
+            p.wait()
+    if f is None or not all(k):
+        raise SystemExit("sharing: a measured process was gone")
+    fresh_private = f["private"] / 1024
+    forked_private = statistics.mean(x["private"] for x in k if x is not None) / 1024
+    return {
+        "fresh_import_rss_mb": round(f["rss"] / 1024, 1),
+        "fresh_import_private_mb": round(fresh_private, 1),
+        "forked_child_private_mb": round(forked_private, 1),
+        "saved_per_forked_process_mb": round(fresh_private - forked_private, 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=3, help="cells per sweep (default 3)")
+    ap.add_argument("--steps", type=int, default=20, help="steps per cell (default 20)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+        cold = sweep(Path(tmp), "cold", args.cells, args.steps, warm=False)
+        warm = sweep(Path(tmp), "warm", args.cells, args.steps, warm=True)
+        mem = memory(Path(tmp))
+    share = sharing()
+    print("| sweep | cell | wall s | steps s | check s | wall / (steps + check) |")
+    print("|---|---|---|---|---|---|")
+    for side, res in (("cold", cold), ("warm", warm)):
+        for r in res["cells"]:
+            print(
+                f"| {side} | {r['cell']} | {r['wall_s']} | {r['steps_s']} | {r['check_s']} "
+                f"| {r['wall_over_steps_and_check']} |"
+            )
+    print(
+        json.dumps(
+            {"cells": args.cells, "steps": args.steps, "cold": cold, "warm": warm, "memory": mem, "sharing": share}
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
