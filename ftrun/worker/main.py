@@ -123,6 +123,7 @@ def main(spec_path: str) -> int:
     if cfg.hosts.start_gate and not env.restart:  # started warm: the Manager (and the quorum) waits for the go
         from ftrun.worker.park import park_until
 
+        import_late_modules()  # as a spare does: paid while parked, not after the go
         t_park = time.time()
         park_until(Path(cfg.hosts.start_gate))
         life.mark("parked", t_park, time.time())

@@ -13,18 +13,17 @@ rejoin the run's step numbering (``ftrun.worker.rejoin``).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import msgspec
 
 from ftrun import layout
 from ftrun.output import atomic_write
+from ftrun.worker.park import park_until
 
 ENV_SPARE = "FTRUN_SPARE"  # the spare's slot; set instead of REPLICA_GROUP_ID
 SPARES = "spares"  # run-dir folder of the assignments and readiness marks
 MAX_ASSIGNMENT_BYTES = 4096  # an assignment is one short JSON object
-POLL_S = 0.005  # how often a waiting spare looks for its assignment (a stat: cheap)
 
 
 class SpareAssignment(msgspec.Struct, forbid_unknown_fields=True):
@@ -82,9 +81,7 @@ def wait_for_assignment(run_dir: Path, slot: int, rank: int) -> SpareAssignment:
     mark = ready_path(run_dir, slot, rank)
     mark.parent.mkdir(parents=True, exist_ok=True)
     mark.touch()
-    path = assignment_path(run_dir, slot)
-    while not path.exists():
-        time.sleep(POLL_S)
+    park_until(assignment_path(run_dir, slot))  # (ftrun.worker.park: the one wait)
     a = read_assignment(run_dir, slot)
     assert a is not None  # written whole by a rename: it exists, so it is complete
     os.environ[layout.ENV_REPLICA] = str(a.replica)
