@@ -146,6 +146,11 @@ def check_backend(cfg: RunConfig) -> None:
     why = backend_unavailable(cfg.hosts.backend, installed())
     if why:
         raise BadInput(why)
+    if cfg.hosts.backend == "gloo-native" and cfg.hosts.replica_group_id >= 0:
+        raise BadInput(
+            "--backend gloo-native: every replica group runs on this host for now (its bootstrap store is hosted "
+            "by this ftrun process, ftrun.launch.native_store); across hosts (--replica-group-id) it is not built"
+        )
 
 
 def preflight(cfg: RunConfig, environ: dict | None = None) -> Network:

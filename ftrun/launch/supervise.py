@@ -21,6 +21,7 @@ from ftrun.launch import policy
 from ftrun.launch.chaos import ChaosMonkey
 from ftrun.launch.diagnose import failure_cause, last_line, read_log
 from ftrun.launch.groups import Group, Lighthouse
+from ftrun.launch.native_store import NativeStore
 from ftrun.launch.procs import stop_tree
 from ftrun.launch.progress import EventLogTail, GroupProgress, update
 from ftrun.launch.spares import SparePool, stop_spares, take_over
@@ -36,6 +37,7 @@ class RunState:
     job_id: str
     groups: list[Group] = field(default_factory=list)
     lighthouse: Lighthouse | None = None
+    native_store: NativeStore | None = None  # --backend gloo-native's bootstrap store (launch.native_store)
     progress: dict[int, GroupProgress] = field(default_factory=dict)
     tails: dict[int, EventLogTail] = field(default_factory=dict)
     started: float = 0.0
@@ -245,3 +247,5 @@ def stop_all(state: RunState) -> None:
             stop_tree(g.proc)
     if state.lighthouse is not None:
         stop_tree(state.lighthouse.proc, grace_s=1.0)
+    if state.native_store is not None:
+        stop_tree(state.native_store.proc, grace_s=1.0)

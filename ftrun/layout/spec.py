@@ -49,6 +49,9 @@ class Spec(msgspec.Struct):
     hostname: str
     format: int = FORMAT
     network: Network | None = None  # None: a spec of an earlier ftrun (loopback)
+    # ``--backend gloo-native``: the bootstrap store (``host:port``) every replica group's native
+    # group meets on (``ftrun.launch.native_store``); None for every other backend
+    native_store: str | None = None
 
 
 def read_spec(path: Path) -> Spec:

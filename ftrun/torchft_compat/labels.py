@@ -49,8 +49,9 @@ class LabelSet:
     nccl_host_prefix: str = "nccl:"
     param_comms: str = "record_param_comms"
     # torchft's NCCL/Gloo group names: ``torchft_quorum_{quorum}_rank_{rank in the replica group}``
-    # (0.2; only set for a nonzero group rank), ``torchft_{uuid}_rank_{rank}`` (nightly).
-    torchft_pg_name: re.Pattern[str] = re.compile(r"^torchft_(?:quorum_\d+|[0-9A-Fa-f-]{8,})_rank_(?P<rank>\d+)$")
+    # (0.2; only set for a nonzero group rank), ``torchft_{uuid}_rank_{rank}`` (nightly: the uuid is
+    # the quorum id its Manager passes to ``reconfigure``, a decimal int; also gloo-native's names).
+    torchft_pg_name: re.Pattern[str] = re.compile(r"^torchft_(?:quorum_\d+|\d+|[0-9A-Fa-f-]{8,})_rank_(?P<rank>\d+)$")
     cuda_stream_wait: tuple[str, ...] = ("cudaStreamWaitEvent",)
     cuda_sync: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
     # the heal: the source stages its state, the healer fetches it (torchft's quorum thread)

@@ -176,12 +176,17 @@ class HealState:
         self.healed_from_step = int(sd["train_step"])
 
 
-def make_process_group(backend: str, timeout: timedelta, link: Link | None, numerics: Any = None):
+def make_process_group(backend: str, timeout: timedelta, link: Link | None, numerics: Any = None, native: Any = None):
     """torchft's reconfigurable process group, wrapped in the emulated link when asked, and
     outermost (what the Manager sees) in the sketches of ``ftrun.worker.sketch`` (``numerics``:
     its ``NumericsProbe``, None with ``--no-sketches``; with ``--quantize`` torchft's quantized
-    allreduce is wrapped too, ``ftrun.worker.sketch_quantized``)."""
-    if backend == "nccl":
+    allreduce is wrapped too, ``ftrun.worker.sketch_quantized``). ``gloo-native``: torch's own
+    reconfigurable Gloo group met at ``native`` (``ftrun.worker.native_pg.NativeSite``)."""
+    if backend == "gloo-native" and native is not None:
+        from ftrun.worker.native_pg import native_gloo
+
+        pg = native_gloo(native, timeout)
+    elif backend == "nccl":
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
         pg = torchft.ProcessGroupBabyNCCL(timeout=timeout)
@@ -192,7 +197,8 @@ def make_process_group(backend: str, timeout: timedelta, link: Link | None, nume
 
         pg = ProcessGroupBabyGloo(timeout=timeout)
     elif backend in RECONFIGURE_BACKENDS:  # refused by the parent's preflight; never silently Gloo
-        raise RuntimeError(backend_unavailable(backend, installed()))
+        why = backend_unavailable(backend, installed())
+        raise RuntimeError(why or f"--backend {backend}: the spec names no bootstrap store (native_store)")
     else:
         pg = torchft.ProcessGroupGloo(timeout=timeout)
     if link:
@@ -231,7 +237,12 @@ def make_manager(
         from ftrun.torchft_compat import advertise_as
 
         advertise_as(spec.hostname)  # torchft's own gethostname() uses: what the other hosts reach
-    pg = make_process_group(backend, timeout, spec.link, numerics)
+    native = None
+    if backend == "gloo-native" and spec.native_store:
+        from ftrun.worker.native_pg import NativeSite
+
+        native = NativeSite(spec.native_store, env.replica, cfg.hosts.replicas, env.rank)
+    pg = make_process_group(backend, timeout, spec.link, numerics, native)
     life.time_configure(pg)
     cost = None
     if (link := spec.link) is not None:

@@ -407,6 +407,8 @@ def test_rank_from_torchfts_process_group_name(tmp_path):
 
     assert nccl.group_rank("torchft_1b4e28ba-2fa1-11d2-883f-0016d3cca427_rank_2", LABELS.torchft_pg_name) == 2
     assert nccl.group_rank("0", LABELS.torchft_pg_name) is None
+    # the nightly's uuid is the quorum id the Manager passes (an int), as in gloo-native's names
+    assert nccl.group_rank("torchft_7_rank_1", LABELS.torchft_pg_name) == 1
 
 
 def test_manifest_identity_keeps_distributed_info_apart(tmp_path):
