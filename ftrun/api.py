@@ -97,7 +97,7 @@ class Report:
     @property
     def failed_commits(self) -> list[dict[str, Any]]:
         """``{replica, rank, sync_step, fragment, source, explained_by_fault, ...}`` per failed commit."""
-        return list(self.raw.failed_commits)
+        return [c.to_json() for c in self.raw.failed_commits]
 
     @property
     def notes(self) -> list[str]:

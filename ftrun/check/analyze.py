@@ -101,13 +101,9 @@ def analyze(
     cross = cross_replica(matches, results)  # 5. cross-replica
 
     notes = _once(spans) + classes.notes(seen, ids) + log_notes + _commit_notes(seen, logs, classes, schedule)
-    if numbering["used"] != "ftrun::step":
-        how = (
-            f"proven: {numbering['evidence']}"
-            if numbering["proven"]
-            else f"as given, not proven: {numbering['evidence']}"
-        )
-        notes.append(f"step numbering '{numbering['used']}' ({how})")
+    if numbering.used != "ftrun::step":
+        how = f"proven: {numbering.evidence}" if numbering.proven else f"as given, not proven: {numbering.evidence}"
+        notes.append(f"step numbering '{numbering.used}' ({how})")
     traced = {w.replica for w in workers}
     problems = run_problems(inputs, traced, faults, notes, logs, failed_commits, allow_failed_commits)  # 6. problems
     problems.by_class["numbering"] = numbering_problems
@@ -137,7 +133,7 @@ def analyze(
         numerics=numerics.to_json(),
         run_problems=problems.lines,
         run_problems_by_class=problems.by_class,
-        failed_commits=[c.to_json() for c in sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step))],
+        failed_commits=sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step)),
         versions=dict(inputs.manifest.versions) if inputs.manifest is not None and inputs.manifest.versions else None,
         spans={str(f.path): sp for f, sp in zip(inputs.files, spans, strict=True)},
         comms=comms_by_file(seen),

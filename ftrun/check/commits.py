@@ -49,18 +49,12 @@ class FailedCommit(msgspec.Struct):
     fragment: int | None
     source: str  # "event_log" | "inferred"
     evidence: str = "commit: false"  # what showed it (NO_OUTER_STEP, SENT_AGAIN for inferred ones)
-    explained: bool = False  # by an injected fault
+    explained: bool = msgspec.field(default=False, name="explained_by_fault")  # by an injected fault
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "replica": self.replica,
-            "rank": self.rank,
-            "sync_step": self.sync_step,
-            "fragment": self.fragment,
-            "source": self.source,
-            "evidence": self.evidence,
-            "explained_by_fault": self.explained,
-        }
+        """The record as report.json writes it (``explained`` as ``explained_by_fault``)."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
 
 
 NO_OUTER_STEP = "no outer step after should_commit"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
@@ -24,6 +23,7 @@ from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.identify import Identities, Pair, RunIdentities
 from ftrun.check.numbering import NumberingProof
 from ftrun.check.observe import NUMBERINGS, Obs, WorkerObs, observe
+from ftrun.check.result import StepNumbering
 from ftrun.check.workers import Worker
 from ftrun.errors import NotChecked
 from ftrun.schedule import Event, Schedule
@@ -103,17 +103,17 @@ def choose_numbering(
     requested: str,
     faults: FiredFaults,
     proof: NumberingProof,
-) -> tuple[int, dict[str, Any], list[str]]:
+) -> tuple[int, StepNumbering, list[str]]:
     """The ``ProfilerStep`` offset, how it was chosen (the report's ``step_numbering``) and the
     run problems of the choice. Only evidence chooses (``ftrun.check.numbering``): a numbering
     the traces prove is used, and one asked for that they contradict is a problem; ``auto``
     without proof raises ``NotChecked`` with both candidates' fits (a fit is no proof)."""
-    info: dict[str, Any] = {"requested": requested, "evidence": proof.evidence, "proven": proof.numbering is not None}
+    info = StepNumbering(requested, proof.evidence, proof.numbering is not None)
     if proof.absolute:
-        info |= {"used": "ftrun::step", "proven": True}
+        info.used, info.proven = "ftrun::step", True
         return 0, info, []
     if proof.numbering is not None:
-        info["used"] = proof.numbering
+        info.used = proof.numbering
         problems = []
         if requested not in ("auto", proof.numbering):
             problems.append(
@@ -123,10 +123,10 @@ def choose_numbering(
         return NUMBERINGS[proof.numbering], info, problems
     if proof.conflict:
         used = requested if requested != "auto" else "top"
-        info["used"] = used
+        info.used = used
         return NUMBERINGS[used], info, [f"step numbering: {proof.evidence}"]
     if requested != "auto":
-        info["used"] = requested
+        info.used = requested
         return NUMBERINGS[requested], info, []
     scores = {name: _fit(workers, schedule, failed, off, faults) for name, off in NUMBERINGS.items()}
     raise NotChecked(

@@ -15,7 +15,10 @@ from typing import Any
 
 import msgspec
 
+from ftrun.check.comm import SendComm
+from ftrun.check.commits import FailedCommit
 from ftrun.schedule import Schedule
+from ftrun.trace.spans import TraceSpans
 
 
 class SendFigures(msgspec.Struct, frozen=True):
@@ -125,6 +128,16 @@ class CrossCheck(msgspec.Struct):
     problem: str | None = None
 
 
+class StepNumbering(msgspec.Struct):
+    """How the check numbered ``ProfilerStep``s (``ftrun.check.match.choose_numbering``): the
+    numbering asked for, the traces' evidence, whether it proves one, and the one used."""
+
+    requested: str  # "top" | "end" | "auto"
+    evidence: str
+    proven: bool
+    used: str = ""  # "top" | "end" | "ftrun::step"
+
+
 class ReportSchedule(msgspec.Struct):
     """The schedule the check held the traces to, by torchft's names, and its window w = H/F."""
 
@@ -144,7 +157,7 @@ class Report(msgspec.Struct):
     files: list[str]
     replicas: list[int]
     schedule: ReportSchedule
-    step_numbering: dict[str, Any]
+    step_numbering: StepNumbering
     workers: list[WorkerReport]
     events: list[EventResult]
     cross_replica: list[CrossCheck]
@@ -165,16 +178,16 @@ class Report(msgspec.Struct):
     # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
     # "commits" (failed commits no fault explains, unless allowed); run_problems is their concatenation
     run_problems_by_class: dict[str, list[str]] = msgspec.field(default_factory=dict)
-    # commits that failed: {replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault}
-    failed_commits: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # commits that failed (replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault)
+    failed_commits: list[FailedCommit] = msgspec.field(default_factory=list)
     # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
     overlap: dict[str, Any] = msgspec.field(default_factory=dict)
     # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
-    versions: dict[str, Any] | None = None
+    versions: dict[str, str | None] | None = None
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
-    spans: dict[str, Any] = msgspec.field(default_factory=dict)
-    comms: dict[str, dict[float, Any]] = msgspec.field(default_factory=dict)
+    spans: dict[str, TraceSpans] = msgspec.field(default_factory=dict)
+    comms: dict[str, dict[float, SendComm]] = msgspec.field(default_factory=dict)
 
     def __repr__(self) -> str:  # not the spans and comms it carries for renderers
         return f"Report(verdict={self.verdict!r}, mode={self.mode!r}, files={self.files!r}, events={len(self.events)})"
@@ -216,8 +229,10 @@ def _plain(x: Any) -> Any:
     """A JSON-ready copy of ``x``: records as dicts (field order), containers copied, tuples kept."""
     if type(x) in _SCALARS:  # (most values: before the slower checks)
         return x
-    if isinstance(x, msgspec.Struct):
-        return {f: _plain(getattr(x, f)) for f in x.__struct_fields__}
+    if isinstance(x, msgspec.Struct):  # by each field's JSON name (``FailedCommit.explained``)
+        return {
+            name: _plain(getattr(x, f)) for f, name in zip(x.__struct_fields__, x.__struct_encode_fields__, strict=True)
+        }
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return dataclasses.asdict(x)
     if isinstance(x, list):

@@ -136,7 +136,7 @@ def render(report: Report, console: Console | None = None) -> None:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(
         f"schedule {schedule_label(msgspec.to_builtins(s))} (w={s.window}), "
-        f"{report.mode}, step numbering {report.step_numbering['used']}"
+        f"{report.mode}, step numbering {report.step_numbering.used}"
     )
     for note in report.notes:
         con.print(styled(f"note: {note}", "dim"))
@@ -148,11 +148,11 @@ def render(report: Report, console: Console | None = None) -> None:
         t = _table(
             f"replica {w.replica} rank {w.rank}  ({who}; steps {ranges}; {len(w.files)} file(s))", mine, con.width
         )
-        failed = [c for c in report.failed_commits if c["replica"] == w.replica and c["rank"] == w.rank]
+        failed = [c for c in report.failed_commits if c.replica == w.replica and c.rank == w.rank]
         if failed:
-            src = sorted({c["source"] for c in failed})
+            src = sorted({c.source for c in failed})
             t.caption = (
-                f"{len(failed)} commit(s) failed, at sync steps {[c['sync_step'] for c in failed]} ({', '.join(src)})"
+                f"{len(failed)} commit(s) failed, at sync steps {[c.sync_step for c in failed]} ({', '.join(src)})"
             )
             t.caption_justify = "left"
         con.print(t)
@@ -198,7 +198,7 @@ def verdict_line(report: Report) -> Text:
         tail += f"; fragment not checked for {unchecked} (see note)"
     failed_steps: dict[int, set] = {}
     for fc in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
-        failed_steps.setdefault(fc["replica"], set()).add(fc["sync_step"])
+        failed_steps.setdefault(fc.replica, set()).add(fc.sync_step)
     per = {r: len(s) for r, s in failed_steps.items()}
     if num.get("status") == "checked" and not num.get("problems"):
         tail += f"; numerics ok ({num['checked']} sync(s))"

@@ -60,7 +60,7 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
     commit_problems = report.run_problems_by_class.get("commits", [])
     # every worker with a trace, and any with failed commits only (an event log without a trace)
     workers = sorted(
-        {(w.replica, w.rank) for w in report.workers} | {(c["replica"], c["rank"]) for c in report.failed_commits}
+        {(w.replica, w.rank) for w in report.workers} | {(c.replica, c.rank) for c in report.failed_commits}
     )
     for replica, rank in workers:
         cls = f"{prefix}replica{replica}.rank{rank}"
@@ -70,15 +70,15 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
             if c is not None:
                 cases.append(c)
         covered |= {f"replica {e.replica} rank {e.rank}: {e.problem}" for e in mine if not e.ok}
-        failed = [c for c in report.failed_commits if c["replica"] == replica and c["rank"] == rank]
+        failed = [c for c in report.failed_commits if c.replica == replica and c.rank == rank]
         syncs_seen = sum(e.kind == "sync" and e.observed_step is not None for e in mine)
         if syncs_seen or failed:
-            unexplained = [c for c in failed if not c.get("explained_by_fault")]
+            unexplained = [c for c in failed if not c.explained]
             lines = (
                 [
-                    f"commit at sync step {c['sync_step']} "
-                    f"(fragment {'?' if c.get('fragment') is None else c['fragment']}) "
-                    f"failed, no injected fault explains it ({c['source'].replace('_', ' ')}: {c.get('evidence')})"
+                    f"commit at sync step {c.sync_step} "
+                    f"(fragment {'?' if c.fragment is None else c.fragment}) "
+                    f"failed, no injected fault explains it ({c.source.replace('_', ' ')}: {c.evidence})"
                     for c in unexplained
                 ]
                 if commit_problems

@@ -249,7 +249,7 @@ def export_perfetto(
     ``recovery`` + ``base_ns`` (the traces' ``baseTimeNanoseconds``): add an ``ftrun recovery``
     process with each fault's phases (``recovery_events``)."""
     out_path = Path(out_path)
-    offset = NUMBERING_OFFSET.get(str(report.step_numbering.get("used")), 0)
+    offset = NUMBERING_OFFSET.get(report.step_numbering.used, 0)
     check_target(out_path, "--export-perfetto", inputs=[Path(f) for wr in report.workers for f in wr.files])
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,15 +34,15 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         m = run_metrics(cell.name, run_dir, report)
     except BadInput as e:
         return {"verdict": "fail", "problem": f"inspect: {e}"}
-    v, problem = grid.verdict(report.verdict, report.problems(), report.failed_commits)
+    v, problem = grid.verdict(report.verdict, report.problems(), [c.to_json() for c in report.failed_commits])
     group_error = first_group_error(run_dir, cell.config.hosts.replicas) if v != "pass" else None
     if group_error:
         problem = f"{problem}; first error in {group_error}"
     return {
         "verdict": v,
         "problem": problem,
-        "failed_commits": sum(1 for c in report.failed_commits if not c.get("explained_by_fault")),
-        "failed_commits_explained": sum(1 for c in report.failed_commits if c.get("explained_by_fault")),
+        "failed_commits": sum(1 for c in report.failed_commits if not c.explained),
+        "failed_commits_explained": sum(1 for c in report.failed_commits if c.explained),
         "numerics": m["numerics"],
         "commits": m["commits"],
         "steps_per_s": m["steps_per_s"],

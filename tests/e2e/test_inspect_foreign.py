@@ -179,8 +179,8 @@ def test_prof_step_at_loop_end(tmp_path):
     assert any("--step-numbering top contradicts the trace" in p for p in top.run_problems), top.run_problems
     assert analyze([out], **KW, step_numbering="end").ok
     r = analyze([out], **KW, step_numbering="auto")
-    assert r.ok and r.step_numbering["used"] == "end" and r.step_numbering["proven"]
-    assert "ProfilerStep#0 holds an optimizer step" in r.step_numbering["evidence"]
+    assert r.ok and r.step_numbering.used == "end" and r.step_numbering.proven
+    assert "ProfilerStep#0 holds an optimizer step" in r.step_numbering.evidence
     # ProfilerStep#0..#11 = steps 1..12
     assert [(e.kind, e.observed_step) for e in r.events if e.replica == 0] == [
         ("send", 2),

@@ -16,7 +16,8 @@ import pytest
 import typer.main
 
 from ftrun import config as cfgmod, layout
-from ftrun.check.result import EventResult, Report, ReportSchedule, SyncFigures, WorkerReport
+from ftrun.check.commits import FailedCommit
+from ftrun.check.result import EventResult, Report, ReportSchedule, StepNumbering, SyncFigures, WorkerReport
 from ftrun.cli import app
 from ftrun.console import console
 from ftrun.errors import BadInput
@@ -119,14 +120,14 @@ def report(
         files=["a", "b"],
         replicas=[0, 1],
         schedule=ReportSchedule(fragments=2, sync_every=20, fragment_sync_delay=5, window=10),
-        step_numbering={"used": "top"},
+        step_numbering=StepNumbering("top", "", False, "top"),
         workers=workers,
         events=events,
         cross_replica=[],
         run_dir=run_dir,
         notes=[f"note {TRICKY}"],
         run_problems=[f"run problem {TRICKY}"] if problem else [],
-        failed_commits=[dict(replica=1, rank=0, sync_step=30, fragment=0, source="event_log")],
+        failed_commits=[FailedCommit(replica=1, rank=0, sync_step=30, fragment=0, source="event_log")],
     )
 
 

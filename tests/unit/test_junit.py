@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ftrun.check.commits import FailedCommit
 from ftrun.check.result import numerics_of
 from ftrun.report import junit as junit_view
 from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
@@ -181,15 +182,7 @@ def test_no_problem_is_lost():
     import msgspec
 
     base = _report()
-    lost = {
-        "replica": 5,
-        "rank": 0,
-        "sync_step": 30,
-        "fragment": 0,
-        "source": "event_log",
-        "evidence": "commit: false",
-        "explained_by_fault": False,
-    }
+    lost = FailedCommit(replica=5, rank=0, sync_step=30, fragment=0, source="event_log", evidence="commit: false")
     line = "replica 5 rank 0: 1 commit(s) failed (...)"
     r = msgspec.structs.replace(
         base,

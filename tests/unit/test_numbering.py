@@ -83,10 +83,10 @@ def test_auto_without_proof_refuses_a_fit_and_a_contradicted_flag_is_a_problem(t
     with pytest.raises(NotChecked, match="step numbering not proven.*under 'top'.*under 'end'.*A fit is no proof"):
         choose_numbering([], schedule, {}, "auto", FiredFaults(), unproven)
     off, info, problems = choose_numbering([], schedule, {}, "top", FiredFaults(), unproven)
-    assert (off, info["used"], info["proven"], problems) == (0, "top", False, [])
+    assert (off, info.used, info.proven, problems) == (0, "top", False, [])
     proven = NumberingProof(END, "ProfilerStep#0 holds an optimizer step in x.json")
     off, info, problems = choose_numbering([], schedule, {}, "top", FiredFaults(), proven)
-    assert off == 1 and info["used"] == END and info["proven"]
+    assert off == 1 and info.used == END and info.proven
     assert problems and problems[0].startswith("--step-numbering top contradicts the trace")
     off, info, problems = choose_numbering([], schedule, {}, "auto", FiredFaults(), proven)
     assert off == 1 and problems == []

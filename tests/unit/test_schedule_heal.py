@@ -289,7 +289,7 @@ def _check(tmp_path: Path, one: tuple[list[int], set[int]], allow: bool = True):
 def test_traces_alone_a_group_that_failed_alone_and_healed_passes(tmp_path):
     report = _check(tmp_path, ([0, 1, 0, 1], {1}))
     assert report.verdict == "pass" and report.problems() == []
-    assert [(c["replica"], c["sync_step"], c["source"]) for c in report.failed_commits] == [(1, 4, "inferred")]
+    assert [(c.replica, c.sync_step, c.source) for c in report.failed_commits] == [(1, 4, "inferred")]
     assert [w.failed_cycles for w in report.workers] == [[], []]
     refused = _check(tmp_path, ([0, 1, 0, 1], {1}), allow=False)
     assert refused.verdict == "fail" and len(refused.problems()) == 1
