@@ -534,7 +534,8 @@ SWEEP_HELP = """Run a grid of trainings (the product of the axes) and check ever
 
 Axes vary any `ftrun train` option: --axis KEY=V1,V2,... (values with commas: separate them
 with ';'); --preset pgs (every torchft process group x bucketize x streaming/baseline x
-quantize), tau (tau = 0..H/F-1 on compare's default link), fragments (F over the divisors of H).
+quantize, and one cell per group killing group 1 at step 15: its recovery; --axis kill=none
+drops those), tau (tau = 0..H/F-1 on compare's default link), fragments (F over the divisors of H).
 Other train flags are shared by all cells. Each cell is a real `ftrun train` plus the
 inspect-trace analysis and the replica-agreement check; verdicts: pass, fail, failed-commits,
 crashed, unavailable (this host cannot run it), invalid (a torchft/ftrun rule forbids it).

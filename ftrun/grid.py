@@ -52,6 +52,11 @@ SHORT = {
     "replicas": "R",
     "nproc_per_replica": "G",
 }
+# --preset pgs's recovery cell: group 1 killed at step 15 (streaming H=20: after a send, before
+# its sync), relaunched once; three groups, 100 ms of compute a step, as tests/train_fixtures.py's
+# RECOVERY_RUN, so the survivors still form a quorum and the relaunch has time to heal
+KILL = "1@15"
+RECOVERY_PARAMS: dict[str, Any] = {"replicas": 3, "step_sleep_ms": 100}
 _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 
 
@@ -169,7 +174,9 @@ def preset_axes(
 
     * ``pgs``: backend ``backends`` (every group the installed torchft offers:
       ``ftrun.torchft_compat.process_group_backends``; torchft's four by default) x bucketize
-      off/on x mode streaming/baseline x quantize off/on (what this host cannot run is ``unavailable``).
+      off/on x mode streaming/baseline x quantize off/on (what this host cannot run is
+      ``unavailable``), and a ``kill`` axis (none, ``KILL``) of which ``cells`` makes one
+      recovery cell per process group, not a product (none when the user's flags or file set kill).
     * ``tau``: fragment_sync_delay 0 .. H/F-1, streaming (H and F: the flags, else the preset's).
     * ``fragments``: F over the divisors of H, tau = the flag's, else 0.
     """
@@ -178,12 +185,13 @@ def preset_axes(
     mode = shared.get("mode") or "streaming"
     h = shared.get("sync_every") or PRESETS[mode]["sync_every"]
     if name == "pgs":
-        return [
+        axes = [
             Axis("backend", tuple(backends)),
             Axis("bucketize", (False, True)),
             Axis("mode", ("streaming", "baseline")),
             Axis("quantize", (False, True)),
-        ], {}
+        ]
+        return axes + ([] if shared.get("kill") is not None else [Axis("kill", ([], [KILL]))]), {}
     if name == "tau":
         f = shared.get("fragments") or PRESETS["streaming"]["fragments"]
         if h < 1 or f < 1 or h % f:
@@ -214,6 +222,26 @@ def _name_part(key: str, v: Any) -> str:
 def cell_name(params: dict[str, Any]) -> str:
     """A run-dir name from the parameters, in axis order: ``backend-gloo_bucketize-off_F2_tau5``."""
     return "_".join(_name_part(k, v) for k, v in params.items()) or "cell"
+
+
+def cells(axes: list[Axis], shared: dict[str, Any], preset: str | None = None) -> list[Cell]:
+    """The grid's cells: the product of ``axes``, except for ``--preset pgs``'s ``kill`` axis
+    (next to its ``backend`` axis): the product of the other axes without a fault, then per
+    backend and per kill value one recovery cell (every other axis at its first value) run as
+    ftrun's recovery tests are, with ``RECOVERY_PARAMS`` where the user's ``shared`` flags do
+    not set them (two groups cannot tell a kill from the end of the quorum: three do)."""
+    keys = [a.key for a in axes]
+    if preset != "pgs" or "kill" not in keys or "backend" not in keys:
+        return product(axes)
+    kill = axes[keys.index("kill")]
+    rest = [a for a in axes if a.key != "kill"]
+    out = [Cell(c.name, {**c.params, "kill": []}) for c in product(rest)] if rest else []
+    extra = {k: v for k, v in RECOVERY_PARAMS.items() if shared.get(k) is None}
+    for backend in axes[keys.index("backend")].values:
+        for fault in (v for v in kill.values if v):
+            params = {**{a.key: a.values[0] for a in rest}, "backend": backend, "kill": fault}
+            out.append(Cell(cell_name({**params, **extra}), {**params, **extra}))
+    return out
 
 
 def product(axes: list[Axis]) -> list[Cell]:

@@ -77,7 +77,7 @@ def plan(
             f"link {spec.description} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
             f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms"
         )
-    cells = grid.product(axes)
+    cells = grid.cells(axes, shared, preset)
 
     def cell_config(params: dict[str, Any]):
         return build(

@@ -33,6 +33,8 @@ class SweepCell(msgspec.Struct, kw_only=True):
     hidden_share: float | None = None
     final_loss: float | None = None
     numerics: dict[str, Any] | None = None  # ``ftrun.check.metrics.numerics_brief`` (None: an earlier ftrun's file)
+    torch: str | None = None  # the torch the cell trained with (None: an earlier ftrun's file)
+    torchft: str | None = None  # its torchft, distribution and version ("torchft-nightly 2026.10.26")
     notes: list[str] = []
 
 

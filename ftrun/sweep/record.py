@@ -19,6 +19,13 @@ def versions() -> dict[str, str]:
     return {k: "not installed" if v is None else v for k, v in found().items()}
 
 
+def ran_on() -> dict[str, str]:
+    """A cell's ``torch`` and ``torchft`` (distribution and version): this sweep's, since each
+    cell trains with this interpreter (a table merged from sweeps in several venvs tells them apart)."""
+    v = versions()
+    return {"torch": v["torch"], "torchft": f"{v['torchft_distribution']} {v['torchft']}"}
+
+
 def machine() -> dict[str, Any]:
     """The host the sweep ran on: name, platform, CPUs, GPUs, whether a CUDA device is usable."""
     from ftrun.launch.placement import host_devices

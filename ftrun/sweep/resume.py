@@ -49,6 +49,8 @@ def finished(sweep_dir: Path, cell: grid.Cell) -> dict[str, Any] | None:
         **fresh,
         "wall_s": rec.wall_s,
         "config": rec.config,
+        "torch": rec.torch,
+        "torchft": rec.torchft,
     }
     if fresh["verdict"] != rec.verdict:
         res["recorded_verdict"] = rec.verdict

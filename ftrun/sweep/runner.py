@@ -22,6 +22,7 @@ from ftrun import grid, layout
 from ftrun.output import atomic_write, wait_until_unlocked
 from ftrun.parent_death import die_with_this_process
 from ftrun.sweep.evaluate import evaluate
+from ftrun.sweep.record import ran_on
 
 CELL_RESULT = layout.SWEEP_CELL
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
@@ -175,6 +176,7 @@ def run_cell(runner: Runner, cell: grid.Cell) -> dict[str, Any] | None:
         **evaluate(cell, run_dir, rc, err),
         "wall_s": round(time.monotonic() - t0, 2),
         "config": differing(cell.config),
+        **ran_on(),
     }
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / CELL_RESULT, layout.to_json(msgspec.convert(res, layout.SweepCell), indent=1))

@@ -75,7 +75,10 @@ def test_presets():
         "bucketize": (False, True),
         "mode": ("streaming", "baseline"),
         "quantize": (False, True),
+        "kill": ([], [grid.KILL]),
     }
+    axes, _ = grid.preset_axes("pgs", {"kill": ["0@5"]}, cuda=False)  # the user's kill: no kill axis
+    assert "kill" not in [a.key for a in axes]
     axes, shared = grid.preset_axes("tau", {"sync_every": 12, "fragments": 3}, cuda=False)
     assert axes == [grid.Axis("fragment_sync_delay", (0, 1, 2, 3))] and shared == {"mode": "streaming"}
     axes, shared = grid.preset_axes("fragments", {"sync_every": 12}, cuda=False)
@@ -473,3 +476,31 @@ def test_piped_sweep_fits_80_columns_and_collapses_unavailable_cells(monkeypatch
     assert "unavailable (8): --backend nccl: no GPU visible on this host" in flat
     assert "unavailable (8): --quantize: needs CUDA and NCCL" in flat
     assert flat.count("backend=baby-gloo") == 4 and flat.count("backend=nccl") == 0  # the cells that ran, one row each
+
+
+def test_pgs_cells_are_the_product_without_a_fault_and_one_recovery_cell_per_process_group():
+    axes, _ = grid.preset_axes("pgs", {}, cuda=False, backends=("gloo", "baby-gloo"))
+    cells = grid.cells(axes, {}, "pgs")
+    plain = [c for c in cells if not c.params["kill"]]
+    killed = [c for c in cells if c.params["kill"]]
+    assert len(plain) == 2 * 2 * 2 * 2 and [c.name for c in plain] == [c.name for c in grid.product(axes[:-1])]
+    assert [c.params for c in killed] == [
+        {
+            "backend": b,
+            "bucketize": False,
+            "mode": "streaming",
+            "quantize": False,
+            "kill": [grid.KILL],
+            **grid.RECOVERY_PARAMS,
+        }
+        for b in ("gloo", "baby-gloo")
+    ]
+    assert killed[0].name == "backend-gloo_bucketize-off_mode-streaming_quantize-off_kill-1-15_R3_step-sleep-ms-100"
+    # the user's --replicas is kept; --axis kill=none runs no recovery cell; another preset's kill axis is a product
+    mine = grid.cells(axes, {"replicas": 4}, "pgs")
+    assert all("replicas" not in c.params and c.params["step_sleep_ms"] == 100 for c in mine if c.params["kill"])
+    no_kill = grid.merge_axes(axes, [grid.parse_axis("kill=none")])
+    assert (
+        all(not c.params["kill"] for c in grid.cells(no_kill, {}, "pgs")) and len(grid.cells(no_kill, {}, "pgs")) == 16
+    )
+    assert len(grid.cells(axes, {}, None)) == len(grid.product(axes)) == 32
