@@ -11,13 +11,15 @@ the very path of ``--kill``/``--hang`` (``ftrun.worker.fault_injection``: a mark
 then until its first commit after the fault (after a hang's end); a group whose processes
 exited is down until its next commit too.
 
-No fault fires once a group has reached step ``--steps`` - H (a group hit that late could not
-rejoin before the others finish: its loss would be the run's end, not the fault's), nor after
+No fault fires once a group has reached step ``--steps`` - H - the steps the leading group
+makes in the longest recovery seen so far (a group hit that late could not be back before the
+others finish: its loss would be the run's end, not the fault's), nor after
 ``--chaos-max-faults``. Each fired fault grants its group one relaunch beyond ``--restarts``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,7 +46,9 @@ class ChaosMonkey:
         self.replicas = cfg.hosts.replicas
         self.min_alive = f.chaos_min_alive
         self.max_faults = f.chaos_max_faults
-        self.last_fault_step = cfg.steps - cfg.schedule.sync_every
+        self.steps, self.sync_every = cfg.steps, cfg.schedule.sync_every
+        self.longest_recovery_s = 0.0  # request -> the group up again, the longest seen so far
+        self.requested_at: dict[int, float] = {}
         self._draw = chaos_plan.draw(chaos_plan.parse_kinds(f.chaos), cfg.hosts.replicas, f.chaos_seed)
         self.next: chaos_plan.ChaosFault | None = next(self._draw)
         self.clock: float | None = None  # unix time every group had trained a step
@@ -69,6 +73,8 @@ class ChaosMonkey:
             elif rec.commit and rec.t > since:
                 del self.down_since[replica]
                 self.up.add(replica)
+                if replica in self.requested_at:
+                    self.longest_recovery_s = max(self.longest_recovery_s, rec.t - self.requested_at.pop(replica))
 
     def restarts_granted(self, replica: int) -> int:
         """Relaunches beyond ``--restarts`` for this group: one per chaos fault it was hit by."""
@@ -86,16 +92,26 @@ class ChaosMonkey:
             self.clock = now
             self.log_event("chaos_start")
         while self.next is not None and self.ended is None and self.next.at_s <= now - self.clock:
-            if not self._may_fire(self.next):
+            if not self._may_fire(self.next, now):
                 return
             self._request(self.next, now)
             self.next = next(self._draw)
 
-    def _may_fire(self, fault: chaos_plan.ChaosFault) -> bool:
+    def last_fault_step(self, now: float) -> int:
+        """The step from which no fault fires: --steps - H - the steps the leading group makes in the
+        longest recovery seen so far (a group hit later could not be back before the others finish)."""
+        elapsed = now - self.clock if self.clock is not None else 0.0
+        rate = self.lead_step / elapsed if elapsed > 0 else 0.0
+        return self.steps - self.sync_every - math.ceil(self.longest_recovery_s * rate)
+
+    def _may_fire(self, fault: chaos_plan.ChaosFault, now: float) -> bool:
         if self.max_faults and len(self.requested) >= self.max_faults:
             self.ended = f"--chaos-max-faults {self.max_faults} reached"
-        elif self.lead_step >= self.last_fault_step:
-            self.ended = f"a group reached step {self.lead_step} (faults stop at --steps - H = {self.last_fault_step})"
+        elif self.lead_step >= (last := self.last_fault_step(now)):
+            self.ended = (
+                f"a group reached step {self.lead_step} (faults stop at --steps - H - the steps of the "
+                f"longest recovery so far = {last})"
+            )
         if self.ended is not None:
             self.log_event("chaos_end", fault=self.ended)
             return False
@@ -113,6 +129,7 @@ class ChaosMonkey:
         self.pending[fault.replica] = fault
         self.requested.append(fault)
         self.granted[fault.replica] += 1
+        self.requested_at[fault.replica] = now
         self._down(fault.replica, now + fault.seconds)
         self.blocked_by = None
         self.log_event(

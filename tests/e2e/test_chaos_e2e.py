@@ -1,7 +1,7 @@
 """A chaos run on real torchft groups (Gloo): ``--chaos`` with a fixed seed injects the same
 faults twice, never both groups at once, and reports goodput; the run's check still passes
 (schedule and numerics across the faults). Hangs only, so no relaunch (the kill path is the
-``--kill`` path: test_recovery_e2e); 2 groups, 40 steps, the two trainings at once."""
+``--kill`` path: test_recovery_e2e); 2 groups, 60 steps, the two trainings at once."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from train_fixtures import SMALL, run_train
 # seed 1 draws: hang group 0 at 0.14 s, hang group 1 at 0.44 s: the second waits for group 0 to be
 # back (a commit after its 1 s stall), as --chaos-min-alive 1 of 2 groups says
 RUN = [*SMALL, "--replicas", "2", "--fragments", "2", "--sync-every", "10", "--fragment-sync-delay", "3"]
-RUN += ["--step-sleep-ms", "50", "--steps", "40", "--chaos", "hang:1:1", "--chaos-seed", "1", "--chaos-max-faults", "2"]
+RUN += ["--step-sleep-ms", "50", "--steps", "60", "--chaos", "hang:1:1", "--chaos-seed", "1", "--chaos-max-faults", "2"]
 
 
 def _faults(run) -> tuple[list[str], list[tuple[str, int]]]:

@@ -127,4 +127,22 @@ def test_a_fired_request_is_removed_and_faults_stop_at_the_cap_and_near_the_end(
     m.tick([])
     clock.t += 1000
     m.tick([])
-    assert requested(events) == [] and "faults stop at --steps - H = 80" in (m.ended or "")
+    assert requested(events) == [] and "the longest recovery so far = 80" in (m.ended or "")
+
+
+def test_faults_stop_earlier_by_the_steps_of_the_longest_recovery_seen(tmp_path):
+    # --steps 100, H 20; the leading group makes 1 step/s; a recovery took 10 s: no fault from step 70
+    m, clock, events, cfg = monkey(tmp_path, replicas=3, steps=100)
+    start = clock.t
+    for r in range(3):
+        m.saw(r, [rec(1, clock.t)])
+    m.tick([])
+    assert m.last_fault_step(clock.t) == 80  # no recovery seen yet
+    clock.t += 40
+    m.tick([])
+    (r,) = requested(events)[:1]
+    m.saw(r, [rec(41, clock.t + 10, commit=True)])  # back 10 s after the request
+    assert m.longest_recovery_s == 10.0
+    m.saw((r + 1) % 3, [rec(60, start + 60)])
+    clock.t = start + 60
+    assert m.last_fault_step(clock.t) == 100 - 20 - 10
