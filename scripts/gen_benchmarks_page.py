@@ -172,6 +172,15 @@ BENCHES: tuple[Bench, ...] = (
         " (each cell: its wall time, its steps, its check, and the ratio)",
     ),  # noqa: E501
     Bench(
+        "chaos",
+        "Goodput under a fault storm, predicted vs measured",
+        "ftrun train --chaos kill:45,sigterm:90 --chaos-seed 46 (default model, 8 groups, 330 steps) and its "
+        "fault-free twin, ftrun compare of the two (goodput retained) and ftrun plan --check of the compare "
+        "(tolerance 10%): faults, recoveries (median, p90, phases), goodput, predicted vs measured.",
+        ("scripts/bench_chaos.py",),
+        3600,
+    ),  # noqa: E501
+    Bench(
         "paper",
         "The Streaming DiLoCo paper's 1B run",
         "ftrun plan's prediction for the paper's 1B setup on a 1 Gbit/s link (a model, not a measurement).",
@@ -419,6 +428,25 @@ def _spares(r: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _chaos(r: dict[str, Any]) -> list[tuple[str, str]]:
+    c, g, pc = r["chaos_summary"], r["compare"]["goodput"] or {}, r.get("plan_check") or {}
+    rec = c["recoveries"]
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in rec["phases_median_s"].items() if v is not None)
+    rows = [
+        ("faults injected (requested)", f"{c['fired']} ({c['requested']}): {json.dumps(c['by_kind'])}"),
+        ("drawn / realized MTBF, s", f"{c['mtbf_s']} / {c['realized_mtbf_s']}"),
+        ("recoveries back, median / p90 s", f"{rec['count']}, {rec['median_s']} / {rec['p90_s']}"),
+        ("recovery phases, median s", phases),
+        ("run steps missed per fault", f"{c['missed_steps_per_fault']}"),
+        ("goodput chaos / twin, steps/s", f"{g.get('chaos_steps_per_s')} / {g.get('twin_steps_per_s')}"),
+        ("goodput retained, measured", f"{g.get('retained')}"),
+    ]
+    if pc:
+        rows.append(("goodput retained, predicted (plan)", f"{pc['prediction']['retained']}"))
+        rows.append(("plan --check (tolerance 10%)", f"{pc['verdict']}, error {pc['relative_error']}"))
+    return rows
+
+
 def _validation(r: dict[str, Any]) -> list[tuple[str, str]]:
     return [(f"rows within tolerance {r['tolerance']:g}", f"{r['passed']} of {r['rows']}")]
 
@@ -485,6 +513,7 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "recovery-spares": _spares,
     "sketch-cost": _sketch_cost,
     "worker-memory": _worker_memory,
+    "chaos": _chaos,
 }
 
 

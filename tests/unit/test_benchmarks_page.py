@@ -203,3 +203,24 @@ def test_worker_memory_shows_the_verdict_quarter_medians_and_heap_growth(gen, tm
     assert "| replica0_rank0, steps 10-3990: held, MB, first / last quarter's median | 137.0 / 137.5 |" in section
     assert "| replica0_rank0: heap growth per step, bytes, first / second half | +9000 / +400 |" in section
     assert "| replica1_rank0 | 2 sample(s): too few |" in section
+
+
+def test_chaos_shows_faults_recoveries_goodput_and_plans_prediction(gen, tmp_path):
+    rec = {
+        "count": 7,
+        "median_s": 84.0,
+        "p90_s": 98.3,
+        "phases_median_s": {"detect": 0.5, "relaunch": 67.0, "heal": None},
+    }
+    chaos = {"fired": 7, "requested": 7, "by_kind": {"kill": 4, "sigterm": 3}, "mtbf_s": 30.0, "realized_mtbf_s": 55.3}
+    chaos |= {"recoveries": rec, "missed_steps_per_fault": 93.9}
+    goodput = {"chaos_steps_per_s": 6.35, "twin_steps_per_s": 9.0, "retained": 0.7056}
+    check = {"prediction": {"retained": 0.75}, "verdict": "pass", "relative_error": 0.063}
+    result = {"chaos_summary": chaos, "compare": {"verdict": "pass", "goodput": goodput}, "plan_check": check}
+    section = _page(gen, tmp_path, _record("chaos", result)).split("## Goodput under a fault storm", 1)[1]
+    assert '| faults injected (requested) | 7 (7): {"kill": 4, "sigterm": 3} |' in section
+    assert "| recoveries back, median / p90 s | 7, 84.0 / 98.3 |" in section
+    assert "| recovery phases, median s | detect 0.50, relaunch 67.00 |" in section
+    assert "| goodput chaos / twin, steps/s | 6.35 / 9.0 |" in section
+    assert "| goodput retained, predicted (plan) | 0.75 |" in section
+    assert "| plan --check (tolerance 10%) | pass, error 0.063 |" in section
