@@ -10,7 +10,8 @@ group-seconds of useful work:
   (``ftrun.check.goodput``); it syncs a fragment every H/F steps, so a fault at a random moment
   loses on average half of that, H/(2F) steps of ``step_s`` each;
 * the survivors' **stall**: each of the R - 1 others waits ``stall_s`` (what torchft's
-  detection holds them in a quorum or a sync; 0 unless measured).
+  detection holds them in a quorum or a sync: a collective with the dead group in it waits for
+  its timeout; measured as the recovery breakdown's detect interval, 0 unless measured).
 
 Goodput retained = 1 - cost / (R x MTBF), at least 0: the share of the fault-free run's useful
 group-steps per second a run under that rate keeps. It assumes each group computes at its own

@@ -3,7 +3,8 @@
 Torch-free.
 
 Inputs: flags, or ``--from`` a ``--chaos`` run dir (its summary's realized mean time between
-faults and median recovery, its replicas and H/F, its median step time); flags win. The check
+faults, median recovery and median detect interval — the survivors' stall —, its replicas and
+H/F, its median step time); flags win. The check
 reads a compare dir whose report holds a chaos run beside its fault-free twin
 (``ftrun.chaos_summary.GoodputComparison``): the prediction from the chaos run's own realized
 MTBF and measured median recovery, with the twin's step time (R / its goodput), against the
@@ -69,17 +70,27 @@ def inputs_from_run(run_dir: Path, step_s: float | None = None) -> tuple[Goodput
     if measured_step is None:
         raise BadInput(f"{run_dir}: no step times in its event logs")
     sched = m.schedule
+    detects = [
+        span[1] - span[0]
+        for r in summary.recovery
+        if isinstance(span := (r.get("spans") or {}).get("detect"), list) and len(span) == 2
+    ]
     x = GoodputInputs(
         replicas=m.replicas,
         mtbf_s=c.realized_mtbf_s,
         recovery_s=c.recoveries.median_s,
         step_s=measured_step,
         sync_window=max(1, sched.sync_every // sched.fragments),
+        stall_s=statistics.median(detects) if detects else 0.0,
     )
     sources = {
         "mtbf_s": f"the run's realized MTBF ({c.fired} faults in {c.chaos_s} s)",
         "recovery_s": f"the median of its {c.recoveries.count} recoveries (fault -> first commit)",
         "step_s": "given" if step_s is not None else "the median step time of its groups",
+        "stall_s": f"the median of its {len(detects)} detect intervals (fault -> the survivors' first quorum "
+        "without the group)"
+        if detects
+        else "no detect interval measured: 0",
     }
     return x, sources
 
@@ -112,6 +123,7 @@ def plan_goodput(
         recovery_s=recovery_s if recovery_s is not None else base.recovery_s,
         step_s=step_s if step_s is not None else base.step_s,
         sync_window=sync_window or base.sync_window,
+        stall_s=base.stall_s,
     )
     if x.mtbf_s <= 0:
         raise BadInput(f"--mtbf {x.mtbf_s}: must be > 0")
@@ -158,7 +170,7 @@ def check_goodput(cmp_dir: Path, tolerance: float, json_out: bool) -> int:
         raise BadInput(f"--check {cmp_dir}: the twin's goodput was not measured")
     base, sources = inputs_from_run(run_dir)
     step_s = base.replicas / twin_rate  # the twin's useful step, sync included
-    x = GoodputInputs(base.replicas, base.mtbf_s, base.recovery_s, step_s, base.sync_window)
+    x = GoodputInputs(base.replicas, base.mtbf_s, base.recovery_s, step_s, base.sync_window, base.stall_s)
     sources["step_s"] = f"the twin {g['twin']}: replicas / its goodput"
     p = predict_goodput(x)
     err = relative_error(p.retained, measured)
