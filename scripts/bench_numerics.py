@@ -29,7 +29,7 @@ over ``--repeat`` repeats (other load only ever adds CPU time), and the ratio af
 of those. Beside it, one training step's CPU time (data, forward, backward, AdamW) and the
 sketches' share of the H/F steps between two syncs of a fragment. ``LARGE``'s step is 1 x 16
 tokens (a step of ~1 s on 2 cores), far shorter than a real batch's, so its share is high;
-``--batch SIZE SEQ_LEN`` gives both models' step at that batch instead (the sketches do not
+``--large-batch SIZE SEQ_LEN`` gives its step at that batch instead (the sketches do not
 change). Last line: ``{"sketch_cost": [...]}``, one item per model.
 """
 
@@ -137,10 +137,10 @@ def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
 
 
 def sketch_cost_main(repeat: int, large: bool, batch: tuple[int, int] | None = None) -> int:
-    """``batch``: (batch size, sequence length) of both models' step instead of their own (the
-    share of a step of that size; the sketches do not depend on it)."""
+    """``batch``: (batch size, sequence length) of ``LARGE``'s step instead of its 1 x 16 (the share
+    of a step of that size; the sketches do not depend on it)."""
     tokens = {"batch_size": batch[0], "seq_len": batch[1]} if batch else {}
-    rows = [sketch_cost("default", tokens, 50, repeat)]
+    rows = [sketch_cost("default", {}, 50, repeat)]
     if large:
         rows.append(sketch_cost("large (~103 M)", {**LARGE, **tokens}, 2, min(repeat, 3)))
     print("| model | fragment 0 | before ms | after a=0 ms (x) | after a=0.5 ms (x) | share before / a=0 / a=0.5 |")
@@ -163,15 +163,15 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="--sketch-cost: repeats (least kept; default 5)")
     ap.add_argument("--no-large", action="store_true", help="--sketch-cost: the default model only")
     ap.add_argument(
-        "--batch",
+        "--large-batch",
         type=int,
         nargs=2,
         metavar=("SIZE", "SEQ_LEN"),
-        help="--sketch-cost: each model's step at this batch (the share of a step of that size; LARGE's own is 1 16)",
+        help="--sketch-cost: the large model's step at this batch instead of 1 x 16 (the share of a step of that size)",
     )
     args = ap.parse_args()
     if args.sketch_cost:
-        return sketch_cost_main(args.repeat, not args.no_large, tuple(args.batch) if args.batch else None)
+        return sketch_cost_main(args.repeat, not args.no_large, tuple(args.large_batch) if args.large_batch else None)
     with tempfile.TemporaryDirectory(prefix="bench-numerics-") as tmp:
         cmd = [sys.executable, "-m", "ftrun", "train", "--steps", str(args.steps), "--profile", "none"]
         cmd += ["--out", tmp, "--run-name", "clean", "--json"]

@@ -17,10 +17,12 @@ Output: per worker, the samples at ~12 points, then the least-squares growth per
 arena, held and free over the first and the second half of the sampled steps. Last line: one JSON
 object, ``workers`` (per worker: ``replica``, ``samples``, ``steps`` sampled, ``first``/``last`` in
 MB, ``quarters``: each field's median MB over the first and the last quarter of samples,
-``growth_bytes_per_step`` per half) and ``verdict``: ``allocator retention`` when the held bytes
-(quarter medians) grew by at most a quarter of RSS, ``held bytes grow`` otherwise; ``plateau``:
-whether the heap grew by at most a quarter as fast in the second half as in the first. Exit 1 when
-the run failed or no worker was sampled.
+``growth_bytes_per_step`` per half), the workers' growth per step summed, per half, and
+``verdict``: ``held bytes grow`` when held bytes still grow in the second half by more than a
+quarter of the heap's growth in the first (a leak), ``allocator retention`` otherwise;
+``plateau``: whether the heap grew by at most a quarter as fast in the second half as in the
+first; ``retained_share``: the part of the first half's heap growth that is free chunks kept.
+Exit 1 when the run failed or no worker was sampled.
 """
 
 from __future__ import annotations
@@ -122,20 +124,20 @@ def worker(samples: Path, events: Path) -> dict:
 
 
 def verdict(workers: list[dict]) -> dict:
-    """Allocator retention (held flat) or held bytes growing, from each worker's medians of its first
-    and last quarter of samples (one sample catches a step midway: held moves within a step); whether
-    the heap's growth levels off."""
-    sampled = [w for w in workers if "growth_bytes_per_step" in w]
-    rss = sum(w["quarters"]["rss"][1] - w["quarters"]["rss"][0] for w in sampled)
-    held = sum(w["quarters"]["held"][1] - w["quarters"]["held"][0] for w in sampled)
-    g = [w["growth_bytes_per_step"] for w in sampled]
-    first = sum(x["first_half"]["arena"] for x in g)
-    second = sum(x["second_half"]["arena"] for x in g)
+    """From the growth per step of each half of the sampled steps, summed over workers (a slope over
+    many samples: one sample catches a step midway, and held bytes move within a step): ``held bytes
+    grow`` when held bytes still grow in the second half by more than a quarter of the heap's growth
+    in the first (a leak), else ``allocator retention``; ``plateau``: whether the heap grows by at most
+    a quarter as fast in the second half as in the first; ``retained_share``: the part of the first
+    half's heap growth that is free chunks kept."""
+    g = [w["growth_bytes_per_step"] for w in workers if "growth_bytes_per_step" in w]
+    first = {f: sum(x["first_half"][f] for x in g) for f in FIELDS}
+    second = {f: sum(x["second_half"][f] for x in g) for f in FIELDS}
     return {
-        "verdict": "allocator retention" if held <= max(rss, 0.0) / 4 else "held bytes grow",
-        "rss_growth_mb": round(rss, 1),
-        "held_growth_mb": round(held, 1),
-        "plateau": first > 0 and second <= first / 4,
+        "verdict": "held bytes grow" if second["held"] > max(first["arena"], 0.0) / 4 else "allocator retention",
+        "plateau": first["arena"] > 0 and second["arena"] <= first["arena"] / 4,
+        "retained_share": round(first["free"] / first["arena"], 2) if first["arena"] > 0 else None,
+        "growth_bytes_per_step": {"first_half": first, "second_half": second},
     }
 
 

@@ -372,7 +372,18 @@ def _sketch_cost(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _worker_memory(r: dict[str, Any]) -> list[tuple[str, str]]:
-    rows = [(f"verdict ({r['steps']} steps, {r['replicas']} groups)", f"{r['verdict']}, plateau: {r['plateau']}")]
+    g = r["growth_bytes_per_step"]
+    rows = [
+        (f"verdict ({r['steps']} steps, {r['replicas']} groups)", f"{r['verdict']}, plateau: {r['plateau']}"),
+        ("share of the first half's heap growth that is free chunks kept", f"{r['retained_share']}"),
+        *[
+            (
+                f"growth per step, bytes, all workers, first / second half: {f}",
+                f"{g['first_half'][f]:+.0f} / {g['second_half'][f]:+.0f}",
+            )
+            for f in ("rss", "arena", "held", "free")
+        ],
+    ]
     for w in r["workers"]:
         if "quarters" not in w:
             rows.append((w["replica"], f"{w['samples']} sample(s): too few"))

@@ -36,14 +36,26 @@ def test_a_heap_that_grows_then_stays_with_held_bytes_flat_is_retention_with_a_p
     assert w["growth_bytes_per_step"]["first_half"]["arena"] == pytest.approx(1000, rel=0.01)
     assert w["growth_bytes_per_step"]["second_half"]["arena"] == 0
     assert w["quarters"]["held"] == [80.0, 80.0]
-    v = bench.verdict([w])
-    assert v["verdict"] == "allocator retention" and v["plateau"] is True
-    assert v["held_growth_mb"] == 0.0 and v["rss_growth_mb"] > 0
+    v = bench.verdict([w, w])
+    assert v["verdict"] == "allocator retention" and v["plateau"] is True and v["retained_share"] == 1.0
+    assert v["growth_bytes_per_step"]["first_half"]["arena"] == pytest.approx(2000, rel=0.01)  # summed
 
 
 def test_held_bytes_growing_with_rss_is_not_called_retention(bench, tmp_path):
     v = bench.verdict([bench.worker(*_write(tmp_path, held_per_step=1000.0, heap_until=400))])
-    assert v["verdict"] == "held bytes grow" and v["plateau"] is False
+    assert v["verdict"] == "held bytes grow" and v["plateau"] is False and v["retained_share"] == 0.0
+
+
+def test_held_bytes_that_grow_early_then_stay_are_not_a_leak(bench, tmp_path):
+    samples, events = _write(tmp_path, held_per_step=0.0)
+    rows = [line.split() for line in samples.read_text().splitlines()]
+    for r in rows[1:]:  # held grows 300 bytes a step through step 200, then stays
+        step = float(r[0]) - 0.5
+        r[3] = str(80e6 + 300 * min(step, 200))
+        r[4] = str(float(r[2]) - float(r[3]))  # free = heap - held
+    samples.write_text("\n".join(" ".join(r) for r in rows) + "\n")
+    v = bench.verdict([bench.worker(samples, events)])
+    assert v["verdict"] == "allocator retention" and v["plateau"] and v["retained_share"] == 0.7
 
 
 def test_too_few_samples_say_so(bench, tmp_path):

@@ -196,13 +196,16 @@ def test_worker_memory_shows_the_verdict_quarter_medians_and_heap_growth(gen, tm
     q = {"rss": [400.0, 417.0], "arena": [165.0, 183.0], "held": [137.0, 137.5], "free": [28.0, 45.0]}
     w = {"replica": "replica0_rank0", "samples": 300, "steps": [10, 3990], "quarters": q}
     w["growth_bytes_per_step"] = {"first_half": {"arena": 9000.0}, "second_half": {"arena": 400.0}}
-    result = {"steps": 4000, "replicas": 2, "verdict": "allocator retention", "plateau": True}
+    result = {"steps": 4000, "replicas": 2, "verdict": "allocator retention", "plateau": True, "retained_share": 0.8}
+    half = {"rss": 8000.0, "arena": 9000.0, "held": 1500.0, "free": 7500.0}
+    result["growth_bytes_per_step"] = {"first_half": half, "second_half": {**half, "held": -300.0}}
     result["workers"] = [w, {"replica": "replica1_rank0", "samples": 2}]
     section = _page(gen, tmp_path, _record("worker-memory", result)).split("## A training rank's memory", 1)[1]
     assert "| verdict (4000 steps, 2 groups) | allocator retention, plateau: True |" in section
     assert "| replica0_rank0, steps 10-3990: held, MB, first / last quarter's median | 137.0 / 137.5 |" in section
     assert "| replica0_rank0: heap growth per step, bytes, first / second half | +9000 / +400 |" in section
     assert "| replica1_rank0 | 2 sample(s): too few |" in section
+    assert "| growth per step, bytes, all workers, first / second half: held | +1500 / -300 |" in section
 
 
 def test_chaos_shows_faults_recoveries_goodput_and_plans_prediction(gen, tmp_path):
