@@ -18,7 +18,8 @@ def goodput_lines(result: dict[str, Any]) -> list[str]:
         + (f" ({src['recovery_s']})" if src.get("recovery_s") else "")
         + f", step {x['step_s'] * 1000:.1f} ms"
         + (f" ({src['step_s']})" if src.get("step_s") else "")
-        + f", a commit every {x['sync_window']} steps",
+        + f", a commit every {x['sync_window']} steps, survivors' stall {x['stall_s']:g} s"
+        + (f" ({src['stall_s']})" if src.get("stall_s") else ""),
         f"each fault costs {p['cost_s']:.2f} group-seconds: recovery {p['recovery_s']:.2f} + uncommitted work "
         f"{p['uncommitted_s']:.2f} + survivors' stall {p['stall_s']:.2f}",
         f"predicted goodput retained: {p['retained']:.1%} of the fault-free twin's",
