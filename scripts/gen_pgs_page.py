@@ -7,7 +7,7 @@
 Each ``sweep.json`` is one ``ftrun sweep --preset pgs`` run in one venv (one torchft release and
 one torch): sweeps in several venvs are merged into one table, one block per (torchft, torch),
 each cell's versions as the cell recorded them. ``--record`` writes the rows that matter to
-``docs/benchmarks/pgs.json`` (a ``Record``: the command, the date, the machine, the cells); the
+``docs/process-groups.json`` (a ``Record``: the command, the date, the machine, the cells); the
 page is rendered from that file alone (deterministic). Every ``unavailable`` cell says what it
 needs (``needs``: a GPU, a package, a torch or torchft version, or ftrun support).
 """
@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "docs" / "benchmarks" / "pgs.json"
+RECORD = ROOT / "docs" / "process-groups.json"  # not in docs/benchmarks/: its records are another type
 PAGE = ROOT / "docs" / "process-groups.md"
 COMMAND = "python scripts/gen_pgs_page.py"
 SWEEP_LIMIT = 64 << 20  # bytes of a sweep.json read at most
@@ -126,7 +126,7 @@ def _md(text: str) -> str:
 
 def render(rec: Record) -> str:
     lines = [
-        f"<!-- Generated from docs/benchmarks/pgs.json: do not edit; run `{COMMAND}`. -->",
+        f"<!-- Generated from docs/process-groups.json: do not edit; run `{COMMAND}`. -->",
         "# Process-group matrix",
         "",
         "`ftrun sweep --preset pgs` in each venv (one torchft release and one torch each), merged: every process "
