@@ -607,6 +607,7 @@ def train_summary(**fields) -> dict:
         "versions": {},
         "faults": {"faults": [], "restarts": 0, "heals": [], "quorum_changes": [], "commits_lost": 0},
         "recovery": [],
+        "format": 2,  # ftrun.layout.FORMAT
         **fields,
     }
 

@@ -233,7 +233,7 @@ def run_numerics(inputs: Inputs, logs: EventLogs, seen: list[WorkerObs]) -> Nume
     from ftrun.check.log_evidence import evidence_problems, traced_syncs
 
     m = inputs.manifest
-    sketches_on = m.config.get("sketches") if isinstance(m, layout.Manifest) else None
+    sketches_on = m.config.profiling.sketches if isinstance(m, layout.Manifest) else None
     partial = None
     if isinstance(m, layout.Manifest) and logs and len(inputs.groups()) < m.replicas:
         partial = (

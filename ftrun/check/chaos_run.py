@@ -75,7 +75,7 @@ def chaos_summary(
     fired = chaos_faults(manifest)
     ats = {f.fired_at for f in fired}
     mine = [x for x in recoveries if x.t0 in ats]
-    kinds = list(cfg.get("chaos") or [])
+    kinds = list(cfg.faults.chaos or [])
     events = manifest.run_events
     start = next((e.t for e in events if e.event == "chaos_start"), None)
     ended = next((e.fault for e in events if e.event == "chaos_end" and isinstance(e.fault, str)), None)
@@ -87,8 +87,8 @@ def chaos_summary(
     missed = [(m.lost_steps[1] - m.lost_steps[0] + 1) if m.lost_steps else 0 for m in marks]
     return ChaosSummary(
         kinds=kinds,
-        seed=int(cfg.get("chaos_seed") or 0),
-        min_alive=int(cfg.get("chaos_min_alive") or 1),
+        seed=int(cfg.faults.chaos_seed or 0),
+        min_alive=int(cfg.faults.chaos_min_alive or 1),
         mtbf_s=round(combined_mtbf_s(parse_kinds(kinds)), 3),
         requested=sum(1 for e in events if e.event == "chaos"),
         fired=len(fired),
@@ -119,7 +119,7 @@ def goodput_comparison(names: list[str], repeats: list[list[Path]]) -> GoodputCo
     compared configurations ran with ``--chaos``; None otherwise. ``repeats[k]``: configuration
     k's run dirs, one per repeat."""
     measured = [[run_goodput(d) for d in reps] for reps in repeats]
-    chaotic = [bool(runs[0][0].config.get("chaos")) for runs in measured]
+    chaotic = [bool(runs[0][0].config.faults.chaos) for runs in measured]
     if sorted(chaotic) != [False, True]:
         return None
     c, t = (0, 1) if chaotic[0] else (1, 0)
@@ -129,8 +129,7 @@ def goodput_comparison(names: list[str], repeats: list[list[Path]]) -> GoodputCo
         return statistics.median(values) if values else None
 
     chaos_rate, twin_rate = rate(c), rate(t)
-    a, b = measured[c][0][0].config, measured[t][0][0].config
-    # a key one manifest lacks (an older ftrun's) is no difference
+    a, b = measured[c][0][0].config.resolved(), measured[t][0][0].config.resolved()  # by key
     differs = sorted(k for k in set(a) & set(b) if k not in CHAOS_KEYS and a[k] != b[k])
     return GoodputComparison(
         chaos=names[c],

@@ -8,39 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
-
 from ftrun import layout
 from ftrun.config import ScheduleConfig
 from ftrun.errors import BadInput
 from ftrun.schedule import Schedule, ScheduleError
-from ftrun.small_files import read_json
 from ftrun.trace.discover import Inputs
-
-
-class _FlatSchedule(msgspec.Struct):
-    fragments: int
-    sync_every: int
-    fragment_sync_delay: int
-
-
-class _EarlierSpec(msgspec.Struct):
-    """The spec.json of an ftrun before the config tree: its ``config`` was flat, by key."""
-
-    config: _FlatSchedule
 
 
 def _spec_hint(run_dir: Path) -> str:
     """What the interrupted run's ``spec.json`` says it was started with, as flags to pass."""
     path = run_dir / layout.SPEC
-    s: ScheduleConfig | _FlatSchedule
+    s: ScheduleConfig
     try:
         s = layout.read_spec(path).config.schedule
-    except BadInput:
-        try:
-            s = read_json(path, layout.SPEC_LIMIT, "spec", _EarlierSpec).config  # (bounded in depth too)
-        except BadInput:
-            return "; to check the traces it wrote anyway, give --fragments --sync-every --fragment-sync-delay"
+    except BadInput:  # none, not one, or of another format (``layout.refuse_format``)
+        return "; to check the traces it wrote anyway, give --fragments --sync-every --fragment-sync-delay"
     flags = f"--fragments {s.fragments} --sync-every {s.sync_every} --fragment-sync-delay {s.fragment_sync_delay}"
     return f"; it was started with {flags}: pass them to check the traces it wrote"
 

@@ -153,7 +153,7 @@ def fault_marks(
                     late_step=late,
                     last_step=steps,
                     run_dir=str(rd),
-                    cause=never_back_cause(planned, last, m.config.get("quorum_timeout_s"))
+                    cause=never_back_cause(planned, last, m.config.timeouts.quorum_timeout_s)
                     if isinstance(m, Manifest)
                     and back is None
                     and any(e.event == "restart" and e.replica == r and e.t > at for e in m.run_events)

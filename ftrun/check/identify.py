@@ -43,7 +43,7 @@ class RunIdentities:
         self.manifest: ManifestIdentifier | None = None
         self.cluster: ClusterIdentifier | None = None
         if frags:
-            bucketized = isinstance(manifest, Manifest) and bool(manifest.config.get("bucketize"))
+            bucketized = isinstance(manifest, Manifest) and manifest.config.optimizer.bucketize
             self.manifest = ManifestIdentifier(frags, bucketized)
             return
         self.cluster = ClusterIdentifier(schedule.fragments, self.with_sizes)

@@ -127,9 +127,9 @@ def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> dict[s
     hidden = sum(s.hidden_comm_ms or 0.0 for s in sync_figs)
     send_bytes = [e.send.bytes for e in report.events if e.send is not None and e.send.bytes]
     peak = max(send_bytes) if send_bytes else max(frag_bytes.values(), default=0)
-    steps = cfg["steps"]
+    steps = cfg.steps
     checkpoints = sorted({max(1, steps * q // 4) for q in (1, 2, 3, 4)})
-    tokens_per_step = cfg["batch_size"] * cfg["seq_len"] * manifest.nproc_per_replica
+    tokens_per_step = cfg.data.batch_size * cfg.data.seq_len * manifest.nproc_per_replica
     sps = _mean([p["steps_per_s"] for p in per_replica])
     syncs = _mean([p["syncs"] for p in per_replica]) or 0
     exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
@@ -165,7 +165,7 @@ def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> dict[s
         "overlap_slowdown": (decomposition or {}).get("overlap_slowdown"),
         "overlap_lost_s": (decomposition or {}).get("overlap_slowdown_s"),
         "decomposition": decomposition,
-        "backend": cfg.get("backend"),
+        "backend": cfg.hosts.backend,
         "profiled_syncs": len(sync_figs),
         "profiled_comm_ms": comm,
         "profiled_hidden_ms": hidden,

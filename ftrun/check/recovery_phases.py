@@ -299,18 +299,18 @@ def catch_up(fr: FaultRecords, out: Recovery, joined: Quorum | None) -> EventRec
         from ftrun.worker.stop import never_back_cause, ran_to
 
         out.reasons["catch_up"] = never_back_cause(
-            fr.manifest.schedule.steps, ran_to(fr.logs), fr.manifest.config.get("quorum_timeout_s")
+            fr.manifest.schedule.steps, ran_to(fr.logs), fr.manifest.config.timeouts.quorum_timeout_s
         )
     return commit
 
 
 def detection_limits(manifest: Manifest) -> dict[str, Any]:
-    """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); a manifest
-    of an earlier ftrun has only the configured heartbeat timeout ({} when not even that)."""
+    """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); without
+    it, only the configured heartbeat timeout ({} when not even that)."""
     if manifest.detection is not None:
         detection: dict[str, Any] = msgspec.to_builtins(manifest.detection)
         return detection
-    hb = manifest.config.get("heartbeat_timeout_ms")
+    hb = manifest.config.timeouts.heartbeat_timeout_ms
     return (
         {"heartbeat_timeout_ms": hb, "join_timeout_ms": None, "quorum_tick_ms": None, "lighthouse": "ftrun"}
         if hb

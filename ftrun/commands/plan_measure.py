@@ -380,11 +380,9 @@ def recovery_inputs(run_dir: Path, inp: RunInputs, with_measured: bool) -> Recov
     from ftrun.check.recovery import recovery_of_run_dir
 
     m = _manifest(run_dir)
-    cfg = m.config or {}
+    cfg = m.config
     params = [p for f in m.fragments for p in f.params]
-    state = heal_bytes(
-        sum(p.numel for p in params) * STATE_TENSOR_BYTES, len(params), float(cfg.get("outer_momentum", 0.9)) > 0
-    )
+    state = heal_bytes(sum(p.numel for p in params) * STATE_TENSOR_BYTES, len(params), cfg.optimizer.outer_momentum > 0)
     kills = sorted((f for f in m.faults.fired if f.action == "kill"), key=lambda f: f.fired_at)
     measured: dict[str, float] = {}
     if with_measured and kills:
@@ -393,7 +391,7 @@ def recovery_inputs(run_dir: Path, inp: RunInputs, with_measured: bool) -> Recov
             measured = {k: s[1] - s[0] for k, s in rec.spans.items() if k in MEASURED_ONLY and s is not None}
     w = inp.work
     return RecoveryInputs(
-        heartbeat_timeout_s=float(cfg.get("heartbeat_timeout_ms", 2000)) / 1e3,
+        heartbeat_timeout_s=cfg.timeouts.heartbeat_timeout_ms / 1e3,
         state_bytes=state,
         schedule=inp.schedule,
         step_s=w.step_s,

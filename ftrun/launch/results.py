@@ -34,56 +34,54 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: Link |
         if (m := layout.read_rank_meta(layout.meta_file(run_dir, r, g))) is not None
     ]
     first = metas[0] if metas else None
-    manifest = msgspec.convert(
-        {
-            "format": layout.FORMAT,
-            "ftrun_version": __version__,
-            "job_id": state.job_id,
-            "run_name": cfg.run_name,
-            "config": cfg.resolved(),
-            "versions": first.versions
-            if first is not None
-            else {"python": sys.version.split()[0], "ftrun": __version__},
-            "backend": (first.backend if first is not None else None) or _resolved_backend(cfg.hosts.backend),
-            "replicas": cfg.hosts.replicas,
-            "nproc_per_replica": cfg.hosts.nproc_per_replica,
-            "schedule": layout.ScheduleInfo.of(cfg.schedule, cfg.steps),
-            "fragments": first.fragments if first is not None else [],
-            "expected": [e.__dict__ for e in cfg.schedule.expected.events(cfg.steps)],
-            "profile_windows": [list(window)] if window else [],
-            "traces": [
-                {"replica": m.replica, "rank": m.rank, "path": f"{layout.TRACES}/{t}", "window": m.profile_window}
-                for m in metas
-                for t in m.traces
-            ],
-            "recovery_traces": [
-                {"replica": w[0], "rank": w[1], "path": str(q.relative_to(run_dir)), "window": None}
-                for q in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*"))
-                if (w := layout.parse_worker(q.name)) is not None
-            ],
-            "event_logs": [
-                {"replica": r, "rank": g, "path": str(layout.event_log(run_dir, r, g).relative_to(run_dir))}
-                for r in cfg.hosts.groups_here
-                for g in range(cfg.hosts.nproc_per_replica)
-            ],
-            "link": link,
-            "devices": [{"replica": m.replica, "rank": m.rank, "device": m.device} for m in metas],
-            "faults": {
-                "planned": [f.to_json() for f in cfg.planned_faults()],
-                "fired": layout.read_fault_markers(run_dir),
-                "max_restarts": cfg.faults.max_restarts,
-            },
-            "run_events": read_run_events(layout.run_event_log(run_dir)),
-            "wall_s": round(state.ended - state.started, 3),
-            "network": msgspec.to_builtins(state.network) if state.network else None,
-            # what bounded detection of a lost group (ftrun.check.recovery shows it)
-            "detection": {"lighthouse": "external"}
-            if cfg.hosts.lighthouse
-            else msgspec.to_builtins(state.lighthouse.detection)
-            if state.lighthouse is not None and state.lighthouse.detection
-            else None,
-        },
-        layout.Manifest,
+    if cfg.hosts.lighthouse:
+        detection: layout.DetectionBound | None = layout.DetectionBound(lighthouse="external")
+    elif state.lighthouse is not None and state.lighthouse.detection:
+        detection = state.lighthouse.detection
+    else:
+        detection = None
+    manifest = layout.Manifest(
+        ftrun_version=__version__,
+        job_id=state.job_id,
+        run_name=cfg.run_name,
+        config=cfg,
+        versions=first.versions if first is not None else {"python": sys.version.split()[0], "ftrun": __version__},
+        backend=(first.backend if first is not None else None) or _resolved_backend(cfg.hosts.backend),
+        replicas=cfg.hosts.replicas,
+        nproc_per_replica=cfg.hosts.nproc_per_replica,
+        schedule=layout.ScheduleInfo.of(cfg.schedule, cfg.steps),
+        fragments=first.fragments if first is not None else [],
+        expected=[
+            layout.ExpectedEvent(e.step, e.kind, e.fragment, e.cycle, e.manager_step)
+            for e in cfg.schedule.expected.events(cfg.steps)
+        ],
+        profile_windows=[list(window)] if window else [],
+        traces=[
+            layout.TraceRef(m.replica, m.rank, f"{layout.TRACES}/{t}", m.profile_window)
+            for m in metas
+            for t in m.traces
+        ],
+        recovery_traces=[
+            layout.TraceRef(w[0], w[1], str(q.relative_to(run_dir)), None)
+            for q in sorted(layout.recovery_trace_dir(run_dir).glob("*.pt.trace.json*"))
+            if (w := layout.parse_worker(q.name)) is not None
+        ],
+        event_logs=[
+            layout.EventLogRef(r, g, str(layout.event_log(run_dir, r, g).relative_to(run_dir)))
+            for r in cfg.hosts.groups_here
+            for g in range(cfg.hosts.nproc_per_replica)
+        ],
+        link=link,
+        devices=[layout.DeviceRef(m.replica, m.rank, m.device) for m in metas],
+        faults=layout.FaultsInfo(
+            planned=[layout.FaultSpec(f.replica, f.step, f.action, f.seconds, f.kind) for f in cfg.planned_faults()],
+            fired=layout.read_fault_markers(run_dir),
+            max_restarts=cfg.faults.max_restarts,
+        ),
+        run_events=read_run_events(layout.run_event_log(run_dir)),
+        wall_s=round(state.ended - state.started, 3),
+        network=state.network,
+        detection=detection,  # what bounded detection of a lost group (ftrun.check.recovery shows it)
     )
     atomic_write(run_dir / layout.MANIFEST, layout.to_json(manifest, indent=1))
     return manifest
@@ -140,7 +138,7 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
                 # relaunched, but back only after the others finished: never in the run's quorum again
                 "rejoined_after_end": late[0] if late else None,
                 "last_step": last_step,
-                "cause": never_back_cause(planned, last, manifest.config.get("quorum_timeout_s"))
+                "cause": never_back_cause(planned, last, manifest.config.timeouts.quorum_timeout_s)
                 if not back and relaunched
                 else None,
             }

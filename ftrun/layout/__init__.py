@@ -34,17 +34,19 @@ where each file lives), ``spec``, ``manifest``, ``summary``, ``events`` (the ste
 logs; ``sketches``: the step logs' numerics), ``faults``, ``meta``, ``marker``, ``sweep_cell``. This
 package re-exports every public name: ``from ftrun.layout import Manifest`` is how to import them.
 
-``FORMAT`` is written into spec.json and manifest.json. A manifest without it was written by an
-ftrun of this format before the field existed and reads as ``FORMAT``; any other value is refused
-by ``check_format`` (one line, exit 2). Raise ``FORMAT`` when a field changes meaning or
-goes away; adding an optional field does not need it.
+``FORMAT`` is written into spec.json, manifest.json and summary.json. One rule for a file of
+another format, older or newer: ``refuse_format``, one line naming the file, its format and what
+to do (exit 2); a file without ``format`` is format 1. There are no compatibility readers: raise
+``FORMAT`` when a field changes meaning or goes away; adding an optional field does not need it.
 """
 
 from __future__ import annotations
 
 from ftrun.layout.codec import (
     FORMAT as FORMAT,
-    json_object as json_object,
+    FormatStamp as FormatStamp,
+    read_record as read_record,
+    refuse_format as refuse_format,
     to_json as to_json,
 )
 from ftrun.layout.events import (
@@ -80,7 +82,6 @@ from ftrun.layout.manifest import (
     ScheduleInfo as ScheduleInfo,
     TraceRef as TraceRef,
     UncheckedTrace as UncheckedTrace,
-    check_format as check_format,
     read_manifest as read_manifest,
     read_train_manifest as read_train_manifest,
 )

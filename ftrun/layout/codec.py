@@ -1,18 +1,58 @@
-"""The one encoder of run-dir records, the run-dir format number, and the bounded JSON-object read. Torch-free."""
+"""The one encoder of run-dir records, the run-dir format and its one rule, and the typed read. Torch-free."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
 from ftrun.errors import BadInput
-from ftrun.small_files import read_json
+from ftrun.small_files import decode_json, read_file
+
+T = TypeVar("T")
 
 # Raise when a field changes meaning or goes away; adding an optional field does not need it.
-FORMAT = 1
+# 2: the manifest's ``config`` is the ``RunConfig`` tree (1: its flat form by key); the summaries
+# carry ``format`` too.
+FORMAT = 2
+
+
+class FormatStamp(msgspec.Struct):
+    """What a spec, manifest or summary of any format says about itself: ``format`` (absent:
+    written before the field, format 1), and what picks its record type (a manifest's ``kind``;
+    a summary's ``mode`` (train) or ``script`` (launch))."""
+
+    format: int = 1
+    kind: str | None = None
+    mode: object = None
+    script: object = None
+
+
+def refuse_format(path: Path, got: int) -> BadInput:
+    """The one rule for a run-dir file of another format: one line naming the file, its format
+    and what to do (no compatibility readers)."""
+    return BadInput(
+        f"{path}: run dir format {got}, this ftrun reads format {FORMAT} "
+        "(read it with the ftrun that wrote it, or run it again with this one)"
+    )
+
+
+def read_record(
+    path: Path, limit: int, what: str, pick: Callable[[FormatStamp], type[T]], shape: str | None = None
+) -> T:
+    """A spec, manifest or summary: read once (at most ``limit`` bytes), its ``FormatStamp``
+    checked (``refuse_format`` unless ``FORMAT``), then one typed decode as the type ``pick``
+    chooses from the stamp (``BadInput`` from ``pick`` for a file of the other kind); ``BadInput``
+    (one line naming the file) for any other failure: "unreadable WHAT", "not an ftrun SHAPE"."""
+    data = read_file(path, limit, what)
+    stamp = decode_json(data, path, what, FormatStamp)
+    if stamp.format != FORMAT:
+        raise refuse_format(path, stamp.format)
+    record: T = decode_json(data, path, shape or what, pick(stamp))
+    return record
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -23,12 +63,3 @@ def to_json(record: msgspec.Struct, indent: int | None = None) -> str:
     if indent is None:
         return _ENCODER.encode(record).decode()
     return json.dumps(msgspec.to_builtins(record), indent=indent)
-
-
-def json_object(path: Path, limit: int, what: str) -> dict[str, Any]:
-    """The file as a JSON object, bounded (``limit``); ``BadInput`` naming the file: unreadable
-    ``what``, or not an ftrun ``what`` (JSON that is not an object)."""
-    raw = read_json(path, limit, what)
-    if not isinstance(raw, dict):
-        raise BadInput(f"{path}: not an ftrun {what} (a JSON {type(raw).__name__}, not an object)")
-    return raw

@@ -5,14 +5,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ftrun.config.parts import ScheduleConfig
+from ftrun.config.parts import RunConfig, ScheduleConfig
 from ftrun.errors import BadInput
-from ftrun.layout.codec import FORMAT, json_object
+from ftrun.layout.codec import FORMAT, FormatStamp, read_record
 from ftrun.layout.events import RunEvent
 from ftrun.layout.faults import FaultMarker, FaultSpec
 from ftrun.layout.meta import Fragment
@@ -89,12 +88,12 @@ class DetectionBound(msgspec.Struct):
 
 class Manifest(msgspec.Struct, kw_only=True):
     """``manifest.json`` of ``ftrun train``: the run as it happened, written by the parent at the
-    end. (The fields with defaults may be missing from a manifest of an earlier ftrun.)"""
+    end."""
 
     ftrun_version: str
     job_id: str
     run_name: str
-    config: dict[str, Any]
+    config: RunConfig  # the run's config tree, as spec.json has it
     versions: dict[str, str | None]
     backend: str
     replicas: int
@@ -113,7 +112,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     wall_s: float | None = None
     format: int = FORMAT
     network: Network | None = None
-    detection: DetectionBound | None = None  # what bounded detection (None: a manifest of an earlier ftrun)
+    detection: DetectionBound | None = None  # what bounded detection (None: not known)
 
 
 class LaunchSchedule(msgspec.Struct):
@@ -162,8 +161,7 @@ class LaunchFaults(msgspec.Struct):
 
 
 class LaunchManifest(msgspec.Struct, kw_only=True):
-    """``manifest.json`` of ``ftrun launch`` (``kind`` "launch"): what ran and what it wrote.
-    (``format`` is absent from a manifest of an earlier ftrun: read as ``FORMAT``.)"""
+    """``manifest.json`` of ``ftrun launch`` (``kind`` "launch"): what ran and what it wrote."""
 
     ftrun_version: str
     kind: str = "launch"
@@ -172,7 +170,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     script: str
     args: list[str]
     python: str
-    versions: dict[str, str | None] = {}  # ``ftrun.torchft_compat.versions`` (empty: an earlier ftrun)
+    versions: dict[str, str | None] = {}  # ``ftrun.torchft_compat.versions``
     env_added: dict[str, str]
     schedule: LaunchSchedule
     step_numbering: str = "top"
@@ -188,7 +186,7 @@ class LaunchManifest(msgspec.Struct, kw_only=True):
     traces: list[TraceRef]
     event_logs: list[EventLogRef] = []
     traces_not_checked: list[UncheckedTrace] | UnsetType = UNSET
-    format: int | UnsetType = UNSET  # written: FORMAT
+    format: int = FORMAT
 
     @property
     def fragments(self) -> list[Fragment]:
@@ -206,29 +204,15 @@ class ManifestStamp(msgspec.Struct):
     job_id: str
 
 
-def check_format(manifest: dict[str, Any], path: Path) -> None:
-    """``BadInput`` (one line) unless the manifest at ``path`` is of this release's ``FORMAT``
-    (a manifest without ``format`` predates the field and is read as ``FORMAT``)."""
-    got = manifest.get("format", FORMAT)
-    if got != FORMAT:
-        raise BadInput(
-            f"{path}: run dir format {got!r}, this ftrun reads format {FORMAT} (use the ftrun that wrote it)"
-        )
-
-
 def read_manifest(run_dir: Path) -> AnyManifest:
     """A run dir's manifest.json: a ``Manifest`` (``ftrun train``) or a ``LaunchManifest``
-    (``kind`` "launch"); ``BadInput`` (one line) if unreadable, over ``MANIFEST_LIMIT`` bytes,
-    of another format, or not one."""
-    path = Path(run_dir) / MANIFEST
-    m = json_object(path, MANIFEST_LIMIT, "manifest")
-    check_format(m, path)
-    try:
-        if m.get("kind") == "launch":
-            return msgspec.convert(m, LaunchManifest)
-        return msgspec.convert(m, Manifest)
-    except msgspec.ValidationError as e:
-        raise BadInput(f"{path}: not an ftrun manifest ({e})") from None
+    (``kind`` "launch"), one typed decode; ``BadInput`` (one line) if unreadable, over
+    ``MANIFEST_LIMIT`` bytes, of another format (``refuse_format``), or not one."""
+    return read_record(Path(run_dir) / MANIFEST, MANIFEST_LIMIT, "manifest", _manifest_type)
+
+
+def _manifest_type(stamp: FormatStamp) -> type[AnyManifest]:
+    return LaunchManifest if stamp.kind == "launch" else Manifest
 
 
 def read_train_manifest(run_dir: Path) -> Manifest:

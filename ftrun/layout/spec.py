@@ -7,10 +7,9 @@ from pathlib import Path
 import msgspec
 
 from ftrun.config.parts import RunConfig
-from ftrun.layout.codec import FORMAT
+from ftrun.layout.codec import FORMAT, read_record
 from ftrun.layout.faults import FaultSpec
 from ftrun.link_spec import Link as Link  # the emulated link (--link): one type from the flag to the reports
-from ftrun.small_files import read_json
 
 SPEC_LIMIT = 16 << 20  # bytes of spec.json read at most: the config tree, the faults and the network: a few KB
 
@@ -48,7 +47,7 @@ class Spec(msgspec.Struct):
     start_barrier: int | None  # ranks writing to this run dir (None: groups on several hosts)
     hostname: str
     format: int = FORMAT
-    network: Network | None = None  # None: a spec of an earlier ftrun (loopback)
+    network: Network | None = None  # None: not given (loopback)
     # ``--backend gloo-native``: the bootstrap store (``host:port``) every replica group's native
     # group meets on (``ftrun.launch.native_store``); None for every other backend
     native_store: str | None = None
@@ -57,4 +56,4 @@ class Spec(msgspec.Struct):
 def read_spec(path: Path) -> Spec:
     """spec.json -> ``Spec`` (a rank's input; ``BadInput``, one line naming the file, if it is
     unreadable, over ``SPEC_LIMIT`` bytes or not one)."""
-    return read_json(Path(path), SPEC_LIMIT, "spec", Spec)
+    return read_record(Path(path), SPEC_LIMIT, "spec", lambda stamp: Spec)

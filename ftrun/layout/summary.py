@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,7 +12,7 @@ import msgspec
 
 from ftrun.chaos_summary import ChaosSummary
 from ftrun.errors import BadInput
-from ftrun.layout.codec import json_object
+from ftrun.layout.codec import FORMAT, FormatStamp, read_record
 from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
 from ftrun.layout.paths import SUMMARY
 from ftrun.layout.spec import Link
@@ -95,8 +96,7 @@ class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
     (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went
     (``ftrun.check.recovery``); ``check``: the check of the captured traces (``RunCheck``; ``ok``
-    is false when it FAILed). The fields with defaults may be missing from a summary of an
-    earlier ftrun."""
+    is false when it FAILed)."""
 
     run_dir: str
     ok: bool
@@ -116,8 +116,9 @@ class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
     versions: dict[str, str | None] = {}
     faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
     recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
-    check: RunCheck | None = None  # the check of the captured traces (None: a summary of an ftrun before it)
+    check: RunCheck | None = None  # the check of the captured traces (None: not run yet)
     chaos: ChaosSummary | None = None  # a --chaos run's faults, recoveries and goodput (``ftrun.chaos_summary``)
+    format: int = FORMAT
 
 
 class LaunchGroupRow(msgspec.Struct, kw_only=True):
@@ -158,54 +159,40 @@ class LaunchSummary(msgspec.Struct, kw_only=True):
     trace_note: str | None
     failures: list[str]
     inspection: dict[str, Any] | None = None
-    check: RunCheck | None = None  # its verdict, as ``TrainSummary.check`` (None: an ftrun before the field)
+    check: RunCheck | None = None  # its verdict, as ``TrainSummary.check`` (None: not checked)
     ok: bool
+    format: int = FORMAT
 
 
-def _summary_object(path: Path) -> dict[str, Any]:
-    """summary.json as a JSON object, bounded (``SUMMARY_LIMIT``)."""
-    return json_object(path, SUMMARY_LIMIT, "summary")
+def _train_only(path: Path) -> Callable[[FormatStamp], type[TrainSummary]]:
+    def pick(stamp: FormatStamp) -> type[TrainSummary]:
+        if stamp.script is not None and stamp.mode is None:
+            raise BadInput(f"{path}: an ftrun launch summary; this reads the summaries of ftrun train run dirs")
+        return TrainSummary
+
+    return pick
+
+
+def _launch_only(path: Path) -> Callable[[FormatStamp], type[LaunchSummary]]:
+    def pick(stamp: FormatStamp) -> type[LaunchSummary]:
+        if stamp.mode is not None and stamp.script is None:
+            raise BadInput(f"{path}: an ftrun train summary; this reads the summaries of ftrun launch run dirs")
+        return LaunchSummary
+
+    return pick
 
 
 def read_train_summary(run_dir: Path) -> TrainSummary:
-    """A run dir's summary.json of ``ftrun train``; ``BadInput`` (one line naming the file) if it is
-    missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun launch`` summary too).
-    One of an earlier ftrun reads as well: the fields it lacked take their defaults, and its
-    ``recovery`` (the fault story with the breakdowns inside, as ``breakdown``) is split into
-    ``faults`` (the story) and ``recovery`` (the breakdowns)."""
+    """A run dir's summary.json of ``ftrun train``, one typed decode; ``BadInput`` (one line naming
+    the file) if it is missing, unreadable, over ``SUMMARY_LIMIT`` bytes, of another format
+    (``refuse_format``), or not one (an ``ftrun launch`` summary too)."""
     path = Path(run_dir) / SUMMARY
-    raw = _summary_object(path)
-    if "script" in raw and "mode" not in raw:
-        raise BadInput(f"{path}: an ftrun launch summary; this reads the summaries of ftrun train run dirs")
-    rec = raw.get("recovery")
-    if isinstance(rec, dict):  # the earlier shape
-        story = {k: v for k, v in rec.items() if k != "breakdown"}
-        raw = {**raw, "faults": story, "recovery": list(rec.get("breakdown") or [])}
-    try:
-        return msgspec.convert(raw, TrainSummary)
-    except msgspec.ValidationError as e:
-        raise BadInput(f"{path}: not an ftrun train summary ({e})") from None
+    return read_record(path, SUMMARY_LIMIT, "summary", _train_only(path), "train summary")
 
 
 def read_launch_summary(run_dir: Path) -> LaunchSummary:
-    """A run dir's summary.json of ``ftrun launch``; ``BadInput`` (one line naming the file) if it
-    is missing, unreadable, over ``SUMMARY_LIMIT`` bytes, or not one (an ``ftrun train`` summary
-    too). One of an earlier ftrun reads as well: a group row without ``quorums`` reads None, a
-    trace without ``checked`` reads as checked when its rank was known (what that ftrun checked)."""
+    """A run dir's summary.json of ``ftrun launch``, one typed decode; ``BadInput`` (one line naming
+    the file) if it is missing, unreadable, over ``SUMMARY_LIMIT`` bytes, of another format
+    (``refuse_format``), or not one (an ``ftrun train`` summary too)."""
     path = Path(run_dir) / SUMMARY
-    raw = _summary_object(path)
-    if "mode" in raw and "script" not in raw:
-        raise BadInput(f"{path}: an ftrun train summary; this reads the summaries of ftrun launch run dirs")
-    traces = raw.get("traces")
-    if isinstance(traces, list):
-        raw = {
-            **raw,
-            "traces": [
-                {**t, "checked": t.get("rank") is not None} if isinstance(t, dict) and "checked" not in t else t
-                for t in traces
-            ],
-        }
-    try:
-        return msgspec.convert(raw, LaunchSummary)
-    except msgspec.ValidationError as e:
-        raise BadInput(f"{path}: not an ftrun launch summary ({e})") from None
+    return read_record(path, SUMMARY_LIMIT, "summary", _launch_only(path), "launch summary")

@@ -69,7 +69,7 @@ def fire(root: Path, m: dict, step: int, rejoin: int | None) -> None:
         ]
         path.write_text("".join(json.dumps(r) + "\n" for r in kept))
     m = json.loads((root / "manifest.json").read_text())
-    m["config"]["sketches"] = False
+    m["config"]["profiling"]["sketches"] = False
     (root / "manifest.json").write_text(json.dumps(m))
 
 

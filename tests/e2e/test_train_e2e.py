@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from ftrun import layout
+from ftrun.config import RunConfig
 from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
 from ftrun.torchft_compat import LABELS
@@ -181,7 +182,7 @@ def test_manifest_contract(run):
     assert m["expected"] == [dataclasses.asdict(e) for e in Schedule(f, h, tau).events(steps)]
     assert m["profile_windows"] == [list(window)]
     assert m["link"] is None
-    cfg = m["config"]
+    cfg = msgspec.convert(m["config"], RunConfig).resolved()  # the tree, by key
     assert (cfg["fragments"], cfg["sync_every"], cfg["fragment_sync_delay"], cfg["steps"], cfg["blocks"]) == (
         f,
         h,
@@ -217,7 +218,7 @@ def test_manifest_contract(run):
 
 
 def test_config_file_and_flag_override(launched):
-    cfg = launched("f3_toml").manifest()["config"]
+    cfg = msgspec.convert(launched("f3_toml").manifest()["config"], RunConfig).resolved()
     assert cfg["seed"] == 7  # from the file
     assert cfg["steps"] == 12 and cfg["width"] == 32 and cfg["profile"] == "5:10"  # flags override the file
 

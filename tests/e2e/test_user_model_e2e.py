@@ -76,7 +76,7 @@ def test_user_factory_from_a_temporary_directory(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "warning" not in r.stderr  # distinct block widths: fragments are told apart
     m = json.loads((out / "mine" / "manifest.json").read_text())
-    assert m["config"]["model"] == "mine:make" and m["config"]["model_args"] == ["depth=4"]
+    assert m["config"]["model"]["model"] == "mine:make" and m["config"]["model"]["model_args"] == ["depth=4"]
     names = [[p["name"] for p in f["params"]] for f in m["fragments"]]
     assert names[0][0] == "emb.weight" and names[0][-1] == "blocks.1.bias"
     assert names[1][0] == "blocks.2.weight" and names[1][-2:] == ["head.weight", "head.bias"]

@@ -61,7 +61,7 @@ def test_run_dir_records_are_bounded_in_depth(tmp_path: Path) -> None:
     from ftrun import layout
 
     deep = "[" * DEEP + "]" * DEEP
-    (tmp_path / layout.MANIFEST).write_text('{"format": ' + deep + "}")
+    (tmp_path / layout.MANIFEST).write_text(f'{{"format": {layout.FORMAT}, "traces": ' + deep + "}")
     with pytest.raises(BadInput, match=r"manifest.json: unreadable manifest \(nested too deeply\)$"):
         layout.read_manifest(tmp_path)
     cell = tmp_path / "sweep-cell.json"

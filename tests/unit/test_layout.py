@@ -63,17 +63,37 @@ def test_fault_marker_key_and_label() -> None:
 
 def test_spec_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
     p = tmp_path / layout.SPEC
-    p.write_text(json.dumps({"config": {}, "run_dir": "x"}))
+    p.write_text(json.dumps({"config": {}, "run_dir": "x", "format": layout.FORMAT}))
     with pytest.raises(BadInput, match="not an ftrun spec"):
         layout.read_spec(p)
 
 
-def test_manifest_without_format_reads_as_this_release() -> None:
-    assert "format" not in json.loads((CPU_RUN / layout.MANIFEST).read_text())
+def test_the_manifest_holds_the_config_tree_and_reads_with_its_type() -> None:
     m = layout.read_manifest(CPU_RUN)
     assert isinstance(m, layout.Manifest) and m.format == layout.FORMAT and m.schedule.fragments == 2
+    assert m.config.schedule.sync_every == m.schedule.sync_every and m.config.run_name == m.run_name
     res = inspect(str(CPU_RUN), "--json")
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("name", [layout.MANIFEST, layout.SPEC, layout.SUMMARY])
+def test_a_run_dir_file_of_an_earlier_format_is_refused_in_one_line_naming_it(tmp_path: Path, name: str) -> None:
+    """One rule (``layout.refuse_format``): a file without ``format`` is format 1 (the manifest's
+    ``config`` was flat then), refused with what to do; no compatibility reader converts it."""
+    m = json.loads((CPU_RUN / layout.MANIFEST).read_text())
+    del m["format"]
+    (tmp_path / name).write_text(json.dumps(m))
+    read = {
+        layout.MANIFEST: lambda: layout.read_manifest(tmp_path),
+        layout.SPEC: lambda: layout.read_spec(tmp_path / layout.SPEC),
+        layout.SUMMARY: lambda: layout.read_train_summary(tmp_path),
+    }[name]
+    with pytest.raises(BadInput) as e:
+        read()
+    assert str(e.value) == (
+        f"{tmp_path / name}: run dir format 1, this ftrun reads format {layout.FORMAT} "
+        "(read it with the ftrun that wrote it, or run it again with this one)"
+    )
 
 
 def test_manifest_of_another_shape_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from ftrun.chaos_summary import Goodput
 from ftrun.check import chaos_run
+from ftrun.config import RunConfig
 from ftrun.plan_goodput import GoodputInputs, predict_goodput, relative_error
 
 
@@ -50,7 +51,7 @@ def test_compare_pairs_the_chaos_run_with_its_twin_and_names_what_else_differs(m
         "t2": {"chaos": [], "replicas": 4, "steps": 300},
     }
     rates = {"c1": 6.0, "c2": 8.0, "t1": 10.0, "t2": 10.0}
-    fake = {k: (SimpleNamespace(config=c), _goodput(rates[k])) for k, c in configs.items()}
+    fake = {k: (SimpleNamespace(config=RunConfig.from_keys(**c)), _goodput(rates[k])) for k, c in configs.items()}
     monkeypatch.setattr(chaos_run, "run_goodput", lambda d: fake[Path(d).name])
     got = chaos_run.goodput_comparison(["twin", "chaos"], [[Path("t1")], [Path("c1"), Path("c2")]])
     assert got is not None and (got.chaos, got.twin) == ("chaos", "twin")

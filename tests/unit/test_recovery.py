@@ -37,7 +37,7 @@ def manifest(restart=True, incarnation=True):
             "ftrun_version": "x",
             "job_id": "j",
             "run_name": "r",
-            "config": {"heartbeat_timeout_ms": 2000},
+            "config": {"timeouts": {"heartbeat_timeout_ms": 2000}},
             "versions": {},
             "backend": "gloo",
             "replicas": 3,

@@ -99,6 +99,7 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
         "inspection",
         "check",
         "ok",
+        "format",
     ]
     d["recovery"] = {"breakdown": []}
     assert msgspec.convert(d, layout.LaunchSummary) == s
@@ -123,4 +124,5 @@ def test_summaries_keep_their_keys_and_accept_extra_ones() -> None:
         "recovery",
         "check",
         "chaos",
+        "format",
     ]

@@ -2,7 +2,7 @@
 regular files only (a FIFO is never waited on, a device never read), at most a named limit,
 and what is broken or too big is one ``BadInput`` line naming the file (exit 2 at the CLI).
 ``ftrun launch``'s summary.json has its typed reader (``layout.read_launch_summary``), which
-also reads the summaries earlier ftruns wrote. Unit tests: no process is started."""
+refuses the summaries of an earlier format in one line. Unit tests: no process is started."""
 
 from __future__ import annotations
 
@@ -185,6 +185,7 @@ def _launch_summary(**fields) -> dict:
         "inspection": {"ok": True},
         "check": None,
         "ok": True,
+        "format": layout.FORMAT,
     }
     return {**s, **fields}
 
@@ -204,24 +205,14 @@ def test_a_launch_summary_reads_as_its_struct(tmp_path: Path) -> None:
     assert json.loads(layout.to_json(s)) == _launch_summary()  # read back as written
 
 
-def test_a_launch_summary_of_an_earlier_ftrun_reads_and_prints(tmp_path: Path, capsys) -> None:
-    """ftrun launch's first summaries (93c291e) had no ``quorums`` per group and no ``checked``
-    per trace (checked then: every trace whose rank was known)."""
-    from ftrun.report.launch_view import print_summary
-
-    old = _launch_summary()
-    for g in old["groups"]:
-        del g["quorums"]
-    for t in old["traces"]:
-        del t["checked"]
-    s = layout.read_launch_summary(_write(tmp_path, old))
-    assert [g.quorums for g in s.groups] == [None, None]
-    assert [t.checked for t in s.traces] == [True, False]
-    print_summary(s)
-    out = capsys.readouterr().out
-    assert "last quorum id 4" in out and "SIGKILL replica group 1 at 3.01 s (after 3 s)" in out
-    assert "traces/replica1/b.json (not checked)" in out and "traces/replica0/a.json\n" in out
-    assert " ? " in out.splitlines()[3]  # the quorums column of a group row: not known
+def test_a_launch_summary_of_an_earlier_format_is_refused_in_one_line(tmp_path: Path) -> None:
+    """ftrun launch's first summaries (93c291e: no ``quorums`` per group, no ``checked`` per trace,
+    no ``format``) are format 1: refused by the one rule, not converted."""
+    old = {k: v for k, v in _launch_summary().items() if k != "format"}
+    d = _write(tmp_path, old)
+    with pytest.raises(BadInput) as e:
+        layout.read_launch_summary(d)
+    _one_line(e, d / layout.SUMMARY, f"run dir format 1, this ftrun reads format {layout.FORMAT} (read it with")
 
 
 @pytest.mark.parametrize(
@@ -229,9 +220,9 @@ def test_a_launch_summary_of_an_earlier_ftrun_reads_and_prints(tmp_path: Path, c
     [
         (None, "unreadable summary (no such file)"),
         ("{not json", "unreadable summary (JSON is malformed"),
-        ("[1]", "not an ftrun summary (a JSON list, not an object)"),
+        ("[1]", "not an ftrun summary (Expected `object`, got `array`)"),
         (
-            {"run_dir": "r", "mode": "local", "ok": True},
+            {"run_dir": "r", "mode": "local", "ok": True, "format": layout.FORMAT},
             "an ftrun train summary; this reads the summaries of ftrun launch",
         ),
         (

@@ -1,6 +1,6 @@
 """summary.json is read by its type (``layout.read_train_summary`` -> ``TrainSummary``) in every
 reader: ``ftrun.Run.summary``, compare's recovery row and timeline lanes, sweep's cell metrics.
-A summary of an earlier ftrun still reads; a broken or foreign one is one line naming the file
+A summary of an earlier format is refused in one line naming it; a broken or foreign one is one line naming the file
 (exit 2 at the CLI). Unit tests: no process."""
 
 from __future__ import annotations
@@ -48,28 +48,22 @@ def test_the_summary_train_writes_reads_back_as_the_same_record(tmp_path: Path) 
     assert got == s and got.replicas[1].last_step == 60 and got.recovery == BREAKDOWN
 
 
-def test_summaries_of_earlier_ftruns_read(tmp_path: Path, capsys) -> None:
-    # the first ftrun's summary (Nov 30): no devices, numerics, traces_note, versions, faults,
-    # recovery; groups without last_step and lost; agreement without the group counts
-    first = _without(train_summary(), "devices", "numerics", "traces_note", "versions", "faults", "recovery")
-    first["replicas"] = [_without(r, "last_step", "lost") for r in first["replicas"]]
-    first["agreement"] = _without(first["agreement"], "groups_here", "groups_in_job")
-    s = layout.read_train_summary(_run_dir(tmp_path, first))
-    assert s.replicas[0].last_step is None and s.replicas[0].commits == 6 and s.agreement.groups_here is None
-    assert (s.devices, s.numerics, s.faults, s.recovery, s.versions) == ([], None, {}, [], {})
-    from ftrun.report.train_view import print_summary
-
-    print_summary(s)  # and it prints as train's own
-    assert "replicas agreed after all 6 commits" in " ".join(capsys.readouterr().out.split())
-    # before the top-level breakdown list: the story with its breakdown inside ``recovery``
-    earlier = _without(train_summary(recovery={**STORY, "breakdown": BREAKDOWN}), "faults")
-    s = layout.read_train_summary(_run_dir(tmp_path, earlier, "earlier"))
-    assert s.faults == STORY and s.recovery == BREAKDOWN
-    before_breakdown = _without(train_summary(recovery=STORY), "faults")
-    s = layout.read_train_summary(_run_dir(tmp_path, before_breakdown, "older"))
-    assert s.faults == STORY and s.recovery == []
-    # a key another ftrun adds is ignored, never refused
-    assert layout.read_train_summary(_run_dir(tmp_path, train_summary(later_key=1), "later")).ok
+def test_summaries_of_earlier_formats_are_refused_in_one_line_naming_the_format(tmp_path: Path) -> None:
+    """One rule for old run-dir files (``layout.refuse_format``): a summary without ``format``
+    (format 1: the first ftrun's, the one with the breakdown inside ``recovery``) or of another
+    format is refused, not converted."""
+    first = _without(train_summary(), "devices", "numerics", "traces_note", "versions", "faults", "recovery", "format")
+    earlier = _without(train_summary(recovery={**STORY, "breakdown": BREAKDOWN}), "faults", "format")
+    for name, summary, got in [("first", first, 1), ("earlier", earlier, 1), ("later", train_summary(format=3), 3)]:
+        d = _run_dir(tmp_path, summary, name)
+        with pytest.raises(BadInput) as e:
+            layout.read_train_summary(d)
+        assert str(e.value) == (
+            f"{d / layout.SUMMARY}: run dir format {got}, this ftrun reads format {layout.FORMAT} "
+            "(read it with the ftrun that wrote it, or run it again with this one)"
+        )
+    # a key another ftrun of this format adds is ignored, never refused
+    assert layout.read_train_summary(_run_dir(tmp_path, train_summary(later_key=1), "later-key")).ok
 
 
 @pytest.mark.parametrize(
@@ -77,14 +71,14 @@ def test_summaries_of_earlier_ftruns_read(tmp_path: Path, capsys) -> None:
     [
         (None, "unreadable summary (no such file)"),
         ("{not json", "unreadable summary (JSON is malformed"),
-        ("[1, 2]", "not an ftrun summary (a JSON list, not an object)"),
+        ("[1, 2]", "not an ftrun summary (Expected `object`, got `array`)"),
         (
             _without(train_summary(), "replicas"),
             "not an ftrun train summary (Object missing required field `replicas`)",
         ),
         (train_summary(replicas=[{"replica": "zero"}]), "not an ftrun train summary (Expected `int`, got `str`"),
         (
-            {"run_dir": "r", "script": "s.py", "seconds": 1.0, "groups": [], "ok": True},
+            {"run_dir": "r", "script": "s.py", "seconds": 1.0, "groups": [], "ok": True, "format": layout.FORMAT},
             "an ftrun launch summary; this reads the summaries of ftrun train run dirs",
         ),
     ],
@@ -137,20 +131,19 @@ def test_run_summary_is_the_typed_record_and_the_dict_spelling_still_reads_with_
             s["nope"]  # noqa: B018
     broken = tmp_path / "broken"
     shutil.copytree(CPU_RUN, broken)
-    (broken / layout.SUMMARY).write_text('{"ok": true}')
+    (broken / layout.SUMMARY).write_text(f'{{"ok": true, "format": {layout.FORMAT}}}')
     with pytest.raises(ftrun.BadInput, match="summary.json: not an ftrun train summary"):
         ftrun.Run(broken).summary  # noqa: B018
 
 
-def test_compares_readers_take_either_shape_and_leave_out_a_run_without_one(tmp_path: Path) -> None:
+def test_compares_readers_take_the_summary_and_leave_out_a_run_without_one(tmp_path: Path) -> None:
     from ftrun.check.metrics import recovery_of
     from ftrun.commands.compare import _breakdown
 
     new = _run_dir(tmp_path, train_summary(faults=STORY, recovery=BREAKDOWN), "new")
-    old = _run_dir(tmp_path, _without(train_summary(recovery={**STORY, "breakdown": BREAKDOWN}), "faults"), "old")
     none = tmp_path / "none"
     none.mkdir()
-    for d in (new, old):
+    for d in (new,):
         rec = recovery_of([d, none])
         assert rec is not None and rec["faults"] == ["kill 1@25"] and rec["recovery_s"] == [7.6]
         assert _breakdown([none, d]) == BREAKDOWN
@@ -159,7 +152,7 @@ def test_compares_readers_take_either_shape_and_leave_out_a_run_without_one(tmp_
 
 def test_compare_refuses_a_broken_summary_with_one_line(tmp_path: Path) -> None:
     a, b = two_runs(tmp_path)
-    (b / layout.SUMMARY).write_text('{"run_dir": 3}')
+    (b / layout.SUMMARY).write_text(f'{{"run_dir": 3, "format": {layout.FORMAT}}}')
     res = cli("compare", str(a), str(b), "--out", str(tmp_path / "out"))
     assert res.exit_code == 2, res.output
     line = one_line(res)
@@ -175,7 +168,7 @@ def test_a_sweep_cell_with_a_broken_summary_names_the_file_and_the_sweep_goes_on
     got = evaluate(cell, run_dir, 0, "")
     assert got == {
         "verdict": "fail",
-        "problem": f"{run_dir / layout.SUMMARY}: not an ftrun summary (a JSON list, not an object)",
+        "problem": f"{run_dir / layout.SUMMARY}: not an ftrun summary (Expected `object`, got `array`)",
     }
     s = msgspec.convert(train_summary(recovery=BREAKDOWN), layout.TrainSummary)
     want = {"recovery_s": 7.6, "recovery_largest_phase": "relaunch", "recovery_largest_phase_s": 3.25}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ftrun import layout
 from train_fixtures import cli, train_summary, two_runs
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
@@ -104,10 +105,11 @@ def test_an_unprofiled_run_says_so(tmp_path):
     assert "not profiled (--profile none)" in line
 
 
-@pytest.mark.parametrize("tree", [True, False], ids=["spec-of-this-ftrun", "spec-of-an-earlier-ftrun"])
+@pytest.mark.parametrize("tree", [True, False], ids=["spec-of-this-format", "spec-of-an-earlier-format"])
 def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path, tree):
     """No manifest (SIGTERM, scancel): the run marker and spec.json, and the traces it wrote.
-    spec.json's config is the typed tree now; an earlier ftrun's was flat, by key: both are read."""
+    spec.json's config is the typed tree; a spec of an earlier format (flat, no ``format``) is not
+    read (``layout.refuse_format``): the line then asks for the three flags instead."""
     run = tmp_path / "run"
     shutil.copytree(DATA, run)
     (run / "manifest.json").unlink()
@@ -125,12 +127,16 @@ def test_an_interrupted_run_says_interrupted_run_not_give_the_schedule(tmp_path,
         "quorum_timeout_s": 60.0,
         "start_barrier": 2,
         "hostname": "127.0.0.1",
+        **({"format": layout.FORMAT} if tree else {}),
     }
     (run / "spec.json").write_text(json.dumps(spec))
     res = cli("inspect-trace", str(run))
     line = one_line(res)
     assert res.exit_code == 2 and "interrupted run" in line and str(run) in line, line
-    assert "--fragments 4 --sync-every 24 --fragment-sync-delay 3" in line
+    if tree:
+        assert "--fragments 4 --sync-every 24 --fragment-sync-delay 3" in line
+    else:
+        assert "give --fragments --sync-every --fragment-sync-delay" in line
     res = cli("inspect-trace", str(run), "--fragments", "2", "--sync-every", "20", "--fragment-sync-delay", "5")
     assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output  # checked, as asked
 
