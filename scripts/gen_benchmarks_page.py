@@ -436,6 +436,8 @@ def _spares(r: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((f"{v['variant']}: median phases, s", phases))
         mem = f"group {v['group_pss_mb']}" + (f", waiting spare {v['spare_pss_mb']}" if v.get("spare_pss_mb") else "")
         rows.append((f"{v['variant']}: PSS per process tree, MB", mem))
+        if v.get("exit_code"):  # the training itself failed after its recoveries (its summary says why)
+            rows.append((f"{v['variant']}: ftrun train's exit code", str(v["exit_code"])))
     return rows
 
 

@@ -181,7 +181,7 @@ def test_spares_show_each_variant_median_each_kill_phases_and_memory(gen, tmp_pa
     row = {"variant": "--spares 1", "back": "2 of 2", "median_total_s": 0.95}
     row |= {"kills": [kill, {**kill, "total_s": None}]}
     row |= {"median_phases_s": {"detect": 0.01, "join": 0.5, "heal": None}, "group_pss_mb": 560.0}
-    row |= {"spare_pss_mb": 540.5, "exit_code": 0}
+    row |= {"spare_pss_mb": 540.5, "exit_code": 1}
     failed = {"variant": "no spares", "exit_code": 1, "error": "no JSON summary"}
     page = _page(gen, tmp_path, _record("recovery-spares", {"spares_compare": [row, failed]}))
     section = page.split("## Kill -> first commit with and without warm spares", 1)[1]
@@ -190,6 +190,7 @@ def test_spares_show_each_variant_median_each_kill_phases_and_memory(gen, tmp_pa
     assert "| --spares 1: median phases, s | detect 0.01, join 0.50 |" in section
     assert "| --spares 1: PSS per process tree, MB | group 560.0, waiting spare 540.5 |" in section
     assert "| no spares | no recovery measured (exit 1: no JSON summary) |" in section
+    assert "| --spares 1: ftrun train's exit code | 1 |" in section
 
 
 def test_worker_memory_shows_the_verdict_quarter_medians_and_heap_growth(gen, tmp_path):
