@@ -682,8 +682,8 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen
         """A tree from flat key values (the rest: defaults), unchecked (``ftrun.config.build`` checks).
         Built once: the tree is frozen (a changed value is a new tree: ``replaced``)."""
         part_of = _part_of()
-        top: dict[str, Any] = {}
-        parts: dict[str, dict[str, Any]] = {}
+        top: dict[str, object] = {}
+        parts: dict[str, dict[str, object]] = {}
         for key, v in values.items():
             if key not in part_of and key not in cls.__struct_fields__:
                 raise TypeError(f"RunConfig has no field {key!r}")
@@ -693,8 +693,8 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen
             else:
                 top[key] = v
         kinds = _part_types()
-        built: dict[str, Any] = {name: kinds[name](**kv) for name, kv in parts.items()}
-        return cls(**top, **built)
+        built = {name: msgspec.structs.replace(kinds[name](), **kv) for name, kv in parts.items()}
+        return msgspec.structs.replace(cls(), **top, **built)
 
 
 @functools.cache
