@@ -13,15 +13,17 @@ goodput retained that compare measured.
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.plan_bounds import strict_json
 from ftrun.plan_goodput import GoodputInputs, predict_goodput, relative_error
+from ftrun.small_files import read_json
 
 # the plan flags the goodput model takes (``ftrun plan --mtbf``); any other is refused
 GOODPUT_FLAGS = (
@@ -141,37 +143,68 @@ def plan_goodput(
 
 
 def _rounded(x: Any) -> dict[str, Any]:
-    import msgspec
-
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in msgspec.structs.asdict(x).items()}
 
 
+class _Run(msgspec.Struct):
+    name: str = ""
+    run_dir: str | None = None
+
+
+class _Goodput(msgspec.Struct):
+    """``GoodputComparison``'s fields the check reads."""
+
+    chaos: str
+    twin: str
+    twin_steps_per_s: float | None = None
+    retained: float | None = None
+    differs: list[str] = msgspec.field(default_factory=list)
+
+
+class _GoodputReport(msgspec.Struct):
+    """Compare's report.json as the goodput check reads it (every other key is left unread)."""
+
+    runs: list[_Run] = msgspec.field(default_factory=list)
+    goodput: _Goodput | None = None
+
+
+REPORT_LIMIT = 256 << 20  # bytes of report.json read, as plan --check's other readers
+
+
+def _report(cmp_dir: Path) -> _GoodputReport:
+    """report.json, bounded (``BadInput``: one line naming the file)."""
+    return read_json(cmp_dir / "report.json", REPORT_LIMIT, "result", _GoodputReport, python_json=True)
+
+
 def has_goodput(cmp_dir: Path) -> bool:
-    """Whether a compare dir's report holds a chaos run beside its twin."""
-    try:
-        report = json.loads((cmp_dir / "report.json").read_text()[: 64 << 20])
-    except (OSError, ValueError):
+    """Whether a compare dir's report holds a chaos run beside its twin (an unreadable report:
+    False, and plan --check's reading of it says what is wrong)."""
+    if not (cmp_dir / "report.json").is_file():
         return False
-    return isinstance(report, dict) and isinstance(report.get("goodput"), dict)
+    try:
+        return _report(cmp_dir).goodput is not None
+    except BadInput:
+        return False
 
 
 def check_goodput(cmp_dir: Path, tolerance: float, json_out: bool) -> int:
     """``plan --check COMPARE_DIR`` of a chaos run and its twin (module docstring); exit 1 when
     the predicted goodput retained is off the measured by more than ``tolerance`` (relative)."""
-    report = json.loads((cmp_dir / "report.json").read_text()[: 64 << 20])
-    g = report["goodput"]
-    dirs = {r["name"]: r.get("run_dir") for r in report.get("runs", [])}
-    chaos_dir = dirs.get(g["chaos"])
+    report = _report(cmp_dir)
+    g = report.goodput
+    assert g is not None  # has_goodput said so
+    dirs = {r.name: r.run_dir for r in report.runs}
+    chaos_dir = dirs.get(g.chaos)
     if not isinstance(chaos_dir, str) or "," in chaos_dir:
-        raise BadInput(f"--check {cmp_dir}: report.json names no run dir for the chaos run {g['chaos']}")
+        raise BadInput(f"--check {cmp_dir}: report.json names no run dir for the chaos run {g.chaos}")
     run_dir = (cmp_dir / chaos_dir) if not Path(chaos_dir).is_absolute() else Path(chaos_dir)
-    twin_rate, measured = g.get("twin_steps_per_s"), g.get("retained")
+    twin_rate, measured = g.twin_steps_per_s, g.retained
     if not twin_rate or measured is None:
         raise BadInput(f"--check {cmp_dir}: the twin's goodput was not measured")
     base, sources = inputs_from_run(run_dir)
     step_s = base.replicas / twin_rate  # the twin's useful step, sync included
     x = GoodputInputs(base.replicas, base.mtbf_s, base.recovery_s, step_s, base.sync_window, base.stall_s)
-    sources["step_s"] = f"the twin {g['twin']}: replicas / its goodput"
+    sources["step_s"] = f"the twin {g.twin}: replicas / its goodput"
     p = predict_goodput(x)
     err = relative_error(p.retained, measured)
     ok = err is not None and err <= tolerance
@@ -184,7 +217,7 @@ def check_goodput(cmp_dir: Path, tolerance: float, json_out: bool) -> int:
         "prediction": _rounded(p),
         "measured_retained": measured,
         "relative_error": None if err is None else round(err, 4),
-        "twin_differs": g.get("differs") or [],
+        "twin_differs": g.differs,
         "verdict": "pass" if ok else "fail",
     }
     if json_out:
