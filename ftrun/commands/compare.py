@@ -21,6 +21,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.check.metrics import measured_step_s
+from ftrun.check.result import Report
 from ftrun.config import PRESETS, RunConfig, build, flag, for_command, load_toml
 from ftrun.errors import BadInput
 from ftrun.json_out import report_json
@@ -99,7 +100,7 @@ def config_for(spec: str, opts: Any) -> RunConfig:
 DRIFT = 0.25  # a first run whose measured step is this far from the calibrated one: recalibrate
 
 
-def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Link, dict]:
+def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Link, dict[str, float]]:
     """``link_for`` a compute step of ``step_s``, and what it costs: plain DiLoCo's sync and its
     share of H such steps (the share asked for is ``SYNC_SHARE``)."""
     spec = link_for(step_s, model_bytes, cfg.hosts.replicas, cfg.schedule.sync_every)
@@ -111,7 +112,7 @@ def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Lin
     }
 
 
-def default_link(cfg: RunConfig, threads: int) -> tuple[Link, dict]:
+def default_link(cfg: RunConfig, threads: int) -> tuple[Link, dict[str, Any]]:
     """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
     ranks = cfg.hosts.replicas * cfg.hosts.nproc_per_replica
     m = calibrate(cfg, threads, ranks)
@@ -180,7 +181,7 @@ def run_compare(
     repeat: int = 1,
     progress: bool = True,
     junit: Path | None = None,
-) -> tuple[dict, list[list]]:
+) -> tuple[dict[str, Any], list[list[Report]]]:
     """Train or read both runs, check and measure them, write the outputs (and ``junit``).
     Returns (report.json's result, each configuration's check reports). ``opts``: the
     ``Overrides`` of compare's config flags (its ``link`` and ``out`` are compare's own);
@@ -200,7 +201,7 @@ def run_compare(
         check_writable(junit, "--junit", overwrite)  # nor onto a user's file (ftrun.output)
     out_root = Path(out or "profiles")
     # per configuration: its run dirs (train), its jobs' group dirs (read)
-    run_dirs: list[list[Path]] | list[list[list[Path]]]
+    run_dirs: RunDirs
     if mode == "train":
         names, run_dirs, cmp_dir, link_info = train_mode(
             specs, opts, link_spec, out_root, not progress, overwrite, name, repeat
@@ -227,6 +228,10 @@ def run_compare(
     return result, reports
 
 
+# per configuration, its repeats: each a run dir (train) or a job's group dirs (read)
+RunDirs = list[list[Path | list[Path]]]
+
+
 def train_mode(
     specs: list[str],
     opts: Any,
@@ -236,7 +241,7 @@ def train_mode(
     overwrite: bool,
     name: str | None,
     repeat: int,
-) -> tuple[list[str], list[list[Path]], Path, dict[str, Any]]:
+) -> tuple[list[str], RunDirs, Path, dict[str, Any]]:
     """Train both configurations (``repeat`` times each, alternating) on one link under a new
     compare dir. Returns (names, run dirs per configuration, compare dir, link info)."""
     from ftrun.commands.train import train
@@ -271,7 +276,7 @@ def train_mode(
             f"plain DiLoCo's sync {calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} "
             f"of H={cfgs[0].schedule.sync_every} steps"
         )
-    per_cfg: list[list[Path]] = [[], []]
+    per_cfg: RunDirs = [[], []]
     plan = repeat_plan(names, repeat)
     with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
         claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
@@ -315,17 +320,17 @@ def train_mode(
 
 def read_mode(
     specs: list[str], out_root: Path, overwrite: bool, name: str | None
-) -> tuple[list[str], list[list[list[Path]]], Path, dict[str, Any]]:
+) -> tuple[list[str], RunDirs, Path, dict[str, Any]]:
     """Two existing runs (each one or several group dirs). Returns (names, [[dirs]] per run,
     compare dir, the link as the runs recorded it)."""
-    run_dirs = [[split_spec(s)] for s in specs]
-    names = [run_name_of(p[0]) for p in run_dirs]
+    jobs = [split_spec(s) for s in specs]  # each run: its group dirs
+    names = [run_name_of(dirs) for dirs in jobs]
     if names[0] == names[1]:
         names = [f"{names[0]}-a", f"{names[1]}-b"]
     cmp_dir = out_root / (name or f"compare-{names[0]}-vs-{names[1]}")
     if (cmp_dir / "report.json").exists() and not overwrite:
         raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
-    links = [layout.read_train_manifest(p[0][0]).link for p in run_dirs]
+    links = [layout.read_train_manifest(dirs[0]).link for dirs in jobs]
     l0 = links[0]
     link_info = {
         "bandwidth_bps": l0.bandwidth_bps if l0 else None,
@@ -334,6 +339,7 @@ def read_mode(
         "describe": l0.description if l0 else "loopback (no emulation)",
         "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
     }
+    run_dirs: RunDirs = [[dirs] for dirs in jobs]  # one repeat each
     return names, run_dirs, cmp_dir, link_info
 
 
@@ -350,7 +356,7 @@ def _breakdown(run: Any) -> list[dict[str, Any]]:
     return []
 
 
-def _goodput(names: list[str], run_dirs: list) -> dict[str, Any] | None:
+def _goodput(names: list[str], run_dirs: RunDirs) -> dict[str, Any] | None:
     """A chaos run beside its fault-free twin (``ftrun.check.chaos_run.goodput_comparison``) when
     one configuration ran with ``--chaos`` and the other not; None otherwise (or for a job's
     several group dirs: a chaos run has every group on one host)."""
@@ -391,12 +397,12 @@ def as_recorded(result: dict[str, Any], cmp_dir: Path) -> dict[str, Any]:
 
 def outputs(
     names: list[str],
-    run_dirs: list,
+    run_dirs: RunDirs,
     cmp_dir: Path,
     link_info: dict[str, Any],
     expect_hidden: float | None,
     overwrite: bool = False,
-) -> tuple[dict, list[list]]:
+) -> tuple[dict[str, Any], list[list[Report]]]:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns
     the result and the check reports (per configuration, per repeat).
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read).
@@ -408,12 +414,12 @@ def outputs(
 
 def _outputs(
     names: list[str],
-    run_dirs: list,
+    run_dirs: RunDirs,
     cmp_dir: Path,
     link_info: dict[str, Any],
     expect_hidden: float | None,
     overwrite: bool = False,
-) -> tuple[dict, list[list]]:
+) -> tuple[dict[str, Any], list[list[Report]]]:
     """``outputs``' work."""
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics

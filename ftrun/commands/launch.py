@@ -15,22 +15,23 @@ through their parent-death signal (``ftrun.launch.procs``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
 from ftrun import layout
 from ftrun.commands.run_check import check_run, print_check
 from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping
-from ftrun.launch.placement import plan as plan_placement
+from ftrun.launch.placement import Placement, plan as plan_placement
 from ftrun.launch.results import write_summary
 from ftrun.launch.rundir import claim_named_run_dir
 from ftrun.launch.script import LaunchSpec
 from ftrun.launch.script_run import run_launch
 
 
-def launch(script_and_args: Sequence[str], *, json_out: bool = False, overwrite: bool = False, **flags) -> int:
+def launch(script_and_args: Sequence[str], *, json_out: bool = False, overwrite: bool = False, **flags: Any) -> int:
     """Run the launch (module docstring); ``flags`` as ``LaunchSpec.build`` takes them."""
     spec = LaunchSpec.build(script_and_args, **flags)
     with Stopping() as stop:
@@ -53,7 +54,7 @@ def _launch(spec: LaunchSpec, json_out: bool, overwrite: bool, stop: Stopping) -
         lock.release()
 
 
-def _run(spec: LaunchSpec, run_dir: Path, placement, json_out: bool, stop: Stopping) -> int:
+def _run(spec: LaunchSpec, run_dir: Path, placement: Placement, json_out: bool, stop: Stopping) -> int:
     from ftrun.report.launch_view import LaunchLiveView, print_summary
 
     view = LaunchLiveView(enabled=not json_out)
@@ -100,7 +101,9 @@ def _numerics_note(spec: LaunchSpec, run_dir: Path, json_out: bool) -> None:
         print(f"numerics not checked: {why}")
 
 
-def _finish(run_dir: Path, summary: layout.LaunchSummary, json_out: bool, print_summary) -> None:
+def _finish(
+    run_dir: Path, summary: layout.LaunchSummary, json_out: bool, print_summary: Callable[[layout.LaunchSummary], None]
+) -> None:
     text = write_summary(run_dir, summary)
     if json_out:
         print(text)

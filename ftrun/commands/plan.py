@@ -164,7 +164,7 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
     return req.layers // req.layers_per_fragment
 
 
-def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str, int | None, dict]:
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str, int | None, dict[str, Any]]:
     """The workload and streaming schedule to plan, the run's own link (``--from``), the
     bytes a data-parallel step all-reduces (None without ``--params``), and what it takes for
     the backend's own collectives (``real_collectives``)."""
@@ -244,7 +244,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str,
     return work.split(sched.fragments), sched, link, source, grad_bytes, real
 
 
-def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -> dict:
+def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -> dict[str, Any]:
     """A training of ``steps`` steps at the predicted rate: hours; bytes sent per replica (its
     uplink: an allreduce of B bytes sends 2(R-1)/R B); and bits exchanged per replica: the values
     it contributes (its pseudo-gradients once per H steps, or its gradients every step, before
@@ -266,7 +266,7 @@ def predict(
     target: float,
     grad_bytes: int | None = None,
     train_steps: float | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Per link: streaming (``sched``), plain DiLoCo (and data-parallel) predictions, and the smallest tau / F."""
     out = []
     for link in links:
@@ -287,7 +287,7 @@ def predict(
     return out
 
 
-def real_collectives(run: Workload) -> dict:
+def real_collectives(run: Workload) -> dict[str, Any]:
     """What a ``--from`` what-if takes for the backend's own collectives (the emulator holds a
     completion but runs it for real, ``ftrun.plan``): their pace per round, on every send, and
     where the run measured it."""
@@ -395,7 +395,7 @@ def _check_png(png: str) -> None:
     check_parent(path, "--png", parent_made=True)  # (draw_utilisation makes its directory)
 
 
-def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[Link]) -> dict:
+def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[Link]) -> dict[str, Any]:
     """Predicted recovery of one killed group per link (``ftrun.plan_recovery``): from ``--from``
     a run dir's own state bytes, heartbeat timeout and (a kill run's) measured relaunch / join /
     reconfigure; from ``--params`` float32 state of that many parameters with ftrun's optimizers

@@ -258,7 +258,9 @@ RECOVERY_FLOOR_S = 0.2  # a phase error this small always passes: the lighthouse
 RECOVERY_GATED = ("detect", "heal", "catch_up", "total")
 
 
-def recovery_rows(pred: RecoveryPrediction, recs: list[Any], tolerance: float) -> tuple[list[dict], list[str]]:
+def recovery_rows(
+    pred: RecoveryPrediction, recs: list[Any], tolerance: float
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Each fault's breakdown (``ftrun.check.recovery.Recovery``: each phase's own interval, the
     total) against the prediction, and what is outside tolerance (a predicted phase, the total,
     or heal bytes that differ from what torchft sent). Relaunch, join and reconfigure are inputs."""
@@ -324,7 +326,7 @@ def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
     return 0 if result["verdict"] == "pass" else 1
 
 
-def recovery_verdict(rows: list[dict], failed: list[str]) -> str:
+def recovery_verdict(rows: list[dict[str, Any]], failed: list[str]) -> str:
     """``verdict`` of ``recovery_rows``: compared = the faults with a gated phase or the heal bytes measured."""
     compared = sum(
         1

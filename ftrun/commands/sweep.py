@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ftrun import grid
-from ftrun.config import build
+from ftrun.config import RunConfig, build
 from ftrun.dir_lock import DirLock
 from ftrun.errors import BadInput, Interrupted
 from ftrun.json_out import report_json
@@ -42,7 +42,11 @@ SWEEP_FILES = ("sweep.json", "sweep.md", "sweep.png")
 
 
 def plan(
-    preset: str | None, axes_text: list[str], shared: dict[str, Any], file_values: dict | None, sweep_dir: Path
+    preset: str | None,
+    axes_text: list[str],
+    shared: dict[str, Any],
+    file_values: dict[str, Any] | None,
+    sweep_dir: Path,
 ) -> tuple[list[grid.Axis], dict[str, Any], list[grid.Cell], list[str]]:
     """Axes, the shared values (user's + preset's), the classified cells, notes. ``BadInput`` on bad input."""
     from ftrun.launch.preflight import has_cuda_device, why_unavailable
@@ -79,7 +83,7 @@ def plan(
         )
     cells = grid.cells(axes, shared, preset)
 
-    def cell_config(params: dict[str, Any]):
+    def cell_config(params: dict[str, Any]) -> RunConfig:
         return build(
             file_values=file_values, **{**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)}
         )

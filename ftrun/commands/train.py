@@ -19,12 +19,12 @@ import msgspec
 
 from ftrun import layout
 from ftrun.check.agreement import check_agreement
-from ftrun.check.numerics import check_numerics
+from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.recovery import recovery_of
 from ftrun.commands.run_check import check_run, print_check
 from ftrun.config import RunConfig
 from ftrun.errors import Interrupted, RunFailed, Stopped, Stopping
-from ftrun.launch.placement import check_quantize, plan as plan_placement
+from ftrun.launch.placement import Placement, check_quantize, plan as plan_placement
 from ftrun.launch.results import read_logs, summarise, write_summary
 from ftrun.launch.run import run_job
 from ftrun.launch.rundir import job_id, prepare_run_dir
@@ -102,7 +102,15 @@ def _train(
         lock.release()
 
 
-def _run(state: RunState, window, link: Link | None, placement, json_out: bool, quiet: bool, stop: Stopping) -> int:
+def _run(
+    state: RunState,
+    window: tuple[int, int] | None,
+    link: Link | None,
+    placement: Placement,
+    json_out: bool,
+    quiet: bool,
+    stop: Stopping,
+) -> int:
     """Run the job in the claimed run dir, then summarise and render."""
     from ftrun.report.train_view import LiveView, print_summary
 
@@ -146,7 +154,7 @@ def _run(state: RunState, window, link: Link | None, placement, json_out: bool, 
     return 1 if checked.failed else 0
 
 
-def _reasons(state: RunState, summary, numerics) -> list[str]:
+def _reasons(state: RunState, summary: layout.TrainSummary, numerics: Numerics) -> list[str]:
     """Why the run itself failed (before its check): the supervisor's failures, disagreement, numerics."""
     reasons = list(state.failures)
     if not reasons and not summary.agreement.ok:
