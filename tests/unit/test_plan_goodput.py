@@ -83,3 +83,25 @@ def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp
         assert out["verdict"] == ("pass" if want == 0 else "fail")
     (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": None}))
     assert not plan_goodput.has_goodput(tmp_path)
+
+
+def test_inputs_from_a_chaos_run_its_realized_mtbf_median_recovery_and_median_detect(monkeypatch, tmp_path):
+    from ftrun.chaos_summary import RecoveryStats
+    from ftrun.commands import plan_goodput
+    from ftrun.errors import BadInput
+
+    stats = RecoveryStats(
+        count=3, never_back=0, absorbed=0, median_s=20.0, p90_s=30.0, totals_s=[10, 20, 30], phases_median_s={}
+    )
+    chaos = SimpleNamespace(by_kind={"kill": 3}, realized_mtbf_s=50.0, recoveries=stats, fired=3, chaos_s=150.0)
+    spans = [{"spans": {"detect": [0.0, d]}} for d in (1.0, 9.0, 3.0)] + [{"spans": {"detect": None}}]
+    summary = SimpleNamespace(chaos=chaos, recovery=spans)
+    manifest = SimpleNamespace(replicas=4, schedule=SimpleNamespace(sync_every=20, fragments=2))
+    monkeypatch.setattr(plan_goodput, "_chaos_of", lambda d: (summary, manifest))
+    monkeypatch.setattr(plan_goodput, "_median_step_s", lambda d, m: 0.5)
+    x, sources = plan_goodput.inputs_from_run(tmp_path)
+    assert x == GoodputInputs(replicas=4, mtbf_s=50.0, recovery_s=20.0, step_s=0.5, sync_window=10, stall_s=3.0)
+    assert "median of its 3 detect intervals" in sources["stall_s"]
+    chaos.by_kind = {"kill": 2, "hang": 1}
+    with pytest.raises(BadInput, match="hangs, which the goodput model does not cover"):
+        plan_goodput.inputs_from_run(tmp_path)
