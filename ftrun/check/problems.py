@@ -21,7 +21,7 @@ from ftrun.check.agreement import Agreement, check_agreement
 from ftrun.check.evidence import Identity
 from ftrun.check.fired_faults import FiredFaults
 from ftrun.check.observe import Obs, WorkerObs
-from ftrun.check.result import EventResult
+from ftrun.check.result import AgreementCheck, EventResult
 from ftrun.errors import NotChecked
 from ftrun.layout import EventRecord, LaunchManifest
 from ftrun.schedule import Event
@@ -52,7 +52,7 @@ class RunProblems(msgspec.Struct):
     """Run-level problems by class (the report's ``run_problems_by_class``) and the agreement check."""
 
     by_class: dict[str, list[str]] = msgspec.field(default_factory=dict)
-    agreement: dict[str, Any] | None = None  # None: no event logs, nothing checked
+    agreement: AgreementCheck | None = None  # None: no event logs, nothing checked
 
     @property
     def lines(self) -> list[str]:
@@ -72,7 +72,7 @@ def run_problems(
     out = RunProblems({"traces": missing_traces(inputs, traced, faults, notes), "agreement": [], "commits": []})
     if logs:
         ag = check_agreement(logs)
-        out.agreement = {"ok": ag.ok, "commits_checked": ag.commits_checked, "disagreements": ag.disagreements}
+        out.agreement = AgreementCheck(ag.ok, ag.commits_checked, ag.disagreements)
         out.by_class["agreement"] = disagreements(ag)
     if not allow_failed_commits:
         out.by_class["commits"] = unexplained_failed_commits(failed_commits)

@@ -138,6 +138,15 @@ class StepNumbering(msgspec.Struct):
     used: str = ""  # "top" | "end" | "ftrun::step"
 
 
+class AgreementCheck(msgspec.Struct):
+    """The replicas' fingerprints after each commit (``ftrun.check.agreement``), as the report
+    records it: ``ok`` (none differ), how many commits were compared, and those that differ."""
+
+    ok: bool
+    commits_checked: int
+    disagreements: list[dict[str, Any]]
+
+
 class ReportSchedule(msgspec.Struct):
     """The schedule the check held the traces to, by torchft's names, and its window w = H/F."""
 
@@ -169,7 +178,7 @@ class Report(msgspec.Struct):
     # injected faults that fired (``ftrun.check.fired_faults.FaultMark.to_json``): steps each replica lost
     faults: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
-    agreement: dict[str, Any] | None = None
+    agreement: AgreementCheck | None = None
     # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
     # tolerance, problems, heals
     numerics: dict[str, Any] | None = None

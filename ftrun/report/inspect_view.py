@@ -168,8 +168,8 @@ def render(report: Report, console: Console | None = None) -> None:
             con.print(line(("cross-replica:", "red"), f" {c.problem}"))
     for f in report.faults:
         con.print(line(("fault:", "yellow"), f" {f['text']}"))
-    if report.agreement is not None and report.agreement["ok"]:
-        agreed = report.agreement["commits_checked"]
+    if report.agreement is not None and report.agreement.ok:
+        agreed = report.agreement.commits_checked
         con.print(
             f"fingerprints: replicas agreed after {agreed} commit(s)"
             if agreed

@@ -101,7 +101,7 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
     covered |= set(commit_problems)  # each worker with an unexplained failed commit has a failing case above
     run_cls = f"{prefix}run"
     agreement = report.run_problems_by_class.get("agreement", [])
-    checked = (report.agreement or {}).get("commits_checked") or 0
+    checked = report.agreement.commits_checked if report.agreement is not None else 0
     if report.cross_replica or checked or agreement:
         lines = [c.problem for c in report.cross_replica if not c.ok and c.problem] + agreement
         cases.append(
