@@ -96,7 +96,8 @@ def group_env(
     base: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """The caller's environment (``base``, default ``os.environ``) plus what torchft's examples
-    read: ``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``, ``TORCHFT_LIGHTHOUSE``; and the group's
+    read: ``REPLICA_GROUP_ID``, ``NUM_REPLICA_GROUPS``, ``TORCHFT_LIGHTHOUSE``; ftrun's incarnation
+    (``FTRUN_RESTART`` = 0: a first launch); and the group's
     devices (``placement_env``) or, without a placement, an ``NCCL_HOSTID`` per group for NCCL."""
     env = dict(os.environ if base is None else base)
     env.update(
@@ -105,6 +106,9 @@ def group_env(
         TORCHFT_LIGHTHOUSE=lighthouse_url,
         PYTHONUNBUFFERED="1",
     )
+    # a fresh group's incarnation is 0 whatever the caller's environment holds (a relaunch sets
+    # its own: ftrun.launch.policy); an inherited one would make every rank a relaunched group's
+    env[layout.ENV_RESTART] = "0"
     env.setdefault("OMP_NUM_THREADS", str(threads))  # the caller's setting wins
     if placement_env is not None:
         env.pop("NCCL_HOSTID", None)

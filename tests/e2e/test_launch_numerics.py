@@ -48,8 +48,20 @@ def test_clean_launch_checks_the_numerics_of_every_sync(tmp_path):
     assert "inner step 1 manager step" in (tmp_path / "clean" / "logs" / "replica0.log").read_text()
 
 
+SLOW_RELAUNCHED_IMPORT = """\
+import os as _os, time as _time
+if _os.environ.get("FTRUN_RESTART", "0") not in ("", "0"):
+    _time.sleep(4.0)
+"""
+
+
 def test_patched_divide_fails_the_launch_with_its_cause(tmp_path):
     env = patched_torchft(tmp_path / "torchft-divide", "manager.py", *DIVIDE_BY_GROUPS)
+    # the relaunched incarnation's ranks wait 4 s when they import the manager: replica 0 then
+    # surely trains rounds alone (on a quiet machine a relaunch could otherwise be back before
+    # replica 0's next quorum, and no round of one would show the divide)
+    manager = tmp_path / "torchft-divide" / "torchft" / "manager.py"
+    manager.write_text(SLOW_RELAUNCHED_IMPORT + manager.read_text())
     # --min-replicas 1: replica 0 trains alone while replica 1 is killed and relaunched (the
     # quorum's one participant is not the job's 2 groups); a sleep per step keeps the kill
     # between steps (a record is written at each step's end)

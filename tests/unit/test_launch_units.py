@@ -140,6 +140,15 @@ def test_group_env_with_gpus_sets_devices_and_hostid(script, tmp_path):
     assert g.env["CUDA_VISIBLE_DEVICES"] == "1" and g.env["NCCL_HOSTID"] == "ftrun_replica1"
 
 
+def test_a_fresh_group_is_incarnation_0_whatever_the_callers_environment_says():
+    """An inherited FTRUN_RESTART (a relaunched group's, a spare's) must not make a first
+    launch a relaunch: its ranks would skip their profiled window."""
+    from ftrun.launch.groups import group_env
+
+    env = group_env(1, 2, "http://x:1", 1, base={layout.ENV_RESTART: "1", layout.ENV_REPLICA: "4"})
+    assert env[layout.ENV_RESTART] == "0" and env[layout.ENV_REPLICA] == "1"
+
+
 # --- quorums from the lighthouse log -------------------------------------------------------
 
 

@@ -100,8 +100,9 @@ def test_no_assignment_yet_and_a_bad_one(tmp_path):
 
 
 def test_an_assigned_rank_runs_as_the_relaunched_group(tmp_path, monkeypatch):
-    monkeypatch.delenv(layout.ENV_REPLICA, raising=False)
-    monkeypatch.delenv(layout.ENV_RESTART, raising=False)
+    for var in (layout.ENV_REPLICA, layout.ENV_RESTART):  # set, then unset: both restored after the test
+        monkeypatch.setenv(var, "unset")
+        monkeypatch.delenv(var)
     write_assignment(tmp_path, SpareAssignment(slot=2, replica=4, incarnation=1, t=1.0))
     a = wait_for_assignment(tmp_path, 2, rank=1)  # already there: returns without waiting
     assert (a.replica, a.incarnation) == (4, 1)
