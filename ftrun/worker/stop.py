@@ -55,7 +55,7 @@ def relaunched_pending(events: list[RunEvent], committed_at: dict[int, float]) -
 
 @dataclass
 class StopRule:
-    """The stop decision of one rank's loop (``ftrun.worker.main.StepLoop``).
+    """The stop decision of one rank's loop (``ftrun.worker.step_loop.StepLoop``).
 
     Feed it every step's new quorums and whether the step committed (``saw``), then ask
     ``decide``. ``steps``: ``--steps``; ``bound_s``: how long past the last step to wait."""

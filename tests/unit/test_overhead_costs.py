@@ -126,7 +126,7 @@ def test_tensorboard_gets_one_event_per_step_with_every_scalar_of_the_step(tmp_p
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from torch.utils.tensorboard import SummaryWriter
 
-    from ftrun.worker import main as worker
+    from ftrun.worker import step_loop as worker
 
     class Manager:
         _quorum_id = 1
