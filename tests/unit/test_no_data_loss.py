@@ -126,9 +126,17 @@ class _Prof:
         self.exc = exc
 
     def export_chrome_trace(self, path: str) -> None:
-        assert path.endswith(".pt.trace.json.gz")  # torch gzips by the name: the temporary keeps it
-        Path(path).write_bytes(b"\x1f\x8b half a trace")
+        # ftrun has torch write plain JSON under a temporary name and compresses it itself
+        assert Path(path).name.startswith(".ftrun-tmp-") and path.endswith(".json")
+        Path(path).write_bytes(b'{"traceEvents": [half a trace')
         raise self.exc
+
+
+class _WholeProf:
+    """Stands in for torch.profiler.profile: writes a whole (small) trace as plain JSON."""
+
+    def export_chrome_trace(self, path: str) -> None:
+        Path(path).write_text('{"traceEvents": [{"name": "ProfilerStep#1"}]}')
 
 
 @pytest.mark.parametrize(
@@ -146,6 +154,20 @@ def test_a_worker_cut_short_while_writing_its_trace_leaves_no_trace_under_the_fi
     with pytest.raises((KeyboardInterrupt, BadInput)):
         export_trace(_Prof(exc), final)
     assert list((run / "traces").iterdir()) == []
+
+
+def test_an_exported_trace_is_the_profilers_json_compressed_and_nothing_else_is_left(tmp_path):
+    import gzip
+
+    from ftrun.worker.profiling import export_trace
+
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    (run / ".ftrun-run").write_text("{}")
+    final = run / "traces" / "replica0_rank0.1.pt.trace.json.gz"
+    assert export_trace(_WholeProf(), final) == final
+    assert json.loads(gzip.decompress(final.read_bytes())) == {"traceEvents": [{"name": "ProfilerStep#1"}]}
+    assert list((run / "traces").iterdir()) == [final]
 
 
 def test_a_leftover_temporary_trace_is_never_read(tmp_path):
