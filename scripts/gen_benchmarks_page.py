@@ -495,8 +495,8 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"{side}: median cell wall s / steps s / check s (ratio)",
-                f"{x['median_wall_s']} / {x['median_steps_s']} / {x['median_check_s']} "
-                f"({x['median_wall_over_steps_and_check']}x)",
+                f"{x['median_wall_s']:.3g} / {x['median_steps_s']:.3g} / {x['median_check_s']:.3g} "
+                f"({x['median_wall_over_steps_and_check']:.3g}x)",
             )
         )
         rows.append((f"{side}: the whole sweep of {r['cells']} cells", f"{x['sweep_wall_s']} s"))
