@@ -716,18 +716,14 @@ def plan_cmd(
             other += ["--data-parallel"] if data_parallel else []
             if other:
                 raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
-            from ftrun.commands.plan_check import check as check_cmd
-
-            return check_cmd(check, tolerance, json_out)
+            return cmd.check(check, tolerance, json_out)
         if tolerance != 0.25:
             raise BadInput(f"--tolerance {tolerance}: applies only with --check")
-        if mtbf is not None or recovery_s is not None:  # goodput under a rate of faults (ftrun.plan_goodput)
-            from ftrun.commands.plan_goodput import GOODPUT_FLAGS, plan_goodput
-
+        if mtbf is not None or recovery_s is not None:  # goodput under a rate of faults (ftrun.plan.goodput)
             other = [
                 "--" + k.replace("_", "-")
                 for k, v in ctx.params.items()
-                if k not in GOODPUT_FLAGS
+                if k not in cmd.GOODPUT_FLAGS
                 and v is not None
                 and v not in ([], ())
                 and v is not False
@@ -737,7 +733,7 @@ def plan_cmd(
                 raise BadInput(f"--mtbf/--recovery-s: the goodput model takes no {', '.join(other)}")
 
             window = (sync_every // fragments) if sync_every and fragments else None
-            return plan_goodput(from_dir, mtbf, recovery_s, replicas, step_ms, window, json_out)
+            return cmd.goodput(from_dir, mtbf, recovery_s, replicas, step_ms, window, json_out)
         return cmd.plan(
             cmd.PlanRequest(
                 from_dir=from_dir,
@@ -748,7 +744,7 @@ def plan_cmd(
                 flops_per_gpu=flops_per_gpu,
                 gpus_per_replica=gpus_per_replica,
                 mfu=mfu,
-                links=tuple(link or ()),
+                links=list(link or ()),
                 sweep_link=sweep_link,
                 replicas=replicas,
                 fragments=fragments,

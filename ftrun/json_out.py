@@ -5,16 +5,16 @@ A measured figure can be NaN or infinite (a loss that diverged, a rate over a ze
 Python's ``json.dumps`` would write the ``NaN``/``Infinity`` tokens, which are not JSON: strict
 readers (``jq``, browsers, msgspec) refuse the whole file. ``report_json`` writes ``null`` for
 each such value and says so in the report's ``notes`` (where the value was and what it was), so
-a reader learns why a figure is missing.
+a reader learns why a figure is missing. ``strict_json`` is the rule underneath, also what
+``ftrun plan --json`` prints.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from typing import Any
-
-from ftrun.plan_bounds import strict_json
 
 
 def not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
@@ -39,3 +39,19 @@ def report_json(result: dict[str, Any], notes_key: str = "notes") -> str:
         notes += [f"{path} was {value} (not a JSON number): written as null" for path, value in bad]
         result = {**result, notes_key: notes}
     return strict_json(result)
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+def strict_json(result: Any) -> str:
+    """``result`` as strict JSON (indented): a float that is not finite becomes ``null``, so no
+    reader ever meets ``NaN`` or ``Infinity`` (``allow_nan=False`` guards the rule)."""
+    return json.dumps(_finite(result), indent=1, allow_nan=False)

@@ -380,7 +380,7 @@ def _relative(paths: str, base: Path) -> str:
 def as_recorded(result: dict[str, Any], cmp_dir: Path) -> dict[str, Any]:
     """``result`` as report.json records it: each run's run dirs relative to ``cmp_dir`` (the
     file's own dir), so that ``plan --check`` finds them from any cwd and after the runs and the
-    compare dir move together (``ftrun.commands.plan_check`` reads older, cwd-relative records too).
+    compare dir move together (``ftrun.plan.check`` reads older, cwd-relative records too).
     What compare prints and returns keeps the paths as given."""
     runs = []
     for r in result["runs"]:

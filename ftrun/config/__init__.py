@@ -8,7 +8,18 @@
 from __future__ import annotations
 
 from ftrun.config.build import PRESETS, FileValues, build, load_toml, validate_config
-from ftrun.config.options import Field, fields, flag, for_command, get, given, on_off, overrides, overrides_type
+from ftrun.config.options import (
+    Field,
+    declared,
+    fields,
+    flag,
+    for_command,
+    get,
+    given,
+    on_off,
+    overrides,
+    overrides_type,
+)
 from ftrun.config.parts import (
     BACKENDS,
     MAX_HEARTBEAT_MS,
@@ -60,6 +71,7 @@ __all__ = [
     "ScheduleConfig",
     "TimeoutsConfig",
     "build",
+    "declared",
     "fields",
     "flag",
     "for_command",

@@ -74,6 +74,28 @@ def get(cfg: RunConfig, key: str) -> Any:
     return cfg.get(key)
 
 
+@functools.cache
+def declared(decl: type) -> tuple[Field, ...]:
+    """The options a command declares once, as the fields of ``decl`` (a msgspec Struct, one
+    field per option, its name the key), in its order. A field ``Annotated[T, Opt(...)]`` is the
+    command's own (its help, flags, metavar); a plain field is a config key and takes that
+    field's flags, help and panel (``fields()``): one help text per flag, whichever command
+    takes it (the schedule's flags: ``ScheduleConfig``'s). ``kind`` is the declared type (say
+    ``int | None``), ``default`` the declared default (None: not given)."""
+    hints = typing.get_type_hints(decl, include_extras=True)
+    out = []
+    for f in msgspec.structs.fields(decl):
+        hint = hints[f.name]
+        default = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
+        if hasattr(hint, "__metadata__"):
+            opt = hint.__metadata__[0]
+            out.append(Field(f.name, None, hint.__origin__, default, opt, opt.panel))
+        else:
+            shared = fields()[f.name]  # a key no config field has: a typo in the declaration
+            out.append(Field(f.name, shared.part, hint, default, shared.opt, shared.panel))
+    return tuple(out)
+
+
 def for_command(command: str) -> list[Field]:
     """The fields ``command`` (train, compare, sweep) takes as flags, in the tree's order."""
     return [f for f in fields().values() if command in f.opt.commands]

@@ -40,6 +40,7 @@ MAX_WAIT_S = 7 * 86400.0  # --quorum-timeout, --stall-timeout, timeout_s
 MAX_STEP_SLEEP_MS = 3600e3  # --step-sleep-ms
 MAX_HEARTBEAT_MS = 3600_000  # heartbeat_timeout_ms
 MAX_SPARES = 64  # --spares
+MAX_REPLICAS = 10_000  # --replicas, --nproc-per-replica; also the replica groups a plan walks (ftrun.plan.bounds)
 
 _PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
 _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -209,8 +210,6 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
 
     def check_sizes(self, cfg: "RunConfig", at: At) -> None:
         _at_least_one(at, self, "replicas", "nproc_per_replica")
-        from ftrun.plan_bounds import MAX_REPLICAS  # one bound for train and plan
-
         for key in ("replicas", "nproc_per_replica"):  # lists of groups and ranks are made from them
             if getattr(self, key) > MAX_REPLICAS:
                 raise at.bad(key, getattr(self, key), f"must be at most {MAX_REPLICAS:,}")

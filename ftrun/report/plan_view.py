@@ -370,7 +370,7 @@ def print_recovery_check(result: dict, c: Any = None) -> None:
 
 
 def print_recovery(rec: dict | None, c: Any) -> None:
-    """The predicted recovery of one killed group, a row per link (``ftrun.plan_recovery``)."""
+    """The predicted recovery of one killed group, a row per link (``ftrun.plan.recovery``)."""
     if not rec or not rec.get("links"):
         return
     t = _table(

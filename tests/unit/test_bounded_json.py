@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands.plan_check import check
 from ftrun.errors import BadInput
+from ftrun.plan.check import check
 from ftrun.small_files import decode_json, read_json
 from ftrun.trace.load import load_trace
 from ftrun.trace.stream import Fallback, TraceFile
@@ -54,7 +54,7 @@ def test_decode_json_names_the_file(tmp_path: Path) -> None:
 def test_plan_check_on_a_deep_report(tmp_path: Path) -> None:
     (tmp_path / "report.json").write_text('{"runs": ' + "[" * DEEP + "]" * DEEP + "}")
     with pytest.raises(BadInput, match=r"report.json: unreadable result \(nested too deeply\)$"):
-        check(str(tmp_path), 0.25, json_out=True)
+        check(str(tmp_path), 0.25)
 
 
 def test_run_dir_records_are_bounded_in_depth(tmp_path: Path) -> None:

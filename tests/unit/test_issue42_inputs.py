@@ -14,8 +14,9 @@ import ftrun
 from ftrun import layout
 from ftrun.console import count
 from ftrun.errors import BadInput
+from ftrun.json_out import strict_json
 from ftrun.link_spec import parse_link
-from ftrun.plan_bounds import MAX_REPLICAS, strict_json
+from ftrun.plan.bounds import MAX_REPLICAS
 from ftrun.report.train_view import agreement_text
 from train_fixtures import cli, one_line
 

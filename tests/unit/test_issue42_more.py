@@ -137,9 +137,9 @@ def test_a_fault_that_stops_no_process_has_no_recovery_breakdown():
 @pytest.mark.parametrize("key, flag", [("replicas", "--replicas"), ("nproc_per_replica", "--nproc-per-replica")])
 def test_train_refuses_more_groups_or_ranks_than_plan_walks(key, flag):
     """``train --replicas 100000000000`` ended in a ``MemoryError`` traceback (the list of the
-    groups to launch); now one line, as plan's bound (``ftrun.plan_bounds.MAX_REPLICAS``)."""
+    groups to launch); now one line, as plan's bound (``ftrun.plan.bounds.MAX_REPLICAS``)."""
     from ftrun.config import build
-    from ftrun.plan_bounds import MAX_REPLICAS
+    from ftrun.plan.bounds import MAX_REPLICAS
 
     with pytest.raises(BadInput, match=rf"^{flag} 100000000000: must be at most {MAX_REPLICAS:,}$"):
         build(**{key: 100_000_000_000})

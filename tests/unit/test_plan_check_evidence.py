@@ -46,8 +46,8 @@ def test_a_recovery_with_no_phase_measured_is_not_a_pass() -> None:
     """A kill whose recovery left no measured phase (the group never came back) compares nothing."""
     from test_plan_recovery import BW, LAT, inputs, recovery
 
-    from ftrun.commands.plan_check import recovery_rows, recovery_verdict
-    from ftrun.plan_recovery import predict_recovery
+    from ftrun.plan.recovery import predict_recovery
+    from ftrun.plan.recovery_check import recovery_rows, recovery_verdict
 
     pred = predict_recovery(inputs(kill_step=15), BW, LAT)
     rows, failed = recovery_rows(pred, [recovery({}, float("nan"), heal_bytes_=None)], 0.25)

@@ -200,7 +200,7 @@ def test_check_fails_outside_tolerance_and_tolerance_is_a_flag(tmp_path: Path) -
 
 
 def test_check_small_exposed_times_pass_within_5_ms(tmp_path: Path) -> None:
-    from ftrun.commands.plan_check import within
+    from ftrun.plan.tolerance import within
 
     assert within("exposed_ms_per_sync", 0.0, 4.0, 0.25) is True  # -100% but only 4 ms
     assert within("exposed_ms_per_sync", 0.0, 6.0, 0.25) is False
@@ -326,7 +326,7 @@ def test_png_no_label_sits_under_the_legend(sweep: str) -> None:
 
 
 def test_measured_arrivals_come_from_step_times_and_end_stamps_not_from_waits(tmp_path: Path) -> None:
-    from ftrun.commands.plan_measure import measure_arrivals
+    from ftrun.plan.measure import measure_arrivals
 
     # group 1 computes 120 ms a step, group 0 100 ms; group 1 starts 20 ms later and spends
     # 0.5 s outside its steps before step 6 (a profiler export); at the quorums (steps 4, 8) the

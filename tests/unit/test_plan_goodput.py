@@ -1,4 +1,4 @@
-"""The goodput model (ftrun.plan_goodput) and compare's chaos-vs-twin pairing
+"""The goodput model (ftrun.plan.goodput) and compare's chaos-vs-twin pairing
 (ftrun.check.chaos_run.goodput_comparison) on hand-made inputs. Unit tests: no process."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from ftrun.chaos_summary import Goodput
 from ftrun.check import chaos_run
 from ftrun.config import RunConfig
-from ftrun.plan_goodput import GoodputInputs, predict_goodput, relative_error
+from ftrun.plan.goodput import GoodputInputs, predict_goodput, relative_error
 
 
 def test_each_fault_costs_recovery_half_a_commit_window_and_the_survivors_stall():
@@ -64,10 +64,10 @@ def test_compare_pairs_the_chaos_run_with_its_twin_and_names_what_else_differs(m
     assert chaos_run.goodput_comparison(["a", "b"], [[Path("t1")], [Path("t2")]]) is None
 
 
-def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp_path, monkeypatch, capsys):
+def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp_path, monkeypatch):
     import json
 
-    from ftrun.commands import plan_goodput
+    from ftrun.plan import goodput_run as plan_goodput
 
     x = GoodputInputs(replicas=8, mtbf_s=30.0, recovery_s=20.0, step_s=0.0, sync_window=10)
     monkeypatch.setattr(plan_goodput, "inputs_from_run", lambda d: (x, {"mtbf_s": "run"}))
@@ -77,8 +77,7 @@ def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp
         g = {"chaos": "chaos", "twin": "twin", "twin_steps_per_s": 10.0, "retained": measured, "differs": []}
         (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": g}))
         assert plan_goodput.has_goodput(tmp_path)
-        assert plan_goodput.check_goodput(tmp_path, 0.10, json_out=True) == want
-        out = json.loads(capsys.readouterr().out)
+        out = plan_goodput.check_goodput(tmp_path, 0.10)
         assert out["prediction"]["retained"] == pytest.approx(predicted, abs=1e-4)
         assert out["verdict"] == ("pass" if want == 0 else "fail")
     (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": None}))
@@ -87,8 +86,8 @@ def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp
 
 def test_inputs_from_a_chaos_run_its_realized_mtbf_median_recovery_and_median_detect(monkeypatch, tmp_path):
     from ftrun.chaos_summary import RecoveryStats
-    from ftrun.commands import plan_goodput
     from ftrun.errors import BadInput
+    from ftrun.plan import goodput_run as plan_goodput
 
     stats = RecoveryStats(
         count=3, never_back=0, absorbed=0, median_s=20.0, p90_s=30.0, totals_s=[10, 20, 30], phases_median_s={}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands.plan_measure import drift_spread
 from ftrun.plan import Workload, data_hidden_bandwidth, simulate
+from ftrun.plan.measure import drift_spread
 from ftrun.schedule import Schedule
 from ftrun.trace.sync_costs import sync_costs
 
@@ -125,7 +125,7 @@ def test_a_replay_of_the_runs_own_pace_exposes_what_a_fast_spell_leaves() -> Non
 
 
 def test_the_replay_counts_a_groups_own_should_commit_in_its_arrival(tmp_path: Path) -> None:
-    from ftrun.commands.plan_measure import measure_arrivals
+    from ftrun.plan.measure import measure_arrivals
     from train_fixtures import event_record
 
     # both groups compute 100 ms a step; at the sync of step 2 group 1's should_commit takes 30 ms

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands.plan import PlanRequest, plan
+from ftrun.commands.plan import plan
+from ftrun.plan.options import PlanRequest
 
 README = Path(__file__).resolve().parents[2] / "docs" / "plan.md"  # its paper section
 REPLICAS, H, TAU, LAYERS_PER_FRAGMENT = 2, 100, 1, 3

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ftrun.commands.plan_measure import commit_times, measure_arrivals, measure_reconfigure
 from ftrun.plan import Workload, simulate
+from ftrun.plan.measure import commit_times, measure_arrivals, measure_reconfigure
 from ftrun.schedule import Schedule
 from ftrun.trace.sync_costs import sync_costs
 from train_fixtures import event_record

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from test_plan_cli import invoke
 
-from ftrun.commands.plan import real_collectives
-from ftrun.commands.plan_measure import read_run, real_collective_times, real_pace_s
 from ftrun.plan import Workload, simulate
+from ftrun.plan.measure import read_run, real_collective_times, real_pace_s
+from ftrun.plan.request import real_collectives
 from ftrun.schedule import Schedule
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "gbit_baseline"

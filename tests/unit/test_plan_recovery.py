@@ -1,4 +1,4 @@
-"""ftrun.plan_recovery and ``plan --check`` of a kill run's recovery, on hand-made inputs and
+"""ftrun.plan.recovery and ``plan --check`` of a kill run's recovery, on hand-made inputs and
 breakdowns (``ftrun.check.recovery.Recovery`` built here; no process).
 
 Reference: 1,000 float32 parameters in 3 tensors (4,000 B), outer momentum on: torchft's
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from ftrun.check.recovery import PHASES, Recovery
-from ftrun.commands.plan_check import RECOVERY_FLOOR_S, recovery_rows
-from ftrun.plan_recovery import RecoveryInputs, heal_bytes, predict_recovery
+from ftrun.plan.recovery import RecoveryInputs, heal_bytes, predict_recovery
+from ftrun.plan.recovery_check import RECOVERY_FLOOR_S, recovery_rows
 from ftrun.schedule import Schedule
 
 BW, LAT = 8e6, 0.01

@@ -290,7 +290,7 @@ def test_a_config_file_that_is_a_fifo_or_too_big_is_one_line(tmp_path: Path, mon
 
 
 def test_plan_checks_results_are_bounded_and_an_object(tmp_path: Path, monkeypatch) -> None:
-    from ftrun.commands import plan_check
+    from ftrun.plan import check as plan_check
 
     (tmp_path / "report.json").write_text("[1, 2]")
     with pytest.raises(BadInput) as e:

@@ -160,7 +160,7 @@ def test_plan_from_a_run_takes_its_measured_slowdown(tmp_path):
     """--from: the run's overlap slowdown, and a step_s that gives back the run's compute."""
     import msgspec
 
-    from ftrun.commands.plan_measure import measure_overlap
+    from ftrun.plan.measure import measure_overlap
 
     events = tmp_path / "events"
     events.mkdir()

@@ -1,22 +1,20 @@
-"""The bounds of ``ftrun plan``'s what-if, and its strict JSON. Torch-free.
+"""The bounds of ``ftrun plan``'s what-if. Torch-free.
 
 Contract: every number ``plan`` takes from a flag or derives from several (the FLOPs-based step,
 the training's steps) is checked here before it is used: finite and within the bounds below,
 else ``BadInput`` with one line naming the flags and the value. The walk costs about R x H work
 per simulated round (a 10,000-group, H=20 plan: ~3 s; H=10,000 with 2 groups: ~5 s), so R, H
-and their product are bounded where a plan still answers in seconds. ``strict_json`` is what
-``--json`` prints: no ``NaN``/``Infinity`` token ever (a value that is not finite is ``null``).
+and their product are bounded where a plan still answers in seconds (``MAX_REPLICAS``: the
+config's, one bound for train and plan).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
 
+from ftrun.config.parts import MAX_REPLICAS
 from ftrun.errors import BadInput
 
-MAX_REPLICAS = 10_000  # replica groups a what-if walks
 MAX_SYNC_EVERY = 10_000  # H: steps per round the walk simulates
 MAX_REPLICA_STEPS = 200_000  # R x H: what one simulated round costs
 MAX_PARAMS = 1e15  # parameters: a model's bytes stay exact integers (below 2**53)
@@ -55,19 +53,3 @@ def check_train_steps(steps: float, how: str) -> float:
     if not (math.isfinite(steps) and 1 <= steps <= MAX_TRAIN_STEPS):
         raise BadInput(f"{how}: {steps:g} training steps is outside 1 .. {MAX_TRAIN_STEPS:g}")
     return steps
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    return x
-
-
-def strict_json(result: Any) -> str:
-    """``result`` as strict JSON (indented): a float that is not finite becomes ``null``, so no
-    reader ever meets ``NaN`` or ``Infinity`` (``allow_nan=False`` guards the rule)."""
-    return json.dumps(_finite(result), indent=1, allow_nan=False)

@@ -17,15 +17,8 @@ from ftrun.event_log import read_event_log, read_lifecycle, seconds, stepped
 from ftrun.layout import EventRecord
 from ftrun.link_spec import Link
 from ftrun.linkcost import control_s
-from ftrun.plan import (
-    Workload,
-)
-from ftrun.plan_recovery import (
-    MEASURED_ONLY,
-    STATE_TENSOR_BYTES,
-    RecoveryInputs,
-    heal_bytes,
-)
+from ftrun.plan.model import Workload
+from ftrun.plan.recovery import MEASURED_ONLY, STATE_TENSOR_BYTES, RecoveryInputs, heal_bytes
 from ftrun.schedule import Schedule, ScheduleError
 
 
@@ -78,7 +71,7 @@ def compute_step_s(dirs: list[Path], replicas: int) -> float:
 
 @dataclass(frozen=True)
 class Arrivals:
-    """How a run's groups drifted apart (``ftrun.plan.Workload``'s ``bias_s``, ``jitter_s``,
+    """How a run's groups drifted apart (``ftrun.plan.model.Workload``'s ``bias_s``, ``jitter_s``,
     ``stalls``, ``rpc_s``), measured from its event logs without reading any wait: per step,
     each group's compute (step time minus its exposed data, quorum and commit) plus its time
     outside the step body (from the records' end times ``t``)."""

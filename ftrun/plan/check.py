@@ -1,6 +1,7 @@
 """``ftrun plan --check DIR``: predict every run of a compare dir (``report.json``) or sweep dir
-(``sweep.json``) from its own run dir on the link it was trained on, or the recovery of a
-``--kill`` run dir (``ftrun.plan_recovery``), and compare with what it measured; exit 1 when a
+(``sweep.json``) from its own run dir on the link it was trained on, and compare with what it
+measured (``ftrun.plan.tolerance``); a ``--kill`` run dir goes to ``ftrun.plan.recovery_check``,
+a compare of a chaos run with its twin to ``ftrun.plan.goodput_run``. The command exits 1 when a
 gated figure is outside the tolerance. Torch-free."""
 
 from __future__ import annotations
@@ -13,27 +14,19 @@ from typing import Any
 import msgspec
 
 from ftrun import layout
-from ftrun.commands.plan import LOOPBACK
-from ftrun.commands.plan_measure import read_run, recovery_inputs
 from ftrun.errors import BadInput
 from ftrun.link_spec import Link
-from ftrun.plan import (
-    simulate,
-)
-from ftrun.plan_bounds import strict_json
-from ftrun.plan_recovery import (
-    MEASURED_ONLY,
-    RecoveryPrediction,
-    predict_recovery,
-    within as within_recovery,
-)
+from ftrun.plan.goodput_run import check_goodput, has_goodput
+from ftrun.plan.measure import read_run
+from ftrun.plan.model import simulate
+from ftrun.plan.recovery_check import check_recovery
+from ftrun.plan.request import LOOPBACK
+from ftrun.plan.tolerance import EXPOSED_FLOOR_MS, error_of, verdict, within
 from ftrun.small_files import read_json
 
 # Bytes of a compare dir's report.json or a sweep dir's sweep.json read at most (--check): a row
 # per run or cell, kilobytes each; a thousand-cell sweep is a few MB
 RESULT_LIMIT = 256 << 20
-
-EXPOSED_FLOOR_MS = 5.0  # an exposed-time error this small always passes --check
 
 # --- --check ---------------------------------------------------------------------------------
 
@@ -142,40 +135,27 @@ def _measured_runs(root: Path) -> list[_MeasuredRun]:
     raise BadInput(f"--check {root}: neither a compare dir (report.json) nor a sweep dir (sweep.json)")
 
 
-def error_of(pred: float | None, meas: float | None) -> float | None:
-    """Relative error (pred - meas) / meas; None when either is missing or meas is 0."""
-    if pred is None or meas is None or meas == 0:
-        return None
-    return (pred - meas) / meas
-
-
-def within(key: str, pred: float | None, meas: float | None, tolerance: float) -> bool | None:
-    """Exposed times pass within ``tolerance`` or ``EXPOSED_FLOOR_MS``; rates within ``tolerance``."""
-    if pred is None or meas is None:
-        return None
-    if key.startswith("exposed") and abs(pred - meas) <= EXPOSED_FLOOR_MS:
-        return True
-    return meas != 0 and abs(pred - meas) <= tolerance * abs(meas)
-
-
 CHECKED = ("exposed_ms_per_sync", "exposed_data_ms_per_sync", "exposed_control_ms_per_sync", "steps_per_s")
 GATED = ("exposed_ms_per_sync", "steps_per_s")  # exit 1 when one is outside tolerance; the split is diagnosis
 
 
-def check(dir_: str, tolerance: float, json_out: bool) -> int:
-    from ftrun.report.plan_view import print_check
-
+def check(dir_: str, tolerance: float) -> dict[str, Any]:
+    """``plan --check DIR`` (module docstring): the result ``--json`` prints; its ``kind`` says
+    which check it is (absent: the runs of a compare or sweep dir)."""
     if not 0.0 < tolerance < 10.0:
         raise BadInput(f"--tolerance {tolerance}: must be a fraction > 0, e.g. 0.25")
     root = Path(dir_)
     if not root.is_dir():
         raise BadInput(f"--check {dir_}: not a directory")
     if (root / layout.MANIFEST).is_file() and not (root / "report.json").is_file():
-        return check_recovery(root, tolerance, json_out)
-    from ftrun.commands.plan_goodput import check_goodput, has_goodput
-
+        return check_recovery(root, tolerance)
     if has_goodput(root):  # a compare of a chaos run with its twin: the goodput model
-        return check_goodput(root, tolerance, json_out)
+        return check_goodput(root, tolerance)
+    return check_runs(root, tolerance)
+
+
+def check_runs(root: Path, tolerance: float) -> dict[str, Any]:
+    """Every run of a compare or sweep dir, predicted on its own link, against what it measured."""
     runs = []
     for mr in _measured_runs(root):
         preds, expect = [], []
@@ -227,7 +207,7 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
             }
         )
     if not runs:
-        raise BadInput(f"--check {dir_}: no runs to check")
+        raise BadInput(f"--check {root}: no runs to check")
     failed = [f"{r['name']}: {k}" for r in runs for k in GATED if r["within_tolerance"][k] is False]
     # a run none of whose gated figures was measured is no evidence either way: named, never a pass
     unchecked = [r["name"] for r in runs if all(r["within_tolerance"][k] is None for k in GATED)]
@@ -240,98 +220,4 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
         "outside_tolerance": failed,
         "not_checked": unchecked,
     }
-    if json_out:
-        print(strict_json(result))
-    else:
-        print_check(result)
-    return 0 if result["verdict"] == "pass" else 1
-
-
-def verdict(failed: list[str], compared: int) -> str:
-    """fail: something outside tolerance; not checked: nothing was compared; else pass."""
-    return "fail" if failed else "not checked" if not compared else "pass"
-
-
-# --- recovery ----------------------------------------------------------------------------------
-
-RECOVERY_FLOOR_S = 0.2  # a phase error this small always passes: the lighthouse's 100 ms tick and a step's length
-RECOVERY_GATED = ("detect", "heal", "catch_up", "total")
-
-
-def recovery_rows(
-    pred: RecoveryPrediction, recs: list[Any], tolerance: float
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each fault's breakdown (``ftrun.check.recovery.Recovery``: each phase's own interval, the
-    total) against the prediction, and what is outside tolerance (a predicted phase, the total,
-    or heal bytes that differ from what torchft sent). Relaunch, join and reconfigure are inputs."""
-    rows = []
-    for rec in recs:
-        meas: dict[str, float | None] = {k: (s[1] - s[0]) if s is not None else None for k, s in rec.spans.items()}
-        meas["total"] = rec.total_s
-        p = dict(pred.phases)
-        p["total"] = pred.total_s
-        ok = {k: within_recovery(p.get(k), meas.get(k), tolerance, RECOVERY_FLOOR_S) for k in p}
-        for k in MEASURED_ONLY:
-            ok[k] = None  # inputs: measured, not predicted
-        rows.append(
-            {
-                "fault": rec.fault,
-                "replica": rec.replica,
-                "predicted": p,
-                "measured": meas,
-                "how": pred.how,
-                "heal_bytes": {"predicted": pred.heal_bytes, "measured": rec.heal_bytes, "sent": rec.heal_bytes_sent},
-                "within_tolerance": ok,
-                "error": {k: error_of(p.get(k), meas.get(k)) for k in p},
-            }
-        )
-    failed = [f"{r['fault']}: {k}" for r in rows for k in RECOVERY_GATED if r["within_tolerance"].get(k) is False]
-    failed += [
-        f"{r['fault']}: heal bytes"
-        for r in rows
-        if r["heal_bytes"]["measured"] is not None and r["heal_bytes"]["measured"] != r["heal_bytes"]["predicted"]
-    ]
-    return rows, failed
-
-
-def check_recovery(root: Path, tolerance: float, json_out: bool) -> int:
-    """``--check RUN_DIR`` of a run with a ``--kill``: each fault's predicted vs measured phases."""
-    from ftrun.check.recovery import recovery_of_run_dir
-    from ftrun.report.plan_view import print_recovery_check
-
-    recs = [x for x in recovery_of_run_dir(root) if x.fault.startswith("kill")]
-    if not recs:
-        raise BadInput(f"--check {root}: a run dir, but no --kill fired in it (nothing to compare a recovery with)")
-    inp = read_run([root])
-    x = recovery_inputs(root, inp, with_measured=True)
-    link = inp.link
-    pred = predict_recovery(x, link.bandwidth_bps if link else None, link.latency_s if link else 0.0)
-    rows, failed = recovery_rows(pred, recs, tolerance)
-    result = {
-        "check": str(root),
-        "kind": "recovery",
-        "tolerance": tolerance,
-        "floor_s": RECOVERY_FLOOR_S,
-        "link": None
-        if link is None
-        else {"bandwidth_bps": link.bandwidth_bps, "latency_s": link.latency_s, "describe": link.description},
-        "recovery": rows,
-        "verdict": recovery_verdict(rows, failed),
-        "outside_tolerance": failed,
-    }
-    if json_out:
-        print(strict_json(result))
-    else:
-        print_recovery_check(result)
-    return 0 if result["verdict"] == "pass" else 1
-
-
-def recovery_verdict(rows: list[dict[str, Any]], failed: list[str]) -> str:
-    """``verdict`` of ``recovery_rows``: compared = the faults with a gated phase or the heal bytes measured."""
-    compared = sum(
-        1
-        for r in rows
-        if r["heal_bytes"]["measured"] is not None
-        or any(r["within_tolerance"].get(k) is not None for k in RECOVERY_GATED)
-    )
-    return verdict(failed, compared)
+    return result

@@ -1,5 +1,5 @@
 """``ftrun plan --mtbf S --recovery-s S``: predicted goodput under a rate of faults
-(``ftrun.plan_goodput``), and ``plan --check COMPARE_DIR`` of a chaos run against its twin.
+(``ftrun.plan.goodput``), and ``plan --check COMPARE_DIR`` of a chaos run against its twin.
 Torch-free.
 
 Inputs: flags, or ``--from`` a ``--chaos`` run dir (its summary's realized mean time between
@@ -21,8 +21,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.plan_bounds import strict_json
-from ftrun.plan_goodput import GoodputInputs, predict_goodput, relative_error
+from ftrun.plan.goodput import GoodputInputs, predict_goodput, relative_error
 from ftrun.small_files import read_json
 
 # the plan flags the goodput model takes (``ftrun plan --mtbf``); any other is refused
@@ -104,9 +103,8 @@ def plan_goodput(
     replicas: int | None,
     step_ms: float | None,
     sync_window: int | None,
-    json_out: bool,
-) -> int:
-    """``ftrun plan --mtbf/--recovery-s`` (module docstring); prints the prediction."""
+) -> dict[str, Any]:
+    """``ftrun plan --mtbf/--recovery-s`` (module docstring): the prediction ``--json`` prints."""
     step_s = None if step_ms is None else step_ms / 1000
     for flag, v in (("--mtbf", mtbf_s), ("--recovery-s", recovery_s), ("--step-ms", step_ms)):
         if v is not None and not v >= 0:
@@ -132,14 +130,7 @@ def plan_goodput(
     given = (("mtbf_s", mtbf_s), ("recovery_s", recovery_s), ("step_s", step_s))
     sources.update({k: "given" for k, v in given if v is not None})
     p = predict_goodput(x)
-    result = {"kind": "goodput", "inputs": _rounded(x), "sources": sources, "prediction": _rounded(p)}
-    if json_out:
-        print(strict_json(result))
-    else:
-        from ftrun.report.goodput_view import print_goodput
-
-        print_goodput(result)
-    return 0
+    return {"kind": "goodput", "inputs": _rounded(x), "sources": sources, "prediction": _rounded(p)}
 
 
 def _rounded(x: Any) -> dict[str, Any]:
@@ -187,9 +178,9 @@ def has_goodput(cmp_dir: Path) -> bool:
         return False
 
 
-def check_goodput(cmp_dir: Path, tolerance: float, json_out: bool) -> int:
-    """``plan --check COMPARE_DIR`` of a chaos run and its twin (module docstring); exit 1 when
-    the predicted goodput retained is off the measured by more than ``tolerance`` (relative)."""
+def check_goodput(cmp_dir: Path, tolerance: float) -> dict[str, Any]:
+    """``plan --check COMPARE_DIR`` of a chaos run and its twin (module docstring); the verdict
+    fails when the predicted goodput retained is off the measured by more than ``tolerance`` (relative)."""
     report = _report(cmp_dir)
     g = report.goodput
     assert g is not None  # has_goodput said so
@@ -220,10 +211,4 @@ def check_goodput(cmp_dir: Path, tolerance: float, json_out: bool) -> int:
         "twin_differs": g.differs,
         "verdict": "pass" if ok else "fail",
     }
-    if json_out:
-        print(strict_json(result))
-    else:
-        from ftrun.report.goodput_view import print_goodput
-
-        print_goodput(result)
-    return 0 if ok else 1
+    return result
