@@ -38,6 +38,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import msgspec
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -147,7 +149,7 @@ def analyze_run(run_dirs: list[Path]) -> dict:
         compute = compute_launches(load_trace(Path(path)))
         # issue 25: do compute kernels run slower while NCCL kernels share the GPU?
         if (ov := gpu_overlap(sp, compute)) is not None:
-            overlap[Path(path).name] = ov
+            overlap[Path(path).name] = msgspec.to_builtins(ov)
         for launch_step, dev_step in gpu_comm.kernel_steps(sp, compute):
             if launch_step is not None and dev_step is not None:
                 later[1] += 1

@@ -16,16 +16,14 @@ members.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-from ftrun.layout import EventRecord
+from ftrun.layout import Disagreement, EventRecord, SyncedFingerprint
 
 
 class Agreement(msgspec.Struct):
     commits_checked: int = 0
-    disagreements: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    disagreements: list[Disagreement] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -47,9 +45,6 @@ def check_agreement(logs: dict[tuple[int, int], list[EventRecord]]) -> Agreement
             continue
         out.commits_checked += 1
         if len(set(seen.values())) > 1:
-            replicas = {str(r): {"fingerprint": fp, "fragment": f} for r, (fp, f) in seen.items()}
-            quorum = None if qid < 0 else qid
-            out.disagreements.append(
-                {"rank": rank, "manager_step": manager_step, "quorum_id": quorum, "replicas": replicas}
-            )
+            replicas = {str(r): SyncedFingerprint(fp, f) for r, (fp, f) in seen.items()}
+            out.disagreements.append(Disagreement(rank, manager_step, None if qid < 0 else qid, replicas))
     return out

@@ -128,7 +128,7 @@ def analyze(
         notes=notes,
         run_dirs=[str(p) for p in inputs.run_dirs],
         job_id=inputs.job_id,
-        faults=[m.to_json() for m in faults.marks] + [v.to_json() for v in faults.votes],
+        faults=[m.row() for m in faults.marks] + [v.row() for v in faults.votes],
         agreement=problems.agreement,
         numerics=numerics.to_json(),
         run_problems=problems.lines,

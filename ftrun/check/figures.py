@@ -9,11 +9,10 @@ observe stage's ``Obs``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ftrun.check import comm as communication, gpu_comm
 from ftrun.check.observe import Obs
-from ftrun.check.result import EventResult, SendFigures, SyncFigures
+from ftrun.check.result import EventResult, SendFigures, SyncFigures, WorkerTotals
 
 
 def _r(x: float | None) -> float | None:
@@ -67,28 +66,25 @@ def exposed_past_done(s: SyncFigures) -> bool:
     return s.send_to_done_ms is not None and s.exposed_data_ms > s.send_to_done_ms + 0.001
 
 
-_SUMMED = (
-    "exposed_comm_ms",
-    "hidden_comm_ms",
-    "send_to_done_ms",
-    "should_commit_ms",
-    "exposed_data_ms",
-    "exposed_control_ms",
-)
+def _summed(results: Sequence[EventResult], key: str) -> float:
+    return round(sum(getattr(r.sync, key) or 0.0 for r in results if r.sync is not None), 3)
 
 
-def totals(results: Sequence[EventResult]) -> dict[str, Any]:
+def totals(results: Sequence[EventResult]) -> WorkerTotals:
     """One worker's totals (``WorkerReport.totals``): events and verdicts, summed sync figures, bytes sent."""
     syncs = [r for r in results if r.kind == "sync" and r.observed_step is not None]
-    out: dict[str, Any] = {
-        "events": len(results),
-        "ok": sum(r.ok for r in results),
-        "failed": sum(not r.ok for r in results),
-        "sends": sum(r.kind == "send" and r.observed_step is not None for r in results),
-        "syncs": len(syncs),
-    }
-    for k in _SUMMED:
-        out[k] = round(sum(getattr(r.sync, k) or 0.0 for r in results if r.sync is not None), 3)
-    out["bytes"] = sum(r.send.bytes or 0 for r in results if r.send is not None)
-    out["serialized_syncs"] = sum(bool(r.sync.serialized) for r in syncs if r.sync is not None)
-    return out
+    return WorkerTotals(
+        events=len(results),
+        ok=sum(r.ok for r in results),
+        failed=sum(not r.ok for r in results),
+        sends=sum(r.kind == "send" and r.observed_step is not None for r in results),
+        syncs=len(syncs),
+        exposed_comm_ms=_summed(results, "exposed_comm_ms"),
+        hidden_comm_ms=_summed(results, "hidden_comm_ms"),
+        send_to_done_ms=_summed(results, "send_to_done_ms"),
+        should_commit_ms=_summed(results, "should_commit_ms"),
+        exposed_data_ms=_summed(results, "exposed_data_ms"),
+        exposed_control_ms=_summed(results, "exposed_control_ms"),
+        bytes=sum(r.send.bytes or 0 for r in results if r.send is not None),
+        serialized_syncs=sum(bool(r.sync.serialized) for r in syncs if r.sync is not None),
+    )

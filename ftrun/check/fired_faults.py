@@ -22,13 +22,49 @@ commits of its replica group at the sync it fired in (``fired_step``), and nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from ftrun.layout import AnyManifest, EventRecord, Manifest
+from ftrun.layout import AnyManifest, EventRecord, Healed, Manifest
 
 ACTIONS = {"kill": "SIGKILL", "sigterm": "SIGTERM"}
+
+
+class FaultHeal(msgspec.Struct):
+    """Where a faulted group healed from: the source replica, its step, the manager step, and
+    the group's training step then (None: not recorded)."""
+
+    source_replica: int | None
+    peer_step: int
+    manager_step: int
+    step: int | None
+
+
+class FaultRow(msgspec.Struct):
+    """A kill or SIGTERM as ``Report.faults`` records it (``FaultMark.row``)."""
+
+    replica: int
+    action: str
+    step: int
+    lost_steps: tuple[int, int] | None
+    rejoined_step: int | None
+    never_rejoined: bool
+    late_step: int | None
+    heal: FaultHeal | None
+    has_trace: bool
+    run_dir: str | None
+    text: str
+
+
+class VoteRow(msgspec.Struct):
+    """A ``--fail-commit`` as ``Report.faults`` records it (``CommitVote.row``): it loses no steps."""
+
+    replica: int
+    action: str
+    step: int
+    sync_step: int
+    lost_steps: None
+    text: str
 
 
 class FaultMark(msgspec.Struct):
@@ -37,7 +73,7 @@ class FaultMark(msgspec.Struct):
     step: int  # the fault fired at the start of this step
     lost_steps: tuple[int, int] | None  # inclusive; None when no step was lost
     rejoined_step: int | None  # None = never rejoined
-    heal: dict[str, Any] | None = None  # {source_replica, manager_step, peer_step, step}
+    heal: FaultHeal | None = None
     late_step: int | None = None  # came back at this step, past the run's last: never rejoined the run
     last_step: int | None = None  # the run's last step
     has_trace: bool = False
@@ -49,20 +85,20 @@ class FaultMark(msgspec.Struct):
     def never_rejoined(self) -> bool:
         return self.rejoined_step is None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "replica": self.replica,
-            "action": self.action,
-            "step": self.step,
-            "lost_steps": list(self.lost_steps) if self.lost_steps else None,
-            "rejoined_step": self.rejoined_step,
-            "never_rejoined": self.never_rejoined,
-            "late_step": self.late_step,
-            "heal": self.heal,
-            "has_trace": self.has_trace,
-            "run_dir": self.run_dir,
-            "text": self.text,
-        }
+    def row(self) -> FaultRow:
+        return FaultRow(
+            self.replica,
+            self.action,
+            self.step,
+            self.lost_steps or None,
+            self.rejoined_step,
+            self.never_rejoined,
+            self.late_step,
+            self.heal,
+            self.has_trace,
+            self.run_dir,
+            self.text,
+        )
 
 
 class CommitVote(msgspec.Struct, frozen=True):
@@ -72,16 +108,12 @@ class CommitVote(msgspec.Struct, frozen=True):
     step: int  # as asked: the first sync at or after it
     sync_step: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "replica": self.replica,
-            "action": "fail-commit",
-            "step": self.step,
-            "sync_step": self.sync_step,
-            "lost_steps": None,
-            "text": f"replica {self.replica}: voted against its commit at sync step {self.sync_step} "
-            f"(--fail-commit {self.replica}@{self.step})",
-        }
+    def row(self) -> VoteRow:
+        text = (
+            f"replica {self.replica}: voted against its commit at sync step {self.sync_step} "
+            f"(--fail-commit {self.replica}@{self.step})"
+        )
+        return VoteRow(self.replica, "fail-commit", self.step, self.sync_step, None, text)
 
 
 class FiredFaults(msgspec.Struct):
@@ -131,11 +163,15 @@ def fault_marks(
             if back is None and rejoined is not None and rejoined.rejoined:
                 back = rejoined.rejoined.aligned_step
             healed = next((x for x in recs if x.healed), None)
-            heal = {**msgspec.to_builtins(healed.healed), "step": healed.step} if healed is not None else None
+            heal = (
+                FaultHeal(h.source_replica, h.peer_step, h.manager_step, healed.step)
+                if healed is not None and isinstance(h := healed.healed, Healed)
+                else None
+            )
             late = None
             if back is not None and steps is not None and back > steps:  # after the run's last step
                 late, back = back, None
-                if heal is not None and (heal.get("step") is None or heal["step"] > steps):
+                if heal is not None and (heal.step is None or heal.step > steps):
                     heal = None  # a heal after the end is no part of the run
             lost: tuple[int, int] | None  # the steps the fault cost, first..last
             if back is None:
@@ -180,8 +216,8 @@ def describe(m: FaultMark) -> str:
     else:
         what += f", rejoined at step {m.rejoined_step}"
     if m.heal:
-        src = m.heal.get("source_replica")
-        what += f", healed from replica {'?' if src is None else src} at manager step {m.heal.get('manager_step')}"
+        src = m.heal.source_replica
+        what += f", healed from replica {'?' if src is None else src} at manager step {m.heal.manager_step}"
     if not m.has_trace:
         what += (
             "; no trace (the killed incarnation never wrote its profiler window; "

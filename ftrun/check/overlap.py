@@ -19,12 +19,11 @@ import statistics
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from itertools import accumulate
-from typing import Any
 
 import msgspec
 
 from ftrun.check.noise import ratio_spread
-from ftrun.check.result import EventResult, Report
+from ftrun.check.result import EventResult, Overlap, Report, SendOverlap, WorkerOverlap
 from ftrun.trace.cuda_link import ComputeLaunch
 from ftrun.trace.spans import TraceSpans
 
@@ -113,13 +112,13 @@ def _spread(over: list[float], other: list[float]) -> float | None:
     return None if got is None else round(got, 3)
 
 
-def overlap_of(report: Report) -> dict[str, Any]:
-    """``{"per_send": [...], "workers": [...]}``: per send, its overlapped steps' median duration
-    against the worker's unoverlapped steps (``slowdown`` = their ratio); per worker, the same over
-    all its sends. Empty lists when the traces hold no send/sync pair."""
+def overlap_of(report: Report) -> Overlap:
+    """Per send, its overlapped steps' median duration against the worker's unoverlapped steps
+    (``slowdown`` = their ratio); per worker, the same over all its sends. Empty lists when the
+    traces hold no send/sync pair."""
     windows = send_windows(report)
     classes = _step_classes(report, windows)
-    per_send, workers = [], []
+    out = Overlap()
     for wr in report.workers:
         rows = [r for f in wr.files for r in classes.get(f, [])]
         other = [(b - a) for a, b, w in rows if w is None]
@@ -134,35 +133,35 @@ def overlap_of(report: Report) -> dict[str, Any]:
                 continue
             mine = by_window.get(id(w), [])
             med = _ms(mine)
-            per_send.append(
-                {
-                    "replica": w.replica,
-                    "rank": w.rank,
-                    "fragment": w.fragment,
-                    "send_step": w.send_step,
-                    "sync_step": w.sync_step,
-                    "overlapped_steps": len(mine),
-                    "median_overlapped_ms": med,
-                    "median_other_ms": base,
-                    "slowdown": round(med / base, 3) if med and base else None,
-                    "slowdown_spread": _spread(mine, other),
-                }
+            out.per_send.append(
+                SendOverlap(
+                    replica=w.replica,
+                    rank=w.rank,
+                    fragment=w.fragment,
+                    send_step=w.send_step,
+                    sync_step=w.sync_step,
+                    overlapped_steps=len(mine),
+                    median_overlapped_ms=med,
+                    median_other_ms=base,
+                    slowdown=round(med / base, 3) if med and base else None,
+                    slowdown_spread=_spread(mine, other),
+                )
             )
         if over or other:
             med = _ms(over)
-            workers.append(
-                {
-                    "replica": wr.replica,
-                    "rank": wr.rank,
-                    "overlapped_steps": len(over),
-                    "other_steps": len(other),
-                    "median_overlapped_ms": med,
-                    "median_other_ms": base,
-                    "slowdown": round(med / base, 3) if med and base else None,
-                    "slowdown_spread": _spread(over, other),
-                }
+            out.workers.append(
+                WorkerOverlap(
+                    replica=wr.replica,
+                    rank=wr.rank,
+                    overlapped_steps=len(over),
+                    other_steps=len(other),
+                    median_overlapped_ms=med,
+                    median_other_ms=base,
+                    slowdown=round(med / base, 3) if med and base else None,
+                    slowdown_spread=_spread(over, other),
+                )
             )
-    return {"per_send": per_send, "workers": workers}
+    return out
 
 
 def overlapped_spans(report: Report, file: str) -> list[tuple[float, float]]:
@@ -186,7 +185,20 @@ def _overlaps(merged: list[tuple[float, float]], starts: list[float], a: float, 
     return i >= 0 and merged[i][1] > a
 
 
-def gpu_overlap(trace: TraceSpans, compute: list[ComputeLaunch]) -> dict[str, Any] | None:
+class GpuOverlap(msgspec.Struct):
+    """The overlap on CUDA (``gpu_overlap``): compute kernels and host steps, overlapped or alone."""
+
+    compute_kernels: int
+    overlapped_kernels: int
+    slowdown: float | None
+    kernel_names_compared: int
+    steps_overlapped: int
+    steps_alone: int
+    median_step_kernel_ms_overlapped: float | None
+    median_step_kernel_ms_alone: float | None
+
+
+def gpu_overlap(trace: TraceSpans, compute: list[ComputeLaunch]) -> GpuOverlap | None:
     """The same rule on CUDA, read from kernels (device time, not host steps): each compute
     kernel (``ftrun.trace.spans.compute_launches``: device, start, launch, duration, name) ran
     while an NCCL kernel ran on its device, or not. ``slowdown``: per kernel name seen in both
@@ -204,15 +216,14 @@ def gpu_overlap(trace: TraceSpans, compute: list[ComputeLaunch]) -> dict[str, An
     starts = {dev: [a for a, _ in v] for dev, v in merged.items()}
     step_starts = [s.span.ts for s in trace.steps]
     by_name: dict[str, tuple[list[float], list[float]]] = {}
-    per_step: dict[int, list[Any]] = {}
+    per_step: dict[int, tuple[float, bool]] = {}  # step -> (its compute kernels' time, any overlapped)
     for dev, ts, launch, dur, name in compute:
         over = dev in merged and _overlaps(merged[dev], starts[dev], ts, ts + dur)
         by_name.setdefault(name, ([], []))[0 if over else 1].append(dur)
         i = bisect_right(step_starts, launch) - 1
         if i >= 0 and launch <= trace.steps[i].span.end:
-            got = per_step.setdefault(trace.steps[i].number, [0.0, False])
-            got[0] += dur
-            got[1] = got[1] or over
+            t, o = per_step.get(trace.steps[i].number, (0.0, False))
+            per_step[trace.steps[i].number] = (t + dur, o or over)
     weight = ratio = 0.0
     for overlapped, alone in by_name.values():
         if overlapped and alone:
@@ -220,13 +231,13 @@ def gpu_overlap(trace: TraceSpans, compute: list[ComputeLaunch]) -> dict[str, An
             ratio += len(overlapped) * (sum(overlapped) / len(overlapped)) / (sum(alone) / len(alone))
     with_ = [t for t, o in per_step.values() if o]
     without = [t for t, o in per_step.values() if not o]
-    return {
-        "compute_kernels": len(compute),
-        "overlapped_kernels": sum(len(o) for o, _ in by_name.values()),
-        "slowdown": round(ratio / weight, 3) if weight else None,
-        "kernel_names_compared": sum(1 for o, a in by_name.values() if o and a),
-        "steps_overlapped": len(with_),
-        "steps_alone": len(without),
-        "median_step_kernel_ms_overlapped": _ms(with_),
-        "median_step_kernel_ms_alone": _ms(without),
-    }
+    return GpuOverlap(
+        compute_kernels=len(compute),
+        overlapped_kernels=sum(len(o) for o, _ in by_name.values()),
+        slowdown=round(ratio / weight, 3) if weight else None,
+        kernel_names_compared=sum(1 for o, a in by_name.values() if o and a),
+        steps_overlapped=len(with_),
+        steps_alone=len(without),
+        median_step_kernel_ms_overlapped=_ms(with_),
+        median_step_kernel_ms_alone=_ms(without),
+    )

@@ -118,13 +118,12 @@ def disagreements(ag: Agreement) -> list[str]:
     out = []
     for d in ag.disagreements:
         seen = ", ".join(
-            f"replica {r}: fragment {v['fragment']} {str(v['fingerprint'])[:12]}"
-            for r, v in sorted(d["replicas"].items())
+            f"replica {r}: fragment {v.fragment} {v.fingerprint[:12]}" for r, v in sorted(d.replicas.items())
         )
-        quorum = "" if d.get("quorum_id") is None else f" in quorum {d['quorum_id']}"
+        quorum = "" if d.quorum_id is None else f" in quorum {d.quorum_id}"
         out.append(
-            f"replicas disagree on the synced parameters after manager step {d['manager_step']}{quorum} "
-            f"(rank {d['rank']}): {seen}"
+            f"replicas disagree on the synced parameters after manager step {d.manager_step}{quorum} "
+            f"(rank {d.rank}): {seen}"
         )
     return out
 

@@ -17,6 +17,8 @@ import msgspec
 
 from ftrun.check.comm import SendComm
 from ftrun.check.commits import FailedCommit
+from ftrun.check.fired_faults import FaultRow, VoteRow
+from ftrun.layout import Disagreement
 from ftrun.schedule import Schedule
 from ftrun.trace.spans import TraceSpans
 
@@ -100,6 +102,25 @@ EVENT_KEYS = (*_PLACEMENT_KEYS, *_FIGURE_KEYS)
 _NO_FIGURES = dict.fromkeys(_FIGURE_KEYS)
 
 
+class WorkerTotals(msgspec.Struct):
+    """One worker's totals (``ftrun.check.figures.totals``): its events and their verdicts, its
+    observed sends and syncs, the syncs' figures summed (ms), the bytes its sends moved."""
+
+    events: int = 0
+    ok: int = 0
+    failed: int = 0
+    sends: int = 0
+    syncs: int = 0
+    exposed_comm_ms: float = 0.0
+    hidden_comm_ms: float = 0.0
+    send_to_done_ms: float = 0.0
+    should_commit_ms: float = 0.0
+    exposed_data_ms: float = 0.0
+    exposed_control_ms: float = 0.0
+    bytes: int = 0
+    serialized_syncs: int = 0
+
+
 class WorkerReport(msgspec.Struct):
     replica: int
     rank: int
@@ -108,7 +129,7 @@ class WorkerReport(msgspec.Struct):
     step_source: str  # "ftrun" (ftrun::step#S) or "profiler" (ProfilerStep#k)
     step_ranges: list[tuple[int, int]]  # captured training steps per file
     failed_cycles: list[int]
-    totals: dict[str, Any] = msgspec.field(default_factory=dict)
+    totals: WorkerTotals = msgspec.field(default_factory=WorkerTotals)
     # the traces' distributedInfo: the default group's rank and size ("global rank 3 of 8"), never the replica
     global_rank: int | None = None
     world_size: int | None = None
@@ -144,7 +165,44 @@ class AgreementCheck(msgspec.Struct):
 
     ok: bool
     commits_checked: int
-    disagreements: list[dict[str, Any]]
+    disagreements: list[Disagreement]
+
+
+class SendOverlap(msgspec.Struct):
+    """One send's overlap slowdown (``ftrun.check.overlap``): its overlapped steps' median duration
+    against its worker's steps without a send in flight, their ratio and its spread (None: too few)."""
+
+    replica: int
+    rank: int
+    fragment: int | None
+    send_step: int | None
+    sync_step: int | None
+    overlapped_steps: int
+    median_overlapped_ms: float | None
+    median_other_ms: float | None
+    slowdown: float | None
+    slowdown_spread: float | None
+
+
+class WorkerOverlap(msgspec.Struct):
+    """The same over all of one worker's sends."""
+
+    replica: int
+    rank: int
+    overlapped_steps: int
+    other_steps: int
+    median_overlapped_ms: float | None
+    median_other_ms: float | None
+    slowdown: float | None
+    slowdown_spread: float | None
+
+
+class Overlap(msgspec.Struct):
+    """``Report.overlap`` (``ftrun.check.overlap.overlap_of``): per send and per worker; empty
+    lists when the traces hold no send/sync pair."""
+
+    per_send: list[SendOverlap] = msgspec.field(default_factory=list)
+    workers: list[WorkerOverlap] = msgspec.field(default_factory=list)
 
 
 class ReportSchedule(msgspec.Struct):
@@ -175,8 +233,8 @@ class Report(msgspec.Struct):
     # merged runs: every run dir (the replica groups of one job) and the job's id
     run_dirs: list[str] = msgspec.field(default_factory=list)
     job_id: str | None = None
-    # injected faults that fired (``ftrun.check.fired_faults.FaultMark.to_json``): steps each replica lost
-    faults: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # injected faults that fired (``ftrun.check.fired_faults``): steps each replica lost
+    faults: list[FaultRow | VoteRow] = msgspec.field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
     agreement: AgreementCheck | None = None
     # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
@@ -190,7 +248,7 @@ class Report(msgspec.Struct):
     # commits that failed (replica, rank, sync_step, fragment, source: event_log|inferred, explained_by_fault)
     failed_commits: list[FailedCommit] = msgspec.field(default_factory=list)
     # the overlap slowdown per send and per worker (``ftrun.check.overlap.overlap_of``)
-    overlap: dict[str, Any] = msgspec.field(default_factory=dict)
+    overlap: Overlap = msgspec.field(default_factory=Overlap)
     # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
     versions: dict[str, str | None] | None = None
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)

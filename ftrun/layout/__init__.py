@@ -159,11 +159,13 @@ from ftrun.layout.spec import (
 from ftrun.layout.summary import (
     SUMMARY_LIMIT as SUMMARY_LIMIT,
     AgreementSummary as AgreementSummary,
+    Disagreement as Disagreement,
     LaunchGroupRow as LaunchGroupRow,
     LaunchSummary as LaunchSummary,
     LaunchTrace as LaunchTrace,
     ReplicaSummary as ReplicaSummary,
     RunCheck as RunCheck,
+    SyncedFingerprint as SyncedFingerprint,
     TrainSummary as TrainSummary,
     read_launch_summary as read_launch_summary,
     read_train_summary as read_train_summary,

@@ -36,12 +36,29 @@ class ReplicaSummary(msgspec.Struct, kw_only=True):
     lost: str | None = None
 
 
+class SyncedFingerprint(msgspec.Struct):
+    """One replica's synced parameters after a commit: their fingerprint and the fragment synced."""
+
+    fingerprint: str
+    fragment: int | None
+
+
+class Disagreement(msgspec.Struct):
+    """A commit after which the replicas' synced parameters differ (``ftrun.check.agreement``):
+    where (rank, manager step, quorum id), then each replica's ("0", "1", ...) fingerprint."""
+
+    rank: int
+    manager_step: int
+    quorum_id: int | None
+    replicas: dict[str, SyncedFingerprint]
+
+
 class AgreementSummary(msgspec.Struct):
     """``ftrun.check.agreement`` of what this run dir saw (one group here: nothing to compare)."""
 
     ok: bool
     commits_checked: int
-    disagreements: list[dict[str, Any]]
+    disagreements: list[Disagreement]
     groups_here: int | None = None  # None (both): a summary of an ftrun before the fields
     groups_in_job: int | None = None
 

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ftrun.check.figures import exposed_past_done
 from ftrun.check.noise import Measured, says
-from ftrun.check.result import EventResult, Report
+from ftrun.check.result import EventResult, Report, SendOverlap, WorkerOverlap
 from ftrun.console import console as make_console, line, styled
 from ftrun.report.numerics_view import numerics_line
 from ftrun.schedule import label as schedule_label
@@ -103,25 +103,22 @@ def _table(title: str, events: list[EventResult], width: int) -> Table:
 def overlap_line(report: Report, replica: int, rank: int) -> str | None:
     """The worker's overlap slowdown (``Report.overlap``): steps with a send in flight against
     the others, overall and per send."""
-    ov = report.overlap or {}
-    w = next((x for x in ov.get("workers", []) if (x["replica"], x["rank"]) == (replica, rank)), None)
-    if w is None or not w["overlapped_steps"]:
+    ov = report.overlap
+    w = next((x for x in ov.workers if (x.replica, x.rank) == (replica, rank)), None)
+    if w is None or not w.overlapped_steps:
         return None
 
-    def x(d: dict) -> str:  # a slowdown said only beyond its spread (ftrun.check.noise)
-        v = d["slowdown"]
-        return says(
-            None if v is None else Measured(v, d.get("slowdown_spread")), lambda r: f"{r:.2f}x", null=1.0, cost=True
-        )
+    def x(d: SendOverlap | WorkerOverlap) -> str:  # a slowdown said only beyond its spread (ftrun.check.noise)
+        v = d.slowdown
+        return says(None if v is None else Measured(v, d.slowdown_spread), lambda r: f"{r:.2f}x", null=1.0, cost=True)
 
-    sends = [s for s in ov.get("per_send", []) if (s["replica"], s["rank"]) == (replica, rank)]
+    sends = [s for s in ov.per_send if (s.replica, s.rank) == (replica, rank)]
     per = ", ".join(
-        f"f{s['fragment'] if s['fragment'] is not None else '?'} {s['send_step']}->{s['sync_step']} {x(s)}"
-        for s in sends
+        f"f{s.fragment if s.fragment is not None else '?'} {s.send_step}->{s.sync_step} {x(s)}" for s in sends
     )
     return (
-        f"overlap: {w['overlapped_steps']} step(s) with a send in flight took {_ms(w['median_overlapped_ms'])} ms "
-        f"(median) vs {_ms(w['median_other_ms'])} ms for {w['other_steps']} other(s): {x(w)}"
+        f"overlap: {w.overlapped_steps} step(s) with a send in flight took {_ms(w.median_overlapped_ms)} ms "
+        f"(median) vs {_ms(w.median_other_ms)} ms for {w.other_steps} other(s): {x(w)}"
         + (f"; per send: {per}" if per else "")
     )
 
@@ -167,7 +164,7 @@ def render(report: Report, console: Console | None = None) -> None:
         if not c.ok:
             con.print(line(("cross-replica:", "red"), f" {c.problem}"))
     for f in report.faults:
-        con.print(line(("fault:", "yellow"), f" {f['text']}"))
+        con.print(line(("fault:", "yellow"), f" {f.text}"))
     if report.agreement is not None and report.agreement.ok:
         agreed = report.agreement.commits_checked
         con.print(

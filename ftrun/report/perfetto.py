@@ -353,5 +353,5 @@ def _other_data(report: Report) -> dict[str, str]:
         "ftrun_verdict": report.verdict,
         "ftrun_schedule": " ".join(f"{k}={v}" for k, v in msgspec.structs.asdict(report.schedule).items()),
         "ftrun_problems": " | ".join(report.problems()[:50]),
-        "ftrun_faults": " | ".join(x.get("text", "") for x in report.faults),
+        "ftrun_faults": " | ".join(x.text for x in report.faults),
     }

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftrun.check.fired_faults import VoteRow
 from ftrun.output import atomic_path
 
 MIN_CONTROL_US = 100.0  # quorum waits shorter than this are not drawn
@@ -221,17 +222,17 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
     for f in report.faults:
-        if f["action"] == "fail-commit":  # loses no steps: its replica's lane shows the failed commit itself
+        if isinstance(f, VoteRow):  # loses no steps: its replica's lane shows the failed commit itself
             continue
-        label = f"{name} · replica {f['replica']}"
+        label = f"{name} · replica {f.replica}"
         if label not in traced and len(lanes) < max_replicas:
-            lost = f.get("lost_steps")
+            lost = f.lost_steps
             lanes.append(
                 Lane(
                     label,
-                    note=f"no trace: {f['action']} at step {f['step']}"
+                    note=f"no trace: {f.action} at step {f.step}"
                     + (f", lost steps {lost[0]}-{lost[1]}" if lost else "")
-                    + (f", rejoined at step {f['rejoined_step']}" if f.get("rejoined_step") else ", never rejoined"),
+                    + (f", rejoined at step {f.rejoined_step}" if f.rejoined_step else ", never rejoined"),
                 )
             )
             traced.add(label)

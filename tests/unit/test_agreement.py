@@ -27,7 +27,7 @@ def test_same_quorum_same_step_different_parameters_disagree():
     ag = check_agreement({(0, 0): [rec(5, 3, "aa")], (1, 0): [rec(5, 3, "bb")]})
     assert ag.commits_checked == 1 and not ag.ok
     (d,) = ag.disagreements
-    assert d["quorum_id"] == 3 and d["manager_step"] == 5
+    assert d.quorum_id == 3 and d.manager_step == 5
     (line,) = disagreements(ag)
     assert "after manager step 5 in quorum 3 (rank 0)" in line
 

@@ -152,8 +152,8 @@ def test_event_rows_carry_send_or_sync_figures(staged):
             assert isinstance(r.sync, SyncFigures) and r.send is None and r.sync.send_captured
             assert r.sync.exposed_data_ms == r.sync.exposed_comm_ms
     t = reports[0].totals
-    assert (t["events"], t["ok"], t["sends"], t["syncs"]) == (4, 4, 2, 2)
-    assert t["bytes"] == sum(r.send.bytes for r in results[:4] if r.send is not None)
+    assert (t.events, t.ok, t.sends, t.syncs) == (4, 4, 2, 2)
+    assert t.bytes == sum(r.send.bytes for r in results[:4] if r.send is not None)
 
 
 def test_json_row_keeps_its_published_keys_in_order(staged):

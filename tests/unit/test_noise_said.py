@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from ftrun.check.noise import NO_DIFFERENCE, Measured, mean_difference, repeats_needed, says
-from ftrun.check.result import EventResult, SyncFigures
+from ftrun.check.result import EventResult, Overlap, SyncFigures, WorkerOverlap
 from ftrun.check.throughput import decompose, largest_reason, mean_decomposition
 from ftrun.layout import EventRecord
 from ftrun.report.compare_view import conclusion, decomposition_rows, explanation, explanation_line, rows, tells
@@ -145,9 +145,8 @@ def test_compute_lost_and_slowdown_within_the_spread() -> None:
 
 def test_inspect_overlap_line_says_the_slowdown_only_beyond_its_spread() -> None:
     def report(slowdown: float, spread: float | None) -> SimpleNamespace:
-        w = {"replica": 0, "rank": 0, "overlapped_steps": 8, "other_steps": 24, "median_overlapped_ms": 53.0}
-        w |= {"median_other_ms": 100.0, "slowdown": slowdown, "slowdown_spread": spread}
-        return SimpleNamespace(overlap={"workers": [w], "per_send": []})
+        w = WorkerOverlap(0, 0, 8, 24, 53.0, 100.0, slowdown, spread)
+        return SimpleNamespace(overlap=Overlap(per_send=[], workers=[w]))
 
     assert overlap_line(report(0.53, 0.6), 0, 0).endswith(f": {NO_DIFFERENCE}")  # type: ignore[arg-type]
     assert overlap_line(report(0.53, 0.05), 0, 0).endswith(": none (0.53x)")  # type: ignore[arg-type]

@@ -486,11 +486,11 @@ def test_gpu_overlap_measures_the_same_kernels_both_ways():
     compute.append((0, 4700.0, 4010.0, 5.0, "only_alone"))  # never overlapped: not compared
     trace = TraceSpans(Path("t.json"), "ftrun", steps, [], [], [], kernels=nccl)
     got = gpu_overlap(trace, compute)
-    assert got["overlapped_kernels"] == 2 and got["compute_kernels"] == 9
-    assert got["slowdown"] == pytest.approx(1.3) and got["kernel_names_compared"] == 1
-    assert (got["steps_overlapped"], got["steps_alone"]) == (1, 3)
-    assert got["median_step_kernel_ms_overlapped"] == pytest.approx(0.26)
-    assert got["median_step_kernel_ms_alone"] == pytest.approx(0.2)
+    assert got.overlapped_kernels == 2 and got.compute_kernels == 9
+    assert got.slowdown == pytest.approx(1.3) and got.kernel_names_compared == 1
+    assert (got.steps_overlapped, got.steps_alone) == (1, 3)
+    assert got.median_step_kernel_ms_overlapped == pytest.approx(0.26)
+    assert got.median_step_kernel_ms_alone == pytest.approx(0.2)
     assert gpu_overlap(TraceSpans(Path("t.json"), "ftrun", steps, [], [], []), compute) is None  # no NCCL kernel
 
 
@@ -499,5 +499,5 @@ def test_gpu_overlap_on_a_kineto_shaped_trace():
 
     tr = kc.to_cuda(_one_trace())
     got = gpu_overlap(_spans(tr), _compute(tr))
-    assert got is not None and got["compute_kernels"] == len(_compute(tr)) > 0
-    assert got["steps_overlapped"] + got["steps_alone"] > 0
+    assert got is not None and got.compute_kernels == len(_compute(tr)) > 0
+    assert got.steps_overlapped + got.steps_alone > 0
