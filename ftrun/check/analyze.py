@@ -30,13 +30,21 @@ from ftrun.check.events import event_results
 from ftrun.check.expect import schedule_for
 from ftrun.check.fired_faults import FiredFaults, describe, fault_marks
 from ftrun.check.identify import RunIdentities
-from ftrun.check.match import choose_numbering, expect, infer_failed, inferred_commits, pair, unseen_syncs
+from ftrun.check.match import (
+    WorkerMatch,
+    choose_numbering,
+    expect,
+    infer_failed,
+    inferred_commits,
+    pair,
+    unseen_syncs,
+)
 from ftrun.check.numbering import prove as prove_numbering
 from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.observe import NUMBERINGS, WorkerObs, comms_by_file, observe
 from ftrun.check.overlap import overlap_of
 from ftrun.check.problems import require_evidence, run_problems
-from ftrun.check.result import Report, ReportSchedule
+from ftrun.check.result import Report, ReportSchedule, StepNumbering
 from ftrun.check.workers import Worker, assign
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log
@@ -76,10 +84,7 @@ def analyze(
     schedule = schedule_for(inputs, fragments, sync_every, fragment_sync_delay)
     faults = fault_marks(inputs.run_dirs, inputs.manifests, logs) if inputs.manifest is not None else FiredFaults()
     failed_commits = commit_checks.from_logs(logs)
-    model = commit_checks.CommitModel(
-        schedule, faults, _release(inputs), commit_checks.heal_steps(logs), _groups(inputs, workers, logs)
-    )
-    model.saw_logged(logs)
+    model = _commit_model(inputs, schedule, faults, workers, logs)
     failed = {(w.replica, w.rank): model.stalled(w.replica, failed_commits) for w in workers}
     offset, numbering, numbering_problems = choose_numbering(
         workers, schedule, failed, step_numbering, faults, prove_numbering(spans)
@@ -87,9 +92,7 @@ def analyze(
 
     seen = [observe(w, schedule.window, offset) for w in workers]  # 1. observe
     classes = RunIdentities(inputs.manifest, seen, schedule)  # 2. identify: signature classes
-    matches = [
-        expect(wo, schedule, failed[(wo.worker.replica, wo.worker.rank)], faults.lost(wo.worker.replica)) for wo in seen
-    ]  # 3. expect/match
+    matches = _expected(seen, schedule, failed, faults)  # 3. expect/match
     inferred = infer_failed(matches, {r for r, _ in logs}, classes, model, failed_commits)
     for m in matches:
         m.pairs = pair(m.expected, m.seen.obs, schedule.window)
@@ -101,9 +104,7 @@ def analyze(
     cross = cross_replica(matches, results)  # 5. cross-replica
 
     notes = _once(spans) + classes.notes(seen, ids) + log_notes + _commit_notes(seen, logs, classes, schedule)
-    if numbering.used != "ftrun::step":
-        how = f"proven: {numbering.evidence}" if numbering.proven else f"as given, not proven: {numbering.evidence}"
-        notes.append(f"step numbering '{numbering.used}' ({how})")
+    notes += _numbering_note(numbering)
     traced = {w.replica for w in workers}
     problems = run_problems(inputs, traced, faults, notes, logs, failed_commits, allow_failed_commits)  # 6. problems
     problems.by_class["numbering"] = numbering_problems
@@ -111,9 +112,7 @@ def analyze(
     require_evidence(seen, results)
     numerics = run_numerics(inputs, logs, seen)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and not problems.lines and numerics.ok
-    for mark in faults.marks:
-        mark.has_trace = mark.replica in traced
-        mark.text = describe(mark)
+    _describe(faults, traced)
     report = Report(
         verdict="pass" if ok else "fail",
         mode="manifest" if inputs.manifest is not None else "foreign",
@@ -140,6 +139,41 @@ def analyze(
     )
     report.overlap = overlap_of(report)
     return report
+
+
+def _expected(
+    seen: list[WorkerObs], schedule: Schedule, failed: dict[tuple[int, int], list[int]], faults: FiredFaults
+) -> list[WorkerMatch]:
+    """Each worker's expected events, without its stalled cycles and the steps its faults lost."""
+    return [
+        expect(wo, schedule, failed[(wo.worker.replica, wo.worker.rank)], faults.lost(wo.worker.replica)) for wo in seen
+    ]
+
+
+def _describe(faults: FiredFaults, traced: set[int]) -> None:
+    """Each fault that fired: whether its replica left a trace, and its line."""
+    for mark in faults.marks:
+        mark.has_trace = mark.replica in traced
+        mark.text = describe(mark)
+
+
+def _commit_model(
+    inputs: Inputs, schedule: Schedule, faults: FiredFaults, workers: list[Worker], logs: EventLogs
+) -> commit_checks.CommitModel:
+    """What decides whether a commit failed (``ftrun.check.commits``), told what the logs saw."""
+    model = commit_checks.CommitModel(
+        schedule, faults, _release(inputs), commit_checks.heal_steps(logs), _groups(inputs, workers, logs)
+    )
+    model.saw_logged(logs)
+    return model
+
+
+def _numbering_note(numbering: StepNumbering) -> list[str]:
+    """How ``ProfilerStep``s were numbered, when not by ftrun's own step spans."""
+    if numbering.used == "ftrun::step":
+        return []
+    how = f"proven: {numbering.evidence}" if numbering.proven else f"as given, not proven: {numbering.evidence}"
+    return [f"step numbering '{numbering.used}' ({how})"]
 
 
 def _numbering(inputs: Inputs, step_numbering: str | None) -> str:

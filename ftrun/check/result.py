@@ -10,8 +10,7 @@ the figures of the other kind, or of an event not observed, are null.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -80,26 +79,64 @@ class EventResult(msgspec.Struct):
     send: SendFigures | None = None  # an observed send's figures
     sync: SyncFigures | None = None  # an observed sync's figures
 
-    def to_json(self) -> dict[str, Any]:
-        """One flat row: the placement and verdict, then every figure key (``EVENT_KEYS``)."""
-        d = msgspec.structs.asdict(self)  # (the fields in order: the placement keys, then send and sync)
-        del d["send"], d["sync"]
-        d["notes"] = list(self.notes)
-        d["fragment_candidates"] = list(self.fragment_candidates) if self.fragment_candidates is not None else None
-        d.update(_NO_FIGURES)  # every figure key, in the row's order; the figures' values replace theirs
-        if self.sync is not None:
-            d.update(msgspec.structs.asdict(self.sync))
-        if self.send is not None:
-            d.update(msgspec.structs.asdict(self.send))
-        return d
+    def row(self) -> EventRow:
+        """One flat row: the placement and verdict, then every figure (null: not of this kind, or not observed)."""
+        place = {f: getattr(self, f) for f in _PLACEMENT_KEYS}
+        place["notes"] = list(self.notes)
+        place["fragment_candidates"] = list(self.fragment_candidates) if self.fragment_candidates is not None else None
+        send = {f: getattr(self.send, f) for f in _SEND_KEYS} if self.send is not None else {}
+        sync = {f: getattr(self.sync, f) for f in _SYNC_KEYS} if self.sync is not None else {}
+        return EventRow(**place, **send, **sync)
 
 
 _PLACEMENT_KEYS = tuple(f for f in EventResult.__struct_fields__ if f not in ("send", "sync"))
-# the published row order (unchanged since the row was one flat record): send figures, sync
-# figures, then the GPU-aware ones of each
-_FIGURE_KEYS = (*_SEND_KEYS[:4], *_SYNC_KEYS[:-1], *_SEND_KEYS[4:], *_SYNC_KEYS[-1:])
-EVENT_KEYS = (*_PLACEMENT_KEYS, *_FIGURE_KEYS)
-_NO_FIGURES = dict.fromkeys(_FIGURE_KEYS)
+
+
+class EventRow(msgspec.Struct, kw_only=True):
+    """An event as ``report.json`` writes it (``EventResult.row``): one flat row, its keys in the
+    published order (``EVENT_KEYS``): the placement and verdict, the send figures, the sync
+    figures, then the GPU-aware ones of each; null where the event is of the other kind or was
+    not observed."""
+
+    replica: int
+    rank: int
+    kind: str
+    fragment: int | None
+    expected_fragment: int | None
+    expected_step: int | None
+    observed_step: int | None
+    ok: bool
+    problem: str | None
+    notes: list[str]
+    evidence: str
+    fragment_checked: bool
+    fragment_candidates: list[int] | None
+    fragment_basis: str
+    manager_step: int | None
+    cycle: int | None
+    file: str | None
+    ts_us: float | None
+    allreduces: int | None = None
+    numel: int | None = None
+    bytes: int | None = None
+    collectives: int | None = None
+    exposed_comm_ms: float | None = None
+    hidden_comm_ms: float | None = None
+    send_to_done_ms: float | None = None
+    comm_union_ms: float | None = None
+    should_commit_ms: float | None = None
+    exposed_data_ms: float | None = None
+    exposed_control_ms: float | None = None
+    quorum_ms: float | None = None
+    serialized: bool | None = None
+    serialized_collectives: int | None = None
+    send_captured: bool | None = None
+    queue_delay_ms: float | None = None
+    queue_cause: str | None = None
+    commit_sync_ms: float | None = None
+
+
+EVENT_KEYS = EventRow.__struct_fields__
 
 
 class WorkerTotals(msgspec.Struct):
@@ -218,7 +255,13 @@ class ReportSchedule(msgspec.Struct):
         return cls(schedule.fragments, schedule.sync_every, schedule.fragment_sync_delay, schedule.window)
 
 
-class Report(msgspec.Struct):
+E = TypeVar("E")  # EventResult in the report, EventRow in its JSON
+
+
+class ReportBody(msgspec.Struct, Generic[E]):
+    """What the check found, the fields ``Report`` and its JSON record (``ReportJson``) share, in
+    the JSON's order; ``events``: ``EventResult``s in the report, flat ``EventRow``s in the JSON."""
+
     verdict: str  # "pass" | "fail"
     mode: str  # "manifest" | "foreign"
     files: list[str]
@@ -226,7 +269,7 @@ class Report(msgspec.Struct):
     schedule: ReportSchedule
     step_numbering: StepNumbering
     workers: list[WorkerReport]
-    events: list[EventResult]
+    events: list[E]
     cross_replica: list[CrossCheck]
     run_dir: str | None = None
     notes: list[str] = msgspec.field(default_factory=list)
@@ -251,6 +294,18 @@ class Report(msgspec.Struct):
     overlap: Overlap = msgspec.field(default_factory=Overlap)
     # what ran (the manifest's ``versions``: torch, torchft version/distribution/process-group API); None: no manifest
     versions: dict[str, str | None] | None = None
+
+
+class ReportJson(ReportBody[EventRow]):
+    """``report.json`` / ``inspect-trace --json``: the report's fields, its events as flat rows,
+    and every problem in one list (``Report.problems``)."""
+
+    problems: list[str] = msgspec.field(default_factory=list)
+
+
+class Report(ReportBody[EventResult]):
+    """What ``ftrun.check.analyze.analyze`` found; ``record()`` is its JSON."""
+
     # for renderers, not in the JSON: each trace file's extracted spans (``ftrun.trace.spans.TraceSpans``)
     # and its sends' communication (send start ts -> ``ftrun.check.comm.SendComm``)
     spans: dict[str, TraceSpans] = msgspec.field(default_factory=dict)
@@ -270,14 +325,15 @@ class Report(msgspec.Struct):
         out += [f"numerics: {p['text']}" for p in (self.numerics or {}).get("problems", [])]
         return out
 
+    def record(self) -> ReportJson:
+        """The report as its JSON writes it (``ReportJson``): the same values, events as rows."""
+        shared = {f: getattr(self, f) for f in ReportJson.__struct_fields__ if f not in ("events", "problems")}
+        return ReportJson(**shared, events=[e.row() for e in self.events], problems=self.problems())
+
     def to_json(self) -> dict[str, Any]:
-        d = {
-            f: [e.to_json() for e in self.events] if f == "events" else _plain(getattr(self, f))
-            for f in self.__struct_fields__
-            if f not in ("spans", "comms")
-        }
-        d["problems"] = self.problems()
-        return d
+        """``record()`` as JSON-ready builtins (dicts, lists, scalars)."""
+        out: dict[str, Any] = msgspec.to_builtins(self.record())
+        return out
 
 
 def numerics_of(report: Report) -> dict[str, Any] | None:
@@ -287,25 +343,3 @@ def numerics_of(report: Report) -> dict[str, Any] | None:
     with problems is returned even when no sync counted as checked (a sketch or record missing)."""
     n = report.numerics  # the field itself: no serialisation of the whole report to read it
     return n if isinstance(n, dict) and (n.get("checked") or n.get("problems")) else None
-
-
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-
-
-def _plain(x: Any) -> Any:
-    """A JSON-ready copy of ``x``: records as dicts (field order), containers copied, tuples kept."""
-    if type(x) in _SCALARS:  # (most values: before the slower checks)
-        return x
-    if isinstance(x, msgspec.Struct):  # by each field's JSON name (``FailedCommit.explained``)
-        return {
-            name: _plain(getattr(x, f)) for f, name in zip(x.__struct_fields__, x.__struct_encode_fields__, strict=True)
-        }
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return dataclasses.asdict(x)
-    if isinstance(x, list):
-        return [_plain(v) for v in x]
-    if isinstance(x, tuple):
-        return tuple(_plain(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    return x

@@ -9,11 +9,16 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ftrun.check.analyze import analyze
 from ftrun.errors import BadInput
+
+if TYPE_CHECKING:
+    from ftrun.check.result import Report
+    from ftrun.report.perfetto import PerfettoExport
 
 
 def inspect_trace(
@@ -40,21 +45,8 @@ def inspect_trace(
         raise BadInput(f"{LIMIT_FLAG} {max_trace_mb}: must be at least 1")
     limit = max_trace_mb << 20 if max_trace_mb is not None else MAX_TRACE_BYTES
     outs = [(export_perfetto, "--export-perfetto"), (junit, "--junit")]
-    if any(o is not None for o, _ in outs):  # before reading anything: never write onto what we read
-        from ftrun.output import check_target, check_writable
-        from ftrun.trace.discover import run_dir_of
-
-        given = [Path(p) for p in paths]
-        for target, flag in outs:
-            if target is not None:
-                check_target(
-                    target,
-                    flag,
-                    inputs=[p for p in given if not p.is_dir()],
-                    reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None],
-                )
-                # nor onto a user's file, nor into a missing dir (the export makes its own; ftrun.output)
-                check_writable(target, flag, overwrite, parent_made=flag == "--export-perfetto")
+    if any(o is not None for o, _ in outs):
+        _check_outputs(paths, outs, overwrite)
     # One short process making ~1M objects that are never cyclic (gc=False event structs, their
     # lists): the cyclic collector only walks them again and again (measured: ~25 ms of the
     # parent's 0.6 s on a 295 MB trace). Refcounting still frees everything as before.
@@ -79,44 +71,72 @@ def inspect_trace(
             atomic_write(junit, inspect_junit(report), "--junit", overwrite)
         exported = None
         if export_perfetto is not None:
-            from ftrun.report.perfetto import export_perfetto as export
-
-            base_ns = None  # the traces' clock origin, for the recovery process
-            if recovery and report.workers and report.workers[0].files:
-                from ftrun.check.provenance import header
-                from ftrun.trace.load import load_trace
-
-                base_us = header(load_trace(Path(report.workers[0].files[0]), limit)).base_us
-                base_ns = None if base_us is None else base_us * 1e3
-            exported = export(report, export_perfetto, recovery, base_ns, overwrite=overwrite, max_trace_bytes=limit)
+            exported = _export(report, export_perfetto, recovery, limit, overwrite)
         if json_out:
             import sys
 
-            d = report.to_json()
-            d["recovery"] = recovery
-            if exported is not None:
-                d["perfetto"] = exported
-            sys.stdout.write(msgspec.json.encode(d).decode() + "\n")
+            from ftrun.report.inspect_json import inspect_json
+
+            sys.stdout.write(msgspec.json.encode(inspect_json(report, recovery, exported)).decode() + "\n")
         else:
-            from ftrun.report.inspect_view import render
-
-            render(report)
-            if recovery:
-                from ftrun.console import console
-                from ftrun.report.recovery_view import print_recovery
-
-                print_recovery(console(), recovery)
-            if exported is not None:
-                from ftrun.console import escape_controls
-
-                print(
-                    f"perfetto: {escape_controls(str(exported['path']))} ({exported['events']} trace events, "
-                    f"{exported['verdicts']} verdicts; open in ui.perfetto.dev)"
-                )
+            _print(report, recovery, exported)
         code = 0 if report.ok else 1
         if on_done is not None:
             on_done(code)
         return code
+
+
+def _check_outputs(paths: Sequence[Path], outs: list[tuple[Path | None, str]], overwrite: bool) -> None:
+    """Before reading anything: never write onto what is read, nor onto a user's file, nor into a
+    missing dir (the Perfetto export makes its own; ``ftrun.output``)."""
+    from ftrun.output import check_target, check_writable
+    from ftrun.trace.discover import run_dir_of
+
+    given = [Path(p) for p in paths]
+    for target, flag in outs:
+        if target is not None:
+            check_target(
+                target,
+                flag,
+                inputs=[p for p in given if not p.is_dir()],
+                reading=[p for p in given if p.is_dir()] + [rd for p in given if (rd := run_dir_of(p)) is not None],
+            )
+            check_writable(target, flag, overwrite, parent_made=flag == "--export-perfetto")
+
+
+def _export(
+    report: Report, target: Path, recovery: list[dict[str, Any]], limit: int, overwrite: bool
+) -> PerfettoExport:
+    """``--export-perfetto``: the traces with the verdicts, and the recovery on the traces' clock."""
+    from ftrun.report.perfetto import export_perfetto
+
+    base_ns = None  # the traces' clock origin, for the recovery process
+    if recovery and report.workers and report.workers[0].files:
+        from ftrun.check.provenance import header
+        from ftrun.trace.load import load_trace
+
+        base_us = header(load_trace(Path(report.workers[0].files[0]), limit)).base_us
+        base_ns = None if base_us is None else base_us * 1e3
+    return export_perfetto(report, target, recovery, base_ns, overwrite=overwrite, max_trace_bytes=limit)
+
+
+def _print(report: Report, recovery: list[dict[str, Any]], exported: PerfettoExport | None) -> None:
+    """The report as text (``ftrun.report.inspect_view``), the recovery, where the export went."""
+    from ftrun.report.inspect_view import render
+
+    render(report)
+    if recovery:
+        from ftrun.console import console
+        from ftrun.report.recovery_view import print_recovery
+
+        print_recovery(console(), recovery)
+    if exported is not None:
+        from ftrun.console import escape_controls
+
+        print(
+            f"perfetto: {escape_controls(exported.path)} ({exported.events} trace events, "
+            f"{exported.verdicts} verdicts; open in ui.perfetto.dev)"
+        )
 
 
 @contextlib.contextmanager

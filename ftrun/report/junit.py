@@ -53,6 +53,38 @@ def _events_case(classname: str, kind: str, events: list[EventResult]) -> Case |
     )
 
 
+def _commits_case(
+    cls: str, report: Report, worker: tuple[int, int], mine: list[EventResult], commit_problems: list[str]
+) -> Case | None:
+    """The worker's commits: each failed commit no injected fault explains fails the case, unless
+    the check accepted them (``--allow-failed-commits``: then the case says how many)."""
+    failed = [c for c in report.failed_commits if (c.replica, c.rank) == worker]
+    syncs_seen = sum(e.kind == "sync" and e.observed_step is not None for e in mine)
+    if not syncs_seen and not failed:
+        return None
+    unexplained = [c for c in failed if not c.explained]
+    lines = (
+        [
+            f"commit at sync step {c.sync_step} "
+            f"(fragment {'?' if c.fragment is None else c.fragment}) "
+            f"failed, no injected fault explains it ({c.source.replace('_', ' ')}: {c.evidence})"
+            for c in unexplained
+        ]
+        if commit_problems
+        else []
+    )
+    accepted = (
+        f"; {len(unexplained)} unexplained failed commit(s) accepted" if unexplained and not commit_problems else ""
+    )
+    return Case(
+        cls,
+        "commits",
+        lines,
+        out=f"{syncs_seen} sync(s) observed, {len(failed)} failed commit(s), "
+        f"{len(failed) - len(unexplained)} explained by a fault{accepted}",
+    )
+
+
 def report_cases(report: Report, prefix: str = "") -> list[Case]:
     """The cases of one check report; ``prefix`` goes before every classname (compare: the run)."""
     cases: list[Case] = []
@@ -70,34 +102,9 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
             if c is not None:
                 cases.append(c)
         covered |= {f"replica {e.replica} rank {e.rank}: {e.problem}" for e in mine if not e.ok}
-        failed = [c for c in report.failed_commits if c.replica == replica and c.rank == rank]
-        syncs_seen = sum(e.kind == "sync" and e.observed_step is not None for e in mine)
-        if syncs_seen or failed:
-            unexplained = [c for c in failed if not c.explained]
-            lines = (
-                [
-                    f"commit at sync step {c.sync_step} "
-                    f"(fragment {'?' if c.fragment is None else c.fragment}) "
-                    f"failed, no injected fault explains it ({c.source.replace('_', ' ')}: {c.evidence})"
-                    for c in unexplained
-                ]
-                if commit_problems
-                else []
-            )
-            accepted = (
-                f"; {len(unexplained)} unexplained failed commit(s) accepted"
-                if unexplained and not commit_problems
-                else ""
-            )
-            cases.append(
-                Case(
-                    cls,
-                    "commits",
-                    lines,
-                    out=f"{syncs_seen} sync(s) observed, {len(failed)} failed commit(s), "
-                    f"{len(failed) - len(unexplained)} explained by a fault{accepted}",
-                )
-            )
+        c = _commits_case(cls, report, (replica, rank), mine, commit_problems)
+        if c is not None:
+            cases.append(c)
     covered |= set(commit_problems)  # each worker with an unexplained failed commit has a failing case above
     run_cls = f"{prefix}run"
     agreement = report.run_problems_by_class.get("agreement", [])

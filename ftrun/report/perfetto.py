@@ -235,6 +235,15 @@ def recovery_events(recs: list[dict[str, Any]], base_ns: float, pid: int) -> lis
     return out
 
 
+class PerfettoExport(msgspec.Struct):
+    """What ``export_perfetto`` wrote: its trace events, verdict events and workers, and where."""
+
+    events: int = 0
+    verdicts: int = 0
+    workers: int = 0
+    path: str = ""
+
+
 def export_perfetto(
     report: Report,
     out_path: Path,
@@ -242,7 +251,7 @@ def export_perfetto(
     base_ns: float | None = None,
     overwrite: bool = False,
     max_trace_bytes: int = MAX_TRACE_BYTES,
-) -> dict[str, Any]:
+) -> PerfettoExport:
     """Write the chrome-JSON trace (module docstring). Returns counts. ``BadInput`` if unwritable,
     or when ``out_path`` is a file or symlink ftrun did not write and not ``overwrite``
     (``ftrun.output``).
@@ -255,7 +264,7 @@ def export_perfetto(
         out_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise BadInput(f"--export-perfetto {out_path}: cannot write ({err.strerror or err})") from None
-    counts: dict[str, Any] = {"events": 0, "verdicts": 0, "workers": 0}
+    counts = PerfettoExport(path=str(out_path))
     # written to a temporary file, renamed over OUT only when complete (ftrun.output)
     with atomic_open(out_path, "--export-perfetto", overwrite) as raw_f:
         f: IO[bytes] | gzip.GzipFile = (
@@ -276,12 +285,11 @@ def export_perfetto(
         finally:
             if f is not raw_f:
                 f.close()
-    counts["path"] = str(out_path)
     return counts
 
 
 def _write_worker(
-    report: Report, wr: WorkerReport, i: int, out: _Writer, offset: int, max_trace_bytes: int, counts: dict[str, Any]
+    report: Report, wr: WorkerReport, i: int, out: _Writer, offset: int, max_trace_bytes: int, counts: PerfettoExport
 ) -> None:
     """Worker ``wr`` as process ``i + 1``: its name and labels, its traces' events, then its
     verdicts (one per checked event) and the cross-replica failures that name it."""
@@ -293,19 +301,19 @@ def _write_worker(
     out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
     out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
     for file in wr.files:
-        counts["events"] += _stream_file(Path(file), w, out, max_trace_bytes)
+        counts.events += _stream_file(Path(file), w, out, max_trace_bytes)
     starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
     fallback = w.first_ts if w.first_ts is not None else 0.0
     for e in report.events:
         if e.replica == wr.replica and e.rank == wr.rank:
             out.write(_verdict_event(report, e, pid, starts, fallback))
-            counts["verdicts"] += 1
+            counts.verdicts += 1
     me = f"{wr.replica}/{wr.rank}"
     for c in report.cross_replica:
         if not c.ok and me in c.fragments and c.step in starts:
             out.write(_cross_event(c, pid, starts[c.step]))
-            counts["verdicts"] += 1
-    counts["workers"] += 1
+            counts.verdicts += 1
+    counts.workers += 1
 
 
 def _verdict_event(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ftrun.check import commits
@@ -198,11 +199,11 @@ def test_json_row_keeps_its_published_keys_in_order(staged):
     ]
     assert list(EVENT_KEYS) == published
     results = staged[3]
-    send, sync = results[0].to_json(), results[1].to_json()
+    send, sync = msgspec.to_builtins(results[0].row()), msgspec.to_builtins(results[1].row())
     assert list(send) == list(sync) == published
     assert send["bytes"] == results[0].send.bytes and send["exposed_comm_ms"] is None
     assert sync["exposed_comm_ms"] == results[1].sync.exposed_comm_ms and sync["bytes"] is None
-    missing = EventResult(0, 0, "send", None, 0, 5, None, False).to_json()
+    missing = msgspec.to_builtins(EventResult(0, 0, "send", None, 0, 5, None, False).row())
     assert all(missing[k] is None for k in published[17:])
     json.dumps(analyze([DATA]).to_json())  # JSON-ready
 
