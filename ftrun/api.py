@@ -282,20 +282,22 @@ def train(config: ConfigLike, out: PathLike | None = None, *, overwrite: bool = 
 
 @dataclass(frozen=True)
 class Comparison:
-    """``ftrun compare``'s result: ``result`` is its ``report.json``; ``reports`` each run's check."""
+    """``ftrun compare``'s result: ``result`` is its ``report.json``, the typed record
+    ``ftrun.layout.CompareReport`` (its fields the file's keys: ``.runs``, ``.link``,
+    ``.verdict``, ...; the run dirs as given, not relative to the file); ``reports`` each run's
+    check."""
 
-    result: dict[str, Any]
+    result: layout.CompareReport
     reports: list[list[Report]]
 
     @property
     def ok(self) -> bool:
         """Both schedules passed (and ``expect_hidden`` held): the CLI's exit 0."""
-        e = self.result.get("expect_hidden")
-        return self.result["verdict"] == "pass" and (e is None or bool(e["ok"]))
+        return self.result.ok
 
     @property
     def dir(self) -> Path:
-        return Path(self.result["compare_dir"])
+        return Path(self.result.compare_dir)
 
 
 def compare(

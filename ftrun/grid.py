@@ -21,10 +21,13 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from ftrun.config import BACKENDS, FIELD_NAMES, MODELS, PRESETS, fields, flag
+from ftrun.config import BACKENDS, FIELD_NAMES, MODELS, PRESETS, RunConfig, fields, flag
 from ftrun.errors import BadInput
+from ftrun.layout import AxisValue, CellVerdict, ConfigValue
+
+Params = dict[str, AxisValue]  # a cell's axis values, by config key, in axis order
+Shared = dict[str, ConfigValue]  # the train options every cell shares, by config key (None: not given)
 
 # Options a sweep sets itself or that make no sense per cell (one host, one sweep dir).
 NOT_AXES = frozenset(
@@ -56,14 +59,14 @@ SHORT = {
 # its sync), relaunched once; three groups, 100 ms of compute a step, as tests/train_fixtures.py's
 # RECOVERY_RUN, so the survivors still form a quorum and the relaunch has time to heal
 KILL = "1@15"
-RECOVERY_PARAMS: dict[str, Any] = {"replicas": 3, "step_sleep_ms": 100}
+RECOVERY_PARAMS: Params = {"replicas": 3, "step_sleep_ms": 100}
 _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 
 
 @dataclass(frozen=True)
 class Axis:
     key: str
-    values: tuple
+    values: tuple[AxisValue, ...]
 
     @property
     def numeric(self) -> bool:
@@ -78,10 +81,10 @@ class Cell:
     """One point of the grid. ``status``: run | invalid | unavailable; ``reason``: the rule or cause."""
 
     name: str
-    params: dict[str, Any]
+    params: Params
     status: str = "run"
     reason: str | None = None
-    config: Any = field(default=None, repr=False)  # the RunConfig, for cells that run
+    config: RunConfig | None = field(default=None, repr=False)  # for cells that run
 
 
 def axis_key(key: str, where: str) -> str:
@@ -94,7 +97,7 @@ def axis_key(key: str, where: str) -> str:
     return k
 
 
-def parse_value(key: str, raw: str, where: str) -> Any:
+def parse_value(key: str, raw: str, where: str) -> AxisValue:
     """One axis value, typed like the config field ``key`` (``mode``: a preset name)."""
     text = raw.strip()
     if key == "mode" or key in CHOICES:
@@ -136,7 +139,7 @@ def parse_axis(text: str) -> Axis:
     if not rest.strip() or any(not p.strip() for p in parts) and fields()[k].kind is not list:
         raise BadInput(f"{where}: empty value (give V1,V2,...; values with commas: separate them with ';')")
     values = tuple(parse_value(k, p, where) for p in parts)
-    seen: list = []
+    seen: list[AxisValue] = []
     for v in values:
         if v in seen:
             raise BadInput(f"{where}: value {fmt(v)} given twice")
@@ -156,19 +159,24 @@ def merge_axes(preset_axes: list[Axis], user_axes: list[Axis]) -> list[Axis]:
     return out + [a for a in user_axes if a.key in mine]
 
 
-def check_shared(axes: list[Axis], shared: dict[str, Any]) -> None:
+def check_shared(axes: list[Axis], shared: Shared) -> None:
     """A train flag shared by all cells must not also be an axis."""
     for a in axes:
         if shared.get(a.key) is not None:
             raise BadInput(f"{flag(a.key)}: also an axis of this sweep (drop one of them)")
 
 
+def _int(v: ConfigValue) -> int | None:
+    """An int option's value (None: not given)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def preset_axes(
     name: str,
-    shared: dict[str, Any],
+    shared: Shared,
     cuda: bool,
     backends: tuple[str, ...] = ("gloo", "baby-gloo", "nccl", "baby-nccl"),
-) -> tuple[list[Axis], dict[str, Any]]:
+) -> tuple[list[Axis], Shared]:
     """A preset's axes and the shared values it sets when the user did not (``shared`` = the
     user's flags, None = not given). ``cuda``: whether this host has a CUDA device.
 
@@ -183,7 +191,7 @@ def preset_axes(
     if name not in PRESET_NAMES:
         raise BadInput(f"--preset {name}: unknown (choose from {', '.join(PRESET_NAMES)})")
     mode = shared.get("mode") or "streaming"
-    h = shared.get("sync_every") or PRESETS[mode]["sync_every"]
+    h: int = _int(shared.get("sync_every")) or PRESETS[str(mode)]["sync_every"]
     if name == "pgs":
         axes = [
             Axis("backend", tuple(backends)),
@@ -193,7 +201,7 @@ def preset_axes(
         ]
         return axes + ([] if shared.get("kill") is not None else [Axis("kill", ([], [KILL]))]), {}
     if name == "tau":
-        f = shared.get("fragments") or PRESETS["streaming"]["fragments"]
+        f: int = _int(shared.get("fragments")) or PRESETS["streaming"]["fragments"]
         if h < 1 or f < 1 or h % f:
             raise BadInput(f"--preset tau: needs H a multiple of F (here --sync-every {h}, --fragments {f})")
         return [Axis("fragment_sync_delay", tuple(range(h // f)))], {"mode": "streaming"}
@@ -203,7 +211,7 @@ def preset_axes(
     return [Axis("fragments", divisors)], {"mode": "streaming", "fragment_sync_delay": 0}
 
 
-def fmt(v: Any) -> str:
+def fmt(v: ConfigValue) -> str:
     """A value as the user would write it (on/off, 0.5, none, 1@10+0@20)."""
     if isinstance(v, bool):
         return "on" if v else "off"
@@ -214,17 +222,17 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def _name_part(key: str, v: Any) -> str:
+def _name_part(key: str, v: AxisValue) -> str:
     text = re.sub(r"[^A-Za-z0-9.]+", "-", fmt(v)).strip("-") or "x"
     return f"{SHORT.get(key, key.replace('_', '-'))}{'' if key in SHORT else '-'}{text}"
 
 
-def cell_name(params: dict[str, Any]) -> str:
+def cell_name(params: Params) -> str:
     """A run-dir name from the parameters, in axis order: ``backend-gloo_bucketize-off_F2_tau5``."""
     return "_".join(_name_part(k, v) for k, v in params.items()) or "cell"
 
 
-def cells(axes: list[Axis], shared: dict[str, Any], preset: str | None = None) -> list[Cell]:
+def cells(axes: list[Axis], shared: Shared, preset: str | None = None) -> list[Cell]:
     """The grid's cells: the product of ``axes``, except for ``--preset pgs``'s ``kill`` axis
     (next to its ``backend`` axis): the product of the other axes without a fault, then per
     backend and per kill value one recovery cell (every other axis at its first value) run as
@@ -236,10 +244,11 @@ def cells(axes: list[Axis], shared: dict[str, Any], preset: str | None = None) -
     kill = axes[keys.index("kill")]
     rest = [a for a in axes if a.key != "kill"]
     out = [Cell(c.name, {**c.params, "kill": []}) for c in product(rest)] if rest else []
+    extra: Params
     extra = {k: v for k, v in RECOVERY_PARAMS.items() if shared.get(k) is None}
     for backend in axes[keys.index("backend")].values:
         for fault in (v for v in kill.values if v):
-            params = {**{a.key: a.values[0] for a in rest}, "backend": backend, "kill": fault}
+            params: Params = {**{a.key: a.values[0] for a in rest}, "backend": backend, "kill": fault}
             out.append(Cell(cell_name({**params, **extra}), {**params, **extra}))
     return out
 
@@ -260,7 +269,7 @@ def product(axes: list[Axis]) -> list[Cell]:
 
 
 def classify(
-    cells: list[Cell], build: Callable[[dict[str, Any]], Any], why_unavailable: Callable[[Any], str | None]
+    cells: list[Cell], build: Callable[[Params], RunConfig], why_unavailable: Callable[[RunConfig], str | None]
 ) -> list[Cell]:
     """Set each cell's status: ``build(params)`` raising ``BadInput`` -> invalid (its message);
     ``why_unavailable(config)`` a string -> unavailable; else run (``config`` kept)."""
@@ -278,17 +287,19 @@ def classify(
     return cells
 
 
-def verdict(schedule_verdict: str, problems: list[str], failed_commits: list[dict[str, Any]]) -> tuple[str, str | None]:
+def verdict(
+    schedule_verdict: str, problems: list[str], unexplained: list[tuple[int, int, int]]
+) -> tuple[CellVerdict, str | None]:
     """A cell's verdict from its analysis (``analyze(..., allow_failed_commits=True)``):
     ``fail`` when the schedule or agreement check found a problem (the first one), else
-    ``failed-commits`` when commits failed that no injected fault explains, else ``pass``."""
+    ``failed-commits`` when commits failed that no injected fault explains (``unexplained``:
+    each one's replica, rank and sync step), else ``pass``."""
     if schedule_verdict != "pass":
         return "fail", problems[0] if problems else "the schedule check failed"
-    unexplained = [c for c in failed_commits if not c.get("explained_by_fault")]
     if unexplained:
         where: dict[tuple[int, int], list[int]] = {}
-        for c in unexplained:
-            where.setdefault((c["replica"], c["rank"]), []).append(c["sync_step"])
+        for replica, rank, sync_step in unexplained:
+            where.setdefault((replica, rank), []).append(sync_step)
         r, g = min(where)
         return "failed-commits", (
             f"{len(unexplained)} commit(s) failed on {len(where)} rank(s) that no injected fault "
@@ -297,7 +308,7 @@ def verdict(schedule_verdict: str, problems: list[str], failed_commits: list[dic
     return "pass", None
 
 
-def exit_code(cells: list[dict[str, Any]]) -> int:
-    """0 when every cell that could run ran and passed (and at least one ran), else 1."""
-    ran = [c for c in cells if c["verdict"] not in ("invalid", "unavailable")]
-    return 0 if ran and all(c["verdict"] == "pass" for c in ran) else 1
+def exit_code(verdicts: list[str]) -> int:
+    """0 when every cell that could run ran and passed (and at least one ran), else 1; ``verdicts``: each cell's."""
+    ran = [v for v in verdicts if v not in ("invalid", "unavailable")]
+    return 0 if ran and all(v == "pass" for v in ran) else 1

@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 
 def not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
     """(path, value) of every float in ``value`` that is NaN or infinite; paths like ``cells[2].final_loss``."""
@@ -30,9 +32,12 @@ def not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
             yield from not_finite(v, f"{where}[{i}]")
 
 
-def report_json(result: dict[str, Any], notes_key: str = "notes") -> str:
-    """``result`` as strict, indented JSON: NaN and infinities are ``null``, each named in
-    ``result[notes_key]`` (a list, added when missing) with the value it had."""
+def report_json(record: msgspec.Struct, notes_key: str = "notes") -> str:
+    """``record`` (``ftrun.layout.CompareReport``, ``SweepResult``) as strict, indented JSON: NaN
+    and infinities are ``null``, each named in its ``notes_key`` (a list, added when missing)
+    with the value it had; its ``UNSET`` fields are left out."""
+    # the one JSON boundary of these records: their builtins, so that a note can name the path
+    result: dict[str, Any] = msgspec.to_builtins(record)
     bad = list(not_finite(result))
     if bad:
         notes = list(result.get(notes_key) or [])

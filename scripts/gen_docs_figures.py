@@ -23,7 +23,6 @@ Commands that draw never import torch; the script runs ftrun from this checkout.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import struct
@@ -66,9 +65,10 @@ def make_timeline(out: Path) -> None:
 
 
 def make_sweep(out: Path) -> None:
+    from ftrun.layout import read_sweep_result
     from ftrun.report.sweep_view import draw
 
-    result = json.loads(SWEEP_SRC.read_text())
+    result = read_sweep_result(SWEEP_SRC)
     with tempfile.TemporaryDirectory() as tmp:  # draw never overwrites: a fresh path, then copied
         shutil.copyfile(draw(result, Path(tmp) / "sweep.png", "exposed_comm_per_sync_ms"), out)
 

@@ -79,8 +79,9 @@ class _ReplicaFigures(TypedDict):
     losses: dict[int, float]
 
 
-def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> dict[str, Any]:
-    """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged)."""
+def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> layout.CompareRun:
+    """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged); one
+    repeat of it (``aggregate`` takes the median over the repeats)."""
     dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
     manifests = [layout.read_train_manifest(d) for d in dirs]
     manifest = manifests[0]
@@ -135,48 +136,48 @@ def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> dict[s
     exposed = _mean([p["exposed_comm_s"] for p in per_replica]) or 0.0
     control = _mean([p["exposed_control_s"] for p in per_replica]) or 0.0
     decomposition = mean_decomposition([d for d in parts if d is not None])
-    return {
-        "name": name,
-        "run_dir": str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
-        "run_dirs": [str(d) for d in dirs],
-        "schedule": msgspec.to_builtins(manifest.schedule),
-        "verdict": report.verdict,
-        "problems": report.problems()[:20],
-        "numerics": numerics_brief(report.numerics),
-        "steps_per_s": sps,
-        "steps_per_s_per_replica": [p["steps_per_s"] for p in per_replica],
-        "tokens_per_s": sps * tokens_per_step if sps else None,
-        "tokens_per_s_per_replica": [
+    return layout.CompareRun(
+        name=name,
+        run_dir=str(dirs[0]) if len(dirs) == 1 else ",".join(map(str, dirs)),
+        run_dirs=[str(d) for d in dirs],
+        schedule=manifest.schedule,
+        verdict=report.verdict,
+        problems=report.problems()[:20],
+        numerics=numerics_brief(report.numerics),
+        steps_per_s=sps,
+        steps_per_s_per_replica=[p["steps_per_s"] for p in per_replica],
+        tokens_per_s=sps * tokens_per_step if sps else None,
+        tokens_per_s_per_replica=[
             p["steps_per_s"] * tokens_per_step if p["steps_per_s"] else None for p in per_replica
         ],
-        "wall_s": max(walls) if walls else None,
-        "syncs": syncs,
-        "commits": _mean([p["commits"] for p in per_replica]),
-        "exposed_comm_s": exposed,
-        "exposed_data_s": exposed,
-        "exposed_control_s": control,
-        "per_sync_exposed_ms": exposed / syncs * 1e3 if syncs else None,
-        "per_sync_exposed_control_ms": control / syncs * 1e3 if syncs else None,
-        "compute_utilisation": _mean([p["compute_utilisation"] for p in per_replica]),
-        "median_step_s": _mean([p["median_step_s"] for p in per_replica]),
+        wall_s=max(walls) if walls else None,
+        syncs=syncs,
+        commits=_mean([p["commits"] for p in per_replica]),
+        exposed_comm_s=exposed,
+        exposed_data_s=exposed,
+        exposed_control_s=control,
+        per_sync_exposed_ms=exposed / syncs * 1e3 if syncs else None,
+        per_sync_exposed_control_ms=control / syncs * 1e3 if syncs else None,
+        compute_utilisation=_mean([p["compute_utilisation"] for p in per_replica]),
+        median_step_s=_mean([p["median_step_s"] for p in per_replica]),
         # overlap cost (ftrun.check.throughput): compute time of steps with a fragment in flight
-        "median_unoverlapped_step_s": (decomposition or {}).get("median_plain_compute_s"),
-        "median_overlapped_step_s": (decomposition or {}).get("median_overlapped_compute_s"),
-        "overlap_slowdown": (decomposition or {}).get("overlap_slowdown"),
-        "overlap_lost_s": (decomposition or {}).get("overlap_slowdown_s"),
-        "decomposition": decomposition,
-        "backend": cfg.hosts.backend,
-        "profiled_syncs": len(sync_figs),
-        "profiled_comm_ms": comm,
-        "profiled_hidden_ms": hidden,
-        "hidden_comm_share": hidden / comm if comm else None,
-        "peak_sync_bytes": peak,
-        "total_bytes": _mean([p["total_bytes"] for p in per_replica]),
-        "final_loss": _mean([p["losses"].get(steps) for p in per_replica]),
-        "loss_at_steps": {str(s): _mean([p["losses"].get(s) for p in per_replica]) for s in checkpoints},
-        "link": msgspec.to_builtins(manifest.link),
-        "recovery": recovery_of(dirs),
-    }
+        median_unoverlapped_step_s=(decomposition or {}).get("median_plain_compute_s"),
+        median_overlapped_step_s=(decomposition or {}).get("median_overlapped_compute_s"),
+        overlap_slowdown=(decomposition or {}).get("overlap_slowdown"),
+        overlap_lost_s=(decomposition or {}).get("overlap_slowdown_s"),
+        decomposition=decomposition,
+        backend=cfg.hosts.backend,
+        profiled_syncs=len(sync_figs),
+        profiled_comm_ms=comm,
+        profiled_hidden_ms=hidden,
+        hidden_comm_share=hidden / comm if comm else None,
+        peak_sync_bytes=peak,
+        total_bytes=_mean([p["total_bytes"] for p in per_replica]),
+        final_loss=_mean([p["losses"].get(steps) for p in per_replica]),
+        loss_at_steps={str(s): _mean([p["losses"].get(s) for p in per_replica]) for s in checkpoints},
+        link=manifest.link,
+        recovery=recovery_of(dirs),
+    )
 
 
 def measured_step_s(run_dir: Path, replicas: int) -> float | None:
@@ -187,18 +188,14 @@ def measured_step_s(run_dir: Path, replicas: int) -> float | None:
     )
 
 
-def numerics_brief(num: dict[str, Any] | None) -> dict[str, Any]:
+def numerics_brief(num: dict[str, Any] | None) -> layout.NumericsBrief:
     """The numeric check of a run in brief: status, syncs checked, problems (count), why not checked."""
-    num = num or {"status": "not checked", "why": "no event logs", "checked": 0, "problems": []}
-    return {
-        "status": num["status"],
-        "checked": num.get("checked", 0),
-        "problems": len(num.get("problems") or []),
-        "why": num.get("why"),
-    }
+    if not num:
+        return layout.NumericsBrief("not checked", 0, 0, "no event logs")
+    return layout.NumericsBrief(num["status"], num.get("checked", 0), len(num.get("problems") or []), num.get("why"))
 
 
-def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
+def recovery_of(dirs: list[Path]) -> layout.RunRecovery | None:
     """Faults and recovery, from each run dir's summary.json (None when no fault was injected; a
     run dir without one is left out; ``BadInput`` for one that is not a summary)."""
     recs, breakdown = [], []
@@ -211,58 +208,86 @@ def recovery_of(dirs: list[Path]) -> dict[str, Any] | None:
     faults = [f for r in recs for f in r.get("faults", [])]
     if not faults:
         return None
-    return {
-        "faults": [layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
-        "restarts": sum(r.get("restarts", 0) for r in recs),
-        "heals": sum(len(r.get("heals", [])) for r in recs),
-        "commits_lost": sum(r.get("commits_lost", 0) for r in recs),
-        "recovered_s": [f.get("recovered_s") for f in faults],
+    return layout.RunRecovery(
+        faults=[layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
+        restarts=sum(r.get("restarts", 0) for r in recs),
+        heals=sum(len(r.get("heals", [])) for r in recs),
+        commits_lost=sum(r.get("commits_lost", 0) for r in recs),
+        recovered_s=[f.get("recovered_s") for f in faults],
         # the breakdown (ftrun.check.recovery): fault -> the group's first commit, and where it went
-        "recovery_s": [b.get("total_s") for b in breakdown],
-        "largest_phase": [
-            [b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))] for b in breakdown
+        recovery_s=[b.get("total_s") for b in breakdown],
+        largest_phase=[
+            (b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))) for b in breakdown
         ],
-    }
+    )
 
 
-def aggregate(reps: list[dict[str, Any]]) -> dict[str, Any]:
+def _median(values: list[float | None]) -> float | None:
+    """The median of figures every repeat measured; None when one did not."""
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got and len(got) == len(values) else None
+
+
+def aggregate(reps: list[layout.CompareRun]) -> layout.CompareRun:
     """One run's figures over its repeats: median per figure (``FIGURES``), ``spread`` = [min, max];
     per-replica figures: the median per replica.
 
     The first repeat gives every other field; the verdict passes only if every repeat passed.
     """
-    out = dict(reps[0])
-    out["repeats"] = len(reps)
-    out["spread"] = {}
+    first = reps[0]
     if len(reps) == 1:
-        return out
+        return msgspec.structs.replace(first, repeats=1, spread={})
+    figures: dict[str, float | None] = {k: getattr(first, k) for k in FIGURES}
+    spread: dict[str, list[float]] = {}
     for key in FIGURES:
-        vals = [r.get(key) for r in reps]
-        nums = [v for v in vals if isinstance(v, (int, float))]
+        vals: list[float | None] = [getattr(r, key) for r in reps]
+        nums = [v for v in vals if v is not None]
         if len(nums) == len(vals):
-            out[key] = statistics.median(nums)
-            out["spread"][key] = [min(nums), max(nums)]
+            figures[key] = statistics.median(nums)
+            spread[key] = [min(nums), max(nums)]
+    per_replica: dict[str, list[float | None]] = {}
     for key in PER_REPLICA_FIGURES:  # element-wise median, per replica
-        lists = [r.get(key) or [] for r in reps]
-        if lists and all(len(x) == len(lists[0]) for x in lists):
-            out[key] = [
-                statistics.median(col) if all(isinstance(v, (int, float)) for v in col) else None
-                for col in zip(*lists, strict=True)
-            ]
-    parts = [d for r in reps if (d := r.get("decomposition"))]
+        lists: list[list[float | None]] = [getattr(r, key) for r in reps]
+        per_replica[key] = (
+            [_median(list(col)) for col in zip(*lists, strict=True)]
+            if all(len(x) == len(lists[0]) for x in lists)
+            else getattr(first, key)
+        )
+    parts = [r.decomposition for r in reps if r.decomposition]
+    decomposition = first.decomposition
     if len(parts) == len(reps):  # term by term, as the figures: the median over the repeats
-        out["decomposition"] = {
-            k: (statistics.median(v) if all(isinstance(x, (int, float)) for x in v) else None)
-            for k in parts[0]
-            for v in [[d.get(k) for d in parts]]
-        }
-    out["verdict"] = "pass" if all(r["verdict"] == "pass" for r in reps) else "fail"
-    briefs = [r.get("numerics") or {} for r in reps]  # the worst repeat: one with problems, else one not checked
-    out["numerics"] = next((b for b in briefs if b.get("problems")), None) or next(
-        (b for b in briefs if b.get("status") != "checked"), briefs[0]
+        decomposition = {k: _median([d.get(k) for d in parts]) for k in parts[0]}
+    briefs = [r.numerics or layout.NumericsBrief("not checked") for r in reps]
+    # the worst repeat: one with problems, else one not checked
+    numerics = next((b for b in briefs if b.problems), None) or next(
+        (b for b in briefs if b.status != "checked"), briefs[0]
     )
-    out["problems"] = [f"{Path(r['run_dir']).name}: {p}" for r in reps for p in r["problems"]][:20]
-    out["repeat_runs"] = [
-        {"run_dir": r["run_dir"], "verdict": r["verdict"], **{k: r.get(k) for k in FIGURES}} for r in reps
-    ]
-    return out
+    return msgspec.structs.replace(
+        first,
+        steps_per_s=figures["steps_per_s"],
+        tokens_per_s=figures["tokens_per_s"],
+        wall_s=figures["wall_s"],
+        exposed_comm_s=figures["exposed_comm_s"] or 0.0,
+        exposed_data_s=figures["exposed_data_s"] or 0.0,
+        exposed_control_s=figures["exposed_control_s"],
+        per_sync_exposed_ms=figures["per_sync_exposed_ms"],
+        per_sync_exposed_control_ms=figures["per_sync_exposed_control_ms"],
+        hidden_comm_share=figures["hidden_comm_share"],
+        compute_utilisation=figures["compute_utilisation"],
+        median_step_s=figures["median_step_s"],
+        median_overlapped_step_s=figures["median_overlapped_step_s"],
+        overlap_slowdown=figures["overlap_slowdown"],
+        overlap_lost_s=figures["overlap_lost_s"],
+        final_loss=figures["final_loss"],
+        steps_per_s_per_replica=per_replica["steps_per_s_per_replica"],
+        tokens_per_s_per_replica=per_replica["tokens_per_s_per_replica"],
+        decomposition=decomposition,
+        verdict="pass" if all(r.verdict == "pass" for r in reps) else "fail",
+        numerics=numerics,
+        problems=[f"{Path(r.run_dir or '').name}: {p}" for r in reps for p in r.problems][:20],
+        repeats=len(reps),
+        spread=spread,
+        repeat_runs=[
+            layout.RepeatRun(run_dir=r.run_dir, verdict=r.verdict, **{k: getattr(r, k) for k in FIGURES}) for r in reps
+        ],
+    )

@@ -20,14 +20,15 @@ from typing import Any
 import msgspec
 
 from ftrun import layout
+from ftrun.chaos_summary import GoodputComparison
 from ftrun.check.metrics import measured_step_s
 from ftrun.check.result import Report
+from ftrun.commands.compare_link import Calibration, default_link, link_from_step, with_cost
 from ftrun.config import PRESETS, RunConfig, build, flag, for_command, load_toml
 from ftrun.errors import BadInput
 from ftrun.json_out import report_json
-from ftrun.launch.calibrate import calibrate
 from ftrun.launch.placement import threads_per_rank
-from ftrun.link_spec import SYNC_SHARE, Link, link_for, parse_link
+from ftrun.link_spec import Link, parse_link
 from ftrun.output import (
     atomic_write,
     check_name,
@@ -100,31 +101,6 @@ def config_for(spec: str, opts: Any) -> RunConfig:
 DRIFT = 0.25  # a first run whose measured step is this far from the calibrated one: recalibrate
 
 
-def link_from_step(cfg: RunConfig, step_s: float, model_bytes: int) -> tuple[Link, dict[str, float]]:
-    """``link_for`` a compute step of ``step_s``, and what it costs: plain DiLoCo's sync and its
-    share of H such steps (the share asked for is ``SYNC_SHARE``)."""
-    spec = link_for(step_s, model_bytes, cfg.hosts.replicas, cfg.schedule.sync_every)
-    sync_s = spec.plain_sync_s(model_bytes, max(cfg.hosts.replicas, 2))
-    return spec, {
-        "link_step_s": round(step_s, 5),
-        "plain_sync_s": round(sync_s, 4),
-        "plain_sync_share_of_h": round(sync_s / (cfg.schedule.sync_every * step_s), 3),
-    }
-
-
-def default_link(cfg: RunConfig, threads: int) -> tuple[Link, dict[str, Any]]:
-    """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
-    ranks = cfg.hosts.replicas * cfg.hosts.nproc_per_replica
-    m = calibrate(cfg, threads, ranks)
-    spec, cost = link_from_step(cfg, m["step_s"], m["model_bytes"])
-    return spec, {
-        "calibrated_step_s": round(m["step_s"], 5),
-        "calibration": f"{ranks} concurrent process(es) x {threads} thread(s), as the run's ranks",
-        "model_bytes": m["model_bytes"],
-        **cost,
-    }
-
-
 def drifted(calibrated_s: float, measured_s: float | None) -> bool:
     """Whether a run's measured compute step is more than ``DRIFT`` away from the calibrated one."""
     return measured_s is not None and abs(measured_s / calibrated_s - 1.0) > DRIFT
@@ -165,11 +141,7 @@ def compare(
         from ftrun.report.compare_view import print_report
 
         print_report(result)
-    if result["verdict"] != "pass":
-        return 1
-    if expect_hidden is not None and not result["expect_hidden"]["ok"]:
-        return 1
-    return 0
+    return 0 if result.ok else 1
 
 
 def run_compare(
@@ -181,7 +153,7 @@ def run_compare(
     repeat: int = 1,
     progress: bool = True,
     junit: Path | None = None,
-) -> tuple[dict[str, Any], list[list[Report]]]:
+) -> tuple[layout.CompareReport, list[list[Report]]]:
     """Train or read both runs, check and measure them, write the outputs (and ``junit``).
     Returns (report.json's result, each configuration's check reports). ``opts``: the
     ``Overrides`` of compare's config flags (its ``link`` and ``out`` are compare's own);
@@ -241,7 +213,7 @@ def train_mode(
     overwrite: bool,
     name: str | None,
     repeat: int,
-) -> tuple[list[str], RunDirs, Path, dict[str, Any]]:
+) -> tuple[list[str], RunDirs, Path, layout.CompareLink]:
     """Train both configurations (``repeat`` times each, alternating) on one link under a new
     compare dir. Returns (names, run dirs per configuration, compare dir, link info)."""
     from ftrun.commands.train import train
@@ -260,20 +232,20 @@ def train_mode(
         raise BadInput(f"compare: {cmp_dir} already exists (pass --overwrite or another --name)")
     ranks = cfgs[0].hosts.replicas * cfgs[0].hosts.nproc_per_replica
     threads = threads_per_rank(ranks)
-    link_info: dict[str, Any]
+    calib: Calibration | None = None
     if link_spec is not None:
         spec = link_spec
-        link_info = {"chosen": "by --link"}
+        link_info = layout.CompareLink(chosen="by --link")
     elif (configured := cfgs[0].emulation.parsed_link()) is not None:
         spec = configured
-        link_info = {"chosen": "by config"}
+        link_info = layout.CompareLink(chosen="by config")
     else:
         say(f"calibrating: one training step of the model on {ranks} concurrent process(es) ...")
         spec, calib = default_link(cfgs[0], threads)
-        link_info = {"chosen": f"default: plain DiLoCo's sync ~ {SYNC_SHARE:g} of H steps of compute", **calib}
+        link_info = calib.link_info()
         say(
-            f"calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms -> link {spec.description}: "
-            f"plain DiLoCo's sync {calib['plain_sync_s'] * 1e3:.0f} ms = {calib['plain_sync_share_of_h']:.2f} "
+            f"calibrated step {calib.step_s * 1e3:.1f} ms -> link {spec.description}: "
+            f"plain DiLoCo's sync {calib.cost.plain_sync_s * 1e3:.0f} ms = {calib.cost.share_of_h:.2f} "
             f"of H={cfgs[0].schedule.sync_every} steps"
         )
     per_cfg: RunDirs = [[], []]
@@ -291,36 +263,36 @@ def train_mode(
             )
             train(cfg, overwrite=overwrite or again, json_out=False, quiet=True)
             again = False
-            if i == 0 and "calibrated_step_s" in link_info and "recalibrated_from" not in link_info:
+            if i == 0 and calib is not None and isinstance(link_info.recalibrated_from, msgspec.UnsetType):
                 measured = measured_step_s(cmp_dir / rn, cfg.hosts.replicas)
-                if measured is not None and drifted(link_info["calibrated_step_s"], measured):
+                if measured is not None and drifted(calib.step_s, measured):
                     # the pilot step was not the step the run took (load, profiler): choose the link
                     # from the run's own measured step, and train this run again on it
                     first = spec.description
-                    spec, cost = link_from_step(cfgs[0], measured, link_info["model_bytes"])
-                    calibrated_s = link_info["calibrated_step_s"]
+                    spec, cost = link_from_step(cfgs[0], measured, calib.model_bytes)
                     say(
-                        f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calibrated_s - 1):.0%} "
-                        f"off the calibrated {calibrated_s * 1e3:.1f} ms: link recalibrated to {spec.description} "
-                        f"(plain DiLoCo's sync {cost['plain_sync_s'] * 1e3:.0f} ms = "
-                        f"{cost['plain_sync_share_of_h']:.2f} of H measured steps); training {rn} again on it"
+                        f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calib.step_s - 1):.0%} "
+                        f"off the calibrated {calib.step_s * 1e3:.1f} ms: link recalibrated to {spec.description} "
+                        f"(plain DiLoCo's sync {cost.plain_sync_s * 1e3:.0f} ms = "
+                        f"{cost.share_of_h:.2f} of H measured steps); training {rn} again on it"
                     )
-                    link_info.update(
-                        cost, recalibrated_from={"run": rn, "measured_step_s": round(measured, 5), "link": first}
+                    link_info = msgspec.structs.replace(
+                        with_cost(link_info, cost),
+                        recalibrated_from=layout.Recalibration(rn, round(measured, 5), first),
                     )
                     again = True  # its run dir is ours: replaced
                     continue
             per_cfg[k].append(cmp_dir / rn)
             i += 1
-    link_info.update(
-        bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.description
+    link_info = msgspec.structs.replace(
+        link_info, bandwidth_bps=spec.bandwidth_bps, latency_s=spec.latency_s, emulated=True, describe=spec.description
     )
     return names, per_cfg, cmp_dir, link_info
 
 
 def read_mode(
     specs: list[str], out_root: Path, overwrite: bool, name: str | None
-) -> tuple[list[str], RunDirs, Path, dict[str, Any]]:
+) -> tuple[list[str], RunDirs, Path, layout.CompareLink]:
     """Two existing runs (each one or several group dirs). Returns (names, [[dirs]] per run,
     compare dir, the link as the runs recorded it)."""
     jobs = [split_spec(s) for s in specs]  # each run: its group dirs
@@ -332,21 +304,21 @@ def read_mode(
         raise BadInput(f"compare: {cmp_dir} already holds a report (pass --overwrite or another --name)")
     links = [layout.read_train_manifest(dirs[0]).link for dirs in jobs]
     l0 = links[0]
-    link_info = {
-        "bandwidth_bps": l0.bandwidth_bps if l0 else None,
-        "latency_s": l0.latency_s if l0 else None,
-        "emulated": bool(l0 and l0.emulated),
-        "describe": l0.description if l0 else "loopback (no emulation)",
-        "chosen": "as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
-    }
+    link_info = layout.CompareLink(
+        bandwidth_bps=l0.bandwidth_bps if l0 else None,
+        latency_s=l0.latency_s if l0 else None,
+        emulated=bool(l0 and l0.emulated),
+        describe=l0.description if l0 else "loopback (no emulation)",
+        chosen="as recorded in the runs" if links[0] == links[1] else "DIFFERENT links in the two runs",
+    )
     run_dirs: RunDirs = [[dirs] for dirs in jobs]  # one repeat each
     return names, run_dirs, cmp_dir, link_info
 
 
-COMPARE_FILES = ("report.json", "report.md", "timeline.png")
+COMPARE_FILES = (layout.REPORT_JSON, "report.md", "timeline.png")
 
 
-def _breakdown(run: Any) -> list[dict[str, Any]]:
+def _breakdown(run: Path | list[Path]) -> list[dict[str, Any]]:
     """The recovery breakdowns in a run's summary.json: a run dir's, or for a job's group dirs
     the first that has any (each host's summary breaks down the faults it saw); [] without one
     (``BadInput`` for a file that is not a summary)."""
@@ -356,7 +328,7 @@ def _breakdown(run: Any) -> list[dict[str, Any]]:
     return []
 
 
-def _goodput(names: list[str], run_dirs: RunDirs) -> dict[str, Any] | None:
+def _goodput(names: list[str], run_dirs: RunDirs) -> GoodputComparison | None:
     """A chaos run beside its fault-free twin (``ftrun.check.chaos_run.goodput_comparison``) when
     one configuration ran with ``--chaos`` and the other not; None otherwise (or for a job's
     several group dirs: a chaos run has every group on one host)."""
@@ -368,8 +340,7 @@ def _goodput(names: list[str], run_dirs: RunDirs) -> dict[str, Any] | None:
         if any(d is None for d in dirs):
             return None
         repeats.append([Path(d) for d in dirs if d is not None])
-    found = goodput_comparison(names, repeats)
-    return msgspec.to_builtins(found) if found is not None else None
+    return goodput_comparison(names, repeats)
 
 
 def _relative(paths: str, base: Path) -> str:
@@ -377,32 +348,36 @@ def _relative(paths: str, base: Path) -> str:
     return ",".join(os.path.relpath(os.path.abspath(p), os.path.abspath(base)) for p in paths.split(","))
 
 
-def as_recorded(result: dict[str, Any], cmp_dir: Path) -> dict[str, Any]:
+def as_recorded(result: layout.CompareReport, cmp_dir: Path) -> layout.CompareReport:
     """``result`` as report.json records it: each run's run dirs relative to ``cmp_dir`` (the
     file's own dir), so that ``plan --check`` finds them from any cwd and after the runs and the
     compare dir move together (``ftrun.plan.check`` reads older, cwd-relative records too).
     What compare prints and returns keeps the paths as given."""
+
+    def rel(d: str | None) -> str | None:
+        return None if d is None else _relative(d, cmp_dir)
+
     runs = []
-    for r in result["runs"]:
-        r = dict(r)
-        if isinstance(r.get("run_dir"), str):
-            r["run_dir"] = _relative(r["run_dir"], cmp_dir)
-        if isinstance(r.get("run_dirs"), list):
-            r["run_dirs"] = [_relative(d, cmp_dir) for d in r["run_dirs"]]
-        if isinstance(r.get("repeat_runs"), list):
-            r["repeat_runs"] = [{**x, "run_dir": _relative(x["run_dir"], cmp_dir)} for x in r["repeat_runs"]]
-        runs.append(r)
-    return {**result, "runs": runs}
+    for r in result.runs:
+        repeats = r.repeat_runs
+        if not isinstance(repeats, msgspec.UnsetType):
+            repeats = [msgspec.structs.replace(x, run_dir=rel(x.run_dir)) for x in repeats]
+        runs.append(
+            msgspec.structs.replace(
+                r, run_dir=rel(r.run_dir), run_dirs=[_relative(d, cmp_dir) for d in r.run_dirs], repeat_runs=repeats
+            )
+        )
+    return msgspec.structs.replace(result, runs=runs)
 
 
 def outputs(
     names: list[str],
     run_dirs: RunDirs,
     cmp_dir: Path,
-    link_info: dict[str, Any],
+    link_info: layout.CompareLink,
     expect_hidden: float | None,
     overwrite: bool = False,
-) -> tuple[dict[str, Any], list[list[Report]]]:
+) -> tuple[layout.CompareReport, list[list[Report]]]:
     """Check every run, measure it, and write report.json, report.md and timeline.png; returns
     the result and the check reports (per configuration, per repeat).
     ``run_dirs[k]``: the repeats of config k; each a run dir (train) or a job's group dirs (read).
@@ -416,10 +391,10 @@ def _outputs(
     names: list[str],
     run_dirs: RunDirs,
     cmp_dir: Path,
-    link_info: dict[str, Any],
+    link_info: layout.CompareLink,
     expect_hidden: float | None,
     overwrite: bool = False,
-) -> tuple[dict[str, Any], list[list[Report]]]:
+) -> tuple[layout.CompareReport, list[list[Report]]]:
     """``outputs``' work."""
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import aggregate, run_metrics
@@ -436,15 +411,18 @@ def _outputs(
         aggregate([run_metrics(n, d, r) for d, r in zip(reps, reps_reports, strict=True)])
         for n, reps, reps_reports in zip(names, run_dirs, reports, strict=True)
     ]
-    calibrated = link_info.get("calibrated_step_s")
-    if calibrated is not None:
-        link_info["measured_median_step_s"] = {r["name"]: r.get("median_step_s") for r in runs}
-        # the regime the runs were really in: plain DiLoCo's sync over H measured steps
-        link_info["plain_sync_share_of_measured_h"] = {
-            r["name"]: round(link_info["plain_sync_s"] / (r["schedule"]["sync_every"] * r["median_step_s"]), 3)
-            for r in runs
-            if r.get("median_step_s")
-        }
+    sync_s = link_info.plain_sync_s
+    if not isinstance(link_info.calibrated_step_s, msgspec.UnsetType) and not isinstance(sync_s, msgspec.UnsetType):
+        link_info = msgspec.structs.replace(
+            link_info,
+            measured_median_step_s={r.name: r.median_step_s for r in runs},
+            # the regime the runs were really in: plain DiLoCo's sync over H measured steps
+            plain_sync_share_of_measured_h={
+                r.name: round(sync_s / (r.schedule.sync_every * r.median_step_s), 3)
+                for r in runs
+                if r.median_step_s and r.schedule is not None
+            },
+        )
     lanes = [lane for n, r in zip(names, reports, strict=True) for lane in lanes_for_run(n, r[0])]
     # each configuration's first run's faults: where its recovery went (summary.json's breakdown)
     rec_lanes = [
@@ -454,31 +432,33 @@ def _outputs(
     timeline = draw(
         lanes,
         cmp_dir / "timeline.png",
-        f"{names[0]} vs {names[1]} · link {link_info.get('describe')}"
-        + (" (emulated)" if link_info.get("emulated") else "")
+        f"{names[0]} vs {names[1]} · link {link_info.describe}"
+        + (" (emulated)" if link_info.emulated else "")
         + (f" · repeat 1 of {repeats} drawn (each configuration's first run)" if repeats > 1 else ""),
         overwrite=overwrite,
         recovery=rec_lanes,
     )
-    result = {
-        "compare_dir": str(cmp_dir),
-        "runs": runs,
-        "link": link_info,
-        "conclusion": conclusion(runs),
-        "throughput": explanation(runs),
-        # what each configuration ran on (its first run's manifest ``versions``)
-        "versions": {n: r[0].versions for n, r in zip(names, reports, strict=True)},
-        "timeline": str(timeline),
-        "verdict": "pass" if all(r["verdict"] == "pass" for r in runs) else "fail",
-    }
-    result["goodput"] = _goodput(names, run_dirs)
+    verdict = "pass" if all(r.verdict == "pass" for r in runs) else "fail"
+    expected: layout.ExpectHidden | msgspec.UnsetType = msgspec.UNSET
     if expect_hidden is not None:
-        share = runs[0]["hidden_comm_share"]  # the exact share, compared unrounded
-        ok = share is not None and share >= expect_hidden
-        result["expect_hidden"] = {"min": expect_hidden, "observed": share, "ok": ok, "run": names[0]}
-        if not ok:  # one verdict: never PASS printed (or "pass" in report.json) with exit 1
-            result["verdict"] = "fail"
+        share = runs[0].hidden_comm_share  # the exact share, compared unrounded
+        expected = layout.ExpectHidden(expect_hidden, share, share is not None and share >= expect_hidden, names[0])
+        if not expected.ok:  # one verdict: never PASS printed (or "pass" in report.json) with exit 1
+            verdict = "fail"
+    result = layout.CompareReport(
+        compare_dir=str(cmp_dir),
+        runs=runs,
+        link=link_info,
+        conclusion=conclusion(runs),
+        throughput=explanation(runs),
+        # what each configuration ran on (its first run's manifest ``versions``)
+        versions={n: r[0].versions for n, r in zip(names, reports, strict=True)},
+        timeline=str(timeline),
+        verdict=verdict,
+        goodput=_goodput(names, run_dirs),
+        expect_hidden=expected,
+    )
     # strict JSON: a NaN figure is null, said in its notes
-    atomic_write(cmp_dir / "report.json", report_json(as_recorded(result, cmp_dir)), "compare", overwrite)
+    atomic_write(cmp_dir / layout.REPORT_JSON, report_json(as_recorded(result, cmp_dir)), "compare", overwrite)
     write_markdown(result, cmp_dir / "report.md", overwrite)
     return result, reports

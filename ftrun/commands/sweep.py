@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ftrun import grid
+import msgspec
+
+from ftrun import grid, layout
 from ftrun.config import RunConfig, build
 from ftrun.dir_lock import DirLock
 from ftrun.errors import BadInput, Interrupted
@@ -44,14 +46,20 @@ SWEEP_FILES = ("sweep.json", "sweep.md", "sweep.png")
 def plan(
     preset: str | None,
     axes_text: list[str],
-    shared: dict[str, Any],
-    file_values: dict[str, Any] | None,
+    shared: grid.Shared,
+    file_values: dict[str, Any] | None,  # a TOML file's keys (``ftrun.config.load_toml``)
     sweep_dir: Path,
-) -> tuple[list[grid.Axis], dict[str, Any], list[grid.Cell], list[str]]:
+) -> tuple[list[grid.Axis], grid.Shared, list[grid.Cell], list[str]]:
     """Axes, the shared values (user's + preset's), the classified cells, notes. ``BadInput`` on bad input."""
     from ftrun.launch.preflight import has_cuda_device, why_unavailable
 
     notes: list[str] = []
+
+    def _build(values: grid.Shared) -> RunConfig:
+        """A configuration: ``values`` by key (as flags: ``mode`` among them picks the preset, else
+        the file's, else streaming) over the file's."""
+        return build("streaming", file_values, None, **values)
+
     user_axes = [grid.parse_axis(t) for t in axes_text]
     from ftrun.torchft_compat import installed, process_group_backends
 
@@ -69,24 +77,22 @@ def plan(
         if k not in keys and shared.get(k) is None and k not in (file_values or {}):
             shared[k] = v
     if preset == "tau" and "link" not in keys and not shared.get("link") and not (file_values or {}).get("link"):
-        from ftrun.commands.compare import default_link
+        from ftrun.commands.compare_link import default_link
         from ftrun.launch.placement import threads_per_rank
         from ftrun.link_spec import SYNC_SHARE
 
-        base = build(file_values=file_values, **shared, **{a.key: a.values[0] for a in axes})  # the grid's first cell
+        base = _build({**shared, **{a.key: a.values[0] for a in axes}})  # the grid's first cell
         ranks = base.hosts.replicas * base.hosts.nproc_per_replica
         spec, calib = default_link(base, threads_per_rank(ranks))
         shared["link"] = spec.as_flag()
         notes.append(
             f"link {spec.description} (emulated): compare's default, plain DiLoCo's sync ~ {SYNC_SHARE:g} of H "
-            f"steps of the calibrated step {calib['calibrated_step_s'] * 1e3:.1f} ms"
+            f"steps of the calibrated step {calib.step_s * 1e3:.1f} ms"
         )
     cells = grid.cells(axes, shared, preset)
 
-    def cell_config(params: dict[str, Any]) -> RunConfig:
-        return build(
-            file_values=file_values, **{**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)}
-        )
+    def cell_config(params: grid.Params) -> RunConfig:
+        return _build({**shared, **params, "out": str(sweep_dir), "run_name": grid.cell_name(params)})
 
     grid.classify(cells, cell_config, why_unavailable)
     if all(c.status == "invalid" for c in cells):  # a shared flag (or every value) breaks a rule
@@ -191,10 +197,10 @@ def _sweep(
     results = known_results(sweep_dir, cells, resume)
     todo = [c for c in cells if c.status == "run" and c.name not in results]
     if resume:
-        resumed = sum(1 for r in results.values() if r.get("resumed"))
+        resumed = sum(1 for r in results.values() if r.resumed is True)
         notes.append(f"--resume: {resumed} finished cell(s) kept, {len(todo)} run now")
 
-    def assemble() -> dict[str, Any]:
+    def assemble() -> layout.SweepResult:
         return sweep_result(
             cells,
             results,
@@ -215,25 +221,26 @@ def _sweep(
         )
     runner = Runner(sweep_dir, todo if warm_start else None)
     try:
-        run_all(runner, todo, results, parallel, json_out, view)
+        run_all(runner, todo, results, parallel, json_out, view.cell_line)
     except KeyboardInterrupt as e:
         runner.stop()
         result = assemble()
-        atomic_write(sweep_dir / "sweep.json", report_json(result))
+        atomic_write(sweep_dir / layout.SWEEP_JSON, report_json(result))
         kept = sum(1 for c in cells if c.status == "run" and c.name in results)
         raise Interrupted(
             f"stopped by {e or 'SIGINT'}; trainings stopped; {kept} finished cell(s) kept in {sweep_dir} "
             "(ftrun sweep --resume ... to finish)"
         ) from None
     result = assemble()
+    picture: str | None
     try:
-        result["picture"] = str(view.draw(result, sweep_dir / "sweep.png", metric))
+        picture = str(view.draw(result, sweep_dir / "sweep.png", metric))
     except Exception as e:  # a picture is not worth losing the sweep's results
-        result["picture"] = None
-        result["notes"].append(f"no picture: {type(e).__name__}: {e}")
-    code = grid.exit_code(result["cells"])
-    result["exit_code"] = code
-    atomic_write(sweep_dir / "sweep.json", report_json(result))
+        picture = None
+        result.notes.append(f"no picture: {type(e).__name__}: {e}")
+    code = grid.exit_code([c.verdict for c in result.cells])
+    result = msgspec.structs.replace(result, picture=picture, exit_code=code)
+    atomic_write(sweep_dir / layout.SWEEP_JSON, report_json(result))
     atomic_write(sweep_dir / "sweep.md", view.markdown(result))
     if junit is not None:
         from ftrun.report.junit import sweep_junit
@@ -247,9 +254,9 @@ def _sweep(
         from ftrun.console import console, line
 
         err = console(stderr=True, soft_wrap=True)
-        failing = [r for r in result["cells"] if r["verdict"] not in ("pass", "invalid", "unavailable")]
+        failing = [r for r in result.cells if r.verdict not in ("pass", "invalid", "unavailable")]
         for r in failing:
-            err.print(line((f"{r['verdict']}: ", "bold red"), r["name"], ": ", r.get("problem") or ""))
+            err.print(line((f"{r.verdict}: ", "bold red"), r.name, ": ", r.problem or ""))
         if not failing:
             err.print(line(("error: ", "bold red"), "no cell of this grid can run on this host"))
     return code

@@ -31,7 +31,9 @@ A run dir ``<out>/<run-name>/`` holds::
 Every file ftrun writes there is one of these Structs, written by ``to_json`` (the one encoder,
 ``ftrun.layout.codec``) and read back by the same type. One module per file: ``paths`` (the names and
 where each file lives), ``spec``, ``manifest``, ``summary``, ``events`` (the step, run and lifecycle
-logs; ``sketches``: the step logs' numerics), ``faults``, ``meta``, ``marker``, ``sweep_cell``. This
+logs; ``sketches``: the step logs' numerics), ``faults``, ``meta``, ``marker``, ``sweep_cell``. The
+records ``compare`` and ``sweep`` write beside the run dirs are typed the same way:
+``compare_report`` (a compare dir's report.json) and ``sweep_result`` (a sweep dir's sweep.json). This
 package re-exports every public name: ``from ftrun.layout import Manifest`` is how to import them.
 
 ``FORMAT`` is written into spec.json, manifest.json and summary.json. One rule for a file of
@@ -48,6 +50,22 @@ from ftrun.layout.codec import (
     read_record as read_record,
     refuse_format as refuse_format,
     to_json as to_json,
+)
+from ftrun.layout.compare_report import (
+    REPORT_JSON as REPORT_JSON,
+    RESULT_LIMIT as RESULT_LIMIT,
+    CompareLink as CompareLink,
+    CompareReport as CompareReport,
+    CompareRun as CompareRun,
+    Decomposition as Decomposition,
+    ExpectHidden as ExpectHidden,
+    Explanation as Explanation,
+    NumericsBrief as NumericsBrief,
+    Recalibration as Recalibration,
+    RepeatRun as RepeatRun,
+    RunRecovery as RunRecovery,
+    Told as Told,
+    read_compare_report as read_compare_report,
 )
 from ftrun.layout.events import (
     EventRecord as EventRecord,
@@ -174,6 +192,17 @@ from ftrun.layout.sweep_cell import (
     SWEEP_CELL as SWEEP_CELL,
     SWEEP_CELL_LIMIT as SWEEP_CELL_LIMIT,
     SWEEP_VERDICTS as SWEEP_VERDICTS,
+    AxisValue as AxisValue,
+    CellVerdict as CellVerdict,
+    ConfigValue as ConfigValue,
     SweepCell as SweepCell,
     read_sweep_cell as read_sweep_cell,
+)
+from ftrun.layout.sweep_result import (
+    SWEEP_JSON as SWEEP_JSON,
+    Machine as Machine,
+    SweepAxis as SweepAxis,
+    SweepResult as SweepResult,
+    SweepRow as SweepRow,
+    read_sweep_result as read_sweep_result,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -63,37 +63,38 @@ class AgreementSummary(msgspec.Struct):
     groups_in_job: int | None = None
 
 
-class _ReadAsDict:
-    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` read when it was
-    the file's dict. Deprecated (``DeprecationWarning``; README, "What is stable"): the field,
-    as the JSON has it."""
+class ReadAsDict:
+    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` (and
+    ``Comparison.result``: ``_READ_AS``) read when it was the file's dict. Deprecated
+    (``DeprecationWarning``; README, "What is stable"): the field, as the JSON has it."""
 
     __slots__ = ()
     __struct_fields__: tuple[str, ...]
+    _READ_AS: ClassVar[tuple[str, str]] = ("Run.summary", "summary")  # (the API's attribute, its short name)
 
     def __getitem__(self, key: str) -> Any:
-        _warn_dict_access(type(self).__name__, f"[{key!r}]")
+        self._warn(f"[{key!r}]")
         if key not in self.__struct_fields__:
             raise KeyError(key)
         return msgspec.to_builtins(getattr(self, key))
 
     def get(self, key: str, default: Any = None) -> Any:
-        _warn_dict_access(type(self).__name__, f".get({key!r})")
+        self._warn(f".get({key!r})")
         return msgspec.to_builtins(getattr(self, key)) if key in self.__struct_fields__ else default
 
     def __contains__(self, key: object) -> bool:
-        _warn_dict_access(type(self).__name__, f" ({key!r} in summary)")
+        self._warn(f" ({key!r} in {self._READ_AS[1]})")
         return key in self.__struct_fields__
 
+    def _warn(self, how: str) -> None:
+        import warnings
 
-def _warn_dict_access(kind: str, how: str) -> None:
-    import warnings
-
-    warnings.warn(
-        f"Run.summary is a {kind} (ftrun.layout), no longer a dict: read summary.FIELD, not summary{how}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+        api, short = self._READ_AS
+        warnings.warn(
+            f"{api} is a {type(self).__name__} (ftrun.layout), no longer a dict: read {short}.FIELD, not {short}{how}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
 
 class RunCheck(msgspec.Struct, kw_only=True):
@@ -108,7 +109,7 @@ class RunCheck(msgspec.Struct, kw_only=True):
     problems: list[str] = []
 
 
-class TrainSummary(_ReadAsDict, msgspec.Struct, kw_only=True):
+class TrainSummary(ReadAsDict, msgspec.Struct, kw_only=True):
     """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
     ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
     (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went

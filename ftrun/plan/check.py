@@ -22,53 +22,8 @@ from ftrun.plan.model import simulate
 from ftrun.plan.recovery_check import check_recovery
 from ftrun.plan.request import LOOPBACK
 from ftrun.plan.tolerance import EXPOSED_FLOOR_MS, error_of, verdict, within
-from ftrun.small_files import read_json
-
-# Bytes of a compare dir's report.json or a sweep dir's sweep.json read at most (--check): a row
-# per run or cell, kilobytes each; a thousand-cell sweep is a few MB
-RESULT_LIMIT = 256 << 20
 
 # --- --check ---------------------------------------------------------------------------------
-
-
-class _RecordedRepeat(msgspec.Struct):
-    """One repeat of a compare run (``repeat_runs``): where it ran."""
-
-    run_dir: str | None = None  # a run dir, or a job's group dirs joined by ","
-    run_dirs: list[str] | None = None
-
-
-class _RecordedRun(_RecordedRepeat, kw_only=True):
-    """A run of compare's report.json (``ftrun.check.metrics.run_metrics``), the fields --check reads."""
-
-    name: str
-    repeat_runs: list[_RecordedRepeat] = msgspec.field(default_factory=list)
-    per_sync_exposed_ms: float | None = None
-    per_sync_exposed_control_ms: float | None = None
-    steps_per_s: float | None = None
-    link: Link | None = None  # the run's manifest link
-
-
-class _RecordedCompare(msgspec.Struct):
-    """Compare's report.json as --check reads it (every other key is left unread)."""
-
-    runs: list[_RecordedRun] = msgspec.field(default_factory=list)
-
-
-class _RecordedCell(msgspec.Struct):
-    """A cell of sweep.json (``ftrun.sweep.evaluate``), the fields --check reads."""
-
-    run_dir: str | None = None
-    name: str | None = None
-    exposed_comm_per_sync_ms: float | None = None
-    exposed_control_per_sync_ms: float | None = None
-    steps_per_s: float | None = None
-
-
-class _RecordedSweep(msgspec.Struct):
-    """sweep.json as --check reads it."""
-
-    cells: list[_RecordedCell] = msgspec.field(default_factory=list)
 
 
 class _MeasuredRun(msgspec.Struct):
@@ -109,20 +64,26 @@ def _measured(
 
 
 def _measured_runs(root: Path) -> list[_MeasuredRun]:
-    """The runs of report.json or sweep.json, each file read with one typed decode (bounded in
-    size and depth; a file of another shape is one line naming the file and the key)."""
-    if (root / "report.json").is_file():
-        rep = read_json(root / "report.json", RESULT_LIMIT, "result", _RecordedCompare, python_json=True)
+    """The runs of report.json or sweep.json, each file read with its one typed decode
+    (``ftrun.layout.read_compare_report``, ``read_sweep_result``: bounded in size and depth; a
+    file of another shape is one line naming the file and the field)."""
+    if (root / layout.REPORT_JSON).is_file():
+        rep = layout.read_compare_report(root / layout.REPORT_JSON)
         out = []
         for r in rep.runs:
             data, ctrl = r.per_sync_exposed_ms, r.per_sync_exposed_control_ms
             total = None if data is None or ctrl is None else data + ctrl
-            repeats: list[_RecordedRepeat] = r.repeat_runs or [r]
-            dirs = [_run_dirs(root, x.run_dirs or x.run_dir) for x in repeats]
+            # each repeat's run dir, or the run's own (one repeat: its run dirs, a job's groups)
+            given: list[str | list[str] | None] = (
+                [x.run_dir for x in r.repeat_runs]
+                if not isinstance(r.repeat_runs, msgspec.UnsetType) and r.repeat_runs
+                else [r.run_dirs or r.run_dir]
+            )
+            dirs = [_run_dirs(root, x) for x in given]
             out.append(_MeasuredRun(r.name, dirs, r.link, _measured(data, ctrl, r.steps_per_s, total)))
         return out
-    if (root / "sweep.json").is_file():
-        sweep = read_json(root / "sweep.json", RESULT_LIMIT, "result", _RecordedSweep, python_json=True)
+    if (root / layout.SWEEP_JSON).is_file():
+        sweep = layout.read_sweep_result(root / layout.SWEEP_JSON)
         out = []
         for i, c in enumerate(sweep.cells):
             data, ctrl = c.exposed_comm_per_sync_ms, c.exposed_control_per_sync_ms
@@ -147,7 +108,7 @@ def check(dir_: str, tolerance: float) -> dict[str, Any]:
     root = Path(dir_)
     if not root.is_dir():
         raise BadInput(f"--check {dir_}: not a directory")
-    if (root / layout.MANIFEST).is_file() and not (root / "report.json").is_file():
+    if (root / layout.MANIFEST).is_file() and not (root / layout.REPORT_JSON).is_file():
         return check_recovery(root, tolerance)
     if has_goodput(root):  # a compare of a chaos run with its twin: the goodput model
         return check_goodput(root, tolerance)

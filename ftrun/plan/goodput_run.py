@@ -22,7 +22,6 @@ import msgspec
 from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.plan.goodput import GoodputInputs, predict_goodput, relative_error
-from ftrun.small_files import read_json
 
 # the plan flags the goodput model takes (``ftrun plan --mtbf``); any other is refused
 GOODPUT_FLAGS = (
@@ -137,40 +136,15 @@ def _rounded(x: Any) -> dict[str, Any]:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in msgspec.structs.asdict(x).items()}
 
 
-class _Run(msgspec.Struct):
-    name: str = ""
-    run_dir: str | None = None
-
-
-class _Goodput(msgspec.Struct):
-    """``GoodputComparison``'s fields the check reads."""
-
-    chaos: str
-    twin: str
-    twin_steps_per_s: float | None = None
-    retained: float | None = None
-    differs: list[str] = msgspec.field(default_factory=list)
-
-
-class _GoodputReport(msgspec.Struct):
-    """Compare's report.json as the goodput check reads it (every other key is left unread)."""
-
-    runs: list[_Run] = msgspec.field(default_factory=list)
-    goodput: _Goodput | None = None
-
-
-REPORT_LIMIT = 256 << 20  # bytes of report.json read, as plan --check's other readers
-
-
-def _report(cmp_dir: Path) -> _GoodputReport:
+def _report(cmp_dir: Path) -> layout.CompareReport:
     """report.json, bounded (``BadInput``: one line naming the file)."""
-    return read_json(cmp_dir / "report.json", REPORT_LIMIT, "result", _GoodputReport, python_json=True)
+    return layout.read_compare_report(cmp_dir / layout.REPORT_JSON)
 
 
 def has_goodput(cmp_dir: Path) -> bool:
     """Whether a compare dir's report holds a chaos run beside its twin (an unreadable report:
     False, and plan --check's reading of it says what is wrong)."""
-    if not (cmp_dir / "report.json").is_file():
+    if not (cmp_dir / layout.REPORT_JSON).is_file():
         return False
     try:
         return _report(cmp_dir).goodput is not None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+from msgspec import UnsetType
 from rich.table import Table
 
+from ftrun.chaos_summary import GoodputComparison
 from ftrun.check.noise import (
     MAX_REPEATS,
     NO_DIFFERENCE,
@@ -32,10 +34,13 @@ from ftrun.check.throughput import (
     slowdown_measured,
 )
 from ftrun.console import console as make_console, line, styled
+from ftrun.layout import CompareReport, CompareRun, ExpectHidden, Explanation, RunRecovery, Told
 from ftrun.output import atomic_write
 from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
 from ftrun.torchft_compat import describe_versions
+
+T = TypeVar("T")
 
 
 def _f(fmt: str) -> Callable[[Any], str]:
@@ -68,7 +73,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
 
 ROWS: list[tuple[str, str, Callable[[Any], str] | None]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
-    ("schedule (F, H, tau)", "schedule", schedule_label),
+    ("schedule (F, H, tau)", "schedule", lambda v: "-" if v is None else schedule_label(msgspec.to_builtins(v))),
     ("numerics (every sync)", "numerics", numerics_cell),
     ("steps/s (mean)", "steps_per_s", _f(".2f")),
     ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),
@@ -110,12 +115,11 @@ def _ms_cell(v: float) -> str:
     return f"{v:.1f}".replace("-0.0", "0.0")
 
 
-def decomposition_rows(result: dict) -> list[list[str]]:
+def decomposition_rows(result: CompareReport) -> list[list[str]]:
     """The loop time per step, split into its terms (``ftrun.check.throughput``), for every run;
     the last row: the named terms' total against the measured loop time. A term against the base
     within its spread reads "no difference measured", one below it "none (... less)"."""
-    runs = result["runs"]
-    parts = [r.get("decomposition") or {} for r in runs]
+    parts = [r.decomposition or {} for r in result.runs]
     out = []
     for key in (*TERMS, "unaccounted_s", "loop_s"):
         label = "loop time" if key == "loop_s" else TERM_LABELS[key]
@@ -127,41 +131,24 @@ def decomposition_rows(result: dict) -> list[list[str]]:
     return out
 
 
-class Told(msgspec.Struct, frozen=True):
-    """Whether the runs' spread tells their throughputs apart (``tells``).
-
-    ``repeats``: runs per side (the fewer); ``told``: a difference is claimed (at least two runs
-    per side and their min-to-max ranges of steps/s do not overlap); ``difference_ms``: the
-    per-step time difference, first run minus second; ``spread_ms``: the run-to-run spread it is
-    held against (with repeats: half the widest min-to-max range of step times; with one run each:
-    the machine's unoverlapped-compute difference between the two runs, with the runs' own
-    per-step spreads); ``repeats_needed``: ``--repeat`` that would tell (None: more than
-    ``noise.MAX_REPEATS``, or no difference)."""
-
-    repeats: int
-    told: bool
-    ratio: float
-    difference_ms: float
-    spread_ms: float | None
-    repeats_needed: int | None
-
-
 def _step_ms(sps: float) -> float:
     return 1e3 / sps
 
 
-def tells(a: dict, b: dict) -> Told:
-    """Whether ``a`` and ``b``'s throughputs differ beyond the runs' spread (``Told``)."""
-    ratio = a["steps_per_s"] / b["steps_per_s"]
-    diff = _step_ms(a["steps_per_s"]) - _step_ms(b["steps_per_s"])
-    n = min(a.get("repeats", 1), b.get("repeats", 1))
-    sa, sb = (a.get("spread") or {}).get("steps_per_s"), (b.get("spread") or {}).get("steps_per_s")
+def tells(a: CompareRun, b: CompareRun) -> Told:
+    """Whether ``a`` and ``b``'s throughputs differ beyond the runs' spread (``Told``); both
+    measured ``steps_per_s``."""
+    assert a.steps_per_s and b.steps_per_s  # (the callers': both measured)
+    ratio = a.steps_per_s / b.steps_per_s
+    diff = _step_ms(a.steps_per_s) - _step_ms(b.steps_per_s)
+    n = min(a.repeats, b.repeats)
+    sa, sb = a.spread.get("steps_per_s"), b.spread.get("steps_per_s")
     if n >= 2 and sa and sb and min(sa + sb) > 0:
         told = sa[0] > sb[1] or sb[0] > sa[1]
         spread: float | None = max(_step_ms(x[0]) - _step_ms(x[1]) for x in (sa, sb)) / 2
     else:
         told = False
-        da, db = a.get("decomposition") or {}, b.get("decomposition") or {}
+        da, db = a.decomposition or {}, b.decomposition or {}
         machine = per_step_difference(da, db, "compute_at_base_s")
         within = [per_step(d, "loop_s") for d in (da, db)]
         spread = quadrature([abs(machine.value) if machine else None, *(m.spread if m else None for m in within)])
@@ -178,38 +165,37 @@ def _repeat_advice(t: Told) -> str:
     return f"--repeat {t.repeats_needed} would tell {against} ({REPEAT_RULE})"
 
 
-def explanation(runs: list[dict]) -> dict | None:
+def explanation(runs: list[CompareRun]) -> Explanation | None:
     """The measured throughput ratio of the first run over the second, the ratio its named terms
     predict, whether they agree within ``EXPLAINED_WITHIN``, the largest reason, whether the runs'
     spread tells the two apart (``Told``), and the machine caveat (either way)."""
     a, b = runs[0], runs[1]
-    da, db = a.get("decomposition"), b.get("decomposition")
-    if not da or not db or not a.get("steps_per_s") or not b.get("steps_per_s"):
+    da, db = a.decomposition, b.decomposition
+    if not da or not db or not a.steps_per_s or not b.steps_per_s:
         return None
-    measured = a["steps_per_s"] / b["steps_per_s"]
+    measured = a.steps_per_s / b.steps_per_s
     predicted = explained_ratio(da, db)
-    return {
-        "measured_ratio": measured,
-        "explained_ratio": predicted,
-        "explained": predicted is not None and abs(predicted / measured - 1) <= EXPLAINED_WITHIN,
-        "within": EXPLAINED_WITHIN,
-        "reason": largest_reason(a["name"], da, b["name"], db, a.get("backend")),
-        "machine": machine_clause(a["name"], da, b["name"], db),
-        "names": [a["name"], b["name"]],
-        "told": msgspec.to_builtins(tells(a, b)),
-    }
+    return Explanation(
+        measured_ratio=measured,
+        explained_ratio=predicted,
+        explained=predicted is not None and abs(predicted / measured - 1) <= EXPLAINED_WITHIN,
+        within=EXPLAINED_WITHIN,
+        reason=largest_reason(a.name, da, b.name, db, a.backend),
+        machine=machine_clause(a.name, da, b.name, db),
+        names=[a.name, b.name],
+        told=tells(a, b),
+    )
 
 
-def explanation_line(exp: dict | None) -> str:
+def explanation_line(exp: Explanation | None) -> str:
     """compare's one-line answer: which run is faster and why, only when the runs' spread tells
     them apart; with one run each, that one run cannot tell and what ``--repeat`` would; the
     machine caveat either way."""
     if not exp:
         return "throughput not decomposed: a run has no plain step to measure its unoverlapped speed from"
-    told = exp.get("told")
-    machine = f" Caveat: {exp['machine']}." if exp.get("machine") else ""  # a run's name keeps its case
-    if told is not None and not told["told"]:
-        t = msgspec.convert(told, Told)
+    t = exp.told
+    machine = f" Caveat: {exp.machine}." if exp.machine else ""  # a run's name keeps its case
+    if t is not None and not t.told:
         if t.repeats < 2:
             return (
                 f"throughput {t.ratio:.2f}x from one run each: one run cannot tell which is faster or why "
@@ -221,28 +207,26 @@ def explanation_line(exp: dict | None) -> str:
             + (f" ({_repeat_advice(t)})" if t.difference_ms else "")
             + f".{machine}"
         )
-    head = f"throughput {exp['measured_ratio']:.2f}x"
-    if told is not None:  # a result written before the spread was recorded claims no winner
-        names = exp["names"]
-        faster = names[0] if exp["measured_ratio"] > 1 else names[1]
-        head = f"{faster} is faster: {head}, beyond the spread of {told['repeats']} runs each"
-    if exp["explained_ratio"] is None:
+    head = f"throughput {exp.measured_ratio:.2f}x"
+    if t is not None:  # a result written before the spread was recorded claims no winner
+        names = exp.names
+        faster = names[0] if exp.measured_ratio > 1 else names[1]
+        head = f"{faster} is faster: {head}, beyond the spread of {t.repeats} runs each"
+    if exp.explained_ratio is None:
         return f"{head}; the terms could not be measured for both runs.{machine}"
-    verdict = (
-        "explain it" if exp["explained"] else f"do NOT explain it within {exp['within'] * 100:.0f}% (see unaccounted)"
-    )
-    text = f"{head}; the named terms give {exp['explained_ratio']:.2f}x and {verdict}"
-    return text + (f". {exp['reason']}." if exp.get("reason") else f".{machine}")
+    verdict = "explain it" if exp.explained else f"do NOT explain it within {exp.within * 100:.0f}% (see unaccounted)"
+    text = f"{head}; the named terms give {exp.explained_ratio:.2f}x and {verdict}"
+    return text + (f". {exp.reason}." if exp.reason else f".{machine}")
 
 
-def _recovery(r: dict | None) -> str:
+def _recovery(r: RunRecovery | None) -> str:
     if not r:
         return "-"
-    back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r["recovered_s"])
-    big = ", ".join(f"{p} {s:.1f} s" for p, s in r.get("largest_phase", []) if p is not None and s is not None)
+    back = ", ".join("never" if x is None else f"{x:.1f} s" for x in r.recovered_s)
+    big = ", ".join(f"{p} {s:.1f} s" for p, s in r.largest_phase if p is not None and s is not None)
     return (
-        f"{'; '.join(r['faults'])} · restarts {r['restarts']} · heals {r['heals']} · "
-        f"commits lost {r['commits_lost']} · back in quorum after {back}" + (f" · largest phase {big}" if big else "")
+        f"{'; '.join(r.faults)} · restarts {r.restarts} · heals {r.heals} · "
+        f"commits lost {r.commits_lost} · back in quorum after {back}" + (f" · largest phase {big}" if big else "")
     )
 
 
@@ -254,72 +238,79 @@ def _num(v: Any) -> str:
 RECOVERY_ROW = ("faults and recovery", "recovery", _recovery)
 
 
-def rows(result: dict) -> list[list[str]]:
+def rows(result: CompareReport) -> list[list[str]]:
     out = []
-    with_faults = any(r.get("recovery") for r in result["runs"])
+    runs = result.runs
+    with_faults = any(r.recovery for r in runs)
     for label, key, fmt in ROWS + ([RECOVERY_ROW] if with_faults else []):
         if key == "syncs":
-            out.append([label] + [f"{_num(r['syncs'])} / {_num(r['commits'])}" for r in result["runs"]])
+            out.append([label] + [f"{_num(r.syncs)} / {_num(r.commits)}" for r in runs])
         elif key in MEASURED_ROWS and fmt is not None:
-            out.append([label] + [_said(fmt, r, key) for r in result["runs"]])
-        else:
-            out.append([label] + [_with_spread(fmt, r, key) for r in result["runs"]])
+            out.append([label] + [_said(fmt, r, key) for r in runs])
+        elif fmt is not None:
+            out.append([label] + [_with_spread(fmt, r, key) for r in runs])
     return out
 
 
-def _with_spread(fmt: Callable[[Any], str], run: dict, key: str) -> str:
+def _with_spread(fmt: Callable[[Any], str], run: CompareRun, key: str) -> str:
     """The value; with --repeat, the median followed by the [min, max] over the repeats."""
-    text = fmt(run.get(key))
-    spread = (run.get("spread") or {}).get(key)
+    text = fmt(getattr(run, key))
+    spread = run.spread.get(key)
     return f"{text} ({fmt(spread[0])} to {fmt(spread[1])})" if spread else text
 
 
-def _said(fmt: Callable[[Any], str], run: dict, key: str) -> str:
+def _said(fmt: Callable[[Any], str], run: CompareRun, key: str) -> str:
     """A ``MEASURED_ROWS`` figure: said only beyond its spread (``noise.says``), then --repeat's range."""
     spread_key, null = MEASURED_ROWS[key]
-    v, d = run.get(key), run.get("decomposition") or {}
+    v, d = getattr(run, key), run.decomposition or {}
     m = None if v is None else Measured(v, d.get(spread_key))
     if key == "overlap_slowdown" and m is not None:  # the median, only where the means agree
         m = slowdown_measured({**d, "overlap_slowdown": v})
     text = says(m, fmt, null=null, cost=True)
-    spread = (run.get("spread") or {}).get(key)
+    spread = run.spread.get(key)
     return f"{text} ({fmt(spread[0])} to {fmt(spread[1])})" if spread else text
 
 
-def link_line(result: dict) -> str:
-    link = result["link"]
-    kind = "emulated" if link.get("emulated") else "not emulated"
-    text = f"link: {link.get('describe')} ({kind}; {link.get('chosen')})"
-    if link.get("calibrated_step_s") is not None:
-        text += f"; calibrated step {link['calibrated_step_s'] * 1e3:.1f} ms ({link.get('calibration', '')})"
-        again = link.get("recalibrated_from")
+def _given(v: T | UnsetType) -> T | None:
+    """A field absent by meaning (``UNSET``) as None."""
+    return None if isinstance(v, UnsetType) else v
+
+
+def link_line(result: CompareReport) -> str:
+    link = result.link
+    kind = "emulated" if link.emulated else "not emulated"
+    text = f"link: {link.describe} ({kind}; {link.chosen})"
+    calibrated = _given(link.calibrated_step_s)
+    if calibrated is not None:
+        text += f"; calibrated step {calibrated * 1e3:.1f} ms ({_given(link.calibration) or ''})"
+        again = _given(link.recalibrated_from)
         if again:
             text += (
-                f"; recalibrated on {again['run']}'s measured step {again['measured_step_s'] * 1e3:.1f} ms "
-                f"(first link {again['link']}, {again['run']} trained again)"
+                f"; recalibrated on {again.run}'s measured step {again.measured_step_s * 1e3:.1f} ms "
+                f"(first link {again.link}, {again.run} trained again)"
             )
-        step = link.get("link_step_s", link["calibrated_step_s"])
-        if link.get("plain_sync_share_of_h") is not None:
+        step = _given(link.link_step_s) or calibrated
+        share, sync_s = _given(link.plain_sync_share_of_h), _given(link.plain_sync_s)
+        if share is not None and sync_s is not None:
             text += (
-                f"; plain DiLoCo's sync {link['plain_sync_s'] * 1e3:.0f} ms: "
-                f"asked for {link['plain_sync_share_of_h']:.2f} of H steps of {step * 1e3:.1f} ms"
+                f"; plain DiLoCo's sync {sync_s * 1e3:.0f} ms: asked for {share:.2f} of H steps of {step * 1e3:.1f} ms"
             )
-        measured = link.get("measured_median_step_s") or {}
-        shares = link.get("plain_sync_share_of_measured_h") or {}
+        measured = _given(link.measured_median_step_s) or {}
+        shares = _given(link.plain_sync_share_of_measured_h) or {}
         got = [
-            f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {measured[k] * 1e3:.1f} ms)"
+            f"{v:.2f}" + (" of H measured steps" if i == 0 else "") + f" ({k} {m * 1e3:.1f} ms)"
             for i, (k, v) in enumerate(shares.items())
-            if measured.get(k) is not None
+            if (m := measured.get(k)) is not None
         ]
         if got:
             text += "; achieved: " + ", ".join(got)
     return text
 
 
-def versions_line(result: dict) -> str | None:
+def versions_line(result: CompareReport) -> str | None:
     """``ran on torchft 0.2.0 (process groups: configure), torch 2.13.0`` — per configuration
     when they differ; None when no run recorded it."""
-    ran = {name: describe_versions(v) for name, v in (result.get("versions") or {}).items()}
+    ran = {name: describe_versions(v) for name, v in result.versions.items()}
     known = {d for d in ran.values() if d}
     if not known:
         return None
@@ -328,63 +319,59 @@ def versions_line(result: dict) -> str | None:
     return "ran on " + "; ".join(f"{n}: {d or 'not recorded'}" for n, d in ran.items())
 
 
-def print_report(result: dict) -> None:
+def print_report(result: CompareReport) -> None:
     console = make_console()
-    reps = max((r.get("repeats") or 1 for r in result["runs"]), default=1)
-    title = f"ftrun compare · {result['compare_dir']}" + (
+    reps = max((r.repeats for r in result.runs), default=1)
+    title = f"ftrun compare · {result.compare_dir}" + (
         f" · median (min to max) of {reps} runs each" if reps > 1 else ""
     )
     t = Table(title=title, title_justify="left")
     t.add_column("", no_wrap=True)  # labels whole; values wrap (fits 80 columns)
-    for r in result["runs"]:
-        t.add_column(r["name"], justify="right")
+    for r in result.runs:
+        t.add_column(r.name, justify="right")
     for row in rows(result):
         t.add_row(*row)
     console.print(t)
     d = Table(title="where the loop time went (per step, mean over replicas)", title_justify="left")
     d.add_column("", no_wrap=True)
-    for r in result["runs"]:
-        d.add_column(r["name"], justify="right")
+    for r in result.runs:
+        d.add_column(r.name, justify="right")
     for row in decomposition_rows(result):
         d.add_row(*row)
     console.print(d)
     console.print(link_line(result))
     if ran := versions_line(result):
         console.print(ran)
-    console.print(result["conclusion"])
-    console.print(explanation_line(result.get("throughput")))
-    if result.get("goodput"):
-        console.print(goodput_line(result["goodput"]))
-    for r in result["runs"]:
-        for p in r["problems"]:
-            console.print(line((f"{r['name']}:", "red"), f" {p}"))
-    exp = result.get("expect_hidden")
+    console.print(result.conclusion)
+    console.print(explanation_line(result.throughput))
+    if result.goodput:
+        console.print(goodput_line(result.goodput))
+    for r in result.runs:
+        for p in r.problems:
+            console.print(line((f"{r.name}:", "red"), f" {p}"))
+    exp = _given(result.expect_hidden)
     if exp:
-        console.print(styled(expect_hidden_line(exp), "green" if exp["ok"] else "red"))
-    console.print(f"timeline: {result['timeline']}")
-    colour = "green" if result["verdict"] == "pass" else "red"
-    console.print(styled(result["verdict"].upper(), f"bold {colour}"))
+        console.print(styled(expect_hidden_line(exp), "green" if exp.ok else "red"))
+    console.print(f"timeline: {result.timeline}")
+    colour = "green" if result.verdict == "pass" else "red"
+    console.print(styled(result.verdict.upper(), f"bold {colour}"))
 
 
-def expect_hidden_line(exp: dict) -> str:
-    """``--expect-hidden``'s verdict, from the exact share (``exp['observed']``)."""
-    head = f"--expect-hidden {exp['min']:g}: {result_name(exp)} hid "
-    if exp["observed"] is None:
+def expect_hidden_line(exp: ExpectHidden) -> str:
+    """``--expect-hidden``'s verdict, from the exact share (``exp.observed``)."""
+    head = f"--expect-hidden {exp.min:g}: {exp.run or 'the first run'} hid "
+    if exp.observed is None:
         return head.replace(" hid ", "") + "no hidden share measured: FAIL"
-    got = pct_against(exp["observed"], exp["min"])
+    got = pct_against(exp.observed, exp.min)
     return (
         head
-        + f"{got} of its communication, {'at least' if exp['ok'] else 'below'} {exp['min'] * 100:g}%: "
-        + ("ok" if exp["ok"] else "FAIL")
+        + f"{got} of its communication, {'at least' if exp.ok else 'below'} {exp.min * 100:g}%: "
+        + ("ok" if exp.ok else "FAIL")
     )
 
 
-def result_name(exp: dict) -> str:
-    return exp.get("run") or "the first run"
-
-
-def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
-    names = [r["name"] for r in result["runs"]]
+def write_markdown(result: CompareReport, path: Path, overwrite: bool = False) -> None:
+    names = [r.name for r in result.runs]
     ran = versions_line(result)
     lines = [
         f"# ftrun compare: {' vs '.join(names)}",
@@ -404,16 +391,16 @@ def write_markdown(result: dict, path: Path, overwrite: bool = False) -> None:
         "|---|" + "---|" * len(names),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in decomposition_rows(result)]
-    lines += ["", result["conclusion"], "", explanation_line(result.get("throughput")), ""]
-    if result.get("goodput"):
-        lines += [goodput_line(result["goodput"]), ""]
-    if result.get("expect_hidden"):
-        lines += [expect_hidden_line(result["expect_hidden"]), ""]
-    lines += [f"Verdict: **{result['verdict']}**", "", "![timeline](timeline.png)", ""]
+    lines += ["", result.conclusion, "", explanation_line(result.throughput), ""]
+    if result.goodput:
+        lines += [goodput_line(result.goodput), ""]
+    if exp := _given(result.expect_hidden):
+        lines += [expect_hidden_line(exp), ""]
+    lines += [f"Verdict: **{result.verdict}**", "", "![timeline](timeline.png)", ""]
     atomic_write(path, "\n".join(lines), "compare", overwrite)  # never onto a user's report.md (ftrun.output)
 
 
-def throughput_claim(a: dict, b: dict) -> str:
+def throughput_claim(a: CompareRun, b: CompareRun) -> str:
     """The throughput clause: a difference is claimed only when the ranges over repeats do not
     overlap (``tells``); with one run each, only that: the one-line answer after it
     (``explanation_line``, printed wherever this is) says that one run cannot tell and what
@@ -423,75 +410,70 @@ def throughput_claim(a: dict, b: dict) -> str:
         return f"throughput {t.ratio:.2f}x from one run each"
     if t.told:
         return f"throughput {t.ratio:.2f}x, beyond the spread of {t.repeats} runs each"
-    sa, sb = a["spread"]["steps_per_s"], b["spread"]["steps_per_s"]
+    sa, sb = a.spread["steps_per_s"], b.spread["steps_per_s"]
     return (
         f"throughput {t.ratio:.2f}x is within the spread of {t.repeats} runs each "
-        f"({a['name']} {sa[0]:.2f}-{sa[1]:.2f}, {b['name']} {sb[0]:.2f}-{sb[1]:.2f} steps/s): {NO_DIFFERENCE}"
+        f"({a.name} {sa[0]:.2f}-{sa[1]:.2f}, {b.name} {sb[0]:.2f}-{sb[1]:.2f} steps/s): {NO_DIFFERENCE}"
     )
 
 
-def _exposed_spread(run: dict) -> float | None:
+def _exposed_spread(run: CompareRun) -> float | None:
     """The spread of a run's exposed data + control (s), from its decomposition (None: not measured)."""
-    d = run.get("decomposition") or {}
+    d = run.decomposition or {}
     return quadrature([d.get("exposed_data_s_spread"), d.get("exposed_control_s_spread")])
 
 
-def conclusion(runs: list[dict]) -> str:
+def conclusion(runs: list[CompareRun]) -> str:
     parts = []
     for r in runs:
-        share = r["hidden_comm_share"]
-        ctrl = r.get("exposed_control_s")
-        text = (
-            f"{r['name']} hid {share * 100:.0f}% of its data communication and "
-            if share is not None
-            else f"{r['name']} "
-        )
-        text += f"exposed {r['exposed_comm_s']:.2f} s of data"
-        if ctrl is not None:
-            text += f" and {ctrl:.2f} s of control"
-        if r["per_sync_exposed_ms"] is not None:
-            text += f" ({r['per_sync_exposed_ms']:.0f}"
+        share = r.hidden_comm_share
+        text = f"{r.name} hid {share * 100:.0f}% of its data communication and " if share is not None else f"{r.name} "
+        text += f"exposed {r.exposed_comm_s:.2f} s of data"
+        if r.exposed_control_s is not None:
+            text += f" and {r.exposed_control_s:.2f} s of control"
+        if r.per_sync_exposed_ms is not None:
+            text += f" ({r.per_sync_exposed_ms:.0f}"
             text += (
-                f" + {r['per_sync_exposed_control_ms']:.0f} ms per sync)"
-                if r.get("per_sync_exposed_control_ms") is not None
+                f" + {r.per_sync_exposed_control_ms:.0f} ms per sync)"
+                if r.per_sync_exposed_control_ms is not None
                 else " ms per sync)"
             )
-        if r.get("compute_utilisation") is not None:
-            text += f", computing {r['compute_utilisation'] * 100:.0f}% of its loop time"
+        if r.compute_utilisation is not None:
+            text += f", computing {r.compute_utilisation * 100:.0f}% of its loop time"
         parts.append(text)
     a, b = runs
     text = "; ".join(parts) + "."
-    ta = a["exposed_comm_s"] + (a.get("exposed_control_s") or 0.0)
-    tb = b["exposed_comm_s"] + (b.get("exposed_control_s") or 0.0)
+    ta = a.exposed_comm_s + (a.exposed_control_s or 0.0)
+    tb = b.exposed_comm_s + (b.exposed_control_s or 0.0)
     if ta and tb:
-        share = ratio(Measured(ta, _exposed_spread(a)), Measured(tb, _exposed_spread(b)))
+        exposed = ratio(Measured(ta, _exposed_spread(a)), Measured(tb, _exposed_spread(b)))
         pct = f"{ta / tb * 100:.0f}%"
-        if share is not None and says(share, str, null=1.0) == NO_DIFFERENCE:
+        if exposed is not None and says(exposed, str, null=1.0) == NO_DIFFERENCE:
             text += (
-                f" {a['name']}'s exposed communication (data + control) against {b['name']}'s: {NO_DIFFERENCE} "
+                f" {a.name}'s exposed communication (data + control) against {b.name}'s: {NO_DIFFERENCE} "
                 f"({pct}, within its spread)"
             )
         else:
-            text += f" {a['name']}'s exposed communication (data + control) is {pct} of {b['name']}'s"
-        if a["peak_sync_bytes"] and b["peak_sync_bytes"]:
-            text += f"; its peak bytes per sync are {a['peak_sync_bytes'] / b['peak_sync_bytes']:.2f}x"
-        if a["steps_per_s"] and b["steps_per_s"]:
+            text += f" {a.name}'s exposed communication (data + control) is {pct} of {b.name}'s"
+        if a.peak_sync_bytes and b.peak_sync_bytes:
+            text += f"; its peak bytes per sync are {a.peak_sync_bytes / b.peak_sync_bytes:.2f}x"
+        if a.steps_per_s and b.steps_per_s:
             text += "; " + throughput_claim(a, b)
         text += "."
     return text
 
 
-def goodput_line(g: dict) -> str:
+def goodput_line(g: GoodputComparison) -> str:
     """A chaos run's goodput beside its fault-free twin's (``ftrun.chaos_summary.GoodputComparison``)."""
 
     def rate(x: float | None) -> str:
         return "-" if x is None else f"{x:.3f}"
 
     out = (
-        f"goodput (useful committed steps/s): {g['chaos']} {rate(g['chaos_steps_per_s'])} vs fault-free twin "
-        f"{g['twin']} {rate(g['twin_steps_per_s'])}"
+        f"goodput (useful committed steps/s): {g.chaos} {rate(g.chaos_steps_per_s)} vs fault-free twin "
+        f"{g.twin} {rate(g.twin_steps_per_s)}"
     )
-    out += f": {g['retained']:.1%} retained" if g.get("retained") is not None else ": not measured"
-    if g.get("differs"):
-        out += f" (not a true twin: differs in {', '.join(g['differs'])})"
+    out += f": {g.retained:.1%} retained" if g.retained is not None else ": not measured"
+    if g.differs:
+        out += f" (not a true twin: differs in {', '.join(g.differs)})"
     return out

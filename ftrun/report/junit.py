@@ -16,9 +16,11 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from msgspec import UnsetType
 
 from ftrun.check.result import EventResult, Report, numerics_of
+from ftrun.layout import CompareReport, SweepResult
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not allowed in XML 1.0
 
@@ -187,16 +189,16 @@ def inspect_junit(report: Report) -> str:
     return to_xml([Suite("ftrun inspect-trace", report_cases(report))])
 
 
-def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[Report]]) -> str:
+def compare_junit(result: CompareReport, names: list[str], reports: list[list[Report]]) -> str:
     """One suite per run checked (``NAME`` or ``NAME #k`` with ``--repeat``), plus ``--expect-hidden``."""
     suites = []
     for name, reps in zip(names, reports, strict=True):  # a name per configuration
         for i, r in enumerate(reps):
             label = name if len(reps) == 1 else f"{name} #{i + 1}"
             suites.append(Suite(f"ftrun compare: {label}", report_cases(r, prefix=f"{label}.")))
-    e = result.get("expect_hidden")
-    if e is not None:
-        share = e["observed"]
+    e = result.expect_hidden
+    if not isinstance(e, UnsetType):
+        share = e.observed
         shown = "none measured" if share is None else f"{share:.4f}"
         suites.append(
             Suite(
@@ -205,9 +207,7 @@ def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[R
                     Case(
                         "compare",
                         "expect-hidden",
-                        []
-                        if e["ok"]
-                        else [f"{names[0]} hid {shown} of its communication, expected at least {e['min']}"],
+                        [] if e.ok else [f"{names[0]} hid {shown} of its communication, expected at least {e.min}"],
                         out=f"hidden share {shown}",
                     )
                 ],
@@ -219,16 +219,16 @@ def compare_junit(result: dict[str, Any], names: list[str], reports: list[list[R
 _SKIPPED = ("invalid", "unavailable")
 
 
-def sweep_junit(result: dict[str, Any]) -> str:
+def sweep_junit(result: SweepResult) -> str:
     """One case per cell: pass passes; invalid and unavailable are skipped (with why); every
     other verdict fails with its problem."""
     cases = []
-    for c in result["cells"]:
-        v, problem = c["verdict"], c.get("problem")
-        case = Case("sweep", c["name"], time_s=float(c.get("wall_s") or 0.0), out=f"verdict {v}")
+    for c in result.cells:
+        v, problem = c.verdict, c.problem
+        case = Case("sweep", c.name, time_s=float(c.wall_s or 0.0), out=f"verdict {v}")
         if v in _SKIPPED:
             case.skipped = f"{v}: {problem}" if problem else v
         elif v != "pass":
             case.failures = [f"{v}: {problem}" if problem else v]
         cases.append(case)
-    return to_xml([Suite(f"ftrun sweep {result['name']}", cases)])
+    return to_xml([Suite(f"ftrun sweep {result.name}", cases)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ftrun.check.numerics_outer import stages_text
+from ftrun.layout import NumericsBrief
 
 
 def numerics_line(num: dict) -> str:
@@ -52,12 +53,12 @@ def _first(fc: dict | None) -> str:
     return f", first contribution {what} ({'ok' if fc.get('follows_rule') else 'WRONG'})"
 
 
-def numerics_cell(brief: dict | None) -> str:
+def numerics_cell(brief: NumericsBrief | None) -> str:
     """A table cell (compare, sweep) for ``ftrun.check.metrics.numerics_brief``."""
     if not brief:
         return "-"
-    if brief.get("problems"):
-        return f"FAIL ({brief['problems']} problem(s))"
-    if brief.get("status") != "checked":
-        return f"not checked ({brief.get('why')})"
-    return f"ok ({brief.get('checked')} syncs)"
+    if brief.problems:
+        return f"FAIL ({brief.problems} problem(s))"
+    if brief.status != "checked":
+        return f"not checked ({brief.why})"
+    return f"ok ({brief.checked} syncs)"

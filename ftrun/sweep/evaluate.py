@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from ftrun import grid, layout
 from ftrun.errors import BadInput
 
 
-def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any]:
+def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> layout.SweepRow:
     """A trained cell's verdict and metrics (``crashed`` when the training failed before the
-    end; a run that finished but whose replicas disagreed is analysed: ``fail``)."""
-    out: dict[str, Any] = {"verdict": "crashed", "problem": None}
+    end; a run that finished but whose replicas disagreed is analysed: ``fail``): its row of
+    sweep.json but what the sweep adds (its wall time, config and versions: ``run_cell``)."""
+    row = layout.SweepRow(name=cell.name, params=cell.params, run_dir=str(run_dir), verdict="crashed")
     summary, broken = None, None
     if (run_dir / layout.SUMMARY).exists():
         try:
@@ -22,10 +24,9 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
     if rc != 0 and (summary is None or summary.failures):
         from ftrun.launch.diagnose import ftrun_error
 
-        out["problem"] = ftrun_error(err) or f"ftrun train exited {rc}"
-        return out
+        return msgspec.structs.replace(row, problem=ftrun_error(err) or f"ftrun train exited {rc}")
     if broken is not None:
-        return {"verdict": "fail", "problem": broken}
+        return msgspec.structs.replace(row, verdict="fail", problem=broken)
     from ftrun.check.analyze import analyze
     from ftrun.check.metrics import run_metrics
 
@@ -33,41 +34,43 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> dict[str, Any
         report = analyze([run_dir], allow_failed_commits=True)
         m = run_metrics(cell.name, run_dir, report)
     except BadInput as e:
-        return {"verdict": "fail", "problem": f"inspect: {e}"}
-    v, problem = grid.verdict(report.verdict, report.problems(), [c.to_json() for c in report.failed_commits])
-    group_error = first_group_error(run_dir, cell.config.hosts.replicas) if v != "pass" else None
+        return msgspec.structs.replace(row, verdict="fail", problem=f"inspect: {e}")
+    unexplained = [(c.replica, c.rank, c.sync_step) for c in report.failed_commits if not c.explained]
+    v, problem = grid.verdict(report.verdict, report.problems(), unexplained)
+    replicas = cell.config.hosts.replicas if cell.config is not None else 1
+    group_error = first_group_error(run_dir, replicas) if v != "pass" else None
     if group_error:
         problem = f"{problem}; first error in {group_error}"
-    return {
-        "verdict": v,
-        "problem": problem,
-        "failed_commits": sum(1 for c in report.failed_commits if not c.explained),
-        "failed_commits_explained": sum(1 for c in report.failed_commits if c.explained),
-        "numerics": m["numerics"],
-        "commits": m["commits"],
-        "steps_per_s": m["steps_per_s"],
-        "exposed_comm_per_sync_ms": m["per_sync_exposed_ms"],
-        "exposed_control_per_sync_ms": m["per_sync_exposed_control_ms"],
-        "hidden_share": m["hidden_comm_share"],
-        "final_loss": m["final_loss"],
+    recovery_s, phase, phase_s = recovery_metrics(summary)
+    return msgspec.structs.replace(
+        row,
+        verdict=v,
+        problem=problem,
+        failed_commits=len(unexplained),
+        failed_commits_explained=len(report.failed_commits) - len(unexplained),
+        numerics=m.numerics,
+        commits=m.commits,
+        steps_per_s=m.steps_per_s,
+        exposed_comm_per_sync_ms=m.per_sync_exposed_ms,
+        exposed_control_per_sync_ms=m.per_sync_exposed_control_ms,
+        hidden_share=m.hidden_comm_share,
+        final_loss=m.final_loss,
         # the first fault's recovery (ftrun.check.recovery): seconds to the group's first commit, largest phase
-        **recovery_metrics(summary),
-        "notes": report.notes,
-    }
+        recovery_s=recovery_s,
+        recovery_largest_phase=phase,
+        recovery_largest_phase_s=phase_s,
+        notes=report.notes,
+    )
 
 
-def recovery_metrics(summary: layout.TrainSummary | None) -> dict[str, Any]:
+def recovery_metrics(summary: layout.TrainSummary | None) -> tuple[float | None, str | None, float | None]:
     """The first recovery of the summary: its seconds, its largest phase and that phase's seconds
     (all None when the run recovered from nothing)."""
     b = summary.recovery if summary is not None else []
     if not b:
-        return {"recovery_s": None, "recovery_largest_phase": None, "recovery_largest_phase_s": None}
+        return None, None, None
     big = b[0].get("largest_phase")
-    return {
-        "recovery_s": b[0].get("total_s"),
-        "recovery_largest_phase": big,
-        "recovery_largest_phase_s": (b[0].get("phases") or {}).get(big) if big else None,
-    }
+    return b[0].get("total_s"), big, (b[0].get("phases") or {}).get(big) if big else None
 
 
 def first_group_error(run_dir: Path, replicas: int) -> str | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from ftrun import grid, layout
 from ftrun.errors import BadInput
@@ -13,7 +14,7 @@ from ftrun.sweep.evaluate import evaluate
 from ftrun.sweep.runner import CELL_RESULT, differing
 
 
-def finished(sweep_dir: Path, cell: grid.Cell) -> dict[str, Any] | None:
+def finished(sweep_dir: Path, cell: grid.Cell) -> layout.SweepRow | None:
     """The cell's result from an earlier run of this sweep, re-checked from its run dir, or None.
 
     ``sweep-cell.json`` says only that the cell finished and with which options: its verdict and
@@ -22,7 +23,7 @@ def finished(sweep_dir: Path, cell: grid.Cell) -> dict[str, Any] | None:
     an unknown verdict) or the cell was trained with other options (a resumed sweep must not
     mix two configurations)."""
     p = sweep_dir / cell.name / CELL_RESULT
-    if not p.is_file():
+    if not p.is_file() or cell.config is None:
         return None
     try:
         rec = layout.read_sweep_cell(p)
@@ -40,39 +41,29 @@ def finished(sweep_dir: Path, cell: grid.Cell) -> dict[str, Any] | None:
         )
     run_dir = sweep_dir / cell.name
     fresh = evaluate(cell, run_dir, 1 if rec.verdict == "crashed" else 0, "")
-    if fresh["verdict"] == "crashed" and rec.verdict == "crashed" and rec.problem:
-        fresh["problem"] = rec.problem  # the training's own error line, from when it ran
-    res = {
-        "name": cell.name,
-        "params": cell.params,
-        "run_dir": str(run_dir),
-        **fresh,
-        "wall_s": rec.wall_s,
-        "config": rec.config,
-        "torch": rec.torch,
-        "torchft": rec.torchft,
-    }
-    if fresh["verdict"] != rec.verdict:
-        res["recorded_verdict"] = rec.verdict
-        res["problem"] = (
-            f"re-checked on --resume (recorded {rec.verdict}): {fresh.get('problem') or 'now ' + fresh['verdict']}"
+    problem = fresh.problem
+    if fresh.verdict == "crashed" and rec.verdict == "crashed" and rec.problem:
+        problem = rec.problem  # the training's own error line, from when it ran
+    res = msgspec.structs.replace(
+        fresh, problem=problem, wall_s=rec.wall_s, config=rec.config, torch=rec.torch, torchft=rec.torchft
+    )
+    if fresh.verdict != rec.verdict:
+        res = msgspec.structs.replace(
+            res,
+            recorded_verdict=rec.verdict,
+            problem=f"re-checked on --resume (recorded {rec.verdict}): {fresh.problem or 'now ' + fresh.verdict}",
         )
     return res
 
 
-def known_results(sweep_dir: Path, cells: list[grid.Cell], resume: bool) -> dict[str, dict[str, Any]]:
+def known_results(sweep_dir: Path, cells: list[grid.Cell], resume: bool) -> dict[str, layout.SweepRow]:
     """The results known before any training: each cell that does not run (invalid, unavailable:
     its reason) and, on ``--resume``, each finished one (``finished``, marked ``resumed``)."""
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, layout.SweepRow] = {}
     for c in cells:
         if c.status != "run":
-            results[c.name] = {
-                "name": c.name,
-                "params": c.params,
-                "verdict": c.status,
-                "problem": c.reason,
-                "run_dir": None,
-            }
+            verdict: layout.CellVerdict = "invalid" if c.status == "invalid" else "unavailable"
+            results[c.name] = layout.SweepRow(name=c.name, params=c.params, verdict=verdict, problem=c.reason)
         elif resume and (done := finished(sweep_dir, c)) is not None:
-            results[c.name] = {**done, "resumed": True}
+            results[c.name] = msgspec.structs.replace(done, resumed=True)
     return results

@@ -12,9 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -24,18 +25,23 @@ from ftrun.parent_death import die_with_this_process
 from ftrun.sweep.evaluate import evaluate
 from ftrun.sweep.record import ran_on
 
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from ftrun.config import RunConfig
+
 CELL_RESULT = layout.SWEEP_CELL
 CELLS = "cells"  # DIR/NAME/cells/CELL.toml (its configuration) and CELL.log (the training's output)
 STOP_WAIT_S = 60.0
 
 
-def cell_toml(values: dict[str, Any]) -> str:
+def cell_toml(values: dict[str, layout.ConfigValue]) -> str:
     """A flat TOML document of strings, numbers, booleans and lists of strings (JSON spells them
     as TOML does)."""
     return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
 
 
-def differing(cfg) -> dict[str, Any]:
+def differing(cfg: RunConfig) -> dict[str, layout.ConfigValue]:
     """The fields of ``cfg`` that differ from ``RunConfig()``'s, plus mode, out and run name."""
     from ftrun.config import RunConfig
 
@@ -56,7 +62,7 @@ class Runner:
 
     def __init__(self, sweep_dir: Path, warm_order: list[grid.Cell] | None = None) -> None:
         self.sweep_dir = sweep_dir
-        self.procs: dict[str, subprocess.Popen] = {}  # running or parked, by cell name
+        self.procs: dict[str, subprocess.Popen[str]] = {}  # running or parked, by cell name
         self.parked: set[str] = set()  # started warm, waiting at their gates
         self.lock = threading.Lock()
         self.stopping = False
@@ -69,10 +75,11 @@ class Runner:
         with self.lock:
             return name in self.parked
 
-    def _spawn(self, cell: grid.Cell, gated: bool) -> subprocess.Popen | None:
+    def _spawn(self, cell: grid.Cell, gated: bool) -> subprocess.Popen[str] | None:
         """Write the cell's config and start ``ftrun train`` on it (None once stopping)."""
         cells = self.sweep_dir / CELLS
         cfg_path, log_path = cells / f"{cell.name}.toml", cells / f"{cell.name}.log"
+        assert cell.config is not None  # (a cell that runs)
         values = differing(cell.config)
         if gated:
             self.gate(cell.name).unlink(missing_ok=True)  # an earlier sweep's (--resume): closed again
@@ -151,41 +158,54 @@ class Runner:
                 p.wait()
 
 
-def run_cell(runner: Runner, cell: grid.Cell) -> dict[str, Any] | None:
+def run_cell(runner: Runner, cell: grid.Cell) -> layout.SweepRow | None:
     """Train and evaluate one cell; its result (also in ``CELL/sweep-cell.json``), or None when stopped."""
     run_dir = runner.sweep_dir / cell.name
     # an earlier sweep's training, still stopping (a parked cell's own training holds it already)
     holder = None if runner.is_parked(cell.name) else wait_until_unlocked(run_dir, STOP_WAIT_S)
     if holder is not None:  # not this cell's result: nothing recorded, a later --resume runs it
-        return {
-            "name": cell.name,
-            "params": cell.params,
-            "run_dir": str(run_dir),
-            "verdict": "not run",
-            "problem": f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
+        return layout.SweepRow(
+            name=cell.name,
+            params=cell.params,
+            run_dir=str(run_dir),
+            verdict="not run",
+            problem=f"its run dir is still in use by pid {holder} after {STOP_WAIT_S:g} s (a training of an "
             "earlier sweep?); --resume again once it has ended",
-        }
+        )
     t0 = time.monotonic()
     rc, err = runner.train(cell)
     if runner.stopping or rc in (130, -signal.SIGTERM, -signal.SIGINT):
         return None
-    res = {
-        "name": cell.name,
-        "params": cell.params,
-        "run_dir": str(run_dir),
-        **evaluate(cell, run_dir, rc, err),
-        "wall_s": round(time.monotonic() - t0, 2),
-        "config": differing(cell.config),
-        **ran_on(),
-    }
+    assert cell.config is not None  # (a cell that runs)
+    torch, torchft = ran_on()
+    res = msgspec.structs.replace(
+        evaluate(cell, run_dir, rc, err),
+        wall_s=round(time.monotonic() - t0, 2),
+        config=differing(cell.config),
+        torch=torch,
+        torchft=torchft,
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(run_dir / CELL_RESULT, layout.to_json(msgspec.convert(res, layout.SweepCell), indent=1))
+    atomic_write(run_dir / CELL_RESULT, layout.to_json(sweep_cell(res), indent=1))
     return res
 
 
-def run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int, json_out: bool, view) -> None:
+def sweep_cell(row: layout.SweepRow) -> layout.SweepCell:
+    """A cell's ``sweep-cell.json``: its sweep.json row without what only the row holds (the
+    recovery figures, ``resumed``)."""
+    return layout.SweepCell(**{f: getattr(row, f) for f in layout.SweepCell.__struct_fields__})
+
+
+def run_all(
+    runner: Runner,
+    todo: list[grid.Cell],
+    results: dict[str, layout.SweepRow],
+    parallel: int,
+    json_out: bool,
+    cell_line: Callable[[layout.SweepRow, int, int], Text],
+) -> None:
     """Run ``todo`` ``parallel`` at a time with a progress bar (ETA from the measured cell times)
-    and one line per finished cell (``view.cell_line``); each result lands in ``results`` by
+    and one line per finished cell (``cell_line``: ``ftrun.report.sweep_view``'s); each result lands in ``results`` by
     cell name. On any exception (Ctrl-C included) the running trainings are stopped first."""
     from rich.progress import (
         BarColumn,
@@ -228,7 +248,7 @@ def run_all(runner: Runner, todo: list[grid.Cell], results: dict, parallel: int,
                     done_n += 1
                     progress.advance(task)
                     if not json_out:
-                        progress.console.print(view.cell_line(res, done_n, len(todo)))
+                        progress.console.print(cell_line(res, done_n, len(todo)))
         except BaseException:
             for f in pending:
                 f.cancel()

@@ -233,7 +233,10 @@ def test_compare_reads_two_runs(tmp_path):
     assert c.ok and c.dir == tmp_path / "out" / "api" and (c.dir / "report.json").is_file()
     assert [[r.ok for r in reps] for reps in c.reports] == [[True], [True]]
     cli_result = json.loads(res.output)
-    assert [r["verdict"] for r in c.result["runs"]] == [r["verdict"] for r in cli_result["runs"]]
+    assert [r.verdict for r in c.result.runs] == [r["verdict"] for r in cli_result["runs"]]
+    assert type(c.result).__name__ == "CompareReport" and c.result.ok
+    with pytest.warns(DeprecationWarning, match=r"Comparison.result is a CompareReport .*not result\['runs'\]"):
+        assert [r["verdict"] for r in c.result["runs"]] == [r["verdict"] for r in cli_result["runs"]]
     assert junit.read_text().count("<testcase ") == 14  # 2 runs x (2 workers x sends, syncs, commits + agreement)
     with pytest.raises(ftrun.BadInput, match="settings steps2: not shared"):
         ftrun.compare("streaming", "baseline", settings={"steps2": 3})

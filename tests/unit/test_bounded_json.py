@@ -65,8 +65,11 @@ def test_run_dir_records_are_bounded_in_depth(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"manifest.json: unreadable manifest \(nested too deeply\)$"):
         layout.read_manifest(tmp_path)
     cell = tmp_path / "sweep-cell.json"
-    cell.write_text('{"verdict": "pass", "params": {"x": ' + deep + "}}")
-    with pytest.raises(BadInput, match=r"unreadable sweep cell result \(nested too deeply\)$"):
+    cell.write_text('{"verdict": "pass", "notes": ' + deep + "}")
+    # every field of a sweep cell is typed: the decode stops at the first level of the wrong type
+    with pytest.raises(
+        BadInput, match=r"not an ftrun sweep cell result \(Expected `str`, got `array` - at `\$.notes\[0\]`\)$"
+    ):
         layout.read_sweep_cell(cell)
     (tmp_path / layout.RUN_MARKER).write_text('{"pid": ' + deep + "}")
     assert layout.read_run_marker(tmp_path) is None  # (a marker that is not one: no holder to name)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from ftrun import layout
 from ftrun.check.metrics import FIGURES, aggregate
 from ftrun.commands.compare import repeat_plan
 from ftrun.config import overrides
@@ -30,7 +32,12 @@ def test_repeat_alternates_who_goes_first() -> None:
     assert repeat_plan(["s", "b"], 3) == [(0, "s-1"), (1, "b-1"), (1, "b-2"), (0, "s-2"), (0, "s-3"), (1, "b-3")]
 
 
-def _run(name: str, sps: float, **over) -> dict:
+def report(**fields) -> layout.CompareReport:
+    """A compare result (report.json's record) of the fields given, the rest their defaults."""
+    return msgspec.convert(fields, layout.CompareReport)
+
+
+def _run(name: str, sps: float, **over) -> layout.CompareRun:
     r = {
         "name": name,
         "run_dir": f"/c/{name}",
@@ -47,7 +54,7 @@ def _run(name: str, sps: float, **over) -> dict:
         "final_loss": 3.0,
     }
     r.update(over)
-    return r
+    return msgspec.convert(r, layout.CompareRun)
 
 
 def test_aggregate_median_spread_and_verdict() -> None:
@@ -57,13 +64,15 @@ def test_aggregate_median_spread_and_verdict() -> None:
         _run("a", 11.0, run_dir="/c/a-3", steps_per_s_per_replica=[12.0, None]),
     ]
     got = aggregate(reps)
-    assert got["steps_per_s_per_replica"] == [12.0, None]  # per replica; a missing value stays missing
-    assert got["steps_per_s"] == 11.0 and got["spread"]["steps_per_s"] == [10.0, 14.0]
-    assert got["repeats"] == 3 and got["verdict"] == "fail" and got["problems"] == ["a-2: x"]
-    assert [r["run_dir"] for r in got["repeat_runs"]] == ["/c/a-1", "/c/a-2", "/c/a-3"]
-    assert set(got["spread"]) <= set(FIGURES)
+    assert got.steps_per_s_per_replica == [12.0, None]  # per replica; a missing value stays missing
+    assert got.steps_per_s == 11.0 and got.spread["steps_per_s"] == [10.0, 14.0]
+    assert got.repeats == 3 and got.verdict == "fail" and got.problems == ["a-2: x"]
+    assert not isinstance(got.repeat_runs, msgspec.UnsetType)
+    assert [r.run_dir for r in got.repeat_runs] == ["/c/a-1", "/c/a-2", "/c/a-3"]
+    assert set(got.spread) <= set(FIGURES)
     one = aggregate([_run("a", 10.0)])
-    assert one["repeats"] == 1 and one["spread"] == {} and one["steps_per_s"] == 10.0
+    assert one.repeats == 1 and one.spread == {} and one.steps_per_s == 10.0
+    assert "repeat_runs" not in msgspec.to_builtins(one)  # one repeat: not written
 
 
 def test_throughput_claimed_only_beyond_the_spread() -> None:
@@ -83,22 +92,22 @@ def test_table_shows_median_and_range() -> None:
     a = aggregate([_run("a", x) for x in (10.0, 12.0, 11.0)])
     b = aggregate([_run("b", 9.0)])
     base = {
-        "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
+        "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0, "steps": 40},
         "syncs": 2,
         "commits": 2,
         "loss_at_steps": {},
     }
-    table = {r[0]: r[1:] for r in rows({"runs": [{**base, **a}, {**base, **b}]})}
+    table = {r[0]: r[1:] for r in rows(report(runs=[{**msgspec.to_builtins(x), **base} for x in (a, b)]))}
     assert table["steps/s (mean)"] == ["11.00 (10.00 to 12.00)", "9.00"]
     assert table["compute utilisation"] == ["80% (80% to 80%)", "80%"]
     assert table["exposed control per sync"][1] == "10.0 ms"
 
 
-def _fake_run(name: str, **over) -> dict:
+def _fake_run(name: str, **over) -> layout.CompareRun:
     r = {
         "name": name,
         "run_dir": f"/x/{name}",
-        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5},
+        "schedule": {"fragments": 2, "sync_every": 20, "fragment_sync_delay": 5, "steps": 40},
         "verdict": "pass",
         "problems": [],
         "steps_per_s": 10.0,
@@ -121,7 +130,7 @@ def _fake_run(name: str, **over) -> dict:
         "link": None,
     }
     r.update(over)
-    return r
+    return msgspec.convert(r, layout.CompareRun)
 
 
 def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
@@ -134,14 +143,14 @@ def test_render_tolerates_missing_measurements(tmp_path: Path) -> None:
     text = conclusion(runs)
     assert text.startswith("a exposed 0.00 s of data; b hid 50% of its data communication")
     assert "%" in text and "of a's" not in text  # no ratio when a run exposed nothing
-    result = {
-        "compare_dir": str(tmp_path),
-        "runs": runs,
-        "conclusion": text,
-        "timeline": "timeline.png",
-        "verdict": "pass",
-        "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"},
-    }
+    result = layout.CompareReport(
+        compare_dir=str(tmp_path),
+        runs=runs,
+        conclusion=text,
+        timeline="timeline.png",
+        verdict="pass",
+        link=layout.CompareLink(describe="loopback (no emulation)", emulated=False, chosen="as recorded in the runs"),
+    )
     table = rows(result)
     assert all(len(r) == 3 for r in table)
     by_label = {r[0]: r[1:] for r in table}
@@ -186,30 +195,31 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     breakdown = [{"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}]
     (d / "summary.json").write_text(json.dumps(train_summary(faults=story, recovery=breakdown)))
     rec = recovery_of([d])
-    assert rec == {
+    assert msgspec.to_builtins(rec) == {
         "faults": ["kill 1@25"],
         "restarts": 1,
         "heals": 1,
         "commits_lost": 2,
         "recovered_s": [7.5],
         "recovery_s": [7.6],
-        "largest_phase": [["relaunch", 3.25]],
+        "largest_phase": [("relaunch", 3.25)],
     }
     base = {
         "name": "x",
         "verdict": "pass",
-        "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0},
+        "schedule": {"fragments": 1, "sync_every": 2, "fragment_sync_delay": 0, "steps": 40},
         "syncs": 10 / 3,
         "commits": 3.0,
         "exposed_comm_s": 0.0,
         "loss_at_steps": {},
     }
-    table = rows({"runs": [{**base, "recovery": rec}, {**base, "recovery": None}]})
+    with_rec = msgspec.to_builtins(rec)
+    table = rows(report(runs=[{**base, "recovery": with_rec}, {**base, "recovery": None}]))
     row = next(r for r in table if r[0] == "faults and recovery")
     assert "kill 1@25" in row[1] and "commits lost 2" in row[1] and "7.5 s" in row[1] and row[2] == "-"
     assert "largest phase relaunch 3.2 s" in row[1]
     assert next(r for r in table if r[0] == "syncs / commits")[1] == "3.3 / 3"
-    assert not any(r[0] == "faults and recovery" for r in rows({"runs": [{**base, "recovery": None}] * 2}))
+    assert not any(r[0] == "faults and recovery" for r in rows(report(runs=[{**base, "recovery": None}] * 2)))
 
 
 # --- the default link matches the runs' own steps (issue 24 item 19) -------------------------
@@ -218,11 +228,11 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
 def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
     """compare's train mode with the calibration, the trainings and the measured step faked:
     (calls to train as (run name, link, overwrite), the commands.compare module)."""
-    from ftrun.commands import compare as cmp, train as train_mod
+    from ftrun.commands import compare as cmp, compare_link, train as train_mod
 
     trained = []
     monkeypatch.setattr(
-        cmp, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000}
+        compare_link, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000}
     )
     monkeypatch.setattr(
         train_mod,
@@ -244,16 +254,18 @@ def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatc
     assert [t[0] for t in trained] == ["streaming", "streaming", "baseline"]  # the first run again, on the new link
     assert trained[1][2] is True and trained[2][2] is False  # only the retrained run replaces its own run dir
     assert first_link != second_link and trained[2][1] == second_link  # both runs share the recalibrated link
-    assert info["calibrated_step_s"] == 0.327 and info["link_step_s"] == 0.16
-    assert info["recalibrated_from"]["run"] == "streaming" and info["recalibrated_from"]["measured_step_s"] == 0.16
-    assert abs(info["plain_sync_share_of_h"] - 0.25) < 0.05  # a quarter of H steps of the step the runs take
+    assert info.calibrated_step_s == 0.327 and info.link_step_s == 0.16
+    again = info.recalibrated_from
+    assert isinstance(again, layout.Recalibration) and again.run == "streaming" and again.measured_step_s == 0.16
+    assert isinstance(info.plain_sync_share_of_h, float)
+    assert abs(info.plain_sync_share_of_h - 0.25) < 0.05  # a quarter of H steps of the step the runs take
     assert per_cfg == [[tmp_path / "c" / "streaming"], [tmp_path / "c" / "baseline"]]
 
 
 def test_a_calibration_that_matches_the_run_is_kept(monkeypatch, tmp_path) -> None:
     trained, cmp = _fake_training(monkeypatch, calibrated_s=0.150, measured_s=0.170)  # 13% off: within DRIFT
     *_, info = cmp.train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
-    assert [t[0] for t in trained] == ["streaming", "baseline"] and "recalibrated_from" not in info
+    assert [t[0] for t in trained] == ["streaming", "baseline"] and "recalibrated_from" not in msgspec.to_builtins(info)
 
 
 def test_the_summary_states_the_share_asked_for_and_the_share_achieved() -> None:
@@ -272,7 +284,7 @@ def test_the_summary_states_the_share_asked_for_and_the_share_achieved() -> None
         "measured_median_step_s": {"streaming": 0.16, "baseline": 0.2},
         "plain_sync_share_of_measured_h": {"streaming": 0.25, "baseline": 0.2},
     }
-    text = link_line({"link": link})
+    text = link_line(report(link=link))
     assert "calibrated step 327.0 ms" in text and "recalibrated on streaming's measured step 160.0 ms" in text, text
     assert "asked for 0.25 of H steps of 160.0 ms" in text, text
     assert "achieved: 0.25 of H measured steps (streaming 160.0 ms), 0.20 (baseline 200.0 ms)" in text, text
@@ -297,21 +309,26 @@ def test_report_says_what_each_run_ran_on(tmp_path: Path) -> None:
     }
     old = {"torch": "2.13.0+cpu", "torchft": "0.2.0"}  # an earlier ftrun's manifest: no distribution recorded
     same = {"versions": {"a": nightly, "b": dict(nightly)}}
-    assert versions_line(same) == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
-    assert versions_line({"versions": {"a": nightly, "b": old}}) == (
+    assert (
+        versions_line(report(**same))
+        == "ran on torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu"
+    )
+    assert versions_line(report(versions={"a": nightly, "b": old})) == (
         "ran on a: torchft-nightly 2026.10.26 (process groups: reconfigure), torch 2.13.0+cpu; "
         "b: torchft 0.2.0, torch 2.13.0+cpu"
     )
-    assert versions_line({"versions": {"a": None, "b": None}}) is None and versions_line({}) is None
+    assert versions_line(report(versions={"a": None, "b": None})) is None and versions_line(report()) is None
     runs = [_fake_run("a"), _fake_run("b")]
-    result = {
-        "compare_dir": str(tmp_path),
-        "runs": runs,
-        "conclusion": "c",
-        "timeline": "timeline.png",
-        "verdict": "pass",
-        "link": {"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"},
-        **same,
-    }
+    result = msgspec.structs.replace(
+        report(
+            compare_dir=str(tmp_path),
+            conclusion="c",
+            timeline="timeline.png",
+            verdict="pass",
+            link={"describe": "loopback (no emulation)", "emulated": False, "chosen": "as recorded in the runs"},
+            **same,
+        ),
+        runs=runs,
+    )
     write_markdown(result, tmp_path / "report.md")
     assert "\n\nran on torchft-nightly 2026.10.26" in (tmp_path / "report.md").read_text()

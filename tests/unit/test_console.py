@@ -131,12 +131,12 @@ def report(
     )
 
 
-def compare_result(problem: str | None = None, faults: bool = True) -> dict:
+def compare_result(problem: str | None = None, faults: bool = True) -> layout.CompareReport:
     def run(name: str, verdict: str, f: int, tau: int) -> dict:
         return dict(
             name=name,
             verdict=verdict,
-            schedule=dict(fragments=f, sync_every=20, fragment_sync_delay=tau),
+            schedule=dict(fragments=f, sync_every=20, fragment_sync_delay=tau, steps=60),
             steps_per_s=11.17,
             steps_per_s_per_replica=[11.2, 11.14],
             tokens_per_s_per_replica=[11436.0, 11400.0],
@@ -157,7 +157,7 @@ def compare_result(problem: str | None = None, faults: bool = True) -> dict:
         )
 
     d = "profiles/compare-20261130-052207"
-    return dict(
+    result = dict(
         compare_dir=d,
         runs=[run("streaming", "pass", 2, 5), run("baseline", "fail" if problem else "pass", 1, 0)],
         link=dict(
@@ -170,6 +170,7 @@ def compare_result(problem: str | None = None, faults: bool = True) -> dict:
         timeline=f"{d}/timeline.png",
         verdict="fail" if problem else "pass",
     )
+    return msgspec.convert(result, layout.CompareReport)
 
 
 class _State:

@@ -177,18 +177,25 @@ def test_report_json_is_strict_and_names_each_value_it_could_not_write():
 
     import msgspec
 
+    from ftrun import layout
     from ftrun.json_out import report_json
 
-    result = {"cells": [{"final_loss": math.nan, "steps_per_s": 2.5}, {"ratio": [1.0, -math.inf]}], "notes": ["x"]}
+    cells = [
+        layout.SweepRow(name="a", verdict="pass", final_loss=math.nan, steps_per_s=2.5),
+        layout.SweepRow(name="b", verdict="pass", steps_per_s=1.0, hidden_share=-math.inf),
+    ]
+    result = layout.SweepResult(cells=cells, notes=["x"])
     got = msgspec.json.decode(report_json(result))  # strict: msgspec refuses NaN/Infinity tokens
-    assert got["cells"] == [{"final_loss": None, "steps_per_s": 2.5}, {"ratio": [1.0, None]}]
+    assert got["cells"][0]["final_loss"] is None and got["cells"][0]["steps_per_s"] == 2.5
+    assert got["cells"][1]["hidden_share"] is None and got["cells"][1]["steps_per_s"] == 1.0
     assert got["notes"] == [
         "x",
         "cells[0].final_loss was nan (not a JSON number): written as null",
-        "cells[1].ratio[1] was -inf (not a JSON number): written as null",
+        "cells[1].hidden_share was -inf (not a JSON number): written as null",
     ]
-    assert result["notes"] == ["x"]  # the caller's result is not changed
-    assert msgspec.json.decode(report_json({"runs": [{"steps_per_s": math.inf}]}))["notes"] == [
+    assert result.notes == ["x"]  # the caller's result is not changed
+    runs = [layout.CompareRun(name="a", steps_per_s=math.inf)]
+    assert msgspec.json.decode(report_json(layout.CompareReport(runs=runs)))["notes"] == [
         "runs[0].steps_per_s was inf (not a JSON number): written as null"
     ]
-    assert "notes" not in msgspec.json.decode(report_json({"runs": []}))
+    assert "notes" not in msgspec.json.decode(report_json(layout.CompareReport()))

@@ -8,8 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from ftrun import layout
 from ftrun.check.commits import FailedCommit
 from ftrun.check.result import numerics_of
 from ftrun.report import junit as junit_view
@@ -125,7 +127,7 @@ def test_sweep_cells(tmp_path):
         ],
     }
     out = tmp_path / "sweep.xml"
-    out.write_text(junit_view.sweep_junit(result))
+    out.write_text(junit_view.sweep_junit(msgspec.convert(result, layout.SweepResult)))
     root = validate(out)
     assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("6", "3", "2")
     got = cases(root)

@@ -6,13 +6,16 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
+from ftrun import layout
 from ftrun.check.noise import NO_DIFFERENCE, Measured, mean_difference, repeats_needed, says
 from ftrun.check.result import EventResult, Overlap, SyncFigures, WorkerOverlap
 from ftrun.check.throughput import decompose, largest_reason, mean_decomposition
 from ftrun.layout import EventRecord
-from ftrun.report.compare_view import conclusion, decomposition_rows, explanation, explanation_line, rows, tells
+from ftrun.report import compare_view as view
+from ftrun.report.compare_view import explanation_line
 from ftrun.report.inspect_view import _exposed_cell, _remark, overlap_line
 from ftrun.report.recovery_view import recovery_lines
 from train_fixtures import event_record
@@ -70,6 +73,31 @@ def run(name: str, recs: list[EventRecord], **over) -> dict:
     }
 
 
+# the compare views on the runs as this file builds them (dicts of report.json's fields)
+def _run(r: dict) -> layout.CompareRun:
+    return msgspec.convert(r, layout.CompareRun)
+
+
+def conclusion(runs: list[dict]) -> str:
+    return view.conclusion([_run(r) for r in runs])
+
+
+def explanation(runs: list[dict]) -> layout.Explanation | None:
+    return view.explanation([_run(r) for r in runs])
+
+
+def tells(a: dict, b: dict) -> layout.Told:
+    return view.tells(_run(a), _run(b))
+
+
+def rows(result: dict) -> list[list[str]]:
+    return view.rows(msgspec.convert(result, layout.CompareReport))
+
+
+def decomposition_rows(result: dict) -> list[list[str]]:
+    return view.decomposition_rows(msgspec.convert(result, layout.CompareReport))
+
+
 def cells(result_rows: list[list[str]], label: str) -> list[str]:
     return next(r[1:] for r in result_rows if r[0] == label)
 
@@ -123,7 +151,7 @@ def test_costs_beyond_the_spread_shown_and_a_faster_class_is_no_cost() -> None:
 # --- compare's run table ---------------------------------------------------------------------
 
 _BASE = {
-    "schedule": {"fragments": 1, "sync_every": 10, "fragment_sync_delay": 3},
+    "schedule": {"fragments": 1, "sync_every": 10, "fragment_sync_delay": 3, "steps": 40},
     "syncs": 4,
     "commits": 4,
     "loss_at_steps": {},

@@ -31,8 +31,20 @@ def test_a_sweep_cell_without_figures_is_named_beside_the_ones_that_pass(tmp_pat
     sweep = tmp_path / "sw"
     good, crashed = make_run(sweep / "cell-0"), make_run(sweep / "cell-1")
     cells = [
-        {"name": "good", "steps_per_s": 2.7, "exposed_comm_per_sync_ms": 1010.0, "run_dir": str(good)},
-        {"name": "crashed", "steps_per_s": None, "exposed_comm_per_sync_ms": None, "run_dir": str(crashed)},
+        {
+            "name": "good",
+            "verdict": "pass",
+            "steps_per_s": 2.7,
+            "exposed_comm_per_sync_ms": 1010.0,
+            "run_dir": str(good),
+        },
+        {
+            "name": "crashed",
+            "verdict": "crashed",
+            "steps_per_s": None,
+            "exposed_comm_per_sync_ms": None,
+            "run_dir": str(crashed),
+        },
     ]
     (sweep / "sweep.json").write_text(json.dumps({"cells": cells}))
     res = invoke("--check", str(sweep), "--json")

@@ -74,7 +74,9 @@ def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp
     predicted = predict_goodput(GoodputInputs(8, 30.0, 20.0, 8 / 10.0, 10)).retained  # the twin's step: 8 / 10 steps/s
     runs = [{"name": "chaos", "run_dir": "../chaos"}, {"name": "twin", "run_dir": "../twin"}]
     for measured, want in ((predicted * 1.05, 0), (predicted * 1.25, 1)):
+        none = {"useful_steps": 0, "lost_steps": 0, "tail_steps": 0, "train_s": None, "steps_per_s": None, "groups": []}
         g = {"chaos": "chaos", "twin": "twin", "twin_steps_per_s": 10.0, "retained": measured, "differs": []}
+        g |= {"chaos_steps_per_s": None, "chaos_goodput": none, "twin_goodput": none}  # (the check reads none)
         (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": g}))
         assert plan_goodput.has_goodput(tmp_path)
         out = plan_goodput.check_goodput(tmp_path, 0.10)

@@ -93,6 +93,10 @@ def _cell(name, verdict, **m):
 
 
 def _sweep(cells):
+    return msgspec.convert(_sweep_fields(cells), layout.SweepResult)
+
+
+def _sweep_fields(cells):
     return {
         "sweep_dir": "/x/s",
         "name": "s",
@@ -139,10 +143,8 @@ def test_sweep_cells_take_the_first_faults_recovery_from_the_summary(tmp_path) -
         (tmp_path / name).mkdir()
         (tmp_path / name / layout.SUMMARY).write_text(json.dumps(s))
         got.append(recovery_metrics(layout.read_train_summary(tmp_path / name)))
-    want = {"recovery_s": 6.0, "recovery_largest_phase": "relaunch", "recovery_largest_phase_s": 2.8}
-    assert got[0] == want
-    got = [got[0], got[0], got[1]]
-    assert got[2]["recovery_s"] is None and recovery_metrics(None)["recovery_s"] is None
+    assert got[0] == (6.0, "relaunch", 2.8)  # seconds, largest phase, its seconds
+    assert got[1] == (None, None, None) and recovery_metrics(None) == (None, None, None)
 
 
 def test_summary_recovery_is_the_breakdown_list(tmp_path) -> None:
@@ -158,7 +160,8 @@ def test_summary_recovery_is_the_breakdown_list(tmp_path) -> None:
     d.mkdir()
     (d / "summary.json").write_text(json.dumps(train_summary(faults=story, recovery=[_rec()])))
     rec = recovery_of([d])
-    assert rec["faults"] == ["kill 1@25"] and rec["recovery_s"] == [6.0] and rec["largest_phase"] == [["relaunch", 2.8]]
+    assert rec is not None
+    assert rec.faults == ["kill 1@25"] and rec.recovery_s == [6.0] and rec.largest_phase == [("relaunch", 2.8)]
 
 
 def _manifest(action="kill", detection=None, hb=2000):

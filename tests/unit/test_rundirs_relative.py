@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from test_plan_cli import invoke, make_run
 
+from ftrun import layout
 from ftrun.commands.compare import as_recorded
+from ftrun.json_out import report_json
 
 
 def _compare(profiles: Path, by_compare: bool, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -32,8 +35,10 @@ def _compare(profiles: Path, by_compare: bool, monkeypatch: pytest.MonkeyPatch) 
         "link": {"bandwidth_bps": 8e6, "latency_s": 0.01, "describe": "8 Mbit/s, 10 ms"},
     }
     monkeypatch.chdir(profiles.parent)  # where compare ran
-    result = as_recorded({"runs": [row]}, Path("profiles/cmp")) if by_compare else {"runs": [row]}
-    (cmp_dir / "report.json").write_text(json.dumps(result))
+    result = msgspec.convert({"runs": [row]}, layout.CompareReport)
+    if by_compare:
+        result = as_recorded(result, Path("profiles/cmp"))
+    (cmp_dir / "report.json").write_text(report_json(result))
     return cmp_dir
 
 

@@ -290,6 +290,7 @@ def test_a_config_file_that_is_a_fifo_or_too_big_is_one_line(tmp_path: Path, mon
 
 
 def test_plan_checks_results_are_bounded_and_an_object(tmp_path: Path, monkeypatch) -> None:
+    from ftrun.layout import compare_report
     from ftrun.plan import check as plan_check
 
     (tmp_path / "report.json").write_text("[1, 2]")
@@ -297,7 +298,7 @@ def test_plan_checks_results_are_bounded_and_an_object(tmp_path: Path, monkeypat
         plan_check._measured_runs(tmp_path)
     _one_line(e, tmp_path / "report.json", "not an ftrun result (Expected `object`, got `array`)")
     (tmp_path / "report.json").write_text('{"runs": []}' + " " * 200)
-    monkeypatch.setattr(plan_check, "RESULT_LIMIT", 100)
+    monkeypatch.setattr(compare_report, "RESULT_LIMIT", 100)
     with pytest.raises(BadInput) as e:
         plan_check._measured_runs(tmp_path)
     _one_line(e, tmp_path / "report.json", "unreadable result (more than 100 bytes)")

@@ -145,7 +145,7 @@ def test_compares_readers_take_the_summary_and_leave_out_a_run_without_one(tmp_p
     none.mkdir()
     for d in (new,):
         rec = recovery_of([d, none])
-        assert rec is not None and rec["faults"] == ["kill 1@25"] and rec["recovery_s"] == [7.6]
+        assert rec is not None and rec.faults == ["kill 1@25"] and rec.recovery_s == [7.6]
         assert _breakdown([none, d]) == BREAKDOWN
     assert recovery_of([none]) is None and _breakdown(none) == []
 
@@ -166,10 +166,7 @@ def test_a_sweep_cell_with_a_broken_summary_names_the_file_and_the_sweep_goes_on
     cell = grid.product([grid.Axis("steps", (8,))])[0]
     run_dir = _run_dir(tmp_path, "[]", cell.name)
     got = evaluate(cell, run_dir, 0, "")
-    assert got == {
-        "verdict": "fail",
-        "problem": f"{run_dir / layout.SUMMARY}: not an ftrun summary (Expected `object`, got `array`)",
-    }
+    assert got.verdict == "fail"
+    assert got.problem == f"{run_dir / layout.SUMMARY}: not an ftrun summary (Expected `object`, got `array`)"
     s = msgspec.convert(train_summary(recovery=BREAKDOWN), layout.TrainSummary)
-    want = {"recovery_s": 7.6, "recovery_largest_phase": "relaunch", "recovery_largest_phase_s": 3.25}
-    assert recovery_metrics(s) == want and recovery_metrics(None)["recovery_s"] is None
+    assert recovery_metrics(s) == (7.6, "relaunch", 3.25) and recovery_metrics(None) == (None, None, None)

@@ -8,9 +8,10 @@ import re
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from ftrun import grid
+from ftrun import grid, layout
 from ftrun.config import build
 from ftrun.errors import BadInput
 from ftrun.launch.preflight import why_unavailable
@@ -131,38 +132,26 @@ def test_why_unavailable_reuses_train_checks(tmp_path, monkeypatch):
     assert "needs CUDA and NCCL" in why_unavailable(build(backend="gloo", quantize=True, out=str(tmp_path)))
 
 
-FC = {"replica": 0, "rank": 0, "sync_step": 10, "fragment": 1, "source": "event_log"}
-
-
 def test_verdicts():
     assert grid.verdict("pass", [], []) == ("pass", None)
-    assert grid.verdict("fail", ["replica 0 rank 0: sync missing"], [{**FC, "explained_by_fault": False}]) == (
+    assert grid.verdict("fail", ["replica 0 rank 0: sync missing"], [(0, 0, 10)]) == (
         "fail",
         "replica 0 rank 0: sync missing",
     )
-    assert grid.verdict("pass", [], [{**FC, "explained_by_fault": True}]) == ("pass", None)
-    v, why = grid.verdict(
-        "pass",
-        [],
-        [
-            {**FC, "explained_by_fault": False},
-            {**FC, "replica": 1, "explained_by_fault": False},
-            {**FC, "sync_step": 5, "explained_by_fault": False},
-        ],
-    )
+    v, why = grid.verdict("pass", [], [(0, 0, 10), (1, 0, 10), (0, 0, 5)])
     assert v == "failed-commits" and why.startswith("3 commit(s) failed on 2 rank(s)")
     assert "replica 0 rank 0 at sync steps 5, 10" in why
 
 
 def test_exit_code():
-    assert grid.exit_code([{"verdict": "pass"}, {"verdict": "invalid"}, {"verdict": "unavailable"}]) == 0
+    assert grid.exit_code(["pass", "invalid", "unavailable"]) == 0
     for bad in ("fail", "failed-commits", "crashed", "not run"):
-        assert grid.exit_code([{"verdict": "pass"}, {"verdict": bad}]) == 1
-    assert grid.exit_code([{"verdict": "invalid"}, {"verdict": "unavailable"}]) == 1  # nothing ran
+        assert grid.exit_code(["pass", bad]) == 1
+    assert grid.exit_code(["invalid", "unavailable"]) == 1  # nothing ran
 
 
-def _result(axes, cells, **kw):
-    return {
+def _result(axes, cells, **kw) -> layout.SweepResult:
+    d = {
         "sweep_dir": "/x/s",
         "name": "s",
         "preset": None,
@@ -177,6 +166,7 @@ def _result(axes, cells, **kw):
         "cells": cells,
         **kw,
     }
+    return msgspec.convert(d, layout.SweepResult)
 
 
 def _cell(params, verdict, **m):
@@ -288,7 +278,8 @@ def test_resume_refuses_a_cell_trained_with_other_options(tmp_path):
     (tmp_path / cell.name / CELL_RESULT).write_text(
         json.dumps({"verdict": "pass", "params": cell.params, "config": differing(same)})
     )
-    assert finished(tmp_path, cell)["verdict"] == "pass"  # the same options, spelled with another --out
+    done = finished(tmp_path, cell)
+    assert done is not None and done.verdict == "pass"  # the same options, spelled with another --out
 
 
 def _resumable(tmp_path: Path, record: dict):
@@ -308,12 +299,12 @@ def test_resume_rechecks_a_passed_cell_whose_traces_were_corrupted(tmp_path):
     from ftrun.sweep.resume import finished
 
     cell = _resumable(tmp_path, {"verdict": "pass", "commits": 4})
-    assert finished(tmp_path, cell)["verdict"] == "pass"
+    assert finished(tmp_path, cell).verdict == "pass"
     t = tmp_path / cell.name / "traces" / "replica1_rank0.21.pt.trace.json.gz"
     t.write_bytes(t.read_bytes()[: len(t.read_bytes()) // 2])  # corrupted after the cell passed
     got = finished(tmp_path, cell)
-    assert got["verdict"] == "fail" and got["recorded_verdict"] == "pass", got
-    assert "re-checked on --resume (recorded pass)" in got["problem"] and "broken gzip" in got["problem"]
+    assert got.verdict == "fail" and got.recorded_verdict == "pass", got
+    assert "re-checked on --resume (recorded pass)" in got.problem and "broken gzip" in got.problem
 
 
 @pytest.mark.parametrize(
@@ -346,13 +337,12 @@ def test_a_training_that_failed_early_is_crashed_with_its_error_line(tmp_path):
     cell = grid.product([grid.Axis("steps", (8,))])[0]
     run_dir = tmp_path / cell.name
     run_dir.mkdir()
-    assert evaluate(cell, run_dir, 1, err) == {
-        "verdict": "crashed",
-        "problem": "replica group 1 exited with code 1 at step 3: RuntimeError: boom",
-    }
+    got = evaluate(cell, run_dir, 1, err)
+    assert (got.verdict, got.problem) == ("crashed", "replica group 1 exited with code 1 at step 3: RuntimeError: boom")
+    assert got.steps_per_s is None and got.numerics is None
     failures = ["replica group 0 stopped at step 2 of 8"]
     (run_dir / "summary.json").write_text(json.dumps(train_summary(ok=False, failures=failures)))
-    assert evaluate(cell, run_dir, 1, "")["problem"] == "ftrun train exited 1"
+    assert evaluate(cell, run_dir, 1, "").problem == "ftrun train exited 1"
 
 
 @pytest.mark.parametrize("width", [80, 200])
@@ -415,7 +405,7 @@ def test_a_cell_whose_run_dir_is_still_in_use_is_not_run_and_not_recorded(tmp_pa
     runner = sw.Runner(tmp_path)
     monkeypatch.setattr(runner, "train", lambda c: pytest.fail("trained a cell whose run dir is in use"))
     res = sw.run_cell(runner, cell)
-    assert res["verdict"] == "not run" and f"in use by pid {os.getpid()}" in res["problem"], res
+    assert res is not None and res.verdict == "not run" and f"in use by pid {os.getpid()}" in res.problem, res
     assert not (tmp_path / cell.name / sw.CELL_RESULT).exists()
     lock.release()
     assert sw.wait_until_unlocked(tmp_path / cell.name, 0.0) is None

@@ -7,6 +7,7 @@ import math
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ftrun import layout
@@ -28,9 +29,8 @@ def test_expect_hidden_just_above_the_observed_share_fails_everywhere(tmp_path, 
 
     def below_one(name, run_dir, report):
         m = real(name, run_dir, report)
-        m["profiled_hidden_ms"] *= 0.985
-        m["hidden_comm_share"] = m["profiled_hidden_ms"] / m["profiled_comm_ms"]
-        return m
+        hidden = m.profiled_hidden_ms * 0.985
+        return msgspec.structs.replace(m, profiled_hidden_ms=hidden, hidden_comm_share=hidden / m.profiled_comm_ms)
 
     monkeypatch.setattr(metrics, "run_metrics", below_one)
     res = cli("compare", str(a), str(b), "--out", str(tmp_path), "--name", "probe", "--json")
