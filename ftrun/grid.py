@@ -41,6 +41,7 @@ NOT_AXES = frozenset(
         "master_port",
         "advertise_host",
         "interface",
+        "native_store",
     }
 )
 AXIS_KEYS = frozenset(FIELD_NAMES) - NOT_AXES

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 MODELS = BUILTIN_MODELS
 # the last two: torchft-nightly (ftrun.torchft_compat)
 BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")
+# torch's own reconfigurable groups, met on one bootstrap store every replica group reaches
+# (``ftrun.launch.native_store``; across hosts: ``--native-store``)
+NATIVE_STORE_BACKENDS = ("gloo-native",)
 
 # Upper bounds on durations: beyond them torchft's timedelta / time.sleep overflow inside every
 # worker, tens of seconds after start; refused here instead.
@@ -195,6 +198,15 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
             panel=HOSTS,
         ),
     ] = ""
+    native_store: Annotated[
+        str,
+        Opt(
+            "gloo-native across hosts: the bootstrap store HOST:PORT every group reaches; group 0's ftrun hosts it.",
+            commands=(TRAIN,),
+            panel=HOSTS,
+            metavar="HOST:PORT",
+        ),
+    ] = ""  # "": every group here, the store on a free loopback port
     start_gate: Annotated[
         str,
         Opt(
@@ -239,6 +251,26 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
             raise at.bad("master_port", self.master_port, "must be a TCP port")
         if self.job_id and not _RUN_NAME_RE.fullmatch(self.job_id):
             raise at.bad("job_id", self.job_id, "use letters, digits, '.', '_' or '-'")
+        self.check_native_store(at)
+
+    def check_native_store(self, at: At) -> None:
+        """``--native-store HOST:PORT``: only for a native group, and needed by one across hosts
+        (a group there cannot know where replica group 0's ftrun hosts the store)."""
+        native = self.backend in NATIVE_STORE_BACKENDS
+        if not self.native_store:
+            if native and self.replica_group_id >= 0:
+                raise at.bad(
+                    "backend",
+                    self.backend,
+                    "across hosts (--replica-group-id) needs --native-store HOST:PORT, the bootstrap store every "
+                    "group reaches (replica group 0's ftrun hosts it; the same value on every host)",
+                )
+            return
+        if not native:
+            raise at.bad("native_store", self.native_store, f"only for --backend {' or '.join(NATIVE_STORE_BACKENDS)}")
+        host, _, port = self.native_store.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise at.bad("native_store", self.native_store, "expected HOST:PORT (a TCP port 1-65535)")
 
     def check_lighthouse(self, at: At) -> None:
         if self.lighthouse and not re.fullmatch(r"https?://[^/:\s]+(:\d+)?/?", self.lighthouse):

@@ -146,21 +146,19 @@ def check_backend(cfg: RunConfig) -> None:
     why = backend_unavailable(cfg.hosts.backend, installed())
     if why:
         raise BadInput(why)
-    if cfg.hosts.backend == "gloo-native" and cfg.hosts.replica_group_id >= 0:
-        raise BadInput(
-            "--backend gloo-native: every replica group runs on this host for now (its bootstrap store is hosted "
-            "by this ftrun process, ftrun.launch.native_store); across hosts (--replica-group-id) it is not built"
-        )
 
 
 def preflight(cfg: RunConfig, environ: dict | None = None) -> Network:
     """Every check above, in order; returns how the other hosts reach this host's groups."""
+    from ftrun.launch import native_store
     from ftrun.launch.network import resolve
 
     check_backend(cfg)
     check_memory(cfg)
     check_lighthouse(cfg)
-    return resolve(cfg, os.environ if environ is None else environ)
+    network = resolve(cfg, os.environ if environ is None else environ)
+    native_store.check(cfg, network)
+    return network
 
 
 def why_unavailable(cfg: RunConfig) -> str | None:

@@ -17,10 +17,11 @@ from pathlib import Path
 import msgspec
 
 from ftrun import layout, runlog
+from ftrun.config import NATIVE_STORE_BACKENDS
 from ftrun.errors import Interrupted, Stopped, Stopping, signal_words
 from ftrun.launch.chaos import ChaosMonkey
 from ftrun.launch.groups import free_port, make_group, start_lighthouse
-from ftrun.launch.native_store import start_native_store
+from ftrun.launch.native_store import open_native_store
 from ftrun.launch.placement import Placement, threads_per_rank
 from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
@@ -116,8 +117,8 @@ def _run_job(
             state.chaos = ChaosMonkey(cfg, run_dir, state.log_run_event)
         threads = threads_per_rank(cfg.hosts.replicas * cfg.hosts.nproc_per_replica)
         master = store_address(state.network, cfg)  # before the spec: it records the store port
-        if cfg.hosts.backend == "gloo-native":  # before the spec: it records the store's address
-            state.native_store = start_native_store(run_dir, "127.0.0.1", free_port())
+        if cfg.hosts.backend in NATIVE_STORE_BACKENDS:  # before the spec: it records the store's address
+            state.native_store = open_native_store(run_dir, cfg, free_port())
         spec_path = write_spec(state, window, threads, link)
         state.started = time.time()
         if cfg.hosts.lighthouse:

@@ -247,5 +247,5 @@ def stop_all(state: RunState) -> None:
             stop_tree(g.proc)
     if state.lighthouse is not None:
         stop_tree(state.lighthouse.proc, grace_s=1.0)
-    if state.native_store is not None:
+    if state.native_store is not None and state.native_store.proc is not None:
         stop_tree(state.native_store.proc, grace_s=1.0)

@@ -230,8 +230,8 @@ def test_train_refuses_a_backend_the_release_does_not_offer(monkeypatch, tmp_pat
     assert not any(tmp_path.iterdir())
 
 
-def test_train_refuses_gloo_native_across_hosts(monkeypatch, tmp_path) -> None:
-    # a release and torch that offer it: the refusal is the launcher's (its bootstrap store)
+def test_train_refuses_gloo_native_across_hosts_without_its_store(monkeypatch, tmp_path) -> None:
+    # a release and torch that offer it: across hosts the groups must be told where the store is
     _fake(monkeypatch, compat.Release("torchft-nightly", "2026.10.26", "reconfigure", "2.14.1"))
     monkeypatch.setattr(compat.backends, "_torch_native_reconfigure", lambda: True)
     res = cli(
@@ -239,7 +239,7 @@ def test_train_refuses_gloo_native_across_hosts(monkeypatch, tmp_path) -> None:
         *("--backend", "gloo-native", "--replica-group-id", "1", "--num-replica-groups", "2"),
         *("--lighthouse", "http://127.0.0.1:9", "--steps", "4", "--profile", "none", "--out", str(tmp_path)),
     )
-    assert res.exit_code == 2 and "--backend gloo-native: every replica group runs on this host for now" in " ".join(
-        res.output.split()
+    assert res.exit_code == 2 and "--backend gloo-native: across hosts (--replica-group-id) needs --native-store" in (
+        " ".join(res.output.split())
     )
     assert not any(tmp_path.iterdir())
