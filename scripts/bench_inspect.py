@@ -201,7 +201,7 @@ def source_trace(args, tmp: Path) -> tuple[Path, int, int, int]:
             "2",
             "--sync-every",
             "8",
-            "--delay",
+            "--fragment-sync-delay",
             "2",
             "--repeat",
             "1",

@@ -1,12 +1,13 @@
 """A tiny torchft streaming-DiLoCo run written the way torchft's own ``train_diloco.py`` is.
 
-It is the source of "foreign" traces for the inspect tests: no ftrun code, no manifest, one
-chrome trace per profiler window (``step-{n}.json``), ``prof.step()`` at the TOP of each loop
-iteration after ``prof.start()`` (so ``ProfilerStep#k`` holds the k-th optimizer step);
-``--step-at end`` calls it at the end instead (``ProfilerStep#k`` then holds step k+1).
+It is the source of "foreign" traces for the inspect tests: no ftrun code (its loop is
+``tests/bare_diloco.py``'s), no manifest, one chrome trace per profiler window
+(``step-{n}.json``), ``prof.step()`` at the TOP of each loop iteration after ``prof.start()`` (so
+``ProfilerStep#k`` holds the k-th optimizer step); ``--step-at end`` calls it at the end instead
+(``ProfilerStep#k`` then holds step k+1).
 
     python tests/foreign_diloco.py --out DIR [--replicas R] [--steps N] [--fragments F]
-        [--sync-every H] [--delay T] [--wait W --warmup U --active A --repeat P] [--step-at end]
+        [--sync-every H] [--fragment-sync-delay T] [--wait W --warmup U --active A --repeat P] [--step-at end]
         [--no-shapes] [--uneven] [--pg gloo|baby-gloo] [--fail-commit STEP]
 
 ``--no-shapes`` profiles with ``record_shapes=False`` (as torchft's ``train_diloco.py`` does);
@@ -30,54 +31,18 @@ import subprocess
 import sys
 from datetime import timedelta
 
-# Distinct widths: fragment i holds Linear(D[i], D[i+1]) so every fragment has its own
-# tensor-size signature.
-WIDTHS = (8, 12, 20, 28, 36, 44, 52)
-
-
-def build_model(fragments: int, uneven: bool = False):
-    import torch.nn as nn
-
-    if not uneven:
-        layers = [nn.Linear(WIDTHS[i], WIDTHS[i + 1]) for i in range(fragments)]
-        return nn.Sequential(*layers), layers
-    frags = [
-        nn.Sequential(nn.Linear(WIDTHS[i], WIDTHS[i + 1]), *(nn.Linear(WIDTHS[i + 1], WIDTHS[i + 1]) for _ in range(i)))
-        for i in range(fragments)
-    ]
-    return nn.Sequential(*frags), frags
+import bare_diloco as bare
 
 
 def worker(args: argparse.Namespace) -> None:
     import torch
-    from torch.distributed import TCPStore
-    from torchft import Manager, ProcessGroupGloo
-    from torchft.local_sgd import DiLoCo
     from torchft.process_group import ProcessGroupBabyGloo
 
     torch.manual_seed(0)
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    model, frags = build_model(args.fragments, args.uneven)
-    inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in frags]
-    pg = (ProcessGroupBabyGloo if args.pg == "baby-gloo" else ProcessGroupGloo)(timeout=timedelta(seconds=30))
-    manager = Manager(
-        pg=pg,
-        min_replica_size=1,
-        load_state_dict=lambda sd: model.load_state_dict(sd),
-        state_dict=lambda: model.state_dict(),
-        use_async_quorum=False,
-        rank=0,
-        world_size=1,
-        store_addr="127.0.0.1",
-        store_port=store.port,
-        lighthouse_addr=args.lighthouse,
-        replica_id=f"foreign{args.worker}",
-        hostname="127.0.0.1",
-        timeout=timedelta(seconds=30),
-        quorum_timeout=timedelta(seconds=30),
-        connect_timeout=timedelta(seconds=30),
-    )
+    model, frags = bare.mlp(args.fragments, uneven=args.uneven)
+    optims = bare.optimizers(model, frags)
+    pg = ProcessGroupBabyGloo(timeout=timedelta(seconds=30)) if args.pg == "baby-gloo" else None
+    manager = bare.manager(model, f"foreign{args.worker}", args.lighthouse, pg=pg)
     step = [0]
     if args.fail_commit is not None:
         real_should_commit = manager.should_commit
@@ -89,34 +54,23 @@ def worker(args: argparse.Namespace) -> None:
             return real_should_commit(*a, **k)
 
         manager.should_commit = should_commit
-    out = os.path.join(args.out, f"r{args.worker}")
-    os.makedirs(out, exist_ok=True)
-    x = torch.randn(16, WIDTHS[0])
-    y = torch.randn(16, WIDTHS[args.fragments])
-    prof = torch.profiler.profile(
-        schedule=torch.profiler.schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat),
-        on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/step-{p.step_num}.json"),
-        record_shapes=not args.no_shapes,
-    )
-    with DiLoCo(manager, frags, inner, outer, sync_every=args.sync_every, fragment_sync_delay=args.delay):
-        prof.start()
-        for _ in range(args.steps):
-            if args.step_at == "top":
-                prof.step()
-            inner.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            step[0] += 1
-            inner.step()
-            if args.step_at == "end":
-                prof.step()
-        prof.stop()
-    manager.shutdown(wait=False)
-    # The traces are written. Skip interpreter teardown: torchft's background threads can abort it
-    # ("terminate called without an active exception", exit -6) after all the work is done.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    x = torch.randn(16, bare.WIDTHS[0])
+    y = torch.randn(16, bare.WIDTHS[args.fragments])
+    prof = bare.profiler(os.path.join(args.out, f"r{args.worker}"), args, record_shapes=not args.no_shapes)
+
+    def before(k: int) -> None:
+        step[0] = k  # what the commit (in the inner optimizer's step) sees
+        if args.step_at == "top":
+            prof.step()
+
+    def after(k: int, loss: torch.Tensor) -> None:
+        if args.step_at == "end":
+            prof.step()
+
+    loss = lambda _: torch.nn.functional.mse_loss(model(x), y)  # noqa: E731
+    schedule = (args.sync_every, args.fragment_sync_delay)
+    bare.train(manager, frags, optims, schedule, loss, lambda k: k < args.steps, bare.Hooks(before, after, prof))
+    bare.exit_now(manager)  # the traces are written
 
 
 def main() -> None:
@@ -124,13 +78,8 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--steps", type=int, default=24)
-    p.add_argument("--fragments", type=int, default=2)
-    p.add_argument("--sync-every", type=int, default=8)
-    p.add_argument("--delay", type=int, default=2)
-    p.add_argument("--wait", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--active", type=int, default=10)
-    p.add_argument("--repeat", type=int, default=2)
+    bare.add_schedule_flags(p, sync_every=8, delay=2)
+    bare.add_profiler_flags(p, active=10, repeat=2)
     p.add_argument("--step-at", choices=("top", "end"), default="top", help="where prof.step() is called")
     p.add_argument("--no-shapes", action="store_true", help="record_shapes=False (torchft's train_diloco.py)")
     p.add_argument("--uneven", action="store_true", help="fragment i has i+1 Linear layers")

@@ -6,7 +6,7 @@ blocks are freed, and the heap's free top is given back to the kernel above ``M_
 A CPU training step allocates and frees the same activations and gradients (hundreds of KiB to
 MiB each) every step, so with the defaults a part of them is mapped, page-faulted in and unmapped
 again each step. With both thresholds fixed (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) they are
-reused from the heap: ``scripts/bench_overhead.py --knobs malloc`` measured the bare torchft loop
+reused from the heap: ``scripts/bench_bare_knobs.py --knobs malloc`` measured the bare torchft loop
 of the default model 3-4% faster in CPU per step. Blocks above the threshold (a large model's
 parameters) are still mapped; the cost is free heap kept: up to ``TRIM_THRESHOLD`` at the heap's
 top, and freed chunks inside it that later allocations do not fit exactly. That is a rank's RSS

@@ -167,7 +167,7 @@ def test_prof_step_at_loop_end(tmp_path):
             "2",
             "--sync-every",
             "8",
-            "--delay",
+            "--fragment-sync-delay",
             "2",
         ],
         check=True,

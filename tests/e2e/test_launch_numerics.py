@@ -121,10 +121,8 @@ def test_replicas_syncing_different_fragments_fail_from_torchfts_log_lines(tmp_p
     logs, and the check reads the fragments from them: the replicas disagree."""
     env = patched_torchft(tmp_path / "torchft-order", "local_sgd.py", *SWAPPED_ORDER)
     sched = ["--fragments", "3", "--sync-every", "6", "--fragment-sync-delay", "1"]
-    script_args = ["--fragments", "3", "--sync-every", "6", "--delay", "1", "--equal-fragments"]
-    rc, out, explain = launch(
-        tmp_path, "order", *sched, "--", str(SCRIPT), *script_args, "--manager-steps", "6", env=env
-    )
+    script_args = [*sched, "--equal-fragments", "--manager-steps", "6"]  # the script takes ftrun's flag names
+    rc, out, explain = launch(tmp_path, "order", *sched, "--", str(SCRIPT), *script_args, env=env)
     assert rc == 1, explain
     logs = [(tmp_path / "order" / "logs" / f"replica{r}.log").read_text() for r in (0, 1)]
     assert all("Preparing fragment=" in g and "Syncing fragment=" in g for g in logs), explain

@@ -93,19 +93,6 @@ def test_the_paired_ratio_says_met_missed_or_not_resolved_from_its_interval(benc
     assert one["verdict"] == "not resolved" and one["ci95"] == [None, None]
 
 
-def test_the_concurrent_ratio_counts_only_the_seconds_both_sides_shared(bench) -> None:
-    w = bench.WARMUP
-    # bare: 10 ms steps from t=0; ftrun: 11 ms steps, starting 0.2 s later and running longer
-    bare = [[i * 0.010 for i in range(200)], [0.001 + i * 0.010 for i in range(200)]]
-    ftrun = [[0.2 + i * 0.011 for i in range(300)], [0.2005 + i * 0.011 for i in range(300)]]
-    ms = bench.overlap_ms_per_step({"bare": bare, "ftrun": ftrun})
-    assert ms["bare"] == pytest.approx(10.0) and ms["ftrun"] == pytest.approx(11.0)
-    # the window starts after every replica's warm-up: a side that starts late is cut to its own
-    late = [[5.0 + i * 0.010 for i in range(w + 40)]]
-    with pytest.raises(SystemExit, match="overlapped for"):
-        bench.overlap_ms_per_step({"bare": bare, "ftrun": late})
-
-
 def test_the_bare_lighthouse_cpu_is_read_over_the_loop_window(bench) -> None:
     w = bench.WARMUP
     stamps = [10.0 + 0.1 * i for i in range(w + 100)]  # 100 steps of 0.1 s after the warm-up
