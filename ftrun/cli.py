@@ -15,6 +15,7 @@ import functools
 import inspect
 import signal
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import typer
 import typer.core
 
+from ftrun.config.commands import JUNIT_HELP
 from ftrun.errors import BadInput, RunFailed, raise_on_signal
 
 if TYPE_CHECKING:  # typer's own (vendored) click, whose classes its commands are built on
@@ -95,12 +97,9 @@ def guarded(fn):
             signal.signal(sig, handler)
 
 
-JUNIT_HELP = "Also write JUnit XML here: a case per checked event class and worker, or per sweep cell."
-
 # --help panels of options that are not config fields (a config field's: ``Field.panel``); the
 # names match ``ftrun.config.parts.PANELS`` where they mean the same (tests/unit/test_cli_reference.py)
-RUN, GROUPS, HOSTS, SCHEDULE, FAULTS = "Run", "Replica groups", "Several hosts", "Schedule", "Faults"
-TIMEOUTS, CHECKS, OUTPUT = "Timeouts", "Profiling and checks", "Output"
+RUN, OUTPUT = "Run", "Output"
 COMPARISON, GRID = "Comparison", "Grid"
 _FIRST_PANELS = ("Arguments", COMPARISON, GRID)  # then the config's PANELS, any other, then "Options"
 
@@ -152,35 +151,57 @@ def panel_command(name: str, text: str, short_help: str):
 
 
 class ConfigOptions:
-    """A command taking config fields as flags: ``fn``'s parameter ``opts`` stands for the fields
-    ``command`` takes (``ftrun.config``: each field's flags and help, declared once on the field);
-    typer sees them in its place, ``fn`` gets them as one typed ``Overrides``. Built when typer
-    first reads the signature, so importing the CLI imports no config."""
+    """A command taking options declared once: ``fn``'s parameter ``opts`` stands for them, typer
+    sees each in its place, ``fn`` gets them as one typed value. ``source``: a command name
+    (train, compare, sweep: the config fields it takes, as one ``Overrides``; ``ftrun.config``:
+    each field's flags and help declared on the field) or ``"module:Struct"`` (a declaration,
+    ``ftrun.config.declared``: an instance of it). Built when typer first reads the signature, so
+    importing the CLI imports no config. ``panels``: show each option in its --help panel."""
 
-    def __init__(self, fn: Callable[..., Any], command: str) -> None:
-        self.fn, self.command, self.__name__, self.__doc__ = fn, command, fn.__name__, fn.__doc__
+    def __init__(self, fn: Callable[..., Any], source: str, panels: bool = True) -> None:
+        self.fn, self.source, self.panels, self.__name__, self.__doc__ = fn, source, panels, fn.__name__, fn.__doc__
+
+    def _decl(self) -> type | None:
+        if ":" not in self.source:
+            return None
+        import importlib
+
+        module, name = self.source.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    def _options(self) -> list[inspect.Parameter]:
+        """A typer option per field (a list or an unset config field: default None)."""
+        from ftrun import config
+
+        decl = self._decl()
+        out = []
+        for f in config.declared(decl) if decl is not None else config.for_command(self.source):
+            kind, default = f.kind, f.default
+            if decl is None:  # a config field: None = not given (the preset or file decides)
+                kind, default = (list[str] if f.kind is list else str if f.opt.on_off else f.kind) | None, None
+            elif typing.get_origin(kind) is list:  # repeatable: typer's None, the declaration's []
+                kind, default = kind | None, None
+            name = f.key.replace("_", "-")
+            decls = f.flags if f.kind is not bool or f.opt.on_off or f.opt.flags else (f"--{name}/--no-{name}",)
+            option = typer.Option(
+                default,
+                *decls,
+                help=f.opt.help,
+                metavar=f.opt.metavar,
+                rich_help_panel=f.panel if self.panels else None,
+            )
+            out.append(inspect.Parameter(f.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
+        return out
 
     @functools.cached_property
     def _params(self) -> tuple[inspect.Signature, dict[str, Any], frozenset[str]]:
-        from ftrun.config import fields
-
         own = inspect.signature(self.fn, eval_str=True)
         params: list[inspect.Parameter] = []
         keys: set[str] = set()
         for p in own.parameters.values():
-            if p.name != "opts":
-                params.append(p)
-                continue
-            for f in fields().values():
-                if self.command not in f.opt.commands:
-                    continue
-                kind = list[str] | None if f.kind is list else (str if f.opt.on_off else f.kind) | None
-                name = f.key.replace("_", "-")
-                decls = f.flags if f.kind is not bool or f.opt.on_off else (f"--{name}/--no-{name}",)
-                option = typer.Option(None, *decls, help=f.opt.help, metavar=f.opt.metavar, rich_help_panel=f.panel)
-                params.append(inspect.Parameter(f.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
-                keys.add(f.key)
-        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+            generated = self._options() if p.name == "opts" else [p]
+            keys |= {g.name for g in generated} if p.name == "opts" else set()
+            params += [g.replace(kind=inspect.Parameter.KEYWORD_ONLY) for g in generated]
         return inspect.Signature(params), {p.name: p.annotation for p in params}, frozenset(keys)
 
     @property
@@ -192,16 +213,19 @@ class ConfigOptions:
         return self._params[1]
 
     def __call__(self, **values: Any) -> Any:
-        from ftrun.config import overrides
+        from ftrun.config import declared_value, overrides
 
-        keys = self._params[2]
+        keys, decl = self._params[2], self._decl()
         given = {k: values.pop(k) for k in list(values) if k in keys}
-        return self.fn(opts=guarded(lambda: overrides(given)), **values)  # a bad on|off: one line, exit 2
+        # a blank string or a bad on|off: one line, exit 2
+        value = (lambda: overrides(given)) if decl is None else (lambda: declared_value(decl, given))
+        return self.fn(opts=guarded(value), **values)
 
 
-def config_options(command: str) -> Callable[[Callable[..., Any]], ConfigOptions]:
-    """``@config_options("train")``: the command takes the config fields ``command`` takes, as ``opts``."""
-    return lambda fn: ConfigOptions(fn, command)
+def config_options(source: str, panels: bool = True) -> Callable[[Callable[..., Any]], ConfigOptions]:
+    """``@config_options("train")``: the command takes the config fields ``train`` takes, as
+    ``opts``; ``@config_options("module:Struct")``: the options that Struct declares."""
+    return lambda fn: ConfigOptions(fn, source, panels)
 
 
 OVERWRITE_HELP = "Replace an existing run dir of the same name."
@@ -313,57 +337,16 @@ Example: ftrun inspect-trace profiles/streaming-0001
 
 
 @app.command("inspect-trace", help=INSPECT_HELP, short_help="Check traces against the streaming-DiLoCo schedule.")
-@refuses_blank({"paths": "PATH"})
+@config_options("ftrun.config.commands:InspectOptions", panels=False)
 def inspect_cmd(
     paths: list[str] = typer.Argument(..., metavar="PATH", help="Run dir, trace folder or trace files."),
-    fragments: int | None = typer.Option(None, help="F, for traces without a manifest."),
-    sync_every: int | None = typer.Option(None, help="H, for traces without a manifest."),
-    fragment_sync_delay: int | None = typer.Option(None, help="tau, for traces without a manifest."),
-    step_numbering: str | None = typer.Option(
-        None,
-        help="top: prof.step() at loop top (torchft example; ProfilerStep#k = step k); end: at loop end; "
-        "auto: as ProfilerStep#0 proves it. Default: the run's (ftrun launch records it), else top.",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    export_perfetto: str | None = typer.Option(
-        None,
-        "--export-perfetto",
-        metavar="<path>",
-        help="Also write OUT.json (.json.gz): the traces plus ftrun's verdicts, for Perfetto's UI.",
-    ),
-    allow_failed_commits: bool = typer.Option(
-        False, "--allow-failed-commits", help="Do not fail on commits that failed without an injected fault."
-    ),
-    merge_jobs: bool = typer.Option(
-        False,
-        "--merge-jobs",
-        help="Check traces of different runs (other world size, GPUs or wall clock) together anyway.",
-    ),
-    max_trace_mb: int | None = typer.Option(
-        None, "--max-trace-mb", help="Refuse a trace file whose JSON (gunzipped) exceeds this many MB (default 4096)."
-    ),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Let --export-perfetto replace a file ftrun did not write."
-    ),
-    junit: str | None = typer.Option(None, "--junit", metavar="<path>", help=JUNIT_HELP),
+    opts: Any = None,
 ) -> None:
     def body() -> int:
+        refuse_empty({"paths": paths}, {"paths": "PATH"})
         from ftrun.commands.inspect_trace import inspect_trace
 
-        return inspect_trace(
-            [Path(p) for p in paths],
-            fragments=fragments,
-            sync_every=sync_every,
-            fragment_sync_delay=fragment_sync_delay,
-            step_numbering=step_numbering,
-            json_out=json_out,
-            export_perfetto=Path(export_perfetto) if export_perfetto is not None else None,
-            allow_failed_commits=allow_failed_commits,
-            merge_jobs=merge_jobs,
-            max_trace_mb=max_trace_mb,
-            overwrite=overwrite,
-            junit=Path(junit) if junit is not None else None,
-        )
+        return inspect_trace([Path(p) for p in paths], opts)
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -385,93 +368,17 @@ Example (the script in ftrun's examples/): ftrun launch --replicas 2 --fragments
 
 
 @panel_command("launch", LAUNCH_HELP, "Run any torchft script as replica groups; find and check its traces.")
-@refuses_blank(skip=("script_and_args",))
+@config_options("ftrun.config.commands:LaunchOptions")
 def launch_cmd(
     script_and_args: list[str] | None = typer.Argument(
         None, metavar="-- SCRIPT.py [ARGS...]", help="The script and its arguments, after --."
     ),
-    replicas: int = typer.Option(
-        2, "--replicas", "--num-replica-groups", help="Replica groups R.", rich_help_panel=GROUPS
-    ),
-    nproc_per_replica: int = typer.Option(
-        1, help="Ranks per replica group G (torchrun --nproc-per-node).", rich_help_panel=GROUPS
-    ),
-    lighthouse: str | None = typer.Option(
-        None, help="Use this lighthouse (http://HOST:PORT) instead of starting one.", rich_help_panel=HOSTS
-    ),
-    min_replicas: int | None = typer.Option(
-        None,
-        help="min_replicas of the lighthouse ftrun starts (default R: every group joins the first quorum).",
-        rich_help_panel=GROUPS,
-    ),
-    fragments: int | None = typer.Option(None, help="F the script uses (for the check).", rich_help_panel=SCHEDULE),
-    sync_every: int | None = typer.Option(None, help="H the script uses (for the check).", rich_help_panel=SCHEDULE),
-    fragment_sync_delay: int | None = typer.Option(
-        None, help="tau the script uses (for the check).", rich_help_panel=SCHEDULE
-    ),
-    no_inspect: bool = typer.Option(
-        False,
-        "--no-check",
-        "--no-inspect",
-        help="Do not check the traces (schedule flags then optional).",
-        rich_help_panel=CHECKS,
-    ),
-    step_numbering: str = typer.Option(
-        "top",
-        help="top: prof.step() at loop top (torchft example); end; auto: as ProfilerStep#0 proves it.",
-        rich_help_panel=CHECKS,
-    ),
-    kill: list[str] | None = typer.Option(
-        None,
-        "--kill",
-        help="R@SECONDSs or R@line:REGEX, optionally :sigterm (default SIGKILL). Repeatable.",
-        rich_help_panel=FAULTS,
-    ),
-    restarts: int | None = typer.Option(
-        None, help="Relaunch a dead group up to N times (default 1 with --kill, else 0).", rich_help_panel=FAULTS
-    ),
-    timeout: float | None = typer.Option(
-        None,
-        help="Seconds a group may run without joining a quorum (torchft's log) before the launch fails.",
-        rich_help_panel=TIMEOUTS,
-    ),
-    env: list[str] | None = typer.Option(
-        None, "--env", help="K=V added to every group's environment. Repeatable.", rich_help_panel=GROUPS
-    ),
-    out: str = typer.Option("profiles", help="Output root.", rich_help_panel=OUTPUT),
-    run_name: str | None = typer.Option(
-        None, help="Run directory name (default launch-<time>).", rich_help_panel=OUTPUT
-    ),
-    overwrite: bool = typer.Option(
-        False, help="Replace an existing ftrun run dir of the same name.", rich_help_panel=OUTPUT
-    ),
-    json_out: bool = typer.Option(
-        False, "--json", help="Print the summary (and the check) as JSON.", rich_help_panel=OUTPUT
-    ),
+    opts: Any = None,
 ) -> None:
     def body() -> int:
         from ftrun.commands.launch import launch
 
-        return launch(
-            list(script_and_args or []),
-            json_out=json_out,
-            overwrite=overwrite,
-            replicas=replicas,
-            nproc_per_replica=nproc_per_replica,
-            lighthouse=lighthouse,
-            min_replicas=min_replicas,
-            fragments=fragments,
-            sync_every=sync_every,
-            fragment_sync_delay=fragment_sync_delay,
-            no_inspect=no_inspect,
-            step_numbering=step_numbering,
-            kill=list(kill or []),
-            restarts=restarts,
-            timeout=timeout,
-            env=list(env or []),
-            out=out,
-            run_name=run_name,
-        )
+        return launch(list(script_and_args or []), opts)
 
     raise typer.Exit(guarded(body) or 0)
 
@@ -611,7 +518,8 @@ allreduce queued on the link with the emulator's cost; the sync blocking for wha
 arrived tau steps after the send). Inputs: --from RUN_DIR (fragment bytes, replicas, schedule,
 compute step and the groups' drift of a run) or --params, --dtype and --step-ms (or a
 FLOPs-based step: --tokens-per-step, --flops-per-gpu, --gpus-per-replica, --mfu).
---data-parallel adds data-parallel training (an allreduce every step). Prints exposed
+--replicas, --fragments, --sync-every and --fragment-sync-delay default to the run's, else
+R=2, F=2, H=20, tau=5. --data-parallel adds data-parallel training (an allreduce every step). Prints exposed
 communication, utilisation, bandwidth and the smallest tau and F that reach --target-util.
 --check DIR predicts every run of a compare or sweep dir on its own link and compares with what
 was measured (exit 1 when an error exceeds --tolerance).
@@ -627,142 +535,12 @@ Example: ftrun plan --check profiles/compare-20260101-120000
 
 
 @app.command("plan", help=PLAN_HELP, short_help="What-if model: will streaming DiLoCo hide my communication?")
-@refuses_blank()
-def plan_cmd(
-    ctx: typer.Context,
-    from_dir: str | None = typer.Option(
-        None,
-        "--from",
-        metavar="RUN_DIR",
-        help="Take fragment bytes, replicas, schedule, step time and the groups' drift from a run.",
-    ),
-    params: float | None = typer.Option(None, help="Model parameters N, e.g. 1e9 (without --from)."),
-    dtype: str | None = typer.Option(None, help="fp32 (default), bf16, fp16, fp8 or fp4: bytes per exchanged value."),
-    step_ms: float | None = typer.Option(None, help="Compute time of one training step in ms (without --from)."),
-    tokens_per_step: float | None = typer.Option(
-        None, help="Tokens one replica group trains on per step (FLOPs-based step time)."
-    ),
-    flops_per_gpu: float | None = typer.Option(None, help="Peak FLOP/s of one accelerator (FLOPs-based step time)."),
-    gpus_per_replica: int | None = typer.Option(None, help="Accelerators per replica group (default 1)."),
-    mfu: float | None = typer.Option(None, help="Model FLOPs utilisation (default 0.4): step = 6 N T / (G F MFU)."),
-    link: list[str] | None = typer.Option(None, "--link", help="BANDWIDTH[,LATENCY], e.g. 1gbit,20ms. Repeatable."),
-    sweep_link: str | None = typer.Option(
-        None, help="LO..HI[,LATENCY]: log-spaced bandwidths, e.g. 10mbit..10gbit,20ms."
-    ),
-    replicas: int | None = typer.Option(None, help="Replica groups R (default 2, or the run's)."),
-    fragments: int | None = typer.Option(None, help="Fragments F (default 2, or the run's)."),
-    layers: int | None = typer.Option(
-        None, help="Model layers (with --layers-per-fragment: F = layers / per fragment)."
-    ),
-    layers_per_fragment: int | None = typer.Option(None, help="Layers per fragment (needs --layers)."),
-    sync_every: int | None = typer.Option(None, help="H (default 20, or the run's)."),
-    fragment_sync_delay: int | None = typer.Option(None, help="tau (default 5, or the run's)."),
-    step_jitter: float | None = typer.Option(
-        None, metavar="MS", help="Per-step standard deviation of each group's step (what-if; default 0, or the run's)."
-    ),
-    overlap_slowdown: float | None = typer.Option(
-        None,
-        metavar="X",
-        help="How much longer a step computes while a fragment's collectives are in flight "
-        "(default 1, or the run's measured one with --from/--check).",
-    ),
-    data_parallel: bool = typer.Option(
-        False, "--data-parallel", help="Also plan data-parallel training: every step all-reduces the gradients."
-    ),
-    dp_dtype: str | None = typer.Option(None, help="Dtype of the data-parallel gradients (default: --dtype)."),
-    train_tokens: float | None = typer.Option(
-        None,
-        help="Tokens of the whole training: D / (R x --tokens-per-step) steps; hours, bytes sent and bits exchanged.",
-    ),
-    heartbeat_timeout_ms: float | None = typer.Option(
-        None,
-        metavar="MS",
-        help="Recovery: how long the lighthouse keeps a group whose heartbeats stopped (default 2000, or the run's).",
-    ),
-    mtbf: float | None = typer.Option(
-        None,
-        metavar="SECONDS",
-        help="Goodput: mean seconds between faults over the run (with --recovery-s, or --from a --chaos run).",
-    ),
-    recovery_s: float | None = typer.Option(
-        None, metavar="SECONDS", help="Goodput: seconds from a fault to the group's first commit (measured)."
-    ),
-    target_util: float = typer.Option(0.95, help="Compute utilisation to reach (smallest tau / F, hiding bandwidth)."),
-    png: str | None = typer.Option(None, "--png", metavar="FILE", help="Write utilisation vs bandwidth to FILE.png."),
-    check: str | None = typer.Option(
-        None,
-        "--check",
-        metavar="DIR",
-        help="Predict the runs of a compare/sweep dir (or a --kill run dir's recovery) and compare.",
-    ),
-    tolerance: float = typer.Option(
-        0.25, help="--check: largest relative error (exposed time: or 5 ms) before exit 1."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-) -> None:
+@config_options("ftrun.plan.options:PlanRequest", panels=False)
+def plan_cmd(opts: Any = None) -> None:
     def body() -> int:
-        from ftrun.commands import plan as cmd
+        from ftrun.commands.plan import run
 
-        if check is not None:
-            other = [
-                f"--{k.replace('_', '-')}"
-                if k not in ("from_dir", "link")
-                else {"from_dir": "--from", "link": "--link"}[k]
-                for k, v in ctx.params.items()  # what click parsed, by parameter name
-                if k not in ("check", "tolerance", "json_out", "target_util", "data_parallel")
-                and v is not None  # None, or an empty repeatable option: not given
-                and v not in ([], ())
-            ]
-            other += ["--data-parallel"] if data_parallel else []
-            if other:
-                raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
-            return cmd.check(check, tolerance, json_out)
-        if tolerance != 0.25:
-            raise BadInput(f"--tolerance {tolerance}: applies only with --check")
-        if mtbf is not None or recovery_s is not None:  # goodput under a rate of faults (ftrun.plan.goodput)
-            other = [
-                "--" + k.replace("_", "-")
-                for k, v in ctx.params.items()
-                if k not in cmd.GOODPUT_FLAGS
-                and v is not None
-                and v not in ([], ())
-                and v is not False
-                and not (k == "target_util" and v == 0.95)  # its default
-            ]
-            if other:
-                raise BadInput(f"--mtbf/--recovery-s: the goodput model takes no {', '.join(other)}")
-
-            window = (sync_every // fragments) if sync_every and fragments else None
-            return cmd.goodput(from_dir, mtbf, recovery_s, replicas, step_ms, window, json_out)
-        return cmd.plan(
-            cmd.PlanRequest(
-                from_dir=from_dir,
-                params=params,
-                dtype=dtype,
-                step_ms=step_ms,
-                tokens_per_step=tokens_per_step,
-                flops_per_gpu=flops_per_gpu,
-                gpus_per_replica=gpus_per_replica,
-                mfu=mfu,
-                links=list(link or ()),
-                sweep_link=sweep_link,
-                replicas=replicas,
-                fragments=fragments,
-                layers=layers,
-                layers_per_fragment=layers_per_fragment,
-                sync_every=sync_every,
-                fragment_sync_delay=fragment_sync_delay,
-                step_jitter_ms=step_jitter,
-                overlap_slowdown=overlap_slowdown,
-                data_parallel=data_parallel,
-                dp_dtype=dp_dtype,
-                train_tokens=train_tokens,
-                heartbeat_timeout_ms=heartbeat_timeout_ms,
-                target_util=target_util,
-                json_out=json_out,
-                png=png,
-            )
-        )
+        return run(opts)
 
     raise typer.Exit(guarded(body) or 0)
 

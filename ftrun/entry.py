@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 INSPECT = "inspect-trace"
-# option -> (parameter of ``ftrun.commands.inspect_trace.inspect_trace``, type of its value)
+# option -> (field of ``ftrun.config.commands.InspectOptions``, type of its value)
 INSPECT_VALUES: dict[str, tuple[str, type]] = {
     "--fragments": ("fragments", int),
     "--sync-every": ("sync_every", int),
     "--fragment-sync-delay": ("fragment_sync_delay", int),
     "--step-numbering": ("step_numbering", str),
-    "--export-perfetto": ("export_perfetto", Path),
+    "--export-perfetto": ("export_perfetto", str),
     "--max-trace-mb": ("max_trace_mb", int),
-    "--junit": ("junit", Path),
+    "--junit": ("junit", str),
 }
 INSPECT_FLAGS: dict[str, str] = {
     "--json": "json_out",
@@ -38,23 +38,13 @@ INSPECT_FLAGS: dict[str, str] = {
 
 
 class InspectLine:
-    """What a plain ``inspect-trace`` command line gives ``inspect_trace``: typer's defaults, then
-    the values given (typed as ``INSPECT_VALUES`` says)."""
+    """What a plain ``inspect-trace`` command line gives ``inspect_trace``: its paths, and the
+    options given by field (typed as ``INSPECT_VALUES`` says; the rest: the declaration's defaults)."""
 
     def __init__(self) -> None:
         self.paths: list[Path] = []
         self.given: set[str] = set()
-        self.fragments: int | None = None
-        self.sync_every: int | None = None
-        self.fragment_sync_delay: int | None = None
-        self.step_numbering: str | None = None
-        self.export_perfetto: Path | None = None
-        self.max_trace_mb: int | None = None
-        self.junit: Path | None = None
-        self.json_out = False
-        self.allow_failed_commits = False
-        self.merge_jobs = False
-        self.overwrite = False
+        self.values: dict[str, object] = {}
 
 
 def plain_inspect(argv: Sequence[str]) -> InspectLine | None:
@@ -89,7 +79,7 @@ def plain_inspect(argv: Sequence[str]) -> InspectLine | None:
             return None
         line.given.add(name)
         try:
-            setattr(line, name, True if kind is bool else kind(value))
+            line.values[name] = True if kind is bool else kind(value)
         except ValueError:
             return None
     return line if line.paths else None
@@ -100,23 +90,12 @@ def _inspect(line: InspectLine) -> int:
 
     old = raise_on_signal()  # as ftrun.cli.guarded: Ctrl-C / SIGTERM -> KeyboardInterrupt -> one line, 130
     try:
-        from ftrun.commands.inspect_trace import inspect_trace
+        import msgspec
 
-        return inspect_trace(
-            line.paths,
-            fragments=line.fragments,
-            sync_every=line.sync_every,
-            fragment_sync_delay=line.fragment_sync_delay,
-            step_numbering=line.step_numbering,
-            json_out=line.json_out,
-            export_perfetto=line.export_perfetto,
-            allow_failed_commits=line.allow_failed_commits,
-            merge_jobs=line.merge_jobs,
-            max_trace_mb=line.max_trace_mb,
-            overwrite=line.overwrite,
-            junit=line.junit,
-            on_done=_exit_now,
-        )
+        from ftrun.commands.inspect_trace import inspect_trace
+        from ftrun.config.commands import InspectOptions
+
+        return inspect_trace(line.paths, msgspec.convert(line.values, InspectOptions), on_done=_exit_now)
     except (Exception, KeyboardInterrupt) as e:
         import typer
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ftrun.check.analyze import analyze
+from ftrun.config.commands import InspectOptions
 from ftrun.errors import BadInput
 
 if TYPE_CHECKING:
@@ -22,25 +23,17 @@ if TYPE_CHECKING:
 
 
 def inspect_trace(
-    paths: Sequence[Path],
-    *,
-    fragments: int | None = None,
-    sync_every: int | None = None,
-    fragment_sync_delay: int | None = None,
-    step_numbering: str | None = "top",
-    json_out: bool = False,
-    export_perfetto: Path | None = None,
-    allow_failed_commits: bool = False,
-    merge_jobs: bool = False,
-    max_trace_mb: int | None = None,
-    overwrite: bool = False,
-    junit: Path | None = None,
-    on_done: Callable[[int], None] | None = None,
+    paths: Sequence[Path], opts: InspectOptions | None = None, on_done: Callable[[int], None] | None = None
 ) -> int:
-    """``on_done``: called with the exit code once everything is written, while what the check
+    """``opts``: the command's options (``ftrun.config.commands``; None: the defaults).
+    ``on_done``: called with the exit code once everything is written, while what the check
     built is still alive (the command line exits there, without freeing it)."""
     from ftrun.trace.load import LIMIT_FLAG, MAX_TRACE_BYTES
 
+    req = opts or InspectOptions()
+    max_trace_mb, overwrite = req.max_trace_mb, req.overwrite
+    export_perfetto = Path(req.export_perfetto) if req.export_perfetto is not None else None
+    junit = Path(req.junit) if req.junit is not None else None
     if max_trace_mb is not None and max_trace_mb < 1:
         raise BadInput(f"{LIMIT_FLAG} {max_trace_mb}: must be at least 1")
     limit = max_trace_mb << 20 if max_trace_mb is not None else MAX_TRACE_BYTES
@@ -53,12 +46,12 @@ def inspect_trace(
     with _cyclic_gc_paused():
         report = analyze(
             paths,
-            fragments=fragments,
-            sync_every=sync_every,
-            fragment_sync_delay=fragment_sync_delay,
-            step_numbering=step_numbering,
-            allow_failed_commits=allow_failed_commits,
-            merge_jobs=merge_jobs,
+            fragments=req.fragments,
+            sync_every=req.sync_every,
+            fragment_sync_delay=req.fragment_sync_delay,
+            step_numbering=req.step_numbering,
+            allow_failed_commits=req.allow_failed_commits,
+            merge_jobs=req.merge_jobs,
             max_trace_bytes=limit,
         )
         from ftrun.check.recovery import recovery_of_run_dir
@@ -72,7 +65,7 @@ def inspect_trace(
         exported = None
         if export_perfetto is not None:
             exported = _export(report, export_perfetto, recovery, limit, overwrite)
-        if json_out:
+        if req.json_out:
             import sys
 
             from ftrun.report.inspect_json import inspect_json

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from ftrun import layout
 from ftrun.commands.run_check import check_run, print_check
+from ftrun.config.commands import LaunchOptions
 from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping
 from ftrun.launch.placement import Placement, plan as plan_placement
 from ftrun.launch.results import write_summary
@@ -31,12 +31,12 @@ from ftrun.launch.script import LaunchSpec
 from ftrun.launch.script_run import run_launch
 
 
-def launch(script_and_args: Sequence[str], *, json_out: bool = False, overwrite: bool = False, **flags: Any) -> int:
-    """Run the launch (module docstring); ``flags`` as ``LaunchSpec.build`` takes them."""
-    spec = LaunchSpec.build(script_and_args, **flags)
+def launch(script_and_args: Sequence[str], opts: LaunchOptions) -> int:
+    """Run the launch (module docstring); ``opts``: its options (``ftrun.config.commands``)."""
+    spec = LaunchSpec.build(script_and_args, opts)
     with Stopping() as stop:
         try:
-            return _launch(spec, json_out, overwrite, stop)
+            return _launch(spec, opts.json_out, opts.overwrite, stop)
         except Stopped as e:
             stop.begin()
             raise Interrupted(f"stopped by {e} before the groups started") from None

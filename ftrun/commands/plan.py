@@ -10,11 +10,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ftrun.json_out import strict_json
-from ftrun.plan.goodput_run import GOODPUT_FLAGS
-from ftrun.plan.options import PlanRequest
+import msgspec
 
-__all__ = ["GOODPUT_FLAGS", "PlanRequest", "check", "goodput", "plan"]
+from ftrun.errors import BadInput
+from ftrun.json_out import strict_json
+from ftrun.plan.options import CHECK_TAKES, GOODPUT_TAKES, TOLERANCE, PlanRequest
+
+
+def run(req: PlanRequest) -> int:
+    """``ftrun plan``: with ``--check`` a check, with ``--mtbf``/``--recovery-s`` goodput, else a
+    plan of links; a flag the chosen one does not take is refused, naming it."""
+    if req.check is not None:
+        if other := req.given(*CHECK_TAKES):
+            raise BadInput(f"--check: predicts each run as it ran, on its own link; drop {', '.join(other)}")
+        return check(req.check, req.tolerance, req.json_out)
+    if req.tolerance != TOLERANCE:
+        raise BadInput(f"--tolerance {req.tolerance}: applies only with --check")
+    if req.mtbf is not None or req.recovery_s is not None:  # goodput under a rate of faults (ftrun.plan.goodput)
+        if other := req.given(*GOODPUT_TAKES):
+            raise BadInput(f"--mtbf/--recovery-s: the goodput model takes no {', '.join(other)}")
+        window = (req.sync_every // req.fragments) if req.sync_every and req.fragments else None
+        return goodput(req.from_dir, req.mtbf, req.recovery_s, req.replicas, req.step_ms, window, req.json_out)
+    return plan(req)
 
 
 def plan(req: PlanRequest) -> int:
@@ -24,9 +41,9 @@ def plan(req: PlanRequest) -> int:
 
     result = plan_result(req)
     if req.png is not None:
-        result["png"] = str(draw_utilisation(result, Path(req.png)))
+        result = msgspec.structs.replace(result, png=str(draw_utilisation(result, Path(req.png))))
     if req.json_out:
-        print(strict_json(result))
+        print(strict_json(msgspec.to_builtins(result)))
     else:
         print_plan(result)
     return 0

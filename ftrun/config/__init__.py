@@ -11,6 +11,7 @@ from ftrun.config.build import PRESETS, FileValues, build, load_toml, validate_c
 from ftrun.config.options import (
     Field,
     declared,
+    declared_value,
     fields,
     flag,
     for_command,
@@ -74,6 +75,7 @@ __all__ = [
     "TimeoutsConfig",
     "build",
     "declared",
+    "declared_value",
     "fields",
     "flag",
     "for_command",

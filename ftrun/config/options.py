@@ -96,6 +96,19 @@ def declared(decl: type) -> tuple[Field, ...]:
     return tuple(out)
 
 
+def declared_value(decl: type, given: dict[str, Any]) -> Any:
+    """A command's parsed options (by key) as one ``decl`` (``declared``): a list not given is
+    its default; a blank string is bad input (one line naming the flag)."""
+    values = {}
+    for f in declared(decl):
+        v = given.get(f.key, f.default)
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(x, str) and not x.strip():
+                raise BadInput(f"{f.flags[0]} {x!r}: must not be empty")
+        values[f.key] = f.default if v is None and isinstance(f.default, list) else v
+    return decl(**values)
+
+
 def for_command(command: str) -> list[Field]:
     """The fields ``command`` (train, compare, sweep) takes as flags, in the tree's order."""
     return [f for f in fields().values() if command in f.opt.commands]

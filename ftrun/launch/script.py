@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.config import MAX_WAIT_S
+from ftrun.config.commands import LaunchOptions
 from ftrun.errors import BadInput
 from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.autohook.boot import HOOK_DIR, pythonpath
@@ -77,92 +78,87 @@ class LaunchSpec:
     run_name: str | None = None
 
     @classmethod
-    def build(
-        cls,
-        script_and_args: Sequence[str],
-        *,
-        replicas: int = 2,
-        nproc_per_replica: int = 1,
-        lighthouse: str | None = None,
-        min_replicas: int | None = None,
-        fragments: int | None = None,
-        sync_every: int | None = None,
-        fragment_sync_delay: int | None = None,
-        no_inspect: bool = False,
-        step_numbering: str = "top",
-        kill: Sequence[str] = (),
-        restarts: int | None = None,
-        timeout: float | None = None,
-        env: Sequence[str] = (),
-        out: str = "profiles",
-        run_name: str | None = None,
-    ) -> LaunchSpec:
-        """Check every flag (module docstring); ``BadInput`` on the first bad one."""
-        if not script_and_args:
-            raise BadInput("no script: give it after --, e.g. ftrun launch --replicas 2 -- train.py --steps 100")
-        script, *args = script_and_args
-        if not script.strip():
-            raise BadInput("script '': must not be empty")
-        path = Path(script)
-        if not path.exists():
-            raise BadInput(f"script {script}: no such file")
-        if not path.is_file():
-            raise BadInput(f"script {script}: not a file")
-        if replicas < 1:
-            raise BadInput(f"--replicas {replicas}: must be at least 1")
-        if nproc_per_replica < 1:
-            raise BadInput(f"--nproc-per-replica {nproc_per_replica}: must be at least 1")
-        if lighthouse is not None and min_replicas is not None:
+    def build(cls, script_and_args: Sequence[str], opts: LaunchOptions | None = None) -> LaunchSpec:
+        """Check every flag (module docstring); ``BadInput`` on the first bad one. ``opts``:
+        launch's options (``ftrun.config.commands``; None: the defaults)."""
+        o = opts or LaunchOptions()
+        path, args = _script(script_and_args)
+        if o.replicas < 1:
+            raise BadInput(f"--replicas {o.replicas}: must be at least 1")
+        if o.nproc_per_replica < 1:
+            raise BadInput(f"--nproc-per-replica {o.nproc_per_replica}: must be at least 1")
+        if o.lighthouse is not None and o.min_replicas is not None:
             raise BadInput(
                 "--min-replicas: configures the lighthouse ftrun starts; "
                 "with --lighthouse URL set it on that lighthouse"
             )
-        if lighthouse is not None and not re.match(r"^https?://[^/\s]+(:\d+)?/?$", lighthouse):
-            raise BadInput(f"--lighthouse {lighthouse!r}: expected http://HOST:PORT")
-        mr = replicas if min_replicas is None else min_replicas
-        if not 1 <= mr <= replicas:
-            raise BadInput(f"--min-replicas {mr}: must be between 1 and --replicas ({replicas})")
-        sched = {"fragments": fragments, "sync_every": sync_every, "fragment_sync_delay": fragment_sync_delay}
-        given = [k for k, v in sched.items() if v is not None]
-        if given and len(given) < 3 or (not given and not no_inspect):
-            missing = " ".join(f"--{k.replace('_', '-')}" for k, v in sched.items() if v is None)
-            raise BadInput(f"{missing}: give the schedule the script runs (to check its traces), or --no-check")
-        if fragments is not None and sync_every is not None and fragment_sync_delay is not None:  # given
-            try:
-                validate(fragments, sync_every, fragment_sync_delay)
-            except ScheduleError as e:
-                raise BadInput(f"--{e.field.replace('_', '-')} {e.value}: {e.rule} (torchft's DiLoCo rule)") from None
+        if o.lighthouse is not None and not re.match(r"^https?://[^/\s]+(:\d+)?/?$", o.lighthouse):
+            raise BadInput(f"--lighthouse {o.lighthouse!r}: expected http://HOST:PORT")
+        mr = o.replicas if o.min_replicas is None else o.min_replicas
+        if not 1 <= mr <= o.replicas:
+            raise BadInput(f"--min-replicas {mr}: must be between 1 and --replicas ({o.replicas})")
+        sched = _schedule(o)
+        step_numbering = o.step_numbering or "top"
         if step_numbering not in NUMBERINGS:
             raise BadInput(f"--step-numbering {step_numbering!r}: expected top, end or auto")
-        kills = [parse_launch_kill(k, replicas) for k in kill]
+        kills = [parse_launch_kill(k, o.replicas) for k in o.kill]
         if len({k for k in kills}) != len(kills):
             raise BadInput("--kill: the same fault is given twice")
-        if restarts is None:
-            restarts = 1 if kills else 0  # as `ftrun train`: a killed group is relaunched once
+        restarts = o.restarts if o.restarts is not None else 1 if kills else 0  # as `ftrun train`: relaunched once
         if restarts < 0:
             raise BadInput(f"--restarts {restarts}: must be >= 0")
-        if timeout is not None and not 0 < timeout <= MAX_WAIT_S:  # the bound of train's timeouts
-            raise BadInput(f"--timeout {timeout:g}: must be > 0 and at most {MAX_WAIT_S:g} seconds (7 days)")
-        if run_name is not None:
-            check_name("--run-name", run_name)
+        if o.timeout is not None and not 0 < o.timeout <= MAX_WAIT_S:  # the bound of train's timeouts
+            raise BadInput(f"--timeout {o.timeout:g}: must be > 0 and at most {MAX_WAIT_S:g} seconds (7 days)")
+        if o.run_name is not None:
+            check_name("--run-name", o.run_name)
         return cls(
             path.resolve(),
             list(args),
-            replicas,
-            nproc_per_replica,
-            lighthouse,
+            o.replicas,
+            o.nproc_per_replica,
+            o.lighthouse,
             mr,
-            sched if given else None,
-            not no_inspect,
+            sched,
+            not o.no_inspect,
             step_numbering,
             kills,
-            list(kill),
+            list(o.kill),
             restarts,
-            timeout,
-            parse_env_pairs(env),
-            out,
-            run_name,
+            o.timeout,
+            parse_env_pairs(o.env),
+            o.out,
+            o.run_name,
         )
+
+
+def _script(script_and_args: Sequence[str]) -> tuple[Path, list[str]]:
+    """The script (an existing file) and its arguments."""
+    if not script_and_args:
+        raise BadInput("no script: give it after --, e.g. ftrun launch --replicas 2 -- train.py --steps 100")
+    script, *args = script_and_args
+    if not script.strip():
+        raise BadInput("script '': must not be empty")
+    path = Path(script)
+    if not path.exists():
+        raise BadInput(f"script {script}: no such file")
+    if not path.is_file():
+        raise BadInput(f"script {script}: not a file")
+    return path, args
+
+
+def _schedule(o: LaunchOptions) -> dict[str, int] | None:
+    """The schedule the script runs (all three flags, torchft's rule), or None (``--no-check``)."""
+    sched = {"fragments": o.fragments, "sync_every": o.sync_every, "fragment_sync_delay": o.fragment_sync_delay}
+    given = {k: v for k, v in sched.items() if v is not None}
+    if given and len(given) < 3 or (not given and not o.no_inspect):
+        missing = " ".join(f"--{k.replace('_', '-')}" for k, v in sched.items() if v is None)
+        raise BadInput(f"{missing}: give the schedule the script runs (to check its traces), or --no-check")
+    if len(given) == 3:
+        try:
+            validate(given["fragments"], given["sync_every"], given["fragment_sync_delay"])
+        except ScheduleError as e:
+            raise BadInput(f"--{e.field.replace('_', '-')} {e.value}: {e.rule} (torchft's DiLoCo rule)") from None
+    return given or None
 
 
 def script_group(

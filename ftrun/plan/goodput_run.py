@@ -23,19 +23,6 @@ from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.plan.goodput import GoodputInputs, predict_goodput, relative_error
 
-# the plan flags the goodput model takes (``ftrun plan --mtbf``); any other is refused
-GOODPUT_FLAGS = (
-    "from_dir",
-    "mtbf",
-    "recovery_s",
-    "replicas",
-    "step_ms",
-    "sync_every",
-    "fragments",
-    "json_out",
-    "tolerance",
-)
-
 
 def _chaos_of(run_dir: Path) -> tuple[layout.TrainSummary, layout.Manifest]:
     summary = layout.read_train_summary(run_dir)

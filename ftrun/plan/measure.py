@@ -161,38 +161,25 @@ def measure_arrivals(
         for r in range(replicas):
             dev[r].append(xs[r] - mean)
         xr = [by_step[r][step][1] for r in range(replicas)]
-        # its own should_commit is no wait on another group either: it delays that group's arrival
-        whole = [c + o + seconds(xr[r].commit_s) for r, (c, o) in enumerate(per)]
-        send = [seconds(x.send_s) if x.sent is not None else 0.0 for x in xr]
-        tail = [seconds(x.sync_s) - seconds(x.exposed_s) if x.synced is not None else 0.0 for x in xr]
-        replay.append((step, _deviations([w - a - b for w, a, b in zip(whole, send, tail, strict=True)])))
-        if any(x.sent is not None for x in xr):
-            after_send.append((step, _deviations(send)))
-        if any(x.synced is not None for x in xr):
-            traced = [own.get((r, step)) for r in range(replicas)]
-            work = [w if w is not None else 0.0 for w in traced] if None not in traced else [0.0] * replicas
-            after_sync.append((step, _deviations([a + b for a, b in zip(tail, work, strict=True)])))
+        arrive, sent, synced = _split_step(xr, per, [own.get((r, step)) for r in range(replicas)])
+        replay.append((step, arrive))
+        if sent is not None:
+            after_send.append((step, sent))
+        if synced is not None:
+            after_sync.append((step, synced))
     n = len(dev[0])
     if n < 2:
         return Arrivals((), 0.0, tuple(stalls), 0.0)
     bias = tuple(sum(d) / n for d in dev)
     var = sum((d - bias[r]) ** 2 for r in range(replicas) for d in dev[r]) / (replicas * (n - 1))
-    jitter = math.sqrt(
-        var * replicas / (replicas - 1)
-    )  # deviations from the mean have (R-1)/R of each group's variance
-    waits = []
-    for step in common:
-        qs = [seconds(by_step[r][step][1].quorum_s) for r in range(replicas)]
-        if all(by_step[r][step][1].quorum_s is not msgspec.UNSET for r in range(replicas)):
-            waits.append(max(0.0, min(qs) - hold_s))
-    rpc = statistics.median(waits) if waits else 0.0
+    jitter = math.sqrt(var * replicas / (replicas - 1))  # deviations from the mean: (R-1)/R of each group's variance
     tails = [d for _, devs in after_sync for d in devs]
     sync_spread = math.sqrt(sum(d * d for d in tails) / len(tails) * replicas / (replicas - 1)) if tails else 0.0
     return Arrivals(
         bias,
         jitter,
         tuple(stalls),
-        rpc,
+        _rpc_s([[by_step[r][step][1] for r in range(replicas)] for step in common], hold_s),
         drift_spread(dev, bias, min(lags, n // 2)),
         tuple(replay),
         tuple(paced),
@@ -200,6 +187,37 @@ def measure_arrivals(
         tuple(after_sync),
         sync_spread,
     )
+
+
+def _split_step(
+    xr: list[EventRecord], per: list[tuple[float, float]], traced: list[float | None]
+) -> tuple[tuple[float, ...], tuple[float, ...] | None, tuple[float, ...] | None]:
+    """One step's per-group deviations, split where the step aligns the groups
+    (``measure_arrivals``): the arrival up to its quorum or sync, the send's own CPU work after
+    the quorum (None: no send), what the sync does after its data is in, with the sync's own
+    work a trace measured for every group (``traced``; None: no sync)."""
+    # its own should_commit is no wait on another group either: it delays that group's arrival
+    whole = [c + o + seconds(xr[r].commit_s) for r, (c, o) in enumerate(per)]
+    send = [seconds(x.send_s) if x.sent is not None else 0.0 for x in xr]
+    tail = [seconds(x.sync_s) - seconds(x.exposed_s) if x.synced is not None else 0.0 for x in xr]
+    arrive = _deviations([w - a - b for w, a, b in zip(whole, send, tail, strict=True)])
+    sent = _deviations(send) if any(x.sent is not None for x in xr) else None
+    if not any(x.synced is not None for x in xr):
+        return arrive, sent, None
+    work = [w if w is not None else 0.0 for w in traced] if None not in traced else [0.0] * len(xr)
+    return arrive, sent, _deviations([a + b for a, b in zip(tail, work, strict=True)])
+
+
+def _rpc_s(steps: list[list[EventRecord]], hold_s: float) -> float:
+    """The lighthouse's reply time: at each quorum (``steps``: each step's records, one per
+    group), the group that waited least waited for no one; its wait less the held round trips
+    ``hold_s``, the median over the quorums."""
+    waits = [
+        max(0.0, min(seconds(x.quorum_s) for x in xr) - hold_s)
+        for xr in steps
+        if all(x.quorum_s is not msgspec.UNSET for x in xr)
+    ]
+    return statistics.median(waits) if waits else 0.0
 
 
 def measure_overlap(dirs: list[Path], replicas: int) -> tuple[float, float]:

@@ -9,6 +9,12 @@ import msgspec
 
 from ftrun.config.parts import Opt
 
+TOLERANCE = 0.25  # --check's default tolerance
+# what --check takes besides itself (every other flag given is refused: each run is predicted as it ran)
+CHECK_TAKES = ("check", "tolerance", "json_out", "target_util")
+# what the goodput model (--mtbf, --recovery-s) takes
+GOODPUT_TAKES = ("from_dir", "mtbf", "recovery_s", "replicas", "step_ms", "sync_every", "fragments", "json_out")
+
 
 class PlanRequest(msgspec.Struct, kw_only=True, frozen=True):
     """What ``ftrun plan`` was asked: one field per flag, declared once here (its help and flags;
@@ -99,7 +105,9 @@ class PlanRequest(msgspec.Struct, kw_only=True, frozen=True):
             metavar="DIR",
         ),
     ] = None
-    tolerance: Annotated[float, Opt("--check: largest relative error (exposed time: or 5 ms) before exit 1.")] = 0.25
+    tolerance: Annotated[float, Opt("--check: largest relative error (exposed time: or 5 ms) before exit 1.")] = (
+        TOLERANCE
+    )
     json_out: Annotated[bool, Opt("Print the result as JSON.", flags=("--json",))] = False
 
     def given(self, *skip: str) -> list[str]:

@@ -14,7 +14,8 @@ import math
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from ftrun.errors import BadInput
 from ftrun.link_spec import Link, parse_link
@@ -24,6 +25,19 @@ from ftrun.plan.measure import RunInputs, read_run, recovery_inputs
 from ftrun.plan.model import Prediction, Workload, plain, simulate, simulate_data_parallel
 from ftrun.plan.options import PlanRequest
 from ftrun.plan.recovery import STATE_TENSOR_BYTES, RecoveryInputs, heal_bytes, predict_recovery
+from ftrun.plan.result import (
+    Bandwidths,
+    Figures,
+    HidesFrom,
+    Inputs,
+    LinkOut,
+    LinkPlan,
+    PlanResult,
+    RealCollectives,
+    RecoveryOnLink,
+    RecoveryPlan,
+    SmallestFragments,
+)
 from ftrun.plan.search import (
     data_hidden_bandwidth,
     data_parallel_hidden_bandwidth,
@@ -124,7 +138,7 @@ def _fragment_count(req: PlanRequest, default: int) -> int:
     return req.layers // req.layers_per_fragment
 
 
-def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str, int | None, dict[str, Any]]:
+def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str, int | None, RealCollectives]:
     """The workload and streaming schedule to plan, the run's own link (``--from``), the
     bytes a data-parallel step all-reduces (None without ``--params``), and what it takes for
     the backend's own collectives (``real_collectives``)."""
@@ -179,7 +193,7 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str,
         grad_bytes = round(params * _dtype_bytes("--dp-dtype", req.dp_dtype or dtype))
         work = Workload(step_s, (max(1, round(params * per_param)),), 2)
         sched, link, source = Schedule(2, 20, 5), None, f"{params:,} params x {dtype}, {step_text}"
-        real = {"ms_per_round": None, "threads": None, "how": "not modelled (no run measured them): the link's hold"}
+        real = RealCollectives(None, None, "not modelled (no run measured them): the link's hold")
     if req.replicas is not None:
         check_shape(req.replicas, 1)  # (before a list of R is built; R x H once H is known)
         work = work.with_replicas(req.replicas)
@@ -204,19 +218,20 @@ def plan_inputs(req: PlanRequest) -> tuple[Workload, Schedule, Link | None, str,
     return work.split(sched.fragments), sched, link, source, grad_bytes, real
 
 
-def _totals(p: Prediction, steps: float | None, payload_bytes_per_step: float) -> dict[str, Any]:
+def _totals(p: Figures, steps: float | None, payload_bytes_per_step: float, pred: Prediction) -> Figures:
     """A training of ``steps`` steps at the predicted rate: hours; bytes sent per replica (its
     uplink: an allreduce of B bytes sends 2(R-1)/R B); and bits exchanged per replica: the values
     it contributes (its pseudo-gradients once per H steps, or its gradients every step, before
     the allreduce), whatever R: what the Streaming DiLoCo paper's "Terabytes exchanged" match,
     read as terabits (docs/plan.md, "Against the Streaming DiLoCo paper")."""
-    if steps is None or not p.steps:
-        return {}
-    return {
-        "train_hours": steps / p.steps_per_s / 3600.0,
-        "sent_bytes_per_replica": p.bits_on_wire / 8.0 / p.steps * steps,
-        "exchanged_bits_per_replica": payload_bytes_per_step * 8.0 * steps,
-    }
+    if steps is None or not pred.steps:
+        return p
+    return msgspec.structs.replace(
+        p,
+        train_hours=steps / pred.steps_per_s / 3600.0,
+        sent_bytes_per_replica=pred.bits_on_wire / 8.0 / pred.steps * steps,
+        exchanged_bits_per_replica=payload_bytes_per_step * 8.0 * steps,
+    )
 
 
 def predict(
@@ -226,7 +241,7 @@ def predict(
     target: float,
     grad_bytes: int | None = None,
     train_steps: float | None = None,
-) -> list[dict[str, Any]]:
+) -> list[LinkPlan]:
     """Per link: streaming (``sched``), plain DiLoCo (and data-parallel) predictions, and the smallest tau / F."""
     out = []
     for link in links:
@@ -236,45 +251,109 @@ def predict(
         runs = {"streaming": simulate(work, sched, bw, lat), "plain": simulate(work, plain(sched), bw, lat)}
         if grad_bytes is not None:
             runs["data_parallel"] = simulate_data_parallel(work, grad_bytes, bw, lat)
-        cfg: dict[str, Any] = {"link": {"bandwidth_bps": bw, "latency_s": lat, "describe": link.description}}
         # bytes one replica contributes per step: every fragment once per H steps; DP: its gradients
         per_step = {"streaming": work.model_bytes / sched.sync_every, "plain": work.model_bytes / sched.sync_every}
         per_step["data_parallel"] = float(grad_bytes or 0)
-        cfg.update({k: {**p.as_dict(), **_totals(p, train_steps, per_step[k])} for k, p in runs.items()})
-        cfg["smallest_fragment_sync_delay"] = tau
-        cfg["smallest_fragments"] = {"fragments": frag[0], "fragment_sync_delay": frag[1]} if frag else None
-        out.append(cfg)
+        figs = {k: _totals(Figures.of(p), train_steps, per_step[k], p) for k, p in runs.items()}
+        out.append(
+            LinkPlan(
+                link=LinkOut(bw, lat, link.description),
+                streaming=figs["streaming"],
+                plain=figs["plain"],
+                data_parallel=figs.get("data_parallel", msgspec.UNSET),
+                smallest_fragment_sync_delay=tau,
+                smallest_fragments=SmallestFragments(*frag) if frag else None,
+            )
+        )
     return out
 
 
-def real_collectives(run: Workload) -> dict[str, Any]:
+def real_collectives(run: Workload) -> RealCollectives:
     """What a ``--from`` what-if takes for the backend's own collectives (the emulator holds a
     completion but runs it for real, ``ftrun.plan``): their pace per round, on every send, and
     where the run measured it."""
     if not run.real_collective_s:
-        return {"ms_per_round": None, "threads": None, "how": "not measured by the run: the link's hold alone"}
+        return RealCollectives(None, None, "not measured by the run: the link's hold alone")
     where = (
         "measured on every send (event logs)"
         if run.real_every_send
         else "measured on the profiled sends only (window traces: the run's event logs do not time them)"
     )
-    return {
-        "ms_per_round": run.real_collective_s * 1e3,
-        "threads": run.collective_threads,
-        "how": f"{where}, applied to every send",
-    }
+    return RealCollectives(run.real_collective_s * 1e3, run.collective_threads, f"{where}, applied to every send")
 
 
-def plan_result(req: PlanRequest) -> dict[str, Any]:
+def _links(req: PlanRequest) -> tuple[list[Link], float | None]:
+    """The links asked (``--link``, ``--sweep-link``) and the sweep's latency (None: no sweep)."""
+    specs = [parse_link(x) for x in req.links]
+    if req.sweep_link is None:
+        return specs, None
+    swept, sweep_lat = parse_sweep(req.sweep_link)
+    return specs + swept, sweep_lat
+
+
+def _train_steps(req: PlanRequest, replicas: int) -> float | None:
+    """``--train-tokens`` as steps (None: not given)."""
+    if req.train_tokens is None:
+        return None
+    if req.tokens_per_step is None:
+        raise BadInput("--train-tokens: needs --tokens-per-step (steps = train tokens / tokens per step)")
+    # --tokens-per-step is one group's: a step of R groups trains on R times as many
+    return check_train_steps(
+        req.train_tokens / (req.tokens_per_step * replicas), "--train-tokens / (R x --tokens-per-step)"
+    )
+
+
+def _hiding(
+    work: Workload, sched: Schedule, specs: list[Link], lat: float, target: float, grad_bytes: int | None
+) -> tuple[HidesFrom, Bandwidths]:
+    """From which bandwidth (searched over 1 kbit/s .. 1 Tbit/s, or the links asked if wider) each
+    schedule reaches ``target``, and from which it hides all its data."""
+    lo, hi = min(min(s.bandwidth_bps for s in specs), 1e3), max(max(s.bandwidth_bps for s in specs), 1e12)
+    both = (("streaming", sched), ("plain", plain(sched)))
+    hides: dict[str, float | None] = {name: hiding_bandwidth(work, s, lat, target, lo, hi) for name, s in both}
+    data: dict[str, float | None] = {name: data_hidden_bandwidth(work, s, lat, lo, hi) for name, s in both}
+    if grad_bytes is None:
+        return HidesFrom(**hides, latency_s=lat), Bandwidths(**data)
+    dp_hides = data_parallel_hiding_bandwidth(work, grad_bytes, lat, target, lo, hi)
+    dp_data = data_parallel_hidden_bandwidth(work, grad_bytes, lat, lo, hi)
+    return HidesFrom(**hides, data_parallel=dp_hides, latency_s=lat), Bandwidths(**data, data_parallel=dp_data)
+
+
+def _inputs(
+    work: Workload,
+    sched: Schedule,
+    req: PlanRequest,
+    real: RealCollectives,
+    grad_bytes: int | None,
+    train_steps: float | None,
+) -> Inputs:
+    return Inputs(
+        step_ms=work.step_s * 1e3,
+        fragment_bytes=list(work.fragment_bytes),
+        model_bytes=work.model_bytes,
+        replicas=work.replicas,
+        fragments=sched.fragments,
+        sync_every=sched.sync_every,
+        fragment_sync_delay=sched.fragment_sync_delay,
+        target_util=req.target_util,
+        step_jitter_ms=work.jitter_s * 1e3,
+        sync_spread_ms=work.sync_spread_s * 1e3,
+        overlap_slowdown=work.overlap_slowdown,
+        lighthouse_rpc_ms=work.rpc_s * 1e3,
+        replica_bias_ms=[b * 1e3 for b in work.bias_s],
+        stalls=len(work.stalls),
+        real_collectives=real,
+        data_parallel_bytes=grad_bytes,
+        train_steps=train_steps,
+    )
+
+
+def plan_result(req: PlanRequest) -> PlanResult:
     """The plan (``ftrun plan --json``'s object) for ``req``; every bad input first, one line.
     ``--png`` is checked here (a bad output path refused before any work) and drawn by the command."""
     if not 0.0 < req.target_util <= 1.0:
         raise BadInput(f"--target-util {req.target_util}: must be in (0, 1]")
-    specs = [parse_link(x) for x in req.links]
-    sweep_lat = None
-    if req.sweep_link is not None:
-        swept, sweep_lat = parse_sweep(req.sweep_link)
-        specs += swept
+    specs, sweep_lat = _links(req)
     if req.png is not None:  # before any work: a bad output path is refused first
         _check_png(req.png)
     if req.data_parallel and req.params is None:
@@ -282,58 +361,23 @@ def plan_result(req: PlanRequest) -> dict[str, Any]:
     _positive("--train-tokens", req.train_tokens)
     _positive("--tokens-per-step", req.tokens_per_step)  # (also with --step-ms: --train-tokens divides by it)
     work, sched, run_link, source, grad_bytes, real = plan_inputs(req)
-    if not req.data_parallel:
-        grad_bytes = None
-    train_steps = None
-    if req.train_tokens is not None:
-        if req.tokens_per_step is None:
-            raise BadInput("--train-tokens: needs --tokens-per-step (steps = train tokens / tokens per step)")
-        # --tokens-per-step is one group's: a step of R groups trains on R times as many
-        train_steps = check_train_steps(
-            req.train_tokens / (req.tokens_per_step * work.replicas), "--train-tokens / (R x --tokens-per-step)"
-        )
+    grad_bytes = grad_bytes if req.data_parallel else None
+    train_steps = _train_steps(req, work.replicas)
     if not specs:
         if run_link is None:
             raise BadInput("plan: give --link BW,LAT (repeatable) or --sweep-link LO..HI[,LAT]")
         specs = [run_link]
     specs = sorted(set(specs), key=lambda s: (s.bandwidth_bps, s.latency_s))
-    target = req.target_util
-    configs = predict(work, sched, specs, target, grad_bytes, train_steps)
     lat = sweep_lat if sweep_lat is not None else specs[0].latency_s
-    lo, hi = min(min(s.bandwidth_bps for s in specs), 1e3), max(max(s.bandwidth_bps for s in specs), 1e12)
-    both = (("streaming", sched), ("plain", plain(sched)))
-    hides: dict[str, Any] = {name: hiding_bandwidth(work, s, lat, target, lo, hi) for name, s in both}
-    data_hidden: dict[str, Any] = {name: data_hidden_bandwidth(work, s, lat, lo, hi) for name, s in both}
-    if grad_bytes is not None:
-        hides["data_parallel"] = data_parallel_hiding_bandwidth(work, grad_bytes, lat, target, lo, hi)
-        data_hidden["data_parallel"] = data_parallel_hidden_bandwidth(work, grad_bytes, lat, lo, hi)
-    result: dict[str, Any] = {
-        "source": source,
-        "inputs": {
-            "step_ms": work.step_s * 1e3,
-            "fragment_bytes": list(work.fragment_bytes),
-            "model_bytes": work.model_bytes,
-            "replicas": work.replicas,
-            "fragments": sched.fragments,
-            "sync_every": sched.sync_every,
-            "fragment_sync_delay": sched.fragment_sync_delay,
-            "target_util": target,
-            "step_jitter_ms": work.jitter_s * 1e3,
-            "sync_spread_ms": work.sync_spread_s * 1e3,
-            "overlap_slowdown": work.overlap_slowdown,
-            "lighthouse_rpc_ms": work.rpc_s * 1e3,
-            "replica_bias_ms": [b * 1e3 for b in work.bias_s],
-            "stalls": len(work.stalls),
-            "real_collectives": real,
-            "data_parallel_bytes": grad_bytes,
-            "train_steps": train_steps,
-        },
-        "configs": configs,
-        "hides_from_bps": {**hides, "latency_s": lat},  # utilisation >= target from here up
-        "data_hidden_from_bps": data_hidden,  # no sync waits for its data from here up
-    }
-    result["recovery"] = plan_recovery(req, work, sched, specs)
-    return result
+    hides, data_hidden = _hiding(work, sched, specs, lat, req.target_util, grad_bytes)
+    return PlanResult(
+        source=source,
+        inputs=_inputs(work, sched, req, real, grad_bytes, train_steps),
+        configs=predict(work, sched, specs, req.target_util, grad_bytes, train_steps),
+        hides_from_bps=hides,
+        data_hidden_from_bps=data_hidden,
+        recovery=plan_recovery(req, work, sched, specs),
+    )
 
 
 def _check_png(png: str) -> None:
@@ -349,7 +393,7 @@ def _check_png(png: str) -> None:
     check_parent(path, "--png", parent_made=True)  # (draw_utilisation makes its directory)
 
 
-def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[Link]) -> dict[str, Any]:
+def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list[Link]) -> RecoveryPlan:
     """Predicted recovery of one killed group per link (``ftrun.plan.recovery``): from ``--from``
     a run dir's own state bytes, heartbeat timeout and (a kill run's) measured relaunch / join /
     reconfigure; from ``--params`` float32 state of that many parameters with ftrun's optimizers
@@ -374,10 +418,15 @@ def plan_recovery(req: PlanRequest, work: Workload, sched: Schedule, specs: list
         )
     if req.heartbeat_timeout_ms is not None:
         x = replace(x, heartbeat_timeout_s=req.heartbeat_timeout_ms / 1e3)
-    per_link = [{"link": s.description, **predict_recovery(x, s.bandwidth_bps, s.latency_s).as_dict()} for s in specs]
-    return {
-        "heartbeat_timeout_s": x.heartbeat_timeout_s,
-        "state_bytes": x.state_bytes,
-        "measured_from": x.measured_from,
-        "links": per_link,
-    }
+    per_link = []
+    for s in specs:
+        r = predict_recovery(x, s.bandwidth_bps, s.latency_s)
+        per_link.append(
+            RecoveryOnLink(link=s.description, phases=r.phases, how=r.how, heal_bytes=r.heal_bytes, total_s=r.total_s)
+        )
+    return RecoveryPlan(
+        heartbeat_timeout_s=x.heartbeat_timeout_s,
+        state_bytes=x.state_bytes,
+        measured_from=x.measured_from,
+        links=per_link,
+    )

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from msgspec import UnsetType
 from rich.table import Table
 from rich.text import Text
 
 from ftrun.console import console, fits, line, styled
 from ftrun.output import atomic_path
+
+if TYPE_CHECKING:  # the records it renders (report only renders: nothing of plan/ is imported to run)
+    from ftrun.plan.result import Figures, LinkPlan, PlanResult, RecoveryPlan
 
 
 def bw(bps: float | None) -> str:
@@ -62,108 +66,123 @@ def _table(*heads: str, left: int = 2) -> Table:
     return t
 
 
-def print_plan(result: dict, c: Any = None) -> None:
-    """The plan: one row per link and schedule when that fits the console, else (80 columns,
-    a pipe) one block per link, the schedules side by side: numbers are never cut."""
-    c = c or console()
-    inp = result["inputs"]
-    size = f"{inp['model_bytes'] / 1e9:.3g} GB" if inp["model_bytes"] >= 1e9 else f"{inp['model_bytes'] / 1e6:.3g} MB"
-    dp = " vs DP (data-parallel: an allreduce every step)" if inp.get("data_parallel_bytes") else ""
+def _header(result: PlanResult, c: Any) -> None:
+    """What was planned: the source, model, schedules, and what the groups do beside computing."""
+    inp = result.inputs
+    size = f"{inp.model_bytes / 1e9:.3g} GB" if inp.model_bytes >= 1e9 else f"{inp.model_bytes / 1e6:.3g} MB"
+    dp = " vs DP (data-parallel: an allreduce every step)" if inp.data_parallel_bytes else ""
     c.print(
-        f"ftrun plan · {result['source']} · model {size} · R={inp['replicas']} · "
-        f"step {inp['step_ms']:.3g} ms · streaming F={inp['fragments']} H={inp['sync_every']} "
-        f"tau={inp['fragment_sync_delay']} vs plain F=1 H={inp['sync_every']} tau=0{dp}"
+        f"ftrun plan · {result.source} · model {size} · R={inp.replicas} · "
+        f"step {inp.step_ms:.3g} ms · streaming F={inp.fragments} H={inp.sync_every} "
+        f"tau={inp.fragment_sync_delay} vs plain F=1 H={inp.sync_every} tau=0{dp}"
     )
-    if inp.get("overlap_slowdown", 1.0) != 1.0:
-        c.print(f"steps between a send and its sync compute {inp['overlap_slowdown']:.3g}x as long (overlap slowdown)")
-    real = inp.get("real_collectives") or {}
-    if real.get("ms_per_round") is not None:
+    if inp.overlap_slowdown != 1.0:
+        c.print(f"steps between a send and its sync compute {inp.overlap_slowdown:.3g}x as long (overlap slowdown)")
+    real = inp.real_collectives
+    if real.ms_per_round is not None:
         c.print(
-            f"real collectives (the backend's own, under the link's hold): {real['ms_per_round']:.3g} ms per round "
-            f"on {real['threads']} thread(s), {real['how']}"
+            f"real collectives (the backend's own, under the link's hold): {real.ms_per_round:.3g} ms per round "
+            f"on {real.threads} thread(s), {real.how}"
         )
-    elif real.get("how", "").startswith("not measured"):
-        c.print(f"real collectives: {real['how']}")
-    if inp.get("step_jitter_ms") or inp.get("lighthouse_rpc_ms") or inp.get("stalls") or inp.get("sync_spread_ms"):
-        spread = f", {inp['sync_spread_ms']:.3g} ms leaving a sync" if inp.get("sync_spread_ms") else ""
+    elif real.how.startswith("not measured"):
+        c.print(f"real collectives: {real.how}")
+    if inp.step_jitter_ms or inp.lighthouse_rpc_ms or inp.stalls or inp.sync_spread_ms:
+        spread = f", {inp.sync_spread_ms:.3g} ms leaving a sync" if inp.sync_spread_ms else ""
         c.print(
-            f"groups drift apart: step jitter {inp['step_jitter_ms']:.3g} ms per step{spread}, "
-            f"{inp['stalls']} stall(s); "
-            f"lighthouse reply {inp['lighthouse_rpc_ms']:.3g} ms on top of the held round trip"
+            f"groups drift apart: step jitter {inp.step_jitter_ms:.3g} ms per step{spread}, "
+            f"{inp.stalls} stall(s); "
+            f"lighthouse reply {inp.lighthouse_rpc_ms:.3g} ms on top of the held round trip"
         )
-    # with training totals, hours and bytes take the place of the split, the mean bandwidth and
-    # the smallest tau / F (all in --json)
-    totals = inp.get("train_steps") is not None
-    heads = ["exposed ms/sync"] + ([] if totals else ["data+ctrl"]) + ["exposed ms/step", "util", "peak bw"]
-    heads += ["hours", "sent/replica", "exchanged/replica"] if totals else ["mean bw"]
-    per_link = [] if totals else [f"min tau F={inp['fragments']}", "min F (tau)"]
 
-    def values(p: dict) -> list:
-        row: list[str | Text] = [_ms(p["exposed_ms_per_sync"])]
-        row += [] if totals else [f"{_ms(p['exposed_data_ms_per_sync'])}+{_ms(p['exposed_control_ms_per_sync'])}"]
-        row += [
-            _ms(p["exposed_ms_per_step"]),
-            styled(
-                _pct(p["compute_utilisation"]), "green" if p["compute_utilisation"] >= inp["target_util"] else "red"
-            ),
-            bw(p["peak_bandwidth_bps"]),
-        ]
-        row += (
-            [f"{p['train_hours']:.3g}", _tb(p["sent_bytes_per_replica"]), _tbit(p["exchanged_bits_per_replica"])]
-            if totals
-            else [bw(p["mean_bandwidth_bps"])]
-        )
-        return row
 
-    def link(cfg: dict) -> str:
-        return f"{bw(cfg['link']['bandwidth_bps'])}, {cfg['link']['latency_s'] * 1e3:g} ms"
+class _Rows:
+    """The plan table's columns: with training totals, hours and bytes take the place of the
+    split, the mean bandwidth and the smallest tau / F (all in --json)."""
 
-    def mins(cfg: dict) -> list[str]:
-        if totals:
+    def __init__(self, result: PlanResult) -> None:
+        inp = result.inputs
+        self.target, self.fragments = inp.target_util, inp.fragments
+        self.totals = inp.train_steps is not None
+        totals = self.totals
+        self.heads = ["exposed ms/sync"] + ([] if totals else ["data+ctrl"]) + ["exposed ms/step", "util", "peak bw"]
+        self.heads += ["hours", "sent/replica", "exchanged/replica"] if totals else ["mean bw"]
+        self.per_link = [] if totals else [f"min tau F={inp.fragments}", "min F (tau)"]
+
+    def values(self, p: Figures) -> list[str | Text]:
+        row: list[str | Text] = [_ms(p.exposed_ms_per_sync)]
+        row += [] if self.totals else [f"{_ms(p.exposed_data_ms_per_sync)}+{_ms(p.exposed_control_ms_per_sync)}"]
+        util = styled(_pct(p.compute_utilisation), "green" if p.compute_utilisation >= self.target else "red")
+        row += [_ms(p.exposed_ms_per_step), util, bw(p.peak_bandwidth_bps)]
+        if self.totals:
+            hours = p.train_hours if isinstance(p.train_hours, float) else None
+            sent = p.sent_bytes_per_replica if isinstance(p.sent_bytes_per_replica, float) else None
+            bits = p.exchanged_bits_per_replica if isinstance(p.exchanged_bits_per_replica, float) else None
+            return row + ["-" if hours is None else f"{hours:.3g}", _tb(sent), _tbit(bits)]
+        return row + [bw(p.mean_bandwidth_bps)]
+
+    @staticmethod
+    def link(cfg: LinkPlan) -> str:
+        return f"{bw(cfg.link.bandwidth_bps)}, {cfg.link.latency_s * 1e3:g} ms"
+
+    def mins(self, cfg: LinkPlan) -> list[str]:
+        if self.totals:
             return []
-        frag = cfg["smallest_fragments"]
+        frag = cfg.smallest_fragments
         return [
-            "none" if cfg["smallest_fragment_sync_delay"] is None else str(cfg["smallest_fragment_sync_delay"]),
-            "none" if frag is None else f"{frag['fragments']} ({frag['fragment_sync_delay']})",
+            "none" if cfg.smallest_fragment_sync_delay is None else str(cfg.smallest_fragment_sync_delay),
+            "none" if frag is None else f"{frag.fragments} ({frag.fragment_sync_delay})",
         ]
 
-    keys_all = [k for k in ("streaming", "plain", "data_parallel") if any(k in cfg for cfg in result["configs"])]
-    t = _table("link", "", *heads, *per_link)
-    for cfg in result["configs"]:
-        for key in (k for k in keys_all if k in cfg):
+
+def _plan_table(result: PlanResult, c: Any) -> Table:
+    """A row per link and schedule when that fits the console, else (80 columns, a pipe) a block
+    per link, the schedules side by side: numbers are never cut."""
+    rows = _Rows(result)
+    keys_all = [k for k in LABELS if any(k in cfg.figures() for cfg in result.configs)]
+    t = _table("link", "", *rows.heads, *rows.per_link)
+    for cfg in result.configs:
+        for key, figs in cfg.figures().items():
             first = key == "streaming"
             t.add_row(
-                link(cfg) if first else "",
+                rows.link(cfg) if first else "",
                 LABELS[key],
-                *values(cfg[key]),
-                *(mins(cfg) if first else [""] * len(per_link)),
+                *rows.values(figs),
+                *(rows.mins(cfg) if first else [""] * len(rows.per_link)),
             )
-    if not fits(c, t):  # stacked: a block per link, a row per figure, the schedules side by side
-        t = _table("link / figure", *(LABELS[k] for k in keys_all), left=1)
-        for i, cfg in enumerate(result["configs"]):
-            if i:
-                t.add_section()
-            t.add_row(styled(link(cfg), "bold"), *[""] * len(keys_all))
-            cols = [values(cfg[k]) if k in cfg else [""] * len(heads) for k in keys_all]
-            for j, head in enumerate(heads):
-                t.add_row(f"  {head}", *(col[j] for col in cols))
-            for head, v in zip(per_link, mins(cfg), strict=True):
-                t.add_row(f"  {head}", v, *[""] * (len(keys_all) - 1))
-    c.print(t)
-    hides = result["hides_from_bps"]
-    target = f"{inp['target_util'] * 100:g}%"
-    for key in ("streaming", "plain", "data_parallel"):
-        if key not in result["data_hidden_from_bps"]:
+    if fits(c, t):
+        return t
+    t = _table("link / figure", *(LABELS[k] for k in keys_all), left=1)
+    for i, cfg in enumerate(result.configs):
+        if i:
+            t.add_section()
+        t.add_row(styled(rows.link(cfg), "bold"), *[""] * len(keys_all))
+        figures = cfg.figures()
+        cols = [rows.values(figures[k]) if k in figures else [""] * len(rows.heads) for k in keys_all]
+        for j, head in enumerate(rows.heads):
+            t.add_row(f"  {head}", *(col[j] for col in cols))
+        for head, v in zip(rows.per_link, rows.mins(cfg), strict=True):
+            t.add_row(f"  {head}", v, *[""] * (len(keys_all) - 1))
+    return t
+
+
+def print_plan(result: PlanResult, c: Any = None) -> None:
+    """The plan: what was planned, the table, where each schedule hides, the recovery."""
+    c = c or console()
+    _header(result, c)
+    c.print(_plan_table(result, c))
+    hides, data_hidden = result.hides_from_bps, result.data_hidden_from_bps
+    target = f"{result.inputs.target_util * 100:g}%"
+    for key in LABELS:
+        d = getattr(data_hidden, key)
+        if isinstance(d, UnsetType):
             continue
-        v = hides[key]
+        v = getattr(hides, key)
         where = "on no link up to 1 Tbit/s" if v is None else f"from {bw(v)} up"
-        d = result["data_hidden_from_bps"][key]
         data = "never hides its data (every sync waits for it)" if d is None else f"hides all its data from {bw(d)} up"
         c.print(
-            f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} "
-            f"(latency {hides['latency_s'] * 1e3:g} ms)"
+            f"{LONG[key]} {data}; keeps compute utilisation >= {target} {where} (latency {hides.latency_s * 1e3:g} ms)"
         )
-    print_recovery(result.get("recovery"), c)
+    print_recovery(result.recovery, c)
     c.print(
         "model: compute per step; at each quorum the slowest group's arrival, the lighthouse's reply and the held "
         "round trip; each fragment's ring allreduce queued on the uplink from the send's start (ftrun.linkcost, as the "
@@ -171,46 +190,44 @@ def print_plan(result: dict, c: Any = None) -> None:
         "per lag and its CPU work per send and sync; ftrun plan --check also replays its steps and its real loopback "
         "collectives"
     )
-    if result.get("png"):
-        c.print(f"plot: {result['png']}")
+    if isinstance(result.png, str):
+        c.print(f"plot: {result.png}")
+
+
+def _err(run: dict, key: str) -> Any:
+    e = run["error"][key]
+    text = "-" if e is None else f"{e * 100:+.0f}%"
+    return styled(text, "red") if run["within_tolerance"][key] is False else text
+
+
+def _run_name(r: dict) -> str:
+    return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
+
+
+def _rate(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _check_figures(r: dict) -> list[tuple[str, str, str, Any]]:
+    """(figure, predicted, measured, error) of one checked run: both layouts show these."""
+    p, m = r["predicted"], r["measured"]
+    return [
+        (
+            "exposed ms/sync",
+            _ms(p["exposed_ms_per_sync"]),
+            _ms(m["exposed_ms_per_sync"]),
+            _err(r, "exposed_ms_per_sync"),
+        ),
+        ("data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), ""),
+        ("control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), ""),
+        ("steps/s", _rate(p["steps_per_s"]), _rate(m["steps_per_s"]), _err(r, "steps_per_s")),
+    ]
 
 
 def print_check(result: dict, c: Any = None) -> None:
     """Predicted against measured, a row per run when that fits, else a block per run."""
     c = c or console()
-
-    def err(run: dict, key: str) -> Any:
-        e = run["error"][key]
-        ok = run["within_tolerance"][key]
-        text = "-" if e is None else f"{e * 100:+.0f}%"
-        return styled(text, "red") if ok is False else text
-
-    def name(r: dict) -> str:
-        return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
-
-    def rate(v: float | None) -> str:
-        return "-" if v is None else f"{v:.2f}"
-
-    def figures(r: dict) -> list[tuple[str, str, str, Any]]:
-        """(figure, predicted, measured, error) of one run: both layouts show these."""
-        p, m = r["predicted"], r["measured"]
-        return [
-            (
-                "exposed ms/sync",
-                _ms(p["exposed_ms_per_sync"]),
-                _ms(m["exposed_ms_per_sync"]),
-                err(r, "exposed_ms_per_sync"),
-            ),
-            ("data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), ""),
-            (
-                "control ms/sync",
-                _ms(p["exposed_control_ms_per_sync"]),
-                _ms(m["exposed_control_ms_per_sync"]),
-                "",
-            ),
-            ("steps/s", rate(p["steps_per_s"]), rate(m["steps_per_s"]), err(r, "steps_per_s")),
-        ]
-
+    name, figures = _run_name, _check_figures
     t = _table(
         "run",
         "link",
@@ -258,7 +275,7 @@ def print_check(result: dict, c: Any = None) -> None:
         c.print(f"not checked: {', '.join(unchecked)} (no measured exposed time or steps/s)")
 
 
-def draw_utilisation(result: dict, path: Path) -> Path:
+def draw_utilisation(result: PlanResult, path: Path) -> Path:
     """Utilisation vs bandwidth for streaming and plain DiLoCo, each schedule's hiding point marked."""
     import matplotlib.pyplot as plt
 
@@ -275,27 +292,27 @@ def draw_utilisation(result: dict, path: Path) -> Path:
 TITLE_CHARS = 100  # characters of a 9-point title across the 8-inch figure, with its margins
 
 
-def utilisation_figure(result: dict):
+def utilisation_figure(result: PlanResult):
     """``draw_utilisation``'s figure (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    inp = result["inputs"]
-    xs = [c["link"]["bandwidth_bps"] for c in result["configs"]]
+    inp = result.inputs
+    xs = [c.link.bandwidth_bps for c in result.configs]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for key, label, colour in (
-        ("streaming", f"streaming F={inp['fragments']} tau={inp['fragment_sync_delay']}", "#1f77b4"),
+        ("streaming", f"streaming F={inp.fragments} tau={inp.fragment_sync_delay}", "#1f77b4"),
         ("plain", "plain DiLoCo F=1 tau=0", "#d62728"),
     ):
-        ys = [c[key]["compute_utilisation"] for c in result["configs"]]
+        ys = [c.figures()[key].compute_utilisation for c in result.configs]
         ax.plot(xs, ys, marker="o", color=colour, label=label)
         for at, style, text, y in (
-            (result["hides_from_bps"][key], ":", "reaches target from", inp["target_util"]),
-            (result["data_hidden_from_bps"][key], "-.", "hides all data from", 0.05),
+            (getattr(result.hides_from_bps, key), ":", "reaches target from", inp.target_util),
+            (getattr(result.data_hidden_from_bps, key), "-.", "hides all data from", 0.05),
         ):
-            if at is not None and min(xs) <= at <= max(xs):
+            if isinstance(at, float) and min(xs) <= at <= max(xs):
                 ax.axvline(at, color=colour, linestyle=style, linewidth=1)
                 ax.annotate(
                     f"{text} {bw(at)}",
@@ -305,16 +322,13 @@ def utilisation_figure(result: dict):
                     color=colour,
                     fontsize=8,
                 )
-    ax.axhline(
-        inp["target_util"], color="grey", linestyle="--", linewidth=1, label=f"target {inp['target_util'] * 100:g}%"
-    )
+    ax.axhline(inp.target_util, color="grey", linestyle="--", linewidth=1, label=f"target {inp.target_util * 100:g}%")
     ax.set_xscale("log")
     ax.set_xlabel("bandwidth per replica (bit/s)")
     ax.set_ylabel("compute utilisation (predicted)")
     ax.set_ylim(0, 1.02)
     title = (
-        f"{result['source']} · R={inp['replicas']} H={inp['sync_every']} · latency "
-        f"{result['hides_from_bps']['latency_s'] * 1e3:g} ms"
+        f"{result.source} · R={inp.replicas} H={inp.sync_every} · latency {result.hides_from_bps.latency_s * 1e3:g} ms"
     )
     # wrapped to the figure's width (a long source, e.g. a run dir's path, was clipped on both sides)
     ax.set_title(textwrap.fill(title, TITLE_CHARS, break_long_words=True, break_on_hyphens=False), fontsize=9)
@@ -369,9 +383,9 @@ def print_recovery_check(result: dict, c: Any = None) -> None:
         c.print(line(("PASS", "bold green"), " every predicted phase within tolerance"))
 
 
-def print_recovery(rec: dict | None, c: Any) -> None:
+def print_recovery(rec: RecoveryPlan, c: Any) -> None:
     """The predicted recovery of one killed group, a row per link (``ftrun.plan.recovery``)."""
-    if not rec or not rec.get("links"):
+    if not rec.links:
         return
     t = _table(
         "recovery of one killed group",
@@ -383,17 +397,17 @@ def print_recovery(rec: dict | None, c: Any) -> None:
         left=1,
     )
     rows = []
-    for r in rec["links"]:
-        ph = r["phases"]
-        given = [ph[k] for k in ("relaunch", "join", "reconfigure")]
+    for r in rec.links:
+        ph = r.phases
+        given = [x for k in ("relaunch", "join", "reconfigure") if (x := ph[k]) is not None]
         rows.append(
             (
-                r["link"],
+                r.link,
                 _s(ph["detect"]),
                 _s(ph["heal"]),
                 _s(ph["catch_up"]),
-                "not predicted" if any(v is None for v in given) else f"{sum(given):.2f} (measured)",
-                _s(r["total_s"]),
+                "not predicted" if len(given) < 3 else f"{sum(given):.2f} (measured)",
+                _s(r.total_s),
             )
         )
         t.add_row(*rows[-1])
@@ -407,15 +421,15 @@ def print_recovery(rec: dict | None, c: Any) -> None:
                 t.add_row(f"  {head}", v)
     c.print(t)
     src = (
-        f"relaunch, join and reconfigure measured in {rec['measured_from']}"
-        if rec.get("measured_from")
+        f"relaunch, join and reconfigure measured in {rec.measured_from}"
+        if rec.measured_from
         else (
             "relaunch, join and reconfigure not predicted "
             "(a process start and torchft's rendezvous: give --from a kill run)"
         )
     )
     c.print(
-        f"recovery: heal = {_tb(rec['state_bytes'])} of float32 model + AdamW + DiLoCo state (what torchft's HTTP "
-        f"checkpoint transport sends) over the link; detect = the {rec['heartbeat_timeout_s']:g} s heartbeat timeout + "
+        f"recovery: heal = {_tb(rec.state_bytes)} of float32 model + AdamW + DiLoCo state (what torchft's HTTP "
+        f"checkpoint transport sends) over the link; detect = the {rec.heartbeat_timeout_s:g} s heartbeat timeout + "
         f"half a lighthouse tick + the held round trip; {src}"
     )

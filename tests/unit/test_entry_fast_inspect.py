@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 import typer.main
 
@@ -37,8 +38,8 @@ def _via_typer(argv: list[str], monkeypatch) -> tuple[list[Path], dict]:
 
     seen = {}
 
-    def fake(paths, **kw):
-        seen.update(paths=list(paths), kw=kw)
+    def fake(paths, opts, **kw):
+        seen.update(paths=list(paths), kw={**msgspec.structs.asdict(opts), **kw})
         return 0
 
     monkeypatch.setattr(mod, "inspect_trace", fake)
@@ -51,8 +52,8 @@ def _via_entry(argv: list[str], monkeypatch) -> tuple[list[Path], dict]:
 
     seen = {}
 
-    def fake(paths, **kw):
-        seen.update(paths=list(paths), kw=kw)
+    def fake(paths, opts, **kw):
+        seen.update(paths=list(paths), kw={**msgspec.structs.asdict(opts), **kw})
         return 0
 
     monkeypatch.setattr(mod, "inspect_trace", fake)

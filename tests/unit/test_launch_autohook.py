@@ -218,6 +218,7 @@ def test_classes_are_wrapped_once_and_still_construct(monkeypatch):
 
 
 def test_each_group_gets_the_hook_first_on_its_path_the_callers_entries_after(tmp_path):
+    from ftrun.config.commands import LaunchOptions
     from ftrun.launch.script import LaunchSpec, script_group
 
     script = tmp_path / "train.py"
@@ -225,12 +226,13 @@ def test_each_group_gets_the_hook_first_on_its_path_the_callers_entries_after(tm
     sched = dict(fragments=2, sync_every=4, fragment_sync_delay=1)
     run = tmp_path / "run"
     hook = str((run / boot.HOOK_DIR).resolve())
-    spec = LaunchSpec.build([str(script)], **sched)
+    spec = LaunchSpec.build([str(script)], LaunchOptions(**sched))
     g = script_group(spec, run, 0, "http://x:1", None, base_env={"PYTHONPATH": "/patched"})
     assert g.env["PYTHONPATH"] == os.pathsep.join([hook, "/patched"])
     g = script_group(spec, run, 0, "http://x:1", None, base_env={})
     assert g.env["PYTHONPATH"] == hook
-    spec = LaunchSpec.build([str(script)], env=["PYTHONPATH=/mine"], **sched)  # --env's, after the hook too
+    # --env's, after the hook too
+    spec = LaunchSpec.build([str(script)], LaunchOptions(env=["PYTHONPATH=/mine"], **sched))
     g = script_group(spec, run, 1, "http://x:1", None, base_env={"PYTHONPATH": "/callers"})
     assert g.env["PYTHONPATH"] == os.pathsep.join([hook, "/mine"])
 

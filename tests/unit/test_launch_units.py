@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from ftrun import layout
+from ftrun.config.commands import LaunchOptions
 from ftrun.errors import BadInput
 from ftrun.fault_flags import LaunchKill, parse_launch_kill
 from ftrun.launch.script import LaunchSpec, parse_env_pairs, script_group
@@ -61,7 +62,7 @@ def test_bad_kill(text, needle):
 
 
 def test_spec_resolves_script_and_keeps_args(script):
-    spec = LaunchSpec.build([str(script), "--steps", "5", "--", "x"], **SCHED)
+    spec = LaunchSpec.build([str(script), "--steps", "5", "--", "x"], LaunchOptions(**SCHED))
     assert spec.script == script.resolve() and spec.args == ["--steps", "5", "--", "x"]
     assert spec.min_replicas == spec.replicas == 2 and spec.inspect
 
@@ -97,12 +98,12 @@ def test_spec_resolves_script_and_keeps_args(script):
 )
 def test_bad_flags(script, args, flags, needle):
     with pytest.raises(BadInput) as e:
-        LaunchSpec.build([str(script)] if args is None else args, **flags)
+        LaunchSpec.build([str(script)] if args is None else args, LaunchOptions(**flags))
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
 def test_no_inspect_needs_no_schedule(script):
-    assert LaunchSpec.build([str(script)], no_inspect=True).schedule is None
+    assert LaunchSpec.build([str(script)], LaunchOptions(no_inspect=True)).schedule is None
 
 
 def test_env_pairs():
@@ -116,7 +117,9 @@ def test_env_pairs():
 
 
 def test_group_argv_env_and_cwd(script, tmp_path):
-    spec = LaunchSpec.build([str(script), "--lr", "0.1"], replicas=3, nproc_per_replica=2, env=["FOO=bar"], **SCHED)
+    spec = LaunchSpec.build(
+        [str(script), "--lr", "0.1"], LaunchOptions(replicas=3, nproc_per_replica=2, env=["FOO=bar"], **SCHED)
+    )
     run = tmp_path / "run"
     base = {"PATH": "/bin", "MINE": "kept", "NCCL_HOSTID": "callers"}
     g = script_group(spec, run, 1, "http://127.0.0.1:9", None, base_env=base)
@@ -135,7 +138,7 @@ def test_group_argv_env_and_cwd(script, tmp_path):
 
 
 def test_group_env_with_gpus_sets_devices_and_hostid(script, tmp_path):
-    spec = LaunchSpec.build([str(script)], **SCHED)
+    spec = LaunchSpec.build([str(script)], LaunchOptions(**SCHED))
     g = script_group(spec, tmp_path, 1, "http://x:1", {"CUDA_VISIBLE_DEVICES": "1"}, base_env={})
     assert g.env["CUDA_VISIBLE_DEVICES"] == "1" and g.env["NCCL_HOSTID"] == "ftrun_replica1"
 
@@ -246,7 +249,7 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
     from ftrun.launch.script import launch_manifest
     from ftrun.trace.harvest import FoundTrace
 
-    spec = LaunchSpec.build([str(script), "--x"], step_numbering="end", env=["A=1"], **SCHED)
+    spec = LaunchSpec.build([str(script), "--x"], LaunchOptions(step_numbering="end", env=["A=1"], **SCHED))
     g = script_group(spec, tmp_path, 0, "http://l:1", None, base_env={})
     g.exit_codes = [0]
     found = [
@@ -275,8 +278,8 @@ def test_launch_manifest_lists_only_traces_with_a_rank(script, tmp_path):
 
 
 def test_restarts_default_like_train(script):
-    assert LaunchSpec.build([str(script)], **SCHED).restarts == 0
-    assert LaunchSpec.build([str(script)], kill=["1@5s"], **SCHED).restarts == 1
-    assert LaunchSpec.build([str(script)], kill=["1@5s"], restarts=0, **SCHED).restarts == 0
+    assert LaunchSpec.build([str(script)], LaunchOptions(**SCHED)).restarts == 0
+    assert LaunchSpec.build([str(script)], LaunchOptions(kill=["1@5s"], **SCHED)).restarts == 1
+    assert LaunchSpec.build([str(script)], LaunchOptions(kill=["1@5s"], restarts=0, **SCHED)).restarts == 0
     with pytest.raises(BadInput, match="--restarts -1"):
-        LaunchSpec.build([str(script)], restarts=-1, **SCHED)
+        LaunchSpec.build([str(script)], LaunchOptions(restarts=-1, **SCHED))

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from ftrun.plan.result import PlanResult
 from train_fixtures import cli, event_record, one_line, train_manifest
 
 PRED_MS, PRED_SPS = 1120.0, 8 / 3.04
@@ -311,7 +313,7 @@ def test_png_no_label_sits_under_the_legend(sweep: str) -> None:
 
     res = invoke("--params", "25000000", "--dtype", "bf16", "--step-ms", "100", "--sweep-link", sweep, "--json")
     assert res.exit_code == 0, res.output
-    fig = utilisation_figure(json.loads(res.output))
+    fig = utilisation_figure(msgspec.convert(json.loads(res.output), PlanResult))
     try:
         fig.canvas.draw()
         r = fig.canvas.get_renderer()
@@ -504,7 +506,7 @@ def test_png_title_stays_inside_the_figure() -> None:
     assert res.exit_code == 0, res.output
     result = json.loads(res.output)
     result["source"] = "profiles/compare-a-long-name/" + "streaming-run-with-a-long-directory-name/" * 4
-    fig = utilisation_figure(result)
+    fig = utilisation_figure(msgspec.convert(result, PlanResult))
     try:
         fig.canvas.draw()
         r = fig.canvas.get_renderer()

@@ -80,7 +80,7 @@ def test_a_what_if_from_a_run_states_where_its_real_collectives_were_measured(tm
     assert "every send" in real["how"]
     # a run that timed them on its traced sends only (before real_s): that pace, on every send, said so
     traced = real_collectives(Workload(0.02, (1000,), 2, real_collective_s=0.003, collective_threads=2))
-    assert traced["ms_per_round"] == pytest.approx(3.0) and "profiled sends only" in traced["how"]
+    assert traced.ms_per_round == pytest.approx(3.0) and "profiled sends only" in traced.how
     # a run that measured them nowhere (no real_s, no trace): the hold alone, never a pace
     old = tmp_path / "old"
     shutil.copytree(RECORDED / "baseline", old)
