@@ -61,7 +61,7 @@ def _example(paragraph: str) -> list[str]:
 
 
 def _command(name: str, cmd: Any, parent: Any) -> list[str]:
-    from ftrun.cli import panel_order
+    from ftrun.cli_support import panel_order
 
     ctx = cmd.context_class(cmd, info_name=name, parent=parent)
     usage = " ".join(["ftrun", name, *cmd.collect_usage_pieces(ctx)])

@@ -11,7 +11,8 @@ import pytest
 import typer.main
 
 from ftrun import config as cfgmod
-from ftrun.cli import app, panel_order
+from ftrun.cli import app
+from ftrun.cli_support import panel_order
 from ftrun.config.parts import PANELS
 from train_fixtures import cli, load_script
 
