@@ -113,9 +113,12 @@ class Report:
     def numerics(self) -> dict[str, Any] | None:
         """The numeric check of the outer steps (``{checked, tolerance, problems}``), or None
         when it did not run: numerics were then not checked (never read None as a pass)."""
+        import msgspec
+
         from ftrun.check.result import numerics_of
 
-        return numerics_of(self.raw)
+        n = numerics_of(self.raw)
+        return None if n is None else msgspec.to_builtins(n)
 
     def table(self, width: int = 100) -> str:
         """The text ``inspect-trace`` prints: one table per worker, the problems, the verdict line."""

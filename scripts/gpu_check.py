@@ -48,6 +48,7 @@ from ftrun.check.analyze import analyze  # noqa: E402
 from ftrun.check.numerics import QUANTIZED_NOT_CHECKED_PREFIX  # noqa: E402
 from ftrun.check.overlap import gpu_overlap  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
+from ftrun.layout import NumericsCheck  # noqa: E402
 from ftrun.report.numerics_view import numerics_line  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
 from ftrun.trace.spans import compute_launches  # noqa: E402
@@ -277,7 +278,7 @@ def numerics_brief(num: dict | None) -> dict | None:
         "first_problem": problems[0]["text"] if problems else None,
         "first_cause": problems[0].get("cause") if problems else None,
         "largest_error": (num.get("tolerance") or {}).get("largest_error"),
-        "line": numerics_line(num),
+        "line": numerics_line(msgspec.convert(num, NumericsCheck)),
     }
 
 

@@ -129,7 +129,7 @@ def analyze(
         job_id=inputs.job_id,
         faults=[m.row() for m in faults.marks] + [v.row() for v in faults.votes],
         agreement=problems.agreement,
-        numerics=numerics.to_json(),
+        numerics=numerics.record(),
         run_problems=problems.lines,
         run_problems_by_class=problems.by_class,
         failed_commits=sorted(failed_commits, key=lambda c: (c.replica, c.rank, c.sync_step)),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import msgspec
 
@@ -34,6 +34,7 @@ from ftrun.check.result import Report
 from ftrun.check.throughput import decompose, mean_decomposition
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, replica_stats, stepped
+from ftrun.layout import NumericsCheck
 
 # Per-run figures that --repeat reports as median and spread (min, max) over the repeats.
 FIGURES = (
@@ -188,11 +189,11 @@ def measured_step_s(run_dir: Path, replicas: int) -> float | None:
     )
 
 
-def numerics_brief(num: dict[str, Any] | None) -> layout.NumericsBrief:
+def numerics_brief(num: NumericsCheck | None) -> layout.NumericsBrief:
     """The numeric check of a run in brief: status, syncs checked, problems (count), why not checked."""
-    if not num:
+    if num is None:
         return layout.NumericsBrief("not checked", 0, 0, "no event logs")
-    return layout.NumericsBrief(num["status"], num.get("checked", 0), len(num.get("problems") or []), num.get("why"))
+    return layout.NumericsBrief(num.status, num.checked, len(num.problems), num.why)
 
 
 def recovery_of(dirs: list[Path]) -> layout.RunRecovery | None:

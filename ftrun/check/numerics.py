@@ -42,17 +42,16 @@ from ftrun.check.numerics_core import (
 from ftrun.check.numerics_heal import check_heals
 from ftrun.check.numerics_outer import Mine, OuterChecker
 from ftrun.check.numerics_result import (
-    PROBLEM_KEYS,
     QUANTIZED_NOT_CHECKED,
     QUANTIZED_NOT_CHECKED_PREFIX,
     Numerics,
     quantized_not_checked,
+    unplaced_problem,
 )
 from ftrun.check.numerics_rounds import ReplicaRound, RoundKey, in_time, outer_context, rounds_of
-from ftrun.layout import EventRecord, RoundNumerics, Sketch
+from ftrun.layout import EventRecord, LargestError, NumericsProblem, RoundNumerics, Sketch
 
 __all__ = [
-    "PROBLEM_KEYS",
     "QUANTIZED_NOT_CHECKED",
     "QUANTIZED_NOT_CHECKED_PREFIX",
     "Numerics",
@@ -87,8 +86,8 @@ class _Checker:
     def measure(self, err: float, tol: float, check: str, where: str) -> bool:
         ratio = err / tol if tol > 0 else (0.0 if err == 0 else math.inf)
         le = self.out.largest_error
-        if math.isfinite(ratio) and (le is None or ratio > le["ratio"]):
-            self.out.largest_error = {"check": check, "where": where, "error": err, "tolerance": tol, "ratio": ratio}
+        if math.isfinite(ratio) and (le is None or ratio > le.ratio):
+            self.out.largest_error = LargestError(check, where, err, tol, ratio)
         return err <= tol and math.isfinite(tol)  # (norms too large for a finite budget: not a pass)
 
     def problem(
@@ -114,20 +113,20 @@ class _Checker:
             if error is not None and tol is not None:
                 nums += f" (error {error:.3g}, tolerance {tol:.3g})"
         self.out.problems.append(
-            {
-                "sync_step": rr.sync_step if rr.sync_step is not None else head.sync_step,
-                "manager_step": head.manager_step,
-                "fragment": head.fragment,
-                "replica": rr.replica,
-                "rank": rr.rank,
-                "check": check,
-                "expected": expected,
-                "observed": observed,
-                "error": error,
-                "tolerance": tol,
-                "cause": cause,
-                "text": f"{where}: {what}{nums}; likely cause: {cause}",
-            }
+            NumericsProblem(
+                sync_step=rr.sync_step if rr.sync_step is not None else head.sync_step,
+                manager_step=head.manager_step,
+                fragment=head.fragment,
+                replica=rr.replica,
+                rank=rr.rank,
+                check=check,
+                expected=expected,
+                observed=observed,
+                error=error,
+                tolerance=tol,
+                cause=cause,
+                text=f"{where}: {what}{nums}; likely cause: {cause}",
+            )
         )
 
     def _other_fragment(self, head: RoundNumerics, rank: int, have: list[int]) -> str | None:
@@ -152,16 +151,19 @@ class _Checker:
         sends = [r for r in rounds if r.send is not None and r.send.contribution is not None]
         sums = [(r, r.sync.sum) for r in rounds if r.sync is not None and r.sync.sum is not None]
         fr = self.out.failed_rounds
-        fr["rounds"] += 1
+        fr.rounds += 1
         if not sums or len(sends) < world:
-            fr["sum_not_sketched"] += 1
+            fr.sum_not_sketched += 1
             return
         total = [0.0] * len(sends[0].contribution.proj)
         for r in sends:
             total = _add(total, r.contribution.proj)
         contribs = [r.contribution for r in sends]
         ok = all(_diff(s.proj, total)[0] <= sum_tolerance(contribs, s, world, r.head.path) for r, s in sums)
-        fr["sum_right" if ok else "sum_wrong"] += 1
+        if ok:
+            fr.sum_right += 1
+        else:
+            fr.sum_wrong += 1
 
     def group(self, rounds: list[ReplicaRound]) -> None:
         """One collective's rounds (every replica's send and sync of one fragment): the SUM, the
@@ -408,20 +410,11 @@ def check_numerics(
         if sketches_on and committed:
             out.status, out.why = "checked", None
             out.problems.append(
-                {
-                    "check": "sketch missing",
-                    "cause": "a sketch missing",
-                    "sync_step": None,
-                    "manager_step": None,
-                    "fragment": None,
-                    "replica": None,
-                    "rank": None,
-                    "expected": None,
-                    "observed": None,
-                    "error": None,
-                    "tolerance": None,
-                    "text": f"sketches were on but none was recorded for the {committed} committed sync(s)",
-                }
+                unplaced_problem(
+                    "sketch missing",
+                    "a sketch missing",
+                    f"sketches were on but none was recorded for the {committed} committed sync(s)",
+                )
             )
         return out
     c = _Checker(OuterChecker(*outer_context(logs)))
@@ -434,7 +427,7 @@ def check_numerics(
         c.remember(rounds)
     check_heals(logs, c.out, c.problem)
     c.outer.finish()
-    c.out.stages = c.outer.to_json()
+    c.out.stages = c.outer.stages
     c.out.paths = sorted({r.head.path for rs in groups.values() for r in rs})
     if not c.out.checked and not c.out.problems:
         c.out.status = "not checked"

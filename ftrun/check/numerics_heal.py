@@ -5,11 +5,10 @@ Torch-free."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ftrun.check.numerics_result import Numerics
 from ftrun.check.numerics_rounds import ReplicaRound
-from ftrun.layout import EventRecord, RoundNumerics
+from ftrun.layout import EventRecord, FirstContribution, HealCheck, RoundNumerics
 
 # ``_Checker.problem``: (round, head, check, expected, observed, error, tolerance, cause, what)
 ProblemFn = Callable[
@@ -47,25 +46,16 @@ def check_heals(logs: dict[tuple[int, int], list[EventRecord]], out: Numerics, p
                 continue
             hn = rec.heal_numerics
             src = rec.healed.source_replica if rec.healed else None
-            entry: dict[str, Any] = {
-                "replica": replica,
-                "rank": rank,
-                "source_replica": src,
-                "manager_step": hn.manager_step,
-                "step": rec.step,
-                "fragments_checked": 0,
-                "fragments_not_checked": [],
-                "params_match": None,
-            }
+            entry = HealCheck(replica, rank, src, hn.manager_step, rec.step)
             for f, mine in enumerate(hn.fingerprints):
                 ref = _last_commit(logs, rank, f, replica, src, hn.manager_step)
                 if ref is None:
-                    entry["fragments_not_checked"].append(f)
+                    entry.fragments_not_checked.append(f)
                     continue
                 (ref_replica, ref_rec) = ref
-                entry["fragments_checked"] += 1
+                entry.fragments_checked += 1
                 if mine != ref_rec.fingerprint:
-                    entry["params_match"] = False
+                    entry.params_match = False
                     rr = ReplicaRound(replica, rank, sync_step=rec.step)
                     head = RoundNumerics("heal", f, hn.manager_step, None)
                     problem(
@@ -81,21 +71,21 @@ def check_heals(logs: dict[tuple[int, int], list[EventRecord]], out: Numerics, p
                         f"{mine}) differ from the source's after its commit to manager step "
                         f"{ref_rec.manager_step_after} ({ref_rec.fingerprint})",
                     )
-                elif entry["params_match"] is None:
-                    entry["params_match"] = True
+                elif entry.params_match is None:
+                    entry.params_match = True
             first = next((p for x in recs[i:] for p in (x.numerics or []) if p.phase == "send"), None)
             if first is not None and first.contribution is not None:
                 # the rule: a non-participant contributes zeros; a participant's values are in
                 # the SUM, which the round's own check verified (no problem named it)
                 zero = first.contribution.norm == 0.0
                 flagged = any(
-                    p["fragment"] == first.fragment and p["manager_step"] == first.manager_step for p in out.problems
+                    p.fragment == first.fragment and p.manager_step == first.manager_step for p in out.problems
                 )
-                entry["first_contribution"] = {
-                    "fragment": first.fragment,
-                    "manager_step": first.manager_step,
-                    "participating": first.participating,
-                    "zero": zero,
-                    "follows_rule": (not flagged) if first.participating else zero,
-                }
+                entry.first_contribution = FirstContribution(
+                    first.fragment,
+                    first.manager_step,
+                    first.participating,
+                    zero,
+                    (not flagged) if first.participating else zero,
+                )
             out.heals.append(entry)

@@ -33,11 +33,11 @@ budget of the chain it came from (``OUTER_RULE``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ftrun.check.numerics_core import Z, add, diff, near, roundoff, scale, sketch_error
-from ftrun.layout import OuterStep, RoundNumerics, Sketch
+from ftrun.layout import OuterStep, RoundNumerics, Sketch, StageError, StageTally
 
 OUTER_RULE = (
     "outer step: pseudo-gradient Z*u*||c|| + sketch errors; SGD step against the next round's originals "
@@ -49,19 +49,9 @@ STAGES = ("pseudo-gradient", "outer step", "momentum", "merge")
 LINEAR_OPTIMIZERS = ("SGD",)
 
 
-@dataclass
-class Stage:
-    """One stage's tally: rounds checked, the largest error against its tolerance, why not checked."""
-
-    checked: int = 0
-    largest: dict[str, Any] | None = None
-    not_checked: dict[str, int] = field(default_factory=dict)
-
-    def skip(self, why: str, n: int = 1) -> None:
-        self.not_checked[why] = self.not_checked.get(why, 0) + n
-
-    def to_json(self) -> dict[str, Any]:
-        return {"checked": self.checked, "largest_error": self.largest, "not_checked": self.not_checked}
+def skip(stage: StageTally, why: str, n: int = 1) -> None:
+    """One more round of ``stage`` not checked, for ``why``."""
+    stage.not_checked[why] = stage.not_checked.get(why, 0) + n
 
 
 @dataclass
@@ -123,7 +113,7 @@ class OuterChecker:
     def __init__(
         self, heal_steps: dict[tuple[int, int], list[int]], commit_steps: dict[tuple[int, int, int], list[int]]
     ) -> None:
-        self.stages = {s: Stage() for s in STAGES}
+        self.stages = {s: StageTally() for s in STAGES}
         # per incarnation: a relaunched process's first round starts from the initial or loaded globals
         self.last: dict[tuple[int, int, int, int], Done] = {}
         self.heal_steps = heal_steps  # (replica, rank) -> steps whose record shows a heal
@@ -132,8 +122,8 @@ class OuterChecker:
     def measure(self, stage: str, err: float, tol: float, where: str) -> bool:
         st = self.stages[stage]
         ratio = err / tol if tol > 0 else (0.0 if err == 0 else math.inf)
-        if math.isfinite(ratio) and (st.largest is None or ratio > st.largest["ratio"]):
-            st.largest = {"where": where, "error": err, "tolerance": tol, "ratio": ratio}
+        if math.isfinite(ratio) and (st.largest_error is None or ratio > st.largest_error.ratio):
+            st.largest_error = StageError(where, err, tol, ratio)
         ok = err <= tol and math.isfinite(tol)
         st.checked += ok
         return ok
@@ -159,18 +149,18 @@ class OuterChecker:
         send = m.send
         o, loc = (send.original, send.local) if send is not None else (None, None)
         if send is None or o is None or loc is None or send.contribution is None:
-            self.stages["pseudo-gradient"].skip("original/local not sketched (an older ftrun, or a failed sketch)")
+            skip(self.stages["pseudo-gradient"], "original/local not sketched (an older ftrun, or a failed sketch)")
         else:
             out += self._pseudo(send, o, loc, send.contribution, where)
         if last is not None and not last.checked:
             last.checked = True
             if healed:
                 why = "a heal before the next send (its originals came with the checkpoint: the heal's fingerprints)"
-                self.stages["outer step"].skip(why)
+                skip(self.stages["outer step"], why)
                 if last.step.alpha:
-                    self.stages["merge"].skip(why)
+                    skip(self.stages["merge"], why)
             elif o is None:
-                self.stages["outer step"].skip("the next send's originals not sketched")
+                skip(self.stages["outer step"], "the next send's originals not sketched")
             else:
                 lw = f"replica {m.replica} rank {m.rank} sync step {last.sync_step}"
                 out += self._step(last, o, m.sync_step, lw)
@@ -183,15 +173,15 @@ class OuterChecker:
         """Steps no next send of the same replica showed (the fragment's last sync in the log)."""
         for d in self.last.values():
             if not d.checked:
-                self.stages["outer step"].skip("the fragment's last sync in the log (no next send shows its globals)")
+                skip(self.stages["outer step"], "the fragment's last sync in the log (no next send shows its globals)")
                 if d.step.alpha:
-                    self.stages["merge"].skip("the fragment's last sync in the log (no next send shows its globals)")
+                    skip(self.stages["merge"], "the fragment's last sync in the log (no next send shows its globals)")
                 d.checked = True
 
     def _pseudo(self, send: RoundNumerics, o: Sketch, loc: Sketch, c: Sketch, where: str) -> list[Finding]:
         st = "pseudo-gradient"
         if not send.participating:
-            self.stages[st].skip("not participating (contributes zeros: checked with the SUM)")
+            skip(self.stages[st], "not participating (contributes zeros: checked with the SUM)")
             return []
         want = add(o.proj, loc.proj, -1.0)
         loc_norm = local_norm(loc, o, c)
@@ -212,12 +202,12 @@ class OuterChecker:
         assert s is not None
         done = Done(m.sync_step, m.ref, s, o, None, None)
         if s.alpha is None:
-            self.stages["merge"].skip("this torchft has no fragment_update_alpha (no merge)")
+            skip(self.stages["merge"], "this torchft has no fragment_update_alpha (no merge)")
         elif not s.alpha:
-            self.stages["merge"].skip("alpha = 0 (the merge leaves the globals)")
+            skip(self.stages["merge"], "alpha = 0 (the merge leaves the globals)")
         if s.optimizer not in LINEAR_OPTIMIZERS:
             why = f"outer step of {s.optimizer}: not checked (not linear in its state; checked up to the average)"
-            self.stages["outer step"].skip(why)
+            skip(self.stages["outer step"], why)
             done.checked = not s.alpha  # (its merge is still checked at the next send)
             return done
         a = m.average
@@ -256,11 +246,11 @@ class OuterChecker:
         seen = s.momentum_after
         if seen is None:
             if derived is None:
-                self.stages["momentum"].skip("buffers of unknown origin and not sketched: the step not checked")
+                skip(self.stages["momentum"], "buffers of unknown origin and not sketched: the step not checked")
             return derived
         observed = Vec(seen.proj, seen.norm or 0.0, sketch_error(seen))
         if derived is None:
-            self.stages["momentum"].skip("sketched where the chain starts (loaded buffers): nothing to compare with")
+            skip(self.stages["momentum"], "sketched where the chain starts (loaded buffers): nothing to compare with")
             return observed
         tol = observed.err + derived.err
         err, j = diff(observed.proj, derived.proj)
@@ -276,7 +266,7 @@ class OuterChecker:
         if s.optimizer not in LINEAR_OPTIMIZERS:
             return []
         if u is None:
-            self.stages["outer step"].skip("the update not known (the average or the momentum buffers missing)")
+            skip(self.stages["outer step"], "the update not known (the average or the momentum buffers missing)")
             return []
         want = add(o.proj, u.proj, -s.lr)
         tol = Z * roundoff(nxt.dtype) * ((o.norm or 0.0) + (nxt.norm or 0.0) + 2 * s.lr * u.norm)
@@ -313,7 +303,7 @@ class OuterChecker:
             return []  # (counted in _done)
         loc, mg = s.local_sync, s.merged
         if loc is None or mg is None:
-            self.stages[st].skip("a sketch of the merge missing")
+            skip(self.stages[st], "a sketch of the merge missing")
             return []
         want = add(scale(g.proj, 1.0 - s.alpha), loc.proj, s.alpha)
         mg_norm = merged_norm(mg, g, loc, s.alpha)
@@ -328,9 +318,6 @@ class OuterChecker:
             cause = "the merge is not lerp(globals, local, alpha)"
         what = f"the merged parameters are not (1 - {s.alpha:g}) * globals + {s.alpha:g} * local"
         return [Finding(st, want[j], mg.proj[j], err, tol, cause, what, d.ref)]
-
-    def to_json(self) -> dict[str, Any]:
-        return {s: st.to_json() for s, st in self.stages.items()}
 
 
 def local_norm(loc: Sketch, original: Sketch, contribution: Sketch) -> float:
@@ -351,15 +338,13 @@ def merged_norm(merged: Sketch, globals_: Sketch, local_sync: Sketch, alpha: flo
     return (1.0 - alpha) * (globals_.norm or 0.0) + alpha * (local_sync.norm or 0.0)
 
 
-def stages_text(stages: dict[str, Any] | None) -> str:
+def stages_text(stages: dict[str, StageTally]) -> str:
     """The outer stages in one clause for the numerics line: checked counts, worst ratio, skips."""
-    if not stages:
-        return ""
     parts = []
     for name, st in stages.items():
-        le = st.get("largest_error")
-        worst = f" (worst {le['ratio']:.2g} of tol)" if le else ""
-        skipped = sum((st.get("not_checked") or {}).values())
-        if st.get("checked") or skipped:
-            parts.append(f"{name} {st.get('checked', 0)} ok{worst}" + (f" + {skipped} not checked" if skipped else ""))
+        le = st.largest_error
+        worst = f" (worst {le.ratio:.2g} of tol)" if le else ""
+        skipped = sum(st.not_checked.values())
+        if st.checked or skipped:
+            parts.append(f"{name} {st.checked} ok{worst}" + (f" + {skipped} not checked" if skipped else ""))
     return f"; outer stages: {', '.join(parts)}" if parts else ""

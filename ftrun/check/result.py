@@ -17,7 +17,7 @@ import msgspec
 from ftrun.check.comm import SendComm
 from ftrun.check.commits import FailedCommit
 from ftrun.check.fired_faults import FaultRow, VoteRow
-from ftrun.layout import Disagreement
+from ftrun.layout import Disagreement, NumericsCheck
 from ftrun.schedule import Schedule
 from ftrun.trace.spans import TraceSpans
 
@@ -280,9 +280,8 @@ class ReportBody(msgspec.Struct, Generic[E]):
     faults: list[FaultRow | VoteRow] = msgspec.field(default_factory=list)
     # fingerprints of the synced fragments across the (merged) event logs
     agreement: AgreementCheck | None = None
-    # the numeric check of every sync (``ftrun.check.numerics.Numerics.to_json``): status, checked,
-    # tolerance, problems, heals
-    numerics: dict[str, Any] | None = None
+    # the numeric check of every sync (``ftrun.check.numerics``): status, checked, tolerance, problems, heals
+    numerics: NumericsCheck | None = None
     # run-level problems (a replica without a trace, replicas that disagree on a fingerprint)
     run_problems: list[str] = msgspec.field(default_factory=list)
     # the same, by what was checked: "traces" (a replica without one), "agreement" (fingerprints),
@@ -322,7 +321,7 @@ class Report(ReportBody[EventResult]):
         out = [f"replica {e.replica} rank {e.rank}: {e.problem}" for e in self.events if not e.ok]
         out += [c.problem for c in self.cross_replica if not c.ok and c.problem]
         out += self.run_problems
-        out += [f"numerics: {p['text']}" for p in (self.numerics or {}).get("problems", [])]
+        out += [f"numerics: {p.text}" for p in self.numerics.problems] if self.numerics is not None else []
         return out
 
     def record(self) -> ReportJson:
@@ -336,10 +335,10 @@ class Report(ReportBody[EventResult]):
         return out
 
 
-def numerics_of(report: Report) -> dict[str, Any] | None:
-    """The numeric check of the outer steps in its JSON form (``{checked, tolerance, problems}``),
-    or None when it checked nothing and found nothing wrong (sketches off, a foreign run, an ftrun
-    without the check): then numerics were not checked, and nothing may say they passed. A check
-    with problems is returned even when no sync counted as checked (a sketch or record missing)."""
-    n = report.numerics  # the field itself: no serialisation of the whole report to read it
-    return n if isinstance(n, dict) and (n.get("checked") or n.get("problems")) else None
+def numerics_of(report: Report) -> NumericsCheck | None:
+    """The numeric check of the outer steps, or None when it checked nothing and found nothing
+    wrong (sketches off, a foreign run, an ftrun without the check): then numerics were not
+    checked, and nothing may say they passed. A check with problems is returned even when no sync
+    counted as checked (a sketch or record missing)."""
+    n = report.numerics
+    return n if n is not None and n.counts() else None

@@ -161,5 +161,5 @@ def _reasons(state: RunState, summary: layout.TrainSummary, numerics: Numerics) 
         reasons.append(f"replicas disagreed after {len(summary.agreement.disagreements)} commit(s)")
     if not numerics.ok:
         more = f" (and {len(numerics.problems) - 1} more)" if len(numerics.problems) > 1 else ""
-        reasons.append(f"numerics: {numerics.problems[0]['text']}{more}")
+        reasons.append(f"numerics: {numerics.problems[0].text}{more}")
     return reasons or ["not every replica finished all steps"]

@@ -231,7 +231,7 @@ def summarise(
             groups_here=len(cfg.hosts.groups_here),
             groups_in_job=cfg.hosts.replicas,
         ),
-        numerics=numerics.to_json() if numerics is not None else None,
+        numerics=numerics.record() if numerics is not None else None,
         failures=state.failures,
         traces=[str(run_dir / t.path) for t in manifest.traces],
         traces_note=traces_note,

@@ -31,7 +31,8 @@ A run dir ``<out>/<run-name>/`` holds::
 Every file ftrun writes there is one of these Structs, written by ``to_json`` (the one encoder,
 ``ftrun.layout.codec``) and read back by the same type. One module per file: ``paths`` (the names and
 where each file lives), ``spec``, ``manifest``, ``summary``, ``events`` (the step, run and lifecycle
-logs; ``sketches``: the step logs' numerics), ``faults``, ``meta``, ``marker``, ``sweep_cell``. The
+logs; ``sketches``: the step logs' numerics), ``numerics_check`` (the numeric check
+in summary.json and report.json), ``faults``, ``meta``, ``marker``, ``sweep_cell``. The
 records ``compare`` and ``sweep`` write beside the run dirs are typed the same way:
 ``compare_report`` (a compare dir's report.json) and ``sweep_result`` (a sweep dir's sweep.json). This
 package re-exports every public name: ``from ftrun.layout import Manifest`` is how to import them.
@@ -114,6 +115,17 @@ from ftrun.layout.meta import (
     Param as Param,
     RankMeta as RankMeta,
     read_rank_meta as read_rank_meta,
+)
+from ftrun.layout.numerics_check import (
+    FailedRounds as FailedRounds,
+    FirstContribution as FirstContribution,
+    HealCheck as HealCheck,
+    LargestError as LargestError,
+    NumericsCheck as NumericsCheck,
+    NumericsProblem as NumericsProblem,
+    StageError as StageError,
+    StageTally as StageTally,
+    Tolerance as Tolerance,
 )
 from ftrun.layout.paths import (
     AROUND_FAULT_RE as AROUND_FAULT_RE,

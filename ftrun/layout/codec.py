@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -63,3 +63,37 @@ def to_json(record: msgspec.Struct, indent: int | None = None) -> str:
     if indent is None:
         return _ENCODER.encode(record).decode()
     return json.dumps(msgspec.to_builtins(record), indent=indent)
+
+
+class ReadAsDict:
+    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` (and
+    ``Comparison.result``, ``summary.numerics``: ``_READ_AS``) read when it was the file's dict. Deprecated
+    (``DeprecationWarning``; README, "What is stable"): the field, as the JSON has it."""
+
+    __slots__ = ()
+    __struct_fields__: tuple[str, ...]
+    _READ_AS: ClassVar[tuple[str, str]] = ("Run.summary", "summary")  # (the API's attribute, its short name)
+
+    def __getitem__(self, key: str) -> Any:
+        self._warn(f"[{key!r}]")
+        if key not in self.__struct_fields__:
+            raise KeyError(key)
+        return msgspec.to_builtins(getattr(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._warn(f".get({key!r})")
+        return msgspec.to_builtins(getattr(self, key)) if key in self.__struct_fields__ else default
+
+    def __contains__(self, key: object) -> bool:
+        self._warn(f" ({key!r} in {self._READ_AS[1]})")
+        return key in self.__struct_fields__
+
+    def _warn(self, how: str) -> None:
+        import warnings
+
+        api, short = self._READ_AS
+        warnings.warn(
+            f"{api} is a {type(self).__name__} (ftrun.layout), no longer a dict: read {short}.FIELD, not {short}{how}",
+            DeprecationWarning,
+            stacklevel=3,
+        )

@@ -12,8 +12,9 @@ import msgspec
 
 from ftrun.chaos_summary import ChaosSummary
 from ftrun.errors import BadInput
-from ftrun.layout.codec import FORMAT, FormatStamp, read_record
+from ftrun.layout.codec import FORMAT, FormatStamp, ReadAsDict as ReadAsDict, read_record
 from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
+from ftrun.layout.numerics_check import NumericsCheck
 from ftrun.layout.paths import SUMMARY
 from ftrun.layout.spec import Link
 
@@ -43,10 +44,11 @@ class SyncedFingerprint(msgspec.Struct):
     fragment: int | None
 
 
-class Disagreement(msgspec.Struct):
+class Disagreement(ReadAsDict, msgspec.Struct):
     """A commit after which the replicas' synced parameters differ (``ftrun.check.agreement``):
     where (rank, manager step, quorum id), then each replica's ("0", "1", ...) fingerprint."""
 
+    _READ_AS: ClassVar[tuple[str, str]] = ("Run.summary.agreement.disagreements[i]", "disagreement")  # (was a dict)
     rank: int
     manager_step: int
     quorum_id: int | None
@@ -61,40 +63,6 @@ class AgreementSummary(msgspec.Struct):
     disagreements: list[Disagreement]
     groups_here: int | None = None  # None (both): a summary of an ftrun before the fields
     groups_in_job: int | None = None
-
-
-class ReadAsDict:
-    """``summary["key"]``, ``summary.get("key")``: how ``ftrun.api.Run.summary`` (and
-    ``Comparison.result``: ``_READ_AS``) read when it was the file's dict. Deprecated
-    (``DeprecationWarning``; README, "What is stable"): the field, as the JSON has it."""
-
-    __slots__ = ()
-    __struct_fields__: tuple[str, ...]
-    _READ_AS: ClassVar[tuple[str, str]] = ("Run.summary", "summary")  # (the API's attribute, its short name)
-
-    def __getitem__(self, key: str) -> Any:
-        self._warn(f"[{key!r}]")
-        if key not in self.__struct_fields__:
-            raise KeyError(key)
-        return msgspec.to_builtins(getattr(self, key))
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self._warn(f".get({key!r})")
-        return msgspec.to_builtins(getattr(self, key)) if key in self.__struct_fields__ else default
-
-    def __contains__(self, key: object) -> bool:
-        self._warn(f" ({key!r} in {self._READ_AS[1]})")
-        return key in self.__struct_fields__
-
-    def _warn(self, how: str) -> None:
-        import warnings
-
-        api, short = self._READ_AS
-        warnings.warn(
-            f"{api} is a {type(self).__name__} (ftrun.layout), no longer a dict: read {short}.FIELD, not {short}{how}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
 
 
 class RunCheck(msgspec.Struct, kw_only=True):
@@ -126,7 +94,7 @@ class TrainSummary(ReadAsDict, msgspec.Struct, kw_only=True):
     devices: list[DeviceRef] = []
     replicas: list[ReplicaSummary]
     agreement: AgreementSummary
-    numerics: dict[str, Any] | None = None
+    numerics: NumericsCheck | None = None
     failures: list[str]
     traces: list[str]
     traces_note: str | None = None

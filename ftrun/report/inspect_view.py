@@ -174,11 +174,11 @@ def render(report: Report, console: Console | None = None) -> None:
         )
     for p in report.run_problems:
         con.print(line(("run:", "red"), f" {p}"))
-    num = report.numerics or {}
-    if num.get("problems"):
-        for p in num["problems"]:
-            con.print(line(("numerics:", "red"), f" {p['text']}"))
-    elif num:
+    num = report.numerics
+    if num is not None and num.problems:
+        for prob in num.problems:
+            con.print(line(("numerics:", "red"), f" {prob.text}"))
+    elif num is not None:
         con.print(numerics_line(num))
     con.print(verdict_line(report))
 
@@ -186,7 +186,7 @@ def render(report: Report, console: Console | None = None) -> None:
 def verdict_line(report: Report) -> Text:
     """The one line ``inspect-trace`` ends with: PASS (events, workers, what was and was not
     checked) or FAIL (problems, the first). ``train`` and ``launch`` print it for their run."""
-    num = report.numerics or {}
+    num = report.numerics
     bad = report.problems()
     n = len(report.events)
     tail = ""
@@ -197,9 +197,9 @@ def verdict_line(report: Report) -> Text:
     for fc in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
         failed_steps.setdefault(fc.replica, set()).add(fc.sync_step)
     per = {r: len(s) for r, s in failed_steps.items()}
-    if num.get("status") == "checked" and not num.get("problems"):
-        tail += f"; numerics ok ({num['checked']} sync(s))"
-    elif num.get("status") != "checked":
+    if num is not None and num.status == "checked" and not num.problems:
+        tail += f"; numerics ok ({num.checked} sync(s))"
+    elif num is None or num.status != "checked":
         tail += "; numerics not checked"
     if per:
         tail += "; failed commits: " + ", ".join(f"replica {r}: {k}" for r, k in sorted(per.items()))
@@ -241,5 +241,5 @@ def failing_table(report: Report) -> str:
             out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
     out += [f"cross-replica: {c.problem}" for c in report.cross_replica if not c.ok and c.problem]
     out += [f"run: {p}" for p in report.run_problems]
-    out += [f"numerics: {p['text']}" for p in (report.numerics or {}).get("problems", [])]
+    out += [f"numerics: {p.text}" for p in report.numerics.problems] if report.numerics is not None else []
     return "\n".join(x.rstrip() for x in out)

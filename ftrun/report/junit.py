@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 from msgspec import UnsetType
 
 from ftrun.check.result import EventResult, Report, numerics_of
@@ -125,13 +126,13 @@ def report_cases(report: Report, prefix: str = "") -> list[Case]:
         covered |= set(lines)
     numerics = numerics_of(report)
     if numerics is not None:
-        lines = [p if isinstance(p, str) else str(p.get("text") or p) for p in numerics.get("problems") or []]
+        lines = [p.text for p in numerics.problems]
         cases.append(
             Case(
                 run_cls,
                 "numerics",
                 lines,
-                out=f"{numerics['checked']} sync(s) checked, tolerance {numerics.get('tolerance')}",
+                out=f"{numerics.checked} sync(s) checked, tolerance {msgspec.to_builtins(numerics.tolerance)}",
             )
         )
         covered |= set(lines) | {f"numerics: {x}" for x in lines}  # Report.problems() names them so

@@ -105,10 +105,10 @@ def print_summary(summary: layout.TrainSummary) -> None:
     if ran := describe_versions(summary.versions):
         console.print(styled(f"ran on {ran}", "dim"))
     num = summary.numerics
-    if num:
-        console.print(styled(numerics_line(num), "red") if num.get("problems") else numerics_line(num))
-        for p in (num.get("problems") or [])[1:]:
-            console.print(styled(f"numerics: {p['text']}", "red"))
+    if num is not None:
+        console.print(styled(numerics_line(num), "red") if num.problems else numerics_line(num))
+        for p in num.problems[1:]:
+            console.print(styled(f"numerics: {p.text}", "red"))
     rec, breakdown = summary.faults, summary.recovery
     if summary.chaos is not None:  # many faults: their figures, not a table each (--json has every breakdown)
         from ftrun.report.chaos_view import print_chaos

@@ -7,8 +7,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import msgspec
+
 from ftrun.check.numerics import Numerics, quantized_not_checked
+from ftrun.check.numerics_result import unplaced_problem
 from ftrun.config.build import build
+from ftrun.layout import NumericsProblem
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,46 +24,57 @@ def _script():
     return mod
 
 
-def _problem(text: str, cause: str) -> dict:
-    return {"text": text, "cause": cause, "check": "average"}
+def _json(n: Numerics) -> dict:
+    """The check as a summary.json holds it (what the script reads)."""
+    return msgspec.to_builtins(n.record())
+
+
+def _problem(text: str, cause: str) -> NumericsProblem:
+    return unplaced_problem("average", cause, text)
 
 
 def test_the_quantized_run_must_have_its_quantized_rounds_checked() -> None:
     gc = _script()
-    ok = Numerics(status="checked", checked=4, replica_syncs_checked=8, quantized_checked=4).to_json()
+    ok = msgspec.to_builtins(
+        Numerics(status="checked", checked=4, replica_syncs_checked=8, quantized_checked=4).record()
+    )
     assert gc.numerics_requirement(ok, quantized=True) is None
     assert gc.numerics_requirement(ok, quantized=False) == "4 sync(s) checked as quantized in a run without --quantize"
     # torchft ran its plain allreduce on some: not the quantized path the run asked for
-    mixed = Numerics(status="checked", checked=4, replica_syncs_checked=8, quantized_checked=1).to_json()
+    mixed = msgspec.to_builtins(
+        Numerics(status="checked", checked=4, replica_syncs_checked=8, quantized_checked=1).record()
+    )
     assert gc.numerics_requirement(mixed, quantized=True) == (
         "3 of 4 checked syncs were not quantized (torchft ran its plain allreduce)"
     )
     # the wrapper not installed: not checked (never a pass), the reason carried through
     why = quantized_not_checked("quantized allreduce not sketched: torchft.manager.allreduce_quantized takes (x)")
-    skipped = Numerics(why=why, committed=8, not_checked={why: 8}).to_json()
+    skipped = _json(Numerics(why=why, committed=8, not_checked={why: 8}))
     assert gc.numerics_requirement(skipped, quantized=True) == f"numerics not checked: {why}"
-    partly = Numerics(status="checked", checked=2, quantized_checked=2, not_checked={why: 4}).to_json()
+    partly = msgspec.to_builtins(
+        Numerics(status="checked", checked=2, quantized_checked=2, not_checked={why: 4}).record()
+    )
     assert gc.numerics_requirement(partly, quantized=True) == f"4 quantized replica-sync(s) not checked: {why}"
-    plain = Numerics(status="checked", checked=3, replica_syncs_checked=6).to_json()
+    plain = _json(Numerics(status="checked", checked=3, replica_syncs_checked=6))
     assert gc.numerics_requirement(plain, quantized=False) is None
     assert gc.numerics_requirement(None, quantized=False) == "no numeric check in the run's summary"
     bad = Numerics(status="checked", checked=3, problems=[_problem("sync step 6 ...: wrong", "a stale buffer")])
-    assert gc.numerics_requirement(bad.to_json(), quantized=False).startswith(
-        "1 numeric problem(s); first: sync step 6"
-    )
-    none = Numerics(status="checked", checked=0).to_json()
+    assert gc.numerics_requirement(_json(bad), quantized=False).startswith("1 numeric problem(s); first: sync step 6")
+    none = _json(Numerics(status="checked", checked=0))
     assert gc.numerics_requirement(none, quantized=True) == "no sync checked"
 
 
 def test_the_corrupted_quantized_run_must_fail_on_the_divide() -> None:
     gc = _script()
     cause = "divided by participants + 1 = 3 instead of 2 participants (the world size instead of the participants?)"
-    num = Numerics(status="checked", checked=4, problems=[_problem("sync step 6 ...", cause)]).to_json()
+    num = msgspec.to_builtins(
+        Numerics(status="checked", checked=4, problems=[_problem("sync step 6 ...", cause)]).record()
+    )
     brief = gc.numerics_brief(num)
     assert brief["problems"] == 1 and brief["first_cause"] == cause and brief["line"].startswith("numerics: 1 problem")
     assert gc.corrupt_requirement({"exit": 1, "numerics": brief}) is None
     assert gc.corrupt_requirement({"exit": 0, "numerics": brief}) == "exit 0, not 1"
-    other = gc.numerics_brief(Numerics(status="checked", problems=[_problem("x", "a stale buffer")]).to_json())
+    other = gc.numerics_brief(_json(Numerics(status="checked", problems=[_problem("x", "a stale buffer")])))
     assert "not the divide by participants + 1" in gc.corrupt_requirement({"exit": 1, "numerics": other})
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from ftrun import layout
 from ftrun.check.commits import FailedCommit
+from ftrun.check.numerics_result import Numerics, unplaced_problem
 from ftrun.check.result import numerics_of
 from ftrun.report import junit as junit_view
 from train_fixtures import drop_sync, inspect, junit_cases as cases, move_send, read, validate_junit as validate, write
@@ -83,13 +84,10 @@ def test_numerics_case_only_with_the_check():
     report = _report()
     assert numerics_of(report) is None
     assert "numerics" not in {c.name for c in junit_view.report_cases(report)}
-    report.numerics = {"checked": 0, "tolerance": 1e-6, "problems": []}
+    report.numerics = Numerics(status="checked").record()
     assert numerics_of(report) is None  # nothing checked is no evidence
-    report.numerics = {
-        "checked": 4,
-        "tolerance": 1e-6,
-        "problems": [{"check": "average", "text": "sync step 30 (manager step 2, fragment 0) replica 1: average off"}],
-    }
+    text = "sync step 30 (manager step 2, fragment 0) replica 1: average off"
+    report.numerics = Numerics(status="checked", checked=4, problems=[unplaced_problem("average", "", text)]).record()
     got = {c.name: c for c in junit_view.report_cases(report)}
     assert got["numerics"].failures == ["sync step 30 (manager step 2, fragment 0) replica 1: average off"]
     assert "4 sync(s) checked" in got["numerics"].out

@@ -268,7 +268,7 @@ def test_a_relaunched_incarnation_is_held_to_its_own_rounds_not_its_predecessors
     ]
     out = check_numerics({**logs, (1, 0): relaunched}, sketches_on=True)
     assert out.ok, out.texts()
-    assert out.checked == 3 and out.stages["outer step"]["checked"] == 3, out.stages  # 2 + 1 (its 1st round)
+    assert out.checked == 3 and out.stages["outer step"].checked == 3, out.stages  # 2 + 1 (its 1st round)
 
 
 def test_replicas_averaging_different_fragments_are_named_as_such():
@@ -285,7 +285,7 @@ def test_replicas_averaging_different_fragments_are_named_as_such():
         sync = msgspec.structs.replace(part("sync", 0, sum=sk(vec(5)), average=sk(vec(6))), fragment=frag)
         logs[(r, 0)] = [rec(5, [send]), rec(10, [sync], commit=True, manager_step_after=1, synced=frag)]
     out = check_numerics(logs, sketches_on=True)
-    assert [(p["replica"], p["cause"]) for p in out.problems] == [
+    assert [(p.replica, p.cause) for p in out.problems] == [
         (
             0,
             "replicas averaged different fragments in one collective (replica 1 sent fragment 1; torchft's "

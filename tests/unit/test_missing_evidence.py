@@ -134,5 +134,5 @@ def test_norms_too_large_for_a_finite_tolerance_are_no_pass():
         for r in range(2)
     }
     out = check_numerics(logs, sketches_on=True)
-    assert not out.ok and {p["check"] for p in out.problems} == {"sum", "average"}, out.problems
-    assert all(p["cause"].startswith("norms too large for a finite tolerance") for p in out.problems)
+    assert not out.ok and {p.check for p in out.problems} == {"sum", "average"}, out.problems
+    assert all(p.cause.startswith("norms too large for a finite tolerance") for p in out.problems)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 
 from ftrun.check.numerics import check_numerics
@@ -110,26 +111,26 @@ def test_clean_round_passes_with_tolerance_stated():
     cs, s, a = clean()
     out = check_numerics(round_logs(cs, [s, s], [a, a]), sketches_on=True)
     assert out.status == "checked" and out.ok and out.checked == 1 and out.replica_syncs_checked == 2
-    d = out.to_json()
+    d = msgspec.to_builtins(out.record())
     assert set(d) >= {"checked", "tolerance", "problems"} and "Z=8" in d["tolerance"]["rule"]
     assert d["tolerance"]["largest_error"]["ratio"] < 1
 
 
 def causes(out):
-    return [p["cause"] for p in out.problems]
+    return [p.cause for p in out.problems]
 
 
 def test_wrong_count():
     cs, s, a = clean()
     bad = sk(mul(s.proj, 1 / 3), norm=s.norm / 3)
     out = check_numerics(round_logs(cs, [s, s], [a, bad]), sketches_on=True)
-    assert [p["replica"] for p in out.problems] == [1]
+    assert [p.replica for p in out.problems] == [1]
     p = out.problems[0]
-    assert "participants + 1 = 3 instead of 2" in p["cause"] and p["check"] == "average"
-    assert p["sync_step"] == 10 and p["manager_step"] == 0 and p["fragment"] == 0
+    assert "participants + 1 = 3 instead of 2" in p.cause and p.check == "average"
+    assert p.sync_step == 10 and p.manager_step == 0 and p.fragment == 0
     assert (
         abs(
-            p["expected"]
+            p.expected
             - a.proj[
                 [abs(x - y) for x, y in zip(a.proj, bad.proj, strict=True)].index(
                     max(abs(x - y) for x, y in zip(a.proj, bad.proj, strict=True))
@@ -153,7 +154,7 @@ def test_drop_names_the_missing_contribution_on_every_replica():
     a_bad = sk(mul(s_bad.proj, 0.5), norm=s_bad.norm / 2)
     out = check_numerics(round_logs(cs, [s_bad, s_bad], [a_bad, a_bad]), sketches_on=True)
     assert len(out.problems) == 2 and all("replica 1's is not in the SUM" in c for c in causes(out))
-    assert "a contribution missing" in out.problems[0]["text"]
+    assert "a contribution missing" in out.problems[0].text
 
 
 def test_stale_buffer():
@@ -165,16 +166,16 @@ def test_stale_buffer():
     for k in logs:
         logs[k] += logs2[k]
     out = check_numerics(logs, sketches_on=True)
-    assert out.checked == 2 and [p["replica"] for p in out.problems] == [1]
-    assert "stale buffer" in out.problems[0]["cause"] and "manager step 0" in out.problems[0]["cause"]
+    assert out.checked == 2 and [p.replica for p in out.problems] == [1]
+    assert "stale buffer" in out.problems[0].cause and "manager step 0" in out.problems[0].cause
 
 
 def test_late_write_after_the_collective():
     cs, s, a = clean()
     late = sk(mul(a.proj, 1.1), norm=a.norm * 1.1)
     out = check_numerics(round_logs(cs, [s, s], [late, a]), sketches_on=True)
-    assert [p["replica"] for p in out.problems] == [0]
-    assert "values changed after the collective" in out.problems[0]["cause"]
+    assert [p.replica for p in out.problems] == [0]
+    assert "values changed after the collective" in out.problems[0].cause
 
 
 def test_noise_in_one_element():
@@ -182,8 +183,8 @@ def test_noise_in_one_element():
     tol = sum_tolerance(cs, s, 2)
     noisy = sk(add(s.proj, [3 * tol, -3 * tol, 3 * tol, 3 * tol]), norm=s.norm)
     out = check_numerics(round_logs(cs, [s, noisy], [a, sk(mul(noisy.proj, 0.5), norm=s.norm / 2)]), sketches_on=True)
-    assert [p["replica"] for p in out.problems] == [1]
-    assert "values changed in the collective" in out.problems[0]["cause"]
+    assert [p.replica for p in out.problems] == [1]
+    assert "values changed in the collective" in out.problems[0].cause
 
 
 def test_sum_tolerance_edges():
@@ -222,7 +223,7 @@ def test_non_participant_contributes_zeros():
     leak = sk(vec(4))
     s2 = sk(add(c0.proj, leak.proj), norm=c0.norm + leak.norm)
     out = check_numerics(round_logs([c0, leak], [s2, s2], [s2, s2], participating=(True, False)), sketches_on=True)
-    assert any(p["check"] == "non-participant" and p["replica"] == 1 for p in out.problems)
+    assert any(p.check == "non-participant" and p.replica == 1 for p in out.problems)
 
 
 def test_participants_stepped_from_different_averages():
@@ -230,7 +231,7 @@ def test_participants_stepped_from_different_averages():
     tol = average_tolerance(s, a, 2)
     other = sk(add(a.proj, [0, 0.5 * tol, 0, 0]), norm=a.norm)  # within SUM/n's budget, but not bit-equal
     out = check_numerics(round_logs(cs, [s, s], [a, other]), sketches_on=True)
-    assert [p["check"] for p in out.problems] == ["same average"] and out.problems[0]["replica"] == 1
+    assert [p.check for p in out.problems] == ["same average"] and out.problems[0].replica == 1
 
 
 def test_participant_count_mismatch():
@@ -238,7 +239,7 @@ def test_participant_count_mismatch():
     logs = round_logs(cs, [s, s], [a, a])
     logs[(1, 0)][0].numerics[0].participants = 3  # its manager's num_participants() at the send
     out = check_numerics(logs, sketches_on=True)
-    assert any(p["check"] == "participants" and p["replica"] == 1 for p in out.problems)
+    assert any(p.check == "participants" and p.replica == 1 for p in out.problems)
 
 
 def test_sketch_missing_on_one_replica():
@@ -246,8 +247,8 @@ def test_sketch_missing_on_one_replica():
     logs = round_logs(cs, [s, s], [a, a])
     logs[(1, 0)][0].numerics = []  # replica 1's send part is gone
     out = check_numerics(logs, sketches_on=True)
-    assert not out.ok and all(p["check"] == "sketch missing" for p in out.problems)
-    assert "contribution sketches from replica(s) [0] only" in out.problems[0]["text"]
+    assert not out.ok and all(p.check == "sketch missing" for p in out.problems)
+    assert "contribution sketches from replica(s) [0] only" in out.problems[0].text
 
 
 def test_not_checked_is_never_ok():
@@ -273,7 +274,12 @@ def test_failed_commit_is_not_checked():
         recs[1].commit = False
     out = check_numerics(logs, sketches_on=True)
     assert out.status == "not checked" and out.checked == 0 and "no sync committed" in out.why
-    assert out.failed_rounds == {"rounds": 1, "sum_right": 1, "sum_wrong": 0, "sum_not_sketched": 0}
+    assert msgspec.to_builtins(out.failed_rounds) == {
+        "rounds": 1,
+        "sum_right": 1,
+        "sum_wrong": 0,
+        "sum_not_sketched": 0,
+    }
 
 
 def test_heal_params_checked_against_the_source():
@@ -287,23 +293,23 @@ def test_heal_params_checked_against_the_source():
 
     logs[(1, 0)].append(healed(g))
     out = check_numerics(logs, sketches_on=True)
-    assert out.ok and out.heals[0]["params_match"] is True and out.heals[0]["fragments_checked"] == 1
-    assert out.heals[0]["first_contribution"]["participating"] is True
+    assert out.ok and out.heals[0].params_match is True and out.heals[0].fragments_checked == 1
+    assert out.heals[0].first_contribution.participating is True
     logs[(1, 0)][-1] = healed(g[:-1] + "0")  # one bit of one parameter: another hash
     out = check_numerics(logs, sketches_on=True)
-    (p,) = [p for p in out.problems if p["check"] == "heal"]
-    assert out.heals[0]["params_match"] is False and "the checkpoint transport delivered other parameters" in p["text"]
-    assert "commit to manager step 1" in p["text"] and g in p["text"]
+    (p,) = [p for p in out.problems if p.check == "heal"]
+    assert out.heals[0].params_match is False and "the checkpoint transport delivered other parameters" in p.text
+    assert "commit to manager step 1" in p.text and g in p.text
     # the source's commit is after the heal's manager step, or failed: nothing to compare with
     logs[(0, 0)][1].manager_step_after = 2
     out = check_numerics(logs, sketches_on=True)
-    assert out.heals[0]["params_match"] is None and out.heals[0]["fragments_not_checked"] == [0]
+    assert out.heals[0].params_match is None and out.heals[0].fragments_not_checked == [0]
     logs[(0, 0)][1].manager_step_after, logs[(0, 0)][1].commit = 1, False
-    assert check_numerics(logs, sketches_on=True).heals[0]["params_match"] is None
+    assert check_numerics(logs, sketches_on=True).heals[0].params_match is None
     # an event log of an ftrun that sketched the healed parameters instead: read, not checked
     logs[(0, 0)][1].commit = True
     logs[(1, 0)][-1] = rec(25, [], healed=Healed(0, 20, 1), heal_numerics=HealNumerics(1))
-    assert check_numerics(logs, sketches_on=True).heals[0]["fragments_checked"] == 0
+    assert check_numerics(logs, sketches_on=True).heals[0].fragments_checked == 0
 
 
 def test_heal_from_a_source_that_itself_healed_is_checked_against_the_latest_commit():
@@ -319,11 +325,11 @@ def test_heal_from_a_source_that_itself_healed_is_checked_against_the_latest_com
     logs[(0, 0)].append(rec(30, [], healed=Healed(2, 20, 2), heal_numerics=HealNumerics(2, [new])))
     logs[(1, 0)] = [rec(35, [], healed=Healed(0, 30, 2), heal_numerics=HealNumerics(2, [new]))]
     out = check_numerics(logs, sketches_on=True)
-    assert [(h["replica"], h["params_match"]) for h in out.heals] == [(0, True), (1, True)]
+    assert [(h.replica, h.params_match) for h in out.heals] == [(0, True), (1, True)]
     logs[(1, 0)][0].heal_numerics = HealNumerics(2, [old])  # what the source's own last commit held
     out = check_numerics(logs, sketches_on=True)
-    (p,) = [p for p in out.problems if p["check"] == "heal"]
-    assert p["replica"] == 1 and "after healing from replica 2" in p["text"] and "manager step 2" in p["text"]
+    (p,) = [p for p in out.problems if p.check == "heal"]
+    assert p.replica == 1 and "after healing from replica 2" in p.text and "manager step 2" in p.text
 
 
 @pytest.mark.parametrize(

@@ -120,7 +120,7 @@ def simulate(
 
 
 def causes(out) -> list[tuple[int, str, str]]:
-    return [(p["replica"], p["check"], p["cause"]) for p in out.problems]
+    return [(p.replica, p.check, p.cause) for p in out.problems]
 
 
 LAST = "the fragment's last sync in the log (no next send shows its globals)"
@@ -130,18 +130,18 @@ def test_a_clean_run_passes_every_stage_with_its_tolerance():
     out = check_numerics(simulate(), sketches_on=True)
     assert out.ok, out.texts()
     st = out.stages
-    assert st["pseudo-gradient"]["checked"] == 6
+    assert st["pseudo-gradient"].checked == 6
     # each step against the next round's originals: the last round of each replica has none
-    assert st["outer step"]["checked"] == 4 and st["outer step"]["not_checked"] == {LAST: 2}
-    assert all(0 <= st[s]["largest_error"]["ratio"] < 1 for s in ("pseudo-gradient", "outer step"))
-    assert "outer step" in out.to_json()["tolerance"]["outer"]
+    assert st["outer step"].checked == 4 and st["outer step"].not_checked == {LAST: 2}
+    assert all(0 <= st[s].largest_error.ratio < 1 for s in ("pseudo-gradient", "outer step"))
+    assert "outer step" in out.record().tolerance.outer
 
 
 def test_sign_flipped():
     out = check_numerics(simulate(fault="sign"), sketches_on=True)
     cause = "sign flipped: the contribution is local - original (the pseudo-gradient negated)"
     assert causes(out) == [(1, "pseudo-gradient", cause)]
-    assert out.problems[0]["sync_step"] == 20
+    assert out.problems[0].sync_step == 20
     assert "likely cause: sign flipped" in out.texts()[0]
 
 
@@ -150,23 +150,23 @@ def test_stale_originals_are_named_at_the_sync_that_did_not_store_them():
     (replica, check, cause), *rest = causes(out)
     assert (replica, check) == (1, "outer step") and not rest, out.texts()
     assert cause.startswith("stale original parameters: the next round's (sync step 30) equal this round's")
-    assert out.problems[0]["sync_step"] == 20
+    assert out.problems[0].sync_step == 20
 
 
 def test_wrong_lr_is_fitted():
     out = check_numerics(simulate(fault="lr"), sketches_on=True)
     assert [(r, c) for r, c, _ in causes(out)] == [(1, "outer step")], out.texts()
-    assert "wrong lr: the step fits lr 1.4, the optimizer's param_groups say 0.7" in out.problems[0]["cause"]
-    assert out.problems[0]["sync_step"] == 20
+    assert "wrong lr: the step fits lr 1.4, the optimizer's param_groups say 0.7" in out.problems[0].cause
+    assert out.problems[0].sync_step == 20
 
 
 def test_alpha_ignored_and_a_clean_merge():
     clean = check_numerics(simulate(alpha=0.5), sketches_on=True)
-    assert clean.ok and clean.stages["merge"]["checked"] == 4, clean.texts()
+    assert clean.ok and clean.stages["merge"].checked == 4, clean.texts()
     out = check_numerics(simulate(fault="alpha", alpha=0.5), sketches_on=True)
     assert [(r, c) for r, c, _ in causes(out)] == [(1, "merge")], out.texts()
-    assert out.problems[0]["cause"].startswith("alpha ignored") and out.problems[0]["sync_step"] == 20
-    assert check_numerics(simulate(), sketches_on=True).stages["merge"]["not_checked"] == {
+    assert out.problems[0].cause.startswith("alpha ignored") and out.problems[0].sync_step == 20
+    assert check_numerics(simulate(), sketches_on=True).stages["merge"].not_checked == {
         "alpha = 0 (the merge leaves the globals)": 6
     }
 
@@ -205,9 +205,9 @@ def test_an_unmeasured_local_norm_loosens_the_pseudo_gradient_tolerance_only_by_
 
 def test_a_non_linear_optimizer_is_checked_up_to_the_average_and_says_so():
     out = check_numerics(simulate(optimizer="Adam"), sketches_on=True)
-    assert out.ok and out.stages["pseudo-gradient"]["checked"] == 6
+    assert out.ok and out.stages["pseudo-gradient"].checked == 6
     why = "outer step of Adam: not checked (not linear in its state; checked up to the average)"
-    assert out.stages["outer step"]["not_checked"] == {why: 6}
+    assert out.stages["outer step"].not_checked == {why: 6}
 
 
 def test_pseudo_gradient_tolerance_edges():
@@ -246,24 +246,24 @@ def test_a_non_participant_is_not_held_to_the_pseudo_gradient():
 def test_a_healed_replica_is_held_to_what_it_loaded_not_to_its_own_history():
     out = check_numerics(simulate(loaded=1), sketches_on=True)  # other state with no heal: wrong
     assert [(r, c) for r, c, _ in causes(out)] == [(1, "outer step"), (1, "momentum")], out.texts()
-    assert out.problems[0]["sync_step"] == 10  # the step whose globals the next send did not start from
+    assert out.problems[0].sync_step == 10  # the step whose globals the next send did not start from
     out = check_numerics(simulate(loaded=1, healed=True), sketches_on=True)
     assert out.ok, out.texts()  # its step from what it loaded is checked; its history is not compared
-    nc = out.stages["outer step"]["not_checked"]
+    nc = out.stages["outer step"].not_checked
     assert nc == {
         "a heal before the next send (its originals came with the checkpoint: the heal's fingerprints)": 1,
         LAST: 2,
     }
-    assert out.stages["momentum"]["not_checked"] == {
+    assert out.stages["momentum"].not_checked == {
         "sketched where the chain starts (loaded buffers): nothing to compare with": 1
     }
-    assert out.stages["outer step"]["checked"] == 3
+    assert out.stages["outer step"].checked == 3
 
 
 def test_the_line_names_each_stage():
     from ftrun.report.numerics_view import numerics_line
 
-    line = numerics_line(check_numerics(simulate(), sketches_on=True).to_json())
+    line = numerics_line(check_numerics(simulate(), sketches_on=True).record())
     assert "; outer stages: pseudo-gradient 6 ok (worst" in line and "merge 0 ok + 6 not checked" in line
 
 
@@ -318,7 +318,7 @@ def test_outer_step_tolerance_edges():
 
     # the first step's globals are off, and the second step starts from them: both steps are named
     gross = with_bump(1.0).problems
-    assert [(q["check"], q["sync_step"]) for q in gross] == [("outer step", 10), ("outer step", 20)]
-    tols = [q["tolerance"] for q in gross]
+    assert [(q.check, q.sync_step) for q in gross] == [("outer step", 10), ("outer step", 20)]
+    tols = [q.tolerance for q in gross]
     assert with_bump(0.9 * min(tols)).ok
-    assert [q["check"] for q in with_bump(1.1 * max(tols)).problems] == ["outer step", "outer step"]
+    assert [q.check for q in with_bump(1.1 * max(tols)).problems] == ["outer step", "outer step"]

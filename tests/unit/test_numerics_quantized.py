@@ -101,11 +101,11 @@ def test_a_simulated_fp8_round_is_within_the_budget_and_the_budget_is_not_vacuou
     cs = [sketch(c, p) for c in contribs]
     a = sketch(avg, p)
     out = check_numerics(logs_of(cs, [a] * n, n))
-    assert out.status == "checked" and out.checked == 1 and not out.problems, out.to_json()
+    assert out.status == "checked" and out.checked == 1 and not out.problems, out.record()
     le = out.largest_error
-    assert le["check"].startswith("quantized average")
+    assert le.check.startswith("quantized average")
     # the real fp8 error is a visible share of the budget (not 1e-9 of it) and inside it
-    assert 1.0 / (Z * Z) < le["ratio"] < 1.0, le
+    assert 1.0 / (Z * Z) < le.ratio < 1.0, le
     exact = sketch([sum(ts) / n for ts in zip(*contribs, strict=True)], p)
     err = max(abs(x - y) for x, y in zip(a.proj, exact.proj, strict=True))
     assert err > 1e-3 * quantized_average_tolerance(cs, a, n)  # fp8 really rounded (fp32 alone would be ~1e-7)
@@ -120,7 +120,7 @@ def test_gross_errors_are_caught_and_the_budget_is_about_the_average_itself() ->
     cs = [sketch(c, p) for c in contribs]
     undivided = sketch(quantized_average(contribs, 1), p)
     out = check_numerics(logs_of(cs, [undivided] * n, n))
-    assert out.problems and "not the sum of the contributions / 4" in out.problems[0]["text"]
+    assert out.problems and "not the sum of the contributions / 4" in out.problems[0].text
     other = sketch(quantized_average(setup(9, replicas=4)[0], n), p)  # another round's average
     assert check_numerics(logs_of(cs, [other] * n, n)).problems
     off_by_one = sketch(quantized_average(contribs, n + 1), p)
@@ -137,7 +137,7 @@ def test_a_real_quantized_round_is_not_checked_and_says_so_once() -> None:
     empty = Sketch([0.0] * K, 0.0, 0, "float32")  # what the worker records: the hooked allreduce never ran
     out = check_numerics(logs_of([empty] * n, [a] * n, n))
     assert out.status == "not checked" and out.why == QUANTIZED_NOT_CHECKED
-    line = numerics_line(out.to_json())
+    line = numerics_line(out.record())
     assert line.count("quantized rounds: not checked") == 1 and " ok" not in line
 
 
@@ -153,7 +153,7 @@ def test_a_quantize_run_torchft_ran_through_the_plain_allreduce_is_checked_by_th
     logs = logs_of(cs, [a] * n, n, sums=[s] * n, path="per-param")
     out = check_numerics(logs)
     assert out.status == "checked" and not out.problems and out.checked == 1 and out.quantized_checked == 0
-    assert not out.largest_error["check"].startswith("quantized")
+    assert not out.largest_error.check.startswith("quantized")
     # the same records as a quantized round's: the fp8 budget on the SUM, the plain one on the divide
     out = check_numerics(logs_of(cs, [a] * n, n, sums=[s] * n))
-    assert out.quantized_checked == 1 and not out.problems and out.largest_error["check"].startswith("average")
+    assert out.quantized_checked == 1 and not out.problems and out.largest_error.check.startswith("average")

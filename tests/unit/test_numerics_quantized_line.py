@@ -17,7 +17,7 @@ def test_a_quantized_round_without_its_sum_does_not_claim_a_sum_check() -> None:
     a = sketch(quantized_average(contribs, n), p)
     out = check_numerics(logs_of(cs, [a] * n, n))  # no SUM sketched
     assert out.checked == 1 and out.quantized_checked == 1 and not out.problems
-    line = numerics_line(out.to_json())
+    line = numerics_line(out.record())
     assert "SUM within the fp8 e4m3 budget" not in line, line
     assert "1 quantized sync(s) without a SUM sketch" in line, line
 

@@ -136,7 +136,7 @@ def test_the_cpu_sum_is_sketched_at_the_sync_without_wrapping_the_work(tmp_path)
     sync = logs[(0, 0)][1].numerics[0]
     assert sync.sum is not None and sync.sum.numel == sum(torch.Size(s).numel() for s in SHAPES)
     out = check_numerics(logs, sketches_on=True)
-    assert out.status == "checked" and not out.problems, out.to_json()
+    assert out.status == "checked" and not out.problems, out.record()
     assert out.checked == 1 and out.replica_syncs_checked == 2
     # torchft's divide ran after the SUM's sketch: the outer optimizer stepped on SUM / 2
     assert sync.average.proj == pytest.approx([x / 2 for x in sync.sum.proj], rel=1e-9)
@@ -151,8 +151,8 @@ def test_a_fault_between_the_collective_and_the_divide_is_caught(tmp_path, kind,
     fault = layout.FaultSpec(1, 10, "corrupt", kind=kind)
     logs, _, _ = run_round(tmp_path, faults=[fault])
     out = check_numerics(logs, sketches_on=True)
-    assert [p["replica"] for p in out.problems] == [1], out.texts()
-    assert out.problems[0]["cause"].startswith(cause), out.problems[0]
+    assert [p.replica for p in out.problems] == [1], out.texts()
+    assert out.problems[0].cause.startswith(cause), out.problems[0]
 
 
 def test_a_failed_collective_leaves_the_sum_unsketched_and_torchft_handles_it(tmp_path):

@@ -216,18 +216,18 @@ def test_a_quantized_round_is_sketched_at_the_boundary_and_checked_with_the_fp8_
     assert send.path == "quantized" and send.collectives == len(SHAPES) and send.unsketched is None
     assert send.contribution.norm == 0.0  # the non-participant contributed zeros, as the Manager handed them
     out = check_numerics(logs, sketches_on=True)
-    assert out.status == "checked" and not out.problems, out.to_json()
+    assert out.status == "checked" and not out.problems, out.record()
     assert out.checked == 1 and out.quantized_checked == 1 and out.replica_syncs_checked == 3
     assert out.paths == ["quantized"]
     # the SUM check ran with the fp8 budget, and the fp8 error is a visible share of it
     le = out.largest_error
-    assert le["check"] == "quantized SUM = sum of contributions (fp8)", le
-    assert 1.0 / (Z * Z) < le["ratio"] < 1.0, le
+    assert le.check == "quantized SUM = sum of contributions (fp8)", le
+    assert 1.0 / (Z * Z) < le.ratio < 1.0, le
     # the average the outer optimizer stepped on is the dequantized SUM / 2 participants, exactly
     exact = [fp8(sum(fp8(g[i]) for g in handed)) / 2 for i in range(len(SHAPES))]
     for p, e in zip(reps[0][1].params, exact, strict=True):
         assert torch.equal(p.grad, e)
-    line = numerics_line(out.to_json())
+    line = numerics_line(out.record())
     assert "; 1 quantized sync(s) checked (SUM within the fp8 e4m3 budget)" in line, line
     # the plain rule would not hold: the rounding is fp8's, not fp32's
     for recs in logs.values():
@@ -235,7 +235,7 @@ def test_a_quantized_round_is_sketched_at_the_boundary_and_checked_with_the_fp8_
             for part in rec.numerics:
                 part.path = "per-param"
     plain = check_numerics(logs, sketches_on=True)
-    assert plain.problems and plain.problems[0]["check"] == "sum"
+    assert plain.problems and plain.problems[0].check == "sum"
 
 
 def test_a_corrupted_quantized_result_is_caught(quantized_torchft, tmp_path):
@@ -244,8 +244,8 @@ def test_a_corrupted_quantized_result_is_caught(quantized_torchft, tmp_path):
     quantized_torchft(2, corrupt=lambda i, total: -total)
     logs, *_ = run_round(2, [True, True], tmp_path, seed=1)
     out = check_numerics(logs, sketches_on=True)
-    assert out.problems and {p["check"] for p in out.problems} == {"sum"}, out.texts()
-    assert "the process group's SUM is not the sum of the contributions" in out.problems[0]["text"]
+    assert out.problems and {p.check for p in out.problems} == {"sum"}, out.texts()
+    assert "the process group's SUM is not the sum of the contributions" in out.problems[0].text
 
 
 def test_a_wrong_divide_on_a_quantized_round_is_caught_exactly(quantized_torchft, tmp_path):
@@ -254,8 +254,8 @@ def test_a_wrong_divide_on_a_quantized_round_is_caught_exactly(quantized_torchft
     fault = layout.FaultSpec(1, 10, "corrupt", kind="wrong-count")
     logs, *_ = run_round(2, [True, True], tmp_path, seed=2, faults=[fault])
     out = check_numerics(logs, sketches_on=True)
-    assert [p["replica"] for p in out.problems] == [1], out.texts()
-    assert out.problems[0]["cause"].startswith("divided by participants + 1 = 3 instead of 2")
+    assert [p.replica for p in out.problems] == [1], out.texts()
+    assert out.problems[0].cause.startswith("divided by participants + 1 = 3 instead of 2")
 
 
 def test_without_the_expected_signature_the_rounds_stay_not_checked_saying_why_once(monkeypatch, tmp_path):
@@ -284,7 +284,7 @@ def test_without_the_expected_signature_the_rounds_stay_not_checked_saying_why_o
         ]
     out = check_numerics(logs, sketches_on=True)
     assert out.status == "not checked" and out.why.startswith(QUANTIZED_NOT_CHECKED_PREFIX) and why in out.why
-    line = numerics_line(out.to_json())
+    line = numerics_line(out.record())
     assert line.count(QUANTIZED_NOT_CHECKED_PREFIX) == 1 and " ok" not in line
 
 
@@ -316,7 +316,7 @@ def test_a_bucketized_quantized_round_is_checked_too(quantized_torchft, tmp_path
     logs, reps, handed = run_round(2, [True, True], tmp_path, seed=4, bucketize=True)
     assert len(w.seen) == 2 and w.seen[0][0][0].dim() == 1  # one flat bucket per replica
     out = check_numerics(logs, sketches_on=True)
-    assert out.status == "checked" and not out.problems and out.quantized_checked == 1, out.to_json()
+    assert out.status == "checked" and not out.problems and out.quantized_checked == 1, out.record()
     exact = fp8(torch.cat([fp8(torch.cat([g.reshape(-1) for g in h])) for h in handed]).view(2, -1).sum(0)) / 2
     got = torch.cat([p.grad.reshape(-1) for p in reps[1][1].params])
     assert torch.equal(got, exact)
