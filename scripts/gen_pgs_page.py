@@ -35,10 +35,12 @@ SWEEP_LIMIT = 64 << 20  # bytes of a sweep.json read at most
 NEEDS = (
     ("--quantize: needs CUDA", "a GPU (CUDA and NCCL: torchft's quantized allreduce)"),
     ("no GPU visible", "a GPU (CUDA)"),
+    ("no CUDA GPU visible", "a GPU (CUDA: torch's native NCCL group)"),
+    ("has no ProcessGroupNCCL2", "torch >= 2.14 built with NCCL"),
     ("torchcomms is not installed", "the torchcomms package (none on this machine's registry for CPU)"),
     ("has no reconfigure API", "torchft-nightly (the reconfigure API)"),
     ("cannot reconfigure a native group", "torch >= 2.14 (enable_reconfigure)"),
-    ("does not build it yet", "ftrun support (issue 45's --backend gloo-native)"),
+    ("does not build it yet", "ftrun support (a torchcomms build to build it against)"),
 )
 
 

@@ -255,6 +255,8 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
             commits_checked=summ.get("agreement", {}).get("commits_checked"),
             devices=summ.get("devices"),
             numerics=numerics_brief(summ.get("numerics")),
+            verdict=(summ.get("check") or {}).get("verdict"),
+            recovered_s=[f.get("recovered_s") for f in (summ.get("faults") or {}).get("faults", [])],
             _numerics=summ.get("numerics"),  # the whole check, for numerics_requirement (not printed)
         )
     except json.JSONDecodeError:

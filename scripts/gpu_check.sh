@@ -10,4 +10,7 @@ PY=${PYTHON:-}
 [ -n "$PY" ] || { [ -x .venv/bin/python ] && PY=.venv/bin/python || PY=python3; }
 export OUT=${OUT:-/tmp/ftrun-gpu} GPU_CHECK_BUDGET_S=${GPU_CHECK_BUDGET_S:-350}
 mkdir -p "$OUT"
+# `gpu_check.sh pgs`: the process-group matrix instead (scripts/gpu_pgs.py: NCCL, Baby-NCCL, nccl2,
+# torchcomms where available), in the same 6 minutes
+if [ "${1:-}" = pgs ]; then shift; exec timeout --kill-after=5 360 "$PY" scripts/gpu_pgs.py "$@"; fi
 exec timeout --kill-after=5 360 "$PY" scripts/gpu_check.py "$@"

@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from ftrun.link_spec import Link
 
 MODELS = BUILTIN_MODELS
-# the last two: torchft-nightly (ftrun.torchft_compat)
-BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "torchcomms")
+# the last three: torchft-nightly (ftrun.torchft_compat)
+BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "nccl2", "torchcomms")
 # torch's own reconfigurable groups, met on one bootstrap store every replica group reaches
 # (``ftrun.launch.native_store``; across hosts: ``--native-store``)
-NATIVE_STORE_BACKENDS = ("gloo-native",)
+NATIVE_STORE_BACKENDS = ("gloo-native", "nccl2")
 
 # Upper bounds on durations: beyond them torchft's timedelta / time.sleep overflow inside every
 # worker, tens of seconds after start; refused here instead.
@@ -159,7 +159,7 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
     nproc_per_replica: Annotated[int, Opt("Ranks per replica group G (default 1).")] = 1
     backend: Annotated[
         str,
-        Opt("auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo (nightly: gloo-native, torchcomms)."),
+        Opt("auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo, gloo-native, nccl2, torchcomms."),
     ] = "auto"
     min_replicas: Annotated[int, Opt("torchft min_replica_size (and the lighthouse's min_replicas).")] = 1
     lighthouse: Annotated[
@@ -201,7 +201,7 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
     native_store: Annotated[
         str,
         Opt(
-            "gloo-native across hosts: the bootstrap store HOST:PORT every group reaches; group 0's ftrun hosts it.",
+            "gloo-native/nccl2 across hosts: the bootstrap store HOST:PORT all groups reach; group 0's ftrun hosts it.",
             commands=(TRAIN,),
             panel=HOSTS,
             metavar="HOST:PORT",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ftrun.errors import BadInput
 
-NCCL_BACKENDS = ("auto", "nccl", "baby-nccl")
+NCCL_BACKENDS = ("auto", "nccl", "baby-nccl", "nccl2")
 
 
 @dataclass(frozen=True)

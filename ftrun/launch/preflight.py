@@ -141,9 +141,11 @@ def check_lighthouse(cfg: RunConfig) -> None:
 
 def check_backend(cfg: RunConfig) -> None:
     """A process group the installed torchft or torch does not offer (``ftrun.torchft_compat``)."""
+    from ftrun.launch.placement import host_devices
     from ftrun.torchft_compat import backend_unavailable, installed
 
-    why = backend_unavailable(cfg.hosts.backend, installed())
+    cuda = cfg.hosts.backend == "nccl2" and bool(host_devices())  # (nvidia-smi: only when it decides)
+    why = backend_unavailable(cfg.hosts.backend, installed(), cuda=cuda)
     if why:
         raise BadInput(why)
 

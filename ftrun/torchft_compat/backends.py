@@ -3,8 +3,9 @@ run on the installed release and torch (torch-free).
 
 The availability table is one pure function, ``availability(backend, facts)``, of what decides it
 (``BackendFacts``: the torchft release, whether torch reconfigures native groups or has
-``ProcessGroupNCCL2``, and the torchcomms package); ``installed_facts`` reads those facts from the
-installed packages without importing them. GPUs are not decided here (placement's).
+``ProcessGroupNCCL2``, the torchcomms package, and whether CUDA GPUs are visible); ``installed_facts``
+reads the packages' facts without importing them, the caller says whether there are GPUs (the
+launcher asks the host, a rank asks torch). torchft's own NCCL groups' GPUs are placement's.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from ftrun.torchft_compat.sources import package_dirs, package_source
 
 TORCHFT_BACKENDS = ("gloo", "baby-gloo", "nccl", "baby-nccl")  # torchft's own groups, in every release
 # the nightly's Manager also takes a native c10d group built with enable_reconfigure=True
-# (``gloo-native``; torch with native reconfiguration) and torchcomms' group
-# (``torchft.torchcomms.ProcessGroupTorchComms``, where torchcomms is installed)
-RECONFIGURE_BACKENDS = ("gloo-native", "torchcomms")
-# a row of the table only: torch >= 2.14's native reconfigurable NCCL group (``nccl2``), which the
-# nightly's Manager accepts too; not a ``--backend`` (CUDA only, never run by ftrun's tests)
-TABLE_BACKENDS = (*TORCHFT_BACKENDS, *RECONFIGURE_BACKENDS, "nccl2")
+# (``gloo-native``: torch with native reconfiguration; ``nccl2``: torch >= 2.14's
+# ``ProcessGroupNCCL2``, on CUDA GPUs) and torchcomms' group (``torchft.torchcomms.ProcessGroupTorchComms``,
+# where a torchcomms build is installed; ftrun does not build it yet)
+RECONFIGURE_BACKENDS = ("gloo-native", "nccl2", "torchcomms")
+TABLE_BACKENDS = (*TORCHFT_BACKENDS, *RECONFIGURE_BACKENDS)
 
 # the torchcomms package: not installed, the registry's placeholder (its __init__ raises
 # ImportError: torchcomms 0.0.1), or a build
@@ -37,6 +37,7 @@ class BackendFacts:
     nccl2: bool  # torch has ``ProcessGroupNCCL2`` (torch >= 2.14 built with NCCL)
     torchcomms: str  # one of TORCHCOMMS_STATES
     torchcomms_version: str | None = None
+    cuda: bool = False  # CUDA GPUs visible (nccl2 runs on them)
 
 
 def process_group_backends(rel: Release) -> tuple[str, ...]:
@@ -46,14 +47,14 @@ def process_group_backends(rel: Release) -> tuple[str, ...]:
 
 def availability(backend: str, facts: BackendFacts) -> str | None:
     """Why process group ``backend`` (one of ``TABLE_BACKENDS``) cannot run with ``facts`` (one
-    line), or None when it can (torchft's own four: always; their GPUs are placement's)."""
+    line naming what is missing), or None when it can (torchft's own four: always; their GPUs
+    are placement's)."""
     rel = facts.release
-    if backend not in RECONFIGURE_BACKENDS and backend != "nccl2":
+    if backend not in RECONFIGURE_BACKENDS:
         return None
     if rel.pg_api != "reconfigure":
-        name = "nccl2" if backend == "nccl2" else f"--backend {backend}"  # nccl2: a row, not a --backend
         return (
-            f"{name}: {rel.distribution or 'torchft'} {rel.version or ''} has no reconfigure API "
+            f"--backend {backend}: {rel.distribution or 'torchft'} {rel.version or ''} has no reconfigure API "
             "(its Manager takes torchft's own process groups only; torchft-nightly has it)"
         ).replace("  ", " ")
     if backend == "gloo-native":
@@ -65,8 +66,16 @@ def availability(backend: str, facts: BackendFacts) -> str | None:
         return None
     if backend == "nccl2":
         if not facts.nccl2:
-            return f"nccl2: torch {rel.torch} has no ProcessGroupNCCL2 (torch >= 2.14 built with NCCL)"
-        return "nccl2: a native NCCL group (CUDA GPUs); ftrun does not build it (not a --backend)"
+            return f"--backend nccl2: torch {rel.torch} has no ProcessGroupNCCL2 (torch >= 2.14 built with NCCL)"
+        if not facts.cuda:
+            return "--backend nccl2: no CUDA GPU visible on this host (torch's native NCCL group runs on GPUs)"
+        return None
+    return _torchcomms(facts)
+
+
+def _torchcomms(facts: BackendFacts) -> str:
+    """torchcomms' row on a release with the reconfigure API: what is missing, whatever the GPUs."""
+    rel = facts.release
     if facts.torchcomms == "missing":
         return (
             "--backend torchcomms: torchcomms is not installed (the registry's torchcomms 0.0.1 is a placeholder "
@@ -118,15 +127,17 @@ def _torchcomms_state() -> tuple[str, str | None]:
     return torchcomms_state_of_source(package_source("torchcomms.__init__") or ""), version
 
 
-def installed_facts(rel: Release) -> BackendFacts:
-    """``BackendFacts`` of ``rel`` and the installed torch and torchcomms (read, not imported)."""
+def installed_facts(rel: Release, cuda: bool = False) -> BackendFacts:
+    """``BackendFacts`` of ``rel`` and the installed torch and torchcomms (read, not imported);
+    ``cuda``: whether the caller sees CUDA GPUs."""
     state, version = _torchcomms_state()
-    return BackendFacts(rel, _torch_native_reconfigure(), _torch_nccl2(), state, version)
+    return BackendFacts(rel, _torch_native_reconfigure(), _torch_nccl2(), state, version, cuda)
 
 
-def backend_unavailable(backend: str, rel: Release) -> str | None:
-    """Why ``--backend backend`` cannot run on this release and the installed torch (one line),
-    or None (``availability`` of the installed facts)."""
+def backend_unavailable(backend: str, rel: Release, cuda: bool = False) -> str | None:
+    """Why ``--backend backend`` cannot run on this release, the installed torch and, for
+    ``nccl2``, ``cuda`` (whether the caller sees CUDA GPUs) (one line), or None (``availability``
+    of the installed facts)."""
     if backend not in RECONFIGURE_BACKENDS:
         return None
-    return availability(backend, installed_facts(rel))
+    return availability(backend, installed_facts(rel, cuda))

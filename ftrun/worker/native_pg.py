@@ -1,15 +1,17 @@
-"""``--backend gloo-native``: torch's own ``ProcessGroupGloo`` built with ``enable_reconfigure=True``
-(torch >= 2.14), the native group torchft-nightly's Manager reconfigures at every quorum change.
+"""``--backend gloo-native`` and ``nccl2``: torch's own ``ProcessGroupGloo`` or ``ProcessGroupNCCL2``
+built with ``enable_reconfigure=True`` (torch >= 2.14), the native group torchft-nightly's Manager
+reconfigures at every quorum change (nccl2 on the rank's CUDA device, registered as torch's
+``init_process_group("nccl2")`` registers it: a custom backend type).
 
 How torchft wires one (its ``manager_integ_test.py`` and ``reconfigure_test.py``): every replica
 group's rank g creates ``ProcessGroup`` + ``ProcessGroupGloo(PrefixStore("native/g", bootstrap),
 replica, replicas, enable_reconfigure=True)`` on one bootstrap ``TCPStore`` that every replica
 group reaches, with distinct initial ranks; the communicator is made only by ``reconfigure``, with
-the peers' handles (``gloo:<initial rank>:<last uuid>:<rank>:<store host>:<port>``) that the
+the peers' handles (``gloo:<initial rank>:<last uuid>:<rank>:<store host>:<port>``, ``nccl2:...``) that the
 lighthouse hands out with each quorum. ftrun's bootstrap store is hosted by the ftrun process that
 starts the groups (``ftrun.launch.native_store``; its address is the spec's ``native_store``).
 
-``NativeGloo`` carries the native group under ftrun's wrappers (the emulated link, the sketches),
+``NativeGroup`` carries the native group under ftrun's wrappers (the emulated link, the sketches),
 which are torchft ``ProcessGroupWrapper``s: those read each peer's handle as torchft's JSON
 (``id``, ``store``, ``global_rank``) to find their rank, so the native handle travels inside it
 (``native``) and ``reconfigure`` hands the native group the native handles, in the quorum's order.
@@ -44,13 +46,15 @@ class NativeSite:
     group_rank: int
 
 
-class NativeGloo(ProcessGroupWrapper):
-    """torchft's process-group interface over one native reconfigurable Gloo group."""
+class NativeGroup(ProcessGroupWrapper):
+    """torchft's process-group interface over one native reconfigurable group (``backend``: the
+    ``--backend`` it is, ``gloo-native`` or ``nccl2``)."""
 
-    def __init__(self, native: Any, store: str, timeout: timedelta) -> None:
+    def __init__(self, native: Any, store: str, timeout: timedelta, backend: str = "gloo-native") -> None:
         super().__init__(timeout=timeout, pg=native)
         self._native = native  # a torch.distributed.ProcessGroup (Any: torch 2.13's stubs lack reconfigure)
         self._store_addr = store
+        self._backend = backend
 
     def get_reconfigure_handle(self) -> str:
         return json.dumps(
@@ -93,17 +97,26 @@ class NativeGloo(ProcessGroupWrapper):
         self._native.shutdown()
 
     def getBackendName(self) -> str:
-        return "gloo"
+        return "gloo" if self._backend == "gloo-native" else self._backend
 
 
-def native_gloo(site: NativeSite, timeout: timedelta) -> NativeGloo:
-    """This rank's native Gloo group on the bootstrap store at ``site.store`` (a client: the store
-    is hosted by ftrun's launcher), not yet connected (the first quorum reconfigures it)."""
+def native_group(site: NativeSite, timeout: timedelta, backend: str = "gloo-native") -> NativeGroup:
+    """This rank's native ``backend`` group (``gloo-native``: CPU Gloo; ``nccl2``: NCCL on the
+    current CUDA device) on the bootstrap store at ``site.store`` (a client: the store is hosted
+    by an ftrun launcher), not yet connected (the first quorum reconfigures it)."""
     host, _, port = site.store.rpartition(":")
-    store = c10d.TCPStore(host, int(port), is_master=False, timeout=timeout, wait_for_workers=False)
+    store = c10d.TCPStore(host.strip("[]"), int(port), is_master=False, timeout=timeout, wait_for_workers=False)
     prefixed = c10d.PrefixStore(f"native/{site.group_rank}", store)
     pg = c10d.ProcessGroup(prefixed, site.replica, site.replicas)
-    backend = c10d.ProcessGroupGloo(prefixed, site.replica, site.replicas, timeout=timeout, enable_reconfigure=True)
-    pg._set_default_backend(c10d.ProcessGroup.BackendType.GLOO)
-    pg._register_backend(torch.device("cpu"), c10d.ProcessGroup.BackendType.GLOO, backend)
-    return NativeGloo(pg, site.store, timeout)
+    if backend == "nccl2":
+        opts = c10d.ProcessGroupNCCL.Options()
+        opts._timeout = timeout
+        opts.enable_reconfigure = True
+        impl = c10d.ProcessGroupNCCL2(prefixed, site.replica, site.replicas, opts)
+        kind, device = c10d.ProcessGroup.BackendType.CUSTOM, torch.device("cuda")
+    else:
+        impl = c10d.ProcessGroupGloo(prefixed, site.replica, site.replicas, timeout=timeout, enable_reconfigure=True)
+        kind, device = c10d.ProcessGroup.BackendType.GLOO, torch.device("cpu")
+    pg._set_default_backend(kind)
+    pg._register_backend(device, kind, impl)
+    return NativeGroup(pg, site.store, timeout, backend)

@@ -20,7 +20,7 @@ import torch
 import torchft
 
 from ftrun import layout
-from ftrun.config import RunConfig
+from ftrun.config import NATIVE_STORE_BACKENDS, RunConfig
 from ftrun.link_spec import Link
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.torchft_compat import RECONFIGURE_BACKENDS, backend_unavailable, installed
@@ -63,7 +63,7 @@ def pick_device(backend: str, local_rank: int) -> tuple[str, torch.device]:
     ``ftrun.launch.placement``); modulo the count only when run without that placement."""
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend in ("nccl", "baby-nccl"):
+    if backend in ("nccl", "baby-nccl", "nccl2"):
         device = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
         torch.cuda.set_device(device)
         return backend, device
@@ -180,12 +180,12 @@ def make_process_group(backend: str, timeout: timedelta, link: Link | None, nume
     """torchft's reconfigurable process group, wrapped in the emulated link when asked, and
     outermost (what the Manager sees) in the sketches of ``ftrun.worker.sketch`` (``numerics``:
     its ``NumericsProbe``, None with ``--no-sketches``; with ``--quantize`` torchft's quantized
-    allreduce is wrapped too, ``ftrun.worker.sketch_quantized``). ``gloo-native``: torch's own
-    reconfigurable Gloo group met at ``native`` (``ftrun.worker.native_pg.NativeSite``)."""
-    if backend == "gloo-native" and native is not None:
-        from ftrun.worker.native_pg import native_gloo
+    allreduce is wrapped too, ``ftrun.worker.sketch_quantized``). ``gloo-native``, ``nccl2``: torch's
+    own reconfigurable Gloo or NCCL group met at ``native`` (``ftrun.worker.native_pg.NativeSite``)."""
+    if backend in NATIVE_STORE_BACKENDS and native is not None:
+        from ftrun.worker.native_pg import native_group
 
-        pg = native_gloo(native, timeout)
+        pg = native_group(native, timeout, backend)
     elif backend == "nccl":
         pg = torchft.ProcessGroupNCCL(timeout=timeout)
     elif backend == "baby-nccl":
@@ -197,7 +197,7 @@ def make_process_group(backend: str, timeout: timedelta, link: Link | None, nume
 
         pg = ProcessGroupBabyGloo(timeout=timeout)
     elif backend in RECONFIGURE_BACKENDS:  # refused by the parent's preflight; never silently Gloo
-        why = backend_unavailable(backend, installed())
+        why = backend_unavailable(backend, installed(), cuda=torch.cuda.is_available())
         raise RuntimeError(why or f"--backend {backend}: the spec names no bootstrap store (native_store)")
     else:
         pg = torchft.ProcessGroupGloo(timeout=timeout)
@@ -238,7 +238,7 @@ def make_manager(
 
         advertise_as(spec.hostname)  # torchft's own gethostname() uses: what the other hosts reach
     native = None
-    if backend == "gloo-native" and spec.native_store:
+    if backend in NATIVE_STORE_BACKENDS and spec.native_store:
         from ftrun.worker.native_pg import NativeSite
 
         native = NativeSite(spec.native_store, env.replica, cfg.hosts.replicas, env.rank)

@@ -184,13 +184,19 @@ def test_process_groups_each_release_offers(monkeypatch) -> None:
     old = compat.Release("torchft", "0.2.0", "configure", "2.13.0")
     new = compat.Release("torchft-nightly", "2026.10.26", "reconfigure", "2.13.0")
     assert compat.process_group_backends(old) == ("gloo", "baby-gloo", "nccl", "baby-nccl")
-    assert compat.process_group_backends(new) == ("gloo", "baby-gloo", "nccl", "baby-nccl", "gloo-native", "torchcomms")
+    assert compat.process_group_backends(new) == (
+        *("gloo", "baby-gloo", "nccl", "baby-nccl"),
+        *("gloo-native", "nccl2", "torchcomms"),
+    )
     assert "has no reconfigure API" in compat.backend_unavailable("gloo-native", old)
     assert compat.backend_unavailable("gloo", new) is None  # the rest is placement's
     monkeypatch.setattr(compat.backends, "_torch_native_reconfigure", lambda: False)
     assert "torch 2.13.0 cannot reconfigure a native group" in compat.backend_unavailable("gloo-native", new)
     monkeypatch.setattr(compat.backends, "_torch_native_reconfigure", lambda: True)
     assert compat.backend_unavailable("gloo-native", new) is None  # ftrun builds it (ftrun.worker.native_pg)
+    monkeypatch.setattr(compat.backends, "_torch_nccl2", lambda: True)
+    assert "no CUDA GPU visible" in compat.backend_unavailable("nccl2", new)  # the caller sees no GPU
+    assert compat.backend_unavailable("nccl2", new, cuda=True) is None  # built too, on GPUs
     import importlib.util
 
     real = importlib.util.find_spec
