@@ -31,11 +31,11 @@ def _ms(x: float | None) -> str:
     return "" if x is None else f"{x:.2f}"
 
 
-def _v(x: int | None) -> str:
+def _v(x: int | str | None) -> str:
     return "-" if x is None else str(x)
 
 
-def _pair(exp: int | None, obs) -> str:
+def _pair(exp: int | None, obs: int | str | None) -> str:
     if exp == obs:
         return _v(exp)
     return f"{_v(exp)}→{_v(obs)}"
@@ -193,7 +193,7 @@ def verdict_line(report: Report) -> Text:
     unchecked = sum(1 for e in report.events if e.observed_step is not None and not e.fragment_checked)
     if unchecked:
         tail += f"; fragment not checked for {unchecked} (see note)"
-    failed_steps: dict[int, set] = {}
+    failed_steps: dict[int, set[int]] = {}
     for fc in report.failed_commits:  # a replica's ranks fail the same commit together: count it once
         failed_steps.setdefault(fc.replica, set()).add(fc.sync_step)
     per = {r: len(s) for r, s in failed_steps.items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.table import Table
 
@@ -43,7 +45,7 @@ def _table(title: str, rows: list[layout.LaunchGroupRow], width: int = 80) -> Ta
 class LaunchLiveView(LiveTable):
     """Refreshes from the groups' logs; disabled for --json or when stdout is not a terminal."""
 
-    def refresh(self, state) -> None:
+    def refresh(self, state: Any) -> None:  # ftrun.launch.watch.LaunchState (report does not import launch)
         if self.enabled:
             q = state.quorums.last_id if state.quorums is not None else "?"
             self.show(_table(f"ftrun launch · {state.run_dir} · quorum id {q}", state.rows(), self.console.width))

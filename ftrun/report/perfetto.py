@@ -36,6 +36,7 @@ from ftrun.check.result import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.errors import BadInput
 from ftrun.output import atomic_open, check_target
 from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
+from ftrun.trace.spans import TraceSpans
 
 VERDICT_THREAD = "ftrun verdicts"
 VERDICT_TID = 9_999_999  # above Linux's pid_max: never a real thread id
@@ -151,7 +152,7 @@ def exposed_from(report: Report, e: EventResult) -> float | None:
     return blocked_from(sync) if sync is not None else e.ts_us
 
 
-def step_starts(spans: list, offset: int) -> dict[int, float]:
+def step_starts(spans: list[TraceSpans], offset: int) -> dict[int, float]:
     """Training step -> start of its step span, from the check's extracted spans
     (``Report.spans``); ProfilerStep numbers shifted by the fitted numbering's ``offset``."""
     out: dict[int, float] = {}
@@ -192,7 +193,7 @@ def _stream_file(path: Path, w: _Worker, out: _Writer, limit: int) -> int:
     return n
 
 
-def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
 
 

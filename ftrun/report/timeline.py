@@ -20,10 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftrun.check.fired_faults import VoteRow
 from ftrun.output import atomic_path
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ftrun.check.result import Report
+    from ftrun.trace.spans import StepSpan
 
 MIN_CONTROL_US = 100.0  # quorum waits shorter than this are not drawn
 FRAGMENT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
@@ -65,7 +72,7 @@ class RecoveryLane:
     unaccounted_s: float | None
 
 
-def recovery_lanes(name: str, recs: list[dict]) -> list[RecoveryLane]:
+def recovery_lanes(name: str, recs: list[dict[str, Any]]) -> list[RecoveryLane]:
     """A lane per fault from the breakdowns (``Recovery.to_json``: ``spans`` in seconds after the fault)."""
     out = []
     for rec in recs:
@@ -96,7 +103,7 @@ def recovery_lanes(name: str, recs: list[dict]) -> list[RecoveryLane]:
     return out
 
 
-def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
+def draw_recovery(ax: Axes, lanes: list[RecoveryLane]) -> None:
     """The recovery panel on ``ax``: per lane a title row, then a row per phase (top to bottom in phase order)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -173,7 +180,7 @@ def draw_recovery(ax, lanes: list[RecoveryLane]) -> None:
     )
 
 
-def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
+def lanes_for_run(name: str, report: Report, max_replicas: int = 8) -> list[Lane]:
     """Build lanes (rank 0 of each replica) from an inspect ``Report``: its spans and per-send
     communication (``Report.spans``, ``Report.comms``), as the check measured them."""
     from ftrun.check.comm import blocked_from, blocked_until
@@ -192,7 +199,10 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             if spans is None or not spans.steps:
                 continue
             t0 = spans.steps[0].span.ts
-            sec = lambda us, t0=t0: (us - t0) / 1e6  # noqa: E731
+
+            def sec(us: float, t0: float = t0) -> float:
+                return (us - t0) / 1e6
+
             lane.steps += [(sec(s.span.ts), sec(s.span.end)) for s in spans.steps]
             lane.overlapped += [(sec(a), sec(b)) for a, b in overlapped_spans(report, f)]
             comms = report.comms.get(f, {})
@@ -221,18 +231,18 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
             break  # one window per lane keeps the picture readable
         lanes.append(lane)
     traced = {lane.label for lane in lanes}
-    for f in report.faults:
-        if isinstance(f, VoteRow):  # loses no steps: its replica's lane shows the failed commit itself
+    for fault in report.faults:
+        if isinstance(fault, VoteRow):  # loses no steps: its replica's lane shows the failed commit itself
             continue
-        label = f"{name} · replica {f.replica}"
+        label = f"{name} · replica {fault.replica}"
         if label not in traced and len(lanes) < max_replicas:
-            lost = f.lost_steps
+            lost = fault.lost_steps
             lanes.append(
                 Lane(
                     label,
-                    note=f"no trace: {f.action} at step {f.step}"
+                    note=f"no trace: {fault.action} at step {fault.step}"
                     + (f", lost steps {lost[0]}-{lost[1]}" if lost else "")
-                    + (f", rejoined at step {f.rejoined_step}" if f.rejoined_step else ", never rejoined"),
+                    + (f", rejoined at step {fault.rejoined_step}" if fault.rejoined_step else ", never rejoined"),
                 )
             )
             traced.add(label)
@@ -240,7 +250,7 @@ def lanes_for_run(name: str, report, max_replicas: int = 8) -> list[Lane]:
     return lanes
 
 
-def _in_step(ts: float, steps) -> bool:
+def _in_step(ts: float, steps: list[StepSpan]) -> bool:
     from bisect import bisect_right
 
     i = bisect_right([s.span.ts for s in steps], ts) - 1
@@ -269,7 +279,7 @@ def draw(
     return path
 
 
-def figure(lanes: list[Lane], title: str, width_px: int = 1600, recovery: list[RecoveryLane] | None = None):
+def figure(lanes: list[Lane], title: str, width_px: int = 1600, recovery: list[RecoveryLane] | None = None) -> Figure:
     """The matplotlib figure ``draw`` writes (the caller closes it)."""
     import matplotlib
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from ftrun import layout
 from ftrun.console import LiveTable, console as make_console, count, line, styled
@@ -13,8 +16,9 @@ from ftrun.schedule import label as schedule_label
 from ftrun.torchft_compat import describe_versions
 
 
-def progress_table(state) -> Table:
-    """One line per replica group. Fits 80 columns: no cell wraps, short headers (two lines where
+def progress_table(state: Any) -> Table:
+    """One line per replica group (``state``: the supervisor's ``ftrun.launch.supervise.RunState``,
+    read by its fields: report does not import launch). Fits 80 columns: no cell wraps, short headers (two lines where
     needed), the step total in the title, and no vertical rules."""
     t = Table(
         title=f"ftrun train · {state.run_dir} · {state.cfg.steps} steps",
@@ -52,16 +56,16 @@ def progress_table(state) -> Table:
 class LiveView(LiveTable):
     """Refreshes from the event logs; disabled for --json or when stdout is not a terminal."""
 
-    def __init__(self, state, enabled: bool = True) -> None:
+    def __init__(self, state: Any, enabled: bool = True) -> None:
         super().__init__(enabled)
         self.state = state
 
-    def refresh(self, state) -> None:
+    def refresh(self, state: Any) -> None:
         if self.enabled:
             self.show(progress_table(state))
 
 
-def agreement_text(a: layout.AgreementSummary):
+def agreement_text(a: layout.AgreementSummary) -> Text | str:
     """What this run dir's agreement check saw, and only that: one group here compares nothing
     (the job-wide check is inspect-trace of every group's run dir)."""
     if not a.ok:
