@@ -8,12 +8,12 @@ nothing to compare), 2 = bad input (``BadInput``, in ``ftrun.cli``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from ftrun.errors import BadInput
 from ftrun.json_out import strict_json
+from ftrun.plan.check_result import GoodputCheck, GoodputPlan, PlanCheck, RecoveryCheck
 from ftrun.plan.options import CHECK_TAKES, GOODPUT_TAKES, TOLERANCE, PlanRequest
 
 
@@ -72,20 +72,18 @@ def check(dir_: str, tolerance: float, json_out: bool) -> int:
 
     result = check_dir(dir_, tolerance)
     _print(result, json_out)
-    return 0 if result["verdict"] == "pass" else 1
+    return 0 if result.verdict == "pass" else 1
 
 
-def _print(result: dict[str, Any], json_out: bool) -> None:
-    """A check's or goodput's result: JSON, or its view (by its ``kind``)."""
+def _print(result: PlanCheck | GoodputPlan, json_out: bool) -> None:
+    """A check's or goodput's result: JSON, or its view."""
     if json_out:
-        print(strict_json(result))
-        return
-    kind = result.get("kind")
-    if kind == "goodput":
+        print(strict_json(msgspec.to_builtins(result)))
+    elif isinstance(result, (GoodputPlan, GoodputCheck)):
         from ftrun.report.goodput_view import print_goodput
 
         print_goodput(result)
-    elif kind == "recovery":
+    elif isinstance(result, RecoveryCheck):
         from ftrun.report.plan_view import print_recovery_check
 
         print_recovery_check(result)

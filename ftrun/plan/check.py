@@ -9,13 +9,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
 from ftrun.link_spec import Link
+from ftrun.plan.check_result import Checked, CheckedOk, PlanCheck, RunCheck, RunsCheck
 from ftrun.plan.goodput_run import check_goodput, has_goodput
 from ftrun.plan.measure import read_run
 from ftrun.plan.model import simulate
@@ -100,9 +100,9 @@ CHECKED = ("exposed_ms_per_sync", "exposed_data_ms_per_sync", "exposed_control_m
 GATED = ("exposed_ms_per_sync", "steps_per_s")  # exit 1 when one is outside tolerance; the split is diagnosis
 
 
-def check(dir_: str, tolerance: float) -> dict[str, Any]:
-    """``plan --check DIR`` (module docstring): the result ``--json`` prints; its ``kind`` says
-    which check it is (absent: the runs of a compare or sweep dir)."""
+def check(dir_: str, tolerance: float) -> PlanCheck:
+    """``plan --check DIR`` (module docstring): the result ``--json`` prints (its type, and its
+    ``kind`` in the JSON, say which check it is; no ``kind``: the runs of a compare or sweep dir)."""
     if not 0.0 < tolerance < 10.0:
         raise BadInput(f"--tolerance {tolerance}: must be a fraction > 0, e.g. 0.25")
     root = Path(dir_)
@@ -115,7 +115,7 @@ def check(dir_: str, tolerance: float) -> dict[str, Any]:
     return check_runs(root, tolerance)
 
 
-def check_runs(root: Path, tolerance: float) -> dict[str, Any]:
+def check_runs(root: Path, tolerance: float) -> RunsCheck:
     """Every run of a compare or sweep dir, predicted on its own link, against what it measured."""
     runs = []
     for mr in _measured_runs(root):
@@ -152,33 +152,33 @@ def check_runs(root: Path, tolerance: float) -> dict[str, Any]:
             pred_all["exposed_ms_per_sync"] = pred_all["exposed_data_ms_per_sync"]
         meas = mr.measured
         predicted = {k: pred_all[k] for k in CHECKED}
-        errors = {k: error_of(predicted[k], meas.get(k)) for k in CHECKED}
-        ok = {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}
         runs.append(
-            {
-                "name": mr.name,
-                "planes": planes,
-                "link": msgspec.to_builtins(mr.link),
-                "repeats": len(preds),
-                "predicted": predicted,
-                "expected_from_statistics": expected,
-                "measured": {k: meas.get(k) for k in CHECKED},
-                "error": errors,
-                "within_tolerance": ok,
-            }
+            RunCheck(
+                name=mr.name,
+                planes=planes,
+                link=mr.link,
+                repeats=len(preds),
+                predicted=msgspec.convert(predicted, Checked),
+                expected_from_statistics=msgspec.convert(expected, Checked),
+                measured=msgspec.convert({k: meas.get(k) for k in CHECKED}, Checked),
+                error=msgspec.convert({k: error_of(predicted[k], meas.get(k)) for k in CHECKED}, Checked),
+                within_tolerance=msgspec.convert(
+                    {k: within(k, predicted[k], meas.get(k), tolerance) for k in CHECKED}, CheckedOk
+                ),
+            )
         )
     if not runs:
         raise BadInput(f"--check {root}: no runs to check")
-    failed = [f"{r['name']}: {k}" for r in runs for k in GATED if r["within_tolerance"][k] is False]
+    gated = [(r, getattr(r.within_tolerance, k), k) for r in runs for k in GATED]
+    failed = [f"{r.name}: {k}" for r, ok, k in gated if ok is False]
     # a run none of whose gated figures was measured is no evidence either way: named, never a pass
-    unchecked = [r["name"] for r in runs if all(r["within_tolerance"][k] is None for k in GATED)]
-    result = {
-        "check": str(root),
-        "tolerance": tolerance,
-        "exposed_floor_ms": EXPOSED_FLOOR_MS,
-        "runs": runs,
-        "verdict": verdict(failed, compared=len(runs) - len(unchecked)),
-        "outside_tolerance": failed,
-        "not_checked": unchecked,
-    }
-    return result
+    unchecked = [r.name for r in runs if all(getattr(r.within_tolerance, k) is None for k in GATED)]
+    return RunsCheck(
+        check=str(root),
+        tolerance=tolerance,
+        exposed_floor_ms=EXPOSED_FLOOR_MS,
+        runs=runs,
+        verdict=verdict(failed, compared=len(runs) - len(unchecked)),
+        outside_tolerance=failed,
+        not_checked=unchecked,
+    )

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
 from ftrun import layout
 from ftrun.errors import BadInput
-from ftrun.plan.goodput import GoodputInputs, predict_goodput, relative_error
+from ftrun.plan.check_result import GoodputCheck, GoodputPlan
+from ftrun.plan.goodput import GoodputInputs, GoodputPrediction, predict_goodput, relative_error
 
 
 def _chaos_of(run_dir: Path) -> tuple[layout.TrainSummary, layout.Manifest]:
@@ -89,7 +90,7 @@ def plan_goodput(
     replicas: int | None,
     step_ms: float | None,
     sync_window: int | None,
-) -> dict[str, Any]:
+) -> GoodputPlan:
     """``ftrun plan --mtbf/--recovery-s`` (module docstring): the prediction ``--json`` prints."""
     step_s = None if step_ms is None else step_ms / 1000
     for flag, v in (("--mtbf", mtbf_s), ("--recovery-s", recovery_s), ("--step-ms", step_ms)):
@@ -116,11 +117,16 @@ def plan_goodput(
     given = (("mtbf_s", mtbf_s), ("recovery_s", recovery_s), ("step_s", step_s))
     sources.update({k: "given" for k, v in given if v is not None})
     p = predict_goodput(x)
-    return {"kind": "goodput", "inputs": _rounded(x), "sources": sources, "prediction": _rounded(p)}
+    return GoodputPlan(inputs=_rounded(x), sources=sources, prediction=_rounded(p))
 
 
-def _rounded(x: Any) -> dict[str, Any]:
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in msgspec.structs.asdict(x).items()}
+_S = TypeVar("_S", GoodputInputs, GoodputPrediction)
+
+
+def _rounded(x: _S) -> _S:
+    """``x`` with each float rounded to 4 decimals (what is printed)."""
+    floats = {k: round(v, 4) for k, v in msgspec.structs.asdict(x).items() if isinstance(v, float)}
+    return msgspec.structs.replace(x, **floats)
 
 
 def _report(cmp_dir: Path) -> layout.CompareReport:
@@ -139,7 +145,7 @@ def has_goodput(cmp_dir: Path) -> bool:
         return False
 
 
-def check_goodput(cmp_dir: Path, tolerance: float) -> dict[str, Any]:
+def check_goodput(cmp_dir: Path, tolerance: float) -> GoodputCheck:
     """``plan --check COMPARE_DIR`` of a chaos run and its twin (module docstring); the verdict
     fails when the predicted goodput retained is off the measured by more than ``tolerance`` (relative)."""
     report = _report(cmp_dir)
@@ -160,16 +166,14 @@ def check_goodput(cmp_dir: Path, tolerance: float) -> dict[str, Any]:
     p = predict_goodput(x)
     err = relative_error(p.retained, measured)
     ok = err is not None and err <= tolerance
-    result = {
-        "check": str(cmp_dir),
-        "kind": "goodput",
-        "tolerance": tolerance,
-        "inputs": _rounded(x),
-        "sources": sources,
-        "prediction": _rounded(p),
-        "measured_retained": measured,
-        "relative_error": None if err is None else round(err, 4),
-        "twin_differs": g.differs,
-        "verdict": "pass" if ok else "fail",
-    }
-    return result
+    return GoodputCheck(
+        check=str(cmp_dir),
+        tolerance=tolerance,
+        inputs=_rounded(x),
+        sources=sources,
+        prediction=_rounded(p),
+        measured_retained=measured,
+        relative_error=None if err is None else round(err, 4),
+        twin_differs=list(g.differs),
+        verdict="pass" if ok else "fail",
+    )

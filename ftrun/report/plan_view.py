@@ -14,6 +14,7 @@ from ftrun.console import console, fits, line, styled
 from ftrun.output import atomic_path
 
 if TYPE_CHECKING:  # the records it renders (report only renders: nothing of plan/ is imported to run)
+    from ftrun.plan.check_result import RecoveryCheck, RunCheck, RunsCheck
     from ftrun.plan.result import Figures, LinkPlan, PlanResult, RecoveryPlan
 
 
@@ -194,40 +195,37 @@ def print_plan(result: PlanResult, c: Any = None) -> None:
         c.print(f"plot: {result.png}")
 
 
-def _err(run: dict, key: str) -> Any:
-    e = run["error"][key]
+def _err(run: RunCheck, key: str) -> Any:
+    e = getattr(run.error, key)
     text = "-" if e is None else f"{e * 100:+.0f}%"
-    return styled(text, "red") if run["within_tolerance"][key] is False else text
+    return styled(text, "red") if getattr(run.within_tolerance, key) is False else text
 
 
-def _run_name(r: dict) -> str:
-    return r["name"] + ("" if r["planes"] == "data+control" else " (data only)")
+def _run_name(r: RunCheck) -> str:
+    return r.name + ("" if r.planes == "data+control" else " (data only)")
+
+
+def _run_link(r: RunCheck) -> str:
+    return r.link.description if r.link is not None else "-"
 
 
 def _rate(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def _check_figures(r: dict) -> list[tuple[str, str, str, Any]]:
+def _check_figures(r: RunCheck) -> list[tuple[str, str, str, Any]]:
     """(figure, predicted, measured, error) of one checked run: both layouts show these."""
-    p, m = r["predicted"], r["measured"]
+    p, m = r.predicted, r.measured
     return [
-        (
-            "exposed ms/sync",
-            _ms(p["exposed_ms_per_sync"]),
-            _ms(m["exposed_ms_per_sync"]),
-            _err(r, "exposed_ms_per_sync"),
-        ),
-        ("data ms/sync", _ms(p["exposed_data_ms_per_sync"]), _ms(m["exposed_data_ms_per_sync"]), ""),
-        ("control ms/sync", _ms(p["exposed_control_ms_per_sync"]), _ms(m["exposed_control_ms_per_sync"]), ""),
-        ("steps/s", _rate(p["steps_per_s"]), _rate(m["steps_per_s"]), _err(r, "steps_per_s")),
+        ("exposed ms/sync", _ms(p.exposed_ms_per_sync), _ms(m.exposed_ms_per_sync), _err(r, "exposed_ms_per_sync")),
+        ("data ms/sync", _ms(p.exposed_data_ms_per_sync), _ms(m.exposed_data_ms_per_sync), ""),
+        ("control ms/sync", _ms(p.exposed_control_ms_per_sync), _ms(m.exposed_control_ms_per_sync), ""),
+        ("steps/s", _rate(p.steps_per_s), _rate(m.steps_per_s), _err(r, "steps_per_s")),
     ]
 
 
-def print_check(result: dict, c: Any = None) -> None:
-    """Predicted against measured, a row per run when that fits, else a block per run."""
-    c = c or console()
-    name, figures = _run_name, _check_figures
+def _check_table(result: RunsCheck, c: Any) -> Table:
+    """A row per run when that fits, else a block per run, a row per figure."""
     t = _table(
         "run",
         "link",
@@ -240,39 +238,45 @@ def print_check(result: dict, c: Any = None) -> None:
         "measured",
         "error",
     )
-    for r in result["runs"]:
-        exposed, data, control, steps = figures(r)
+    for r in result.runs:
+        exposed, data, control, steps = _check_figures(r)
         t.add_row(
-            name(r),
-            str((r.get("link") or {}).get("describe", "-")),
+            _run_name(r),
+            _run_link(r),
             *exposed[1:],
             f"{data[1]} / {data[2]}",
             f"{control[1]} / {control[2]}",
             *steps[1:],
         )
-    if not fits(c, t):  # stacked: a block per run, a row per figure
-        t = _table("run / figure", "predicted", "measured", "error")
-        t.columns[1].justify = "right"
-        for i, r in enumerate(result["runs"]):
-            if i:
-                t.add_section()
-            t.add_row(styled(f"{name(r)} · {(r.get('link') or {}).get('describe', '-')}", "bold"), "", "", "")
-            for head, *cells in figures(r):
-                t.add_row(f"  {head}", *cells)
-    c.print(t)
+    if fits(c, t):
+        return t
+    t = _table("run / figure", "predicted", "measured", "error")
+    t.columns[1].justify = "right"
+    for i, r in enumerate(result.runs):
+        if i:
+            t.add_section()
+        t.add_row(styled(f"{_run_name(r)} · {_run_link(r)}", "bold"), "", "", "")
+        for head, *cells in _check_figures(r):
+            t.add_row(f"  {head}", *cells)
+    return t
+
+
+def print_check(result: RunsCheck, c: Any = None) -> None:
+    """Predicted against measured, a row per run when that fits, else a block per run."""
+    c = c or console()
+    c.print(_check_table(result, c))
     c.print(
-        f"tolerance {result['tolerance'] * 100:g}% (exposed time: or {result['exposed_floor_ms']:g} ms); "
+        f"tolerance {result.tolerance * 100:g}% (exposed time: or {result.exposed_floor_ms:g} ms); "
         "measured = what the compare/sweep reported; predicted from each run's manifest and event logs on its link"
     )
-    unchecked = result.get("not_checked") or []
-    if result["outside_tolerance"]:
-        c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
-    elif result["verdict"] == "not checked":
+    if result.outside_tolerance:
+        c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result.outside_tolerance)))
+    elif result.verdict == "not checked":
         c.print(line(("NOT CHECKED", "bold yellow"), " no run reported a measured figure to compare with"))
     else:
         c.print(line(("PASS", "bold green"), " every measured prediction within tolerance"))
-    if unchecked and result["verdict"] != "not checked":
-        c.print(f"not checked: {', '.join(unchecked)} (no measured exposed time or steps/s)")
+    if result.not_checked and result.verdict != "not checked":
+        c.print(f"not checked: {', '.join(result.not_checked)} (no measured exposed time or steps/s)")
 
 
 def draw_utilisation(result: PlanResult, path: Path) -> Path:
@@ -346,38 +350,38 @@ def _s(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def print_recovery_check(result: dict, c: Any = None) -> None:
+def print_recovery_check(result: RecoveryCheck, c: Any = None) -> None:
     """``--check RUN_DIR`` of a kill run: a block per fault, a row per phase (each its own interval)."""
     c = c or console()
     t = _table("fault / phase", "predicted s", "measured s", "error", "how", left=1)
     t.columns[4].justify = "left"
     t.columns[4].no_wrap = False
-    for i, r in enumerate(result["recovery"]):
+    link = result.link.describe if result.link is not None else "no emulated link"
+    for i, r in enumerate(result.recovery):
         if i:
             t.add_section()
-        link = (result.get("link") or {}).get("describe", "no emulated link")
-        t.add_row(styled(f"{r['fault']} · replica {r['replica']} · {link}", "bold"), "", "", "", "")
+        t.add_row(styled(f"{r.fault} · replica {r.replica} · {link}", "bold"), "", "", "", "")
         for k in RECOVERY_ROWS:
-            p, m, e, ok = r["predicted"].get(k), r["measured"].get(k), r["error"].get(k), r["within_tolerance"].get(k)
+            p, m, e, ok = r.predicted.get(k), r.measured.get(k), r.error.get(k), r.within_tolerance.get(k)
             err = "-" if e is None or ok is None else f"{e * 100:+.0f}%"
-            how = "relaunch + join + reconfigure (measured) + heal + catch-up" if k == "total" else r["how"].get(k, "")
+            how = "relaunch + join + reconfigure (measured) + heal + catch-up" if k == "total" else r.how.get(k, "")
             t.add_row(f"  {k}", _s(p), _s(m), styled(err, "red") if ok is False else err, how)
-        hb = r["heal_bytes"]
+        hb = r.heal_bytes
         t.add_row(
             "  heal bytes",
-            f"{hb['predicted']:,}",
-            "-" if hb["measured"] is None else f"{hb['measured']:,}",
+            f"{hb.predicted:,}",
+            "-" if hb.measured is None else f"{hb.measured:,}",
             "",
             "model + AdamW moments and steps + DiLoCo's global copy + outer momentum (torchft's HTTP transport)",
         )
     c.print(t)
     c.print(
-        f"tolerance {result['tolerance'] * 100:g}% or {result['floor_s']:g} s per phase (each phase's own interval, "
+        f"tolerance {result.tolerance * 100:g}% or {result.floor_s:g} s per phase (each phase's own interval, "
         "ftrun.check.recovery); relaunch, join and reconfigure are this run's own measurements, not predictions"
     )
-    if result["outside_tolerance"]:
-        c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result["outside_tolerance"])))
-    elif result["verdict"] == "not checked":
+    if result.outside_tolerance:
+        c.print(line(("FAIL", "bold red"), " outside tolerance: " + ", ".join(result.outside_tolerance)))
+    elif result.verdict == "not checked":
         c.print(line(("NOT CHECKED", "bold yellow"), " no predicted phase of any fault was measured"))
     else:
         c.print(line(("PASS", "bold green"), " every predicted phase within tolerance"))

@@ -80,8 +80,8 @@ def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp
         (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": g}))
         assert plan_goodput.has_goodput(tmp_path)
         out = plan_goodput.check_goodput(tmp_path, 0.10)
-        assert out["prediction"]["retained"] == pytest.approx(predicted, abs=1e-4)
-        assert out["verdict"] == ("pass" if want == 0 else "fail")
+        assert out.prediction.retained == pytest.approx(predicted, abs=1e-4)
+        assert out.verdict == ("pass" if want == 0 else "fail")
     (tmp_path / "report.json").write_text(json.dumps({"runs": runs, "goodput": None}))
     assert not plan_goodput.has_goodput(tmp_path)
 

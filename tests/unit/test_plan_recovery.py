@@ -102,12 +102,12 @@ def test_check_compares_each_predicted_phase_and_takes_the_rest_as_inputs() -> N
     rows, failed = recovery_rows(pred, [recovery(spans, 4.7 + catch)], 0.25)
     (r,) = rows
     assert not failed, rows
-    assert r["within_tolerance"]["detect"] is True and r["within_tolerance"]["relaunch"] is None
-    assert r["measured"]["detect"] == pytest.approx(2.2)
+    assert r.within_tolerance["detect"] is True and r.within_tolerance["relaunch"] is None
+    assert r.measured["detect"] == pytest.approx(2.2)
     # a heal twice as long as the link's cost, and other bytes than predicted, fail
     slow = dict(spans, heal=(t + 4.61, t + 4.61 + 2 * heal + RECOVERY_FLOOR_S))
     _, failed = recovery_rows(pred, [recovery(slow, 5.0, heal_bytes_=16_012)], 0.25)
     assert "kill 1@15: heal" in failed and "kill 1@15: heal bytes" in failed
     # a phase that did not happen is not compared (None), never a pass
     rows, _ = recovery_rows(pred, [recovery({k: v for k, v in spans.items() if k != "heal"}, 4.7 + catch)], 0.25)
-    assert rows[0]["within_tolerance"]["heal"] is None and rows[0]["measured"]["heal"] is None
+    assert rows[0].within_tolerance["heal"] is None and rows[0].measured["heal"] is None
