@@ -31,7 +31,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.check.result import Report
-from ftrun.check.throughput import decompose, mean_decomposition
+from ftrun.check.throughput import Decomposition, decompose, mean_decomposition
 from ftrun.errors import BadInput
 from ftrun.event_log import read_event_log, replica_stats, stepped
 from ftrun.layout import NumericsCheck
@@ -80,17 +80,14 @@ class _ReplicaFigures(TypedDict):
     losses: dict[int, float]
 
 
-def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> layout.CompareRun:
-    """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged); one
-    repeat of it (``aggregate`` takes the median over the repeats)."""
-    dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
-    manifests = [layout.read_train_manifest(d) for d in dirs]
-    manifest = manifests[0]
-    cfg = manifest.config
-    frag_bytes = {f.id: f.bytes for f in manifest.fragments}
+def _per_replica(
+    dirs: list[Path], replicas: int, frag_bytes: dict[int, int]
+) -> tuple[list[_ReplicaFigures], list[Decomposition | None]]:
+    """Each replica group's figures and throughput decomposition, from its rank 0's event log in
+    the first of ``dirs`` that has one; a group without records is left out."""
     per_replica: list[_ReplicaFigures] = []
     parts = []  # each replica's throughput decomposition (ftrun.check.throughput)
-    for r in range(manifest.replicas):
+    for r in range(replicas):
         recs: list[layout.EventRecord] = next(
             (got for d in dirs if (got := read_event_log(layout.event_log(d, r, 0)))), []
         )
@@ -117,6 +114,18 @@ def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> layout
                 "losses": s.losses,
             }
         )
+    return per_replica, parts
+
+
+def run_metrics(name: str, run_dir: Path | list[Path], report: Report) -> layout.CompareRun:
+    """Metrics of one run: a run dir, or the run dirs of one job's replica groups (merged); one
+    repeat of it (``aggregate`` takes the median over the repeats)."""
+    dirs = [run_dir] if isinstance(run_dir, Path) else list(run_dir)
+    manifests = [layout.read_train_manifest(d) for d in dirs]
+    manifest = manifests[0]
+    cfg = manifest.config
+    frag_bytes = {f.id: f.bytes for f in manifest.fragments}
+    per_replica, parts = _per_replica(dirs, manifest.replicas, frag_bytes)
     if not per_replica:
         raise BadInput(f"compare: {', '.join(map(str, dirs))} has no event logs")
     walls = [m.wall_s for m in manifests if m.wall_s is not None]
