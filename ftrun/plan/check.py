@@ -21,6 +21,7 @@ from ftrun.plan.measure import read_run
 from ftrun.plan.model import simulate
 from ftrun.plan.recovery_check import check_recovery
 from ftrun.plan.request import LOOPBACK
+from ftrun.plan.result import Figures
 from ftrun.plan.tolerance import EXPOSED_FLOOR_MS, error_of, verdict, within
 
 # --- --check ---------------------------------------------------------------------------------
@@ -125,28 +126,30 @@ def check_runs(root: Path, tolerance: float) -> RunsCheck:
             link = inp.link or LOOPBACK
             if mr.link is None:  # a sweep cell: the link its run recorded (or none)
                 mr.link = link
-            preds.append(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps).as_dict())
+            preds.append(Figures.of(simulate(inp.work, inp.schedule, link.bandwidth_bps, link.latency_s, inp.steps)))
             # the same run from its drift's statistics instead of its own arrivals: what runs like it give on average
             expect.append(
-                simulate(
-                    replace(
-                        inp.work,
-                        replay=(),
-                        replay_send=(),
-                        replay_sync=(),
-                        step_times=(),
-                        commit_times=(),
-                        real_times=(),  # its real collectives at their pace over every timed send
-                    ),  # its one-off events stay: its stalls, its first quorum's reconfigure
-                    inp.schedule,
-                    link.bandwidth_bps,
-                    link.latency_s,
-                    inp.steps,
-                ).as_dict()
+                Figures.of(
+                    simulate(
+                        replace(
+                            inp.work,
+                            replay=(),
+                            replay_send=(),
+                            replay_sync=(),
+                            step_times=(),
+                            commit_times=(),
+                            real_times=(),  # its real collectives at their pace over every timed send
+                        ),  # its one-off events stay: its stalls, its first quorum's reconfigure
+                        inp.schedule,
+                        link.bandwidth_bps,
+                        link.latency_s,
+                        inp.steps,
+                    )
+                )
             )
         # compare reports the median of its repeats: predict each repeat, take the median too
-        pred_all = {k: statistics.median(p[k] for p in preds) for k in CHECKED}
-        expected = {k: statistics.median(p[k] for p in expect) for k in CHECKED}
+        pred_all = {k: statistics.median(getattr(p, k) for p in preds) for k in CHECKED}
+        expected = {k: statistics.median(getattr(p, k) for p in expect) for k in CHECKED}
         planes = mr.planes
         if planes == "data":
             pred_all["exposed_ms_per_sync"] = pred_all["exposed_data_ms_per_sync"]

@@ -79,9 +79,6 @@ class RecoveryPrediction:
     heal_bytes: int
     total_s: float | None  # the group's chain (relaunch .. catch-up); None when a phase of it is not known
 
-    def as_dict(self) -> dict:
-        return {"phases": self.phases, "how": self.how, "heal_bytes": self.heal_bytes, "total_s": self.total_s}
-
 
 def _next_send(schedule: Schedule, step: int) -> int:
     """The first send step at or after ``step`` (the kill fires at a step's start)."""
