@@ -23,7 +23,7 @@ from ftrun import layout
 from ftrun.chaos_summary import GoodputComparison
 from ftrun.check.metrics import measured_step_s
 from ftrun.check.result import Report
-from ftrun.commands.compare_link import Calibration, default_link, link_from_step, with_cost
+from ftrun.commands.compare_link import Calibration, default_link, recalibrated
 from ftrun.config import PRESETS, RunConfig, build, flag, for_command, load_toml
 from ftrun.errors import BadInput
 from ftrun.json_out import report_json
@@ -268,18 +268,8 @@ def train_mode(
                 if measured is not None and drifted(calib.step_s, measured):
                     # the pilot step was not the step the run took (load, profiler): choose the link
                     # from the run's own measured step, and train this run again on it
-                    first = spec.description
-                    spec, cost = link_from_step(cfgs[0], measured, calib.model_bytes)
-                    say(
-                        f"{rn}'s measured step {measured * 1e3:.1f} ms is {abs(measured / calib.step_s - 1):.0%} "
-                        f"off the calibrated {calib.step_s * 1e3:.1f} ms: link recalibrated to {spec.description} "
-                        f"(plain DiLoCo's sync {cost.plain_sync_s * 1e3:.0f} ms = "
-                        f"{cost.share_of_h:.2f} of H measured steps); training {rn} again on it"
-                    )
-                    link_info = msgspec.structs.replace(
-                        with_cost(link_info, cost),
-                        recalibrated_from=layout.Recalibration(rn, round(measured, 5), first),
-                    )
+                    spec, link_info, said = recalibrated(cfgs[0], calib, rn, measured, spec, link_info)
+                    say(said)
                     again = True  # its run dir is ours: replaced
                     continue
             per_cfg[k].append(cmp_dir / rn)

@@ -64,3 +64,20 @@ def default_link(cfg: RunConfig, threads: int) -> tuple[Link, Calibration]:
     spec, cost = link_from_step(cfg, m["step_s"], m["model_bytes"])
     how = f"{ranks} concurrent process(es) x {threads} thread(s), as the run's ranks"
     return spec, Calibration(round(m["step_s"], 5), how, m["model_bytes"], cost)
+
+
+def recalibrated(
+    cfg: RunConfig, calib: Calibration, run: str, measured_s: float, first: Link, info: layout.CompareLink
+) -> tuple[Link, layout.CompareLink, str]:
+    """The link chosen again from ``run``'s own measured step (the pilot step ``calib`` was not the
+    step it took: load, the profiler), report.json's ``link`` with it (``recalibrated_from``
+    naming the ``first`` link), and the line that says so."""
+    spec, cost = link_from_step(cfg, measured_s, calib.model_bytes)
+    said = (
+        f"{run}'s measured step {measured_s * 1e3:.1f} ms is {abs(measured_s / calib.step_s - 1):.0%} "
+        f"off the calibrated {calib.step_s * 1e3:.1f} ms: link recalibrated to {spec.description} "
+        f"(plain DiLoCo's sync {cost.plain_sync_s * 1e3:.0f} ms = "
+        f"{cost.share_of_h:.2f} of H measured steps); training {run} again on it"
+    )
+    again = layout.Recalibration(run, round(measured_s, 5), first.description)
+    return spec, msgspec.structs.replace(with_cost(info, cost), recalibrated_from=again), said

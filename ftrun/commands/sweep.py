@@ -231,7 +231,15 @@ def _sweep(
             f"stopped by {e or 'SIGINT'}; trainings stopped; {kept} finished cell(s) kept in {sweep_dir} "
             "(ftrun sweep --resume ... to finish)"
         ) from None
-    result = assemble()
+    return _finish(assemble(), sweep_dir, metric, json_out, junit)
+
+
+def _finish(result: layout.SweepResult, sweep_dir: Path, metric: str, json_out: bool, junit: Path | None) -> int:
+    """A finished sweep's outputs: its picture, then sweep.json (with the picture and the exit
+    code), sweep.md, ``--junit``, the table (or ``--json``) and each failing cell on stderr.
+    Returns the exit code (``grid.exit_code``)."""
+    from ftrun.report import sweep_view as view
+
     picture: str | None
     try:
         picture = str(view.draw(result, sweep_dir / "sweep.png", metric))

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import inspect as pyinspect
 import json
+import os
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import ftrun
-from ftrun import api, cli as cli_module, schedule as schedule_module
-from ftrun.commands.compare import SHARED_SETTINGS
+from ftrun import api, cli as cli_module, layout, schedule as schedule_module
+from ftrun.commands.compare import SHARED_SETTINGS, as_recorded
 from train_fixtures import cli, drop_sync, inspect, move_send, read, same_as_cli, swap_send_sizes, write
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"
@@ -235,6 +237,13 @@ def test_compare_reads_two_runs(tmp_path):
     cli_result = json.loads(res.output)
     assert [r.verdict for r in c.result.runs] == [r["verdict"] for r in cli_result["runs"]]
     assert type(c.result).__name__ == "CompareReport" and c.result.ok
+    # the report.json it wrote: the keys docs/output-layout.md lists, decoded into the record returned
+    raw = json.loads((c.dir / "report.json").read_text())
+    documented = {"compare_dir", "runs", "link", "conclusion", "throughput", "versions", "timeline", "verdict"}
+    assert set(raw) == documented | {"goodput"} and raw["goodput"] is None  # no --expect-hidden: no key
+    got = layout.read_compare_report(c.dir / "report.json")
+    assert got == as_recorded(c.result, c.dir) and msgspec.to_builtins(got) == raw  # every key and value
+    assert raw["runs"][1]["run_dir"] == os.path.relpath(other, c.dir)  # run dirs relative to the file
     with pytest.warns(DeprecationWarning, match=r"Comparison.result is a CompareReport .*not result\['runs'\]"):
         assert [r["verdict"] for r in c.result["runs"]] == [r["verdict"] for r in cli_result["runs"]]
     assert junit.read_text().count("<testcase ") == 14  # 2 runs x (2 workers x sends, syncs, commits + agreement)

@@ -1,7 +1,8 @@
 """compare's report.json and sweep's sweep.json (and sweep-cell.json) are typed records
 (``ftrun.layout.CompareReport``, ``SweepResult``, ``SweepCell``), each read back with one typed,
 bounded decode: a real file's shape decodes into nested Structs; a field of another type is one
-line naming the file and the field. Unit tests: nothing trains."""
+line naming the file and the field (a report.json compare wrote: ``test_api``'s
+``test_compare_reads_two_runs``). Unit tests: nothing trains."""
 
 from __future__ import annotations
 
