@@ -294,7 +294,7 @@ def test_inspect_splits_exposed_into_data_and_control(trained: Compared) -> None
             assert s.quorum_ms is not None and s.quorum_ms >= 2 * LAT * 1e3 - 0.5, (n, e.observed_step, s.quorum_ms)
             assert s.exposed_control_ms > s.quorum_ms  # should_commit on top
         totals = report.workers[0].totals
-        assert totals["exposed_control_ms"] >= 2 * LAT * 1e3 * len(
+        assert totals.exposed_control_ms >= 2 * LAT * 1e3 * len(
             [e for e in syncs if e.replica == report.workers[0].replica]
         )
 
