@@ -135,7 +135,11 @@ class AroundFault:
     window is recorded on both sides of it (a second part, ``.2``), the window trace holding the
     middle. Back = a quorum, computed in a step begun after the fault fired, that includes the
     group; done at the next commit. A fault that has not fired ``give_up`` steps after its step
-    (its group died earlier) is dropped, its recording discarded."""
+    (its group died earlier) is dropped, its recording discarded. A recording stops for good
+    once it holds ``max_steps`` steps with the group not back: the quorum without the group and
+    its reconfigure come within a few steps of the fault, while a slow relaunch (survivors wait
+    for it past ``--steps``) would otherwise grow one trace with every step, and its stop and
+    export with it; the heal source's side is then taken from its lifecycle record."""
 
     def __init__(
         self,
@@ -145,14 +149,17 @@ class AroundFault:
         run_dir: Path,
         busy: Callable[[int], bool],
         give_up: int,
+        max_steps: int = 400,
     ) -> None:
         self.todo = sorted(
             (f for f in specs if f.replica != replica and f.action in DROPS_A_GROUP), key=lambda f: f.step
         )
         self.replica, self.rank, self.run_dir = replica, rank, run_dir
-        self.busy, self.give_up = busy, give_up
+        self.busy, self.give_up, self.max_steps = busy, give_up, max_steps
         self._prof: torch.profiler.profile | None = None
         self._part = 0
+        self._recorded = 0  # steps recorded for the current fault, over its parts
+        self._capped = False  # max_steps reached: no more recording for the current fault
         self._fired = False  # the current fault's marker was seen at a step's start
         self._back = False
         self._began_fired = False  # the current step began after the fault fired
@@ -174,13 +181,18 @@ class AroundFault:
             self._stop(export=False)
             self._next()
             return
-        armed = self._fired or step >= f.step - 1
-        if self._prof is not None and self.busy(step + 1):
+        armed = (self._fired or step >= f.step - 1) and not self._capped
+        if self._prof is not None and self._recorded >= self.max_steps and not self._back:
+            self._stop(export=True)
+            self._capped = True
+        elif self._prof is not None and self.busy(step + 1):
             self._stop(export=True)  # the window starts next step: it records from there
         elif self._prof is None and armed and not self.busy(step) and not self.busy(step + 1):
             self._part += 1
             self._prof = torch.profiler.profile(**_profiler_args())
             self._prof.start()
+        if self._prof is not None:
+            self._recorded += 1
 
     def after_step(self, quorums: list[dict], committed: bool) -> None:
         """After the step: the quorums it computed, whether it committed. Only a step begun after
@@ -202,6 +214,7 @@ class AroundFault:
     def _next(self) -> None:
         self.todo.pop(0)
         self._part, self._fired, self._back, self._began_fired = 0, False, False, False
+        self._recorded, self._capped = 0, False
 
     def _stop(self, export: bool) -> None:
         prof, self._prof = self._prof, None

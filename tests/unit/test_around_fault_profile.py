@@ -103,3 +103,27 @@ def test_the_run_ending_first_writes_what_was_recorded(tmp_path) -> None:
     assert w.active
     w.finish()
     assert len(w.written) == 1 and not w.active
+
+
+def test_a_recording_stops_for_good_after_max_steps_with_the_group_not_back(tmp_path) -> None:
+    """A slow relaunch (the survivors train past --steps until it is back) does not grow one
+    trace with every step: the recording stops once it holds max_steps steps, and is not taken
+    up again for that fault; the next fault is recorded as usual."""
+    second = layout.FaultSpec(replica=1, step=30, action="kill")
+    w = AroundFault([KILL, second], 0, 0, tmp_path, lambda k: False, give_up=40, max_steps=4)
+    started = _run(
+        w,
+        tmp_path,
+        range(1, 22),
+        fire_at=10,
+        quorums={12: [0, 2], 19: [0, 1, 2]},
+        commits={13, 20},
+    )
+    # steps 9..12 recorded (4 steps), stopped at step 13, never again for this fault; done at 20
+    assert [k for k, on in started.items() if on] == [9, 10, 11, 12]
+    (p,) = w.written
+    assert p.name == "replica0_rank0.kill-r1-s10.pt.trace.json.gz"
+    assert w.todo == [second]
+    w.at_step(29)  # armed a step before the next fault
+    assert w.active
+    w.finish()
