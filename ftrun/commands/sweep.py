@@ -97,6 +97,12 @@ def plan(
     grid.classify(cells, cell_config, why_unavailable)
     if all(c.status == "invalid" for c in cells):  # a shared flag (or every value) breaks a rule
         raise BadInput(f"sweep: every cell is invalid, e.g. {cells[0].name}: {cells[0].reason}")
+    unprofiled = next((c for c in cells if c.config is not None and c.config.profiling.profile == "none"), None)
+    if unprofiled is not None:  # refused before any cell trains, not failed after each one did
+        raise BadInput(
+            f"sweep: cell {unprofiled.name}: --profile none leaves a cell no traces, and a cell's verdict is "
+            "the check of its traces (use --profile auto or A:B)"
+        )
     for c in cells:  # each cell's run dir: DIR/NAME/CELL
         if c.config is not None:
             c.config = c.config.replaced(out=str(sweep_dir), run_name=c.name)

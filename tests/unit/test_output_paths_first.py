@@ -42,3 +42,17 @@ def test_plan_png_under_a_file_is_refused_first(tmp_path: Path) -> None:
     png = tmp_path / "file" / "d" / "p.png"  # (a missing directory is made, as before)
     res = cli("plan", "--params", "1e9", "--step-ms", "400", "--link", "1gbit", "--png", str(png))
     one_line(res, "--png", "is not a directory")
+
+
+@pytest.mark.parametrize("profile", [["--profile", "none"], ["--axis", "profile=auto,none"]])
+def test_sweep_refuses_an_unprofiled_cell_before_training(tmp_path: Path, monkeypatch, profile) -> None:
+    """A cell's verdict is the check of its traces: --profile none (shared, or one value of an
+    axis) was every such cell trained, then failed ("lists no traces"), exit 1."""
+
+    def trained(self, cell):
+        raise AssertionError("a cell trained before --profile none was refused")
+
+    monkeypatch.setattr(sweep_runner.Runner, "train", trained)
+    res = cli("sweep", "--axis", "fragments=1,2", *profile, "--out", str(tmp_path), "--name", "s")
+    one_line(res, "--profile none leaves a cell no traces")
+    assert not (tmp_path / "s").exists()
