@@ -77,7 +77,13 @@ class GoodputComparison(msgspec.Struct, kw_only=True):
     over repeats of ``steps_per_s``; ``chaos_goodput``/``twin_goodput``: the first repeat's
     record), ``retained`` = chaos / twin, and ``differs``: the settings (besides the chaos
     ones, the run name and the output root) in which the twin is not the chaos run's
-    configuration — empty for a true twin."""
+    configuration — empty for a true twin.
+
+    Over ``--repeat N`` (``repeats``: runs per side): ``chaos_repeats_steps_per_s`` and
+    ``twin_repeats_steps_per_s``, each repeat's goodput in training order (None: no rate);
+    ``retained_per_repeat``: repeat i's chaos run over repeat i's twin (trained next to each
+    other), for each i where both have a rate; ``retained_spread``: the spread of ``retained``
+    (``ftrun.check.noise.ratio_spread`` of the two sides' rates), None below two rates a side."""
 
     chaos: str
     twin: str
@@ -87,3 +93,8 @@ class GoodputComparison(msgspec.Struct, kw_only=True):
     chaos_goodput: Goodput
     twin_goodput: Goodput
     differs: list[str]
+    repeats: int = 1
+    chaos_repeats_steps_per_s: list[float | None] = msgspec.field(default_factory=list)
+    twin_repeats_steps_per_s: list[float | None] = msgspec.field(default_factory=list)
+    retained_per_repeat: list[float] = msgspec.field(default_factory=list)
+    retained_spread: float | None = None

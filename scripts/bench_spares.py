@@ -24,6 +24,7 @@ KILLS = ("1@25", "2@85", "0@145", "1@205", "2@265")
 STEPS = 320
 MEMORY_AT_STEP = 20
 SPARE_HEARTBEAT_MS = 500
+STDERR_TAIL = 2000  # characters of a failed training's stderr kept in the record
 PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
 VARIANTS = (  # (label, extra train flags, heartbeat_timeout_ms or None: ftrun's default)
     ("no spares", (), None),
@@ -105,6 +106,21 @@ def steps_in(run_dir: Path, rec: dict) -> dict:
     return out
 
 
+def why_failed(summary: dict) -> dict:
+    """What a failed training's summary says went wrong: the supervisor's failures, the replicas'
+    agreement, the numeric problems and the check's verdict and problems (each list cut at 5)."""
+    check = summary.get("check") or {}
+    numerics = summary.get("numerics") or {}
+    agreement = summary.get("agreement") or {}
+    return {
+        "failures": (summary.get("failures") or [])[:5],
+        "agreement_ok": agreement.get("ok"),
+        "numerics_problems": (numerics.get("problems") or [])[:5],
+        "check": check.get("verdict"),
+        "check_problems": (check.get("problems") or [])[:5],
+    }
+
+
 def one_run(tmp: Path, name: str, extra: tuple[str, ...], heartbeat_ms: int | None) -> dict:
     argv = [sys.executable, "-m", "ftrun", "train", "--replicas", "3", "--steps", str(STEPS), "--restarts", "2"]
     for k in KILLS:
@@ -116,7 +132,9 @@ def one_run(tmp: Path, name: str, extra: tuple[str, ...], heartbeat_ms: int | No
         argv += ["--config", str(toml)]
     command = " ".join(["ftrun", *argv[3:]])
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    err_path = tmp / f"{name}.stderr"  # a file, not a pipe: nothing reads it while the run goes on
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
     memory: dict[str, float] = {}
     spec = (tmp / name / "spec.json").resolve()
     while proc.poll() is None and not memory and time.monotonic() - t0 < 900:
@@ -124,10 +142,17 @@ def one_run(tmp: Path, name: str, extra: tuple[str, ...], heartbeat_ms: int | No
             memory = memory_by_job(spec)
         time.sleep(0.5)
     stdout, _ = proc.communicate(timeout=900)
+    stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]
     try:
         summary = json.loads(stdout)
     except json.JSONDecodeError:
-        return {"variant": name, "command": command, "exit_code": proc.returncode, "error": "no JSON summary"}
+        return {
+            "variant": name,
+            "command": command,
+            "exit_code": proc.returncode,
+            "error": "no JSON summary",
+            "stderr_tail": stderr_tail,
+        }
     kills = [
         {
             "fault": x["fault"],
@@ -145,6 +170,7 @@ def one_run(tmp: Path, name: str, extra: tuple[str, ...], heartbeat_ms: int | No
     return {
         "command": command,
         "exit_code": proc.returncode,
+        **({} if proc.returncode == 0 else {"why_failed": why_failed(summary), "stderr_tail": stderr_tail}),
         "wall_s": round(time.monotonic() - t0, 1),
         "kills": kills,
         "back": f"{len(totals)} of {len(kills)}",

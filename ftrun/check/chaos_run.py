@@ -15,7 +15,7 @@ from pathlib import Path
 from ftrun.chaos_plan import combined_mtbf_s, parse_kinds
 from ftrun.chaos_summary import ChaosSummary, Goodput, GoodputComparison, RecoveryStats
 from ftrun.check.fired_faults import fault_marks
-from ftrun.check.goodput import goodput_of, percentile
+from ftrun.check.goodput import goodput_of, percentile, retained_of
 from ftrun.check.recovery_model import PHASES, Recovery
 from ftrun.event_log import read_event_log
 from ftrun.layout import EventRecord, FaultMarker, Manifest, read_train_manifest
@@ -117,27 +117,29 @@ def run_goodput(run_dir: Path) -> tuple[Manifest, Goodput]:
 def goodput_comparison(names: list[str], repeats: list[list[Path]]) -> GoodputComparison | None:
     """The chaos configuration beside its twin (``GoodputComparison``) when exactly one of the two
     compared configurations ran with ``--chaos``; None otherwise. ``repeats[k]``: configuration
-    k's run dirs, one per repeat."""
+    k's run dirs, one per repeat, in training order."""
     measured = [[run_goodput(d) for d in reps] for reps in repeats]
     chaotic = [bool(runs[0][0].config.faults.chaos) for runs in measured]
     if sorted(chaotic) != [False, True]:
         return None
     c, t = (0, 1) if chaotic[0] else (1, 0)
-
-    def rate(k: int) -> float | None:
-        values = [g.steps_per_s for _, g in measured[k] if g.steps_per_s]
-        return statistics.median(values) if values else None
-
-    chaos_rate, twin_rate = rate(c), rate(t)
+    chaos_rates = [g.steps_per_s or None for _, g in measured[c]]
+    twin_rates = [g.steps_per_s or None for _, g in measured[t]]
     a, b = measured[c][0][0].config.resolved(), measured[t][0][0].config.resolved()  # by key
     differs = sorted(k for k in set(a) & set(b) if k not in CHAOS_KEYS and a[k] != b[k])
+    spread = retained_of(chaos_rates, twin_rates)
     return GoodputComparison(
         chaos=names[c],
         twin=names[t],
-        chaos_steps_per_s=chaos_rate,
-        twin_steps_per_s=twin_rate,
-        retained=round(chaos_rate / twin_rate, 4) if chaos_rate and twin_rate else None,
+        chaos_steps_per_s=spread.chaos_rate,
+        twin_steps_per_s=spread.twin_rate,
+        retained=spread.retained,
         chaos_goodput=measured[c][0][1],
         twin_goodput=measured[t][0][1],
         differs=differs,
+        repeats=max(len(chaos_rates), len(twin_rates)),
+        chaos_repeats_steps_per_s=chaos_rates,
+        twin_repeats_steps_per_s=twin_rates,
+        retained_per_repeat=spread.per_repeat,
+        retained_spread=spread.spread,
     )

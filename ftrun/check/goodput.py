@@ -10,16 +10,20 @@ the group's last sync are the *tail* (neither: no sync judged them). Records wit
 ``step_time_s``) to the latest commit of any group — start-up and the wait after the last
 commit are not training. ``steps_per_s`` = useful steps of all groups / ``train_s``.
 
-Goodput *retained* is a chaos run's ``steps_per_s`` over a fault-free twin's (``retained``):
-the same configuration without ``--chaos``, trained separately (``ftrun compare``) — a run
-never measures its own twin.
+Goodput *retained* is a chaos run's ``steps_per_s`` over a fault-free twin's (``retained``;
+over ``--repeat`` with its spread, ``retained_of``): the same configuration without
+``--chaos``, trained separately (``ftrun compare``) — a run never measures its own twin.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+
+import msgspec
 
 from ftrun.chaos_summary import Goodput, GroupGoodput
+from ftrun.check.noise import ratio_spread
 from ftrun.layout import EventRecord
 
 
@@ -66,6 +70,36 @@ def retained(chaos: Goodput, twin: Goodput) -> float | None:
     if not chaos.steps_per_s or not twin.steps_per_s:
         return None
     return chaos.steps_per_s / twin.steps_per_s
+
+
+class Retained(msgspec.Struct, frozen=True):
+    """Goodput retained over repeats (``retained_of``): each side's median rate, their ratio,
+    each repeat pair's ratio and the ratio's spread."""
+
+    chaos_rate: float | None
+    twin_rate: float | None
+    retained: float | None
+    per_repeat: list[float]
+    spread: float | None
+
+
+def retained_of(chaos_rates: list[float | None], twin_rates: list[float | None]) -> Retained:
+    """Goodput retained from each repeat's rate (useful steps/s; None: not measured): the median
+    chaos rate over the median twin rate; repeat i's own ratio where both sides measured one
+    (compare trains repeat i of each side one after the other); and the spread
+    ``ftrun.check.noise.ratio_spread`` gives the ratio of the measured rates (None below two a
+    side). A run without a rate counts in no figure; all rounded to 4 places."""
+    cs, ts = [x for x in chaos_rates if x], [x for x in twin_rates if x]
+    chaos_rate = statistics.median(cs) if cs else None
+    twin_rate = statistics.median(ts) if ts else None
+    spread = ratio_spread(cs, ts)
+    return Retained(
+        chaos_rate=chaos_rate,
+        twin_rate=twin_rate,
+        retained=round(chaos_rate / twin_rate, 4) if chaos_rate and twin_rate else None,
+        per_repeat=[round(x / y, 4) for x, y in zip(chaos_rates, twin_rates, strict=False) if x and y],
+        spread=None if spread is None else round(spread, 4),
+    )
 
 
 def percentile(values: list[float], q: float) -> float | None:

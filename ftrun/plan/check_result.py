@@ -120,6 +120,8 @@ class GoodputCheck(msgspec.Struct, kw_only=True):
     relative_error: float | None
     twin_differs: list[str]
     verdict: str
+    measured_spread: float | None = None  # over compare's --repeat (GoodputComparison.retained_spread)
+    measured_repeats: int = 1
 
 
 PlanCheck = RunsCheck | RecoveryCheck | GoodputCheck

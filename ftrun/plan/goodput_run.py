@@ -176,4 +176,6 @@ def check_goodput(cmp_dir: Path, tolerance: float) -> GoodputCheck:
         relative_error=None if err is None else round(err, 4),
         twin_differs=list(g.differs),
         verdict="pass" if ok else "fail",
+        measured_spread=g.retained_spread,
+        measured_repeats=g.repeats,
     )

@@ -10,7 +10,6 @@ import msgspec
 from msgspec import UnsetType
 from rich.table import Table
 
-from ftrun.chaos_summary import GoodputComparison
 from ftrun.check.noise import (
     MAX_REPEATS,
     NO_DIFFERENCE,
@@ -36,6 +35,7 @@ from ftrun.check.throughput import (
 from ftrun.console import console as make_console, line, styled
 from ftrun.layout import CompareReport, CompareRun, ExpectHidden, Explanation, RunRecovery, Told
 from ftrun.output import atomic_write
+from ftrun.report.goodput_view import goodput_line
 from ftrun.report.numerics_view import numerics_cell
 from ftrun.schedule import label as schedule_label
 from ftrun.torchft_compat import describe_versions
@@ -461,19 +461,3 @@ def conclusion(runs: list[CompareRun]) -> str:
             text += "; " + throughput_claim(a, b)
         text += "."
     return text
-
-
-def goodput_line(g: GoodputComparison) -> str:
-    """A chaos run's goodput beside its fault-free twin's (``ftrun.chaos_summary.GoodputComparison``)."""
-
-    def rate(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    out = (
-        f"goodput (useful committed steps/s): {g.chaos} {rate(g.chaos_steps_per_s)} vs fault-free twin "
-        f"{g.twin} {rate(g.twin_steps_per_s)}"
-    )
-    out += f": {g.retained:.1%} retained" if g.retained is not None else ": not measured"
-    if g.differs:
-        out += f" (not a true twin: differs in {', '.join(g.differs)})"
-    return out

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from ftrun.chaos_summary import GoodputComparison
 from ftrun.check.chaos_run import absorbed_hangs, recovery_stats
-from ftrun.check.goodput import goodput_of, group_goodput, percentile, retained
+from ftrun.check.goodput import goodput_of, group_goodput, percentile, retained, retained_of
+from ftrun.check.noise import Measured, ratio_spread
 from ftrun.check.recovery_model import PHASES, Recovery
 from ftrun.layout import EventRecord, FaultMarker
+from ftrun.report.goodput_view import goodput_line, retained_clause
 from train_fixtures import event_record
 
 
@@ -56,6 +60,56 @@ def test_goodput_rate_over_the_training_window_and_retained_against_a_twin():
     twin = goodput_of({(0, 0): steady(4), (1, 0): steady(4)})
     assert retained(gp, twin) == pytest.approx(35 / 40)
     assert retained(gp, goodput_of({})) is None and goodput_of({}).steps_per_s is None
+
+
+def test_goodput_retained_over_repeats_is_the_median_ratio_with_the_noise_spread_and_each_pairs_own():
+    chaos, twin = [6.0, 8.0, 7.0], [10.0, 9.0, 11.0]
+    r = retained_of(chaos, twin)
+    assert (r.chaos_rate, r.twin_rate, r.retained) == (7.0, 10.0, pytest.approx(0.7))
+    # repeat i's chaos run over repeat i's twin: the two trained one after the other
+    assert r.per_repeat == [pytest.approx(0.6), pytest.approx(8 / 9, abs=1e-4), pytest.approx(7 / 11, abs=1e-4)]
+    spread = ratio_spread(chaos, twin)
+    assert spread is not None and r.spread == pytest.approx(spread, abs=1e-4) and 0 < r.spread < 0.7
+
+
+def test_goodput_retained_without_enough_rates_has_no_spread_and_a_run_without_a_rate_counts_nowhere():
+    one = retained_of([7.0], [10.0])  # one pair (read mode, or --repeat 1): as measured, spread unknown
+    assert (one.retained, one.per_repeat, one.spread) == (pytest.approx(0.7), [pytest.approx(0.7)], None)
+    gap = retained_of([None, 8.0, 6.0], [10.0, None, 10.0])  # repeat 1's chaos, repeat 2's twin: no rate
+    assert (gap.chaos_rate, gap.twin_rate, gap.retained) == (7.0, 10.0, pytest.approx(0.7))
+    assert gap.per_repeat == [pytest.approx(0.6)]  # only repeat 3 has both
+    assert gap.spread is not None  # two rates a side
+    none = retained_of([None], [10.0])
+    assert (none.chaos_rate, none.retained, none.per_repeat, none.spread) == (None, None, [], None)
+
+
+def test_goodput_retained_is_said_as_noise_says_a_share():
+    assert retained_clause(Measured(0.7, None)) == "70.0% retained"  # one pair: as measured
+    assert retained_clause(Measured(0.7, 0.05)) == "70.0% ± 5.0% retained"
+    within = retained_clause(Measured(0.97, 0.05))  # within its spread of 100%: no loss claimed
+    assert within.startswith("goodput lost: no difference measured") and "97.0% ± 5.0%" in within
+    above = retained_clause(Measured(1.03, None))  # never printed above 100%
+    assert "no difference measured" in above and "103" not in above
+    g = GoodputComparison(
+        chaos="chaos",
+        twin="twin",
+        chaos_steps_per_s=7.0,
+        twin_steps_per_s=10.0,
+        retained=0.7,
+        chaos_goodput=goodput_of({}),
+        twin_goodput=goodput_of({}),
+        differs=[],
+        repeats=3,
+        retained_per_repeat=[0.6, 0.8, 0.7],
+        retained_spread=0.05,
+    )
+    line = goodput_line(g)
+    assert "median of 3 runs each" in line and "70.0% ± 5.0% retained" in line
+    assert line.endswith("each repeat: 60.0%, 80.0%, 70.0%")
+    assert goodput_line(msgspec.structs.replace(g, retained=None)).endswith(": not measured")
+    assert goodput_line(msgspec.structs.replace(g, retained_per_repeat=[0.9, 1.2])).endswith(
+        "each repeat: 90.0%, ≥ 100%"
+    )
 
 
 def test_percentile_is_nearest_rank():

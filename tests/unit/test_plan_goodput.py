@@ -57,6 +57,8 @@ def test_compare_pairs_the_chaos_run_with_its_twin_and_names_what_else_differs(m
     assert got is not None and (got.chaos, got.twin) == ("chaos", "twin")
     assert got.chaos_steps_per_s == pytest.approx(7.0)  # the median over the repeats
     assert got.retained == pytest.approx(0.7) and got.differs == []
+    assert (got.repeats, got.chaos_repeats_steps_per_s, got.twin_repeats_steps_per_s) == (2, [6.0, 8.0], [10.0])
+    assert got.retained_per_repeat == [pytest.approx(0.6)] and got.retained_spread is None  # one twin: no spread
     other = chaos_run.goodput_comparison(["chaos", "twin"], [[Path("c1")], [Path("t2")]])
     assert other is not None and other.differs == ["replicas"]
     # two chaos runs, or two fault-free ones: no twin, no goodput retained
