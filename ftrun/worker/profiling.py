@@ -139,7 +139,8 @@ class AroundFault:
     once it holds ``max_steps`` steps with the group not back: the quorum without the group and
     its reconfigure come within a few steps of the fault, while a slow relaunch (survivors wait
     for it past ``--steps``) would otherwise grow one trace with every step, and its stop and
-    export with it; the heal source's side is then taken from its lifecycle record."""
+    export with it; the heal source's side is then taken from its lifecycle record. Faults that
+    had fired before this process's first step are not watched: it was not one of their survivors."""
 
     def __init__(
         self,
@@ -163,6 +164,7 @@ class AroundFault:
         self._fired = False  # the current fault's marker was seen at a step's start
         self._back = False
         self._began_fired = False  # the current step began after the fault fired
+        self._first = True  # no step seen yet
         self.written: list[Path] = []
 
     @property
@@ -171,6 +173,11 @@ class AroundFault:
 
     def at_step(self, step: int) -> None:
         """At the top of step ``step`` (after the window profiler's ``prof.step()``)."""
+        if self._first:  # a fault that fired before this process trained: it did not survive it
+            # (a relaunched group or a warm spare would otherwise record a recovery it was not in,
+            # from its own first steps on, and stop between steps to write it)
+            self._first = False
+            self.todo = [f for f in self.todo if not layout.fault_marker(self.run_dir, f.key).exists()]
         if not self.todo:
             return
         f = self.todo[0]

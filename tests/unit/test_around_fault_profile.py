@@ -127,3 +127,11 @@ def test_a_recording_stops_for_good_after_max_steps_with_the_group_not_back(tmp_
     w.at_step(29)  # armed a step before the next fault
     assert w.active
     w.finish()
+
+
+def test_a_fault_fired_before_the_first_step_is_not_watched(tmp_path) -> None:
+    # a relaunched group or a warm spare taking over after replica 1's kill: not a survivor of it
+    _fire(tmp_path)
+    w = _watch(tmp_path)
+    started = _run(w, tmp_path, range(30, 40), fire_at=-1, quorums={35: [0, 1, 2]}, commits={35, 36})
+    assert not any(started.values()) and not w.todo and not w.written
