@@ -14,88 +14,52 @@ need two parts live with the part that owns the value blamed.
 
 import functools
 import os
-import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import msgspec
 
+from ftrun.config.faults import FaultsConfig as FaultsConfig
+from ftrun.config.fields import (
+    _ALL as _ALL,
+    _PROFILE_RE as _PROFILE_RE,
+    _RUN_NAME_RE as _RUN_NAME_RE,
+    BACKENDS as BACKENDS,
+    COMPARE as COMPARE,
+    FAULTS as FAULTS,
+    GROUPS as GROUPS,
+    HOSTS as HOSTS,
+    LINK as LINK,
+    MAX_HEARTBEAT_MS as MAX_HEARTBEAT_MS,
+    MAX_REPLICAS as MAX_REPLICAS,
+    MAX_SPARES as MAX_SPARES,
+    MAX_STEP_SLEEP_MS as MAX_STEP_SLEEP_MS,
+    MAX_WAIT_S as MAX_WAIT_S,
+    MODEL_DATA as MODEL_DATA,
+    MODELS as MODELS,
+    NATIVE_STORE_BACKENDS as NATIVE_STORE_BACKENDS,
+    OPTIMIZER as OPTIMIZER,
+    OUTPUT as OUTPUT,
+    PANELS as PANELS,
+    PROFILING as PROFILING,
+    RUN as RUN,
+    SCHEDULE as SCHEDULE,
+    SWEEP as SWEEP,
+    TIMEOUTS as TIMEOUTS,
+    TRAIN as TRAIN,
+    At as At,
+    Opt as Opt,
+    _at_least_one as _at_least_one,
+    _show as _show,
+)
+from ftrun.config.hosts import HostsConfig as HostsConfig
 from ftrun.errors import BadInput
-from ftrun.model_desc import BUILTIN_MODELS
 from ftrun.schedule import Schedule, ScheduleError, validate
 from ftrun.small_files import describe_size
 
 if TYPE_CHECKING:
     from ftrun.fault_flags import Fault
     from ftrun.link_spec import Link
-
-MODELS = BUILTIN_MODELS
-# the last three: torchft-nightly (ftrun.torchft_compat)
-BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "nccl2", "torchcomms")
-# torch's own reconfigurable groups, met on one bootstrap store every replica group reaches
-# (``ftrun.launch.native_store``; across hosts: ``--native-store``)
-NATIVE_STORE_BACKENDS = ("gloo-native", "nccl2")
-
-# Upper bounds on durations: beyond them torchft's timedelta / time.sleep overflow inside every
-# worker, tens of seconds after start; refused here instead.
-MAX_WAIT_S = 7 * 86400.0  # --quorum-timeout, --stall-timeout, timeout_s
-MAX_STEP_SLEEP_MS = 3600e3  # --step-sleep-ms
-MAX_HEARTBEAT_MS = 3600_000  # heartbeat_timeout_ms
-MAX_SPARES = 64  # --spares
-MAX_REPLICAS = 10_000  # --replicas, --nproc-per-replica; also the replica groups a plan walks (ftrun.plan.bounds)
-
-_PROFILE_RE = re.compile(r"^(\d+):(\d+)$")
-_RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-TRAIN, COMPARE, SWEEP = "train", "compare", "sweep"
-_ALL = (TRAIN, COMPARE, SWEEP)
-
-# The --help panels the fields fall in, in the order --help shows them: a field's is its part's
-# ``PANEL`` unless its ``Opt.panel`` says otherwise (the CLI and docs/cli.md group flags by it).
-RUN, SCHEDULE, MODEL_DATA, OPTIMIZER, LINK = "Run", "Schedule", "Model and data", "Optimizer", "Link and compute"
-GROUPS, HOSTS, FAULTS, TIMEOUTS = "Replica groups", "Several hosts", "Faults", "Timeouts"
-PROFILING, OUTPUT = "Profiling and checks", "Output"
-PANELS = (RUN, SCHEDULE, MODEL_DATA, OPTIMIZER, LINK, GROUPS, HOSTS, FAULTS, TIMEOUTS, PROFILING, OUTPUT)
-
-
-class Opt(msgspec.Struct, frozen=True):
-    """A field's command-line face. ``flags``: its flag(s), default ``--key-with-dashes`` (a bool:
-    ``--key/--no-key``); ``commands``: which of train, compare, sweep take it as a flag (none: a
-    ``--config`` key only); ``on_off``: given as the text on|off; ``panel``: its --help panel
-    (empty: its part's ``PANEL``). ``help``: one line."""
-
-    help: str = ""
-    flags: tuple[str, ...] = ()
-    commands: tuple[str, ...] = _ALL
-    metavar: str | None = None
-    on_off: bool = False
-    panel: str = ""
-
-
-def _show(value: object) -> str:
-    from ftrun.console import show_value  # rich: only when a message is made
-
-    return show_value(value)
-
-
-class At(msgspec.Struct, frozen=True):
-    """How a check names field ``name``: ``where(name)`` (its flag, or ``FILE: key =``);
-    ``origin(name)``: "flag", "file", "preset NAME" or "default"; ``known``: whether origins are
-    known (False: a ``RunConfig`` made in code, every value counts as given)."""
-
-    where: Callable[[str], str]
-    origin: Callable[[str], str]
-    known: bool = True
-
-    def bad(self, name: str, value: object, rule: str) -> BadInput:
-        return BadInput(f"{self.where(name)} {_show(value)}: {rule}")
-
-
-def _at_least_one(at: At, part: object, *names: str) -> None:
-    for name in names:
-        if getattr(part, name) < 1:
-            raise at.bad(name, getattr(part, name), "must be at least 1")
 
 
 class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -148,133 +112,6 @@ class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, f
                     + ("" if src in ("flag", "file") else f" ({src})")
                 )
         return f"{at.where(lead)} {getattr(self, lead)}: {rule}; {', '.join(others)}"
-
-
-class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """The replica groups, their ranks and process group, and (several hosts) where this one runs."""
-
-    PANEL: ClassVar[str] = GROUPS
-
-    replicas: Annotated[int, Opt("Replica groups R (default 2).", flags=("--replicas", "--num-replica-groups"))] = 2
-    nproc_per_replica: Annotated[int, Opt("Ranks per replica group G (default 1).")] = 1
-    backend: Annotated[
-        str,
-        Opt("auto (NCCL with CUDA, else Gloo), gloo, nccl, baby-nccl, baby-gloo, gloo-native, nccl2, torchcomms."),
-    ] = "auto"
-    min_replicas: Annotated[int, Opt("torchft min_replica_size (and the lighthouse's min_replicas).")] = 1
-    lighthouse: Annotated[
-        str, Opt("Use this lighthouse (http://HOST:PORT) instead of starting one.", commands=(TRAIN,), panel=HOSTS)
-    ] = ""
-    replica_group_id: Annotated[
-        int, Opt("Run only replica group K here (needs --lighthouse).", commands=(TRAIN,), panel=HOSTS)
-    ] = -1  # -1: every group, on this host
-    job_id: Annotated[
-        str, Opt("The job's id (default: from --lighthouse and --run-name).", commands=(TRAIN,), panel=HOSTS)
-    ] = ""
-    master_addr: Annotated[
-        str,
-        Opt(
-            "torchrun --master-addr for this group's store (default: this host's address toward the lighthouse).",
-            commands=(TRAIN,),
-            panel=HOSTS,
-        ),
-    ] = ""
-    master_port: Annotated[
-        int, Opt("torchrun --master-port (default: a free port).", commands=(TRAIN,), panel=HOSTS)
-    ] = 0
-    advertise_host: Annotated[
-        str,
-        Opt(
-            "The name other groups reach this host by (default: this host's address toward the lighthouse).",
-            commands=(TRAIN,),
-            panel=HOSTS,
-        ),
-    ] = ""
-    interface: Annotated[
-        str,
-        Opt(
-            "Interface toward the other hosts (default: toward the lighthouse); sets GLOO/NCCL_SOCKET_IFNAME if unset.",
-            commands=(TRAIN,),
-            panel=HOSTS,
-        ),
-    ] = ""
-    native_store: Annotated[
-        str,
-        Opt(
-            "gloo-native/nccl2 across hosts: the bootstrap store HOST:PORT all groups reach; group 0's ftrun hosts it.",
-            commands=(TRAIN,),
-            panel=HOSTS,
-            metavar="HOST:PORT",
-        ),
-    ] = ""  # "": every group here, the store on a free loopback port
-    start_gate: Annotated[
-        str,
-        Opt(
-            "A file: the groups start (imports, model) at once and build their torchft Manager once it exists.",
-            commands=(),
-        ),
-    ] = ""  # sweep --warm-start's next cell, parked while the current one trains (ftrun.worker.park)
-
-    @property
-    def groups_here(self) -> list[int]:
-        """The replica groups this host launches."""
-        return list(range(self.replicas)) if self.replica_group_id < 0 else [self.replica_group_id]
-
-    def check_sizes(self, cfg: "RunConfig", at: At) -> None:
-        _at_least_one(at, self, "replicas", "nproc_per_replica")
-        for key in ("replicas", "nproc_per_replica"):  # lists of groups and ranks are made from them
-            if getattr(self, key) > MAX_REPLICAS:
-                raise at.bad(key, getattr(self, key), f"must be at most {MAX_REPLICAS:,}")
-
-    def check(self, cfg: "RunConfig", at: At) -> None:
-        if self.backend not in BACKENDS:
-            raise at.bad("backend", self.backend, f"choose from {', '.join(BACKENDS)}")
-        if not 1 <= self.min_replicas <= self.replicas:
-            raise at.bad("min_replicas", self.min_replicas, f"must be between 1 and --replicas ({self.replicas})")
-
-    def check_hosts(self, cfg: "RunConfig", at: At) -> None:
-        """The several-hosts rules (after the faults, as a user reads the flags)."""
-        if self.replica_group_id != -1:
-            if not 0 <= self.replica_group_id < self.replicas:
-                raise at.bad(
-                    "replica_group_id",
-                    self.replica_group_id,
-                    f"must be in 0..--num-replica-groups-1 ({self.replicas - 1})",
-                )
-            if not self.lighthouse:
-                raise at.bad(
-                    "replica_group_id",
-                    self.replica_group_id,
-                    "needs --lighthouse http://HOST:PORT (start one with `ftrun lighthouse`)",
-                )
-        if self.master_port and not 1 <= self.master_port <= 65535:
-            raise at.bad("master_port", self.master_port, "must be a TCP port")
-        if self.job_id and not _RUN_NAME_RE.fullmatch(self.job_id):
-            raise at.bad("job_id", self.job_id, "use letters, digits, '.', '_' or '-'")
-        self.check_native_store(at)
-
-    def check_native_store(self, at: At) -> None:
-        """``--native-store HOST:PORT``: only for a native group, and needed by one across hosts
-        (a group there cannot know where replica group 0's ftrun hosts the store)."""
-        native = self.backend in NATIVE_STORE_BACKENDS
-        if not self.native_store:
-            if native and self.replica_group_id >= 0:
-                raise at.bad(
-                    "backend",
-                    self.backend,
-                    "across hosts (--replica-group-id) needs --native-store HOST:PORT, the bootstrap store every "
-                    "group reaches (replica group 0's ftrun hosts it; the same value on every host)",
-                )
-            return
-        if not native:
-            raise at.bad("native_store", self.native_store, f"only for --backend {' or '.join(NATIVE_STORE_BACKENDS)}")
-        host, _, port = self.native_store.rpartition(":")
-        if not host.strip("[]") or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise at.bad("native_store", self.native_store, "expected HOST:PORT (a TCP port 1-65535)")
-
-    def check_lighthouse(self, at: At) -> None:
-        if self.lighthouse and not re.fullmatch(r"https?://[^/:\s]+(:\d+)?/?", self.lighthouse):
-            raise at.bad("lighthouse", self.lighthouse, "expected http://HOST:PORT")
 
 
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -475,115 +312,6 @@ class TimeoutsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, f
             raise at.bad(
                 "heartbeat_timeout_ms", self.heartbeat_timeout_ms, f"must be between 100 and {MAX_HEARTBEAT_MS} ms"
             )
-
-
-_FAULT_LISTS = ("kill", "hang", "fail_commit", "corrupt_allreduce", "corrupt_sync")
-
-
-class FaultsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """Injected faults (``ftrun.fault_flags``) and how often a dead group is relaunched."""
-
-    PANEL: ClassVar[str] = FAULTS
-
-    kill: Annotated[list[str], Opt("SIGKILL replica group R at step S: R@S, or R@S:sigterm. Repeatable.")] = []
-    hang: Annotated[list[str], Opt("Replica group R stalls SECONDS inside step S: R@S:SECONDS. Repeatable.")] = []
-    corrupt_allreduce: Annotated[
-        list[str],
-        Opt(
-            "R@S:KIND: group R averages the sync at step S wrongly (wrong-count, drop, stale, late, noise).",
-            commands=(TRAIN,),
-        ),
-    ] = []  # KINDs: ftrun.fault_flags
-    corrupt_sync: Annotated[
-        list[str],
-        Opt(
-            "R@S:KIND: group R gets the outer step of the sync at step S wrong (sign, stale, lr, alpha).",
-            commands=(TRAIN,),
-        ),
-    ] = []  # KINDs: ftrun.fault_flags.SYNC_KINDS
-    fail_commit: Annotated[
-        list[str],
-        Opt("R@S: replica group R votes false in should_commit at its first sync from step S. Repeatable."),
-    ] = []
-    chaos: Annotated[
-        list[str],
-        Opt(
-            "Chaos run: faults KIND:MTBF (kill, sigterm, hang[:SECONDS]; MTBF in seconds) at random, e.g. kill:60.",
-            commands=(TRAIN,),
-        ),
-    ] = []  # ftrun.chaos_plan
-    chaos_seed: Annotated[int, Opt("Seed of the --chaos fault draw (same seed: same faults).", commands=(TRAIN,))] = 0
-    chaos_min_alive: Annotated[
-        int, Opt("--chaos never leaves fewer than N groups up (default 1: never all at once).", commands=(TRAIN,))
-    ] = 1
-    chaos_max_faults: Annotated[
-        int, Opt("--chaos injects at most N faults (default 0: no cap).", commands=(TRAIN,))
-    ] = 0
-    # -1: 1 with a fault, else 0 (``max_restarts``)
-    restarts: Annotated[int, Opt("Relaunch a dead group up to N times (default 1 with faults, else 0).")] = -1
-    spares: Annotated[
-        int,
-        Opt(
-            "N warm spare groups, built and waiting outside the quorum; one takes over a dead group's restart.",
-            commands=(TRAIN,),
-        ),
-    ] = 0
-
-    @property
-    def max_restarts(self) -> int:
-        if self.restarts >= 0:
-            return self.restarts
-        return 1 if (self.kill or self.hang) else 0
-
-    def check(self, cfg: "RunConfig", at: At) -> None:
-        if self.restarts < 0 and (self.restarts != -1 or at.known and at.origin("restarts") in ("flag", "file")):
-            raise at.bad("restarts", self.restarts, "must be >= 0")  # -1 is only the default's "1 with a fault, else 0"
-        for name in _FAULT_LISTS:
-            if not all(isinstance(x, str) for x in getattr(self, name)):
-                raise at.bad(name, getattr(self, name), "must be a list of strings like '1@25'")
-        cfg.planned_faults()
-        if not 0 <= self.spares <= MAX_SPARES:
-            raise at.bad("spares", self.spares, f"must be between 0 and {MAX_SPARES}")
-        if self.spares and cfg.hosts.replica_group_id >= 0:
-            raise at.bad("spares", self.spares, "needs every replica group on this host (no --replica-group-id)")
-        if (
-            self.chaos
-            or at.known
-            and any(at.origin(k) in ("flag", "file") for k in ("chaos_seed", "chaos_min_alive", "chaos_max_faults"))
-        ):
-            self._check_chaos(cfg, at)
-        for name in ("corrupt_allreduce", "corrupt_sync"):
-            if getattr(self, name) and not cfg.profiling.sketches:
-                raise at.bad(name, getattr(self, name)[0], "needs the sketches it is checked by (drop --no-sketches)")
-
-    def _check_chaos(self, cfg: "RunConfig", at: At) -> None:
-        """The ``--chaos*`` rules (``ftrun.chaos_plan``): parsable kinds, two groups or more on this
-        host, ``--chaos-min-alive`` between ``--min-replicas`` (the survivors must still make a
-        quorum) and ``--replicas`` - 1, a hang shorter than ``--stall-timeout``."""
-        from ftrun.chaos_plan import parse_kinds
-
-        if not all(isinstance(x, str) for x in self.chaos):
-            raise at.bad("chaos", self.chaos, "must be a list of strings like 'kill:60'")
-        hosts, given = cfg.hosts, ",".join(self.chaos)
-        kinds = parse_kinds(self.chaos, at.where("chaos"))
-        if not kinds:
-            raise at.bad("chaos_seed", self.chaos_seed, "needs --chaos KIND:MTBF")
-        if hosts.replica_group_id >= 0:
-            raise at.bad("chaos", given, "needs every replica group on this host (no --replica-group-id)")
-        if hosts.replicas < 2:
-            raise at.bad("chaos", given, "needs at least 2 replica groups (--replicas)")
-        low, high = max(1, hosts.min_replicas), hosts.replicas - 1
-        if not low <= self.chaos_min_alive <= high:
-            raise at.bad(
-                "chaos_min_alive",
-                self.chaos_min_alive,
-                f"must be between {low} (--min-replicas: the survivors' quorum) and --replicas - 1 ({high})",
-            )
-        if self.chaos_max_faults < 0:
-            raise at.bad("chaos_max_faults", self.chaos_max_faults, "must be >= 0 (0: no cap)")
-        stall = cfg.timeouts.stall_timeout_s
-        if any(k.action == "hang" and k.seconds >= stall for k in kinds):
-            raise at.bad("chaos", given, f"a hang as long as --stall-timeout {stall:g} s would stop the run")
 
 
 class VerdictConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
