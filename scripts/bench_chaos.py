@@ -10,8 +10,8 @@ twin (the same flags without ``--chaos``) into a temp dir (removed after), compa
 against the measured share (``ftrun plan --check COMPARE_DIR --tolerance 0.1``). The last line
 is one JSON object: the chaos run's faults, recoveries and goodput (``TrainSummary.chaos``), the
 twin's goodput, compare's ``goodput`` and verdict, plan's check (``prediction``,
-``measured_retained``, ``relative_error``, ``verdict``) and each command's exit code. Exit 1 when
-a step could not run.
+``measured_retained``, ``relative_error``, ``verdict``), each command's exit code and a failed
+training's error line (``train_error``). Exit 1 when a step could not run.
 """
 
 from __future__ import annotations
@@ -24,12 +24,21 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+ERROR_CHARS = 1000  # of a failed training's error line kept in the record
 
 
 def _ftrun(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "ftrun", *args]
     sys.stderr.write("$ ftrun " + " ".join(args) + "\n")
-    return subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    sys.stderr.write(done.stderr)  # as it would have printed
+    return done
+
+
+def _why(done: subprocess.CompletedProcess[str]) -> str | None:
+    """A failed command's last stderr line (ftrun's one-line error), cut at ``ERROR_CHARS``."""
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    return lines[-1][:ERROR_CHARS] if done.returncode and lines else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         twin = _ftrun("train", "--out", tmp, "--run-name", "twin", *run, timeout=1800)
         out["train_exit"] = {"chaos": chaos.returncode, "twin": twin.returncode}
+        out["train_error"] = {"chaos": _why(chaos), "twin": _why(twin)}
         if chaos.returncode or twin.returncode:
             print(json.dumps(out))
             return 1
