@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that keep the tree as docs/architecture.md ("How it is built") says, in one command:
 #   ruff check, ruff format --check (pyproject's [tool.ruff]), mypy on ftrun/ (pyproject's
-#   [tool.mypy]: the config, the run-dir records, the check, the commands and the report strictly), the layering test
+#   [tool.mypy]: the config, the run-dir records, the check, the commands, the planner and the report strictly), the layering test
 #   (tests/unit/test_layering.py), scripts/check_prose.py (no measurement diaries in README.md and
 #   docs/), the docs' pictures (scripts/gen_docs_figures.py --check), mkdocs build --strict (the
 #   docs site; skipped when the docs extra is missing) and

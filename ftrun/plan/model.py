@@ -315,7 +315,7 @@ class Prediction:
     def per_sync_ms(self, seconds: float) -> float:
         return seconds / self.syncs * 1e3 if self.syncs else 0.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float]:
         return {
             "steps": self.steps,
             "syncs": self.syncs,

@@ -6,6 +6,7 @@ monotone (docstrings say why)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ftrun.plan.model import Workload, simulate, simulate_data_parallel
 from ftrun.schedule import Schedule
@@ -50,7 +51,7 @@ def smallest_fragments(
     return None
 
 
-def lowest_bandwidth(ok, lo_bps: float, hi_bps: float) -> float | None:
+def lowest_bandwidth(ok: Callable[[float], bool], lo_bps: float, hi_bps: float) -> float | None:
     """The lowest bandwidth in [lo, hi] (to 1%) where the monotone predicate ``ok`` holds."""
     if ok(lo_bps):
         return lo_bps

@@ -14,6 +14,8 @@ from ftrun.console import console, fits, line, styled
 from ftrun.output import atomic_path
 
 if TYPE_CHECKING:  # the records it renders (report only renders: nothing of plan/ is imported to run)
+    from matplotlib.figure import Figure
+
     from ftrun.plan.check_result import RecoveryCheck, RunCheck, RunsCheck
     from ftrun.plan.result import Figures, LinkPlan, PlanResult, RecoveryPlan
 
@@ -296,7 +298,7 @@ def draw_utilisation(result: PlanResult, path: Path) -> Path:
 TITLE_CHARS = 100  # characters of a 9-point title across the 8-inch figure, with its margins
 
 
-def utilisation_figure(result: PlanResult):
+def utilisation_figure(result: PlanResult) -> Figure:
     """``draw_utilisation``'s figure (the caller closes it)."""
     import matplotlib
 
