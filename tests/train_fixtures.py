@@ -607,6 +607,21 @@ def train_summary(**fields) -> dict:
     }
 
 
+def recovery_record(**fields) -> dict:
+    """One entry of summary.json's ``recovery`` (``ftrun.layout.RecoveryRecord``) as JSON data:
+    kill 1@25 back with a commit 7.6 s later, its relaunch the largest phase, with ``fields`` replaced."""
+    return {
+        "fault": "kill 1@25",
+        "replica": 1,
+        "fault_at": 1000.0,
+        "phases": {"relaunch": 3.25},
+        "unaccounted_s": 0.1,
+        "total_s": 7.6,
+        "largest_phase": "relaunch",
+        **fields,
+    }
+
+
 def event_record(step: int | None, **fields) -> dict:
     """One event-log line (``ftrun.layout.EventRecord``) as JSON data: a plain step that sent and
     synced nothing, with ``fields`` set on top."""

@@ -225,10 +225,8 @@ def recovery_of(dirs: list[Path]) -> layout.RunRecovery | None:
         commits_lost=sum(r.get("commits_lost", 0) for r in recs),
         recovered_s=[f.get("recovered_s") for f in faults],
         # the breakdown (ftrun.check.recovery): fault -> the group's first commit, and where it went
-        recovery_s=[b.get("total_s") for b in breakdown],
-        largest_phase=[
-            (b.get("largest_phase"), (b.get("phases") or {}).get(b.get("largest_phase"))) for b in breakdown
-        ],
+        recovery_s=[b.total_s for b in breakdown],
+        largest_phase=[(b.largest_phase, b.phase_s(b.largest_phase)) for b in breakdown],
     )
 
 

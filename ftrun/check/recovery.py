@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -266,10 +265,11 @@ def _losses(
     t0: float,
     t1: float | None,
     joined: Quorum | None,
-) -> dict[str, Any]:
-    """What the survivors lost over [t0, t1]: failed commits, steps without R, steps/s before vs during."""
+) -> layout.SurvivorLosses | None:
+    """What the survivors lost over [t0, t1]: failed commits, steps without R, steps/s before vs
+    during (None: no surviving group's log here)."""
     if not survivors:
-        return {}
+        return None
     end = t1 if t1 is not None else max((x.t for s in survivors for x in logs[(s, 0)]), default=t0)
     back = joined.t if joined is not None else end
     span = end - t0
@@ -286,10 +286,10 @@ def _losses(
             during.append(sum(1 for x in recs if t0 < x.t <= end) / span)
     b = sum(before) / len(before) if before else None
     d = sum(during) / len(during) if during else None
-    return {
-        "failed_commits": failed,
-        "steps_without_group": without,
-        "steps_per_s_before": None if b is None else round(b, 3),
-        "steps_per_s_during": None if d is None else round(d, 3),
-        "goodput": round(d / b, 3) if b and d is not None else None,
-    }
+    return layout.SurvivorLosses(
+        failed_commits=failed,
+        steps_without_group=without,
+        steps_per_s_before=None if b is None else round(b, 3),
+        steps_per_s_during=None if d is None else round(d, 3),
+        goodput=round(d / b, 3) if b and d is not None else None,
+    )

@@ -4,7 +4,8 @@ and the text that says where the time went (``ftrun.check.recovery`` builds it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from ftrun.layout import DetectionBound, RecoveryRecord, SurvivorLosses
 
 PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
 ACCOUNT_ORDER = ("relaunch", "join", "reconfigure", "heal", "catch_up", "detect")  # who owns an overlapped second
@@ -32,14 +33,14 @@ class Recovery:
     heal_source: int | None = None
     heal_link_hold_s: float | None = None
     detect_bound: str = ""
-    detect_limits: dict[str, Any] = field(default_factory=dict)  # the manifest's ``detection`` (what bounds it)
+    detect_limits: DetectionBound | None = None  # the manifest's ``detection`` (what bounds it)
     reconfigure_participants: dict[int, float] = field(default_factory=dict)
     participant_sources: dict[int, str] = field(default_factory=dict)  # participant -> "trace" | "event log"
     heal_send_s: float | None = None  # the source's send_checkpoint (traced, else its lifecycle record)
     heal_send_source: str | None = None  # "trace" | "event log"
     sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
     relaunch_detail: dict[str, float] = field(default_factory=dict)
-    survivors: dict[str, Any] = field(default_factory=dict)
+    survivors: SurvivorLosses | None = None  # None: no surviving group's log here
     text: str = ""
 
     @property
@@ -56,40 +57,42 @@ class Recovery:
             and self.unaccounted_s <= TOLERANCE * self.total_s
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> RecoveryRecord:
+        """As summary.json and inspect-trace --json hold it (``layout.RecoveryRecord``): seconds
+        rounded to the millisecond, ``spans`` in seconds after the fault."""
 
         def r3(x: float | None) -> float | None:
             return None if x is None else round(x, 3)
 
-        return {
-            "fault": self.fault,
-            "replica": self.replica,
-            "fault_at": self.t0,
-            "phases": {k: r3(v) for k, v in self.phases.items()},
-            "unaccounted_s": r3(self.unaccounted_s),
-            "total_s": r3(self.total_s),
-            "heal_bytes": self.heal_bytes,
-            "heal_source": self.heal_source,
-            "heal_bytes_sent": self.heal_bytes_sent,
-            "heal_rate_bps": None if self.heal_rate_bps is None else round(self.heal_rate_bps),
-            "heal_link_hold_s": r3(self.heal_link_hold_s),
-            "largest_phase": self.largest_phase,
-            "spans": {
-                k: None if v is None else [round(v[0] - self.t0, 3), round(v[1] - self.t0, 3)]
+        return RecoveryRecord(
+            fault=self.fault,
+            replica=self.replica,
+            fault_at=self.t0,
+            phases={k: r3(v) for k, v in self.phases.items()},
+            unaccounted_s=r3(self.unaccounted_s),
+            total_s=r3(self.total_s),
+            heal_bytes=self.heal_bytes,
+            heal_source=self.heal_source,
+            heal_bytes_sent=self.heal_bytes_sent,
+            heal_rate_bps=None if self.heal_rate_bps is None else round(self.heal_rate_bps),
+            heal_link_hold_s=r3(self.heal_link_hold_s),
+            largest_phase=self.largest_phase,
+            spans={
+                k: None if v is None else (round(v[0] - self.t0, 3), round(v[1] - self.t0, 3))
                 for k, v in self.spans.items()
             },
-            "sources": self.sources,
-            "relaunch_detail": {k: round(v, 3) for k, v in self.relaunch_detail.items()},
-            "reasons": self.reasons,
-            "detect_bound": self.detect_bound,
-            "detect_limits": self.detect_limits,
-            "reconfigure_participants": {str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
-            "participant_sources": {str(k): v for k, v in sorted(self.participant_sources.items())},
-            "heal_send_s": r3(self.heal_send_s),
-            "heal_send_source": self.heal_send_source,
-            "survivors": self.survivors,
-            "text": self.text,
-        }
+            sources=self.sources,
+            relaunch_detail={k: round(v, 3) for k, v in self.relaunch_detail.items()},
+            reasons=self.reasons,
+            detect_bound=self.detect_bound,
+            detect_limits=self.detect_limits,
+            reconfigure_participants={str(k): round(v, 3) for k, v in sorted(self.reconfigure_participants.items())},
+            participant_sources={str(k): v for k, v in sorted(self.participant_sources.items())},
+            heal_send_s=r3(self.heal_send_s),
+            heal_send_source=self.heal_send_source,
+            survivors=self.survivors,
+            text=self.text,
+        )
 
 
 def describe(x: Recovery) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
@@ -105,12 +104,12 @@ def detect(fr: FaultRecords, out: Recovery, rejoined: Quorum | None = None) -> N
         ),
         key=lambda x: x[0],
     )
-    out.detect_limits = detection_limits(fr.manifest)
+    limits = out.detect_limits = detection_limits(fr.manifest)
     if not detected:
         out.reasons["detect"] = (
             "no survivor computed a quorum without the group after the fault (it was back first, or none ran)"
         )
-        out.detect_bound = _bound_text(out.detect_limits, fr.fault.action, None).lstrip("; ")
+        out.detect_bound = _bound_text(limits, fr.fault.action, None).lstrip("; ")
         return
     td, s, q = detected[0]
     # the same quorum as each survivor's traced quorum RPC (it ends when the lighthouse answered)
@@ -139,7 +138,7 @@ def detect(fr: FaultRecords, out: Recovery, rejoined: Quorum | None = None) -> N
         )
     if q.quorum_id == back:
         out.detect_bound += " with the group's new incarnation in place of the dead one"
-    out.detect_bound += _bound_text(out.detect_limits, fr.fault.action, waited)
+    out.detect_bound += _bound_text(limits, fr.fault.action, waited)
 
 
 def relaunch(fr: FaultRecords, out: Recovery) -> LifecycleEvent | None:
@@ -304,26 +303,20 @@ def catch_up(fr: FaultRecords, out: Recovery, joined: Quorum | None) -> EventRec
     return commit
 
 
-def detection_limits(manifest: Manifest) -> dict[str, Any]:
+def detection_limits(manifest: Manifest) -> layout.DetectionBound:
     """What bounded detection: the manifest's ``detection`` (the lighthouse's timeouts); without
-    it, only the configured heartbeat timeout ({} when not even that)."""
+    it, only the configured heartbeat timeout (the config requires one)."""
     if manifest.detection is not None:
-        detection: dict[str, Any] = msgspec.to_builtins(manifest.detection)
-        return detection
-    hb = manifest.config.timeouts.heartbeat_timeout_ms
-    return (
-        {"heartbeat_timeout_ms": hb, "join_timeout_ms": None, "quorum_tick_ms": None, "lighthouse": "ftrun"}
-        if hb
-        else {}
-    )
+        return manifest.detection
+    return layout.DetectionBound(heartbeat_timeout_ms=manifest.config.timeouts.heartbeat_timeout_ms)
 
 
-def _bound_text(limits: dict[str, Any], action: str, waited: float | None) -> str:
+def _bound_text(limits: layout.DetectionBound, action: str, waited: float | None) -> str:
     """The limit that decides when the lighthouse leaves the group out, for this kind of fault,
     and whether the survivors' wait shows it (within 20% of it or more)."""
-    if limits.get("lighthouse") == "external":
+    if limits.lighthouse == "external":
         return "; the lighthouse is not ftrun's (--lighthouse): its heartbeat and join timeouts are not known here"
-    hb, jt = limits.get("heartbeat_timeout_ms"), limits.get("join_timeout_ms")
+    hb, jt = limits.heartbeat_timeout_ms, limits.join_timeout_ms
     out = ""
     if action == "hang":  # a stalled group's torchft server still heartbeats: only the join timeout leaves it out
         if jt is not None:

@@ -308,7 +308,7 @@ def read_mode(
 COMPARE_FILES = (layout.REPORT_JSON, "report.md", "timeline.png")
 
 
-def _breakdown(run: Path | list[Path]) -> list[dict[str, Any]]:
+def _breakdown(run: Path | list[Path]) -> list[layout.RecoveryRecord]:
     """The recovery breakdowns in a run's summary.json: a run dir's, or for a job's group dirs
     the first that has any (each host's summary breaks down the faults it saw); [] without one
     (``BadInput`` for a file that is not a summary)."""

@@ -9,7 +9,7 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -18,6 +18,7 @@ from ftrun.config.commands import InspectOptions
 from ftrun.errors import BadInput
 
 if TYPE_CHECKING:
+    from ftrun import layout
     from ftrun.check.result import Report
     from ftrun.report.perfetto import PerfettoExport
 
@@ -56,7 +57,7 @@ def inspect_trace(
         )
         from ftrun.check.recovery import recovery_of_run_dir
 
-        recovery = [x.to_json() for rd in report.run_dirs for x in recovery_of_run_dir(Path(rd))]
+        recovery = [x.record() for rd in report.run_dirs for x in recovery_of_run_dir(Path(rd))]
         if junit is not None:
             from ftrun.output import atomic_write
             from ftrun.report.junit import inspect_junit
@@ -98,7 +99,7 @@ def _check_outputs(paths: Sequence[Path], outs: list[tuple[Path | None, str]], o
 
 
 def _export(
-    report: Report, target: Path, recovery: list[dict[str, Any]], limit: int, overwrite: bool
+    report: Report, target: Path, recovery: list[layout.RecoveryRecord], limit: int, overwrite: bool
 ) -> PerfettoExport:
     """``--export-perfetto``: the traces with the verdicts, and the recovery on the traces' clock."""
     from ftrun.report.perfetto import export_perfetto
@@ -113,7 +114,7 @@ def _export(
     return export_perfetto(report, target, recovery, base_ns, overwrite=overwrite, max_trace_bytes=limit)
 
 
-def _print(report: Report, recovery: list[dict[str, Any]], exported: PerfettoExport | None) -> None:
+def _print(report: Report, recovery: list[layout.RecoveryRecord], exported: PerfettoExport | None) -> None:
     """The report as text (``ftrun.report.inspect_view``), the recovery, where the export went."""
     from ftrun.report.inspect_view import render
 

@@ -124,9 +124,9 @@ def _run(
     numerics = check_numerics(logs, cfg.profiling.sketches, partial)
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each
-    # fault's recovery time went, one ``Recovery.to_json`` per fault, as inspect-trace --json has it
+    # fault's recovery time went, one ``layout.RecoveryRecord`` per fault, as inspect-trace --json has it
     recoveries = recovery_of(state.run_dir, manifest, logs)
-    summary.recovery = [x.to_json() for x in recoveries]
+    summary.recovery = [x.record() for x in recoveries]
     if cfg.faults.chaos:
         from ftrun.check.chaos_run import chaos_summary
 

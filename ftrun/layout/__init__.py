@@ -29,10 +29,11 @@ A run dir ``<out>/<run-name>/`` holds::
                                        a relaunched group's profile, start through its first commit
 
 Every file ftrun writes there is one of these Structs, written by ``to_json`` (the one encoder,
-``ftrun.layout.codec``) and read back by the same type. One module per file: ``paths`` (the names and
-where each file lives), ``spec``, ``manifest``, ``summary``, ``events`` (the step, run and lifecycle
-logs; ``sketches``: the step logs' numerics), ``numerics_check`` (the numeric check
-in summary.json and report.json), ``faults``, ``meta``, ``marker``, ``sweep_cell``. The
+``ftrun.layout.codec``) and read back by the same type. One module per file: ``paths`` (the names
+and where each file lives), ``spec``, ``manifest``, ``summary`` (``recovery``: its recovery
+breakdowns), ``events`` (the step, run and lifecycle logs; ``sketches``: the step logs'
+numerics), ``numerics_check`` (the numeric check in summary.json and report.json), ``faults``,
+``meta``, ``marker``, ``sweep_cell``. The
 records ``compare`` and ``sweep`` write beside the run dirs are typed the same way:
 ``compare_report`` (a compare dir's report.json) and ``sweep_result`` (a sweep dir's sweep.json). This
 package re-exports every public name: ``from ftrun.layout import Manifest`` is how to import them.
@@ -168,6 +169,10 @@ from ftrun.layout.paths import (
     run_log as run_log,
     trace_name as trace_name,
     worker_name as worker_name,
+)
+from ftrun.layout.recovery import (
+    RecoveryRecord as RecoveryRecord,
+    SurvivorLosses as SurvivorLosses,
 )
 from ftrun.layout.sketches import (
     SKETCH_K as SKETCH_K,

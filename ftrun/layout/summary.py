@@ -16,6 +16,7 @@ from ftrun.layout.codec import FORMAT, FormatStamp, ReadAsDict as ReadAsDict, re
 from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
 from ftrun.layout.numerics_check import NumericsCheck
 from ftrun.layout.paths import SUMMARY
+from ftrun.layout.recovery import RecoveryRecord
 from ftrun.layout.spec import Link
 
 # summary.json: a train summary is kilobytes; a launch summary holds its traces' whole report
@@ -101,7 +102,7 @@ class TrainSummary(ReadAsDict, msgspec.Struct, kw_only=True):
     manifest: str
     versions: dict[str, str | None] = {}
     faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
-    recovery: list[dict[str, Any]] = []  # where each fault's recovery time went (``Recovery.to_json``)
+    recovery: list[RecoveryRecord] = []  # where each fault's recovery time went (``ftrun.check.recovery``)
     check: RunCheck | None = None  # the check of the captured traces (None: not run yet)
     chaos: ChaosSummary | None = None  # a --chaos run's faults, recoveries and goodput (``ftrun.chaos_summary``)
     format: int = FORMAT

@@ -58,11 +58,7 @@ def inputs_from_run(run_dir: Path, step_s: float | None = None) -> tuple[Goodput
     if measured_step is None:
         raise BadInput(f"{run_dir}: no step times in its event logs")
     sched = m.schedule
-    detects = [
-        span[1] - span[0]
-        for r in summary.recovery
-        if isinstance(span := (r.get("spans") or {}).get("detect"), list) and len(span) == 2
-    ]
+    detects = [span[1] - span[0] for r in summary.recovery if (span := r.spans.get("detect")) is not None]
     x = GoodputInputs(
         replicas=m.replicas,
         mtbf_s=c.realized_mtbf_s,

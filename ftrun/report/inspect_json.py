@@ -3,12 +3,11 @@ recovery breakdowns and, with ``--export-perfetto``, what the export wrote."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from ftrun.check.result import Report, ReportJson
+from ftrun.layout import RecoveryRecord
 from ftrun.report.perfetto import PerfettoExport
 
 
@@ -16,12 +15,11 @@ class InspectJson(ReportJson):
     """``ReportJson``'s keys, then ``recovery`` (``ftrun.check.recovery``: one breakdown per fault
     of the run dirs) and ``perfetto`` (only with ``--export-perfetto``)."""
 
-    # the recovery breakdowns as summary.json holds them (``Recovery.to_json``)
-    recovery: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    recovery: list[RecoveryRecord] = msgspec.field(default_factory=list)  # as summary.json holds them
     perfetto: PerfettoExport | UnsetType = UNSET
 
 
-def inspect_json(report: Report, recovery: list[dict[str, Any]], exported: PerfettoExport | None) -> InspectJson:
+def inspect_json(report: Report, recovery: list[RecoveryRecord], exported: PerfettoExport | None) -> InspectJson:
     return InspectJson(
         **msgspec.structs.asdict(report.record()),
         recovery=recovery,

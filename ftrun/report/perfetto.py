@@ -34,6 +34,7 @@ import msgspec
 from ftrun.check.comm import blocked_from
 from ftrun.check.result import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.errors import BadInput
+from ftrun.layout import RecoveryRecord
 from ftrun.output import atomic_open, check_target
 from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
 from ftrun.trace.spans import TraceSpans
@@ -200,8 +201,8 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
 RECOVERY_PROCESS = "ftrun recovery"
 
 
-def recovery_events(recs: list[dict[str, Any]], base_ns: float, pid: int) -> list[dict[str, Any]]:
-    """The recovery breakdowns (``ftrun.check.recovery`` JSON) as one process, a thread per fault
+def recovery_events(recs: list[RecoveryRecord], base_ns: float, pid: int) -> list[dict[str, Any]]:
+    """The recovery breakdowns (``layout.RecoveryRecord``) as one process, a thread per fault
     and a span per phase over its own interval, on the traces' clock (kineto's ``ts`` are
     microseconds after ``baseTimeNanoseconds``)."""
     out = [
@@ -210,26 +211,26 @@ def recovery_events(recs: list[dict[str, Any]], base_ns: float, pid: int) -> lis
     ]
     for i, rec in enumerate(recs):
         tid = i + 1
-        out.append(_meta("thread_name", pid, tid, {"name": rec["fault"]}))
-        for phase, span in (rec.get("spans") or {}).items():
+        out.append(_meta("thread_name", pid, tid, {"name": rec.fault}))
+        for phase, span in rec.spans.items():
             if span is None:
                 continue
-            held = (rec.get("phases") or {}).get(phase)
+            held = rec.phases.get(phase)
             out.append(
                 {
                     "name": phase + ("" if held is None else f" {held:.2f} s"),
                     "cat": "ftrun,recovery",
                     "ph": "X",
-                    "ts": (rec["fault_at"] + span[0]) * 1e6 - base_ns / 1e3,
+                    "ts": (rec.fault_at + span[0]) * 1e6 - base_ns / 1e3,
                     "dur": max((span[1] - span[0]) * 1e6, 1.0),
                     "pid": pid,
                     "tid": tid,
                     "args": {
                         "phase": phase,
                         "seconds_on_critical_path": held,
-                        "source": (rec.get("sources") or {}).get(phase),
-                        "total_s": rec.get("total_s"),
-                        "unaccounted_s": rec.get("unaccounted_s"),
+                        "source": rec.sources.get(phase),
+                        "total_s": rec.total_s,
+                        "unaccounted_s": rec.unaccounted_s,
                     },
                 }
             )
@@ -248,7 +249,7 @@ class PerfettoExport(msgspec.Struct):
 def export_perfetto(
     report: Report,
     out_path: Path,
-    recovery: list[dict[str, Any]] | None = None,
+    recovery: list[RecoveryRecord] | None = None,
     base_ns: float | None = None,
     overwrite: bool = False,
     max_trace_bytes: int = MAX_TRACE_BYTES,

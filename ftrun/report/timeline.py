@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from ftrun.check.result import Report
+    from ftrun.layout import RecoveryRecord
     from ftrun.trace.spans import StepSpan
 
 MIN_CONTROL_US = 100.0  # quorum waits shorter than this are not drawn
@@ -62,7 +63,7 @@ UNACCOUNTED_COLOUR = "#bbbbbb"
 
 @dataclass
 class RecoveryLane:
-    """One fault's recovery (``ftrun.check.recovery`` JSON): seconds from the fault."""
+    """One fault's recovery (``layout.RecoveryRecord``): seconds from the fault."""
 
     label: str
     phases: list[tuple[str, float, float, float | None]]  # (phase, start, end, seconds held alone), phase order
@@ -72,13 +73,13 @@ class RecoveryLane:
     unaccounted_s: float | None
 
 
-def recovery_lanes(name: str, recs: list[dict[str, Any]]) -> list[RecoveryLane]:
-    """A lane per fault from the breakdowns (``Recovery.to_json``: ``spans`` in seconds after the fault)."""
+def recovery_lanes(name: str, recs: list[RecoveryRecord]) -> list[RecoveryLane]:
+    """A lane per fault from the breakdowns (``layout.RecoveryRecord``: ``spans`` in seconds after the fault)."""
     out = []
     for rec in recs:
-        spans, phases = rec.get("spans") or {}, rec.get("phases") or {}
-        drawn = [(k, float(spans[k][0]), float(spans[k][1]), phases.get(k)) for k in RECOVERY_PHASES if spans.get(k)]
-        total = rec.get("total_s")
+        spans = rec.spans
+        drawn = [(k, s[0], s[1], rec.phases.get(k)) for k in RECOVERY_PHASES if (s := spans.get(k)) is not None]
+        total = rec.total_s
         gaps: list[tuple[float, float]] = []
         if total is not None:
             at = 0.0
@@ -89,15 +90,14 @@ def recovery_lanes(name: str, recs: list[dict[str, Any]]) -> list[RecoveryLane]:
                 at = max(at, b)
             if total > at:
                 gaps.append((at, total))
-        reasons = rec.get("reasons") or {}
         out.append(
             RecoveryLane(
-                f"{name} · recovery · {rec.get('fault')}",
+                f"{name} · recovery · {rec.fault}",
                 drawn,
-                [(k, reasons.get(k, "")) for k in RECOVERY_PHASES if not spans.get(k)],
+                [(k, rec.reasons.get(k, "")) for k in RECOVERY_PHASES if not spans.get(k)],
                 total,
                 gaps,
-                rec.get("unaccounted_s"),
+                rec.unaccounted_s,
             )
         )
     return out

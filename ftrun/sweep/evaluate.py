@@ -69,8 +69,8 @@ def recovery_metrics(summary: layout.TrainSummary | None) -> tuple[float | None,
     b = summary.recovery if summary is not None else []
     if not b:
         return None, None, None
-    big = b[0].get("largest_phase")
-    return b[0].get("total_s"), big, (b[0].get("phases") or {}).get(big) if big else None
+    big = b[0].largest_phase
+    return b[0].total_s, big, b[0].phase_s(big)
 
 
 def first_group_error(run_dir: Path, replicas: int) -> str | None:

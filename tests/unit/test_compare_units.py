@@ -14,7 +14,7 @@ from ftrun.commands.compare import repeat_plan
 from ftrun.config import overrides
 from ftrun.link_spec import link_for
 from ftrun.report.compare_view import conclusion, rows, throughput_claim
-from train_fixtures import TIMELINE_WIDTH_PX, png_size, train_summary
+from train_fixtures import TIMELINE_WIDTH_PX, png_size, recovery_record, train_summary
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
         "heals": [{"replica": 1}],
         "commits_lost": 2,
     }
-    breakdown = [{"total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25, "join": 2.0}}]
+    breakdown = [recovery_record(phases={"relaunch": 3.25, "join": 2.0})]
     (d / "summary.json").write_text(json.dumps(train_summary(faults=story, recovery=breakdown)))
     rec = recovery_of([d])
     assert msgspec.to_builtins(rec) == {

@@ -13,7 +13,7 @@ from ftrun import layout
 from ftrun.check.noise import NO_DIFFERENCE, Measured, mean_difference, repeats_needed, says
 from ftrun.check.result import EventResult, Overlap, SyncFigures, WorkerOverlap
 from ftrun.check.throughput import decompose, largest_reason, mean_decomposition
-from ftrun.layout import EventRecord
+from ftrun.layout import EventRecord, RecoveryRecord
 from ftrun.report import compare_view as view
 from ftrun.report.compare_view import explanation_line
 from ftrun.report.inspect_view import _exposed_cell, _remark, overlap_line
@@ -281,7 +281,8 @@ def test_goodput_never_above_100_percent(goodput: float, said: str) -> None:
     """Seen: ``goodput 224%``."""
     s = {"failed_commits": 0, "steps_without_group": 3, "steps_per_s_during": 2.24 * goodput / goodput}
     s |= {"steps_per_s_before": 1.0, "goodput": goodput}
-    (text,) = recovery_lines({"survivors": s})
+    rec = {"fault": "kill 1@25", "replica": 1, "fault_at": 0.0, "phases": {}, "unaccounted_s": None, "total_s": None}
+    (text,) = recovery_lines(msgspec.convert({**rec, "survivors": s}, RecoveryRecord))
     assert f"({said})" in text
 
 

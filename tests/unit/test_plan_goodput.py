@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
+from ftrun import layout
 from ftrun.chaos_summary import Goodput
 from ftrun.check import chaos_run
 from ftrun.config import RunConfig
 from ftrun.plan.goodput import GoodputInputs, predict_goodput, relative_error
+from train_fixtures import recovery_record
 
 
 def test_each_fault_costs_recovery_half_a_commit_window_and_the_survivors_stall():
@@ -97,7 +100,10 @@ def test_inputs_from_a_chaos_run_its_realized_mtbf_median_recovery_and_median_de
         count=3, never_back=0, absorbed=0, median_s=20.0, p90_s=30.0, totals_s=[10, 20, 30], phases_median_s={}
     )
     chaos = SimpleNamespace(by_kind={"kill": 3}, realized_mtbf_s=50.0, recoveries=stats, fired=3, chaos_s=150.0)
-    spans = [{"spans": {"detect": [0.0, d]}} for d in (1.0, 9.0, 3.0)] + [{"spans": {"detect": None}}]
+    spans = [
+        msgspec.convert(recovery_record(spans={"detect": d}), layout.RecoveryRecord)
+        for d in ([0.0, 1.0], [0.0, 9.0], [0.0, 3.0], None)
+    ]
     summary = SimpleNamespace(chaos=chaos, recovery=spans)
     manifest = SimpleNamespace(replicas=4, schedule=SimpleNamespace(sync_every=20, fragments=2))
     monkeypatch.setattr(plan_goodput, "_chaos_of", lambda d: (summary, manifest))

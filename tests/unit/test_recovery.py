@@ -106,12 +106,12 @@ def test_every_phase_from_its_own_records_overlap_once_and_the_gap_unaccounted()
     assert x.heal_rate_bps == pytest.approx(1000 * 8 / 0.2)
     assert x.reconfigure_participants == pytest.approx({0: 0.15, 1: 0.2})
     assert "waited 2.00 s" in x.detect_bound and "heartbeat timeout" in x.detect_bound
-    assert x.survivors["steps_without_group"] == 2 and x.survivors["failed_commits"] == 0
+    assert x.survivors is not None and (x.survivors.steps_without_group, x.survivors.failed_commits) == (2, 0)
     assert set(x.sources.values()) == {"event log"} and set(x.sources) == set(PHASES)
     assert x.relaunch_detail == pytest.approx({"launcher_to_rank_s": 0.8, "rank_to_manager_s": 1.5, "manager_s": 0.5})
-    d = x.to_json()
-    assert set(d["phases"]) == set(PHASES) and d["heal_source"] == 0 and d["total_s"] == 6.0
-    assert d["spans"]["detect"] == [0.0, 2.0]  # seconds after the fault
+    d = x.record()
+    assert set(d.phases) == set(PHASES) and d.heal_source == 0 and d.total_s == 6.0
+    assert d.spans["detect"] == (0.0, 2.0)  # seconds after the fault
 
 
 def test_a_restart_without_its_incarnation_keeps_the_groups_lifecycle_after_the_fault() -> None:
@@ -231,7 +231,7 @@ def test_the_perfetto_recovery_track_sits_on_the_traces_clock() -> None:
 
     (x,) = breakdown(manifest(), logs(), lifecycles())
     base_ns = int((T0 - 100) * 1e9)
-    evs = recovery_events([x.to_json()], base_ns, pid=7)
+    evs = recovery_events([x.record()], base_ns, pid=7)
     assert evs[0]["args"]["name"] == RECOVERY_PROCESS and all(e["pid"] == 7 for e in evs)
     spans = {e["args"]["phase"]: e for e in evs if e["ph"] == "X"}
     assert set(spans) == set(PHASES)
@@ -256,8 +256,8 @@ def test_the_survivors_traces_time_detection_and_every_participants_configure() 
     assert x.reconfigure_participants == pytest.approx({0: 0.13, 1: 0.2})
     assert x.participant_sources == {0: "trace", 1: "event log"}
     assert x.heal_send_s == pytest.approx(0.008) and x.heal_send_source == "trace"
-    d = x.to_json()
-    assert d["participant_sources"] == {"0": "trace", "1": "event log"} and d["heal_send_source"] == "trace"
+    d = x.record()
+    assert d.participant_sources == {"0": "trace", "1": "event log"} and d.heal_send_source == "trace"
     # without the survivors' traces: the logs, said so
     (y,) = breakdown(manifest(), logs(), lifecycles())
     assert y.sources["detect"] == "event log" and y.spans["detect"] == (T0, T0 + 2.0)

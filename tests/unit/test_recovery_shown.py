@@ -43,6 +43,11 @@ def _rec(**kw):
     return d
 
 
+def _record(**kw) -> layout.RecoveryRecord:
+    """``_rec`` as the typed record summary.json decodes to (what the views read)."""
+    return msgspec.convert(_rec(**kw), layout.RecoveryRecord)
+
+
 def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(tmp_path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
@@ -50,7 +55,7 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
     from ftrun.report.timeline import PHASE_COLOURS, RECOVERY_PHASES, Lane, draw, figure, recovery_lanes
 
     assert RECOVERY_PHASES == PHASES  # the report's copy of the phase names is the check's
-    (lane,) = recovery_lanes("streaming", [_rec()])
+    (lane,) = recovery_lanes("streaming", [_record()])
     assert lane.label == "streaming · recovery · kill 1@25"
     assert [p[0] for p in lane.phases] == ["detect", "relaunch", "join", "reconfigure", "catch_up"]
     assert lane.missing == [("heal", "no heal: torchft's quorum 3 did not ask this group to heal")]
@@ -84,7 +89,7 @@ def test_the_timeline_draws_a_recovery_lane_per_fault_with_its_phases_labelled(t
 def test_a_never_back_fault_has_no_unaccounted_and_no_commit_mark() -> None:
     from ftrun.report.timeline import recovery_lanes
 
-    (lane,) = recovery_lanes("r", [_rec(total_s=None, unaccounted_s=None)])
+    (lane,) = recovery_lanes("r", [_record(total_s=None, unaccounted_s=None)])
     assert lane.total_s is None and lane.unaccounted == []
 
 
@@ -234,13 +239,13 @@ def test_detection_names_the_manifests_bound_and_whether_the_wait_shows_it(actio
     logs = {(0, 0): [_step(16, T0 + waited + 0.01, waited, [_q(5, [0], T0 + waited)])], (1, 0): []}
     (x,) = breakdown(m, logs, {0: [], 1: []})
     assert says in x.detect_bound and says in x.text
-    assert x.detect_limits == {
+    assert x.detect_limits == layout.DetectionBound(2000, 10000, 100, "ftrun")
+    assert msgspec.to_builtins(x.record())["detect_limits"] == {
         "heartbeat_timeout_ms": 2000,
         "join_timeout_ms": 10000,
         "quorum_tick_ms": 100,
         "lighthouse": "ftrun",
     }
-    assert x.to_json()["detect_limits"] == x.detect_limits
     if waited < 1:
         assert "bounded by" not in x.detect_bound
 
@@ -250,7 +255,7 @@ def test_detection_bound_of_an_external_lighthouse_and_of_a_manifest_without_one
     (x,) = breakdown(_manifest(detection={"lighthouse": "external"}), logs, {0: [], 1: []})
     assert "not ftrun's (--lighthouse)" in x.detect_bound and "bounded by" not in x.detect_bound
     (y,) = breakdown(_manifest(detection=None), logs, {0: [], 1: []})  # not known: the configured heartbeat only
-    assert y.detect_limits["heartbeat_timeout_ms"] == 2000 and y.detect_limits["join_timeout_ms"] is None
+    assert y.detect_limits == layout.DetectionBound(heartbeat_timeout_ms=2000)  # join timeout, tick: None
     assert "(heartbeat timeout): bounded by the heartbeat timeout" in y.detect_bound
 
 
@@ -270,7 +275,7 @@ def test_the_breakdown_text_shows_the_bound() -> None:
         logs,
         {0: [], 1: []},
     )
-    lines = recovery_lines(x.to_json())
+    lines = recovery_lines(x.record())
     assert any(
         ln.startswith("detect: replica 0 waited 2.00 s in quorum 5") and "heartbeat timeout" in ln for ln in lines
     )
@@ -310,7 +315,7 @@ def test_the_notes_wrap_to_the_consoles_width(terminal) -> None:
 
     buf = io.StringIO()
     con = Console(file=buf, width=80, force_terminal=terminal, color_system=None, highlight=False, soft_wrap=True)
-    print_recovery(con, [_rec()])
+    print_recovery(con, [_record()])
     lines = buf.getvalue().splitlines()
     assert max(map(len, lines)) <= 80, max(lines, key=len)
     assert " ".join(" ".join(lines).split()).find(" ".join(LEGEND.split())) >= 0

@@ -16,7 +16,7 @@ import pytest
 import ftrun
 from ftrun import layout
 from ftrun.errors import BadInput
-from train_fixtures import CPU_RUN, cli, one_line, train_summary, two_runs
+from train_fixtures import CPU_RUN, cli, one_line, recovery_record, train_summary, two_runs
 
 STORY = {
     "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
@@ -24,7 +24,8 @@ STORY = {
     "heals": [{"replica": 1}],
     "commits_lost": 2,
 }
-BREAKDOWN = [{"fault": "kill 1@25", "total_s": 7.6, "largest_phase": "relaunch", "phases": {"relaunch": 3.25}}]
+BREAKDOWN = [recovery_record()]
+RECORDS = msgspec.convert(BREAKDOWN, list[layout.RecoveryRecord])  # as summary.json decodes it
 
 
 def _run_dir(tmp_path: Path, summary: object, name: str = "run") -> Path:
@@ -45,7 +46,7 @@ def test_the_summary_train_writes_reads_back_as_the_same_record(tmp_path: Path) 
     d.mkdir()
     (d / layout.SUMMARY).write_text(layout.to_json(s, indent=1))
     got = layout.read_train_summary(d)
-    assert got == s and got.replicas[1].last_step == 60 and got.recovery == BREAKDOWN
+    assert got == s and got.replicas[1].last_step == 60 and got.recovery == RECORDS
 
 
 def test_summaries_of_earlier_formats_are_refused_in_one_line_naming_the_format(tmp_path: Path) -> None:
@@ -146,7 +147,7 @@ def test_compares_readers_take_the_summary_and_leave_out_a_run_without_one(tmp_p
     for d in (new,):
         rec = recovery_of([d, none])
         assert rec is not None and rec.faults == ["kill 1@25"] and rec.recovery_s == [7.6]
-        assert _breakdown([none, d]) == BREAKDOWN
+        assert _breakdown([none, d]) == RECORDS
     assert recovery_of([none]) is None and _breakdown(none) == []
 
 

@@ -1,0 +1,91 @@
+"""summary.json's ``recovery``: one typed record per fault (``layout.RecoveryRecord``), built from
+a real kill run (tests/data/kill_run), written as train writes it and read back with one typed
+decode; its JSON keys are the breakdown's published ones, in order. Unit tests: no process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ftrun import layout
+from ftrun.check.recovery import recovery_of_run_dir
+from train_fixtures import recovery_record, train_summary
+
+KILL_RUN = Path(__file__).parent.parent / "data" / "kill_run"  # --replicas 3 --steps 60 --kill 1@25 (trimmed)
+KEYS = [  # summary.json's ``recovery``: each fault's object, its keys in this order (as before it was typed)
+    "fault",
+    "replica",
+    "fault_at",
+    "phases",
+    "unaccounted_s",
+    "total_s",
+    "heal_bytes",
+    "heal_source",
+    "heal_bytes_sent",
+    "heal_rate_bps",
+    "heal_link_hold_s",
+    "largest_phase",
+    "spans",
+    "sources",
+    "relaunch_detail",
+    "reasons",
+    "detect_bound",
+    "detect_limits",
+    "reconfigure_participants",
+    "participant_sources",
+    "heal_send_s",
+    "heal_send_source",
+    "survivors",
+    "text",
+]
+
+
+def test_a_real_kill_runs_breakdown_round_trips_through_summary_json(tmp_path: Path) -> None:
+    (x,) = recovery_of_run_dir(KILL_RUN)
+    rec = x.record()
+    data = json.loads(msgspec.json.encode(rec))
+    assert list(data) == KEYS
+    assert data["detect_limits"] == {
+        "heartbeat_timeout_ms": 2000,
+        "join_timeout_ms": None,
+        "quorum_tick_ms": None,
+        "lighthouse": "ftrun",
+    }
+    assert list(data["survivors"]) == [
+        "failed_commits",
+        "steps_without_group",
+        "steps_per_s_before",
+        "steps_per_s_during",
+        "goodput",
+    ]
+    assert data["spans"]["detect"] == [0.0, 1.933]  # seconds after the fault, a JSON pair
+    # written as train writes summary.json, read back with the one typed decode: the same record
+    s = msgspec.convert(train_summary(recovery=[data]), layout.TrainSummary)
+    (tmp_path / layout.SUMMARY).write_text(layout.to_json(s, indent=1))
+    got = layout.read_train_summary(tmp_path)
+    assert got.recovery == [rec]
+    (r,) = got.recovery
+    assert r.fault == "kill 1@25" and r.largest_phase == "detect" and r.phase_s(r.largest_phase) == 1.933
+    assert r.survivors is not None and r.survivors.steps_without_group == 32
+    assert r.detect_limits == layout.DetectionBound(heartbeat_timeout_ms=2000)
+
+
+def test_a_wrong_field_in_a_recovery_record_is_one_line_naming_it(tmp_path: Path) -> None:
+    from ftrun.errors import BadInput
+
+    bad = train_summary(recovery=[recovery_record(survivors={"failed_commits": "two"})])
+    (tmp_path / layout.SUMMARY).write_text(json.dumps(bad))
+    with pytest.raises(BadInput) as e:
+        layout.read_train_summary(tmp_path)
+    assert "$.recovery[0].survivors" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_public_api_still_reads_a_breakdown_like_its_dict_with_a_warning() -> None:
+    (r,) = msgspec.convert(train_summary(recovery=[recovery_record()]), layout.TrainSummary).recovery
+    with pytest.warns(DeprecationWarning, match=r"read recovery.FIELD, not recovery\['total_s'\]"):
+        assert r["total_s"] == 7.6
+    with pytest.warns(DeprecationWarning):
+        assert r.get("phases") == {"relaunch": 3.25}
