@@ -208,22 +208,23 @@ def numerics_brief(num: NumericsCheck | None) -> layout.NumericsBrief:
 def recovery_of(dirs: list[Path]) -> layout.RunRecovery | None:
     """Faults and recovery, from each run dir's summary.json (None when no fault was injected; a
     run dir without one is left out; ``BadInput`` for one that is not a summary)."""
-    recs, breakdown = [], []
+    recs: list[layout.FaultHistory] = []
+    breakdown: list[layout.RecoveryRecord] = []
     for d in dirs:
         if not (d / layout.SUMMARY).exists():  # a run stopped before its end wrote none
             continue
         summary = layout.read_train_summary(d)
         recs.append(summary.faults)
         breakdown += summary.recovery
-    faults = [f for r in recs for f in r.get("faults", [])]
+    faults = [f for r in recs for f in r.faults]
     if not faults:
         return None
     return layout.RunRecovery(
-        faults=[layout.fault_label(f["action"], f["replica"], f["step"]) for f in faults],
-        restarts=sum(r.get("restarts", 0) for r in recs),
-        heals=sum(len(r.get("heals", [])) for r in recs),
-        commits_lost=sum(r.get("commits_lost", 0) for r in recs),
-        recovered_s=[f.get("recovered_s") for f in faults],
+        faults=[layout.fault_label(f.action, f.replica, f.step) for f in faults],
+        restarts=sum(r.restarts for r in recs),
+        heals=sum(len(r.heals) for r in recs),
+        commits_lost=sum(r.commits_lost for r in recs),
+        recovered_s=[f.recovered_s for f in faults],
         # the breakdown (ftrun.check.recovery): fault -> the group's first commit, and where it went
         recovery_s=[b.total_s for b in breakdown],
         largest_phase=[(b.largest_phase, b.phase_s(b.largest_phase)) for b in breakdown],

@@ -87,8 +87,10 @@ def write_manifest(state: RunState, window: tuple[int, int] | None, link: Link |
     return manifest
 
 
-def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: layout.Manifest) -> dict:
-    """Faults, restarts, heals, quorum changes and commits lost, from the logs alone.
+def fault_history(
+    logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: layout.Manifest
+) -> layout.FaultHistory:
+    """Faults, restarts, heals, quorum changes and commits lost, from the logs alone (summary.json's ``faults``).
     ``extra_steps``: steps trained past ``--steps`` while the groups waited for a relaunched one
     (``ftrun.worker.stop``); a fault's ``cause``: why its group never came back (its one line)."""
     from ftrun.worker.stop import never_back_cause, ran_to
@@ -99,7 +101,7 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
     heals = [(r, rec.step, rec.healed) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
     first = min((x for x, _ in logs), default=None)
     quorums = [
-        {"observer": r, "step": rec.step, "quorum_id": q.quorum_id, "participants": q.participants}
+        layout.QuorumChange(r, rec.step, q.quorum_id, q.participants)
         for (r, g), recs in logs.items()
         if g == 0 and r == first
         for rec in recs
@@ -132,27 +134,27 @@ def recovery(logs: dict[tuple[int, int], list[layout.EventRecord]], manifest: la
             e.event == "restart" and e.replica == f.replica and e.t > f.fired_at for e in manifest.run_events
         )
         recov.append(
-            {
-                **msgspec.to_builtins(f),
-                "recovered_s": round(min(back) - f.fired_at, 3) if back else None,
+            layout.FaultOutcome(
+                **msgspec.structs.asdict(f),
+                recovered_s=round(min(back) - f.fired_at, 3) if back else None,
                 # relaunched, but back only after the others finished: never in the run's quorum again
-                "rejoined_after_end": late[0] if late else None,
-                "last_step": last_step,
-                "cause": never_back_cause(planned, last, manifest.config.timeouts.quorum_timeout_s)
+                rejoined_after_end=late[0] if late else None,
+                last_step=last_step,
+                cause=never_back_cause(planned, last, manifest.config.timeouts.quorum_timeout_s)
                 if not back and relaunched
                 else None,
-            }
+            )
         )
     restarts = [e for e in manifest.run_events if e.event == "restart"]
-    return {
-        "faults": recov,
-        "extra_steps": max(0, (last or 0) - planned) if planned is not None else 0,
-        "restarts": len(restarts),
-        "heals": [{"replica": r, "step": step, **msgspec.to_builtins(h)} for r, step, h in heals],
-        "quorum_changes": quorums,
-        "commits_lost": len(failed),
-        "failed_commit_manager_steps": failed,
-    }
+    return layout.FaultHistory(
+        faults=recov,
+        extra_steps=max(0, (last or 0) - planned) if planned is not None else 0,
+        restarts=len(restarts),
+        heals=[layout.HealRow.of(r, step, h) for r, step, h in heals],
+        quorum_changes=quorums,
+        commits_lost=len(failed),
+        failed_commit_manager_steps=failed,
+    )
 
 
 def read_logs(state: RunState) -> dict[tuple[int, int], list[layout.EventRecord]]:
@@ -191,8 +193,8 @@ def summarise(
         )
         for r, s in stats.items()
     ]
-    faults = recovery(logs, manifest)
-    causes = {f["replica"]: f["cause"] for f in faults["faults"] if f.get("cause")}
+    faults = fault_history(logs, manifest)
+    causes = {f.replica: f.cause for f in faults.faults if f.cause}
     for r, s in stats.items():
         if s.last_step < cfg.steps and not state.failures and r not in state.lost:
             cause = causes.get(r, "the other groups finished before it rejoined")

@@ -171,6 +171,10 @@ from ftrun.layout.paths import (
     worker_name as worker_name,
 )
 from ftrun.layout.recovery import (
+    FaultHistory as FaultHistory,
+    FaultOutcome as FaultOutcome,
+    HealRow as HealRow,
+    QuorumChange as QuorumChange,
     RecoveryRecord as RecoveryRecord,
     SurvivorLosses as SurvivorLosses,
 )

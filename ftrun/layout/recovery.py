@@ -1,7 +1,11 @@
-"""The recovery breakdown's record: ``RecoveryRecord``, one per fault that stopped a group, as
-summary.json's ``recovery`` and inspect-trace's ``--json`` hold it (``ftrun.check.recovery``
-builds it; the recovery views, the timeline's and Perfetto's recovery lanes, compare's, sweep's
-and plan's figures read it). Torch-free.
+"""What a run's faults did, as summary.json holds it. Torch-free.
+
+``FaultHistory`` (summary.json's ``faults``): what happened, from the logs alone — each fired
+fault and whether its group came back, restarts, heals, quorum changes, commits lost
+(``ftrun.launch.results.fault_history`` builds it). ``RecoveryRecord`` (summary.json's
+``recovery``, inspect-trace's ``--json``): where the time went, one per fault that stopped a
+group (``ftrun.check.recovery`` builds it; the recovery views, the timeline's and Perfetto's
+recovery lanes, compare's, sweep's and plan's figures read it).
 
 Times are seconds, rounded to the millisecond; ``spans`` are seconds after the fault
 (``fault_at``, unix time). A phase that did not happen is None in ``phases`` and ``spans``, its
@@ -14,7 +18,63 @@ from typing import ClassVar
 import msgspec
 
 from ftrun.layout.codec import ReadAsDict
+from ftrun.layout.events import Healed
+from ftrun.layout.faults import FaultMarker
 from ftrun.layout.manifest import DetectionBound
+
+
+class FaultOutcome(FaultMarker):
+    """A fired fault (its ``FaultMarker``) and what became of its group: ``recovered_s``: fault ->
+    the first commit of a full quorum after the group healed (None: never back);
+    ``rejoined_after_end``: the step it rejoined at, after the run's last step ``last_step`` (None:
+    not so); ``cause``: why a relaunched group never came back (its one line; None otherwise)."""
+
+    recovered_s: float | None = None
+    rejoined_after_end: int | None = None
+    last_step: int | None = None
+    cause: str | None = None
+
+
+class HealRow(msgspec.Struct):
+    """A heal seen in a group's rank-0 step log: the group, the step it healed in, then its
+    ``layout.Healed`` record's fields (source replica, peer step, manager step)."""
+
+    replica: int
+    step: int | None
+    source_replica: int | None
+    peer_step: int
+    manager_step: int
+
+    @classmethod
+    def of(cls, replica: int, step: int | None, h: Healed) -> HealRow:
+        return cls(replica, step, h.source_replica, h.peer_step, h.manager_step)
+
+
+class QuorumChange(msgspec.Struct):
+    """A quorum the first group here computed (``observer``: its replica id) and at which step."""
+
+    observer: int
+    step: int | None
+    quorum_id: int
+    participants: list[int | None]
+
+
+class FaultHistory(ReadAsDict, msgspec.Struct, kw_only=True):
+    """summary.json's ``faults``: every fired fault that took a group out of the quorum
+    (``FaultOutcome``; a hang or corruption is not listed: nothing left), ``extra_steps`` trained
+    past ``--steps`` while the groups waited for a relaunched one (``ftrun.worker.stop``), the
+    launcher's ``restarts``, the ``heals``, the first group's ``quorum_changes``, and the commits
+    lost (``commits_lost``: how many manager steps failed to commit, listed in
+    ``failed_commit_manager_steps``)."""
+
+    _READ_AS: ClassVar[tuple[str, str]] = ("Run.summary.faults", "faults")  # (was a dict)
+    faults: list[FaultOutcome] = []
+    extra_steps: int = 0
+    restarts: int = 0
+    heals: list[HealRow] = []
+    quorum_changes: list[QuorumChange] = []
+    commits_lost: int = 0
+    failed_commit_manager_steps: list[int] = []
 
 
 class SurvivorLosses(msgspec.Struct):

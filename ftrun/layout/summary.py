@@ -16,7 +16,7 @@ from ftrun.layout.codec import FORMAT, FormatStamp, ReadAsDict as ReadAsDict, re
 from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
 from ftrun.layout.numerics_check import NumericsCheck
 from ftrun.layout.paths import SUMMARY
-from ftrun.layout.recovery import RecoveryRecord
+from ftrun.layout.recovery import FaultHistory, RecoveryRecord
 from ftrun.layout.spec import Link
 
 # summary.json: a train summary is kilobytes; a launch summary holds its traces' whole report
@@ -81,7 +81,7 @@ class RunCheck(msgspec.Struct, kw_only=True):
 class TrainSummary(ReadAsDict, msgspec.Struct, kw_only=True):
     """``summary.json`` of ``ftrun train`` (also what ``--json`` prints; read: ``read_train_summary``).
     ``numerics``: the ``ftrun.check.numerics`` figures; ``faults``: what happened
-    (``ftrun.launch.results.recovery``); ``recovery``: where each fault's recovery time went
+    (``ftrun.launch.results.fault_history``); ``recovery``: where each fault's recovery time went
     (``ftrun.check.recovery``); ``check``: the check of the captured traces (``RunCheck``; ``ok``
     is false when it FAILed)."""
 
@@ -101,7 +101,7 @@ class TrainSummary(ReadAsDict, msgspec.Struct, kw_only=True):
     traces_note: str | None = None
     manifest: str
     versions: dict[str, str | None] = {}
-    faults: dict[str, Any] = {}  # what happened: faults, restarts, heals, quorum changes, commits lost
+    faults: FaultHistory = msgspec.field(default_factory=FaultHistory)  # what happened (``FaultHistory``)
     recovery: list[RecoveryRecord] = []  # where each fault's recovery time went (``ftrun.check.recovery``)
     check: RunCheck | None = None  # the check of the captured traces (None: not run yet)
     chaos: ChaosSummary | None = None  # a --chaos run's faults, recoveries and goodput (``ftrun.chaos_summary``)

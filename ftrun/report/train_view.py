@@ -118,33 +118,9 @@ def print_summary(summary: layout.TrainSummary) -> None:
         from ftrun.report.chaos_view import print_chaos
 
         print_chaos(console, summary.chaos)
-        rec, breakdown = {}, []
-    if rec.get("faults") or rec.get("restarts"):
-        for f in rec["faults"]:
-            if f.get("recovered_s") is not None:
-                back = f"back in the quorum with a commit {f['recovered_s']:.1f} s later"
-                if rec.get("extra_steps"):  # the others went on past --steps until it was back
-                    back += f" ({rec['extra_steps']} step(s) past --steps {summary.schedule.steps} to see it commit)"
-            elif f.get("rejoined_after_end") is not None:  # the cause: as inspect-trace and the breakdown say
-                back = (
-                    f"relaunched, but back only after the run's last step {f['last_step']} "
-                    f"({f.get('cause') or 'the other groups had finished'}): never in the run's quorum again"
-                )
-            elif f.get("cause"):  # relaunched, never back: the cause inspect-trace and the breakdown give
-                back = f"relaunched, never back in the run's quorum: {f['cause']}"
-            else:
-                back = "never back in the quorum"
-            console.print(f"fault: {f['action']} replica group {f['replica']} at step {f['step']} · {back}")
-        heals = (
-            ", ".join(
-                f"group {h['replica']} from group {h['source_replica']} at step {h['step']}" for h in rec["heals"]
-            )
-            or "none"
-        )
-        console.print(
-            f"restarts {rec['restarts']} · heals: {heals} · quorum changes {len(rec['quorum_changes'])} · "
-            f"commits lost {rec['commits_lost']}"
-        )
+        rec, breakdown = layout.FaultHistory(), []
+    if rec.faults or rec.restarts:
+        _print_faults(console, rec, summary.schedule.steps)
     if breakdown:  # every fired fault, a hang too (it lists no fault above: nothing was relaunched)
         from ftrun.report.recovery_view import print_recovery
 
@@ -161,3 +137,28 @@ def print_summary(summary: layout.TrainSummary) -> None:
         )
     else:
         console.print(f"no traces ({summary.traces_note or 'profiling off'}) · manifest: {summary.manifest}")
+
+
+def _print_faults(console: Any, rec: layout.FaultHistory, steps: int | None) -> None:
+    """A line per fault (whether and when its group came back, or why not), then the restarts,
+    heals, quorum changes and commits lost."""
+    for f in rec.faults:
+        if f.recovered_s is not None:
+            back = f"back in the quorum with a commit {f.recovered_s:.1f} s later"
+            if rec.extra_steps:  # the others went on past --steps until it was back
+                back += f" ({rec.extra_steps} step(s) past --steps {steps} to see it commit)"
+        elif f.rejoined_after_end is not None:  # the cause: as inspect-trace and the breakdown say
+            back = (
+                f"relaunched, but back only after the run's last step {f.last_step} "
+                f"({f.cause or 'the other groups had finished'}): never in the run's quorum again"
+            )
+        elif f.cause:  # relaunched, never back: the cause inspect-trace and the breakdown give
+            back = f"relaunched, never back in the run's quorum: {f.cause}"
+        else:
+            back = "never back in the quorum"
+        console.print(f"fault: {f.action} replica group {f.replica} at step {f.step} · {back}")
+    heals = ", ".join(f"group {h.replica} from group {h.source_replica} at step {h.step}" for h in rec.heals) or "none"
+    console.print(
+        f"restarts {rec.restarts} · heals: {heals} · quorum changes {len(rec.quorum_changes)} · "
+        f"commits lost {rec.commits_lost}"
+    )

@@ -189,7 +189,7 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
     story = {
         "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
         "restarts": 1,
-        "heals": [{"replica": 1}],
+        "heals": [{"replica": 1, "step": 26, "source_replica": 0, "peer_step": 2, "manager_step": 2}],
         "commits_lost": 2,
     }
     breakdown = [recovery_record(phases={"relaunch": 3.25, "join": 2.0})]

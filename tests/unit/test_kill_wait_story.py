@@ -70,14 +70,14 @@ def _logs(run: Path) -> dict[tuple[int, int], list[layout.EventRecord]]:
 def test_summary_inspect_and_breakdown_give_one_cause(tmp_path):
     from ftrun.check.fired_faults import describe, fault_marks
     from ftrun.check.recovery import recovery_of_run_dir
-    from ftrun.launch.results import recovery
+    from ftrun.launch.results import fault_history
 
     run = _gave_up(tmp_path)
     manifest = layout.read_train_manifest(run)
     assert any(e.event == "restart" and e.replica == 1 for e in manifest.run_events)
-    rec = recovery(_logs(run), manifest)
-    (f,) = rec["faults"]
-    assert rec["extra_steps"] == 4 and f["recovered_s"] is None and f["cause"] == CAUSE, rec
+    rec = fault_history(_logs(run), manifest)
+    (f,) = rec.faults
+    assert rec.extra_steps == 4 and f.recovered_s is None and f.cause == CAUSE, rec
     (mark,) = fault_marks([run], [manifest], _logs(run)).marks
     assert mark.late_step == 65 and mark.last_step == 64 and CAUSE in describe(mark), describe(mark)
     (x,) = recovery_of_run_dir(run)

@@ -89,3 +89,31 @@ def test_the_public_api_still_reads_a_breakdown_like_its_dict_with_a_warning() -
         assert r["total_s"] == 7.6
     with pytest.warns(DeprecationWarning):
         assert r.get("phases") == {"relaunch": 3.25}
+
+
+def test_a_real_kill_runs_fault_history_keeps_its_keys_and_round_trips(tmp_path: Path) -> None:
+    from ftrun.event_log import read_event_log
+    from ftrun.launch.results import fault_history
+
+    m = layout.read_train_manifest(KILL_RUN)
+    logs = {(e.replica, e.rank): read_event_log(KILL_RUN / e.path) for e in m.event_logs}
+    h = fault_history(logs, m)
+    data = json.loads(msgspec.json.encode(h))
+    assert list(data) == [
+        "faults",
+        "extra_steps",
+        "restarts",
+        "heals",
+        "quorum_changes",
+        "commits_lost",
+        "failed_commit_manager_steps",
+    ]
+    (f,) = data["faults"]  # the fault's marker, then what became of its group
+    assert list(f)[:8] == ["replica", "step", "action", "seconds", "kind", "fired_at", "fired_step", "pid"]
+    assert list(f)[8:] == ["recovered_s", "rejoined_after_end", "last_step", "cause"]
+    assert f["recovered_s"] == 4.477 and f["cause"] is None
+    assert data["heals"] == [{"replica": 1, "step": 45, "source_replica": 0, "peer_step": 45, "manager_step": 4}]
+    assert list(data["quorum_changes"][0]) == ["observer", "step", "quorum_id", "participants"]
+    s = msgspec.convert(train_summary(faults=data), layout.TrainSummary)
+    (tmp_path / layout.SUMMARY).write_text(layout.to_json(s, indent=1))
+    assert layout.read_train_summary(tmp_path).faults == h

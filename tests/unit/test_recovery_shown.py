@@ -142,7 +142,7 @@ def test_sweep_md_has_a_recovery_column_with_the_largest_phase_only_when_a_cell_
 def test_sweep_cells_take_the_first_faults_recovery_from_the_summary(tmp_path) -> None:
     from ftrun.sweep.evaluate import recovery_metrics
 
-    new = train_summary(recovery=[_rec()], faults={"faults": [{}]})
+    new = train_summary(recovery=[_rec()], faults={"faults": [{"action": "kill", "replica": 1, "step": 25}]})
     got = []
     for name, s in (("new", new), ("none", train_summary())):
         (tmp_path / name).mkdir()
@@ -158,7 +158,7 @@ def test_summary_recovery_is_the_breakdown_list(tmp_path) -> None:
     story = {
         "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 6.1}],
         "restarts": 1,
-        "heals": [{}],
+        "heals": [{"replica": 1, "step": 26, "source_replica": 0, "peer_step": 2, "manager_step": 2}],
         "commits_lost": 0,
     }
     d = tmp_path / "run"

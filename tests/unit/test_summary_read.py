@@ -21,7 +21,7 @@ from train_fixtures import CPU_RUN, cli, one_line, recovery_record, train_summar
 STORY = {
     "faults": [{"action": "kill", "replica": 1, "step": 25, "recovered_s": 7.5}],
     "restarts": 1,
-    "heals": [{"replica": 1}],
+    "heals": [{"replica": 1, "step": 26, "source_replica": 0, "peer_step": 2, "manager_step": 2}],
     "commits_lost": 2,
 }
 BREAKDOWN = [recovery_record()]
@@ -119,7 +119,9 @@ def test_run_summary_is_the_typed_record_and_the_dict_spelling_still_reads_with_
     run = ftrun.Run(_stored_run(tmp_path, train_summary(faults=STORY)))
     s = run.summary
     assert isinstance(s, layout.TrainSummary) and [r.last_step for r in s.replicas] == [60, 60]
-    assert s.faults["restarts"] == 1 and s.agreement.ok
+    assert s.faults.restarts == 1 and s.faults.faults[0].recovered_s == 7.5 and s.agreement.ok
+    with pytest.warns(DeprecationWarning, match=r"Run.summary.faults is a FaultHistory .*not faults\['restarts'\]"):
+        assert s.faults["restarts"] == 1  # the earlier dict's spelling
     with pytest.warns(DeprecationWarning, match=r"read summary.FIELD, not summary\['replicas'\]"):
         assert [r["last_step"] for r in s["replicas"]] == [60, 60]  # the earlier dict's values
     with pytest.warns(DeprecationWarning):

@@ -206,16 +206,18 @@ def test_train_summary_says_a_group_back_after_the_last_step_never_rejoined(tmp_
 
     from ftrun import layout
     from ftrun.event_log import read_event_log
-    from ftrun.launch.results import recovery
+    from ftrun.launch.results import fault_history
     from ftrun.report.train_view import print_summary
 
     run = _late_rejoin(tmp_path, with_step=False)
     logs = {(r, 0): read_event_log(run / "events" / f"replica{r}_rank0.jsonl") for r in range(3)}
-    rec = recovery(logs, layout.read_train_manifest(run))
-    (f,) = rec["faults"]
-    assert f["recovered_s"] is None and f["rejoined_after_end"] == 61 and rec["heals"] == []
+    rec = fault_history(logs, layout.read_train_manifest(run))
+    (f,) = rec.faults
+    assert f.recovered_s is None and f.rejoined_after_end == 61 and rec.heals == []
     m = layout.read_train_manifest(run)
-    data = train_summary(replicas=[], wall_s=1.0, faults=rec, manifest=str(run / "manifest.json"), run_dir=str(run))
+    data = train_summary(
+        replicas=[], wall_s=1.0, faults=msgspec.to_builtins(rec), manifest=str(run / "manifest.json"), run_dir=str(run)
+    )
     summary = msgspec.convert(data, layout.TrainSummary)
     assert m.schedule.steps == 60
     print_summary(summary)
