@@ -20,9 +20,11 @@ element summed in float64 (no float32 stage: ``rows`` 0).
 Cost per sync: one read of the fragment for each of the three sketches, plus the contribution's
 norm. On the CPU the float32 stage of a float32 tensor is a BLAS gemv (``ones @ rows``: products
 by 1 are exact, so it is a float32 sum read at memory speed, ~1.8x faster than torch's column
-``sum`` here) and the contribution's norm a dot over the same rows right after, while they are
-in cache — only when float32 matmuls are exact (``_gemv_exact``: TF32/bf16 matmul settings would
-round the inputs) and more than one row (one row needs no addition). Otherwise (other dtypes,
+``sum`` here) into a reused per-thread buffer, read once more in float64 straight to PERIOD columns
+(no float64 copy of the STAGE-wide sum, no fresh zeroed buffer per tensor), and a norm a dot over
+each block of ``FUSE_ROWS`` rows right after its gemv, while they are in cache — only when float32
+matmuls are exact (``_gemv_exact``: TF32/bf16 matmul settings would round the inputs) and more
+than one row (one row needs no addition). Otherwise (other dtypes,
 other devices): the column ``sum`` in float32 and a separate norm pass.
 """
 
@@ -80,41 +82,59 @@ class Projector:
             return self._ones[:rows]
 
     def project(self, x: torch.Tensor, offset: int, norm: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, int]:
-        """(P·x restricted to elements offset.., as K float64; ||x||² as float32 when ``norm``; the
-        float32 stage's rows, 0 when none ran), the tensors on x's device."""
+        """(P·x restricted to elements offset.., as K float64; ||x||² when ``norm``; the float32
+        stage's rows, 0 when none ran), the tensors on x's device."""
         flat = x.detach().reshape(-1)
         n = flat.numel()
         rows = n // STAGE
         body = rows * STAGE
-        sq = None
         if rows > 1 and _gemv_exact(flat):  # float32 on the CPU: gemv, the norm fused (module docstring)
-            m = flat[:body].view(rows, STAGE)
-            folded32 = torch.zeros(STAGE, dtype=torch.float32)
-            step = FUSE_ROWS if norm else rows
-            if norm:
-                sq = torch.zeros((), dtype=torch.float32)
-            for r in range(0, rows, step):
-                block = m[r : r + step]
-                folded32.addmv_(block.t(), self.ones(block.shape[0]))  # Σ over the block's rows, float32
-                if norm and sq is not None:
-                    sq += torch.dot(block.reshape(-1), block.reshape(-1))  # the rows just read, from cache
-            if norm and sq is not None and n > body:
-                sq += torch.dot(flat[body:], flat[body:])
-            folded = folded32.to(torch.float64)
-            if n > body:
-                folded[: n - body] += flat[body:].to(torch.float64)
-        elif body:  # float32 over rows of STAGE columns, then float64
-            folded = flat[:body].view(-1, STAGE).sum(0, dtype=torch.float32).to(torch.float64)
-            if n > body:
-                folded[: n - body] += flat[body:].to(torch.float64)
+            folded, sq = self._gemv_fold(flat[:body].view(rows, STAGE), norm)
+        elif body:  # float32 over rows of STAGE columns, then float64 to PERIOD columns
+            folded = (
+                flat[:body].view(-1, STAGE).sum(0, dtype=torch.float32).view(-1, PERIOD).sum(0, dtype=torch.float64)
+            )
+            sq = None
         else:  # a small tensor: float64 directly, padded to whole rows of PERIOD
             folded = torch.zeros(-(-max(n, 1) // PERIOD) * PERIOD, dtype=torch.float64, device=flat.device)
             folded[:n] = flat
-        if folded.numel() > PERIOD:
             folded = folded.view(-1, PERIOD).sum(0)
+            sq = None
+        if body and n > body:  # the tail (< STAGE elements, from column 0: body is whole rows) in float64
+            tail = flat[body:]
+            whole = tail.numel() // PERIOD * PERIOD
+            if whole:
+                folded += tail[:whole].view(-1, PERIOD).sum(0, dtype=torch.float64)
+            folded[: tail.numel() - whole] += tail[whole:]
+            if norm and sq is not None:
+                sq = sq + torch.dot(tail, tail).to(torch.float64)
         if norm and sq is None:
             sq = torch.linalg.vector_norm(flat, dtype=torch.float32) ** 2 if n else torch.zeros((), device=flat.device)
         return self.w(flat.device, offset) @ folded, sq, rows
+
+    def _gemv_fold(self, m: torch.Tensor, norm: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the columns of ``m`` (rows x STAGE, float32, CPU) summed in float32 by gemv, then in
+        float64 to PERIOD columns; Σ m² when ``norm``, each block's dot right after its gemv read it).
+        The float32 sum goes to this thread's scratch, the first block's gemv writing it (no zero
+        fill, no fresh buffer whose pages fault in); the float64 fold reads it to PERIOD columns."""
+        rows = m.shape[0]
+        acc = self._scratch(torch.float32, STAGE)
+        step = FUSE_ROWS if norm else rows
+        ones = self.ones(step)
+        flat = m.reshape(-1)
+        size = step * STAGE
+        dots: list[torch.Tensor] = []
+        for r in range(0, rows, step):
+            block = m[r : r + step]
+            if r:  # Σ over the block's rows, float32
+                acc.addmv_(block.t(), ones[: block.shape[0]])
+            else:
+                torch.mv(block.t(), ones[: block.shape[0]], out=acc)
+            if norm:
+                part = flat[r * STAGE : r * STAGE + size]
+                dots.append(torch.dot(part, part))  # the rows just read, from cache
+        folded = acc.view(-1, PERIOD).sum(0, dtype=torch.float64)
+        return folded, (torch.stack(dots).sum(dtype=torch.float64) if norm else None)
 
     def _scratch(self, dtype: torch.dtype, n: int) -> torch.Tensor:
         """n elements of a CPU buffer of ``dtype`` owned by the calling thread (reused: free once the
