@@ -13,6 +13,9 @@ import msgspec
 from ftrun.errors import BadInput
 from ftrun.model_desc import BUILTIN_MODELS
 
+# a config value by key (``RunConfig.resolved``; a sweep's axis value, or None: not set)
+ConfigValue = bool | int | float | str | list[str] | None
+
 MODELS = BUILTIN_MODELS
 # the last three: torchft-nightly (ftrun.torchft_compat)
 BACKENDS = ("auto", "gloo", "nccl", "baby-nccl", "baby-gloo", "gloo-native", "nccl2", "torchcomms")

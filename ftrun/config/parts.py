@@ -15,7 +15,7 @@ need two parts live with the part that owns the value blamed.
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import msgspec
 
@@ -48,6 +48,7 @@ from ftrun.config.fields import (
     TIMEOUTS as TIMEOUTS,
     TRAIN as TRAIN,
     At as At,
+    ConfigValue as ConfigValue,
     Opt as Opt,
     _at_least_one as _at_least_one,
     _show as _show,
@@ -416,10 +417,10 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen
         if not probe.is_dir() or not os.access(probe, os.W_OK):
             raise at.bad("out", self.out, "output directory is not writable")
 
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self) -> dict[str, ConfigValue]:
         """The flat form: every field by its key, the top level's first (``manifest.json``'s
         ``config``, a TOML file's keys); lists copied."""
-        out: dict[str, Any] = {}
+        out: dict[str, ConfigValue] = {}
         for name in self.__struct_fields__:
             v = getattr(self, name)
             items = [(k, getattr(v, k)) for k in v.__struct_fields__] if isinstance(v, msgspec.Struct) else [(name, v)]

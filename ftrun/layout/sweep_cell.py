@@ -7,6 +7,7 @@ from typing import Literal, get_args
 
 import msgspec
 
+from ftrun.config.fields import ConfigValue as ConfigValue  # (its home: the config's flat form)
 from ftrun.errors import BadInput
 from ftrun.layout.compare_report import NumericsBrief
 from ftrun.small_files import read_json
@@ -18,8 +19,6 @@ CellVerdict = Literal["pass", "fail", "failed-commits", "crashed", "invalid", "u
 SWEEP_VERDICTS: tuple[str, ...] = get_args(TrainedVerdict)
 # an axis value, a cell's parameter (``ftrun.grid.parse_value``): typed as its config field
 AxisValue = bool | int | float | str | list[str]
-# a config value by key (``RunConfig.resolved``): an axis value, or None (not set)
-ConfigValue = bool | int | float | str | list[str] | None
 
 
 class SweepCell(msgspec.Struct, kw_only=True):

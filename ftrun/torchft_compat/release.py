@@ -10,8 +10,8 @@ the command paths that train check the installed one against ``SUPPORTED`` at st
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ftrun.errors import BadInput
 from ftrun.schedule import ReleaseBehaviour
@@ -119,14 +119,16 @@ def versions(torch_version: str | None = None) -> dict[str, str | None]:
     return {"python": platform.python_version(), "ftrun": __version__, **found}
 
 
-def describe_versions(versions: dict[str, Any] | None) -> str | None:
-    """``Release.describe()`` of a recorded ``versions`` dict; None when it names no torchft
-    (a run dir of an earlier ftrun may have only ``torchft``: the distribution is then unknown)."""
-    if not versions or not versions.get("torchft"):
+def describe_versions(versions: Mapping[str, str | None] | None) -> str | None:
+    """``Release.describe()`` of a recorded ``versions`` (a manifest's: package -> version); None
+    when it names no torchft (a run dir of an earlier ftrun may have only ``torchft``: the
+    distribution is then unknown)."""
+    torchft = versions.get("torchft") if versions else None
+    if not versions or not torchft:
         return None
     rel = Release(
         versions.get("torchft_distribution") or "torchft",
-        versions["torchft"],
+        torchft,
         versions.get("torchft_pg_api"),
         versions.get("torch"),
     )
