@@ -13,6 +13,7 @@ line (``ftrun.worker.recorder``) and TensorBoard scalars (handed to the writer i
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import sys
@@ -39,6 +40,7 @@ def main(spec_path: str) -> int:
 
 
 if __name__ == "__main__":
+    faulthandler.enable()  # a fatal signal (a C++ abort in torch or torchft) leaves the Python stacks in the log
     code = main(sys.argv[1])
     sys.stdout.flush()
     sys.stderr.flush()

@@ -4,6 +4,7 @@ the reason numerics were not checked, torchft's fragment logger."""
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import logging
 import os
@@ -36,6 +37,25 @@ def test_rank_of_needs_a_launched_ranks_environment():
     assert rank_of({k: v for k, v in full.items() if k != "RANK"}) is None  # torchrun's agent
     assert rank_of({**full, "REPLICA_GROUP_ID": "x"}) is None
     assert rank_of({**full, "FTRUN_RUN_DIR": ""}) is None
+
+
+def test_a_launched_rank_dumps_its_python_stacks_on_a_fatal_signal(tmp_path, monkeypatch):
+    """A rank killed by SIGABRT or SIGSEGV leaves every thread's stack in its group's log."""
+    monkeypatch.setenv("FTRUN_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("REPLICA_GROUP_ID", "0")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setattr(boot, "install", lambda patches: None)
+    monkeypatch.setattr(boot, "chain", lambda here, path: None)
+    was = faulthandler.is_enabled()  # pytest's own faulthandler plugin usually has it on
+    faulthandler.disable()
+    try:
+        boot.boot(str(tmp_path / "sitecustomize.py"))
+        assert faulthandler.is_enabled()
+    finally:
+        if was:
+            faulthandler.enable()
+        else:
+            faulthandler.disable()
 
 
 def _site(where: Path, marker: str) -> Path:

@@ -18,6 +18,7 @@ script runs unhooked.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -144,6 +145,10 @@ def boot(shim_file: str) -> None:
     try:
         if rank_of(os.environ) is not None:
             install({name: _patch(name) for name in TARGETS})
+            if not faulthandler.is_enabled():
+                # A rank that dies of a fatal signal (a C++ abort in torch or torchft, a segfault) then
+                # leaves every thread's Python stack in its group's log, which says where it died.
+                faulthandler.enable()
     except Exception as e:
         sys.stderr.write(f"ftrun launch: numerics hook not installed ({e!r})\n")
     chain(here, sys.path)
