@@ -16,7 +16,6 @@ from importlib import metadata
 
 import pytest
 
-from ftrun import RunFailed
 from ftrun.pytest_plugin import SMALL_CONFIG, assert_numerics, assert_schedule
 
 
@@ -40,11 +39,10 @@ PROCESS_GROUPS = [
     pytest.param(
         "baby-gloo",
         id="baby-gloo",
-        marks=pytest.mark.xfail(
-            BABY_BROKEN,
-            reason="torchft 0.2.0: Baby PG callbacks bind late (torchft PR #355), commits fail",
-            raises=(AssertionError, RunFailed),
-            strict=False,
+        # On 0.2.0 every commit fails (above): the case could only "xfail", whatever it found, so it
+        # is skipped there; ftrun's own tests hold the 0.2.0 failure to its exact shape.
+        marks=pytest.mark.skipif(
+            BABY_BROKEN, reason="torchft 0.2.0: Baby PG callbacks bind late (torchft PR #355), commits fail"
         ),
     ),
 ]
