@@ -1,5 +1,5 @@
 """The numeric check on real torchft runs (Gloo, small model): a clean run passes with every sync
-checked; each --corrupt-allreduce kind fails the run with its cause; a bucketized run passes;
+checked; every --corrupt-allreduce kind, each on its own sync of one run, fails it with its cause; a bucketized run passes;
 --no-sketches says "not checked". (A --kill run: tests/test_faults.py.)"""
 
 from __future__ import annotations
@@ -41,17 +41,25 @@ CAUSES = {
     "late": "values changed after the collective",
     "noise": "values changed in the collective",
 }
+# one run, each kind on its own sync (fragment 1 syncs at 10, 20, 30; fragment 0 at 15, 25), both
+# replicas corrupting: every check is per sync and replica, so each kind is found where it was put
+CORRUPTED = {"wrong-count": (1, 10), "drop": (1, 15), "stale": (0, 20), "late": (1, 25), "noise": (0, 30)}
 
 
-@pytest.mark.parametrize("kind", list(CAUSES))
-def test_each_corruption_is_caught_and_named(tmp_path, kind):
-    run = run_train(tmp_path, kind, *SHORT, "--profile", "none", "--corrupt-allreduce", f"1@15:{kind}", timeout=180)
+def test_each_corruption_is_caught_and_named(tmp_path):
+    flags = [x for kind, (r, s) in CORRUPTED.items() for x in ("--corrupt-allreduce", f"{r}@{s}:{kind}")]
+    run = run_train(tmp_path, "corrupt", *SCHEDULE, "--steps", "30", "--profile", "none", *flags, timeout=180)
     assert run.rc == 1, run.explain()
     err = run.stderr.strip().splitlines()[-1]
-    assert "numerics: sync step 15" in err and CAUSES[kind] in err, err
-    num = run.summary()["numerics"]
-    assert num["problems"] and all(p["sync_step"] == 15 and p["fragment"] == 0 for p in num["problems"])
-    assert (tmp_path / kind / "faults" / "corrupt-r1-s15.json").exists()
+    assert "numerics: sync step 10" in err and CAUSES["wrong-count"] in err and "(and " in err, err
+    problems = run.summary()["numerics"]["problems"]
+    for kind, (replica, step) in CORRUPTED.items():
+        at = [p for p in problems if p["sync_step"] == step]
+        assert at and all(CAUSES[kind] in p["cause"] for p in at), (kind, at)
+        assert all(p["fragment"] == (0 if step % 10 else 1) for p in at), (kind, at)
+        assert (tmp_path / "corrupt" / "faults" / f"corrupt-r{replica}-s{step}.json").exists()
+    # "drop" is seen by both replicas (the SUM both hold lacks one); every other kind by the one that did it
+    assert {(p["replica"], p["sync_step"]) for p in problems} == {*CORRUPTED.values(), (0, 15)}, problems
 
 
 def test_bucketized_run_passes(tmp_path):
