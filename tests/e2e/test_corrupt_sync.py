@@ -1,6 +1,7 @@
 """The outer step's numeric check on real torchft runs (Gloo, small model): a clean run checks every
-stage of every sync; every --corrupt-sync kind, each on its own sync of one run, is found where it was put, naming its stage and cause, and the
-same run without it passes (ftrun.check.numerics_outer)."""
+stage of every sync; every --corrupt-sync kind, each on its own sync of one run, is found where
+it was put, naming its stage and cause, and the same run without it passes
+(ftrun.check.numerics_outer)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The numeric check on real torchft runs (Gloo, small model): a clean run passes with every sync
-checked; every --corrupt-allreduce kind, each on its own sync of one run, fails it with its cause; a bucketized run passes;
---no-sketches says "not checked". (A --kill run: tests/test_faults.py.)"""
+checked; every --corrupt-allreduce kind, each on its own sync of one run, fails it with its
+cause; a bucketized run passes; --no-sketches says "not checked". (A --kill run:
+tests/e2e/test_faults.py.)"""
 
 from __future__ import annotations
 
