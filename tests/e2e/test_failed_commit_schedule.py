@@ -49,12 +49,38 @@ def _sends(report: dict, step: int) -> dict[int, int]:
     return {e["replica"]: e["fragment"] for e in report["events"] if e["kind"] == "send" and e["observed_step"] == step}
 
 
+def _events(run_dir: Path, replica: int) -> list[dict]:
+    path = run_dir / "events" / f"replica{replica}_rank0.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _the_run_dir_explains_the_failed_commit(run_dir: Path, s: dict) -> None:
+    """With its manifest and event logs, the run's one failed commit (group 1 at step 6) is ftrun's
+    own fault: counted, healed from group 0, explained; inspect-trace passes on the run dir."""
+    assert [(r["replica"], r["commits"], r["failed_commits"]) for r in s["replicas"]] == [(0, 6, 0), (1, 5, 1)]
+    assert [x["step"] for x in _events(run_dir, 1) if x.get("commit") is False] == [6]
+    assert [x["step"] for x in _events(run_dir, 0) if x.get("commit") is False] == []
+    rec = s["faults"]  # what happened; s["recovery"]: where the time went (ftrun.check.recovery)
+    assert [(f["action"], f["replica"], f["step"]) for f in rec["faults"]] == [("fail-commit", 1, 5)]
+    assert [(h["replica"], h["source_replica"]) for h in rec["heals"]] == [(1, 0)]
+    assert s["agreement"]["ok"]
+    marker = json.loads((run_dir / "faults" / "fail-commit-r1-s5.json").read_text())
+    assert marker["fired_step"] == 6
+    rc, report = _inspect(run_dir)
+    assert rc == 0 and not report["problems"], report["problems"]
+    assert [(c["replica"], c["sync_step"], c["explained_by_fault"]) for c in report["failed_commits"]] == [(1, 6, True)]
+    assert [(f["action"], f["sync_step"]) for f in report["faults"]] == [("fail-commit", 6)]
+    assert _sends(report, 7) == {0: 1, 1: 1}  # healed past its failed commit: no retry
+
+
 @pytest.mark.e2e
 def test_a_failed_commit_heals_and_the_traces_alone_say_so(tmp_path):
-    """--fail-commit 1@5: group 1's commit at step 6 fails, group 0's succeeds; at the quorum of
-    step 7's send group 1 heals and sends fragment 1 as group 0 does."""
+    """--fail-commit 1@5 (the same on every torchft): group 1's commit at step 6 fails, group 0's
+    succeeds; at the quorum of step 7's send group 1 heals and sends fragment 1 as group 0 does.
+    The run dir explains the failure by the fault; the traces alone infer it."""
     run = run_train(tmp_path, "fc", *RUN, "--fail-commit", "1@5", timeout=240)
     assert run.rc == 0, run.explain()
+    _the_run_dir_explains_the_failed_commit(run.run_dir, run.summary())
     alone = _traces_alone(run.run_dir, tmp_path / "alone")
 
     rc, report = _inspect(alone, "--allow-failed-commits")
