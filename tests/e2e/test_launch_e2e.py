@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from ftrun import layout
-from train_fixtures import FTRUN, NATIVE_CRASH, TreeWatch, live, survivors
+from train_fixtures import FTRUN, NATIVE_CRASH, TreeWatch, flat, live, survivors
 
 pytestmark = pytest.mark.e2e
 
@@ -105,6 +105,22 @@ def test_launch_finds_traces_and_inspection_passes(tmp_path):
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["verdict"] == "pass"
     assert json.loads(again.stdout)["versions"]["torchft_distribution"] == rel.distribution
+    _numerics_of_every_sync_checked(r, s, m)
+
+
+def _numerics_of_every_sync_checked(r: Launch, s: layout.LaunchSummary, m: layout.LaunchManifest) -> None:
+    """Issue 41 item 3: the launch hook sketched the script's own DiLoCo, the script unchanged:
+    6 commits per group, both groups in every round: 6 collective rounds, 12 replica-syncs."""
+    assert s.inspection is not None
+    num = s.inspection["numerics"]
+    assert num["status"] == "checked" and num["problems"] == [] and num["checked"] == 6, num
+    assert num["replica_syncs_checked"] == 12 and num["committed"] == 12, num
+    text = subprocess.run([*FTRUN, "inspect-trace", str(r.run_dir)], capture_output=True, text=True, timeout=60)
+    assert "numerics ok (6 sync(s))" in flat(text.stdout), text.stdout
+    assert sorted((e.replica, e.rank) for e in m.event_logs) == [(0, 0), (1, 0)]
+    # the hook's entry first on the groups' path; the script's own log lines untouched
+    assert (r.run_dir / "hook" / "sitecustomize.py").is_file()
+    assert "inner step 1 manager step" in (r.run_dir / "logs" / "replica0.log").read_text()
 
 
 def test_kill_on_log_line_then_restart(tmp_path):
