@@ -19,20 +19,29 @@ SHORT = [*SCHEDULE, "--steps", "20"]
 
 
 def test_clean_run_checks_every_sync(tmp_path):
-    run = run_train(tmp_path, "clean", *SHORT, "--profile", "11:20", "--json", timeout=180)
+    """30 steps: 6 syncs, 12 replica-syncs; every stage of the outer step checked where the next
+    round shows its result (at alpha 0.5: test_corrupt_sync)."""
+    run = run_train(tmp_path, "clean", *SCHEDULE, "--steps", "30", "--profile", "21:30", "--json", timeout=180)
     assert run.rc == 0, run.explain()
     num = run.summary()["numerics"]
     assert num["status"] == "checked" and num["problems"] == []
-    assert num["checked"] == 4 and num["replica_syncs_checked"] == 8 and num["committed"] == 8
+    assert num["checked"] == 6 and num["replica_syncs_checked"] == 12 and num["committed"] == 12
     le = num["tolerance"]["largest_error"]
     assert 0 <= le["ratio"] < 1 and le["tolerance"] > 0
+    st = num["stages"]
+    # each step against the next round's originals: not the last sync of each fragment and replica
+    for stage, n in (("pseudo-gradient", 12), ("outer step", 8)):
+        assert st[stage]["checked"] == n, (stage, st[stage])
+        assert 0 <= st[stage]["largest_error"]["ratio"] < 1
+    last = "the fragment's last sync in the log (no next send shows its globals)"
+    assert st["outer step"]["not_checked"] == {last: 4}
     res = inspect(str(run.run_dir), "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
-    assert d["numerics"]["checked"] == 4 and d["numerics"]["problems"] == [] and "rule" in d["numerics"]["tolerance"]
+    assert d["numerics"]["checked"] == 6 and d["numerics"]["problems"] == [] and "rule" in d["numerics"]["tolerance"]
     text = " ".join(inspect(str(run.run_dir)).output.split())  # rich wraps lines
-    assert "landed as expected; numerics ok (4 sync(s))" in text
-    assert "numerics: average = SUM/participants and SUM = sum of contributions held for 4 sync(s)" in text
+    assert "landed as expected; numerics ok (6 sync(s))" in text
+    assert "numerics: average = SUM/participants and SUM = sum of contributions held for 6 sync(s)" in text
 
 
 CAUSES = {
