@@ -1,4 +1,4 @@
-"""End to end: concurrent --overwrite, launches that cannot work, interrupts, a busy lighthouse port.
+"""End to end: concurrent --overwrite, launches that cannot work, a busy lighthouse port (interrupts: test_teardown).
 
 Each test starts ``ftrun`` as a process; the trainings are a few steps of a tiny model.
 """
@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from ftrun import layout
-from ftrun.output import claim_run_dir
-from train_fixtures import FTRUN, SMALL, run_train, wait_for_step, write_toml
+from train_fixtures import FTRUN, SMALL
 
 pytestmark = pytest.mark.e2e
 
@@ -91,16 +90,6 @@ def test_launch_that_cannot_work_names_its_cause(tmp_path, args, cause):
     assert wall < 30, f"took {wall:.0f} s"
 
 
-LONG = {
-    "steps": 200,
-    "sync_every": 4,
-    "fragments": 2,
-    "fragment_sync_delay": 1,
-    "profile": "none",
-    "step_sleep_ms": 50.0,
-}
-
-
 def _catches_sigterm(pid: int) -> bool:
     """ftrun's first code (``ftrun/__init__``) has run: SIGTERM is caught (Python alone does not)."""
     try:
@@ -132,23 +121,6 @@ def test_sigint_before_training_starts_is_130(tmp_path, when):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (proc.returncode, err)
     assert "Traceback" not in err and len(lines_of(err)) == 1, err
-
-
-def test_sigint_after_training_starts_is_130_and_the_run_dir_says_interrupted(tmp_path):
-    def go(proc, run_dir: Path) -> None:
-        assert wait_for_step(run_dir, 2, timeout=90), "training never started"
-        proc.send_signal(signal.SIGINT)
-
-    cfg = write_toml(tmp_path / "long.toml", LONG)
-    r = run_train(tmp_path, "late", "--config", str(cfg), *SMALL, timeout=90, while_running=go)
-    assert r.rc == 130, r.explain()
-    (line,) = lines_of(r.stderr)
-    assert "SIGINT" in line and str(r.run_dir) in line and "Traceback" not in r.stderr, line
-    assert not r.survivors, r.survivors
-    # inspect-trace knows it for an interrupted run; --overwrite may replace it
-    res = subprocess.run([*FTRUN, "inspect-trace", str(r.run_dir)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2 and "interrupted run: no traces were written" in res.stderr, res.stderr
-    claim_run_dir(r.run_dir, overwrite=True).release()
 
 
 def test_lighthouse_on_a_busy_port_is_one_line(tmp_path):

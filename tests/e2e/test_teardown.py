@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from ftrun import layout
-from train_fixtures import SMALL, run_train, wait_for_step, write_toml
+from ftrun.output import claim_run_dir
+from train_fixtures import FTRUN, SMALL, run_train, wait_for_step, write_toml
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
@@ -61,6 +63,11 @@ def test_interrupted_run_leaves_no_children(tmp_path, sig):
     # it stopped promptly, not by finishing the 200 steps
     assert len(r.events(0)) < LONG["steps"]
     assert time.monotonic() - t0 < 60
+    # the line names the partial run; inspect-trace knows it for an interrupted run; --overwrite may replace it
+    assert str(r.run_dir) in lines[0], lines[0]
+    res = subprocess.run([*FTRUN, "inspect-trace", str(r.run_dir)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "interrupted run: no traces were written" in res.stderr, res.stderr
+    claim_run_dir(r.run_dir, overwrite=True).release()
 
 
 def test_second_signal_during_stop_still_stops_everything(tmp_path):
