@@ -30,15 +30,9 @@ URL_RE = re.compile(r"^view: http://127\.0\.0\.1:\d+/#pytorch_profiler$")
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("reap")
-    cmd = [*FTRUN, "train", "--steps", "8", "--profile", "1:8", "--sync-every", "4", "--fragment-sync-delay", "1"]
-    res = subprocess.run(
-        [*cmd, *SMALL, "--out", str(out), "--run-name", "r"], capture_output=True, text=True, timeout=240
-    )
-    if res.returncode != 0:
-        pytest.fail(f"ftrun train failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
-    return out / "r"
+def run_dir(ftrun_run) -> Path:
+    """A profiled run for ``ftrun view`` to serve: the session's streaming run (trained once)."""
+    return ftrun_run("streaming")
 
 
 def _as_from_a_terminal() -> None:
