@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from train_fixtures import FTRUN, run_foreign
+from train_fixtures import SMALL, TrainRun, run_foreign, run_train, write_toml
 
 
 @pytest.fixture(scope="session")
@@ -26,39 +27,63 @@ def foreign_noshapes(tmp_path_factory) -> Path:
     return run_foreign(tmp_path_factory.mktemp("foreign-noshapes"), "--no-shapes", "--uneven")
 
 
-TRAIN_CONFIGS = {
-    "streaming": ["--mode", "streaming"],  # F=2, H=20, tau=5
-    "baseline": ["--mode", "baseline"],  # F=1, H=20, tau=0
-    "f3": ["--fragments", "3", "--sync-every", "18", "--fragment-sync-delay", "2"],
-}
+def _train_args(name: str, out: Path) -> list[str]:
+    """The flags of the session's shared run ``name`` (see :func:`trained`); files it reads go in ``out``."""
+    if name == "streaming":  # F=2, H=20, tau=5 (the preset); auto window [21, 40]; --json: train's report
+        return ["--mode", "streaming", "--steps", "40", *SMALL, "--json"]
+    if name == "baseline":  # plain DiLoCo (F=1, tau=0), H=4, on a text file; auto window [5, 8]
+        data = out / "corpus.txt"
+        data.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+        return ["--mode", "baseline", "--sync-every", "4", "--steps", "8", "--data", str(data), *SMALL]
+    if name == "f3":  # F=3 (blocks 3), H=12, tau=1 from a TOML file; flags win over steps, width, profile
+        cfg = write_toml(
+            out / "f3.toml",
+            {
+                "mode": "streaming",
+                "fragments": 3,
+                "sync-every": 12,
+                "fragment_sync_delay": 1,
+                "blocks": 3,
+                "steps": 100,
+                "width": 64,
+                "profile": "none",
+                "seed": 7,
+            },
+        )
+        # the window 2..12 holds a send of each fragment (steps 3, 7, 11): the mutation tests swap two
+        return ["--config", str(cfg), "--steps", "12", "--profile", "2:12", *SMALL]
+    raise KeyError(name)
+
+
+TRAIN_RUNS = ("streaming", "baseline", "f3")
 
 
 @pytest.fixture(scope="session")
-def ftrun_run(tmp_path_factory):
-    """``ftrun_run(name)`` -> run dir of ``ftrun train`` (2 replicas, 40 steps), trained once per config."""
-    cache: dict[str, Path] = {}
+def trained(tmp_path_factory) -> Callable[[str], TrainRun]:
+    """``trained(name)`` -> the :class:`TrainRun` of ``ftrun train`` (2 replicas, the small model)
+    of config ``name`` in ``TRAIN_RUNS``, trained once per session and shared by every test that
+    reads a run of that kind (its exit code, process tree, run dir, stdout). Not checked here:
+    tests/e2e/test_train_e2e.py asserts that each one completed and tore down."""
+    cache: dict[str, TrainRun] = {}
 
-    def get(name: str) -> Path:
+    def get(name: str) -> TrainRun:
         if name not in cache:
             out = tmp_path_factory.mktemp(f"train-{name}")
-            cmd = [
-                *FTRUN,
-                "train",
-                *TRAIN_CONFIGS[name],
-                "--steps",
-                "40",
-                "--replicas",
-                "2",
-                "--out",
-                str(out),
-                "--run-name",
-                name,
-            ]
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-            if res.returncode != 0:
-                pytest.fail(f"ftrun train {name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-            cache[name] = out / name
+            cache[name] = run_train(out, name, *_train_args(name, out), timeout=400)
         return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def ftrun_run(trained) -> Callable[[str], Path]:
+    """``ftrun_run(name)`` -> the run dir of ``trained(name)``; fails the test if that run failed."""
+
+    def get(name: str) -> Path:
+        run = trained(name)
+        if run.rc != 0:
+            pytest.fail(f"ftrun train {name} failed:\n{run.explain()}")
+        return run.run_dir
 
     return get
 

@@ -1,6 +1,7 @@
 """End-to-end ``ftrun train``: real lighthouse, torchrun per replica group, Gloo on CPU.
 
-Each run is made once per module (``runs`` fixture) and checked from several angles: exit
+Each run is the session's shared run of its kind (conftest ``trained``, read by other modules
+too) and is checked here from several angles: exit
 code and clean teardown, files in the run dir, the event logs against
 ``ftrun.schedule.Schedule.events``, the manifest contract (``ftrun.layout``), the profiler
 window in the traces, and cross-replica agreement.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -20,81 +20,24 @@ from ftrun.config import RunConfig
 from ftrun.output import RUN_MARKER
 from ftrun.schedule import Schedule
 from ftrun.torchft_compat import LABELS
-from train_fixtures import SMALL, TrainRun, actual_events, run_train, trace_names, trace_step_spans, write_toml
+from train_fixtures import SMALL, TrainRun, actual_events, flat, run_train, trace_names, trace_step_spans
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
-# name -> (F, H, tau, steps, blocks, expected profile window or None)
+# case -> (the session's shared run (conftest ``trained``), F, H, tau, steps, blocks, profile window)
 CASES = {
     # streaming, F=2, tau>0; --profile auto with steps >= 2H -> window [H+1, 2H]
-    "stream_f2": (2, 6, 2, 12, 4, (7, 12)),
+    "stream_f2": ("streaming", 2, 20, 5, 40, 4, (21, 40)),
     # plain DiLoCo preset (F=1, tau=0) on a text file; auto window [H+1, 2H]
-    "baseline": (1, 4, 0, 8, 4, (5, 8)),
+    "baseline": ("baseline", 1, 4, 0, 8, 4, (5, 8)),
     # F=3 from a TOML file, with flags overriding some of its keys
-    "f3_toml": (3, 12, 1, 12, 3, (5, 10)),
+    "f3_toml": ("f3", 3, 12, 1, 12, 3, (2, 12)),
 }
 
 
-def _launch(name: str, out: Path) -> TrainRun:
-    if name == "stream_f2":
-        return run_train(
-            out,
-            name,
-            "--mode",
-            "streaming",
-            "--fragments",
-            "2",
-            "--sync-every",
-            "6",
-            "--fragment-sync-delay",
-            "2",
-            "--steps",
-            "12",
-            *SMALL,
-            "--json",
-        )
-    if name == "baseline":
-        data = out / "corpus.txt"
-        data.write_text("the quick brown fox jumps over the lazy dog. " * 40)
-        return run_train(
-            out, name, "--mode", "baseline", "--sync-every", "4", "--steps", "8", "--data", str(data), *SMALL
-        )
-    if name == "f3_toml":
-        cfg = write_toml(
-            out / "f3.toml",
-            {
-                "mode": "streaming",
-                "fragments": 3,
-                "sync-every": 12,
-                "fragment_sync_delay": 1,
-                "blocks": 3,
-                "steps": 100,
-                "width": 64,
-                "profile": "none",
-                "seed": 7,
-            },
-        )
-        # flags win over the file: steps, width (in SMALL) and profile
-        return run_train(out, name, "--config", str(cfg), "--steps", "12", "--profile", "5:10", *SMALL)
-    raise KeyError(name)
-
-
-@pytest.fixture(scope="module")
-def launched(tmp_path_factory):
-    """``launched(name)``: the run of CASES[name], made once per module."""
-    cache: dict[str, TrainRun] = {}
-
-    def get(name: str) -> TrainRun:
-        if name not in cache:
-            cache[name] = _launch(name, tmp_path_factory.mktemp(f"e2e-{name}"))
-        return cache[name]
-
-    return get
-
-
 @pytest.fixture(scope="module", params=list(CASES))
-def run(request, launched) -> tuple[str, TrainRun]:
-    return request.param, launched(request.param)
+def run(request, trained) -> tuple[str, TrainRun]:
+    return request.param, trained(CASES[request.param][0])
 
 
 def test_run_completes_and_tears_down(run):
@@ -107,7 +50,7 @@ def test_run_completes_and_tears_down(run):
 
 def test_run_dir_files(run):
     name, r = run
-    f, h, tau, steps, blocks, window = CASES[name]
+    _, f, h, tau, steps, blocks, window = CASES[name]
     assert (r.run_dir / layout.MANIFEST).is_file()
     assert (r.run_dir / layout.SUMMARY).is_file()
     for rep in range(2):
@@ -119,7 +62,7 @@ def test_run_dir_files(run):
 
 def test_event_logs_match_schedule(run):
     name, r = run
-    f, h, tau, steps, blocks, window = CASES[name]
+    _, f, h, tau, steps, blocks, window = CASES[name]
     want = [(e.step, e.kind, e.fragment, e.manager_step) for e in Schedule(f, h, tau).events(steps)]
     assert want, "a schedule with no events tests nothing"
     for rep in range(2):
@@ -139,7 +82,7 @@ def test_event_logs_match_schedule(run):
 
 def test_manifest_contract(run):
     name, r = run
-    f, h, tau, steps, blocks, window = CASES[name]
+    run_name, f, h, tau, steps, blocks, window = CASES[name]
     m = r.manifest()
     for key in (
         "ftrun_version",
@@ -159,7 +102,7 @@ def test_manifest_contract(run):
         "link",
     ):
         assert key in m, key
-    assert m["run_name"] == name
+    assert m["run_name"] == run_name
     assert m["format"] == layout.FORMAT
     msgspec.convert(m, layout.Manifest)  # the typed contract: every key of the right type
     for e in m["event_logs"]:
@@ -217,15 +160,15 @@ def test_manifest_contract(run):
     ]
 
 
-def test_config_file_and_flag_override(launched):
-    cfg = msgspec.convert(launched("f3_toml").manifest()["config"], RunConfig).resolved()
+def test_config_file_and_flag_override(trained):
+    cfg = msgspec.convert(trained("f3").manifest()["config"], RunConfig).resolved()
     assert cfg["seed"] == 7  # from the file
-    assert cfg["steps"] == 12 and cfg["width"] == 32 and cfg["profile"] == "5:10"  # flags override the file
+    assert cfg["steps"] == 12 and cfg["width"] == 32 and cfg["profile"] == "2:12"  # flags override the file
 
 
 def test_traces_hold_the_window(run):
     name, r = run
-    f, h, tau, steps, blocks, window = CASES[name]
+    _, f, h, tau, steps, blocks, window = CASES[name]
     a, b = window
     inside = [e for e in Schedule(f, h, tau).events(steps) if a <= e.step <= b]
     for rep in range(2):
@@ -238,7 +181,7 @@ def test_traces_hold_the_window(run):
 
 def test_replicas_agree(run):
     name, r = run
-    f, h, tau, steps, blocks, window = CASES[name]
+    _, f, h, tau, steps, blocks, window = CASES[name]
     s = r.summary()
     assert s["ok"] is True
     assert s["agreement"]["ok"] is True and not s["agreement"]["disagreements"]
@@ -256,26 +199,72 @@ def test_replicas_agree(run):
     assert len({fp for _, fp in fps[0].values()}) == commits
 
 
-def test_two_ranks_per_group(tmp_path):
+# 2 replica groups x 2 ranks, F=2, H=4, tau=1, 8 steps, no profiling
+NP2 = (2, 4, 1, 8)
+NP2_ARGS = ["--nproc-per-replica", "2", "--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
+NP2_ARGS += ["--steps", "8", "--profile", "none", *SMALL]
+
+
+@dataclasses.dataclass
+class Attempt:
+    """One ``ftrun train --run-name again`` over the same run dir, and what it left of the user's file."""
+
+    run: TrainRun
+    keep: str | None  # keep.txt's text right after the attempt (None: gone)
+
+
+@pytest.fixture(scope="module")
+def again(tmp_path_factory) -> list[Attempt]:
+    """``ftrun train --run-name again`` (the NP2 run) four times over one run dir holding the user's
+    keep.txt: without --overwrite; with it; with it over an ftrun-looking dir that still holds
+    keep.txt; and with it once keep.txt is gone (the one that trains: a 2x2-rank run, no traces)."""
+    tmp = tmp_path_factory.mktemp("again")
+    run_dir = tmp / "again"
+    run_dir.mkdir()
+    keep = run_dir / "keep.txt"
+    keep.write_text("mine")
+
+    def attempt(*extra: str) -> Attempt:
+        r = run_train(tmp, "again", *NP2_ARGS, *extra, timeout=300)
+        return Attempt(r, keep.read_text() if keep.exists() else None)
+
+    out = [attempt(), attempt("--overwrite")]
+    (run_dir / "spec.json").write_text("{}")
+    (run_dir / RUN_MARKER).write_text('{"pid": 1}')
+    out.append(attempt("--overwrite"))
+    keep.unlink()
+    out.append(attempt("--overwrite"))
+    return out
+
+
+def test_existing_run_dir_refused_unless_overwrite(again):
+    refused, not_ftruns, holds_users, replaced = again
+    r = refused.run
+    assert r.rc == 2, r.explain()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--run-name again" in lines[0] and "--overwrite" in lines[0], r.stderr
+    assert refused.keep == "mine"
+    assert not r.descendants
+    # --overwrite does not delete a directory that is not an ftrun run dir
+    r = not_ftruns.run
+    assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.explain()
+    assert not_ftruns.keep == "mine"
+    # ... nor an ftrun-looking one that holds the user's files
+    r = holds_users.run
+    assert r.rc == 2 and "keep.txt" in r.stderr, r.explain()
+    assert holds_users.keep == "mine"
+    # ... but does replace an earlier run of ftrun's (here: interrupted, marker and spec.json only)
+    r = replaced.run
+    assert r.rc == 0, r.explain()
+    assert not (r.run_dir / "spec.json").read_text() == "{}"
+    assert r.summary()["ok"]
+    assert not r.survivors
+
+
+def test_two_ranks_per_group(again):
     """2 replica groups x 2 ranks: 4 event logs, each on schedule, agreement per rank."""
-    f, h, tau, steps = 2, 4, 1, 8
-    r = run_train(
-        tmp_path,
-        "np2",
-        "--nproc-per-replica",
-        "2",
-        "--fragments",
-        str(f),
-        "--sync-every",
-        str(h),
-        "--fragment-sync-delay",
-        str(tau),
-        "--steps",
-        str(steps),
-        "--profile",
-        "none",
-        *SMALL,
-    )
+    f, h, tau, steps = NP2
+    r = again[-1].run
     assert r.rc == 0, r.explain()
     assert not r.survivors, r.survivors
     logs = sorted(p.name for p in (r.run_dir / layout.EVENT_LOGS).glob("replica*_rank*.jsonl"))
@@ -297,43 +286,10 @@ def test_two_ranks_per_group(tmp_path):
         assert a == b
 
 
-def test_existing_run_dir_refused_unless_overwrite(tmp_path):
-    run_dir = tmp_path / "again"
-    run_dir.mkdir()
-    (run_dir / "keep.txt").write_text("mine")
-    args = [
-        "--steps",
-        "4",
-        "--sync-every",
-        "2",
-        "--fragments",
-        "1",
-        "--fragment-sync-delay",
-        "0",
-        "--profile",
-        "none",
-        *SMALL,
-    ]
-    r = run_train(tmp_path, "again", *args)
-    assert r.rc == 2, r.explain()
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--run-name again" in lines[0] and "--overwrite" in lines[0], r.stderr
-    assert (run_dir / "keep.txt").read_text() == "mine"
-    assert not r.descendants
-    # --overwrite does not delete a directory that is not an ftrun run dir
-    r = run_train(tmp_path, "again", *args, "--overwrite")
-    assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.explain()
-    assert (run_dir / "keep.txt").exists()
-    # ... nor an ftrun-looking one that holds the user's files
-    (run_dir / "spec.json").write_text("{}")
-    (run_dir / RUN_MARKER).write_text('{"pid": 1}')
-    r = run_train(tmp_path, "again", *args, "--overwrite")
-    assert r.rc == 2 and "keep.txt" in r.stderr, r.explain()
-    assert (run_dir / "keep.txt").read_text() == "mine"
-    # ... but does replace an earlier run of ftrun's (here: interrupted, marker and spec.json only)
-    (run_dir / "keep.txt").unlink()
-    r = run_train(tmp_path, "again", *args, "--overwrite")
-    assert r.rc == 0, r.explain()
-    assert not (run_dir / "spec.json").read_text() == "{}"
-    assert r.summary()["ok"]
-    assert not r.survivors
+def test_no_traces_is_said_once_never_pass(again):
+    """A run that captured no trace (--profile none) says so once and never says PASS (issue 40 item 10)."""
+    run = again[-1].run
+    assert run.rc == 0, run.explain()
+    out = flat(run.stdout)
+    assert out.count("schedule not checked: no traces captured") == 1 and "PASS" not in out, run.stdout
+    assert run.summary()["check"]["verdict"] == "not checked"

@@ -66,8 +66,9 @@ def test_schedule_bug_with_no_check_exits_0_and_says_not_checked(tmp_path, delay
     assert run.summary()["check"] == {"verdict": "not checked", "line": None, "why": "--no-check", "problems": []}
 
 
-def test_clean_run_passes_and_json_has_the_verdict(tmp_path):
-    run = run_train(tmp_path, "clean", *SHORT, "--json", timeout=300)
+def test_clean_run_passes_and_json_has_the_verdict(trained):
+    """The session's clean streaming run (conftest ``trained``, trained with ``--json``)."""
+    run = trained("streaming")
     assert run.rc == 0, run.explain()
     check = json.loads(run.stdout)["check"]
     assert check["verdict"] == "pass" and check["line"].startswith("PASS ") and check["problems"] == [], check
@@ -83,12 +84,8 @@ def test_failed_commit_run_passes_from_its_run_dir(tmp_path):
     said_by_inspect(run.run_dir, said, 0)
 
 
-def test_no_traces_is_said_once_never_pass(tmp_path):
-    run = run_train(tmp_path, "none", *SHORT, "--steps", "10", "--profile", "none", timeout=300)
-    assert run.rc == 0, run.explain()
-    out = flat(run.stdout)
-    assert out.count("schedule not checked: no traces captured") == 1 and "PASS" not in out, run.stdout
-    assert run.summary()["check"]["verdict"] == "not checked"
+# (a run with no traces says so once, never PASS: tests/e2e/test_train_e2e.py, on its
+# --profile none run)
 
 
 LAUNCH_SCHED = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
