@@ -122,7 +122,7 @@ def supervise(state: RunState, on_tick) -> None:
     cfg = state.cfg
     pending = {g.replica: g for g in state.groups}
     last_progress = {r: time.monotonic() for r in pending}
-    started = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
+    started: set[int] = set()  # groups that logged a step: before that, start-up (imports, first quorum) is slow
     startup_grace_s = max(cfg.timeouts.stall_timeout_s, 180.0)
     gate = Path(cfg.hosts.start_gate) if cfg.hosts.start_gate else None  # parked groups (ftrun.worker.park)
     while pending:
@@ -131,14 +131,7 @@ def supervise(state: RunState, on_tick) -> None:
             if gate.exists():  # the go: the run (its wall time, the watchdog) starts now
                 gate, state.started = None, time.time()
             last_progress = dict.fromkeys(last_progress, now)
-        for r, tail in state.tails.items():
-            new = tail.read_new()
-            if new:
-                last_progress[r] = now
-                started.add(r)
-            update(state.progress[r], new)
-            if state.chaos is not None:
-                state.chaos.saw(r, new)
+        _read_progress(state, last_progress, started, now)
         on_tick(state)
         for s in state.spares.exited() if state.spares is not None else []:  # never assigned: not replaced
             state.log_run_event("spare_exit", spare=s.replica, code=s.process.returncode)
@@ -152,82 +145,110 @@ def supervise(state: RunState, on_tick) -> None:
             if code is None:
                 if now - last_progress[r] > (cfg.timeouts.stall_timeout_s if r in started else startup_grace_s):
                     r = _culprit(state, r, pending, last_progress, now)
-                    g = pending[r]
-                    step = state.progress[r].step
-                    where = whereabouts.read(state.run_dir, r)
-                    inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
-                    waiting = [
-                        k
-                        for k in pending
-                        if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")
-                    ]
-                    msg = (
-                        f"replica group {r} made no progress for {cfg.timeouts.stall_timeout_s:g} s "
-                        f"(stuck after step {step}{inside})"
-                        + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
-                        + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}"
+                    state.log_run_event(
+                        "stall", replica=r, step=state.progress[r].step, seconds=cfg.timeouts.stall_timeout_s
                     )
-                    state.log_run_event("stall", replica=r, step=step, seconds=cfg.timeouts.stall_timeout_s)
-                    state.fail(msg)
+                    state.fail(_stall_message(state, r, pending))
                     return
                 continue
-            g.exit_codes.append(code)
-            update(state.progress[r], state.tails[r].read_new())  # the steps it logged before exiting
-            step = state.progress[r].step
-            fault = _fired_fault(state.run_dir, r)
-            granted = state.chaos.restarts_granted(r) if state.chaos is not None else 0
-            outcome = policy.on_exit(code, g.restarts, cfg.faults.max_restarts + granted, fault)
-            if outcome == "done":
-                del pending[r]
-                state.log_run_event("group_done", replica=r, step=step)
-                continue
-            state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
-            if outcome == "restart":
-                pool = state.spares
-                spare = pool.choose() if pool is not None else None
-                if pool is None or spare is None:
-                    policy.relaunch(g)
-                    state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
-                else:  # a warm spare takes the replica id (logged first: the relaunch starts here)
-                    inc = g.restarts + 1
-                    state.log_run_event("restart", replica=r, incarnation=inc, after_step=step, spare=spare.replica)
-                    take_over(pool, spare, g)
+            failure = _on_exit(state, r, g, code, pending)
+            if failure is not None:
+                state.fail(failure)
+                return
+            if r in pending:  # relaunched: its start-up grace and progress clock begin again
                 started.discard(r)
                 last_progress[r] = time.monotonic()
-                continue
-            if outcome == "lost" and fault is not None:  # killed on purpose, not relaunched: the others carry on
-                del pending[r]
-                state.lost[r] = fault
-                state.log_run_event("group_lost", replica=r, step=step, fault=fault)
-                continue
-            reason, phase = group_error(state.run_dir, r, cfg.hosts.nproc_per_replica, g.log_offset, g.log)
-            if state.lighthouse is None and cfg.hosts.lighthouse:  # another host's lighthouse: is it still there?
-                from ftrun.launch.lighthouse import unreachable
-
-                gone = unreachable(cfg.hosts.lighthouse, 3.0)
-                if gone:
-                    reason = f"the lighthouse {cfg.hosts.lighthouse} does not answer ({gone}); {reason}"
-            if state.lost and len(pending) < cfg.hosts.min_replicas and phase == "quorum":
-                alive = len(pending)
-                state.fail(
-                    f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.hosts.min_replicas} after "
-                    + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
-                    + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s "
-                    + f"({reason}); see {g.log}"
-                )
-                return
-            state.fail(
-                policy.group_failed(
-                    r,
-                    code,
-                    g.restarts,
-                    reason,
-                    g.log,
-                    at=f"at step {step} (manager step {state.progress[r].manager_step})",
-                )
-            )
-            return
         _nap(list(pending.values()), 0.2)
+
+
+def _read_progress(state: RunState, last_progress: dict[int, float], started: set[int], now: float) -> None:
+    """Each group's new log lines: its progress record, its last-progress time, whether it has
+    logged a step yet; the chaos driver sees them too."""
+    for r, tail in state.tails.items():
+        new = tail.read_new()
+        if new:
+            last_progress[r] = now
+            started.add(r)
+        update(state.progress[r], new)
+        if state.chaos is not None:
+            state.chaos.saw(r, new)
+
+
+def _stall_message(state: RunState, r: int, pending: dict[int, Group]) -> str:
+    """The watchdog's line for group ``r``: where it is stuck, who waits for it, its last log line."""
+    g, step = pending[r], state.progress[r].step
+    where = whereabouts.read(state.run_dir, r)
+    inside = f", inside step {where[0]} ({PHASES.get(where[1], where[1])})" if where else ""
+    waiting = [
+        k for k in pending if k != r and (whereabouts.read(state.run_dir, k) or (0, ""))[1] in ("quorum", "sync")
+    ]
+    return (
+        f"replica group {r} made no progress for {state.cfg.timeouts.stall_timeout_s:g} s "
+        f"(stuck after step {step}{inside})"
+        + (f"; group(s) {', '.join(map(str, waiting))} wait for it in torchft" if waiting else "")
+        + f"; last log line: {last_line(read_log(g.log) or '')!r}; see {g.log}"
+    )
+
+
+def _on_exit(state: RunState, r: int, g: Group, code: int, pending: dict[int, Group]) -> str | None:
+    """Group ``r``'s launcher exited with ``code``: done (removed from ``pending``), relaunched (on
+    a warm spare when one is ready; stays pending), lost by an injected fault (removed), or the
+    run's failure line (returned)."""
+    g.exit_codes.append(code)
+    update(state.progress[r], state.tails[r].read_new())  # the steps it logged before exiting
+    step = state.progress[r].step
+    fault = _fired_fault(state.run_dir, r)
+    granted = state.chaos.restarts_granted(r) if state.chaos is not None else 0
+    outcome = policy.on_exit(code, g.restarts, state.cfg.faults.max_restarts + granted, fault)
+    if outcome == "done":
+        del pending[r]
+        state.log_run_event("group_done", replica=r, step=step)
+        return None
+    state.log_run_event("group_exit", replica=r, code=code, step=step, restarts=g.restarts)
+    if outcome == "restart":
+        _restart(state, r, g, step)
+        return None
+    if outcome == "lost" and fault is not None:  # killed on purpose, not relaunched: the others carry on
+        del pending[r]
+        state.lost[r] = fault
+        state.log_run_event("group_lost", replica=r, step=step, fault=fault)
+        return None
+    return _failure(state, r, g, code, len(pending))
+
+
+def _restart(state: RunState, r: int, g: Group, step: int) -> None:
+    """Relaunch group ``r``: a warm spare takes its replica id when one is ready, else its own
+    launcher starts again."""
+    pool = state.spares
+    spare = pool.choose() if pool is not None else None
+    if pool is None or spare is None:
+        policy.relaunch(g)
+        state.log_run_event("restart", replica=r, incarnation=g.restarts, after_step=step)
+    else:  # a warm spare takes the replica id (logged first: the relaunch starts here)
+        state.log_run_event("restart", replica=r, incarnation=g.restarts + 1, after_step=step, spare=spare.replica)
+        take_over(pool, spare, g)
+
+
+def _failure(state: RunState, r: int, g: Group, code: int, alive: int) -> str:
+    """The run's failure line for group ``r``'s exit: below --min-replicas after lost groups, or
+    the group's own error (an unreachable remote lighthouse named first)."""
+    cfg = state.cfg
+    reason, phase = group_error(state.run_dir, r, cfg.hosts.nproc_per_replica, g.log_offset, g.log)
+    if state.lighthouse is None and cfg.hosts.lighthouse:  # another host's lighthouse: is it still there?
+        from ftrun.launch.lighthouse import unreachable
+
+        gone = unreachable(cfg.hosts.lighthouse, 3.0)
+        if gone:
+            reason = f"the lighthouse {cfg.hosts.lighthouse} does not answer ({gone}); {reason}"
+    if state.lost and alive < cfg.hosts.min_replicas and phase == "quorum":
+        return (
+            f"no quorum: {alive} replica group(s) alive but --min-replicas is {cfg.hosts.min_replicas} after "
+            + ", ".join(f"group {k} was lost ({v})" for k, v in state.lost.items())
+            + f"; replica group {r} gave up after --quorum-timeout {cfg.timeouts.quorum_timeout_s:g} s "
+            + f"({reason}); see {g.log}"
+        )
+    at = f"at step {state.progress[r].step} (manager step {state.progress[r].manager_step})"
+    return policy.group_failed(r, code, g.restarts, reason, g.log, at=at)
 
 
 def _nap(groups: list[Group], seconds: float) -> None:
