@@ -47,6 +47,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module, however this runs
+from bench_inspect_children import (  # noqa: E402
+    CHILD_ANALYZE,
+    CHILD_GZIP,
+    CHILD_HTA,
+    CHILD_JSON,
+    CHILD_PARALLEL,
+    CHILD_RUN,
+    CHILD_ZLIB,
+    HTA_VERSION,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 STEP_RE = re.compile(r"^(ProfilerStep#)(\d+)$")
 FTRUN_RE = re.compile(r"^(ftrun::step#)(\d+)( manager_step=)(\d+)$")
@@ -89,80 +101,11 @@ def synthesize(src: Path, out: Path, size_mb: float, sync_every: int, fragments:
     return out
 
 
-# Peak RSS: VmHWM of the child itself (ru_maxrss survives exec on Linux: it would show the parent's).
-HWM = """
-def hwm():
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-"""
-
-CHILD_ANALYZE = (
-    HWM
-    + """
-import resource, sys, time, tracemalloc
-from ftrun.check.analyze import analyze
-kw = dict(fragments=int(sys.argv[2]), sync_every=int(sys.argv[3]), fragment_sync_delay=int(sys.argv[4]))
-rss0 = hwm()
-t = time.perf_counter()
-r = analyze([sys.argv[1]], **kw)
-dt = time.perf_counter() - t
-rss1 = hwm()
-t = time.perf_counter()
-analyze([sys.argv[1]], **kw)
-dt2 = time.perf_counter() - t
-tracemalloc.start()
-analyze([sys.argv[1]], **kw)
-peak = tracemalloc.get_traced_memory()[1]
-print(dt, min(dt, dt2), peak, (rss1 - rss0) * 1024, r.verdict, len(r.events))
-"""
-)
-
-CHILD_JSON = (
-    HWM
-    + """
-import json, resource, sys, time
-rss0 = hwm()
-t = time.perf_counter()
-with open(sys.argv[1]) as f:
-    d = json.load(f)
-dt = time.perf_counter() - t
-print(dt, (hwm() - rss0) * 1024)
-"""
-)
-
-CHILD_HTA = (
-    HWM
-    + """
-import resource, sys, time, logging
-logging.disable(logging.WARNING)
-from hta.trace_analysis import TraceAnalysis
-rss0 = hwm()
-t = time.perf_counter()
-TraceAnalysis(trace_dir=sys.argv[1])
-dt = time.perf_counter() - t
-print(dt, (hwm() - rss0) * 1024)
-"""
-)
-
-
 def child(code: str, *args: str, timeout: int = 900, env: dict[str, str] | None = None) -> list[str]:
     res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, env=env)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-2000:])
     return res.stdout.split()
-
-
-HTA_VERSION = (
-    "from importlib import metadata\n"
-    "for d in ('traceinsight', 'HolisticTraceAnalysis'):\n"
-    "    try: print(d, metadata.version(d)); break\n"
-    "    except metadata.PackageNotFoundError: pass\n"
-)
 
 
 def hta_env(path: str | None) -> dict[str, str] | None:
@@ -213,65 +156,6 @@ def source_trace(args, tmp: Path) -> tuple[Path, int, int, int]:
     return next((out / "r0").glob("step-*.json")), 2, 8, 2
 
 
-CHILD_RUN = """
-import os, resource, subprocess, sys, time
-
-
-def rss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
-    except OSError:
-        return 0
-
-
-def tree(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            kids = [int(k) for k in f.read().split()]
-    except OSError:
-        kids = []
-    return [pid] + [q for k in kids for q in tree(k)]
-
-
-sample = sys.argv[1] == "rss"
-t = time.perf_counter()
-p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-peak = 0  # the process and its children (the decode child of a large trace) together, sampled every 2 ms
-while sample and p.poll() is None:
-    peak = max(peak, sum(map(rss_kb, tree(p.pid))))
-    time.sleep(0.002)
-err = p.stderr.read()
-p.wait()
-dt = time.perf_counter() - t
-if p.returncode not in (0, 1):
-    sys.exit(err.decode()[-2000:])
-hwm = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(dt, max(hwm, peak) * 1024, p.returncode)
-"""
-
-CHILD_ZLIB = """
-import sys, time, zlib
-from ftrun.gunzip import Inflater
-t = time.perf_counter()
-d = zlib.decompressobj(wbits=31) if sys.argv[2] == "zlib" else Inflater()
-n = 0
-with open(sys.argv[1], "rb") as f:
-    while b := f.read(4 << 20):
-        data = b
-        while data and not d.eof:
-            n += len(d.decompress(data, 4 << 20))
-            data = d.unconsumed_tail
-print(time.perf_counter() - t, n)
-"""
-
-CHILD_GZIP = """
-import gzip, shutil, sys
-with open(sys.argv[1], "rb") as src, gzip.open(sys.argv[2], "wb", compresslevel=6) as dst:
-    shutil.copyfileobj(src, dst, 4 << 20)
-"""
-
-
 FTRUN: list[str] = [str(Path(sys.executable).parent / "ftrun")]  # --ftrun replaces it
 
 
@@ -304,23 +188,6 @@ def run_cli(trace: Path, flags: list[str], repeat: int) -> tuple[float, int]:
         best = min(best, float(dt))
     _dt, rss, _rc = child(CHILD_RUN, "rss", *cmd)
     return best, int(rss)
-
-
-CHILD_PARALLEL = """
-import os, sys, time
-from ftrun.check.analyze import analyze
-from ftrun.trace import forked, stream
-mode, path, F, H, T = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
-if mode == "one":  # one process reads everything, one file after another
-    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES, forked.FILE_WORKERS = 1 << 62, None, 1
-elif mode == "split":  # every file, plain or gzip, in two halves at once, the files in turn
-    stream.PARALLEL_BYTES, stream.GZ_PARALLEL_BYTES, forked.FILE_WORKERS = 0, 0, 1
-t, c = time.perf_counter(), os.times()
-analyze([path], fragments=F, sync_every=H, fragment_sync_delay=T)
-w, d = time.perf_counter() - t, os.times()
-print(w, (d.user - c.user) + (d.system - c.system) + (d.children_user - c.children_user)
-      + (d.children_system - c.children_system))
-"""
 
 
 def parallelism(args, tmp: Path) -> None:
