@@ -286,6 +286,11 @@ def test_baby_process_group_commits_as_the_release_does(tmp_path):
     # defects"), torchft-nightly's commit. Either way a trace-wide condition is said once.
     from ftrun.torchft_compat import baby_pg_fails_commits, installed
 
+    if baby_pg_fails_commits(installed()):
+        # on 0.2.x, ftrun's own Baby-Gloo run (test_faults) holds the once-said condition and the
+        # failed commits, and test_failed_commit_schedule the inference from traces alone
+        pytest.skip("torchft 0.2.x: covered by test_faults and test_failed_commit_schedule; the nightly leg runs this")
+
     out = run_foreign(tmp_path / "baby", "--pg", "baby-gloo", "--uneven")
     code, d = inspect_json(str(out), *FOREIGN_FLAGS)
     assert sum("allreduces run in another process" in n for n in d["notes"]) == 1
