@@ -28,7 +28,7 @@ def foreign_noshapes(tmp_path_factory) -> Path:
 
 
 def _train_args(name: str, out: Path) -> list[str]:
-    """The flags of the session's shared run ``name`` (see :func:`trained`); files it reads go in ``out``."""
+    """The flags of the session's shared run ``name`` (see :func:`shared_run`); files it reads go in ``out``."""
     if name == "streaming":  # F=2, H=20, tau=5 (the preset); auto window [21, 40]; --json: train's report
         return ["--mode", "streaming", "--steps", "40", *SMALL, "--json"]
     if name == "baseline":  # plain DiLoCo (F=1, tau=0), H=4, on a text file; auto window [5, 8]
@@ -59,10 +59,10 @@ TRAIN_RUNS = ("streaming", "baseline", "f3")
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory) -> Callable[[str], TrainRun]:
-    """``trained(name)`` -> the :class:`TrainRun` of ``ftrun train`` (2 replicas, the small model)
-    of config ``name`` in ``TRAIN_RUNS``, trained once per session and shared by every test that
-    reads a run of that kind (its exit code, process tree, run dir, stdout). Not checked here:
+def shared_run(tmp_path_factory) -> Callable[[str], TrainRun]:
+    """``shared_run(name)`` -> the :class:`TrainRun` of ``ftrun train`` (2 replicas, the small model)
+    of config ``name`` in ``TRAIN_RUNS``, trained once per session and read by every test that
+    needs a run of that kind (its exit code, process tree, run dir, stdout). Not checked here:
     tests/e2e/test_train_e2e.py asserts that each one completed and tore down."""
     cache: dict[str, TrainRun] = {}
 
@@ -76,11 +76,11 @@ def trained(tmp_path_factory) -> Callable[[str], TrainRun]:
 
 
 @pytest.fixture(scope="session")
-def ftrun_run(trained) -> Callable[[str], Path]:
-    """``ftrun_run(name)`` -> the run dir of ``trained(name)``; fails the test if that run failed."""
+def ftrun_run(shared_run) -> Callable[[str], Path]:
+    """``ftrun_run(name)`` -> the run dir of ``shared_run(name)``; fails the test if that run failed."""
 
     def get(name: str) -> Path:
-        run = trained(name)
+        run = shared_run(name)
         if run.rc != 0:
             pytest.fail(f"ftrun train {name} failed:\n{run.explain()}")
         return run.run_dir

@@ -1,6 +1,6 @@
 """End-to-end ``ftrun train``: real lighthouse, torchrun per replica group, Gloo on CPU.
 
-Each run is the session's shared run of its kind (conftest ``trained``, read by other modules
+Each run is the session's shared run of its kind (conftest ``shared_run``, read by other modules
 too) and is checked here from several angles: exit
 code and clean teardown, files in the run dir, the event logs against
 ``ftrun.schedule.Schedule.events``, the manifest contract (``ftrun.layout``), the profiler
@@ -24,7 +24,7 @@ from train_fixtures import SMALL, TrainRun, actual_events, flat, run_train, trac
 
 pytestmark = pytest.mark.e2e  # every test here starts processes (or uses a fixture that trains)
 
-# case -> (the session's shared run (conftest ``trained``), F, H, tau, steps, blocks, profile window)
+# case -> (the session's shared run (conftest ``shared_run``), F, H, tau, steps, blocks, profile window)
 CASES = {
     # streaming, F=2, tau>0; --profile auto with steps >= 2H -> window [H+1, 2H]
     "stream_f2": ("streaming", 2, 20, 5, 40, 4, (21, 40)),
@@ -36,8 +36,8 @@ CASES = {
 
 
 @pytest.fixture(scope="module", params=list(CASES))
-def run(request, trained) -> tuple[str, TrainRun]:
-    return request.param, trained(CASES[request.param][0])
+def run(request, shared_run) -> tuple[str, TrainRun]:
+    return request.param, shared_run(CASES[request.param][0])
 
 
 def test_run_completes_and_tears_down(run):
@@ -160,8 +160,8 @@ def test_manifest_contract(run):
     ]
 
 
-def test_config_file_and_flag_override(trained):
-    cfg = msgspec.convert(trained("f3").manifest()["config"], RunConfig).resolved()
+def test_config_file_and_flag_override(shared_run):
+    cfg = msgspec.convert(shared_run("f3").manifest()["config"], RunConfig).resolved()
     assert cfg["seed"] == 7  # from the file
     assert cfg["steps"] == 12 and cfg["width"] == 32 and cfg["profile"] == "2:12"  # flags override the file
 

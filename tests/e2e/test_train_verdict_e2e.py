@@ -66,9 +66,9 @@ def test_schedule_bug_with_no_check_exits_0_and_says_not_checked(tmp_path, delay
     assert run.summary()["check"] == {"verdict": "not checked", "line": None, "why": "--no-check", "problems": []}
 
 
-def test_clean_run_passes_and_json_has_the_verdict(trained):
-    """The session's clean streaming run (conftest ``trained``, trained with ``--json``)."""
-    run = trained("streaming")
+def test_clean_run_passes_and_json_has_the_verdict(shared_run):
+    """The session's clean streaming run (conftest ``shared_run``, trained with ``--json``)."""
+    run = shared_run("streaming")
     assert run.rc == 0, run.explain()
     check = json.loads(run.stdout)["check"]
     assert check["verdict"] == "pass" and check["line"].startswith("PASS ") and check["problems"] == [], check
