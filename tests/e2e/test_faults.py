@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 
 import pytest
 
@@ -134,36 +133,6 @@ def test_hang_longer_than_stall_timeout_is_reported_and_stopped(tmp_path):
     err = run.stderr.strip().splitlines()[-1]
     assert "replica group 1 made no progress for 5 s" in err and "after step 11" in err, err
     assert run.wall_s < 100
-
-
-@pytest.mark.e2e
-def test_two_concurrent_runs_on_one_host(tmp_path):
-    results = {}
-
-    def one(name):
-        results[name] = run_train(
-            tmp_path,
-            name,
-            *SMALL,
-            "--steps",
-            "20",
-            "--sync-every",
-            "10",
-            "--fragment-sync-delay",
-            "2",
-            "--profile",
-            "none",
-            timeout=240,
-        )
-
-    threads = [threading.Thread(target=one, args=(n,)) for n in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for _name, run in results.items():
-        assert run.rc == 0, run.explain()
-        assert run.summary()["ok"] and not run.survivors
 
 
 @pytest.mark.e2e
