@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import FOREIGN_FLAGS, FTRUN, SMALL, patched_torchft, run_foreign, run_train
+from train_fixtures import FOREIGN_FLAGS, FTRUN, SMALL, TrainRun, patched_torchft, run_foreign, run_train
 
 # F=2, H=4, tau=1 (w=2: sends at 1, 3, 5, ...; syncs at 2, 4, 6, ...), every step profiled
 SCHEDULE = ["--fragments", "2", "--sync-every", "4", "--fragment-sync-delay", "1"]
@@ -49,17 +49,13 @@ def _sends(report: dict, step: int) -> dict[int, int]:
     return {e["replica"]: e["fragment"] for e in report["events"] if e["kind"] == "send" and e["observed_step"] == step}
 
 
-def _events(run_dir: Path, replica: int) -> list[dict]:
-    path = run_dir / "events" / f"replica{replica}_rank0.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def _the_run_dir_explains_the_failed_commit(run_dir: Path, s: dict) -> None:
+def _the_run_dir_explains_the_failed_commit(run: TrainRun) -> None:
     """With its manifest and event logs, the run's one failed commit (group 1 at step 6) is ftrun's
     own fault: counted, healed from group 0, explained; inspect-trace passes on the run dir."""
+    run_dir, s = run.run_dir, run.summary()
     assert [(r["replica"], r["commits"], r["failed_commits"]) for r in s["replicas"]] == [(0, 6, 0), (1, 5, 1)]
-    assert [x["step"] for x in _events(run_dir, 1) if x.get("commit") is False] == [6]
-    assert [x["step"] for x in _events(run_dir, 0) if x.get("commit") is False] == []
+    assert [x["step"] for x in run.events(1) if x.get("commit") is False] == [6]
+    assert [x["step"] for x in run.events(0) if x.get("commit") is False] == []
     rec = s["faults"]  # what happened; s["recovery"]: where the time went (ftrun.check.recovery)
     assert [(f["action"], f["replica"], f["step"]) for f in rec["faults"]] == [("fail-commit", 1, 5)]
     assert [(h["replica"], h["source_replica"]) for h in rec["heals"]] == [(1, 0)]
@@ -80,7 +76,7 @@ def test_a_failed_commit_heals_and_the_traces_alone_say_so(tmp_path):
     The run dir explains the failure by the fault; the traces alone infer it."""
     run = run_train(tmp_path, "fc", *RUN, "--fail-commit", "1@5", timeout=240)
     assert run.rc == 0, run.explain()
-    _the_run_dir_explains_the_failed_commit(run.run_dir, run.summary())
+    _the_run_dir_explains_the_failed_commit(run)
     alone = _traces_alone(run.run_dir, tmp_path / "alone")
 
     rc, report = _inspect(alone, "--allow-failed-commits")

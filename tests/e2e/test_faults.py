@@ -18,11 +18,6 @@ from train_fixtures import FTRUN, SMALL, run_train
 FAULT_RUN = [*SMALL, "--profile", "none", "--sync-every", "10", "--fragments", "2", "--fragment-sync-delay", "3"]
 
 
-def _events(run_dir, replica):
-    path = run_dir / "events" / f"replica{replica}_rank0.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
 @pytest.mark.e2e
 def test_baby_gloo_commits_as_the_release_does(tmp_path):
     """Version-specific: ``--backend baby-gloo`` on torchft 0.2.x fails every commit (its Baby

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from train_fixtures import RECOVERY_RUN, run_ftrun, run_train
+from train_fixtures import RECOVERY_RUN, TrainRun, run_ftrun, run_train
 
 STEPS = 30
 SLOW_S = 4.0  # per interpreter start of the relaunch (launcher and rank): > 8 s late on any machine
@@ -60,18 +60,14 @@ def test_survivors_wait_for_a_slow_relaunch_to_rejoin(tmp_path):
     assert ins.returncode == 0 and "PASS" in out, ins.stdout + ins.stderr
     back = re.search(r"replica 1: SIGKILL at step 15, lost steps 15-(\d+), rejoined at step (\d+)", out)
     assert back and STEPS < int(back[2]) <= STEPS + extra, out
-    _the_kill_story(run.run_dir, s)
+    _the_kill_story(run)
 
 
-def _events(run_dir: Path, replica: int) -> list[dict]:
-    path = run_dir / "events" / f"replica{replica}_rank0.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def _the_kill_story(run_dir: Path, s: dict) -> None:
+def _the_kill_story(run: TrainRun) -> None:
     """What torchft did, from the run's own files: the kill at its step, one relaunch healed from a
     live peer, quorum 3 -> 2 -> 3, agreement and numerics after the heal; inspect-trace passes and
     marks the steps group 1 lost (its killed incarnation never exported)."""
+    run_dir, s = run.run_dir, run.summary()
     rec = s["faults"]  # what happened; s["recovery"]: where the time went (ftrun.check.recovery)
     assert [f["step"] for f in rec["faults"]] == [15] and rec["faults"][0]["action"] == "kill"
     assert rec["restarts"] == 1
@@ -83,7 +79,7 @@ def _the_kill_story(run_dir: Path, s: dict) -> None:
     # replicas agreed after every commit, including those after the heal
     assert s["agreement"]["ok"] and s["agreement"]["commits_checked"] >= 4, s["agreement"]
     healed_at = rec["heals"][0]["step"]
-    r1 = [x for x in _events(run_dir, 1) if x.get("step") is not None]
+    r1 = [x for x in run.events(1) if x.get("step") is not None]
     assert any(x["step"] > healed_at and x.get("commit") for x in r1)
     kinds = [json.loads(x)["event"] for x in (run_dir / "events" / "run.jsonl").read_text().splitlines()]
     assert kinds[:2] == ["group_exit", "restart"]
@@ -93,7 +89,7 @@ def _the_kill_story(run_dir: Path, s: dict) -> None:
     assert report["verdict"] == "pass" and report["agreement"]["ok"] and not report["problems"]
     assert report["replicas"] == [0, 2]  # the killed incarnation never exported; the restart is not profiled
     (f,) = report["faults"]
-    r1_back = next(x for x in _events(run_dir, 1) if x.get("rejoined"))
+    r1_back = next(x for x in run.events(1) if x.get("rejoined"))
     assert (f["replica"], f["action"], f["step"]) == (1, "kill", 15)
     assert f["rejoined_step"] == r1_back["step"] and f["lost_steps"] == [15, r1_back["step"] - 1]
     assert not f["never_rejoined"] and not f["has_trace"]
