@@ -10,8 +10,9 @@ import json
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
+
+import pytest
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "train_diloco_min.py"
@@ -36,14 +37,12 @@ def _launch(out: Path) -> tuple[subprocess.CompletedProcess[str], str]:
     return res, f"rc={res.returncode}\nstdout:\n{res.stdout[-3000:]}\nstderr:\n{res.stderr[-3000:]}{logs}"
 
 
+# A rank aborted inside torch or torchft (C++), not in ftrun or the script: seen once on a loaded CI
+# machine, right after a profiler export, and not reproduced. Rerun once for that signature only,
+# as tests/train_fixtures.py's NATIVE_CRASH does for the launch tests; the failure shows the logs.
+@pytest.mark.flaky(reruns=1, only_rerun=[r"SIGABRT"])
 def test_the_example_passes_under_ftrun_launch(tmp_path):
-    res, explain = _launch(tmp_path / "first")
-    if res.returncode != 0 and "SIGABRT" in res.stdout:
-        # A rank aborted inside torch or torchft (C++), not in ftrun or the script: seen once on a
-        # loaded CI machine and not reproduced. Reported with its stacks, then the example is run
-        # once more; a second failure of any kind fails the test.
-        warnings.warn(f"the example's run aborted; running it once more:\n{explain}", stacklevel=1)
-        res, explain = _launch(tmp_path / "again")
+    res, explain = _launch(tmp_path)
     assert res.returncode == 0, explain
     summary = json.loads(res.stdout)
     assert [g["exit_codes"] for g in summary["groups"]] == [[0], [0]], explain
