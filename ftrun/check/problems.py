@@ -5,13 +5,15 @@
 * run problems (``run_problems`` -> ``RunProblems``), by what was checked: ``traces`` (a
   replica group without a trace that no fault explains), ``agreement`` (replicas whose synced
   parameters differ after a commit, from the event logs' fingerprints), ``commits`` (failed
-  commits no injected fault explains, unless allowed);
+  commits no injected fault explains, unless allowed); ``logged_commit_problems``: the same
+  failed-commit rule on the event logs alone, for a run without traces;
 * ``require_evidence``: never PASS on zero evidence (``NotChecked``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,13 +21,15 @@ import msgspec
 from ftrun.check import commits as commit_checks
 from ftrun.check.agreement import Agreement, check_agreement
 from ftrun.check.evidence import Identity
-from ftrun.check.fired_faults import FiredFaults
+from ftrun.check.expect import schedule_for
+from ftrun.check.fired_faults import FiredFaults, fault_marks
 from ftrun.check.observe import Obs, WorkerObs
 from ftrun.check.result import AgreementCheck, EventResult
 from ftrun.errors import NotChecked
-from ftrun.layout import EventRecord, LaunchManifest
+from ftrun.event_log import read_event_log
+from ftrun.layout import EventRecord, LaunchManifest, read_manifest
 from ftrun.schedule import Event
-from ftrun.trace.discover import Inputs
+from ftrun.trace.discover import Inputs, event_log_paths
 
 
 def event_problem(kind: str, e: Event | None, o: Obs | None, identity: Identity | None) -> str | None:
@@ -143,3 +147,23 @@ def unexplained_failed_commits(failed_commits: list[commit_checks.FailedCommit])
             f"{how}) and no injected fault explains it (--allow-failed-commits to accept)"
         )
     return out
+
+
+def logged_commit_problems(run_dirs: Sequence[Path]) -> list[str]:
+    """The failed-commit rule (``unexplained_failed_commits``) on the event logs alone, for run
+    dir(s) of one job whose traces were not captured (``ftrun.commands.run_check``): each rank's
+    ``commit: false`` records (``commits.from_logs``), less those a fired fault explains
+    (``commits.explain``: the manifests' faults and schedule). Commits only a trace shows failed
+    (inferred ones) are not seen. ``BadInput`` when a manifest or its schedule cannot be read."""
+    dirs = list(run_dirs)
+    manifests = [read_manifest(rd) for rd in dirs]
+    paths: dict[tuple[int, int], Path] = {}
+    for rd, m in zip(dirs, manifests, strict=True):  # a manifest per run dir, as discover merges them
+        for k, p in event_log_paths(rd, m).items():
+            paths.setdefault(k, p)
+    logs: dict[tuple[int, int], list[EventRecord]] = {k: read_event_log(p) for k, p in sorted(paths.items())}
+    failed = commit_checks.from_logs(logs)
+    if failed:
+        schedule = schedule_for(Inputs([], dirs[0], manifests[0]), None, None, None)
+        commit_checks.explain(failed, fault_marks(dirs, manifests, logs), schedule)
+    return unexplained_failed_commits(failed)

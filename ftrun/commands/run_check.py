@@ -6,6 +6,9 @@ One helper for both commands: ``check_run`` gives the verdict as ``layout.RunChe
 summary records) with the check's ``Report``; ``print_check`` prints its one line. Nothing
 captured, or the check switched off, is "not checked" (never a pass); traces the analysis cannot
 judge are "not checked" with the reason, and the caller ends on them (``Checked.raise_unjudged``).
+The failed-commit rule reads the event logs, not traces, so it holds without traces too: a run
+that captured none yet failed commits no injected fault explains FAILs, its schedule still "not
+checked" (``why``).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def check_run(
     if not enabled:
         return Checked(verdict=layout.RunCheck(verdict="not checked", why=SKIPPED))
     if not traces:
-        return Checked(verdict=layout.RunCheck(verdict="not checked", why=NO_TRACES))
+        return _untraced(paths)
     if why_not is not None:
         return Checked(verdict=layout.RunCheck(verdict="not checked", why=why_not))
     from ftrun.check.analyze import analyze
@@ -92,15 +95,36 @@ def check_run(
     return Checked(verdict=verdict, report=report)
 
 
+def _untraced(paths: Sequence[Path]) -> Checked:
+    """No traces: the schedule is "not checked" (never a pass), yet the failed-commit rule of
+    inspect-trace (``ftrun.check.problems.logged_commit_problems``) judges the event logs: failed
+    commits no injected fault explains are a FAIL, with the schedule's ``why`` kept."""
+    from ftrun.check.problems import logged_commit_problems
+
+    try:
+        problems = logged_commit_problems(paths)
+    except BadInput as e:  # the run dir's own files unreadable: nothing judged, said with the reason
+        return Checked(verdict=layout.RunCheck(verdict="not checked", why=f"{NO_TRACES}; event logs: {e}"))
+    if not problems:
+        return Checked(verdict=layout.RunCheck(verdict="not checked", why=NO_TRACES))
+    line = (
+        f"FAIL {len(problems)} problem(s) in the event logs; schedule not checked ({NO_TRACES}); first: {problems[0]}"
+    )
+    return Checked(verdict=layout.RunCheck(verdict="fail", line=line, why=NO_TRACES, problems=problems[:MAX_PROBLEMS]))
+
+
 def print_check(checked: Checked) -> None:
     """The check's one line on stdout: the verdict line (as ``inspect-trace`` prints it), or
-    "schedule not checked: WHY" (nothing when captured traces could not be judged: the error says it)."""
-    from ftrun.console import console, styled
+    "schedule not checked: WHY" (nothing when captured traces could not be judged: the error says
+    it); without traces, the FAIL of failed commits the event logs show (``_untraced``)."""
+    from ftrun.console import console, line, styled
 
     con = console()
     if checked.report is not None:
         from ftrun.report.inspect_view import verdict_line
 
         con.print(verdict_line(checked.report))
+    elif checked.verdict.verdict == "fail" and checked.verdict.line is not None:
+        con.print(line(("FAIL", "bold red"), checked.verdict.line.removeprefix("FAIL")))
     elif checked.judged:  # unjudged traces: the caller's one error line says why (raise_unjudged)
         con.print(styled(f"schedule not checked: {checked.verdict.why}", "dim"))

@@ -69,8 +69,10 @@ class AgreementSummary(msgspec.Struct):
 class RunCheck(msgspec.Struct, kw_only=True):
     """The check ``train`` and ``launch`` run on what they captured (``ftrun.commands.run_check``;
     the analysis of ``inspect-trace``). ``verdict``: "pass", "fail" or "not checked" (``why``:
-    --no-check, no traces captured, ...; never a pass); ``line``: the verdict line inspect-trace
-    prints for the same run dir (None: not checked); ``problems``: the first few problems."""
+    --no-check, no traces captured, ...; never a pass); ``why`` on a "fail": no traces, the
+    schedule not checked, but the event logs show failed commits no fault explains; ``line``: the
+    verdict line inspect-trace prints for the same run dir (None: not checked); ``problems``: the
+    first few problems."""
 
     verdict: Literal["pass", "fail", "not checked"]
     line: str | None = None

@@ -89,7 +89,9 @@ def _manifest_files(run_dir: Path, m: layout.AnyManifest) -> list[TraceFile]:
     return [TraceFile(run_dir / t.path, t.replica, t.rank, "manifest") for t in m.traces]
 
 
-def _event_logs(run_dir: Path, m: layout.AnyManifest) -> dict[tuple[int, int], Path]:
+def event_log_paths(run_dir: Path, m: layout.AnyManifest) -> dict[tuple[int, int], Path]:
+    """(replica, rank) -> the event log of each rank of run dir ``run_dir`` (manifest ``m``): the
+    manifest's, then any other in ``events/``."""
     logs = {(e.replica, e.rank): run_dir / e.path for e in m.event_logs}
     for f in (run_dir / layout.EVENT_LOGS).glob("*.jsonl"):
         w = layout.parse_worker(f.name)
@@ -150,7 +152,7 @@ def discover(paths: list[Path]) -> Inputs:
             chosen += [t for t in listed if t.path.resolve() in explicit]
         else:
             chosen += listed
-        for k, v in _event_logs(rd, m).items():
+        for k, v in event_log_paths(rd, m).items():
             logs.setdefault(k, v)
     if files:
         known = {t.path.resolve() for t in chosen}

@@ -125,3 +125,58 @@ def test_api_train_raises_on_a_failed_check_as_the_cli_exits_1(tmp_path, monkeyp
     with pytest.raises(ftrun.TrainFailed) as e:
         ftrun.train({"steps": 20, "run_name": "late"}, out=tmp_path)
     assert str(e.value) == f"{line} (run dir {tmp_path / 'late'})" and e.value.run.path == tmp_path / "late"
+
+
+def _failed_commits(tmp_path: Path, steps: tuple[int, ...] = (10, 20), fired: list[dict] | None = None) -> Path:
+    """CPU_RUN with its ranks' commits at ``steps`` failed (``commit: false``), as torchft 0.2's
+    Baby groups or a failing quantized allreduce leave them; ``fired``: the manifest's fired faults."""
+    run = tmp_path / "run"
+    shutil.copytree(CPU_RUN, run)
+    for log in (run / layout.EVENT_LOGS).glob("replica*_rank*.jsonl"):
+        lines = log.read_text().splitlines()
+        for i, text in enumerate(lines):
+            if any(text.startswith(f'{{"step": {s},') for s in steps):
+                assert '"commit": true' in text
+                lines[i] = text.replace('"commit": true', '"commit": false')
+        log.write_text("\n".join(lines) + "\n")
+    if fired is not None:
+        m = msgspec.json.decode((run / layout.MANIFEST).read_bytes())
+        m["faults"]["fired"] = fired
+        (run / layout.MANIFEST).write_bytes(msgspec.json.encode(m))
+    return run
+
+
+def test_without_traces_unexplained_failed_commits_still_fail_the_run(tmp_path, capsys) -> None:
+    """Issue 45: a --profile none run whose every commit failed said "not checked" and ok. The
+    failed-commit rule reads the event logs, so it holds without traces: FAIL, the schedule still
+    "not checked" (its why kept), the problems inspect-trace names for the same logs."""
+    run = _failed_commits(tmp_path)
+    checked = check_run([run], [])
+    v = checked.verdict
+    assert checked.failed and checked.judged and checked.report is None
+    assert v.verdict == "fail" and v.why == NO_TRACES
+    assert v.problems == analyze([run], allow_failed_commits=False).run_problems_by_class["commits"]  # one rule
+    assert v.problems == [
+        f"replica {r} rank 0: 2 commit(s) failed (sync steps 10, 20; event log: commit: false) and no injected "
+        "fault explains it (--allow-failed-commits to accept)"
+        for r in (0, 1)
+    ]
+    assert (
+        v.line is not None
+        and v.line.startswith("FAIL 2 problem(s)")
+        and f"schedule not checked ({NO_TRACES})" in v.line
+    )
+    checked.raise_unjudged()  # judged: the exit code says it (1), no error line
+    print_check(checked)
+    out = " ".join(capsys.readouterr().out.split())
+    assert out == v.line and "PASS" not in out
+
+
+def test_without_traces_failed_commits_a_fault_explains_are_no_failure(tmp_path) -> None:
+    fired = [
+        {"replica": r, "step": s, "action": "fail-commit", "fired_at": 1.0, "fired_step": s}
+        for r in (0, 1)
+        for s in (10, 20)
+    ]
+    checked = check_run([_failed_commits(tmp_path, fired=fired)], [])
+    assert checked.verdict == layout.RunCheck(verdict="not checked", why=NO_TRACES) and not checked.failed
