@@ -662,3 +662,31 @@ def trim_run(src: Path, dst: Path) -> Path:
         ]
         (dst / "traces" / p.name).write_bytes(gzip.compress(json.dumps(d).encode(), mtime=0))
     return dst
+
+
+GPU_TRIM_KEEP = (*TRIM_KEEP, "nccl:", "record_param_comms", "Optimizer.step")
+
+
+def trim_gpu_run(src: Path, dst: Path) -> Path:
+    """How ``tests/data/h200_run`` was made from a real GPU run dir: ``trim_run``'s rule, with the
+    NCCL path kept whole — ``nccl:*`` and ``record_param_comms`` spans, every NCCL kernel, and the
+    CUDA calls (any thread, any name) that share a correlation with one. Names, threads and times
+    unchanged; compute kernels and their launches dropped."""
+    trim_run(src, dst)
+    for p in (dst / "traces").glob("*.pt.trace.json*"):
+        whole = read(src / "traces" / p.name)["traceEvents"]
+        nccl_corr = {
+            e["args"].get("correlation")
+            for e in whole
+            if e.get("cat") == "kernel" and e.get("name", "").startswith(("ncclDevKernel_", "ncclKernel_"))
+        }
+        d = read(p)
+        d["traceEvents"] = [
+            e
+            for e in whole
+            if e.get("ph") == "M"
+            or (e.get("cat") not in ("kernel", *LAUNCH_CATS) and e.get("name", "").startswith(GPU_TRIM_KEEP))
+            or (e.get("cat") in ("kernel", *LAUNCH_CATS) and e.get("args", {}).get("correlation") in nccl_corr)
+        ]
+        (dst / "traces" / p.name).write_bytes(gzip.compress(json.dumps(d).encode(), mtime=0))
+    return dst

@@ -115,13 +115,16 @@ class _CommOps:
         self.nccl = SpanIndex([e for e in ops if e.name.startswith(labels.nccl_host_prefix)])
         self.c10d = SpanIndex([e for e in ops if e.name.startswith(labels.c10d_prefix)])
 
-    def info(self, launch: TraceEvent) -> nccl.CommInfo:
+        self.indexes = (self.rpc, self.nccl, self.c10d)
+
+    def info(self, launch: TraceEvent, thread: Hashable | None) -> nccl.CommInfo:
+        """What the host spans around ``launch`` on ``thread`` (``_launching_thread``) state."""
         got = nccl.UNKNOWN
-        rpc = _enclosing(self.rpc, launch)
+        rpc = _enclosing(self.rpc, launch, thread)
         if rpc is not None:
             got = param_comms_of(rpc) or got
         for index in (self.nccl, self.c10d):
-            op = _enclosing(index, launch)
+            op = _enclosing(index, launch, thread)
             if op is not None:
                 got = nccl.merge(got, nccl.CommInfo(nccl.normalise(op.name), op.name))
         return got
@@ -140,8 +143,9 @@ def link_kernels(
     ops = _CommOps(comm_ops, labels)
     call_index = SpanIndex(calls)
     call_no = {id(c): i for i, c in enumerate(calls)}
+    host = {thread_of(e) for e in (*comm_ops, *calls)}  # threads with the host spans of collectives
     out: list[Kernel] = []
-    early, worst, graph, outside = 0, 0.0, 0, 0
+    early, worst, graph, outside, unnamed = 0, 0.0, 0, 0, 0
     for k in sorted(kernels, key=lambda e: e.ts):
         a = args_of(k)
         launch, own = links.of(k)
@@ -154,9 +158,15 @@ def link_kernels(
                 worst = max(worst, launch.ts - k.ts)
             is_graph = links.is_graph(launch)
             graph += is_graph
-            enclosing = _enclosing(call_index, launch)
+            # NCCL's nonblocking communicators (torchft's) launch from NCCL's own thread, which kineto
+            # never registered: its CUDA calls carry a pthread id, no host span's tid. Such a launch
+            # belongs to what its process was running then (``_enclosing_in``).
+            foreign = thread_of(launch) not in host
+            unnamed += foreign
+            thread = _launching_thread(launch, foreign, (call_index, *ops.indexes))
+            enclosing = _enclosing(call_index, launch, thread)
             call = call_no[id(enclosing)] if enclosing is not None else None
-            info = nccl.merge(info, ops.info(launch))
+            info = nccl.merge(info, ops.info(launch, thread))
         if info.kind is None:
             info = nccl.merge(
                 info, nccl.CommInfo(nccl.kind_from_kernel_name(k.name, labels.nccl_kernel_any), "kernel name")
@@ -184,6 +194,11 @@ def link_kernels(
             f"{path.name}: {graph} NCCL kernel(s) replayed from a CUDA graph (cudaGraphLaunch): linked to the replay, "
             "their queue delay counts from the graph's launch"
         )
+    if unnamed:
+        notes.append(
+            f"{path.name}: {unnamed} NCCL kernel(s) launched from a thread with no host spans (NCCL's launch "
+            "thread of a nonblocking communicator): each placed in the one call its process was running at the launch"
+        )
     if outside:
         notes.append(
             f"{path.name}: {outside} NCCL kernel(s) launched before the trace's window (External id = their own "
@@ -204,9 +219,25 @@ def group_rank_of(kern: list[Kernel], comm_ops: list[TraceEvent], labels: LabelS
     return ranks.pop() if len(ranks) == 1 else None
 
 
-def _enclosing(index: SpanIndex, e: TraceEvent) -> TraceEvent | None:
-    """The indexed span on ``e``'s thread that contains ``e``'s start (latest-starting one)."""
-    got = index.by_thread.get(thread_of(e))
+def _launching_thread(launch: TraceEvent, foreign: bool, indexes: tuple[SpanIndex, ...]) -> Hashable | None:
+    """The host thread whose spans ``launch`` belongs to: its own; for a ``foreign`` launch (from a
+    thread with no host spans), the one thread of its process with a collective's span (any of
+    ``indexes``) open at the launch — None when none or several are (which one launched it is not
+    stated, so none is guessed)."""
+    if not foreign:
+        return thread_of(launch)
+    open_on = {
+        t
+        for index in indexes
+        for t in index.by_thread
+        if isinstance(t, tuple) and t[0] == launch.pid and _enclosing(index, launch, t) is not None
+    }
+    return open_on.pop() if len(open_on) == 1 else None
+
+
+def _enclosing(index: SpanIndex, e: TraceEvent, thread: Hashable | None) -> TraceEvent | None:
+    """The indexed span on ``thread`` that contains ``e``'s start (latest-starting one); None without a thread."""
+    got = index.by_thread.get(thread) if thread is not None else None
     if not got:
         return None
     starts, evs = got
