@@ -110,7 +110,7 @@ def analyze(
     problems.by_class["numbering"] = numbering_problems
     problems.by_class["fragment log"] = log_problems
     require_evidence(seen, results)
-    numerics = run_numerics(inputs, logs, seen)
+    numerics = run_numerics(inputs, logs, seen, faults)
     ok = all(r.ok for r in results) and all(c.ok for c in cross) and not problems.lines and numerics.ok
     _describe(faults, traced)
     report = Report(
@@ -259,9 +259,10 @@ def _commit_notes(seen: list[WorkerObs], logs: EventLogs, classes: RunIdentities
     return notes
 
 
-def run_numerics(inputs: Inputs, logs: EventLogs, seen: list[WorkerObs]) -> Numerics:
+def run_numerics(inputs: Inputs, logs: EventLogs, seen: list[WorkerObs], faults: FiredFaults) -> Numerics:
     """The numeric check (``ftrun.check.numerics``) of the merged event logs; nothing is checked
-    when only some of the job's groups were given, or the run had ``--no-sketches``. Damaged or
+    when only some of the job's groups were given, or the run had ``--no-sketches``; ``faults``
+    may explain a missing contribution sketch (a group killed mid-round). Damaged or
     missing records (the logs against themselves and ``seen``'s syncs: ``ftrun.check.log_evidence``)
     are its problems all the same."""
     from ftrun.check.log_evidence import evidence_problems, traced_syncs
@@ -278,7 +279,7 @@ def run_numerics(inputs: Inputs, logs: EventLogs, seen: list[WorkerObs]) -> Nume
         from ftrun.launch.autohook.status import launch_numerics
 
         sketches_on, hook_why = launch_numerics(inputs.run_dirs, Path(m.script).name)
-    out = check_numerics(logs, sketches_on, partial)
+    out = check_numerics(logs, sketches_on, partial, faults)
     if hook_why and out.status != "checked":
         out.why = hook_why
     out.evidence(evidence_problems(logs, traced_syncs(seen)))

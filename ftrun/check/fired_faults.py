@@ -17,6 +17,12 @@ relaunched group has no window trace: its profile covers its recovery, in ``trac
 
 A fired ``fail-commit`` fault (``CommitVote``) loses no steps: it explains exactly the failed
 commits of its replica group at the sync it fired in (``fired_step``), and nothing else.
+
+A missing contribution sketch (``ftrun.check.numerics``): a kill or SIGTERM of R that fired during
+a round R had entered (its last record before the fault reached the round's manager step) and
+before R trained the round's sync step (lost) explains why R's event log lacks that round: on a
+GPU a rank writes its send's sketch at the sync step's record, which a process killed in between
+never writes (``FiredFaults.took_out``). The round then counts as not checked, never as checked.
 """
 
 from __future__ import annotations
@@ -80,6 +86,9 @@ class FaultMark(msgspec.Struct):
     run_dir: str | None = None
     text: str = ""
     cause: str | None = None  # relaunched, never back: why (ftrun.worker.stop.never_back_cause)
+    # the manager step the group had reached when the fault fired (its last record before it);
+    # None: no record before the fault
+    manager_step: int | None = None
 
     @property
     def never_rejoined(self) -> bool:
@@ -126,6 +135,20 @@ class FiredFaults(msgspec.Struct):
     def explains_missing_trace(self, replica: int) -> bool:
         return any(m.replica == replica for m in self.marks)
 
+    def took_out(self, replica: int, sync_step: int, manager_step: int) -> FaultMark | None:
+        """The kill or SIGTERM of ``replica`` that fired during the round at ``manager_step``
+        synced at ``sync_step`` (module docstring): the group had reached that manager step, and
+        the sync step is among the steps the fault lost. None: no fault explains its absence."""
+        for m in self.marks:
+            if (
+                m.replica == replica
+                and m.manager_step == manager_step
+                and m.lost_steps is not None
+                and m.lost_steps[0] <= sync_step <= m.lost_steps[1]
+            ):
+                return m
+        return None
+
 
 def fault_marks(
     run_dirs: list[Path], manifests: list[AnyManifest], logs: dict[tuple[int, int], list[EventRecord]]
@@ -155,7 +178,9 @@ def fault_marks(
             seen.add((r, s, f.action))
             at = f.fired_at
             ranks = sorted(g for (x, g) in logs if x == r)
-            recs = [x for x in logs.get((r, ranks[0]), []) if x.t > at] if ranks else []
+            mine = logs.get((r, ranks[0]), []) if ranks else []
+            recs = [x for x in mine if x.t > at]
+            before = [x for x in mine if x.t <= at]
             rejoined = next((x for x in recs if x.rejoined), None)
             if rejoined is None:
                 rejoined = next((x for x in recs if x.step is not None), None)
@@ -194,6 +219,7 @@ def fault_marks(
                     and back is None
                     and any(e.event == "restart" and e.replica == r and e.t > at for e in m.run_events)
                     else None,
+                    manager_step=before[-1].manager_step_after if before else None,
                 )
             )
     return out

@@ -19,7 +19,10 @@ its first contribution follows the rule above (checked with the others).
 
 A mismatch is a problem naming the sync step, manager step, fragment, replica, expected vs
 observed (the projection that is off most) and the likely cause. Without sketches nothing is
-checked, and ``status`` says so — never "ok".
+checked, and ``status`` says so — never "ok". A collective missing contribution sketches is a
+problem ("sketch missing"), unless each missing one belongs to a replica group that an injected
+kill took out during that round (``FiredFaults.took_out``: a dead rank never wrote what it sent):
+then the round is not checked, the reason naming the fault.
 
 Tolerances: ``ftrun.check.numerics_core`` (each check's rounding budget, stated in the output).
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import math
 
+from ftrun.check.fired_faults import ACTIONS, FiredFaults
 from ftrun.check.numerics_causes import average_cause, sum_cause
 from ftrun.check.numerics_core import (
     add as _add,
@@ -77,9 +81,10 @@ class _Collective:
 
 
 class _Checker:
-    def __init__(self, outer: OuterChecker | None = None) -> None:
+    def __init__(self, outer: OuterChecker | None = None, faults: FiredFaults | None = None) -> None:
         self.out = Numerics(status="checked")
         self.outer = outer or OuterChecker({}, {})
+        self.faults = faults or FiredFaults()  # the run's injected faults that fired
         self.prev: dict[tuple[int, int, int], ReplicaRound] = {}  # (replica, rank, fragment) -> its previous round
         self.groups: dict[RoundKey, list[ReplicaRound]] = {}  # every collective (``_rounds``), to name a missing send
 
@@ -231,8 +236,13 @@ class _Checker:
         self, done: list[ReplicaRound], sends: list[ReplicaRound], head: RoundNumerics, world: int
     ) -> None:
         """Fewer contribution sketches than replicas in the collective: the SUM cannot be checked
-        (a problem on each replica that committed it, naming the likely cause)."""
+        (a problem on each replica that committed it, naming the likely cause), or, when injected
+        faults took out as many other replicas during the round, not checked (``_killed``)."""
         have = sorted(r.replica for r in sends)
+        why = self._killed(head, have, world, done)
+        if why is not None:
+            self.out.not_checked[why] = self.out.not_checked.get(why, 0) + len(done)
+            return
         for rr in done:
             self.problem(
                 rr,
@@ -246,6 +256,23 @@ class _Checker:
                 f"the collective had {world} replicas, contribution sketches from replica(s) {have} only: "
                 "the SUM cannot be checked",
             )
+
+    def _killed(self, head: RoundNumerics, have: list[int], world: int, done: list[ReplicaRound]) -> str | None:
+        """Why the collective is not checked when every missing contribution sketch belongs to a
+        replica group an injected kill or SIGTERM took out during the round (one group per missing
+        sketch; ``FiredFaults.took_out``); None when that does not account for them all."""
+        sync_step = next((r.sync_step for r in done if r.sync_step is not None), head.sync_step)
+        if sync_step is None:
+            return None
+        others = sorted({m.replica for m in self.faults.marks} - set(have))
+        marks = [m for r in others if (m := self.faults.took_out(r, sync_step, head.manager_step)) is not None]
+        if not marks or len(have) + len(marks) < world:
+            return None
+        who = "; ".join(f"replica {m.replica}, {ACTIONS.get(m.action, m.action)} at step {m.step}" for m in marks)
+        return (
+            "contribution sketch missing from a group an injected fault killed mid-round "
+            f"(before its event log recorded the send): {who}"
+        )
 
     def _non_participants(self, sends: list[ReplicaRound], head: RoundNumerics) -> None:
         """A replica not participating must contribute zeros (torchft zeroes a healing replica's)."""
@@ -392,11 +419,16 @@ class _Checker:
 
 
 def check_numerics(
-    logs: dict[tuple[int, int], list[EventRecord]], sketches_on: bool | None = None, partial: str | None = None
+    logs: dict[tuple[int, int], list[EventRecord]],
+    sketches_on: bool | None = None,
+    partial: str | None = None,
+    faults: FiredFaults | None = None,
 ) -> Numerics:
     """``logs``: (replica, rank) -> records, merged across the job's groups. ``sketches_on``: the
     run's ``sketches`` setting (None: not known — a foreign run or an ftrun before sketches);
-    ``partial``: why only part of the job is here (then nothing is checked)."""
+    ``partial``: why only part of the job is here (then nothing is checked); ``faults``: the
+    injected faults that fired (``ftrun.check.fired_faults.fault_marks``; None: none known), which
+    may explain a missing contribution sketch (module docstring)."""
     if not logs:
         return Numerics(why="no event logs")
     if partial:
@@ -417,7 +449,7 @@ def check_numerics(
                 )
             )
         return out
-    c = _Checker(OuterChecker(*outer_context(logs)))
+    c = _Checker(OuterChecker(*outer_context(logs)), faults)
     c.out.committed = committed
     c.out.not_checked.update(missing)
     c.groups = groups

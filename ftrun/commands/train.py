@@ -19,6 +19,7 @@ import msgspec
 
 from ftrun import layout
 from ftrun.check.agreement import check_agreement
+from ftrun.check.fired_faults import fault_marks
 from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.recovery import recovery_of
 from ftrun.commands.run_check import check_run, print_check
@@ -121,7 +122,8 @@ def _run(
     alone = cfg.hosts.replica_group_id >= 0 and cfg.hosts.replicas > 1  # one host of a multi-host job
     here = f"only replica group {cfg.hosts.replica_group_id}'s %s on this host (inspect-trace every group's run dir)"
     partial = here % "event log is" if alone else None
-    numerics = check_numerics(logs, cfg.profiling.sketches, partial)
+    # an injected kill may explain a contribution sketch missing from its round (check_numerics)
+    numerics = check_numerics(logs, cfg.profiling.sketches, partial, fault_marks([state.run_dir], [manifest], logs))
     summary = summarise(state, manifest, logs, check_agreement(logs), numerics)
     # ``faults``: what happened (faults, restarts, heals, quorum changes); ``recovery``: where each
     # fault's recovery time went, one ``layout.RecoveryRecord`` per fault, as inspect-trace --json has it

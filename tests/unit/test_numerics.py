@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import msgspec
 import pytest
 
+from ftrun.check.fired_faults import FaultMark, FiredFaults
 from ftrun.check.numerics import check_numerics
 from ftrun.check.numerics_core import average_tolerance, sum_tolerance
 from ftrun.layout import EventRecord, Healed, HealNumerics, RoundNumerics, Sketch
@@ -391,3 +393,55 @@ def test_sketch_is_linear_and_placed_by_offset():
     assert max(abs(2 * x - y) for x, y in zip(whole.proj, twice.proj, strict=False)) <= 2 * tol + sketch_error(twice)
     shifted = sketch([torch.zeros(3), torch.cat(parts)])  # other offsets: other projections
     assert max(abs(x - y) for x, y in zip(whole.proj, shifted.proj, strict=False)) > 100 * tol
+
+
+def _killed_round(kill_step, lost, manager_step=0, killed=(1,), missing=(1,)):
+    """A round of 3 replicas synced at step 10 (manager step 0) whose ``missing`` replicas logged
+    neither part (on a GPU a rank writes its send's sketch at the sync step's record), with a
+    fired kill of each of ``killed`` at ``kill_step`` that lost the steps ``lost``."""
+    cs, s, a = clean(n=3)
+    logs = round_logs(cs, [s] * 3, [a] * 3, participating=(True,) * 3)
+    for r in missing:
+        logs[(r, 0)] = []
+    marks = [FaultMark(r, "kill", kill_step, lost, None, manager_step=manager_step) for r in killed]
+    return check_numerics(logs, sketches_on=True, faults=FiredFaults(marks))
+
+
+def test_sketch_missing_of_a_group_killed_during_the_round_is_not_checked_never_ok():
+    out = _killed_round(8, (8, 40))
+    assert out.ok and not out.problems and out.checked == 0 and out.replica_syncs_checked == 0
+    (why,) = out.not_checked
+    assert "injected fault" in why and "replica 1, SIGKILL at step 8" in why
+    assert out.not_checked[why] == 2  # replicas 0 and 2 committed it
+    assert out.status == "not checked"  # nothing else was checked: never "checked" on this round
+    assert _killed_round(10, (10, 40)).ok  # killed at the sync step itself, before its record
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kill_step": 11, "lost": (11, 40)},  # killed after the sync's record: it should have its sketch
+        {"kill_step": 8, "lost": (8, 9)},  # back before the sync: alive, its sketch lost all the same
+        {"kill_step": 3, "lost": (3, 40), "manager_step": None},  # killed before the round (no record)
+        {"kill_step": 8, "lost": (8, 40), "manager_step": 1},  # at another round's manager step
+        {"kill_step": 8, "lost": (8, 40), "killed": (2,)},  # another group was killed
+        {"kill_step": 8, "lost": (8, 40), "missing": (1, 2)},  # two sketches missing, one group killed
+    ],
+)
+def test_sketch_missing_no_fault_explains_fails(kwargs):
+    out = _killed_round(**kwargs)
+    assert not out.ok and out.problems and all(p.check == "sketch missing" for p in out.problems)
+    assert not out.not_checked
+
+
+def test_fault_mark_records_the_manager_step_its_group_had_reached():
+    from ftrun import layout
+    from ftrun.check.fired_faults import fault_marks
+    from ftrun.event_log import read_event_log
+
+    run = Path(__file__).parent.parent / "data" / "kill_run"  # --kill 1@25: step 24's record, manager step 2
+    logs = {(r, 0): read_event_log(run / "events" / f"replica{r}_rank0.jsonl") for r in range(3)}
+    (mark,) = fault_marks([run], [layout.read_train_manifest(run)], logs).marks
+    assert (mark.step, mark.manager_step) == (25, 2)
+    faults = FiredFaults([mark])
+    assert faults.took_out(1, 25, 2) is mark and faults.took_out(1, 25, 3) is None and faults.took_out(0, 25, 2) is None
