@@ -254,6 +254,67 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _median(stat: dict[str, Any] | None, unit: str) -> str:
+    return "not measured" if not stat else f"{stat['median']:g} {unit} (median of {stat['n']})"
+
+
+def _gpu_run(name: str, run: dict[str, Any]) -> list[tuple[str, str]]:
+    """One ``gpu_check`` training: its verdict, commits, numerics, and what the trace measured."""
+    if "exit" not in run:
+        return [(f"{name}", run.get("error") or "not run")]
+    commits = "/".join(str(c) for c in run.get("commits") or []) or "-"
+    rows = [(f"{name}: verdict, commits per replica", f"{run.get('verdict')}, {commits} (exit {run['exit']})")]
+    n = run.get("numerics") or {}
+    rows.append((f"{name}: numerics", n.get("line") or n.get("status") or "not reported"))
+    if "kernels_per_send" in run:
+        sends = run["kernels_per_send"]
+        linked = sum(s["kernels"] for s in sends)
+        calls = sum(s["allreduce_calls"] for s in sends)
+        rows.append((f"{name}: NCCL kernels placed in torchft allreduce calls", f"{linked} of {calls} call(s)"))
+        rows.append((f"{name}: NCCL allreduce kernel", _median(run.get("nccl_allreduce_kernel_us"), "µs")))
+        rows.append((f"{name}: sync exposed time", _median(run.get("exposed_ms"), "ms")))
+    for key in ("numerics_problem", "corrupt_problem"):
+        if run.get(key):
+            rows.append((f"{name}: requirement not met", run[key]))
+    if "link_check" in run:
+        rows.append(
+            (f"{name}: every sync exposed >= bytes/bandwidth + latency", json.dumps(run["link_check"].get("ok")))
+        )
+    return rows
+
+
+def _gpu(r: dict[str, Any]) -> list[tuple[str, str]]:
+    if not r.get("cuda"):
+        return _scalars(r)
+    rows = [("device", r["device"])]
+    for name, run in (r.get("runs") or {}).items():
+        rows += _gpu_run(name, run)
+    rows.append(
+        (
+            "all GPU checks held",
+            f"{json.dumps(r.get('ok'))}; not checked: {', '.join(r.get('not_checked') or []) or 'none'}",
+        )
+    )
+    return rows
+
+
+def _gpu_pgs(r: dict[str, Any]) -> list[tuple[str, str]]:
+    if not r.get("cuda"):
+        return _scalars(r)
+    rows = [("device", r["device"])]
+    for name, cell in (r.get("cells") or {}).items():
+        commits = "/".join(str(c) for c in cell.get("commits") or []) or "-"
+        rec = cell.get("recovered_s") or []
+        extra = f"; recovered in {', '.join(f'{x:g} s' for x in rec if x is not None)}" if any(rec) else ""
+        rows.append((f"{name}: verdict, commits per replica", f"{cell.get('verdict')}, {commits}{extra}"))
+        if cell.get("problem"):
+            rows.append((f"{name}: requirement not met", cell["problem"]))
+    rows += [(f"{b}: unavailable", why) for b, why in (r.get("unavailable") or {}).items()]
+    rows += [(f"{c}: not run", why) for c, why in (r.get("not_run") or {}).items()]
+    rows.append(("the matrix held", json.dumps(r.get("ok"))))
+    return rows
+
+
 FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "warm-start": _warm_start,
     "inspect": _inspect,
@@ -268,6 +329,8 @@ FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "sketch-cost": _sketch_cost,
     "worker-memory": _worker_memory,
     "chaos": _chaos,
+    "gpu": _gpu,
+    "gpu-pgs": _gpu_pgs,
 }
 
 

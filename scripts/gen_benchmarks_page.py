@@ -199,6 +199,15 @@ BENCHES: tuple[Bench, ...] = (
         420,
     ),  # noqa: E501
     Bench(
+        "gpu-pgs",
+        "GPU process-group matrix",
+        "scripts/gpu_pgs.py on a machine with CUDA: NCCL, Baby-NCCL, nccl2 and torchcomms where the installed "
+        "torchft, torch and torchcomms offer them; a streaming run, a kill with one relaunch, a plain run and a "
+        "bucketized run each, inspected and numerically checked (docs/gpu.md).",
+        ("scripts/gpu_pgs.py",),
+        420,
+    ),  # noqa: E501
+    Bench(
         "suite",
         "Test suite",
         "The whole test suite, unit and e2e (its wall time is the figure).",
