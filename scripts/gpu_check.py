@@ -238,7 +238,9 @@ def _ftrun() -> list[str]:
 
 
 def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
-    env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH", "PYTHONPATH": str(ROOT)}
+    # this checkout first on the path, the caller's own entries after it (e.g. another torchft)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH", "PYTHONPATH": path}
     cmd = [*_ftrun(), "train", *args, "--out", str(out), "--run-name", name, "--overwrite", "--json"]
     t0 = time.monotonic()
     try:
