@@ -12,7 +12,9 @@ limit and with ``NCCL_DEBUG=INFO``, nothing fetched from the network:
 4. ``quantize``: ``--quantize`` for 10 steps (commits, replicas agreeing on fingerprints, and the
    numeric check: every checked sync a quantized one, i.e. torchft's ``allreduce_quantized`` ran and
    ftrun's wrapper sketched it, SUM within the fp8 e4m3 budget, average = SUM / participants);
-5. ``baby-nccl``: ``--backend baby-nccl`` for 10 steps;
+5. ``baby-nccl``: ``--backend baby-nccl`` for 10 steps, judged as a sweep cell (``cell_verdict``):
+   ``failed-commits`` where the release's Baby groups fail every commit (torchft 0.2's known
+   defect), else ``pass`` (``expected_verdict``);
 6. ``quantize-corrupt``: the ``quantize`` run with ``--corrupt-allreduce 1@6:wrong-count``: must
    fail, its numeric problem naming the divide by participants + 1 (last: skipped when time is short).
 
@@ -43,6 +45,7 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ftrun import grid  # noqa: E402
 from ftrun.check import comm, gpu_comm  # noqa: E402
 from ftrun.check.analyze import analyze  # noqa: E402
 from ftrun.check.numerics import QUANTIZED_NOT_CHECKED_PREFIX  # noqa: E402
@@ -50,6 +53,7 @@ from ftrun.check.overlap import gpu_overlap  # noqa: E402
 from ftrun.errors import BadInput  # noqa: E402
 from ftrun.layout import NumericsCheck  # noqa: E402
 from ftrun.report.numerics_view import numerics_line  # noqa: E402
+from ftrun.sweep.evaluate import evaluate  # noqa: E402
 from ftrun.trace.load import load_trace  # noqa: E402
 from ftrun.trace.spans import compute_launches  # noqa: E402
 
@@ -248,6 +252,7 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"timed out after {timeout_s:.0f} s", "run_dir": str(out / name)}
     got: dict = {"exit": res.returncode, "wall_s": round(time.monotonic() - t0, 1), "run_dir": str(out / name)}
+    got["_stderr"] = res.stderr[-4000:]  # for ``cell_verdict``'s error line (not printed)
     try:
         summ = json.loads(res.stdout)
         got.update(
@@ -264,6 +269,35 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
     except json.JSONDecodeError:
         got.update(ok=False, error=(res.stderr.strip().splitlines() or ["no output"])[-1][:300])
     return got
+
+
+def cell_verdict(name: str, r: dict) -> dict:
+    """``train``'s result ``r`` with the run judged as an ``ftrun sweep`` cell is (``ftrun.sweep.evaluate``,
+    whose ``grid.verdict`` tells ``failed-commits``, the schedule held but commits failed, from
+    ``fail``): ``cell_verdict`` and ``cell_problem``. The train check's own ``verdict`` is "fail"
+    for both; a run that did not finish (``error``) is left as it is."""
+    stderr = r.pop("_stderr", "")
+    if r.get("error") is None:
+        row = evaluate(grid.Cell(name, {}), Path(r["run_dir"]), r.get("exit", 1), stderr)
+        r.update(cell_verdict=row.verdict, cell_problem=row.problem)
+    return r
+
+
+def expected_verdict(backend: str, baby_fails: bool) -> str:
+    """The cell verdict (``cell_verdict``) a run on ``backend`` must show: ``failed-commits`` for
+    Baby-NCCL where the release's Baby groups fail every commit (``baby_fails``: torchft 0.2's
+    known defect, ``ftrun.torchft_compat.baby_pg_fails_commits``), else ``pass``."""
+    return "failed-commits" if baby_fails and backend == "baby-nccl" else "pass"
+
+
+def verdict_problem(r: dict, expected: str) -> str | None:
+    """Why a run's cell verdict is not ``expected`` (None: it is); a run that did not finish: its error."""
+    if r.get("error") is not None:
+        return str(r["error"])
+    if r.get("cell_verdict") != expected:
+        why = f": {r['cell_problem']}" if r.get("cell_problem") else ""
+        return f"verdict {r.get('cell_verdict')}, not {expected} (exit {r.get('exit')}){why}"
+    return None
 
 
 def numerics_brief(num: dict | None) -> dict | None:
@@ -370,8 +404,6 @@ def plan_runs() -> list[tuple[str, list[str], float]]:
                 "4",
                 "--fragment-sync-delay",
                 "1",
-                "--profile",
-                "none",
             ],
             0.15,
         ),
@@ -386,13 +418,18 @@ SKIPPED = "skipped: the check's time budget is spent"
 
 def overall(runs: dict) -> tuple[bool, list[str]]:
     """(every planned run ran and met its requirement, the runs that did not run). A run skipped
-    for time is not a pass: the corrupted run's failing is evidence only once it has run."""
+    for time is not a pass: the corrupted run's failing is evidence only once it has run. A run
+    with an ``expected`` cell verdict other than ``pass`` (Baby-NCCL on torchft 0.2) must show
+    that verdict (``verdict_problem``), not be ok."""
     not_checked = [n for n, r in runs.items() if r.get("error") == SKIPPED]
+    must_pass = [r for n, r in runs.items() if n != "quantize-corrupt" and r.get("expected", "pass") == "pass"]
     ok = (
         not not_checked
-        and all(r.get("ok") for n, r in runs.items() if n != "quantize-corrupt")  # that one must fail
+        and all(r.get("ok") for r in must_pass)  # quantize-corrupt must fail
         and runs.get("streaming", {}).get("inspect", {}).get("verdict") == "pass"
-        and all(r.get("numerics_problem") is None and r.get("corrupt_problem") is None for r in runs.values())
+        and all(
+            r.get(k) is None for r in runs.values() for k in ("numerics_problem", "corrupt_problem", "verdict_problem")
+        )
     )
     return ok, not_checked
 
@@ -409,6 +446,9 @@ def main(argv: list[str]) -> int:
         summary["note"] = "no CUDA: the NCCL path is not checked on this host"
         print(json.dumps(summary, indent=1))
         return 0
+    from ftrun.torchft_compat import baby_pg_fails_commits, installed
+
+    baby_fails = baby_pg_fails_commits(installed())
     t_end = time.monotonic() + budget - 10
     plan = plan_runs()
     runs: dict = {}
@@ -426,6 +466,10 @@ def main(argv: list[str]) -> int:
         if name == "streaming":
             r["nccl_transport"] = nccl_transport(rd)
         raw = r.pop("_numerics", None)
+        if name == "baby-nccl":
+            r["expected"] = expected_verdict("baby-nccl", baby_fails)
+            r["verdict_problem"] = verdict_problem(cell_verdict(name, r), r["expected"])
+        r.pop("_stderr", None)
         if name in ("streaming", "bucketized", "quantize"):
             r["numerics_problem"] = numerics_requirement(raw, name == "quantize")
         if name == "quantize-corrupt":

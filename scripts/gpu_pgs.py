@@ -6,9 +6,10 @@ groups the installed torchft, torch and torchcomms offer on this host (``ftrun.t
 table, with CUDA) gets, in this order across the groups (so every group gets its first cell before
 any group gets its second): a streaming run, a kill of group 1 at step 15 with one relaunch (three
 groups: heal over the group), a plain DiLoCo run and a bucketized streaming run. Each cell is an
-``ftrun train`` with its schedule verdict, numeric check, agreement and, for the kill, the recovery
-time. A group the host cannot run is listed with the table's one-line reason (``unavailable``);
-a cell the time budget cannot hold is listed as not run, and the summary is then not ``ok``.
+``ftrun train`` with its verdict as a sweep cell's (``gpu_check.cell_verdict``: ``pass``, ``fail``,
+``failed-commits``, ...), numeric check, agreement and, for the kill, the recovery time. A group
+the host cannot run is listed with the table's one-line reason (``unavailable``); a cell the time
+budget cannot hold is listed as not run, and the summary is then not ``ok``.
 
 The plan (``plan_cells``) is pure: cells are admitted in order while the sum of their estimated
 seconds (``ESTIMATE_S``: estimates for one H200, not measurements) stays within the budget
@@ -29,7 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from gpu_check import cuda_available, numerics_requirement, train  # noqa: E402
+from gpu_check import (  # noqa: E402
+    cell_verdict,
+    cuda_available,
+    expected_verdict,
+    numerics_requirement,
+    train,
+    verdict_problem,
+)
 
 from ftrun.grid import KILL  # noqa: E402  (the pgs preset's recovery cell: group 1 killed at step 15)
 
@@ -99,14 +107,13 @@ def availability() -> dict[str, str | None]:
 
 
 def cell_result(cell: Cell, r: dict, baby_fails: bool) -> dict:
-    """What the summary keeps of one cell's ``train`` result, and ``problem``: why it does not pass
-    (None: it passes). ``baby_fails``: the release's Baby groups fail every commit (torchft 0.2's
-    known defect, ``baby_pg_fails_commits``), so a Baby-NCCL cell must show exactly that."""
+    """What the summary keeps of one cell's ``train`` result (its ``cell_verdict`` set), and
+    ``problem``: why it does not pass (None: it passes). ``baby_fails``: the release's Baby groups
+    fail every commit (torchft 0.2's known defect, ``baby_pg_fails_commits``), so a Baby-NCCL
+    cell must show exactly that: ``failed-commits`` (``gpu_check.expected_verdict``)."""
     raw = r.pop("_numerics", None)
-    expected = "failed-commits" if baby_fails and cell.backend == "baby-nccl" else "pass"
-    problem = r.get("error")
-    if problem is None and r.get("verdict") != expected:
-        problem = f"verdict {r.get('verdict')}, not {expected} (exit {r.get('exit')})"
+    expected = expected_verdict(cell.backend, baby_fails)
+    problem = verdict_problem(r, expected)
     if problem is None and expected == "pass":
         problem = numerics_requirement(raw, quantized=False)
     if problem is None and cell.kind == "kill" and (not r.get("recovered_s") or None in r["recovered_s"]):
@@ -136,7 +143,8 @@ def main(argv: list[str]) -> int:
         if left < est:
             skipped.append(cell.name)
             continue
-        cells[cell.name] = cell_result(cell, train(out, cell.name, cell.args, min(left, 2 * est)), baby_fails)
+        got = cell_verdict(cell.name, train(out, cell.name, cell.args, min(left, 2 * est)))
+        cells[cell.name] = cell_result(cell, got, baby_fails)
     summary.update(
         cells=cells,
         unavailable=plan.unavailable,

@@ -717,3 +717,22 @@ def patched_torchft(root: Path, module: str, old: str, new: str) -> dict[str, st
 def flat(output: str) -> str:
     """``output`` whitespace-normalised (rich wraps long lines)."""
     return " ".join(output.split())
+
+
+def failed_commits_run(tmp_path: Path, steps: tuple[int, ...] = (10, 20), fired: list[dict] | None = None) -> Path:
+    """CPU_RUN with its ranks' commits at ``steps`` failed (``commit: false``), as torchft 0.2's
+    Baby groups or a failing quantized allreduce leave them; ``fired``: the manifest's fired faults."""
+    run = tmp_path / "run"
+    shutil.copytree(CPU_RUN, run)
+    for log in (run / layout.EVENT_LOGS).glob("replica*_rank*.jsonl"):
+        lines = log.read_text().splitlines()
+        for i, text in enumerate(lines):
+            if any(text.startswith(f'{{"step": {s},') for s in steps):
+                assert '"commit": true' in text
+                lines[i] = text.replace('"commit": true', '"commit": false')
+        log.write_text("\n".join(lines) + "\n")
+    if fired is not None:
+        m = msgspec.json.decode((run / layout.MANIFEST).read_bytes())
+        m["faults"]["fired"] = fired
+        (run / layout.MANIFEST).write_bytes(msgspec.json.encode(m))
+    return run

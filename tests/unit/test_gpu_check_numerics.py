@@ -118,3 +118,23 @@ def test_a_run_skipped_for_time_is_not_a_pass() -> None:
     assert gc.overall({**runs, "quantize-corrupt": {"ok": False, "corrupt_problem": None}}) == (True, [])
     skipped = {"ok": False, "error": gc.SKIPPED}
     assert gc.overall({**runs, "quantize-corrupt": skipped}) == (False, ["quantize-corrupt"])
+
+
+def test_a_baby_nccl_run_on_a_release_that_fails_its_commits_must_show_failed_commits() -> None:
+    """Issue 45: torchft 0.2's Baby groups fail every commit, so the baby-nccl run is not ok (its
+    train check FAILs); what it must show is the sweep cell verdict ``failed-commits``."""
+    gc = _script()
+    assert gc.expected_verdict("baby-nccl", True) == "failed-commits"
+    assert gc.expected_verdict("baby-nccl", False) == gc.expected_verdict("nccl", True) == "pass"
+    passed = {"ok": True, "inspect": {"verdict": "pass"}, "numerics_problem": None}
+    runs = {"streaming": passed, "quantize": {"ok": True}, "quantize-corrupt": {"ok": False}}
+    baby = {"ok": False, "exit": 1, "verdict": "fail", "expected": "failed-commits", "cell_verdict": "failed-commits"}
+    baby["verdict_problem"] = gc.verdict_problem(baby, baby["expected"])
+    assert baby["verdict_problem"] is None and gc.overall({**runs, "baby-nccl": baby}) == (True, [])
+    wrong = {**baby, "cell_verdict": "fail", "cell_problem": "p"}
+    wrong["verdict_problem"] = gc.verdict_problem(wrong, "failed-commits")
+    assert wrong["verdict_problem"] == "verdict fail, not failed-commits (exit 1): p"
+    assert gc.overall({**runs, "baby-nccl": wrong}) == (False, [])
+    # where the release commits on Baby groups, the run must pass as any other
+    healthy = {"ok": False, "expected": "pass", "cell_verdict": "pass", "verdict_problem": None}
+    assert gc.overall({**runs, "baby-nccl": healthy}) == (False, [])

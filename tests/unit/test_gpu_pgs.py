@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from test_gpu_check_numerics import _flags
 
+from ftrun import layout
 from ftrun.config.build import build
-from train_fixtures import load_script
+from train_fixtures import failed_commits_run, load_script, train_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,13 +79,20 @@ def test_every_planned_cell_is_a_valid_configuration() -> None:
 
 
 def _run(**kw) -> dict:
-    return {"exit": 0, "verdict": "pass", "recovered_s": [], "_numerics": {"status": "checked", "checked": 2}, **kw}
+    """A ``train`` result with its verdict as a sweep cell (``gpu_check.cell_verdict``)."""
+    return {
+        **{"exit": 0, "verdict": "pass", "cell_verdict": "pass", "cell_problem": None, "recovered_s": []},
+        **{"_numerics": {"status": "checked", "checked": 2}, **kw},
+    }
 
 
 def test_what_a_cell_must_show_to_pass() -> None:
     stream, kill = gp.Cell("nccl", "streaming"), gp.Cell("nccl2", "kill")
     assert gp.cell_result(stream, _run(), False)["problem"] is None
-    assert gp.cell_result(stream, _run(verdict="fail", exit=1), False)["problem"] == "verdict fail, not pass (exit 1)"
+    failed = _run(verdict="fail", cell_verdict="fail", cell_problem="sync of fragment 0 missing at step 20", exit=1)
+    assert gp.cell_result(stream, failed, False)["problem"] == (
+        "verdict fail, not pass (exit 1): sync of fragment 0 missing at step 20"
+    )
     unchecked = _run(_numerics={"status": "not checked", "why": "no sketches"})
     assert gp.cell_result(stream, unchecked, False)["problem"] == "numerics not checked: no sketches"
     assert gp.cell_result(kill, _run(recovered_s=[3.2]), False)["problem"] is None
@@ -92,11 +100,32 @@ def test_what_a_cell_must_show_to_pass() -> None:
     assert gp.cell_result(kill, _run(), False)["problem"] == "the killed group did not commit again"
     timed_out = {"ok": False, "error": "timed out after 50 s"}
     assert gp.cell_result(stream, timed_out, False)["problem"] == "timed out after 50 s"
-    # torchft 0.2's Baby groups fail every commit (its known defect): that is what the cell must show
+    # torchft 0.2's Baby groups fail every commit (its known defect): that is what the cell must show,
+    # as a sweep cell's verdict (grid.verdict); the train check itself says "fail" (exit 1) for it
     baby = gp.Cell("baby-nccl", "streaming")
-    assert gp.cell_result(baby, _run(verdict="failed-commits", exit=1), True)["problem"] is None
+    assert gp.cell_result(baby, _run(verdict="fail", cell_verdict="failed-commits", exit=1), True)["problem"] is None
     assert gp.cell_result(baby, _run(), True)["problem"] == "verdict pass, not failed-commits (exit 0)"
     assert gp.cell_result(baby, _run(), False)["problem"] is None
+    broken = _run(verdict="fail", cell_verdict="fail", cell_problem="p", exit=1)  # the schedule failed too
+    assert gp.cell_result(baby, broken, True)["problem"] == "verdict fail, not failed-commits (exit 1): p"
+
+
+def test_a_cell_is_judged_as_a_sweep_cell_is(tmp_path) -> None:
+    """Issue 45: a Baby-NCCL cell on torchft 0.2 was flagged "verdict fail, not failed-commits": the
+    train check says "fail" for failed commits; ``failed-commits`` is the sweep cell's verdict
+    (``ftrun.grid.verdict``), which ``cell_verdict`` gives (the schedule held, commits failed)."""
+    run = failed_commits_run(tmp_path)
+    (run / layout.SUMMARY).write_text(json.dumps(train_summary(ok=False, run_dir=str(run))))
+    got = {"exit": 1, "verdict": "fail", "run_dir": str(run), "_stderr": "", "_numerics": None, "recovered_s": []}
+    r = gp.cell_verdict("baby-nccl-streaming", got)
+    assert r["cell_verdict"] == "failed-commits" and "_stderr" not in r, r
+    assert r["cell_problem"].startswith("4 commit(s) failed on 2 rank(s) that no injected fault explains")
+    assert gp.cell_result(gp.Cell("baby-nccl", "streaming"), r, True)["problem"] is None
+    assert gp.cell_result(gp.Cell("nccl", "streaming"), dict(r), True)["problem"].startswith(
+        "verdict failed-commits, not pass (exit 1): 4 commit(s) failed"
+    )
+    timed_out = {"ok": False, "error": "timed out after 50 s", "run_dir": str(run)}
+    assert gp.cell_verdict("x", timed_out) == timed_out  # not finished: nothing judged, its error stays
 
 
 def test_without_cuda_nothing_is_checked_and_it_says_so(monkeypatch, capsys) -> None:
@@ -118,6 +147,7 @@ def test_a_cell_the_budget_cannot_hold_is_not_a_pass(monkeypatch, capsys) -> Non
     monkeypatch.setenv("OUT", "/nonexistent-gpu-pgs")
     ran = []
     monkeypatch.setattr(gp, "train", lambda out, name, args, t: ran.append((name, t)) or _run())
+    monkeypatch.setattr(gp, "cell_verdict", lambda name, r: r)  # (no run dir to judge)
     assert gp.main([]) == 1
     out = json.loads(capsys.readouterr().out)
     assert [n for n, _ in ran] == ["nccl-streaming"] and ran[0][1] <= 2 * gp.ESTIMATE_S["streaming"]

@@ -17,7 +17,7 @@ from ftrun.cli import app
 from ftrun.commands.run_check import NO_TRACES, SKIPPED, check_run, print_check
 from ftrun.errors import BadInput, RunFailed
 from ftrun.report.inspect_view import render_text, verdict_line
-from train_fixtures import CPU_RUN, train_summary, write_toml
+from train_fixtures import CPU_RUN, failed_commits_run, train_summary, write_toml
 
 
 def test_a_run_dir_gets_inspects_verdict_line(capsys) -> None:
@@ -127,30 +127,11 @@ def test_api_train_raises_on_a_failed_check_as_the_cli_exits_1(tmp_path, monkeyp
     assert str(e.value) == f"{line} (run dir {tmp_path / 'late'})" and e.value.run.path == tmp_path / "late"
 
 
-def _failed_commits(tmp_path: Path, steps: tuple[int, ...] = (10, 20), fired: list[dict] | None = None) -> Path:
-    """CPU_RUN with its ranks' commits at ``steps`` failed (``commit: false``), as torchft 0.2's
-    Baby groups or a failing quantized allreduce leave them; ``fired``: the manifest's fired faults."""
-    run = tmp_path / "run"
-    shutil.copytree(CPU_RUN, run)
-    for log in (run / layout.EVENT_LOGS).glob("replica*_rank*.jsonl"):
-        lines = log.read_text().splitlines()
-        for i, text in enumerate(lines):
-            if any(text.startswith(f'{{"step": {s},') for s in steps):
-                assert '"commit": true' in text
-                lines[i] = text.replace('"commit": true', '"commit": false')
-        log.write_text("\n".join(lines) + "\n")
-    if fired is not None:
-        m = msgspec.json.decode((run / layout.MANIFEST).read_bytes())
-        m["faults"]["fired"] = fired
-        (run / layout.MANIFEST).write_bytes(msgspec.json.encode(m))
-    return run
-
-
 def test_without_traces_unexplained_failed_commits_still_fail_the_run(tmp_path, capsys) -> None:
     """Issue 45: a --profile none run whose every commit failed said "not checked" and ok. The
     failed-commit rule reads the event logs, so it holds without traces: FAIL, the schedule still
     "not checked" (its why kept), the problems inspect-trace names for the same logs."""
-    run = _failed_commits(tmp_path)
+    run = failed_commits_run(tmp_path)
     checked = check_run([run], [])
     v = checked.verdict
     assert checked.failed and checked.judged and checked.report is None
@@ -178,5 +159,5 @@ def test_without_traces_failed_commits_a_fault_explains_are_no_failure(tmp_path)
         for r in (0, 1)
         for s in (10, 20)
     ]
-    checked = check_run([_failed_commits(tmp_path, fired=fired)], [])
+    checked = check_run([failed_commits_run(tmp_path, fired=fired)], [])
     assert checked.verdict == layout.RunCheck(verdict="not checked", why=NO_TRACES) and not checked.failed
