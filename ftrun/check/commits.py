@@ -7,8 +7,9 @@ of them (manager step included) and sends their fragment: it does not retry its 
 cycle in which no group of the quorum committed repeats its fragment, for every group
 (``CommitModel.stalled``). Hence, on one worker:
 
-* event log: a record with ``commit: false`` is a failed commit at its step (``synced`` = fragment);
-  a ``healed`` record within one window after it says some group committed;
+* event log: a record with ``commit: false`` is a failed commit at its step (``synced`` = fragment,
+  ``commit_error``: the rank's torchft error behind it, ``FailedCommit.torchft_error``); a
+  ``healed`` record within one window after it says some group committed;
 * inferred from the trace, per sync, first of:
 
   1. the sync itself: torchft runs the outer optimizer's step inside ``perform_sync`` only when
@@ -38,7 +39,7 @@ from typing import Any
 import msgspec
 
 from ftrun.check.fired_faults import FiredFaults
-from ftrun.layout import EventRecord
+from ftrun.layout import EventRecord, clip_error
 from ftrun.schedule import ReleaseBehaviour, Schedule, rounds, stalled
 
 
@@ -50,6 +51,8 @@ class FailedCommit(msgspec.Struct):
     source: str  # "event_log" | "inferred"
     evidence: str = "commit: false"  # what showed it (NO_OUTER_STEP, SENT_AGAIN for inferred ones)
     explained: bool = msgspec.field(default=False, name="explained_by_fault")  # by an injected fault
+    # the rank's own torchft error behind it (event log's ``commit_error``; None: none logged)
+    torchft_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as report.json writes it (``explained`` as ``explained_by_fault``)."""
@@ -67,8 +70,27 @@ def from_logs(logs: dict[tuple[int, int], list[EventRecord]]) -> list[FailedComm
     for (replica, rank), recs in sorted(logs.items()):
         for rec in recs:
             if rec.commit is False and rec.step is not None:
-                out.append(FailedCommit(replica, rank, rec.step, rec.synced, "event_log"))
+                err = clip_error(rec.commit_error) if isinstance(rec.commit_error, str) else None
+                out.append(FailedCommit(replica, rank, rec.step, rec.synced, "event_log", torchft_error=err or None))
     return out
+
+
+# the most distinct torchft errors one line names (``torchft_errors``)
+ERRORS_SHOWN = 3
+
+
+def torchft_errors(commits: Sequence[FailedCommit]) -> str | None:
+    """The distinct torchft errors behind ``commits``, in order of first failure, as one phrase:
+    ``torchft: E1 | E2 | E3 | and 2 other error(s)`` (at most ``ERRORS_SHOWN`` named, each one
+    bounded line); None when none was logged."""
+    distinct = list(
+        dict.fromkeys(c.torchft_error for c in sorted(commits, key=lambda c: c.sync_step) if c.torchft_error)
+    )
+    if not distinct:
+        return None
+    shown = distinct[:ERRORS_SHOWN]
+    more = len(distinct) - len(shown)
+    return "torchft: " + " | ".join(shown + ([f"and {more} other error(s)"] if more else []))
 
 
 class SyncSeen(msgspec.Struct, frozen=True):

@@ -133,7 +133,8 @@ def disagreements(ag: Agreement) -> list[str]:
 
 
 def unexplained_failed_commits(failed_commits: list[commit_checks.FailedCommit]) -> list[str]:
-    """Run problems: per worker, the failed commits no injected fault explains."""
+    """Run problems: per worker, the failed commits no injected fault explains: their sync steps,
+    what showed them and the torchft errors logged for them (``commits.torchft_errors``)."""
     by_worker: dict[tuple[int, int], list[commit_checks.FailedCommit]] = {}
     for c in failed_commits:
         if not c.explained:
@@ -141,6 +142,8 @@ def unexplained_failed_commits(failed_commits: list[commit_checks.FailedCommit])
     out = []
     for (rep, rank), cs in sorted(by_worker.items()):
         how = "; ".join(sorted({f"{c.source.replace('_', ' ')}: {c.evidence}" for c in cs}))
+        errors = commit_checks.torchft_errors(cs)  # why, where the event logs say it
+        how += f"; {errors}" if errors else ""
         out.append(
             f"replica {rep} rank {rank}: {len(cs)} commit(s) failed "
             f"(sync steps {', '.join(str(c.sync_step) for c in cs)}; "

@@ -70,12 +70,15 @@ from ftrun.layout.compare_report import (
     read_compare_report as read_compare_report,
 )
 from ftrun.layout.events import (
+    COMMIT_ERROR_CHARS as COMMIT_ERROR_CHARS,
     EventRecord as EventRecord,
     Healed as Healed,
     LifecycleEvent as LifecycleEvent,
     Quorum as Quorum,
     Rejoined as Rejoined,
     RunEvent as RunEvent,
+    clip_error as clip_error,
+    commit_error_text as commit_error_text,
 )
 from ftrun.layout.faults import (
     FAULT_MARKER_LIMIT as FAULT_MARKER_LIMIT,

@@ -47,7 +47,11 @@ class EventRecord(msgspec.Struct):
     ``quorums``/``healed``/``rejoined``: membership changes. ``loss``: None where ftrun does not see
     the loss (``ftrun launch``'s hook in a user's script: ``ftrun.launch.autohook.attach``).
     ``numerics``: the step's sketches (``RoundNumerics``: a send and/or a sync), ``heal_numerics``
-    after a heal (absent with ``--no-sketches``).
+    after a heal (absent with ``--no-sketches``). ``commit_error``: when the sync's commit failed,
+    torchft's own error that made this rank vote against it (``Manager.errored()``: type and the
+    message's first line, at most ``COMMIT_ERROR_CHARS``); absent when the commit succeeded, when
+    this rank had no error (another rank of its group voted no, too few replicas) and in logs of
+    an ftrun before the field.
     """
 
     step: int | None
@@ -74,6 +78,26 @@ class EventRecord(msgspec.Struct):
     real_s: float | UnsetType = UNSET
     numerics: list[RoundNumerics] | UnsetType = UNSET
     heal_numerics: HealNumerics | UnsetType = UNSET
+    commit_error: str | UnsetType = UNSET
+
+
+# the longest ``EventRecord.commit_error`` written or shown: a message line, never a traceback
+COMMIT_ERROR_CHARS = 200
+
+
+def clip_error(text: str) -> str:
+    """``text``'s first non-empty line, stripped, at most ``COMMIT_ERROR_CHARS`` characters (a cut
+    one ends in "..."): how a commit error is written and shown, whatever a log holds."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return first if len(first) <= COMMIT_ERROR_CHARS else first[: COMMIT_ERROR_CHARS - 3] + "..."
+
+
+def commit_error_text(exc: BaseException) -> str:
+    """``EventRecord.commit_error`` for ``exc``: ``Type: message`` (``clip_error``; the type alone
+    for an empty message)."""
+    name = type(exc).__name__
+    msg = clip_error(str(exc))
+    return clip_error(f"{name}: {msg}" if msg else name)
 
 
 class RunEvent(msgspec.Struct):

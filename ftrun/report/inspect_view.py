@@ -18,6 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ftrun.check.commits import torchft_errors
 from ftrun.check.figures import exposed_past_done
 from ftrun.check.noise import Measured, says
 from ftrun.check.result import EventResult, Report, SendOverlap, WorkerOverlap
@@ -148,8 +149,10 @@ def render(report: Report, console: Console | None = None) -> None:
         failed = [c for c in report.failed_commits if c.replica == w.replica and c.rank == w.rank]
         if failed:
             src = sorted({c.source for c in failed})
+            errors = torchft_errors(failed)
             t.caption = (
                 f"{len(failed)} commit(s) failed, at sync steps {[c.sync_step for c in failed]} ({', '.join(src)})"
+                + (f"; {errors}" if errors else "")
             )
             t.caption_justify = "left"
         con.print(t)

@@ -70,7 +70,8 @@ def _commits_case(
         [
             f"commit at sync step {c.sync_step} "
             f"(fragment {'?' if c.fragment is None else c.fragment}) "
-            f"failed, no injected fault explains it ({c.source.replace('_', ' ')}: {c.evidence})"
+            f"failed, no injected fault explains it ({c.source.replace('_', ' ')}: {c.evidence}"
+            + (f"; torchft: {c.torchft_error})" if c.torchft_error else ")")
             for c in unexplained
         ]
         if commit_problems

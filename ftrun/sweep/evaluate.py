@@ -28,6 +28,7 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> layout.SweepR
     if broken is not None:
         return msgspec.structs.replace(row, verdict="fail", problem=broken)
     from ftrun.check.analyze import analyze
+    from ftrun.check.commits import torchft_errors
     from ftrun.check.metrics import run_metrics
 
     try:
@@ -37,6 +38,9 @@ def evaluate(cell: grid.Cell, run_dir: Path, rc: int, err: str) -> layout.SweepR
         return msgspec.structs.replace(row, verdict="fail", problem=f"inspect: {e}")
     unexplained = [(c.replica, c.rank, c.sync_step) for c in report.failed_commits if not c.explained]
     v, problem = grid.verdict(report.verdict, report.problems(), unexplained)
+    errors = torchft_errors([c for c in report.failed_commits if not c.explained])
+    if v == "failed-commits" and errors:
+        problem = f"{problem}; {errors}"
     replicas = cell.config.hosts.replicas if cell.config is not None else 1
     group_error = first_group_error(run_dir, replicas) if v != "pass" else None
     if group_error:

@@ -4,7 +4,8 @@ objects, whose ``prepare_sync`` / ``perform_sync`` / ``wait`` / ``original_param
 wraps and reads), ``Manager._quorum_future`` (set once a quorum was asked for),
 ``Manager._quorum_id``, ``Manager._participating_replica_world_size`` (what ``num_participants``
 returns: ``participants``), ``Manager._client._quorum`` (the RPC that returns each quorum: the proxy
-of ``after_each_quorum`` passes every argument through) and ``Manager._pg``.
+of ``after_each_quorum`` passes every argument through) and ``Manager._pg``; and the
+``original_exception`` that torchft's ``ExceptionWithTraceback`` (``Manager.errored()``) wraps.
 """
 
 from __future__ import annotations
@@ -102,6 +103,19 @@ def participants(manager: Any) -> int | None:
     if fut.done() and fut.exception() is None and isinstance(n, int) and n >= 0:
         return n
     return manager.num_participants()
+
+
+def manager_error(manager: Any) -> BaseException | None:
+    """The error that made ``manager`` vote against this step's commit, None when it had none:
+    ``Manager.errored()`` (public in 0.2.0 and the nightly; set by ``report_error`` — a failed
+    collective, the process group's own ``errored()`` checked in ``should_commit`` — and cleared by
+    the next ``start_quorum``), unwrapped from torchft's ``ExceptionWithTraceback`` (whose
+    ``str`` carries the whole traceback) to the exception it holds, ``original_exception``."""
+    err = manager.errored()
+    if err is None:
+        return None
+    inner = getattr(err, "original_exception", None)
+    return inner if isinstance(inner, BaseException) else err
 
 
 def quorum_id(manager: Any) -> int | None:

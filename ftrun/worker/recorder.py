@@ -35,10 +35,11 @@ from typing import Any
 
 import msgspec
 import torch
+from msgspec import UNSET
 
-from ftrun.layout import EventRecord
+from ftrun.layout import EventRecord, commit_error_text
 from ftrun.small_files import last_byte
-from ftrun.torchft_compat import diloco_fragments
+from ftrun.torchft_compat import diloco_fragments, manager_error
 
 
 def fingerprint(tensors: dict[str, torch.Tensor]) -> str:
@@ -69,12 +70,14 @@ class StepRecorder:
         self.sent: int | None = None
         self.synced: int | None = None
         self.commit: bool | None = None
+        self.commit_error: str | None = None
         self.fingerprint: str | None = None
         self.timings: dict[str, float] = {}
         self._wait_end: float | None = None
         self.commits = 0
         self.failed_commits = 0
         self._link: Any = None
+        self._manager: Any = None
 
     def attach_link(self, link: Any) -> None:
         """Time each send's real collectives on ``link`` (a ``LinkEmulator``; None: no link)."""
@@ -87,7 +90,9 @@ class StepRecorder:
             frag.wait = self._wrap_wait(frag.wait)
 
     def attach_manager(self, manager: Any) -> None:
-        """Time the control plane: ``start_quorum`` (``quorum_s``) and ``should_commit`` (``commit_s``)."""
+        """Time the control plane: ``start_quorum`` (``quorum_s``) and ``should_commit`` (``commit_s``);
+        a failed commit's record carries ``manager``'s error (``commit_error``)."""
+        self._manager = manager
         manager.start_quorum = self._timed("quorum_s", manager.start_quorum)
         manager.should_commit = self._timed("commit_s", manager.should_commit)
 
@@ -136,9 +141,15 @@ class StepRecorder:
                 self.fingerprint = fingerprint(frag.original_parameters)
             else:
                 self.failed_commits += 1
+                self.commit_error = self._error()
             return ok
 
         return perform_sync
+
+    def _error(self) -> str | None:
+        """The Manager's error behind the failed commit, one bounded line (None: none, or no Manager)."""
+        err = manager_error(self._manager) if self._manager is not None else None
+        return None if err is None else commit_error_text(err)
 
     def end_step(self, **fields: Any) -> EventRecord:
         """Write the step's ``layout.EventRecord``; ``fields``: what the loop knows (step, loss, ...)."""
@@ -149,12 +160,13 @@ class StepRecorder:
             synced=self.synced,
             commit=self.commit,
             fingerprint=self.fingerprint,
+            commit_error=UNSET if self.commit_error is None else self.commit_error,  # absent, not null
             **timings,
             t=time.time(),
         )
         self.timings = {}
         self.write(rec)
-        self.sent = self.synced = self.commit = self.fingerprint = None
+        self.sent = self.synced = self.commit = self.fingerprint = self.commit_error = None
         return rec
 
     def write(self, rec: EventRecord) -> None:

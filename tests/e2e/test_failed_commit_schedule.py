@@ -55,6 +55,9 @@ def _the_run_dir_explains_the_failed_commit(run: TrainRun) -> None:
     run_dir, s = run.run_dir, run.summary()
     assert [(r["replica"], r["commits"], r["failed_commits"]) for r in s["replicas"]] == [(0, 6, 0), (1, 5, 1)]
     assert [x["step"] for x in run.events(1) if x.get("commit") is False] == [6]
+    # why, in torchft's own words (Manager.errored(): the error --fail-commit reported to it)
+    why = "RuntimeError: ftrun --fail-commit 1@5: this rank votes against the commit"
+    assert [x.get("commit_error") for x in run.events(1) if x.get("commit") is False] == [why]
     assert [x["step"] for x in run.events(0) if x.get("commit") is False] == []
     rec = s["faults"]  # what happened; s["recovery"]: where the time went (ftrun.check.recovery)
     assert [(f["action"], f["replica"], f["step"]) for f in rec["faults"]] == [("fail-commit", 1, 5)]
@@ -65,6 +68,7 @@ def _the_run_dir_explains_the_failed_commit(run: TrainRun) -> None:
     rc, report = _inspect(run_dir)
     assert rc == 0 and not report["problems"], report["problems"]
     assert [(c["replica"], c["sync_step"], c["explained_by_fault"]) for c in report["failed_commits"]] == [(1, 6, True)]
+    assert report["failed_commits"][0]["torchft_error"] == why
     assert [(f["action"], f["sync_step"]) for f in report["faults"]] == [("fail-commit", 6)]
     assert _sends(report, 7) == {0: 1, 1: 1}  # healed past its failed commit: no retry
 
