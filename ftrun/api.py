@@ -17,7 +17,7 @@ changes: README, "Python API and pytest plugin".
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # typing only: importing ftrun.api stays cheap (no msgspec, r
     from ftrun.check import result as check_result
     from ftrun.check.result import EventResult
     from ftrun.config import RunConfig
+    from ftrun.config.fields import ConfigValue as ConfigValue
 
 # the one list of the API's names: ftrun's (``ftrun._API``), which re-exports them lazily
 __all__ = list(_API)
@@ -233,7 +234,8 @@ class Run:
         return check_traces([self.path], allow_failed_commits=allow_failed_commits)
 
 
-ConfigLike = Union["RunConfig", dict[str, Any], PathLike]
+# a dict: the config fields by key, as a ``--config`` file spells them (``build`` checks each value)
+ConfigLike = Union["RunConfig", Mapping[str, "ConfigValue"], PathLike]
 
 
 def config_of(config: ConfigLike, out: PathLike | None = None) -> RunConfig:
@@ -307,7 +309,7 @@ def compare(
     a: str | PathLike | Run,
     b: str | PathLike | Run,
     *,
-    settings: dict[str, Any] | None = None,
+    settings: Mapping[str, ConfigValue] | None = None,
     link: str | None = None,
     out: PathLike | None = None,
     name: str | None = None,

@@ -175,7 +175,7 @@ class ConfigOptions:
         return out
 
     @functools.cached_property
-    def _params(self) -> tuple[inspect.Signature, dict[str, Any], frozenset[str]]:
+    def _params(self) -> tuple[inspect.Signature, dict[str, object], frozenset[str]]:
         own = inspect.signature(self.fn, eval_str=True)
         params: list[inspect.Parameter] = []
         keys: set[str] = set()
@@ -190,7 +190,7 @@ class ConfigOptions:
         return self._params[0]
 
     @property
-    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+    def __annotations__(self) -> dict[str, object]:  # type: ignore[override]
         return self._params[1]
 
     def __call__(self, **values: Any) -> Any:

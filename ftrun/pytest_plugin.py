@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from ftrun.api import Report, Run
+    from ftrun.api import ConfigValue, Report, Run
 
-SMALL_CONFIG: dict[str, Any] = {
+SMALL_CONFIG: dict[str, ConfigValue] = {  # config fields by key (``ftrun.api.train``'s dict)
     "mode": "streaming",
     "replicas": 2,
     "fragments": 2,
@@ -80,14 +80,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 @pytest.fixture
-def ftrun_config() -> dict[str, Any]:
+def ftrun_config() -> dict[str, ConfigValue]:
     """What ``ftrun_train`` trains: override (or parametrize) this fixture to change it."""
     return dict(SMALL_CONFIG)
 
 
 @pytest.fixture
 def ftrun_train(
-    request: pytest.FixtureRequest, ftrun_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, ftrun_config: dict[str, ConfigValue], tmp_path_factory: pytest.TempPathFactory
 ) -> Run:
     """Train ``ftrun_config`` (updated by an indirect parameter) under a fresh temporary dir."""
     import importlib
@@ -103,7 +103,7 @@ def ftrun_train(
         reps = request.node.stash.get(_REPORTS, {})
         failed = any(r.failed for r in reps.values())
         if failed and request.config.getoption("ftrun_keep"):
-            request.config.stash[_KEPT].append((request.node.nodeid, out / config["run_name"]))
+            request.config.stash[_KEPT].append((request.node.nodeid, out / str(config["run_name"])))
             return
         if failed:
             request.config.stash[_REMOVED_FAILED].append(request.node.nodeid)

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from ftrun import grid, layout
-from ftrun.config import RunConfig, build
+from ftrun.config import FileValues, RunConfig, build
 from ftrun.dir_lock import DirLock
 from ftrun.errors import BadInput, Interrupted
 from ftrun.json_out import report_json
@@ -47,7 +47,7 @@ def plan(
     preset: str | None,
     axes_text: list[str],
     shared: grid.Shared,
-    file_values: dict[str, Any] | None,  # a TOML file's keys (``ftrun.config.load_toml``)
+    file_values: FileValues | None,  # a TOML file's keys (``ftrun.config.load_toml``)
     sweep_dir: Path,
 ) -> tuple[list[grid.Axis], grid.Shared, list[grid.Cell], list[str]]:
     """Axes, the shared values (user's + preset's), the classified cells, notes. ``BadInput`` on bad input."""
@@ -76,7 +76,12 @@ def plan(
     for k, v in p_shared.items():
         if k not in keys and shared.get(k) is None and k not in (file_values or {}):
             shared[k] = v
-    if preset == "tau" and "link" not in keys and not shared.get("link") and not (file_values or {}).get("link"):
+    if (
+        preset == "tau"
+        and "link" not in keys
+        and not shared.get("link")
+        and not (file_values and file_values.get("link"))
+    ):
         from ftrun.commands.compare_link import default_link
         from ftrun.launch.placement import threads_per_rank
         from ftrun.link_spec import SYNC_SHARE

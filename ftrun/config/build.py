@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ftrun.config.options import fields, flag, given as given_of
+from ftrun.config.options import RawValues, fields, flag, given as given_of
 from ftrun.config.parts import At, RunConfig, _show
 from ftrun.errors import BadInput
 from ftrun.small_files import Missing, read_file
@@ -28,11 +28,11 @@ PRESETS: dict[str, dict[str, int]] = {  # preset -> its schedule's fields by key
 }
 
 
-class FileValues(dict[str, Any]):
+class FileValues(RawValues):
     """``load_toml``'s result: key -> value, plus where each came from (``path``; ``spelling``:
-    each key as the file spells it, dashes or underscores)."""
+    each key as the file spells it, dashes or underscores). Raw: ``build`` checks the types."""
 
-    def __init__(self, values: dict[str, Any], path: str, spelling: dict[str, str]) -> None:
+    def __init__(self, values: RawValues, path: str, spelling: dict[str, str]) -> None:
         super().__init__(values)
         self.path, self.spelling = path, spelling
 
@@ -73,7 +73,7 @@ def load_toml(path: str | Path) -> FileValues:
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"--config {p}: invalid TOML: {e}") from None
     known = fields()
-    out: dict[str, Any] = {}
+    out: RawValues = {}
     keys: dict[str, str] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
@@ -87,7 +87,7 @@ def load_toml(path: str | Path) -> FileValues:
 
 
 def build(
-    preset: str = "streaming", file_values: dict[str, Any] | None = None, overrides: Any = None, **flags: Any
+    preset: str = "streaming", file_values: RawValues | None = None, overrides: Any = None, **flags: Any
 ) -> RunConfig:
     """Preset < file < ``overrides`` (an ``Overrides``: a command's flags; ``flags``: the same by
     key, for code and tests; ``None`` = unset). Checks before returning; an error names a flag as
@@ -106,14 +106,14 @@ def build(
     mode = given["mode"] if "mode" in given else file_values.get("mode", preset)
     if not isinstance(mode, str) or mode not in PRESETS:
         raise BadInput(f"{where('mode')} {_show(mode)}: unknown preset (choose from {', '.join(PRESETS)})")
-    values: dict[str, Any] = dict(PRESETS[mode])
+    values: RawValues = dict(PRESETS[mode])
     for k in PRESETS[mode]:
         origin.setdefault(k, f"preset {mode}")
     values.update(file_values)
     values.update(given)
     values["mode"] = mode
     known = fields()
-    typed: dict[str, Any] = {}
+    typed: dict[str, object] = {}  # each checked against its field's type (RunConfig.from_keys)
     for name, value in values.items():
         if name not in known:
             raise BadInput(f"{where(name)}: unknown option")
@@ -130,7 +130,7 @@ def build(
     return cfg
 
 
-def _namer(origin: dict[str, str], file_values: dict[str, Any]) -> Callable[[str], str]:
+def _namer(origin: dict[str, str], file_values: RawValues) -> Callable[[str], str]:
     """How a message names field ``name``: its flag, or ``FILE: key =`` when the file gave it."""
     file_where = getattr(file_values, "where", lambda name: f"config file: {name} =")
 

@@ -11,8 +11,14 @@ from typing import Any
 
 import msgspec
 
+from ftrun.config.fields import ConfigValue
 from ftrun.config.parts import Opt, RunConfig, _show
 from ftrun.errors import BadInput
+
+# Values by key as the user gave them (a ``--config`` TOML file's, a command's parsed flags, the
+# API's dict), before ``build`` checks each against its field's type: the input boundary, where a
+# value can be anything TOML or a caller holds (the message naming a wrong one is ``build``'s).
+RawValues = dict[str, Any]
 
 
 class Field(msgspec.Struct, frozen=True):
@@ -96,7 +102,7 @@ def declared(decl: type) -> tuple[Field, ...]:
     return tuple(out)
 
 
-def declared_value(decl: type, given: dict[str, Any]) -> Any:
+def declared_value(decl: type, given: RawValues) -> Any:
     """A command's parsed options (by key) as one ``decl`` (``declared``): a list not given is
     its default; a blank string is bad input (one line naming the flag)."""
     values = {}
@@ -120,7 +126,7 @@ def overrides_type() -> type:
     return msgspec.defstruct("Overrides", [(f.key, f.kind | None, None) for f in fields().values()], kw_only=True)
 
 
-def overrides(given: dict[str, Any]) -> Any:
+def overrides(given: RawValues) -> Any:
     """A command's parsed flags (by key) as ``Overrides``: lists as lists, on|off text as a bool,
     a blank string is bad input (one line naming the flag)."""
     out = {}
@@ -137,9 +143,10 @@ def overrides(given: dict[str, Any]) -> Any:
     return overrides_type()(**out)
 
 
-def given(opts: Any) -> dict[str, Any]:
-    """The fields ``opts`` (an ``Overrides``) sets, by key."""
-    return {k: v for k, v in msgspec.structs.asdict(opts).items() if v is not None}
+def given(opts: Any) -> dict[str, ConfigValue]:
+    """The fields ``opts`` (an ``Overrides``, its values already of their fields' types) sets, by key."""
+    values: dict[str, ConfigValue] = msgspec.structs.asdict(opts)
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def on_off(name: str, text: str | None) -> bool | None:
