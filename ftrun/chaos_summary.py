@@ -53,7 +53,9 @@ class ChaosSummary(msgspec.Struct, kw_only=True):
     ``mtbf_s``); ``ended``: why no more faults fired, if they stopped; ``missed_steps_per_fault``:
     run steps the hit group was out, per kill or sigterm (``ftrun.check.fired_faults``);
     ``goodput``: of the whole run; ``twin``/``retained``: a fault-free twin's goodput and this
-    run's share of it, where one was measured (``ftrun compare``), else None."""
+    run's share of it, where one was measured (``ftrun compare``), else None; ``timeline``: the
+    whole-run picture ``ftrun train`` wrote (``ftrun.report.chaos_timeline``), relative to the run
+    dir, None when it could not be written."""
 
     kinds: list[str]
     seed: int
@@ -70,6 +72,7 @@ class ChaosSummary(msgspec.Struct, kw_only=True):
     goodput: Goodput
     twin: Goodput | None = None
     retained: float | None = None
+    timeline: str | None = None
 
 
 class GoodputComparison(msgspec.Struct, kw_only=True):

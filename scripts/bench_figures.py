@@ -186,7 +186,12 @@ def _chaos(r: dict[str, Any]) -> list[tuple[str, str]]:
     c, g, pc = r["chaos_summary"], r["compare"]["goodput"] or {}, r.get("plan_check") or {}
     rec = c["recoveries"]
     phases = ", ".join(f"{k} {v:.2f}" for k, v in rec["phases_median_s"].items() if v is not None)
+    # the acceptance case's length: the chaos clock's start to the last commit, against what it required
+    met = "met" if r.get("min_chaos_s_met") else "not met"
+    need = f" (required ≥ {r['min_chaos_s']:g}: {met})" if "min_chaos_s" in r else ""
     rows = [
+        (f"chaos part, s{need}", f"{c.get('chaos_s')}"),
+        ("replica groups × steps", f"{r.get('replicas')} × {r.get('steps')}"),
         ("faults injected (requested)", f"{c['fired']} ({c['requested']}): {json.dumps(c['by_kind'])}"),
         ("drawn / realized MTBF, s", f"{c['mtbf_s']} / {c['realized_mtbf_s']}"),
         ("recoveries back, median / p90 s", f"{rec['count']}, {rec['median_s']} / {rec['p90_s']}"),
@@ -198,6 +203,9 @@ def _chaos(r: dict[str, Any]) -> list[tuple[str, str]]:
     if pc:
         rows.append(("goodput retained, predicted (plan)", f"{pc['prediction']['retained']}"))
         rows.append(("plan --check (tolerance 10%)", f"{pc['verdict']}, error {pc['relative_error']}"))
+    if r.get("timeline"):  # the chaos run's whole-run picture, kept beside the docs
+        t = r["timeline"]  # relative to the checkout; the page is in docs/
+        rows.append(("whole-run timeline (faults, recoveries)", f"[{t}]({t.removeprefix('docs/')})"))
     return rows
 
 

@@ -27,24 +27,34 @@ from ftrun.check.noise import ratio_spread
 from ftrun.layout import EventRecord
 
 
-def group_goodput(replica: int, records: list[EventRecord]) -> GroupGoodput:
-    """One group's useful, lost and tail steps from its rank-0 records, in the order written."""
-    useful = lost = pending = 0
+def step_fates(records: list[EventRecord]) -> list[str | None]:
+    """Each record's fate, in the order written (the module docstring's rule): ``"useful"``,
+    ``"lost"`` or ``"tail"`` for a record with a step, None for one without (trained nothing)."""
+    fates: list[str | None] = [None] * len(records)
+    pending: list[int] = []
     incarnation: int | None = None
-    for rec in records:
+    for i, rec in enumerate(records):
         if incarnation is not None and rec.restart != incarnation:
-            lost, pending = lost + pending, 0  # its processes died before those steps' sync
+            for j in pending:  # its processes died before those steps' sync
+                fates[j] = "lost"
+            pending = []
         incarnation = rec.restart
         if rec.step is None:
             continue
-        pending += 1
+        pending.append(i)
         if rec.synced is not None:
-            if rec.commit:
-                useful += pending
-            else:
-                lost += pending
-            pending = 0
-    return GroupGoodput(replica, useful, lost, pending)
+            for j in pending:
+                fates[j] = "useful" if rec.commit else "lost"
+            pending = []
+    for j in pending:
+        fates[j] = "tail"
+    return fates
+
+
+def group_goodput(replica: int, records: list[EventRecord]) -> GroupGoodput:
+    """One group's useful, lost and tail steps from its rank-0 records, in the order written."""
+    fates = step_fates(records)
+    return GroupGoodput(replica, fates.count("useful"), fates.count("lost"), fates.count("tail"))
 
 
 def goodput_of(logs: dict[tuple[int, int], list[EventRecord]]) -> Goodput:

@@ -24,7 +24,7 @@ from ftrun.check.numerics import Numerics, check_numerics
 from ftrun.check.recovery import recovery_of
 from ftrun.commands.run_check import check_run, print_check
 from ftrun.config import RunConfig
-from ftrun.errors import Interrupted, RunFailed, Stopped, Stopping
+from ftrun.errors import BadInput, Interrupted, RunFailed, Stopped, Stopping
 from ftrun.launch.placement import Placement, check_quantize, plan as plan_placement
 from ftrun.launch.results import read_logs, summarise, write_summary
 from ftrun.launch.run import run_job
@@ -133,6 +133,7 @@ def _run(
         from ftrun.check.chaos_run import chaos_summary
 
         summary.chaos = chaos_summary(state.run_dir, manifest, logs, recoveries)
+        summary.chaos.timeline = _draw_chaos(state.run_dir, manifest, logs, summary.recovery)
     run_ok = summary.ok
     checked = check_run(
         [state.run_dir],
@@ -154,6 +155,27 @@ def _run(
         raise RunFailed("; ".join(_reasons(state, summary, numerics) + also))
     checked.raise_unjudged()
     return 1 if checked.failed else 0
+
+
+def _draw_chaos(
+    run_dir: Path,
+    manifest: layout.Manifest,
+    logs: dict[tuple[int, int], list[layout.EventRecord]],
+    recoveries: list[layout.RecoveryRecord],
+) -> str | None:
+    """A chaos run's whole-run timeline (``ftrun.report.chaos_timeline``) into its run dir; its name
+    there, or None with a warning when it could not be written (the run trained: its summary stands)."""
+    from ftrun.console import console, line
+    from ftrun.report.chaos_timeline import FILE, draw, timeline_of
+
+    try:
+        draw(timeline_of(run_dir, manifest, logs, recoveries), run_dir / FILE)
+    except BadInput as e:
+        console(stderr=True, soft_wrap=True).print(
+            line(("warning:", "bold yellow"), f" chaos timeline not written: {e}")
+        )
+        return None
+    return FILE
 
 
 def _reasons(state: RunState, summary: layout.TrainSummary, numerics: Numerics) -> list[str]:

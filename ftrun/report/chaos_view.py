@@ -40,6 +40,8 @@ def chaos_lines(c: ChaosSummary) -> list[str]:
     out.append(gp)
     if c.ended:
         out.append(f"faults stopped: {c.ended}")
+    if c.timeline:
+        out.append(f"timeline: {c.timeline} (in the run dir: every group's steps, faults and recoveries)")
     return out
 
 

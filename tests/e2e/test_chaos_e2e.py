@@ -6,6 +6,7 @@ faults twice, never both groups at once, and reports goodput; the run's check st
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,9 @@ def test_a_seeded_chaos_run_injects_the_same_faults_twice_and_reports_goodput(tm
         assert g["steps_per_s"] == pytest.approx(g["useful_steps"] / g["train_s"], rel=1e-3)
         assert g["useful_steps"] + g["lost_steps"] + g["tail_steps"] == sum(r["steps"] for r in s["replicas"])
         assert c["retained"] is None and c["twin"] is None  # a run never measures its own twin
+        # the whole-run timeline: every group's steps, the two hangs and their recoveries
+        assert c["timeline"] == "chaos_timeline.png"
+        assert (Path(s["run_dir"]) / c["timeline"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         rec = c["recoveries"]
         assert rec["count"] + rec["never_back"] + rec["absorbed"] == 2
         # the check of the captured run across the faults: numerics checked and clean, no FAIL

@@ -48,7 +48,7 @@ def _record(bench: str, result, **over) -> dict:
 
 def _page(gen, tmp_path, *records: dict) -> str:
     folder = tmp_path / "benchmarks"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for r in records:
         (folder / f"{r['bench']}.json").write_text(json.dumps(r))
     out = tmp_path / "benchmarks.md"
@@ -228,3 +228,22 @@ def test_chaos_shows_faults_recoveries_goodput_and_plans_prediction(gen, tmp_pat
     assert "| goodput chaos / twin, steps/s | 6.35 / 9.0 |" in section
     assert "| goodput retained, predicted (plan) | 0.75 |" in section
     assert "| plan --check (tolerance 10%) | pass, error 0.063 |" in section
+
+
+def test_chaos_shows_the_acceptance_cases_length_and_its_timeline(gen, tmp_path):
+    """The chaos part's seconds against ``--min-chaos-s`` (met or not), the run's size, and the
+    kept whole-run timeline as a link from the page (docs/) to the picture."""
+    rec = {"count": 0, "median_s": None, "p90_s": None, "phases_median_s": {}}
+    chaos = {"fired": 0, "requested": 0, "by_kind": {}, "mtbf_s": 30.0, "realized_mtbf_s": None, "chaos_s": 312.5}
+    chaos |= {"recoveries": rec, "missed_steps_per_fault": None}
+    result = {"chaos_summary": chaos, "compare": {"verdict": "pass", "goodput": {}}, "plan_check": None}
+    result |= {"replicas": 8, "steps": 750, "min_chaos_s": 300.0, "min_chaos_s_met": True}
+    result |= {"timeline": "docs/img/chaos_timeline.png"}
+    section = _page(gen, tmp_path, _record("chaos", result)).split("## Goodput under a fault storm", 1)[1]
+    assert "| chaos part, s (required ≥ 300: met) | 312.5 |" in section
+    assert "| replica groups × steps | 8 × 750 |" in section
+    assert (
+        "| whole-run timeline (faults, recoveries) | [docs/img/chaos_timeline.png](img/chaos_timeline.png) |" in section
+    )
+    short = _page(gen, tmp_path / "short", _record("chaos", result | {"min_chaos_s_met": False}))
+    assert "| chaos part, s (required ≥ 300: not met) | 312.5 |" in short
