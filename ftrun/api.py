@@ -20,7 +20,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Literal, Union
 
 from ftrun import _API
 from ftrun.errors import BadInput, RunFailed
@@ -96,8 +96,9 @@ class Report:
         return [e for e in self.raw.events if not e.ok]
 
     @property
-    def failed_commits(self) -> list[dict[str, Any]]:
-        """``{replica, rank, sync_step, fragment, source, explained_by_fault, ...}`` per failed commit."""
+    def failed_commits(self) -> list[layout.JsonObject]:
+        """``{replica, rank, sync_step, fragment, source, explained_by_fault, ...}`` per failed commit
+        (``FailedCommit`` as report.json writes it)."""
         return [c.to_json() for c in self.raw.failed_commits]
 
     @property
@@ -111,7 +112,7 @@ class Report:
         return Schedule(s.fragments, s.sync_every, s.fragment_sync_delay)
 
     @property
-    def numerics(self) -> dict[str, Any] | None:
+    def numerics(self) -> layout.JsonObject | None:
         """The numeric check of the outer steps (``{checked, tolerance, problems}``), or None
         when it did not run: numerics were then not checked (never read None as a pass)."""
         import msgspec
@@ -134,7 +135,7 @@ class Report:
 
         return failing_table(self.raw)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> layout.JsonObject:
         """``inspect-trace --json``'s object."""
         return self.raw.to_json()
 

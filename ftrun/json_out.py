@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:  # (a leaf: no run-dir records imported to write JSON)
+    from ftrun.layout.codec import JsonObject
 
 
 def not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
@@ -37,7 +40,7 @@ def report_json(record: msgspec.Struct, notes_key: str = "notes") -> str:
     and infinities are ``null``, each named in its ``notes_key`` (a list, added when missing)
     with the value it had; its ``UNSET`` fields are left out."""
     # the one JSON boundary of these records: their builtins, so that a note can name the path
-    result: dict[str, Any] = msgspec.to_builtins(record)
+    result: JsonObject = msgspec.to_builtins(record)
     bad = list(not_finite(result))
     if bad:
         notes = list(result.get(notes_key) or [])

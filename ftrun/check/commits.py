@@ -34,12 +34,11 @@ failed commit at the sync it fired in).
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from typing import Any
 
 import msgspec
 
 from ftrun.check.fired_faults import FiredFaults
-from ftrun.layout import EventRecord, clip_error
+from ftrun.layout import EventRecord, JsonObject, clip_error
 from ftrun.schedule import ReleaseBehaviour, Schedule, rounds, stalled
 
 
@@ -54,9 +53,9 @@ class FailedCommit(msgspec.Struct):
     # the rank's own torchft error behind it (event log's ``commit_error``; None: none logged)
     torchft_error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The record as report.json writes it (``explained`` as ``explained_by_fault``)."""
-        out: dict[str, Any] = msgspec.to_builtins(self)
+        out: JsonObject = msgspec.to_builtins(self)
         return out
 
 

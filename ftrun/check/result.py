@@ -10,14 +10,14 @@ the figures of the other kind, or of an event not observed, are null.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 
 from ftrun.check.comm import SendComm
 from ftrun.check.commits import FailedCommit
 from ftrun.check.fired_faults import FaultRow, VoteRow
-from ftrun.layout import Disagreement, NumericsCheck
+from ftrun.layout import Disagreement, JsonObject, NumericsCheck
 from ftrun.schedule import Schedule
 from ftrun.trace.spans import TraceSpans
 
@@ -329,9 +329,10 @@ class Report(ReportBody[EventResult]):
         shared = {f: getattr(self, f) for f in ReportJson.__struct_fields__ if f not in ("events", "problems")}
         return ReportJson(**shared, events=[e.row() for e in self.events], problems=self.problems())
 
-    def to_json(self) -> dict[str, Any]:
-        """``record()`` as JSON-ready builtins (dicts, lists, scalars)."""
-        out: dict[str, Any] = msgspec.to_builtins(self.record())
+    def to_json(self) -> JsonObject:
+        """``record()`` as JSON-ready builtins (dicts, lists, scalars): the public API's
+        ``Report.to_json`` and launch's summary ``inspection``."""
+        out: JsonObject = msgspec.to_builtins(self.record())
         return out
 
 

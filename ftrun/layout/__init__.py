@@ -49,6 +49,7 @@ from __future__ import annotations
 from ftrun.layout.codec import (
     FORMAT as FORMAT,
     FormatStamp as FormatStamp,
+    JsonObject as JsonObject,
     read_record as read_record,
     refuse_format as refuse_format,
     to_json as to_json,

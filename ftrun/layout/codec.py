@@ -14,6 +14,13 @@ from ftrun.small_files import decode_json, read_file
 
 T = TypeVar("T")
 
+# A JSON object as plain builtins (dicts, lists, scalars), where ftrun hands one out rather than
+# a record: the public API's documented dict returns (docs/python-api.md: ``Report.to_json``,
+# ``failed_commits``, ``numerics``), the strict-JSON writer's last step (``ftrun.json_out``), and
+# launch's summary ``inspection`` (the check's ``ReportJson``, which sits in check/ above layout,
+# so layout cannot name it). Not for values passed between ftrun's own layers: those are Structs.
+JsonObject = dict[str, Any]
+
 # Raise when a field changes meaning or goes away; adding an optional field does not need it.
 # 2: the manifest's ``config`` is the ``RunConfig`` tree (1: its flat form by key); the summaries
 # carry ``format`` too.

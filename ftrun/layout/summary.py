@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import msgspec
 
 from ftrun.chaos_summary import ChaosSummary
 from ftrun.errors import BadInput
-from ftrun.layout.codec import FORMAT, FormatStamp, ReadAsDict as ReadAsDict, read_record
+from ftrun.layout.codec import FORMAT, FormatStamp, JsonObject, ReadAsDict as ReadAsDict, read_record
 from ftrun.layout.manifest import DeviceRef, FiredKill, ScheduleInfo
 from ftrun.layout.numerics_check import NumericsCheck
 from ftrun.layout.paths import SUMMARY
@@ -147,7 +147,7 @@ class LaunchSummary(msgspec.Struct, kw_only=True):
     traces: list[LaunchTrace]
     trace_note: str | None
     failures: list[str]
-    inspection: dict[str, Any] | None = None
+    inspection: JsonObject | None = None  # (the check's record, as builtins: codec.JsonObject)
     check: RunCheck | None = None  # its verdict, as ``TrainSummary.check`` (None: not checked)
     ok: bool
     format: int = FORMAT
