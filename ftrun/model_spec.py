@@ -28,7 +28,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from ftrun.errors import BadInput
 from ftrun.model_desc import BUILTIN_MODELS
@@ -36,6 +35,8 @@ from ftrun.model_desc import BUILTIN_MODELS
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
 _FACTORY_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
+
+ModelArg = bool | int | float | str  # a ``--model-arg`` VALUE as the factory receives it
 
 
 def is_user_model(model: str) -> bool:
@@ -60,7 +61,7 @@ def parse_model(text: str) -> tuple[str, str]:
     return module, factory
 
 
-def _value(v: str) -> Any:
+def _value(v: str) -> ModelArg:
     low = v.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -72,9 +73,9 @@ def _value(v: str) -> Any:
     return v
 
 
-def parse_model_args(pairs: list[str]) -> dict[str, Any]:
+def parse_model_args(pairs: list[str]) -> dict[str, ModelArg]:
     """``KEY=VALUE`` pairs -> keyword arguments (module docstring)."""
-    out: dict[str, Any] = {}
+    out: dict[str, ModelArg] = {}
     for p in pairs:
         key, eq, value = p.partition("=")
         if not eq or not re.match(rf"^{_IDENT}$", key):

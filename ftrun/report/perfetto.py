@@ -46,6 +46,11 @@ FLOW_ID_STRIDE = 1 << 40
 DROPPED_METADATA = {"process_name", "process_labels", "process_sort_index"}
 NUMBERING_OFFSET = {"top": 0, "end": 1}
 
+# A Chrome-trace JSON object (an event, or an event's ``args``) as the export builds it: the
+# trace format's own open shape (keys by phase, ``args`` free-form, a key present only where it
+# applies), encoded straight into the output file. The true JSON boundary of this module.
+ChromeJson = dict[str, Any]
+
 _any = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
 
@@ -74,8 +79,8 @@ def verdict_name(e: EventResult) -> str:
     return f"{head} FAIL: {'; '.join(parts)}"
 
 
-def verdict_args(e: EventResult) -> dict[str, Any]:
-    args: dict[str, Any] = {
+def verdict_args(e: EventResult) -> ChromeJson:
+    args: ChromeJson = {
         "verdict": "ok" if e.ok else "FAIL",
         "kind": e.kind,
         "replica": e.replica,
@@ -194,14 +199,14 @@ def _stream_file(path: Path, w: _Worker, out: _Writer, limit: int) -> int:
     return n
 
 
-def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+def _meta(name: str, pid: int, tid: int, args: ChromeJson) -> ChromeJson:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
 
 
 RECOVERY_PROCESS = "ftrun recovery"
 
 
-def recovery_events(recs: list[RecoveryRecord], base_ns: float, pid: int) -> list[dict[str, Any]]:
+def recovery_events(recs: list[RecoveryRecord], base_ns: float, pid: int) -> list[ChromeJson]:
     """The recovery breakdowns (``layout.RecoveryRecord``) as one process, a thread per fault
     and a span per phase over its own interval, on the traces' clock (kineto's ``ts`` are
     microseconds after ``baseTimeNanoseconds``)."""
@@ -318,15 +323,13 @@ def _write_worker(
     counts.workers += 1
 
 
-def _verdict_event(
-    report: Report, e: EventResult, pid: int, starts: dict[int, float], fallback: float
-) -> dict[str, Any]:
+def _verdict_event(report: Report, e: EventResult, pid: int, starts: dict[int, float], fallback: float) -> ChromeJson:
     """One checked event's verdict on the worker's verdict thread: an instant at its observed
     time (else the start of its expected step), or a slice as long as its exposed communication."""
     ts = e.ts_us
     if ts is None:
         ts = starts.get(e.expected_step if e.expected_step is not None else -1, fallback)
-    ev: dict[str, Any] = {
+    ev: ChromeJson = {
         "name": verdict_name(e),
         "cat": "ftrun,verdict",
         "ph": "i",
@@ -343,7 +346,7 @@ def _verdict_event(
     return ev
 
 
-def _cross_event(c: CrossCheck, pid: int, ts: float) -> dict[str, Any]:
+def _cross_event(c: CrossCheck, pid: int, ts: float) -> ChromeJson:
     """A cross-replica failure that names this worker, at the start of its step."""
     return {
         "name": f"cross-replica FAIL: {c.kind} at step {c.step}",

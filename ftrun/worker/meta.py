@@ -25,6 +25,8 @@ class RankMeta:
 
     def __init__(self, path: Path, **fields: Any) -> None:
         self.path = path
+        # the record's fields by name as the rank gave them, converted (and so type-checked) into a
+        # layout.RankMeta at each write: a list held here is written as it stands then
         self.fields: dict[str, Any] = {**fields, "pid": os.getpid()}
         self.record = self._record()  # a field of the wrong type fails here, at the rank's start
         path.parent.mkdir(parents=True, exist_ok=True)

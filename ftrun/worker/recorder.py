@@ -153,6 +153,7 @@ class StepRecorder:
 
     def end_step(self, **fields: Any) -> EventRecord:
         """Write the step's ``layout.EventRecord``; ``fields``: what the loop knows (step, loss, ...)."""
+        # EventRecord's *_s fields by name, all floats (Any: mypy cannot match a key to its field)
         timings: dict[str, Any] = {k: round(v, 6) for k, v in self.timings.items()}
         rec = EventRecord(
             **fields,

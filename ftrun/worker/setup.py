@@ -166,6 +166,8 @@ class HealState:
     step: int = 0
     healed_from_step: int | None = field(default=None)
 
+    # torch's state-dict protocol (what torchft's checkpoint transport sends): a dict of tensors
+    # and plain values by name, the model's and the inner optimizer's own state dicts inside
     def state_dict(self) -> dict[str, Any]:
         t = self.training
         return {"model": t.model.state_dict(), "inner": t.inner.state_dict(), "train_step": self.step}

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftrun.model_spec import parse_model, parse_model_args
+from ftrun.model_spec import ModelArg, parse_model, parse_model_args
 from ftrun.worker.fragments import ModelError
 
 
@@ -62,7 +62,7 @@ def hf_requirement() -> str:
     return next((r.split(";")[0].strip() for r in reqs if 'extra == "hf"' in r), "transformers")
 
 
-def _hf(name: str, vocab: int, args: dict[str, Any], flag: str) -> nn.Module:
+def _hf(name: str, vocab: int, args: dict[str, ModelArg], flag: str) -> nn.Module:
     if importlib.util.find_spec("transformers") is None:  # ftrun is not on PyPI: name this Python's pip
         raise ModelError(
             f"{flag}: needs the transformers package; install it with: "
