@@ -91,7 +91,7 @@ class StepLoop:
                 self.numerics.step = step
             mstep = self.manager.current_step()
             t0 = time.perf_counter()
-            commits = self.recorder.commits
+            commits, failed = self.recorder.commits, self.recorder.failed_commits
             profiled = (
                 prof is not None
                 or (self.recovery is not None and self.recovery.active)
@@ -114,7 +114,7 @@ class StepLoop:
                 step = aligned if aligned is not None else step
                 rejoining = False
             self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, extra)
-            rule.saw(extra.get("quorums") or [], self.recorder.commits > commits)
+            rule.saw(extra.get("quorums") or [], self.recorder.commits > commits, self.recorder.failed_commits > failed)
             if self.around is not None:
                 self.around.after_step(extra.get("quorums") or [], self.recorder.commits > commits)
             if self.recovery is not None and self.recorder.commits:

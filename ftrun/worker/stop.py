@@ -3,8 +3,11 @@
 A user who asks for a kill with a restart wants to see the recovery. On a busy machine the
 relaunch (torchrun, imports, the model) can take longer than the steps left, so the survivors
 keep training past ``--steps`` while a group the parent relaunched (a ``restart`` record in
-``events/run.jsonl``, which the parent writes when it relaunches it) has not yet committed in a
-quorum with them; the extra steps are ordinary steps (event log, schedule, commits). The wait
+``events/run.jsonl``, which the parent writes when it relaunches it) has not yet been through a
+decided sync round in a quorum with them: a commit, or a commit that failed (when every commit
+fails — Baby-NCCL on torchft 0.2 — waiting for a successful one would only run to the bound;
+the check reports the failed commits); the extra steps are ordinary steps (event log, schedule,
+commits). The wait
 is bounded: ``bound_s`` (``--quorum-timeout``) after the run's last step ended, the rank stops
 and says which groups it gave up on (``Decision.gave_up``).
 
@@ -37,11 +40,11 @@ class Decision:
 
 
 def relaunched_pending(events: list[RunEvent], committed_at: dict[int, float]) -> tuple[int, ...]:
-    """Groups whose latest ``restart`` (run event time) came after their latest commit seen by
-    this rank (``committed_at``: replica -> when the quorum of its last commit was formed: a
-    quorum formed before the relaunch still lists the killed incarnation, and a commit in it
-    says nothing of the new one), and that the parent has not since given up on (lost for
-    good, or done)."""
+    """Groups whose latest ``restart`` (run event time) came after their latest decided round seen
+    by this rank (``committed_at``: replica -> when the quorum of its last commit, or failed
+    commit, was formed: a quorum formed before the relaunch still lists the killed incarnation,
+    and a round in it says nothing of the new one), and that the parent has not since given up on
+    (lost for good, or done)."""
     restarted: dict[int, float] = {}
     for e in events:
         if not isinstance(e.replica, int):
@@ -64,16 +67,16 @@ class StopRule:
     bound_s: float
     members: tuple[int, ...] = ()  # the latest quorum's participants (replica numbers)
     formed: float = float("-inf")  # when that quorum was formed
-    committed_at: dict[int, float] = field(default_factory=dict)
+    committed_at: dict[int, float] = field(default_factory=dict)  # replica -> its last decided round's quorum
     past_since: float | None = None  # when the run's last step ended on this rank
 
-    def saw(self, quorums: list[dict], committed: bool) -> None:
+    def saw(self, quorums: list[dict], committed: bool, failed: bool = False) -> None:
         """A step's new quorums (``QuorumProbe.take``: ``participants``, ``t`` formed) and whether
-        the step committed."""
+        the step's sync round was decided: ``committed``, or its commit ``failed``."""
         if quorums:
             self.members = tuple(r for r in quorums[-1].get("participants") or [] if isinstance(r, int))
             self.formed = float(quorums[-1].get("t") or 0.0)
-        if committed:
+        if committed or failed:
             for r in self.members:
                 self.committed_at[r] = self.formed
 

@@ -30,6 +30,23 @@ def test_survivors_go_on_past_the_last_step_until_the_relaunched_group_commits_w
     assert d.stop and not d.gave_up
 
 
+def test_a_failed_commit_with_the_relaunched_group_ends_the_wait():
+    """Every commit failing (Baby-NCCL on torchft 0.2): the group is back once a round with it was
+    decided; waiting for a successful commit would only run to the bound."""
+    rule = StopRule(steps=60, bound_s=30.0)
+    rule.saw(quorum(120.0, 0, 2), committed=False, failed=True)  # after its relaunch, without it
+    assert rule.decide(60, [RESTART_1], now=121.0).waiting == (1,)
+    rule.saw(quorum(125.0, 0, 1, 2), committed=False)  # back in the quorum, the round not decided yet
+    assert not rule.decide(61, [RESTART_1], now=125.0).stop
+    rule.saw([], committed=False, failed=True)  # that round's commit failed
+    d = rule.decide(62, [RESTART_1], now=126.0)
+    assert d.stop and not d.gave_up
+    old = StopRule(steps=60, bound_s=30.0)  # a failed round in a quorum formed before the relaunch
+    old.saw(quorum(99.0, 0, 1, 2), committed=False)
+    old.saw([], committed=False, failed=True)
+    assert old.decide(60, [RESTART_1], now=101.0).waiting == (1,)
+
+
 def test_a_commit_in_a_quorum_formed_before_the_relaunch_does_not_count():
     # the kill lands between a quorum and its commit: the commit still lists the old incarnation
     rule = StopRule(steps=60, bound_s=30.0)
