@@ -20,8 +20,12 @@ The last line is one JSON object: the chaos run's faults, recoveries and goodput
 (``TrainSummary.chaos``), ``min_chaos_s`` and ``min_chaos_s_met``, ``timeline`` (the figure kept,
 relative to the checkout, else None), the twin's goodput, compare's ``goodput`` and verdict,
 plan's check (``prediction``, ``measured_retained``, ``relative_error``, ``verdict``), each
-command's exit code and a failed training's error line (``train_error``). Exit 1 when a step
-could not run or the chaos part fell short of ``--min-chaos-s``.
+command's exit code and a failed training's error line (``train_error``). A failed training's
+evidence is read before its temp dir goes (``train_evidence``, per failed run: each group's last
+step and how long before the run's last step record it came, ``behind_s``: a stalled group stands
+out; the parent's last ``events/run.jsonl`` records; the last lines of the log its error names
+and of the lighthouse's), and with ``--keep-failed DIR`` its run dir (without traces) is copied
+there. Exit 1 when a step could not run or the chaos part fell short of ``--min-chaos-s``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ERROR_CHARS = 1000  # of a failed training's error line kept in the record
+LOG_TAIL = 30  # lines of the log a failed training's error names (and of the lighthouse's), kept in the record
+EVENTS_TAIL = 15  # of a failed run's events/run.jsonl records kept in the record
 
 
 def _ftrun(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -60,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--figure", default="docs/img/chaos_timeline.png", help="Keep the run's timeline here ('': not).")
     ap.add_argument("--chaos", default="kill:45,sigterm:90")
     ap.add_argument("--seed", type=int, default=46)
+    ap.add_argument("--keep-failed", default="", help="Copy a failed training's run dir (no traces) into DIR.")
     a = ap.parse_args(argv)
     run = ["--replicas", str(a.replicas), "--steps", str(a.steps), "--json"]
     out: dict = {"replicas": a.replicas, "steps": a.steps, "chaos": a.chaos, "seed": a.seed}
@@ -82,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         out["train_exit"] = {"chaos": chaos.returncode, "twin": twin.returncode}
         out["train_error"] = {"chaos": _why(chaos), "twin": _why(twin)}
         if chaos.returncode or twin.returncode:
+            failed = {n: d for n, d in (("chaos", chaos), ("twin", twin)) if d.returncode}
+            out["train_evidence"] = {n: _evidence(Path(tmp) / n, _why(d)) for n, d in failed.items()}
+            for n in failed if a.keep_failed else ():
+                ignore = shutil.ignore_patterns("traces")
+                shutil.copytree(Path(tmp) / n, Path(a.keep_failed) / n, ignore=ignore, dirs_exist_ok=True)
             print(json.dumps(out))
             return 1
         out["chaos_summary"] = summary = json.loads(chaos.stdout)["chaos"]
@@ -96,6 +108,41 @@ def main(argv: list[str] | None = None) -> int:
         out["plan_check"] = json.loads(check.stdout) if check.stdout.strip() else None
     print(json.dumps(out))
     return 0 if out["plan_check"] is not None and out["min_chaos_s_met"] else 1
+
+
+def _jsonl(path: Path) -> list[dict]:
+    try:
+        return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def _evidence(run_dir: Path, error: str | None) -> dict:
+    """What a failed training left (the module docstring's ``train_evidence``)."""
+    last = {}
+    for log in sorted(run_dir.glob("events/replica*_rank0.jsonl")):
+        recs = _jsonl(log)
+        if recs:
+            last[log.name.split("_")[0]] = recs[-1]
+    newest = max((r.get("t", 0.0) for r in last.values()), default=0.0)
+    groups = {
+        g: {"step": r.get("step"), "restart": r.get("restart"), "behind_s": round(newest - r.get("t", 0.0), 1)}
+        for g, r in last.items()
+    }
+    named = error.rsplit("see ", 1)[-1].strip() if error and "see " in error else ""
+    return {
+        "groups": groups,
+        "run_events": _jsonl(run_dir / "events" / "run.jsonl")[-EVENTS_TAIL:],
+        "log_tail": _tail(Path(named)) if named else [],
+        "lighthouse_tail": _tail(run_dir / "logs" / "lighthouse.log"),
+    }
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        return [x[:ERROR_CHARS] for x in path.read_text(errors="replace").splitlines()[-LOG_TAIL:]]
+    except OSError:
+        return []
 
 
 def _keep(made: Path, figure: str) -> str | None:
