@@ -61,9 +61,9 @@ def default_link(cfg: RunConfig, threads: int) -> tuple[Link, Calibration]:
     """Calibrate where it runs: the step measured with the run's layout, then ``link_for``."""
     ranks = cfg.hosts.replicas * cfg.hosts.nproc_per_replica
     m = calibrate(cfg, threads, ranks)
-    spec, cost = link_from_step(cfg, m["step_s"], m["model_bytes"])
+    spec, cost = link_from_step(cfg, m.step_s, m.model_bytes)
     how = f"{ranks} concurrent process(es) x {threads} thread(s), as the run's ranks"
-    return spec, Calibration(round(m["step_s"], 5), how, m["model_bytes"], cost)
+    return spec, Calibration(round(m.step_s, 5), how, m.model_bytes, cost)
 
 
 def recalibrated(

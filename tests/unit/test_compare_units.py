@@ -229,10 +229,13 @@ def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
     """compare's train mode with the calibration, the trainings and the measured step faked:
     (calls to train as (run name, link, overwrite), the commands.compare module)."""
     from ftrun.commands import compare as cmp, compare_link, train as train_mod
+    from ftrun.worker.calibrate import Calibrated
 
     trained = []
     monkeypatch.setattr(
-        compare_link, "calibrate", lambda cfg, threads, ranks: {"step_s": calibrated_s, "model_bytes": 4_000_000}
+        compare_link,
+        "calibrate",
+        lambda cfg, threads, ranks: Calibrated(calibrated_s, [calibrated_s], 1, 1, model_bytes=4_000_000),
     )
     monkeypatch.setattr(
         train_mod,
