@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from ftrun import layout
 from ftrun.model_desc import even_split
 
 
@@ -28,20 +29,20 @@ class Fragment(nn.Module):
         for n, p in named:
             self.register_parameter(n.replace(".", "/"), p)  # a parameter's own name may not hold a dot
 
-    def record(self, i: int) -> dict:
+    def record(self, i: int) -> layout.Fragment:
         """Manifest form (``layout.Fragment``): each parameter's name, numel and shape in allreduce
         order; bytes as its tensors hold them (each parameter's own dtype)."""
         ps = list(self.parameters())
-        params = [{"name": fq, "numel": p.numel(), "shape": list(p.shape)} for fq, p in zip(self.fqns, ps, strict=True)]
-        return {
-            "id": i,
-            "params": params,
-            "numel": sum(p.numel() for p in ps),
-            "bytes": sum(p.numel() * p.element_size() for p in ps),
-        }
+        params = [layout.Param(fq, p.numel(), list(p.shape)) for fq, p in zip(self.fqns, ps, strict=True)]
+        return layout.Fragment(
+            id=i,
+            params=params,
+            numel=sum(p.numel() for p in ps),
+            bytes=sum(p.numel() * p.element_size() for p in ps),
+        )
 
 
-def describe_fragments(fragments: list[Fragment]) -> list[dict]:
+def describe_fragments(fragments: list[Fragment]) -> list[layout.Fragment]:
     return [f.record(i) for i, f in enumerate(fragments)]
 
 
@@ -117,17 +118,17 @@ def split(model: nn.Module, groups: list[list[str]]) -> list[Fragment]:
     return [Fragment([(n, params[n]) for n in group]) for group in groups]
 
 
-def same_signatures(described: list[dict]) -> list[str]:
+def same_signatures(described: list[layout.Fragment]) -> list[str]:
     """Warnings for fragments whose parameter sizes are identical (traces cannot tell them apart)."""
-    sigs: dict[tuple, int] = {}
+    sigs: dict[tuple[int, ...], int] = {}
     out = []
     for f in described:
-        sig = tuple(sorted(p["numel"] for p in f["params"]))  # as inspect-trace matches them
+        sig = tuple(sorted(p.numel for p in f.params))  # as inspect-trace matches them
         if sig in sigs:
             out.append(
-                f"fragments {sigs[sig]} and {f['id']} have identical parameter sizes: inspect-trace cannot tell "
+                f"fragments {sigs[sig]} and {f.id} have identical parameter sizes: inspect-trace cannot tell "
                 "them apart from the traces, so their identity will not be checked"
             )
         else:
-            sigs[sig] = f["id"]
+            sigs[sig] = f.id
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
+import msgspec
 import torch
 from torch import nn
 
@@ -116,7 +117,8 @@ def check(cfg: dict) -> dict:
         first = str(e).splitlines()[0] if str(e) else ""
         return {"error": f"--model {cfg['model']}: forward pass failed: {type(e).__name__}: {first}"}
     described = describe_fragments(frags)
-    return {"fragments": described, "warnings": same_signatures(described)}
+    # the child's answer is JSON on its stdout (ftrun.model_spec.check reads it): the records as builtins
+    return {"fragments": msgspec.to_builtins(described), "warnings": same_signatures(described)}
 
 
 if __name__ == "__main__":

@@ -142,9 +142,9 @@ def test_fragment_bytes_come_from_the_dtype() -> None:
     model.blocks[3].to(torch.bfloat16)  # fragment 1: blocks 2 (fp32) and 3 (bf16), the head (fp32)
     model.head.to(torch.float64)
     rec = fr.describe_fragments(build_fragments(model, _cfg(ARCHS[0], 2)))
-    assert rec[0]["bytes"] == 4 * rec[0]["numel"]
+    assert rec[0].bytes == 4 * rec[0].numel
     a = ARCHS[0]
-    assert rec[1]["numel"] == a.block_params(2) + a.block_params(3) + a.head_params()
+    assert rec[1].numel == a.block_params(2) + a.block_params(3) + a.head_params()
     head = 4 * 2 * a.width + 8 * (a.width * a.vocab + a.vocab)  # fp32 norm, fp64 projection
-    assert rec[1]["bytes"] == 4 * a.block_params(2) + 2 * a.block_params(3) + head
-    assert [p["numel"] for p in rec[1]["params"]] == [p.numel() for p in model.parameters()][-len(rec[1]["params"]) :]
+    assert rec[1].bytes == 4 * a.block_params(2) + 2 * a.block_params(3) + head
+    assert [p.numel for p in rec[1].params] == [p.numel() for p in model.parameters()][-len(rec[1].params) :]
