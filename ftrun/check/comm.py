@@ -23,9 +23,15 @@ Definitions (all in milliseconds, per sync and the send it waits for):
   ``should_commit``'s, else perform_sync's end). What runs inside it (the allreduce callbacks'
   divide, the numeric check's sketch of the SUMs) is the sync's work on the data, counted too.
   The event log's ``exposed_s`` (``ftrun.worker.recorder``) times the same interval.
-* ``hidden``: the part of send→done before that interval began: ``min(done, blocked start) -
-  issue`` (0 when negative): in-flight time that overlapped compute. A τ = 0 sync waits right
-  after its send, so it hides only what its send's own issuing overlapped.
+* ``hidden``: the part of send→done that the training thread spent outside the sync's machinery:
+  from the end of the send's own span (``prepare_sync``: computing the pseudo-gradients and issuing
+  the allreduces, host work of the training thread) to the blocked interval's start, cut at done:
+  ``min(done, blocked start) - max(issue, send end)`` (0 when negative): in-flight time that
+  overlapped compute. A τ = 0 sync waits right after its send, so it hides nothing, however long
+  the issuing took (torchft's nonblocking NCCL issues each allreduce in milliseconds of host time).
+* ``issuing``: the part of send→done before the send's span ended (and before the wait began):
+  in flight while the training thread was still issuing the send — neither hidden behind compute
+  nor a wait. ``issuing + hidden + exposed`` is send→done for a fragment waited on in flight.
 * exposed is never clamped: a sync that blocked longer than its fragment was in flight did not
   wait on the communication all that time (the sync's own work after the data was in, clock
   noise, or a misattributed collective): ``ftrun.check.figures.exposed_past_done`` says so, and
@@ -54,6 +60,7 @@ from ftrun.trace.spans import Collective, Send, Span, Sync
 
 class SendComm(msgspec.Struct):
     issue_ts: float
+    send_end_ts: float | None = None  # the end of the send's span (prepare_sync): the training thread free again
     calls: list[tuple[float, Collective | None]] = msgspec.field(default_factory=list)  # (issue ts, collective)
     holds: list[Collective] = msgspec.field(default_factory=list)
     numel: int | None = None
@@ -96,7 +103,7 @@ def attribute(sends: list[Send], collectives: list[Collective]) -> list[SendComm
     out: list[SendComm] = []
     for send in sends:
         ars = send.allreduces
-        sc = SendComm(ars[0].issue_ts if ars else send.span.ts)
+        sc = SendComm(ars[0].issue_ts if ars else send.span.ts, send.span.end)
         numel: int | None = 0
         nbytes: int | None = 0
         for ar in ars:
@@ -185,6 +192,7 @@ class SyncTiming(msgspec.Struct, frozen=True):
     serialized_collectives: int | None
     quorum_ms: float | None = None  # the send's quorum wait
     exposed_control_ms: float = 0.0
+    issuing_ms: float | None = None  # in flight while the training thread still issued the send
 
     @property
     def exposed_data_ms(self) -> float:
@@ -199,7 +207,12 @@ def sync_timing(sync: Sync, sc: SendComm | None, serial: int | None, quorum: Spa
     # completion callbacks, torchft's divide, run in it), so send→done spans them as exposed does.
     ready = max(done, until) if done is not None and start < done else done
     s2d = (ready - sc.issue_ts) / 1000.0 if sc is not None and ready is not None else None
-    hidden = max(0.0, min(done, start) - sc.issue_ts) / 1000.0 if sc is not None and done is not None else None
+    hidden: float | None = None
+    issuing: float | None = None
+    if sc is not None and done is not None:
+        free = max(sc.issue_ts, sc.send_end_ts if sc.send_end_ts is not None else sc.issue_ts)
+        hidden = max(0.0, min(done, start) - free) / 1000.0
+        issuing = max(0.0, min(done, start, free) - sc.issue_ts) / 1000.0
     quorum_ms = quorum.dur / 1000.0 if quorum is not None else None
     commit_ms = sync.should_commit.dur / 1000.0 if sync.should_commit is not None else None
     return SyncTiming(
@@ -211,4 +224,5 @@ def sync_timing(sync: Sync, sc: SendComm | None, serial: int | None, quorum: Spa
         serialized_collectives=serial,
         quorum_ms=quorum_ms,
         exposed_control_ms=(quorum_ms or 0.0) + (commit_ms or 0.0),
+        issuing_ms=issuing,
     )

@@ -56,6 +56,7 @@ def sync_figures(o: Obs) -> SyncFigures:
         serialized_collectives=t.serialized_collectives,
         send_captured=p is not None,
         commit_sync_ms=_r(gpu_comm.commit_sync_ms(o.sync)),
+        issuing_comm_ms=_r(t.issuing_ms),
     )
 
 

@@ -49,6 +49,8 @@ class SyncFigures(msgspec.Struct, frozen=True):
     send_captured: bool
     # should_commit's stream synchronizes (where a CUDA run's CPU blocks), apart from exposed
     commit_sync_ms: float | None = None
+    # in flight while the training thread still issued the send (prepare_sync): not hidden
+    issuing_comm_ms: float | None = None
 
 
 _SEND_KEYS = SendFigures.__struct_fields__
@@ -134,6 +136,7 @@ class EventRow(msgspec.Struct, kw_only=True):
     queue_delay_ms: float | None = None
     queue_cause: str | None = None
     commit_sync_ms: float | None = None
+    issuing_comm_ms: float | None = None
 
 
 EVENT_KEYS = EventRow.__struct_fields__

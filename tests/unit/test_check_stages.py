@@ -196,6 +196,7 @@ def test_json_row_keeps_its_published_keys_in_order(staged):
         "queue_delay_ms",
         "queue_cause",
         "commit_sync_ms",
+        "issuing_comm_ms",
     ]
     assert list(EVENT_KEYS) == published
     results = staged[3]

@@ -67,3 +67,23 @@ def test_a_launch_two_threads_could_have_made_is_not_placed(tmp_path):
     ]
     assert len(inside) == 1 and inside[0].call is None and inside[0].comm.source == "kernel name"
     assert sum(k.call is not None for k in sp.kernels) == 28
+
+
+LINK = Path(__file__).parent.parent / "data" / "h200_link_run"
+
+
+def test_plain_diloco_on_a_gpu_hides_nothing_however_long_the_issuing():
+    """τ = 0 on NCCL (--link 1gbit,20ms): torchft's nonblocking NCCL takes ~4 ms of host time per
+    allreduce issued, so the send's span (prepare_sync, 29 allreduces) lasts ~138 ms while its first
+    collectives already fly. That is the training thread issuing, not compute: it is ``issuing``,
+    and the sync, waiting right after, hides (almost) nothing."""
+    r = ftrun.check_traces(LINK)
+    assert r.ok and r.verdict == "pass"
+    syncs = [e.sync for e in r.events if e.kind == "sync"]
+    assert len(syncs) == 2
+    for s in syncs:
+        assert s is not None and s.send_to_done_ms is not None and s.issuing_comm_ms is not None
+        assert s.hidden_comm_ms is not None and s.hidden_comm_ms < 1.0  # ms: the gap before the wait
+        assert s.issuing_comm_ms > 100.0
+        total = s.issuing_comm_ms + s.hidden_comm_ms + s.exposed_comm_ms
+        assert abs(total - s.send_to_done_ms) < 0.01

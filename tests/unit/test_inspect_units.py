@@ -130,7 +130,8 @@ def test_exposed_and_hidden():
     assert t.serialized_collectives == 1
     assert t.exposed_ms == (175 - 150) / 1000  # perform_sync start -> end of torchft::local_sgd::wait
     assert t.send_to_done_ms == (181 - 100.1) / 1000
-    assert abs(t.hidden_ms - 0.0499) < 1e-9  # in flight from 100.1, the thread waiting from 150
+    # in flight from 100.1, the send's span ending at 103 (its issuing), the thread waiting from 150
+    assert abs(t.issuing_ms - 0.0029) < 1e-9 and abs(t.hidden_ms - 0.047) < 1e-9
     assert t.should_commit_ms == 4 / 1000
 
 
@@ -141,7 +142,8 @@ def test_hidden_is_what_flew_before_the_wait_even_when_the_sync_blocked_longer()
     t = comm.sync_timing(sync, sc, 0)
     # waited from 150 on a fragment in flight until 160: done for training when the wait ended
     assert t.exposed_ms == (380 - 150) / 1000 and abs(t.send_to_done_ms - (380 - 100.1) / 1000) < 1e-9
-    assert t.hidden_ms == (150 - 100.1) / 1000  # in flight before the thread began to wait
+    # in flight before the thread began to wait: while it issued the send (to 102), then hidden
+    assert abs(t.issuing_ms - (102 - 100.1) / 1000) < 1e-9 and abs(t.hidden_ms - (150 - 102) / 1000) < 1e-9
 
 
 def test_link_hold_counts_as_communication():
