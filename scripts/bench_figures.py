@@ -272,6 +272,8 @@ def _gpu_run(name: str, run: dict[str, Any]) -> list[tuple[str, str]]:
         return [(f"{name}", run.get("error") or "not run")]
     commits = "/".join(str(c) for c in run.get("commits") or []) or "-"
     rows = [(f"{name}: verdict, commits per replica", f"{run.get('verdict')}, {commits} (exit {run['exit']})")]
+    if run.get("verdict") not in (None, "pass") and run.get("check_line"):
+        rows.append((f"{name}: check", run["check_line"]))
     n = run.get("numerics") or {}
     rows.append((f"{name}: numerics", n.get("line") or n.get("status") or "not reported"))
     if "kernels_per_send" in run:
@@ -314,7 +316,8 @@ def _gpu_pgs(r: dict[str, Any]) -> list[tuple[str, str]]:
         commits = "/".join(str(c) for c in cell.get("commits") or []) or "-"
         rec = cell.get("recovered_s") or []
         extra = f"; recovered in {', '.join(f'{x:g} s' for x in rec if x is not None)}" if any(rec) else ""
-        rows.append((f"{name}: verdict, commits per replica", f"{cell.get('verdict')}, {commits}{extra}"))
+        verdict = cell.get("cell_verdict") or cell.get("verdict")  # as a sweep cell reads (train's own check apart)
+        rows.append((f"{name}: verdict, commits per replica", f"{verdict}, {commits}{extra}"))
         if cell.get("problem"):
             rows.append((f"{name}: requirement not met", cell["problem"]))
     rows += [(f"{b}: unavailable", why) for b, why in (r.get("unavailable") or {}).items()]

@@ -8,7 +8,7 @@ limit and with ``NCCL_DEBUG=INFO``, nothing fetched from the network:
    are two, else shared with NCCL_HOSTID);
 2. ``bucketized``: the same with ``--bucketize`` (kernel duration against bytes, per kernel);
 3. ``link``: plain DiLoCo (tau=0) on ``--link 1gbit,20ms``: hold spans present and every sync's
-   exposed time >= bytes*8/bandwidth + latency;
+   time on the training thread (issuing its send + exposed) >= bytes*8/bandwidth + latency;
 4. ``quantize``: ``--quantize`` for 10 steps (commits, replicas agreeing on fingerprints, and the
    numeric check: every checked sync a quantized one, i.e. torchft's ``allreduce_quantized`` ran and
    ftrun's wrapper sketched it, SUM within the fp8 e4m3 budget, average = SUM / participants);
@@ -198,7 +198,8 @@ def _bytes(shapes, itemsize: int | None) -> int | None:
 
 
 def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:
-    """Hold spans present; every sync's exposed >= its send's bytes*8/bandwidth + latency (tau = 0)."""
+    """Hold spans present; every sync's time on the training thread (issuing its send + exposed: at
+    tau = 0 nothing else overlaps it) >= its send's bytes*8/bandwidth + latency."""
     rep = analyze([run_dir])
     holds = sum(1 for sp in rep.spans.values() for c in sp.collectives if c.hold)
     rows, ok = [], bool(holds)
@@ -209,14 +210,14 @@ def link_check(run_dir: Path, bandwidth_bps: float, latency_s: float) -> dict:
             last_send[key] = e
         elif e.sync is not None and key in last_send and last_send[key].send is not None and last_send[key].send.bytes:
             need = (last_send[key].send.bytes * 8 / bandwidth_bps + latency_s) * 1000.0
-            exposed = e.sync.exposed_comm_ms
-            good = exposed is not None and exposed >= need
+            exposed = e.sync.exposed_comm_ms + (e.sync.issuing_comm_ms or 0.0)
+            good = exposed >= need
             ok = ok and good
             rows.append(
                 {
                     "replica": e.replica,
                     "step": e.observed_step,
-                    "exposed_ms": exposed,
+                    "issuing_plus_exposed_ms": round(exposed, 3),
                     "wire_plus_latency_ms": round(need, 3),
                 }
             )
@@ -263,6 +264,7 @@ def train(out: Path, name: str, args: list[str], timeout_s: float) -> dict:
             devices=summ.get("devices"),
             numerics=numerics_brief(summ.get("numerics")),
             verdict=(summ.get("check") or {}).get("verdict"),
+            check_line=(summ.get("check") or {}).get("line"),  # its first problem, e.g. torchft's error
             recovered_s=[f.get("recovered_s") for f in (summ.get("faults") or {}).get("faults", [])],
             _numerics=summ.get("numerics"),  # the whole check, for numerics_requirement (not printed)
         )
