@@ -67,9 +67,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chaos", default="kill:45,sigterm:90")
     ap.add_argument("--seed", type=int, default=46)
     ap.add_argument("--keep-failed", default="", help="Copy a failed training's run dir (no traces) into DIR.")
+    # 8 groups on a 2-core machine: with two groups relaunching at once a survivor's quorum can wait
+    # longer than train's 60 s default (recoveries' p90 here is about that), and a survivor's torchft
+    # timeout is no injected fault: it fails the run. Both runs get the same setting.
+    ap.add_argument("--quorum-timeout", type=float, default=180.0, help="train's --quorum-timeout, both runs.")
     a = ap.parse_args(argv)
-    run = ["--replicas", str(a.replicas), "--steps", str(a.steps), "--json"]
+    run = [
+        "--replicas",
+        str(a.replicas),
+        "--steps",
+        str(a.steps),
+        "--quorum-timeout",
+        f"{a.quorum_timeout:g}",
+        "--json",
+    ]
     out: dict = {"replicas": a.replicas, "steps": a.steps, "chaos": a.chaos, "seed": a.seed}
+    out["quorum_timeout_s"] = a.quorum_timeout
     out["min_chaos_s"] = a.min_chaos_s
     with tempfile.TemporaryDirectory(prefix="ftrun-bench-chaos-") as tmp:
         chaos = _ftrun(

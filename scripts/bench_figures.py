@@ -192,6 +192,10 @@ def _chaos(r: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         (f"chaos part, s{need}", f"{c.get('chaos_s')}"),
         ("replica groups × steps", f"{r.get('replicas')} × {r.get('steps')}"),
+        (
+            "--quorum-timeout, both runs",
+            f"{r['quorum_timeout_s']:g} s" if r.get("quorum_timeout_s") else "train's default",
+        ),
         ("faults injected (requested)", f"{c['fired']} ({c['requested']}): {json.dumps(c['by_kind'])}"),
         ("drawn / realized MTBF, s", f"{c['mtbf_s']} / {c['realized_mtbf_s']}"),
         ("recoveries back, median / p90 s", f"{rec['count']}, {rec['median_s']} / {rec['p90_s']}"),
