@@ -18,7 +18,7 @@ fragments separated by ';', each a comma list of module or parameter names (pref
 name components). Every parameter must fall in exactly one.
 
 ``check(cfg)`` builds the model once in a child process (the parent never imports torch) and
-returns each fragment's parameters; any problem is ``BadInput`` with the child's one line.
+returns its warnings (``ModelCheck``); any problem is ``BadInput`` with the child's one line.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from ftrun.errors import BadInput
 from ftrun.model_desc import BUILTIN_MODELS
@@ -100,9 +103,19 @@ def parse_fragment_fqns(text: str, fragments: int) -> list[list[str]] | None:
     return groups
 
 
-def check(cfg) -> dict:
-    """Build the user's model in a child (``python -m ftrun.worker.models``): returns
-    {"fragments": [...], "warnings": [...]} or raises ``BadInput`` with its one-line error."""
+class ModelCheck(msgspec.Struct):
+    """What the parent reads of the model check's answer (``ftrun.worker.models.check``, JSON on
+    the child's stdout): its warnings, or its one-line error. (The answer's ``fragments``, the
+    ``layout.Fragment`` records, are the child's to show; the ranks write them in their meta.)"""
+
+    warnings: list[str] = []
+    error: str | None = None
+
+
+def check(cfg: Any) -> ModelCheck:
+    """Build the user's model of ``cfg`` (a ``RunConfig``; not named here: the config imports this
+    module) in a child (``python -m ftrun.worker.models``): returns its warnings, or raises
+    ``BadInput`` with its one-line error."""
     payload = json.dumps(
         {
             "model": cfg.model.model,
@@ -124,7 +137,10 @@ def check(cfg) -> dict:
     if res.returncode != 0 or not lines:
         err = (res.stderr.strip().splitlines() or ["no output"])[-1]
         raise BadInput(f"--model {cfg.model.model}: {err[:400]}")
-    out = json.loads(lines[-1])
-    if out.get("error"):
-        raise BadInput(out["error"])
+    try:
+        out = msgspec.json.decode(lines[-1], type=ModelCheck)
+    except msgspec.DecodeError as e:
+        raise BadInput(f"--model {cfg.model.model}: the model check answered {lines[-1][:200]!r} ({e})") from None
+    if out.error:
+        raise BadInput(out.error)
     return out
