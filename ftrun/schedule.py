@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from ftrun.errors import BadInput
 
@@ -276,7 +276,18 @@ def _integer(field: str, value: object) -> None:
         raise ScheduleError(field, repr(value), f"must be an integer, not {type(value).__name__}")
 
 
-def label(schedule: dict) -> str:
-    """``F=.. H=.. tau=..``: how every view names a schedule (``schedule``: the manifest's
-    ``{"fragments", "sync_every", "fragment_sync_delay", ...}``)."""
-    return f"F={schedule['fragments']} H={schedule['sync_every']} tau={schedule['fragment_sync_delay']}"
+class Named(Protocol):
+    """What ``label`` reads of a schedule: any record with its three fields (``Schedule``, the
+    config's ``ScheduleConfig``, the run-dir records' ``ScheduleInfo``)."""
+
+    @property
+    def fragments(self) -> int: ...
+    @property
+    def sync_every(self) -> int: ...
+    @property
+    def fragment_sync_delay(self) -> int: ...
+
+
+def label(schedule: Named) -> str:
+    """``F=.. H=.. tau=..``: how every view names a schedule."""
+    return f"F={schedule.fragments} H={schedule.sync_every} tau={schedule.fragment_sync_delay}"

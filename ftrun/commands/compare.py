@@ -258,7 +258,7 @@ def train_mode(
             # check=False: compare checks every run itself (``outputs``), once
             cfg = cfgs[k].replaced(out=str(cmp_dir), run_name=rn, link=spec.as_flag(), check=False)
             say(
-                f"training {rn}: {schedule_label(cfg.resolved())}, "
+                f"training {rn}: {schedule_label(cfg.schedule)}, "
                 f"{cfg.hosts.replicas} replica groups x {cfg.steps} steps, emulated link {spec.description} ..."
             )
             train(cfg, overwrite=overwrite or again, json_out=False, quiet=True)

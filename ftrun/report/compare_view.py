@@ -6,7 +6,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 from msgspec import UnsetType
 from rich.table import Table
 
@@ -73,7 +72,7 @@ def _list(fmt: str) -> Callable[[Any], str]:
 
 ROWS: list[tuple[str, str, Callable[[Any], str] | None]] = [
     ("schedule verdict", "verdict", lambda v: str(v).upper()),
-    ("schedule (F, H, tau)", "schedule", lambda v: "-" if v is None else schedule_label(msgspec.to_builtins(v))),
+    ("schedule (F, H, tau)", "schedule", lambda v: "-" if v is None else schedule_label(v)),
     ("numerics (every sync)", "numerics", numerics_cell),
     ("steps/s (mean)", "steps_per_s", _f(".2f")),
     ("steps/s per replica", "steps_per_s_per_replica", _list(".2f")),

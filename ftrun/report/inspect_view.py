@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -133,8 +132,7 @@ def render(report: Report, console: Console | None = None) -> None:
     if len(report.run_dirs) > 1:
         con.print(f"job {report.job_id}: {len(report.run_dirs)} run dirs merged ({', '.join(report.run_dirs)})")
     con.print(
-        f"schedule {schedule_label(msgspec.to_builtins(s))} (w={s.window}), "
-        f"{report.mode}, step numbering {report.step_numbering.used}"
+        f"schedule {schedule_label(s)} (w={s.window}), {report.mode}, step numbering {report.step_numbering.used}"
     )
     for note in report.notes:
         con.print(styled(f"note: {note}", "dim"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -88,7 +87,7 @@ def print_summary(summary: layout.TrainSummary) -> None:
     console = make_console()
     link = summary.link
     t = Table(
-        title=f"ftrun train · {schedule_label(msgspec.to_builtins(summary.schedule))} · {summary.backend}"
+        title=f"ftrun train · {schedule_label(summary.schedule)} · {summary.backend}"
         + (f" · emulated link {link.description}" if link else ""),
         title_justify="left",
     )
