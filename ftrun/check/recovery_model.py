@@ -19,6 +19,12 @@ GroupSpans = dict[int, dict[str, list[tuple[float, float]]]]  # surviving replic
 
 @dataclass
 class Recovery:
+    """The breakdown while it is measured (``ftrun.check.recovery_phases`` fills it phase by
+    phase): unix-time spans, unrounded seconds, participants by replica id. Its written form is
+    ``record()``, the ``layout.RecoveryRecord`` (spans after the fault, seconds to the millisecond).
+    Two types, not one: ``covered``, ``plan --check``'s measured phases and the chaos summary's
+    medians read the unrounded values, so a record rounded as it is built would change them."""
+
     fault: str  # "kill 1@25"
     replica: int
     t0: float  # unix time the fault fired
