@@ -52,6 +52,23 @@ def _ftrun(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def _check(done: subprocess.CompletedProcess[str]) -> dict | None:
+    """A training that ended with its summary (exit 1: its check found problems): the check's
+    verdict, line and first problems, and its numerics line; None without a summary on stdout."""
+    try:
+        summary = json.loads(done.stdout)
+    except ValueError:
+        return None
+    check = summary.get("check") or {}
+    return {
+        "ok": summary.get("ok"),
+        "verdict": check.get("verdict"),
+        "line": check.get("line"),
+        "problems": (check.get("problems") or [])[:5],
+        "numerics": (summary.get("numerics") or {}).get("line"),
+    }
+
+
 def _why(done: subprocess.CompletedProcess[str]) -> str | None:
     """A failed command's last stderr line (ftrun's one-line error), cut at ``ERROR_CHARS``."""
     lines = [x for x in done.stderr.splitlines() if x.strip()]
@@ -104,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         if chaos.returncode or twin.returncode:
             failed = {n: d for n, d in (("chaos", chaos), ("twin", twin)) if d.returncode}
             out["train_evidence"] = {n: _evidence(Path(tmp) / n, _why(d)) for n, d in failed.items()}
+            out["train_check"] = {n: _check(d) for n, d in failed.items()}
             for n in failed if a.keep_failed else ():
                 ignore = shutil.ignore_patterns("traces")
                 shutil.copytree(Path(tmp) / n, Path(a.keep_failed) / n, ignore=ignore, dirs_exist_ok=True)
