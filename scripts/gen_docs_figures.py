@@ -12,10 +12,14 @@ Each picture is what a command writes, made the way that command makes it:
   ``command`` field, the run dirs' paths cut to their names);
 - ``plan.png``: ``ftrun plan ... --png`` with the plan page's own example (a model: no run).
 
+A benchmark keeps one more (``RECORDED``), made by its run, not here: ``chaos_timeline.png``, the
+chaos benchmark's whole-run timeline (``python scripts/gen_benchmarks_page.py --run chaos``,
+scripts/bench_chaos.py), shown on the faults-and-recovery page.
+
 ``--check`` (scripts/lint.sh runs it) makes them again in a temp dir and fails, one line each,
 when a picture's size in pixels differs from the checked-in one (the structure: lanes, grid
 cells and panels set it; pixels differ with fonts and matplotlib releases, so they are not
-compared), a checked-in picture is missing or over ``MAX_BYTES``, a page does not show the
+compared), a checked-in or recorded picture is missing or over ``MAX_BYTES``, a page does not show the
 picture it is listed under, or a page shows a picture under docs/img/ that is not there.
 Commands that draw never import torch; the script runs ftrun from this checkout.
 """
@@ -77,6 +81,15 @@ def make_plan(out: Path) -> None:
     _ftrun("plan", *PLAN_ARGS, "--png", str(out))
 
 
+class Recorded(msgspec.Struct, frozen=True):
+    """A picture a benchmark keeps under docs/img/ (its run makes it): its file, the page showing it, the benchmark."""
+
+    name: str
+    page: str
+    bench: str
+
+
+RECORDED: tuple[Recorded, ...] = (Recorded("chaos_timeline.png", "faults-and-recovery.md", "chaos"),)
 MAKERS: dict[str, Callable[[Path], None]] = {"timeline": make_timeline, "sweep": make_sweep, "plan": make_plan}
 FIGURES: tuple[Figure, ...] = (
     Figure("timeline.png", "compare.md", "timeline"),
@@ -113,15 +126,29 @@ def reference_problems() -> list[str]:
         for ref in IMG_REF.findall(page.read_text()):
             if not (DOCS / ref).is_file():
                 problems.append(f"docs/{page.name}: shows {ref}, which is not in docs/img/")
-    for fig in FIGURES:
+    for fig in (*FIGURES, *RECORDED):
         if f"](img/{fig.name})" not in (DOCS / fig.page).read_text():
             problems.append(f"docs/{fig.page}: does not show img/{fig.name} (![...](img/{fig.name}))")
     return problems
 
 
+def recorded_problems() -> list[str]:
+    """Recorded pictures that are missing or over ``MAX_BYTES`` (they are not made again here)."""
+    problems = []
+    for fig in RECORDED:
+        kept = IMG / fig.name
+        if not kept.is_file():
+            problems.append(
+                f"docs/img/{fig.name}: missing (run python scripts/gen_benchmarks_page.py --run {fig.bench})"
+            )
+        elif kept.stat().st_size > MAX_BYTES:
+            problems.append(f"docs/img/{fig.name}: {kept.stat().st_size} bytes, over {MAX_BYTES}")
+    return problems
+
+
 def check() -> list[str]:
     """Every problem ``--check`` finds (module docstring), one line each."""
-    problems = reference_problems()
+    problems = reference_problems() + recorded_problems()
     with tempfile.TemporaryDirectory() as tmp:
         for made in write_all(Path(tmp)):
             kept = IMG / made.name

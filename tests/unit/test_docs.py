@@ -144,12 +144,16 @@ def test_every_picture_is_checked_in_small_and_shown_on_its_page(figs):
         w, h = figs.png_size(path)
         assert w > 0 and h > 0, f"docs/img/{fig.name} is not a PNG"
     assert (DOCS / "img" / "src" / "sweep.json").is_file(), "the sweep picture's input (a real sweep.json)"
+    assert figs.recorded_problems() == []  # a benchmark's picture: kept, small, a PNG
+    for fig in figs.RECORDED:
+        assert figs.png_size(DOCS / "img" / fig.name) != (0, 0), f"docs/img/{fig.name} is not a PNG"
 
 
 def test_a_page_showing_a_missing_picture_or_missing_its_own_is_named(figs, tmp_path, monkeypatch):
     (tmp_path / "compare.md").write_text("![t](img/timeline.png)\n![gone](img/gone.png)\n")
     (tmp_path / "sweep.md").write_text("no picture\n")
     (tmp_path / "plan.md").write_text("![p](img/plan.png)\n")
+    (tmp_path / "faults-and-recovery.md").write_text("no picture\n")
     (tmp_path / "img").mkdir()
     for name in ("timeline.png", "plan.png"):
         (tmp_path / "img" / name).write_bytes(b"")
@@ -157,6 +161,20 @@ def test_a_page_showing_a_missing_picture_or_missing_its_own_is_named(figs, tmp_
     assert figs.reference_problems() == [
         "docs/compare.md: shows img/gone.png, which is not in docs/img/",
         "docs/sweep.md: does not show img/sweep.png (![...](img/sweep.png))",
+        "docs/faults-and-recovery.md: does not show img/chaos_timeline.png (![...](img/chaos_timeline.png))",
+    ]
+
+
+def test_a_recorded_picture_missing_or_too_large_is_named_with_the_benchmark_that_records_it(
+    figs, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(figs, "IMG", tmp_path)
+    assert figs.recorded_problems() == [
+        "docs/img/chaos_timeline.png: missing (run python scripts/gen_benchmarks_page.py --run chaos)"
+    ]
+    (tmp_path / "chaos_timeline.png").write_bytes(b"x" * (figs.MAX_BYTES + 1))
+    assert figs.recorded_problems() == [
+        f"docs/img/chaos_timeline.png: {figs.MAX_BYTES + 1} bytes, over {figs.MAX_BYTES}"
     ]
 
 
