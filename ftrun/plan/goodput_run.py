@@ -3,12 +3,14 @@
 Torch-free.
 
 Inputs: flags, or ``--from`` a ``--chaos`` run dir (its summary's realized mean time between
-faults, median recovery and median detect interval — the survivors' stall —, its replicas and
-H/F, its median step time); flags win. The check
-reads a compare dir whose report holds a chaos run beside its fault-free twin
+faults, mean recovery and mean detect interval — the survivors' stall —, its replicas and H/F,
+its median step time); flags win. Means, not medians: the model's cost is linear in each fault's
+recovery and stall, so the expected cost of a fault is their mean, and a storm's few long
+recoveries (a collective with the dead group waiting for its timeout) are most of its cost. The
+check reads a compare dir whose report holds a chaos run beside its fault-free twin
 (``ftrun.chaos_summary.GoodputComparison``): the prediction from the chaos run's own realized
-MTBF and measured median recovery, with the twin's step time (R / its goodput), against the
-goodput retained that compare measured.
+MTBF and measured recoveries, with the twin's step time (R / its goodput), against the goodput
+retained that compare measured.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def inputs_from_run(run_dir: Path, step_s: float | None = None) -> tuple[Goodput
     assert c is not None  # _chaos_of refused a run without
     if c.by_kind.get("hang"):
         raise BadInput(f"{run_dir}: its faults include hangs, which the goodput model does not cover (kills only)")
-    if c.realized_mtbf_s is None or c.recoveries.median_s is None:
+    if c.realized_mtbf_s is None or not c.recoveries.totals_s:
         raise BadInput(f"{run_dir}: no fault recovered with a commit: no MTBF or recovery time to predict from")
     measured_step = step_s if step_s is not None else _median_step_s(run_dir, m)
     if measured_step is None:
@@ -62,16 +64,16 @@ def inputs_from_run(run_dir: Path, step_s: float | None = None) -> tuple[Goodput
     x = GoodputInputs(
         replicas=m.replicas,
         mtbf_s=c.realized_mtbf_s,
-        recovery_s=c.recoveries.median_s,
+        recovery_s=statistics.fmean(c.recoveries.totals_s),
         step_s=measured_step,
         sync_window=max(1, sched.sync_every // sched.fragments),
-        stall_s=statistics.median(detects) if detects else 0.0,
+        stall_s=statistics.fmean(detects) if detects else 0.0,
     )
     sources = {
         "mtbf_s": f"the run's realized MTBF ({c.fired} faults in {c.chaos_s} s)",
-        "recovery_s": f"the median of its {c.recoveries.count} recoveries (fault -> first commit)",
+        "recovery_s": f"the mean of its {len(c.recoveries.totals_s)} recoveries (fault -> first commit)",
         "step_s": "given" if step_s is not None else "the median step time of its groups",
-        "stall_s": f"the median of its {len(detects)} detect intervals (fault -> the survivors' first quorum "
+        "stall_s": f"the mean of its {len(detects)} detect intervals (fault -> the survivors' first quorum "
         "without the group)"
         if detects
         else "no detect interval measured: 0",

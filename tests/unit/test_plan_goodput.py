@@ -91,26 +91,29 @@ def test_plan_check_holds_the_prediction_against_the_measured_retained_share(tmp
     assert not plan_goodput.has_goodput(tmp_path)
 
 
-def test_inputs_from_a_chaos_run_its_realized_mtbf_median_recovery_and_median_detect(monkeypatch, tmp_path):
+def test_inputs_from_a_chaos_run_its_realized_mtbf_mean_recovery_and_mean_detect(monkeypatch, tmp_path):
+    """Means, not medians: the cost is linear per fault, and one long stall is most of a storm's."""
     from ftrun.chaos_summary import RecoveryStats
     from ftrun.errors import BadInput
     from ftrun.plan import goodput_run as plan_goodput
 
     stats = RecoveryStats(
-        count=3, never_back=0, absorbed=0, median_s=20.0, p90_s=30.0, totals_s=[10, 20, 30], phases_median_s={}
+        count=3, never_back=0, absorbed=0, median_s=20.0, p90_s=60.0, totals_s=[10, 20, 60], phases_median_s={}
     )
     chaos = SimpleNamespace(by_kind={"kill": 3}, realized_mtbf_s=50.0, recoveries=stats, fired=3, chaos_s=150.0)
     spans = [
         msgspec.convert(recovery_record(spans={"detect": d}), layout.RecoveryRecord)
-        for d in ([0.0, 1.0], [0.0, 9.0], [0.0, 3.0], None)
+        for d in ([0.0, 1.0], [0.0, 59.0], [0.0, 3.0], None)
     ]
     summary = SimpleNamespace(chaos=chaos, recovery=spans)
     manifest = SimpleNamespace(replicas=4, schedule=SimpleNamespace(sync_every=20, fragments=2))
     monkeypatch.setattr(plan_goodput, "_chaos_of", lambda d: (summary, manifest))
     monkeypatch.setattr(plan_goodput, "_median_step_s", lambda d, m: 0.5)
     x, sources = plan_goodput.inputs_from_run(tmp_path)
-    assert x == GoodputInputs(replicas=4, mtbf_s=50.0, recovery_s=20.0, step_s=0.5, sync_window=10, stall_s=3.0)
-    assert "median of its 3 detect intervals" in sources["stall_s"]
+    assert x == GoodputInputs(replicas=4, mtbf_s=50.0, recovery_s=30.0, step_s=0.5, sync_window=10, stall_s=21.0)
+    assert (
+        "mean of its 3 detect intervals" in sources["stall_s"] and "mean of its 3 recoveries" in sources["recovery_s"]
+    )
     chaos.by_kind = {"kill": 2, "hang": 1}
     with pytest.raises(BadInput, match="hangs, which the goodput model does not cover"):
         plan_goodput.inputs_from_run(tmp_path)
