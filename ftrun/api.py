@@ -321,7 +321,9 @@ def compare(
     """``ftrun compare A B``: two presets or TOML files (trained, sharing ``settings``: train
     options by field name, e.g. ``{"steps": 20}``) or two runs (read). Writes report.json,
     report.md and timeline.png under ``out/name``; prints nothing."""
-    from ftrun.commands.compare import SHARED_SETTINGS, run_compare
+    from ftrun.commands.compare import train_quietly
+    from ftrun.comparison.run import run_compare
+    from ftrun.comparison.specs import SHARED_SETTINGS
     from ftrun.config import overrides
 
     settings = dict(settings or {})
@@ -333,6 +335,6 @@ def compare(
     specs = [str(x.path) if isinstance(x, Run) else str(x) for x in (a, b)]
     opts = overrides({**settings, "link": link, "out": str(out) if out is not None else None})
     result, reports = run_compare(
-        specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=False
+        specs, opts, expect_hidden, overwrite=overwrite, name=name, repeat=repeat, progress=False, train=train_quietly
     )
     return Comparison(result, [[Report(r) for r in reps] for reps in reports])

@@ -82,7 +82,7 @@ def plan(
         and not shared.get("link")
         and not (file_values and file_values.get("link"))
     ):
-        from ftrun.commands.compare_link import default_link
+        from ftrun.comparison.link import default_link
         from ftrun.launch.placement import threads_per_rank
         from ftrun.link_spec import SYNC_SHARE
 

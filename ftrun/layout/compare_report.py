@@ -136,7 +136,7 @@ class Recalibration(msgspec.Struct):
 
 class CompareLink(msgspec.Struct, kw_only=True):
     """The link both runs trained on (``Link``'s keys), how it was chosen, and when compare chose
-    it by calibrating (``ftrun.commands.compare_link.default_link``) what that measured and what plain DiLoCo's sync
+    it by calibrating (``ftrun.comparison.link.default_link``) what that measured and what plain DiLoCo's sync
     costs on it (``UNSET``, not written: a link given or recorded)."""
 
     bandwidth_bps: float | None = None  # None: loopback (not emulated)

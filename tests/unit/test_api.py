@@ -14,7 +14,8 @@ import pytest
 
 import ftrun
 from ftrun import api, cli as cli_module, layout, schedule as schedule_module
-from ftrun.commands.compare import SHARED_SETTINGS, as_recorded
+from ftrun.comparison.outputs import as_recorded
+from ftrun.comparison.specs import SHARED_SETTINGS
 from train_fixtures import cli, drop_sync, inspect, move_send, read, same_as_cli, swap_send_sizes, write
 
 DATA = Path(__file__).parent.parent / "data" / "cpu_run"

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from ftrun import layout
-from ftrun.commands import compare
+from ftrun.comparison.outputs import outputs
 from ftrun.report import timeline
 from train_fixtures import two_runs
 
@@ -32,7 +32,7 @@ def test_the_timeline_title_names_the_repeat_drawn(tmp_path, monkeypatch, repeat
 
     monkeypatch.setattr(timeline, "draw", drawn)
     with pytest.raises(_Drawn):
-        compare.outputs(["runA", "runB"], dirs, tmp_path / "cmp", layout.CompareLink(describe="none"), None)
+        outputs(["runA", "runB"], dirs, tmp_path / "cmp", layout.CompareLink(describe="none"), None)
     if repeats == 1:
         assert "repeat" not in titles[0], titles
     else:

@@ -10,7 +10,7 @@ import pytest
 
 from ftrun import layout
 from ftrun.check.metrics import FIGURES, aggregate
-from ftrun.commands.compare import repeat_plan
+from ftrun.comparison.modes import repeat_plan
 from ftrun.config import overrides
 from ftrun.link_spec import link_for
 from ftrun.report.compare_view import conclusion, rows, throughput_claim
@@ -227,32 +227,32 @@ def test_recovery_row_from_run_summaries(tmp_path: Path) -> None:
 
 def _fake_training(monkeypatch, calibrated_s: float, measured_s: float):
     """compare's train mode with the calibration, the trainings and the measured step faked:
-    (calls to train as (run name, link, overwrite), the commands.compare module)."""
-    from ftrun.commands import compare as cmp, compare_link, train as train_mod
+    (calls to train as (run name, link, overwrite), ``train_mode`` training with the fake)."""
+    from functools import partial
+
+    from ftrun.comparison import link, modes
     from ftrun.worker.calibrate import Calibrated
 
     trained = []
     monkeypatch.setattr(
-        compare_link,
+        link,
         "calibrate",
         lambda cfg, threads, ranks: Calibrated(calibrated_s, [calibrated_s], 1, 1, model_bytes=4_000_000),
     )
-    monkeypatch.setattr(
-        train_mod,
-        "train",
-        lambda cfg, overwrite, json_out, quiet: trained.append((cfg.run_name, cfg.emulation.link, overwrite)),
-    )
-    monkeypatch.setattr(cmp, "measured_step_s", lambda run_dir, replicas: measured_s)
-    return trained, cmp
+    monkeypatch.setattr(modes, "measured_step_s", lambda run_dir, replicas: measured_s)
+
+    def train(cfg, overwrite):
+        trained.append((cfg.run_name, cfg.emulation.link, overwrite))
+        return 0
+
+    return trained, partial(modes.train_mode, train=train)
 
 
 def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatch, tmp_path) -> None:
     """The reproduction: calibrated 327 ms while the runs stepped in ~160 ms, so "0.25 of H" was
     really ~0.5. Now the first run's measured step sets the link, and that run trains again."""
-    trained, cmp = _fake_training(monkeypatch, calibrated_s=0.327, measured_s=0.160)
-    names, per_cfg, _, info = cmp.train_mode(
-        ["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1
-    )
+    trained, train_mode = _fake_training(monkeypatch, calibrated_s=0.327, measured_s=0.160)
+    names, per_cfg, _, info = train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
     first_link, second_link = trained[0][1], trained[1][1]
     assert [t[0] for t in trained] == ["streaming", "streaming", "baseline"]  # the first run again, on the new link
     assert trained[1][2] is True and trained[2][2] is False  # only the retrained run replaces its own run dir
@@ -266,8 +266,8 @@ def test_a_calibration_off_the_runs_step_is_redone_from_the_first_run(monkeypatc
 
 
 def test_a_calibration_that_matches_the_run_is_kept(monkeypatch, tmp_path) -> None:
-    trained, cmp = _fake_training(monkeypatch, calibrated_s=0.150, measured_s=0.170)  # 13% off: within DRIFT
-    *_, info = cmp.train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
+    trained, train_mode = _fake_training(monkeypatch, calibrated_s=0.150, measured_s=0.170)  # 13% off: within DRIFT
+    *_, info = train_mode(["streaming", "baseline"], overrides({}), None, tmp_path, True, False, "c", 1)
     assert [t[0] for t in trained] == ["streaming", "baseline"] and "recalibrated_from" not in msgspec.to_builtins(info)
 
 

@@ -13,7 +13,7 @@ import pytest
 from test_plan_cli import invoke, make_run
 
 from ftrun import layout
-from ftrun.commands.compare import as_recorded
+from ftrun.comparison.outputs import as_recorded
 from ftrun.json_out import report_json
 
 

@@ -141,7 +141,7 @@ def test_run_summary_is_the_typed_record_and_the_dict_spelling_still_reads_with_
 
 def test_compares_readers_take_the_summary_and_leave_out_a_run_without_one(tmp_path: Path) -> None:
     from ftrun.check.metrics import recovery_of
-    from ftrun.commands.compare import _breakdown
+    from ftrun.comparison.outputs import _breakdown
 
     new = _run_dir(tmp_path, train_summary(faults=STORY, recovery=BREAKDOWN), "new")
     none = tmp_path / "none"
