@@ -139,6 +139,10 @@ def render(rec: Record) -> str:
         "",
         f"Recorded {rec.date_utc} UTC on {rec.machine} (`{_md(rec.command)}`); timings are one run's on a "
         "shared machine, not a benchmark.",
+        "",
+        "The GPU process groups (NCCL, Baby-NCCL, nccl2, torchcomms) run in `scripts/gpu_check.sh pgs` on a "
+        "machine with CUDA ([GPU](gpu.md)); its recorded run is on the benchmarks page "
+        "([GPU process-group matrix](benchmarks.md#gpu-process-group-matrix)).",
     ]
     blocks: dict[tuple[str, str], list[Cell]] = {}
     for c in rec.cells:
