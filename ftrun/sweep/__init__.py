@@ -1,6 +1,7 @@
 """A sweep's work below its command (``ftrun.commands.sweep`` parses, calls and renders).
 Torch-free: each cell trains in a child process.
 
+- ``cells``: the grid's cells classified (invalid, unavailable, to run) before any trains.
 - ``runner``: each cell to run is a real ``ftrun train --config DIR/NAME/cells/CELL.toml --json``
   in a child process, writing its run dir ``DIR/NAME/CELL``; ``Runner.stop()`` stops them all;
   ``--warm-start``: the next cell's training starts parked while a cell trains (``ftrun.worker.park``).

@@ -79,8 +79,9 @@ def test_the_layers() -> None:
     assert not edges.get("sweep", set()) & {"commands", "report", "worker"}, (
         "sweep runs cells (trainings in children) and checks them; its command renders"
     )
-    assert {p for p, dst in edges.items() if "comparison" in dst} <= {"commands", "api"}, (
-        "compare's work is below its command (the Python API's compare runs it too)"
+    assert {p for p, dst in edges.items() if "comparison" in dst} <= {"commands", "api", "sweep"}, (
+        "compare's work is below its command (the Python API's compare runs it too; sweep's --preset tau "
+        "takes its default link)"
     )
     assert not edges.get("comparison", set()) & {"commands", "worker"}, (
         "compare trains through the training its front door gives it, checks and records; its command renders"

@@ -209,7 +209,7 @@ def test_process_groups_each_release_offers(monkeypatch) -> None:
 
 
 def test_pgs_preset_lists_what_the_installed_release_offers(tmp_path) -> None:
-    from ftrun.commands.sweep import plan
+    from ftrun.sweep.cells import plan
 
     axes, _, cells, _ = plan("pgs", [], {"steps": 20}, None, tmp_path / "s")
     rel = compat.installed()
