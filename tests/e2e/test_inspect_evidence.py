@@ -216,6 +216,7 @@ def test_commit_without_outer_step_is_a_failed_commit(foreign):
             "source": "inferred",
             "evidence": "no outer step after should_commit",
             "explained_by_fault": False,
+            "torchft_error": None,  # inferred from the trace: no event log, so no torchft error to name
         }
         for r in (0, 1)
     ]
