@@ -245,7 +245,7 @@ def config_of(config: ConfigLike, out: PathLike | None = None) -> RunConfig:
     from ftrun import config as cfgmod
 
     if isinstance(config, cfgmod.RunConfig):
-        cfg = cfgmod.RunConfig.from_keys(**{**config.resolved(), **({"out": str(out)} if out is not None else {})})
+        cfg = config.replaced(**({"out": str(out)} if out is not None else {}))
         cfgmod.validate_config(cfg)
         return cfg
     if isinstance(config, dict):

@@ -10,9 +10,7 @@ apart from the allreduce sizes alone, without trusting the schedule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 BUILTIN_MODELS = ("mlp", "transformer")  # --model names of the built-in models; anything else is a user's
 
@@ -71,11 +69,3 @@ class Architecture:
 
     def param_bytes(self) -> int:
         return self.BYTES_PER_PARAM * self.params()
-
-
-def architecture(config: Mapping[str, Any]) -> Architecture | None:
-    """The built-in model a run's config names, from its flat form (``RunConfig.resolved()``, a
-    manifest's ``config``); None for a user's model (its shape is known once built)."""
-    if config["model"] not in BUILTIN_MODELS:
-        return None
-    return Architecture(config["model"], config["vocab"], config["width"], config["blocks"], config["seq_len"])

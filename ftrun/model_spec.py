@@ -17,23 +17,23 @@ before it in the first fragment and those after it in the last (torchtitan's
 fragments separated by ';', each a comma list of module or parameter names (prefixes by whole
 name components). Every parameter must fall in exactly one.
 
-``check(cfg)`` builds the model once in a child process (the parent never imports torch) and
-returns its warnings (``ModelCheck``); any problem is ``BadInput`` with the child's one line.
+What building any model needs is one ``ModelSpec`` (``RunConfig.model_spec()`` derives it from
+the config tree): the worker builds from it, and ``check(spec)`` sends it as JSON to a child
+process that builds the model once (the parent never imports torch) and answers a ``ModelCheck``
+(its warnings); any problem is ``BadInput`` with the child's one line.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from ftrun.errors import BadInput
-from ftrun.model_desc import BUILTIN_MODELS
+from ftrun.model_desc import BUILTIN_MODELS, Architecture
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
@@ -103,44 +103,84 @@ def parse_fragment_fqns(text: str, fragments: int) -> list[list[str]] | None:
     return groups
 
 
-class ModelCheck(msgspec.Struct):
-    """What the parent reads of the model check's answer (``ftrun.worker.models.check``, JSON on
-    the child's stdout): its warnings, or its one-line error. (The answer's ``fragments``, the
-    ``layout.Fragment`` records, are the child's to show; the ranks write them in their meta.)"""
+# Bytes of a model check's settings at most (one ``ModelSpec`` as JSON, a command-line argument of
+# the child: the kernel takes 128 KiB per argument); a spec is a few hundred bytes
+MODEL_SPEC_LIMIT = 64 << 10
+
+
+class ModelSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """What building the run's model and its fragments needs, by the config's names
+    (``RunConfig.model_spec()`` derives it; the worker and the model check build from it).
+    ``model_args``: the ``--model-arg`` pairs parsed (``parse_model_args``), as the factory
+    receives them; ``fragment_fqns``: the flag's text (``parse_fragment_fqns``); ``width`` and
+    ``blocks`` shape a built-in model only."""
+
+    model: str
+    model_args: dict[str, ModelArg] = {}
+    vocab: int
+    seq_len: int
+    width: int
+    blocks: int
+    fragments: int
+    fragment_fqns: str = ""
+    seed: int
+
+    @property
+    def architecture(self) -> Architecture | None:
+        """The built-in model's shape; None for a user's model (its shape is known once built)."""
+        if is_user_model(self.model):
+            return None
+        return Architecture(self.model, self.vocab, self.width, self.blocks, self.seq_len)
+
+    @property
+    def flag(self) -> str:
+        """``--model NAME``, as error lines name the model."""
+        return f"--model {self.model}"
+
+
+def decode_spec(data: str | bytes) -> ModelSpec:
+    """A ``ModelSpec`` from its JSON (``MODEL_SPEC_LIMIT`` bytes at most); ``BadInput``, one line, otherwise."""
+    if len(data) > MODEL_SPEC_LIMIT:
+        raise BadInput(f"model spec: {len(data)} bytes of JSON, more than {MODEL_SPEC_LIMIT} (a spec is a few hundred)")
+    try:
+        return msgspec.json.decode(data, type=ModelSpec)
+    except msgspec.DecodeError as e:  # ValidationError included: a field of the wrong type, named by its path
+        raise BadInput(f"model spec: {e}") from None
+
+
+class ModelCheck(msgspec.Struct, omit_defaults=True):
+    """The model check's answer (``ftrun.worker.models.check``, JSON on the child's stdout), as the
+    parent reads it: its warnings, or its one-line error. (The child's answer, a subclass, also
+    carries the ``layout.Fragment`` records it built: the child's to show; the ranks write them
+    in their meta.)"""
 
     warnings: list[str] = []
     error: str | None = None
 
 
-def check(cfg: Any) -> ModelCheck:
-    """Build the user's model of ``cfg`` (a ``RunConfig``; not named here: the config imports this
-    module) in a child (``python -m ftrun.worker.models``): returns its warnings, or raises
-    ``BadInput`` with its one-line error."""
-    payload = json.dumps(
-        {
-            "model": cfg.model.model,
-            "model_args": parse_model_args(cfg.model.model_args),
-            "vocab": cfg.model.vocab,
-            "seq_len": cfg.data.seq_len,
-            "fragments": cfg.schedule.fragments,
-            "fragment_fqns": cfg.model.fragment_fqns,
-            "seed": cfg.data.seed,
-        }
-    )
+def check(spec: ModelSpec) -> ModelCheck:
+    """Build the user's model of ``spec`` in a child (``python -m ftrun.worker.models``): returns its
+    warnings, or raises ``BadInput`` with its one-line error."""
+    payload = msgspec.json.encode(spec).decode()
+    if len(payload) > MODEL_SPEC_LIMIT:
+        raise BadInput(
+            f"{spec.flag}: its settings (--model-arg, --fragment-fqns) are {len(payload)} bytes of JSON, "
+            f"more than the {MODEL_SPEC_LIMIT} a model check takes"
+        )
     try:
         res = subprocess.run(
             [sys.executable, "-m", "ftrun.worker.models", payload], capture_output=True, text=True, timeout=300
         )
     except subprocess.TimeoutExpired:
-        raise BadInput(f"--model {cfg.model.model}: building the model took more than 300 s") from None
+        raise BadInput(f"{spec.flag}: building the model took more than 300 s") from None
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
     if res.returncode != 0 or not lines:
         err = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadInput(f"--model {cfg.model.model}: {err[:400]}")
+        raise BadInput(f"{spec.flag}: {err[:400]}")
     try:
         out = msgspec.json.decode(lines[-1], type=ModelCheck)
     except msgspec.DecodeError as e:
-        raise BadInput(f"--model {cfg.model.model}: the model check answered {lines[-1][:200]!r} ({e})") from None
+        raise BadInput(f"{spec.flag}: the model check answered {lines[-1][:200]!r} ({e})") from None
     if out.error:
         raise BadInput(out.error)
     return out

@@ -75,10 +75,11 @@ def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
     from ftrun.worker.sketch_projection import Builder, Projector
 
     torch.set_num_threads(threads_per_rank(2))
-    cfg = {**build(steps=60, profile="none").resolved(), **over}
-    torch.manual_seed(cfg["seed"])
-    model = build_model(cfg)
-    part = build_fragments(model, cfg)[0]
+    run = build(steps=60, profile="none").replaced(**over)
+    spec = run.model_spec()
+    torch.manual_seed(spec.seed)
+    model = build_model(spec)
+    part = build_fragments(model, spec)[0]
     tensors = [p.detach() for p in part.parameters()]
     numel = sum(t.numel() for t in tensors)
     # torchft's fragment as the hooks read it (ftrun.torchft_compat): its originals, its module, alpha
@@ -116,12 +117,12 @@ def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
             for k, fn in sides.items():
                 per[k].append(_cpu_ms(fn, calls))
     best = {k: min(v) for k, v in per.items()}
-    inner = torch.optim.AdamW(model.parameters(), lr=cfg["inner_lr"])
-    data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], 0)
+    inner = torch.optim.AdamW(model.parameters(), lr=run.optimizer.inner_lr)
+    data = Batches("synthetic", spec.vocab, spec.seq_len, run.data.batch_size, spec.seed, 0)
     cpu = torch.device("cpu")
     train_step(model, inner, data, cpu)
     step_ms = min(_cpu_ms(lambda: train_step(model, inner, data, cpu), 1) for _ in range(3))
-    window = cfg["sync_every"] // cfg["fragments"]
+    window = run.schedule.sync_every // run.schedule.fragments
     return {
         "model": label,
         "params_fragment0": numel,

@@ -99,6 +99,7 @@ def bare_replica(replica: int, replicas: int, lighthouse: str, cfg: dict, out: s
 
     sys.path.insert(0, str(ROOT / "tests"))
     import bare_diloco as bare
+    from ftrun.config import RunConfig
     from ftrun.worker.data import Batches
     from ftrun.worker.models import build_fragments, build_model
 
@@ -108,9 +109,11 @@ def bare_replica(replica: int, replicas: int, lighthouse: str, cfg: dict, out: s
 
         fix_malloc_thresholds()
     torch.set_num_threads(knobs.get("threads", threads_for(replicas)))
-    torch.manual_seed(cfg["seed"])
-    model = build_model(cfg)
-    frags = build_fragments(model, cfg)
+    # the model as ftrun's worker builds it: from the config tree's ModelSpec (knobs are the bench's own)
+    spec = RunConfig.from_keys(**{k: v for k, v in cfg.items() if k != "knobs"}).model_spec()
+    torch.manual_seed(spec.seed)
+    model = build_model(spec)
+    frags = build_fragments(model, spec)
     optims = bare.optimizers(model, frags, cfg["inner_lr"], cfg["outer_lr"], cfg["outer_momentum"])
     data = Batches("synthetic", cfg["vocab"], cfg["seq_len"], cfg["batch_size"], cfg["seed"], replica)
     batches = [data.next() for _ in range(cfg["steps"])] if knobs.get("pregen") else None

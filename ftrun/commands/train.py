@@ -84,7 +84,7 @@ def _train(
         from ftrun import model_spec
         from ftrun.console import console, line
 
-        for w in model_spec.check(cfg).warnings:
+        for w in model_spec.check(cfg.model_spec()).warnings:
             console(stderr=True, soft_wrap=True).print(line(("warning:", "bold yellow"), " ", w))
     run_dir, lock = prepare_run_dir(cfg, overwrite)
     cfg = cfg.replaced(run_name=run_dir.name)

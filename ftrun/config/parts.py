@@ -61,6 +61,7 @@ from ftrun.small_files import describe_size
 if TYPE_CHECKING:
     from ftrun.fault_flags import Fault
     from ftrun.link_spec import Link
+    from ftrun.model_spec import ModelSpec
 
 
 class ScheduleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -387,6 +388,24 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen
             sync_every=self.schedule.sync_every,
             corrupt_syncs=f.corrupt_sync,
             alpha=self.schedule.fragment_update_alpha,
+        )
+
+    def model_spec(self) -> "ModelSpec":
+        """What building the model needs (``ftrun.model_spec.ModelSpec``): the one place it is
+        taken from the tree (``BadInput`` for a ``--model-arg`` that is not KEY=VALUE)."""
+        from ftrun.model_spec import ModelSpec, parse_model_args
+
+        m = self.model
+        return ModelSpec(
+            model=m.model,
+            model_args=parse_model_args(m.model_args),
+            vocab=m.vocab,
+            seq_len=self.data.seq_len,
+            width=m.width,
+            blocks=m.blocks,
+            fragments=self.schedule.fragments,
+            fragment_fqns=m.fragment_fqns,
+            seed=self.data.seed,
         )
 
     def check(self, at: At) -> None:

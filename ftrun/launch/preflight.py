@@ -21,7 +21,6 @@ import time
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
 from ftrun.layout import Network
-from ftrun.model_desc import architecture
 
 
 def has_cuda_device() -> bool:
@@ -71,7 +70,7 @@ def group_bytes(cfg: RunConfig) -> int:
     """A lower bound on one replica group's footprint on this host: its torchrun agent and
     ``nproc_per_replica`` workers (``PROCESS_BYTES`` each), and per worker a built-in model's
     parameters and one batch."""
-    arch = architecture(cfg.resolved())
+    arch = cfg.model_spec().architecture
     per_rank = batch_bytes(cfg) + (arch.param_bytes() if arch is not None else 0)
     return (1 + cfg.hosts.nproc_per_replica) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
 
@@ -103,7 +102,7 @@ def check_memory(cfg: RunConfig) -> None:
         return
     ranks = len(cfg.hosts.groups_here) * cfg.hosts.nproc_per_replica
     have = f"for {ranks} rank(s) on this host, which has {total / 2**30:.1f} GiB of memory"
-    arch = architecture(cfg.resolved())
+    arch = cfg.model_spec().architecture
     if arch is not None:
         need = arch.param_bytes() * ranks  # parameters only: a lower bound on what a run needs
         if need > total:

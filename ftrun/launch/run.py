@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from ftrun import layout, runlog
-from ftrun.config import NATIVE_STORE_BACKENDS
+from ftrun.config import NATIVE_STORE_BACKENDS, RunConfig
 from ftrun.errors import Interrupted, Stopped, Stopping, signal_words
 from ftrun.launch.chaos import ChaosMonkey
 from ftrun.launch.groups import free_port, make_group, start_lighthouse
@@ -57,7 +57,7 @@ def write_spec(state: RunState, window: tuple[int, int] | None, threads: int, li
     return path
 
 
-def store_address(network: layout.Network, cfg) -> tuple[str, int] | None:
+def store_address(network: layout.Network, cfg: RunConfig) -> tuple[str, int] | None:
     """The group's torchrun store (``--master-addr``, ``--master-port``): across hosts always on
     the found address (a free port unless pinned; recorded in ``network.store_port``), so the
     lighthouse hands the other groups an address they reach; locally ``--standalone`` (None)

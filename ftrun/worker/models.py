@@ -4,23 +4,27 @@ The built-in ``TokenModel`` is the torch form of ``ftrun.model_desc.Architecture
 its shape, parameter count and why every block differs in size); a user's model comes from its
 factory (``ftrun.worker.user_model``). Both are split by ``ftrun.worker.fragments``.
 
-Run as ``python -m ftrun.worker.models JSON`` it is the parent's pre-launch check of a user's
-model (``ftrun.model_spec.check``): it builds the model once, runs one forward pass on a ``[2, T]``
-batch to check the output is ``[2, T, V]`` logits, splits it, and prints one JSON line:
-{"fragments": [...], "warnings": [...]} or {"error": "one line"}.
+Both build from one ``ftrun.model_spec.ModelSpec`` (``RunConfig.model_spec()``).
+
+Run as ``python -m ftrun.worker.models SPEC`` (``SPEC``: the ``ModelSpec`` as JSON) it is the
+parent's pre-launch check of a user's model (``ftrun.model_spec.check``): it builds the model once,
+runs one forward pass on a ``[2, T]`` batch to check the output is ``[2, T, V]`` logits, splits
+it, and prints its ``ModelAnswer`` as one JSON line: {"warnings": [...], "fragments": [...]}
+(``warnings`` absent when there are none) or {"error": "one line"}.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
 import msgspec
 import torch
 from torch import nn
 
-from ftrun.model_desc import Architecture, architecture
-from ftrun.model_spec import parse_fragment_fqns
+from ftrun import layout
+from ftrun.errors import BadInput
+from ftrun.model_desc import Architecture
+from ftrun.model_spec import ModelCheck, ModelSpec, decode_spec, parse_fragment_fqns
 from ftrun.worker.fragments import Fragment, ModelError, assign_fragments, describe_fragments, same_signatures, split
 from ftrun.worker.user_model import build_user_model
 
@@ -73,53 +77,61 @@ class TokenModel(nn.Module):
         return self.head(self.norm(x))
 
 
-def _as_dict(cfg) -> dict:
-    return cfg if isinstance(cfg, dict) else cfg.resolved()
+def build_model(spec: ModelSpec) -> nn.Module:
+    """The run's model: the built-in ``TokenModel`` or a user's factory (``--model MODULE:FACTORY`` / ``hf:NAME``)."""
+    arch = spec.architecture
+    return TokenModel(arch) if arch is not None else build_user_model(spec)
 
 
-def build_model(cfg) -> nn.Module:
-    """The run's model from its config (a ``RunConfig`` or its ``resolved()`` dict): the built-in
-    ``TokenModel`` or a user's factory (``--model MODULE:FACTORY`` / ``hf:NAME``)."""
-    c = _as_dict(cfg)
-    arch = architecture(c)
-    return TokenModel(arch) if arch is not None else build_user_model(c)
-
-
-def build_fragments(model: nn.Module, cfg) -> list[Fragment]:
+def build_fragments(model: nn.Module, spec: ModelSpec) -> list[Fragment]:
     """The run's ``--fragments`` fragments of ``model`` (``ftrun.worker.fragments``): a built-in
     model by its blocks, a user's by ``--fragment-fqns`` or its largest ``nn.ModuleList``."""
-    c = _as_dict(cfg)
     if isinstance(model, TokenModel):
-        groups = assign_fragments(model, c["fragments"], blocks=("blocks", model.blocks))
+        groups = assign_fragments(model, spec.fragments, blocks=("blocks", model.blocks))
     else:
-        fqns = parse_fragment_fqns(c.get("fragment_fqns") or "", c["fragments"])
-        groups = assign_fragments(model, c["fragments"], fqns)
+        fqns = parse_fragment_fqns(spec.fragment_fqns, spec.fragments)
+        groups = assign_fragments(model, spec.fragments, fqns)
     return split(model, groups)
 
 
-def check(cfg: dict) -> dict:
+class ModelAnswer(ModelCheck, omit_defaults=True):
+    """The child's answer: what the parent reads (``ModelCheck``) and the fragments it built."""
+
+    fragments: list[layout.Fragment] = []
+
+
+def check(spec: ModelSpec) -> ModelAnswer:
     """The pre-launch check (module docstring)."""
+    t = spec.seq_len
     try:
-        model = build_model(cfg)
+        model = build_model(spec)
         with torch.no_grad():
-            out = model(torch.zeros(2, cfg["seq_len"], dtype=torch.long))
-        want = (2, cfg["seq_len"], cfg["vocab"])
+            out = model(torch.zeros(2, t, dtype=torch.long))
+        want = (2, t, spec.vocab)
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ModelError(
-                f"--model {cfg['model']}: maps token ids [2, {cfg['seq_len']}] to {got}; "
-                f"ftrun needs logits [B, T, V] = {list(want)}"
+                f"{spec.flag}: maps token ids [2, {t}] to {got}; ftrun needs logits [B, T, V] = {list(want)}"
             )
-        frags = build_fragments(model, cfg)
+        frags = build_fragments(model, spec)
     except ModelError as e:
-        return {"error": str(e)}
+        return ModelAnswer(error=str(e))
     except Exception as e:  # the user's forward pass
         first = str(e).splitlines()[0] if str(e) else ""
-        return {"error": f"--model {cfg['model']}: forward pass failed: {type(e).__name__}: {first}"}
+        return ModelAnswer(error=f"{spec.flag}: forward pass failed: {type(e).__name__}: {first}")
     described = describe_fragments(frags)
-    # the child's answer is JSON on its stdout (ftrun.model_spec.check reads it): the records as builtins
-    return {"fragments": msgspec.to_builtins(described), "warnings": same_signatures(described)}
+    return ModelAnswer(warnings=same_signatures(described), fragments=described)
+
+
+def answer(payload: str | bytes) -> ModelAnswer:
+    """The check of the spec ``payload`` (its JSON, ``ftrun.model_spec.decode_spec``): a payload
+    that is not one answers its one-line error."""
+    try:
+        spec = decode_spec(payload)
+    except BadInput as e:
+        return ModelAnswer(error=str(e))
+    return check(spec)
 
 
 if __name__ == "__main__":
-    print(json.dumps(check(json.loads(sys.argv[1]))), flush=True)
+    print(msgspec.json.encode(answer(sys.argv[1])).decode(), flush=True)

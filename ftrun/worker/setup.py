@@ -22,6 +22,7 @@ import torchft
 from ftrun import layout
 from ftrun.config import NATIVE_STORE_BACKENDS, RunConfig
 from ftrun.link_spec import Link
+from ftrun.model_spec import ModelSpec
 from ftrun.parent_death import set_parent_death_signal
 from ftrun.torchft_compat import RECONFIGURE_BACKENDS, backend_unavailable, installed
 from ftrun.worker.data import Batches
@@ -93,10 +94,10 @@ class Training:
     outer: list[torch.optim.Optimizer]
 
 
-def make_model(cfg: RunConfig, device: torch.device) -> torch.nn.Module:
+def make_model(spec: ModelSpec, device: torch.device) -> torch.nn.Module:
     """The run's model (built-in or ``--model MODULE:FACTORY``) with its seeded weights (the same on every rank)."""
-    torch.manual_seed(cfg.data.seed)
-    return build_model(cfg).to(device)
+    torch.manual_seed(spec.seed)
+    return build_model(spec).to(device)
 
 
 def make_data(cfg: RunConfig, stream: int) -> Batches:
@@ -130,8 +131,9 @@ def data_stream(env: RankEnv) -> int:
 
 def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Training:
     """Same seeded weights on every rank; AdamW inside; Nesterov SGD per fragment outside."""
-    model = make_model(cfg, device)
-    fragments = build_fragments(model, cfg)  # a user's model was checked by the parent before launch
+    spec = cfg.model_spec()
+    model = make_model(spec, device)
+    fragments = build_fragments(model, spec)  # a user's model was checked by the parent before launch
     train_model: torch.nn.Module = model
     if env.group_size > 1:
         import torch.distributed as dist

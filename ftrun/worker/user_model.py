@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ftrun.model_spec import ModelArg, parse_model, parse_model_args
+from ftrun.model_spec import ModelArg, ModelSpec, parse_model
 from ftrun.worker.fragments import ModelError
 
 
@@ -78,14 +78,14 @@ def _hf(name: str, vocab: int, args: dict[str, ModelArg], flag: str) -> nn.Modul
         raise ModelError(f"{flag}: transformers cannot build {name!r}: {type(e).__name__}: {first}") from None
 
 
-def build_user_model(cfg: dict) -> nn.Module:
-    """``FACTORY(vocab_size=..., seq_len=..., **model_args)`` (``cfg``: the run config's dict)."""
-    flag = f"--model {cfg['model']}"
-    module, factory = parse_model(cfg["model"])
-    args = cfg["model_args"] if isinstance(cfg["model_args"], dict) else parse_model_args(cfg["model_args"])
-    torch.manual_seed(cfg["seed"])
+def build_user_model(spec: ModelSpec) -> nn.Module:
+    """``FACTORY(vocab_size=..., seq_len=..., **model_args)``, seeded by ``spec.seed``."""
+    flag = spec.flag
+    module, factory = parse_model(spec.model)
+    args = spec.model_args
+    torch.manual_seed(spec.seed)
     if module == "hf":
-        return _hf(factory, cfg["vocab"], args, flag)
+        return _hf(factory, spec.vocab, args, flag)
     fn: Any = _import(module, flag)
     for part in factory.split("."):
         if not hasattr(fn, part):
@@ -94,10 +94,10 @@ def build_user_model(cfg: dict) -> nn.Module:
     if not callable(fn):
         raise ModelError(f"{flag}: {factory} is not callable")
     try:
-        model = fn(vocab_size=cfg["vocab"], seq_len=cfg["seq_len"], **args)
+        model = fn(vocab_size=spec.vocab, seq_len=spec.seq_len, **args)
     except Exception as e:
         raise ModelError(
-            f"{flag}: {factory}(vocab_size={cfg['vocab']}, seq_len={cfg['seq_len']}"
+            f"{flag}: {factory}(vocab_size={spec.vocab}, seq_len={spec.seq_len}"
             + "".join(f", {k}={v!r}" for k, v in args.items())
             + f") failed: {type(e).__name__}: {e}"
         ) from None

@@ -125,7 +125,8 @@ def test_manifest_contract(run):
     assert m["expected"] == [dataclasses.asdict(e) for e in Schedule(f, h, tau).events(steps)]
     assert m["profile_windows"] == [list(window)]
     assert m["link"] is None
-    cfg = msgspec.convert(m["config"], RunConfig).resolved()  # the tree, by key
+    tree = msgspec.convert(m["config"], RunConfig)
+    cfg = tree.resolved()  # the tree, by key
     assert (cfg["fragments"], cfg["sync_every"], cfg["fragment_sync_delay"], cfg["steps"], cfg["blocks"]) == (
         f,
         h,
@@ -148,7 +149,7 @@ def test_manifest_contract(run):
             assert n == p["numel"]
     from ftrun.worker.models import build_model
 
-    model = build_model(cfg)
+    model = build_model(tree.model_spec())
     assert sum(fr["numel"] for fr in m["fragments"]) == sum(p.numel() for p in model.parameters())
     assert sorted((t["replica"], t["rank"], t["path"], tuple(t["window"])) for t in m["traces"]) == [
         (rep, 0, f"{layout.TRACES}/{layout.trace_name(rep, 0, window[0])}", window) for rep in range(2)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ftrun import model_desc
-from ftrun.model_desc import BUILTIN_MODELS, Architecture, architecture, even_split
+from ftrun.model_desc import BUILTIN_MODELS, Architecture, even_split
+from ftrun.model_spec import ModelSpec
 
 ARCHS = [
     Architecture("mlp", 256, 32, 4, 64),
@@ -47,7 +48,8 @@ def test_one_list_of_builtin_names() -> None:
 
     assert MODELS is BUILTIN_MODELS
     assert not any(is_user_model(m) for m in BUILTIN_MODELS) and is_user_model("mymodels:f")
-    assert architecture({"model": "mymodels:f"}) is None
+    user = ModelSpec(model="mymodels:f", vocab=64, seq_len=8, width=0, blocks=0, fragments=1, seed=0)
+    assert user.architecture is None
     with pytest.raises(ValueError, match="not a built-in model"):
         Architecture("mymodels:f", 64, 8, 2, 8)
 
@@ -91,8 +93,8 @@ def test_preflight_refuses_by_the_size_of_the_model_the_worker_builds(tmp_path, 
         batch_size=1,
         seq_len=8,
     )  # one rank on this host
-    assert architecture(cfg.resolved()) == Architecture("transformer", 256, 64, 3, 8)
-    real = sum(p.numel() * p.element_size() for p in build_model(cfg).parameters())
+    assert cfg.model_spec().architecture == Architecture("transformer", 256, 64, 3, 8)
+    real = sum(p.numel() * p.element_size() for p in build_model(cfg.model_spec()).parameters())
     assert preflight.batch_bytes(cfg) < real  # only the parameters can be refused here
     monkeypatch.setattr(preflight, "host_memory_bytes", lambda: real)
     preflight.check_memory(cfg)
@@ -101,24 +103,22 @@ def test_preflight_refuses_by_the_size_of_the_model_the_worker_builds(tmp_path, 
         preflight.check_memory(cfg)
 
 
-def _cfg(arch: Architecture, fragments: int) -> dict:
-    return {
-        "model": arch.kind,
-        "vocab": arch.vocab,
-        "width": arch.width,
-        "blocks": arch.blocks,
-        "seq_len": arch.seq_len,
-        "fragments": fragments,
-        "fragment_fqns": "",
-        "model_args": [],
-        "seed": 0,
-    }
+def _spec(arch: Architecture, fragments: int) -> ModelSpec:
+    return ModelSpec(
+        model=arch.kind,
+        vocab=arch.vocab,
+        width=arch.width,
+        blocks=arch.blocks,
+        seq_len=arch.seq_len,
+        fragments=fragments,
+        seed=0,
+    )
 
 
 @pytest.mark.parametrize("arch, fragments", [(ARCHS[0], 2), (ARCHS[0], 3), (ARCHS[1], 3), (ARCHS[3], 2), (ARCHS[2], 1)])
 def test_builtin_fragments_are_whole_blocks_evenly(arch: Architecture, fragments: int) -> None:
-    model = build_model(_cfg(arch, fragments))
-    frags = build_fragments(model, _cfg(arch, fragments))
+    model = build_model(_spec(arch, fragments))
+    frags = build_fragments(model, _spec(arch, fragments))
     assert all(isinstance(f, fr.Fragment) for f in frags)
     assert [n for f in frags for n in f.fqns] == [n for n, _ in model.named_parameters()]  # the model's order
     sizes = even_split(arch.blocks, fragments)
@@ -138,10 +138,10 @@ def test_builtin_fragments_are_whole_blocks_evenly(arch: Architecture, fragments
 
 
 def test_fragment_bytes_come_from_the_dtype() -> None:
-    model = build_model(_cfg(ARCHS[0], 2))
+    model = build_model(_spec(ARCHS[0], 2))
     model.blocks[3].to(torch.bfloat16)  # fragment 1: blocks 2 (fp32) and 3 (bf16), the head (fp32)
     model.head.to(torch.float64)
-    rec = fr.describe_fragments(build_fragments(model, _cfg(ARCHS[0], 2)))
+    rec = fr.describe_fragments(build_fragments(model, _spec(ARCHS[0], 2)))
     assert rec[0].bytes == 4 * rec[0].numel
     a = ARCHS[0]
     assert rec[1].numel == a.block_params(2) + a.block_params(3) + a.head_params()

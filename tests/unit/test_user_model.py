@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from ftrun import config as cfgmod
 from ftrun.errors import BadInput
-from ftrun.model_spec import parse_fragment_fqns, parse_model, parse_model_args
+from ftrun.model_spec import (
+    MODEL_SPEC_LIMIT,
+    ModelCheck,
+    ModelSpec,
+    decode_spec,
+    parse_fragment_fqns,
+    parse_model,
+    parse_model_args,
+)
 
 torch = pytest.importorskip("torch")
+from ftrun import layout  # noqa: E402
 from ftrun.worker import fragments as fr, models, user_model as um  # noqa: E402
 from tests import user_model_fixtures as fx  # noqa: E402
 
-BASE = {"vocab": 64, "seq_len": 8, "seed": 0, "fragment_fqns": ""}
 
-
-def _cfg(model="tests.user_model_fixtures:stack", fragments=2, **kw):
-    return {**BASE, "model": model, "model_args": kw.pop("model_args", {}), "fragments": fragments, **kw}
+def _spec(model="tests.user_model_fixtures:stack", fragments=2, **kw) -> ModelSpec:
+    return ModelSpec(model=model, vocab=64, seq_len=8, width=128, blocks=4, fragments=fragments, seed=0, **kw)
 
 
 def test_parse_model_and_args():
@@ -70,7 +78,7 @@ def test_default_split_largest_modulelist_with_leading_and_trailing_params():
         ],
         ["layers.3.weight", "layers.3.bias", "layers.4.weight", "layers.4.bias", "out.weight"],
     ]
-    frags = models.build_fragments(m, _cfg(fragments=2))
+    frags = models.build_fragments(m, _spec(fragments=2))
     assert sum(p.numel() for f in frags for p in f.parameters()) == sum(p.numel() for p in m.parameters())
     assert frags[1].fqns[-1] == "out.weight" and frags[1].get_parameter("out/weight") is m.out.weight  # shared
 
@@ -91,12 +99,12 @@ def test_explicit_fqns_and_their_errors():
 
 
 def test_check_reports_fragments_and_warns_on_equal_signatures():
-    ok = models.check(_cfg(model_args={"depth": 4}))
-    assert "error" not in ok and [f["id"] for f in ok["fragments"]] == [0, 1] and ok["warnings"] == []
-    assert ok["fragments"][0]["params"][0] == {"name": "emb.weight", "numel": 64 * 16, "shape": [64, 16]}
+    ok = models.check(_spec(model_args={"depth": 4}))
+    assert ok.error is None and [f.id for f in ok.fragments] == [0, 1] and ok.warnings == []
+    assert ok.fragments[0].params[0] == layout.Param(name="emb.weight", numel=64 * 16, shape=[64, 16])
     # same-width layers, emb and out (64x16 each) on either side: both fragments move the same sizes
-    same = models.check(_cfg(model_args={"depth": 2, "growing": False}, fragment_fqns="emb,layers.0;layers.1,out"))
-    assert len(same["warnings"]) == 1 and "fragments 0 and 1 have identical parameter sizes" in same["warnings"][0]
+    same = models.check(_spec(model_args={"depth": 2, "growing": False}, fragment_fqns="emb,layers.0;layers.1,out"))
+    assert len(same.warnings) == 1 and "fragments 0 and 1 have identical parameter sizes" in same.warnings[0]
 
 
 @pytest.mark.parametrize(
@@ -109,16 +117,17 @@ def test_check_reports_fragments_and_warns_on_equal_signatures():
     ],
 )
 def test_check_errors_are_one_line(model, needle):
-    err = models.check(_cfg(model=model))["error"]
+    err = models.check(_spec(model=model)).error
+    assert err is not None
     assert needle in err and "\n" not in err
 
 
 def test_a_module_that_cannot_be_imported_suggests_the_file_path_form():
     """Issue 42: ``--model pkg.mod:factory`` failing to import names the ``path/to/file.py:factory`` form."""
-    err = models.check(_cfg(model="mymodels.net:build"))["error"]
+    err = models.check(_spec(model="mymodels.net:build")).error or ""
     assert "cannot import mymodels.net: ModuleNotFoundError" in err and "\n" not in err, err
     assert err.endswith("a file is named by its path: --model path/to/net.py:build"), err
-    missing_file = models.check(_cfg(model="no/such/file.py:build"))["error"]
+    missing_file = models.check(_spec(model="no/such/file.py:build")).error or ""
     assert "path/to/" not in missing_file, missing_file  # already the file form: no hint
 
 
@@ -134,3 +143,61 @@ def test_the_hf_hint_names_a_command_that_works(monkeypatch):
     msg = str(e.value)
     assert "ftrun[hf]" not in msg, msg
     assert f"{sys.executable} -m pip install 'transformers>=4.40'" in msg, msg
+
+
+def test_the_spec_is_the_configs_and_travels_as_itself():
+    """Issue 44: one ``ModelSpec`` from the config tree, parent -> child as JSON and back unchanged."""
+    cfg = cfgmod.build(
+        model="tests.user_model_fixtures:stack",
+        model_args=["depth=4", "scale=1.0", "tied=true", "name=x=y"],
+        fragment_fqns="emb,layers.0;layers.1,out",
+        fragments=2,
+        seq_len=8,
+        seed=7,
+    )
+    spec = cfg.model_spec()
+    assert spec.model_args == {"depth": 4, "scale": 1.0, "tied": True, "name": "x=y"}
+    assert (spec.seq_len, spec.seed, spec.fragments, spec.vocab) == (8, 7, 2, cfg.model.vocab)
+    back = decode_spec(msgspec.json.encode(spec))
+    assert back == spec and type(back.model_args["scale"]) is float and type(back.model_args["depth"]) is int
+    assert spec.architecture is None and cfgmod.build(model="mlp").model_spec().architecture is not None
+
+
+def test_the_childs_answer_round_trips_and_the_parent_reads_its_part():
+    got = models.answer(
+        msgspec.json.encode(_spec(model_args={"depth": 2, "growing": False}, fragment_fqns="emb,layers.0;layers.1,out"))
+    )
+    line = msgspec.json.encode(got)
+    assert msgspec.json.decode(line, type=models.ModelAnswer) == got
+    assert msgspec.json.decode(line, type=ModelCheck) == ModelCheck(warnings=got.warnings)
+    assert msgspec.json.decode(msgspec.json.encode(models.ModelAnswer(error="x")), type=ModelCheck).error == "x"
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"model_args": {"depth": [4]}}, "Expected `bool | int | float | str`, got `array` - at `$.model_args"),
+        ({"model_args": "depth=4"}, "Expected `object`, got `str` - at `$.model_args`"),
+        ({"seq_len": "8"}, "Expected `int`, got `str` - at `$.seq_len`"),
+        ({"layers": 3}, "Object contains unknown field `layers`"),
+    ],
+)
+def test_a_bad_spec_is_one_line(change, needle):
+    """A payload the child cannot take (a bad ``model_args`` value, a wrong type, an unknown field)
+    answers one line naming the field, as the parent shows it."""
+    payload = msgspec.json.encode({**msgspec.to_builtins(_spec()), **change})
+    with pytest.raises(BadInput) as e:
+        decode_spec(payload)
+    assert str(e.value).startswith("model spec: ") and needle in str(e.value) and "\n" not in str(e.value)
+    assert models.answer(payload) == models.ModelAnswer(error=str(e.value))
+
+
+def test_a_spec_over_the_limit_is_refused_before_decoding():
+    err = models.answer(b" " * (MODEL_SPEC_LIMIT + 1)).error or ""
+    assert err.startswith("model spec: ") and "more than" in err and "\n" not in err
+
+
+def test_a_model_arg_the_factory_refuses_is_one_line():
+    err = models.check(_spec(model_args={"depth": "four"})).error or ""
+    assert err.startswith("--model tests.user_model_fixtures:stack: stack(vocab_size=64, seq_len=8, depth='four')")
+    assert "failed: TypeError" in err and "\n" not in err, err
