@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -19,33 +18,35 @@ from ftrun.output import atomic_write
 
 
 class RankMeta:
-    """The rank's meta record and where it goes. ``fields`` are ``layout.RankMeta``'s, held as
-    given: a list the rank keeps filling (``traces``, as the profiler writes them) is written
+    """The rank's meta record (``layout.RankMeta``) and where it goes. The record holds the lists
+    it was given: one the rank keeps filling (``traces``, as the profiler writes them) is written
     as it stands at each ``write``."""
 
-    def __init__(self, path: Path, **fields: Any) -> None:
+    def __init__(self, path: Path, record: layout.RankMeta) -> None:
         self.path = path
-        # the record's fields by name as the rank gave them, converted (and so type-checked) into a
-        # layout.RankMeta at each write: a list held here is written as it stands then
-        self.fields: dict[str, Any] = {**fields, "pid": os.getpid()}
-        self.record = self._record()  # a field of the wrong type fails here, at the rank's start
+        # torch's version is a str subclass the encoder refuses: plain text
+        versions = {k: None if v is None else str(v) for k, v in record.versions.items()}
+        self.record = msgspec.structs.replace(record, pid=os.getpid(), versions=versions)
         path.parent.mkdir(parents=True, exist_ok=True)
 
-    def _record(self) -> layout.RankMeta:
-        fields = dict(self.fields)
-        if fields.get("versions"):  # torch's version is a str subclass the encoder refuses: plain text
-            fields["versions"] = {k: None if v is None else str(v) for k, v in fields["versions"].items()}
-        return msgspec.convert(fields, layout.RankMeta, from_attributes=True)
-
-    def write(self, status: str, **fields: Any) -> None:
-        self.fields.update(fields, status=status)
-        self.record = self._record()
+    def write(self, status: str) -> None:
+        """The record as it stands, with ``status`` (running | done | failed)."""
+        self.record = msgspec.structs.replace(self.record, status=status)
         atomic_write(self.path, layout.to_json(self.record, indent=1))  # the parent may read it meanwhile
 
+    def done(self, commits: int, failed_commits: int, final_manager_step: int | None) -> None:
+        """``done``, with the rank's commit counts and the Manager's last step."""
+        self.record = msgspec.structs.replace(
+            self.record, commits=commits, failed_commits=failed_commits, final_manager_step=final_manager_step
+        )
+        self.write("done")
+
     def failed(self, e: BaseException, phase: str | None = None) -> None:
-        self.write(
-            "failed",
+        """``failed``, with the error's first line, its type and the torchft wait it left (module docstring)."""
+        self.record = msgspec.structs.replace(
+            self.record,
             error=f"{type(e).__name__}: {e}".strip().splitlines()[0][:500],
             error_type=type(e).__name__,
             phase=phase or "step",
         )
+        self.write("failed")

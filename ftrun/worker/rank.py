@@ -233,8 +233,7 @@ def _meta(
     from ftrun.worker.setup import device_label
 
     env = s.env
-    return RankMeta(
-        layout.meta_file(s.run_dir, env.replica, env.rank),
+    record = layout.RankMeta(
         replica=env.replica,
         rank=env.rank,
         group_size=env.group_size,
@@ -246,6 +245,7 @@ def _meta(
         traces=traces,
         profile_window=list(window) if window else None,
     )
+    return RankMeta(layout.meta_file(s.run_dir, env.replica, env.rank), record)
 
 
 def _around_fault(r: Rank) -> AroundFault | None:
@@ -334,12 +334,7 @@ def finish(r: Rank) -> None:
         r.recorder.commits,
         r.recorder.failed_commits,
     )
-    r.meta.write(
-        "done",
-        commits=r.recorder.commits,
-        failed_commits=r.recorder.failed_commits,
-        final_manager_step=r.manager.current_step(),
-    )
+    r.meta.done(r.recorder.commits, r.recorder.failed_commits, r.manager.current_step())
     r.recorder.close()
     r.started.life.close()
     if r.writer is not None:

@@ -60,7 +60,7 @@ def test_a_rank_records_the_wait_it_failed_in(tmp_path: Path) -> None:
     assert where.around("sync", lambda: 3)() == 3 and where.failed_in is None
     with pytest.raises(TimeoutError) as exc:
         where.around("quorum", quorum)()
-    meta = RankMeta(layout.meta_file(tmp_path, 0, 0), replica=0, rank=0)
+    meta = RankMeta(layout.meta_file(tmp_path, 0, 0), layout.RankMeta(replica=0, rank=0))
     meta.failed(exc.value, where.failed_in)
     got = json.loads(layout.meta_file(tmp_path, 0, 0).read_text())
     assert (got["status"], got["error"], got["error_type"], got["phase"]) == (

@@ -19,10 +19,9 @@ class _Version(str):
 def test_rank_meta_written_and_read_back(tmp_path: Path) -> None:
     mark_new_run_dir(tmp_path).release()  # a run dir: ftrun rewrites its own files there
     path = layout.meta_file(tmp_path, 1, 0)
-    frag = {"id": 0, "params": [{"name": "w", "numel": 4, "shape": [2, 2]}], "numel": 4, "bytes": 16}
+    frag = layout.Fragment(id=0, params=[layout.Param(name="w", numel=4, shape=[2, 2])], numel=4, bytes=16)
     traces: list[str] = []
-    meta = RankMeta(
-        path,
+    record = layout.RankMeta(
         replica=1,
         rank=0,
         group_size=1,
@@ -34,12 +33,13 @@ def test_rank_meta_written_and_read_back(tmp_path: Path) -> None:
         traces=traces,
         profile_window=[3, 5],
     )
+    meta = RankMeta(path, record)
     meta.write("running")
     got = layout.read_rank_meta(path)
     assert got is not None and got.status == "running" and got.pid == os.getpid() and got.versions["torch"] == "2.13.0"
     assert got.fragments[0].params[0].shape == [2, 2] and got.profile_window == [3, 5]
     traces.append("replica1_rank0.3.pt.trace.json.gz")  # the profiler fills the list the rank handed in
-    meta.write("done", commits=3, failed_commits=1, final_manager_step=4)
+    meta.done(commits=3, failed_commits=1, final_manager_step=4)
     got = layout.read_rank_meta(path)
     assert got.traces == ["replica1_rank0.3.pt.trace.json.gz"]
     assert (got.status, got.commits, got.failed_commits, got.final_manager_step, got.error) == ("done", 3, 1, 4, None)
