@@ -158,7 +158,8 @@ def supervise(state: RunState, on_tick) -> None:
             if r in pending:  # relaunched: its start-up grace and progress clock begin again
                 started.discard(r)
                 last_progress[r] = time.monotonic()
-        _nap(list(pending.values()), 0.2)
+        if pending:  # (the last group's exit ends the wait at once: a short run's result waits on it)
+            _nap(list(pending.values()), 0.2)
 
 
 def _read_progress(state: RunState, last_progress: dict[int, float], started: set[int], now: float) -> None:
