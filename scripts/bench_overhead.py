@@ -196,6 +196,7 @@ def role(pid: int) -> str:
         return "gone"
     for needle, name in (
         (b"torch.distributed.run", "torchrun agent"),  # its argv names the rank's module too
+        (b"ftrun.worker.agent", "torchrun agent"),  # (ftrun train's groups: torch's agent through it)
         (b"ftrun.worker.main", "rank"),
         (b"lighthouse", "lighthouse"),
         (b"ftrun.launch.reaper", "reaper"),

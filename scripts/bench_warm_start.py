@@ -125,6 +125,20 @@ def _cmd(pid: int) -> str:
         return ""
 
 
+def _kind(cmd: str) -> str:
+    """A training's process by its command line: agent, rank, lighthouse, train or other."""
+    for kind, needle in (
+        ("agent", "torch.distributed.run"),  # its command line names the rank's module too
+        ("agent", "ftrun.worker.agent"),  # (ftrun train's groups: torch's agent through it)
+        ("rank", "ftrun.worker.main"),
+        ("lighthouse", "lighthouse"),
+        ("train", "ftrun train"),
+    ):
+        if needle in cmd:
+            return kind
+    return "other"
+
+
 def _asleep(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep")
@@ -144,27 +158,14 @@ def memory(tmp: Path, replicas: int = 2) -> dict:
         while quiet < 10:  # every rank asleep at its gate for a second
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the parked training did not park: exit {proc.poll()}")
-            ranks = [p for p in _tree(proc.pid) if "ftrun.worker.main" in _cmd(p) and "distributed.run" not in _cmd(p)]
+            ranks = [p for p in _tree(proc.pid) if _kind(_cmd(p)) == "rank"]
             quiet = quiet + 1 if len(ranks) == replicas and all(map(_asleep, ranks)) else 0
             time.sleep(0.1)
         kinds: dict[str, list[dict]] = {}
         for p in _tree(proc.pid):
-            cmd, m = _cmd(p), smaps(p)
-            kind = next(
-                (
-                    k
-                    for k, s in (
-                        ("agent", "torch.distributed.run"),  # its command line names the rank's module too
-                        ("rank", "ftrun.worker.main"),
-                        ("lighthouse", "lighthouse"),
-                        ("train", "ftrun train"),
-                    )
-                    if s in cmd
-                ),
-                "other",
-            )
+            m = smaps(p)
             if m is not None:
-                kinds.setdefault(kind, []).append(m)
+                kinds.setdefault(_kind(_cmd(p)), []).append(m)
     finally:
         gate.write_text("")
         proc.communicate(timeout=600)

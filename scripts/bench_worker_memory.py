@@ -60,7 +60,7 @@ def _sample(path, every):
 
 with open("/proc/self/cmdline", "rb") as _f:
     _cmd = _f.read()
-if b"ftrun.worker.main" in _cmd and b"torch.distributed.run" not in _cmd:
+if b"ftrun.worker.main" in _cmd and b"torch.distributed.run" not in _cmd and b"ftrun.worker.agent" not in _cmd:
     _name = f"replica{os.environ.get('REPLICA_GROUP_ID', 'x')}_rank{os.environ.get('RANK', '0')}.txt"
     _path = os.path.join(os.environ["FTRUN_BENCH_MEMORY_DIR"], _name)
     threading.Thread(target=_sample, args=(_path, float(os.environ["FTRUN_BENCH_MEMORY_EVERY"])), daemon=True).start()

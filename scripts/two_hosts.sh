@@ -9,7 +9,7 @@
 # Under the hood each `ftrun train --replica-group-id K` is one torchrun job on its host:
 #   REPLICA_GROUP_ID=K NUM_REPLICA_GROUPS=2 TORCHFT_LIGHTHOUSE=http://host0:29510 \
 #   GLOO_SOCKET_IFNAME=IF NCCL_SOCKET_IFNAME=IF \
-#   python -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --master-addr ADDR --master-port PORT \
+#   python -m ftrun.worker.agent --nnodes 1 --nproc-per-node 1 --master-addr ADDR --master-port PORT \
 #       -m ftrun.worker.main profiles/job1-groupK/spec.json
 # ADDR being this host's address on the interface IF that routes to the lighthouse (docs/hosts.md,
 # "Several hosts"). tests/e2e/test_hosts_netns.py runs them on two network namespaces.

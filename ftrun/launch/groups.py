@@ -1,8 +1,9 @@
 """Launch the torchft lighthouse and one elastic-launcher job per replica group.
 
 Lighthouse: torchft's own ``lighthouse_main`` (the ``torchft_lighthouse`` binary) in a child,
-bound to loopback on a free port. Replica group r: ``python -m torch.distributed.run
---standalone --nproc-per-node G -m ftrun.worker.main SPEC`` — torchrun's standalone rendezvous
+bound to loopback on a free port. Replica group r: ``python -m ftrun.worker.agent
+--standalone --nproc-per-node G -m ftrun.worker.main SPEC`` (torch's ``torch.distributed.run``,
+ending at once when it succeeded) — torchrun's standalone rendezvous
 picks the group's own free master port — with the env torchft's examples use. Across hosts,
 ``--master-addr ADDR --master-port P`` instead, ADDR being the address other hosts reach this
 one at (``ftrun.launch.network``), plus that network's ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``.
@@ -119,13 +120,19 @@ def group_env(
     return env
 
 
-def torchrun_argv(nproc: int, master: tuple[str, int] | None = None) -> list[str]:
-    """``python -m torch.distributed.run`` for one group of ``nproc`` ranks, no elastic restarts
-    (ftrun relaunches the whole group); standalone rendezvous unless ``master`` is given."""
+TORCHRUN = "torch.distributed.run"
+# ``ftrun train``'s groups: torch's agent, ending without the interpreter's teardown once it succeeded
+FAST_EXIT_TORCHRUN = "ftrun.worker.agent"
+
+
+def torchrun_argv(nproc: int, master: tuple[str, int] | None = None, module: str = TORCHRUN) -> list[str]:
+    """``python -m torch.distributed.run`` (or ``module``, which runs it: ``FAST_EXIT_TORCHRUN``)
+    for one group of ``nproc`` ranks, no elastic restarts (ftrun relaunches the whole group);
+    standalone rendezvous unless ``master`` is given."""
     argv = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        module,
         "--nnodes",
         "1",
         "--nproc-per-node",
@@ -159,5 +166,5 @@ def make_group(
     env = group_env(replica, replicas, lighthouse_url, threads, backend, placement_env)
     env.update(network_env or {})
     env["OMP_NUM_THREADS"] = str(threads)
-    argv = torchrun_argv(nproc, master) + ["-m", "ftrun.worker.main", str(spec_path)]
+    argv = torchrun_argv(nproc, master, FAST_EXIT_TORCHRUN) + ["-m", "ftrun.worker.main", str(spec_path)]
     return Group(replica, argv, env, layout.group_log(run_dir, replica))
