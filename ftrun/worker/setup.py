@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 import torchft
@@ -157,6 +157,16 @@ def build_training(cfg: RunConfig, env: RankEnv, device: torch.device) -> Traini
     return Training(model, fragments, train_model, data, inner, outer)
 
 
+class HealSnapshot(TypedDict):
+    """What torchft's checkpoint transport sends a healing replica (torch's state-dict protocol:
+    tensors and plain values by name, pickled): the model's and the inner optimizer's own state
+    dicts (torch's types) and the peer's training step."""
+
+    model: dict[str, torch.Tensor]
+    inner: dict[str, object]
+    train_step: int
+
+
 @dataclass
 class HealState:
     """What a healing replica receives from a live peer (torchft's checkpoint transport).
@@ -168,13 +178,11 @@ class HealState:
     step: int = 0
     healed_from_step: int | None = field(default=None)
 
-    # torch's state-dict protocol (what torchft's checkpoint transport sends): a dict of tensors
-    # and plain values by name, the model's and the inner optimizer's own state dicts inside
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> HealSnapshot:
         t = self.training
         return {"model": t.model.state_dict(), "inner": t.inner.state_dict(), "train_step": self.step}
 
-    def load_state_dict(self, sd: dict[str, Any]) -> None:
+    def load_state_dict(self, sd: HealSnapshot) -> None:
         self.training.model.load_state_dict(sd["model"])
         self.training.inner.load_state_dict(sd["inner"])
         self.healed_from_step = int(sd["train_step"])
