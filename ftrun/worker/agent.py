@@ -2,8 +2,9 @@
 ending without the interpreter's teardown once it succeeded: ``python -m ftrun.worker.agent
 TORCHRUN-ARGS`` (``ftrun.launch.groups.torchrun_argv``).
 
-The agent imports torch; freeing it at exit took 0.3-0.7 s between its ranks' end and its own
-on a 2-core machine, on the path from a short run's last step to its result (a sweep cell's).
+The agent imports torch, and the interpreter's teardown of it is a large part of the time
+between its ranks' end and its own, on the path from a short run's last step to its result (a
+sweep cell's: ``scripts/bench_warm_start.py``).
 Contract: the same arguments, output and exit status as ``python -m torch.distributed.run``.
 When torch's ``main`` returns (every rank exited 0, the exit barrier passed, the rendezvous
 shut down), stdout and stderr are flushed and the process ends with 0 at once; nothing is left
