@@ -18,6 +18,10 @@ from typing import IO
 
 from ftrun.parent_death import die_with_this_process
 
+# how often a stop looks whether the signalled tree is gone: a run's end waits on its
+# lighthouse's, and a look is a few /proc reads
+STOP_POLL_S = 0.01
+
 
 def spawn(
     argv: Sequence[str], env: dict[str, str], log: IO[bytes] | int, sig: int = signal.SIGTERM, cwd: Path | None = None
@@ -89,7 +93,7 @@ def stop_tree(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
         proc.poll()
         if not any(alive(p) for p in pids):
             break
-        time.sleep(0.05)
+        time.sleep(STOP_POLL_S)
     for pid in pids + descendants(proc.pid):
         if alive(pid):
             try:
