@@ -78,6 +78,7 @@ from ftrun.layout.events import (
     Quorum as Quorum,
     Rejoined as Rejoined,
     RunEvent as RunEvent,
+    StepNews as StepNews,
     clip_error as clip_error,
     commit_error_text as commit_error_text,
 )

@@ -34,6 +34,18 @@ class Rejoined(msgspec.Struct):
     aligned_step: int | None
 
 
+class StepNews(msgspec.Struct):
+    """What a rank's training loop saw during one step, beside what its recorder saw: the
+    ``EventRecord`` fields of the same names (``ftrun.worker.recorder.StepRecorder.end_step``
+    writes an empty list or None as absent)."""
+
+    quorums: list[Quorum] = []
+    healed: Healed | None = None
+    rejoined: Rejoined | None = None
+    numerics: list[RoundNumerics] = []
+    heal_numerics: HealNumerics | None = None
+
+
 class EventRecord(msgspec.Struct):
     """One line of ``events/replica{r}_rank{g}.jsonl``: what one rank did in one training step.
 

@@ -202,13 +202,13 @@ class AroundFault:
         if self._prof is not None:
             self._recorded += 1
 
-    def after_step(self, quorums: list[dict], committed: bool) -> None:
+    def after_step(self, quorums: list[layout.Quorum], committed: bool) -> None:
         """After the step: the quorums it computed, whether it committed. Only a step begun after
         the fault fired can show the group back (a quorum with the old incarnation was answered
         before it died)."""
         if not self.todo or not self._began_fired:
             return
-        if any(self.todo[0].replica in (q.get("participants") or []) for q in quorums):
+        if any(self.todo[0].replica in q.participants for q in quorums):
             self._back = True
         if self._back and committed:
             self._stop(export=True)

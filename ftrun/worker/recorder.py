@@ -31,13 +31,13 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import torch
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
-from ftrun.layout import EventRecord, commit_error_text
+from ftrun.layout import EventRecord, StepNews, commit_error_text
 from ftrun.small_files import last_byte
 from ftrun.torchft_compat import diloco_fragments, manager_error
 
@@ -52,6 +52,20 @@ def fingerprint(tensors: dict[str, torch.Tensor]) -> str:
         h.update(name.encode())
         h.update(tensors[name].detach().cpu().contiguous().numpy().data.cast("B"))
     return h.hexdigest()[:32]
+
+
+_NO_NEWS = StepNews()
+T = TypeVar("T")
+
+
+def _given(value: T | None) -> T | UnsetType:
+    """An ``EventRecord`` field's value, or absent (``UNSET``) where there is none: never null."""
+    return UNSET if value is None else value
+
+
+def _rounded(seconds: float | None) -> float | UnsetType:
+    """A timing to the microsecond, or absent where the step did not measure it."""
+    return UNSET if seconds is None else round(seconds, 6)
 
 
 class StepRecorder:
@@ -151,19 +165,49 @@ class StepRecorder:
         err = manager_error(self._manager) if self._manager is not None else None
         return None if err is None else commit_error_text(err)
 
-    def end_step(self, **fields: Any) -> EventRecord:
-        """Write the step's ``layout.EventRecord``; ``fields``: what the loop knows (step, loss, ...)."""
-        # EventRecord's *_s fields by name, all floats (Any: mypy cannot match a key to its field)
-        timings: dict[str, Any] = {k: round(v, 6) for k, v in self.timings.items()}
+    def end_step(
+        self,
+        *,
+        step: int | None,
+        manager_step: int,
+        manager_step_after: int,
+        participants: int | None,
+        quorum_id: int | None,
+        loss: float | None,
+        step_time_s: float,
+        restart: int,
+        news: StepNews | None = None,
+    ) -> EventRecord:
+        """Write the step's ``layout.EventRecord``: what the loop knows (the step, its loss, the
+        Manager's numbers, ``news``) with what this recorder saw (sends, syncs, timings)."""
+        n = news or _NO_NEWS
+        seconds = self.timings
         rec = EventRecord(
-            **fields,
+            step=step,
+            manager_step=manager_step,
+            manager_step_after=manager_step_after,
+            participants=participants,
+            quorum_id=quorum_id,
+            loss=loss,
+            step_time_s=step_time_s,
+            restart=restart,
             sent=self.sent,
             synced=self.synced,
             commit=self.commit,
             fingerprint=self.fingerprint,
-            commit_error=UNSET if self.commit_error is None else self.commit_error,  # absent, not null
-            **timings,
             t=time.time(),
+            quorums=n.quorums or UNSET,  # absent, not empty or null
+            healed=_given(n.healed),
+            rejoined=_given(n.rejoined),
+            send_s=_rounded(seconds.get("send_s")),
+            sync_s=_rounded(seconds.get("sync_s")),
+            exposed_s=_rounded(seconds.get("exposed_s")),
+            quorum_s=_rounded(seconds.get("quorum_s")),
+            commit_s=_rounded(seconds.get("commit_s")),
+            real_s=_rounded(seconds.get("real_s")),
+            numerics=n.numerics or UNSET,
+            heal_numerics=_given(n.heal_numerics),
+            commit_error=_given(self.commit_error),
         )
         self.timings = {}
         self.write(rec)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftrun.layout import Healed, Rejoined, StepNews
 from ftrun.torchft_compat import participants as quorum_participants, quorum_id
 
 log = logging.getLogger("ftrun.worker")
@@ -100,23 +101,23 @@ class StepLoop:
             with record_function(ftrun_step_label(step, mstep)) if profiled else contextlib.nullcontext():
                 loss = self.train_step()
             dt = time.perf_counter() - t0
-            extra = self.membership()
-            if rejoining and extra.get("quorums"):
+            news = self.membership()
+            if rejoining and news.quorums:
                 from ftrun.worker.rejoin import aligned_step
                 from ftrun.worker.stop import left_behind
 
-                peer = extra.get("healed", {}).get("peer_step")
+                peer = news.healed.peer_step if news.healed is not None else None
                 aligned = aligned_step(peer, self.run_dir, self.env.replica)
-                extra["rejoined"] = {"local_step": step, "aligned_step": aligned}
-                if left_behind(aligned, self.cfg.steps, extra["quorums"], self.env.replica):  # no step left
-                    self.log_step(None, mstep, float(loss.detach()), dt, extra)
+                news.rejoined = Rejoined(local_step=step, aligned_step=aligned)
+                if left_behind(aligned, self.cfg.steps, news.quorums, self.env.replica):  # no step left
+                    self.log_step(None, mstep, float(loss.detach()), dt, news)
                     break
                 step = aligned if aligned is not None else step
                 rejoining = False
-            self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, extra)
-            rule.saw(extra.get("quorums") or [], self.recorder.commits > commits, self.recorder.failed_commits > failed)
+            self.log_step(None if rejoining else step, mstep, float(loss.detach()), dt, news)
+            rule.saw(news.quorums, self.recorder.commits > commits, self.recorder.failed_commits > failed)
             if self.around is not None:
-                self.around.after_step(extra.get("quorums") or [], self.recorder.commits > commits)
+                self.around.after_step(news.quorums, self.recorder.commits > commits)
             if self.recovery is not None and self.recorder.commits:
                 self.recovery.finish()  # through the first commit with the group back
             if step >= self.cfg.steps if rejoining else self.stops(rule, step):
@@ -153,29 +154,20 @@ class StepLoop:
             time.sleep(self.sleep_s)
         return loss
 
-    def membership(self) -> dict:
-        """New quorums and a heal during this step, for the event log."""
-        extra: dict = {}
-        quorums = self.probe.take()
-        if quorums:
-            extra["quorums"] = quorums
+    def membership(self) -> StepNews:
+        """New quorums, a heal and the numeric check's sketches during this step, for the event log."""
+        news = StepNews(quorums=self.probe.take())
         if self.heal.healed_from_step is not None:
-            src = next((q["heal_source"] for q in reversed(quorums) if q["heal"]), None)
-            extra["healed"] = {
-                "source_replica": src,
-                "peer_step": self.heal.healed_from_step,
-                "manager_step": self.manager.current_step(),
-            }
+            src = next((q.heal_source for q in reversed(news.quorums) if q.heal), None)
+            news.healed = Healed(
+                source_replica=src, peer_step=self.heal.healed_from_step, manager_step=self.manager.current_step()
+            )
             self.heal.healed_from_step = None
         if self.numerics is not None:
-            rounds, healed = self.numerics.take()
-            if rounds:
-                extra["numerics"] = rounds
-            if healed is not None:
-                extra["heal_numerics"] = healed
-        return extra
+            news.numerics, news.heal_numerics = self.numerics.take()
+        return news
 
-    def log_step(self, step: int | None, mstep: int, loss: float, dt: float, extra: dict) -> None:
+    def log_step(self, step: int | None, mstep: int, loss: float, dt: float, news: StepNews) -> None:
         m = self.manager
         participants = quorum_participants(m)
         self.recorder.end_step(
@@ -187,7 +179,7 @@ class StepLoop:
             loss=loss,
             step_time_s=dt,
             restart=self.env.restart,
-            **extra,
+            news=news,
         )
         if self.writer is not None and step is not None:
             # loss and step time every step; manager step and participants when they change

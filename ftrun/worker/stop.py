@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftrun.layout import EventRecord, RunEvent
+from ftrun.layout import EventRecord, Quorum, RunEvent
 
 GIVEN_UP = ("group_lost", "group_done")  # run events after which nothing of the group comes back
 
@@ -70,12 +70,12 @@ class StopRule:
     committed_at: dict[int, float] = field(default_factory=dict)  # replica -> its last decided round's quorum
     past_since: float | None = None  # when the run's last step ended on this rank
 
-    def saw(self, quorums: list[dict], committed: bool, failed: bool = False) -> None:
+    def saw(self, quorums: list[Quorum], committed: bool, failed: bool = False) -> None:
         """A step's new quorums (``QuorumProbe.take``: ``participants``, ``t`` formed) and whether
         the step's sync round was decided: ``committed``, or its commit ``failed``."""
         if quorums:
-            self.members = tuple(r for r in quorums[-1].get("participants") or [] if isinstance(r, int))
-            self.formed = float(quorums[-1].get("t") or 0.0)
+            self.members = tuple(r for r in quorums[-1].participants if isinstance(r, int))
+            self.formed = float(quorums[-1].t or 0.0)
         if committed or failed:
             for r in self.members:
                 self.committed_at[r] = self.formed
@@ -92,13 +92,13 @@ class StopRule:
         return Decision(stop=now - self.past_since > self.bound_s, waiting=waiting)
 
 
-def left_behind(aligned: int | None, steps: int, quorums: list[dict], replica: int) -> bool:
+def left_behind(aligned: int | None, steps: int, quorums: list[Quorum], replica: int) -> bool:
     """A relaunched group came back past the run's last step with nobody else in its quorum:
     the others finished (or gave up waiting for it) first, so no step of the run is left for it.
     With others in its quorum they are waiting for it (``StopRule``): it trains on with them."""
     if aligned is None or aligned <= steps:
         return False
-    others = {r for q in quorums for r in q.get("participants") or [] if r != replica}
+    others = {r for q in quorums for r in q.participants if r != replica}
     return not others
 
 

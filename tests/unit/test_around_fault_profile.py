@@ -14,6 +14,13 @@ pytest.importorskip("torch")
 from ftrun import layout  # noqa: E402
 from ftrun.worker.profiling import AroundFault  # noqa: E402
 
+
+def _quorum(participants: list[int | None]) -> layout.Quorum:
+    return layout.Quorum(
+        quorum_id=1, participants=participants, replica_rank=0, max_step=0, heal=False, heal_source=None, t=0.0
+    )
+
+
 KILL = layout.FaultSpec(replica=1, step=10, action="kill")
 
 
@@ -39,7 +46,7 @@ def _run(w, tmp_path, steps, fire_at, quorums, commits):
             _fire(tmp_path)
         w.at_step(k)
         started[k] = w.active
-        w.after_step([{"participants": quorums[k]}] if k in quorums else [], k in commits)
+        w.after_step([_quorum(quorums[k])] if k in quorums else [], k in commits)
     return started
 
 
@@ -80,7 +87,7 @@ def test_the_step_window_records_the_middle_and_the_watch_both_sides(tmp_path) -
             p.write_text("{}")
         w.at_step(k)
         started[k] = w.active
-        w.after_step([{"participants": [0, 1]}] if k == 14 else [], k == 15)
+        w.after_step([_quorum([0, 1])] if k == 14 else [], k == 15)
     assert [k for k, on in started.items() if on] == [5, 13, 14, 15]
     assert [p.name for p in w.written] == [
         "replica0_rank0.hang-r1-s6.pt.trace.json.gz",

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ftrun import layout
 from ftrun.worker.recorder import fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +139,7 @@ def test_tensorboard_gets_one_event_per_step_with_every_scalar_of_the_step(tmp_p
     steps = worker.TB_EVERY + 3  # one batch handed over at TB_EVERY, the rest at the end
     for step in range(1, steps + 1):
         loop.manager.step = step // 10  # changes at steps 10, 20
-        loop.log_step(step, loop.manager.step, 2.0 - step / 100, step / 1000, {})
+        loop.log_step(step, loop.manager.step, 2.0 - step / 100, step / 1000, layout.StepNews())
     loop.flush_scalars()
     loop.writer.close()
     events = EventAccumulator(str(tmp_path))

@@ -1,6 +1,6 @@
 """The stop decision of a rank's loop (ftrun.worker.stop): no process, no clock (times are given)."""
 
-from ftrun.layout import RunEvent
+from ftrun.layout import Quorum, RunEvent
 from ftrun.worker.stop import StopRule, left_behind, relaunched_pending
 
 RESTART_1 = RunEvent(event="restart", t=100.0, replica=1, incarnation=1, after_step=25)
@@ -8,7 +8,8 @@ RESTART_1 = RunEvent(event="restart", t=100.0, replica=1, incarnation=1, after_s
 
 def quorum(t, *members):
     """One new quorum, formed at time ``t`` (what QuorumProbe.take hands over)."""
-    return [{"participants": list(members), "t": t}]
+    q = Quorum(quorum_id=1, participants=list(members), replica_rank=0, max_step=0, heal=False, heal_source=None, t=t)
+    return [q]
 
 
 def test_stops_at_the_last_step_when_nothing_was_relaunched():

@@ -181,7 +181,6 @@ class RankHook:
             now = time.perf_counter()
             m = self.manager
             rounds, _ = self.ref.probe.take() if self.ref is not None else ([], None)
-            extra = {"numerics": rounds} if rounds else {}
             self.recorder.end_step(
                 step=self.step if self.restart == 0 else None,
                 manager_step=self.manager_step,
@@ -191,7 +190,7 @@ class RankHook:
                 loss=None,
                 step_time_s=now - (self.t_last or now),
                 restart=self.restart,
-                **extra,
+                news=layout.StepNews(numerics=rounds),
             )
             self.t_last = now
         except Exception as e:
