@@ -99,7 +99,9 @@ class RecoveryRecord(ReadAsDict, msgspec.Struct, kw_only=True):
     JSON keys are text) own configure and where it was timed; ``relaunch_detail``: the relaunch's
     parts (``launcher_to_rank_s``, ``rank_to_manager_s``, ``manager_s``; {} when not known);
     ``survivors``: ``SurvivorLosses`` (None: no surviving group's log here); ``text``: the
-    paragraph that says it. Field order is the JSON's."""
+    paragraph that says it. Field order is the JSON's. The written form of one fault's
+    ``ftrun.check.recovery_model.Recovery`` (its ``record()``), which keeps the unrounded unix-time
+    values while the breakdown is measured and read (its docstring says why the two are not one)."""
 
     _READ_AS: ClassVar[tuple[str, str]] = ("Run.summary.recovery[i]", "recovery")  # (was a dict)
     fault: str  # "kill 1@25"
