@@ -14,9 +14,9 @@ predictions (plan says so); detect, heal and catch-up are predicted.
     python scripts/bench_recovery.py --spares-compare # kill -> first commit with and without warm spares
 
 ``--spares-compare``: the default model, 3 groups, 5 kills one after another in one run (each
-group restarts as often as it is killed), three runs: without spares at ftrun's defaults, with
+group restarts as often as it is killed), four runs: without spares at ftrun's defaults, with
 ``--spares 1`` at the same defaults, and with ``--spares 1`` and the lighthouse's heartbeat timeout
-at ``SPARE_HEARTBEAT_MS``. Per run: each kill's ``total_s`` and phases from the train summary,
+at each of ``SPARE_HEARTBEAT_MS`` (500 and 250 ms). Per run: each kill's ``total_s`` and phases from the train summary,
 their medians, and the proportional set size (PSS, /proc's smaps_rollup) of each replica group's
 and each waiting spare's process tree, sampled once the groups trained ``MEMORY_AT_STEP`` steps.
 Its last line is one JSON object ``{"spares_compare": [...]}``.

@@ -1,12 +1,13 @@
 """``bench_recovery.py --spares-compare``: kill -> first commit with and without warm spares.
 
-Three trainings of the default model (3 groups, ``KILLS`` one after another, each a send step so
-the survivors ask for a quorum at once): without spares, with ``--spares 1``, and with
-``--spares 1`` plus the lighthouse's heartbeat timeout at ``SPARE_HEARTBEAT_MS`` (a ``--config``
-key). Each kill's ``total_s`` and phases come from ``ftrun train --json``'s ``recovery`` (the
-summary's own breakdown); the memory of every replica group's and waiting spare's process tree
-(PSS) is sampled once replica 0 logged ``MEMORY_AT_STEP`` steps (before the first kill).
-"""
+Four trainings of the default model (3 groups, ``KILLS`` one after another, each a send step so the
+survivors ask for a quorum at once): without spares, with ``--spares 1``, and with ``--spares 1``
+plus the lighthouse's heartbeat timeout at each of ``SPARE_HEARTBEAT_MS`` (a ``--config`` key:
+torchft's lighthouse holds a new incarnation's first quorum until the dead one's heartbeats have
+been missing that long, so the join follows it). Each kill's ``total_s`` and phases come from
+``ftrun train --json``'s ``recovery`` (the summary's own breakdown); the memory of every replica
+group's and waiting spare's process tree (PSS) is sampled once replica 0 logged ``MEMORY_AT_STEP``
+steps (before the first kill)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 KILLS = ("1@25", "2@85", "0@145", "1@205", "2@265")
 STEPS = 320
 MEMORY_AT_STEP = 20
-SPARE_HEARTBEAT_MS = 500
+SPARE_HEARTBEAT_MS = (500, 250)
 STDERR_TAIL = 2000  # characters of a failed training's stderr kept in the record
 PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
 VARIANTS = (  # (label, extra train flags, heartbeat_timeout_ms or None: ftrun's default)
     ("no spares", (), None),
     ("--spares 1", ("--spares", "1"), None),
-    (f"--spares 1, heartbeat_timeout_ms {SPARE_HEARTBEAT_MS}", ("--spares", "1"), SPARE_HEARTBEAT_MS),
+    *((f"--spares 1, heartbeat_timeout_ms {ms}", ("--spares", "1"), ms) for ms in SPARE_HEARTBEAT_MS),
 )
 
 

@@ -157,8 +157,9 @@ BENCHES: tuple[Bench, ...] = (
         "recovery-spares",
         "Kill -> first commit with and without warm spares",
         "ftrun train, default model, 3 groups, 5 kills in one run (1@25, 2@85, 0@145, 1@205, 2@265): without "
-        "spares, with --spares 1, and with --spares 1 and heartbeat_timeout_ms 500; each kill's total and phases "
-        "from train's summary, their medians, and the PSS of each group's and each waiting spare's process tree.",
+        "spares, with --spares 1, and with --spares 1 and heartbeat_timeout_ms 500 and 250; each kill's total and "
+        "phases from train's summary, their medians, and the PSS of each group's and each waiting spare's process "
+        "tree.",
         ("scripts/bench_recovery.py", "--spares-compare"),
         1800,
     ),  # noqa: E501
