@@ -49,6 +49,7 @@ import msgspec
 from ftrun import layout
 from ftrun.check import recovery_phases as phases
 from ftrun.check.provenance import header
+from ftrun.check.recovery_hold import collective_hold
 from ftrun.check.recovery_model import (
     ACCOUNT_ORDER,
     PHASES,
@@ -226,6 +227,7 @@ def _one(
     else:  # nothing to account against: each phase's own length
         out.phases = {k: None if s is None else s[1] - s[0] for k, s in out.spans.items()}
     out.survivors = _losses(logs, fr.survivors, f.replica, f.fired_at, commit.t if commit is not None else None, joined)
+    out.collective_hold = collective_hold(logs, fr.survivors, f.replica, f.fired_at, manifest.config.timeouts.timeout_s)
     out.text = describe(out)
     return out
 

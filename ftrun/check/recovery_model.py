@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftrun.layout import DetectionBound, RecoveryRecord, SurvivorLosses
+from ftrun.check.recovery_hold import hold_text
+from ftrun.layout import CollectiveHold, DetectionBound, RecoveryRecord, SurvivorLosses
 
 PHASES = ("detect", "relaunch", "join", "reconfigure", "heal", "catch_up")
 ACCOUNT_ORDER = ("relaunch", "join", "reconfigure", "heal", "catch_up", "detect")  # who owns an overlapped second
@@ -47,6 +48,7 @@ class Recovery:
     sources: dict[str, str] = field(default_factory=dict)  # phase -> "trace" | "event log"
     relaunch_detail: dict[str, float] = field(default_factory=dict)
     survivors: SurvivorLosses | None = None  # None: no surviving group's log here
+    collective_hold: CollectiveHold | None = None  # survivors held until torchft's timeout (recovery_hold)
     text: str = ""
 
     @property
@@ -97,6 +99,7 @@ class Recovery:
             heal_send_s=r3(self.heal_send_s),
             heal_send_source=self.heal_send_source,
             survivors=self.survivors,
+            collective_hold=self.collective_hold,
             text=self.text,
         )
 
@@ -116,6 +119,8 @@ def describe(x: Recovery) -> str:
     parts = [head]
     if x.detect_bound:
         parts.append(f"detect: {x.detect_bound}")
+    if x.collective_hold is not None:
+        parts.append(f"held: {hold_text(x.collective_hold)}")
     if x.heal_bytes is not None:
         parts.append(
             f"heal: {x.heal_bytes:,} bytes from replica {x.heal_source}"

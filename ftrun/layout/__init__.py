@@ -176,6 +176,7 @@ from ftrun.layout.paths import (
     worker_name as worker_name,
 )
 from ftrun.layout.recovery import (
+    CollectiveHold as CollectiveHold,
     FaultHistory as FaultHistory,
     FaultOutcome as FaultOutcome,
     HealRow as HealRow,

@@ -77,6 +77,21 @@ class FaultHistory(ReadAsDict, msgspec.Struct, kw_only=True):
     failed_commit_manager_steps: list[int] = []
 
 
+class CollectiveHold(msgspec.Struct):
+    """Survivors whose sync of a round the faulted group was in (sent before the fault) failed
+    only after torchft's process-group timeout (``ftrun.check.recovery_hold``): ``replicas``
+    held, ``held_s`` the longest (the round's send -> the failed sync's end), ``timeout_s`` the
+    run's ``timeout_s`` (torchft's Manager and process-group timeout), ``error``: a held
+    survivor's commit error when it names a timeout (else None); ``released_s``: seconds after
+    the fault the last held survivor's sync ended."""
+
+    replicas: list[int]
+    held_s: float
+    released_s: float
+    timeout_s: float
+    error: str | None = None
+
+
 class SurvivorLosses(msgspec.Struct):
     """What the groups that survived a fault lost between it and the group's first commit:
     failed commits, the most steps one ran before the group was back in its quorum, steps/s
@@ -98,8 +113,10 @@ class RecoveryRecord(ReadAsDict, msgspec.Struct, kw_only=True):
     ``reconfigure_participants`` / ``participant_sources``: each participant's (its replica id, as
     JSON keys are text) own configure and where it was timed; ``relaunch_detail``: the relaunch's
     parts (``launcher_to_rank_s``, ``rank_to_manager_s``, ``manager_s``; {} when not known);
-    ``survivors``: ``SurvivorLosses`` (None: no surviving group's log here); ``text``: the
-    paragraph that says it. Field order is the JSON's. The written form of one fault's
+    ``survivors``: ``SurvivorLosses`` (None: no surviving group's log here);
+    ``collective_hold``: survivors held in a sync with the group until torchft's process-group
+    timeout (``CollectiveHold``; None: no such evidence); ``text``: the paragraph that says it.
+    Field order is the JSON's. The written form of one fault's
     ``ftrun.check.recovery_model.Recovery`` (its ``record()``), which keeps the unrounded unix-time
     values while the breakdown is measured and read (its docstring says why the two are not one)."""
 
@@ -127,6 +144,7 @@ class RecoveryRecord(ReadAsDict, msgspec.Struct, kw_only=True):
     heal_send_s: float | None = None
     heal_send_source: str | None = None
     survivors: SurvivorLosses | None = None
+    collective_hold: CollectiveHold | None = None
     text: str = ""
 
     def phase_s(self, phase: str | None) -> float | None:

@@ -9,6 +9,7 @@ from rich.console import JustifyMethod
 from rich.table import Table
 
 from ftrun.check.noise import Measured, says
+from ftrun.check.recovery_hold import hold_text
 from ftrun.layout import RecoveryRecord
 
 PHASE_NAMES = {
@@ -67,7 +68,8 @@ def recovery_table(rec: RecoveryRecord) -> Table:
 
 
 def recovery_lines(rec: RecoveryRecord) -> list[str]:
-    """The notes under a fault's table: the relaunch's parts, what bounded detection, the heal,
+    """The notes under a fault's table: the relaunch's parts, what bounded detection, survivors
+    held until torchft's process-group timeout, the heal,
     each participant's reconfigure and the survivors' losses (each only when known)."""
     out = []
     d = rec.relaunch_detail
@@ -78,6 +80,8 @@ def recovery_lines(rec: RecoveryRecord) -> list[str]:
         )
     if rec.detect_bound:
         out.append(f"detect: {rec.detect_bound}")
+    if rec.collective_hold is not None:
+        out.append(f"held: {hold_text(rec.collective_hold)}")
     if rec.heal_bytes is not None:
         out.append(_heal_line(rec, rec.heal_bytes))
     parts, src = rec.reconfigure_participants, rec.participant_sources

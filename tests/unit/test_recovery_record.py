@@ -39,6 +39,7 @@ KEYS = [  # summary.json's ``recovery``: each fault's object, its keys in this o
     "heal_send_s",
     "heal_send_source",
     "survivors",
+    "collective_hold",
     "text",
 ]
 
