@@ -36,6 +36,7 @@ from ftrun.check.result import CrossCheck, EventResult, Report, WorkerReport
 from ftrun.errors import BadInput
 from ftrun.layout import RecoveryRecord
 from ftrun.output import atomic_open, check_target
+from ftrun.report.chrome_events import ChromeEvent, CrossArgs, MetaArgs, RecoveryArgs, VerdictArgs, meta
 from ftrun.trace.load import MAX_TRACE_BYTES, decode, read_bytes
 from ftrun.trace.spans import TraceSpans
 
@@ -45,11 +46,6 @@ SYNTHETIC_TID = 10_000_000  # first tid handed out when two original (pid, tid) 
 FLOW_ID_STRIDE = 1 << 40
 DROPPED_METADATA = {"process_name", "process_labels", "process_sort_index"}
 NUMBERING_OFFSET = {"top": 0, "end": 1}
-
-# A Chrome-trace JSON object (an event, or an event's ``args``) as the export builds it: the
-# trace format's own open shape (keys by phase, ``args`` free-form, a key present only where it
-# applies), encoded straight into the output file. The true JSON boundary of this module.
-ChromeJson = dict[str, Any]
 
 _any = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
@@ -79,38 +75,37 @@ def verdict_name(e: EventResult) -> str:
     return f"{head} FAIL: {'; '.join(parts)}"
 
 
-def verdict_args(e: EventResult) -> ChromeJson:
-    args: ChromeJson = {
-        "verdict": "ok" if e.ok else "FAIL",
-        "kind": e.kind,
-        "replica": e.replica,
-        "rank": e.rank,
-        "expected_step": e.expected_step,
-        "observed_step": e.observed_step,
-        "fragment": e.fragment,
-        "expected_fragment": e.expected_fragment,
-        "evidence": e.evidence,
-        "manager_step": e.manager_step,
-        "cycle": e.cycle,
-        "problem": e.problem,
-        "notes": "; ".join(e.notes) or None,
-    }
+def verdict_args(e: EventResult) -> VerdictArgs:
+    """The verdict's ``args``: placement, then the send's or the sync's figures."""
+    args = VerdictArgs(
+        verdict="ok" if e.ok else "FAIL",
+        kind=e.kind,
+        replica=e.replica,
+        rank=e.rank,
+        expected_step=e.expected_step,
+        observed_step=e.observed_step,
+        fragment=e.fragment,
+        expected_fragment=e.expected_fragment,
+        evidence=e.evidence,
+        manager_step=e.manager_step,
+        cycle=e.cycle,
+        problem=e.problem,
+        notes="; ".join(e.notes) or None,
+    )
     if e.send is not None:
         s = e.send
-        args.update(allreduces=s.allreduces, collectives=s.collectives, numel=s.numel, bytes=s.bytes)
+        args.allreduces, args.collectives, args.numel, args.bytes = s.allreduces, s.collectives, s.numel, s.bytes
     elif e.sync is not None:
         y = e.sync
-        args.update(
-            exposed_comm_ms=y.exposed_comm_ms,
-            hidden_comm_ms=y.hidden_comm_ms,
-            send_to_done_ms=y.send_to_done_ms,
-            comm_union_ms=y.comm_union_ms,
-            should_commit_ms=y.should_commit_ms,
-            serialized=y.serialized,
-            serialized_collectives=y.serialized_collectives,
-            send_captured=y.send_captured,
+        args.exposed_comm_ms, args.hidden_comm_ms = y.exposed_comm_ms, y.hidden_comm_ms
+        args.send_to_done_ms, args.comm_union_ms, args.should_commit_ms = (
+            y.send_to_done_ms,
+            y.comm_union_ms,
+            y.should_commit_ms,
         )
-    return {k: v for k, v in args.items() if v is not None}
+        args.serialized, args.serialized_collectives = y.serialized, y.serialized_collectives
+        args.send_captured = y.send_captured
+    return args
 
 
 class _Writer:
@@ -118,7 +113,7 @@ class _Writer:
         self.f = f
         self.n = 0
 
-    def write(self, ev: Any) -> None:
+    def write(self, ev: ChromeEvent | dict[str, Any]) -> None:  # ftrun's own, or a trace's event as read
         self.f.write(b",\n" if self.n else b"\n")
         self.f.write(_enc.encode(ev))
         self.n += 1
@@ -199,45 +194,41 @@ def _stream_file(path: Path, w: _Worker, out: _Writer, limit: int) -> int:
     return n
 
 
-def _meta(name: str, pid: int, tid: int, args: ChromeJson) -> ChromeJson:
-    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
-
-
 RECOVERY_PROCESS = "ftrun recovery"
 
 
-def recovery_events(recs: list[RecoveryRecord], base_ns: float, pid: int) -> list[ChromeJson]:
+def recovery_events(recs: list[RecoveryRecord], base_ns: float, pid: int) -> list[ChromeEvent]:
     """The recovery breakdowns (``layout.RecoveryRecord``) as one process, a thread per fault
     and a span per phase over its own interval, on the traces' clock (kineto's ``ts`` are
     microseconds after ``baseTimeNanoseconds``)."""
     out = [
-        _meta("process_name", pid, 0, {"name": RECOVERY_PROCESS}),
-        _meta("process_sort_index", pid, 0, {"sort_index": -1}),
+        meta("process_name", pid, 0, MetaArgs(name=RECOVERY_PROCESS)),
+        meta("process_sort_index", pid, 0, MetaArgs(sort_index=-1)),
     ]
     for i, rec in enumerate(recs):
         tid = i + 1
-        out.append(_meta("thread_name", pid, tid, {"name": rec.fault}))
+        out.append(meta("thread_name", pid, tid, MetaArgs(name=rec.fault)))
         for phase, span in rec.spans.items():
             if span is None:
                 continue
             held = rec.phases.get(phase)
             out.append(
-                {
-                    "name": phase + ("" if held is None else f" {held:.2f} s"),
-                    "cat": "ftrun,recovery",
-                    "ph": "X",
-                    "ts": (rec.fault_at + span[0]) * 1e6 - base_ns / 1e3,
-                    "dur": max((span[1] - span[0]) * 1e6, 1.0),
-                    "pid": pid,
-                    "tid": tid,
-                    "args": {
-                        "phase": phase,
-                        "seconds_on_critical_path": held,
-                        "source": rec.sources.get(phase),
-                        "total_s": rec.total_s,
-                        "unaccounted_s": rec.unaccounted_s,
-                    },
-                }
+                ChromeEvent(
+                    name=phase + ("" if held is None else f" {held:.2f} s"),
+                    cat="ftrun,recovery",
+                    ph="X",
+                    ts=(rec.fault_at + span[0]) * 1e6 - base_ns / 1e3,
+                    dur=max((span[1] - span[0]) * 1e6, 1.0),
+                    pid=pid,
+                    tid=tid,
+                    args=RecoveryArgs(
+                        phase=phase,
+                        seconds_on_critical_path=held,
+                        source=rec.sources.get(phase),
+                        total_s=rec.total_s,
+                        unaccounted_s=rec.unaccounted_s,
+                    ),
+                )
             )
     return out
 
@@ -302,11 +293,11 @@ def _write_worker(
     verdicts (one per checked event) and the cross-replica failures that name it."""
     pid = i + 1
     w = _Worker(pid, i)
-    out.write(_meta("process_name", pid, 0, {"name": f"replica {wr.replica} rank {wr.rank}"}))
-    out.write(_meta("process_sort_index", pid, 0, {"sort_index": i}))
-    out.write(_meta("process_labels", pid, 0, {"labels": f"ftrun {report.verdict.upper()}"}))
-    out.write(_meta("thread_name", pid, VERDICT_TID, {"name": VERDICT_THREAD}))
-    out.write(_meta("thread_sort_index", pid, VERDICT_TID, {"sort_index": -1}))
+    out.write(meta("process_name", pid, 0, MetaArgs(name=f"replica {wr.replica} rank {wr.rank}")))
+    out.write(meta("process_sort_index", pid, 0, MetaArgs(sort_index=i)))
+    out.write(meta("process_labels", pid, 0, MetaArgs(labels=f"ftrun {report.verdict.upper()}")))
+    out.write(meta("thread_name", pid, VERDICT_TID, MetaArgs(name=VERDICT_THREAD)))
+    out.write(meta("thread_sort_index", pid, VERDICT_TID, MetaArgs(sort_index=-1)))
     for file in wr.files:
         counts.events += _stream_file(Path(file), w, out, max_trace_bytes)
     starts = step_starts([report.spans[f] for f in wr.files if f in report.spans], offset)
@@ -323,41 +314,34 @@ def _write_worker(
     counts.workers += 1
 
 
-def _verdict_event(report: Report, e: EventResult, pid: int, starts: dict[int, float], fallback: float) -> ChromeJson:
+def _verdict_event(report: Report, e: EventResult, pid: int, starts: dict[int, float], fallback: float) -> ChromeEvent:
     """One checked event's verdict on the worker's verdict thread: an instant at its observed
     time (else the start of its expected step), or a slice as long as its exposed communication."""
     ts = e.ts_us
     if ts is None:
         ts = starts.get(e.expected_step if e.expected_step is not None else -1, fallback)
-    ev: ChromeJson = {
-        "name": verdict_name(e),
-        "cat": "ftrun,verdict",
-        "ph": "i",
-        "s": "t",
-        "ts": ts,
-        "pid": pid,
-        "tid": VERDICT_TID,
-        "args": verdict_args(e),
-    }
+    ev = ChromeEvent(
+        name=verdict_name(e), cat="ftrun,verdict", ph="i", s="t", ts=ts, pid=pid, tid=VERDICT_TID, args=verdict_args(e)
+    )
     if e.sync is not None and e.ts_us is not None and e.sync.exposed_comm_ms:
-        del ev["s"]
-        ev["ts"] = exposed_from(report, e)
-        ev["ph"], ev["dur"] = "X", max(e.sync.exposed_comm_ms * 1000.0, 1.0)
+        exposed_ts = exposed_from(report, e)
+        ev.ph, ev.s, ev.dur = "X", None, max(e.sync.exposed_comm_ms * 1000.0, 1.0)
+        ev.ts = exposed_ts if exposed_ts is not None else e.ts_us
     return ev
 
 
-def _cross_event(c: CrossCheck, pid: int, ts: float) -> ChromeJson:
+def _cross_event(c: CrossCheck, pid: int, ts: float) -> ChromeEvent:
     """A cross-replica failure that names this worker, at the start of its step."""
-    return {
-        "name": f"cross-replica FAIL: {c.kind} at step {c.step}",
-        "cat": "ftrun,verdict",
-        "ph": "i",
-        "s": "t",
-        "ts": ts,
-        "pid": pid,
-        "tid": VERDICT_TID,
-        "args": {"problem": c.problem, "fragments": dict(c.fragments), "manager_step": c.manager_step},
-    }
+    return ChromeEvent(
+        name=f"cross-replica FAIL: {c.kind} at step {c.step}",
+        cat="ftrun,verdict",
+        ph="i",
+        s="t",
+        ts=ts,
+        pid=pid,
+        tid=VERDICT_TID,
+        args=CrossArgs(problem=c.problem, fragments=dict(c.fragments), manager_step=c.manager_step),
+    )
 
 
 def _other_data(report: Report) -> dict[str, str]:
