@@ -1,10 +1,13 @@
 """``bench_recovery.py --spares-compare``: kill -> first commit with and without warm spares.
 
-Four trainings of the default model (3 groups, ``KILLS`` one after another, each a send step so the
-survivors ask for a quorum at once): without spares, with ``--spares 1``, and with ``--spares 1``
+Five trainings of the default model (3 groups, ``KILLS`` one after another, each a send step so the
+survivors ask for a quorum at once): without spares, with ``--spares 1``, with ``--spares 1``
 plus the lighthouse's heartbeat timeout at each of ``SPARE_HEARTBEAT_MS`` (a ``--config`` key:
 torchft's lighthouse holds a new incarnation's first quorum until the dead one's heartbeats have
-been missing that long, so the join follows it). Each kill's ``total_s`` and phases come from
+been missing that long, so the join follows it), and with ``--spares 2`` at the shortest of them:
+a dead group's relaunch becomes the next spare, and with one spare a kill that comes before that
+relaunch is warm (``KILLS`` are 60 steps apart, a few seconds beside three training groups on
+two cores) finds none and waits for it. Each kill's ``total_s`` and phases come from
 ``ftrun train --json``'s ``recovery`` (the summary's own breakdown); the memory of every replica
 group's and waiting spare's process tree (PSS) is sampled once replica 0 logged ``MEMORY_AT_STEP``
 steps (before the first kill)."""
@@ -31,6 +34,7 @@ VARIANTS = (  # (label, extra train flags, heartbeat_timeout_ms or None: ftrun's
     ("no spares", (), None),
     ("--spares 1", ("--spares", "1"), None),
     *((f"--spares 1, heartbeat_timeout_ms {ms}", ("--spares", "1"), ms) for ms in SPARE_HEARTBEAT_MS),
+    (f"--spares 2, heartbeat_timeout_ms {min(SPARE_HEARTBEAT_MS)}", ("--spares", "2"), min(SPARE_HEARTBEAT_MS)),
 )
 
 
@@ -191,7 +195,8 @@ def compare_spares() -> int:
             rows.append(row)
             ph = ", ".join(f"{p} {v}" for p, v in (row.get("median_phases_s") or {}).items())
             print(f"{label}: median kill -> first commit {row.get('median_total_s')} s ({row.get('back')}); {ph}")
-            print(f"  per kill: {[k['total_s'] for k in row.get('kills', [])]}; memory MB {row.get('memory_mb')}")
+            per_kill = [(k["total_s"], k["phases"].get("relaunch")) for k in row.get("kills", [])]
+            print(f"  per kill (total, relaunch) s: {per_kill}; memory MB {row.get('memory_mb')}")
     print(json.dumps({"spares_compare": rows}))
     return 0 if all(r.get("exit_code") == 0 and r.get("median_total_s") is not None for r in rows) else 1
 

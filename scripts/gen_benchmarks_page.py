@@ -157,7 +157,8 @@ BENCHES: tuple[Bench, ...] = (
         "recovery-spares",
         "Kill -> first commit with and without warm spares",
         "ftrun train, default model, 3 groups, 5 kills in one run (1@25, 2@85, 0@145, 1@205, 2@265): without "
-        "spares, with --spares 1, and with --spares 1 and heartbeat_timeout_ms 500 and 250; each kill's total and "
+        "spares, with --spares 1, with --spares 1 and heartbeat_timeout_ms 500 and 250, and with --spares 2 at 250; "
+        "each kill's total and "
         "phases from train's summary, their medians, and the PSS of each group's and each waiting spare's process "
         "tree.",
         ("scripts/bench_recovery.py", "--spares-compare"),
