@@ -3,7 +3,8 @@ subreaper that keeps orphans in the tree (``PR_SET_CHILD_SUBREAPER``). Torch-fre
 
 The signal is set for every child ftrun starts (``ftrun.launch.procs.spawn``, ``ftrun sweep``'s
 trainings; between fork and exec, ``die_with_this_process``) and by each rank itself
-(``ftrun.worker.setup.die_with_parent``), since torchrun starts its ranks in new sessions.
+(``ftrun.worker.setup.die_with_parent``), since a rank outlives a SIGKILLed launcher otherwise
+(and torchrun starts a user script's ranks in new sessions).
 """
 
 from __future__ import annotations

@@ -257,6 +257,14 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(
         ("one replica group parked (agent + rank): PSS / RSS / private MB", f"{g['pss']} / {g['rss']} / {g['private']}")
     )
+    park = r["memory"].get("park_cpu_s")
+    if park:  # recorded since ranks are forked from their agent
+        rows.append(
+            (
+                "CPU s to park the training's groups: agents + ranks",
+                f"{park['groups']} ({park['agent']} + {park['rank']})",
+            )
+        )
     rows.append(
         (
             "private MB of a process that imported a rank's modules: fresh / forked from a pre-imported parent",

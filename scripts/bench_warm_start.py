@@ -13,7 +13,9 @@ of each sweep is left out of the medians (a warm sweep's first cell starts cold 
 
 Memory: one ``ftrun train`` (2 groups) parked at a start gate (``HostsConfig.start_gate``), every
 rank asleep with its model built: PSS, RSS and private bytes of each process from
-``/proc/PID/smaps_rollup``; a group = its torchrun agent + its rank(s). Sharing: a parent that
+``/proc/PID/smaps_rollup``; a group = its torchrun agent + its rank(s) (a rank forked from its
+agent, ``ftrun.worker.agent``, is told from it by its parent); the CPU seconds every agent and
+rank used until parked (``park_cpu_s``). Sharing: a parent that
 imported what a rank imports (torch, torchft, ftrun's worker) forks two children; their private
 bytes vs a fresh process's, which is what each group would save if forked from one pre-imported
 parent.
@@ -101,7 +103,8 @@ def sweep(tmp: Path, name: str, cells: int, steps: int, warm: bool) -> dict:
     }
 
 
-def _tree(root: int) -> list[int]:
+def _tree(root: int) -> dict[int, int]:
+    """``root`` and its descendants, each with its parent's pid."""
     kids: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -110,11 +113,12 @@ def _tree(root: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
             kids.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root]
+    out, todo = {root: 0}, [root]
     while todo:
         p = todo.pop()
-        out.append(p)
-        todo += kids.get(p, [])
+        for c in kids.get(p, []):
+            out[c] = p
+            todo.append(c)
     return out
 
 
@@ -125,8 +129,12 @@ def _cmd(pid: int) -> str:
         return ""
 
 
-def _kind(cmd: str) -> str:
-    """A training's process by its command line: agent, rank, lighthouse, train or other."""
+def _kind(cmd: str, parent_cmd: str = "") -> str:
+    """A training's process by its command line: agent, rank, lighthouse, train or other. A rank
+    forked from its agent (``ftrun.worker.agent``) has its agent's command line: a child of an
+    agent with the agent's command line is a rank."""
+    if cmd and cmd == parent_cmd and "ftrun.worker.agent" in cmd:
+        return "rank"
     for kind, needle in (
         ("agent", "torch.distributed.run"),  # its command line names the rank's module too
         ("agent", "ftrun.worker.agent"),  # (ftrun train's groups: torch's agent through it)
@@ -139,6 +147,11 @@ def _kind(cmd: str) -> str:
     return "other"
 
 
+def _kinds(root: int) -> dict[int, str]:
+    """Each process of ``root``'s tree by its kind."""
+    return {p: _kind(_cmd(p), _cmd(parent)) for p, parent in _tree(root).items()}
+
+
 def _asleep(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep")
@@ -146,8 +159,18 @@ def _asleep(pid: int) -> bool:
         return False
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process used so far; 0 once it is gone."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def memory(tmp: Path, replicas: int = 2) -> dict:
-    """One training parked at its gate: each process's memory, per kind and per group."""
+    """One training parked at its gate: each process's memory, per kind and per group, and the
+    CPU seconds its groups took to park (every agent and rank, from its start to parked)."""
     gate = tmp / "mem.gate"
     cfg = tmp / "mem.toml"
     cfg.write_text(f'steps = 20\nout = "{tmp}"\nrun_name = "mem"\nstart_gate = "{gate}"\nreplicas = {replicas}\n')
@@ -158,14 +181,16 @@ def memory(tmp: Path, replicas: int = 2) -> dict:
         while quiet < 10:  # every rank asleep at its gate for a second
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the parked training did not park: exit {proc.poll()}")
-            ranks = [p for p in _tree(proc.pid) if _kind(_cmd(p)) == "rank"]
+            ranks = [p for p, k in _kinds(proc.pid).items() if k == "rank"]
             quiet = quiet + 1 if len(ranks) == replicas and all(map(_asleep, ranks)) else 0
             time.sleep(0.1)
         kinds: dict[str, list[dict]] = {}
-        for p in _tree(proc.pid):
+        cpu: dict[str, float] = {}
+        for p, kind in _kinds(proc.pid).items():
             m = smaps(p)
             if m is not None:
-                kinds.setdefault(_kind(_cmd(p)), []).append(m)
+                kinds.setdefault(kind, []).append(m)
+                cpu[kind] = cpu.get(kind, 0.0) + cpu_s(p)
     finally:
         gate.write_text("")
         proc.communicate(timeout=600)
@@ -174,7 +199,14 @@ def memory(tmp: Path, replicas: int = 2) -> dict:
         for k, v in kinds.items()
     }
     group = {f: round(mb["agent"][f] + mb["rank"][f], 1) for f in ("pss", "rss", "private")}
-    return {"per_process_mb": mb, "counts": {k: len(v) for k, v in kinds.items()}, "per_group_mb": group}
+    park = {k: round(cpu.get(k, 0.0), 2) for k in ("agent", "rank")}
+    park["groups"] = round(park["agent"] + park["rank"], 2)
+    return {
+        "per_process_mb": mb,
+        "counts": {k: len(v) for k, v in kinds.items()},
+        "per_group_mb": group,
+        "park_cpu_s": park,
+    }
 
 
 CHILD = f"""

@@ -169,8 +169,9 @@ BENCHES: tuple[Bench, ...] = (
         "A short sweep cell, cold vs --warm-start; memory per replica group",
         "ftrun sweep of 3 cells of 20 steps (default model, 2 groups) cold and with --warm-start: each cell's wall "
         "time against its steps and its check (medians over cells 2..3, the first starts cold either way); then one "
-        "training parked at its start gate: PSS, RSS and private memory per process and per group (agent + rank); "
-        "and what a child forked from a parent that imported a rank's modules keeps private vs a fresh process.",
+        "training parked at its start gate: PSS, RSS and private memory per process and per group (agent + rank), "
+        "the CPU seconds its agents and ranks took to park; and what a child forked from a parent that imported a "
+        "rank's modules keeps private vs a fresh process.",
         ("scripts/bench_warm_start.py",),
         1500,
         " (each cell: its wall time, its steps, its check, and the ratio)",

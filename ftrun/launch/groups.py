@@ -3,7 +3,8 @@
 Lighthouse: torchft's own ``lighthouse_main`` (the ``torchft_lighthouse`` binary) in a child,
 bound to loopback on a free port. Replica group r: ``python -m ftrun.worker.agent
 --standalone --nproc-per-node G -m ftrun.worker.main SPEC`` (torch's ``torch.distributed.run``,
-ending at once when it succeeded) — torchrun's standalone rendezvous
+its ranks forked from it once it imported what a rank imports, ending at once when it
+succeeded) — torchrun's standalone rendezvous
 picks the group's own free master port — with the env torchft's examples use. Across hosts,
 ``--master-addr ADDR --master-port P`` instead, ADDR being the address other hosts reach this
 one at (``ftrun.launch.network``), plus that network's ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``.

@@ -1,9 +1,11 @@
 """Child processes that die with us: spawn with a parent-death signal, stop whole trees.
 
-torchrun starts its ranks in new sessions, so killing a launcher's process group does not
-reach them. We therefore (1) give every direct child PR_SET_PDEATHSIG, (2) have each rank set
-its own (``ftrun.worker.main.die_with_parent``), and (3) on stop, collect the full descendant
-tree from /proc before signalling, then SIGTERM, wait, SIGKILL what is left.
+torchrun starts a script's ranks in new sessions, so killing a launcher's process group does
+not reach them (ftrun's own ranks, forked from their agent ``ftrun.worker.agent``, share its
+group, and are stopped the same way). We therefore (1) give every direct child
+PR_SET_PDEATHSIG, (2) have each rank set its own (``ftrun.worker.setup.die_with_parent``), and
+(3) on stop, collect the full descendant tree from /proc before signalling, then SIGTERM, wait,
+SIGKILL what is left.
 """
 
 from __future__ import annotations

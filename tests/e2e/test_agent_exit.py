@@ -24,3 +24,20 @@ def test_agent_ends_as_torchrun_does(tmp_path, code):
         )
         got[module] = (p.returncode, "rank ran" in p.stdout, "ChildFailedError" in p.stderr)
     assert got[FAST_EXIT_TORCHRUN] == got[TORCHRUN] == (0 if code == 0 else 1, True, code != 0), got
+
+
+def test_a_forked_rank_fails_the_group_as_a_fresh_one_does(tmp_path):
+    """ftrun's own worker (``-m ftrun.worker.main``): the agent forks the rank, torchrun starts a
+    fresh one; a rank that fails (a spec that is not there) fails the group alike: exit 1, torch's
+    ``ChildFailedError`` report, the rank's own error in the output, and the same error line for
+    ftrun's diagnosis (torch multiprocessing's note of the exit is never taken for it)."""
+    from ftrun.launch.diagnose import error_line
+
+    got = {}
+    for module in (TORCHRUN, FAST_EXIT_TORCHRUN):
+        argv = [*torchrun_argv(1, module=module), "-m", "ftrun.worker.main", str(tmp_path / "missing.json")]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        out = p.stdout + p.stderr
+        got[module] = (p.returncode, "ChildFailedError" in p.stderr, "unreadable spec" in out, error_line(out))
+    assert got[FAST_EXIT_TORCHRUN] == got[TORCHRUN], got
+    assert got[TORCHRUN][:3] == (1, True, True), got

@@ -106,8 +106,14 @@ try:
     cmd = open("/proc/self/cmdline", "rb").read().split(b"\\0")
 except OSError:
     cmd = []
-if b"ftrun.worker.main" in cmd and os.environ.get("REPLICA_GROUP_ID") == "1":
+def _start():
     threading.Thread(target=_watch, daemon=True).start()
+
+if b"ftrun.worker.main" in cmd and os.environ.get("REPLICA_GROUP_ID") == "1":
+    if b"ftrun.worker.agent" in cmd:  # the group's agent: its ranks are forked from it
+        os.register_at_fork(after_in_child=_start)
+    else:  # a rank started as a fresh interpreter
+        _start()
 """
 
 

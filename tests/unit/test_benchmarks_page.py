@@ -247,3 +247,18 @@ def test_chaos_shows_the_acceptance_cases_length_and_its_timeline(gen, tmp_path)
     )
     short = _page(gen, tmp_path / "short", _record("chaos", result | {"min_chaos_s_met": False}))
     assert "| chaos part, s (required ≥ 300: not met) | 312.5 |" in short
+
+
+def test_warm_start_shows_the_cpu_to_park_when_recorded(gen, tmp_path):
+    cell = {"cell": "seed-2", "verdict": "pass", "wall_s": 2.0, "steps_s": 0.9, "check_s": 0.1}
+    cell["wall_over_steps_and_check"] = 2.0
+    side = {"sweep_wall_s": 9.0, "cells": [cell], "median_wall_s": 2.0, "median_steps_s": 0.9}
+    side |= {"median_check_s": 0.1, "median_wall_over_steps_and_check": 2.0}
+    memory = {"per_group_mb": {"pss": 300.0, "rss": 500.0, "private": 200.0}}
+    sharing = {"fresh_import_private_mb": 190.0, "forked_child_private_mb": 1.2}
+    result = {"cells": 3, "steps": 20, "cold": side, "warm": side, "sharing": sharing}
+    before = _page(gen, tmp_path / "a", _record("warm-start", {**result, "memory": memory}))
+    assert "CPU s to park" not in before  # a record from before it was measured
+    park = {"agent": 4.5, "rank": 0.6, "groups": 5.1}
+    page = _page(gen, tmp_path / "b", _record("warm-start", {**result, "memory": {**memory, "park_cpu_s": park}}))
+    assert "| CPU s to park the training's groups: agents + ranks | 5.1 (4.5 + 0.6) |" in page

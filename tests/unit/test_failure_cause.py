@@ -108,6 +108,25 @@ def test_a_rank_killed_by_a_signal_is_reported_with_the_signal(tmp_path: Path) -
     assert reason == "rank 1 was killed by SIGKILL (signal 9)" and phase is None, reason
 
 
+# The same death of a rank forked from its agent (ftrun.worker.agent): torch's multiprocessing
+# notes the exit first, as an exception in the agent's log lines, which are never the cause.
+FORKED_SIGKILL = TORCHRUN_SIGKILL.replace(
+    "of binary: /x/.venv/bin/python\n",
+    "of fn: run_script_path (start_method: fork)\n"
+    "E1201 08:41:04.364000 15334 torch/distributed/elastic/multiprocessing/api.py:836] "
+    "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL\n",
+).replace("ftrun.worker.main FAILED", "run_script_path FAILED")
+
+
+def test_a_forked_rank_killed_by_a_signal_is_reported_with_the_signal_alone(tmp_path: Path) -> None:
+    assert "ProcessExitedException" in FORKED_SIGKILL
+    log = layout.group_log(tmp_path, 1)
+    log.parent.mkdir(parents=True)
+    log.write_text(FORKED_SIGKILL)
+    reason, phase = _group_error(tmp_path, 1)
+    assert reason == "rank 1 was killed by SIGKILL (signal 9)" and phase is None, reason
+
+
 def test_launch_names_the_signal_too(tmp_path: Path) -> None:
     from ftrun.launch.groups import Group
     from ftrun.launch.watch import group_error
