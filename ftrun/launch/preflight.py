@@ -31,11 +31,13 @@ def has_cuda_device() -> bool:
     return bool(host_devices())
 
 
-# What one process of a replica group (its torchrun agent, or one of its workers) holds before
-# any model: torch and torchft imported and their runtime started. A constant measured once per
-# torch version, not at run time: a 1-rank group (agent + worker) of the default model held
+# What one process of a replica group (its torchrun agent, or one of its workers started fresh)
+# holds before any model: torch and torchft imported and their runtime started. A constant measured
+# once per torch version, not at run time: a 1-rank group (agent + worker) of the default model held
 # 0.56 GiB PSS with torch 2.13 (CPU) and torchft 0.2; importing torch and torchft alone is
 # 0.21 GiB PSS. Half the group's figure per process, so the estimate stays a lower bound.
+# Where ftrun's ranks are forked from their agent (``ftrun.worker.agent.fork_safe``) they share its
+# pages: a parked 1-rank group held 0.34 GiB PSS, so only the agent is counted (a lower bound still).
 PROCESS_BYTES = int(0.28 * 2**30)
 MEASURED_WITH = "torch 2.13, torchft 0.2"
 
@@ -66,13 +68,26 @@ def batch_bytes(cfg: RunConfig) -> int:
     return cfg.data.batch_size * cfg.data.seq_len * (8 + 4 * cfg.model.vocab)
 
 
+def fresh_workers(cfg: RunConfig) -> int:
+    """The workers of one group that start as fresh interpreters: all of them, unless this host's
+    agents fork them (``ftrun.worker.agent.fork_safe``: Linux and a torch without CUDA/ROCm)."""
+    from ftrun.worker.agent import fork_safe  # torch-free: reads the installed files
+
+    return 0 if fork_safe() else cfg.hosts.nproc_per_replica
+
+
 def group_bytes(cfg: RunConfig) -> int:
-    """A lower bound on one replica group's footprint on this host: its torchrun agent and
-    ``nproc_per_replica`` workers (``PROCESS_BYTES`` each), and per worker a built-in model's
-    parameters and one batch."""
+    """A lower bound on one replica group's footprint on this host: its torchrun agent and each
+    worker it starts fresh (``PROCESS_BYTES`` each; a forked worker shares its agent's), and per
+    worker a built-in model's parameters and one batch."""
     arch = cfg.model_spec().architecture
     per_rank = batch_bytes(cfg) + (arch.param_bytes() if arch is not None else 0)
-    return (1 + cfg.hosts.nproc_per_replica) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
+    return (1 + fresh_workers(cfg)) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
+
+
+def _workers_text(cfg: RunConfig) -> str:
+    n, fresh = cfg.hosts.nproc_per_replica, fresh_workers(cfg)
+    return f"{n} worker(s)" if fresh == n else f"{n} worker(s) forked from it (counted in the agent's)"
 
 
 def check_groups_fit(cfg: RunConfig) -> None:
@@ -87,7 +102,7 @@ def check_groups_fit(cfg: RunConfig) -> None:
     raise BadInput(
         f"--replicas {cfg.hosts.replicas}: {groups} replica group(s) on this host need at least "
         f"{groups * each / gib:.1f} GiB ({each / gib:.2f} GiB each: a torchrun agent and "
-        f"{cfg.hosts.nproc_per_replica} worker(s) importing torch, {PROCESS_BYTES / gib:.2f} GiB apiece "
+        f"{_workers_text(cfg)} importing torch, {PROCESS_BYTES / gib:.2f} GiB apiece "
         f"as measured with {MEASURED_WITH}, plus parameters and one batch per worker), but "
         f"{available / gib:.1f} GiB is available; at most {available // each} group(s) fit"
     )

@@ -31,6 +31,7 @@ exactly as under ``python -m torch.distributed.run``: the same traceback, the sa
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -51,13 +52,20 @@ def forks_ranks(args: argparse.Namespace) -> bool:
     )
 
 
+def cuda_built_torch() -> bool:
+    """The installed torch was built with CUDA or ROCm: its ``lib`` folder holds ``libtorch_cuda``
+    or ``libtorch_hip`` (what ``torch.backends.cuda.is_built()`` answers, read from the installed
+    files without importing torch, so the launcher's memory estimate can ask it too)."""
+    spec = importlib.util.find_spec("torch")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    return any(any((Path(r) / "lib").glob(f"libtorch_{gpu}*.so*")) for r in roots for gpu in ("cuda", "hip"))
+
+
 def fork_safe() -> bool:
     """Forking the ranks is safe here: Linux, and a torch built without CUDA/ROCm. With a CUDA
     build torch's own launcher asks CUDA for its devices in the agent (``LaunchConfig``'s NUMA
     default), which initialises the driver, and a forked child cannot use CUDA after that."""
-    import torch.backends.cuda
-
-    return sys.platform.startswith("linux") and not torch.backends.cuda.is_built()
+    return sys.platform.startswith("linux") and not cuda_built_torch()
 
 
 def preimport() -> None:

@@ -16,11 +16,39 @@ def _fake_memory(monkeypatch, available: int) -> None:
     monkeypatch.setattr(preflight, "available_memory_bytes", lambda: available)
 
 
-def test_a_group_costs_at_least_its_processes_torch_import(tmp_path):
+def _forks(monkeypatch, forks: bool) -> None:
+    import ftrun.worker.agent as agent
+
+    monkeypatch.setattr(agent, "fork_safe", lambda: forks)
+
+
+def test_a_group_costs_at_least_its_processes_torch_import(tmp_path, monkeypatch):
+    _forks(monkeypatch, False)  # a CUDA build: every worker a fresh interpreter
     one = cfgmod.build(out=str(tmp_path), replicas=1)
     two_ranks = cfgmod.build(out=str(tmp_path), replicas=1, nproc_per_replica=2)
     assert preflight.group_bytes(one) >= 2 * preflight.PROCESS_BYTES  # agent + worker
     assert preflight.group_bytes(two_ranks) - preflight.group_bytes(one) >= preflight.PROCESS_BYTES
+
+
+def test_forked_workers_share_their_agents_runtime(tmp_path, monkeypatch):
+    one = cfgmod.build(out=str(tmp_path), replicas=1)
+    two_ranks = cfgmod.build(out=str(tmp_path), replicas=1, nproc_per_replica=2)
+    _forks(monkeypatch, True)
+    forked_one, forked_two = preflight.group_bytes(one), preflight.group_bytes(two_ranks)
+    assert preflight.PROCESS_BYTES <= forked_one < 2 * preflight.PROCESS_BYTES  # the agent's runtime, once
+    assert forked_two - forked_one < preflight.PROCESS_BYTES  # a second rank adds its model and batch only
+    _forks(monkeypatch, False)
+    assert preflight.group_bytes(one) - forked_one == preflight.PROCESS_BYTES
+
+
+@pytest.mark.parametrize("forks", [False, True])
+def test_the_refusal_says_how_the_workers_start(tmp_path, monkeypatch, forks):
+    _forks(monkeypatch, forks)
+    cfg = cfgmod.build(out=str(tmp_path), replicas=16)
+    _fake_memory(monkeypatch, available=preflight.group_bytes(cfg))
+    with pytest.raises(BadInput) as e:
+        preflight.check_memory(cfg)
+    assert ("forked from it" in str(e.value)) is forks, str(e.value)
 
 
 def test_replicas_that_cannot_fit_are_refused_naming_the_numbers(tmp_path, monkeypatch):
