@@ -18,16 +18,18 @@ tolerance's multiple of the rounding budget), ``problems`` (their count: 0 on a 
 
 ``--sketch-cost``: instead, no training run: the CPU time (``time.process_time``, torch threads as
 ``ftrun train`` gives each of 2 ranks) that one sync's sketches take in the rank, on fragment 0's
-tensors of the default model and of ``LARGE`` (~103 M parameters, ~51 M in fragment 0), measured
-in this process with the worker's own code. Before: the three sketches of the average alone
-(contribution, SUM, average: ``ftrun.worker.sketch``); after: the whole outer step, those three
-and ``ftrun.worker.sketch_outer.OuterSketcher``'s hooks in torchft's order (originals and local
+tensors of the default model and of ``LARGE`` (~103 M parameters, ~51 M in fragment 0), measured in
+this process with the worker's own code. Before: the three sketches of the average alone
+(contribution, SUM, average: ``ftrun.worker.sketch``); after: the whole outer step, those three and
+``ftrun.worker.sketch_outer.OuterSketcher``'s hooks in torchft's order (originals and local
 parameters at the send; the outer optimizer's pre/post hooks; with alpha > 0 the local parameters
 before the merge and the merged ones after it), on a stand-in for torchft's fragment holding the
-same tensors. Both sides run in the same repeat, one after the other; each figure is the least
-over ``--repeat`` repeats (other load only ever adds CPU time), and the ratio after / before is
-of those. Beside it, one training step's CPU time (data, forward, backward, AdamW) and the
-sketches' share of the H/F steps between two syncs of a fragment. ``LARGE``'s step is 1 x 16
+same tensors, each alpha twice: a sync whose originals the check derives (no read of them) and one
+that sketches them (a chain's start, and every ``ORIGINALS_EVERY + 1``-th sync); "after, alpha A" is
+their mean per sync over that period. Both sides run in the same repeat, one after the other; each
+figure is the least over ``--repeat`` repeats (other load only ever adds CPU time), and the ratio
+after / before is of those. Beside it, one training step's CPU time (data, forward, backward, AdamW)
+and the sketches' share of the H/F steps between two syncs of a fragment. ``LARGE``'s step is 1 x 16
 tokens (a step of ~1 s on 2 cores), far shorter than a real batch's, so its share is high;
 ``--large-batch SIZE SEQ_LEN`` gives its step at that batch instead (the sketches do not
 change). Last line: ``{"sketch_cost": [...]}``, one item per model.
@@ -71,7 +73,7 @@ def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
     from ftrun.worker.fault_injection import Corruption
     from ftrun.worker.models import build_fragments, build_model
     from ftrun.worker.setup import train_step
-    from ftrun.worker.sketch_outer import OuterSketcher
+    from ftrun.worker.sketch_outer import ORIGINALS_EVERY, OuterSketcher
     from ftrun.worker.sketch_projection import Builder, Projector
 
     torch.set_num_threads(threads_per_rank(2))
@@ -96,20 +98,29 @@ def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
                     b.add(t)
                 b.sketch()
 
-        def whole(alpha: float) -> None:
+        def whole(alpha: float, anchor: bool) -> None:
+            """One round; ``anchor``: where the chain starts (the originals sketched), else a round
+            whose originals the check derives (the worker's state after a derivable commit)."""
             frag._fragment_update_alpha = alpha
+            sketcher.derivable = {} if anchor else {0: 0}
             average()
             parts = sketcher.parts(0)
-            sketcher.at_send(frag, parts)
+            sketcher.at_send(frag, parts, True)
             sketcher.before_sync(frag, parts, 10)
             sketcher.before_step(outer_opt, parts, 10)
             sketcher.after_step(outer_opt, parts)
-            step = sketcher.after_sync(frag, parts, True)
+            step = sketcher.after_sync(frag, parts, True, True)
             # every sketch the rank takes was taken (a hook that failed would leave it None)
-            taken = parts.original and parts.local and step and (not alpha or step.merged)
+            taken = (parts.original or not anchor) and parts.local and step and (not alpha or step.merged)
             assert taken, "an outer-step hook took no sketch"
 
-        sides = {"before": average, "after, alpha 0": lambda: whole(0.0), "after, alpha 0.5": lambda: whole(0.5)}
+        sides = {
+            "before": average,
+            "after, alpha 0, originals derived": lambda: whole(0.0, False),
+            "after, alpha 0, originals sketched": lambda: whole(0.0, True),
+            "after, alpha 0.5, originals derived": lambda: whole(0.5, False),
+            "after, alpha 0.5, originals sketched": lambda: whole(0.5, True),
+        }
         per: dict[str, list[float]] = {k: [] for k in sides}
         for fn in sides.values():
             fn()  # warm
@@ -117,6 +128,11 @@ def sketch_cost(label: str, over: dict, calls: int, repeat: int) -> dict:
             for k, fn in sides.items():
                 per[k].append(_cpu_ms(fn, calls))
     best = {k: min(v) for k, v in per.items()}
+    # per sync over a chain: the originals sketched once, then derived for ORIGINALS_EVERY commits
+    period = ORIGINALS_EVERY + 1
+    for a in ("0", "0.5"):
+        derived, sketched = best[f"after, alpha {a}, originals derived"], best[f"after, alpha {a}, originals sketched"]
+        best[f"after, alpha {a}"] = (ORIGINALS_EVERY * derived + sketched) / period
     inner = torch.optim.AdamW(model.parameters(), lr=run.optimizer.inner_lr)
     data = Batches("synthetic", spec.vocab, spec.seq_len, run.data.batch_size, spec.seed, 0)
     cpu = torch.device("cpu")
@@ -144,14 +160,18 @@ def sketch_cost_main(repeat: int, large: bool, batch: tuple[int, int] | None = N
     rows = [sketch_cost("default", {}, 50, repeat)]
     if large:
         rows.append(sketch_cost("large (~103 M)", {**LARGE, **tokens}, 2, min(repeat, 3)))
-    print("| model | fragment 0 | before ms | after a=0 ms (x) | after a=0.5 ms (x) | share before / a=0 / a=0.5 |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| model | fragment 0 | before ms | after a=0 ms (x) | after a=0.5 ms (x) | share before / a=0 / a=0.5 "
+        "| a=0.5: originals derived / sketched ms |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         ms, x, sh = r["cpu_ms_per_sync"], r["ratio_after_before"], r["share_of_window"]
         print(
             f"| {r['model']} | {r['params_fragment0']:,} | {ms['before']:.2f} | {ms['after, alpha 0']:.2f} "
             f"({x['after, alpha 0']:.2f}x) | {ms['after, alpha 0.5']:.2f} ({x['after, alpha 0.5']:.2f}x) | "
-            f"{sh['before'] * 100:.2f}% / {sh['after, alpha 0'] * 100:.2f}% / {sh['after, alpha 0.5'] * 100:.2f}% |"
+            f"{sh['before'] * 100:.2f}% / {sh['after, alpha 0'] * 100:.2f}% / {sh['after, alpha 0.5'] * 100:.2f}% | "
+            f"{ms['after, alpha 0.5, originals derived']:.2f} / {ms['after, alpha 0.5, originals sketched']:.2f} |"
         )
     print(json.dumps({"sketch_cost": rows}))
     return 0

@@ -684,8 +684,8 @@ def write_toml(path: Path, values: dict) -> Path:
     return path
 
 
-# A native crash inside torch's profiler or Gloo in a plain torchft script (no ftrun code in
-# the process: "free(): invalid pointer" right after kineto's profiler_start, or a SIGSEGV), seen
+# A native crash inside torch's profiler or Gloo in a torchft script ftrun did not write (under
+# ``ftrun launch``: "free(): invalid pointer" right after kineto's profiler_start, or a SIGSEGV), seen
 # about once in a loaded suite run, or a worker of it left waiting forever in torchft's
 # ``perform_sync`` wait after its peer ended (seen once in a clean CI run, with --fail-commit: the
 # script kills it a minute later, "hung after a peer ended"): rerun once, and only for those signatures.

@@ -24,6 +24,16 @@ before and after it, per committed sync and replica, each stage linear in the sk
   globals again the next round's originals; equal to the globals: "α ignored". α = 0: the merge
   leaves the globals (nothing to check).
 
+Where a send carries no ``original`` (the worker sketches it only where the check cannot derive
+it: ``ftrun.worker.sketch_outer``), the previous commit's globals are derived (original − lr·u)
+and one comparison, contribution = globals − local, proves both the pseudo-gradient and that
+step (``OuterChecker._through``); a failure is named by the same causes (sign flipped, stale
+original parameters, wrong lr). The next step then starts from contribution + local, the
+originals as torchft computed the pseudo-gradient from them, so the budget does not grow along
+the chain; only the bound on their norm does (by lr·||u|| + 2·||c|| a round, until the worker
+sketches them again). A send without originals after a commit the check cannot derive is
+counted "not checked", never ok.
+
 Tolerances (Z as in ``ftrun.check.numerics``): each elementwise op rounds once by at most u·|result|,
 so a stage's budget is Z·u·(the norms of its terms, weighted by their coefficients) plus every
 sketch's own error (``sketch_error``), u the dtype's unit roundoff; a derived buffer carries the
@@ -37,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftrun.check.numerics_core import Z, add, diff, near, roundoff, scale, sketch_error
-from ftrun.layout import OuterStep, RoundNumerics, Sketch, StageError, StageTally
+from ftrun.layout import LINEAR_OPTIMIZERS, OuterStep, RoundNumerics, Sketch, StageError, StageTally
 
 OUTER_RULE = (
     "outer step: pseudo-gradient Z*u*||c|| + sketch errors; SGD step against the next round's originals "
@@ -46,7 +56,6 @@ OUTER_RULE = (
     "merge Z*u*(||merged|| + 2*||globals|| + 2*alpha*||local||); each + the sketches' own errors"
 )
 STAGES = ("pseudo-gradient", "outer step", "momentum", "merge")
-LINEAR_OPTIMIZERS = ("SGD",)
 
 
 def skip(stage: StageTally, why: str, n: int = 1) -> None:
@@ -100,7 +109,8 @@ class Done:
     sync_step: int
     ref: Any
     step: OuterStep
-    original: Sketch
+    original: Vec  # its originals: sketched, or derived (``OuterChecker._through``)
+    dtype: str  # the fragment's parameters'
     update: Vec | None  # u (None: not known: another optimizer, or buffers of unknown origin)
     buffers: Vec | None  # B after the step
     checked: bool = False
@@ -142,50 +152,67 @@ class OuterChecker:
 
     def check(self, m: Mine, fragment: int) -> list[Finding]:
         """Every stage of replica ``m``'s committed round of ``fragment``: its pseudo-gradient, the
-        previous commit's step and merge against this send's originals; then remembers this step."""
+        previous commit's step and merge against this send's originals (sketched, or where not,
+        ``contribution + local`` against the globals derived from that step: ``_through``); then
+        remembers this step."""
         where = f"replica {m.replica} rank {m.rank} sync step {m.sync_step}"
         out: list[Finding] = []
         last, healed = self._last(m, fragment)
-        send = m.send
-        o, loc = (send.original, send.local) if send is not None else (None, None)
-        if send is None or o is None or loc is None or send.contribution is None:
-            skip(self.stages["pseudo-gradient"], "original/local not sketched (an older ftrun, or a failed sketch)")
-        else:
-            out += self._pseudo(send, o, loc, send.contribution, where)
-        if last is not None and not last.checked:
+        due = last is not None and not last.checked  # its step and merge compare with this send
+        if last is not None and due:
             last.checked = True
             if healed:
                 why = "a heal before the next send (its originals came with the checkpoint: the heal's fingerprints)"
-                skip(self.stages["outer step"], why)
-                if last.step.alpha:
-                    skip(self.stages["merge"], why)
-            elif o is None:
-                skip(self.stages["outer step"], "the next send's originals not sketched")
+                self._skip_step(last, why)
+                due = False
+        send = m.send
+        loc, c = (send.local, send.contribution) if send is not None else (None, None)
+        o = observed(send.original) if send is not None and send.original is not None else None
+        g = self._globals(last) if last is not None and not healed else None
+        if send is None or loc is None or c is None:
+            skip(self.stages["pseudo-gradient"], "original/local not sketched (an older ftrun, or a failed sketch)")
+        elif o is not None:
+            out += self._pseudo(send, o, loc, c, where)
+        elif g is not None and last is not None and send.participating:
+            found, o = self._through(last, g, loc, c, m, due)
+            out += found
+            due = False
+        else:
+            why = "originals not sketched and the last commit's globals not derivable"
+            skip(self.stages["pseudo-gradient"], why)
+        if due and last is not None:
+            lw = f"replica {m.replica} rank {m.rank} sync step {last.sync_step}"
+            if o is None:
+                self._skip_step(last, "the next send's originals not sketched")
             else:
-                lw = f"replica {m.replica} rank {m.rank} sync step {last.sync_step}"
                 out += self._step(last, o, m.sync_step, lw)
                 out += self._merge(last, o, lw)
-        if m.outer is not None and o is not None:
-            self.last[(m.replica, m.rank, fragment, m.restart)] = self._done(m, o, None if healed else last, where, out)
+        if m.outer is not None and o is not None and send is not None:
+            dtype = next(x.dtype for x in (send.original, loc, c) if x is not None)
+            done = self._done(m, o, dtype, None if healed else last, where, out)
+            self.last[(m.replica, m.rank, fragment, m.restart)] = done
         return out
+
+    def _skip_step(self, d: Done, why: str) -> None:
+        skip(self.stages["outer step"], why)
+        if d.step.alpha:
+            skip(self.stages["merge"], why)
 
     def finish(self) -> None:
         """Steps no next send of the same replica showed (the fragment's last sync in the log)."""
         for d in self.last.values():
             if not d.checked:
-                skip(self.stages["outer step"], "the fragment's last sync in the log (no next send shows its globals)")
-                if d.step.alpha:
-                    skip(self.stages["merge"], "the fragment's last sync in the log (no next send shows its globals)")
+                self._skip_step(d, "the fragment's last sync in the log (no next send shows its globals)")
                 d.checked = True
 
-    def _pseudo(self, send: RoundNumerics, o: Sketch, loc: Sketch, c: Sketch, where: str) -> list[Finding]:
+    def _pseudo(self, send: RoundNumerics, o: Vec, loc: Sketch, c: Sketch, where: str) -> list[Finding]:
         st = "pseudo-gradient"
         if not send.participating:
             skip(self.stages[st], "not participating (contributes zeros: checked with the SUM)")
             return []
         want = add(o.proj, loc.proj, -1.0)
-        loc_norm = local_norm(loc, o, c)
-        tol = Z * roundoff(c.dtype) * (c.norm or 0.0) + sketch_error(c) + sketch_error(o) + sketch_error(loc, loc_norm)
+        loc_norm = local_norm(loc, o.norm, c)
+        tol = Z * roundoff(c.dtype) * (c.norm or 0.0) + sketch_error(c) + o.err + sketch_error(loc, loc_norm)
         err, j = diff(c.proj, want)
         if self.measure(st, err, tol, where):
             return []
@@ -196,11 +223,11 @@ class OuterChecker:
         what = "the contribution is not original - local parameters"
         return [Finding(st, want[j], c.proj[j], err, tol, cause, what)]
 
-    def _done(self, m: Mine, o: Sketch, prev: Done | None, where: str, out: list[Finding]) -> Done:
+    def _done(self, m: Mine, o: Vec, dtype: str, prev: Done | None, where: str, out: list[Finding]) -> Done:
         """This commit's update u and buffers B, observed or derived (module docstring)."""
         s = m.outer
         assert s is not None
-        done = Done(m.sync_step, m.ref, s, o, None, None)
+        done = Done(m.sync_step, m.ref, s, o, dtype, None, None)
         if s.alpha is None:
             skip(self.stages["merge"], "this torchft has no fragment_update_alpha (no merge)")
         elif not s.alpha:
@@ -213,10 +240,10 @@ class OuterChecker:
         a = m.average
         if a is None:
             return done  # (counted at the next send: no update to compare)
-        u_d = roundoff(o.dtype)
+        u_d = roundoff(dtype)
         g_proj = add(scale(a.proj, -1.0 if s.maximize else 1.0), o.proj, s.weight_decay)
-        g_norm = m.avg_bound + s.weight_decay * (o.norm or 0.0)
-        g = Vec(g_proj, g_norm, sketch_error(a, m.avg_bound) + s.weight_decay * sketch_error(o) + Z * u_d * g_norm)
+        g_norm = m.avg_bound + s.weight_decay * o.norm
+        g = Vec(g_proj, g_norm, sketch_error(a, m.avg_bound) + s.weight_decay * o.err + Z * u_d * g_norm)
         if not s.momentum:
             done.update = g
             return done
@@ -260,7 +287,7 @@ class OuterChecker:
             out.append(Finding("momentum", derived.proj[j], observed.proj[j], err, tol, cause, what))
         return observed
 
-    def _step(self, d: Done, nxt: Sketch, next_step: int, where: str) -> list[Finding]:
+    def _step(self, d: Done, nxt: Vec, next_step: int, where: str) -> list[Finding]:
         """``d``'s step against the next round's originals ``nxt`` (its globals)."""
         s, o, u = d.step, d.original, d.update
         if s.optimizer not in LINEAR_OPTIMIZERS:
@@ -269,34 +296,73 @@ class OuterChecker:
             skip(self.stages["outer step"], "the update not known (the average or the momentum buffers missing)")
             return []
         want = add(o.proj, u.proj, -s.lr)
-        tol = Z * roundoff(nxt.dtype) * ((o.norm or 0.0) + (nxt.norm or 0.0) + 2 * s.lr * u.norm)
-        tol += sketch_error(o) + sketch_error(nxt) + s.lr * u.err
+        tol = Z * roundoff(d.dtype) * (o.norm + nxt.norm + 2 * s.lr * u.norm) + o.err + nxt.err + s.lr * u.err
         err, j = diff(nxt.proj, want)
         if self.measure("outer step", err, tol, where):
             return []
-        step = add(o.proj, nxt.proj, -1.0)  # = lr_effective * u
-        uu = sum(x * x for x in u.proj)
-        fit = sum(x * y for x, y in zip(step, u.proj, strict=True)) / uu if uu > 0 else 0.0
-        if near(nxt.proj, o.proj, sketch_error(o) + sketch_error(nxt)):
-            cause = (
-                f"stale original parameters: the next round's (sync step {next_step}) equal this round's, "
-                "not the step's globals (save_parameters did not store them)"
-            )
-        elif uu > 0 and near(add(o.proj, u.proj, -fit), nxt.proj, tol):
-            cause = f"wrong lr: the step fits lr {fit:.6g}, the optimizer's param_groups say {s.lr:g}"
-        else:
-            cause = (
-                f"not {s.optimizer}'s update with the recorded hyper-parameters (lr {s.lr:g}, momentum "
-                f"{s.momentum:g}, nesterov {s.nesterov}, weight decay {s.weight_decay:g}), or the originals "
-                "changed after the commit"
-            )
+        cause = step_cause(d, nxt.proj, next_step, o.err + nxt.err, tol)
         what = (
             f"the globals after the outer step (the originals of the next round, sync step {next_step}) "
             "are not original - lr * update"
         )
         return [Finding("outer step", want[j], nxt.proj[j], err, tol, cause, what, d.ref)]
 
-    def _merge(self, d: Done, g: Sketch, where: str) -> list[Finding]:
+    def _globals(self, d: Done) -> Vec | None:
+        """The globals ``d``'s step produced, derived (original - lr * update); None where it cannot
+        be (another optimizer, the update unknown)."""
+        s, o, u = d.step, d.original, d.update
+        if s.optimizer not in LINEAR_OPTIMIZERS or u is None:
+            return None
+        norm = o.norm + s.lr * u.norm
+        err = Z * roundoff(d.dtype) * (o.norm + norm + 2 * s.lr * u.norm) + o.err + s.lr * u.err
+        return Vec(add(o.proj, u.proj, -s.lr), norm, err)
+
+    def _through(self, d: Done, g: Vec, loc: Sketch, c: Sketch, m: Mine, due: bool) -> tuple[list[Finding], Vec]:
+        """A send whose originals were not sketched (the worker derives them where ``d``'s step is
+        derivable, ``ftrun.worker.sketch_outer``): the contribution must be ``g`` - local, ``g`` the
+        globals ``d``'s step produced; one comparison proves the pseudo-gradient and (``due``)
+        ``d``'s step. A failure names the likely stage. Returns the findings, then this round's
+        originals for the next step: ``g`` where the contribution is what is wrong, else
+        contribution + local (what torchft computed them from; its error does not grow with the chain)."""
+        u_d = roundoff(c.dtype)
+        c_norm = c.norm or 0.0
+        loc_norm = local_norm(loc, g.norm, c)
+        tol = g.err + Z * u_d * c_norm + sketch_error(c) + sketch_error(loc, loc_norm)
+        want = add(g.proj, loc.proj, -1.0)
+        err, j = diff(c.proj, want)
+        # the originals as the send shows them; ||c + loc|| <= ||loc|| + ||c||
+        seen = Vec(add(c.proj, loc.proj, 1.0), loc_norm + c_norm, tol - g.err)
+        step, where = m.sync_step, f"replica {m.replica} rank {m.rank} sync step {m.sync_step}"
+        lw = f"replica {m.replica} rank {m.rank} sync step {d.sync_step}"
+        ok = self.measure("pseudo-gradient", err, tol, where)
+        if due:
+            self.measure("outer step", err, tol, lw)
+        if ok:
+            return (self._merge(d, g, lw) if due else []), seen
+        if near(c.proj, scale(want, -1.0), tol):
+            cause = "sign flipped: the contribution is local - original (the pseudo-gradient negated)"
+            what = (
+                "the contribution is not original - local parameters "
+                f"(the originals derived from the outer step of sync step {d.sync_step})"
+            )
+            found = [Finding("pseudo-gradient", want[j], c.proj[j], err, tol, cause, what)]
+            return found + (self._merge(d, g, lw) if due else []), g
+        cause = step_cause(d, seen.proj, step, d.original.err + seen.err, tol)
+        if not cause.startswith(("stale", "wrong lr")):
+            cause = (
+                f"the contribution is not the pseudo-gradient against the globals of sync step {d.sync_step}, or "
+                f"that step's outer step is wrong ({cause})"
+            )
+        what = (
+            f"the globals after the outer step (the originals of the next round, sync step {step}, as "
+            "contribution + local) are not original - lr * update"
+        )
+        found = [Finding("outer step", want[j] + loc.proj[j], seen.proj[j], err, tol, cause, what, d.ref)]
+        if due:
+            found += self._merge(d, d.original if cause.startswith("stale") else seen, lw)
+        return found, seen
+
+    def _merge(self, d: Done, g: Vec, where: str) -> list[Finding]:
         """``d``'s merge, the globals ``g`` being the next round's originals."""
         st, s = "merge", d.step
         if not s.alpha:
@@ -306,9 +372,9 @@ class OuterChecker:
             skip(self.stages[st], "a sketch of the merge missing")
             return []
         want = add(scale(g.proj, 1.0 - s.alpha), loc.proj, s.alpha)
-        mg_norm = merged_norm(mg, g, loc, s.alpha)
-        tol = Z * roundoff(mg.dtype) * (mg_norm + 2 * (g.norm or 0.0) + 2 * s.alpha * (loc.norm or 0.0))
-        tol += sketch_error(mg, mg_norm) + sketch_error(g) + s.alpha * sketch_error(loc)
+        mg_norm = merged_norm(mg, g.norm, loc, s.alpha)
+        tol = Z * roundoff(mg.dtype) * (mg_norm + 2 * g.norm + 2 * s.alpha * (loc.norm or 0.0))
+        tol += sketch_error(mg, mg_norm) + g.err + s.alpha * sketch_error(loc)
         err, j = diff(mg.proj, want)
         if self.measure(st, err, tol, where):
             return []
@@ -320,22 +386,49 @@ class OuterChecker:
         return [Finding(st, want[j], mg.proj[j], err, tol, cause, what, d.ref)]
 
 
-def local_norm(loc: Sketch, original: Sketch, contribution: Sketch) -> float:
+def observed(s: Sketch) -> Vec:
+    """A recorded sketch as a ``Vec``: its projections, its norm, its own error's budget."""
+    return Vec(s.proj, s.norm or 0.0, sketch_error(s))
+
+
+def step_cause(d: Done, nxt: list[float], next_step: int, stale_tol: float, tol: float) -> str:
+    """Why the next round's originals ``nxt`` are not ``d``'s step: the same as ``d``'s own
+    originals (stale), a step that fits another lr, or neither."""
+    s, o, u = d.step, d.original, d.update
+    assert u is not None
+    step = add(o.proj, nxt, -1.0)  # = lr_effective * u
+    uu = sum(x * x for x in u.proj)
+    fit = sum(x * y for x, y in zip(step, u.proj, strict=True)) / uu if uu > 0 else 0.0
+    if near(nxt, o.proj, stale_tol):
+        return (
+            f"stale original parameters: the next round's (sync step {next_step}) equal this round's, "
+            "not the step's globals (save_parameters did not store them)"
+        )
+    if uu > 0 and near(add(o.proj, u.proj, -fit), nxt, tol):
+        return f"wrong lr: the step fits lr {fit:.6g}, the optimizer's param_groups say {s.lr:g}"
+    return (
+        f"not {s.optimizer}'s update with the recorded hyper-parameters (lr {s.lr:g}, momentum "
+        f"{s.momentum:g}, nesterov {s.nesterov}, weight decay {s.weight_decay:g}), or the originals "
+        "changed after the commit"
+    )
+
+
+def local_norm(loc: Sketch, original: float, contribution: Sketch) -> float:
     """||local||: its own where recorded, else bounded by ||original|| + ||contribution|| (the worker
     does not measure it, ``ftrun.worker.sketch_outer``: local = original - contribution, which the
     pseudo-gradient stage checks; where that fails, the stage fails by far more than the bound moves)."""
     if loc.norm is not None:
         return loc.norm
-    return (original.norm or 0.0) + (contribution.norm or 0.0)
+    return original + (contribution.norm or 0.0)
 
 
-def merged_norm(merged: Sketch, globals_: Sketch, local_sync: Sketch, alpha: float) -> float:
+def merged_norm(merged: Sketch, globals_: float, local_sync: Sketch, alpha: float) -> float:
     """||merged||: its own where recorded, else bounded by (1 - alpha) ||globals|| + alpha ||local_sync||
     (the merge is lerp(globals, local_sync, alpha), which the merge stage checks; the worker does not
     measure it, ``ftrun.worker.sketch_outer``)."""
     if merged.norm is not None:
         return merged.norm
-    return (1.0 - alpha) * (globals_.norm or 0.0) + alpha * (local_sync.norm or 0.0)
+    return (1.0 - alpha) * globals_ + alpha * (local_sync.norm or 0.0)
 
 
 def stages_text(stages: dict[str, StageTally]) -> str:

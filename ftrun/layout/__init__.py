@@ -185,6 +185,7 @@ from ftrun.layout.recovery import (
     SurvivorLosses as SurvivorLosses,
 )
 from ftrun.layout.sketches import (
+    LINEAR_OPTIMIZERS as LINEAR_OPTIMIZERS,
     SKETCH_K as SKETCH_K,
     SKETCH_PERIOD as SKETCH_PERIOD,
     SKETCH_SEED as SKETCH_SEED,

@@ -15,6 +15,9 @@ SKETCH_K = 4
 SKETCH_PERIOD = 4093
 SKETCH_STAGE = SKETCH_PERIOD * 32
 SKETCH_SEED = 22
+# outer optimizers whose step is linear in its state (torch's SGD, any hyper-parameters): the check
+# derives their globals from the average, so the worker need not sketch the next round's originals
+LINEAR_OPTIMIZERS = ("SGD",)
 
 
 class Sketch(msgspec.Struct):
@@ -91,7 +94,9 @@ class RoundNumerics(msgspec.Struct):
     sum: Sketch | None = None
     average: Sketch | None = None
     # the send's torchft ``original_parameters`` and current parameters of the fragment: the
-    # contribution must be their difference, ``original`` the last commit's globals (``OuterStep``)
+    # contribution must be their difference, ``original`` the last commit's globals (``OuterStep``).
+    # ``original`` is sketched only where the check cannot derive it from the last commit
+    # (``ftrun.worker.sketch_outer``: a chain's start, and after ``ORIGINALS_EVERY`` derived ones)
     original: Sketch | None = None
     local: Sketch | None = None
     outer: OuterStep | None = None  # the sync's outer step and merge (``ftrun.worker.sketch_outer``)

@@ -289,7 +289,7 @@ class NumericsProbe:
             r.unsketched = self.quantized_unsketched if self.path == "quantized" else None
             r.outer = self.outer.parts(f)
             try:
-                self.outer.at_send(frags[f], r.outer)
+                self.outer.at_send(frags[f], r.outer, r.participating)
             except Exception:
                 self.failed(r, "original/local", whole=False)
             self.round = r
@@ -393,7 +393,7 @@ class NumericsProbe:
             step = None
             if r is not None and r.outer is not None:
                 try:
-                    step = self.outer.after_sync(frag, r.outer, ok)
+                    step = self.outer.after_sync(frag, r.outer, ok, r.average is not None and not r.broken)
                 except Exception:
                     self.failed(r, "merged", whole=False)
             if r is not None:

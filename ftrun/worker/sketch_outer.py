@@ -8,9 +8,15 @@ to the average, steps the outer optimizer, ``save_parameters`` (the new original
 after the step), and ``_merge_parameters`` (``p.lerp_(local, fragment_update_alpha)``). Each of
 these is linear in the tensors, so the projections of ``ftrun.worker.sketch`` check each stage:
 
-* at the send (before torchft's ``prepare_sync``): ``original`` (``original_parameters``) and
-  ``local`` (the fragment's parameters); the contribution must be ``original - local``, and
-  ``original`` the globals after this fragment's last commit;
+* at the send (before torchft's ``prepare_sync``): ``local`` (the fragment's parameters), and
+  ``original`` (``original_parameters``) only where the check cannot derive it: the contribution
+  must be ``original - local`` and ``original`` the globals after this fragment's last commit, so
+  where that commit's step is derivable (SGD, its average and momentum chain known) the check holds
+  ``contribution + local`` against the derived globals instead, one read fewer. ``original`` is
+  sketched at a chain's start (a fragment's first send in this process, after a heal, after a
+  commit the check cannot derive), by a replica not participating (its contribution is zeros), and
+  after ``ORIGINALS_EVERY`` commits derived in a row (the check bounds the unmeasured
+  ||original|| through the chain, a bound that grows a little each derived round);
 * the outer optimizer's step: its hyper-parameters read from ``param_groups`` in a step pre-hook
   (``OuterStep``). What the step read and wrote is not read again where the check can derive it,
   each read of the fragment being a cost every sync pays: the parameters before the step are
@@ -24,8 +30,8 @@ these is linear in the tensors, so the projections of ``ftrun.worker.sketch`` ch
   ``perform_sync`` (the local ones it merges) and after it (merged). With 0 the merge leaves the
   globals (``lerp`` by 0), and nothing more is read.
 
-Each sketch reads the fragment once (``Builder``): two per sync (``original``, ``local``), four with
-alpha > 0, one more where the momentum chain starts. A norm costs more than the sketch's fold (a
+Each sketch reads the fragment once (``Builder``): one per sync (``local``), three with alpha > 0,
+one more where the originals' or the momentum's chain starts. A norm costs more than the sketch's fold (a
 second pass over each block, ``ftrun.worker.sketch_projection``), so only the norms the check cannot
 bound from others are measured: ``original``'s and ``local_sync``'s (and the momentum buffers');
 ``local`` is sketched without one (||local|| <= ||original|| + ||contribution||, the contribution
@@ -46,10 +52,15 @@ from typing import Any
 import torch
 
 from ftrun import layout
+from ftrun.layout import LINEAR_OPTIMIZERS
 from ftrun.torchft_compat import fragment_alpha, fragment_originals, fragment_params, set_fragment_alpha
 from ftrun.worker.sketch_projection import Builder, Projector
 
 log = logging.getLogger(__name__)
+
+# a fragment's originals are sketched at least every this many commits: between two, the check
+# bounds ||original|| by the last measured one plus each derived step's lr * ||update||
+ORIGINALS_EVERY = 16
 
 
 @dataclass
@@ -104,17 +115,25 @@ class OuterSketcher:
         self.projector = projector
         self.corruption = corruption
         self.chained: set[int] = set()  # fragments whose momentum buffers this process saw made or sketched
+        # fragments whose next originals the check derives from their last commit, with the commits
+        # since their originals were last sketched (module docstring)
+        self.derivable: dict[int, int] = {}
 
     def parts(self, fragment: int) -> OuterParts:
         return OuterParts(fragment=fragment)
 
     def forget(self) -> None:
-        """A heal loaded other optimizer state: every fragment's buffers are sketched at its next step."""
+        """A heal loaded other parameters and optimizer state: every fragment's originals are
+        sketched at its next send, its buffers at its next step."""
         self.chained.clear()
+        self.derivable.clear()
 
-    def at_send(self, frag: Any, parts: OuterParts) -> None:
-        """Before torchft's ``prepare_sync``: the originals and the current parameters."""
-        parts.original = _sketch(self.projector, fragment_originals(frag))
+    def at_send(self, frag: Any, parts: OuterParts, participating: bool) -> None:
+        """Before torchft's ``prepare_sync``: the current parameters, and the originals where the
+        check cannot derive them (module docstring)."""
+        since = self.derivable.get(parts.fragment)
+        if since is None or since >= ORIGINALS_EVERY or not participating:
+            parts.original = _sketch(self.projector, fragment_originals(frag))
         parts.local = _sketch(self.projector, fragment_params(frag), norm=False)  # (bounded by the check)
 
     def before_sync(self, frag: Any, parts: OuterParts, sync_step: int | None) -> None:
@@ -127,18 +146,33 @@ class OuterSketcher:
                 parts.alpha_restore = parts.alpha
                 set_fragment_alpha(frag, 0.0)
 
-    def after_sync(self, frag: Any, parts: OuterParts, ok: bool) -> layout.OuterStep | None:
-        """After torchft's ``perform_sync``: the record of the step, with the merged parameters."""
+    def after_sync(self, frag: Any, parts: OuterParts, ok: bool, average_known: bool) -> layout.OuterStep | None:
+        """After torchft's ``perform_sync``: the record of the step, with the merged parameters;
+        ``average_known``: the round's average was sketched (the check derives the globals from it)."""
         if parts.alpha_restore is not None:
             set_fragment_alpha(frag, parts.alpha_restore)
         step = parts.step
         if not ok or step is None:
-            return None
+            if ok:  # committed, its step not recorded: the next originals cannot be derived
+                self.derivable.pop(parts.fragment, None)
+            return None  # (a failed commit changes no originals: the chain stands)
         step.alpha = parts.alpha
         if parts.alpha and parts.local_sync is not None:  # (the globals it merged: the next original)
             step.local_sync = parts.local_sync
             step.merged = _sketch(self.projector, fragment_params(frag), norm=False)  # (bounded by the check)
+        self._chain(parts, step, average_known)
         return step
+
+    def _chain(self, parts: OuterParts, step: layout.OuterStep, average_known: bool) -> None:
+        """After a commit: whether the check can derive its globals (a linear optimizer, the average
+        and the momentum buffers known, and this round's originals sketched or derived themselves)."""
+        f = parts.fragment
+        known = parts.original is not None or f in self.derivable
+        buffers = not parts.need_buffer or step.momentum_after is not None
+        if step.optimizer in LINEAR_OPTIMIZERS and average_known and buffers and known:
+            self.derivable[f] = 0 if parts.original is not None else self.derivable[f] + 1
+        else:
+            self.derivable.pop(f, None)
 
     def before_step(self, opt: torch.optim.Optimizer, parts: OuterParts, sync_step: int | None) -> None:
         """The outer optimizer's pre-hook: its hyper-parameters as configured, then the ``lr`` fault."""

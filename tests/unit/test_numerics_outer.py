@@ -66,12 +66,14 @@ def simulate(
     loaded: int | None = None,
     healed: bool = False,
     norms: bool = False,
+    derived: bool = False,
 ):
     """Event logs of 2 replicas, fragment 0, ``rounds`` commits of Nesterov SGD in projection space;
     ``fault`` (a --corrupt-sync kind) on replica 1 in round ``at``; ``loaded``: replica 1 gets other
     originals and momentum before that round (what a heal loads), ``healed``: its record says so.
     ``local`` and ``merged`` without their norms, as the worker records them; ``norms``: with them
-    (an event log from before that)."""
+    (an event log from before that). ``derived``: ``original`` recorded only where the worker
+    sketches it under SGD (a chain's start: the first send, a healed replica's), else every send."""
     own_norm = sk if norms else bare
     globals_ = vec(0, 10.0)
     own = [list(globals_), list(globals_)]  # each replica's originals (stale keeps the old ones)
@@ -106,7 +108,10 @@ def simulate(
                 local_sync=sk(lsync) if alpha else None,
                 merged=own_norm(merged) if alpha else None,
             )
-            send = part("send", k, contribution=sk(cs[r]), original=sk(o), local=own_norm(locs[r]))
+            sketched = not derived or k == 0 or (healed and k == loaded and r == 1)
+            send = part(
+                "send", k, contribution=sk(cs[r]), original=sk(o) if sketched else None, local=own_norm(locs[r])
+            )
             sync = part("sync", k, sum=sk(total), average=sk(avg), outer=step)
             heal = {"healed": Healed(0, k, k)} if healed and k == loaded and r == 1 else {}
             logs[(r, 0)] += [
@@ -185,11 +190,11 @@ def test_local_and_merged_norms_recorded_or_bounded():
 
 def test_the_bounds_of_unmeasured_norms():
     o, c = sk([3.0, 0.0, 0.0, 0.0], norm=10.0), sk([1.0, 0.0, 0.0, 0.0], norm=0.5)
-    assert local_norm(bare([2.0, 0, 0, 0]), o, c) == 10.5  # ||original|| + ||contribution||
-    assert local_norm(sk([2.0, 0, 0, 0], norm=9.7), o, c) == 9.7  # recorded: its own
+    assert local_norm(bare([2.0, 0, 0, 0]), o.norm, c) == 10.5  # ||original|| + ||contribution||
+    assert local_norm(sk([2.0, 0, 0, 0], norm=9.7), o.norm, c) == 9.7  # recorded: its own
     g, ls = sk([1.0, 0, 0, 0], norm=8.0), sk([1.0, 0, 0, 0], norm=12.0)
-    assert merged_norm(bare([1.0, 0, 0, 0]), g, ls, 0.25) == 0.75 * 8.0 + 0.25 * 12.0
-    assert merged_norm(sk([1.0, 0, 0, 0], norm=9.0), g, ls, 0.25) == 9.0
+    assert merged_norm(bare([1.0, 0, 0, 0]), g.norm, ls, 0.25) == 0.75 * 8.0 + 0.25 * 12.0
+    assert merged_norm(sk([1.0, 0, 0, 0], norm=9.0), g.norm, ls, 0.25) == 9.0
 
 
 def test_an_unmeasured_local_norm_loosens_the_pseudo_gradient_tolerance_only_by_the_contribution():
@@ -199,7 +204,7 @@ def test_an_unmeasured_local_norm_loosens_the_pseudo_gradient_tolerance_only_by_
     o, loc = sk(vec(1, 10.0), norm=100.0), sk(vec(2, 10.0), norm=99.0)
     c = sk(lin((1.0, o.proj), (-1.0, loc.proj)), norm=2.0)
     measured = sketch_error(loc)
-    bounded = sketch_error(bare(loc.proj), local_norm(bare(loc.proj), o, c))
+    bounded = sketch_error(bare(loc.proj), local_norm(bare(loc.proj), o.norm, c))
     assert measured < bounded <= measured * (100.0 + 2.0) / 99.0 * (1 + 1e-12)
 
 
@@ -322,3 +327,80 @@ def test_outer_step_tolerance_edges():
     tols = [q.tolerance for q in gross]
     assert with_bump(0.9 * min(tols)).ok
     assert [q.check for q in with_bump(1.1 * max(tols)).problems] == ["outer step", "outer step"]
+
+
+# --- originals derived: the worker sketches them only where a chain starts (ftrun.worker.sketch_outer)
+
+DERIVED_NOT = "originals not sketched and the last commit's globals not derivable"
+
+
+def test_derived_originals_check_the_pseudo_gradient_and_the_step_in_one_comparison():
+    out = check_numerics(simulate(derived=True), sketches_on=True)
+    assert out.ok, out.texts()
+    st = out.stages
+    # every send's pseudo-gradient; each step against its next send (the last one's has none)
+    assert st["pseudo-gradient"].checked == 6 and not st["pseudo-gradient"].not_checked
+    assert st["outer step"].checked == 4 and st["outer step"].not_checked == {LAST: 2}
+    assert 0 <= st["outer step"].largest_error.ratio < 1
+
+
+@pytest.mark.parametrize(
+    "kind, stage, start, sync_step",
+    [
+        ("sign", "pseudo-gradient", "sign flipped: the contribution is local - original", 20),
+        ("stale", "outer step", "stale original parameters: the next round's (sync step 30) equal this round's", 20),
+        ("lr", "outer step", "wrong lr: the step fits lr 1.4, the optimizer's param_groups say 0.7", 20),
+        ("alpha", "merge", "alpha ignored", 20),
+    ],
+)
+def test_each_corrupt_sync_kind_is_named_with_derived_originals(kind, stage, start, sync_step):
+    alpha = 0.5 if kind == "alpha" else 0.0
+    assert check_numerics(simulate(alpha=alpha, derived=True), sketches_on=True).ok
+    out = check_numerics(simulate(fault=kind, alpha=alpha, derived=True), sketches_on=True)
+    assert [(r, c) for r, c, _ in causes(out)] == [(1, stage)], out.texts()
+    assert out.problems[0].cause.startswith(start), out.problems[0].cause
+    assert out.problems[0].sync_step == sync_step
+
+
+def test_a_merge_is_checked_against_derived_globals():
+    out = check_numerics(simulate(alpha=0.5, derived=True), sketches_on=True)
+    assert out.ok and out.stages["merge"].checked == 4, out.texts()
+
+
+def test_a_long_chain_of_derived_originals_stays_clean():
+    out = check_numerics(simulate(rounds=20, derived=True), sketches_on=True)
+    assert out.ok and out.stages["outer step"].checked == 38, out.texts()
+
+
+def test_derived_tolerance_edges():
+    """A derived send's local parameters off by just under / over its budget: contribution + local
+    (the originals) off by as much from the derived globals."""
+
+    def with_bump(bump: float):
+        logs = simulate(derived=True)
+        send = logs[(1, 0)][2].numerics[0]  # replica 1's second send: originals derived
+        assert send.original is None
+        loc = send.local
+        send.local = Sketch([loc.proj[0] + bump, *loc.proj[1:]], loc.norm, N, "float32")
+        return check_numerics(logs, sketches_on=True)
+
+    # the originals the send shows are off, and the next step starts from them: both steps are named
+    gross = with_bump(1.0).problems
+    assert [(q.check, q.sync_step) for q in gross] == [("outer step", 10), ("outer step", 20)]
+    assert "the pseudo-gradient against the globals of sync step 10, or that step's outer step" in gross[0].cause
+    tols = [q.tolerance for q in gross]
+    assert with_bump(0.9 * min(tols)).ok
+    assert [q.check for q in with_bump(1.1 * max(tols)).problems] == ["outer step", "outer step"]
+
+
+def test_underivable_originals_are_not_checked_and_say_why():
+    """A send without originals after a commit the check cannot derive (Adam) is never ok."""
+    out = check_numerics(simulate(optimizer="Adam", derived=True), sketches_on=True)
+    assert out.stages["pseudo-gradient"].checked == 2
+    assert out.stages["pseudo-gradient"].not_checked == {DERIVED_NOT: 4}
+
+
+def test_a_healed_replica_with_derived_originals():
+    out = check_numerics(simulate(loaded=1, healed=True, derived=True), sketches_on=True)
+    assert out.ok, out.texts()
+    assert out.stages["pseudo-gradient"].checked == 6
