@@ -132,7 +132,9 @@ BENCHES: tuple[Bench, ...] = (
         "The numeric check's sketches per sync",
         "CPU time of one sync's sketches in the rank, fragment 0 of the default model and of a ~103 M-parameter "
         "model, in process with the worker's code: the average's three sketches alone (before) vs the whole outer "
-        "step (after: pseudo-gradient, outer step, merge), alpha 0 and 0.5, measured in the same run.",
+        "step (after: pseudo-gradient, outer step, merge), alpha 0 and 0.5, each for a sync whose originals the "
+        "check derives and one that sketches them (a chain's start, every 17th sync) and their mean per sync, "
+        "measured in the same run.",
         ("scripts/bench_numerics.py", "--sketch-cost"),
         900,
     ),  # noqa: E501
