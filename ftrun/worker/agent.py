@@ -73,6 +73,7 @@ def preimport() -> None:
     late ones included) so that forked ranks share them. Module imports only: nothing stateful
     is created (no process group, no CUDA, no thread pool, no profiler)."""
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401  (what building the first torch.optim optimizer imports)
     import torchft  # noqa: F401
     import torchft.local_sgd  # noqa: F401
 
