@@ -21,7 +21,8 @@ from pathlib import Path
 
 from ftrun import layout
 from ftrun.launch.lighthouse import lighthouse_argv
-from ftrun.launch.procs import spawn
+from ftrun.launch.procs import Proc, spawn
+from ftrun.launch.zygote import fork_agent
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -67,14 +68,14 @@ class Group:
     argv: list[str]
     env: dict[str, str]
     log: Path
-    proc: subprocess.Popen | None = None
+    proc: Proc | None = None  # a spawned launcher, or one forked by a zygote (ftrun.launch.zygote)
     restarts: int = 0
     exit_codes: list[int] = field(default_factory=list)
     log_offset: int = 0  # where the current incarnation's output starts in ``log``
     cwd: Path | None = None  # working directory (``ftrun launch``: ``groups/replica{r}/``)
 
     @property
-    def process(self) -> subprocess.Popen:
+    def process(self) -> Proc:
         """The current incarnation's process, once ``start`` ran (the supervisor's loops run after it)."""
         assert self.proc is not None, f"replica group {self.replica} was never started"
         return self.proc
@@ -85,7 +86,9 @@ class Group:
             self.cwd.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.log_offset = log.tell()
-            self.proc = spawn(self.argv, self.env, log, cwd=self.cwd)
+            # under sweep --warm-start: forked by the sweep's pre-imported zygote, when it can
+            forked = fork_agent(self.argv, self.env, self.log, self.cwd)
+            self.proc = forked if forked is not None else spawn(self.argv, self.env, log, cwd=self.cwd)
 
 
 def group_env(

@@ -76,13 +76,23 @@ def fresh_workers(cfg: RunConfig) -> int:
     return 0 if fork_safe() else cfg.hosts.nproc_per_replica
 
 
+def fresh_agents() -> int:
+    """1 when a group's agent starts as a fresh interpreter; 0 when a zygote forks it
+    (``ftrun.launch.zygote``: ``sweep --warm-start``'s trainings), sharing the runtime the
+    zygote holds already."""
+    from ftrun.launch.zygote import ENV_ZYGOTE
+    from ftrun.worker.agent import fork_safe  # torch-free: reads the installed files
+
+    return 0 if os.environ.get(ENV_ZYGOTE) and fork_safe() else 1
+
+
 def group_bytes(cfg: RunConfig) -> int:
-    """A lower bound on one replica group's footprint on this host: its torchrun agent and each
-    worker it starts fresh (``PROCESS_BYTES`` each; a forked worker shares its agent's), and per
-    worker a built-in model's parameters and one batch."""
+    """A lower bound on one replica group's footprint on this host: its torchrun agent unless a
+    zygote forks it, and each worker it starts fresh (``PROCESS_BYTES`` each; a forked worker
+    shares its agent's), and per worker a built-in model's parameters and one batch."""
     arch = cfg.model_spec().architecture
     per_rank = batch_bytes(cfg) + (arch.param_bytes() if arch is not None else 0)
-    return (1 + fresh_workers(cfg)) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
+    return (fresh_agents() + fresh_workers(cfg)) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
 
 
 def _workers_text(cfg: RunConfig) -> str:

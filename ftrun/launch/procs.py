@@ -16,13 +16,27 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from ftrun.parent_death import die_with_this_process
 
 # how often a stop looks whether the signalled tree is gone: a run's end waits on its
 # lighthouse's, and a look is a few /proc reads
 STOP_POLL_S = 0.01
+
+
+class Proc(Protocol):
+    """A child process as the launcher uses it: a ``subprocess.Popen``, or a group's agent forked
+    by a zygote (``ftrun.launch.zygote.ForkedAgent``)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
 
 
 def spawn(
@@ -74,7 +88,7 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def signal_tree(proc: subprocess.Popen, sig: int) -> list[int]:
+def signal_tree(proc: Proc, sig: int) -> list[int]:
     """Send ``sig`` to ``proc`` and every descendant; returns the pids signalled."""
     pids = [proc.pid, *descendants(proc.pid)]
     for pid in pids:
@@ -85,7 +99,7 @@ def signal_tree(proc: subprocess.Popen, sig: int) -> list[int]:
     return pids
 
 
-def stop_tree(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+def stop_tree(proc: Proc, grace_s: float = 3.0) -> None:
     """SIGTERM the tree, wait up to ``grace_s``, SIGKILL survivors, reap ``proc``."""
     if proc.poll() is not None and not descendants(proc.pid):
         return

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ftrun import grid, layout
+from ftrun.launch import zygote
 from ftrun.output import atomic_write, wait_until_unlocked
 from ftrun.parent_death import die_with_this_process
 from ftrun.sweep.evaluate import evaluate
@@ -55,18 +56,21 @@ class Runner:
 
     Warm (``warm_order``: the cells in the order they run, one at a time): when a cell starts, the
     next one's ``ftrun train`` starts too with a start gate (``HostsConfig.start_gate``,
-    ``cells/CELL.gate``): its lighthouse and groups start, import torch and torchft, build the
-    model and park before their torchft Manager (``ftrun.worker.park``); the gate file opens
-    when its turn comes. Each cell is still its own run: its own ``ftrun train``, lighthouse,
-    torchrun agents, ranks, process groups and run dir; only the start-up overlaps."""
+    ``cells/CELL.gate``): its lighthouse and groups start, build the model and park before their
+    torchft Manager (``ftrun.worker.park``); the gate file opens when its turn comes. With
+    ``share_imports`` the groups' agents are forked by one zygote for the sweep (``ftrun.launch.zygote``,
+    started here, stopped by ``close``/``stop``), which imported torch and torchft once. Each cell is
+    still its own run: its own ``ftrun train``, lighthouse, torchrun agents (each in its own
+    session), ranks, process groups and run dir; only the start-up overlaps."""
 
-    def __init__(self, sweep_dir: Path, warm_order: list[grid.Cell] | None = None) -> None:
+    def __init__(self, sweep_dir: Path, warm_order: list[grid.Cell] | None = None, share_imports: bool = False) -> None:
         self.sweep_dir = sweep_dir
         self.procs: dict[str, subprocess.Popen[str]] = {}  # running or parked, by cell name
         self.parked: set[str] = set()  # started warm, waiting at their gates
         self.lock = threading.Lock()
         self.stopping = False
         self.warm_order = warm_order
+        self.zygote = _start_zygote(sweep_dir) if share_imports and warm_order is not None else None
 
     def gate(self, name: str) -> Path:
         return self.sweep_dir / CELLS / f"{name}.gate"
@@ -85,6 +89,9 @@ class Runner:
             self.gate(cell.name).unlink(missing_ok=True)  # an earlier sweep's (--resume): closed again
             values["start_gate"] = str(self.gate(cell.name).resolve())
         atomic_write(cfg_path, cell_toml(values))
+        env = dict(os.environ)
+        if self.zygote is not None:  # its groups' agents forked from the sweep's pre-imported zygote
+            env[zygote.ENV_ZYGOTE] = self.zygote.address
         # --no-check: the sweep checks every cell itself (``evaluate``), once
         cmd = [sys.executable, "-m", "ftrun.cli", "train", "--config", str(cfg_path), "--json", "--no-check"]
         if (self.sweep_dir / cell.name).exists():  # an unfinished cell of an earlier sweep (--resume)
@@ -99,6 +106,7 @@ class Runner:
                 stdout=log,
                 stderr=subprocess.PIPE,
                 text=True,
+                env=env,
                 start_new_session=True,
                 preexec_fn=die_with_this_process(signal.SIGTERM),
             )
@@ -156,6 +164,24 @@ class Runner:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the zygote, if any (after the trainings whose agents it forked: it reports their exits)."""
+        z, self.zygote = self.zygote, None
+        if z is not None:
+            z.stop()
+
+
+def _start_zygote(sweep_dir: Path) -> zygote.Server | None:
+    """The sweep's zygote (``ftrun.launch.zygote``), its output in ``cells/zygote.log``; None
+    where agents are not forked (``ftrun.worker.agent.fork_safe``)."""
+    if not zygote.usable():
+        return None
+    log_path = sweep_dir / CELLS / "zygote.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        return zygote.start(log)
 
 
 def run_cell(runner: Runner, cell: grid.Cell) -> layout.SweepRow | None:

@@ -13,8 +13,10 @@ first cell's trained state); no process left behind. About 85 s on 2 CPU cores a
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -65,3 +67,28 @@ def test_warm_started_cells_carry_nothing_from_the_previous_cell(tmp_path):
         a, b = steps[first][r][0], steps[second][r][0]
         assert (a["step"], a["manager_step"]) == (b["step"], b["manager_step"]) == (1, 0)
         assert a["loss"] == b["loss"]  # the same fresh model on the same data, not the first cell's weights
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stopped_warm_sweep_leaves_nothing_running(tmp_path, sig):
+    """Stopped while its first cell trains and the second is parked, both with their agents
+    forked by the sweep's zygote: exit 130, and every process it started is gone."""
+    argv = [sys.executable, "-m", "ftrun.cli", "sweep", "--out", str(tmp_path), "--name", "w"]
+    argv += ["--axis", "seed=1,2", "--steps", "6", "--sync-every", "2", "--fragments", "1"]
+    argv += ["--fragment-sync-delay", "0", *SMALL, "--step-sleep-ms", "2000"]
+    argv += ["--warm-start", "--json"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_hup_default)
+    watch = TreeWatch(p.pid)
+    deadline = time.monotonic() + 120
+    while sum("ftrun.worker.zygote" in cmd for cmd in watch.seen.values()) < 1 + 4 + 4:  # it, 4 agents, 4 ranks
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+        time.sleep(0.1)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    watch.stop()
+    assert p.returncode == 130, err
+    assert survivors(watch, str(tmp_path / "w")) == []
+
+
+def _hup_default() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # (a suite under nohup passes SIGHUP ignored)

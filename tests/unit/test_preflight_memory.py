@@ -41,6 +41,19 @@ def test_forked_workers_share_their_agents_runtime(tmp_path, monkeypatch):
     assert preflight.group_bytes(one) - forked_one == preflight.PROCESS_BYTES
 
 
+def test_an_agent_forked_by_a_zygote_shares_its_runtime(tmp_path, monkeypatch):
+    from ftrun.launch.zygote import ENV_ZYGOTE
+
+    one = cfgmod.build(out=str(tmp_path), replicas=1)
+    _forks(monkeypatch, True)
+    monkeypatch.delenv(ENV_ZYGOTE, raising=False)
+    alone = preflight.group_bytes(one)
+    monkeypatch.setenv(ENV_ZYGOTE, "123:/tmp/ftrun-zygote-x/sock")  # sweep --warm-start's trainings
+    assert alone - preflight.group_bytes(one) == preflight.PROCESS_BYTES  # only the model and batch left
+    _forks(monkeypatch, False)  # no forking here: the variable changes nothing
+    assert preflight.group_bytes(one) == 2 * preflight.PROCESS_BYTES + alone - preflight.PROCESS_BYTES
+
+
 @pytest.mark.parametrize("forks", [False, True])
 def test_the_refusal_says_how_the_workers_start(tmp_path, monkeypatch, forks):
     _forks(monkeypatch, forks)
