@@ -252,6 +252,13 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
                 f"({x['median_wall_over_steps_and_check']:.3g}x)",
             )
         )
+        if "median_wall_over_cold_steps_and_check" in x:  # recorded since the zygote forks a warm cell's agents
+            rows.append(
+                (
+                    "warm: median cell wall over the cold cells' steps + check",
+                    f"{x['median_wall_over_cold_steps_and_check']:.3g}x",
+                )
+            )
         rows.append((f"{side}: the whole sweep of {r['cells']} cells", f"{x['sweep_wall_s']} s"))
     g, share = r["memory"]["per_group_mb"], r["sharing"]
     rows.append(
@@ -263,6 +270,27 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
             (
                 "CPU s to park the training's groups: agents + ranks",
                 f"{park['groups']} ({park['agent']} + {park['rank']})",
+            )
+        )
+    z = r.get("memory_zygote")
+    if z:  # a warm cell's training: its agents forked by the sweep's zygote
+        zg, zp, own = z["per_group_mb"], z["park_cpu_s"], z["zygote"]
+        rows.append(
+            (
+                "one replica group parked, its agent forked by the zygote: PSS / RSS / private MB",
+                f"{zg['pss']} / {zg['rss']} / {zg['private']}",
+            )
+        )
+        rows.append(
+            (
+                "CPU s to park the training's groups, agents forked by the zygote: agents + ranks",
+                f"{zp['groups']} ({zp['agent']} + {zp['rank']})",
+            )
+        )
+        rows.append(
+            (
+                "the zygote (once per warm sweep): PSS / private MB, CPU s of its imports",
+                f"{own['pss']} / {own['private']}, {own['cpu_s']:.2f}",
             )
         )
     rows.append(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A short sweep cell's cost, cold vs ``--warm-start``, and a replica group's memory.
 
-    python scripts/bench_warm_start.py               # 3 cells of 20 steps each side, then memory
+    python scripts/bench_warm_start.py               # 4 cells of 20 steps each side, then memory
     python scripts/bench_warm_start.py --cells 4 --steps 20
 
 Cell cost: ``ftrun sweep --axis seed=1..N --steps S`` (the default model, 2 groups) once cold and
@@ -15,13 +15,17 @@ Memory: one ``ftrun train`` (2 groups) parked at a start gate (``HostsConfig.sta
 rank asleep with its model built: PSS, RSS and private bytes of each process from
 ``/proc/PID/smaps_rollup``; a group = its torchrun agent + its rank(s) (a rank forked from its
 agent, ``ftrun.worker.agent``, is told from it by its parent); the CPU seconds every agent and
-rank used until parked (``park_cpu_s``). Sharing: a parent that
+rank used until parked (``park_cpu_s``); the same again with the training's agents forked by a
+zygote (``ftrun.launch.zygote``, as ``sweep --warm-start`` runs a cell: ``memory_zygote``, with the
+zygote's own memory and import CPU seconds, paid once per sweep). The warm cells' median wall is
+also given over the cold cells' steps + check (``median_wall_over_cold_steps_and_check``): a warm
+cell's steps run beside its successor's start-up. Sharing: a parent that
 imported what a rank imports (torch, torchft, ftrun's worker) forks two children; their private
 bytes vs a fresh process's, which is what each group would save if forked from one pre-imported
 parent.
 
 The last line is one JSON object (``cold``, ``warm``: per-cell rows and medians; ``memory``;
-``sharing``). Exit 1 when a sweep or the parked training failed.
+``memory_zygote``; ``sharing``). Exit 1 when a sweep or the parked training failed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ftrun.launch.zygote import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORTS = "import torch, torchft, torchft.local_sgd, ftrun.worker.main, ftrun.worker.setup, ftrun.worker.models"
@@ -168,25 +176,38 @@ def cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def memory(tmp: Path, replicas: int = 2) -> dict:
+def _forked_kinds(zygote: int) -> dict[int, str]:
+    """The processes a zygote forked (``ftrun.worker.zygote``): its children are agents, theirs
+    ranks (all with the zygote's command line)."""
+    return {p: "agent" if parent == zygote else "rank" for p, parent in _tree(zygote).items() if p != zygote}
+
+
+def memory(tmp: Path, replicas: int = 2, zygote: Server | None = None) -> dict:
     """One training parked at its gate: each process's memory, per kind and per group, and the
-    CPU seconds its groups took to park (every agent and rank, from its start to parked)."""
-    gate = tmp / "mem.gate"
-    cfg = tmp / "mem.toml"
-    cfg.write_text(f'steps = 20\nout = "{tmp}"\nrun_name = "mem"\nstart_gate = "{gate}"\nreplicas = {replicas}\n')
+    CPU seconds its groups took to park (every agent and rank, from its start to parked). With
+    ``zygote``: its agents forked by that zygote, as ``sweep --warm-start`` runs a cell."""
+    name = "mem-zygote" if zygote else "mem"
+    gate = tmp / f"{name}.gate"
+    cfg = tmp / f"{name}.toml"
+    cfg.write_text(f'steps = 20\nout = "{tmp}"\nrun_name = "{name}"\nstart_gate = "{gate}"\nreplicas = {replicas}\n')
     argv = [sys.executable, "-m", "ftrun", "train", "--config", str(cfg), "--json", "--no-check"]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, **({"FTRUN_ZYGOTE": zygote.address} if zygote else {}))
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+    def kinds_now() -> dict[int, str]:
+        return {**_kinds(proc.pid), **(_forked_kinds(zygote.proc.pid) if zygote else {})}
+
     try:
         deadline, quiet = time.monotonic() + 600, 0
         while quiet < 10:  # every rank asleep at its gate for a second
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the parked training did not park: exit {proc.poll()}")
-            ranks = [p for p, k in _kinds(proc.pid).items() if k == "rank"]
+            ranks = [p for p, k in kinds_now().items() if k == "rank"]
             quiet = quiet + 1 if len(ranks) == replicas and all(map(_asleep, ranks)) else 0
             time.sleep(0.1)
         kinds: dict[str, list[dict]] = {}
         cpu: dict[str, float] = {}
-        for p, kind in _kinds(proc.pid).items():
+        for p, kind in kinds_now().items():
             m = smaps(p)
             if m is not None:
                 kinds.setdefault(kind, []).append(m)
@@ -207,6 +228,27 @@ def memory(tmp: Path, replicas: int = 2) -> dict:
         "per_group_mb": group,
         "park_cpu_s": park,
     }
+
+
+def with_zygote(tmp: Path) -> dict:
+    """``memory`` of a training whose agents a zygote forks, and the zygote's own memory and the
+    CPU seconds of its imports (paid once per warm sweep, not per cell)."""
+    from ftrun.launch import zygote
+
+    server = zygote.start(subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not server.path.exists():  # listening once its imports are done
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the zygote did not start: exit {server.proc.poll()}")
+            time.sleep(0.05)
+        own, own_cpu = smaps(server.proc.pid), cpu_s(server.proc.pid)
+        mem = memory(tmp, zygote=server)
+    finally:
+        server.stop()
+    assert own is not None
+    mem["zygote"] = {"pss": round(own["pss"] / 1024, 1), "private": round(own["private"] / 1024, 1), "cpu_s": own_cpu}
+    return mem
 
 
 CHILD = f"""
@@ -263,7 +305,7 @@ def sharing() -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cells", type=int, default=3, help="cells per sweep (default 3)")
+    ap.add_argument("--cells", type=int, default=4, help="cells per sweep (default 4)")
     ap.add_argument("--steps", type=int, default=20, help="steps per cell (default 20)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -271,7 +313,11 @@ def main() -> int:
         cold = sweep(Path(tmp), "cold", args.cells, args.steps, warm=False)
         warm = sweep(Path(tmp), "warm", args.cells, args.steps, warm=True)
         mem = memory(Path(tmp))
+        mem_z = with_zygote(Path(tmp))
     share = sharing()
+    # the warm cells' steps run beside the next cell's start-up: their cost against the cold cells' steps too
+    cold_work = cold["median_steps_s"] + cold["median_check_s"]
+    warm["median_wall_over_cold_steps_and_check"] = round(warm["median_wall_s"] / cold_work, 2)
     print("| sweep | cell | wall s | steps s | check s | wall / (steps + check) |")
     print("|---|---|---|---|---|---|")
     for side, res in (("cold", cold), ("warm", warm)):
@@ -282,7 +328,15 @@ def main() -> int:
             )
     print(
         json.dumps(
-            {"cells": args.cells, "steps": args.steps, "cold": cold, "warm": warm, "memory": mem, "sharing": share}
+            {
+                "cells": args.cells,
+                "steps": args.steps,
+                "cold": cold,
+                "warm": warm,
+                "memory": mem,
+                "memory_zygote": mem_z,
+                "sharing": share,
+            }
         )
     )
     return 0

@@ -169,11 +169,13 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "warm-start",
         "A short sweep cell, cold vs --warm-start; memory per replica group",
-        "ftrun sweep of 3 cells of 20 steps (default model, 2 groups) cold and with --warm-start: each cell's wall "
-        "time against its steps and its check (medians over cells 2..3, the first starts cold either way); then one "
-        "training parked at its start gate: PSS, RSS and private memory per process and per group (agent + rank), "
-        "the CPU seconds its agents and ranks took to park; and what a child forked from a parent that imported a "
-        "rank's modules keeps private vs a fresh process.",
+        "ftrun sweep of 4 cells of 20 steps (default model, 2 groups) cold and with --warm-start (its agents forked "
+        "by the sweep's zygote): each cell's wall time against its steps and its check (medians over cells 2..4, the "
+        "first starts cold either way), the warm cells' also against the cold cells' steps and check (a warm cell's "
+        "steps run beside its successor's start-up); then one training parked at its start gate, alone and with its "
+        "agents forked by a zygote: PSS, RSS and private memory per process and per group (agent + rank), the CPU "
+        "seconds its agents and ranks took to park, the zygote's own memory and import CPU seconds; and what a child "
+        "forked from a parent that imported a rank's modules keeps private vs a fresh process.",
         ("scripts/bench_warm_start.py",),
         1500,
         " (each cell: its wall time, its steps, its check, and the ratio)",

@@ -262,3 +262,31 @@ def test_warm_start_shows_the_cpu_to_park_when_recorded(gen, tmp_path):
     park = {"agent": 4.5, "rank": 0.6, "groups": 5.1}
     page = _page(gen, tmp_path / "b", _record("warm-start", {**result, "memory": {**memory, "park_cpu_s": park}}))
     assert "| CPU s to park the training's groups: agents + ranks | 5.1 (4.5 + 0.6) |" in page
+
+
+def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
+    cell = {"cell": "seed-2", "verdict": "pass", "wall_s": 2.0, "steps_s": 0.9, "check_s": 0.1}
+    cell["wall_over_steps_and_check"] = 2.0
+    side = {"sweep_wall_s": 9.0, "cells": [cell], "median_wall_s": 2.0, "median_steps_s": 0.9}
+    side |= {"median_check_s": 0.1, "median_wall_over_steps_and_check": 2.0}
+    memory = {"per_group_mb": {"pss": 300.0, "rss": 500.0, "private": 200.0}}
+    sharing = {"fresh_import_private_mb": 190.0, "forked_child_private_mb": 1.2}
+    result = {"cells": 4, "steps": 20, "cold": side, "sharing": sharing, "memory": memory}
+    before = _page(gen, tmp_path / "a", _record("warm-start", {**result, "warm": side}))
+    assert "| the zygote" not in before and "| warm: median cell wall over" not in before  # recorded before it
+    zygote = {
+        "per_group_mb": {"pss": 210.0, "rss": 480.0, "private": 135.0},
+        "park_cpu_s": {"agent": 0.3, "rank": 0.1, "groups": 0.4},
+        "zygote": {"pss": 240.0, "private": 200.0, "cpu_s": 2.6},
+    }
+    warm = {**side, "median_wall_over_cold_steps_and_check": 2.5}
+    page = _page(gen, tmp_path / "b", _record("warm-start", {**result, "warm": warm, "memory_zygote": zygote}))
+    assert "| warm: median cell wall over the cold cells' steps + check | 2.5x |" in page
+    assert (
+        "| one replica group parked, its agent forked by the zygote: PSS / RSS / private MB | 210.0 / 480.0 / 135.0 |"
+        in page
+    )
+    assert (
+        "| CPU s to park the training's groups, agents forked by the zygote: agents + ranks | 0.4 (0.3 + 0.1) |" in page
+    )
+    assert "| the zygote (once per warm sweep): PSS / private MB, CPU s of its imports | 240.0 / 200.0, 2.60 |" in page
