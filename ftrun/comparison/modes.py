@@ -18,6 +18,7 @@ from ftrun.comparison.specs import RunDirs, config_for, run_name_of, split_spec
 from ftrun.config import RunConfig
 from ftrun.errors import BadInput
 from ftrun.launch.placement import threads_per_rank
+from ftrun.launch.zygote import shared_imports
 from ftrun.link_spec import Link
 from ftrun.output import claim_output_dir, removed_if_empty_on_error
 from ftrun.schedule import label as schedule_label
@@ -94,7 +95,9 @@ def train_mode(
         )
     per_cfg: RunDirs = [[], []]
     plan = repeat_plan(names, repeat)
-    with removed_if_empty_on_error(cmp_dir):  # a failed first run leaves no empty compare dir
+    # every training's agents forked by one zygote, which imports torch and torchft once (started
+    # at the first group: after the calibration, whose measured step must not share the CPUs with it)
+    with removed_if_empty_on_error(cmp_dir), shared_imports():  # a failed first run leaves no empty compare dir
         claim_output_dir(cmp_dir, "compare", COMPARE_FILES, overwrite)
         i, again = 0, False
         while i < len(plan):

@@ -1,7 +1,8 @@
 """Replica groups' agents forked from a pre-imported zygote (``ftrun.worker.zygote``). Torch-free.
 
 ``sweep --warm-start`` starts one zygote for the sweep (``start``) and hands its address to every
-cell's ``ftrun train`` in ``ENV_ZYGOTE``; there, ``ftrun.launch.groups.Group.start`` asks it to
+cell's ``ftrun train`` in ``ENV_ZYGOTE``; a trained ``compare`` holds one for its trainings, which
+run in its own process (``shared_imports``). There, ``ftrun.launch.groups.Group.start`` asks it to
 fork each group's agent (``fork_agent``) instead of starting a fresh interpreter that imports
 torch again. Each cell is still its own run: an agent forked for it has its own session and
 process group, the cell's environment and log, and carries nothing from another cell's (the
@@ -26,6 +27,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -80,15 +83,45 @@ def start(log: IO[bytes] | int) -> Server:
     (``die_with_this_process``): start it from a thread that lives as long as it is needed."""
     folder = Path(tempfile.mkdtemp(prefix="ftrun-zygote-"))
     path = folder / "sock"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ftrun.worker.zygote", str(path)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=die_with_this_process(signal.SIGTERM),
-    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ftrun.worker.zygote", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_this_process(signal.SIGTERM),
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return Server(proc, path, folder)
+
+
+_lazy: list[Server | None] = []  # within ``shared_imports``: its zygote, once its first group started
+
+
+@contextmanager
+def shared_imports() -> Iterator[None]:
+    """Within: the agents of this process's trainings (``ftrun compare``'s, one after another, in
+    this process) forked by one zygote, started when the first group starts (``fork_agent``; its
+    ``ENV_ZYGOTE`` set from then on) and stopped at the end, whatever ends it. Nothing where
+    agents are not forked, or a zygote is set already."""
+    if not usable() or os.environ.get(ENV_ZYGOTE):
+        yield
+        return
+    _lazy.append(None)
+    try:
+        yield
+    finally:
+        server = _lazy.pop()
+        if server is not None:
+            os.environ.pop(ENV_ZYGOTE, None)
+            while _client:  # closed first: the zygote kills what it still runs for us, then ends
+                c = _client.pop()
+                if c is not None:
+                    c.close()
+            server.stop()
 
 
 def parse_address(value: str) -> tuple[int, Path] | None:
@@ -234,8 +267,13 @@ _client: list[Client | None] = []  # this process's connection, made at its firs
 def fork_agent(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None) -> ForkedAgent | None:
     """The group's agent forked by this process's zygote (``ENV_ZYGOTE``), when there is one and
     ``argv`` runs ftrun's agent; None: start it as usual (``ftrun.launch.procs.spawn``)."""
+    if agent_args(argv) is None:
+        return None
+    if _lazy and _lazy[-1] is None and not os.environ.get(ENV_ZYGOTE):  # shared_imports': its first group
+        _lazy[-1] = server = start(subprocess.DEVNULL)
+        os.environ[ENV_ZYGOTE] = server.address
     value = os.environ.get(ENV_ZYGOTE)
-    if not value or agent_args(argv) is None:
+    if not value:
         return None
     if not _client:
         _client.append(connect(value))

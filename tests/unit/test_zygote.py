@@ -166,3 +166,39 @@ def test_the_sweep_hands_its_zygote_to_each_training_and_stops_it(tmp_path, monk
     runner.stop()
     runner.close()
     assert Server.stopped == 1 and runner.zygote is None
+
+
+def test_compare_shares_one_zygote_among_its_trainings_and_stops_it(tmp_path, monkeypatch):
+    import os
+
+    class Server:
+        address = "88:/tmp/ftrun-zygote-y/sock"
+        started = stopped = 0
+
+        def __init__(self) -> None:
+            Server.started += 1
+
+        def stop(self) -> None:
+            Server.stopped += 1
+
+    ours, zyg = socket.socketpair()
+    monkeypatch.setattr(client, "usable", lambda: True)
+    monkeypatch.setattr(client, "start", lambda _log: Server())
+    monkeypatch.setattr(client, "connect", lambda value: client.Client(ours) if value == Server.address else None)
+    monkeypatch.delenv(client.ENV_ZYGOTE, raising=False)
+    with client.shared_imports():  # trainings that start no group (a failed config): no zygote
+        pass
+    assert Server.started == 0
+    with pytest.raises(KeyboardInterrupt), client.shared_imports():
+        _send(zyg, server.Reply(5))
+        assert client.fork_agent(AGENT, {}, tmp_path / "r.log", None).pid == 5  # started at the first group
+        assert os.environ[client.ENV_ZYGOTE] == Server.address
+        _send(zyg, server.Reply(6))
+        assert client.fork_agent(AGENT, {}, tmp_path / "r.log", None).pid == 6  # the same one, connected once
+        raise KeyboardInterrupt  # Ctrl-C in a training: stopped all the same
+    assert (Server.started, Server.stopped) == (1, 1) and client.ENV_ZYGOTE not in os.environ
+    assert client._client == [] and client._lazy == []
+    assert zyg.recv(1 << 16).count(b"\n") == 2 and zyg.recv(1) == b""  # two requests, then closed
+    monkeypatch.setenv(client.ENV_ZYGOTE, "1:/tmp/sock")  # a sweep's already: not replaced
+    with client.shared_imports():
+        assert client._lazy == []
