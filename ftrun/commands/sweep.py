@@ -159,8 +159,8 @@ def _sweep(
             "--warm-start: each cell's successor started (imports, model) while it trained, so its timing "
             f"figures (steps/s, exposed communication) are distorted where {os.cpu_count()} CPUs are not to spare"
         )
-    # warm: the groups' agents forked from one pre-imported zygote for the sweep
-    runner = Runner(sweep_dir, todo if warm_start else None, share_imports=warm_start)
+    # every cell's groups' agents forked from one zygote, which imports torch and torchft once
+    runner = Runner(sweep_dir, todo if warm_start else None, share_imports=bool(todo))
     try:
         run_all(runner, todo, results, parallel, json_out, view.cell_line)
         runner.close()

@@ -78,7 +78,7 @@ def fresh_workers(cfg: RunConfig) -> int:
 
 def fresh_agents() -> int:
     """1 when a group's agent starts as a fresh interpreter; 0 when a zygote forks it
-    (``ftrun.launch.zygote``: ``sweep --warm-start``'s trainings), sharing the runtime the
+    (``ftrun.launch.zygote``: a sweep's or compare's trainings), sharing the runtime the
     zygote holds already."""
     from ftrun.launch.zygote import ENV_ZYGOTE
     from ftrun.worker.agent import fork_safe  # torch-free: reads the installed files

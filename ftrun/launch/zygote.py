@@ -1,6 +1,6 @@
 """Replica groups' agents forked from a pre-imported zygote (``ftrun.worker.zygote``). Torch-free.
 
-``sweep --warm-start`` starts one zygote for the sweep (``start``) and hands its address to every
+``ftrun sweep`` starts one zygote for the sweep (``start``) and hands its address to every
 cell's ``ftrun train`` in ``ENV_ZYGOTE``; a trained ``compare`` holds one for its trainings, which
 run in its own process (``shared_imports``). There, ``ftrun.launch.groups.Group.start`` asks it to
 fork each group's agent (``fork_agent``) instead of starting a fresh interpreter that imports

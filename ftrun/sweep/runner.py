@@ -57,11 +57,11 @@ class Runner:
     Warm (``warm_order``: the cells in the order they run, one at a time): when a cell starts, the
     next one's ``ftrun train`` starts too with a start gate (``HostsConfig.start_gate``,
     ``cells/CELL.gate``): its lighthouse and groups start, build the model and park before their
-    torchft Manager (``ftrun.worker.park``); the gate file opens when its turn comes. With
-    ``share_imports`` the groups' agents are forked by one zygote for the sweep (``ftrun.launch.zygote``,
-    started here, stopped by ``close``/``stop``), which imported torch and torchft once. Each cell is
-    still its own run: its own ``ftrun train``, lighthouse, torchrun agents (each in its own
-    session), ranks, process groups and run dir; only the start-up overlaps."""
+    torchft Manager (``ftrun.worker.park``); the gate file opens when its turn comes; only the
+    start-up overlaps. With ``share_imports`` (warm or not) the groups' agents are forked by one
+    zygote for the sweep (``ftrun.launch.zygote``, started here, stopped by ``close``/``stop``),
+    which imported torch and torchft once. Each cell is still its own run: its own ``ftrun
+    train``, lighthouse, torchrun agents (each in its own session), ranks, process groups and run dir."""
 
     def __init__(self, sweep_dir: Path, warm_order: list[grid.Cell] | None = None, share_imports: bool = False) -> None:
         self.sweep_dir = sweep_dir
@@ -70,7 +70,7 @@ class Runner:
         self.lock = threading.Lock()
         self.stopping = False
         self.warm_order = warm_order
-        self.zygote = _start_zygote(sweep_dir) if share_imports and warm_order is not None else None
+        self.zygote = _start_zygote(sweep_dir) if share_imports else None
 
     def gate(self, name: str) -> Path:
         return self.sweep_dir / CELLS / f"{name}.gate"

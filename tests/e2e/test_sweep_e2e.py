@@ -51,14 +51,15 @@ def _cmd(out: Path, *extra: str, grid: list[str] = GRID, name: str = "s") -> lis
 def test_sweep_interrupted_then_resumed(tmp_path):
     sweep_dir = tmp_path / "s"
     gloo, baby = sweep_dir / "fail-commit-none_tau1", sweep_dir / "fail-commit-1-3_tau1"
-    p = subprocess.Popen(_cmd(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    slow = ("--step-sleep-ms", "250")  # the second cell's 8 steps take 2 s: stopped while it trains
+    p = subprocess.Popen(_cmd(tmp_path, *slow), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watch = TreeWatch(p.pid)
     deadline = time.monotonic() + 180
-    while not ((gloo / "sweep-cell.json").exists() and (baby / "events").is_dir()) and p.poll() is None:
-        assert time.monotonic() < deadline, "the sweep did not reach its second cell"
-        time.sleep(0.2)
-    time.sleep(2)  # the second cell's training is running
-    p.send_signal(signal.SIGINT)
+    steps = baby / "events" / "replica0_rank0.jsonl"
+    while not ((gloo / "sweep-cell.json").exists() and steps.exists() and steps.read_text()) and p.poll() is None:
+        assert time.monotonic() < deadline, "the sweep did not reach its second cell's steps"
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)  # the second cell's training is running
     out, err = p.communicate(timeout=120)
     watch.stop()
     assert p.returncode == 130, err
@@ -74,7 +75,9 @@ def test_sweep_interrupted_then_resumed(tmp_path):
     kept = (gloo / "sweep-cell.json").stat().st_mtime_ns
 
     junit = tmp_path / "sweep.xml"
-    r = subprocess.run(_cmd(tmp_path, "--resume", "--junit", str(junit)), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        _cmd(tmp_path, *slow, "--resume", "--junit", str(junit)), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     cells = {c["name"]: c for c in result["cells"]}
@@ -144,7 +147,8 @@ def test_sweep_killed_mid_cell_takes_its_training_along_and_resume_reruns_it(tmp
     for pid in (int(x.split()[0]) for x in left):  # don't leak into the next test
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    assert any("ftrun.worker.main" in c for c in watch.seen.values()), watch.seen
+    # its ranks ran: forked (with its agents) from the sweep's zygote, they bear its command line
+    assert sum("ftrun.worker.zygote" in c for c in watch.seen.values()) >= 1 + 2 + 2, watch.seen
     assert left == [], f"orphans of the SIGKILLed sweep after 10 s: {left}"
     gone_s = time.monotonic() - t_kill
     assert not (cell / "manifest.json").exists() and not (cell / "sweep-cell.json").exists()  # stopped, not finished

@@ -48,7 +48,7 @@ def test_an_agent_forked_by_a_zygote_shares_its_runtime(tmp_path, monkeypatch):
     _forks(monkeypatch, True)
     monkeypatch.delenv(ENV_ZYGOTE, raising=False)
     alone = preflight.group_bytes(one)
-    monkeypatch.setenv(ENV_ZYGOTE, "123:/tmp/ftrun-zygote-x/sock")  # sweep --warm-start's trainings
+    monkeypatch.setenv(ENV_ZYGOTE, "123:/tmp/ftrun-zygote-x/sock")  # a sweep's trainings
     assert alone - preflight.group_bytes(one) == preflight.PROCESS_BYTES  # only the model and batch left
     _forks(monkeypatch, False)  # no forking here: the variable changes nothing
     assert preflight.group_bytes(one) == 2 * preflight.PROCESS_BYTES + alone - preflight.PROCESS_BYTES

@@ -159,7 +159,7 @@ def test_the_sweep_hands_its_zygote_to_each_training_and_stops_it(tmp_path, monk
     for c in cells:
         c.config = build(seed=c.params["seed"], steps=8, profile="none", out=str(tmp_path), run_name=c.name)
     (tmp_path / sw.CELLS).mkdir()
-    assert sw.Runner(tmp_path, None, share_imports=True).zygote is None  # cold sweeps: none
+    assert sw.Runner(tmp_path, None).zygote is None  # (a sweep with no cell to run)
     runner = sw.Runner(tmp_path, cells, share_imports=True)
     runner.train(cells[0])
     assert [e[client.ENV_ZYGOTE] for e in envs] == [Server.address] * 2  # the cell and its parked successor
