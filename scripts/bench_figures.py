@@ -289,7 +289,7 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
         )
         rows.append(
             (
-                "the zygote (once per warm sweep): PSS / private MB, CPU s of its imports",
+                "the zygote (once per sweep): PSS / private MB, CPU s of its imports",
                 f"{own['pss']} / {own['private']}, {own['cpu_s']:.2f}",
             )
         )

@@ -5,7 +5,8 @@
     python scripts/bench_warm_start.py --cells 4 --steps 20
 
 Cell cost: ``ftrun sweep --axis seed=1..N --steps S`` (the default model, 2 groups) once cold and
-once with ``--warm-start``, into a temp dir (removed after). Per cell: its ``wall_s`` (sweep-cell.json:
+once with ``--warm-start`` (either way every cell's agents forked by the sweep's zygote,
+``ftrun.launch.zygote``), into a temp dir (removed after). Per cell: its ``wall_s`` (sweep-cell.json:
 from its training's start, or its gate's opening when warm, to its result), its steps (the event
 logs: the first step's start to the last step's end over both groups) and its check (the sweep's
 evaluation, ``ftrun.sweep.evaluate.evaluate``, run again on the run dir and timed). The first cell

@@ -169,8 +169,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "warm-start",
         "A short sweep cell, cold vs --warm-start; memory per replica group",
-        "ftrun sweep of 4 cells of 20 steps (default model, 2 groups) cold and with --warm-start (its agents forked "
-        "by the sweep's zygote): each cell's wall time against its steps and its check (medians over cells 2..4, the "
+        "ftrun sweep of 4 cells of 20 steps (default model, 2 groups) cold and with --warm-start (either way every "
+        "cell's agents forked by the sweep's zygote): each cell's wall time against its steps and its check (medians "
+        "over cells 2..4, the "
         "first starts cold either way), the warm cells' also against the cold cells' steps and check (a warm cell's "
         "steps run beside its successor's start-up); then one training parked at its start gate, alone and with its "
         "agents forked by a zygote: PSS, RSS and private memory per process and per group (agent + rank), the CPU "

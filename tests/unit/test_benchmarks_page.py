@@ -289,4 +289,4 @@ def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
     assert (
         "| CPU s to park the training's groups, agents forked by the zygote: agents + ranks | 0.4 (0.3 + 0.1) |" in page
     )
-    assert "| the zygote (once per warm sweep): PSS / private MB, CPU s of its imports | 240.0 / 200.0, 2.60 |" in page
+    assert "| the zygote (once per sweep): PSS / private MB, CPU s of its imports | 240.0 / 200.0, 2.60 |" in page
