@@ -39,8 +39,8 @@ def test_a_spare_takes_over_a_killed_group(tmp_path):
         assert x["phases"][k] is not None, (k, x["reasons"])
     assert set(x["phases"]) == set(PHASES)
     # the relaunch is the spare's pickup and its Manager: a spare ready before the fault paid the
-    # launcher, the imports and the model before it, so its relaunch is shorter than its own start
+    # launcher, the imports and the model before it, so none of that lies in the relaunch span
+    # (a rank forked from its pre-imported agent builds in milliseconds: no duration to compare)
     assert x["relaunch_detail"]["launcher_to_rank_s"] >= 0
-    relaunch_s = x["spans"]["relaunch"][1] - x["spans"]["relaunch"][0]
     if ready["t"] < restart["t"]:
-        assert relaunch_s < ready["t"] - ready["t_start"], (relaunch_s, ready)
+        assert x["fault_at"] + x["spans"]["relaunch"][0] >= ready["t"], (x["fault_at"], x["spans"], ready)
