@@ -287,9 +287,16 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{zp['groups']} ({zp['agent']} + {zp['rank']})",
             )
         )
+        if "total_pss_mb" in z:  # every process of the parked training, the zygote's share included
+            rows.append(
+                (
+                    "a parked 2-group training, PSS of all its processes MB: alone / its agents forked by the zygote",
+                    f"{r['memory']['total_pss_mb']} / {z['total_pss_mb']}",
+                )
+            )
         rows.append(
             (
-                "the zygote (once per sweep): PSS / private MB, CPU s of its imports",
+                "the zygote (once per sweep), before it forks: PSS / private MB, CPU s of its imports",
                 f"{own['pss']} / {own['private']}, {own['cpu_s']:.2f}",
             )
         )

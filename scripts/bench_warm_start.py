@@ -196,7 +196,9 @@ def memory(tmp: Path, replicas: int = 2, zygote: Server | None = None) -> dict:
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
     def kinds_now() -> dict[int, str]:
-        return {**_kinds(proc.pid), **(_forked_kinds(zygote.proc.pid) if zygote else {})}
+        if zygote is None:
+            return _kinds(proc.pid)
+        return {**_kinds(proc.pid), **_forked_kinds(zygote.proc.pid), zygote.proc.pid: "zygote"}
 
     try:
         deadline, quiet = time.monotonic() + 600, 0
@@ -228,12 +230,15 @@ def memory(tmp: Path, replicas: int = 2, zygote: Server | None = None) -> dict:
         "counts": {k: len(v) for k, v in kinds.items()},
         "per_group_mb": group,
         "park_cpu_s": park,
+        # every process's PSS summed (the zygote's, shared with the groups, included): the training's memory
+        "total_pss_mb": round(sum(x["pss"] for v in kinds.values() for x in v) / 1024, 1),
     }
 
 
 def with_zygote(tmp: Path) -> dict:
-    """``memory`` of a training whose agents a zygote forks, and the zygote's own memory and the
-    CPU seconds of its imports (paid once per warm sweep, not per cell)."""
+    """``memory`` of a training whose agents a zygote forks (the zygote's share of the pages
+    counted, as ``per_process_mb``'s ``zygote``), and the zygote's own memory before it forks and
+    the CPU seconds of its imports (paid once per sweep, not per cell)."""
     from ftrun.launch import zygote
 
     server = zygote.start(subprocess.DEVNULL)

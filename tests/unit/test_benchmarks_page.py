@@ -289,4 +289,13 @@ def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
     assert (
         "| CPU s to park the training's groups, agents forked by the zygote: agents + ranks | 0.4 (0.3 + 0.1) |" in page
     )
-    assert "| the zygote (once per sweep): PSS / private MB, CPU s of its imports | 240.0 / 200.0, 2.60 |" in page
+    assert (
+        "| the zygote (once per sweep), before it forks: PSS / private MB, CPU s of its imports | 240.0 / 200.0, 2.60 |"
+        in page
+    )
+    assert "PSS of all its processes" not in page  # (recorded since)
+    zygote["total_pss_mb"] = 540.0
+    memory["total_pss_mb"] = 600.0
+    page = _page(gen, tmp_path / "c", _record("warm-start", {**result, "warm": warm, "memory_zygote": zygote}))
+    row = "| a parked 2-group training, PSS of all its processes MB: alone / its agents forked by the zygote |"
+    assert f"{row} 600.0 / 540.0 |" in page
