@@ -17,13 +17,15 @@ Contract, per connection (one ``ftrun train``): a request is answered by ``Reply
 every agent. Its requester gone (the connection closed: ``ftrun train`` ended or was killed),
 its agents still running get SIGKILL, process group and all (their forked ranks share it).
 The zygote ended (SIGTERM, SIGINT, SIGHUP: SIGTERM to every agent's process group, SIGKILL
-after ``STOP_GRACE_S``) or killed: each agent gets SIGTERM as its parent-death signal, as a
-group launched by ``ftrun.launch.procs.spawn`` does when ``ftrun train`` dies.
+after ``STOP_GRACE_S``; it then removes ``PATH`` and, once empty, its folder) or killed: each
+agent gets SIGTERM as its parent-death signal, as a group launched by
+``ftrun.launch.procs.spawn`` does when ``ftrun train`` dies.
 Torch-free at import (the server imports torch when it runs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -242,8 +244,11 @@ def main(path: str) -> None:
         signal.signal(sig, stop)
     try:
         z.serve()
-    finally:
+    finally:  # its socket and the private folder that holds it (``ftrun.launch.zygote.start``'s),
+        # even when its starter cannot remove them (a SIGKILLed sweep: this ends by its parent-death signal)
         Path(path).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            Path(path).parent.rmdir()  # (only once empty)
 
 
 if __name__ == "__main__":

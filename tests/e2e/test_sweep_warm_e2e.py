@@ -80,7 +80,9 @@ def test_a_stopped_warm_sweep_leaves_nothing_running(tmp_path, sig):
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_hup_default)
     watch = TreeWatch(p.pid)
     deadline = time.monotonic() + 120
-    while sum("ftrun.worker.zygote" in cmd for cmd in watch.seen.values()) < 1 + 4 + 4:  # it, 4 agents, 4 ranks
+    # 4 agents and 4 ranks, forked (with the zygote's command line; the zygote itself may have been
+    # seen before its exec, with the sweep's)
+    while sum("ftrun.worker.zygote" in cmd for cmd in watch.seen.values()) < 4 + 4:
         assert p.poll() is None and time.monotonic() < deadline, p.communicate()
         time.sleep(0.1)
     p.send_signal(sig)
