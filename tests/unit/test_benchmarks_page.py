@@ -249,13 +249,19 @@ def test_chaos_shows_the_acceptance_cases_length_and_its_timeline(gen, tmp_path)
     assert "| chaos part, s (required ≥ 300: not met) | 312.5 |" in short
 
 
-def test_warm_start_shows_the_cpu_to_park_when_recorded(gen, tmp_path):
+def _warm_parts() -> tuple[dict, dict, dict]:
+    """A warm-start record's sweep side (one cell), memory and sharing figures."""
     cell = {"cell": "seed-2", "verdict": "pass", "wall_s": 2.0, "steps_s": 0.9, "check_s": 0.1}
     cell["wall_over_steps_and_check"] = 2.0
     side = {"sweep_wall_s": 9.0, "cells": [cell], "median_wall_s": 2.0, "median_steps_s": 0.9}
     side |= {"median_check_s": 0.1, "median_wall_over_steps_and_check": 2.0}
     memory = {"per_group_mb": {"pss": 300.0, "rss": 500.0, "private": 200.0}}
     sharing = {"fresh_import_private_mb": 190.0, "forked_child_private_mb": 1.2}
+    return side, memory, sharing
+
+
+def test_warm_start_shows_the_cpu_to_park_when_recorded(gen, tmp_path):
+    side, memory, sharing = _warm_parts()
     result = {"cells": 3, "steps": 20, "cold": side, "warm": side, "sharing": sharing}
     before = _page(gen, tmp_path / "a", _record("warm-start", {**result, "memory": memory}))
     assert "CPU s to park" not in before  # a record from before it was measured
@@ -265,12 +271,7 @@ def test_warm_start_shows_the_cpu_to_park_when_recorded(gen, tmp_path):
 
 
 def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
-    cell = {"cell": "seed-2", "verdict": "pass", "wall_s": 2.0, "steps_s": 0.9, "check_s": 0.1}
-    cell["wall_over_steps_and_check"] = 2.0
-    side = {"sweep_wall_s": 9.0, "cells": [cell], "median_wall_s": 2.0, "median_steps_s": 0.9}
-    side |= {"median_check_s": 0.1, "median_wall_over_steps_and_check": 2.0}
-    memory = {"per_group_mb": {"pss": 300.0, "rss": 500.0, "private": 200.0}}
-    sharing = {"fresh_import_private_mb": 190.0, "forked_child_private_mb": 1.2}
+    side, memory, sharing = _warm_parts()
     result = {"cells": 4, "steps": 20, "cold": side, "sharing": sharing, "memory": memory}
     before = _page(gen, tmp_path / "a", _record("warm-start", {**result, "warm": side}))
     assert "| the zygote" not in before and "| warm: median cell wall over" not in before  # recorded before it
