@@ -58,7 +58,9 @@ def optimizers(model: Any, frags: list[Any], inner_lr: float = 1e-3, outer_lr: f
     """AdamW over the model (inner) and one Nesterov SGD per fragment (outer), as torchft's example."""
     import torch
 
-    inner = torch.optim.AdamW(model.parameters(), lr=inner_lr)
+    # fused, as ftrun's worker builds it (``ftrun.worker.setup.make_inner``): both sides of
+    # ``scripts/bench_overhead.py`` take the same inner step
+    inner = torch.optim.AdamW(model.parameters(), lr=inner_lr, fused=True)
     outer = [torch.optim.SGD(f.parameters(), lr=outer_lr, momentum=momentum, nesterov=True) for f in frags]
     return inner, outer
 

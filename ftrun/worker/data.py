@@ -24,6 +24,7 @@ class Batches:
             # each token has 4 likely successors: learnable, not trivial
             self.successors = torch.randint(0, vocab, (vocab, 4), generator=table_gen)
             self.vocab = vocab
+            self._successors = self.successors.tolist()  # the walk's lookups, in Python (``next``)
             self.text = None
         else:
             raw = read_file(Path(source), DATA_LIMIT, "--data file")  # (checked before launch: config)
@@ -33,12 +34,23 @@ class Batches:
         """(inputs, targets), both ``[batch, seq_len]`` int64."""
         b, t = self.batch_size, self.seq_len
         if self.text is None:
-            seq = torch.empty(b, t + 1, dtype=torch.long)
-            seq[:, 0] = torch.randint(0, self.vocab, (b,), generator=self.gen)
-            choice = torch.randint(0, 4, (b, t), generator=self.gen)
-            for j in range(t):
-                seq[:, j + 1] = self.successors[seq[:, j], choice[:, j]]
+            first = torch.randint(0, self.vocab, (b,), generator=self.gen).tolist()
+            choice = torch.randint(0, 4, (b, t), generator=self.gen).tolist()
+            seq = torch.tensor(
+                [self._walk(start, row) for start, row in zip(first, choice, strict=True)], dtype=torch.long
+            )
         else:
             starts = torch.randint(0, len(self.text) - t - 1, (b,), generator=self.gen)
             seq = torch.stack([self.text[s : s + t + 1] for s in starts.tolist()])
         return seq[:, :-1], seq[:, 1:]
+
+    def _walk(self, start: int, choice: list[int]) -> list[int]:
+        """One sequence of the synthetic source: ``start``, then each token's ``choice[j]``-th
+        successor. A walk is sequential, so it is taken in Python on the table's lists: as torch
+        indexing each position was a dozen profiler events, a third of a profiled step's and of
+        the trace a short run waits on at its end; the tokens are the same."""
+        succ = self._successors
+        seq = [start]
+        for c in choice:
+            seq.append(succ[seq[-1]][c])
+        return seq

@@ -104,9 +104,18 @@ def make_data(cfg: RunConfig, stream: int) -> Batches:
     return Batches(cfg.data.data, cfg.model.vocab, cfg.data.seq_len, cfg.data.batch_size, cfg.data.seed, stream)
 
 
+FUSED_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)  # torch's fused AdamW's
+
+
 def make_inner(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
-    """The inner optimizer: AdamW."""
-    return torch.optim.AdamW(model.parameters(), lr=cfg.optimizer.inner_lr)
+    """The inner optimizer: AdamW, torch's fused implementation where every parameter allows it
+    (on CPU or CUDA, in a dtype it takes), else its default. The same update; fused, a step is one
+    op instead of ~20 per parameter: less time per step, and a profiled step records a third
+    fewer events, which its profiler's stop and the trace's export take time in proportion to
+    (a short run waits on them at its end)."""
+    params = list(model.parameters())
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype in FUSED_DTYPES for p in params)
+    return torch.optim.AdamW(params, lr=cfg.optimizer.inner_lr, fused=fused or None)
 
 
 def train_step(
