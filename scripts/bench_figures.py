@@ -260,6 +260,10 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
                 )
             )
         rows.append((f"{side}: the whole sweep of {r['cells']} cells", f"{x['sweep_wall_s']} s"))
+        if "sweep_cpu_s" in x:  # recorded since the bench reads its sweeps' CPU
+            rows.append((f"{side}: CPU s of the whole sweep, all its processes", f"{x['sweep_cpu_s']:.2f}"))
+    if "bytecode_cache" in r:
+        rows.append(("Python bytecode cache of the sweeps' processes", r["bytecode_cache"]))
     g, share = r["memory"]["per_group_mb"], r["sharing"]
     rows.append(
         ("one replica group parked (agent + rank): PSS / RSS / private MB", f"{g['pss']} / {g['rss']} / {g['private']}")

@@ -11,6 +11,9 @@ from its training's start, or its gate's opening when warm, to its result), its 
 logs: the first step's start to the last step's end over both groups) and its check (the sweep's
 evaluation, ``ftrun.sweep.evaluate.evaluate``, run again on the run dir and timed). The first cell
 of each sweep is left out of the medians (a warm sweep's first cell starts cold by construction).
+Per sweep also its CPU seconds, every process of it (``sweep_cpu_s``: this process's reaped
+descendants, read around the sweep), steadier than its wall time. The sweeps run with Python's
+bytecode cache on (``PYTHONDONTWRITEBYTECODE`` unset), as an installed ftrun has it.
 
 Memory: one ``ftrun train`` (2 groups) parked at a start gate (``HostsConfig.start_gate``), every
 rank asleep with its model built: PSS, RSS and private bytes of each process from
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -91,19 +95,31 @@ def _cell_rows(sweep_dir: Path, result: dict) -> list[dict]:
     return rows
 
 
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's reaped descendants (a sweep's whole tree once
+    it returned: each process is reaped by its parent, the zygote's agents by the zygote)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def sweep(tmp: Path, name: str, cells: int, steps: int, warm: bool) -> dict:
     argv = [sys.executable, "-m", "ftrun", "sweep", "--out", str(tmp), "--name", name, "--json"]
     argv += ["--axis", "seed=" + ",".join(str(i) for i in range(1, cells + 1)), "--steps", str(steps)]
     argv += ["--warm-start"] if warm else []
-    t0 = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    total = time.monotonic() - t0
+    # Python's bytecode cache on (its default: ``__pycache__`` beside the sources), as an installed
+    # ftrun has it: with PYTHONDONTWRITEBYTECODE=1 and an editable install every cell's ``ftrun
+    # train`` compiles ftrun's modules anew; the first cell, left out of the medians, may write it
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    t0, cpu0 = time.monotonic(), children_cpu_s()
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800, env=env)
+    total, cpu = time.monotonic() - t0, children_cpu_s() - cpu0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv[2:])}: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
     rows = _cell_rows(tmp / name, json.loads(proc.stdout))
     later = rows[1:] or rows
     return {
         "sweep_wall_s": round(total, 1),
+        "sweep_cpu_s": round(cpu, 2),  # every process of the sweep, the zygote's imports and cell 1 included
         "cells": rows,
         "median_wall_s": statistics.median(r["wall_s"] for r in later),
         "median_steps_s": statistics.median(r["steps_s"] for r in later),
@@ -342,6 +358,7 @@ def main() -> int:
                 "memory": mem,
                 "memory_zygote": mem_z,
                 "sharing": share,
+                "bytecode_cache": "on (Python's default, __pycache__ beside the sources)",
             }
         )
     )

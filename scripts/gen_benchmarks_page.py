@@ -173,8 +173,9 @@ BENCHES: tuple[Bench, ...] = (
         "cell's agents forked by the sweep's zygote): each cell's wall time against its steps and its check (medians "
         "over cells 2..4, the "
         "first starts cold either way), the warm cells' also against the cold cells' steps and check (a warm cell's "
-        "steps run beside its successor's start-up); then one training parked at its start gate, alone and with its "
-        "agents forked by a zygote: PSS, RSS and private memory per process and per group (agent + rank), the CPU "
+        "steps run beside its successor's start-up), and each sweep's CPU seconds over all its processes (Python's "
+        "bytecode cache on, as an installed ftrun has it); then one training parked at its start gate, alone and with "
+        "its agents forked by a zygote: PSS, RSS and private memory per process and per group (agent + rank), the CPU "
         "seconds its agents and ranks took to park, the zygote's own memory and import CPU seconds; and what a child "
         "forked from a parent that imported a rank's modules keeps private vs a fresh process.",
         ("scripts/bench_warm_start.py",),

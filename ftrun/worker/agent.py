@@ -92,6 +92,29 @@ def preimport() -> None:
     import_late_modules()
 
 
+def method_name(depth: int = 2) -> str:
+    """The name of the function ``depth`` frames above this one's (``"no_method_name"`` past the
+    stack's top): what torch elastic's ``dynamic_rendezvous.get_method_name`` answers, read from
+    the frame instead of ``inspect.stack()``."""
+    try:
+        return sys._getframe(depth).f_code.co_name
+    except ValueError:
+        return "no_method_name"
+
+
+def cheap_rendezvous_names() -> None:
+    """torch elastic's rendezvous names every event it records after the method recording it,
+    by ``inspect.stack()`` twice per event (``get_method_name``), and builds that name even where
+    no handler takes the event (the default). ``inspect.stack()`` looks up every frame's source
+    file and module among all loaded ones: with torch imported it was most of an agent's CPU
+    (py-spy), a part of it in the rendezvous' shutdown that a run's end waits on. ``method_name``
+    gives the same name from the frame itself."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+
+    if callable(getattr(dynamic_rendezvous, "get_method_name", None)):
+        dynamic_rendezvous.get_method_name = method_name
+
+
 def run_forked(args: argparse.Namespace) -> None:
     """torch's ``run`` with the ranks forked: ``--start-method fork --run-path FORKED_RANK SPEC``
     (the spec and any further arguments stay the rank's)."""
@@ -109,6 +132,7 @@ def main() -> None:
     from torch.distributed.run import main as torchrun, parse_args
 
     args = parse_args(sys.argv[1:])  # a bad argument: argparse's message and exit 2, as torchrun's
+    cheap_rendezvous_names()
     if forks_ranks(args) and fork_safe():
         preimport()
         record(run_forked)(args)  # torchrun's main is ``record(run(parse_args(...)))`` alike

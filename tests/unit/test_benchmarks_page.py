@@ -300,3 +300,24 @@ def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
     page = _page(gen, tmp_path / "c", _record("warm-start", {**result, "warm": warm, "memory_zygote": zygote}))
     row = "| a parked 2-group training, PSS of all its processes MB: alone / its agents forked by the zygote |"
     assert f"{row} 600.0 / 540.0 |" in page
+
+
+def test_warm_start_shows_the_sweeps_cpu_and_bytecode_cache_when_recorded(gen, tmp_path):
+    side, memory, sharing = _warm_parts()
+    result = {"cells": 4, "steps": 20, "cold": side, "warm": side, "sharing": sharing, "memory": memory}
+    before = _page(gen, tmp_path / "a", _record("warm-start", result))
+    assert "CPU s of the whole sweep" not in before and "| Python bytecode cache" not in before  # recorded before them
+    cold, warm = {**side, "sweep_cpu_s": 15.25}, {**side, "sweep_cpu_s": 12.5}
+    record = {
+        **result,
+        "cold": cold,
+        "warm": warm,
+        "bytecode_cache": "on (Python's default, __pycache__ beside the sources)",
+    }
+    page = _page(gen, tmp_path / "b", _record("warm-start", record))
+    assert "| cold: CPU s of the whole sweep, all its processes | 15.25 |" in page
+    assert "| warm: CPU s of the whole sweep, all its processes | 12.50 |" in page
+    assert (
+        "| Python bytecode cache of the sweeps' processes | on (Python's default, __pycache__ beside the sources) |"
+        in page
+    )
