@@ -9,9 +9,10 @@ whose workers each sample, every ``--every`` seconds from a thread, their RSS (`
 and glibc's ``mallinfo2()``: ``arena`` (the heap's bytes taken from the kernel), ``uordblks``
 (allocated: what the program holds), ``fordblks`` (free, kept inside the heap), ``hblkhd`` (mmapped
 blocks). The sampler is a ``sitecustomize`` on the workers' ``PYTHONPATH`` (nothing in ftrun changes
-for it); each sample's step is read from the rank's event log (its ``t``). RSS that grows with the
-heap while the bytes held stay flat is memory the allocator keeps (``ftrun.worker.malloc``: fixed
-thresholds, no trim); bytes held that grow with it are a leak.
+for it), started in every process of the training and every child forked from one, sampling once
+its environment says it is a rank; each sample's step is read from the rank's event log (its
+``t``). RSS that grows with the heap while the bytes held stay flat is memory the allocator keeps
+(``ftrun.worker.malloc``: fixed thresholds, no trim); bytes held that grow with it are a leak.
 
 Output: per worker, the samples at ~12 points, then the least-squares growth per step of RSS,
 arena, held and free over the first and the second half of the sampled steps. Last line: one JSON
@@ -58,12 +59,23 @@ def _sample(path, every):
             out.write(f"{time.time():.3f} {rss} {m.arena} {m.uordblks} {m.fordblks} {m.hblkhd}\n")
             time.sleep(every)
 
+def _when_a_rank():
+    # a rank's environment names it once torch elastic set it: at once in a rank started as a
+    # fresh interpreter, a moment after the fork in one forked from its agent; an agent (fresh or
+    # forked from the training's zygote), the zygote and the training itself never are one
+    while "LOCAL_RANK" not in os.environ:
+        time.sleep(0.05)
+    name = f"replica{os.environ.get('REPLICA_GROUP_ID', 'x')}_rank{os.environ.get('RANK', '0')}.txt"
+    _sample(os.path.join(os.environ["FTRUN_BENCH_MEMORY_DIR"], name), float(os.environ["FTRUN_BENCH_MEMORY_EVERY"]))
+
+def _start():
+    threading.Thread(target=_when_a_rank, daemon=True).start()
+
 with open("/proc/self/cmdline", "rb") as _f:
     _cmd = _f.read()
-if b"ftrun.worker.main" in _cmd and b"torch.distributed.run" not in _cmd and b"ftrun.worker.agent" not in _cmd:
-    _name = f"replica{os.environ.get('REPLICA_GROUP_ID', 'x')}_rank{os.environ.get('RANK', '0')}.txt"
-    _path = os.path.join(os.environ["FTRUN_BENCH_MEMORY_DIR"], _name)
-    threading.Thread(target=_sample, args=(_path, float(os.environ["FTRUN_BENCH_MEMORY_EVERY"])), daemon=True).start()
+if b"ftrun" in _cmd:  # the training's processes; ranks are mostly forked, so every forked child looks too
+    os.register_at_fork(after_in_child=_start)
+    _start()
 """
 
 

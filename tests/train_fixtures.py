@@ -416,6 +416,10 @@ class TreeWatch:
     def _scan(self) -> None:
         known = {pid for pid, _ in self.seen} | {self.root}
         stats = {pid: _stat(pid) for pid in _all_pids()}
+        for key in list(self.seen):  # a process first seen between its fork and its exec showed its
+            st = stats.get(key[0])  # parent's command line: the latest one read is kept
+            if st and st[2] == key[1]:
+                self.seen[key] = _cmdline(key[0]) or self.seen[key]
         changed = True
         while changed:  # transitive closure over parent links
             changed = False

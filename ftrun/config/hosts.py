@@ -81,6 +81,13 @@ class HostsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, froz
             metavar="HOST:PORT",
         ),
     ] = ""  # "": every group here, the store on a free loopback port
+    fork_agents: Annotated[
+        bool,
+        Opt(
+            "Fork the groups' torchrun agents from one process that imported torch (Linux, CPU-only torch).",
+            commands=(TRAIN,),
+        ),
+    ] = True
     start_gate: Annotated[
         str,
         Opt(

@@ -73,6 +73,7 @@ class Group:
     exit_codes: list[int] = field(default_factory=list)
     log_offset: int = 0  # where the current incarnation's output starts in ``log``
     cwd: Path | None = None  # working directory (``ftrun launch``: ``groups/replica{r}/``)
+    fork: bool = True  # its agent forked by this process's zygote, where there is one (``--no-fork-agents``: never)
 
     @property
     def process(self) -> Proc:
@@ -86,8 +87,8 @@ class Group:
             self.cwd.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.log_offset = log.tell()
-            # under sweep --warm-start: forked by the sweep's pre-imported zygote, when it can
-            forked = fork_agent(self.argv, self.env, self.log, self.cwd)
+            # forked by the training's (or its sweep's, its compare's) pre-imported zygote, when it can
+            forked = fork_agent(self.argv, self.env, self.log, self.cwd) if self.fork else None
             self.proc = forked if forked is not None else spawn(self.argv, self.env, log, cwd=self.cwd)
 
 
@@ -171,12 +172,13 @@ def make_group(
     master: tuple[str, int] | None = None,
     placement_env: dict[str, str] | None = None,
     network_env: dict[str, str] | None = None,
+    fork: bool = True,
 ) -> Group:
     """``placement_env``: the group's ``CUDA_VISIBLE_DEVICES`` / ``NCCL_HOSTID`` from
     ``ftrun.launch.placement.plan`` (None: the old rule, an ``NCCL_HOSTID`` per group);
-    ``network_env``: the interface variables of ``layout.Network.env``."""
+    ``network_env``: the interface variables of ``layout.Network.env``; ``fork``: ``Group.fork``."""
     env = group_env(replica, replicas, lighthouse_url, threads, backend, placement_env)
     env.update(network_env or {})
     env["OMP_NUM_THREADS"] = str(threads)
     argv = torchrun_argv(nproc, master, FAST_EXIT_TORCHRUN) + ["-m", "ftrun.worker.main", str(spec_path)]
-    return Group(replica, argv, env, layout.group_log(run_dir, replica))
+    return Group(replica, argv, env, layout.group_log(run_dir, replica), fork=fork)

@@ -4,7 +4,8 @@ refused here with its cause (``BadInput``, one line). Torch-free.
 * a built-in model whose parameters alone (``ftrun.model_desc``, once per rank on this host), or
   one batch's token ids and logits, exceed this host's memory;
 * more replica groups than this host's available memory holds, each costing at least its
-  processes' torch import (``PROCESS_BYTES``) beside its parameters and batch;
+  processes' torch import (``PROCESS_BYTES``; once for the zygote where a zygote forks them)
+  beside its parameters and batch;
 * ``--lighthouse URL`` that does not accept a connection within ``--quorum-timeout``;
 * a ``--backend`` the installed torchft or torch does not offer (``ftrun.torchft_compat``).
 * across hosts, an address or interface the other hosts could not reach this group at
@@ -76,14 +77,21 @@ def fresh_workers(cfg: RunConfig) -> int:
     return 0 if fork_safe() else cfg.hosts.nproc_per_replica
 
 
-def fresh_agents() -> int:
-    """1 when a group's agent starts as a fresh interpreter; 0 when a zygote forks it
-    (``ftrun.launch.zygote``: a sweep's or compare's trainings), sharing the runtime the
-    zygote holds already."""
-    from ftrun.launch.zygote import ENV_ZYGOTE
+def fresh_agents(cfg: RunConfig) -> int:
+    """1 when a group's agent starts as a fresh interpreter; 0 where a zygote forks it
+    (``ftrun.launch.zygote``: ``--fork-agents`` and ``fork_safe``; the training's own zygote or
+    its sweep's or compare's), sharing the runtime the zygote holds."""
     from ftrun.worker.agent import fork_safe  # torch-free: reads the installed files
 
-    return 0 if os.environ.get(ENV_ZYGOTE) and fork_safe() else 1
+    return 0 if cfg.hosts.fork_agents and fork_safe() else 1
+
+
+def zygote_bytes(cfg: RunConfig) -> int:
+    """What this training adds once for its own zygote (``PROCESS_BYTES``): 0 where it uses a
+    sweep's or compare's (``ENV_ZYGOTE`` set) or agents are not forked."""
+    from ftrun.launch.zygote import ENV_ZYGOTE
+
+    return PROCESS_BYTES if fresh_agents(cfg) == 0 and not os.environ.get(ENV_ZYGOTE) else 0
 
 
 def group_bytes(cfg: RunConfig) -> int:
@@ -92,7 +100,7 @@ def group_bytes(cfg: RunConfig) -> int:
     shares its agent's), and per worker a built-in model's parameters and one batch."""
     arch = cfg.model_spec().architecture
     per_rank = batch_bytes(cfg) + (arch.param_bytes() if arch is not None else 0)
-    return (fresh_agents() + fresh_workers(cfg)) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
+    return (fresh_agents(cfg) + fresh_workers(cfg)) * PROCESS_BYTES + cfg.hosts.nproc_per_replica * per_rank
 
 
 def _workers_text(cfg: RunConfig) -> str:
@@ -100,21 +108,36 @@ def _workers_text(cfg: RunConfig) -> str:
     return f"{n} worker(s)" if fresh == n else f"{n} worker(s) forked from it (counted in the agent's)"
 
 
+def _group_text(cfg: RunConfig, zygote: int) -> str:
+    """What a group's estimate counts, in words (``group_bytes``; ``zygote``: ``zygote_bytes``)."""
+    gib = 2**30
+    per_process = f"{PROCESS_BYTES / gib:.2f} GiB"
+    if fresh_agents(cfg):
+        return (
+            f"a torchrun agent and {_workers_text(cfg)} importing torch, {per_process} apiece as measured with "
+            f"{MEASURED_WITH}, plus parameters and one batch per worker"
+        )
+    own = f"; plus {per_process} once for the zygote that imports torch for them" if zygote else ""
+    return (
+        f"parameters and one batch per worker: its agent and workers are forked from a zygote and share "
+        f"its runtime ({per_process} as measured with {MEASURED_WITH}){own}"
+    )
+
+
 def check_groups_fit(cfg: RunConfig) -> None:
     """Refuse more replica groups on this host than its available memory holds (``group_bytes``
-    each), naming the numbers and the most groups that fit; what it cannot read is left to the run."""
+    each, plus ``zygote_bytes`` once), naming the numbers and the most groups that fit; what it
+    cannot read is left to the run."""
     available = available_memory_bytes()
     groups = len(cfg.hosts.groups_here)
-    each = group_bytes(cfg)
-    if available is None or groups * each <= available:
+    each, zygote = group_bytes(cfg), zygote_bytes(cfg)
+    if available is None or groups * each + zygote <= available:
         return
     gib = 2**30
     raise BadInput(
         f"--replicas {cfg.hosts.replicas}: {groups} replica group(s) on this host need at least "
-        f"{groups * each / gib:.1f} GiB ({each / gib:.2f} GiB each: a torchrun agent and "
-        f"{_workers_text(cfg)} importing torch, {PROCESS_BYTES / gib:.2f} GiB apiece "
-        f"as measured with {MEASURED_WITH}, plus parameters and one batch per worker), but "
-        f"{available / gib:.1f} GiB is available; at most {available // each} group(s) fit"
+        f"{(groups * each + zygote) / gib:.1f} GiB ({each / gib:.2f} GiB each: {_group_text(cfg, zygote)}), but "
+        f"{available / gib:.1f} GiB is available; at most {max(0, available - zygote) // each} group(s) fit"
     )
 
 

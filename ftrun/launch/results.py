@@ -99,6 +99,7 @@ def fault_history(
     planned, last = manifest.schedule.steps, ran_to(logs)
     last_step = max(last or 0, planned or 0) if planned is not None else None
     heals = [(r, rec.step, rec.healed) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
+    healing = [(r, rec) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
     first = min((x for x, _ in logs), default=None)
     quorums = [
         layout.QuorumChange(r, rec.step, q.quorum_id, q.participants)
@@ -112,14 +113,17 @@ def fault_history(
     for f in manifest.faults.fired:
         if f.action in ("hang", "corrupt", "corrupt-sync"):  # nothing left the quorum
             continue
+        # the group's own first commit in a full quorum after it healed (as the recovery breakdown's
+        # total ends): its peers may commit before it, once it sent its part of a sync, while it
+        # still catches up; and a commit right after the fault may count the dead incarnation, whose
+        # heartbeats the lighthouse has not yet timed out, among the participants
         back = [
             rec.t
-            for (r, g), recs in logs.items()
-            for rec in recs
+            for rec in logs.get((f.replica, 0), [])
             if rec.commit
             and rec.t > f.fired_at
             and (rec.participants or 0) >= replicas
-            and any(hr == f.replica and h.manager_step <= rec.manager_step_after for hr, _, h in heals)
+            and any(back_with(rec, h, f.fired_at) for hr, h in healing if hr == f.replica)
         ]
         late = [
             rec.rejoined.aligned_step
@@ -154,6 +158,21 @@ def fault_history(
         quorum_changes=quorums,
         commits_lost=len(failed),
         failed_commit_manager_steps=failed,
+    )
+
+
+def back_with(commit: layout.EventRecord, heal: layout.EventRecord, fired_at: float) -> bool:
+    """``commit`` (a record of the group's) comes after its ``heal`` from a fault at ``fired_at``:
+    the heal came after the fault, at or before the commit's step, and the commit's quorum is the
+    heal's or a later one (torchft's quorum ids only grow)."""
+    healed = heal.healed
+    return (
+        isinstance(healed, layout.Healed)
+        and heal.t > fired_at
+        and healed.manager_step <= commit.manager_step_after
+        and heal.quorum_id is not None
+        and commit.quorum_id is not None
+        and commit.quorum_id >= heal.quorum_id
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import msgspec
@@ -27,6 +27,7 @@ from ftrun.launch.progress import EventLogTail, GroupProgress
 from ftrun.launch.results import write_manifest
 from ftrun.launch.spares import SparePool
 from ftrun.launch.supervise import RunState, stop_all, supervise
+from ftrun.launch.zygote import shared_imports
 from ftrun.link_spec import Link
 from ftrun.output import atomic_write
 
@@ -85,7 +86,13 @@ def run_job(
     Stopped by a signal: ``Interrupted`` naming the partial run. Logs to ``logs/ftrun.log``."""
     handler = runlog.attach(state.run_dir)
     try:
-        return _run_job(state, window, link, placement, stop, view, refresh)
+        # the groups' agents (relaunches and spares too) forked from one pre-imported zygote: a
+        # group then starts without importing torch, and shares the zygote's runtime pages
+        zygote = (
+            shared_imports(state.run_dir / layout.LOGS / "zygote.log") if state.cfg.hosts.fork_agents else nullcontext()
+        )
+        with zygote:
+            return _run_job(state, window, link, placement, stop, view, refresh)
     finally:
         runlog.detach(handler)
 
@@ -142,6 +149,7 @@ def _run_job(
                 master,
                 placement.env.get(r) if placement.mode != "cpu" else None,
                 state.network.env,
+                cfg.hosts.fork_agents,
             )
             state.groups.append(g)  # before start(): a signal in between must not orphan it
             g.start()

@@ -48,7 +48,14 @@ class SparePool:
         env.pop(layout.ENV_REPLICA, None)
         env.pop(layout.ENV_RESTART, None)
         env[ENV_SPARE] = str(slot)
-        spare = Group(slot, list(self.template.argv), env, spare_log(self.run_dir, slot), cwd=self.template.cwd)
+        spare = Group(
+            slot,
+            list(self.template.argv),
+            env,
+            spare_log(self.run_dir, slot),
+            cwd=self.template.cwd,
+            fork=self.template.fork,
+        )
         self.waiting.append(spare)  # before start(): a signal in between must not orphan it
         spare.start()
         return spare

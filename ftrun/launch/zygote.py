@@ -1,8 +1,9 @@
 """Replica groups' agents forked from a pre-imported zygote (``ftrun.worker.zygote``). Torch-free.
 
 ``ftrun sweep`` starts one zygote for the sweep (``start``) and hands its address to every
-cell's ``ftrun train`` in ``ENV_ZYGOTE``; a trained ``compare`` holds one for its trainings, which
-run in its own process (``shared_imports``). There, ``ftrun.launch.groups.Group.start`` asks it to
+cell's ``ftrun train`` in ``ENV_ZYGOTE``; any other ``ftrun train`` holds one for its groups, its
+spares and relaunches, and a trained ``compare`` one for its trainings, which run in its own
+process (``shared_imports``). There, ``ftrun.launch.groups.Group.start`` asks it to
 fork each group's agent (``fork_agent``) instead of starting a fresh interpreter that imports
 torch again. Each cell is still its own run: an agent forked for it has its own session and
 process group, the cell's environment and log, and carries nothing from another cell's (the
@@ -98,23 +99,33 @@ def start(log: IO[bytes] | int) -> Server:
     return Server(proc, path, folder)
 
 
-_lazy: list[Server | None] = []  # within ``shared_imports``: its zygote, once its first group started
+@dataclass
+class Lazy:
+    """``shared_imports``' zygote: where it writes its output, the zygote once the first group started it."""
+
+    log: Path | None
+    server: Server | None = None
+
+
+_lazy: list[Lazy] = []  # within ``shared_imports`` (never nested: one at most)
 
 
 @contextmanager
-def shared_imports() -> Iterator[None]:
-    """Within: the agents of this process's trainings (``ftrun compare``'s, one after another, in
-    this process) forked by one zygote, started when the first group starts (``fork_agent``; its
-    ``ENV_ZYGOTE`` set from then on) and stopped at the end, whatever ends it. Nothing where
-    agents are not forked, or a zygote is set already."""
-    if not usable() or os.environ.get(ENV_ZYGOTE):
+def shared_imports(log: Path | None = None) -> Iterator[None]:
+    """Within: the agents of this process's trainings (one ``ftrun train``'s groups, spares and
+    relaunches; ``ftrun compare``'s trainings, one after another, in this process) forked by one
+    zygote, started when the first group starts (``fork_agent``; its ``ENV_ZYGOTE`` set from then
+    on) and stopped at the end, whatever ends it. Nothing where agents are not forked, a zygote
+    is set already (a sweep's cell), or within another ``shared_imports`` (compare's training).
+    ``log``: the zygote's output (appended; None: discarded)."""
+    if not usable() or os.environ.get(ENV_ZYGOTE) or _lazy:
         yield
         return
-    _lazy.append(None)
+    _lazy.append(Lazy(log))
     try:
         yield
     finally:
-        server = _lazy.pop()
+        server = _lazy.pop().server
         if server is not None:
             os.environ.pop(ENV_ZYGOTE, None)
             while _client:  # closed first: the zygote kills what it still runs for us, then ends
@@ -264,13 +275,22 @@ def connect(value: str, wait_s: float = CONNECT_WAIT_S) -> Client | None:
 _client: list[Client | None] = []  # this process's connection, made at its first fork (one try)
 
 
+def _start_logged(log: Path | None) -> Server:
+    """``start``, its output appended to ``log`` (None: discarded)."""
+    if log is None:
+        return start(subprocess.DEVNULL)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return start(out)
+
+
 def fork_agent(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None) -> ForkedAgent | None:
     """The group's agent forked by this process's zygote (``ENV_ZYGOTE``), when there is one and
     ``argv`` runs ftrun's agent; None: start it as usual (``ftrun.launch.procs.spawn``)."""
     if agent_args(argv) is None:
         return None
-    if _lazy and _lazy[-1] is None and not os.environ.get(ENV_ZYGOTE):  # shared_imports': its first group
-        _lazy[-1] = server = start(subprocess.DEVNULL)
+    if _lazy and _lazy[-1].server is None and not os.environ.get(ENV_ZYGOTE):  # shared_imports': its first group
+        _lazy[-1].server = server = _start_logged(_lazy[-1].log)
         os.environ[ENV_ZYGOTE] = server.address
     value = os.environ.get(ENV_ZYGOTE)
     if not value:

@@ -25,7 +25,7 @@ from ftrun.layout.manifest import DetectionBound
 
 class FaultOutcome(FaultMarker):
     """A fired fault (its ``FaultMarker``) and what became of its group: ``recovered_s``: fault ->
-    the first commit of a full quorum after the group healed (None: never back);
+    the group's own first commit in a full quorum after it healed (None: never back);
     ``rejoined_after_end``: the step it rejoined at, after the run's last step ``last_step`` (None:
     not so); ``cause``: why a relaunched group never came back (its one line; None otherwise)."""
 

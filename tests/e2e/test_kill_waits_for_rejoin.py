@@ -4,10 +4,11 @@ summary, inspect-trace and the recovery breakdown all say it came back (issue 42
 
 The relaunch is slowed by a ``sitecustomize`` on PYTHONPATH that sleeps at interpreter start
 in the relaunched incarnation only (``FTRUN_RESTART`` > 0): its launcher (and so its ranks,
-forked from it) start that much later, whatever the machine's load. The same run holds the whole story of a
-kill with a restart: quorum 3 -> 2 -> 3, the heal from a live peer, agreement and the numerics
-across it, and inspect-trace's lost steps for an incarnation killed inside the profiled window
-(never exported). ~60 s on 2 cores."""
+forked from it) start that much later, whatever the machine's load. Its launchers are fresh
+interpreters (``--no-fork-agents``): one forked from the training's zygote starts no interpreter.
+The same run holds the whole story of a kill with a restart: quorum 3 -> 2 -> 3, the heal from
+a live peer, agreement and the numerics across it, and inspect-trace's lost steps for an
+incarnation killed inside the profiled window (never exported). ~60 s on 2 cores."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def slowed_relaunch(tmp: Path) -> dict[str, str]:
 def test_survivors_wait_for_a_slow_relaunch_to_rejoin(tmp_path):
     # the window holds the kill: the killed incarnation never exports, the relaunch is not profiled
     args = [*RECOVERY_RUN, "--profile", "11:30", "--steps", str(STEPS), "--kill", "1@15", "--restarts", "1"]
+    args.append("--no-fork-agents")
     run = run_train(tmp_path, "slow", *args, timeout=300, env=slowed_relaunch(tmp_path))
     assert run.rc == 0, run.explain()
     s = run.summary()
