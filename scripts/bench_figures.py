@@ -266,13 +266,16 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Python bytecode cache of the sweeps' processes", r["bytecode_cache"]))
     g, share = r["memory"]["per_group_mb"], r["sharing"]
     rows.append(
-        ("one replica group parked (agent + rank): PSS / RSS / private MB", f"{g['pss']} / {g['rss']} / {g['private']}")
+        (
+            "one replica group parked, its agent a fresh interpreter (agent + rank): PSS / RSS / private MB",
+            f"{g['pss']} / {g['rss']} / {g['private']}",
+        )
     )
     park = r["memory"].get("park_cpu_s")
     if park:  # recorded since ranks are forked from their agent
         rows.append(
             (
-                "CPU s to park the training's groups: agents + ranks",
+                "CPU s to park the training's groups, fresh agents: agents + ranks",
                 f"{park['groups']} ({park['agent']} + {park['rank']})",
             )
         )
@@ -294,7 +297,7 @@ def _warm_start(r: dict[str, Any]) -> list[tuple[str, str]]:
         if "total_pss_mb" in z:  # every process of the parked training, the zygote's share included
             rows.append(
                 (
-                    "a parked 2-group training, PSS of all its processes MB: alone / its agents forked by the zygote",
+                    "a parked 2-group training, PSS of all its processes MB: fresh agents / forked by the zygote",
                     f"{r['memory']['total_pss_mb']} / {z['total_pss_mb']}",
                 )
             )

@@ -48,38 +48,34 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
-def _job_label(pid: int) -> str | None:
-    """``replica R`` or ``spare K`` from a launcher's environment at its start."""
-    try:
-        env = dict(x.split("=", 1) for x in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in x)
-    except OSError:
+def _job_label(log: str, logs: Path) -> str | None:
+    """``replica R`` or ``spare K`` for a process writing its stdout to ``log`` (a path), when that
+    is the group's or spare's log in ``logs`` (``logs/replica{r}.log``, ``logs/spare{k}.log``)."""
+    path = Path(log)
+    if path.parent != logs or path.suffix != ".log":
         return None
-    if "FTRUN_SPARE" in env:
-        return f"spare {env['FTRUN_SPARE']}"
-    return f"replica {env['REPLICA_GROUP_ID']}" if "REPLICA_GROUP_ID" in env else None
+    for prefix, label in (("replica", "replica"), ("spare", "spare")):
+        if path.stem.startswith(prefix) and path.stem[len(prefix) :].isdigit():
+            return f"{label} {path.stem[len(prefix) :]}"
+    return None
 
 
-def memory_by_job(spec: Path) -> dict[str, float]:
-    """MB of PSS per launcher tree (torchrun and its ranks) whose command line names ``spec``."""
-    procs: dict[int, int] = {}  # pid -> ppid, those running this run's worker
+def memory_by_job(run_dir: Path) -> dict[str, float]:
+    """MB of PSS per replica group and waiting spare of the run: every process whose stdout is the
+    group's (the spare's) log in ``run_dir/logs``, its launcher and the ranks it forked alike, whether
+    the launcher started as a fresh interpreter or was forked from the training's zygote (whose
+    children show its command line and its environment at start, not the group's)."""
+    logs = (run_dir / "logs").resolve()
+    out: dict[str, float] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
-            if str(spec) not in (d / "cmdline").read_text().replace("\0", " "):
-                continue
-            stat = (d / "stat").read_text()
+            label = _job_label(os.readlink(d / "fd" / "1"), logs)
         except OSError:
             continue
-        procs[int(d.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-    out: dict[str, float] = {}
-    for pid in procs:
-        top = pid
-        while procs.get(top) in procs:
-            top = procs[top]
-        label = _job_label(top)
         if label is not None:
-            out[label] = out.get(label, 0.0) + _pss_kb(pid) / 1024
+            out[label] = out.get(label, 0.0) + _pss_kb(int(d.name)) / 1024
     return {k: round(v, 1) for k, v in sorted(out.items())}
 
 
@@ -141,10 +137,9 @@ def one_run(tmp: Path, name: str, extra: tuple[str, ...], heartbeat_ms: int | No
     with err_path.open("w") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
     memory: dict[str, float] = {}
-    spec = (tmp / name / "spec.json").resolve()
     while proc.poll() is None and not memory and time.monotonic() - t0 < 900:
         if _steps_logged(tmp / name) >= MEMORY_AT_STEP:
-            memory = memory_by_job(spec)
+            memory = memory_by_job(tmp / name)
         time.sleep(0.5)
     stdout, _ = proc.communicate(timeout=900)
     stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL:]

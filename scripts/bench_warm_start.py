@@ -15,13 +15,14 @@ Per sweep also its CPU seconds, every process of it (``sweep_cpu_s``: this proce
 descendants, read around the sweep), steadier than its wall time. The sweeps run with Python's
 bytecode cache on (``PYTHONDONTWRITEBYTECODE`` unset), as an installed ftrun has it.
 
-Memory: one ``ftrun train`` (2 groups) parked at a start gate (``HostsConfig.start_gate``), every
-rank asleep with its model built: PSS, RSS and private bytes of each process from
-``/proc/PID/smaps_rollup``; a group = its torchrun agent + its rank(s) (a rank forked from its
-agent, ``ftrun.worker.agent``, is told from it by its parent); the CPU seconds every agent and
-rank used until parked (``park_cpu_s``); the same again with the training's agents forked by a
-zygote (``ftrun.launch.zygote``, as ``sweep --warm-start`` runs a cell: ``memory_zygote``, with the
-zygote's own memory and import CPU seconds, paid once per sweep). The warm cells' median wall is
+Memory: one ``ftrun train`` (2 groups, each agent a fresh interpreter: ``fork_agents = false``)
+parked at a start gate (``HostsConfig.start_gate``), every rank asleep with its model built:
+PSS, RSS and private bytes of each process from ``/proc/PID/smaps_rollup``; a group = its
+torchrun agent + its rank(s) (a rank forked from its agent, ``ftrun.worker.agent``, is told from
+it by its parent); the CPU seconds every agent and rank used until parked (``park_cpu_s``); the
+same again with the training's agents forked by a zygote (``ftrun.launch.zygote``, as a sweep
+runs a cell and a training forks them from its own: ``memory_zygote``, with the zygote's own
+memory and import CPU seconds, paid once per sweep or training). The warm cells' median wall is
 also given over the cold cells' steps + check (``median_wall_over_cold_steps_and_check``): a warm
 cell's steps run beside its successor's start-up. Sharing: a parent that
 imported what a rank imports (torch, torchft, ftrun's worker) forks two children; their private
@@ -201,12 +202,17 @@ def _forked_kinds(zygote: int) -> dict[int, str]:
 
 def memory(tmp: Path, replicas: int = 2, zygote: Server | None = None) -> dict:
     """One training parked at its gate: each process's memory, per kind and per group, and the
-    CPU seconds its groups took to park (every agent and rank, from its start to parked). With
-    ``zygote``: its agents forked by that zygote, as ``sweep --warm-start`` runs a cell."""
+    CPU seconds its groups took to park (every agent and rank, from its start to parked). Its
+    agents fresh interpreters (``--no-fork-agents``), or with ``zygote`` forked by that zygote, as
+    a sweep runs a cell (and as a training forks them from its own)."""
     name = "mem-zygote" if zygote else "mem"
     gate = tmp / f"{name}.gate"
     cfg = tmp / f"{name}.toml"
-    cfg.write_text(f'steps = 20\nout = "{tmp}"\nrun_name = "{name}"\nstart_gate = "{gate}"\nreplicas = {replicas}\n')
+    # alone: each agent a fresh interpreter (``fork_agents = false``; a training's own zygote otherwise)
+    fork = "" if zygote else "fork_agents = false\n"
+    cfg.write_text(
+        f'steps = 20\nout = "{tmp}"\nrun_name = "{name}"\nstart_gate = "{gate}"\nreplicas = {replicas}\n{fork}'
+    )
     argv = [sys.executable, "-m", "ftrun", "train", "--config", str(cfg), "--json", "--no-check"]
     env = dict(os.environ, **({"FTRUN_ZYGOTE": zygote.address} if zygote else {}))
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)

@@ -267,7 +267,7 @@ def test_warm_start_shows_the_cpu_to_park_when_recorded(gen, tmp_path):
     assert "CPU s to park" not in before  # a record from before it was measured
     park = {"agent": 4.5, "rank": 0.6, "groups": 5.1}
     page = _page(gen, tmp_path / "b", _record("warm-start", {**result, "memory": {**memory, "park_cpu_s": park}}))
-    assert "| CPU s to park the training's groups: agents + ranks | 5.1 (4.5 + 0.6) |" in page
+    assert "| CPU s to park the training's groups, fresh agents: agents + ranks | 5.1 (4.5 + 0.6) |" in page
 
 
 def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
@@ -298,7 +298,7 @@ def test_warm_start_shows_the_zygotes_figures_when_recorded(gen, tmp_path):
     zygote["total_pss_mb"] = 540.0
     memory["total_pss_mb"] = 600.0
     page = _page(gen, tmp_path / "c", _record("warm-start", {**result, "warm": warm, "memory_zygote": zygote}))
-    row = "| a parked 2-group training, PSS of all its processes MB: alone / its agents forked by the zygote |"
+    row = "| a parked 2-group training, PSS of all its processes MB: fresh agents / forked by the zygote |"
     assert f"{row} 600.0 / 540.0 |" in page
 
 
