@@ -27,8 +27,9 @@ cycle in which no group of the quorum committed repeats its fragment, for every 
 
 A healthy run does not fail commits: ``unexplained`` lists those no fired fault accounts for (a
 kill fired at step f explains failures at sync steps from f up to H steps after the faulted
-replica rejoined, or to the end when it never did; a ``--fail-commit`` explains its group's
-failed commit at the sync it fired in).
+replica rejoined, or to the end when it never did, and on the other replicas from the faulted
+one's last sync before f, ``last_sync_before``; a ``--fail-commit`` explains its group's failed
+commit at the sync it fired in).
 """
 
 from __future__ import annotations
@@ -154,8 +155,17 @@ def explain(commits: list[FailedCommit], faults: FiredFaults, schedule: Schedule
             continue
         for m in faults.marks:
             until = (m.rejoined_step + schedule.sync_every) if m.rejoined_step is not None else None
-            if m.step <= c.sync_step and (until is None or c.sync_step <= until):
+            first = m.step if c.replica == m.replica else last_sync_before(m.step, schedule)
+            if first <= c.sync_step and (until is None or c.sync_step <= until):
                 c.explained = True
+
+
+def last_sync_before(step: int, schedule: Schedule) -> int:
+    """The last sync step before ``step``: the faulted group's last sync when a fault fired at the
+    start of ``step``. The group finished it, but its peers need not have: replicas drift apart
+    between syncs, and a peer still reading the group's part of that sync's collective loses it
+    when the group dies (Gloo: "Connection reset by peer", "pair closure")."""
+    return (step - 1) // schedule.window * schedule.window
 
 
 def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list[int]]:

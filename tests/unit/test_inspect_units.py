@@ -158,10 +158,17 @@ def test_failed_commits_explained_by_a_fault_only_near_it():
     from ftrun.check.fired_faults import FaultMark, FiredFaults
 
     sch = Schedule(2, 20, 5)
-    cs = [FailedCommit(0, 0, s, 0, "event_log") for s in (20, 30, 50, 60)]
+    cs = [FailedCommit(0, 0, s, 0, "event_log") for s in (10, 20, 30, 50, 60)]
     explain(cs, FiredFaults([FaultMark(1, "kill", 25, (25, 31), 32)]), sch)
-    # before the kill: no; from the kill to H steps after the rejoin (32 + 20): yes; later: no
-    assert [c.explained for c in cs] == [False, True, True, False]
+    # before the faulted replica's last sync before the kill (20): no; from it (a peer may still be
+    # reading the faulted replica's part of it) to H steps after the rejoin (32 + 20): yes; later: no
+    assert [c.explained for c in cs] == [False, True, True, True, False]
+    own = [FailedCommit(1, 0, 20, 0, "event_log")]  # the faulted replica's own sync before its kill: no
+    explain(own, FiredFaults([FaultMark(1, "kill", 25, (25, 31), 32)]), sch)
+    assert not own[0].explained
+    just_after = [FailedCommit(0, 0, 1030, 0, "event_log")]  # a kill at the step right after a sync
+    explain(just_after, FiredFaults([FaultMark(6, "kill", 1031, (1031, 1040), 1041)]), sch)
+    assert just_after[0].explained
     never = [FailedCommit(0, 0, 200, 0, "inferred")]
     explain(never, FiredFaults([FaultMark(1, "kill", 25, (25, 40), None)]), sch)
     assert never[0].explained
