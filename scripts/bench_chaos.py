@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A chaos run's goodput against its fault-free twin, and plan's prediction of it.
 
-    python scripts/bench_chaos.py        # the acceptance case: 8 groups, 1400 steps, kill:45,sigterm:90, seed 46
+    python scripts/bench_chaos.py        # the acceptance case: 8 groups, 2000 steps, kill:45,sigterm:90, seed 46
     python scripts/bench_chaos.py --replicas 4 --steps 200 --chaos kill:60 --min-chaos-s 0 --figure ''
 
 Trains the chaos run (``ftrun train --chaos ... --chaos-seed N``, the default model) and then its
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicas", type=int, default=8)
     # sized for >= 300 s of chaos on the 2-CPU machine the record names, with agents forked from the
     # training's zygote (a relaunch in seconds); whether it held is in the record
-    ap.add_argument("--steps", type=int, default=1400)
+    ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--min-chaos-s", type=float, default=300.0, help="The chaos part's required seconds (0: none).")
     ap.add_argument("--figure", default="docs/img/chaos_timeline.png", help="Keep the run's timeline here ('': not).")
     ap.add_argument("--chaos", default="kill:45,sigterm:90")

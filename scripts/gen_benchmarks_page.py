@@ -185,7 +185,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "chaos",
         "Goodput under a fault storm, predicted vs measured",
-        "ftrun train --chaos kill:45,sigterm:90 --chaos-seed 46 (default model, 8 groups, 1400 steps: the "
+        "ftrun train --chaos kill:45,sigterm:90 --chaos-seed 46 (default model, 8 groups, 2000 steps: the "
         "acceptance case, at least 5 minutes of chaos) and its fault-free twin, ftrun compare of the two (goodput "
         "retained) and ftrun plan --check of the compare (tolerance 10%): faults, recoveries (median, p90, phases), "
         "goodput, predicted vs measured; the chaos run's whole-run timeline is kept as docs/img/chaos_timeline.png.",
