@@ -165,7 +165,7 @@ def last_sync_before(step: int, schedule: Schedule) -> int:
     start of ``step``. The group finished it, but its peers need not have: replicas drift apart
     between syncs, and a peer still reading the group's part of that sync's collective loses it
     when the group dies (Gloo: "Connection reset by peer", "pair closure")."""
-    return (step - 1) // schedule.window * schedule.window
+    return schedule.sync_step(schedule.cycle_of(step) - 1)
 
 
 def heal_steps(logs: dict[tuple[int, int], list[EventRecord]]) -> dict[int, list[int]]:

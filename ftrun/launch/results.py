@@ -98,8 +98,8 @@ def fault_history(
     replicas = manifest.replicas
     planned, last = manifest.schedule.steps, ran_to(logs)
     last_step = max(last or 0, planned or 0) if planned is not None else None
-    heals = [(r, rec.step, rec.healed) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
     healing = [(r, rec) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
+    heals = [(r, rec.step, rec.healed) for r, rec in healing]
     first = min((x for x, _ in logs), default=None)
     quorums = [
         layout.QuorumChange(r, rec.step, q.quorum_id, q.participants)

@@ -1,7 +1,7 @@
 """A pre-imported parent that forks replica groups' agents: ``python -m ftrun.worker.zygote PATH``.
 
-``ftrun sweep`` runs one for the whole sweep, a trained ``compare`` one for its trainings
-(``ftrun.launch.zygote``): it imports once
+``ftrun sweep`` runs one for the whole sweep, a trained ``compare`` one for its trainings, any
+other ``ftrun train`` one for its groups (``ftrun.launch.zygote``): it imports once
 what an agent and its ranks import (``ftrun.worker.agent.preimport``: torch, torchft, ftrun's
 worker; nothing stateful), then listens on the Unix socket ``PATH`` (bound under a temporary
 name and renamed: the path exists once it accepts). Each cell's ``ftrun train`` connects and
