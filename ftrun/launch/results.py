@@ -99,7 +99,7 @@ def fault_history(
     planned, last = manifest.schedule.steps, ran_to(logs)
     last_step = max(last or 0, planned or 0) if planned is not None else None
     healing = [(r, rec) for (r, g), recs in logs.items() if g == 0 for rec in recs if rec.healed]
-    heals = [(r, rec.step, rec.healed) for r, rec in healing]
+    heals = [(r, rec.step, rec.healed) for r, rec in healing if isinstance(rec.healed, layout.Healed)]
     first = min((x for x, _ in logs), default=None)
     quorums = [
         layout.QuorumChange(r, rec.step, q.quorum_id, q.participants)
